@@ -1,0 +1,80 @@
+"""Scales, paths and per-notebook settings: the one config that papermill, the CLI and tests read.
+
+Every notebook has a ``scale`` parameter with three values (see ``lib/scales.toml``):
+
+* ``smoke`` -- seconds, small data the project makes itself; what CI runs.
+* ``cpu``   -- the default: minutes on a 2-core laptop, on real data, scaled down and said so.
+* ``paper`` -- the papers' own settings; meant for a GPU.
+
+``settings(notebook, scale)`` returns that notebook's settings at that scale; unknown notebooks,
+scales or setting names raise ``ValueError`` listing the valid ones.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lib.validation import check_choice
+
+SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
+DEFAULT_SCALE = "cpu"
+SCALES_FILE = Path(__file__).with_name("scales.toml")
+
+
+def repo_root() -> Path:
+    """The repository root (the folder holding ``lib/``, ``_toc.yml`` and ``notebooks/``)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def cache_dir() -> Path:
+    """Where finished runs, checkpoints and decoded data are cached (``CALIBOOK_CACHE`` overrides)."""
+    path = Path(os.environ.get("CALIBOOK_CACHE", repo_root() / ".cache" / "calibook"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def results_dir() -> Path:
+    """Committed result files (small JSON/CSV from paper-scale GPU runs) that notebooks read."""
+    return repo_root() / "results"
+
+
+def build_dir(scale: str) -> Path:
+    """Build folder for one scale: executed notebooks and the staged book go here."""
+    check_choice(scale, SCALES, "scale")
+    return repo_root() / "build" / scale
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, dict[str, dict[str, Any]]]:
+    with SCALES_FILE.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def notebooks_with_settings() -> list[str]:
+    """Names of the notebooks that have an entry in ``scales.toml``."""
+    return sorted(_table())
+
+
+def settings(notebook: str, scale: str, **overrides: Any) -> dict[str, Any]:
+    """Settings of ``notebook`` at ``scale``, with keyword ``overrides`` applied.
+
+    Keys shared by all scales live in the notebook's ``[name.common]`` table. Overrides whose
+    value is ``None`` are ignored, so a notebook can pass its optional parameters straight through.
+    """
+    table = _table()
+    check_choice(notebook, sorted(table), "notebook")
+    check_choice(scale, SCALES, "scale")
+    entry = table[notebook]
+    out: dict[str, Any] = dict(entry.get("common", {}))
+    out.update(entry.get(scale, {}))
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        check_choice(key, sorted(out), f"{notebook} setting")
+        out[key] = value
+    out["scale"] = scale
+    return out

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Build the book: set up .venv, run every notebook at the default scale (cpu; SCALE=... to change)
+# through papermill into build/<scale>/notebooks, then render HTML into build/<scale>/site/_build/html.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m lib book --scale "${SCALE:-cpu}" "$@"

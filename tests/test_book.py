@@ -1,0 +1,65 @@
+"""The strict book build (warnings are errors) from smoke-scale executed notebooks, and an offline
+check of the rendered pages (local MathJax, charts as SVG; headless Chromium when installed)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lib.book import build_book, notebook_names
+
+pytestmark = pytest.mark.book
+
+
+@pytest.fixture(scope="module")
+def html(smoke_notebook) -> Path:
+    for name in notebook_names():
+        smoke_notebook(name)
+    return build_book("smoke", strict=True)
+
+
+def test_every_toc_page_is_built(html: Path) -> None:
+    pages = ["book/intro", "book/start_here", "book/scales", "book/api", "book/bibliography"]
+    pages += [f"book/{p}/overview" for p in ("moe", "l2d", "ccc", "rr")]
+    pages += [f"notebooks/{n}" for n in notebook_names()]
+    missing = [p for p in pages if not (html / f"{p}.html").exists()]
+    assert not missing, f"pages missing from the build: {missing}"
+
+
+def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:
+    text = (html / "book" / "intro.html").read_text()
+    for name in notebook_names():
+        assert name in text, f"the landing page does not list {name}"
+    assert "smoke:" in text
+    assert "not executed in this build" not in text
+
+
+def test_pages_load_nothing_from_the_internet(html: Path) -> None:
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        for src in re.findall(r'<script[^>]+src="([^"]+)"', text):
+            assert not src.startswith(("http:", "https:", "//")), f"{page.name} loads {src}"
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+
+
+def test_charts_are_rendered_as_svg(html: Path) -> None:
+    pages = [html / "notebooks" / f"{n}.html" for n in notebook_names()]
+    with_svg = [p.stem for p in pages if "<svg" in p.read_text() or ".svg" in p.read_text()]
+    assert with_svg, "no notebook page contains a rendered chart"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed")
+def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path: Path) -> None:
+    page = html / "notebooks" / "routing_theory.html"
+    cmd = [
+        "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path}", "--virtual-time-budget=15000", "--dump-dom", page.as_uri(),
+    ]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    assert "mjx-container" in dom, "MathJax did not typeset the page's math offline"
+    assert "<svg" in dom, "no chart was rendered"

@@ -1,0 +1,39 @@
+"""lib.config: scales, per-notebook settings and their errors."""
+
+import pytest
+
+from lib import config
+
+
+def test_scales_are_the_three_documented_ones() -> None:
+    assert config.SCALES == ("smoke", "cpu", "paper")
+    assert config.DEFAULT_SCALE == "cpu"
+
+
+def test_unknown_scale_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"scale: unknown value 'gpu'.*'smoke', 'cpu', 'paper'"):
+        config.settings("pacs", "gpu")
+
+
+def test_unknown_notebook_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match="notebook: unknown value 'nope'.*'pacs'"):
+        config.settings("nope", "cpu")
+
+
+def test_scale_overrides_common_and_overrides_are_checked(tmp_path, monkeypatch) -> None:
+    toml = tmp_path / "scales.toml"
+    toml.write_text("[demo.common]\nepochs = 5\nlr = 0.1\n[demo.smoke]\nepochs = 1\n[demo.cpu]\n[demo.paper]\n")
+    monkeypatch.setattr(config, "SCALES_FILE", toml)
+    config._table.cache_clear()
+    try:
+        assert config.settings("demo", "smoke") == {"epochs": 1, "lr": 0.1, "scale": "smoke"}
+        assert config.settings("demo", "cpu", epochs=3, lr=None)["epochs"] == 3
+        with pytest.raises(ValueError, match="demo setting: unknown value 'epoch'"):
+            config.settings("demo", "cpu", epoch=3)
+    finally:
+        config._table.cache_clear()
+
+
+def test_build_dir_rejects_unknown_scale() -> None:
+    with pytest.raises(ValueError, match="scale"):
+        config.build_dir("huge")
