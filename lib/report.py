@@ -7,10 +7,12 @@ book can paste it with ``{glue:text}``); ``read_published(path)`` gives the test
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import pandas as pd
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
     """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
@@ -30,7 +32,8 @@ def read_published(notebook: str | Path) -> dict[str, Any]:
             meta = output.get("metadata", {}).get("scrapbook")
             if not meta:
                 continue
-            text = output.get("data", {}).get("text/plain")
+            data = output.get("data", {})
+            text = data.get(meta.get("mime_prefix", "") + "text/plain", data.get("text/plain"))
             if text is None:
                 continue
             text = "".join(text) if isinstance(text, list) else text
@@ -50,3 +53,28 @@ def _parse_repr(text: str) -> Any:
 def publish_scale(scale: str, summary: str) -> str:
     """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page."""
     return publish("scale_summary", f"{scale}: {summary}")
+
+
+VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale")
+
+
+def verdict(held: bool | None) -> str:
+    """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell)."""
+    if held is None:
+        return VERDICTS[2]
+    return VERDICTS[0] if held else VERDICTS[1]
+
+
+def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """A page's claims table: one row per claim with ``claim``, ``paper`` (what the paper reports,
+    quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of :data:`VERDICTS`,
+    computed by the caller from the numbers, never typed in)."""
+    out = []
+    for r in rows:
+        for key in ("claim", "ours", "verdict"):
+            if key not in r:
+                raise ValueError(f"rows: every row needs {key!r}")
+        if r["verdict"] not in VERDICTS:
+            raise ValueError(f"rows: verdict {r['verdict']!r} is not one of {VERDICTS}")
+        out.append({"claim": r["claim"], "paper": r.get("paper", ""), "ours": r["ours"], "verdict": r["verdict"]})
+    return pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict"])

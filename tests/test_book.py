@@ -61,5 +61,5 @@ def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path:
         f"--user-data-dir={tmp_path}", "--virtual-time-budget=15000", "--dump-dom", page.as_uri(),
     ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    assert "mjx-container" in dom, "MathJax did not typeset the page's math offline"
+    assert "<mjx-container" in dom, "MathJax did not typeset the page's math offline"
     assert "<svg" in dom, "no chart was rendered"

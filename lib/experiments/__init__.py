@@ -1,0 +1,1 @@
+"""Thin experiment helpers the notebooks call: training loops, config grids, tables and claims."""

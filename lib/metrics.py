@@ -1,0 +1,298 @@
+"""Calibration and selective-prediction metrics shared by all four papers (SPEC section 1).
+
+All binned metrics go through one binning implementation, :func:`bin_edges` + :func:`bin_index`:
+bins are half-open ``(lo, hi]`` with 0 in the first bin. ``binning="width"`` gives equal-width bins
+on [0, 1]; ``binning="mass"`` gives equal-count ("adaptive", "histogram equalization") bins whose
+inner edges sit midway between consecutive order statistics, so that n examples without ties fall
+into bins whose counts differ by at most one.
+
+Every function accepts numpy arrays or torch tensors, validates them with :mod:`lib.validation`
+(``ValueError`` naming the argument) and returns plain Python floats (or a pandas DataFrame).
+
+Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
+notebooks/l2d_cifar10, notebooks/l2d_gaussians, notebooks/cascading, notebooks/losses_cifar10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
+
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_finite,
+    check_ndim,
+    check_probs_labels,
+    check_same_length,
+    check_unit_interval,
+    to_numpy,
+)
+
+BINNINGS: tuple[str, ...] = ("width", "mass")
+EPS = 1e-12  # probabilities are clamped at this value before a log (SPEC section 2)
+
+__all__ = [
+    "BINNINGS",
+    "accuracy",
+    "aurc",
+    "bin_edges",
+    "bin_index",
+    "binary_ece",
+    "brier",
+    "classwise_ece",
+    "ece",
+    "nll",
+    "reliability_table",
+]
+
+
+# --- input helpers ---------------------------------------------------------------------------
+
+
+def _check_n_bins(n_bins: int) -> int:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    return int(n_bins)
+
+
+def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    p = to_numpy(probs, "probs")
+    y = to_numpy(labels, "labels")
+    check_probs_labels(p, y)
+    if p.shape[0] == 0:
+        raise ValueError("probs: is empty (0 examples)")
+    return p, y.astype(np.int64)
+
+
+def _conf_outcome(
+    conf: ArrayLike, outcome: ArrayLike, conf_name: str = "conf", clip: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a (confidence in [0, 1], binary outcome) pair; ``clip`` clips conf to [0, 1]."""
+    c = to_numpy(conf, conf_name)
+    o = to_numpy(outcome, "outcome")
+    check_unit_interval(c, conf_name, clip=clip)
+    check_ndim(o, 1, "outcome", "one 0/1 outcome per example")
+    check_finite(o, "outcome")
+    check_same_length(c, o, conf_name, "outcome")
+    if c.shape[0] == 0:
+        raise ValueError(f"{conf_name}: is empty (0 examples)")
+    if not np.all((o == 0) | (o == 1)):
+        raise ValueError("outcome: values must be 0 or 1 (or booleans)")
+    return np.clip(c, 0.0, 1.0), o
+
+
+# --- binning (the one implementation every binned metric uses) ----------------------------------
+
+
+def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.ndarray:
+    """Return the ``n_bins + 1`` edges of the bins on [0, 1] for confidences ``conf``.
+
+    ``"width"``: ``linspace(0, 1, n_bins + 1)``. ``"mass"``: outer edges 0 and 1, inner edge b at the
+    midpoint of the order statistics s_(k-1), s_(k) with k = floor(b n / n_bins) (0-based), so that
+    with half-open ``(lo, hi]`` bins and no ties every bin holds floor or ceil of n / n_bins examples.
+    Ties (or n < n_bins) can leave bins empty; empty bins contribute nothing to any metric.
+    Used in: every binned metric here, lib.calibrate.HistogramBinning, notebooks/cascading.
+    """
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, BINNINGS, "binning")
+    c = to_numpy(conf, "conf")
+    check_unit_interval(c, "conf")
+    if binning == "width" or c.shape[0] < 2:
+        return np.linspace(0.0, 1.0, n_bins + 1)
+    s = np.sort(c)
+    n = s.shape[0]
+    k = (np.arange(1, n_bins) * n) // n_bins
+    k = np.clip(k, 1, n - 1)
+    inner = 0.5 * (s[k - 1] + s[k])
+    return np.concatenate([[0.0], inner, [1.0]])
+
+
+def bin_index(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
+    """Bin of each confidence for half-open bins ``(edges[b], edges[b+1]]``; values <= edges[1]
+    (including 0) go to bin 0 and values above the last inner edge to the last bin."""
+    c = to_numpy(conf, "conf")
+    e = to_numpy(edges, "edges")
+    check_ndim(e, 1, "edges")
+    if e.shape[0] < 2 or np.any(np.diff(e) < 0):
+        raise ValueError("edges: need at least 2 non-decreasing edges")
+    # searchsorted(side="left") counts inner edges strictly below c: c in (e_b, e_{b+1}] -> b.
+    return np.searchsorted(e[1:-1], c, side="left").astype(np.int64)
+
+
+def _bin_stats(
+    conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Edges, per-bin counts, summed confidence and summed outcome."""
+    edges = bin_edges(conf, n_bins, binning)
+    idx = bin_index(conf, edges)
+    count = np.bincount(idx, minlength=n_bins).astype(np.float64)
+    sum_conf = np.bincount(idx, weights=conf, minlength=n_bins)
+    sum_out = np.bincount(idx, weights=outcome, minlength=n_bins)
+    return edges, count, sum_conf, sum_out
+
+
+def _binned_error(conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: str) -> float:
+    """sum_b (n_b / n) |acc_b - conf_b| = (1/n) sum_b |sum_out_b - sum_conf_b|."""
+    _, count, sum_conf, sum_out = _bin_stats(conf, outcome, n_bins, binning)
+    return float(np.abs(sum_out - sum_conf).sum() / count.sum())
+
+
+# --- calibration errors -------------------------------------------------------------------------
+
+
+def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
+    """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c.
+
+    Guo et al. 2017 (eq. 3); the MoE and L2D papers report it as a fraction, the reweighted-risk
+    paper x100. Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, and most pages.
+    """
+    p, y = _probs_labels(probs, labels)
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, BINNINGS, "binning")
+    conf = np.clip(p.max(axis=1), 0.0, 1.0)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+    return _binned_error(conf, correct, n_bins, binning)
+
+
+def classwise_ece(
+    probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width"
+) -> float:
+    """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c].
+
+    Reweighted-risk paper, Def. 3.9 (Kull et al. 2019). With ``binning="mass"`` the equal-count
+    bins are built per class on that class's probabilities. Used in: notebooks/losses_cifar10.
+    """
+    p, y = _probs_labels(probs, labels)
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, BINNINGS, "binning")
+    p = np.clip(p, 0.0, 1.0)
+    errs = [
+        _binned_error(p[:, c], (y == c).astype(np.float64), n_bins, binning)
+        for c in range(p.shape[1])
+    ]
+    return float(np.mean(errs))
+
+
+def binary_ece(
+    conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: str = "width"
+) -> float:
+    """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1).
+
+    ``conf`` is clipped to [0, 1] first: the L2D softmax estimate of expert correctness (L2D paper
+    eq. 2) can exceed 1 and the paper caps it at 1. Used in: notebooks/l2d_cifar10,
+    notebooks/l2d_gaussians, notebooks/cascading (Platt-scaled pass/fail).
+    """
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, BINNINGS, "binning")
+    c, o = _conf_outcome(conf, outcome, clip=True)
+    return _binned_error(c, o, n_bins, binning)
+
+
+def reliability_table(
+    conf: ArrayLike,
+    outcome: ArrayLike,
+    n_bins: int = 10,
+    binning: str = "width",
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Per-bin reliability statistics with a Wilson interval for the accuracy.
+
+    One row per bin (empty bins included, with NaN statistics): ``bin``, ``lo``, ``hi``, ``count``,
+    ``conf`` (mean confidence), ``acc`` (mean outcome), ``acc_lo``, ``acc_hi`` (Wilson score
+    interval at ``level``, from ``scipy.stats.binomtest(...).proportion_ci(method="wilson")`` rather
+    than a hand-written formula), ``gap`` = acc - conf. ``conf`` is clipped to [0, 1].
+    Used in: lib.plots.reliability_diagram (error bars), notebooks/cifar10h, notebooks/civilcomments.
+    """
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, BINNINGS, "binning")
+    if not (np.isfinite(level) and 0 < level < 1):
+        raise ValueError(f"level: must lie in the open interval (0, 1), got {level!r}")
+    c, o = _conf_outcome(conf, outcome, clip=True)
+    edges, count, sum_conf, sum_out = _bin_stats(c, o, n_bins, binning)
+    nonempty = count > 0
+    mean_conf = np.full(n_bins, np.nan)
+    acc = np.full(n_bins, np.nan)
+    mean_conf[nonempty] = sum_conf[nonempty] / count[nonempty]
+    acc[nonempty] = sum_out[nonempty] / count[nonempty]
+    lo_ci = np.full(n_bins, np.nan)
+    hi_ci = np.full(n_bins, np.nan)
+    for b in np.flatnonzero(nonempty):
+        ci = binomtest(int(round(sum_out[b])), int(count[b])).proportion_ci(
+            confidence_level=level, method="wilson"
+        )
+        lo_ci[b], hi_ci[b] = ci.low, ci.high
+    return pd.DataFrame(
+        {
+            "bin": np.arange(n_bins),
+            "lo": edges[:-1],
+            "hi": edges[1:],
+            "count": count.astype(np.int64),
+            "conf": mean_conf,
+            "acc": acc,
+            "acc_lo": lo_ci,
+            "acc_hi": hi_ci,
+            "gap": acc - mean_conf,
+        }
+    )
+
+
+# --- proper scores and accuracy -------------------------------------------------------------------
+
+
+def accuracy(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Top-1 accuracy: fraction of examples whose argmax class equals the label."""
+    p, y = _probs_labels(probs, labels)
+    return float(np.mean(p.argmax(axis=1) == y))
+
+
+def brier(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Multi-class Brier score (Brier 1950): mean over examples of sum_c (p_c - 1[y = c])^2.
+
+    Summed over classes (range [0, 2]), not averaged over them. Used in: notebooks/calibration.
+    """
+    p, y = _probs_labels(probs, labels)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(p.shape[0]), y] = 1.0
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+
+
+def nll(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Negative log-likelihood, mean_i -log p_{y_i} with p clamped at 1e-12 (SPEC section 2)."""
+    p, y = _probs_labels(probs, labels)
+    py = p[np.arange(p.shape[0]), y]
+    return float(np.mean(-np.log(np.maximum(py, EPS))))
+
+
+def aurc(conf: ArrayLike, errors: ArrayLike) -> float:
+    """Area under the risk-coverage curve with the exact sorted estimator (Geifman et al. 2019).
+
+    Sort by confidence, highest first; the selective risk at coverage k/n is the mean error of the
+    k most confident examples, and AURC = (1/n) sum_k risk_k = (1/n) sum_j e_(j) (H_n - H_{j-1})
+    with H the harmonic numbers (reweighted-risk paper eq. 7 is its population form). Tied
+    confidences share the mean of their positions' weights, i.e. the expectation over random
+    tie-breaking, so the value does not depend on the input order. ``errors`` may be 0/1 or any
+    non-negative losses; ``conf`` is any real score (higher = more confident).
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
+    """
+    c = to_numpy(conf, "conf")
+    e = to_numpy(errors, "errors")
+    check_ndim(c, 1, "conf")
+    check_ndim(e, 1, "errors")
+    check_finite(c, "conf")
+    check_finite(e, "errors")
+    check_same_length(c, e, "conf", "errors")
+    n = c.shape[0]
+    if n == 0:
+        raise ValueError("conf: is empty (0 examples)")
+    if np.any(e < 0):
+        raise ValueError("errors: must be non-negative (0/1 errors or losses)")
+    order = np.argsort(-c, kind="stable")
+    c_sorted, e_sorted = c[order], e[order]
+    harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1))])
+    weight = harmonic[n] - harmonic[:-1]  # position j (0-based) gets H_n - H_j
+    # Average the weights over each group of tied confidences.
+    _, group = np.unique(-c_sorted, return_inverse=True)
+    group_mean = np.bincount(group, weights=weight) / np.bincount(group)
+    return float(np.sum(e_sorted * group_mean[group]) / n)

@@ -1,0 +1,242 @@
+"""Tests for lib.calibrate: recover known parameters from data generated with them, and identities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lib.calibrate import (
+    HistogramBinning,
+    apply_platt,
+    apply_temperature,
+    fit_expert_temperatures,
+    fit_platt,
+    fit_temperature,
+    mocae_probs,
+    probs_to_logits,
+)
+from lib.metrics import accuracy, ece, nll
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _sample_labels(p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return (p.cumsum(axis=1) > rng.random((p.shape[0], 1))).argmax(axis=1)
+
+
+def _data_at_temperature(t0: float, n: int = 10_000, c: int = 10, seed: int = 0):
+    """Logits z and labels drawn from softmax(z / t0): the true temperature is t0."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, c)) * 3.0
+    y = _sample_labels(_softmax(z / t0), rng)
+    return z, y
+
+
+# --- temperature scaling ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t0", [0.5, 2.0])
+def test_fit_temperature_recovers_known_temperature(t0: float) -> None:
+    z, y = _data_at_temperature(t0)
+    T = fit_temperature(z, y)
+    assert isinstance(T, float)
+    assert T == pytest.approx(t0, rel=0.05)
+
+
+def test_fitted_temperature_minimises_nll() -> None:
+    z, y = _data_at_temperature(1.7, n=5000, seed=3)
+    T = fit_temperature(torch.tensor(z), torch.tensor(y))
+    best = nll(_softmax(z / T), y)
+    for other in (T * 0.97, T * 1.03, 1.0, 3.0):
+        assert best <= nll(_softmax(z / other), y) + 1e-9
+
+
+def test_temperature_scaling_keeps_accuracy_and_lowers_ece() -> None:
+    z, y = _data_at_temperature(2.5, n=5000, seed=4)
+    T = fit_temperature(z, y)
+    before, after = _softmax(z), apply_temperature(z, T)
+    assert np.array_equal(before.argmax(axis=1), after.argmax(axis=1))
+    assert accuracy(after, y) == accuracy(before, y)
+    assert ece(after, y) < ece(before, y) / 2
+
+
+def test_fit_temperature_with_uninformative_logits_stays_finite() -> None:
+    # Labels independent of the logits: the NLL keeps falling as T grows (towards uniform), so the
+    # fit must run to a large finite T instead of overflowing to NaN.
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(2000, 4)) * 5.0
+    T = fit_temperature(z, rng.integers(0, 4, size=2000))
+    assert np.isfinite(T) and T > 5.0
+
+
+def test_apply_temperature_closed_form_and_types() -> None:
+    z = np.array([[1.0, 2.0, 3.0]])
+    expected = np.exp(z / 2) / np.exp(z / 2).sum()
+    assert np.allclose(apply_temperature(z, 2.0), expected)
+    out = apply_temperature(torch.tensor(z), 2.0)
+    assert isinstance(out, torch.Tensor) and torch.allclose(out, torch.tensor(expected))
+
+
+def test_probs_to_logits_round_trip_and_mixture_ts() -> None:
+    p = np.array([[0.7, 0.2, 0.1], [0.0, 0.5, 0.5]])
+    z = probs_to_logits(p)
+    assert z[1, 0] == pytest.approx(np.log(1e-12))
+    assert np.allclose(apply_temperature(z, 1.0), p, atol=1e-11)
+    # TS of a mixture via its log-probabilities recovers a known temperature too.
+    zt, y = _data_at_temperature(2.0, n=10_000, seed=5)
+    T = fit_temperature(probs_to_logits(_softmax(zt)), y)
+    assert T == pytest.approx(2.0, rel=0.06)
+
+
+# --- Platt scaling ------------------------------------------------------------------------------
+
+
+def test_fit_platt_recovers_known_parameters() -> None:
+    rng = np.random.default_rng(7)
+    s = rng.normal(size=20_000)
+    a0, b0 = 2.0, -1.0
+    o = (rng.random(s.size) < 1 / (1 + np.exp(-(a0 * s + b0)))).astype(int)
+    a, b = fit_platt(s, o)
+    assert a == pytest.approx(a0, abs=0.1) and b == pytest.approx(b0, abs=0.1)
+    # The MLE's score equations: mean residual and mean residual * s vanish at the optimum.
+    r = apply_platt(s, a, b) - o
+    assert abs(r.mean()) < 1e-6 and abs((r * s).mean()) < 1e-6
+
+
+def test_apply_platt_closed_form() -> None:
+    assert apply_platt(np.array([0.0, 1.0]), 2.0, -1.0) == pytest.approx(
+        [1 / (1 + np.e), 1 / (1 + np.exp(-1))]
+    )
+
+
+# --- histogram binning --------------------------------------------------------------------------
+
+
+def test_histogram_binning_hand_example() -> None:
+    # 2 equal-count bins of the 6 confidences: {.1 .2 .3} and {.7 .8 .9} split at (.3 + .7) / 2 = .5
+    # (which belongs to the lower bin, (lo, hi]); accuracies 1/3 and 1.
+    conf = np.array([0.9, 0.1, 0.8, 0.2, 0.7, 0.3])
+    outcome = np.array([1, 0, 1, 1, 1, 0])
+    hb = HistogramBinning(n_bins=2).fit(conf, outcome)
+    assert hb.predict(np.array([0.0, 0.15, 0.5, 0.55, 0.95])) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1, 1])
+
+
+def test_histogram_binning_on_calibrated_data_is_monotone_and_near_identity() -> None:
+    rng = np.random.default_rng(8)
+    conf = rng.random(30_000)
+    outcome = (rng.random(conf.size) < conf).astype(int)  # calibrated by construction
+    hb = HistogramBinning(n_bins=10).fit(conf, outcome)
+    assert np.all(np.diff(hb.values) > 0)
+    assert np.all(hb.counts == 3000)
+    # Each bin's calibrated value is close to the mean confidence in the bin.
+    idx = np.searchsorted(hb.edges[1:-1], conf, side="left")
+    means = np.array([conf[idx == b].mean() for b in range(10)])
+    assert np.max(np.abs(hb.values - means)) < 0.03
+
+
+# --- MoCaE --------------------------------------------------------------------------------------
+
+
+def _routing(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.dirichlet(np.ones(k), size=n)
+
+
+def test_mocae_with_unit_temperatures_is_the_plain_mixture() -> None:
+    rng = np.random.default_rng(9)
+    z = rng.normal(size=(50, 3, 4))
+    r = _routing(50, 3, rng)
+    plain = np.einsum("nk,nkc->nc", r, _softmax(z))
+    assert np.allclose(mocae_probs(z, r, np.ones(3)), plain)
+    out = mocae_probs(torch.tensor(z), torch.tensor(r), torch.ones(3))
+    assert isinstance(out, torch.Tensor) and np.allclose(out.numpy(), plain)
+    # With other temperatures: sum_k r_k softmax(z_k / T_k) by hand.
+    temps = np.array([0.5, 2.0, 4.0])
+    by_hand = sum(r[:, [k]] * _softmax(z[:, k] / temps[k]) for k in range(3))
+    assert np.allclose(mocae_probs(z, r, temps), by_hand)
+
+
+def test_expert_temperatures_match_single_expert_fits() -> None:
+    # Expert k's logits are generated at temperature t_k; the per-expert objective separates, so
+    # each T_k equals fit_temperature on that expert alone and recovers t_k.
+    rng = np.random.default_rng(10)
+    n, c, true = 8000, 5, [0.6, 1.0, 3.0]
+    base = rng.normal(size=(n, c)) * 3.0
+    y = _sample_labels(_softmax(base), rng)
+    z = np.stack([base * t for t in true], axis=1)  # softmax(z_k / t_k) = softmax(base)
+    r = _routing(n, 3, rng)
+    temps = fit_expert_temperatures(z, y, r)
+    for k in range(3):
+        assert temps[k] == pytest.approx(fit_temperature(z[:, k], y), rel=1e-4)
+        assert temps[k] == pytest.approx(true[k], rel=0.06)
+
+
+def test_expert_temperatures_are_clamped() -> None:
+    rng = np.random.default_rng(11)
+    n, c = 2000, 4
+    y = rng.integers(0, c, size=n)
+    noise = rng.normal(size=(n, c)) * 5.0  # unrelated to the labels: best T is huge
+    tiny = np.eye(c)[y] * 1e-3  # always right but nearly uniform: best T is tiny
+    z = np.stack([noise, tiny], axis=1)
+    temps = fit_expert_temperatures(z, y, _routing(n, 2, rng))
+    assert temps[0] == pytest.approx(10.0) and temps[1] == pytest.approx(0.1)
+    assert np.all((temps >= 0.1) & (temps <= 10.0))
+
+
+def test_routing_weighted_expert_temperatures() -> None:
+    # Expert 0 sees half the data at temperature 0.5 (weight 1) and half at 4 (weight 0): the
+    # routing-weighted fit recovers 0.5, the unweighted one lands in between.
+    rng = np.random.default_rng(12)
+    n, c = 8000, 5
+    base = rng.normal(size=(n, c)) * 3.0
+    y = _sample_labels(_softmax(base), rng)
+    first = np.arange(n) < n // 2
+    scale = np.where(first, 0.5, 4.0)[:, None]
+    z = np.stack([base * scale, base], axis=1)
+    r = np.stack([first.astype(float), 1 - first.astype(float)], axis=1)
+    weighted = fit_expert_temperatures(z, y, r, weighting="routing")
+    plain = fit_expert_temperatures(z, y, r)
+    assert weighted[0] == pytest.approx(0.5, rel=0.06)
+    assert 0.6 < plain[0] < 3.5
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+
+def test_bad_input_raises_naming_the_argument() -> None:
+    z = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="labels"):
+        fit_temperature(z, [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="logits"):
+        fit_temperature(np.full((2, 3), np.nan), [0, 1])
+    with pytest.raises(ValueError, match="logits"):
+        fit_temperature(np.zeros(3), [0, 1, 2])
+    with pytest.raises(ValueError, match="T"):
+        apply_temperature(z, 0.0)
+    with pytest.raises(ValueError, match="outcomes"):
+        fit_platt([0.1, 0.2], [0, 2])
+    with pytest.raises(ValueError, match="outcomes"):
+        fit_platt([0.1, 0.2], [1, 1])
+    with pytest.raises(ValueError, match="conf"):
+        HistogramBinning(5).fit([0.2, 1.2], [0, 1])
+    with pytest.raises(ValueError, match="fit"):
+        HistogramBinning(5).predict([0.2])
+    with pytest.raises(ValueError, match="probs"):
+        probs_to_logits(np.array([[0.3, 0.3]]))
+    ez = np.zeros((4, 2, 3))
+    r = np.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match="routing"):
+        fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 3), 1 / 3))
+    with pytest.raises(ValueError, match="routing"):
+        mocae_probs(ez, np.full((4, 2), 0.7), [1.0, 1.0])
+    with pytest.raises(ValueError, match="temps"):
+        mocae_probs(ez, r, [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="temps"):
+        mocae_probs(ez, r, [1.0, -1.0])
+    with pytest.raises(ValueError, match="expert_logits"):
+        mocae_probs(np.zeros((4, 3)), r, [1.0, 1.0])
+    with pytest.raises(ValueError, match="weighting"):
+        fit_expert_temperatures(ez, [0, 1, 2, 0], r, weighting="soft")
