@@ -83,6 +83,70 @@ def execute_notebook(
     return out
 
 
+def lib_references(notebook: Path) -> list[str]:
+    """Fully qualified names of the ``lib`` functions and classes a notebook's code uses.
+
+    Found from the code cells' imports (``from lib.x import f``; ``from lib import x`` followed
+    by ``x.f``), resolved by importing, so renamed or removed functions are not listed.
+    """
+    import ast
+    import importlib
+
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    modules: dict[str, str] = {}  # alias -> module name
+    names: set[str] = set()
+    trees = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            trees.append(ast.parse(cell.source))
+        except SyntaxError:  # cell magics and the like
+            continue
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lib":
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    try:
+                        importlib.import_module(full)
+                        modules[alias.asname or alias.name] = full
+                    except ImportError:
+                        names.add(full)
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                names.add(f"{modules[node.value.id]}.{node.attr}")
+    found = []
+    for full in sorted(names):
+        module, _, attr = full.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        if callable(obj) and getattr(obj, "__module__", "").startswith("lib"):
+            found.append(f"{obj.__module__}.{obj.__qualname__}")
+    return sorted(set(found))
+
+
+def _append_references(notebook: Path) -> None:
+    """Add a closing cell to a staged notebook linking every ``lib`` function it uses (API page)."""
+    import nbformat
+
+    refs = lib_references(notebook)
+    if not refs:
+        return
+    nb = nbformat.read(str(notebook), as_version=4)
+    links = "\n".join(f"- {{py:obj}}`{name}`" for name in refs)
+    nb.cells.append(nbformat.v4.new_markdown_cell(
+        "## `lib` functions used on this page\n\nEach links to its documentation on the "
+        f"[API page](../book/api.md):\n\n{links}\n"
+    ))
+    nbformat.write(nb, str(notebook))
+
+
 def _scales_table(scale: str, names: list[str]) -> str:
     from lib.report import read_published
 
@@ -111,8 +175,9 @@ def stage(scale: str) -> Path:
     (site / "notebooks").mkdir()
     for name in names:
         executed = executed_path(name, scale)
-        shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb",
-                     site / "notebooks" / f"{name}.ipynb")
+        staged = site / "notebooks" / f"{name}.ipynb"
+        shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb", staged)
+        _append_references(staged)
     (site / SCALES_TABLE).write_text(
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m lib book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"

@@ -218,6 +218,7 @@ claims
 #
 # ## References
 #
-# ```{bibliography}
-# :filter: docname in docnames
-# ```
+# {cite}`hendrycks2021mmlu`, {cite}`zhou2025reweighted`, {cite}`guo2017calibration`,
+# {cite}`platt1999`, {cite}`zadrozny2001histogram`, {cite}`oksuz2024mocae`, {cite}`wong2026moe`,
+# {cite}`verma2022l2dcalibration`, {cite}`ccc2025`; the full list is on the
+# [references page](../book/bibliography.md).

@@ -1,0 +1,374 @@
+"""Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
+
+Recipe (SPEC section 4): split the labelled pool into a calibration half and a test half; calibrate
+each model on the calibration half; build B equal-count bins on the SMALL model's confidence
+(calibration half); per bin, the confidence advantage a_b = mean(conf_large) - mean(conf_small)
+(and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the first k bins on
+the small model and sending the rest to the large one gives one point (fraction kept on the small
+model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the small
+model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random routing: the
+straight line between the two models). Cascades are scored by APGR (paper 3, appendix A.1, eqs. 1-2).
+
+Used in: notebooks/cascading, notebooks/same_size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_finite,
+    check_logits_labels,
+    check_ndim,
+    check_same_length,
+    to_numpy,
+)
+
+CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "histogram", "none")
+ORDERS: tuple[str, ...] = ("confidence", "accuracy")
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _check_n_bins(n_bins: int) -> int:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    return int(n_bins)
+
+
+def _vector(x: ArrayLike, name: str, dtype: type = np.float64) -> np.ndarray:
+    arr = to_numpy(x, name, dtype=dtype)
+    check_ndim(arr, 1, name)
+    check_finite(arr.astype(np.float64), name)
+    return arr
+
+
+def _unit_vector(x: ArrayLike, name: str) -> np.ndarray:
+    arr = _vector(x, name)
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        raise ValueError(f"{name}: values must lie in [0, 1], got [{arr.min():.4g}, {arr.max():.4g}]")
+    return arr
+
+
+def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
+    arr = _vector(x, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: values must be 0/1 or booleans")
+    return arr.astype(bool)
+
+
+# --- splitting and calibrating ------------------------------------------------------------------
+
+
+def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Random (calibration, test) index split of ``n`` examples (paper 3, section 3: "We split the
+    validation set in half"). Both index arrays are sorted."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n: must be an integer >= 2, got {n!r}")
+    if not (0 < cal_fraction < 1):
+        raise ValueError(f"cal_fraction: must lie in (0, 1), got {cal_fraction!r}")
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(cal_fraction * n)), 1), n - 1)
+    return np.sort(perm[:k]), np.sort(perm[k:])
+
+
+def fit_confidence(
+    name: str, logits: ArrayLike, labels: ArrayLike, n_bins: int = 15
+) -> Callable[[ArrayLike], np.ndarray]:
+    """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
+
+    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibrate.fit_temperature`.
+    ``"platt"``: sigmoid(a s + b) on the log-odds s = log(p / (1 - p)) of the top-1 softmax
+    probability, fit to top-1 correctness (paper 3 eq. for Platt scaling; a single-token answer's
+    "sequence logit" is its log-odds here). ``"histogram"``: :class:`lib.calibrate.HistogramBinning`
+    with ``n_bins`` equal-count bins on the top-1 probability. ``"none"``: the uncalibrated max
+    softmax (the UC baseline). None of them changes the prediction (argmax).
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/same_size, notebooks/cleaning.
+    """
+    from lib.calibrate import HistogramBinning, fit_platt, fit_temperature
+
+    check_choice(name, CALIBRATORS, "name")
+    z = to_numpy(logits, "logits")
+    y = to_numpy(labels, "labels", dtype=np.int64)
+    check_logits_labels(z, y)
+    n_bins = _check_n_bins(n_bins)
+    p = _softmax(z)
+    conf = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+
+    def raw(x: ArrayLike) -> np.ndarray:
+        zz = to_numpy(x, "logits")
+        check_ndim(zz, 2, "logits")
+        check_finite(zz, "logits")
+        if zz.shape[1] != z.shape[1]:
+            raise ValueError(f"logits: expected {z.shape[1]} classes, got {zz.shape[1]}")
+        return zz
+
+    if name == "none":
+        return lambda x: _softmax(raw(x)).max(axis=1)
+    if name == "temperature":
+        T = fit_temperature(z, y)
+        return lambda x: _softmax(raw(x) / T).max(axis=1)
+    if name == "platt":
+        def logodds(c: np.ndarray) -> np.ndarray:
+            c = np.clip(c, 1e-12, 1 - 1e-12)
+            return np.log(c) - np.log1p(-c)
+
+        a, b = fit_platt(logodds(conf), correct)
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(_softmax(raw(x)).max(axis=1)) + b)))
+    hb = HistogramBinning(n_bins).fit(conf, correct)
+    return lambda x: np.asarray(hb.predict(_softmax(raw(x)).max(axis=1)), dtype=np.float64)
+
+
+@dataclass
+class ModelOutputs:
+    """Top-1 confidence and correctness of one model on the calibration and test halves."""
+
+    conf_cal: np.ndarray
+    correct_cal: np.ndarray
+    conf_test: np.ndarray
+    correct_test: np.ndarray
+
+    @property
+    def acc_test(self) -> float:
+        return float(self.correct_test.mean())
+
+
+def model_outputs(
+    logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
+    calibrator: str = "temperature", n_bins: int = 15,
+) -> ModelOutputs:
+    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
+    z = to_numpy(logits, "logits")
+    y = to_numpy(labels, "labels", dtype=np.int64)
+    check_logits_labels(z, y)
+    ci = to_numpy(cal_idx, "cal_idx", dtype=np.int64)
+    ti = to_numpy(test_idx, "test_idx", dtype=np.int64)
+    for idx, nm in ((ci, "cal_idx"), (ti, "test_idx")):
+        check_ndim(idx, 1, nm)
+        if idx.size == 0 or idx.min() < 0 or idx.max() >= z.shape[0]:
+            raise ValueError(f"{nm}: must be non-empty indices in [0, {z.shape[0]})")
+    conf_of = fit_confidence(calibrator, z[ci], y[ci], n_bins=n_bins)
+    pred = z.argmax(axis=1)
+    return ModelOutputs(conf_of(z[ci]), pred[ci] == y[ci], conf_of(z[ti]), pred[ti] == y[ti])
+
+
+# --- bins and the confidence advantage --------------------------------------------------------
+
+
+def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
+    """Edges of ``n_bins`` equal-count ("histogram equalization") bins on ``conf_cal``.
+
+    Thin wrapper of :func:`lib.metrics.bin_edges` with ``binning="mass"`` (one binning for the
+    whole book). Paper 3, section 2.1 ("Sample-based binning").
+    """
+    from lib.metrics import bin_edges
+
+    return bin_edges(_unit_vector(conf_cal, "conf_cal"), _check_n_bins(n_bins), "mass")
+
+
+def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
+    """Bin of each confidence for half-open bins (edges[b], edges[b+1]] (:func:`lib.metrics.bin_index`)."""
+    from lib.metrics import bin_index
+
+    return bin_index(_unit_vector(conf, "conf"), edges)
+
+
+def advantage_table(
+    bins: ArrayLike, n_bins: int, conf_small: ArrayLike, conf_large: ArrayLike,
+    correct_small: ArrayLike, correct_large: ArrayLike,
+) -> pd.DataFrame:
+    """Per-bin ``count``, mean confidences/accuracies, ``advantage`` a_b = mean(conf_large) -
+    mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
+    Empty bins get NaN statistics."""
+    n_bins = _check_n_bins(n_bins)
+    b = to_numpy(bins, "bins", dtype=np.int64)
+    cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
+    ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
+    for arr, nm in ((cs, "conf_small"), (cl, "conf_large"), (ks, "correct_small"), (kl, "correct_large")):
+        check_same_length(b, arr, "bins", nm)
+    if b.size and (b.min() < 0 or b.max() >= n_bins):
+        raise ValueError(f"bins: values must lie in [0, {n_bins})")
+    count = np.bincount(b, minlength=n_bins).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = {
+            key: np.bincount(b, weights=v.astype(np.float64), minlength=n_bins) / count
+            for key, v in (("conf_small", cs), ("conf_large", cl), ("acc_small", ks), ("acc_large", kl))
+        }
+    df = pd.DataFrame({"bin": np.arange(n_bins), "count": count.astype(np.int64), **mean})
+    df["advantage"] = df["conf_large"] - df["conf_small"]
+    df["acc_advantage"] = df["acc_large"] - df["acc_small"]
+    return df
+
+
+# --- the cascade curve ------------------------------------------------------------------------
+
+
+@dataclass
+class CascadeCurve:
+    """A cascade's (fraction on small, accuracy) points for k = 0..B bins kept on the small model.
+
+    ``frac_small[k]``, ``accuracy[k]`` on the test half; ``cost = 1 - frac_small`` (fraction sent to
+    the large model); ``order``: bins in the order they are kept; ``table``: per-bin statistics on
+    the calibration half (plus ``test_count``); ``acc_small``/``acc_large``: the two models alone.
+    """
+
+    frac_small: np.ndarray
+    accuracy: np.ndarray
+    order: np.ndarray
+    edges: np.ndarray
+    table: pd.DataFrame
+    acc_small: float
+    acc_large: float
+
+    @property
+    def cost(self) -> np.ndarray:
+        return 1.0 - self.frac_small
+
+    def apgr(self) -> float:
+        """APGR of this curve (appendix A.1)."""
+        return apgr(self.cost, self.accuracy, self.acc_small, self.acc_large)
+
+    def best_accuracy(self) -> float:
+        return float(self.accuracy.max())
+
+    def to_frame(self, method: str = "") -> pd.DataFrame:
+        return pd.DataFrame({
+            "method": method, "k": np.arange(self.frac_small.shape[0]),
+            "frac_small": self.frac_small, "cost": self.cost, "accuracy": self.accuracy,
+        })
+
+
+def cascade_curve(
+    small: ModelOutputs, large: ModelOutputs, n_bins: int = 15, order_by: str = "confidence"
+) -> CascadeCurve:
+    """The cascade curve of paper 3, section 2.2 (Alg. 1) for k = 0..B.
+
+    Bins: equal-count on ``small.conf_cal``; test rows assigned by ``small.conf_test``. Bins are
+    sorted by the calibration half's confidence advantage (``order_by="confidence"``, the method) or
+    accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
+    empty bins go last. Used in: notebooks/cascading, notebooks/same_size.
+    """
+    n_bins = _check_n_bins(n_bins)
+    check_choice(order_by, ORDERS, "order_by")
+    for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
+        check_same_length(a, b, f"small.{nm}", f"large.{nm}")
+    edges = equal_count_bins(small.conf_cal, n_bins)
+    bins_cal = assign_bins(small.conf_cal, edges)
+    bins_test = assign_bins(small.conf_test, edges)
+    table = advantage_table(bins_cal, n_bins, small.conf_cal, large.conf_cal, small.correct_cal, large.correct_cal)
+    table["test_count"] = np.bincount(bins_test, minlength=n_bins)
+    key = table["advantage" if order_by == "confidence" else "acc_advantage"].to_numpy()
+    key = np.where(np.isfinite(key), key, np.inf)
+    order = np.argsort(key, kind="stable")
+    table["rank"] = np.argsort(order)
+    n = bins_test.shape[0]
+    cs = np.bincount(bins_test, weights=small.correct_test.astype(np.float64), minlength=n_bins)
+    cl = np.bincount(bins_test, weights=large.correct_test.astype(np.float64), minlength=n_bins)
+    cnt = np.bincount(bins_test, minlength=n_bins).astype(np.float64)
+    # Keeping bins order[:k] on the small model: correct = small's hits there + large's elsewhere.
+    kept_small = np.concatenate([[0.0], np.cumsum(cs[order])])
+    kept_large = np.concatenate([[0.0], np.cumsum(cl[order])])
+    kept_n = np.concatenate([[0.0], np.cumsum(cnt[order])])
+    accuracy = (kept_small + cl.sum() - kept_large) / n
+    return CascadeCurve(kept_n / n, accuracy, order, edges, table, small.acc_test, large.acc_test)
+
+
+def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
+    """RC: random routing, expected accuracy on the straight line between the two models."""
+    if n_points < 2:
+        raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
+    for v, nm in ((acc_small, "acc_small"), (acc_large, "acc_large")):
+        if not (np.isfinite(v) and 0 <= v <= 1):
+            raise ValueError(f"{nm}: must lie in [0, 1], got {v!r}")
+    frac = np.linspace(0.0, 1.0, n_points)
+    acc = acc_large + frac * (acc_small - acc_large)
+    return CascadeCurve(frac, acc, np.arange(n_points - 1), np.linspace(0, 1, n_points),
+                        pd.DataFrame(), float(acc_small), float(acc_large))
+
+
+def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:
+    """Average Performance Gap Recovered (paper 3, appendix A.1, eqs. 1-2; RouteLLM).
+
+    ``cost`` c in [0, 1]: fraction sent to the strong model; ``performance`` P(c). With
+    r(c) = (P(c) - P_weak) / (P_strong - P_weak), APGR = integral_0^1 r(c) dc by the trapezoid
+    rule over the points sorted by cost. The points must span c = 0 and c = 1. Random routing
+    gives 0.5, the weak model alone 0, the strong model at every cost 1.
+    Used in: notebooks/cascading, notebooks/same_size.
+    """
+    c = _vector(cost, "cost")
+    p = _vector(performance, "performance")
+    check_same_length(c, p, "cost", "performance")
+    if c.shape[0] < 2:
+        raise ValueError("cost: need at least 2 points")
+    if c.min() < -1e-9 or c.max() > 1 + 1e-9:
+        raise ValueError(f"cost: values must lie in [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
+    if c.min() > 1e-9 or c.max() < 1 - 1e-9:
+        raise ValueError(f"cost: points must span [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
+    for v, nm in ((weak, "weak"), (strong, "strong")):
+        if not np.isfinite(v):
+            raise ValueError(f"{nm}: must be finite, got {v!r}")
+    if abs(strong - weak) < 1e-12:
+        raise ValueError("strong: must differ from weak (APGR normalises by P_strong - P_weak)")
+    order = np.argsort(c, kind="stable")
+    r = (p[order] - weak) / (strong - weak)
+    return float(np.trapezoid(r, c[order]))
+
+
+# --- same-size routing ------------------------------------------------------------------------
+
+
+@dataclass
+class RouteResult:
+    """Same-size routing: accuracy of the routed pair and of each model alone (test half)."""
+
+    accuracy: float
+    acc_first: float
+    acc_second: float
+    frac_second: float
+    table: pd.DataFrame
+
+    @property
+    def gain(self) -> float:
+        """Accuracy beyond the better of the two models."""
+        return self.accuracy - max(self.acc_first, self.acc_second)
+
+
+def same_size_route(
+    first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first"
+) -> RouteResult:
+    """Route each test example to the model with the higher calibrated confidence in its bin.
+
+    ``binning="first"``: B equal-count bins on the first model's calibrated confidence (the
+    cascade's bins), route to the second model where its advantage a_b > 0. ``"joint"``: B x B
+    cells (equal-count bins on each model's confidence), route per cell by the sign of the mean
+    confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
+    Used in: notebooks/same_size.
+    """
+    n_bins = _check_n_bins(n_bins)
+    check_choice(binning, ("first", "joint"), "binning")
+    e1 = equal_count_bins(first.conf_cal, n_bins)
+    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
+    n_cells = n_bins
+    if binning == "joint":
+        e2 = equal_count_bins(second.conf_cal, n_bins)
+        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
+        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
+        n_cells = n_bins * n_bins
+    table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
+    adv = np.nan_to_num(table["advantage"].to_numpy(), nan=0.0)
+    to_second = adv[c_test] > 0
+    correct = np.where(to_second, second.correct_test, first.correct_test)
+    table["test_count"] = np.bincount(c_test, minlength=n_cells)
+    return RouteResult(float(correct.mean()), first.acc_test, second.acc_test,
+                       float(to_second.mean()), table)

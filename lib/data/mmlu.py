@@ -1,0 +1,240 @@
+"""MMLU with zero-shot answer-letter logits of four Llama-3.1 models, and a synthetic stand-in.
+
+The real data (``../shared/data/mmlu-llama31``, see its README) is ``questions.csv`` (14,042 MMLU
+test questions, ``subject,row,question,A,B,C,D,answer``) and one ``logits_<model>.csv`` per model
+(``subject,row,logit_A..logit_D``: next-token logits of the four answer letters). Following paper 3
+(section 2.1, "Confidence function"), the confidence is restricted to the four options and
+renormalised: p = softmax over (logit_A..logit_D).
+
+``synthetic_mmlu(n, seed)`` returns the same structure from a known generative model so that the
+``smoke`` scale and CI need no real data. Used in: notebooks/calibration, notebooks/cascading,
+notebooks/same_size, notebooks/cleaning.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lib.data.locate import locate
+from lib.validation import check_choice
+
+MODELS: tuple[str, ...] = (
+    "llama-3.1-8b-base",
+    "llama-3.1-8b-instruct",
+    "llama-3.1-70b-base",
+    "llama-3.1-70b-instruct",
+)
+LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
+FOLDER = "mmlu-llama31"
+HOW_TO_GET = (
+    "copy the folder mmlu-llama31 (questions.csv and logits_<model>.csv for the four Llama-3.1 "
+    "models, from github.com/alecwangcq/llm-calibration @ b267b91) under a data root, or set "
+    "$CALIBOOK_DATA to a folder holding mmlu-llama31/. At smoke scale use synthetic_mmlu() instead."
+)
+
+# The four MMLU categories of Hendrycks et al. (2021), used for the distribution-shift check
+# (calibrate on one group of subjects, cascade on a disjoint group).
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "stem": (
+        "abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry",
+        "college_computer_science", "college_mathematics", "college_physics", "computer_security",
+        "conceptual_physics", "electrical_engineering", "elementary_mathematics",
+        "high_school_biology", "high_school_chemistry", "high_school_computer_science",
+        "high_school_mathematics", "high_school_physics", "high_school_statistics",
+        "machine_learning",
+    ),
+    "humanities": (
+        "formal_logic", "high_school_european_history", "high_school_us_history",
+        "high_school_world_history", "international_law", "jurisprudence", "logical_fallacies",
+        "moral_disputes", "moral_scenarios", "philosophy", "prehistory", "professional_law",
+        "world_religions",
+    ),
+    "social_sciences": (
+        "econometrics", "high_school_geography", "high_school_government_and_politics",
+        "high_school_macroeconomics", "high_school_microeconomics", "high_school_psychology",
+        "human_sexuality", "professional_psychology", "public_relations", "security_studies",
+        "sociology", "us_foreign_policy",
+    ),
+    "other": (
+        "business_ethics", "clinical_knowledge", "college_medicine", "global_facts", "human_aging",
+        "management", "marketing", "medical_genetics", "miscellaneous", "nutrition",
+        "professional_accounting", "professional_medicine", "virology",
+    ),
+}
+SUBJECT_CATEGORY: dict[str, str] = {s: c for c, subs in CATEGORIES.items() for s in subs}
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass
+class MMLUData:
+    """Questions, labels and each model's (N, 4) answer-letter logits, rows aligned.
+
+    ``questions``: DataFrame ``subject,row,question,A,B,C,D,answer`` (plus ``category``);
+    ``labels``: (N,) int in 0..3 (index of the key in A-D); ``logits``: model name -> (N, 4).
+    """
+
+    questions: pd.DataFrame
+    labels: np.ndarray
+    logits: dict[str, np.ndarray] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.logits)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def probs(self, model: str) -> np.ndarray:
+        """softmax over the four answer-letter logits of ``model`` (paper 3, section 2.1)."""
+        check_choice(model, self.models, "model")
+        return _softmax(self.logits[model].astype(np.float64))
+
+    def subset(self, mask: np.ndarray) -> "MMLUData":
+        """The rows where boolean ``mask`` is true (or the integer rows ``mask``)."""
+        idx = np.asarray(mask)
+        if idx.dtype == bool:
+            if idx.shape != self.labels.shape:
+                raise ValueError(f"mask: expected {self.labels.shape[0]} booleans, got {idx.shape}")
+            idx = np.flatnonzero(idx)
+        return MMLUData(
+            self.questions.iloc[idx].reset_index(drop=True), self.labels[idx],
+            {m: z[idx] for m, z in self.logits.items()}, self.source,
+        )
+
+    def tidy(self) -> pd.DataFrame:
+        """Long table: one row per (question, model) with ``pred``, ``conf`` and ``correct``."""
+        frames = []
+        for m in self.models:
+            p = self.probs(m)
+            frames.append(pd.DataFrame({
+                "subject": self.questions["subject"].to_numpy(),
+                "row": self.questions["row"].to_numpy(),
+                "model": m,
+                "label": self.labels,
+                "pred": p.argmax(axis=1),
+                "conf": p.max(axis=1),
+                "correct": p.argmax(axis=1) == self.labels,
+            }))
+        return pd.concat(frames, ignore_index=True)
+
+
+def load_mmlu(
+    root: str | os.PathLike[str] | None = None, models: tuple[str, ...] = MODELS
+) -> MMLUData:
+    """Load ``questions.csv`` and the logits of ``models``, aligned and checked by (subject, row).
+
+    ``root``: a data root holding ``mmlu-llama31/`` or that folder itself; otherwise
+    :func:`lib.data.locate.locate` searches ``$CALIBOOK_DATA``, ``../shared/data`` and the cache.
+    Raises :class:`lib.data.DataNotFoundError` (with how to get the data) when it is missing and
+    ``ValueError`` when a logits file does not cover exactly the questions' (subject, row) keys.
+    """
+    for m in models:
+        check_choice(m, MODELS, "models")
+    folder = locate("mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET)
+    if not (folder / "questions.csv").exists() and (folder / FOLDER).exists():
+        folder = folder / FOLDER
+    qpath = folder / "questions.csv"
+    if not qpath.exists():
+        raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")
+    questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})
+    questions["row"] = questions["row"].astype(np.int64)
+    keys = pd.MultiIndex.from_frame(questions[["subject", "row"]])
+    if keys.has_duplicates:
+        raise ValueError("questions.csv: duplicate (subject, row) keys")
+    bad = ~questions["answer"].isin(LETTERS)
+    if bad.any():
+        raise ValueError(f"questions.csv: {int(bad.sum())} answers are not one of A-D")
+    labels = questions["answer"].map(LETTERS.index).to_numpy(np.int64)
+    logits: dict[str, np.ndarray] = {}
+    cols = [f"logit_{c}" for c in LETTERS]
+    for m in models:
+        path = folder / f"logits_{m}.csv"
+        if not path.exists():
+            raise ValueError(f"models: {path} is missing. How to get it: {HOW_TO_GET}")
+        df = pd.read_csv(path)
+        df["row"] = df["row"].astype(np.int64)
+        lkeys = pd.MultiIndex.from_frame(df[["subject", "row"]])
+        if lkeys.has_duplicates or len(df) != len(questions) or not lkeys.isin(keys).all():
+            raise ValueError(
+                f"models: {path.name} does not cover exactly the {len(questions)} questions' "
+                "(subject, row) keys"
+            )
+        # Align by key (a no-op when the files share the row order, as the released ones do).
+        z = df.set_index(["subject", "row"]).loc[keys, cols].to_numpy(np.float64)
+        if not np.all(np.isfinite(z)):
+            raise ValueError(f"models: {path.name} holds NaN or infinite logits")
+        logits[m] = z
+    questions["category"] = questions["subject"].map(SUBJECT_CATEGORY).fillna("other")
+    return MMLUData(questions, labels, logits, source=str(folder))
+
+
+# Generative model of the synthetic stand-in: per model, skill m (margin of the key's logit) and
+# overconfidence kappa (reported logits are kappa times the calibrated ones); instruct models are
+# overconfident, base models calibrated, as in the real data (README: "instruct models overconfident,
+# base models well calibrated").
+SYNTHETIC_MODELS: dict[str, tuple[float, float]] = {
+    "llama-3.1-8b-base": (1.3, 1.0),
+    "llama-3.1-8b-instruct": (1.4, 2.5),
+    "llama-3.1-70b-base": (2.2, 1.0),
+    "llama-3.1-70b-instruct": (2.6, 2.0),
+}
+
+
+def synthetic_logits(
+    labels: np.ndarray, skills: dict[str, tuple[float, float]], num_classes: int,
+    shared: float, rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """Logits z = kappa * m * (m 1[c = y] + noise), noise ~ N(0, 1) per class.
+
+    With unit-variance Gaussian noise the posterior of the label given x = m 1[c=y] + noise is
+    softmax(m x) under a uniform prior, so kappa = 1 is calibrated by construction and temperature
+    scaling recovers T = kappa. ``shared`` in [0, 1) correlates the noise across models (they err on
+    the same questions), keeping each model's noise N(0, 1).
+    """
+    n = labels.shape[0]
+    onehot = np.eye(num_classes)[labels]
+    common = rng.standard_normal((n, num_classes))
+    out = {}
+    for name, (m, kappa) in skills.items():
+        noise = np.sqrt(shared) * common + np.sqrt(1 - shared) * rng.standard_normal((n, num_classes))
+        out[name] = kappa * m * (m * onehot + noise)
+    return out
+
+
+def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUData:
+    """A synthetic MMLU of ``n`` questions with the real data's structure (see ``SYNTHETIC_MODELS``).
+
+    Subjects are drawn from the 57 real ones (so category splits work); labels are uniform on A-D;
+    logits follow :func:`synthetic_logits` plus an offset of 15 (like the real letter logits).
+    Used in: every paper-3 notebook at ``smoke`` scale, tests/unit/test_data_llm.py.
+    """
+    if not isinstance(n, (int, np.integer)) or n < 8:
+        raise ValueError(f"n: must be an integer >= 8, got {n!r}")
+    if not (np.isfinite(shared) and 0 <= shared < 1):
+        raise ValueError(f"shared: must lie in [0, 1), got {shared!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: must be a non-negative integer, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    subjects = sorted(SUBJECT_CATEGORY)
+    subj = rng.choice(subjects, size=n)
+    labels = rng.integers(0, 4, size=n)
+    logits = {k: v + 15.0 for k, v in synthetic_logits(labels, SYNTHETIC_MODELS, 4, shared, rng).items()}
+    questions = pd.DataFrame({
+        "subject": subj,
+        "row": np.arange(n, dtype=np.int64),
+        "question": [f"Synthetic question {i}" for i in range(n)],
+        **{c: [f"option {c}" for _ in range(n)] for c in LETTERS},
+        "answer": [LETTERS[i] for i in labels],
+    })
+    questions["category"] = questions["subject"].map(SUBJECT_CATEGORY)
+    return MMLUData(questions, labels.astype(np.int64), logits, source=f"synthetic(n={n}, seed={seed})")
