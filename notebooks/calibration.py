@@ -175,19 +175,19 @@ after_test = {m: get(m, "held-out half", "after TS") for m in models}
 before_test = {m: get(m, "held-out half", "before") for m in models}
 after_cal = {m: get(m, "calibration half", "after TS") for m in models}
 overconf = [m for m in models if "instruct" in m]
-claims = pd.DataFrame([
+claims = report.claims_table([
     {"claim": "accuracy increases with confidence (Spearman > 0.9 across bins, every model)",
-     "evidence": f"min Spearman {mono['spearman'].min():.3f}", "held": bool(mono["spearman"].min() > 0.9)},
+     "ours": f"min Spearman {mono['spearman'].min():.3f}", "verdict": report.verdict(bool(mono["spearman"].min() > 0.9))},
     {"claim": "TS lowers held-out ECE for the overconfident (instruct) models",
-     "evidence": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
-     "held": all(after_test[m] < before_test[m] for m in overconf)},
+     "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
+     "verdict": report.verdict(all(after_test[m] < before_test[m] for m in overconf))},
     {"claim": "calibration fitted on one half holds on the other (held-out ECE after TS within 0.02 of the calibration half's)",
-     "evidence": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in models),
-     "held": all(abs(after_test[m] - after_cal[m]) < 0.02 for m in models)},
+     "ours": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in models),
+     "verdict": report.verdict(all(abs(after_test[m] - after_cal[m]) < 0.02 for m in models))},
     {"claim": "MMLU 8B-Instruct after TS reaches the paper's 0.09 or lower",
-     "evidence": f"ours {after_test[SMALL]:.4f} vs paper 0.0901", "held": bool(after_test[SMALL] <= 0.0901)},
+     "ours": f"ours {after_test[SMALL]:.4f} vs paper 0.0901", "verdict": report.verdict(bool(after_test[SMALL] <= 0.0901))},
 ])
-report.publish("claims_held", int(claims["held"].sum()))
+report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 
 # %% [markdown]

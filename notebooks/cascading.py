@@ -203,21 +203,21 @@ paper.round(4)
 # %%
 cc, uc = float(m["instruct", "CC (TS)"]), float(m["instruct", "UC"])
 ccb, ucb = float(m["base", "CC (TS)"]), float(m["base", "UC"])
-claims = pd.DataFrame([
+claims = report.claims_table([
     {"claim": "CC beats random routing (APGR > 0.5) for both pairs",
-     "evidence": f"instruct {cc:.4f}, base {ccb:.4f}", "held": bool(cc > 0.5 and ccb > 0.5)},
+     "ours": f"instruct {cc:.4f}, base {ccb:.4f}", "verdict": report.verdict(bool(cc > 0.5 and ccb > 0.5))},
     {"claim": "CC beats UC (calibration improves routing)",
-     "evidence": f"instruct {cc:.4f} vs {uc:.4f}; base {ccb:.4f} vs {ucb:.4f}", "held": bool(cc > uc and ccb > ucb)},
+     "ours": f"instruct {cc:.4f} vs {uc:.4f}; base {ccb:.4f} vs {ucb:.4f}", "verdict": report.verdict(bool(cc > uc and ccb > ucb))},
     {"claim": "CC APGR on MMLU is about 0.70 (within 0.03 of the paper's 0.7013)",
-     "evidence": f"ours {cc:.4f}", "held": bool(abs(cc - 0.7013) <= 0.03)},
+     "ours": f"ours {cc:.4f}", "verdict": report.verdict(bool(abs(cc - 0.7013) <= 0.03))},
     {"claim": "insensitive to the calibrator (APGR range < 0.02)",
-     "evidence": ", ".join(f"{k} {v:.4f}" for k, v in by_cal.items()), "held": bool(by_cal.max() - by_cal.min() < 0.02)},
+     "ours": ", ".join(f"{k} {v:.4f}" for k, v in by_cal.items()), "verdict": report.verdict(bool(by_cal.max() - by_cal.min() < 0.02))},
     {"claim": "insensitive to the number of bins, 5-100 (APGR range < 0.02)",
-     "evidence": ", ".join(f"{k}: {v:.4f}" for k, v in by_bins.items()), "held": bool(by_bins.max() - by_bins.min() < 0.02)},
+     "ours": ", ".join(f"{k}: {v:.4f}" for k, v in by_bins.items()), "verdict": report.verdict(bool(by_bins.max() - by_bins.min() < 0.02))},
     {"claim": "under shift (calibrate on another subject group) CC stays above random",
-     "evidence": ", ".join(f"{r.target} {r.apgr:.4f}" for r in shift_cc.itertuples()), "held": bool(shift_cc["apgr"].min() > 0.5)},
+     "ours": ", ".join(f"{r.target} {r.apgr:.4f}" for r in shift_cc.itertuples()), "verdict": report.verdict(bool(shift_cc["apgr"].min() > 0.5))},
 ])
-report.publish("claims_held", int(claims["held"].sum()))
+report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 
 # %% [markdown]

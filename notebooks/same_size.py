@@ -156,19 +156,19 @@ paper
 # Each verdict is computed from the numbers above.
 
 # %%
-claims = pd.DataFrame([
+claims = report.claims_table([
     {"claim": f"{pair}: calibrated routing beats both models on every split (bins on the first model)",
-     "evidence": f"gain {gains.loc[pair, ('gain (bins on first)', 'mean')]:+.4f} "
+     "ours": f"gain {gains.loc[pair, ('gain (bins on first)', 'mean')]:+.4f} "
                  f"(worst split {gains.loc[pair, ('gain (bins on first)', 'min')]:+.4f})",
-     "held": bool(gains.loc[pair, ("gain (bins on first)", "min")] > 0)}
+     "verdict": report.verdict(bool(gains.loc[pair, ("gain (bins on first)", "min")] > 0))}
     for pair in PAIRS
 ] + [
     {"claim": "calibration helps same-size routing (TS >= uncalibrated, every pair)",
-     "evidence": ", ".join(f"{summary.loc[p, 'routed (TS, bins on first)']:.4f} vs "
+     "ours": ", ".join(f"{summary.loc[p, 'routed (TS, bins on first)']:.4f} vs "
                            f"{summary.loc[p, 'routed (uncalibrated, bins on first)']:.4f}" for p in PAIRS),
-     "held": bool((summary["routed (TS, bins on first)"] >= summary["routed (uncalibrated, bins on first)"]).all())},
+     "verdict": report.verdict(bool((summary["routed (TS, bins on first)"] >= summary["routed (uncalibrated, bins on first)"]).all()))},
 ])
-report.publish("claims_held", int(claims["held"].sum()))
+report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 
 # %% [markdown]
