@@ -67,7 +67,7 @@ def verdict(held: bool | None) -> str:
 
 def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A page's claims table: one row per claim with ``claim``, ``paper`` (what the paper reports,
-    quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of :data:`VERDICTS`,
+    quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of ``VERDICTS``,
     computed by the caller from the numbers, never typed in)."""
     out = []
     for r in rows:

@@ -7,7 +7,7 @@ mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal,
 -ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
 adds a kernel estimate of the canonical calibration error to cross-entropy instead.
 
-Used in: notebooks/reweighted_cifar10.
+Used in: notebooks/losses_cifar10.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def focal_loss(
     ``gamma`` a number >= 0 (0 gives cross-entropy) or ``"fl53"``: gamma = 5 where p_t < 0.2 and 3
     otherwise (Mukhoti et al. 2020; the choice of gamma per example is not differentiated).
     1 - p_t is computed as -expm1(log p_t) so it is accurate when p_t is close to 1.
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
@@ -133,7 +133,7 @@ def inverse_focal_loss(
 
     Its derivative in p_t, gamma (1 + p)^(gamma-1) log p - (1 + p)^gamma / p (Appendix C.2), turns
     positive for large p_t once gamma is above about 3.5-4: such gammas stop pushing p_t up.
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
@@ -153,7 +153,7 @@ def dual_focal_loss(
 
     ``as_released=True`` reproduces the public implementation (eqs. 34-35): where p_t < p_j the
     competitor is dropped and the weight falls back to the focal (1 - p_t)^gamma.
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
@@ -187,7 +187,7 @@ def _out(x: torch.Tensor, is_np: bool) -> Any:
 
 
 def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel). Used in: notebooks/reweighted_cifar10."""
+    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel). Used in: notebooks/losses_cifar10."""
     p, is_np = _probs_tensor(probs)
     return _out(p.max(dim=1).values, is_np)
 
@@ -195,7 +195,7 @@ def msp(probs: ArrayLike) -> Any:
 def softmax_margin(probs: ArrayLike) -> Any:
     """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021).
 
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     p, is_np = _probs_tensor(probs)
     if p.shape[1] < 2:
@@ -206,7 +206,7 @@ def softmax_margin(probs: ArrayLike) -> Any:
 
 def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
     """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020). Used in: notebooks/reweighted_cifar10.
+    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020). Used in: notebooks/losses_cifar10.
     """
     p, is_np = _probs_tensor(probs)
     # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
@@ -273,7 +273,8 @@ def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
     * ``"harmonic"``: H_n - H_{n - r_i} = sum_{k = n - r_i + 1}^{n} 1/k, which makes
       mean_i w_i l_i exactly the area under the empirical risk-coverage curve (Geifman et al. 2019)
       for distinct scores; -ln(1 - r/n) is its large-n limit.
-    Used in: notebooks/reweighted_cifar10.
+
+    Used in: notebooks/losses_cifar10.
     """
     check_choice(weights, AURC_WEIGHTS, "weights")
     s = _scores(scores).detach()
@@ -298,7 +299,7 @@ def aurc_loss(
     """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
     2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
     (see ``aurc_weights`` for the two finite-sample weight choices).
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
@@ -343,7 +344,7 @@ def smoothed_cdf(
     no gradient; the result is differentiable in the evaluation points. Scores outside the edges
     are not counted (n stays the number of scores). As nu -> 0 it tends to the step function
     (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF.
-    Used in: notebooks/reweighted_cifar10 (through ``au_loss``).
+    Used in: notebooks/losses_cifar10 (through ``au_loss``).
     """
     s = _scores(scores)
     e = _edges(edges, s)
@@ -418,7 +419,7 @@ def au_weights(
     is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
     G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
     ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
-    Used in: notebooks/reweighted_cifar10 (through ``au_loss``).
+    Used in: notebooks/losses_cifar10 (through ``au_loss``).
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
@@ -448,7 +449,7 @@ def au_loss(
     ``au_weights`` on the batch CSF s_i = csf(softmax(z_i)); the gradient flows through both the
     cross-entropy and G(s_i) (eq. 36). O(n M) per batch. Defaults: M = 15 bins (paper; the public
     code uses 64), nu = 0.1 (CIFAR-10), coverage kappa per Table 3 (0.75-0.88 on CIFAR-10).
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
@@ -520,8 +521,9 @@ def ece_kde(
       and the Dirichlet kernel k(f; f_i) = Dir(f; f_i / h + 1) on the simplex.
     * ``"top_label"``: the same on the top-label confidence max_c f_c with the outcome
       1[argmax f = y] and a Beta kernel.
+
     ``bandwidth`` None picks it with ``select_bandwidth`` (leave-one-out likelihood). O(n^2 C).
-    Used in: notebooks/reweighted_cifar10 (KDE-XE baseline).
+    Used in: notebooks/losses_cifar10 (KDE-XE baseline).
     """
     f = _kde_inputs(probs, mode)
     y = to_tensor(labels, "labels")
@@ -554,7 +556,7 @@ def select_bandwidth(
     """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
     sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over ``grid`` (Popordanoska et al. 2022
     select it this way; their code also divides by h, which we do not: the kernel is a normalized
-    density already). Used in: notebooks/reweighted_cifar10 (KDE-XE baseline).
+    density already). Used in: notebooks/losses_cifar10 (KDE-XE baseline).
     """
     f = _kde_inputs(probs, mode).detach().to(torch.float64)
     x = _kde_points(f, mode)
@@ -581,7 +583,7 @@ def kde_xe_loss(
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
     lambda = 0.3 on CIFAR-10, 0.5 on CIFAR-100, reweighted-risk paper Appendix E.1). With
     ``bandwidth=None`` the bandwidth is re-selected on each (detached) batch.
-    Used in: notebooks/reweighted_cifar10.
+    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_positive(float(weight), "weight", allow_zero=True)
@@ -613,7 +615,7 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
 def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Tensor]:
     """A loss ``(logits, labels) -> scalar`` by name (one of ``LOSSES``) with its keyword arguments
     bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``.
-    Used in: notebooks/reweighted_cifar10 (training loop).
+    Used in: notebooks/losses_cifar10 (training loop).
     """
     check_choice(name, tuple(LOSSES), "name")
     fn = LOSSES[name]

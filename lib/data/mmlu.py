@@ -135,7 +135,7 @@ def load_mmlu(
 
     ``root``: a data root holding ``mmlu-llama31/`` or that folder itself; otherwise
     :func:`lib.data.locate.locate` searches ``$CALIBOOK_DATA``, ``../shared/data`` and the cache.
-    Raises :class:`lib.data.DataNotFoundError` (with how to get the data) when it is missing and
+    Raises :class:`~lib.data.locate.DataNotFoundError` (with how to get the data) when it is missing and
     ``ValueError`` when a logits file does not cover exactly the questions' (subject, row) keys.
     """
     for m in models:
