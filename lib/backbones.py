@@ -115,6 +115,32 @@ def cifar_resnet18(width: int = 64) -> CifarResNet18:
 # --------------------------------------------------------------------------- ImageNet ResNet-18
 
 
+def imagenet_weights_available() -> bool:
+    """Whether the ImageNet ResNet-18 weights can be loaded here (local HF cache, or the hub when
+    reachable). Part of a run's cache key, so a from-scratch result is never reused for a run that
+    could have started from pretrained weights. Used in: notebooks/pacs."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the weights are not available here
+        return False
+
+
+def text_model_available(name: str) -> bool:
+    """Whether text model ``name`` loads here (a local folder, the HF cache, or the hub when
+    reachable); when it does not, :func:`text_encoder` falls back to the bundled MiniLM.
+    Used in: notebooks/civilcomments."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name, local_files_only=not os.path.isdir(name) and not hub_reachable())
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the model is not available here
+        return False
+
+
 def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
     """timm ResNet-18 (all four stages, ImageNet stem) without classifier: 512-d features.
 

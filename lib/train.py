@@ -634,9 +634,27 @@ def evaluate(
 # ----------------------------------------------------------------------------------------------
 
 
+def backbone_identity(cfg: TrainConfig) -> str:
+    """Which backbone a run actually gets here: pretrained ImageNet weights and DistilBERT fall back
+    to random init and the bundled MiniLM when unavailable, and the two must not share a cache key."""
+    backbones = importlib.import_module("lib.backbones")
+    if cfg.backbone == "imagenet_resnet18" and cfg.pretrained:
+        return "imagenet_resnet18/" + ("pretrained" if backbones.imagenet_weights_available() else "random-init")
+    if cfg.backbone.startswith("text:"):
+        name = cfg.backbone[len("text:"):]
+        if cfg.text_fallback and not backbones.text_model_available(name):
+            return "text:all-MiniLM-L6-v2 (fallback)"
+    return cfg.backbone
+
+
 def run_config(cfg: TrainConfig, data: Any) -> dict[str, Any]:
-    """The cache key of a run: the config's result-determining fields and the data's fingerprint."""
-    return {"train": cfg.key(), "data": {"name": data.name, "fingerprint": data.fingerprint()}}
+    """The cache key of a run: the config's result-determining fields, the backbone it actually
+    gets when that can differ from the config (:func:`backbone_identity`) and the data's fingerprint."""
+    key = {"train": cfg.key(), "data": {"name": data.name, "fingerprint": data.fingerprint()}}
+    identity = backbone_identity(cfg)
+    if identity != cfg.backbone:
+        key["backbone"] = identity
+    return key
 
 
 def _compute(

@@ -233,3 +233,19 @@ def test_inputs_are_validated(data):
     with pytest.raises(ValueError, match="epochs"):
         fit_classifier(nn.Linear(2, 2), lambda o, y, e: o.sum(), (torch.zeros(2, 2), torch.zeros(2)), 0,
                        optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1))
+
+
+def test_cache_key_records_which_backbone_a_run_really_gets(monkeypatch) -> None:
+    """A from-scratch fallback must never be reused for a run that could load pretrained weights."""
+    import lib.backbones as backbones
+    from lib.train import TrainConfig, backbone_identity
+
+    cfg = TrainConfig(dataset="pacs", method="vanilla", backbone="imagenet_resnet18", pretrained=True)
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)
+    assert backbone_identity(cfg) == "imagenet_resnet18/random-init"
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: True)
+    assert backbone_identity(cfg) == "imagenet_resnet18/pretrained"
+    text = cfg.replace(backbone="text:distilbert-base-uncased", pretrained=False)
+    monkeypatch.setattr(backbones, "text_model_available", lambda name: False)
+    assert "MiniLM" in backbone_identity(text)
+    assert backbone_identity(cfg.replace(backbone="cifar_resnet18", pretrained=False)) == "cifar_resnet18"
