@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.validation import (
+    reduce_loss,
     ArrayLike,
     check_choice,
     check_finite,
@@ -54,9 +55,6 @@ __all__ = [
     "GAUSSIAN_WEIGHTS",
     "gaussian_mixture",
 ]
-
-REDUCTIONS = ("mean", "sum", "none")
-
 
 # --------------------------------------------------------------------------------------------
 # Input handling
@@ -108,15 +106,6 @@ def _loss_inputs(
     return z, y.long().to(z.device), ec.to(device=z.device, dtype=z.dtype), k
 
 
-def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
-    check_choice(reduction, REDUCTIONS, "reduction")
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
-
-
 # --------------------------------------------------------------------------------------------
 # Surrogate losses
 # --------------------------------------------------------------------------------------------
@@ -134,7 +123,7 @@ def softmax_l2d_loss(
     z, y, ec, k = _loss_inputs(logits, labels, expert_correct)
     logp = F.log_softmax(z, dim=1)
     loss = -logp.gather(1, y[:, None]).squeeze(1) - (ec * logp[:, k:]).sum(dim=1)
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def ova_l2d_loss(
@@ -154,7 +143,7 @@ def ova_l2d_loss(
     sign = 2 * target - 1  # +1 for the true class, -1 for the others
     cls = F.softplus(-sign * g_cls).sum(dim=1)
     dfr = (F.softplus(-g_def) * ec + F.softplus(g_def) * (1 - ec)).sum(dim=1)
-    return _reduce(cls + dfr, reduction)
+    return reduce_loss(cls + dfr, reduction)
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.validation import (
+    reduce_loss,
     ArrayLike,
     check_choice,
     check_finite,
@@ -53,9 +54,6 @@ __all__ = [
     "get_loss",
 ]
 
-REDUCTIONS = ("mean", "sum", "none")
-
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
@@ -69,15 +67,6 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, 
     check_labels(y, z.shape[1], "labels")
     check_same_length(z, y, "logits", "labels")
     return z, y.long().to(z.device)
-
-
-def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
-    check_choice(reduction, REDUCTIONS, "reduction")
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
 
 
 def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,7 +112,7 @@ def focal_loss(
         w = torch.where(pt < 0.2, one_minus.clamp_min(tiny) ** 5, one_minus.clamp_min(tiny) ** 3)
     else:
         w = _pow(one_minus, _check_gamma(gamma))
-    return _reduce(-w * logpt, reduction)
+    return reduce_loss(-w * logpt, reduction)
 
 
 def inverse_focal_loss(
@@ -138,7 +127,7 @@ def inverse_focal_loss(
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
     w = _pow(1 + logpt.exp(), _check_gamma(gamma))
-    return _reduce(-w * logpt, reduction)
+    return reduce_loss(-w * logpt, reduction)
 
 
 def dual_focal_loss(
@@ -167,7 +156,7 @@ def dual_focal_loss(
     w = _pow(1 - pt + pj, g)
     if as_released:
         w = torch.where(pt < pj, _pow(-torch.expm1(logpt), g), w)
-    return _reduce(-w * logpt, reduction)
+    return reduce_loss(-w * logpt, reduction)
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,7 +297,7 @@ def aurc_loss(
     logp, logpt = _true_class_logp(z, y)
     s = _csf_raw(csf, logp.exp())
     w = aurc_weights(s.detach(), weights)
-    return _reduce(-w * logpt, reduction)
+    return reduce_loss(-w * logpt, reduction)
 
 
 # --------------------------------------------------------------------------------------------
@@ -459,7 +448,7 @@ def au_loss(
     logp, logpt = _true_class_logp(z, y)
     s = _csf_raw(csf, logp.exp())
     beta = au_weights(s, coverage, n_bins, nu, edges)
-    return _reduce(-beta * logpt, reduction)
+    return reduce_loss(-beta * logpt, reduction)
 
 
 # --------------------------------------------------------------------------------------------

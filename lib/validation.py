@@ -147,3 +147,16 @@ def check_choice(value: str, choices: Any, name: str) -> None:
     if value not in choices:
         valid = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name}: unknown value {value!r}; valid values are {valid}")
+
+
+REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
+
+
+def reduce_loss(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Reduce per-example losses by ``reduction`` ("mean", "sum" or "none"), checking the name."""
+    check_choice(reduction, REDUCTIONS, "reduction")
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss

@@ -43,3 +43,14 @@ def smoke_published(smoke_notebook: Callable[..., Path]) -> Callable[..., dict[s
     from lib.report import read_published
 
     return lambda name, **params: read_published(smoke_notebook(name, **params))
+
+
+@pytest.fixture()
+def float64():
+    """Double precision for one test module's tests (restored afterwards for other modules)."""
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

@@ -4,7 +4,6 @@ every notebook has exactly one `parameters` cell of literals with type hints tha
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import jupytext
 import nbformat

@@ -13,13 +13,7 @@ from lib import l2d
 
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """Double precision for these tests only (restored afterwards for other test modules)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # double precision (tests/conftest.py)
 
 
 # A small discrete problem: 3 inputs x, K = 3 classes, J = 2 experts.

@@ -14,13 +14,7 @@ from scipy import stats
 from lib import reweighted as rw
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """Double precision for these tests only (restored afterwards for other test modules)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # double precision (tests/conftest.py)
 
 
 def _batch(n=64, c=5, scale=2.0, seed=0):
