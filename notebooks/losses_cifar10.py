@@ -128,6 +128,10 @@ plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like
 t0 = time.time()
 data = rx.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
+if cfg["mode"] == "features":
+    feats = rx.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
+    print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
+    torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 losses = list(rx.TABLE_LOSSES) + [n for n in rx.CSF_LOSSES if n not in rx.TABLE_LOSSES]
 records = {}
 for name in losses:

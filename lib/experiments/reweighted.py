@@ -1,0 +1,594 @@
+"""Experiments of paper 4 (reweighted risk: focal, inverse focal, AURC and the AU loss), and the
+image-training helpers shared with the learning-to-defer CIFAR-10 page.
+
+Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweighted-risk-au-loss.txt),
+Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
+:mod:`lib.reweighted`; this module wires them into runs:
+
+* :data:`LOSS_SPECS` / :func:`make_loss` -- the compared losses with the paper's settings.
+* :func:`image_data` -- CIFAR-10 (45k/5k/10k, ``lib.data.images.load_cifar10h``) or synthetic images.
+* Two ways to train, chosen by the scale's ``mode``:
+
+  - ``"end_to_end"`` (paper scale, GPU): the whole network with each loss through the generic
+    engine ``lib.train.fit_classifier`` (SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at
+    epochs 60/120/160, 200 epochs; best validation loss after warmup), cached and resumable.
+  - ``"features"`` (cpu and smoke scales): one backbone trained with cross-entropy on a disjoint
+    part of the training images (through the same engine, cached and shared by both CIFAR pages),
+    frozen; each loss then trains a 2-layer MLP head on its features. The loss then shapes only the
+    head: a scaled-down stand-in, said so on the pages.
+
+* :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
+  confidence gap, before and after temperature scaling fitted on the validation split.
+* :func:`loss_gradient`, :func:`loss_weight` -- the analytic gradients and weights of Appendix C
+  (Figures 1 and 4): no training.
+* :func:`loss_table`, :func:`reweighted_claims` -- tables and claims computed from the numbers.
+
+Used in: notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/l2d_cifar10.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib import reweighted as rw
+from lib.runs import Run, cached_run
+from lib.validation import check_choice, check_positive, to_numpy
+
+VERSION = 1  # bump to invalidate cached runs after a change in this module's training code
+MODES: tuple[str, ...] = ("features", "end_to_end")
+
+# name -> (lib.reweighted loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
+# p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix Table 2,
+# CIFAR-10 ResNet-50); dual focal as released (eqs. 34-35), since the paper's numbers come from
+# that implementation; KDE-XE lambda = 0.3 (CIFAR-10); AU loss with the MSP CSF by default.
+LOSS_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
+    "xe": ("xe", {}),
+    "fl53": ("fl53", {}),
+    "inverse_focal": ("inverse_focal", {"gamma": 2.0}),
+    "dual_focal": ("dual_focal", {"gamma": 5.0, "as_released": True}),
+    "kde_xe": ("kde_xe", {"weight": 0.3}),
+    "aurc": ("aurc", {}),
+    "au": ("au", {"csf": "msp"}),
+    "au_margin": ("au", {"csf": "softmax_margin"}),
+    "au_entropy": ("au", {"csf": "normalized_entropy"}),
+}
+TABLE_LOSSES: tuple[str, ...] = ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au")
+CSF_LOSSES: tuple[str, ...] = ("au", "au_margin", "au_entropy")
+LABELS: dict[str, str] = {
+    "xe": "XE", "fl53": "FL-53", "inverse_focal": "Inv. FL", "dual_focal": "Dual", "kde_xe": "KDE-XE",
+    "aurc": "AURC", "au": "AU (MSP)", "au_margin": "AU (margin)", "au_entropy": "AU (neg. entropy)",
+}
+
+# The paper's CIFAR-10 numbers (x100): Table 2 (accuracy, ECE), Table 1 (cwECE, +TS) and Table 4
+# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row (SPEC section 5).
+PAPER_RESNET50: dict[str, dict[str, float]] = {
+    "xe": {"accuracy": 94.51, "ece": 3.00, "cwece": 0.665, "cwece_ts": 0.597, "ece_a": 2.97, "ece_a_ts": 2.60},
+    "fl53": {"accuracy": 93.58, "ece": 3.98, "cwece": 0.881, "cwece_ts": 0.497, "ece_a": 3.92, "ece_a_ts": 1.71},
+    "inverse_focal": {"accuracy": 94.36, "ece": 4.05, "cwece": 0.849, "cwece_ts": 0.778, "ece_a": 4.03, "ece_a_ts": 3.64},
+    "dual_focal": {"accuracy": 94.09, "ece": 1.27, "cwece": 0.478, "cwece_ts": 0.466, "ece_a": 1.21, "ece_a_ts": 0.94},
+    "kde_xe": {"accuracy": 94.46, "ece": 3.09, "cwece": 0.677, "cwece_ts": 0.605, "ece_a": 3.07, "ece_a_ts": 2.66},
+    "aurc": {"accuracy": 93.32, "ece": 2.53, "cwece": 0.575, "cwece_ts": 0.577, "ece_a": 2.42, "ece_a_ts": 2.41},
+    "au": {"accuracy": 92.52, "ece": 1.69, "cwece": 0.581, "cwece_ts": 0.495, "ece_a": 1.35, "ece_a_ts": 1.04},
+}
+PAPER_PRERESNET56: dict[str, dict[str, float]] = {
+    "xe": {"accuracy": 93.97, "ece": 2.62}, "au": {"accuracy": 92.75, "ece": 0.92},
+}
+
+
+def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 15) -> Callable[[Any, Any], torch.Tensor]:
+    """The loss ``name`` (a key of :data:`LOSS_SPECS`) as ``(logits, labels) -> scalar``; the AU
+    variants take ``coverage`` (kappa), ``nu`` and ``n_bins`` (M). Used in: notebooks/losses_cifar10."""
+    check_choice(name, tuple(LOSS_SPECS), "name")
+    base, kw = LOSS_SPECS[name]
+    kw = dict(kw)
+    if base == "au":
+        kw.update(coverage=coverage, nu=nu, n_bins=n_bins)
+    return rw.get_loss(base, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Analytic gradients and weights (Appendix C, Figures 1 and 4)
+# --------------------------------------------------------------------------------------------
+GRADIENT_LOSSES: tuple[str, ...] = ("xe", "focal", "fl53", "inverse_focal")
+
+
+def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
+    """d loss / d p_t of a reweighted cross-entropy as a function of the true-class probability
+    (reweighted-risk paper Appendix C):
+
+    * ``xe``: -1/p;
+    * ``focal``: gamma (1-p)^(gamma-1) log p - (1-p)^gamma / p (C.1); ``fl53``: gamma 5 below 0.2, else 3;
+    * ``inverse_focal``: -gamma (1+p)^(gamma-1) log p - (1+p)^gamma / p (C.2; the paper prints the
+      first term with a + sign, but d/dp of -(1+p)^gamma is -gamma (1+p)^(gamma-1)). It is positive
+      for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
+      :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
+      *down* there.
+    Used in: notebooks/losses_cifar10 (Figures 1 and 4).
+    """
+    check_choice(name, GRADIENT_LOSSES, "name")
+    x = to_numpy(p, "p")
+    if np.any((x <= 0) | (x > 1)) or not np.all(np.isfinite(x)):
+        raise ValueError("p: probabilities must lie in (0, 1]")
+    check_positive(float(gamma), "gamma", allow_zero=True)
+    if name == "xe":
+        return -1.0 / x
+    if name == "inverse_focal":
+        return -gamma * (1 + x) ** (gamma - 1) * np.log(x) - (1 + x) ** gamma / x
+    g = np.where(x < 0.2, 5.0, 3.0) if name == "fl53" else np.full_like(x, gamma)
+    return g * (1 - x) ** (g - 1) * np.log(x) - (1 - x) ** g / x
+
+
+def inverse_focal_gamma_threshold() -> float:
+    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
+    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically."""
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
+                          options={"xatol": 1e-10})
+    return float(res.fun)
+
+
+def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -> np.ndarray:
+    """Sample weight of a reweighted risk as a function of p (reweighted-risk paper Fig. 1, main
+    text): focal (1-p)^gamma, inverse focal (1+p)^gamma, AURC -ln(1 - G(p)) with G(p) = p (scores
+    uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
+    normalizes the weights "for fair comparison". Used in: notebooks/losses_cifar10."""
+    check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
+    x = to_numpy(p, "p")
+    if np.any((x < 0) | (x >= 1)):
+        raise ValueError("p: must lie in [0, 1)")
+    if name == "focal":
+        w, mean = (1 - x) ** gamma, 1 / (gamma + 1)
+    elif name == "inverse_focal":
+        w, mean = (1 + x) ** gamma, (2 ** (gamma + 1) - 1) / (gamma + 1)
+    else:
+        w, mean = -np.log1p(-x), 1.0  # int_0^1 -ln(1 - t) dt = 1
+    return w / mean if normalize else w
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------
+def evaluate_logits(
+    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15
+) -> dict[str, float]:
+    """Test metrics before and after temperature scaling (T fitted by NLL on the validation
+    logits, ``lib.calibrate.fit_temperature``; the paper picks T by ECE, a detail that rarely
+    changes T much): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
+    ``cwece``, ``cwece_a``, ``nll``, ``conf_gap`` = mean confidence - accuracy (> 0 overconfident),
+    the same with suffix ``_ts``, and ``temperature``. Fractions, not x100.
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
+    """
+    from lib.calibrate import apply_temperature, fit_temperature
+    from lib.metrics import accuracy, classwise_ece, ece, nll
+
+    zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
+    yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
+    T = fit_temperature(to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
+    out: dict[str, float] = {"temperature": float(T)}
+    for suffix, temp in (("", 1.0), ("_ts", T)):
+        p = np.asarray(apply_temperature(zt, temp), dtype=np.float64)
+        acc = accuracy(p, yt)
+        out[f"accuracy{suffix}"] = acc
+        out[f"ece{suffix}"] = ece(p, yt, n_bins, "width")
+        out[f"ece_a{suffix}"] = ece(p, yt, n_bins, "mass")
+        out[f"cwece{suffix}"] = classwise_ece(p, yt, n_bins, "width")
+        out[f"cwece_a{suffix}"] = classwise_ece(p, yt, n_bins, "mass")
+        out[f"nll{suffix}"] = nll(p, yt)
+        out[f"conf_gap{suffix}"] = float(p.max(axis=1).mean() - acc)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Image data and training (shared with notebooks/l2d_cifar10)
+# --------------------------------------------------------------------------------------------
+IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
+
+
+def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Images for one scale: ``cfg["data"]`` = "cifar10" (45,000/5,000/10,000 split of
+    ``lib.data.images.load_cifar10h``; ``n_train``/``n_val`` subsample train/validation with a
+    fixed seed, ``n_test`` takes a uniform random subset of the test set, 0 = all) or "synthetic"
+    (``lib.data.synthetic.synthetic_images`` with 10 classes, for the smoke scale).
+    The training images come back in a fixed random order (the loaders keep file order, which is
+    sorted by class), so any prefix of them holds every class.
+    Returns a dict with uint8 ``*_x`` (N, 3, H, W), int64 ``*_y``, ``num_classes``, ``source``, ``tag``.
+    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
+    """
+    check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
+    if cfg["data"] == "synthetic":
+        from lib.data.synthetic import synthetic_images
+
+        b = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_val"], n_test=cfg["n_test"],
+                             size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
+        test_idx = np.arange(len(b.test_y))
+    else:
+        from lib.data.images import load_cifar10h
+
+        n_train = cfg["n_train"] or None
+        n_val = cfg["n_val"] or None
+        b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
+        n = len(b.test_y)
+        test_idx = np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
+    # The loaders return images in file order (sorted by class for CIFAR-10): shuffle the training
+    # images once with a fixed seed, so that "the first n_backbone" and "the rest" hold every class.
+    order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
+    return {
+        "train_x": b.train_x[order], "train_y": b.train_y[order].long(), "val_x": b.val_x, "val_y": b.val_y.long(),
+        "test_x": b.test_x[test_idx], "test_y": b.test_y[test_idx].long(), "num_classes": 10,
+        "source": b.source,
+        "tag": f"{cfg['data']}:{len(b.train_y)}/{len(b.val_y)}/{len(test_idx)}:{b.fingerprint()}:shuffled1",
+    }
+
+
+def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
+    """``"wrn-D-k"`` (lib.backbones.wide_resnet), ``"resnet18"`` (lib.backbones.cifar_resnet18 of
+    ``width`` + linear layer) or ``"tiny_cnn"`` (3 conv layers of ``width``, seconds on a CPU)."""
+    from lib import backbones
+
+    if arch.startswith("wrn-"):
+        _, depth, k = arch.split("-")
+        return backbones.wide_resnet(int(depth), int(k), num_classes=num_outputs)
+    if arch == "resnet18":
+        body = backbones.cifar_resnet18(width)
+    elif arch == "tiny_cnn":
+        from lib.train import _TinyCNN  # the engine's smoke-scale CNN
+
+        body = _TinyCNN(width)
+    else:
+        raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
+    net = nn.Sequential(body, nn.Linear(body.out_features, num_outputs))
+    net.out_features = num_outputs  # type: ignore[assignment]
+    return net
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
+    """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
+    statistics when ``normalize``), on the model's device, returned on the CPU in float32."""
+    from lib.augment import CIFAR10_MEAN, CIFAR10_STD, to_float
+
+    dev = next(model.parameters()).device
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for i in range(0, len(x), batch_size):
+            xb = x[i : i + batch_size].to(dev)
+            xb = to_float(xb, CIFAR10_MEAN, CIFAR10_STD) if normalize else xb.float()
+            outs.append(model(xb).float().cpu())
+    return torch.cat(outs)
+
+
+def fit_images(
+    model: nn.Module,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    train: tuple[torch.Tensor, torch.Tensor],
+    val: tuple[torch.Tensor, torch.Tensor] | None,
+    cfg: Mapping[str, Any],
+    run: Run | None,
+    seed: int = 0,
+    val_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[nn.Module, list[dict[str, Any]]]:
+    """Train an image network through ``lib.train.fit_classifier`` (checkpoint every epoch, resume)
+    with SGD (``lr``, momentum 0.9, ``weight_decay``, Nesterov if ``nesterov``), batch
+    ``batch_size``, random crop + flip, and ``schedule`` = "multistep" (x0.2 at ``milestones``) or
+    "cosine". With ``val``, the weights with the lowest validation loss (``val_loss``, default
+    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1).
+    ``train``/``val`` targets may carry extra columns (L2D expert predictions).
+    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
+    """
+    from lib.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
+    from lib.train import fit_classifier
+
+    epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
+    dev = _device()
+    if dev.type == "cpu" and cfg.get("threads"):
+        torch.set_num_threads(int(cfg["threads"]))
+    torch.manual_seed(seed)
+    best: dict[str, Any] = {"loss": math.inf, "state": None, "epoch": None}
+    vloss = val_loss or loss
+
+    def select(epoch: int, entry: dict[str, Any], m: nn.Module) -> None:
+        if val is None:
+            return
+        with torch.no_grad():
+            z = predict_logits(m, val[0])
+            v = float(vloss(z, val[1]))
+        entry["val_loss"] = v
+        m.train()
+        if epoch > warmup and v < best["loss"]:
+            best.update(loss=v, state=copy.deepcopy(m.state_dict()), epoch=epoch)
+
+    def sched(opt: torch.optim.Optimizer) -> Any:
+        if cfg["schedule"] == "multistep":
+            return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(cfg["milestones"]), gamma=0.2)
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+
+    fit = fit_classifier(
+        model, lambda out, y, epoch: loss(out.float(), y), train, epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"],
+                                                    nesterov=bool(cfg.get("nesterov", False))),
+        scheduler_factory=sched, run=run, batch_size=int(cfg["batch_size"]), seed=seed, device=dev,
+        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen),
+        callbacks=[select], progress=False, desc="train",
+    )
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    hist = list(fit.history)
+    if hist:
+        hist[-1] = {**hist[-1], "selected_epoch": best["epoch"]}
+    return model, hist
+
+
+BACKBONE_KEYS = ("arch", "width", "backbone_epochs", "n_backbone", "lr", "weight_decay", "batch_size")
+
+
+def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Frozen features for the ``"features"`` mode: a backbone (``arch``, ``width``) trained with
+    cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
+    schedule), cached by config and data; returns penultimate features and labels of the remaining
+    training images (``head_x``/``head_y``), the validation and the test images.
+    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10 (they share the cached backbone).
+    """
+    config = {"version": VERSION, "data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
+    run = Run("rr_backbone", config)
+    feats_path = run.dir / "features.npz"
+
+    def compute(r: Run) -> dict[str, Any]:
+        nb = int(cfg["n_backbone"])
+        net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
+        tc = {"epochs": cfg["backbone_epochs"], "lr": cfg["lr"], "weight_decay": cfg["weight_decay"],
+              "batch_size": cfg["batch_size"], "schedule": "cosine", "threads": cfg.get("threads")}
+        net, hist = fit_images(net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]),
+                               None, tc, r, seed=0)
+        body = net[0] if isinstance(net, nn.Sequential) else net
+        arrays = {
+            "head_x": predict_logits(body, data["train_x"][nb:]).numpy(),
+            "head_y": data["train_y"][nb:].numpy(),
+            "val_x": predict_logits(body, data["val_x"]).numpy(),
+            "val_y": data["val_y"].numpy(),
+            "test_x": predict_logits(body, data["test_x"]).numpy(),
+            "test_y": data["test_y"].numpy(),
+        }
+        r.dir.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(r.dir / "features.npz", **arrays)
+        acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
+        return {"history": hist, "backbone_test_accuracy": acc}
+
+    record = cached_run("rr_backbone", config, compute)
+    if not feats_path.exists():  # committed record without features: recompute them
+        raise FileNotFoundError(f"{feats_path} missing; delete {run.dir} to recompute the backbone")
+    with np.load(feats_path) as z:
+        out = {k: z[k] for k in z.files}
+    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
+    return out
+
+
+def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
+    """The head trained on frozen features: Linear-ReLU-Linear (or linear when ``hidden`` = 0)."""
+    if hidden <= 0:
+        return nn.Linear(in_features, num_outputs)
+    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
+
+
+def standardize(feats: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Features standardized with the head-training split's mean and standard deviation."""
+    mu = feats["head_x"].mean(0, keepdims=True)
+    sd = feats["head_x"].std(0, keepdims=True) + 1e-6
+    return {k: torch.as_tensor((feats[k] - mu) / sd, dtype=torch.float32) for k in ("head_x", "val_x", "test_x")}
+
+
+def train_head(
+    x: torch.Tensor, y: torch.Tensor, loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    cfg: Mapping[str, Any], num_outputs: int, seed: int = 0,
+) -> nn.Module:
+    """SGD (momentum 0.9, ``head_lr``, ``weight_decay``, batch ``batch_size``, lr x0.2 at 30/60/80%
+    of ``head_epochs``, the paper's schedule shape) on a head over frozen features; returns the
+    final head (no selection: the paper's selection by validation loss would favour each loss's own
+    scale). Used in: notebooks/losses_cifar10."""
+    torch.manual_seed(seed)
+    head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
+    epochs = int(cfg["head_epochs"])
+    opt = torch.optim.SGD(head.parameters(), lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2)
+    gen = torch.Generator().manual_seed(seed)
+    bs = int(cfg["batch_size"])
+    for _ in range(epochs):
+        head.train()
+        perm = torch.randperm(len(y), generator=gen)
+        for i in range(0, len(y) - bs + 1, bs):  # full batches only: batch-level losses need n >= 2
+            idx = perm[i : i + bs]
+            lo = loss(head(x[idx]), y[idx])
+            opt.zero_grad()
+            lo.backward()
+            opt.step()
+        sched.step()
+    head.eval()
+    return head
+
+
+RUN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "milestones", "warmup",
+            "head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
+
+
+def run_loss(
+    name: str, cfg: Mapping[str, Any], data: Mapping[str, Any], seed: int = 0,
+    coverage: float | None = None, nu: float | None = None,
+) -> dict[str, Any]:
+    """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config + data):
+    the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
+    and test logits (see :func:`run_logits`). Used in: notebooks/losses_cifar10."""
+    check_choice(cfg["mode"], MODES, "mode")
+    kappa = float(cfg["coverage"] if coverage is None else coverage)
+    nu_ = float(cfg["nu"] if nu is None else nu)
+    config = {"version": VERSION, "loss": name, "seed": int(seed), "coverage": kappa, "nu": nu_,
+              "n_bins": cfg["n_bins"], "data": data["tag"], **{k: cfg[k] for k in RUN_KEYS}}
+    loss = make_loss(name, kappa, nu_, cfg["n_bins"])
+
+    def compute(r: Run) -> dict[str, Any]:
+        if cfg["mode"] == "features":
+            feats = backbone_features(cfg, data)
+            f = standardize(feats)
+            head = train_head(f["head_x"], torch.as_tensor(feats["head_y"]), loss, cfg, data["num_classes"], seed)
+            with torch.no_grad():
+                zv, zt = head(f["val_x"]), head(f["test_x"])
+            yv, yt = feats["val_y"], feats["test_y"]
+            extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
+        else:
+            net = build_network(cfg["arch"], cfg["width"], data["num_classes"]).to(_device())
+            net, hist = fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
+                                   {**cfg, "schedule": "multistep"}, r, seed=seed)
+            zv, zt = predict_logits(net, data["val_x"]), predict_logits(net, data["test_x"])
+            yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
+            extra = {"history": hist}
+        r.dir.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(r.dir / "logits.npz", val=zv.numpy(), test=zt.numpy(), val_y=yv, test_y=yt)
+        return {"loss": name, "metrics": evaluate_logits(zv, yv, zt, yt), **extra}
+
+    return cached_run("rr_losses", config, compute)
+
+
+def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Validation/test logits and labels saved by :func:`run_loss` (committed copy first)."""
+    from lib.config import cache_dir, results_dir
+
+    for path in (results_dir() / "rr_losses" / f"{record['key']}.npz",
+                 cache_dir() / "runs" / "rr_losses" / record["key"] / "logits.npz"):
+        if path.exists():
+            with np.load(path) as z:
+                return {k: z[k] for k in z.files}
+    raise FileNotFoundError(f"logits of run {record['key']} not found")
+
+
+# --------------------------------------------------------------------------------------------
+# Tables and claims
+# --------------------------------------------------------------------------------------------
+TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_a_ts", "cwece_ts", "temperature", "conf_gap")
+
+
+def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
+    """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
+    :data:`TABLE_METRICS`, x100 except the temperature when ``percent`` (the paper's unit)."""
+    rows = []
+    for name, m in metrics.items():
+        row = {"loss": LABELS.get(name, name)}
+        for k in TABLE_METRICS:
+            v = float(m[k])
+            row[k] = v if (k == "temperature" or not percent) else 100 * v
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("loss")
+
+
+def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50) -> pd.DataFrame:
+    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS."""
+    rows = []
+    for name, m in metrics.items():
+        p = paper.get(name, {})
+        row = {"loss": LABELS.get(name, name)}
+        for k in ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts"):
+            row[f"{k} (ours)"] = 100 * float(m[k if k != "accuracy" else "accuracy"])
+            row[f"{k} (paper)"] = p.get(k, float("nan"))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("loss")
+
+
+def _verdict(diff: float, tol: float) -> str:
+    """'held' if ``diff`` > ``tol``, 'did not hold' if ``diff`` < -``tol``, else inconclusive."""
+    if diff > tol:
+        return "held"
+    if diff < -tol:
+        return "did not hold"
+    return "inconclusive at this scale"
+
+
+def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0.005) -> list[dict[str, Any]]:
+    """The paper's claims (SPEC section 5) judged from ``metrics[loss]`` (fractions, from
+    :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
+    'inconclusive at this scale'. Claims whose losses are missing are skipped.
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
+    """
+    rows: list[dict[str, Any]] = []
+    m = metrics
+
+    def add(claim: str, paper: str, ours: str, verdict: str) -> None:
+        rows.append({"claim": claim, "paper": paper, "ours": ours, "verdict": verdict})
+
+    if "au" in m and "xe" in m:
+        add("AU loss has lower ECE than XE", "1.69 vs 3.00 (ResNet-50, x100)",
+            f"{100 * m['au']['ece']:.2f} vs {100 * m['xe']['ece']:.2f}", _verdict(m["xe"]["ece"] - m["au"]["ece"], tol))
+        add("AU loss has lower cwECE than XE", "0.581 vs 0.665 (ResNet-50, x100)",
+            f"{100 * m['au']['cwece']:.3f} vs {100 * m['xe']['cwece']:.3f}",
+            _verdict(m["xe"]["cwece"] - m["au"]["cwece"], tol / 5))
+        gap = m["xe"]["accuracy"] - m["au"]["accuracy"]
+        add("AU loss costs little accuracy (at most 2.5 points below XE)", "92.52 vs 94.51",
+            f"{100 * m['au']['accuracy']:.2f} vs {100 * m['xe']['accuracy']:.2f}",
+            _verdict(0.025 - gap, 0.0))
+    if "fl53" in m or "focal" in m:
+        k = "fl53" if "fl53" in m else "focal"
+        add("focal loss leaves the model overconfident (mean confidence > accuracy)", "overconfident (Fig. 2)",
+            f"confidence - accuracy = {100 * m[k]['conf_gap']:+.2f}", _verdict(m[k]["conf_gap"], tol))
+    for k, label in (("inverse_focal", "inverse focal"), ("aurc", "AURC")):
+        if k in m:
+            add(f"{label} loss leaves the model underconfident", "underconfident (Fig. 2)",
+                f"confidence - accuracy = {100 * m[k]['conf_gap']:+.2f}", _verdict(-m[k]["conf_gap"], tol))
+    if "xe" in m:
+        add("temperature scaling lowers XE's ECE", "lower in Tables 1 and 4",
+            f"{100 * m['xe']['ece']:.2f} -> {100 * m['xe']['ece_ts']:.2f}", _verdict(m["xe"]["ece"] - m["xe"]["ece_ts"], tol / 5))
+    return rows
+
+
+# The released files' loss names -> the names used here (the released "focal" run is taken to be
+# the paper's focal baseline, FL-53; the file does not say which gamma it used).
+RELEASED_NAMES: dict[str, str] = {
+    "ce": "xe", "focal": "fl53", "dual_focal": "dual_focal", "inverse_focal": "inverse_focal",
+    "ece_kde": "kde_xe", "aurc": "aurc",
+}
+
+
+def split_halves(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint halves of range(n) from a fixed seed: (calibration half, evaluation half).
+    Used in: notebooks/losses_released_logits."""
+    if not isinstance(n, (int, np.integer)) or n < 4:
+        raise ValueError(f"n: need at least 4 examples, got {n!r}")
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
+
+
+def released_claims(
+    metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50,
+    tol: float = 0.01,
+) -> list[dict[str, Any]]:
+    """Claims checkable on the released ResNet-50 logits: each run's ECE within ``tol`` (one
+    point) of the paper's Table 2, and dual focal's ECE the lowest of the released runs (as in
+    Table 2's ResNet-50 row). Used in: notebooks/losses_released_logits."""
+    rows: list[dict[str, Any]] = []
+    for name, m in metrics.items():
+        if name not in paper:
+            continue
+        diff = abs(100 * m["ece"] - paper[name]["ece"]) / 100
+        rows.append({
+            "claim": f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
+            "paper": f"{paper[name]['ece']:.2f}", "ours": f"{100 * m['ece']:.2f}",
+            "verdict": "held" if diff <= tol else "did not hold",
+        })
+    if "dual_focal" in metrics and len(metrics) > 1:
+        best = min(metrics, key=lambda k: metrics[k]["ece"])
+        rows.append({
+            "claim": "dual focal has the lowest ECE of the released runs",
+            "paper": "Dual 1.27 lowest in the ResNet-50 row (AU aside)",
+            "ours": f"lowest: {LABELS.get(best, best)} ({100 * metrics[best]['ece']:.2f})",
+            "verdict": "held" if best == "dual_focal" else "did not hold",
+        })
+    return rows

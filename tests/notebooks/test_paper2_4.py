@@ -1,0 +1,77 @@
+"""Papers 2 and 4: the four notebooks run at smoke scale and publish sane numbers.
+
+What must hold by construction on the smoke data: the mixture's clusters 1 and 4 are nearly
+separable and 2 and 3 overlap strongly (lib.l2d's fixed means and covariances); every sweep of the
+L2D pages has one run per (point, surrogate, seed); the inverse-focal sign threshold is a closed
+form; the synthetic "XE" logits are over-confident (scaled), so temperature scaling fitted on one
+half lowers ECE on the other; no released run is degenerate at smoke scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lib import config
+from lib.report import VERDICTS
+
+pytestmark = pytest.mark.notebook
+
+
+def _unit(x: float) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and 0.0 <= x <= 1.0
+
+
+def test_l2d_gaussians_smoke(smoke_published) -> None:
+    out = smoke_published("l2d_gaussians")
+    cfg = config.settings("l2d_gaussians", "smoke")
+    assert out["scale_summary"].startswith("smoke:")
+    assert out["gauss_runs"] == (len(cfg["num_experts"]) + len(cfg["dependence_p"])) * 2 * cfg["seeds"]
+    pairs = out["gauss_pair_bayes"]
+    assert pairs["1 vs 4"] > 0.99 and pairs["2 vs 3"] < 0.85  # the picture of Figure 3
+    assert 0.5 < out["gauss_bayes_accuracy"] < 0.95
+    assert all(_unit(v) for v in out["gauss_all_ece"]) and all(_unit(v) for v in out["gauss_all_accuracy"])
+    assert min(out["gauss_all_accuracy"]) > 0.4  # far above chance (0.25) even after a few epochs
+    for s in ("softmax", "ova"):
+        assert _unit(out[f"gauss_random_ece_{s}_hi"])
+    assert out["gauss_claims"] and set(out["gauss_claims"].values()) <= set(VERDICTS)
+
+
+def test_l2d_cifar10_smoke(smoke_published) -> None:
+    out = smoke_published("l2d_cifar10")
+    cfg = config.settings("l2d_cifar10", "smoke")
+    assert out["scale_summary"].startswith("smoke: synthetic images")
+    n_points = len(cfg["num_experts"]) + len(cfg["dependence_p"]) + len(cfg["specialized_experts"])
+    assert out["cifar_runs"] == n_points * 2 * cfg["seeds"]
+    assert all(_unit(v) for v in out["cifar_all_ece"]) and all(_unit(v) for v in out["cifar_all_accuracy"])
+    assert _unit(out["cifar_backbone_test_accuracy"])
+    assert out["cifar_claims"] and set(out["cifar_claims"].values()) <= set(VERDICTS)
+
+
+def test_losses_cifar10_smoke(smoke_published) -> None:
+    out = smoke_published("losses_cifar10")
+    assert out["scale_summary"].startswith("smoke: synthetic images")
+    assert out["rr_inverse_focal_gamma_threshold"] == pytest.approx(3.5911, abs=1e-3)
+    for name in ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au", "au_margin", "au_entropy"):
+        for key in ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts"):
+            assert _unit(out[f"rr_{name}_{key}"]), (name, key)
+        assert out[f"rr_{name}_temperature"] > 0
+        assert -1 <= out[f"rr_{name}_conf_gap"] <= 1
+    assert len(out["rr_sweep_val_ece"]) == 2 and all(0 <= v <= 100 for v in out["rr_sweep_val_ece"])
+    assert set(out["rr_claims"].values()) <= set(VERDICTS)
+    assert out["rr_claims"]["the inverse focal gradient turns positive for gamma above about 3.5"] == "held"
+
+
+def test_losses_released_logits_smoke(smoke_published) -> None:
+    out = smoke_published("losses_released_logits")
+    assert out["scale_summary"].startswith("smoke: synthetic")
+    assert out["released_failed_runs"] == {}
+    assert sorted(out["released_losses"]) == ["aurc", "dual_focal", "fl53", "kde_xe", "xe"]
+    for name in out["released_losses"]:
+        for key in ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts"):
+            assert _unit(out[f"released_{name}_{key}"]), (name, key)
+    # the synthetic XE logits are over-confident by construction: TS on one half helps the other
+    assert out["released_xe_ece_ts"] < out["released_xe_ece"]
+    assert out["released_xe_temperature"] > 1
+    assert set(out["released_claims"].values()) <= set(VERDICTS)
