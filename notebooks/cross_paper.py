@@ -94,7 +94,7 @@ pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round
 category = mmlu.questions["category"].to_numpy()
 src = np.flatnonzero(category == "stem")
 tgt = np.flatnonzero(category == "humanities")
-tgt_cal, tgt_test = tgt[split_halves(len(tgt), seed=seed)[0]], tgt[split_halves(len(tgt), seed=seed)[1]]
+tgt_cal, tgt_test = (tgt[half] for half in split_halves(len(tgt), seed=seed))
 for model in (small, large):
     rows.append(xp.long_table("shift", model, xp.shift_ece(mmlu.logits[model], mmlu.labels, src, tgt, tgt_cal, tgt_test)))
 pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round(4)

@@ -46,7 +46,7 @@ n_bins: int = 15  # bins of every binned calibration error (the paper uses 15)
 import numpy as np
 import pandas as pd
 
-from lib import config, plots, report
+from lib import cascade, config, plots, report
 from lib.experiments import reweighted as rx
 
 plots.use_offline_renderer()
@@ -88,7 +88,7 @@ pd.DataFrame({"loss": [rx.LABELS[k] for k in logits] + [rx.LABELS[k] + " (failed
 # A fixed random half of the test set fits the temperature; every number below is on the other half.
 
 # %%
-calib, evaluation = rx.split_halves(len(targets), seed=cfg["split_seed"])
+calib, evaluation = cascade.split_halves(len(targets), seed=cfg["split_seed"])
 metrics = {
     name: rx.evaluate_logits(z[calib], targets[calib], z[evaluation], targets[evaluation], n_bins=cfg["n_bins"])
     for name, z in logits.items()

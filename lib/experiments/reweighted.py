@@ -557,15 +557,6 @@ RELEASED_NAMES: dict[str, str] = {
 }
 
 
-def split_halves(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Two disjoint halves of range(n) from a fixed seed: (calibration half, evaluation half).
-    Used in: notebooks/losses_released_logits."""
-    if not isinstance(n, (int, np.integer)) or n < 4:
-        raise ValueError(f"n: need at least 4 examples, got {n!r}")
-    perm = np.random.default_rng(seed).permutation(n)
-    return np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
-
-
 def released_claims(
     metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50,
     tol: float = 0.01,

@@ -69,16 +69,6 @@ def test_evaluate_logits_metrics():
         assert 0 <= hot[k] <= 1
 
 
-def test_split_halves():
-    a, b = rx.split_halves(101, seed=0)
-    assert len(a) == 50 and len(b) == 51
-    assert set(a) | set(b) == set(range(101)) and not set(a) & set(b)
-    a2, _ = rx.split_halves(101, seed=0)
-    assert np.array_equal(a, a2)
-    with pytest.raises(ValueError, match="n"):
-        rx.split_halves(2)
-
-
 def test_make_loss_binds_the_settings():
     torch.manual_seed(0)
     z, y = torch.randn(64, 10), torch.randint(0, 10, (64,))
