@@ -147,7 +147,10 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     ``pretrained=True`` loads ``timm/resnet18.a1_in1k`` from the Hugging Face hub (or its local cache).
     When the weights cannot be had, raises ``RuntimeError`` explaining how to get them, unless
     ``allow_random_init=True``, which warns and returns a randomly initialised network (trained from
-    scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool)."""
+    scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool).
+
+    Used in: notebooks/pacs.
+    """
     import timm
 
     if not isinstance(pretrained, bool):

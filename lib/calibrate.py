@@ -145,7 +145,10 @@ def fit_temperature(
 
 
 def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
-    """softmax(z / T) over the last axis; returns the same kind (numpy/torch) as ``logits``."""
+    """softmax(z / T) over the last axis; returns the same kind (numpy/torch) as ``logits``.
+
+    Used in: notebooks/calibration, notebooks/losses_released_logits.
+    """
     z = to_tensor(logits, "logits")
     if z.ndim < 1:
         raise ValueError(f"logits: expected at least 1-D array, got shape {tuple(z.shape)}")

@@ -72,7 +72,10 @@ def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
 
 def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Random (calibration, test) index split of ``n`` examples (paper 3, section 3: "We split the
-    validation set in half"). Both index arrays are sorted."""
+    validation set in half"). Both index arrays are sorted.
+
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/cross_paper, notebooks/losses_released_logits, notebooks/same_size.
+    """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n: must be an integer >= 2, got {n!r}")
     if not (0 < cal_fraction < 1):
@@ -148,7 +151,10 @@ def model_outputs(
     logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
     calibrator: str = "temperature", n_bins: int = 15,
 ) -> ModelOutputs:
-    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
+    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness.
+
+    Used in: notebooks/cascading, notebooks/same_size.
+    """
     z = to_numpy(logits, "logits")
     y = to_numpy(labels, "labels", dtype=np.int64)
     check_logits_labels(z, y)
@@ -221,6 +227,7 @@ class CascadeCurve:
     ``frac_small[k]``, ``accuracy[k]`` on the test half; ``cost = 1 - frac_small`` (fraction sent to
     the large model); ``order``: bins in the order they are kept; ``table``: per-bin statistics on
     the calibration half (plus ``test_count``); ``acc_small``/``acc_large``: the two models alone.
+    Used in: notebooks/cascading.
     """
 
     frac_small: np.ndarray
@@ -285,7 +292,10 @@ def cascade_curve(
 
 
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
-    """RC: random routing, expected accuracy on the straight line between the two models."""
+    """RC: random routing, expected accuracy on the straight line between the two models.
+
+    Used in: notebooks/cascading, notebooks/same_size.
+    """
     if n_points < 2:
         raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
     for v, nm in ((acc_small, "acc_small"), (acc_large, "acc_large")):

@@ -31,6 +31,7 @@ def use_offline_renderer() -> str:
 
     Raises ``RuntimeError`` if a test chart does not come back as ``image/svg+xml``.
     Used in: every notebook (first code cell after the imports).
+    Used in: every notebook page (the skeleton in book/start_here).
     """
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
@@ -380,7 +381,10 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
 def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
     """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
     the diagonal mean the calibrated confidences are comparable across the two models.
-    ``table``: rows of :func:`lib.cascade.advantage_table` with a ``method`` column."""
+    ``table``: rows of :func:`lib.cascade.advantage_table` with a ``method`` column.
+
+    Used in: notebooks/cascading.
+    """
     pts = alt.Chart().mark_point(filled=True).encode(
         x=alt.X("advantage:Q", title="confidence advantage a_b"),
         y=alt.Y("acc_advantage:Q", title="accuracy advantage"),

@@ -15,7 +15,10 @@ import nbformat
 import pandas as pd
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
-    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
+    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``).
+
+    Used in: every notebook page (the skeleton in book/start_here).
+    """
     from myst_nb import glue
 
     json.dumps(value)  # fail early with a clear TypeError on values the tests could not read
@@ -51,7 +54,10 @@ def _parse_repr(text: str) -> Any:
 
 
 def publish_scale(scale: str, summary: str) -> str:
-    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page."""
+    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page.
+
+    Used in: every notebook page (the skeleton in book/start_here).
+    """
     return publish("scale_summary", f"{scale}: {summary}")
 
 
@@ -59,7 +65,10 @@ VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale
 
 
 def verdict(held: bool | None) -> str:
-    """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell)."""
+    """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell).
+
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
+    """
     if held is None:
         return VERDICTS[2]
     return VERDICTS[0] if held else VERDICTS[1]
@@ -68,7 +77,10 @@ def verdict(held: bool | None) -> str:
 def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A page's claims table: one row per claim with ``claim``, ``paper`` (what the paper reports,
     quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of ``VERDICTS``,
-    computed by the caller from the numbers, never typed in)."""
+    computed by the caller from the numbers, never typed in).
+
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/l2d_cifar10, notebooks/l2d_gaussians, notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/same_size.
+    """
     out = []
     for r in rows:
         for key in ("claim", "ours", "verdict"):

@@ -70,7 +70,10 @@ def _lam(lam: float) -> float:
 
 
 def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
-    """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
+    """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached.
+
+    Used in: notebooks/routing_theory.
+    """
     l = _losses(losses)
     lam = _lam(lam)
     return F.softmax(lam * l, dim=0)
@@ -79,7 +82,10 @@ def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
 def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
 
-    Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly."""
+    Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
+
+    Used in: notebooks/routing_theory.
+    """
     l = _losses(losses)
     lam = _lam(lam)
     if lam == 0.0:
@@ -90,7 +96,10 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
 
-    lam == 0 returns the mean (the limit)."""
+    lam == 0 returns the mean (the limit).
+
+    Used in: notebooks/routing_theory.
+    """
     l = _losses(losses)
     lam = _lam(lam)
     if lam == 0.0:
@@ -115,7 +124,10 @@ def _weights(w: object, name: str = "w") -> torch.Tensor:
 
 
 def kl_to_uniform(w: object) -> torch.Tensor:
-    """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass."""
+    """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass.
+
+    Used in: notebooks/routing_theory.
+    """
     t = _weights(w)
     n = t.shape[-1]
     return torch.special.xlogy(t, t).sum(dim=-1) + math.log(n)
@@ -125,7 +137,10 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     """Empirical CVaR_alpha (eq. 18): the mean of the largest alpha*n losses, the boundary loss
     entering with its fractional weight (alpha*n - floor(alpha*n)). A reference, not a training loss.
 
-    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1."""
+    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1.
+
+    Used in: notebooks/routing_theory.
+    """
     l = _losses(losses)
     check_positive(alpha, "alpha")
     if alpha > 1:
@@ -145,7 +160,10 @@ def effective_support(w: object) -> dict[str, float]:
     """Effective support of adversarial weights (App. D.6, Table 5).
 
     perplexity = exp(H(w)), fraction = perplexity / n, ratio_bound = n / perplexity (the effective
-    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches."""
+    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches.
+
+    Used in: notebooks/routing_theory, notebooks/sensitivity.
+    """
     t = _weights(w)
     n = t.shape[-1]
     perplexity = torch.exp(-torch.special.xlogy(t, t).sum(dim=-1))

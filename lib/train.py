@@ -815,6 +815,7 @@ def load_predictions(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Test predictions of a finished run: probs (float16), labels, hard mask, routing, temperature.
 
     Looks next to a committed record (``results/moe/<key>.npz``) first, then in the run cache.
+    Used in: notebooks/sensitivity.
     """
     from lib.config import cache_dir, results_dir
 

@@ -19,7 +19,10 @@ DATA_ENV = "CALIBOOK_DATA"
 
 
 class DataNotFoundError(FileNotFoundError):
-    """A dataset is in none of the places searched and could not be downloaded."""
+    """A dataset is in none of the places searched and could not be downloaded.
+
+    Used in: notebooks/civilcomments.
+    """
 
 
 def shared_data_dir() -> Path:

@@ -38,7 +38,10 @@ def _folder(root: str | os.PathLike[str] | None) -> Path:
 def load_resnet50_logits(
     loss: str, root: str | os.PathLike[str] | None = None, allow_degenerate: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(logits (N, 10) float64, targets (N,) int64)`` of the ResNet-50 trained with ``loss``."""
+    """``(logits (N, 10) float64, targets (N,) int64)`` of the ResNet-50 trained with ``loss``.
+
+    Used in: notebooks/calibration, notebooks/losses_released_logits.
+    """
     check_choice(loss, LOSSES, "loss")
     if loss in DEGENERATE and not allow_degenerate:
         raise ValueError(
@@ -58,7 +61,10 @@ def load_resnet50_logits(
 def load_resnet50_pair(
     losses: tuple[str, ...] = ("ce", "focal"), root: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Logits of several losses with their shared targets; raises if the orders differ."""
+    """Logits of several losses with their shared targets; raises if the orders differ.
+
+    Used in: notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
+    """
     out: dict[str, np.ndarray] = {}
     targets: np.ndarray | None = None
     for loss in losses:
@@ -86,6 +92,7 @@ def synthetic_resnet_logits(
     """Synthetic 10-class logits with the real files' structure (see ``synthetic_logits``).
 
     Used in: notebooks at ``smoke`` scale, tests/unit/test_data_llm.py.
+    Used in: notebooks/calibration, notebooks/cleaning, notebooks/cross_paper, notebooks/losses_released_logits, notebooks/same_size.
     """
     for loss in losses:
         check_choice(loss, tuple(SYNTHETIC_RESNETS), "losses")

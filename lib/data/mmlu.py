@@ -137,6 +137,7 @@ def load_mmlu(
     :func:`lib.data.locate.locate` searches ``$CALIBOOK_DATA``, ``../shared/data`` and the cache.
     Raises :class:`~lib.data.locate.DataNotFoundError` (with how to get the data) when it is missing and
     ``ValueError`` when a logits file does not cover exactly the questions' (subject, row) keys.
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
     """
     for m in models:
         check_choice(m, MODELS, "models")
@@ -217,6 +218,7 @@ def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUDat
     Subjects are drawn from the 57 real ones (so category splits work); labels are uniform on A-D;
     logits follow :func:`synthetic_logits` plus an offset of 15 (like the real letter logits).
     Used in: every paper-3 notebook at ``smoke`` scale, tests/unit/test_data_llm.py.
+    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
     """
     if not isinstance(n, (int, np.integer)) or n < 8:
         raise ValueError(f"n: must be an integer >= 8, got {n!r}")

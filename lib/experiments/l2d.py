@@ -211,7 +211,10 @@ def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
 
 def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
     """Every (experiment, value, surrogate, seed) point of the settings ``cfg`` (keys
-    ``num_experts``, ``dependence_p``, ``specialized_experts``, ``seeds``)."""
+    ``num_experts``, ``dependence_p``, ``specialized_experts``, ``seeds``).
+
+    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
+    """
     return [
         {"experiment": e, "value": v, "surrogate": s, "seed": seed}
         for e in experiments
@@ -344,7 +347,10 @@ RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate",
 def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[str, Any]]) -> pd.DataFrame:
     """Run every grid point with ``runner(experiment, value, surrogate, seed)`` and return one row
     per run: the point plus ``ece``, ``system_accuracy``, ``classifier_accuracy``, ``defer_rate``
-    and ``ece_random_expert`` (expert 0's ECE, the random expert of the dependence experiment)."""
+    and ``ece_random_expert`` (expert 0's ECE, the random expert of the dependence experiment).
+
+    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
+    """
     rows = []
     for p in points:
         r = runner(p["experiment"], p["value"], p["surrogate"], p["seed"])
@@ -358,7 +364,10 @@ def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:
     """Mean, standard deviation and standard error over seeds of each metric, per
-    (experiment, value, surrogate); columns ``<metric>``, ``<metric>_sd``, ``<metric>_se``, ``seeds``."""
+    (experiment, value, surrogate); columns ``<metric>``, ``<metric>_sd``, ``<metric>_se``, ``seeds``.
+
+    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
+    """
     if df.empty:
         raise ValueError("df: no runs to summarize")
     g = df.groupby(["experiment", "value", "surrogate"], sort=True)

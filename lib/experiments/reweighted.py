@@ -129,7 +129,10 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
 
 def inverse_focal_gamma_threshold() -> float:
     """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
-    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically."""
+    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
+
+    Used in: notebooks/losses_cifar10.
+    """
     from scipy.optimize import minimize_scalar
 
     res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
@@ -461,7 +464,10 @@ def run_loss(
 
 
 def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Validation/test logits and labels saved by :func:`run_loss` (committed copy first)."""
+    """Validation/test logits and labels saved by :func:`run_loss` (committed copy first).
+
+    Used in: notebooks/losses_cifar10.
+    """
     from lib.config import cache_dir, results_dir
 
     for path in (results_dir() / "rr_losses" / f"{record['key']}.npz",
@@ -480,7 +486,10 @@ TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_
 
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
     """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
-    :data:`TABLE_METRICS`, x100 except the temperature when ``percent`` (the paper's unit)."""
+    :data:`TABLE_METRICS`, x100 except the temperature when ``percent`` (the paper's unit).
+
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
+    """
     rows = []
     for name, m in metrics.items():
         row = {"loss": LABELS.get(name, name)}
@@ -492,7 +501,10 @@ def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True)
 
 
 def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50) -> pd.DataFrame:
-    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS."""
+    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS.
+
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
+    """
     rows = []
     for name, m in metrics.items():
         p = paper.get(name, {})

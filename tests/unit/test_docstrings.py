@@ -36,3 +36,18 @@ def test_pages_named_in_docstrings_exist() -> None:
     for module in MODULES:
         named |= set(re.findall(r"notebooks/([a-z0-9_]+)", inspect.getsource(module)))
     assert named <= pages, f"docstrings name pages that do not exist: {sorted(named - pages)}"
+
+
+def test_functions_the_pages_use_name_a_page_in_their_docstring() -> None:
+    from lib.book import lib_references
+    from lib.config import repo_root
+
+    unnamed = set()
+    for page in notebook_names():
+        for ref in lib_references(repo_root() / "notebooks" / f"{page}.ipynb"):
+            module, _, name = ref.rpartition(".")
+            obj = getattr(importlib.import_module(module), name, None)
+            doc = inspect.getdoc(obj) or ""
+            if obj is not None and "notebooks/" not in doc and "every notebook page" not in doc:
+                unnamed.add(ref)
+    assert not unnamed, f"docstrings that do not name the page introducing them: {sorted(unnamed)}"
