@@ -18,6 +18,7 @@ def publish(name: str, value: Any, display: bool = False) -> Any:
     """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``).
 
     Used in: every notebook page (the skeleton in book/start_here).
+    Used in: every notebook page (the skeleton in book/start_here).
     """
     from myst_nb import glue
 
@@ -57,11 +58,12 @@ def publish_scale(scale: str, summary: str) -> str:
     """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page.
 
     Used in: every notebook page (the skeleton in book/start_here).
+    Used in: every notebook page (the skeleton in book/start_here).
     """
     return publish("scale_summary", f"{scale}: {summary}")
 
 
-VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale")
+VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale", "not run: data unavailable")
 
 
 def verdict(held: bool | None) -> str:

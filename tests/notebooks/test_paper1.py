@@ -1,0 +1,125 @@
+"""Paper 1 (calibrated MoE) notebooks at smoke scale: the numbers they publish.
+
+Resuming: a resumed lib.train run ending with the same final metrics as an uninterrupted one is
+tested once, in tests/unit/test_train.py::test_resumed_run_equals_uninterrupted_run, and every
+training run of these notebooks goes through lib.train (lib.experiments.moe.run_methods).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lib.experiments.moe import METHODS, METRICS, VERDICTS
+
+Published = Callable[..., dict[str, Any]]
+
+
+def _check_table(table: dict[str, dict[str, float]], keys: list[str]) -> None:
+    for key in keys:
+        assert key in table, f"{key} missing from the published table"
+        for metric in METRICS:
+            value = table[key][metric]
+            assert math.isfinite(value), f"{key} {metric} = {value}"
+            assert 0.0 <= value <= 1.0, f"{key} {metric} = {value} outside [0, 1]"
+
+
+def _check_claims(claims: list[dict[str, Any]], mocae_diff: float | None = None) -> None:
+    assert claims, "no claims published"
+    for row in claims:
+        assert row["verdict"] in VERDICTS
+    if mocae_diff is not None:
+        row = [r for r in claims if r["claim"].startswith("MoCaE's accuracy")][0]
+        assert row["verdict"] == ("held" if mocae_diff < 1e-9 else "did not hold")
+
+
+def test_routing_theory(smoke_published: Published) -> None:
+    pub = smoke_published("routing_theory")
+    assert pub["scale_summary"].startswith("smoke:")
+    assert pub["training_residual_max"] < 1e-9  # experts and aggregate calibrated on P
+    assert pub["hard_region_gap_max"] < 1e-9  # hard routing: every region reweighting
+    assert pub["soft_gap_predicted_max"] > 0.05  # the configuration tilt breaks soft routing ...
+    assert pub["soft_gap_max_abs_z"] < 4.5  # ... by eq. (4)'s amount, within sampling error
+    assert pub["soft_gap_max_abs_error"] < 0.03
+    assert pub["kl_identity_max_error"] < 1e-9
+    assert pub["disagreement_identity_gap"] < 1e-12
+    assert 0 < pub["table5_fraction_lam2"] <= 1
+
+
+def test_cifar10h(smoke_published: Published) -> None:
+    pub = smoke_published("cifar10h")
+    assert "SYNTHETIC" in pub["scale_summary"]
+    assert sorted(pub["methods"]) == sorted(METHODS)
+    _check_table(pub["table"], [f"{m}/{s}" for m in METHODS for s in ("all", "hard")])
+    diff = pub["mocae_accuracy_diff"]
+    assert diff is not None and 0 <= diff <= 1
+    _check_claims(pub["claims"], diff)
+
+
+@pytest.mark.parametrize(("target", "canonical"), [("sketch", "sketch"), ("art", "art_painting")])
+def test_pacs_targets(smoke_published: Published, target: str, canonical: str) -> None:
+    pub = smoke_published("pacs", target=target)
+    assert pub["target"] == canonical
+    assert f"target {canonical}" in pub["scale_summary"]
+    assert sorted(pub["methods"]) == sorted(METHODS)
+    _check_table(pub["table"], list(METHODS))
+    _check_claims(pub["claims"], pub["mocae_accuracy_diff"])
+
+
+def test_pacs_invalid_target_names_valid_ones(smoke_notebook: Callable[..., Any]) -> None:
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError) as err:
+        smoke_notebook("pacs", target="mars")
+    message = str(err.value)
+    assert "ValueError" in message and "'mars'" in message
+    for name in ("photo", "art_painting", "cartoon", "sketch"):
+        assert name in message
+
+
+def test_civilcomments_synthetic(smoke_published: Published) -> None:
+    pub = smoke_published("civilcomments")
+    assert pub["data_available"] is True
+    assert "SYNTHETIC" in pub["scale_summary"]
+    assert sorted(pub["methods"]) == sorted(METHODS)
+    _check_table(pub["table"], [f"{m}/{s}" for m in METHODS for s in ("all", "hard")])
+    assert pub["group_ece"] and all(0 <= v <= 1 for v in pub["group_ece"].values())
+    _check_claims(pub["claims"], pub["mocae_accuracy_diff"])
+
+
+def test_civilcomments_without_data_says_so(tmp_path: Any) -> None:
+    """At cpu scale without CivilComments the page shows the loader's message, no numbers, and
+    every claim 'not run: data unavailable' (no training happens, so this is quick)."""
+    from lib import book
+    from lib.data.locate import DataNotFoundError
+    from lib.data.text import load_civilcomments
+    from lib.report import read_published
+
+    try:
+        load_civilcomments()
+    except DataNotFoundError:
+        pass
+    else:
+        pytest.skip("CivilComments is available here; the cpu page would train")
+    out = book.execute_notebook("civilcomments", "cpu", output=tmp_path / "civilcomments.ipynb", progress=False)
+    pub = read_published(out)
+    assert pub["data_available"] is False
+    assert "not run" in pub["scale_summary"]
+    assert "table" not in pub and "methods" not in pub
+    assert {r["verdict"] for r in pub["claims"]} == {"not run: data unavailable"}
+    text = out.read_text()
+    assert "CivilComments" in text and "not bundled" in text
+
+
+def test_sensitivity(smoke_published: Published) -> None:
+    pub = smoke_published("sensitivity")
+    lam = pub["lam_sweep"]
+    assert set(lam) == {"0.5", "2.0", "5.0"}
+    for entry in [*lam.values(), *pub["warmup_sweep"].values()]:
+        assert 0 <= entry["hard_ece"] <= 1 and 0 <= entry["accuracy"] <= 1
+    assert set(pub["warmup_sweep"]) == {"0", "1", "2"}
+    assert all(0 < v <= 1 for v in pub["table5"].values())
+    _check_claims(pub["claims"])
