@@ -44,6 +44,9 @@ __all__ = [
     "wide_resnet",
     "mlp",
     "hub_reachable",
+    "imagenet_weights_available",
+    "text_model_available",
+    "minilm_path",
 ]
 
 

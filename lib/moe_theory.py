@@ -11,12 +11,15 @@ frequency ``eta_i = P(Y=1 | cell i)``, router weights ``r_i`` (K,) and expert pr
   level v (section 4.1; under hard routing r is one-hot, so this is calibration on region k);
 * a test distribution Q with dQ/dP = rho. A *region reweighting* (section 3.2) has
   rho = omega_k / P(region k) on region k; a *configuration reweighting* (Prop. 4.1) has rho = rho(Z);
-* eq. (4): for a configuration reweighting, the calibration residual of the aggregate at level q is
+* eq. (4): for a configuration reweighting, the calibration residual of the aggregate at level q is::
+
       E_Q[Y - p | p = q] = E_P[rho(Z) (eta(Z) - q) | p = q] / E_P[rho(Z) | p = q].
 
 A consequence used to build the example (derived here, not stated in the paper): if every expert
-is calibrated on its routing-weighted view, summing E[r_k (Y - f_k) f_k] = 0 over k gives
+is calibrated on its routing-weighted view, summing E[r_k (Y - f_k) f_k] = 0 over k gives::
+
       E[(Y - p) p] = E[D],   D = sum_k r_k (f_k - p)^2   (routing-weighted disagreement),
+
 so if the soft aggregate is also calibrated (E[(Y - p) p] = 0), co-routed experts must agree almost
 surely. The two configurations of :func:`two_configuration_example` therefore differ in their
 routing weights, not in what the experts say; see :func:`disagreement_identity`.

@@ -44,24 +44,16 @@ epochs: int | None = None  # training epochs; None keeps the scale's value
 # scale's settings are read.
 
 # %%
-VALID_TARGETS = {"photo": "photo", "art_painting": "art_painting", "art": "art_painting",
-                 "cartoon": "cartoon", "sketch": "sketch"}
-if not isinstance(target, str) or target.lower() not in VALID_TARGETS:
-    raise ValueError(
-        f"target: unknown PACS domain {target!r}; valid targets are photo, art_painting (alias art), cartoon, sketch"
-    )
-TARGET = VALID_TARGETS[target.lower()]
-
 import warnings
 
-import pandas as pd
 import torch
 
 from lib import config, plots, report
-from lib.data.images import load_pacs
+from lib.data.images import load_pacs, resolve_pacs_domain
 from lib.data.synthetic import synthetic_pacs_domains
 from lib.experiments import moe as exp
 
+TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("pacs", scale, epochs=epochs)
@@ -73,15 +65,9 @@ cfg
 # (they cannot offline); without them the network is trained from scratch and the page says so.
 
 # %%
-pretrained = False
-if cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"]:
-    from lib.backbones import imagenet_resnet18
+from lib.backbones import imagenet_weights_available
 
-    try:
-        imagenet_resnet18(pretrained=True)
-        pretrained = True
-    except RuntimeError as err:
-        print("ImageNet weights unavailable, training from scratch:", str(err).split(". To get")[0])
+pretrained = cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"] and imagenet_weights_available()
 init = "ImageNet-pretrained" if pretrained else "random init (from scratch)"
 if REAL:
     data = load_pacs(TARGET, size=cfg["image_size"], n_per_domain=cfg["n_per_domain"] or None, seed=0)

@@ -58,6 +58,8 @@ __all__ = [
     "load_cifar10h",
     "load_pacs",
     "decoded_cache_dir",
+    "resolve_pacs_domain",
+    "pacs_domain",
 ]
 
 
@@ -272,12 +274,12 @@ def load_cifar10h(
     """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4, SPEC section 2).
 
     The 50,000 training images are split 45,000/5,000 into train/validation with a fixed seed
-    (:data:`SPLIT_SEED`, the same for every training seed); the 10,000 test images keep the official
+    (``SPLIT_SEED``, the same for every training seed); the 10,000 test images keep the official
     order and carry ``human_probs`` (CIFAR-10H) and ``hard_mask`` = max human probability < 0.7
     (327 images). Subsets for the ``cpu`` scale: ``n_train`` images drawn from the 45,000 with
     ``seed`` (validation shrinks to ``n_val``, by default ``n_train // 9``, keeping the 90/10 ratio);
     ``n_test`` keeps every hard image (up to half the subset) plus a random sample of easy ones
-    (see :func:`_stratified_test_subset`).
+    (see ``_stratified_test_subset``).
 
     Used in: notebooks/cifar10h, notebooks/sensitivity, notebooks/l2d_cifar10.
     """
@@ -358,7 +360,9 @@ def resolve_pacs_domain(target: str) -> str:
     if not isinstance(target, str):
         raise ValueError(f"target: expected a domain name, got {target!r}")
     name = PACS_ALIASES.get(target.lower(), target.lower())
-    check_choice(name, PACS_DOMAINS, "target")
+    if name not in PACS_DOMAINS:
+        valid = ", ".join(repr(d) for d in PACS_DOMAINS)
+        raise ValueError(f"target: unknown PACS domain {target!r}; valid targets are {valid} (alias 'art' for 'art_painting')")
     return name
 
 

@@ -10,8 +10,8 @@ generator are in :mod:`lib.l2d`; this module only wires them into runs:
   (2-D Gaussian points or frozen image features).
 * :func:`l2d_metrics` -- expert-correctness ECE (mean over experts and per expert, 20 bins as in the
   reference code), system accuracy, classifier accuracy, deferral rates.
-* :func:`run_gaussian` / :func:`gaussian_grid` -- Figure 1, top row (cached per config).
-* :func:`run_cifar` / :func:`cifar_grid` -- Figure 1, bottom row and Figure 2 (cached per config).
+* :func:`run_gaussian` / ``grid`` -- Figure 1, top row (cached per config).
+* :func:`run_cifar` / ``grid`` -- Figure 1, bottom row and Figure 2 (cached per config).
 * :func:`summarize`, :func:`l2d_claims` -- mean and standard error over seeds, and the paper's
   three claims judged from those numbers.
 
@@ -64,7 +64,7 @@ class L2DSplit:
 
     @property
     def correct(self) -> torch.Tensor:
-        """(N, J) bool: 1[m_j = y]."""
+        """The experts' correctness 1[m_j = y], one row per example and one column per expert."""
         return self.m == self.y[:, None]
 
     def __len__(self) -> int:
@@ -424,6 +424,7 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = 0.03) -> list[dict[str, Any]]
     * Random expert's softmax ECE exceeds 0.4 at the highest quality.
     * OvA system accuracy is equal or higher: mean over all points of acc(OvA) - acc(softmax)
       not below -0.005 (half a point) beyond two standard errors.
+
     Specialized experts (Fig. 2) get the first two rows again when present.
     Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """

@@ -11,7 +11,7 @@ section 6, Tables 1-3 and 5, Appendix D/E; SPEC section 2. Training itself is :m
   subset), mean +- standard error over seeds, formatted like the paper's tables;
 * :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 from SPEC; Tables 1 and 3
   lost their numbers in text extraction, so there is nothing to quote for them);
-* :func:`compare`, :func:`moe_claims`, :func:`claims_table` -- the claims (i)-(iv) of SPEC section 2
+* :func:`compare`, :func:`moe_claims`, :func:`lib.report.claims_table` -- the claims (i)-(iv) of SPEC section 2
   judged as "held", "did not hold" or "inconclusive at this scale" from the numbers.
 
 Used in: notebooks/routing_theory, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
@@ -241,7 +241,7 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
 
 def beside_paper(summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard") -> pd.DataFrame:
     """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's (a Table 2 column
-    of :data:`PAPER_PACS`), one row per method.
+    of ``PAPER_PACS``), one row per method.
 
     Used in: notebooks/pacs.
     """

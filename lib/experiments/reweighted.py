@@ -5,7 +5,7 @@ Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweigh
 Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
 :mod:`lib.reweighted`; this module wires them into runs:
 
-* :data:`LOSS_SPECS` / :func:`make_loss` -- the compared losses with the paper's settings.
+* ``LOSS_SPECS`` / :func:`make_loss` -- the compared losses with the paper's settings.
 * :func:`image_data` -- CIFAR-10 (45k/5k/10k, ``lib.data.images.load_cifar10h``) or synthetic images.
 * Two ways to train, chosen by the scale's ``mode``:
 
@@ -85,7 +85,7 @@ PAPER_PRERESNET56: dict[str, dict[str, float]] = {
 
 
 def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 15) -> Callable[[Any, Any], torch.Tensor]:
-    """The loss ``name`` (a key of :data:`LOSS_SPECS`) as ``(logits, labels) -> scalar``; the AU
+    """The loss ``name`` (a key of ``LOSS_SPECS``) as ``(logits, labels) -> scalar``; the AU
     variants take ``coverage`` (kappa), ``nu`` and ``n_bins`` (M). Used in: notebooks/losses_cifar10."""
     check_choice(name, tuple(LOSS_SPECS), "name")
     base, kw = LOSS_SPECS[name]
@@ -112,6 +112,7 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
       for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
       :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
       *down* there.
+
     Used in: notebooks/losses_cifar10 (Figures 1 and 4).
     """
     check_choice(name, GRADIENT_LOSSES, "name")
@@ -486,7 +487,7 @@ TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_
 
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
     """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
-    :data:`TABLE_METRICS`, x100 except the temperature when ``percent`` (the paper's unit).
+    ``TABLE_METRICS``, x100 except the temperature when ``percent`` (the paper's unit).
 
     Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
