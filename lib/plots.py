@@ -32,7 +32,6 @@ def use_offline_renderer() -> str:
     Raises ``RuntimeError`` if a test chart does not come back as ``image/svg+xml``.
     Used in: every notebook (first code cell after the imports).
     Used in: every notebook page (the skeleton in book/start_here).
-    Used in: every notebook page (the skeleton in book/start_here).
     """
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()

@@ -18,7 +18,6 @@ def publish(name: str, value: Any, display: bool = False) -> Any:
     """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``).
 
     Used in: every notebook page (the skeleton in book/start_here).
-    Used in: every notebook page (the skeleton in book/start_here).
     """
     from myst_nb import glue
 
@@ -57,7 +56,6 @@ def _parse_repr(text: str) -> Any:
 def publish_scale(scale: str, summary: str) -> str:
     """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page.
 
-    Used in: every notebook page (the skeleton in book/start_here).
     Used in: every notebook page (the skeleton in book/start_here).
     """
     return publish("scale_summary", f"{scale}: {summary}")

@@ -356,7 +356,10 @@ def _download_pacs_hub(cache: Path) -> Path:
 
 
 def resolve_pacs_domain(target: str) -> str:
-    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``)."""
+    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``).
+
+    Used in: notebooks/pacs.
+    """
     if not isinstance(target, str):
         raise ValueError(f"target: expected a domain name, got {target!r}")
     name = PACS_ALIASES.get(target.lower(), target.lower())
