@@ -54,3 +54,18 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture()
+def no_data(tmp_path, monkeypatch):
+    """A machine with no data anywhere: empty $CALIBOOK_DATA and cache, no ../shared/data, hub off.
+    Returns the empty data folder (error messages must name it)."""
+    from lib.data import locate
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("CALIBOOK_DATA", str(empty))
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(locate, "shared_data_dir", lambda: tmp_path / "no-shared")
+    return empty

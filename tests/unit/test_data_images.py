@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-import lib.data.locate as locate_mod
 from lib.augment import BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
 from lib.data.images import PACS_DOMAIN_SIZES, load_cifar10h, load_pacs, pacs_domain
 from lib.data.locate import DataNotFoundError, shared_data_dir
@@ -143,13 +142,8 @@ def test_pacs_unknown_target_lists_valid_ones():
         load_pacs("clipart")
 
 
-def test_missing_data_names_the_places(tmp_path, monkeypatch):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("CALIBOOK_DATA", str(empty))
-    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(locate_mod, "shared_data_dir", lambda: tmp_path / "no-shared")
+def test_missing_data_names_the_places(no_data):
+    empty = no_data
     with pytest.raises(DataNotFoundError) as err:
         load_cifar10h()
     msg = str(err.value)

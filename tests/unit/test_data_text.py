@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 import torch
 
-import lib.data.locate as locate_mod
 from lib.data.locate import DataNotFoundError
 from lib.data.synthetic import _GROUP_WORDS, synthetic_comments
 from lib.data.text import IDENTITY_GROUPS, load_civilcomments, tokenize
@@ -44,13 +43,8 @@ def test_load_civilcomments_from_a_wilds_folder(tmp_path):
     assert not set(b.train_texts) & set(b.val_texts)
 
 
-def test_civilcomments_missing_offline_names_places(tmp_path, monkeypatch):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("CALIBOOK_DATA", str(empty))
-    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(locate_mod, "shared_data_dir", lambda: tmp_path / "no-shared")
+def test_civilcomments_missing_offline_names_places(no_data):
+    empty = no_data
     with pytest.raises(DataNotFoundError) as err:
         load_civilcomments()
     msg = str(err.value)
