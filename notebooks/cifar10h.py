@@ -51,18 +51,13 @@ import pandas as pd
 import torch
 
 from lib import config, plots, report
-from lib.data.images import load_cifar10h
-from lib.data.synthetic import synthetic_images
 from lib.experiments import moe as exp
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("cifar10h", scale, epochs=epochs, width=width)
 REAL = cfg["data"] == "real"
-if REAL:
-    data = load_cifar10h(n_train=cfg["n_train"] or None, n_test=cfg["n_test"] or None, seed=0)
-else:
-    data = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)
+data = exp.cifar10h_data(cfg)
 sizes = data.sizes()
 report.publish_scale(
     scale,

@@ -47,8 +47,6 @@ import pandas as pd
 import torch
 
 from lib import config, plots, report, robust
-from lib.data.images import load_cifar10h
-from lib.data.synthetic import synthetic_images
 from lib.experiments import moe as exp
 from lib.train import load_predictions
 
@@ -56,10 +54,7 @@ torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("sensitivity", scale, epochs=epochs)
 REAL = cfg["data"] == "real"
-if REAL:
-    data = load_cifar10h(n_train=cfg["n_train"] or None, n_test=cfg["n_test"] or None, seed=0)
-else:
-    data = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)
+data = exp.cifar10h_data(cfg)
 sizes = data.sizes()
 warmups = [w for w in cfg["warmups"] if w <= cfg["epochs"]]
 report.publish_scale(

@@ -98,6 +98,18 @@ _TRAIN_KEYS: tuple[str, ...] = (
 # ----------------------------------------------------------------------------------------------
 
 
+def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
+    """The CIFAR-10 / CIFAR-10H bundle a scale asks for: the real images (``cfg["data"] == "real"``,
+    subsets ``n_train``/``n_test``, 0 meaning all) or, at smoke scale, synthetic images of the
+    same shape. Used in: notebooks/cifar10h, notebooks/sensitivity."""
+    from lib.data.images import load_cifar10h
+    from lib.data.synthetic import synthetic_images
+
+    if cfg["data"] == "real":
+        return load_cifar10h(n_train=cfg["n_train"] or None, n_test=cfg["n_test"] or None, seed=0)
+    return synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)
+
+
 def train_configs(
     settings: Mapping[str, Any], methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
     **changes: Any,
