@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
 DISTILBERT = "distilbert-base-uncased"
@@ -48,12 +48,6 @@ __all__ = [
     "text_model_available",
     "minilm_path",
 ]
-
-
-def _positive_int(value: Any, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
-    return value
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
@@ -112,7 +106,7 @@ class CifarResNet18(nn.Module):
 
 def cifar_resnet18(width: int = 64) -> CifarResNet18:
     """The CIFAR-10H backbone (256-d at ``width=64``); smaller ``width`` for cheap CPU runs."""
-    return CifarResNet18(_positive_int(width, "width"))
+    return CifarResNet18(check_int(width, "width"))
 
 
 # --------------------------------------------------------------------------- ImageNet ResNet-18
@@ -227,7 +221,7 @@ class TextEncoder(nn.Module):
         """Tokenize to fixed length ``max_length`` (padding and truncation), as tensors."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise ValueError("texts: expected a list of strings")
-        _positive_int(max_length, "max_length")
+        check_int(max_length, "max_length")
         enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_length,
                              return_tensors="pt")
         return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
@@ -353,13 +347,13 @@ class WideResNet(nn.Module):
 def wide_resnet(depth: int = 28, widen_factor: int = 4, num_classes: int | None = None, dropout: float = 0.0) -> WideResNet:
     """WRN-28-k of the L2D CIFAR-10 experiments (paper 2, section 5) with ``num_classes`` outputs
     (K classes + J deferral outputs, supplied by the caller). ``depth`` must be 6n + 4."""
-    _positive_int(depth, "depth", low=10)
+    check_int(depth, "depth", minimum=10)
     if (depth - 4) % 6:
         raise ValueError(f"depth: must be 6n + 4 (e.g. 16, 22, 28, 40), got {depth}")
-    _positive_int(widen_factor, "widen_factor")
+    check_int(widen_factor, "widen_factor")
     if num_classes is None:
         raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
-    _positive_int(num_classes, "num_classes", low=2)
+    check_int(num_classes, "num_classes", minimum=2)
     if not (0.0 <= float(dropout) < 1.0):
         raise ValueError(f"dropout: must lie in [0, 1), got {dropout!r}")
     return WideResNet(depth, widen_factor, num_classes, float(dropout))
@@ -368,12 +362,12 @@ def wide_resnet(depth: int = 28, widen_factor: int = 4, num_classes: int | None 
 def mlp(in_features: int, hidden: Sequence[int] = (100, 100, 100), num_classes: int | None = None) -> nn.Sequential:
     """4-layer MLP (3 hidden ReLU layers of 100 + linear output) of the L2D mixture-of-Gaussians study
     (paper 2, section 5.1); ``num_classes`` = K + J outputs. Has ``out_features``."""
-    _positive_int(in_features, "in_features")
+    check_int(in_features, "in_features")
     if isinstance(hidden, int) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden):
         raise ValueError(f"hidden: expected a sequence of positive integers, got {hidden!r}")
     if num_classes is None:
         raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
-    _positive_int(num_classes, "num_classes", low=2)
+    check_int(num_classes, "num_classes", minimum=2)
     layers: list[nn.Module] = []
     cin = in_features
     for h in hidden:

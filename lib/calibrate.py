@@ -28,6 +28,7 @@ from lib.metrics import bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
     check_finite,
+    check_int,
     check_labels,
     check_logits_labels,
     check_ndim,
@@ -52,12 +53,6 @@ __all__ = [
     "mocae_probs",
     "probs_to_logits",
 ]
-
-
-def _check_int(value: int, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _like(x: torch.Tensor, template: ArrayLike) -> ArrayLike:
@@ -133,7 +128,7 @@ def fit_temperature(
     check_logits_labels(z, y)
     if z.shape[0] == 0:
         raise ValueError("logits: is empty (0 examples)")
-    max_iter = _check_int(max_iter, "max_iter")
+    max_iter = check_int(max_iter, "max_iter")
     check_positive(lr, "lr")
     z = z.detach().to(torch.float64)
     y = y.detach().to(device=z.device, dtype=torch.long)
@@ -235,7 +230,7 @@ class HistogramBinning:
     """
 
     def __init__(self, n_bins: int = 15) -> None:
-        self.n_bins = _check_int(n_bins, "n_bins")
+        self.n_bins = check_int(n_bins, "n_bins")
         self.edges: np.ndarray | None = None
         self.values: np.ndarray | None = None
         self.counts: np.ndarray | None = None
@@ -311,7 +306,7 @@ def fit_expert_temperatures(
         raise ValueError("expert_logits: is empty (0 examples)")
     if weighting not in ("none", "routing"):
         raise ValueError(f"weighting: unknown value {weighting!r}; valid values are 'none', 'routing'")
-    max_iter = _check_int(max_iter, "max_iter")
+    max_iter = check_int(max_iter, "max_iter")
     check_positive(lr, "lr")
     z = z.detach().to(torch.float64)
     y = y.detach().to(device=z.device, dtype=torch.long)

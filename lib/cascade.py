@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.special import softmax as scipy_softmax
 
 from lib.validation import (
     ArrayLike,
     check_choice,
     check_finite,
+    check_int,
     check_logits_labels,
     check_ndim,
     check_same_length,
@@ -32,18 +34,6 @@ from lib.validation import (
 
 CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "histogram", "none")
 ORDERS: tuple[str, ...] = ("confidence", "accuracy")
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _check_n_bins(n_bins: int) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    return int(n_bins)
 
 
 def _vector(x: ArrayLike, name: str, dtype: type = np.float64) -> np.ndarray:
@@ -104,8 +94,8 @@ def fit_confidence(
     z = to_numpy(logits, "logits")
     y = to_numpy(labels, "labels", dtype=np.int64)
     check_logits_labels(z, y)
-    n_bins = _check_n_bins(n_bins)
-    p = _softmax(z)
+    n_bins = check_int(n_bins, "n_bins")
+    p = scipy_softmax(z, axis=1)
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
 
@@ -118,19 +108,19 @@ def fit_confidence(
         return zz
 
     if name == "none":
-        return lambda x: _softmax(raw(x)).max(axis=1)
+        return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)
     if name == "temperature":
         T = fit_temperature(z, y)
-        return lambda x: _softmax(raw(x) / T).max(axis=1)
+        return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
     if name == "platt":
         def logodds(c: np.ndarray) -> np.ndarray:
             c = np.clip(c, 1e-12, 1 - 1e-12)
             return np.log(c) - np.log1p(-c)
 
         a, b = fit_platt(logodds(conf), correct)
-        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(_softmax(raw(x)).max(axis=1)) + b)))
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(scipy_softmax(raw(x), axis=1).max(axis=1)) + b)))
     hb = HistogramBinning(n_bins).fit(conf, correct)
-    return lambda x: np.asarray(hb.predict(_softmax(raw(x)).max(axis=1)), dtype=np.float64)
+    return lambda x: np.asarray(hb.predict(scipy_softmax(raw(x), axis=1).max(axis=1)), dtype=np.float64)
 
 
 @dataclass
@@ -180,7 +170,7 @@ def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
     """
     from lib.metrics import bin_edges
 
-    return bin_edges(_unit_vector(conf_cal, "conf_cal"), _check_n_bins(n_bins), "mass")
+    return bin_edges(_unit_vector(conf_cal, "conf_cal"), check_int(n_bins, "n_bins"), "mass")
 
 
 def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
@@ -197,7 +187,7 @@ def advantage_table(
     """Per-bin ``count``, mean confidences/accuracies, ``advantage`` a_b = mean(conf_large) -
     mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
     Empty bins get NaN statistics."""
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     b = to_numpy(bins, "bins", dtype=np.int64)
     cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
     ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
@@ -266,7 +256,7 @@ def cascade_curve(
     accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
     empty bins go last. Used in: notebooks/cascading, notebooks/same_size.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(order_by, ORDERS, "order_by")
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
         check_same_length(a, b, f"small.{nm}", f"large.{nm}")
@@ -365,7 +355,7 @@ def same_size_route(
     confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
     Used in: notebooks/same_size.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, ("first", "joint"), "binning")
     e1 = equal_count_bins(first.conf_cal, n_bins)
     c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)

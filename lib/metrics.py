@@ -23,6 +23,7 @@ from lib.validation import (
     ArrayLike,
     check_choice,
     check_finite,
+    check_int,
     check_ndim,
     check_probs_labels,
     check_same_length,
@@ -49,12 +50,6 @@ __all__ = [
 
 
 # --- input helpers ---------------------------------------------------------------------------
-
-
-def _check_n_bins(n_bins: int) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    return int(n_bins)
 
 
 def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +90,7 @@ def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.n
     Ties (or n < n_bins) can leave bins empty; empty bins contribute nothing to any metric.
     Used in: every binned metric here, lib.calibrate.HistogramBinning, notebooks/cascading.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, BINNINGS, "binning")
     c = to_numpy(conf, "conf")
     check_unit_interval(c, "conf")
@@ -149,7 +144,7 @@ def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "w
     paper x100. Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, and most pages.
     """
     p, y = _probs_labels(probs, labels)
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, BINNINGS, "binning")
     conf = np.clip(p.max(axis=1), 0.0, 1.0)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
@@ -165,7 +160,7 @@ def classwise_ece(
     bins are built per class on that class's probabilities. Used in: notebooks/losses_cifar10.
     """
     p, y = _probs_labels(probs, labels)
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, BINNINGS, "binning")
     p = np.clip(p, 0.0, 1.0)
     errs = [
@@ -184,7 +179,7 @@ def binary_ece(
     eq. 2) can exceed 1 and the paper caps it at 1. Used in: notebooks/l2d_cifar10,
     notebooks/l2d_gaussians, notebooks/cascading (Platt-scaled pass/fail).
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, BINNINGS, "binning")
     c, o = _conf_outcome(conf, outcome, clip=True)
     return _binned_error(c, o, n_bins, binning)
@@ -205,7 +200,7 @@ def reliability_table(
     than a hand-written formula), ``gap`` = acc - conf. ``conf`` is clipped to [0, 1].
     Used in: lib.plots.reliability_diagram (error bars), notebooks/cifar10h, notebooks/civilcomments.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, BINNINGS, "binning")
     if not (np.isfinite(level) and 0 < level < 1):
         raise ValueError(f"level: must lie in the open interval (0, 1), got {level!r}")

@@ -31,6 +31,7 @@ __all__ = [
     "MoEModel",
     "mixture_nll",
     "expert_nll",
+    "label_nll",
     "routing_entropy",
 ]
 
@@ -162,19 +163,22 @@ def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
     return labels.long()
 
 
+def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
+    (N, K, C) -> (N, K). No input checks, hence no host synchronisation: the training loop's core
+    (lib.train); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
+    index = labels.view(-1, *([1] * (probs.dim() - 1))).expand(*probs.shape[:-1], 1)
+    return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()
+
+
 def mixture_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
     """Per-example mixture loss l_i = -log p_{y_i} with p clamped at 1e-12 (App. D.3), shape (N,)."""
-    labels = _check_output_labels(out, labels)
-    p_y = out.probs.gather(1, labels[:, None])[:, 0]
-    return -p_y.clamp_min(PROB_CLAMP).log()
+    return label_nll(out.probs, _check_output_labels(out, labels))
 
 
 def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
     """Per-expert losses l_{ik} = -log p_k[y_i] (clamped at 1e-12), shape (N, K) (App. D.3 regret)."""
-    labels = _check_output_labels(out, labels)
-    k = out.expert_probs.shape[1]
-    p_y = out.expert_probs.gather(2, labels[:, None, None].expand(-1, k, 1))[:, :, 0]
-    return -p_y.clamp_min(PROB_CLAMP).log()
+    return label_nll(out.expert_probs, _check_output_labels(out, labels))
 
 
 def routing_entropy(routing: torch.Tensor) -> torch.Tensor:

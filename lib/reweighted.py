@@ -20,16 +20,17 @@ import torch
 import torch.nn.functional as F
 
 from lib.validation import (
-    reduce_loss,
     ArrayLike,
     check_choice,
     check_finite,
+    check_int,
     check_labels,
     check_ndim,
     check_open_unit,
     check_positive,
     check_probs,
     check_same_length,
+    reduce_loss,
     to_tensor,
 )
 
@@ -370,12 +371,6 @@ def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
     return torch.linspace(lo, hi, n_bins + 1, dtype=s.dtype, device=s.device)
 
 
-def _check_n_bins(n_bins: int) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    return int(n_bins)
-
-
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     """tau = the kappa-quantile of the batch scores: the k-th smallest score with
     k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
@@ -412,7 +407,7 @@ def au_weights(
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_int(n_bins, "n_bins")
     nu = _check_nu(nu)
     e = _default_edges(s, n_bins) if edges is None else _edges(edges, s)
     n = s.shape[0]

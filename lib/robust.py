@@ -46,6 +46,9 @@ __all__ = [
     "effective_support",
     "routing_relevant_mask",
     "robust_filtered_loss",
+    "tilted_mean",
+    "relevant_mask",
+    "filtered_tilted_mean",
 ]
 
 
@@ -86,8 +89,12 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
 
     Used in: notebooks/routing_theory.
     """
-    l = _losses(losses)
-    lam = _lam(lam)
+    return tilted_mean(_losses(losses), _lam(lam))
+
+
+def tilted_mean(l: torch.Tensor, lam: float) -> torch.Tensor:
+    """sum_i softmax(lam l)_i l_i, the mean at lam = 0: :func:`robust_moe_loss` without input
+    checks (no host synchronisation), for the training loop (lib.train)."""
     if lam == 0.0:
         return l.mean()
     return (F.softmax(lam * l, dim=0) * l).sum()
@@ -213,6 +220,16 @@ def routing_relevant_mask(
         )
     check_positive(regret_threshold, "regret_threshold", allow_zero=True)
     check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
+    return relevant_mask(mix_loss, expert_losses, routing, expert_probs, mix_probs,
+                         regret_threshold, disagree_threshold)
+
+
+def relevant_mask(
+    mix_loss: torch.Tensor, expert_losses: torch.Tensor, routing: torch.Tensor,
+    expert_probs: torch.Tensor, mix_probs: torch.Tensor,
+    regret_threshold: float = 1e-6, disagree_threshold: float = 0.01,
+) -> torch.Tensor:
+    """:func:`routing_relevant_mask` without input checks (no host synchronisation), for lib.train."""
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
@@ -231,9 +248,13 @@ def robust_filtered_loss(mix_loss: torch.Tensor, mask: torch.Tensor, lam: float 
         if not torch.all((mask == 0) | (mask == 1)):
             raise ValueError("mask: must be boolean (or 0/1)")
         mask = mask.bool()
-    lam = _lam(lam)
-    erm = l.mean()
-    mask = mask.to(l.device)
-    if not bool(mask.any()):
-        return erm + erm
-    return erm + robust_moe_loss(l[mask], lam)
+    return filtered_tilted_mean(l, mask.to(l.device), _lam(lam))
+
+
+def filtered_tilted_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> torch.Tensor:
+    """mean_i l_i + sum_{i in S} w_i l_i with w = softmax(lam l) over S = ``mask``:
+    :func:`robust_filtered_loss` without input checks or host synchronisation. Outside S the
+    tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are equal, w is
+    uniform and the robust term is the mean (SPEC's empty-set rule). Used by lib.train."""
+    tilted = torch.where(mask, lam * l, torch.full_like(l, -1e9))
+    return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

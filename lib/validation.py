@@ -136,6 +136,13 @@ def check_positive(value: float, name: str, allow_zero: bool = False) -> None:
         raise ValueError(f"{name}: must be {bound}, got {value!r}")
 
 
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int, or raise unless it is an integer (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def check_open_unit(value: float, name: str) -> None:
     """Raise unless ``0 < value < 1``."""
     if not (np.isfinite(value) and 0 < value < 1):

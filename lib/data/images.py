@@ -36,7 +36,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from lib.data.locate import local_data_cache, locate
-from lib.validation import check_choice, check_open_unit
+from lib.validation import check_open_unit
 
 CIFAR10_CLASSES: tuple[str, ...] = (
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy.special import softmax as scipy_softmax
 
 from lib.data.locate import locate
 from lib.validation import check_choice
@@ -68,12 +69,6 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 SUBJECT_CATEGORY: dict[str, str] = {s: c for c, subs in CATEGORIES.items() for s in subs}
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 @dataclass
 class MMLUData:
     """Questions, labels and each model's (N, 4) answer-letter logits, rows aligned.
@@ -97,7 +92,7 @@ class MMLUData:
     def probs(self, model: str) -> np.ndarray:
         """softmax over the four answer-letter logits of ``model`` (paper 3, section 2.1)."""
         check_choice(model, self.models, "model")
-        return _softmax(self.logits[model].astype(np.float64))
+        return scipy_softmax(self.logits[model].astype(np.float64), axis=1)
 
     def subset(self, mask: np.ndarray) -> "MMLUData":
         """The rows where boolean ``mask`` is true (or the integer rows ``mask``)."""

@@ -25,14 +25,9 @@ import torch
 
 from lib.data.images import HARD_THRESHOLD, PACS_CLASSES, PACS_DOMAINS, ImageBundle, resolve_pacs_domain
 from lib.data.text import IDENTITY_GROUPS, TextBundle
-from lib.validation import check_open_unit
+from lib.validation import check_int, check_open_unit
 
 __all__ = ["synthetic_images", "synthetic_pacs_domains", "synthetic_comments"]
-
-
-def _check_int(value: int, name: str, minimum: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
 
 
 def _prototypes(num_classes: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -96,7 +91,7 @@ def synthetic_images(
     """
     for name, value, low in (("n_train", n_train, 1), ("n_val", n_val, 1), ("n_test", n_test, 1),
                              ("size", size, 4), ("num_classes", num_classes, 2)):
-        _check_int(value, name, low)
+        check_int(value, name, low)
     check_open_unit(hard_frac, "hard_frac")
     rng = np.random.default_rng(seed)
     protos = _prototypes(num_classes, size, rng)
@@ -143,9 +138,9 @@ def synthetic_pacs_domains(
     Used in: notebooks/pacs (smoke).
     """
     target = resolve_pacs_domain(target)
-    _check_int(n_per_domain, "n_per_domain", 2)
-    _check_int(size, "size", 4)
-    _check_int(num_classes, "num_classes", 2)
+    check_int(n_per_domain, "n_per_domain", 2)
+    check_int(size, "size", 4)
+    check_int(num_classes, "num_classes", 2)
     check_open_unit(val_frac, "val_frac")
     rng = np.random.default_rng(seed)
     protos = _prototypes(num_classes, size, rng)
@@ -201,7 +196,7 @@ def synthetic_comments(n: int = 400, seed: int = 0, identity_frac: float = 0.4, 
     ``label_noise`` flips. Split 60/20/20 into train/validation/test.
     Used in: notebooks/civilcomments (smoke), tests of lib.train.
     """
-    _check_int(n, "n", 10)
+    check_int(n, "n", 10)
     check_open_unit(identity_frac, "identity_frac")
     if not 0 <= label_noise < 0.5:
         raise ValueError(f"label_noise: must lie in [0, 0.5), got {label_noise!r}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.special import softmax as scipy_softmax
 
 from lib.calibrate import fit_expert_temperatures, fit_platt, fit_temperature, mocae_probs, probs_to_logits
 from lib.cascade import cascade_curve, fit_confidence, model_outputs
@@ -23,11 +24,8 @@ POSTHOC = ("none", "temperature", "platt", "histogram")
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """Row-wise softmax of ``logits / temperature`` (numerically stable)."""
-    z = logits / temperature
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    """Row-wise softmax of ``logits / temperature`` (scipy's numerically stable softmax)."""
+    return scipy_softmax(logits / temperature, axis=1)
 
 
 def _top1(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
