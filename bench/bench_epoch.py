@@ -7,13 +7,17 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
 * the epoch time extrapolated to a full epoch (CIFAR-10H: 45,000 images; PACS: the ~5,450 source
   training images of one leave-one-domain-out split) at batch 128,
 * model FLOPs per image (forward, counted with torch.utils.flop_counter; training ~ 3x forward) and,
-  on a GPU, the fraction of its peak dense bf16 throughput (H100/H200: ~989 TFLOP/s).
+  on a GPU, the fraction of its peak dense bf16 throughput (H100/H200: ~989 TFLOP/s),
+* on a GPU, host synchronisations per timed step (CUDA's sync debug mode; lib.train promises none),
+* with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
+  x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
+  ERM epochs), one run at a time.
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
 Writes ``bench/results/epoch_<device>.json``.
 
-    .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps each
-    python bench/bench_epoch.py --cifar-steps 300 --pacs-steps 100   # on a GPU
+    .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps of Vanilla MoE
+    python bench/bench_epoch.py                           # on a GPU: every method, 200/100 steps
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -32,7 +37,19 @@ sys.path.insert(0, str(ROOT))
 
 from lib.augment import augment_batch  # noqa: E402
 from lib.runs import device_name  # noqa: E402
-from lib.train import TrainConfig, _Runner, build_model, fit_classifier, objective, resolve_device  # noqa: E402
+from lib.train import (  # noqa: E402
+    METHODS,
+    WARMUP_FRACTION,
+    WARMUP_METHODS,
+    TrainConfig,
+    _Runner,
+    build_model,
+    fit_classifier,
+    method_step,
+    resolve_device,
+)
+
+TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s (vendor data sheets)
 
@@ -77,13 +94,16 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     def transform(xb, gen):
         return augment_batch(xb, mean, std, generator=gen, channels_last=use_cl)
 
+    # The method's post-warmup step (robust objective; FGR's two-forward rectified step).
+    loss_fn, step_fn = method_step(cfg.replace(warmup_epochs=0), device, mean, std)
+
     def run(n_steps: int) -> float:
         x, y = _images(n_steps * bs, size, num_classes)
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         fit_classifier(
-            runner, lambda out, yy, e: objective(cfg.method, out, yy, cfg.lam, True), (x, y), 1,
+            runner, loss_fn, (x, y), 1, step_fn=step_fn,
             optimizer_factory=lambda p: torch.optim.AdamW(p, lr=cfg.lr, weight_decay=cfg.weight_decay),
             batch_size=bs, device=device, transform=transform, amp=cfg.amp, progress=False, drop_last=True,
         )
@@ -93,7 +113,16 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
 
     if warmup_steps:
         run(warmup_steps)
-    seconds = run(steps)
+    syncs = None
+    if device.type == "cuda":  # count host synchronisations of the timed steps
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seconds = run(steps)
+        torch.cuda.set_sync_debug_mode("default")
+        syncs = sum("synchroniz" in str(w.message) for w in caught) / steps
+    else:
+        seconds = run(steps)
     per_step = seconds / steps
     ips = bs / per_step
     dev_name = device_name(device)
@@ -116,6 +145,7 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
         "achieved_train_tflops": train_flops * ips / 1e12,
         "peak_bf16_tflops": peak / 1e12 if peak else None,
         "fraction_of_peak": train_flops * ips / peak if peak else None,
+        "host_syncs_per_step": syncs,
         "amp_bf16": bool(cfg.amp and device.type == "cuda"),
         "channels_last": use_cl,
         "compile": cfg.compile,
@@ -124,12 +154,34 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     return out
 
 
+def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> dict | None:
+    """Projected time of paper 1's Table 1 grid on CIFAR-10H from the measured epoch times: each
+    trained method x ``seeds`` x ``epochs``, run one at a time; robust and FGR runs spend their
+    first 40% of epochs in ERM (Vanilla's step). None unless every trained method was timed."""
+    epoch_s = {r["method"]: r["epoch_seconds"] for r in results if r["name"] == "cifar10h"}
+    if not set(TRAINED) <= set(epoch_s):
+        return None
+    w = WARMUP_FRACTION
+    per_run = {m: epochs * ((w * epoch_s["vanilla"] + (1 - w) * epoch_s[m]) if m in WARMUP_METHODS else epoch_s[m])
+               for m in TRAINED}
+    total = seeds * sum(per_run.values())
+    return {
+        "runs": seeds * len(TRAINED),
+        "run_minutes": {m: v / 60 for m, v in per_run.items()},
+        "serial_minutes": total / 60,
+        "note": (f"{len(TRAINED)} trained methods x {seeds} seeds x {epochs} epochs from the measured epoch "
+                 "times (training only, no evaluation); one run at a time, so run_grid(parallel=N) can only "
+                 "shorten it"),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cifar-steps", type=int, default=None, help="timed steps (default 200 on GPU, 6 on CPU)")
     ap.add_argument("--pacs-steps", type=int, default=None, help="timed steps (default 100 on GPU, 2 on CPU)")
-    ap.add_argument("--methods", nargs="+", default=["vanilla"], help="paper-1 methods to time (one forward each)")
+    ap.add_argument("--methods", nargs="+", default=None,
+                    help="paper-1 methods to time (default: every trained method on a GPU, vanilla on a CPU)")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-pacs", action="store_true")
@@ -140,8 +192,9 @@ def main() -> None:
     gpu = device.type == "cuda"
     c_steps = args.cifar_steps or (200 if gpu else 6)
     p_steps = args.pacs_steps or (100 if gpu else 2)
+    methods = args.methods or (list(TRAINED) if gpu else ["vanilla"])
     results = []
-    for method in args.methods:
+    for method in methods:
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
         results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 1, device))
@@ -159,6 +212,7 @@ def main() -> None:
         "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
                  "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
         "results": results,
+        "table1_grid": table1_projection(results),
     }
     path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

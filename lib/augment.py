@@ -46,6 +46,7 @@ __all__ = [
     "epoch_generator",
     "random_crop",
     "random_flip",
+    "to_device_async",
     "to_float",
 ]
 
@@ -63,8 +64,9 @@ def epoch_generator(seed: int, epoch: int, stream: int = 0) -> torch.Generator:
     return g
 
 
-def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Copy a small CPU tensor to ``device`` without blocking the host (pinned memory on CUDA)."""
+def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a small CPU tensor to ``device`` without blocking the host (pinned memory on CUDA), for
+    the per-step random numbers of augmentation and of FGR's filter (lib.fgr)."""
     if device.type == "cuda" and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
@@ -99,8 +101,8 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
     b, c, h, w = x.shape
     padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
     dev = x.device
-    rows = (_to_device(dy, dev)[:, None] + torch.arange(h, device=dev)[None, :])  # (B, H)
-    cols = (_to_device(dx, dev)[:, None] + torch.arange(w, device=dev)[None, :])  # (B, W)
+    rows = (to_device_async(dy, dev)[:, None] + torch.arange(h, device=dev)[None, :])  # (B, H)
+    cols = (to_device_async(dx, dev)[:, None] + torch.arange(w, device=dev)[None, :])  # (B, W)
     bi = torch.arange(b, device=dev)[:, None, None, None]
     ci = torch.arange(c, device=dev)[None, :, None, None]
     return padded[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]
@@ -112,7 +114,7 @@ def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: fl
     if not 0 <= p <= 1:
         raise ValueError(f"p: must lie in [0, 1], got {p!r}")
     flip = torch.rand(x.shape[0], generator=generator) < p
-    flip = _to_device(flip, x.device)[:, None, None, None]
+    flip = to_device_async(flip, x.device)[:, None, None, None]
     return torch.where(flip, x.flip(-1), x)
 
 

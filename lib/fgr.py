@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.augment import to_device_async
+from lib.runs import autocast
 from lib.validation import check_finite, check_ndim, check_positive, check_probs_labels, to_tensor
 
 BLOCK = 8
@@ -138,17 +140,24 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
     if not images.is_floating_point():
         images = images.float()
     check_finite(images, "images")
-    b, _, h, w = images.shape
+    b = images.shape[0]
     q = to_tensor(quality, "quality").reshape(-1)
     if q.numel() not in (1, b):
         raise ValueError(f"quality: expected one value or one per image ({b}), got {q.numel()}")
+    return _jpeg_filter(images, quantization_tables(q.expand(b) if q.numel() == 1 else q))
+
+
+def _jpeg_filter(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+    """:func:`jpeg_filter` without input checks (no host synchronisation) given the (B, 3, 8, 8)
+    quantization tables: the core that :func:`filter_batch` runs inside the training step."""
+    b, _, h, w = images.shape
     dtype, dev = images.dtype, images.device
-    tables = quantization_tables(q.expand(b) if q.numel() == 1 else q, dtype=dtype, device=dev)
+    tables = tables.to(dtype=dtype, device=dev)
     d, m, m_inv, offset = _constants(dtype, dev)
 
     # Autocast off: the DCT, the rounding to quantization steps and the colour transforms need full
     # precision even when the training step runs under bf16/fp16 autocast.
-    with torch.no_grad(), torch.autocast(device_type=dev.type, enabled=False):
+    with torch.no_grad(), autocast(dev):
         ycc = torch.einsum("ij,bjhw->bihw", m, images) + offset - 128.0  # level shift as in JPEG
         pad_h, pad_w = (-h) % BLOCK, (-w) % BLOCK
         if pad_h or pad_w:
@@ -162,12 +171,16 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
         return rgb.clamp(0.0, 255.0)
 
 
-def _channel_stats(value: Any, name: str, x: torch.Tensor) -> torch.Tensor:
-    t = to_tensor(value, name).to(dtype=x.dtype, device=x.device).reshape(-1)
+def _channel_stats(value: Any, name: str, x: torch.Tensor, positive: bool = False) -> torch.Tensor:
+    """Per-channel statistics as a (1, C, 1, 1) tensor on ``x``'s device, checked on the host first
+    (no device synchronisation when ``value`` is a list or a CPU tensor)."""
+    t = to_tensor(value, name).detach().reshape(-1).cpu().to(torch.float64)
     if t.numel() not in (1, x.shape[1]):
         raise ValueError(f"{name}: expected 1 or {x.shape[1]} values (one per channel), got {t.numel()}")
     check_finite(t, name)
-    return t.expand(x.shape[1])[None, :, None, None]
+    if positive and (t <= 0).any():
+        raise ValueError(f"{name}: must be > 0, got {t.tolist()}")
+    return to_device_async(t.expand(x.shape[1]).to(x.dtype), x.device)[None, :, None, None]
 
 
 def filter_batch(
@@ -181,7 +194,8 @@ def filter_batch(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Copy of a normalized batch (B, 3, H, W) with max(1, int(frac B)) random images replaced by
     JPEG-filtered versions (denormalize to 0..255, filter at a quality drawn from ``qualities``,
-    renormalize). ``generator`` (on any device) makes the choice reproducible."""
+    renormalize). ``generator`` (on any device) makes the choice reproducible. Only host-side values
+    (``mean``, ``std``, ``qualities``) are checked, so the call never waits for the device."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
     check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
@@ -193,19 +207,18 @@ def filter_batch(
         raise ValueError("qualities: is empty")
     _check_quality(qs)
     mean_t = _channel_stats(mean, "mean", x)
-    std_t = _channel_stats(std, "std", x)
-    if (std_t <= 0).any():
-        raise ValueError("std: must be > 0")
+    std_t = _channel_stats(std, "std", x, positive=True)
     b = x.shape[0]
     m = max(1, int(frac * b))
     gen_device = generator.device if generator is not None else torch.device("cpu")
     idx = torch.randperm(b, generator=generator, device=gen_device)[:m].cpu()
     q = qs[torch.randint(len(qs), (m,), generator=generator, device=gen_device).cpu()]
-    idx_dev = idx.to(x.device)
+    idx_dev = to_device_async(idx, x.device)
     with torch.no_grad():
         sel = x.detach().index_select(0, idx_dev)
         img = (sel * std_t + mean_t) * 255.0
-        filtered = (jpeg_filter(img, q) / 255.0 - mean_t) / std_t
+        tables = to_device_async(quantization_tables(q, dtype=x.dtype), x.device)
+        filtered = (_jpeg_filter(img, tables) / 255.0 - mean_t) / std_t
         out = x.detach().clone()
         out.index_copy_(0, idx_dev, filtered)
     return (out, idx) if return_indices else out
@@ -225,9 +238,14 @@ def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 15, temper
     if not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
     check_positive(temperature, "temperature")
-    n = probs.shape[0]
-    if n == 0:
+    if probs.shape[0] == 0:
         raise ValueError("probs: is empty")
+    return _soft_ece(probs, labels, n_bins, temperature)
+
+
+def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperature: float) -> torch.Tensor:
+    """:func:`soft_ece` without input checks (no host synchronisation), for :func:`fgr_step`."""
+    n = probs.shape[0]
     conf, pred = probs.max(dim=1)
     correct = (pred == labels).to(probs.dtype)
     centres = (torch.arange(n_bins, dtype=probs.dtype, device=probs.device) + 0.5) / n_bins
@@ -277,14 +295,19 @@ def fgr_step(
     n_bins: int = 15,
     temperature: float = 0.01,
     filter_inputs: bool = True,
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn(model(filtered), labels)``, g_c from soft ECE
     of ``model(images)``, rectified as in :func:`rectify` over all trainable parameters, then
     ``optimizer.step()``. Exactly two model forwards. ``loss_main_fn`` = mean mixture NLL for FGR and
     robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or ``filter_inputs=False``)
     are not filtered. ``mean``/``std`` are the normalization of ``images`` (per channel).
 
-    Returns {"loss_main", "loss_cal", "dot", "rectified"}."""
+    Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
+    the step never waits for the device (the projection is applied branch-free, with coefficient
+    min(<g_m,g_c>, 0)/||g_c||^2), so reading a value with ``float()`` is the caller's choice."""
+    if not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    check_positive(temperature, "temperature")
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     if not callable(loss_main_fn):
@@ -306,24 +329,24 @@ def fgr_step(
     if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
         raise ValueError("loss_main_fn: must return a scalar tensor")
     g_m = torch.autograd.grad(loss_main, params, allow_unused=True)
-    loss_cal = soft_ece(_probs_of(model(images)), labels, n_bins=n_bins, temperature=temperature)
+    loss_cal = _soft_ece(_probs_of(model(images)), labels.to(loss_main.device), n_bins, temperature)
     g_c = torch.autograd.grad(loss_cal, params, allow_unused=True)
 
     g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_m)]
     g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_c)]
-    # The flat-vector projection, done per tensor without concatenating.
+    # The flat-vector projection, done per tensor without concatenating, and branch-free on the
+    # device (no host sync): coef = min(dot, 0) / ||g_c||^2 is 0 unless dot < 0.
     dot = torch.stack([(a * b).sum() for a, b in zip(g_m, g_c)]).sum()
-    rectified = bool(dot < 0)
-    if rectified:
-        coef = dot / torch.stack([(b * b).sum() for b in g_c]).sum()
-        g_m = [a - coef * b for a, b in zip(g_m, g_c)]
+    norm2 = torch.stack([(b * b).sum() for b in g_c]).sum()
+    coef = dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
+    g_m = [a - coef * b for a, b in zip(g_m, g_c)]
     optimizer.zero_grad(set_to_none=True)
     for p, g in zip(params, g_m):
         p.grad = g
     optimizer.step()
     return {
-        "loss_main": float(loss_main.detach()),
-        "loss_cal": float(loss_cal.detach()),
-        "dot": float(dot),
-        "rectified": rectified,
+        "loss_main": loss_main.detach(),
+        "loss_cal": loss_cal.detach(),
+        "dot": dot.detach(),
+        "rectified": (dot < 0).detach(),
     }

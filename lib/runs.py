@@ -8,6 +8,7 @@ results produced on a GPU are committed under ``results/<group>/<key>.json`` and
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -60,6 +61,19 @@ def device_name(device: str | torch.device | None = None) -> str:
     if dev is not None and dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def autocast(device: str | torch.device, bf16: bool = False) -> Any:
+    """bf16 autocast on CUDA when ``bf16``; otherwise autocast switched off, which is a no-op context
+    on device types without autocast (such as the meta device of the host-sync test). lib.train runs
+    the backbone under it with ``bf16`` and the MoE head and losses without; lib.fgr filters in full
+    precision inside a bf16 step."""
+    dev = torch.device(device)
+    if bf16 and dev.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if torch.amp.is_autocast_available(dev.type):
+        return torch.autocast(dev.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def provenance(device: str | torch.device | None = None) -> dict[str, Any]:

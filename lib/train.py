@@ -26,10 +26,11 @@ FGR's two (by design).
 
 Speed: images stay uint8 on the device and are augmented there (lib.augment); on CUDA the backbone
 runs under bf16 autocast in channels_last memory format while the MoE head and all losses run in
-float32; the epoch loss is accumulated on the device and read once per epoch (no per-step host
-sync, except inside lib.fgr's step, which reports floats). The per-step losses below are sync-free
-equivalents of lib.moe.mixture_nll and lib.robust.robust_moe_loss / robust_filtered_loss (those
-validate their input, which needs host syncs); tests/unit/test_train.py checks they agree.
+float32; the epoch loss is accumulated on the device and read once per epoch: no step of any
+method synchronises with the host. The per-step losses are the sync-free cores of lib.moe and
+lib.robust (label_nll, tilted_mean, filtered_tilted_mean), whose checked public versions validate
+their input with host syncs; tests/unit/test_train.py checks that they agree and, by running
+whole epochs on PyTorch's meta device (where any read of a value fails), that the step is sync-free.
 
 Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity,
 notebooks/l2d_cifar10 and notebooks/losses_cifar10 (through fit_classifier), bench/bench_epoch.py.
@@ -65,7 +66,7 @@ from lib.augment import (
 )
 from lib.moe import label_nll
 from lib.robust import filtered_tilted_mean, relevant_mask, tilted_mean
-from lib.runs import Run, cached_run, device_name, provenance
+from lib.runs import Run, autocast, cached_run, device_name, provenance
 from lib.validation import check_choice, check_positive
 
 METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
@@ -86,6 +87,8 @@ __all__ = [
     "load_predictions",
     "commit_result",
     "build_model",
+    "objective",
+    "method_step",
     "predict",
     "evaluate",
     "resolve_device",
@@ -148,12 +151,6 @@ class FitResult:
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[[nn.Module, Inputs, torch.Tensor, torch.optim.Optimizer, int, torch.Generator], "torch.Tensor | None"]
-
-
-def _autocast(device: torch.device, enabled: bool) -> Any:
-    if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast(device.type, enabled=False)
 
 
 def fit_classifier(
@@ -249,7 +246,7 @@ def fit_classifier(
             inputs = transform(xb, gen) if transform is not None else xb
             loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
             if loss is None:
-                with _autocast(dev, amp):
+                with autocast(dev, amp):
                     out = fwd(model, inputs)
                     loss = loss_fn(out, yb, epoch)
                 optimizer.zero_grad(set_to_none=True)
@@ -443,8 +440,7 @@ class _Runner(nn.Module):
 
     def forward(self, x: Inputs) -> Any:
         h = self._features(**x) if isinstance(x, Mapping) else self._features(x)
-        dev = h.device.type
-        with torch.autocast(dev, enabled=False):
+        with autocast(h.device):
             return self.model.head(h.float())
 
 
@@ -523,7 +519,7 @@ def predict(
         xb = {k: v[sl].to(device) for k, v in x.items()} if isinstance(x, Mapping) else x[sl].to(device)
         if prep is not None:
             xb = prep(xb)
-        with _autocast(device, amp):
+        with autocast(device, amp):
             out = model(xb)
         for k in parts:
             parts[k].append(getattr(out, k).float().cpu())
@@ -631,6 +627,38 @@ def run_config(cfg: TrainConfig, data: Any) -> dict[str, Any]:
     return key
 
 
+def method_step(
+    cfg: TrainConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
+    filter_inputs: bool = True,
+) -> tuple[LossFn, StepFn | None]:
+    """The per-step training rule of ``cfg.method`` for :func:`fit_classifier`: ``loss_fn(out, y,
+    epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
+    for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.fgr.fgr_step` after warmup (two
+    forwards). ``mean``/``std`` are the images' normalization (FGR filters in pixel space). Neither
+    function synchronises with the host. Used by :func:`train_run` and bench/bench_epoch.py."""
+    warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
+
+    def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
+        return objective(method, out, y, lam, robust_active=epoch >= warmup)
+
+    if method not in FGR_METHODS:
+        return loss_fn, None
+    from lib.fgr import fgr_step
+
+    def main(out: Any, y: torch.Tensor) -> torch.Tensor:
+        return objective(method, out, y, lam, robust_active=True)
+
+    def step_fn(m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer,
+                epoch: int, gen: torch.Generator) -> torch.Tensor | None:
+        if epoch < warmup:
+            return None  # ERM warmup: the default single-forward step
+        with autocast(device, cfg.amp):
+            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs)
+        return info["loss_main"]
+
+    return loss_fn, step_fn
+
+
 def _compute(
     cfg: TrainConfig, data: Any, run: Run, callbacks: Sequence[Callable[..., None]]
 ) -> dict[str, Any]:
@@ -662,23 +690,8 @@ def _compute(
         def eval_prep(xb: torch.Tensor) -> torch.Tensor:
             return to_float(xb, mean, std, channels_last=use_cl)
 
+    loss_fn, step_fn = method_step(cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text)
     warmup, method = cfg.warmup, cfg.method
-    step_fn = None
-    if method in FGR_METHODS:
-        from lib.fgr import fgr_step
-
-        def step_fn(m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer,
-                    epoch: int, gen: torch.Generator) -> torch.Tensor | None:
-            if epoch < warmup:
-                return None  # ERM warmup: the default single-forward step
-            main = lambda out, yy: objective(method, out, yy, cfg.lam, robust_active=True)  # noqa: E731
-            with _autocast(device, cfg.amp):
-                info = fgr_step(m, main, inputs, y, opt, mean=prep.mean, std=prep.std, generator=gen,
-                                filter_inputs=not prep.is_text)
-            return torch.tensor(info["loss_main"])
-
-    def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
-        return objective(method, out, y, cfg.lam, robust_active=epoch >= warmup)
 
     def mark(epoch: int, entry: dict[str, Any], _m: nn.Module) -> None:
         # epoch is 1-based here: epochs 1..warmup are ERM

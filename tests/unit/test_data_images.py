@@ -66,6 +66,16 @@ def test_to_float_normalizes():
         to_float(x, (0.5,) * 3, (0.0, 1.0, 1.0))
 
 
+def test_channels_last_changes_layout_not_values():
+    """The CUDA path's channels_last batches hold the same numbers in NHWC memory order."""
+    x = torch.randint(0, 256, (4, 3, 5, 6), dtype=torch.uint8)
+    plain = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
+    nhwc = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3), channels_last=True)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and not plain.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(nhwc, plain)
+    assert nhwc.stride()[1] == 1  # channels are the innermost dimension
+
+
 def test_batch_iterator_is_a_seeded_permutation_per_epoch():
     x, y = torch.arange(10).view(10, 1), torch.arange(10)
     it = BatchIterator(x, y, batch_size=4, seed=3)

@@ -242,8 +242,8 @@ def test_fgr_step_applies_the_rectified_gradient(robust: bool) -> None:
     assert model.backbone.calls == 2  # exactly two backbone forwards per step
     step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert torch.allclose(step, expected, atol=1e-10)
-    assert info["rectified"] == bool(gm @ gc < 0)
-    assert info["dot"] == pytest.approx((gm @ gc).item(), rel=1e-6, abs=1e-12)
+    assert bool(info["rectified"]) == bool(gm @ gc < 0)
+    assert float(info["dot"]) == pytest.approx((gm @ gc).item(), rel=1e-6, abs=1e-12)
 
 
 def test_fgr_step_needs_normalization_for_images() -> None:
