@@ -30,7 +30,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,7 +43,15 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.backbones import cifar_resnet18  # noqa: E402
-from lib.fgr import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET, fgr_step, soft_ece  # noqa: E402
+from lib.benchmarks import time_round_robin  # noqa: E402
+from lib.fgr import (  # noqa: E402
+    JPEG_CHROMA,
+    JPEG_LUMA,
+    RGB_TO_YCBCR,
+    YCBCR_OFFSET,
+    fgr_step,
+    soft_ece,
+)
 from lib.moe import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402
 from lib.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
 
@@ -193,23 +200,12 @@ def bench_device(device: torch.device, width: int, batch: int, steps: int, warmu
     y = torch.randint(0, 10, (batch,), generator=g).to(device)
     names = METHODS + REFERENCES
     steps_fns = {m: make_step(m, width, device, x, y) for m in names}
-    for _ in range(warmup):
-        for m in names:
-            steps_fns[m]()
-    _sync(device)
     if clock == "auto":
         clock = "wall" if device.type == "cuda" else "cpu"
-    wall: dict[str, list[float]] = {m: [] for m in names}
-    cpu: dict[str, list[float]] = {m: [] for m in names}
-    for r in range(steps):
-        for m in names:
-            _sync(device)
-            t0, c0 = time.perf_counter(), time.process_time()
-            steps_fns[m]()
-            _sync(device)
-            wall[m].append(time.perf_counter() - t0)
-            cpu[m].append(time.process_time() - c0)
-        print(f"  round {r + 1}/{steps} done", flush=True)
+    timed = time_round_robin(steps_fns, min_repeats=steps, budget_s=0.0, max_repeats=steps, warmup=warmup,
+                             sync=lambda: _sync(device))
+    wall = {m: t["wall"] for m, t in timed.items()}
+    cpu = {m: t["cpu"] for m, t in timed.items()}
     times = cpu if clock == "cpu" else wall
     med = {m: statistics.median(t) for m, t in times.items()}
     results = {

@@ -169,10 +169,12 @@ def line_chart(
     points: bool = True,
     width: int = 320,
     height: int = 220,
+    log: bool = False,
 ) -> alt.Chart | alt.LayerChart:
     """Lines of ``y`` against ``x`` (one per ``color`` value), with an optional error band given
     either as two columns ``band=(lo, hi)`` or as a symmetric half-width column ``yerr``
-    (e.g. a standard error over seeds). Used in: notebooks/l2d_cifar10, notebooks/sensitivity.
+    (e.g. a standard error over seeds). ``log=True`` puts both axes on log scales (a power law is
+    then a straight line). Used in: notebooks/l2d_cifar10, notebooks/sensitivity, notebooks/performance.
     """
     _check_columns(df, x=x, y=y, color=color, band=band, yerr=yerr)
     if band is not None and yerr is not None:
@@ -183,9 +185,12 @@ def line_chart(
     if yerr is not None:
         data["_lo"], data["_hi"] = data[y] - data[yerr], data[y] + data[yerr]
         band = ("_lo", "_hi")
+    scale = alt.Scale(type="log") if log else alt.Undefined
+    if log and ((data[x] <= 0).any() or (data[y] <= 0).any()):
+        raise ValueError(f"log: {x} and {y} must be > 0 on log axes")
     enc: dict[str, Any] = {
-        "x": alt.X(f"{x}:{_field_type(data, x)}", title=x_title or x),
-        "y": alt.Y(f"{y}:Q", title=y_title or y),
+        "x": alt.X(f"{x}:{_field_type(data, x)}", title=x_title or x, scale=scale),
+        "y": alt.Y(f"{y}:Q", title=y_title or y, scale=scale),
     }
     tooltip = [x, y] + ([color] if color else []) + ([yerr] if yerr else list(band or []))
     if color is not None:

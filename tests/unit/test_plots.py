@@ -111,6 +111,16 @@ def test_line_chart_with_band_and_yerr() -> None:
     assert (spec2["layer"][0]["encoding"]["y"]["field"], spec2["layer"][0]["encoding"]["y2"]["field"]) == ("lo", "hi")
 
 
+def test_line_chart_log_axes() -> None:
+    df = pd.DataFrame({"n": [128, 1024, 8192], "seconds": [1e-4, 1e-3, 1e-2]})
+    spec = plots.line_chart(df, "n", "seconds", log=True).to_dict()
+    assert spec["encoding"]["x"]["scale"] == spec["encoding"]["y"]["scale"] == {"type": "log"}
+    assert "scale" not in plots.line_chart(df, "n", "seconds").to_dict()["encoding"]["x"]
+    _svg(plots.line_chart(df, "n", "seconds", log=True))
+    with pytest.raises(ValueError, match="log"):
+        plots.line_chart(df.assign(seconds=[0.0, 1.0, 2.0]), "n", "seconds", log=True)
+
+
 def test_bar_chart_grouped_with_error_rules() -> None:
     df = pd.DataFrame({
         "target": ["photo", "photo", "sketch", "sketch"],

@@ -1,0 +1,200 @@
+"""What things cost: a round-robin timer, the loss-scaling benchmark and the committed benchmark results.
+
+Cost claims of the papers that the book checks:
+
+* reweighted-risk paper (papers/reweighted-risk-au-loss.txt), section 4.2: the AU loss's bin-based
+  CDF costs O(nM) and "bypasses the sorting bottleneck" of AURC's O(n log n), and it "remains more
+  scalable than kernel-based calibration objectives" (KDE-XE, O(n^2));
+* calibrated-MoE paper (papers/calibrated-moe-under-shift.txt), Appendix D.1: FGR is "roughly 2.5x
+  slower per epoch than vanilla"; SPEC section 2: every method but FGR needs one backbone forward
+  per step (the reference code runs two for Robust Filtered).
+
+:func:`loss_scaling` times losses live (cheap: one batch of logits). Training-step costs take minutes
+of a quiet machine or a GPU, so ``bench/bench_methods.py`` and ``bench/bench_epoch.py`` measure them
+on purpose and write JSON under ``bench/results``, which :func:`bench_results` reads.
+
+Used in: notebooks/performance, bench/bench_au_loss.py, bench/bench_methods.py.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lib.config import repo_root
+from lib.validation import check_int, check_positive
+
+__all__ = [
+    "BENCH_SCRIPTS",
+    "bench_results",
+    "epoch_times",
+    "loss_scaling",
+    "method_costs",
+    "scaling_exponent",
+    "time_round_robin",
+]
+
+# Result file (bench/results/<name>.json) -> the script that writes it.
+BENCH_SCRIPTS: dict[str, str] = {
+    "au_loss": "bench/bench_au_loss.py",
+    "methods_cpu": "bench/bench_methods.py --device cpu",
+    "epoch_cpu": "bench/bench_epoch.py --device cpu",
+}
+
+
+def time_round_robin(
+    fns: Mapping[str, Callable[[], Any]],
+    min_repeats: int = 5,
+    budget_s: float = 2.0,
+    max_repeats: int = 200,
+    warmup: int = 2,
+    sync: Callable[[], None] | None = None,
+) -> dict[str, dict[str, list[float]]]:
+    """Wall and process-CPU seconds of each call of ``fns[name]()``, timed in rounds (one call of
+    every function per round, so load from other processes hits them alike) after ``warmup``
+    untimed rounds; at least ``min_repeats`` rounds, then more while ``budget_s`` lasts, at most
+    ``max_repeats``. ``sync`` (e.g. ``torch.cuda.synchronize``) runs before and after each call so
+    that asynchronous devices are timed to completion. Returns ``{name: {"wall": [...], "cpu": [...]}}``.
+    Used in: notebooks/performance.
+    """
+    if not fns:
+        raise ValueError("fns: is empty")
+    check_int(min_repeats, "min_repeats", minimum=1)
+    check_int(max_repeats, "max_repeats", minimum=min_repeats)
+    check_int(warmup, "warmup", minimum=0)
+    check_positive(budget_s, "budget_s", allow_zero=True)
+    wait = sync or (lambda: None)
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    wait()
+    out: dict[str, dict[str, list[float]]] = {k: {"wall": [], "cpu": []} for k in fns}
+    start, rounds = time.perf_counter(), 0
+    while rounds < min_repeats or (time.perf_counter() - start < budget_s and rounds < max_repeats):
+        for name, fn in fns.items():
+            wait()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wait()
+            out[name]["wall"].append(time.perf_counter() - t0)
+            out[name]["cpu"].append(time.process_time() - c0)
+        rounds += 1
+    return out
+
+
+def loss_scaling(
+    losses: Mapping[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]],
+    sizes: Sequence[int],
+    num_classes: int = 10,
+    budget_s: float = 1.0,
+    min_repeats: int = 5,
+    max_n: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Forward + backward seconds of each ``loss(logits, labels)`` on a batch of ``n`` random logits
+    (scale 3, ``num_classes`` classes) for each n in ``sizes``; ``max_n[name]`` skips larger batches
+    for a loss (KDE-XE's n x n kernel matrix). One row per (loss, n): ``median_s``, ``min_s``,
+    ``median_cpu_s``, ``repeats``. Used in: notebooks/performance, bench/bench_au_loss.py.
+    """
+    if not losses:
+        raise ValueError("losses: is empty")
+    sizes = [check_int(n, "sizes", minimum=2) for n in sizes]
+    if not sizes:
+        raise ValueError("sizes: is empty")
+    check_int(num_classes, "num_classes", minimum=2)
+    limits = dict(max_n or {})
+    unknown = set(limits) - set(losses)
+    if unknown:
+        raise ValueError(f"max_n: names {sorted(unknown)} are not among the losses {sorted(losses)}")
+    rows = []
+    for n in sizes:
+        g = torch.Generator().manual_seed(seed + n)
+        logits = (torch.randn(n, num_classes, generator=g) * 3).requires_grad_(True)
+        labels = torch.randint(0, num_classes, (n,), generator=g)
+
+        fns = {k: _backward_step(fn, logits, labels) for k, fn in losses.items() if n <= limits.get(k, n)}
+        for name, t in time_round_robin(fns, min_repeats=min_repeats, budget_s=budget_s).items():
+            rows.append({"loss": name, "n": n, "median_s": statistics.median(t["wall"]), "min_s": min(t["wall"]),
+                         "median_cpu_s": statistics.median(t["cpu"]), "repeats": len(t["wall"])})
+    return pd.DataFrame(rows, columns=["loss", "n", "median_s", "min_s", "median_cpu_s", "repeats"])
+
+
+def _backward_step(
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], logits: torch.Tensor, labels: torch.Tensor
+) -> Callable[[], None]:
+    def step() -> None:
+        fn(logits, labels).backward()
+        logits.grad = None
+
+    return step
+
+
+def scaling_exponent(table: pd.DataFrame, loss: str, column: str = "median_s", n_min: int = 0) -> float:
+    """Least-squares slope of log(time) against log(n) for ``loss`` over the rows with n >= ``n_min``:
+    about 1 for O(n) and O(n log n) costs at large n, about 2 for O(n^2); smaller where a fixed
+    per-call overhead dominates. Used in: notebooks/performance.
+    """
+    for col in ("loss", "n", column):
+        if col not in table.columns:
+            raise ValueError(f"table: has no column {col!r} (columns: {list(table.columns)})")
+    rows = table[(table["loss"] == loss) & (table["n"] >= n_min)]
+    if len(rows) < 2:
+        raise ValueError(f"loss: {loss!r} has {len(rows)} sizes with n >= {n_min}; need at least 2")
+    if (rows[column] <= 0).any():
+        raise ValueError(f"{column}: times must be > 0 to take logs")
+    slope, _ = np.polyfit(np.log(rows["n"].to_numpy(float)), np.log(rows[column].to_numpy(float)), 1)
+    return float(slope)
+
+
+def bench_results(name: str) -> dict[str, Any]:
+    """The committed benchmark result ``bench/results/<name>.json``; a missing file raises
+    FileNotFoundError naming the script that writes it. Used in: notebooks/performance.
+    """
+    path = repo_root() / "bench" / "results" / f"{name}.json"
+    if not path.exists():
+        script = BENCH_SCRIPTS.get(name, "the matching bench/ script")
+        raise FileNotFoundError(f"benchmark result {path} is missing: run `python {script}` to measure it")
+    return json.loads(path.read_text())
+
+
+def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per method of a ``bench/bench_methods.py`` record: seconds per training step, its
+    ratio to Vanilla MoE, and for Robust Filtered and FGR the same for the reference approach
+    (backbone run twice; numpy DCT on the CPU). Used in: notebooks/performance.
+    """
+    results = record.get("results")
+    if not isinstance(results, Mapping) or "vanilla" not in results:
+        raise ValueError("record: expected bench_methods output with a 'results' entry for 'vanilla'")
+    base = results["vanilla"]["sec_per_step_median"]
+    rows = []
+    for method, r in results.items():
+        if method.endswith("_ref"):
+            continue
+        ref = results.get(f"{method}_ref")
+        rows.append({
+            "method": method,
+            "seconds per step": r["sec_per_step_median"],
+            "x vanilla": r["sec_per_step_median"] / base,
+            "reference x vanilla": ref["sec_per_step_median"] / base if ref else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record: seconds per step,
+    images/s, the (extrapolated) epoch time and, on a GPU, the fraction of peak bf16 throughput.
+    Used in: notebooks/performance.
+    """
+    results = record.get("results")
+    if not isinstance(results, list) or not results:
+        raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")
+    cols = {"name": "dataset", "method": "method", "image_size": "image size", "seconds_per_step": "seconds per step",
+            "images_per_second": "images/s", "epoch_seconds": "epoch seconds", "fraction_of_peak": "fraction of bf16 peak"}
+    return pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])

@@ -1,0 +1,100 @@
+"""Tests of lib.benchmarks: the timer measures known durations, exponents recover known powers,
+the committed-result readers compute the ratios the page shows."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lib import benchmarks as bm
+
+
+def test_round_robin_times_known_sleeps_and_calls_each_function_alike():
+    calls = {"short": 0, "long": 0}
+
+    def sleeper(name: str, seconds: float):
+        def fn() -> None:
+            calls[name] += 1
+            time.sleep(seconds)
+        return fn
+
+    t = bm.time_round_robin({"short": sleeper("short", 0.002), "long": sleeper("long", 0.02)},
+                            min_repeats=4, budget_s=0.0, warmup=1)
+    assert len(t["short"]["wall"]) == len(t["long"]["wall"]) == 4
+    assert calls == {"short": 5, "long": 5}  # one warm-up round + four timed rounds
+    assert min(t["long"]["wall"]) >= 0.02 and min(t["short"]["wall"]) >= 0.002
+    assert np.median(t["long"]["wall"]) > 5 * np.median(t["short"]["wall"])
+    assert max(t["long"]["cpu"]) < 0.015  # sleeping costs wall time, not CPU time
+
+
+def test_round_robin_syncs_around_every_call_and_validates():
+    log = []
+    bm.time_round_robin({"f": lambda: log.append("call")}, min_repeats=2, budget_s=0.0, warmup=0,
+                        sync=lambda: log.append("sync"))
+    assert log == ["sync", "sync", "call", "sync", "sync", "call", "sync"]
+    with pytest.raises(ValueError, match="fns"):
+        bm.time_round_robin({})
+    with pytest.raises(ValueError, match="max_repeats"):
+        bm.time_round_robin({"f": lambda: None}, min_repeats=5, max_repeats=2)
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_scaling_exponent_recovers_a_power_law(power):
+    n = np.array([128, 256, 512, 1024, 2048])
+    table = pd.DataFrame({"loss": "a", "n": n, "median_s": 3e-7 * n ** power})
+    assert bm.scaling_exponent(table, "a") == pytest.approx(power, abs=1e-9)
+    # n log n lies between the two and approaches 1 at large n
+    nlogn = pd.DataFrame({"loss": "b", "n": n, "median_s": n * np.log(n)})
+    assert 1.0 < bm.scaling_exponent(nlogn, "b") < 1.2
+    assert bm.scaling_exponent(table, "a", n_min=1024) == pytest.approx(power, abs=1e-9)
+    with pytest.raises(ValueError, match="need at least 2"):
+        bm.scaling_exponent(table, "a", n_min=2048)
+    with pytest.raises(ValueError, match="column"):
+        bm.scaling_exponent(table, "a", column="cpu")
+
+
+def test_loss_scaling_rows_and_size_limits():
+    losses = {"xe": torch.nn.functional.cross_entropy, "sq": lambda z, y: (z ** 2).mean()}
+    table = bm.loss_scaling(losses, [16, 64], num_classes=3, budget_s=0.0, min_repeats=2, max_n={"sq": 16})
+    assert list(zip(table["loss"], table["n"])) == [("xe", 16), ("sq", 16), ("xe", 64)]
+    assert (table["repeats"] == 2).all() and (table["min_s"] <= table["median_s"]).all()
+    with pytest.raises(ValueError, match="max_n"):
+        bm.loss_scaling(losses, [16], max_n={"kde": 8})
+    with pytest.raises(ValueError, match="sizes"):
+        bm.loss_scaling(losses, [1])
+
+
+def test_method_costs_ratios_and_references():
+    record = {"results": {
+        "vanilla": {"sec_per_step_median": 2.0},
+        "robust_filtered": {"sec_per_step_median": 2.2},
+        "robust_filtered_ref": {"sec_per_step_median": 3.0},
+        "fgr": {"sec_per_step_median": 4.0},
+    }}
+    t = bm.method_costs(record).set_index("method")
+    assert list(t.index) == ["vanilla", "robust_filtered", "fgr"]
+    assert t.loc["robust_filtered", "x vanilla"] == pytest.approx(1.1)
+    assert t.loc["robust_filtered", "reference x vanilla"] == pytest.approx(1.5)
+    assert np.isnan(t.loc["fgr", "reference x vanilla"])
+    with pytest.raises(ValueError, match="vanilla"):
+        bm.method_costs({"results": {}})
+
+
+def test_epoch_times_and_committed_results_exist():
+    for name in bm.BENCH_SCRIPTS:
+        assert bm.bench_results(name)  # the committed files the performance page reads
+    t = bm.epoch_times(bm.bench_results("epoch_cpu"))
+    assert {"dataset", "method", "epoch seconds", "images/s"} <= set(t.columns)
+    assert (t["epoch seconds"] > 0).all()
+    with pytest.raises(ValueError, match="results"):
+        bm.epoch_times({"results": []})
+
+
+def test_missing_result_names_the_script(monkeypatch, tmp_path):
+    monkeypatch.setattr(bm, "repo_root", lambda: tmp_path)
+    with pytest.raises(FileNotFoundError, match="bench/bench_methods.py"):
+        bm.bench_results("methods_cpu")
