@@ -26,13 +26,15 @@ DEFAULT_HEIGHT = 220
 
 
 def use_offline_renderer() -> str:
-    """Render altair charts as inline SVG through vl-convert (no CDN, no internet), and return the
-    renderer's name. Also lifts altair's 5,000-row limit for inline data.
+    """Set up a page's output: render altair charts as inline SVG through vl-convert (no CDN, no
+    internet) and return the renderer's name; lift altair's 5,000-row limit for inline data; show
+    text cells of pandas tables in full (claims tables hold sentences that pandas would cut at 50
+    characters).
 
     Raises ``RuntimeError`` if a test chart does not come back as ``image/svg+xml``.
-    Used in: every notebook (first code cell after the imports).
-    Used in: every notebook page (the skeleton in book/start_here).
+    Used in: every notebook page (first code cell after the imports; the skeleton in book/start_here).
     """
+    pd.set_option("display.max_colwidth", None)
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
     probe = alt.Chart(pd.DataFrame({"x": [0, 1]})).mark_point().encode(x="x:Q")
