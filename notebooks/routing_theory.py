@@ -223,7 +223,7 @@ for lam in [l for l in cfg["lams"] if l > 0]:
         obj = robust.robust_moe_loss(l, lam)
         w = robust.tilted_weights(l.detach(), lam)
         rhs = robust.entropic_risk(l.detach(), lam) + robust.kl_to_uniform(w) / lam
-        id_err = max(id_err, abs(float(obj) - float(rhs)))
+        id_err = max(id_err, abs(float(obj.detach()) - float(rhs)))
         (g,) = torch.autograd.grad(obj, l)
         expected = w * (1 + lam * (l.detach() - (w * l.detach()).sum()))
         grad_err = max(grad_err, float((g - expected).abs().max()))

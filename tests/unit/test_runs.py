@@ -49,3 +49,18 @@ def test_committed_result_wins_over_cache(tmp_path) -> None:
     run.committed.parent.mkdir(parents=True)
     run.committed.write_text(json.dumps({"where": "committed"}))
     assert run.load_result()["where"] == "committed"
+
+
+def test_progress_bar_is_text_without_widgets(capsys, monkeypatch):
+    """Long work shows progress: without ipywidgets the bar is tqdm's plain text bar (tqdm.auto
+    would try the notebook widget and print a TqdmWarning into every executed page)."""
+    import sys
+
+    from lib.runs import progress_bar
+
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets -> ImportError
+    bar = progress_bar(range(5), desc="decoding", file=sys.stderr, mininterval=0)
+    assert type(bar).__module__ == "tqdm.std"
+    assert list(bar) == [0, 1, 2, 3, 4]
+    err = capsys.readouterr().err
+    assert "decoding" in err and "5/5" in err
