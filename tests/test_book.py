@@ -46,6 +46,26 @@ def test_pages_load_nothing_from_the_internet(html: Path) -> None:
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
 
 
+def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None:
+    """What a reader sees: no page shows a warning, an error or a stderr block (library noise such
+    as tqdm's IProgress warning), and no table cell is cut short with '...'."""
+    import json
+
+    from lib.book import executed_path
+
+    noisy = []
+    for name in notebook_names():
+        nb = json.loads(executed_path(name, "smoke").read_text())
+        for i, cell in enumerate(nb["cells"]):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", ""))
+                if out.get("output_type") == "error" or out.get("name") == "stderr" or "Warning" in text:
+                    noisy.append(f"{name} cell {i}: {text[:120]!r}")
+    assert not noisy, "pages print warnings or errors:\n" + "\n".join(noisy)
+    cut = [p.stem for p in (html / "notebooks").glob("*.html") if "...</td>" in p.read_text()]
+    assert not cut, f"pages with truncated table cells: {cut}"
+
+
 def test_charts_are_rendered_as_svg(html: Path) -> None:
     pages = [html / "notebooks" / f"{n}.html" for n in notebook_names()]
     with_svg = [p.stem for p in pages if "<svg" in p.read_text() or ".svg" in p.read_text()]
