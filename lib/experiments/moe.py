@@ -495,7 +495,7 @@ def tiny_text_model() -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from lib.backbones import minilm_path
+    from lib.backbones import minilm_path, no_hf_progress_bars
     from lib.config import cache_dir
 
     path = cache_dir() / "models" / "tiny-random-bert"
@@ -506,6 +506,7 @@ def tiny_text_model() -> str:
     model = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
                                  num_attention_heads=2, intermediate_size=64, max_position_embeddings=512))
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
+    with no_hf_progress_bars():
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
     return str(path)

@@ -136,3 +136,20 @@ def test_text_encoder_without_fallback_raises(offline_hub: None) -> None:
 def test_hub_reachable_respects_offline_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert backbones.hub_reachable() is False
+
+
+def test_no_hf_progress_bars_is_scoped():
+    """Inside the block transformers shows no progress bars; afterwards the setting is restored."""
+    from transformers.utils import logging as hf_logging
+
+    from lib.backbones import no_hf_progress_bars
+
+    hf_logging.enable_progress_bar()
+    with no_hf_progress_bars():
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    with no_hf_progress_bars():
+        pass
+    assert not hf_logging.is_progress_bar_enabled()  # a user's choice stays as it was
+    hf_logging.enable_progress_bar()
