@@ -197,7 +197,7 @@ def main() -> None:
     for method in methods:
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
-        results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 1, device))
+        results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 2, device))
         if not args.skip_pacs:
             pacs = TrainConfig(method=method, backbone="imagenet_resnet18", pretrained=False, batch_size=128,
                                lr=1e-4, compile=args.compile, progress=False)
