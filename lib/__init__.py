@@ -8,9 +8,9 @@ One module per concept (SPEC section 0): ``metrics``, ``calibrate``, ``moe``, ``
 
 import warnings
 
-# Libraries the pages use (cleanlab; timm and the Hugging Face hub) import tqdm.auto, which prints a
-# TqdmWarning into every page executed by a kernel without ipywidgets and then falls back to the
-# text bar anyway. lib's own bars choose the text bar directly (lib.runs.progress_bar).
+# tqdm.auto (used by lib.train and lib.data.images, and by cleanlab, timm and the Hugging Face hub)
+# prints a TqdmWarning into every page executed by a kernel without ipywidgets, then falls back to
+# the text bar anyway. One filter here silences it for all of them.
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
 __version__ = "0.1.0"

@@ -63,18 +63,6 @@ def device_name(device: str | torch.device | None = None) -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
-    """A tqdm progress bar for long work (training epochs, decoding images): a notebook widget where
-    ipywidgets is installed, plain text otherwise. (tqdm.auto would print a TqdmWarning into every
-    page executed by a kernel without ipywidgets.)"""
-    try:
-        import ipywidgets  # noqa: F401
-        from tqdm.auto import tqdm
-    except ImportError:
-        from tqdm import tqdm
-    return tqdm(iterable, **kwargs)
-
-
 def autocast(device: str | torch.device, bf16: bool = False) -> Any:
     """bf16 autocast on CUDA when ``bf16``; otherwise autocast switched off, which is a no-op context
     on device types without autocast (such as the meta device of the host-sync test). lib.train runs

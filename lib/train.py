@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from lib.augment import (
     IMAGENET_MEAN,
@@ -65,7 +66,7 @@ from lib.augment import (
 )
 from lib.moe import label_nll
 from lib.robust import filtered_tilted_mean, relevant_mask, tilted_mean
-from lib.runs import Run, autocast, cached_run, device_name, progress_bar, provenance
+from lib.runs import Run, autocast, cached_run, device_name, provenance
 from lib.validation import check_choice, check_positive
 
 METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
@@ -239,7 +240,7 @@ def fit_classifier(
         total = torch.zeros((), device=dev)
         count = 0
         lr = optimizer.param_groups[0]["lr"]
-        bar = progress_bar(batches, total=len(batches), desc=f"{desc} epoch {epoch + 1}/{epochs}",
+        bar = tqdm(batches, total=len(batches), desc=f"{desc} epoch {epoch + 1}/{epochs}",
                    leave=False, disable=not progress)
         for xb, yb in bar:
             inputs = transform(xb, gen) if transform is not None else xb

@@ -9,7 +9,7 @@ Table 4 and Appendix D; SPEC section 2 (splits, hard subsets).
 * :func:`load_pacs` -- leave-one-domain-out: the three source domains (90/10 train/validation split
   with a fixed seed) and the whole target domain as test and hard set.
 
-Images are decoded once (a progress bar shows how far it got) into uint8 ``(N, 3, H, W)`` arrays stored as
+Images are decoded once (a tqdm bar shows progress) into uint8 ``(N, 3, H, W)`` arrays stored as
 ``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split and size; later loads memory-map
 them. Data is found through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``,
 ``../shared/data``, the cache, then the official download when online).
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
+from tqdm.auto import tqdm
 
 from lib.data.locate import local_data_cache, locate
-from lib.runs import progress_bar
 from lib.validation import check_open_unit
 
 CIFAR10_CLASSES: tuple[str, ...] = (
@@ -145,7 +145,7 @@ def _decode_many(
     """Decode ``items`` with a small thread pool (PIL releases the GIL while decoding)."""
     workers = threads or max(1, min(8, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
-        out = list(progress_bar(pool.map(decode, items, chunksize=64), total=len(items), desc=desc, leave=False))
+        out = list(tqdm(pool.map(decode, items, chunksize=64), total=len(items), desc=desc, leave=False))
     return np.stack(out) if out else np.zeros((0, 3, 1, 1), np.uint8)
 
 
@@ -173,9 +173,7 @@ _CIFAR10H_HOW = (
 
 def _download_cifar_torchvision(cache: Path) -> Path:
     """Official CIFAR-10 through torchvision (only when online); returns its folder."""
-    from torchvision.datasets import (
-        CIFAR10,  # torchvision knows the official URL and checksum
-    )
+    from torchvision.datasets import CIFAR10  # torchvision knows the official URL and checksum
 
     root = cache / "cifar10-torchvision"
     CIFAR10(root=str(root), train=True, download=True)
@@ -348,7 +346,7 @@ def _download_pacs_hub(cache: Path) -> Path:
     ds = datasets.load_dataset("flwrlabs/pacs", split="train")
     root = cache / "pacs"
     label_names = ds.features["label"].names if hasattr(ds.features["label"], "names") else PACS_CLASSES
-    for i, row in enumerate(progress_bar(ds, desc="exporting PACS", leave=False)):
+    for i, row in enumerate(tqdm(ds, desc="exporting PACS", leave=False)):
         domain = str(row["domain"]).replace(" ", "_")
         cls = label_names[int(row["label"])]
         out = root / domain / cls / f"{i:05d}.png"
