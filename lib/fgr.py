@@ -266,10 +266,13 @@ def rectify(g_main: torch.Tensor, g_cal: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"g_main and g_cal: shapes differ ({tuple(g_main.shape)} vs {tuple(g_cal.shape)})")
     check_finite(g_main, "g_main")
     check_finite(g_cal, "g_cal")
-    dot = (g_main * g_cal).sum()
-    if dot >= 0:
-        return g_main
-    return g_main - (dot / (g_cal * g_cal).sum()) * g_cal
+    return g_main - _rectification_coef((g_main * g_cal).sum(), (g_cal * g_cal).sum()) * g_cal
+
+
+def _rectification_coef(dot: torch.Tensor, norm2: torch.Tensor) -> torch.Tensor:
+    """min(<g_m,g_c>, 0) / ||g_c||^2: the projection coefficient when the gradients conflict, 0 when
+    they agree. Branch-free, so :func:`fgr_step` applies it on the device without a host sync."""
+    return dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
 
 
 def _probs_of(out: Any) -> torch.Tensor:
@@ -334,11 +337,9 @@ def fgr_step(
 
     g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_m)]
     g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_c)]
-    # The flat-vector projection, done per tensor without concatenating, and branch-free on the
-    # device (no host sync): coef = min(dot, 0) / ||g_c||^2 is 0 unless dot < 0.
+    # :func:`rectify`'s flat-vector projection, done per tensor without concatenating.
     dot = torch.stack([(a * b).sum() for a, b in zip(g_m, g_c)]).sum()
-    norm2 = torch.stack([(b * b).sum() for b in g_c]).sum()
-    coef = dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
+    coef = _rectification_coef(dot, torch.stack([(b * b).sum() for b in g_c]).sum())
     g_m = [a - coef * b for a, b in zip(g_m, g_c)]
     optimizer.zero_grad(set_to_none=True)
     for p, g in zip(params, g_m):
