@@ -8,7 +8,8 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   training images of one leave-one-domain-out split) at batch 128,
 * model FLOPs per image (forward, counted with torch.utils.flop_counter; training ~ 3x forward) and,
   on a GPU, the fraction of its peak dense bf16 throughput (H100/H200: ~989 TFLOP/s),
-* on a GPU, host synchronisations per timed step (CUDA's sync debug mode; lib.train promises none),
+* on a GPU, host synchronisations per timed step (CUDA's sync debug mode; lib.train's step has none,
+  so what it counts is the run's setup and its one epoch-loss read, spread over the timed steps),
 * with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
   x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
   ERM epochs), one run at a time.

@@ -22,6 +22,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from lib.validation import check_int, check_positive
 __all__ = [
     "BENCH_SCRIPTS",
     "bench_results",
+    "result_names",
     "epoch_times",
     "loss_scaling",
     "method_costs",
@@ -153,11 +155,22 @@ def scaling_exponent(table: pd.DataFrame, loss: str, column: str = "median_s", n
     return float(slope)
 
 
+def _results_dir() -> Path:
+    return repo_root() / "bench" / "results"
+
+
+def result_names(pattern: str = "*") -> list[str]:
+    """Names of the committed benchmark results matching ``pattern`` (e.g. ``"epoch_*"`` for the
+    epoch benchmarks of every device measured), sorted. Used in: notebooks/performance.
+    """
+    return sorted(p.stem for p in _results_dir().glob(f"{pattern}.json"))
+
+
 def bench_results(name: str) -> dict[str, Any]:
     """The committed benchmark result ``bench/results/<name>.json``; a missing file raises
     FileNotFoundError naming the script that writes it. Used in: notebooks/performance.
     """
-    path = repo_root() / "bench" / "results" / f"{name}.json"
+    path = _results_dir() / f"{name}.json"
     if not path.exists():
         script = BENCH_SCRIPTS.get(name, "the matching bench/ script")
         raise FileNotFoundError(f"benchmark result {path} is missing: run `python {script}` to measure it")

@@ -136,7 +136,7 @@ plots.bar_chart(bars, "method", "time per step / vanilla", color="implementation
 # `epoch_*.json` that has been committed.
 
 # %%
-epoch_records = {p.stem: bm.bench_results(p.stem) for p in sorted((config.repo_root() / "bench" / "results").glob("epoch_*.json"))}
+epoch_records = {name: bm.bench_results(name) for name in bm.result_names("epoch_*")}
 gpu_measured = any("CPU" not in r["device"] for r in epoch_records.values())
 grids = {r["device"]: r.get("table1_grid") for r in epoch_records.values() if r.get("table1_grid")}
 for record in epoch_records.values():
