@@ -87,12 +87,7 @@ exp.provenance_table(records)
 
 # %%
 table1 = exp.paper_table(summary)
-report.publish("methods", sorted(set(frame["method"])))
-report.publish("table", {
-    f"{r.method}/{r.subset}": {m: float(getattr(r, m)) for m in exp.METRICS}
-    for r in summary.itertuples()
-})
-report.publish("mocae_accuracy_diff", exp.mocae_accuracy_check(records))
+exp.publish_results(summary, records)
 table1
 
 # %% [markdown]

@@ -119,12 +119,7 @@ display_table
 # %%
 if data is not None:
     table3 = exp.paper_table(summary)
-    report.publish("methods", sorted(set(frame["method"])))
-    report.publish("table", {
-        f"{r.method}/{r.subset}": {m: float(getattr(r, m)) for m in exp.METRICS}
-        for r in summary.itertuples()
-    })
-    report.publish("mocae_accuracy_diff", exp.mocae_accuracy_check(records))
+    exp.publish_results(summary, records)
 else:
     table3 = pd.DataFrame({"status": ["not run: data unavailable"]})
 table3

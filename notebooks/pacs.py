@@ -106,12 +106,7 @@ exp.provenance_table(records)
 
 # %%
 table2 = exp.beside_paper(summary, exp.PAPER_PACS[TARGET], subset="all")
-report.publish("methods", sorted(set(frame["method"])))
-report.publish("table", {
-    r.method: {m: float(getattr(r, m)) for m in exp.METRICS}
-    for r in summary[summary["subset"] == "all"].itertuples()
-})
-report.publish("mocae_accuracy_diff", exp.mocae_accuracy_check(records))
+exp.publish_results(summary, records, subset="all")
 table2
 
 # %% [markdown]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib.report import VERDICTS, claims_table  # noqa: F401 - claims_table is used by the paper-1 pages
+from lib.report import VERDICTS, claims_table, publish  # noqa: F401 - claims_table is used by the paper-1 pages
 from lib.validation import check_choice
 
 METHOD_LABELS: dict[str, str] = {
@@ -399,6 +399,22 @@ def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
             if a is not None and b is not None:
                 diffs.append(abs(a - b))
     return max(diffs) if diffs else None
+
+
+def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], subset: str | None = None) -> None:
+    """Publish the numbers the paper-1 pages' tests and readers get: ``methods`` (those run),
+    ``table`` (each method's mean metrics, keyed ``"method/subset"``; with ``subset``, only that
+    subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`).
+
+    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
+    """
+    rows = summary if subset is None else summary[summary["subset"] == subset]
+    publish("methods", sorted(set(summary["method"])))
+    publish("table", {
+        (r.method if subset is not None else f"{r.method}/{r.subset}"): {m: float(getattr(r, m)) for m in METRICS}
+        for r in rows.itertuples()
+    })
+    publish("mocae_accuracy_diff", mocae_accuracy_check(records))
 
 
 def not_run_claims(reason: str = "not run: data unavailable") -> pd.DataFrame:
