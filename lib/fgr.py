@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.augment import to_device_async
-from lib.runs import autocast
+from lib.engine.device import autocast
 from lib.validation import check_finite, check_ndim, check_positive, check_probs_labels, to_tensor
 
 BLOCK = 8

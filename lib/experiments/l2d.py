@@ -20,7 +20,6 @@ Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,13 +32,12 @@ from torch import nn
 
 from lib import l2d
 from lib.metrics import binary_ece
-from lib.runs import cached_run
+from lib.engine.runs import cached_run
 from lib.validation import check_choice, check_positive
 
 SURROGATES: tuple[str, ...] = ("softmax", "ova")
 EXPERIMENTS: tuple[str, ...] = ("experts", "dependence", "specialized")
 ECE_BINS = 20  # the reference code's number of bins for expert-correctness ECE (SPEC section 3)
-VERSION = 1  # bump to invalidate cached runs after a change in this module's training code
 
 _LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "softmax": l2d.softmax_l2d_loss,
@@ -85,10 +83,16 @@ def annotate(
 # --------------------------------------------------------------------------------------------
 # Training and metrics
 # --------------------------------------------------------------------------------------------
-def _batched_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
-    model.eval()
-    with torch.no_grad():
-        return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+def _targets(split: L2DSplit) -> torch.Tensor:
+    """Labels and the experts' predictions side by side, (N, 1 + J): the targets the engine batches."""
+    return torch.cat([split.y[:, None], split.m], 1)
+
+
+def surrogate_loss(surrogate: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The L2D surrogate as a loss of (outputs, targets) with targets from :func:`_targets`."""
+    check_choice(surrogate, SURROGATES, "surrogate")
+    fn = _LOSSES[surrogate]
+    return lambda z, t: fn(z.float(), t[:, 0], t[:, 1:] == t[:, :1])
 
 
 def train_l2d(
@@ -105,11 +109,14 @@ def train_l2d(
     seed: int = 0,
 ) -> tuple[nn.Module, list[dict[str, float]]]:
     """Train ``model`` (K + J outputs) on one L2D ``surrogate`` ("softmax" or "ova") with SGD
-    (Nesterov momentum, cosine learning rate over ``epochs``) and early stopping on the validation
-    surrogate loss with a look-ahead of ``patience`` epochs (L2D paper Sec. 5.1); the best weights
-    are restored. Returns the model and the per-epoch history (train/validation loss).
+    (Nesterov momentum, cosine learning rate over ``epochs``) through the book's engine
+    (:func:`lib.engine.loop.fit`), with early stopping on the validation surrogate loss after
+    ``patience`` epochs without improvement (L2D paper Sec. 5.1); the best weights are restored.
+    Returns the model and the per-epoch history (``loss`` = train, ``val_loss``).
     Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10 (heads on frozen features).
     """
+    from lib.engine.loop import EarlyStopping, SelectBest, fit, predict
+
     check_choice(surrogate, SURROGATES, "surrogate")
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("patience", patience)):
         if not isinstance(value, (int, np.integer)) or value < 1:
@@ -117,35 +124,24 @@ def train_l2d(
     check_positive(lr, "lr")
     if len(train) == 0 or len(val) == 0:
         raise ValueError("train, val: need at least one example each")
-    loss_fn = _LOSSES[surrogate]
-    gen = torch.Generator().manual_seed(int(seed))
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=momentum > 0,
-                          weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-    ec_train, ec_val = train.correct, val.correct
-    best, best_state, since, history = math.inf, copy.deepcopy(model.state_dict()), 0, []
-    for epoch in range(epochs):
-        model.train()
-        perm = torch.randperm(len(train), generator=gen)
-        total = 0.0
-        for i in range(0, len(train), batch_size):
-            idx = perm[i : i + batch_size]
-            loss = loss_fn(model(train.x[idx]), train.y[idx], ec_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(idx)
-        sched.step()
-        val_loss = float(loss_fn(_batched_logits(model, val.x), val.y, ec_val))
-        history.append({"epoch": epoch + 1, "train_loss": total / len(train), "val_loss": val_loss})
-        if val_loss < best - 1e-6:
-            best, best_state, since = val_loss, copy.deepcopy(model.state_dict()), 0
-        else:
-            since += 1
-            if since >= patience:
-                break
-    model.load_state_dict(best_state)
-    return model, history
+    loss = surrogate_loss(surrogate)
+    val_t = _targets(val)
+    best = SelectBest(lambda m: float(loss(predict(m, val.x, batch_size=4096, amp=False), val_t)))
+    fitted = fit(
+        model, lambda z, t, _e: loss(z, t), (train.x, _targets(train)), int(epochs),
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=lr, momentum=momentum, nesterov=momentum > 0,
+                                                    weight_decay=weight_decay),
+        scheduler_factory=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs),
+        batch_size=int(batch_size), seed=int(seed), device="cpu", amp=False, progress=False,
+        callbacks=[best, EarlyStopping("val_loss", patience=int(patience))],
+    )
+    return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]
+
+
+def _batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    from lib.engine.loop import predict
+
+    return predict(model, x, batch_size=4096, amp=False)
 
 
 def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_BINS) -> dict[str, Any]:
@@ -252,7 +248,7 @@ def run_gaussian(
     from lib.backbones import mlp
 
     check_choice(surrogate, SURROGATES, "surrogate")
-    config = {"version": VERSION, "experiment": experiment, "value": value, "surrogate": surrogate,
+    config = {"experiment": experiment, "value": value, "surrogate": surrogate,
               "seed": int(seed), **{k: cfg[k] for k in GAUSSIAN_KEYS}}
 
     def compute(run: Any) -> dict[str, Any]:
@@ -285,8 +281,9 @@ def run_cifar(
     """One cached run of the CIFAR-10 study (``data`` from ``lib.experiments.reweighted.image_data``).
 
     ``cfg["mode"]`` = ``"end_to_end"`` (paper scale): the network ``arch`` (WRN-28-4) with K + J
-    outputs trained on the surrogate through ``lib.train.fit_classifier`` (SGD, Nesterov, cosine,
-    weights with the lowest validation surrogate loss kept); ``"features"`` (cpu/smoke): a
+    outputs trained on the surrogate through ``lib.engine.loop.fit`` (SGD, Nesterov, cosine,
+    weights with the lowest validation surrogate loss kept, early stopping after ``patience`` epochs
+    without improvement, as the paper's Sec. 5.1); ``"features"`` (cpu/smoke): a
     Linear-ReLU-Linear head with K + J outputs trained by :func:`train_l2d` on the frozen features
     of the shared cross-entropy backbone (``lib.experiments.reweighted.backbone_features``).
     Used in: notebooks/l2d_cifar10.
@@ -295,7 +292,7 @@ def run_cifar(
 
     check_choice(surrogate, SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
-    config = {"version": VERSION, "experiment": experiment, "value": value, "surrogate": surrogate,
+    config = {"experiment": experiment, "value": value, "surrogate": surrogate,
               "seed": int(seed), "data": data["tag"], **{k: cfg[k] for k in CIFAR_KEYS}}
     experts = committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
@@ -320,17 +317,11 @@ def run_cifar(
         tr = annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
         va = annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
         te = annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
-        loss_fn = _LOSSES[surrogate]
-
-        def loss(z: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            return loss_fn(z, t[:, 0], t[:, 1:] == t[:, :1])
-
         torch.manual_seed(seed)
-        net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts)).to(rx._device())
-        targets = torch.cat([tr.y[:, None], tr.m], 1)
-        val_t = torch.cat([va.y[:, None], va.m], 1)
-        net, hist = rx.fit_images(net, loss, (data["train_x"], targets), (data["val_x"], val_t),
-                                  {**cfg, "schedule": "cosine", "nesterov": True}, run, seed=seed)
+        net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
+        net, hist = rx.fit_images(net, surrogate_loss(surrogate), (data["train_x"], _targets(tr)),
+                                  (data["val_x"], _targets(va)), {**cfg, "schedule": "cosine", "nesterov": True},
+                                  run, seed=seed, patience=int(cfg["patience"]))
         out = l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
         out["history"] = hist
         return out

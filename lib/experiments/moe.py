@@ -2,11 +2,11 @@
 cached runs, tables over seeds beside the paper's numbers, and the claims judged from numbers.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-section 6, Tables 1-3 and 5, Appendix D/E; SPEC section 2. Training itself is :mod:`lib.train`
+section 6, Tables 1-3 and 5, Appendix D/E; SPEC section 2. Training itself is :mod:`lib.moe_train`
 (cached by config, resumable); this module only wires the notebooks' settings into it:
 
 * :func:`train_configs` / :func:`run_methods` -- the grid of a scale (methods x seeds) through
-  :func:`lib.train.run_grid`;
+  :func:`lib.moe_train.run_grid`;
 * :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
   subset), mean +- standard error over seeds, formatted like the paper's tables;
 * :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 from SPEC; Tables 1 and 3
@@ -114,7 +114,7 @@ def train_configs(
     settings: Mapping[str, Any], methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
     **changes: Any,
 ) -> list[Any]:
-    """The :class:`lib.train.TrainConfig` grid of a notebook scale: every method x seed.
+    """The :class:`lib.moe_train.TrainConfig` grid of a notebook scale: every method x seed.
 
     ``settings`` is ``lib.config.settings(name, scale)``; its keys named like TrainConfig fields
     (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
@@ -122,7 +122,7 @@ def train_configs(
     Progress bars are off (notebook output stays small).
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
-    from lib.train import TrainConfig
+    from lib.moe_train import TrainConfig
 
     if not isinstance(settings, Mapping):
         raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
@@ -140,18 +140,19 @@ def train_configs(
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 
-def run_methods(configs: Sequence[Any], data: Any, parallel: int = 1) -> list[dict[str, Any]]:
-    """Run (or load from the cache / ``results/``) every config on ``data`` via lib.train.run_grid.
+def run_methods(configs: Sequence[Any], data: Any, stack: int = 8) -> list[dict[str, Any]]:
+    """Run (or load from the cache / ``results/``) every config on ``data`` via lib.moe_grid.run_grid
+    (unfinished runs train ``stack`` at a time as one stacked model).
 
     MoCaE reuses its Vanilla run, so list "vanilla" before "mocae" to train it once.
 
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
-    from lib.train import run_grid
+    from lib.moe_grid import run_grid
 
     if not configs:
         raise ValueError("configs: is empty")
-    return run_grid(list(configs), data, parallel=parallel)
+    return run_grid(list(configs), data, stack=stack)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in records:
         if not isinstance(rec, Mapping) or "metrics" not in rec:
-            raise ValueError("records: expected result records from lib.train.train_run")
+            raise ValueError("records: expected result records from lib.moe_train.train_run")
         cfg = rec.get("config", {}).get("train", {})
         ent = rec["metrics"].get("routing_entropy") or {}
         prov = rec.get("provenance", {})
@@ -447,12 +448,12 @@ def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all") -> dict[str, dict[str, np.ndarray]]:
-    """Test predictions per method pooled over seeds (lib.train.load_predictions): for each method
+    """Test predictions per method pooled over seeds (lib.moe_train.load_predictions): for each method
     label, ``probs``, ``labels``, ``conf``, ``correct`` and ``seed`` on ``subset`` ("all"/"hard").
 
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs.
     """
-    from lib.train import load_predictions
+    from lib.moe_train import load_predictions
 
     check_choice(subset, SUBSETS, "subset")
     out: dict[str, dict[str, list[np.ndarray]]] = {}
@@ -478,17 +479,17 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
-    from lib.config import results_dir
+    from lib.engine.runs import is_committed
 
     rows = []
     for rec in records:
         cfg = rec.get("config", {}).get("train", {})
-        committed = (results_dir() / rec.get("group", "moe") / f"{rec.get('key')}.json").exists()
+        committed = is_committed(rec)
         rows.append({
             "method": METHOD_LABELS.get(rec["method"], rec["method"]), "seed": cfg.get("seed"),
             "backbone": rec.get("backbone"), "pretrained": rec.get("pretrained"),
             "epochs": cfg.get("epochs"), "device": rec.get("device"),
-            "date": rec.get("provenance", {}).get("date"),
+            "date": rec.get("provenance", {}).get("date"), "code": f"v{rec.get('version')}",
             "train_min": round(((rec.get("wall_time") or {}).get("train") or 0) / 60, 2),
             "source": "committed GPU result (results/)" if committed else "computed here (cache)",
         })

@@ -10,7 +10,7 @@ Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
 * Two ways to train, chosen by the scale's ``mode``:
 
   - ``"end_to_end"`` (paper scale, GPU): the whole network with each loss through the generic
-    engine ``lib.train.fit_classifier`` (SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at
+    engine ``lib.engine.loop.fit`` (SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at
     epochs 60/120/160, 200 epochs; best validation loss after warmup), cached and resumable.
   - ``"features"`` (cpu and smoke scales): one backbone trained with cross-entropy on a disjoint
     part of the training images (through the same engine, cached and shared by both CIFAR pages),
@@ -28,7 +28,6 @@ Used in: notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/l
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,10 +39,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib import reweighted as rw
-from lib.runs import Run, cached_run
+from lib.engine.runs import Run, cached_run, load_artifact
 from lib.validation import check_choice, check_positive, to_numpy
 
-VERSION = 1  # bump to invalidate cached runs after a change in this module's training code
 MODES: tuple[str, ...] = ("features", "end_to_end")
 
 # name -> (lib.reweighted loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
@@ -235,44 +233,23 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
-    """``"wrn-D-k"`` (lib.backbones.wide_resnet), ``"resnet18"`` (lib.backbones.cifar_resnet18 of
-    ``width`` + linear layer) or ``"tiny_cnn"`` (3 conv layers of ``width``, seconds on a CPU)."""
-    from lib import backbones
+    """``"wrn-D-k"``, ``"resnet18"`` (CIFAR ResNet-18 of ``width`` + linear layer) or ``"tiny_cnn"``
+    (seconds on a CPU), with ``num_outputs`` outputs: :func:`lib.backbones.build`."""
+    from lib.backbones import build
 
-    if arch.startswith("wrn-"):
-        _, depth, k = arch.split("-")
-        return backbones.wide_resnet(int(depth), int(k), num_classes=num_outputs)
-    if arch == "resnet18":
-        body = backbones.cifar_resnet18(width)
-    elif arch == "tiny_cnn":
-        from lib.train import _TinyCNN  # the engine's smoke-scale CNN
-
-        body = _TinyCNN(width)
-    else:
+    if not isinstance(arch, str) or not (arch.startswith("wrn-") or arch in ("resnet18", "tiny_cnn")):
         raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
-    net = nn.Sequential(body, nn.Linear(body.out_features, num_outputs))
-    net.out_features = num_outputs  # type: ignore[assignment]
-    return net
-
-
-def _device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return build(arch, width=width, num_classes=num_outputs)
 
 
 def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
     """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
-    statistics when ``normalize``), on the model's device, returned on the CPU in float32."""
+    statistics when ``normalize``) through :func:`lib.engine.loop.predict`, on the CPU in float32."""
     from lib.augment import CIFAR10_MEAN, CIFAR10_STD, to_float
+    from lib.engine.loop import predict
 
-    dev = next(model.parameters()).device
-    model.eval()
-    outs = []
-    with torch.no_grad():
-        for i in range(0, len(x), batch_size):
-            xb = x[i : i + batch_size].to(dev)
-            xb = to_float(xb, CIFAR10_MEAN, CIFAR10_STD) if normalize else xb.float()
-            outs.append(model(xb).float().cpu())
-    return torch.cat(outs)
+    prep = (lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD)) if normalize else (lambda xb: xb.float())
+    return predict(model, x, batch_size=batch_size, prep=prep, amp=False)
 
 
 def fit_images(
@@ -284,55 +261,49 @@ def fit_images(
     run: Run | None,
     seed: int = 0,
     val_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    patience: int | None = None,
 ) -> tuple[nn.Module, list[dict[str, Any]]]:
-    """Train an image network through ``lib.train.fit_classifier`` (checkpoint every epoch, resume)
+    """Train an image network through :func:`lib.engine.loop.fit` (checkpoint every epoch, resume)
     with SGD (``lr``, momentum 0.9, ``weight_decay``, Nesterov if ``nesterov``), batch
     ``batch_size``, random crop + flip, and ``schedule`` = "multistep" (x0.2 at ``milestones``) or
     "cosine". With ``val``, the weights with the lowest validation loss (``val_loss``, default
-    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1).
+    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1), and with
+    ``patience`` training stops after that many epochs without a lower validation loss.
     ``train``/``val`` targets may carry extra columns (L2D expert predictions).
     Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
     """
     from lib.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
-    from lib.train import fit_classifier
+    from lib.engine.device import resolve_device
+    from lib.engine.loop import EarlyStopping, SelectBest, fit
 
     epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
-    dev = _device()
+    dev = resolve_device("auto")
     if dev.type == "cpu" and cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     torch.manual_seed(seed)
-    best: dict[str, Any] = {"loss": math.inf, "state": None, "epoch": None}
     vloss = val_loss or loss
-
-    def select(epoch: int, entry: dict[str, Any], m: nn.Module) -> None:
-        if val is None:
-            return
-        with torch.no_grad():
-            z = predict_logits(m, val[0])
-            v = float(vloss(z, val[1]))
-        entry["val_loss"] = v
-        m.train()
-        if epoch > warmup and v < best["loss"]:
-            best.update(loss=v, state=copy.deepcopy(m.state_dict()), epoch=epoch)
+    callbacks: list[Any] = []
+    if val is not None:
+        callbacks.append(SelectBest(lambda m: float(vloss(predict_logits(m, val[0]), val[1])), after=warmup))
+        if patience is not None:
+            callbacks.append(EarlyStopping("val_loss", patience=int(patience)))
 
     def sched(opt: torch.optim.Optimizer) -> Any:
         if cfg["schedule"] == "multistep":
             return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(cfg["milestones"]), gamma=0.2)
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
 
-    fit = fit_classifier(
+    fitted = fit(
         model, lambda out, y, epoch: loss(out.float(), y), train, epochs,
         optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"],
                                                     nesterov=bool(cfg.get("nesterov", False))),
         scheduler_factory=sched, run=run, batch_size=int(cfg["batch_size"]), seed=seed, device=dev,
         transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen),
-        callbacks=[select], progress=False, desc="train",
+        callbacks=callbacks, progress=False, desc="train",
     )
-    if best["state"] is not None:
-        model.load_state_dict(best["state"])
-    hist = list(fit.history)
-    if hist:
-        hist[-1] = {**hist[-1], "selected_epoch": best["epoch"]}
+    hist = list(fitted.history)
+    if hist and callbacks:
+        hist[-1] = {**hist[-1], "selected_epoch": callbacks[0].epoch, "stopped_at": fitted.stopped_at}
     return model, hist
 
 
@@ -346,10 +317,7 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     training images (``head_x``/``head_y``), the validation and the test images.
     Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10 (they share the cached backbone).
     """
-    config = {"version": VERSION, "data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
-    run = Run("rr_backbone", config)
-    feats_path = run.dir / "features.npz"
-
+    config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
     def compute(r: Run) -> dict[str, Any]:
         nb = int(cfg["n_backbone"])
         net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
@@ -366,16 +334,12 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
             "test_x": predict_logits(body, data["test_x"]).numpy(),
             "test_y": data["test_y"].numpy(),
         }
-        r.dir.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(r.dir / "features.npz", **arrays)
+        r.save_arrays("features", **arrays)
         acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
         return {"history": hist, "backbone_test_accuracy": acc}
 
     record = cached_run("rr_backbone", config, compute)
-    if not feats_path.exists():  # committed record without features: recompute them
-        raise FileNotFoundError(f"{feats_path} missing; delete {run.dir} to recompute the backbone")
-    with np.load(feats_path) as z:
-        out = {k: z[k] for k in z.files}
+    out = load_artifact(record, "features")
     out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
     return out
 
@@ -399,26 +363,20 @@ def train_head(
     cfg: Mapping[str, Any], num_outputs: int, seed: int = 0,
 ) -> nn.Module:
     """SGD (momentum 0.9, ``head_lr``, ``weight_decay``, batch ``batch_size``, lr x0.2 at 30/60/80%
-    of ``head_epochs``, the paper's schedule shape) on a head over frozen features; returns the
+    of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
+    :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
     final head (no selection: the paper's selection by validation loss would favour each loss's own
     scale). Used in: notebooks/losses_cifar10."""
+    from lib.engine.loop import fit
+
     torch.manual_seed(seed)
     head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
     epochs = int(cfg["head_epochs"])
-    opt = torch.optim.SGD(head.parameters(), lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2)
-    gen = torch.Generator().manual_seed(seed)
-    bs = int(cfg["batch_size"])
-    for _ in range(epochs):
-        head.train()
-        perm = torch.randperm(len(y), generator=gen)
-        for i in range(0, len(y) - bs + 1, bs):  # full batches only: batch-level losses need n >= 2
-            idx = perm[i : i + bs]
-            lo = loss(head(x[idx]), y[idx])
-            opt.zero_grad()
-            lo.backward()
-            opt.step()
-        sched.step()
+    fit(head, lambda z, t, _e: loss(z, t), (x, y), epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"]),
+        scheduler_factory=lambda opt: torch.optim.lr_scheduler.MultiStepLR(
+            opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2),
+        batch_size=int(cfg["batch_size"]), seed=seed, device="cpu", amp=False, progress=False, drop_last=True)
     head.eval()
     return head
 
@@ -437,7 +395,7 @@ def run_loss(
     check_choice(cfg["mode"], MODES, "mode")
     kappa = float(cfg["coverage"] if coverage is None else coverage)
     nu_ = float(cfg["nu"] if nu is None else nu)
-    config = {"version": VERSION, "loss": name, "seed": int(seed), "coverage": kappa, "nu": nu_,
+    config = {"loss": name, "seed": int(seed), "coverage": kappa, "nu": nu_,
               "n_bins": cfg["n_bins"], "data": data["tag"], **{k: cfg[k] for k in RUN_KEYS}}
     loss = make_loss(name, kappa, nu_, cfg["n_bins"])
 
@@ -451,38 +409,23 @@ def run_loss(
             yv, yt = feats["val_y"], feats["test_y"]
             extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
         else:
-            net = build_network(cfg["arch"], cfg["width"], data["num_classes"]).to(_device())
+            net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
             net, hist = fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
                                    {**cfg, "schedule": "multistep"}, r, seed=seed)
             zv, zt = predict_logits(net, data["val_x"]), predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}
-        r.dir.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(r.dir / "logits.npz", val=zv.numpy(), test=zt.numpy(), val_y=yv, test_y=yt)
+        r.save_arrays("logits", val=zv.numpy(), test=zt.numpy(), val_y=yv, test_y=yt)
         return {"loss": name, "metrics": evaluate_logits(zv, yv, zt, yt), **extra}
 
     return cached_run("rr_losses", config, compute)
 
 
 def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Validation/test logits and labels saved by :func:`run_loss` (committed copy first).
-
-    Used in: notebooks/losses_cifar10.
+    """Validation/test logits and labels saved by :func:`run_loss`, verified against the record
+    (committed copy first). Used in: notebooks/losses_cifar10.
     """
-    from lib.config import cache_dir, results_dir
-
-    for path in (results_dir() / "rr_losses" / f"{record['key']}.npz",
-                 cache_dir() / "runs" / "rr_losses" / record["key"] / "logits.npz"):
-        if path.exists():
-            with np.load(path) as z:
-                return {k: z[k] for k in z.files}
-    raise FileNotFoundError(f"logits of run {record['key']} not found")
-
-
-# --------------------------------------------------------------------------------------------
-# Tables and claims
-# --------------------------------------------------------------------------------------------
-TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_a_ts", "cwece_ts", "temperature", "conf_gap")
+    return load_artifact(record, "logits")
 
 
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:

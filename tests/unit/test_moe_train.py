@@ -1,4 +1,4 @@
-"""Tests of lib.train: resume equals an uninterrupted run, caching, warmup, methods, losses, schedule."""
+"""Tests of lib.moe_train (paper 1 runs through lib.engine): resume equals an uninterrupted run, caching, warmup, methods, losses, schedule."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-import lib.train as train
+import lib.moe_train as train
 from lib.data.synthetic import synthetic_images
-from lib.train import METHODS, TrainConfig, fit_classifier, load_predictions, objective, train_run
+from lib.engine.loop import fit as fit_classifier
+from lib.moe_train import METHODS, TrainConfig, load_predictions, objective, train_run
 
 torch.set_num_threads(2)
 
@@ -200,7 +201,7 @@ def test_robust_filtered_empty_set_is_twice_the_mean():
 def test_fit_classifier_cosine_schedule_and_learning(tmp_path):
     """Generic core: lr follows the closed-form cosine, the loss falls on separable data, and a
     run object makes the second call resume after the last epoch (no further steps)."""
-    from lib.runs import Run
+    from lib.engine.runs import Run
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(256, 2, generator=g)
@@ -238,7 +239,7 @@ def test_inputs_are_validated(data):
 def test_cache_key_records_which_backbone_a_run_really_gets(monkeypatch) -> None:
     """A from-scratch fallback must never be reused for a run that could load pretrained weights."""
     import lib.backbones as backbones
-    from lib.train import TrainConfig, backbone_identity
+    from lib.moe_train import TrainConfig, backbone_identity
 
     cfg = TrainConfig(dataset="pacs", method="vanilla", backbone="imagenet_resnet18", pretrained=True)
     monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)
@@ -313,7 +314,7 @@ def test_training_steps_never_wait_for_the_device(method):
             transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
         )
     assert len(fit.history) == cfg.epochs  # warmup epochs (ERM) and robust/FGR epochs both ran
-    epoch_reads = [r for r in reads.reads if r.startswith("train.py")]
+    epoch_reads = [r for r in reads.reads if r.startswith("engine/loop.py")]
     assert len(reads.reads) == cfg.epochs and len(epoch_reads) == cfg.epochs, reads.reads
     assert len(set(epoch_reads)) == 1  # one line: the epoch-loss read in fit_classifier
 

@@ -1,0 +1,11 @@
+"""The engine every paper's training goes through: one loop, one predict, many runs at once, one run cache.
+
+* :mod:`lib.engine.loop` -- :func:`~lib.engine.loop.fit` (checkpoint every epoch, resume, model
+  selection and early stopping as callbacks) and :func:`~lib.engine.loop.predict`.
+* :mod:`lib.engine.stack` -- N runs of one architecture trained as one stacked model on one device
+  (``torch.func``), each with its own seed, data order, augmentation, optimizer state and checkpoint.
+* :mod:`lib.engine.runs` -- :class:`~lib.engine.runs.Run`: results keyed by config, data and code
+  version, verified on read, locked against concurrent computation, with an artifact API.
+* :mod:`lib.engine.versions` -- the code version of each group of runs.
+* :mod:`lib.engine.device` -- device, precision and random state.
+"""

@@ -1,0 +1,223 @@
+"""Many runs at once on one device: N models of one architecture trained as one stacked model.
+
+A CIFAR ResNet-18 at batch 128 fills a few percent of an H100; N of them side by side fill much more.
+:func:`fit_stack` stacks the members' weights with ``torch.func.stack_module_state`` and runs the
+forward with ``torch.func.vmap`` over ``functional_call`` (PyTorch's model-ensembling recipe), so each
+member keeps its own weights, BatchNorm statistics, optimizer moments (AdamW is elementwise, so one
+optimizer over stacked weights is N independent ones), seed, batch order, augmentation and
+checkpoint. The per-member losses are summed before the backward pass, so member i's gradient is the
+gradient of its own loss. FGR members (paper 1, App. D.1) take their two-forward rectified step inside
+the stack: the projection coefficient is computed per member. Each member's checkpoint has the
+single-run format of :func:`lib.engine.loop.fit`, so one run of a stack can resume alone.
+
+Used in: lib.moe_train.run_grid (paper 1's grids), lib.queue, bench/bench_epoch.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from tqdm.auto import tqdm
+
+from lib.augment import BatchIterator, epoch_generator
+from lib.engine.device import autocast, rng_state
+from lib.engine.loop import FitResult
+from lib.engine.runs import Run
+from lib.validation import check_int
+
+__all__ = ["Member", "fit_stack"]
+
+
+@dataclass
+class Member:
+    """One run inside a stack.
+
+    ``loss_fn(out, y, epoch)`` is its per-batch loss; ``transform(x_batch, generator)`` its
+    augmentation. An FGR member sets ``fgr_main(out, y)`` (the main loss), ``fgr_from`` (first epoch
+    of the rectified step, 0-based) and ``fgr_filter(x, generator)`` (the filter of the main branch's
+    inputs). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
+    weights are stacked); one that raises interrupts the stack, which resumes from the checkpoints.
+    """
+
+    model: nn.Module
+    loss_fn: Callable[[Any, torch.Tensor, int], torch.Tensor]
+    seed: int = 0
+    transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    run: Run | None = None
+    fgr_main: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
+    fgr_from: int = 0
+    fgr_filter: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
+
+
+def _register(out_type: type) -> None:
+    """Let vmap return a dataclass of tensors (e.g. lib.moe.MoEOutput) as a pytree."""
+    if out_type not in pytree.SUPPORTED_NODES and hasattr(out_type, "__dataclass_fields__"):
+        pytree.register_dataclass(out_type)
+
+
+def _slice_state(opt_state: dict[str, Any], i: int, n: int) -> dict[str, Any]:
+    state = {p: {k: (v[i].clone() if torch.is_tensor(v) and v.ndim > 0 and v.shape[0] == n else v)
+                 for k, v in s.items()} for p, s in opt_state["state"].items()}
+    return {"state": state, "param_groups": copy.deepcopy(opt_state["param_groups"])}
+
+
+def _stack_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    first = states[0]
+    state = {p: {k: (torch.stack([st["state"][p][k] for st in states]) if torch.is_tensor(v) and v.ndim > 0 else v)
+                 for k, v in s.items()} for p, s in first["state"].items()}
+    return {"state": state, "param_groups": first["param_groups"]}
+
+
+def fit_stack(
+    members: Sequence[Member],
+    data: tuple[torch.Tensor, torch.Tensor],
+    epochs: int,
+    optimizer_factory: Callable[[Sequence[torch.Tensor]], torch.optim.Optimizer],
+    scheduler_factory: Callable[[torch.optim.Optimizer], Any] | None = None,
+    *,  # the scheduler steps once per epoch
+    batch_size: int = 128,
+    device: torch.device | str = "cpu",
+    amp: bool = True,
+    progress: bool = True,
+    desc: str = "stack",
+) -> list[FitResult]:
+    """Train ``members`` (same architecture, same optimizer settings) together for ``epochs`` epochs.
+
+    Each member sees the batches and augmentations it would see alone (order and generators from its
+    own seed), and ends with the weights it would reach alone, up to float rounding. A member's
+    checkpoint is written after every epoch in :func:`lib.engine.loop.fit`'s format; all members must
+    start from the same epoch (none, or checkpoints of one epoch). The members' models end holding
+    their trained weights. Image tensors only (not dicts of text tensors).
+    """
+    members = list(members)
+    if not members:
+        raise ValueError("members: need at least one")
+    check_int(epochs, "epochs", minimum=1)
+    check_int(batch_size, "batch_size", minimum=1)
+    if not isinstance(data[0], torch.Tensor):
+        raise ValueError("data: stacked training takes image tensors (train text runs one at a time)")
+    types = {type(m.model) for m in members}
+    shapes = {tuple((k, tuple(v.shape)) for k, v in m.model.state_dict().items()) for m in members}
+    if len(types) != 1 or len(shapes) != 1:
+        raise ValueError("members: all models of a stack need the same architecture")
+    order = sorted(range(len(members)), key=lambda i: members[i].fgr_main is None)  # FGR members first
+    members = [members[i] for i in order]
+    n, dev = len(members), torch.device(device)
+    n_fgr = sum(m.fgr_main is not None for m in members)
+
+    ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
+    starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
+    if len(starts) != 1:
+        raise ValueError(f"members: checkpoints at different epochs {sorted(starts)}; stack runs that start together")
+    start = starts.pop()
+    for m, c in zip(members, ckpts):
+        m.model.to(dev)
+        if c is not None:
+            m.model.load_state_dict(c["model"])
+    params, buffers = stack_module_state([m.model for m in members])
+    names = list(params)
+    base = copy.deepcopy(members[0].model).to("meta")
+
+    def f(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor) -> Any:
+        return functional_call(base, (p, b), (x,))
+
+    optimizer = optimizer_factory([params[k] for k in names])
+    scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
+    if ckpts[0] is not None:
+        optimizer.load_state_dict(_stack_states([c["optimizer"] for c in ckpts]))
+        if scheduler is not None and ckpts[0].get("scheduler") is not None:
+            scheduler.load_state_dict(ckpts[0]["scheduler"])
+    histories = [list(c["history"]) if c is not None else [] for c in ckpts]
+    elapsed = [float(c.get("elapsed", 0.0)) if c is not None else 0.0 for c in ckpts]
+    x_dev, y_dev = data[0].to(dev), data[1].to(dev)
+    iters = [BatchIterator(x_dev, y_dev, batch_size, shuffle=True, seed=m.seed, device=dev) for m in members]
+    plist = [params[k] for k in names]
+
+    for epoch in range(start, epochs):
+        t0 = time.perf_counter()
+        for it in iters:
+            it.set_epoch(epoch)
+        gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
+        k = n_fgr if n_fgr and epoch >= members[0].fgr_from else 0
+        totals, count = torch.zeros(n, device=dev), 0
+        lr = optimizer.param_groups[0]["lr"]
+        for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
+                            leave=False, disable=not progress):
+            xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
+            ys = [yb for _, yb in batches]
+            x_main = [members[i].fgr_filter(xs[i], gens[i]) if i < k and members[i].fgr_filter else xs[i] for i in range(n)]
+            with autocast(dev, amp):
+                out = vmap(f, randomness="different")(params, buffers, torch.stack(x_main))
+                _register(type(out))
+                losses = [members[i].fgr_main(pytree.tree_map(lambda t: t[i], out), ys[i]) if i < k  # noqa: B023
+                          else members[i].loss_fn(pytree.tree_map(lambda t: t[i], out), ys[i], epoch)  # noqa: B023
+                          for i in range(n)]
+                loss = torch.stack(losses)
+                optimizer.zero_grad(set_to_none=True)
+                if k == 0:
+                    loss.sum().backward()
+                else:
+                    _fgr_grads(f, params, buffers, plist, names, loss, xs[:k], ys[:k], k)
+            optimizer.step()
+            totals += loss.detach().float() * int(ys[0].shape[0])
+            count += int(ys[0].shape[0])
+        if scheduler is not None:
+            scheduler.step()
+        seconds = time.perf_counter() - t0
+        mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
+        for i, m in enumerate(members):
+            elapsed[i] += seconds / n
+            entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
+            histories[i].append(entry)
+            if m.run is not None:
+                m.run.save_checkpoint({
+                    "epoch": epoch + 1,
+                    "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
+                    "optimizer": _slice_state(optimizer.state_dict(), i, n),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
+                    "callbacks": [],
+                })
+        for i, m in enumerate(members):
+            for cb in m.callbacks:
+                cb(epoch + 1, histories[i][-1], None)
+    results = []
+    for i, m in enumerate(members):
+        m.model.load_state_dict({k2: t[i].detach() for k2, t in {**params, **buffers}.items()})
+        results.append(FitResult(history=histories[i], wall_time=elapsed[i], resumed_from=start or None))
+    back = [0] * n
+    for pos, i in enumerate(order):
+        back[i] = pos
+    return [results[back[i]] for i in range(n)]
+
+
+def _fgr_grads(f: Callable[..., Any], params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
+               plist: list[torch.Tensor], names: list[str], loss: torch.Tensor, xs: list[torch.Tensor],
+               ys: list[torch.Tensor], k: int) -> None:
+    """Set ``.grad`` of the stacked weights: members 0..k-1 take FGR's rectified gradient
+    g_m - min(<g_m, g_c>, 0) / ||g_c||^2 g_c (per member), the others their plain gradient."""
+    from lib.fgr import _probs_of, _rectification_coef, _soft_ece
+
+    g_m = torch.autograd.grad(loss.sum(), plist, allow_unused=True)
+    g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_m)]
+    sub_p = {nm: params[nm][:k] for nm in names}
+    sub_b = {nm: b[:k] for nm, b in buffers.items()}  # views: BatchNorm statistics update in place
+    out = vmap(f, randomness="different")(sub_p, sub_b, torch.stack(xs))
+    cal = sum(_soft_ece(_probs_of(pytree.tree_map(lambda t: t[i], out)), ys[i], 15, 0.01)  # noqa: B023
+              for i in range(k))
+    g_c = torch.autograd.grad(cal, plist, allow_unused=True)
+    g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_c)]
+    dot = torch.stack([(a * b).flatten(1).sum(1) for a, b in zip(g_m, g_c)]).sum(0)
+    norm2 = torch.stack([(b * b).flatten(1).sum(1) for b in g_c]).sum(0)
+    coef = _rectification_coef(dot, norm2)
+    for p, a, b in zip(plist, g_m, g_c):
+        p.grad = a - coef.view(-1, *([1] * (a.ndim - 1))) * b

@@ -1,0 +1,164 @@
+"""lib.engine.runs: results keyed by config and code version, verified on read, locked, resumable."""
+
+import json
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from lib.engine import runs
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runs, "results_dir", lambda: tmp_path / "results")
+
+
+def test_key_ignores_order_and_changes_with_values() -> None:
+    assert runs.config_key({"a": 1, "b": 2}) == runs.config_key({"b": 2, "a": 1})
+    assert runs.config_key({"a": 1}) != runs.config_key({"a": 2})
+
+
+def test_key_changes_with_the_code_version() -> None:
+    """A bumped code version never returns the old result (stale results after a code change)."""
+    assert runs.Run("demo", {"seed": 0}, version=1).key != runs.Run("demo", {"seed": 0}, version=2).key
+    calls = []
+    runs.Run  # noqa: B018
+    first = runs.cached_run("demo", {"seed": 0}, lambda r: calls.append(1) or {"v": 1})
+    assert first["version"] == 0 and calls == [1]
+
+
+def test_finished_run_is_loaded_not_recomputed() -> None:
+    calls = []
+
+    def compute(run):
+        calls.append(run.key)
+        return {"metric": 0.5}
+
+    first = runs.cached_run("demo", {"seed": 0}, compute)
+    second = runs.cached_run("demo", {"seed": 0}, compute)
+    assert calls == [first["key"]] and second["metric"] == 0.5 == first["metric"]
+    assert first["config"] == {"seed": 0} and "provenance" in first and "checksum" in first
+    runs.cached_run("demo", {"seed": 1}, compute)
+    assert len(calls) == 2
+
+
+def test_checkpoint_round_trip_with_weights_only_and_cleanup() -> None:
+    import torch
+
+    from lib.engine.device import rng_state
+
+    run = runs.Run("demo", {"seed": 3})
+    assert run.load_checkpoint() is None
+    run.save_checkpoint({"epoch": 2, "history": [1.0, 0.5], "rng": rng_state(), "w": torch.ones(2)})
+    back = run.load_checkpoint()  # weights_only=True: RNG states are stored as tensors
+    assert back["epoch"] == 2 and back["history"] == [1.0, 0.5] and torch.equal(back["w"], torch.ones(2))
+    run.save_result({"ok": True})
+    run.clear_checkpoint()
+    assert run.done and run.load_checkpoint() is None
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "edited", "garbage"])
+def test_damaged_result_is_reported_and_recomputed(damage) -> None:
+    calls = []
+    rec = runs.cached_run("demo", {"seed": 5}, lambda r: calls.append(1) or {"metric": 0.25})
+    path = runs.Run("demo", {"seed": 5}).result_path
+    text = path.read_text()
+    path.write_text({"empty": "", "truncated": text[: len(text) // 2], "garbage": "\x00\x01 not json",
+                     "edited": text.replace("0.25", "0.99")}[damage])
+    with pytest.warns(runs.CorruptEntryWarning, match=str(path.parent.name)):
+        again = runs.cached_run("demo", {"seed": 5}, lambda r: calls.append(2) or {"metric": 0.25})
+    assert calls == [1, 2] and again["metric"] == rec["metric"]
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage bytes", None])
+def test_damaged_checkpoint_restarts_the_run(content) -> None:
+    import torch
+
+    run = runs.Run("demo", {"seed": 6})
+    run.save_checkpoint({"epoch": 1, "w": torch.zeros(3)})
+    raw = run.checkpoint_path.read_bytes()
+    run.checkpoint_path.write_bytes(raw[: len(raw) // 2] if content is None else content)
+    with pytest.warns(runs.CorruptEntryWarning, match="checkpoint"):
+        assert run.load_checkpoint() is None
+    assert not run.checkpoint_path.exists()
+
+
+def test_artifacts_are_verified_and_committed_copies_win(tmp_path) -> None:
+    def compute(r):
+        r.save_arrays("preds", p=np.arange(4, dtype=np.float16))
+        return {"ok": 1}
+
+    rec = runs.cached_run("demo", {"seed": 7}, compute)
+    assert rec["artifacts"]["preds"]["file"] == "preds.npz"
+    np.testing.assert_array_equal(runs.load_artifact(rec, "preds")["p"], np.arange(4))
+    # a damaged artifact is refused with its path, never silently read
+    path = runs.Run("demo", {"seed": 7}).dir / "preds.npz"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.warns(runs.CorruptEntryWarning), pytest.raises(FileNotFoundError, match="looked in"):
+        runs.load_artifact(rec, "preds")
+    with pytest.raises(ValueError, match="name"):
+        runs.load_artifact(rec, "nope")
+
+
+def test_committed_result_wins_over_cache(tmp_path) -> None:
+    run = runs.Run("demo", {"seed": 9})
+    cached = run.save_result({"where": "cache"})
+    committed = tmp_path / "results" / "somepage" / "demo" / f"{run.key}.json"
+    committed.parent.mkdir(parents=True)
+    body = {k: v for k, v in cached.items() if k != "checksum"} | {"where": "committed"}
+    body["checksum"] = __import__("hashlib").sha256(runs._canonical(body)).hexdigest()
+    committed.write_text(json.dumps(body))
+    assert run.load_result()["where"] == "committed" and runs.is_committed(body)
+    committed.write_text(json.dumps({**body, "where": "tampered"}))  # checksum no longer matches
+    with pytest.warns(runs.CorruptEntryWarning):
+        assert run.load_result()["where"] == "cache"
+
+
+def _slow_compute(cache: str, out: str) -> None:
+    import os
+
+    os.environ["CALIBOOK_CACHE"] = cache
+    from lib.engine import runs as r
+
+    def compute(run):
+        with open(out, "a") as fh:
+            fh.write("computed\n")
+        time.sleep(1.5)
+        return {"pid": os.getpid()}
+
+    r.cached_run("demo", {"seed": 11}, compute)
+
+
+def test_two_processes_on_one_run_compute_it_once(tmp_path) -> None:
+    """The second process waits on the run's lock and loads the first one's result."""
+    import os
+
+    out = tmp_path / "log.txt"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_slow_compute, args=(os.environ["CALIBOOK_CACHE"], str(out))) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert out.read_text().count("computed") == 1
+
+
+def test_lib_silences_tqdm_ipywidgets_warning_only():
+    """Long work shows progress (tqdm.auto bars); a kernel without ipywidgets would print tqdm's
+    'IProgress not found' warning into every executed page, so importing lib filters that one warning."""
+    import importlib
+    import warnings
+
+    import lib
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.reload(lib)
+        warnings.warn_explicit("IProgress not found. Please update jupyter and ipywidgets.", UserWarning,
+                               "tqdm/autonotebook.py", 1, module="tqdm.autonotebook")
+        warnings.warn_explicit("another warning from tqdm", UserWarning, "tqdm/std.py", 1, module="tqdm.std")
+    assert [str(w.message) for w in caught] == ["another warning from tqdm"]
