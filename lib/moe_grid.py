@@ -33,21 +33,26 @@ _PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
 def _stack_key(cfg: TrainConfig) -> tuple[Any, ...]:
     shared = {k: v for k, v in cfg.key().items() if k not in _PER_MEMBER}
     arch = "single" if cfg.method == "single" else "moe"
-    fgr_from = cfg.warmup if cfg.method in FGR_METHODS else None
-    return (arch, fgr_from, tuple(sorted((k, str(v)) for k, v in shared.items())))
+    return (arch, tuple(sorted((k, str(v)) for k, v in shared.items())))
 
 
 def stack_groups(configs: Sequence[TrainConfig], stack: int) -> list[list[TrainConfig]]:
     """Split ``configs`` into stacks of at most ``stack`` runs that can train together (same
-    architecture, optimizer settings, epochs and, for FGR, warmup), in the order given."""
+    architecture, optimizer settings and epochs; FGR runs of one stack share their warmup), in the
+    order given."""
     check_int(stack, "stack", minimum=1)
-    groups: dict[tuple[Any, ...], list[TrainConfig]] = {}
+    groups: dict[tuple[Any, ...], list[list[TrainConfig]]] = {}
     for c in configs:
-        groups.setdefault(_stack_key(c), []).append(c)
-    out: list[list[TrainConfig]] = []
-    for g in groups.values():
-        out.extend(g[i:i + stack] for i in range(0, len(g), stack))
-    return out
+        chunks = groups.setdefault(_stack_key(c), [])
+        fgr = c.warmup if c.method in FGR_METHODS else None
+        for chunk in chunks:
+            warm = {x.warmup for x in chunk if x.method in FGR_METHODS}
+            if len(chunk) < stack and (fgr is None or not warm or warm == {fgr}):
+                chunk.append(c)
+                break
+        else:
+            chunks.append([c])
+    return [chunk for chunks in groups.values() for chunk in chunks]
 
 
 def _checkpoint_epoch(run: Run) -> int:

@@ -16,6 +16,7 @@ Used in: lib.moe_train.run_grid (paper 1's grids), lib.queue, bench/bench_epoch.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class Member:
 
 def _register(out_type: type) -> None:
     """Let vmap return a dataclass of tensors (e.g. lib.moe.MoEOutput) as a pytree."""
-    if out_type not in pytree.SUPPORTED_NODES and hasattr(out_type, "__dataclass_fields__"):
+    if out_type not in pytree.SUPPORTED_NODES and dataclasses.is_dataclass(out_type):
         pytree.register_dataclass(out_type)
 
 
@@ -126,6 +127,12 @@ def fit_stack(
     params, buffers = stack_module_state([m.model for m in members])
     names = list(params)
     base = copy.deepcopy(members[0].model).to("meta")
+    with torch.no_grad():  # the output type (a dataclass of tensors) must be a pytree before vmap
+        _register(type(members[0].model.eval()(data[0][:2].to(dev).float()
+                                               if members[0].transform is None else
+                                               members[0].transform(data[0][:2].to(dev), torch.Generator()))))
+    for m in members:
+        m.model.train()
 
     def f(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor) -> Any:
         return functional_call(base, (p, b), (x,))
@@ -157,7 +164,6 @@ def fit_stack(
             x_main = [members[i].fgr_filter(xs[i], gens[i]) if i < k and members[i].fgr_filter else xs[i] for i in range(n)]
             with autocast(dev, amp):
                 out = vmap(f, randomness="different")(params, buffers, torch.stack(x_main))
-                _register(type(out))
                 losses = [members[i].fgr_main(pytree.tree_map(lambda t: t[i], out), ys[i]) if i < k  # noqa: B023
                           else members[i].loss_fn(pytree.tree_map(lambda t: t[i], out), ys[i], epoch)  # noqa: B023
                           for i in range(n)]
