@@ -418,3 +418,18 @@ def test_bad_input_raises_naming_argument():
         rw.get_loss("mse")
     with pytest.raises(ValueError, match="reduction"):
         rw.au_loss(z, y, reduction="average")
+
+
+def test_paper_rows_match_the_scales_config():
+    """The paper-scale config's gammas and row are the WRN ones of App. Table 2 / Table 2, and the
+    cpu scale's the ResNet-50 ones: architecture, gammas and quoted row agree."""
+    from lib import config
+
+    for scale in ("smoke", "cpu", "paper"):
+        cfg = config.settings("losses_cifar10", scale)
+        row = rw.PAPER_CIFAR10[cfg["paper_row"]]
+        assert cfg["gamma_dual_focal"] == row["gamma_dual_focal"]
+        assert cfg["gamma_inverse_focal"] == row["gamma_inverse_focal"]
+    paper = config.settings("losses_cifar10", "paper")
+    assert paper["arch"].startswith("wrn") and paper["paper_row"] == "wrn"
+    assert paper["coverage"] == rw.PAPER_CIFAR10["wrn"]["coverage"]
