@@ -92,7 +92,7 @@ pd.DataFrame({"loss": [rx.LABELS[k] for k in logits] + [rx.LABELS[k] + " (failed
 
 # %%
 from lib.calibrate import apply_temperature, fit_temperature
-from lib.metrics import classwise_ece, ece, nll
+from lib.metrics import classwise_ece, ece
 
 calib, evaluation = cascade.split_halves(len(targets), seed=cfg["split_seed"])
 metrics = {
@@ -102,12 +102,12 @@ metrics = {
 y_eval = targets[evaluation]
 for name, z in logits.items():
     m = metrics[name]
-    m["temperature_nll"], m["ece_ts_nll"] = m["temperature"], m["ece_ts"]
+    m["temperature_nll"], m["ece_ts_nll"], m["nll_ts_nll"] = m["temperature"], m["ece_ts"], m.pop("nll_ts")
     T = fit_temperature(z[calib], targets[calib], criterion="ece", n_bins=cfg["n_bins"])
     p = np.asarray(apply_temperature(z[evaluation], T), dtype=np.float64)
     m.update(temperature=T, ece_ts=ece(p, y_eval, cfg["n_bins"], "width"), ece_a_ts=ece(p, y_eval, cfg["n_bins"], "mass"),
              cwece_ts=classwise_ece(p, y_eval, cfg["n_bins"], "width"), cwece_a_ts=classwise_ece(p, y_eval, cfg["n_bins"], "mass"),
-             nll_ts=nll(p, y_eval), conf_gap_ts=float(p.max(1).mean() - (p.argmax(1) == y_eval).mean()))
+             conf_gap_ts=float(p.max(1).mean() - (p.argmax(1) == y_eval).mean()))
 pd.DataFrame({name: {k: m[k] for k in ("temperature", "temperature_nll", "ece_ts", "ece_ts_nll")}
               for name, m in metrics.items()}).T.round(4)
 
