@@ -32,7 +32,7 @@ from lib.validation import (
     to_numpy,
 )
 
-CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "histogram", "none")
+CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "platt_logodds", "histogram", "none")
 ORDERS: tuple[str, ...] = ("confidence", "accuracy")
 
 
@@ -80,12 +80,16 @@ def fit_confidence(
 ) -> Callable[[ArrayLike], np.ndarray]:
     """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
 
-    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibrate.fit_temperature`.
-    ``"platt"``: sigmoid(a s + b) on the log-odds s = log(p / (1 - p)) of the top-1 softmax
-    probability, fit to top-1 correctness (paper 3 eq. for Platt scaling; a single-token answer's
-    "sequence logit" is its log-odds here). ``"histogram"``: :class:`lib.calibrate.HistogramBinning`
-    with ``n_bins`` equal-count bins on the top-1 probability. ``"none"``: the uncalibrated max
-    softmax (the UC baseline). None of them changes the prediction (argmax).
+    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibrate.fit_temperature` (NLL).
+    ``"platt"``: sigmoid(a s + b) with s = the logit of the predicted answer, z_{argmax}, fit to
+    top-1 correctness by NLL (paper 3, section 2.1: the mean of the logits at the sampled tokens of
+    the output sequence; an MMLU answer is one token, the greedy letter, so s is its logit).
+    Plain logistic regression on one feature, as paper 3 fits it (``lib.calibrate.fit_platt``).
+    ``"platt_logodds"``: a variant kept for comparison, s = log(p / (1 - p)) of the top-1 softmax
+    probability over the answer options; unlike the raw logit it sees the other options' logits.
+    ``"histogram"``: :class:`lib.calibrate.HistogramBinning` with ``n_bins`` equal-count bins on
+    the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
+    them changes the prediction (argmax).
     Used in: notebooks/calibration, notebooks/cascading, notebooks/same_size, notebooks/cleaning.
     """
     from lib.calibrate import HistogramBinning, fit_platt, fit_temperature
@@ -113,6 +117,9 @@ def fit_confidence(
         T = fit_temperature(z, y)
         return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
     if name == "platt":
+        a, b = fit_platt(z.max(axis=1), correct)
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * raw(x).max(axis=1) + b)))
+    if name == "platt_logodds":
         def logodds(c: np.ndarray) -> np.ndarray:
             c = np.clip(c, 1e-12, 1 - 1e-12)
             return np.log(c) - np.log1p(-c)
@@ -295,6 +302,39 @@ def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> Casc
     acc = acc_large + frac * (acc_small - acc_large)
     return CascadeCurve(frac, acc, np.arange(n_points - 1), np.linspace(0, 1, n_points),
                         pd.DataFrame(), float(acc_small), float(acc_large))
+
+
+def random_routing_curve(
+    correct_small: ArrayLike, correct_large: ArrayLike, n_points: int = 16, seed: int = 0
+) -> CascadeCurve:
+    """RC on a real model pair: route a random subset of the test examples to the large model.
+
+    One random order of the n test examples (``seed``); for point k = 0..n_points-1 the first
+    m_k = round(k n / (n_points - 1)) examples of that order stay on the small model and the rest
+    go to the large one, so the subsets are nested like a cascade's, and the accuracy at point k
+    mixes the two models' actual correctness:
+    (sum_{i kept} correct_small_i + sum_{i sent} correct_large_i) / n. Its expectation over the
+    order is the straight line acc_large + frac_small (acc_small - acc_large), whose APGR is
+    exactly 0.5 (paper 3, App. A.1: "a random routing baseline corresponds to 0.5"); one draw
+    scatters around it by how often the two models disagree. ``order`` holds the random order.
+    Used in: notebooks/cascading.
+    """
+    ks = _bool_vector(correct_small, "correct_small")
+    kl = _bool_vector(correct_large, "correct_large")
+    check_same_length(ks, kl, "correct_small", "correct_large")
+    n_points = check_int(n_points, "n_points")
+    if n_points < 2:
+        raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
+    n = ks.shape[0]
+    if n == 0:
+        raise ValueError("correct_small: is empty (0 examples)")
+    order = np.random.default_rng(seed).permutation(n)
+    m = np.rint(np.arange(n_points) * n / (n_points - 1)).astype(np.int64)
+    small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
+    large_hits = np.concatenate([[0], np.cumsum(kl[order])])
+    accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
+    return CascadeCurve(m / n, accuracy.astype(np.float64), order, np.linspace(0, 1, n_points),
+                        pd.DataFrame(), float(ks.mean()), float(kl.mean()))
 
 
 def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:

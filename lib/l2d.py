@@ -176,14 +176,16 @@ def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, 
     """Classifier prediction and deferral choice (L2D paper Sec. 2, rejector r(x)).
 
     Returns ``(pred_class, defer_to)``: pred_class = argmax_k g_k; defer_to = argmax_j g_{⊥j} if
-    max_j g_{⊥j} > max_k g_k (strictly; ties keep the classifier), else -1.
+    max_j g_{⊥j} >= max_k g_k, else -1. A tie defers, as in the paper's Bayes rejector (App. B):
+    r*(x) = 0 only if P(y = h*(x) | x) > P(m_j' = y | x) for every j', otherwise argmax_j.
+    Among tied experts the first (lowest j) is chosen.
     Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
     cls_max, pred = z[:, :k].max(dim=1)
     def_max, who = z[:, k:].max(dim=1)
-    defer_to = torch.where(def_max > cls_max, who, torch.full_like(who, -1))
+    defer_to = torch.where(def_max >= cls_max, who, torch.full_like(who, -1))
     return pred, defer_to
 
 

@@ -7,6 +7,8 @@ book can paste it with ``{glue:text}``); ``read_published(path)`` gives the test
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,3 +92,70 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             raise ValueError(f"rows: verdict {r['verdict']!r} is not one of {VERDICTS}")
         out.append({"claim": r["claim"], "paper": r.get("paper", ""), "ours": r["ours"], "verdict": r["verdict"]})
     return pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict"])
+
+
+# --- one rule for models that did not learn ------------------------------------------------------
+
+ACCURACY_FLOOR: float = 0.8
+"""A claim about a trained model is judged only if the model recovered at least this fraction of
+the paper's accuracy above chance: accuracy >= chance + ACCURACY_FLOOR * (paper_accuracy - chance).
+For CIFAR-10 at the paper's 94.5% that is 77.6%; for PACS sketch at 63.7% with 7 classes, 53.8%."""
+
+
+def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY_FLOOR) -> float:
+    """The accuracy below which a page calls its claims "inconclusive at this scale":
+    chance + floor * (paper_accuracy - chance) (see ``ACCURACY_FLOOR``).
+
+    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10, notebooks/pacs.
+    """
+    for value, name in ((paper_accuracy, "paper_accuracy"), (chance, "chance"), (floor, "floor")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{name}: must be a finite number, got {value!r}")
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}: must lie in [0, 1] (a fraction), got {value!r}")
+    if paper_accuracy <= chance:
+        raise ValueError(f"paper_accuracy: must exceed chance ({chance}), got {paper_accuracy}")
+    return float(chance + floor * (paper_accuracy - chance))
+
+
+def gate_claims(
+    rows: Sequence[Mapping[str, Any]],
+    accuracy: float,
+    paper_accuracy: float,
+    chance: float,
+    floor: float = ACCURACY_FLOOR,
+    exempt: Sequence[str] = (),
+) -> tuple[list[dict[str, Any]], str]:
+    """Apply the book's one rule for models that did not learn to a page's claim rows.
+
+    If ``accuracy`` (this run's, as a fraction) is below ``accuracy_floor(paper_accuracy, chance,
+    floor)``, every row whose claim is not in ``exempt`` (claims that do not depend on the trained
+    model, e.g. an analytic threshold) gets the verdict "inconclusive at this scale", and its
+    ``ours`` keeps the number with the verdict it would have had. Returns the new rows and one
+    sentence saying which case applied, for the page to print.
+
+    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10, notebooks/pacs.
+    """
+    bar = accuracy_floor(paper_accuracy, chance, floor)
+    if isinstance(accuracy, bool) or not isinstance(accuracy, numbers.Real):
+        raise ValueError(f"accuracy: must be a number, got {accuracy!r}")
+    if not (math.isfinite(accuracy) and 0.0 <= accuracy <= 1.0):
+        raise ValueError(f"accuracy: must be a fraction in [0, 1], got {accuracy!r}")
+    unknown = set(exempt) - {r.get("claim") for r in rows}
+    if unknown:
+        raise ValueError(f"exempt: not claims of these rows: {sorted(unknown)}")
+    accuracy = float(accuracy)
+    learned = accuracy >= bar
+    out = []
+    for r in rows:
+        row = dict(r)
+        if not learned and row["claim"] not in exempt and row["verdict"] != VERDICTS[3]:
+            row["ours"] = f"{row['ours']} [computed verdict '{row['verdict']}' not used: accuracy below the floor]"
+            row["verdict"] = VERDICTS[2]
+        out.append(row)
+    detail = (f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
+              f"{floor:g} x (paper {paper_accuracy:.3f} - chance)")
+    if learned:
+        return out, f"The model is judged: {detail}."
+    return out, (f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
+                 "claims that depend on it are inconclusive at this scale, whatever the numbers say.")

@@ -7,7 +7,7 @@ mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal,
 -ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
 adds a kernel estimate of the canonical calibration error to cross-entropy instead.
 
-Used in: notebooks/losses_cifar10.
+Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ __all__ = [
     "focal_loss",
     "inverse_focal_loss",
     "dual_focal_loss",
+    "DUAL_FOCAL_VARIANTS",
+    "PAPER_CIFAR10",
     "msp",
     "softmax_margin",
     "negative_entropy",
@@ -131,31 +133,53 @@ def inverse_focal_loss(
     return reduce_loss(-w * logpt, reduction)
 
 
+DUAL_FOCAL_VARIANTS: tuple[str, ...] = ("eq33", "eqs34_35", "released")
+
+
 def dual_focal_loss(
     logits: ArrayLike,
     labels: ArrayLike,
     gamma: float = 5.0,
     as_released: bool = False,
     reduction: str = "mean",
+    variant: str | None = None,
 ) -> torch.Tensor:
-    """Dual focal loss -(1 - p_t + p_j)^gamma log p_t, p_j the largest competing probability
-    (Tao et al. 2023; reweighted-risk paper eq. 33).
+    """Dual focal loss -(1 - p_t + p_j)^gamma log p_t (Tao et al. 2023); ``variant`` picks p_j:
 
-    ``as_released=True`` reproduces the public implementation (eqs. 34-35): where p_t < p_j the
-    competitor is dropped and the weight falls back to the focal (1 - p_t)^gamma.
-    Used in: notebooks/losses_cifar10.
+    * ``"eq33"`` (default): p_j = the largest competing probability max_{c != t} p_c, the intended
+      loss (reweighted-risk paper eq. 33).
+    * ``"eqs34_35"``: the reweighted-risk paper's account of the public code (eqs. 34-35): eq. 33
+      where p_t >= p_j, and the focal weight (1 - p_t)^gamma (competitor dropped) where p_t < p_j.
+    * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss, also copied into
+      han678/CalibWeightedRisk) computes: p_j = the largest probability strictly below p_t, or 0
+      if there is none. It equals eq. 33 when the true class is the unique top class and eq. 35 only
+      when p_t is the smallest probability; elsewhere p_j is the next probability below p_t.
+      A class tied with p_t is not "strictly below", so it is skipped.
+
+    ``as_released=True`` is shorthand for ``variant="released"``.
+    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
     if z.shape[1] < 2:
         raise ValueError("logits: dual focal loss needs at least 2 classes")
+    if variant is None:
+        variant = "released" if as_released else "eq33"
+    check_choice(variant, DUAL_FOCAL_VARIANTS, "variant")
+    if as_released and variant != "released":
+        raise ValueError(f"as_released: True contradicts variant={variant!r}")
     p = logp.exp()
-    others = p.masked_fill(F.one_hot(y, z.shape[1]).bool(), float("-inf"))
-    pj = others.max(dim=1).values
     pt = logpt.exp()
+    is_t = F.one_hot(y, z.shape[1]).bool()
+    if variant == "released":
+        # largest p_c with p_c < p_t (the true class and ties excluded); 0 where none is below
+        below = p.detach() < pt.detach()[:, None]
+        pj = torch.where(below, p, torch.zeros_like(p)).max(dim=1).values
+    else:
+        pj = p.masked_fill(is_t, float("-inf")).max(dim=1).values
     g = _check_gamma(gamma)
     w = _pow(1 - pt + pj, g)
-    if as_released:
+    if variant == "eqs34_35":
         w = torch.where(pt < pj, _pow(-torch.expm1(logpt), g), w)
     return reduce_loss(-w * logpt, reduction)
 
@@ -577,6 +601,30 @@ def kde_xe_loss(
 
 
 # --------------------------------------------------------------------------------------------
+# The paper's CIFAR-10 numbers, per architecture
+# --------------------------------------------------------------------------------------------
+# Table 2 (accuracy, ECE; x100, mean of three seeds) and Appendix Table 2 (selected gammas) of the
+# reweighted-risk paper, for the two CIFAR-10 architectures the book trains or reads: the ResNet-50
+# (released logits; cpu-scale comparison) and the WRN-28-10 trained at paper scale.
+PAPER_CIFAR10: dict[str, dict[str, Any]] = {
+    "resnet50": {
+        "label": "ResNet-50", "gamma_dual_focal": 5.0, "gamma_inverse_focal": 2.0, "coverage": 0.88,
+        "accuracy": {"xe": 94.51, "fl53": 93.58, "inverse_focal": 94.36, "dual_focal": 94.09,
+                     "kde_xe": 94.46, "aurc": 93.32, "au": 92.52},
+        "ece": {"xe": 3.00, "fl53": 3.98, "inverse_focal": 4.05, "dual_focal": 1.27,
+                "kde_xe": 3.09, "aurc": 2.53, "au": 1.69},
+    },
+    "wrn": {
+        "label": "WRN-28-10", "gamma_dual_focal": 2.6, "gamma_inverse_focal": 1.5, "coverage": 0.8,
+        "accuracy": {"xe": 95.88, "fl53": 95.49, "inverse_focal": 95.98, "dual_focal": 95.74,
+                     "kde_xe": 95.84, "aurc": 94.93, "au": 95.32},
+        "ece": {"xe": 1.99, "fl53": 5.74, "inverse_focal": 2.44, "dual_focal": 3.96,
+                "kde_xe": 2.05, "aurc": 1.88, "au": 1.54},
+    },
+}
+
+
+# --------------------------------------------------------------------------------------------
 # Name -> loss, for training loops
 # --------------------------------------------------------------------------------------------
 def _xe(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
@@ -590,6 +638,8 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "focal": focal_loss,
     "inverse_focal": inverse_focal_loss,
     "dual_focal": dual_focal_loss,
+    "dual_focal_eqs34_35": lambda logits, labels, **kw: dual_focal_loss(logits, labels, variant="eqs34_35", **kw),
+    "dual_focal_released": lambda logits, labels, **kw: dual_focal_loss(logits, labels, variant="released", **kw),
     "kde_xe": kde_xe_loss,
     "aurc": aurc_loss,
     "au": au_loss,
@@ -598,7 +648,9 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
 
 def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Tensor]:
     """A loss ``(logits, labels) -> scalar`` by name (one of ``LOSSES``) with its keyword arguments
-    bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``.
+    bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``. Dual focal
+    comes in three names: ``"dual_focal"`` (eq. 33), ``"dual_focal_eqs34_35"`` (the paper's eqs.
+    34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``.
     Used in: notebooks/losses_cifar10 (training loop).
     """
     check_choice(name, tuple(LOSSES), "name")

@@ -221,12 +221,15 @@ det = ours["detection"].to_numpy()
 cmp_ = compare[compare["cl_reaches"]]
 claims = report.claims_table([
     {"claim": "precision falls as detection rises (k = 1..B; allowing 0.01 noise)",
+     "paper": "'as the detection rate increases ... the cleaning precision consistently declines' (sec. 3.5, Fig. 6a; plot only)",
      "ours": f"precision {prec[0]:.3f} -> {prec[-1]:.3f}, detection {det[0]:.3f} -> {det[-1]:.3f}",
      "verdict": report.verdict(bool(np.all(np.diff(prec) <= 0.01) and det[-1] > det[0]))},
     {"claim": "at equal detection, the two-model rule is at least as precise as CL (every k CL's curve reaches)",
+     "paper": "'across the entire detection range' higher than CL (Fig. 6a); unique flags 0.665 vs CL 0.537 (Table 3, ImageNet)",
      "ours": f"{int((cmp_['precision'] >= cmp_['cl_precision'] - 1e-9).sum())} of {len(cmp_)} points",
      "verdict": report.verdict(bool(len(cmp_) > 0 and (cmp_["precision"] >= cmp_["cl_precision"] - 1e-9).all()))},
     {"claim": "the most confident bins flag almost only real errors (precision at k = 1 >= 0.95)",
+     "paper": "no number in the paper for the top bin; the 0.95 bar is our choice",
      "ours": f"{prec[0]:.3f} on {int(ours['n_flagged'].iloc[0])} flags", "verdict": report.verdict(bool(prec[0] >= 0.95))},
 ])
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))

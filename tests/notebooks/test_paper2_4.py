@@ -73,5 +73,8 @@ def test_losses_released_logits_smoke(smoke_published) -> None:
             assert _unit(out[f"released_{name}_{key}"]), (name, key)
     # the synthetic XE logits are over-confident by construction: TS on one half helps the other
     assert out["released_xe_ece_ts"] < out["released_xe_ece"]
-    assert out["released_xe_temperature"] > 1
+    assert out["released_xe_temperature"] > 1 and out["released_xe_temperature_nll"] > 1
+    # on misclassified examples: eq. 33 (largest competitor) >= released (largest below p_t) >= eqs. 34-35 (none)
+    w = out["released_dual_focal_weights_misclassified"]
+    assert w["eq33"] >= w["released"] >= w["eqs34_35"] > 0
     assert set(out["released_claims"].values()) <= set(VERDICTS)

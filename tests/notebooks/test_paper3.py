@@ -63,7 +63,7 @@ def test_cascading_smoke(run):
     p = run("cascading")
     for key in ("apgr_cc", "apgr_uc", "apgr_cc_base", "apgr_uc_base", "apgr_shift_min"):
         assert 0 <= p[key] <= 1, key
-    assert p["apgr_rc"] == pytest.approx(0.5)
+    assert p["apgr_rc"] == pytest.approx(0.5, abs=0.05)  # one random routing draw per split; E[APGR] = 0.5
     assert p["apgr_cc"] >= p["apgr_rc"] and p["apgr_cc_base"] >= p["apgr_rc"]
     assert set(p["apgr_by_calibrator"]) == {"temperature", "platt", "histogram"}
     assert set(p["apgr_by_bins"]) == {"5", "15", "50", "100"}

@@ -73,6 +73,50 @@ def test_fit_temperature_with_uninformative_logits_stays_finite() -> None:
     assert np.isfinite(T) and T > 5.0
 
 
+def _two_class_constant_gap(d: float, q: float, n: int = 1000):
+    """n examples with logits (d, 0), a fraction q labelled class 0. NLL(T) = -q log s(d/T)
+    - (1-q) log s(-d/T) is minimised where s(d/T) = q, i.e. T = d / logit(q) (closed form); the
+    ECE |q - s(d/T)| (all confidences in one bin) is 0 at the same T."""
+    z = np.tile([d, 0.0], (n, 1))
+    y = (np.arange(n) >= round(q * n)).astype(np.int64)
+    return z, y, d / np.log(q / (1 - q))
+
+
+@pytest.mark.parametrize("criterion", ["nll", "ece"])
+def test_fit_temperature_closed_form_two_class(criterion: str) -> None:
+    z, y, t_star = _two_class_constant_gap(3.0, 0.8)  # T* = 3 / ln 4 = 2.164
+    T = fit_temperature(z, y, criterion=criterion)
+    assert T == pytest.approx(t_star, rel=1e-4 if criterion == "nll" else 2e-3)
+
+
+def test_fit_temperature_nll_matches_grid_minimum() -> None:
+    z, y = _data_at_temperature(1.3, n=3000, c=5, seed=11)
+    grid = np.exp(np.linspace(np.log(0.5), np.log(3.0), 4001))
+    t_grid = grid[int(np.argmin([nll(_softmax(z / t), y) for t in grid]))]
+    assert fit_temperature(z, y, criterion="nll", max_iter=50) == pytest.approx(t_grid, rel=1e-3)
+
+
+def test_fit_temperature_ece_criterion_beats_nll_on_ece() -> None:
+    # Heterogeneous miscalibration: half the examples overconfident, half underconfident, so one
+    # T cannot fix both and the NLL and ECE optima differ; the ECE criterion's T must have an
+    # ECE no larger than the NLL criterion's T.
+    rng = np.random.default_rng(12)
+    z1, y1 = _data_at_temperature(3.0, n=3000, seed=13)
+    z2, y2 = _data_at_temperature(0.6, n=3000, seed=14)
+    z, y = np.concatenate([z1 * rng.uniform(0.5, 2, (3000, 1)), z2]), np.concatenate([y1, y2])
+    t_nll, t_ece = fit_temperature(z, y), fit_temperature(z, y, criterion="ece")
+    assert ece(_softmax(z / t_ece), y) <= ece(_softmax(z / t_nll), y) + 1e-12
+    assert t_ece != pytest.approx(t_nll, rel=1e-3)
+    # it is the minimum of lib.metrics.ece over a fine grid, up to the grid's resolution
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20.0), 2001))
+    assert ece(_softmax(z / t_ece), y) <= min(ece(_softmax(z / t), y) for t in grid) + 1e-3
+
+
+def test_fit_temperature_bad_criterion() -> None:
+    with pytest.raises(ValueError, match="criterion"):
+        fit_temperature(np.zeros((2, 3)), [0, 1], criterion="brier")
+
+
 def test_apply_temperature_closed_form_and_types() -> None:
     z = np.array([[1.0, 2.0, 3.0]])
     expected = np.exp(z / 2) / np.exp(z / 2).sum()

@@ -150,3 +150,61 @@ def test_input_validation_names_arguments():
     with pytest.raises(ValueError, match="order_by"):
         small = outputs([0.1, 0.2], [0, 1])
         C.cascade_curve(small, small, 2, order_by="oracle")
+
+
+# --- Platt scaling on the answer-token logit (paper 3, section 2.1) -----------------------------
+
+
+def test_platt_fits_the_answer_token_logit():
+    """Correctness drawn as Bernoulli(sigmoid(a s + b)) with s the top (answer-token) logit: the
+    "platt" calibrator recovers that curve; it ignores the other options' logits, while the
+    log-odds variant does not."""
+    rng = np.random.default_rng(5)
+    n, a, b = 40000, 0.8, -6.0
+    s = rng.uniform(4.0, 12.0, n)
+    z = s[:, None] - np.array([0.0, 1.0, 1.5, 2.0]) - rng.uniform(0.1, 3.0, (n, 1)) * np.array([0, 1, 1, 1])
+    correct = rng.random(n) < 1 / (1 + np.exp(-(a * s + b)))
+    y = np.where(correct, 0, rng.integers(1, 4, n))
+    conf = C.fit_confidence("platt", z, y)
+    probe = np.array([[5.0, 0, 0, 0], [8.0, 7.9, 0, 0], [11.0, 3, 2, 1]])
+    np.testing.assert_allclose(conf(probe), 1 / (1 + np.exp(-(a * probe[:, 0] + b))), atol=0.02)
+    shifted = probe.copy()
+    shifted[:, 1:] -= 0.5
+    np.testing.assert_allclose(conf(shifted), conf(probe))  # only the answer's own logit matters
+    lo = C.fit_confidence("platt_logodds", z, y)
+    assert not np.allclose(lo(shifted), lo(probe))
+
+
+# --- random routing (RC) on a real pair ------------------------------------------------------------
+
+
+def test_random_routing_closed_forms():
+    # small always wrong, large always right: accuracy = 1 - frac_small exactly, APGR exactly 0.5
+    rc = C.random_routing_curve(np.zeros(60), np.ones(60), n_points=7, seed=3)
+    np.testing.assert_allclose(rc.frac_small, np.arange(7) / 6)
+    np.testing.assert_allclose(rc.accuracy, 1 - rc.frac_small)
+    assert rc.apgr() == pytest.approx(0.5, abs=1e-12)
+    # endpoints are the two models alone; nested subsets: the first m of one random order stay small
+    ks = np.array([1, 1, 0, 0, 1, 0, 1, 0], bool)
+    kl = np.array([1, 0, 1, 1, 1, 1, 0, 0], bool)
+    rc = C.random_routing_curve(ks, kl, n_points=5, seed=1)
+    assert rc.accuracy[0] == pytest.approx(kl.mean()) and rc.accuracy[-1] == pytest.approx(ks.mean())
+    for k, f in enumerate(rc.frac_small):
+        m = int(round(f * 8))
+        kept = rc.order[:m]
+        sent = rc.order[m:]
+        assert rc.accuracy[k] == pytest.approx((ks[kept].sum() + kl[sent].sum()) / 8)
+
+
+def test_random_routing_expectation_is_the_straight_line():
+    """E[accuracy at frac_small f] = acc_large + f (acc_small - acc_large), so E[APGR] = 0.5."""
+    rng = np.random.default_rng(0)
+    ks, kl = rng.random(400) < 0.6, rng.random(400) < 0.8
+    curves = [C.random_routing_curve(ks, kl, 9, seed=s) for s in range(400)]
+    mean_acc = np.mean([c.accuracy for c in curves], axis=0)
+    f = curves[0].frac_small
+    np.testing.assert_allclose(mean_acc, kl.mean() + f * (ks.mean() - kl.mean()), atol=0.004)
+    apgrs = np.array([c.apgr() for c in curves])
+    assert abs(apgrs.mean() - 0.5) < 4 * apgrs.std() / np.sqrt(len(apgrs))
+    with pytest.raises(ValueError, match="correct_large"):
+        C.random_routing_curve(ks, kl[:10])

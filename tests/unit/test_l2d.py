@@ -160,16 +160,22 @@ def test_defer_decisions_system_accuracy_coverage():
         [3.0, 1.0, 0.0, 2.0, 1.0],  # classifier (pred 0)
         [0.0, 1.0, 0.0, 2.0, 1.5],  # defer to expert 0
         [0.0, 1.0, 0.0, 0.5, 4.0],  # defer to expert 1
-        [2.0, 0.0, 0.0, 2.0, 1.0],  # tie -> classifier
+        [2.0, 0.0, 0.0, 2.0, 1.0],  # exact tie g_0 = g_perp1 = 2 -> defer (paper App. B: r* = 0 only if strictly better)
     ])
     pred, defer_to = l2d.defer_decisions(z, K)
     assert pred.tolist() == [0, 1, 1, 0]
-    assert defer_to.tolist() == [-1, 0, 1, -1]
+    assert defer_to.tolist() == [-1, 0, 1, 0]
     labels = np.array([0, 2, 2, 1])
-    experts = np.array([[1, 1], [2, 0], [0, 2], [1, 1]])
-    # final: 0 (ok), expert0 -> 2 (ok), expert1 -> 2 (ok), classifier 0 vs 1 (wrong)
-    assert l2d.system_accuracy(z, labels, experts, K) == pytest.approx(0.75)
-    np.testing.assert_allclose(l2d.coverage_per_expert(z, K), [0.5, 0.25, 0.25])
+    experts = np.array([[1, 1], [2, 0], [0, 2], [1, 0]])
+    # final: 0 (ok), expert0 -> 2 (ok), expert1 -> 2 (ok), tie: expert0 -> 1 (ok; the classifier's 0 would be wrong)
+    assert l2d.system_accuracy(z, labels, experts, K) == pytest.approx(1.0)
+    np.testing.assert_allclose(l2d.coverage_per_expert(z, K), [0.25, 0.5, 0.25])
+
+
+def test_defer_decisions_ties_between_experts_pick_the_first():
+    z = torch.tensor([[0.0, 0.5, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.5, 0.5]])
+    _, defer_to = l2d.defer_decisions(z, K)
+    assert defer_to.tolist() == [0, -1]  # tied experts above the classifier -> expert 0; below -> classifier
 
 
 def test_expert_calibration_error_clips_and_averages():

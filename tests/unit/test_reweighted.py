@@ -66,7 +66,7 @@ def test_inverse_focal_gradient_turns_positive_for_large_gamma():
     assert not (_ifl_derivative(gstar - 0.05, p) > 0).any()
 
 
-def test_dual_focal_intended_and_as_released():
+def test_dual_focal_intended_and_eqs34_35():
     z, y = _batch(n=200, c=4, scale=2.5)
     p = torch.softmax(z, 1)
     pt = p[torch.arange(len(y)), y]
@@ -74,11 +74,47 @@ def test_dual_focal_intended_and_as_released():
     gamma = 3.0
     intended = rw.dual_focal_loss(z, y, gamma, reduction="none")
     torch.testing.assert_close(intended, -(1 - pt + pj) ** gamma * pt.log())
-    released = rw.dual_focal_loss(z, y, gamma, as_released=True, reduction="none")
-    differ = ~torch.isclose(intended, released, rtol=1e-12, atol=0)
+    eq35 = rw.dual_focal_loss(z, y, gamma, variant="eqs34_35", reduction="none")
+    differ = ~torch.isclose(intended, eq35, rtol=1e-12, atol=0)
     assert torch.equal(differ, pt < pj)
     assert (pt < pj).sum() > 20 and (pt >= pj).sum() > 20
-    torch.testing.assert_close(released[pt < pj], (-(1 - pt) ** gamma * pt.log())[pt < pj])
+    torch.testing.assert_close(eq35[pt < pj], (-(1 - pt) ** gamma * pt.log())[pt < pj])
+
+
+@pytest.mark.parametrize("label,weights", [
+    # p = (0.5, 0.3, 0.2): (eq. 33, eqs. 34-35, released) weight bases 1 - p_t + p_j, by hand
+    (0, (1 - 0.5 + 0.3, 1 - 0.5 + 0.3, 1 - 0.5 + 0.3)),  # true class on top: all three agree
+    (1, (1 - 0.3 + 0.5, 1 - 0.3, 1 - 0.3 + 0.2)),        # middle: released takes 0.2 (below p_t)
+    (2, (1 - 0.2 + 0.5, 1 - 0.2, 1 - 0.2 + 0.0)),        # smallest: released has nothing below
+])
+def test_dual_focal_variants_hand_computed(label, weights):
+    probs = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    z, y = probs.log(), torch.tensor([label])
+    gamma = 2.0
+    pt = float(probs[0, label])
+    for variant, base in zip(("eq33", "eqs34_35", "released"), weights):
+        got = float(rw.dual_focal_loss(z, y, gamma, variant=variant))
+        assert got == pytest.approx(-(base**gamma) * math.log(pt), rel=1e-12), variant
+    assert float(rw.dual_focal_loss(z, y, gamma, as_released=True)) == pytest.approx(
+        -(weights[2] ** gamma) * math.log(pt), rel=1e-12)
+    assert float(rw.get_loss("dual_focal_released", gamma=gamma)(z, y)) == pytest.approx(
+        -(weights[2] ** gamma) * math.log(pt), rel=1e-12)
+    assert float(rw.get_loss("dual_focal_eqs34_35", gamma=gamma)(z, y)) == pytest.approx(
+        -(weights[1] ** gamma) * math.log(pt), rel=1e-12)
+
+
+def test_dual_focal_released_skips_a_tie_with_the_true_class():
+    # p = (0.4, 0.4, 0.2), label 0: eq. 33 takes p_j = 0.4 (weight base 1.0); the released code
+    # keeps only probabilities strictly below p_t, so p_j = 0.2 (weight base 0.8)
+    probs = torch.tensor([[0.4, 0.4, 0.2]], dtype=torch.float64)
+    z, y = probs.log(), torch.tensor([0])
+    assert float(rw.dual_focal_loss(z, y, 3.0)) == pytest.approx(-math.log(0.4), rel=1e-12)
+    assert float(rw.dual_focal_loss(z, y, 3.0, variant="released")) == pytest.approx(
+        -(0.8**3) * math.log(0.4), rel=1e-12)
+    with pytest.raises(ValueError, match="variant"):
+        rw.dual_focal_loss(z, y, 3.0, variant="paper")
+    with pytest.raises(ValueError, match="as_released"):
+        rw.dual_focal_loss(z, y, 3.0, as_released=True, variant="eq33")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +354,8 @@ def test_select_bandwidth_and_kde_xe():
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name,kw", [
     ("xe", {}), ("fl53", {}), ("focal", {"gamma": 0.5}), ("inverse_focal", {"gamma": 2}),
-    ("dual_focal", {"gamma": 4}), ("dual_focal", {"as_released": True}), ("kde_xe", {}),
+    ("dual_focal", {"gamma": 4}), ("dual_focal", {"as_released": True}),
+    ("dual_focal_released", {"gamma": 4}), ("dual_focal_eqs34_35", {}), ("kde_xe", {}),
     ("aurc", {}), ("au", {}), ("au", {"csf": "negative_entropy"}), ("au", {"csf": "softmax_margin"}),
 ])
 def test_losses_finite_for_extreme_logits(name, kw):
@@ -336,7 +373,8 @@ def test_get_loss_binds_arguments():
     z, y = _batch()
     torch.testing.assert_close(rw.get_loss("focal", gamma=0)(z, y), F.cross_entropy(z, y))
     torch.testing.assert_close(rw.get_loss("xe")(z, y), F.cross_entropy(z, y))
-    assert set(rw.LOSSES) == {"xe", "fl53", "focal", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au"}
+    assert set(rw.LOSSES) == {"xe", "fl53", "focal", "inverse_focal", "dual_focal", "dual_focal_eqs34_35",
+                              "dual_focal_released", "kde_xe", "aurc", "au"}
 
 
 def test_bad_input_raises_naming_argument():
@@ -380,3 +418,18 @@ def test_bad_input_raises_naming_argument():
         rw.get_loss("mse")
     with pytest.raises(ValueError, match="reduction"):
         rw.au_loss(z, y, reduction="average")
+
+
+def test_paper_rows_match_the_scales_config():
+    """The paper-scale config's gammas and row are the WRN ones of App. Table 2 / Table 2, and the
+    cpu scale's the ResNet-50 ones: architecture, gammas and quoted row agree."""
+    from lib import config
+
+    for scale in ("smoke", "cpu", "paper"):
+        cfg = config.settings("losses_cifar10", scale)
+        row = rw.PAPER_CIFAR10[cfg["paper_row"]]
+        assert cfg["gamma_dual_focal"] == row["gamma_dual_focal"]
+        assert cfg["gamma_inverse_focal"] == row["gamma_inverse_focal"]
+    paper = config.settings("losses_cifar10", "paper")
+    assert paper["arch"].startswith("wrn") and paper["paper_row"] == "wrn"
+    assert paper["coverage"] == rw.PAPER_CIFAR10["wrn"]["coverage"]
