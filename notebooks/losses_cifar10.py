@@ -147,9 +147,8 @@ print(f"training and evaluation: {time.time() - t0:.0f} s")
 # %% [markdown]
 # ## Tables 1 and 2 at this scale
 # Accuracy, ECE (equal width), adaptive ECE, class-wise ECE, before and after temperature
-# scaling, x100; `conf_gap` = mean confidence - accuracy. **Deviation:** T is fitted here by NLL on
-# the validation split (the training engine's evaluation), while paper 4 selects T by minimising
-# ECE (Tables 1 and 4); the released-logit page uses the paper's ECE criterion.
+# scaling, x100; `conf_gap` = mean confidence - accuracy. T is chosen on the validation split by
+# minimising ECE, as paper 4 does (Tables 1 and 4).
 
 # %%
 for name, m in metrics.items():

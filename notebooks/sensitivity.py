@@ -48,7 +48,7 @@ import torch
 
 from lib import config, plots, report, robust
 from lib.experiments import moe as exp
-from lib.train import load_predictions
+from lib.moe_train import load_predictions
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
