@@ -36,15 +36,31 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="extra notebook parameter")
+    sub.add_parser("paper", help="the paper-scale queue (python -m lib paper --help)", add_help=False)
+    pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
+    pk.add_argument("dataset")
+    pk.add_argument("--max-mib", type=float, default=60.0)
     bk = sub.add_parser("book", help="execute the notebooks and build the HTML book")
     bk.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
     bk.add_argument("--only", nargs="*", help="execute only these notebooks (others are staged as they are)")
     bk.add_argument("--no-execute", action="store_true", help="build from existing executed copies")
     bk.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["paper"]:
+        from lib.queue import main as queue_main
+
+        return queue_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "list":
         print("\n".join(book.notebook_names()))
+    elif args.command == "pack":
+        from lib.packs import pack
+
+        for p in pack(args.dataset, args.max_mib):
+            print(p)
     elif args.command == "run":
         params = {name: _literal(value) for name, value in args.parameter}
         book.execute_notebook(args.notebook, args.scale, params)
