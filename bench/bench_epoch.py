@@ -1,6 +1,6 @@
-"""Epoch time of paper 1's training engine (lib.train) for CIFAR-10H and PACS at 224 px.
+"""Epoch time of paper 1's training engine (lib.moe_train through lib.engine) for CIFAR-10H and PACS at 224 px.
 
-Times training steps of the real engine (``lib.train.fit_classifier`` with the MoE model, device-side
+Times training steps of the real engine (``lib.engine.loop.fit`` with the MoE model, device-side
 augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
 
 * seconds per step and images/s (after warm-up steps that are not timed),
@@ -8,7 +8,7 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   training images of one leave-one-domain-out split) at batch 128,
 * model FLOPs per image (forward, counted with torch.utils.flop_counter; training ~ 3x forward) and,
   on a GPU, the fraction of its peak dense bf16 throughput (H100/H200: ~989 TFLOP/s),
-* on a GPU, host synchronisations per timed step (CUDA's sync debug mode; lib.train's step has none,
+* on a GPU, host synchronisations per timed step (CUDA's sync debug mode; the engine's step has none,
   so what it counts is the run's setup and its one epoch-loss read, spread over the timed steps),
 * with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
   x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
@@ -37,17 +37,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lib.augment import augment_batch  # noqa: E402
-from lib.runs import device_name  # noqa: E402
-from lib.train import (  # noqa: E402
+from lib.engine.device import device_name, resolve_device  # noqa: E402
+from lib.engine.loop import fit as fit_classifier  # noqa: E402
+from lib.moe_train import (  # noqa: E402
     METHODS,
     WARMUP_FRACTION,
     WARMUP_METHODS,
     TrainConfig,
     _Runner,
     build_model,
-    fit_classifier,
     method_step,
-    resolve_device,
 )
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
