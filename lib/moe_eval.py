@@ -1,28 +1,166 @@
-"""Paper 1's evaluation: metrics on all and hard test points, temperature scaling, MoCaE.
+"""Paper 1's evaluation protocol: metrics, aggregate temperature scaling (ECE+TS) and MoCaE.
 
-Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and Appendix D.
-Used in: lib.moe_train (every paper-1 run), notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
+Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Appendix D.5 (evaluation protocol) and D.1 (MoCaE); SPEC section 2. What each piece does, and where it
+follows the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
+
+* **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.metrics.ece``), on all test points and on
+  the hard subset, each binned on its own ("restricting the sum to test points in the subset before
+  binning", D.5).
+* **Temperature fit** (:func:`paper_temperature`): "LBFGS (50 iterations, learning rate 0.01)" on the
+  validation cross-entropy (D.5; the rate's digits were lost in the paper's text and are restored
+  from the public code). The temperature T itself is the parameter, starting at 1, and torch's LBFGS
+  runs without a line search, so every step is 0.01 x the quasi-Newton step: 50 iterations move T
+  only about 40% of the way from 1 to the NLL minimiser (in one dimension LBFGS's step is exactly
+  the secant-Newton step, so on a quadratic the gap shrinks by 0.99 per iteration). This partial
+  fit *is* the paper's protocol; ``fit="converged"`` uses :func:`lib.calibrate.fit_temperature`
+  (the minimiser) instead, for comparison.
+* **ECE+TS**: one scalar T fitted on log(mixture probs) of the validation split, applied to the test
+  mixture as softmax(log p / T) (D.5).
+* **MoCaE** (D.1): the Vanilla MoE network; each expert's temperature T_k is fitted *on its own
+  logits over every validation example* (not weighted by routing), with the same LBFGS, then
+  clamped to [0.1, 10]; the experts are mixed in probability space with the router's weights,
+  p = sum_k r_k softmax(z_k / T_k). Its ECE+TS fits one more scalar T on log(MoCaE probs).
+  A probability mixture of tempered experts can change the argmax (even with one common T != 1),
+  so MoCaE's accuracy equals Vanilla's only approximately; the paper's "identical in every cell"
+  holds to its three printed decimals because the partial fit keeps every T_k close to 1.
+
+The signatures of :func:`_metric_block`, :func:`_renorm`, :func:`mocae_calibrate` and :func:`evaluate`
+match the functions of the same name that lib.moe_train used to define, so the engine can import them.
+
+Used in: lib.moe_train (paper-1 runs) for notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
+notebooks/sensitivity; lib.experiments.cross_paper (MoCaE on released logits).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-N_BINS = 15
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_finite,
+    check_int,
+    check_labels,
+    check_logits_labels,
+    check_ndim,
+    check_positive,
+    check_same_length,
+    to_tensor,
+)
 
-__all__ = ["N_BINS", "evaluate", "mocae_calibrate"]
+N_BINS = 15  # ECE bins (App. D.5)
+T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp of the per-expert temperatures (public code, SPEC section 2)
+PAPER_LR, PAPER_ITERS = 0.01, 50  # LBFGS settings of App. D.5 / the public code
+FITS = ("paper", "converged")
+
+__all__ = [
+    "FITS",
+    "N_BINS",
+    "evaluate",
+    "fit_expert_temperatures",
+    "lbfgs_fixed_step",
+    "mocae_calibrate",
+    "paper_temperature",
+]
 
 
-def _metric_block(probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray) -> dict[str, float]:
+# --- the temperature fit of App. D.5 ------------------------------------------------------------
+
+
+def lbfgs_fixed_step(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor], x0: float, lr: float = PAPER_LR, max_iter: int = PAPER_ITERS
+) -> float:
+    """Minimise a scalar ``loss_fn(x)`` from ``x0`` with torch's LBFGS *without* line search.
+
+    Each iteration moves ``lr`` times the LBFGS direction (the first one ``lr * min(1, 1/|g|)``
+    times the negative gradient). In one dimension the direction is the secant-Newton step
+    -g s/y, so on a quadratic with minimiser x* the gap obeys x_{k+1} - x* = (1 - lr)(x_k - x*)
+    after the first step (tests/unit/test_moe_eval.py checks this closed form).
+    Used in: :func:`paper_temperature` (notebooks/cifar10h, pacs, civilcomments through lib.moe_train).
+    """
+    check_positive(lr, "lr")
+    max_iter = check_int(max_iter, "max_iter")
+    if not np.isfinite(x0):
+        raise ValueError(f"x0: must be finite, got {x0!r}")
+    x = torch.tensor([float(x0)], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([x], lr=lr, max_iter=max_iter)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn(x[0])
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(x.detach()[0])
+
+
+def paper_temperature(logits: ArrayLike, labels: ArrayLike, lr: float = PAPER_LR, max_iter: int = PAPER_ITERS) -> float:
+    """The temperature of App. D.5: LBFGS (50 iterations, lr 0.01, no line search) on the NLL of
+    softmax(z / T) over T itself, starting at T = 1 (the paper's public code does this).
+
+    Partial by design: it stops well short of the NLL minimiser (see the module docstring). The
+    result is floored at 1e-3 so that a pathological step cannot give T <= 0.
+    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (ECE+TS, MoCaE).
+    """
+    z = to_tensor(logits, "logits")
+    y = to_tensor(labels, "labels")
+    check_logits_labels(z, y)
+    if z.shape[0] == 0:
+        raise ValueError("logits: is empty (0 examples)")
+    z = z.detach().to(torch.float64)
+    y = y.detach().to(device=z.device, dtype=torch.long)
+    t = lbfgs_fixed_step(lambda temp: torch.nn.functional.cross_entropy(z / temp, y), 1.0, lr, max_iter)
+    return max(t, 1e-3)
+
+
+def _fit(logits: torch.Tensor, labels: torch.Tensor, fit: str) -> float:
+    if fit == "paper":
+        return paper_temperature(logits, labels)
+    from lib.calibrate import fit_temperature
+
+    return fit_temperature(logits, labels)
+
+
+def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: str = "paper") -> np.ndarray:
+    """MoCaE's per-expert temperatures (App. D.1): T_k fitted on expert k's own logits z_k over all
+    validation examples (unweighted by the router), then clamped to [0.1, 10].
+
+    ``fit="paper"``: :func:`paper_temperature` (LBFGS lr 0.01 x 50, as the paper); ``"converged"``:
+    the NLL minimiser (lib.calibrate.fit_temperature). Returns a float64 array of K temperatures.
+    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/cross_paper.
+    """
+    check_choice(fit, FITS, "fit")
+    z = to_tensor(expert_logits, "expert_logits")
+    y = to_tensor(labels, "labels")
+    check_ndim(z, 3, "expert_logits", "N examples x K experts x C classes")
+    check_finite(z, "expert_logits")
+    check_labels(y, int(z.shape[2]), "labels")
+    check_same_length(z, y, "expert_logits", "labels")
+    if z.shape[0] == 0:
+        raise ValueError("expert_logits: is empty (0 examples)")
+    z = z.detach().to(torch.float64)
+    temps = [_fit(z[:, k], y, fit) for k in range(z.shape[1])]
+    return np.clip(np.asarray(temps, dtype=np.float64), T_MIN, T_MAX)
+
+
+# --- metrics --------------------------------------------------------------------------------------
+
+
+def _metric_block(
+    probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray, probs_ts_converged: np.ndarray | None = None
+) -> dict[str, float]:
+    """Accuracy, ECE, ECE+TS, NLL, NLL+TS and Brier of one test population (App. D.5)."""
     from lib.metrics import accuracy, brier, ece, nll
 
     if len(y) == 0:
         return {}
-    return {
+    block = {
         "n": int(len(y)),
         "accuracy": accuracy(probs, y),
         "ece": ece(probs, y, n_bins=N_BINS),
@@ -31,20 +169,39 @@ def _metric_block(probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray) -> dic
         "nll_ts": nll(probs_ts, y),
         "brier": brier(probs, y),
     }
+    if probs_ts_converged is not None:
+        block["ece_ts_converged"] = ece(probs_ts_converged, y, n_bins=N_BINS)
+    return block
 
 
 def _renorm(p: torch.Tensor) -> np.ndarray:
+    """float64 probabilities with rows summing to 1 (model outputs are float32 / bf16)."""
     p = p.double().clamp_min(0)
     return (p / p.sum(dim=1, keepdim=True)).numpy()
 
 
-def mocae_calibrate(val: Mapping[str, torch.Tensor], val_y: torch.Tensor,
-                    test: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """MoCaE (SPEC section 2): per-expert temperatures T_k fitted on validation (clamped to [0.1, 10]),
-    mixture of softmax(z_k / T_k). Returns (val probs, test probs, temperatures)."""
-    from lib.calibrate import fit_expert_temperatures, mocae_probs
+def _scaled(probs: np.ndarray, T: float) -> np.ndarray:
+    from lib.calibrate import apply_temperature, probs_to_logits
 
-    temps = fit_expert_temperatures(val["expert_logits"].double(), val_y, val["routing"].double())
+    return np.asarray(apply_temperature(probs_to_logits(probs), T), dtype=np.float64)
+
+
+def mocae_calibrate(
+    val: Mapping[str, torch.Tensor], val_y: torch.Tensor, test: Mapping[str, torch.Tensor], fit: str = "paper"
+) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+    """MoCaE (App. D.1): per-expert temperatures fitted on validation (:func:`fit_expert_temperatures`),
+    test and validation mixtures p = sum_k r_k softmax(z_k / T_k) in probability space.
+
+    ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe_train's
+    ``predict`` returns. Returns (val probs, test probs, temperatures).
+    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (through lib.moe_train).
+    """
+    from lib.calibrate import mocae_probs
+
+    for name, d in (("val", val), ("test", test)):
+        if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
+            raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")
+    temps = fit_expert_temperatures(val["expert_logits"].double(), val_y, fit=fit)
     t = torch.as_tensor(temps, dtype=torch.float64)
     val_p = mocae_probs(val["expert_logits"].double(), val["routing"].double(), t)
     test_p = mocae_probs(test["expert_logits"].double(), test["routing"].double(), t)
@@ -54,30 +211,42 @@ def mocae_calibrate(val: Mapping[str, torch.Tensor], val_y: torch.Tensor,
 def evaluate(
     val_probs: torch.Tensor, val_y: torch.Tensor, test_probs: torch.Tensor, test_y: torch.Tensor,
     hard_mask: torch.Tensor, test_routing: torch.Tensor | None = None,
-    groups: Mapping[str, torch.Tensor] | None = None,
+    groups: Mapping[str, torch.Tensor] | None = None, all_mask: torch.Tensor | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Final metrics of paper 1 (SPEC section 2) from validation and test mixture probabilities.
+    """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities.
 
-    accuracy, ECE (15 equal-width bins), ECE+TS and NLL+TS (one scalar T fitted on validation log
-    mixture probabilities: for an MoE, TS acts on log p), NLL and Brier, on all test points and on
-    the hard subset; mean routing entropy; per-group ECE for text. Returns (metrics, test probs).
+    ``all``: accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask`` (default: every
+    test point; the CIFAR-10H cpu subset passes its natural-proportion sample, lib.data.images);
+    ``hard``: the same on the points in ``hard_mask``. ECE+TS uses the paper's partial fit
+    (:func:`paper_temperature`) on log validation mixture probs; ``ece_ts_converged`` the NLL
+    minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
+    Returns (metrics, test probs as float64).
+    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
     """
-    from lib.calibrate import apply_temperature, fit_temperature, probs_to_logits
+    from lib.calibrate import fit_temperature, probs_to_logits
     from lib.metrics import ece
     from lib.moe import routing_entropy
 
     val_np, test_np = _renorm(val_probs), _renorm(test_probs)
-    T = fit_temperature(probs_to_logits(val_np), val_y.numpy())
-    test_ts = np.asarray(apply_temperature(probs_to_logits(test_np), T), dtype=np.float64)
     y, hard = test_y.numpy(), hard_mask.numpy().astype(bool)
+    if hard.shape != y.shape:
+        raise ValueError(f"hard_mask: expected shape {y.shape}, got {hard.shape}")
+    keep = np.ones_like(hard) if all_mask is None else all_mask.numpy().astype(bool)
+    if keep.shape != y.shape:
+        raise ValueError(f"all_mask: expected shape {y.shape}, got {keep.shape}")
+    val_z = probs_to_logits(val_np)
+    T = paper_temperature(val_z, val_y.numpy())
+    T_conv = fit_temperature(val_z, val_y.numpy())
+    test_ts, test_conv = _scaled(test_np, T), _scaled(test_np, T_conv)
     metrics: dict[str, Any] = {
-        "all": _metric_block(test_np, test_ts, y),
-        "hard": _metric_block(test_np[hard], test_ts[hard], y[hard]),
+        "all": _metric_block(test_np[keep], test_ts[keep], y[keep], test_conv[keep]),
+        "hard": _metric_block(test_np[hard], test_ts[hard], y[hard], test_conv[hard]),
         "temperature": float(T),
+        "temperature_converged": float(T_conv),
     }
     if test_routing is not None:
         ent = routing_entropy(test_routing.double()).numpy()
-        metrics["routing_entropy"] = {"all": float(ent.mean()), "hard": float(ent[hard].mean()) if hard.any() else None}
+        metrics["routing_entropy"] = {"all": float(ent[keep].mean()), "hard": float(ent[hard].mean()) if hard.any() else None}
     if groups:
         metrics["groups"] = {}
         for g, m in groups.items():
@@ -88,5 +257,3 @@ def evaluate(
                 "ece_ts": ece(test_ts[m], y[m], n_bins=N_BINS) if m.any() else None,
             }
     return metrics, test_np
-
-

@@ -399,12 +399,20 @@ def finish_run(pr: PreparedRun, data: Any, run: Run, fitted: FitResult) -> dict[
     test = predict(pr.runner, pr.prep.test[0], device, cfg.eval_batch_size, pr.eval_prep, cfg.amp, collect=_outputs)
     groups = getattr(data, "test_groups", None)
     routing = test["routing"] if cfg.method != "single" else None
-    metrics, test_p = evaluate(val["probs"], data.val_y, test["probs"], data.test_y, data.hard_mask, routing, groups)
+    all_mask = getattr(data, "all_mask", None)
+    metrics, test_p = evaluate(val["probs"], data.val_y, test["probs"], data.test_y, data.hard_mask, routing, groups,
+                               all_mask=all_mask)
     arrays = {"probs": test_p.astype(np.float16)}
     if cfg.method == "vanilla":  # MoCaE is post hoc on the same trained model (see train_run)
         mv, mt, temps = mocae_calibrate(val, data.val_y, test)
-        metrics["mocae"], mocae_p = evaluate(mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups)
+        metrics["mocae"], mocae_p = evaluate(mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups,
+                                             all_mask=all_mask)
         metrics["mocae"]["expert_temperatures"] = temps
+        # the earlier definition (converged per-expert temperatures), kept as a diagnostic
+        mv, mt, temps = mocae_calibrate(val, data.val_y, test, fit="converged")
+        metrics["mocae_converged"], _ = evaluate(mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups,
+                                                 all_mask=all_mask)
+        metrics["mocae_converged"]["expert_temperatures"] = temps
         arrays["probs_mocae"] = mocae_p.astype(np.float16)
     eval_seconds = time.perf_counter() - t0
     run.save_arrays("predictions", **arrays, labels=data.test_y.numpy().astype(np.int16),

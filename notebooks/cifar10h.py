@@ -30,8 +30,32 @@
 # 4. Robust methods lower their confidence as human agreement falls; non-robust ones stay confident
 #    (Figure 3).
 #
-# The numbers of the paper's Table 1 (and of the text quoting them) were lost when the paper was
-# converted to text, so this page quotes none; it shows ours and judges the claims from them.
+# The digits of the paper's Table 1 (and of the sentences quoting it) were lost when the paper was
+# converted to text. The section "The paper's numbers beside ours" quotes, for each number the paper
+# states about CIFAR-10H, its exact sentence with "[…]" where a digit was lost; the verdicts are
+# computed from our numbers alone.
+#
+# **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe_eval`):
+# ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
+# temperature T on the log mixture probabilities of the validation split with "LBFGS (50 iterations,
+# learning rate 0.01)", T itself as the parameter, starting at 1 and without a line search. Each
+# LBFGS step is then only 1% of a quasi-Newton step, so the fit stops far short of the
+# NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/test_moe_eval.py`).
+# MoCaE fits one temperature per expert the same way, each on that expert's own logits over every
+# validation image (not weighted by the router), clamps it to [0.1, 10] and mixes the tempered
+# experts in probability space with the router's weights. An earlier version of this page fitted
+# every temperature to convergence: per-expert temperatures then move far from 1, which recalibrates
+# each expert fully, can move the mixture's argmax (MoCaE's accuracy no longer equals Vanilla's) and
+# cut MoCaE's overall ECE far below Vanilla's, well beyond the "modest" gain the paper reports. With
+# the paper's partial fit the temperatures stay near 1, so the argmax rarely moves (the paper prints
+# identical accuracies to three decimals; the claim below is judged at that precision) and the ECE
+# gain is modest. The section "MoCaE: the paper's fit and a converged fit" shows both from the same
+# trained Vanilla MoE.
+#
+# **Test subset at `cpu` scale**: "all" metrics use a uniform sample of `n_test` test images (so the
+# hard share is the natural one, about 3.3%, as in the paper's 327 of 10,000); the hard metrics use
+# all 327 hard images (the sample plus the hard images it missed). Figures 3, E.2 and E.3, which
+# split by human agreement, use every test image the run evaluated.
 
 # %% [markdown]
 # ## Parameters
@@ -63,7 +87,9 @@ report.publish_scale(
     scale,
     f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
     f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
-    f"{sizes['test']} test ({sizes['hard']} hard); {cfg['epochs']} epochs; seeds {cfg['seeds']}",
+    f"{sizes['test']} test ({sizes['hard']} hard"
+    + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
+    + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}",
 )
 print(data.source)
 cfg
@@ -96,8 +122,9 @@ table1
 # Ten confidence bins with 95% intervals, predictions pooled over seeds.
 
 # %%
-pred_all = exp.pooled_predictions(records, "all")
+pred_all = exp.pooled_predictions(records, "all", all_mask=data.all_mask)  # natural-proportion sample
 pred_hard = exp.pooled_predictions(records, "hard")
+pred_test = exp.pooled_predictions(records, "all")  # every evaluated test image (for the agreement figures)
 plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=4)
 
 # %% [markdown]
@@ -119,7 +146,7 @@ edges = [0.0, 0.5, 0.7, 0.9, 1.0001]
 names = ["< 0.5", "0.5-0.7", "0.7-0.9", ">= 0.9"]
 bin_of = np.digitize(agreement, edges[1:-1])
 rows = []
-for m, p in pred_all.items():
+for m, p in pred_test.items():
     reps = len(p["conf"]) // len(agreement)
     b = np.tile(bin_of, reps)
     for i, name in enumerate(names):
@@ -146,7 +173,7 @@ by_agreement.pivot_table(index="method", columns="agreement", values=["confidenc
 
 # %%
 conf_rows = []
-for m, p in pred_all.items():
+for m, p in pred_test.items():
     reps = len(p["conf"]) // len(agreement)
     hard = np.tile(data.hard_mask.numpy().astype(bool), reps)
     conf_rows.append(pd.DataFrame({"conf": p["conf"], "method": m, "subset": np.where(hard, "hard", "easy")}))
@@ -159,7 +186,7 @@ plots.confidence_histograms(pd.concat(conf_rows, ignore_index=True))
 # top class and confidence.
 
 # %%
-van, rob = pred_all.get("Vanilla MoE"), pred_all.get("Robust MoE")
+van, rob = pred_test.get("Vanilla MoE"), pred_test.get("Robust MoE")
 n_test = len(agreement)
 if van is not None and rob is not None:
     hard_idx = np.flatnonzero(data.hard_mask.numpy())
@@ -180,11 +207,45 @@ else:
 chart
 
 # %% [markdown]
+# ## MoCaE: the paper's fit and a converged fit
+#
+# The same trained Vanilla MoE, post hoc: MoCaE with the paper's partial temperature fit (the
+# MoCaE row of Table 1 above) and with per-expert temperatures fitted to convergence (this page's
+# earlier definition). "expert T" is the range of the four expert temperatures.
+
+# %%
+mocae_fits = exp.mocae_fit_table(records)
+mocae_fits.round(4) if not mocae_fits.empty else "This run's records carry no converged MoCaE variant."
+
+# %% [markdown]
 # ## The paper's numbers beside ours
 #
-# The paper's Table 1 values did not survive the text extraction of the paper (the table and the
-# sentences quoting it lost their digits), so there is nothing to put beside ours: the table above
-# is ours alone. Routing entropy (nats, mean over test images) shows how soft the routing is.
+# Every number the paper's text states about CIFAR-10H, with its exact sentence; "[…]" marks digits
+# lost when the paper was converted to text, so the paper's value is given as lost. Ours are means
+# over seeds from the run above. The last table compares the size of the hard subset.
+
+# %%
+from lib.experiments import moe_paper
+
+moe_paper.beside_paper_statements(summary, "cifar10h", exp.METHOD_LABELS)
+
+# %% [markdown]
+# The hard subset: the paper's share of the test set beside the share in our "all" sample and in
+# the whole test set we loaded.
+
+# %%
+what, share, sentence = moe_paper.PAPER_COUNTS["cifar10h_hard"]
+info = data.info if REAL else {}
+pd.DataFrame([{
+    "quantity": what, "paper": f"{share:.4f}", "paper's sentence": sentence,
+    "ours (full test set)": f"{info['hard_fraction_full_test']:.4f}" if REAL else "synthetic data",
+    "ours ('all' sample)": f"{info.get('hard_fraction_all_sample', info.get('hard_fraction_full_test', 0.0)):.4f}"
+    if REAL else "synthetic data",
+}])
+
+# %% [markdown]
+# Routing entropy (nats, mean over test images) shows how soft the routing is (not in the paper's
+# tables; Figure E.3's discussion).
 
 # %%
 summary_entropy = frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
@@ -214,6 +275,18 @@ if len(robust_drop) and len(plain_drop):
             "ours": f"confidence drop high->low agreement: robust {robust_drop.mean():.3f}, non-robust {plain_drop.mean():.3f}",
             "verdict": verdict}
     claims = pd.concat([claims, exp.claims_table([fig3])], ignore_index=True)
+others = summary[(summary["subset"] == "all") & (summary["method"] != "robust_filtered")]
+rf_row = summary[(summary["subset"] == "all") & (summary["method"] == "robust_filtered")]
+if len(rf_row) and len(others):
+    best = others.loc[others["ece"].idxmin()]
+    rf_e, rf_se = float(rf_row["ece"].iloc[0]), float(rf_row["ece_se"].iloc[0])
+    claims = pd.concat([claims, exp.claims_table([{
+        "claim": "Robust Filtered has the best overall ECE",
+        "paper": "\"It achieves the best overall CIFAR-10H ECE ([…])\"",
+        "ours": f"Robust Filtered {exp.fmt(rf_e, rf_se)}; best other {exp.METHOD_LABELS[best['method']]} "
+                f"{exp.fmt(best['ece'], best['ece_se'])}",
+        "verdict": exp.compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
+    }])], ignore_index=True)
 report.publish("claims", claims.to_dict("records"))
 claims
 

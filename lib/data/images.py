@@ -57,6 +57,7 @@ __all__ = [
     "ImageBundle",
     "load_cifar10h",
     "load_pacs",
+    "natural_test_subset",
     "decoded_cache_dir",
     "resolve_pacs_domain",
     "pacs_domain",
@@ -67,7 +68,9 @@ __all__ = [
 class ImageBundle:
     """Train/validation/test images (uint8 tensors NCHW) and int64 labels of one experiment.
 
-    ``hard_mask`` (bool, one per test image) marks the hard subset; ``human_probs`` (N_test, C)
+    ``hard_mask`` (bool, one per test image) marks the hard subset; ``all_mask`` (bool or ``None`` =
+    every test image) marks the images that stand for the whole test distribution in the "all"
+    metrics (a natural-proportion sample when the test set is subsampled); ``human_probs`` (N_test, C)
     holds human label distributions where they exist (CIFAR-10H, synthetic blends), else ``None``.
     ``source`` says where the data came from; ``info`` records how it was split or subsampled.
     """
@@ -84,6 +87,7 @@ class ImageBundle:
     source: str
     human_probs: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    all_mask: torch.Tensor | None = None
 
     kind: str = "images"
 
@@ -96,19 +100,24 @@ class ImageBundle:
         return int(self.train_x.shape[-1])
 
     def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard test images."""
-        return {
+        """Number of train, validation, test and hard test images (and "all": the images of the
+        natural-proportion sample, when the test set carries an ``all_mask``)."""
+        out = {
             "train": int(self.train_y.shape[0]),
             "val": int(self.val_y.shape[0]),
             "test": int(self.test_y.shape[0]),
             "hard": int(self.hard_mask.sum()),
         }
+        if self.all_mask is not None:
+            out["all"] = int(self.all_mask.sum())
+        return out
 
     def fingerprint(self) -> str:
         """A short hash of the bundle's name, sizes, labels and hard mask (part of run cache keys)."""
         h = hashlib.sha256()
         h.update(f"{self.name}|{self.sizes()}|{tuple(self.train_x.shape)}".encode())
-        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask):
+        masks = () if self.all_mask is None else (self.all_mask,)
+        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
             h.update(t.cpu().numpy().tobytes())
         # a strided sample of pixels distinguishes images with the same labels (e.g. other sizes)
         flat = self.test_x.reshape(-1)
@@ -240,21 +249,25 @@ def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, 
     return arrays, source
 
 
-def _stratified_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of a test subset of size ``n_test`` that keeps the hard images.
+def natural_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Test images for a scaled-down run: a uniform sample plus every hard image.
 
-    All hard images are kept (at most half of the subset); the rest is a uniform sample of the easy
-    images. The subset therefore over-represents hard images compared with the full test set; the
-    bundle's ``info`` records both fractions. Indices are returned in official order.
+    ``n_test`` images are drawn uniformly from the whole test set, so they keep the natural share of
+    hard images (CIFAR-10H: 3.3%, 327 of 10,000) and stand for "all" test images; the hard images the
+    sample missed are added so the hard metrics still use all of them. Returns ``(indices in
+    official order, all_mask)``, where ``all_mask`` marks the uniform sample. (The subset used before
+    kept every hard image among ``n_test``, which made 16% of "all" hard and the "all" metrics
+    incomparable with the paper's.)
+    Used in: notebooks/cifar10h, notebooks/sensitivity (cpu scale).
     """
-    hard_idx, easy_idx = np.flatnonzero(hard), np.flatnonzero(~hard)
-    n_hard = min(len(hard_idx), n_test // 2)
-    n_easy = n_test - n_hard
-    pick = np.concatenate([
-        rng.choice(hard_idx, n_hard, replace=False) if n_hard < len(hard_idx) else hard_idx,
-        rng.choice(easy_idx, min(n_easy, len(easy_idx)), replace=False),
-    ])
-    return np.sort(pick)
+    hard = np.asarray(hard, dtype=bool)
+    if hard.ndim != 1:
+        raise ValueError(f"hard: expected a 1-D boolean mask, got shape {hard.shape}")
+    if not isinstance(n_test, (int, np.integer)) or isinstance(n_test, bool) or not 1 <= n_test <= len(hard):
+        raise ValueError(f"n_test: must be an integer in [1, {len(hard)}], got {n_test!r}")
+    sample = rng.choice(len(hard), n_test, replace=False)
+    idx = np.union1d(sample, np.flatnonzero(hard))  # sorted
+    return idx, np.isin(idx, sample)
 
 
 def _check_count(value: int | None, name: str, maximum: int) -> None:
@@ -278,8 +291,9 @@ def load_cifar10h(
     order and carry ``human_probs`` (CIFAR-10H) and ``hard_mask`` = max human probability < 0.7
     (327 images). Subsets for the ``cpu`` scale: ``n_train`` images drawn from the 45,000 with
     ``seed`` (validation shrinks to ``n_val``, by default ``n_train // 9``, keeping the 90/10 ratio);
-    ``n_test`` keeps every hard image (up to half the subset) plus a random sample of easy ones
-    (see ``_stratified_test_subset``).
+    ``n_test`` draws a uniform (natural-proportion) sample that defines the "all" metrics
+    (``all_mask``) and adds every hard image the sample missed, so the hard metrics use all 327
+    (see :func:`natural_test_subset`).
 
     Used in: notebooks/cifar10h, notebooks/sensitivity, notebooks/l2d_cifar10.
     """
@@ -304,12 +318,14 @@ def load_cifar10h(
         n_val = n_val if n_val is not None else max(1, min(CIFAR_VAL_SIZE, n_train // 9))
     if n_val is not None:
         val_idx = np.sort(rng.choice(val_idx, n_val, replace=False))
-    test_idx = np.arange(len(te_y))
+    test_idx, all_mask = np.arange(len(te_y)), None
     if n_test is not None and n_test < len(te_y):
-        test_idx = _stratified_test_subset(hard, n_test, rng)
-        info["test_subset"] = "all hard images (up to half the subset) + uniform sample of easy ones"
+        test_idx, all_mask = natural_test_subset(hard, n_test, rng)
+        info["test_subset"] = (f"uniform sample of {n_test} test images (the 'all' metrics) "
+                               f"+ the {int((hard[test_idx] & ~all_mask).sum())} hard images it missed")
     info["hard_fraction_full_test"] = float(hard.mean())
-    info["hard_fraction_subset"] = float(hard[test_idx].mean())
+    sample = test_idx if all_mask is None else test_idx[all_mask]
+    info["hard_fraction_all_sample"] = float(hard[sample].mean())
     info["test_index"] = test_idx.tolist() if len(test_idx) < len(te_y) else "all"
 
     def t(a: np.ndarray) -> torch.Tensor:
@@ -321,6 +337,7 @@ def load_cifar10h(
         val_x=t(tr_x[val_idx]), val_y=t(tr_y[val_idx]),
         test_x=t(te_x[test_idx]), test_y=t(te_y[test_idx]),
         hard_mask=t(hard[test_idx]),
+        all_mask=None if all_mask is None else t(all_mask),
         human_probs=t(human[test_idx]).float(),
         classes=CIFAR10_CLASSES,
         source=f"{source}; CIFAR-10H human labels ({hp_path})",

@@ -87,7 +87,7 @@ def synthetic_images(
     """Synthetic CIFAR-10H stand-in (smoke scale): class patterns plus noise, with blended hard images.
 
     ``hard_mask`` = max human probability < 0.7 (the CIFAR-10H rule), i.e. exactly the blends.
-    Used in: notebooks/cifar10h (smoke), tests of lib.train.
+    Used in: notebooks/cifar10h (smoke), tests of lib.moe_train.
     """
     for name, value, low in (("n_train", n_train, 1), ("n_val", n_val, 1), ("n_test", n_test, 1),
                              ("size", size, 4), ("num_classes", num_classes, 2)):
@@ -194,7 +194,7 @@ def synthetic_comments(n: int = 400, seed: int = 0, identity_frac: float = 0.4, 
     About ``identity_frac`` of the comments mention one of the eight WILDS identity groups; those
     form the per-group masks and the hard subset ("mentions any"). Labels follow the template with
     ``label_noise`` flips. Split 60/20/20 into train/validation/test.
-    Used in: notebooks/civilcomments (smoke), tests of lib.train.
+    Used in: notebooks/civilcomments (smoke), tests of lib.moe_train.
     """
     check_int(n, "n", 10)
     check_open_unit(identity_frac, "identity_frac")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lib.augment import BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
-from lib.data.images import PACS_DOMAIN_SIZES, load_cifar10h, load_pacs, pacs_domain
+from lib.data.images import PACS_DOMAIN_SIZES, load_cifar10h, load_pacs, natural_test_subset, pacs_domain
 from lib.data.locate import DataNotFoundError, shared_data_dir
 from lib.data.synthetic import synthetic_images, synthetic_pacs_domains
 
@@ -118,7 +118,9 @@ def test_synthetic_pacs_domains_split():
 @pytest.mark.skipif(not HAS_CIFAR, reason="CIFAR-10 / CIFAR-10H not in ../shared/data")
 def test_cifar10h_counts_and_hard_subset():
     b = load_cifar10h(n_train=900, n_test=1000, seed=0)
-    assert b.sizes() == {"train": 900, "val": 100, "test": 1000, "hard": 327}  # every hard image kept
+    sizes = b.sizes()
+    # every hard image kept; "all" is the uniform sample of 1,000
+    assert sizes["hard"] == 327 and sizes["all"] == 1000 and sizes["test"] == 1000 + 327 - int((b.hard_mask & b.all_mask).sum())
     assert b.info["hard_fraction_full_test"] == pytest.approx(327 / 10000)
     idx = np.asarray(b.info["test_index"])
     official = np.load(SHARED / "cifar10" / "test_labels.npy")
@@ -129,9 +131,23 @@ def test_cifar10h_counts_and_hard_subset():
     full = load_cifar10h()
     assert full.sizes() == {"train": 45000, "val": 5000, "test": 10000, "hard": 327}
     np.testing.assert_array_equal(full.test_y.numpy(), official)
-    # a small subset keeps half hard, half easy
-    small = load_cifar10h(n_train=90, n_test=100)
-    assert int(small.hard_mask.sum()) == 50
+    assert full.all_mask is None and "all" not in full.sizes()
+
+
+def test_natural_test_subset_keeps_the_natural_proportion_and_all_hard():
+    hard = np.zeros(10000, dtype=bool)
+    hard[np.random.default_rng(1).choice(10000, 327, replace=False)] = True
+    idx, all_mask = natural_test_subset(hard, 2000, np.random.default_rng(0))
+    assert np.all(np.diff(idx) > 0) and hard[idx].sum() == 327 and all_mask.sum() == 2000
+    # the uniform sample's hard count is hypergeometric: mean 2000 * 327/10000 = 65.4,
+    # sd = sqrt(2000 p (1-p) (10000-2000)/(10000-1)) = 7.1; 5 sd either side
+    k = int(hard[idx][all_mask].sum())
+    assert abs(k - 65.4) < 5 * 7.1
+    # over many draws the mean share matches 3.27% (the sample is uniform, not stratified)
+    shares = [hard[i][m].mean() for i, m in (natural_test_subset(hard, 2000, np.random.default_rng(s)) for s in range(200))]
+    assert np.mean(shares) == pytest.approx(0.0327, abs=0.002)
+    with pytest.raises(ValueError, match="n_test"):
+        natural_test_subset(hard, 0, np.random.default_rng(0))
 
 
 @pytest.mark.skipif(not HAS_PACS, reason="PACS not in ../shared/data")

@@ -107,6 +107,35 @@ def test_mocae_accuracy_check_and_claim_row() -> None:
     assert exp.mocae_accuracy_check([{"method": "vanilla", "metrics": {}}]) is None
     claims = exp.moe_claims(_summary_robust_wins(), [rec])
     assert claims.verdict.iloc[-1] == "did not hold"
+    # the paper prints 3 decimals: 0.8004 vs 0.8 prints alike (held), 0.8006 does not
+    for acc, verdict in ((0.8004, "held"), (0.8006, "did not hold")):
+        r = {"method": "mocae", "metrics": {"all": {"accuracy": acc}, "vanilla_accuracy": {"all": 0.8}}}
+        assert exp.moe_claims(_summary_robust_wins(), [r]).verdict.iloc[-1] == verdict
+
+
+def test_mocae_fit_table_reads_both_variants() -> None:
+    block = {"all": {"accuracy": 0.9, "ece": 0.05, "ece_ts": 0.04}, "hard": {"accuracy": 0.5, "ece": 0.3, "ece_ts": 0.2}}
+    rec = {"method": "vanilla", "config": {"train": {"seed": 3}},
+           "metrics": {**block, "mocae": {**block, "expert_temperatures": [1.1, 1.3]},
+                       "mocae_converged": {**block, "expert_temperatures": [1.5, 2.5]}}}
+    t = exp.mocae_fit_table([rec])
+    assert len(t) == 6 and set(t.seed) == {3}
+    assert t.loc[t.variant == "MoCaE, converged fit", "expert T"].iloc[0] == "1.50-2.50"
+    assert exp.mocae_fit_table([{"method": "vanilla", "metrics": block}]).empty
+
+
+def test_beside_paper_statements_quote_the_paper_and_take_ours_from_the_run() -> None:
+    from lib.experiments.moe_paper import LOST, PAPER_STATEMENTS, beside_paper_statements
+
+    s = _summary_robust_wins()
+    t = beside_paper_statements(s, "cifar10h", exp.METHOD_LABELS)
+    assert len(t) == len(PAPER_STATEMENTS["cifar10h"])
+    row = t[(t.method == "Robust MoE") & (t.quantity == "hard-subset ECE")].iloc[0]
+    want = s[(s.method == "robust") & (s.subset == "hard")]["ece"].iloc[0]
+    assert row["ours"] == f"{want:.3f}" and row["paper"] == LOST
+    assert "Robust MoE reduces this to" in row["paper's sentence"]
+    with pytest.raises(ValueError, match="page"):
+        beside_paper_statements(s, "pacs")
 
 
 def test_paper_table_and_beside_paper_layout() -> None:

@@ -135,3 +135,51 @@ def test_validation_errors_name_the_argument() -> None:
         pop.prediction("sparse")
     with pytest.raises(ValueError, match="pi"):
         mt.RoutedPopulation(pi=np.array([0.5, 0.6]), eta=np.zeros(2), routing=np.ones((2, 1)), experts=np.zeros((2, 1)))
+
+
+# --- Appendix C: multiaccuracy bound; Table 5 verdicts ------------------------------------------
+
+
+def test_multiaccuracy_bound_by_hand_on_one_cell():
+    from lib.moe_theory import RoutedPopulation, multiaccuracy_bound
+
+    # one cell: r = (0.6, 0.4), f = (0.5, 0.25) -> p = 0.4; eta = 0.7
+    pop = RoutedPopulation(pi=np.array([1.0]), eta=np.array([0.7]), routing=np.array([[0.6, 0.4]]),
+                           experts=np.array([[0.5, 0.25]]), kind=np.array(["x"], dtype=object))
+    t = multiaccuracy_bound(pop)
+    sq = (0.7 - 0.4) ** 2 + 0.7 * 0.3  # E[(Y - p)^2] = 0.3
+    ce = -(0.7 * np.log(0.4) + 0.3 * np.log(0.6))
+    assert t["alignment"].tolist() == pytest.approx([0.6 * 0.3, 0.4 * 0.3])
+    assert t["cauchy_schwarz"].tolist() == pytest.approx([0.6 * np.sqrt(sq), 0.4 * np.sqrt(sq)])
+    assert t["squared_residual"].iloc[0] == pytest.approx(np.sqrt(sq))
+    assert t["cross_entropy"].iloc[0] == pytest.approx(np.sqrt(ce))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_multiaccuracy_bound_chain_holds_under_any_reweighting(seed):
+    from lib.moe_theory import multiaccuracy_bound, random_population
+
+    pop = random_population(n_cells=40, num_experts=3, seed=seed)
+    rho = np.random.default_rng(seed).exponential(size=40)
+    for routing in ("soft", "hard"):
+        t = multiaccuracy_bound(pop, rho, routing)
+        assert (t["alignment"] <= t["cauchy_schwarz"] + 1e-12).all()
+        assert (t["cauchy_schwarz"] <= t["squared_residual"] + 1e-12).all()
+        assert (t["squared_residual"] <= t["cross_entropy"] + 1e-12).all()
+
+
+def test_support_claims_verdicts_are_computed():
+    import pandas as pd
+
+    from lib.experiments.moe import PAPER_TABLE5
+    from lib.moe_theory import support_claims
+
+    good = PAPER_TABLE5[["lam", "perplexity", "fraction", "ratio_bound"]].copy()
+    rows = support_claims(good, PAPER_TABLE5)
+    assert [r["verdict"] for r in rows] == ["held", "held"]
+    bad = good.copy()
+    bad.loc[bad.lam == 2.0, "fraction"] = 0.95  # far from 72.8% and breaks monotonicity
+    rows = support_claims(bad, PAPER_TABLE5)
+    assert [r["verdict"] for r in rows] == ["did not hold", "did not hold"]
+    with pytest.raises(ValueError, match="support"):
+        support_claims(pd.DataFrame(), PAPER_TABLE5)
