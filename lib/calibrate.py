@@ -27,6 +27,7 @@ from scipy.optimize import minimize
 from lib.metrics import bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_finite,
     check_int,
     check_labels,
@@ -41,6 +42,7 @@ from lib.validation import (
 )
 
 EPS = 1e-12
+T_FIT_BOUNDS = (1e-6, 1e6)  # search range of fit_temperature (see the check at its end)
 T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (SPEC section 2)
 
 __all__ = [
@@ -66,7 +68,7 @@ def _fit_log_temperatures(
     max_iter: int,
     lr: float,
     device: torch.device,
-    bounds: tuple[float, float] = (1e-6, 1e6),
+    bounds: tuple[float, float] = (1e-6, 1e6),  # T_FIT_BOUNDS
 ) -> torch.Tensor:
     """Minimise ``nll_fn(T)`` over T = exp(t) (a vector of ``num`` temperatures) with LBFGS.
 
@@ -136,7 +138,17 @@ def fit_temperature(
     def nll_fn(temp: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(z / temp[0], y)
 
-    return float(_fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device)[0])
+    T = float(_fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device)[0])
+    # At the upper bound with z / T still far from 0, the bound (not the data) stopped the fit: the
+    # logits are on an extreme scale. (Labels unrelated to the logits also reach the bound, but
+    # there z / T ~ 0 already gives the uniform prediction that is their optimum.)
+    if T >= T_FIT_BOUNDS[1] / 1.01 and float(z.abs().max()) / T > 1e-3:
+        raise ValueError(
+            f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
+            f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale "
+            f"(largest |z| = {float(z.abs().max()):.3g}); rescale them"
+        )
+    return T
 
 
 def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
@@ -148,7 +160,7 @@ def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
     if z.ndim < 1:
         raise ValueError(f"logits: expected at least 1-D array, got shape {tuple(z.shape)}")
     check_finite(z, "logits")
-    check_positive(float(T), "T")
+    T = check_positive(T, "T")
     if not z.is_floating_point():
         z = z.to(torch.float64)
     return _like(torch.softmax(z / T, dim=-1), logits)
@@ -230,7 +242,7 @@ class HistogramBinning:
     """
 
     def __init__(self, n_bins: int = 15) -> None:
-        self.n_bins = check_int(n_bins, "n_bins")
+        self.n_bins = check_bins(n_bins)
         self.edges: np.ndarray | None = None
         self.values: np.ndarray | None = None
         self.counts: np.ndarray | None = None

@@ -201,9 +201,13 @@ def system_accuracy(
     y = to_tensor(labels, "labels")
     check_labels(y, k, "labels")
     check_same_length(z, y, "logits", "labels")
+    if z.shape[0] == 0:
+        raise ValueError("logits: is empty (0 examples); the system accuracy of no examples is undefined")
     m = to_tensor(expert_preds, "expert_preds")
     check_ndim(m, 2, "expert_preds", "N examples x J experts")
     check_same_length(z, m, "logits", "expert_preds")
+    check_finite(m, "expert_preds")
+    check_labels(m.reshape(-1), k, "expert_preds")  # integer class predictions in range
     if m.shape[1] != z.shape[1] - k:
         raise ValueError(
             f"expert_preds: has {m.shape[1]} columns but logits hold {z.shape[1] - k} deferral logits"
@@ -212,7 +216,7 @@ def system_accuracy(
     m = m.to(z.device).long()
     chosen = m.gather(1, defer_to.clamp_min(0)[:, None]).squeeze(1)
     final = torch.where(defer_to >= 0, chosen, pred)
-    return float((final == y.to(z.device).long()).double().mean().item()) if len(y) else float("nan")
+    return float((final == y.to(z.device).long()).double().mean().item())
 
 
 def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:

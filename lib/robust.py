@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from lib.validation import (
     check_finite,
     check_ndim,
+    check_number,
     check_positive,
     check_same_length,
     to_tensor,
@@ -68,7 +69,7 @@ def _lam(lam: float) -> float:
         lam = float(lam)
     if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
         raise ValueError(f"lam: must be a number >= 0, got {lam!r}")
-    check_positive(float(lam), "lam", allow_zero=True)
+    lam = check_positive(lam, "lam", allow_zero=True)
     return float(lam)
 
 
@@ -149,9 +150,7 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     Used in: notebooks/routing_theory.
     """
     l = _losses(losses)
-    check_positive(alpha, "alpha")
-    if alpha > 1:
-        raise ValueError(f"alpha: must lie in (0, 1], got {alpha!r}")
+    alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
     n = l.shape[0]
     m = alpha * n
     full = int(math.floor(m + 1e-12))
