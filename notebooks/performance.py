@@ -40,7 +40,7 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: n up to 65,536) | paper (longer timing budget)
-budget_s: float | None = None  # seconds of timing per batch size; None keeps the scale's value
+budget_s: float = 0.0  # seconds of timing per batch size; 0 keeps the scale's value
 
 # %% [markdown]
 # Settings for this scale, and what produced the numbers.
@@ -55,7 +55,7 @@ from lib import config, plots, report
 from lib.experiments.reweighted import make_loss
 
 plots.use_offline_renderer()
-cfg = config.settings("performance", scale, budget_s=budget_s)
+cfg = config.settings("performance", scale, budget_s=budget_s or None)
 torch.set_num_threads(min(2, torch.get_num_threads()))
 report.publish_scale(scale, f"live loss timings at n = {cfg['sizes'][0]}..{cfg['sizes'][-1]} on "
                             f"{torch.get_num_threads()} CPU threads; committed bench/results for training steps")

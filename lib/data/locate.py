@@ -40,7 +40,7 @@ def local_data_cache() -> Path:
 def candidate_roots(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
     """The data roots in search order, each with a label for error messages."""
     roots: list[tuple[str, Path]] = []
-    if explicit is not None:
+    if explicit not in (None, ""):  # "" is a notebook's "search as usual" (data_dir: str = "")
         roots.append(("explicit argument", Path(explicit)))
     if os.environ.get(DATA_ENV):
         roots.append((f"${DATA_ENV}", Path(os.environ[DATA_ENV])))
