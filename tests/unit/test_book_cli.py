@@ -115,3 +115,19 @@ def test_kernels_run_without_progress_bars(fake_papermill, tmp_path) -> None:
     book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", progress=False)
     assert fake_papermill[0]["env"] == {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     assert os.environ.get("TQDM_DISABLE") == before  # restored
+
+
+def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
+    """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
+    nbformat.write(nb, str(source))
+    with book._quiet_kernel_env():
+        papermill.execute_notebook(str(source), str(out), kernel_name="python3", progress_bar=False,
+                                   cwd=str(repo_root()))
+    outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
+    assert [o.get("text") for o in outputs] == ["done\n"]
