@@ -1,4 +1,4 @@
-"""Post-hoc calibrators: temperature scaling, Platt scaling, histogram binning and MoCaE (SPEC 1, 2).
+"""Post-hoc calibrators: temperature scaling, Platt scaling, histogram binning and MoCaE (all four papers; MoCaE from paper 1, section 6.2).
 
 * Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted by LBFGS on the
   validation NLL with T = exp(t). For a mixture of experts the "logits" are log(mixture probs)
@@ -43,7 +43,7 @@ from lib.validation import (
 
 EPS = 1e-12
 T_FIT_BOUNDS = (1e-6, 1e6)  # search range of fit_temperature (see the check at its end)
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (SPEC section 2)
+T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (paper 1, section 6.2)
 
 __all__ = [
     "HistogramBinning",
@@ -86,7 +86,7 @@ def _fit_log_temperatures(
     # LBFGS with a strong-Wolfe line search. torch scales every trial step by ``lr``, so lr = 1 (the
     # quasi-Newton step) is the natural default: measured on 8,000 x 5 logits it converges in about
     # 10 evaluations, versus about 190 with the lr = 0.01 of Guo et al.'s public code (which also
-    # reaches the optimum here only thanks to the restarts below). SPEC section 1 lists lr=0.01.
+    # reaches the optimum here only thanks to the restarts below).
     opt = torch.optim.LBFGS(
         [t], lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe",
         tolerance_grad=1e-10, tolerance_change=1e-12,
@@ -120,7 +120,7 @@ def fit_temperature(
     """Fit the temperature T > 0 minimising mean_i -log softmax(z_i / T)_{y_i} (Guo et al. 2017).
 
     T = exp(t) keeps T positive; LBFGS with strong-Wolfe line search in float64 (default lr = 1.0,
-    not the SPEC's 0.01: same optimum, ~20x fewer evaluations; see ``_fit_log_temperatures``). Dividing by a
+    not the reference code's 0.01: same optimum, ~20x fewer evaluations; see ``_fit_log_temperatures``). Dividing by a
     positive T never changes the argmax, so accuracy is unchanged. For an MoE pass
     ``probs_to_logits(mixture_probs)``. Used in: notebooks/calibration, notebooks/cifar10h (ECE+TS),
     notebooks/pacs, notebooks/civilcomments, notebooks/cascading (MMLU choice logits).
@@ -197,7 +197,7 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
 
     Plain logistic regression on one feature (scipy BFGS on the mean binary cross-entropy with its
     analytic gradient); Platt's target smoothing (N+ + 1)/(N+ + 2) is not applied, following the
-    SPEC's sigmoid(a s + b). Used in: notebooks/cascading (pass/fail), notebooks/sensitivity.
+    paper 3's sigmoid(a s + b). Used in: notebooks/cascading (pass/fail), notebooks/sensitivity.
     """
     s, o = _scores_outcomes(scores, outcomes)
     if o.min() == o.max():
@@ -296,9 +296,9 @@ def fit_expert_temperatures(
     lr: float = 1.0,
     weighting: str = "none",
 ) -> np.ndarray:
-    """Per-expert temperatures T_k for MoCaE, each clamped to [0.1, 10] (SPEC section 2).
+    """Per-expert temperatures T_k for MoCaE, each clamped to [0.1, 10] (paper 1, section 6.2).
 
-    Choice (documented here, SPEC asks for one): T_k minimises expert k's own NLL,
+    Choice (documented here; the paper leaves it open): T_k minimises expert k's own NLL,
     mean_i -log softmax(z_ik / T_k)_{y_i}, on all validation examples, i.e. each expert is calibrated
     as a stand-alone classifier before mixing, as in MoCaE (Oksuz et al. 2024) where experts are
     calibrated individually. ``weighting="routing"`` instead weights example i by r_ik (the
@@ -339,7 +339,7 @@ def fit_expert_temperatures(
 
 
 def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) -> ArrayLike:
-    """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, SPEC section 2).
+    """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).
 
     With all T_k = 1 this is the plain (vanilla) mixture. Returns the kind of ``expert_logits``.
     Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.

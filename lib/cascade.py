@@ -1,6 +1,6 @@
 """Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
 
-Recipe (SPEC section 4): split the labelled pool into a calibration half and a test half; calibrate
+Recipe (paper 3, section 3): split the labelled pool into a calibration half and a test half; calibrate
 each model on the calibration half; build B equal-count bins on the SMALL model's confidence
 (calibration half); per bin, the confidence advantage a_b = mean(conf_large) - mean(conf_small)
 (and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the first k bins on

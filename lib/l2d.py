@@ -1,5 +1,5 @@
 """Multi-expert learning to defer (L2D): surrogate losses, expert-correctness estimators, synthetic
-experts and the 2-D mixture-of-Gaussians data (SPEC section 3).
+experts and the 2-D mixture-of-Gaussians data (L2D paper, section 5).
 
 Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt).
 A model outputs K + J logits: g_1..g_K for the classes and g_{⊥1}..g_{⊥J} for deferring to expert j.
@@ -288,7 +288,7 @@ class SyntheticExpert:
     to ``__call__``). "Random over all K classes" (the papers' random expert) is the same
     distribution as p = 1/K with uniform wrong answers, so ``p_out = 1/K`` gives it.
     Noise depends only on (seed, example index), so repeated calls agree (the reference code redraws
-    it on every call; SPEC section 3 asks for reproducibility).
+    it on every call, so runs are reproducible).
     Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
 
@@ -376,7 +376,7 @@ def probabilistic_expert(
 def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
     """Oracle on the class pair {2j, 2j+1} (0-based j), random elsewhere (L2D paper Sec. 5.4).
 
-    SPEC writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
+    The paper writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
     with 0-based j = 0..4, which is what we use (expert j+1 of the paper is oracle on {2j, 2j+1}).
     """
     if not 0 <= 2 * j + 1 < num_classes:

@@ -1,4 +1,4 @@
-"""Calibration and selective-prediction metrics shared by all four papers (SPEC section 1).
+"""Calibration and selective-prediction metrics shared by all four papers.
 
 All binned metrics go through one binning implementation, :func:`bin_edges` + :func:`bin_index`:
 bins are half-open ``(lo, hi]`` with 0 in the first bin. ``binning="width"`` gives equal-width bins
@@ -34,7 +34,7 @@ from lib.validation import (
 )
 
 BINNINGS: tuple[str, ...] = ("width", "mass")
-EPS = 1e-12  # probabilities are clamped at this value before a log (SPEC section 2)
+EPS = 1e-12  # probabilities are clamped at this value before a log
 
 __all__ = [
     "BINNINGS",
@@ -255,7 +255,7 @@ def brier(probs: ArrayLike, labels: ArrayLike) -> float:
 
 
 def nll(probs: ArrayLike, labels: ArrayLike) -> float:
-    """Negative log-likelihood, mean_i -log p_{y_i} with p clamped at 1e-12 (SPEC section 2)."""
+    """Negative log-likelihood, mean_i -log p_{y_i} with p clamped at 1e-12."""
     p, y = _probs_labels(probs, labels)
     py = p[np.arange(p.shape[0]), y]
     return float(np.mean(-np.log(np.maximum(py, EPS))))

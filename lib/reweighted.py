@@ -1,4 +1,4 @@
-"""Reweighted risks for calibration: focal family, AURC loss, the AU loss and KDE-XE (SPEC section 5).
+"""Reweighted risks for calibration: focal family, AURC loss, the AU loss and KDE-XE.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
 (papers/reweighted-risk-au-loss.txt). Every loss here is a weighted cross-entropy

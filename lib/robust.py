@@ -254,6 +254,6 @@ def filtered_tilted_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> tor
     """mean_i l_i + sum_{i in S} w_i l_i with w = softmax(lam l) over S = ``mask``:
     :func:`robust_filtered_loss` without input checks or host synchronisation. Outside S the
     tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are equal, w is
-    uniform and the robust term is the mean (SPEC's empty-set rule). Used by lib.train."""
+    uniform and the robust term is the mean (the rule for an empty filtered set). Used by lib.train."""
     tilted = torch.where(mask, lam * l, torch.full_like(l, -1e9))
     return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

@@ -102,7 +102,7 @@ exp.provenance_table(records)
 # ## Table 2 for this target: ours beside the paper's
 #
 # Accuracy, ECE and ECE+TS on the whole held-out domain; ours are mean ± standard error over our
-# seeds, the paper's are its five-seed means (Table 2, as quoted in SPEC section 2).
+# seeds, the paper's are its five-seed means ({cite}`wong2026moe`, Table 2).
 
 # %%
 table2 = exp.beside_paper(summary, exp.PAPER_PACS[TARGET], subset="all")

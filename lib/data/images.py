@@ -1,7 +1,7 @@
 """Image data of the MoE paper: CIFAR-10 with CIFAR-10H human labels, and PACS.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-Table 4 and Appendix D; SPEC section 2 (splits, hard subsets).
+Table 4 and Appendix D (splits, hard subsets).
 
 * :func:`load_cifar10h` -- 45,000 train / 5,000 validation (fixed split seed) / 10,000 test in the
   official test order; the test set carries the CIFAR-10H human label distributions and the hard
@@ -45,7 +45,7 @@ PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
 PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
 PACS_DOMAIN_SIZES: dict[str, int] = {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
-HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (SPEC section 2)
+HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
 
@@ -274,7 +274,7 @@ def load_cifar10h(
     seed: int = 0,
     n_val: int | None = None,
 ) -> ImageBundle:
-    """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4, SPEC section 2).
+    """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4).
 
     The 50,000 training images are split 45,000/5,000 into train/validation with a fixed seed
     (``SPLIT_SEED``, the same for every training seed); the 10,000 test images keep the official
@@ -423,7 +423,7 @@ def load_pacs(
     seed: int = 0,
     n_per_domain: int | None = None,
 ) -> ImageBundle:
-    """Leave-one-domain-out PACS (MoE paper section 5, Table 2; SPEC section 2).
+    """Leave-one-domain-out PACS (MoE paper section 5, Table 2).
 
     ``target`` (photo, art_painting -- alias "art" --, cartoon, sketch) is the test set and the hard
     set; the other three domains are the sources, of which ``val_frac`` (10%) is held out for

@@ -1,7 +1,7 @@
 """CivilComments (WILDS) for the text experiment of the MoE paper, and tokenization.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-Table 4 / Appendix D; SPEC section 2: subsample 50,000 training comments with a fixed seed, the last
+Table 4 / Appendix D: subsample 50,000 training comments with a fixed seed, the last
 10% of them for validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity
 groups male, female, LGBTQ, christian, muslim, other_religions, black, white (WILDS marks a comment
 as mentioning a group when the group's annotation is >= 0.5); hard = mentions any of them.
