@@ -251,6 +251,23 @@ def _append_references(notebook: Path) -> None:
     nbformat.write(nb, str(notebook))
 
 
+def used_in_index(names: list[str] | None = None) -> str:
+    """The API page's "Used in" index, generated (never hand-written, so it cannot drift): a
+    Markdown table of every ``lib`` function or class the pages' code uses (:func:`lib_references`)
+    with links to those pages, in book order. ``stage`` appends it to ``book/api.md``.
+    Used in: book/api (the index at its end).
+    """
+    uses: dict[str, list[str]] = {}
+    for name in names or notebook_names():
+        for ref in lib_references(check_notebook(name)):
+            uses.setdefault(ref, []).append(name)
+    rows = ["| `lib` function | pages that use it |", "|---|---|"]
+    for ref in sorted(uses):
+        pages = ", ".join(f"[{n}](../notebooks/{n}.ipynb)" for n in uses[ref])
+        rows.append(f"| {{py:obj}}`{ref}` | {pages} |")
+    return "\n".join(rows)
+
+
 def _scales_table(scale: str, names: list[str]) -> str:
     from lib.report import read_published
 
@@ -282,6 +299,11 @@ def stage(scale: str) -> Path:
         staged = site / "notebooks" / f"{name}.ipynb"
         shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb", staged)
         _append_references(staged)
+    api = site / "book" / "api.md"
+    api.write_text(
+        api.read_text() + "\n## Where each function is used\n\nGenerated from the pages' code by "
+        "{py:obj}`lib.book.used_in_index` when the book is built.\n\n" + used_in_index(names) + "\n"
+    )
     (site / SCALES_TABLE).write_text(
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m lib book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"

@@ -24,7 +24,7 @@ def html(smoke_notebook) -> Path:
 
 
 def test_every_toc_page_is_built(html: Path) -> None:
-    pages = ["book/intro", "book/start_here", "book/scales", "book/api", "book/bibliography"]
+    pages = ["book/intro", "book/start_here", "book/scales", "book/data", "book/api", "book/bibliography"]
     pages += [f"book/{p}/overview" for p in ("moe", "l2d", "ccc", "rr")]
     pages += [f"notebooks/{n}" for n in notebook_names()]
     missing = [p for p in pages if not (html / f"{p}.html").exists()]

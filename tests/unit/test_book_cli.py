@@ -131,3 +131,13 @@ def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
                                    cwd=str(repo_root()))
     outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
     assert [o.get("text") for o in outputs] == ["done\n"]
+
+
+def test_used_in_index_is_generated_from_the_pages_code() -> None:
+    index = book.used_in_index(["pacs", "calibration"])
+    lines = index.splitlines()
+    assert lines[0].startswith("| `lib` function")
+    row = next(line for line in lines if "`lib.data.images.load_pacs`" in line)
+    assert "[pacs](../notebooks/pacs.ipynb)" in row and "calibration" not in row
+    refs = set(book.lib_references(repo_root() / "notebooks" / "pacs.ipynb"))
+    assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs
