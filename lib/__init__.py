@@ -1,6 +1,6 @@
 """calibration-book's library: the methods of four calibration papers, small, typed and tested.
 
-One module per concept (SPEC section 0): ``metrics``, ``calibrate``, ``moe``, ``backbones``,
+One module per concept: ``metrics``, ``calibrate``, ``moe``, ``backbones``,
 ``robust``, ``fgr``, ``train``, ``l2d``, ``reweighted``, ``cascade``, ``cleaning``, ``data``,
 ``plots``, ``config``, ``runs``, ``report``, ``benchmarks``. Modules are imported on use, so
 ``import lib`` is cheap.

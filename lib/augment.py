@@ -1,6 +1,6 @@
 """Device-side image augmentation and batching on whole uint8 batches (no per-sample PIL).
 
-The paper's training recipe (Table 4 of papers/calibrated-moe-under-shift.txt, SPEC section 2) uses
+The paper's training recipe (Table 4 of the MoE paper) uses
 random crop with zero padding (pad 4 at 32 px, pad 28 at 224 px) and a horizontal flip, then
 normalization. Here these are tensor ops on a whole ``(B, C, H, W)`` uint8 batch that already sits
 on the training device, so the epoch loop never touches PIL or a DataLoader worker:

@@ -6,7 +6,7 @@ Cost claims of the papers that the book checks:
   CDF costs O(nM) and "bypasses the sorting bottleneck" of AURC's O(n log n), and it "remains more
   scalable than kernel-based calibration objectives" (KDE-XE, O(n^2));
 * calibrated-MoE paper (papers/calibrated-moe-under-shift.txt), Appendix D.1: FGR is "roughly 2.5x
-  slower per epoch than vanilla"; SPEC section 2: every method but FGR needs one backbone forward
+  slower per epoch than vanilla"; every method but FGR needs one backbone forward
   per step (the reference code runs two for Robust Filtered).
 
 :func:`loss_scaling` times losses live (cheap: one batch of logits). Training-step costs take minutes

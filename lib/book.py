@@ -9,18 +9,21 @@ parameters cell behind). ``execute_notebook`` writes executed copies to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from lib.config import SCALES, build_dir, repo_root
-from lib.validation import check_choice
+from lib.validation import check_choice, close_matches
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
@@ -58,29 +61,130 @@ def executed_path(name: str, scale: str) -> Path:
     return build_dir(scale) / "notebooks" / f"{name}.ipynb"
 
 
+def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
+    """The parameters cell of ``notebooks/<name>.ipynb``: ``{name: {inferred_type_name, default, help}}``.
+
+    Read with ``papermill.inspect_notebook`` (what ``papermill --help-notebook`` prints), so a
+    parameter papermill cannot parse is missing here too, and tests/unit/test_book_cli.py fails.
+    """
+    import papermill as pm
+
+    return dict(pm.inspect_notebook(str(check_notebook(name))))
+
+
+def _convert(name: str, raw: str, type_name: str) -> Any:
+    """A ``-p`` string as a value of the parameters cell's type (``str`` stays a string)."""
+    import ast
+
+    if type_name == "str":
+        return raw
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if type(value).__name__ != type_name:
+        raise ValueError(f"{name}: expected {type_name} (the notebook's parameters cell), got {raw!r}")
+    return value
+
+
+def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Check notebook parameters before anything runs; returns them converted to their types.
+
+    Each name must be in the notebook's parameters cell (a misspelling gets the closest name,
+    difflib); ``scale`` is refused (it has its own option); string values (the command line's)
+    are converted to the cell's type and other values must have it; a value that overrides a
+    number of ``lib/scales.toml`` must not be negative. Raises ``ValueError`` naming the parameter.
+    Used in: python -m lib run, notebooks through tests/conftest.py.
+    """
+    from lib.config import notebooks_with_settings, settings
+
+    check_choice(scale, SCALES, "scale")
+    declared = notebook_parameters(name)
+    scaled = settings(name, scale) if name in notebooks_with_settings() else {}
+    out: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if key == "scale":
+            raise ValueError("scale: set it with --scale (or the scale argument), not as a parameter")
+        if key not in declared:
+            valid = ", ".join(k for k in declared if k != "scale") or "none"
+            raise ValueError(
+                f"{key}: not a parameter of notebook {name!r} (its parameters: {valid})"
+                f"{close_matches(key, declared)}"
+            )
+        type_name = declared[key]["inferred_type_name"]
+        value = _convert(key, value, type_name) if isinstance(value, str) else value
+        if type_name in ("int", "float", "bool") and type(value).__name__ != type_name and not (
+            type_name == "float" and isinstance(value, int) and not isinstance(value, bool)
+        ):
+            raise ValueError(f"{key}: expected {type_name} (the notebook's parameters cell), got {value!r}")
+        default = scaled.get(key)
+        if isinstance(default, int | float) and not isinstance(default, bool) and value < 0:
+            raise ValueError(f"{key}: must be >= 0 (lib/scales.toml sets it to {default!r}), got {value!r}")
+        out[key] = value
+    return out
+
+
 def execute_notebook(
     name: str, scale: str = "cpu", parameters: dict[str, Any] | None = None,
     output: Path | None = None, progress: bool = True,
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
 
-    Returns the executed notebook's path (``build/<scale>/notebooks/<name>.ipynb`` by default).
-    The kernel runs with the repository root as working directory.
+    Parameters are checked first (:func:`check_parameters`), so a misspelled name or a wrong type
+    fails before any work. The notebook runs into a temporary file that replaces the executed copy
+    (``build/<scale>/notebooks/<name>.ipynb`` by default) only on success, so a failed run never
+    overwrites the last good page; the failed copy is kept beside it as ``<name>.failed.ipynb``
+    and papermill's ``PapermillExecutionError`` is raised. The kernel runs with the repository root
+    as working directory and with progress bars off (``TQDM_DISABLE``,
+    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page.
     """
     import papermill as pm
-
     check_choice(scale, SCALES, "scale")
     source = check_notebook(name)
+    params = {"scale": scale, **check_parameters(name, scale, parameters or {})}
     out = output or executed_path(name, scale)
     out.parent.mkdir(parents=True, exist_ok=True)
-    params = {"scale": scale, **(parameters or {})}
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".running.ipynb", dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
     start = time.time()
-    pm.execute_notebook(
-        str(source), str(out), parameters=params, cwd=str(repo_root()),
-        kernel_name="python3", progress_bar=progress, log_output=False,
-    )
+    try:
+        with _quiet_kernel_env():
+            pm.execute_notebook(
+                str(source), str(tmp), parameters=params, cwd=str(repo_root()),
+                kernel_name="python3", progress_bar=progress, log_output=False,
+            )
+    except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
+        if tmp.exists():
+            os.replace(tmp, out.with_name(f"{out.stem}.failed.ipynb"))
+        raise
+    os.replace(tmp, out)
     print(f"[calibook] {name} ({scale}) ran in {time.time() - start:.0f} s -> {out}", flush=True)
     return out
+
+
+QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+@contextlib.contextmanager
+def _quiet_kernel_env() -> Iterator[None]:
+    """Environment of the papermill kernel (inherited from this process): no progress bars.
+
+    tqdm (lib.data.images, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
+    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``. Restored afterwards.
+    """
+    saved = {k: os.environ.get(k) for k in QUIET_KERNEL_ENV}
+    os.environ.update(QUIET_KERNEL_ENV)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def lib_references(notebook: Path) -> list[str]:
@@ -147,6 +251,23 @@ def _append_references(notebook: Path) -> None:
     nbformat.write(nb, str(notebook))
 
 
+def used_in_index(names: list[str] | None = None) -> str:
+    """The API page's "Used in" index, generated (never hand-written, so it cannot drift): a
+    Markdown table of every ``lib`` function or class the pages' code uses (:func:`lib_references`)
+    with links to those pages, in book order. ``stage`` appends it to ``book/api.md``.
+    Used in: book/api (the index at its end).
+    """
+    uses: dict[str, list[str]] = {}
+    for name in names or notebook_names():
+        for ref in lib_references(check_notebook(name)):
+            uses.setdefault(ref, []).append(name)
+    rows = ["| `lib` function | pages that use it |", "|---|---|"]
+    for ref in sorted(uses):
+        pages = ", ".join(f"[{n}](../notebooks/{n}.ipynb)" for n in uses[ref])
+        rows.append(f"| {{py:obj}}`{ref}` | {pages} |")
+    return "\n".join(rows)
+
+
 def _scales_table(scale: str, names: list[str]) -> str:
     from lib.report import read_published
 
@@ -178,6 +299,11 @@ def stage(scale: str) -> Path:
         staged = site / "notebooks" / f"{name}.ipynb"
         shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb", staged)
         _append_references(staged)
+    api = site / "book" / "api.md"
+    api.write_text(
+        api.read_text() + "\n## Where each function is used\n\nGenerated from the pages' code by "
+        "{py:obj}`lib.book.used_in_index` when the book is built.\n\n" + used_in_index(names) + "\n"
+    )
     (site / SCALES_TABLE).write_text(
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m lib book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"

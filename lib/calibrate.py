@@ -1,4 +1,4 @@
-"""Post-hoc calibrators: temperature scaling, Platt scaling, histogram binning and MoCaE (SPEC 1, 2).
+"""Post-hoc calibrators: temperature scaling, Platt scaling, histogram binning and MoCaE (all four papers; MoCaE from paper 1, section 6.2).
 
 * Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted on held-out
   data, by LBFGS on the NLL with T = exp(t) (papers 1-3) or by minimising the ECE (paper 4). For a mixture of experts the "logits" are log(mixture probs)
@@ -27,6 +27,7 @@ from scipy.optimize import minimize
 from lib.metrics import bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_finite,
     check_int,
     check_labels,
@@ -41,7 +42,8 @@ from lib.validation import (
 )
 
 EPS = 1e-12
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (SPEC section 2)
+T_FIT_BOUNDS = (1e-6, 1e6)  # search range of fit_temperature (see the check at its end)
+T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (paper 1, section 6.2)
 
 __all__ = [
     "HistogramBinning",
@@ -85,7 +87,7 @@ def _fit_log_temperatures(
     # LBFGS with a strong-Wolfe line search. torch scales every trial step by ``lr``, so lr = 1 (the
     # quasi-Newton step) is the natural default: measured on 8,000 x 5 logits it converges in about
     # 10 evaluations, versus about 190 with the lr = 0.01 of Guo et al.'s public code (which also
-    # reaches the optimum here only thanks to the restarts below). SPEC section 1 lists lr=0.01.
+    # reaches the optimum here only thanks to the restarts below).
     opt = torch.optim.LBFGS(
         [t], lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe",
         tolerance_grad=1e-10, tolerance_change=1e-12,
@@ -197,7 +199,7 @@ def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
     if z.ndim < 1:
         raise ValueError(f"logits: expected at least 1-D array, got shape {tuple(z.shape)}")
     check_finite(z, "logits")
-    check_positive(float(T), "T")
+    T = check_positive(T, "T")
     if not z.is_floating_point():
         z = z.to(torch.float64)
     return _like(torch.softmax(z / T, dim=-1), logits)
@@ -234,7 +236,7 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
 
     Plain logistic regression on one feature (scipy BFGS on the mean binary cross-entropy with its
     analytic gradient); Platt's target smoothing (N+ + 1)/(N+ + 2) is not applied, following the
-    SPEC's sigmoid(a s + b). Used in: notebooks/cascading (pass/fail), notebooks/sensitivity.
+    paper 3's sigmoid(a s + b). Used in: notebooks/cascading (pass/fail), notebooks/sensitivity.
     """
     s, o = _scores_outcomes(scores, outcomes)
     if o.min() == o.max():
@@ -279,7 +281,7 @@ class HistogramBinning:
     """
 
     def __init__(self, n_bins: int = 15) -> None:
-        self.n_bins = check_int(n_bins, "n_bins")
+        self.n_bins = check_bins(n_bins)
         self.edges: np.ndarray | None = None
         self.values: np.ndarray | None = None
         self.counts: np.ndarray | None = None
@@ -333,9 +335,9 @@ def fit_expert_temperatures(
     lr: float = 1.0,
     weighting: str = "none",
 ) -> np.ndarray:
-    """Per-expert temperatures T_k for MoCaE, each clamped to [0.1, 10] (SPEC section 2).
+    """Per-expert temperatures T_k for MoCaE, each clamped to [0.1, 10] (paper 1, section 6.2).
 
-    Choice (documented here, SPEC asks for one): T_k minimises expert k's own NLL,
+    Choice (documented here; the paper leaves it open): T_k minimises expert k's own NLL,
     mean_i -log softmax(z_ik / T_k)_{y_i}, on all validation examples, i.e. each expert is calibrated
     as a stand-alone classifier before mixing, as in MoCaE (Oksuz et al. 2024) where experts are
     calibrated individually. ``weighting="routing"`` instead weights example i by r_ik (the
@@ -376,7 +378,7 @@ def fit_expert_temperatures(
 
 
 def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) -> ArrayLike:
-    """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, SPEC section 2).
+    """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).
 
     With all T_k = 1 this is the plain (vanilla) mixture. Returns the kind of ``expert_logits``.
     Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.

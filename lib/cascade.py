@@ -1,6 +1,6 @@
 """Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
 
-Recipe (SPEC section 4): split the labelled pool into a calibration half and a test half; calibrate
+Recipe (paper 3, section 3): split the labelled pool into a calibration half and a test half; calibrate
 each model on the calibration half; build B equal-count bins on the SMALL model's confidence
 (calibration half); per bin, the confidence advantage a_b = mean(conf_large) - mean(conf_small)
 (and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the first k bins on
@@ -23,11 +23,13 @@ from scipy.special import softmax as scipy_softmax
 
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_choice,
     check_finite,
     check_int,
     check_logits_labels,
     check_ndim,
+    check_open_unit,
     check_same_length,
     to_numpy,
 )
@@ -68,8 +70,8 @@ def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.n
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n: must be an integer >= 2, got {n!r}")
-    if not (0 < cal_fraction < 1):
-        raise ValueError(f"cal_fraction: must lie in (0, 1), got {cal_fraction!r}")
+    cal_fraction = check_open_unit(cal_fraction, "cal_fraction")
+    seed = check_int(seed, "seed", minimum=0)
     perm = np.random.default_rng(seed).permutation(n)
     k = min(max(int(round(cal_fraction * n)), 1), n - 1)
     return np.sort(perm[:k]), np.sort(perm[k:])
@@ -98,7 +100,7 @@ def fit_confidence(
     z = to_numpy(logits, "logits")
     y = to_numpy(labels, "labels", dtype=np.int64)
     check_logits_labels(z, y)
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     p = scipy_softmax(z, axis=1)
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
@@ -177,7 +179,7 @@ def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
     """
     from lib.metrics import bin_edges
 
-    return bin_edges(_unit_vector(conf_cal, "conf_cal"), check_int(n_bins, "n_bins"), "mass")
+    return bin_edges(_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
 
 
 def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
@@ -194,7 +196,7 @@ def advantage_table(
     """Per-bin ``count``, mean confidences/accuracies, ``advantage`` a_b = mean(conf_large) -
     mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
     Empty bins get NaN statistics."""
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     b = to_numpy(bins, "bins", dtype=np.int64)
     cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
     ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
@@ -263,7 +265,7 @@ def cascade_curve(
     accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
     empty bins go last. Used in: notebooks/cascading, notebooks/same_size.
     """
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(order_by, ORDERS, "order_by")
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
         check_same_length(a, b, f"small.{nm}", f"large.{nm}")
@@ -395,7 +397,7 @@ def same_size_route(
     confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
     Used in: notebooks/same_size.
     """
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, ("first", "joint"), "binning")
     e1 = equal_count_bins(first.conf_cal, n_bins)
     c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)

@@ -23,6 +23,7 @@ import pandas as pd
 from lib.validation import (
     ArrayLike,
     check_labels,
+    check_number,
     check_logits_labels,
     check_ndim,
     check_probs_labels,
@@ -152,8 +153,7 @@ def inject_symmetric_noise(
     """
     y = _ints(labels, "labels")
     check_labels(y, num_classes, "labels")
-    if not (np.isfinite(rate) and 0 <= rate <= 1):
-        raise ValueError(f"rate: must lie in [0, 1], got {rate!r}")
+    rate = check_number(rate, "rate", 0.0, 1.0)
     if num_classes < 2:
         raise ValueError(f"num_classes: need at least 2 classes, got {num_classes!r}")
     rng = np.random.default_rng(seed)

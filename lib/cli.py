@@ -5,67 +5,123 @@ Examples::
     python -m lib list
     python -m lib run pacs --scale smoke -p target sketch
     python -m lib book --scale cpu            # execute every notebook, then build the HTML
+
+Errors (an unknown notebook or parameter, a wrong type, missing data, a failing cell) are printed
+as one message without a traceback; ``--debug`` shows the traceback. Each subcommand is one
+function ``cmd_<name>(args)`` registered in :func:`build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-from typing import Any
+import sys
 
 from lib.config import DEFAULT_SCALE, SCALES
 
-
-def _literal(text: str) -> Any:
-    """Parse a ``-p`` value as a Python literal when possible (``3`` -> int), else keep the string."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+PROG = "python -m lib"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
+def cmd_list(args: argparse.Namespace) -> int:
+    """``list``: the notebooks in book order, each with its parameters."""
     from lib import book
 
-    parser = argparse.ArgumentParser(prog="python -m lib", description=__doc__.split("\n")[0])
+    for name in book.notebook_names():
+        params = book.notebook_parameters(name)
+        shown = ", ".join(
+            f"{key}: {p['inferred_type_name']} = {p['default']}" for key, p in params.items() if key != "scale"
+        )
+        print(f"{name:24s} {shown}" if args.parameters else name)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``run``: check the notebook name and every ``-p`` against its parameters cell, then execute it."""
+    from lib import book
+
+    book.check_notebook(args.notebook)
+    params = book.check_parameters(args.notebook, args.scale, dict(args.parameter))
+    book.execute_notebook(args.notebook, args.scale, params)
+    return 0
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    """``book``: execute the notebooks (all, or ``--only``), then build the HTML book."""
+    from lib import book
+
+    if not args.no_execute:
+        book.execute_all(args.scale, args.only)
+    book.build_book(args.scale, strict=not args.no_strict)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: one sub-parser per ``cmd_*`` function."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the notebooks in book order")
+
+    ls = sub.add_parser("list", help="list the notebooks in book order")
+    ls.add_argument("--parameters", action="store_true", help="also show each notebook's parameters")
+    ls.set_defaults(func=cmd_list)
+
     run = sub.add_parser("run", help="execute one notebook into build/<scale>/notebooks")
-    run.add_argument("notebook")
+    run.add_argument("notebook", help="a name from `python -m lib list`")
     run.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"), help="extra notebook parameter")
-    sub.add_parser("paper", help="the paper-scale queue (python -m lib paper --help)", add_help=False)
-    pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
-    pk.add_argument("dataset")
-    pk.add_argument("--max-mib", type=float, default=60.0)
+                     metavar=("NAME", "VALUE"), help="a parameter of the notebook's parameters cell")
+    run.set_defaults(func=cmd_run)
+
     bk = sub.add_parser("book", help="execute the notebooks and build the HTML book")
     bk.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
     bk.add_argument("--only", nargs="*", help="execute only these notebooks (others are staged as they are)")
     bk.add_argument("--no-execute", action="store_true", help="build from existing executed copies")
     bk.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
-    import sys
+    bk.set_defaults(func=cmd_book)
 
+    sub.add_parser("paper", help="the paper-scale queue: plan, run, import (python -m lib paper --help)")
+    pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
+    pk.add_argument("dataset", help="cifar10h, pacs, cifar10, mmlu or resnet50-logits")
+    pk.add_argument("--max-mib", type=float, default=60.0, help="largest chunk in MiB")
+    pk.set_defaults(func=cmd_pack)
+    return parser
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    """``pack``: the dataset's files as numbered chunks under .packs/ (lib.packs)."""
+    from lib.packs import pack
+
+    for p in pack(args.dataset, args.max_mib):
+        print(p)
+    return 0
+
+
+def error_message(err: BaseException) -> tuple[str, int]:
+    """The message shown for ``err`` and the exit code: 2 for bad input, 1 for a failed run."""
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(err, PapermillExecutionError):
+        return f"a cell of the notebook raised {err.ename}: {err.evalue}", 1
+    if isinstance(err, ValueError):
+        return str(err), 2
+    return f"{type(err).__name__}: {err}", 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["paper"]:
+    if argv[:1] == ["paper"]:  # the queue has its own options (lib.queue.main)
         from lib.queue import main as queue_main
 
         return queue_main(argv[1:])
+    parser = build_parser()
     args = parser.parse_args(argv)
-
-    if args.command == "list":
-        print("\n".join(book.notebook_names()))
-    elif args.command == "pack":
-        from lib.packs import pack
-
-        for p in pack(args.dataset, args.max_mib):
-            print(p)
-    elif args.command == "run":
-        params = {name: _literal(value) for name, value in args.parameter}
-        book.execute_notebook(args.notebook, args.scale, params)
-    else:
-        if not args.no_execute:
-            book.execute_all(args.scale, args.only)
-        book.build_book(args.scale, strict=not args.no_strict)
-    return 0
+    try:
+        return int(args.func(args))
+    except Exception as err:  # noqa: BLE001 - every error becomes one message (--debug: traceback)
+        if args.debug:
+            raise
+        message, code = error_message(err)
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        if code == 1:
+            print(f"(run `{PROG} --debug {args.command} ...` for the traceback)", file=sys.stderr)
+        return code

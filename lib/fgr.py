@@ -96,7 +96,7 @@ def _check_quality(q: torch.Tensor) -> None:
 
 def quantization_tables(quality: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> torch.Tensor:
     """Per-image quantization tables (B, 3, 8, 8): luminance for Y, chrominance for Cb and Cr, scaled by
-    (101 - q)/50 and clamped to >= 1 (SPEC section 2; this is the FGR code's scaling, not libjpeg's)."""
+    (101 - q)/50 and clamped to >= 1 (the FGR reference code's scaling, not libjpeg's)."""
     q = to_tensor(quality, "quality").to(dtype=torch.float64).reshape(-1)
     check_finite(q, "quality")
     _check_quality(q)

@@ -1,5 +1,5 @@
 """Multi-expert learning to defer (L2D): surrogate losses, expert-correctness estimators, synthetic
-experts and the 2-D mixture-of-Gaussians data (SPEC section 3).
+experts and the 2-D mixture-of-Gaussians data (L2D paper, section 5).
 
 Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt).
 A model outputs K + J logits: g_1..g_K for the classes and g_{⊥1}..g_{⊥J} for deferring to expert j.
@@ -203,9 +203,13 @@ def system_accuracy(
     y = to_tensor(labels, "labels")
     check_labels(y, k, "labels")
     check_same_length(z, y, "logits", "labels")
+    if z.shape[0] == 0:
+        raise ValueError("logits: is empty (0 examples); the system accuracy of no examples is undefined")
     m = to_tensor(expert_preds, "expert_preds")
     check_ndim(m, 2, "expert_preds", "N examples x J experts")
     check_same_length(z, m, "logits", "expert_preds")
+    check_finite(m, "expert_preds")
+    check_labels(m.reshape(-1), k, "expert_preds")  # integer class predictions in range
     if m.shape[1] != z.shape[1] - k:
         raise ValueError(
             f"expert_preds: has {m.shape[1]} columns but logits hold {z.shape[1] - k} deferral logits"
@@ -214,7 +218,7 @@ def system_accuracy(
     m = m.to(z.device).long()
     chosen = m.gather(1, defer_to.clamp_min(0)[:, None]).squeeze(1)
     final = torch.where(defer_to >= 0, chosen, pred)
-    return float((final == y.to(z.device).long()).double().mean().item()) if len(y) else float("nan")
+    return float((final == y.to(z.device).long()).double().mean().item())
 
 
 def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
@@ -286,7 +290,7 @@ class SyntheticExpert:
     to ``__call__``). "Random over all K classes" (the papers' random expert) is the same
     distribution as p = 1/K with uniform wrong answers, so ``p_out = 1/K`` gives it.
     Noise depends only on (seed, example index), so repeated calls agree (the reference code redraws
-    it on every call; SPEC section 3 asks for reproducibility).
+    it on every call, so runs are reproducible).
     Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
 
@@ -374,7 +378,7 @@ def probabilistic_expert(
 def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
     """Oracle on the class pair {2j, 2j+1} (0-based j), random elsewhere (L2D paper Sec. 5.4).
 
-    SPEC writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
+    The paper writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
     with 0-based j = 0..4, which is what we use (expert j+1 of the paper is oracle on {2j, 2j+1}).
     """
     if not 0 <= 2 * j + 1 < num_classes:

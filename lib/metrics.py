@@ -1,4 +1,4 @@
-"""Calibration and selective-prediction metrics shared by all four papers (SPEC section 1).
+"""Calibration and selective-prediction metrics shared by all four papers.
 
 All binned metrics go through one binning implementation, :func:`bin_edges` + :func:`bin_index`:
 bins are half-open ``(lo, hi]`` with 0 in the first bin. ``binning="width"`` gives equal-width bins
@@ -23,16 +23,18 @@ from lib.validation import (
     ArrayLike,
     check_choice,
     check_finite,
-    check_int,
+    check_bins,
     check_ndim,
+    check_number,
     check_probs_labels,
     check_same_length,
     check_unit_interval,
+    prob_tolerance,
     to_numpy,
 )
 
 BINNINGS: tuple[str, ...] = ("width", "mass")
-EPS = 1e-12  # probabilities are clamped at this value before a log (SPEC section 2)
+EPS = 1e-12  # probabilities are clamped at this value before a log
 
 __all__ = [
     "BINNINGS",
@@ -55,7 +57,7 @@ __all__ = [
 def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     p = to_numpy(probs, "probs")
     y = to_numpy(labels, "labels")
-    check_probs_labels(p, y)
+    check_probs_labels(p, y, prob_tolerance(probs))  # tolerance of the caller's dtype (fp16)
     if p.shape[0] == 0:
         raise ValueError("probs: is empty (0 examples)")
     return p, y.astype(np.int64)
@@ -90,7 +92,7 @@ def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.n
     Ties (or n < n_bins) can leave bins empty; empty bins contribute nothing to any metric.
     Used in: every binned metric here, lib.calibrate.HistogramBinning, notebooks/cascading.
     """
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     c = to_numpy(conf, "conf")
     check_unit_interval(c, "conf")
@@ -144,7 +146,7 @@ def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "w
     paper x100. Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, and most pages.
     """
     p, y = _probs_labels(probs, labels)
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     conf = np.clip(p.max(axis=1), 0.0, 1.0)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
@@ -160,7 +162,7 @@ def classwise_ece(
     bins are built per class on that class's probabilities. Used in: notebooks/losses_cifar10.
     """
     p, y = _probs_labels(probs, labels)
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     p = np.clip(p, 0.0, 1.0)
     errs = [
@@ -179,7 +181,7 @@ def binary_ece(
     eq. 2) can exceed 1 and the paper caps it at 1. Used in: notebooks/l2d_cifar10,
     notebooks/l2d_gaussians, notebooks/cascading (Platt-scaled pass/fail).
     """
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     c, o = _conf_outcome(conf, outcome, clip=True)
     return _binned_error(c, o, n_bins, binning)
@@ -200,10 +202,9 @@ def reliability_table(
     than a hand-written formula), ``gap`` = acc - conf. ``conf`` is clipped to [0, 1].
     Used in: lib.plots.reliability_diagram (error bars), notebooks/cifar10h, notebooks/civilcomments.
     """
-    n_bins = check_int(n_bins, "n_bins")
+    n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
-    if not (np.isfinite(level) and 0 < level < 1):
-        raise ValueError(f"level: must lie in the open interval (0, 1), got {level!r}")
+    level = check_number(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     c, o = _conf_outcome(conf, outcome, clip=True)
     edges, count, sum_conf, sum_out = _bin_stats(c, o, n_bins, binning)
     nonempty = count > 0
@@ -254,7 +255,7 @@ def brier(probs: ArrayLike, labels: ArrayLike) -> float:
 
 
 def nll(probs: ArrayLike, labels: ArrayLike) -> float:
-    """Negative log-likelihood, mean_i -log p_{y_i} with p clamped at 1e-12 (SPEC section 2)."""
+    """Negative log-likelihood, mean_i -log p_{y_i} with p clamped at 1e-12."""
     p, y = _probs_labels(probs, labels)
     py = p[np.arange(p.shape[0]), y]
     return float(np.mean(-np.log(np.maximum(py, EPS))))

@@ -6,7 +6,7 @@ with p_k = softmax(z_k) and a 2-layer MLP router r(h) = softmax(W2 relu(W1 h)); 
 in probability space, p = sum_k r_k p_k. The loss is cross-entropy of the mixture, l_i = -log p_{y_i}.
 
 One forward pass returns everything every objective of the paper needs (mixture, routing weights,
-expert probabilities and logits), so Robust Filtered never runs the backbone twice (SPEC section 2).
+expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5).
 
 Used in: notebooks/routing_theory, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
 """

@@ -1,7 +1,7 @@
 """Hard vs soft routing with calibrated experts, on finite populations (no training).
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-sections 3-4 and Appendices A, C (multiaccuracy bound) and D.6 (Table 5); SPEC section 2 ("Theory section"). Binary prediction, as in the paper's
+sections 3-4 and Appendices A, C (multiaccuracy bound) and D.6 (Table 5). Binary prediction, as in the paper's
 analysis: a population is a finite set of input *cells* i with probability ``pi_i``, outcome
 frequency ``eta_i = P(Y=1 | cell i)``, router weights ``r_i`` (K,) and expert predictions
 ``f_i`` (K,) of P(Y=1). The routing configuration of a cell is Z_i = (r_i, f_i) (eq. 3).

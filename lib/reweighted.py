@@ -1,4 +1,4 @@
-"""Reweighted risks for calibration: focal family, AURC loss, the AU loss and KDE-XE (SPEC section 5).
+"""Reweighted risks for calibration: focal family, AURC loss, the AU loss and KDE-XE.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
 (papers/reweighted-risk-au-loss.txt). Every loss here is a weighted cross-entropy
@@ -12,6 +12,7 @@ Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Callable
 
@@ -24,6 +25,7 @@ from lib.validation import (
     check_choice,
     check_finite,
     check_int,
+    check_keywords,
     check_labels,
     check_ndim,
     check_open_unit,
@@ -81,7 +83,7 @@ def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, to
 def _check_gamma(gamma: float, name: str = "gamma") -> float:
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)):
         raise ValueError(f"{name}: must be a number, got {gamma!r}")
-    check_positive(float(gamma), name, allow_zero=True)
+    check_positive(gamma, name, allow_zero=True)
     return float(gamma)
 
 
@@ -342,7 +344,7 @@ def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
 def _check_nu(nu: float) -> float:
     if isinstance(nu, bool) or not isinstance(nu, (int, float, np.floating, np.integer)):
         raise ValueError(f"nu: must be a number > 0, got {nu!r}")
-    check_positive(float(nu), "nu")
+    check_positive(nu, "nu")
     return float(nu)
 
 
@@ -572,7 +574,7 @@ def select_bandwidth(
     eye = torch.eye(n, dtype=torch.bool, device=x.device)
     best_h, best_ll = float(grid[0]), -math.inf
     for h in grid:
-        check_positive(float(h), "grid")
+        check_positive(h, "grid")
         log_k = _log_dirichlet_kernel(x, x, float(h)).masked_fill(eye, float("-inf"))
         ll = float((torch.logsumexp(log_k, dim=1) - math.log(n - 1)).sum())
         if ll > best_ll:
@@ -594,7 +596,7 @@ def kde_xe_loss(
     Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
-    check_positive(float(weight), "weight", allow_zero=True)
+    check_positive(weight, "weight", allow_zero=True)
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
     return -logpt.mean() + weight * ece_kde(probs, y, bandwidth, p, mode)
@@ -657,6 +659,9 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     fn = LOSSES[name]
     if name in ("xe", "fl53") and kw:
         raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
+    # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
+    params = inspect.signature(fn).parameters
+    check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")
 
     def loss(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
         return fn(logits, labels, **kw)

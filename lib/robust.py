@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from lib.validation import (
     check_finite,
     check_ndim,
+    check_number,
     check_positive,
     check_same_length,
     to_tensor,
@@ -68,7 +69,7 @@ def _lam(lam: float) -> float:
         lam = float(lam)
     if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
         raise ValueError(f"lam: must be a number >= 0, got {lam!r}")
-    check_positive(float(lam), "lam", allow_zero=True)
+    lam = check_positive(lam, "lam", allow_zero=True)
     return float(lam)
 
 
@@ -149,9 +150,7 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     Used in: notebooks/routing_theory.
     """
     l = _losses(losses)
-    check_positive(alpha, "alpha")
-    if alpha > 1:
-        raise ValueError(f"alpha: must lie in (0, 1], got {alpha!r}")
+    alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
     n = l.shape[0]
     m = alpha * n
     full = int(math.floor(m + 1e-12))
@@ -255,6 +254,6 @@ def filtered_tilted_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> tor
     """mean_i l_i + sum_{i in S} w_i l_i with w = softmax(lam l) over S = ``mask``:
     :func:`robust_filtered_loss` without input checks or host synchronisation. Outside S the
     tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are equal, w is
-    uniform and the robust term is the mean (SPEC's empty-set rule). Used by lib.moe_train."""
+    uniform and the robust term is the mean (the rule for an empty filtered set). Used by lib.moe_train."""
     tilted = torch.where(mask, lam * l, torch.full_like(l, -1e9))
     return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

@@ -1,18 +1,24 @@
-"""Input checks shared by every ``lib`` module (SPEC section 0).
+"""Input checks shared by every ``lib`` module.
 
 Every public function of ``lib`` accepts torch tensors or numpy arrays and rejects bad input with a
 ``ValueError`` that names the argument and the problem: wrong shapes, NaNs, probability rows that do
-not sum to 1 (tolerance 1e-4), labels out of range, parameters outside their domain.
+not sum to 1 (tolerance 1e-4, wider for half precision), labels out of range, scalars that are not
+numbers or lie outside their domain (:func:`check_number`), misspelled names (:func:`check_choice`,
+:func:`check_keywords`, with a difflib suggestion).
 """
 
 from __future__ import annotations
 
+import difflib
+import numbers
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 PROB_TOL = 1e-4
+MAX_BINS = 10_000  # more bins than this is no calibration estimate, and 10**9 bins would need GiBs
 
 ArrayLike = Any  # numpy array, torch tensor or nested list
 
@@ -20,7 +26,10 @@ ArrayLike = Any  # numpy array, torch tensor or nested list
 def to_numpy(x: ArrayLike, name: str, dtype: Any = np.float64) -> np.ndarray:
     """Convert ``x`` to a numpy array (detached, on the CPU) or raise naming ``name``."""
     if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if x.is_floating_point() and x.dtype not in (torch.float16, torch.float32, torch.float64):
+            x = x.to(torch.float32)  # bfloat16 / float8 have no numpy dtype ("unsupported ScalarType")
+        x = x.numpy()
     try:
         arr = np.asarray(x, dtype=dtype)
     except (TypeError, ValueError) as err:
@@ -64,22 +73,46 @@ def check_same_length(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> N
         )
 
 
-def check_probs(probs: ArrayLike, name: str = "probs") -> None:
-    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1."""
+def prob_tolerance(probs: ArrayLike) -> float:
+    """Tolerance on a probability row's sum for the dtype ``probs`` was computed in.
+
+    ``PROB_TOL`` (1e-4) for float32/float64; for half precision the rounding of C entries adds up
+    (a float16 softmax over 10 classes is off by ~3e-4), so the tolerance grows to eps * sqrt(C),
+    which still refuses logits. ``probs`` is the caller's original array (before any upcast).
+    """
+    dtype = getattr(probs, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    elif dtype is not None and np.dtype(dtype).kind == "f":
+        eps = float(np.finfo(dtype).eps)
+    else:
+        eps = 0.0
+    shape = tuple(probs.shape) if hasattr(probs, "shape") else np.shape(probs)
+    n_classes = shape[-1] if shape else 1
+    return max(PROB_TOL, eps * float(np.sqrt(max(n_classes, 1))))
+
+
+def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None) -> None:
+    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1.
+
+    ``tol`` defaults to :func:`prob_tolerance` of ``probs`` (pass the original's when ``probs`` is
+    an upcast copy of half-precision output).
+    """
     check_ndim(probs, 2, name, "N examples x C classes")
     check_finite(probs, name)
+    tol = prob_tolerance(probs) if tol is None else tol
     if isinstance(probs, torch.Tensor):
         p = probs.detach()
-        neg = (p < -PROB_TOL).any().item()
+        neg = (p < -tol).any().item()
         off = (p.sum(dim=1) - 1).abs().max().item() if p.shape[0] else 0.0
     else:
-        neg = bool(np.any(probs < -PROB_TOL))
+        neg = bool(np.any(probs < -tol))
         off = float(np.max(np.abs(probs.sum(axis=1) - 1))) if probs.shape[0] else 0.0
     if neg:
         raise ValueError(f"{name}: contains negative probabilities")
-    if off > PROB_TOL:
+    if off > tol:
         raise ValueError(
-            f"{name}: rows must sum to 1 (largest deviation {off:.2e} > {PROB_TOL:g}); "
+            f"{name}: rows must sum to 1 (largest deviation {off:.2e} > {tol:.2g}); "
             "pass probabilities, not logits"
         )
 
@@ -102,9 +135,9 @@ def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> N
         raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got range [{lo}, {hi}]")
 
 
-def check_probs_labels(probs: ArrayLike, labels: ArrayLike) -> None:
+def check_probs_labels(probs: ArrayLike, labels: ArrayLike, tol: float | None = None) -> None:
     """Validate a (probs, labels) pair: (N, C) probabilities and N labels in range."""
-    check_probs(probs, "probs")
+    check_probs(probs, "probs", tol)
     check_labels(labels, _shape(probs)[1], "labels")
     check_same_length(probs, labels, "probs", "labels")
 
@@ -128,32 +161,91 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
             raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
 
 
-def check_positive(value: float, name: str, allow_zero: bool = False) -> None:
-    """Raise unless ``value`` is a finite number > 0 (or >= 0 with ``allow_zero``)."""
-    ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name}: must be {bound}, got {value!r}")
+def check_number(
+    value: Any, name: str, low: float | None = None, high: float | None = None,
+    low_open: bool = False, high_open: bool = False,
+) -> float:
+    """Return ``value`` as a float, or raise unless it is a finite real number within the bounds.
+
+    The one scalar check of ``lib``: strings (``"0.5"``), booleans, ``None`` and arrays with more
+    are refused with a ``ValueError`` naming ``name`` instead of failing later with
+    a ``TypeError``; numpy scalars and 0-d tensors are accepted. ``low``/``high`` bound the
+    value (inclusive unless ``low_open``/``high_open``).
+    """
+    if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 0:
+        value = value.item()  # a 0-d tensor or array, e.g. a fitted parameter
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: must be a real number, got {value!r} ({type(value).__name__})")
+    out = float(value)
+    lo_ok = low is None or (out > low if low_open else out >= low)
+    hi_ok = high is None or (out < high if high_open else out <= high)
+    if not (np.isfinite(out) and lo_ok and hi_ok):
+        if low is not None and high is not None and low_open and high_open:
+            domain = f"lie in the open interval ({low:g}, {high:g})"
+        elif low is not None and high is not None:
+            domain = f"lie in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        elif low is not None:
+            domain = f"be {'>' if low_open else '>='} {low:g}"
+        elif high is not None:
+            domain = f"be {'<' if high_open else '<='} {high:g}"
+        else:
+            domain = "be finite"
+        raise ValueError(f"{name}: must {domain}, got {value!r}")
+    return out
 
 
-def check_int(value: Any, name: str, minimum: int = 1) -> int:
-    """Return ``value`` as an int, or raise unless it is an integer (not a bool) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+def check_positive(value: float, name: str, allow_zero: bool = False) -> float:
+    """Return ``value`` as a float, or raise unless it is a finite number > 0 (>= 0 with ``allow_zero``)."""
+    return check_number(value, name, low=0.0, low_open=not allow_zero)
+
+
+def check_int(value: Any, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, or raise unless it is an integer (not a bool) in [minimum, maximum]."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: must be an integer <= {maximum}, got {value!r}")
     return int(value)
 
 
-def check_open_unit(value: float, name: str) -> None:
-    """Raise unless ``0 < value < 1``."""
-    if not (np.isfinite(value) and 0 < value < 1):
-        raise ValueError(f"{name}: must lie in the open interval (0, 1), got {value!r}")
+def check_bins(n_bins: Any, name: str = "n_bins") -> int:
+    """Return a bin count as an int, or raise unless it is an integer in [1, ``MAX_BINS``]."""
+    return check_int(n_bins, name, 1, MAX_BINS)
+
+
+def check_open_unit(value: float, name: str) -> float:
+    """Return ``value`` as a float, or raise unless ``0 < value < 1``."""
+    return check_number(value, name, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def close_matches(value: Any, choices: Iterable[Any]) -> str:
+    """``"; did you mean 'x'?"`` for the valid name closest to ``value`` (difflib), else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    best = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {best[0]!r}?" if best else ""
 
 
 def check_choice(value: str, choices: Any, name: str) -> None:
-    """Raise unless ``value`` is one of ``choices``, listing the valid ones."""
-    if value not in choices:
+    """Raise unless ``value`` is one of ``choices``, listing the valid ones (and the closest)."""
+    try:
+        known = value in choices
+    except TypeError:  # unhashable value looked up in a dict or set
+        known = False
+    if not known:
         valid = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}: unknown value {value!r}; valid values are {valid}")
+        raise ValueError(f"{name}: unknown value {value!r}; valid values are {valid}{close_matches(value, choices)}")
+
+
+def check_keywords(kw: Mapping[str, Any], allowed: Iterable[str], name: str = "kw") -> None:
+    """Raise unless every key of ``kw`` is in ``allowed``, suggesting the closest for a misspelling."""
+    allowed = sorted(allowed)
+    for key in kw:
+        if key not in allowed:
+            valid = ", ".join(allowed) if allowed else "none"
+            raise ValueError(
+                f"{name}: unknown keyword argument {key!r} (valid: {valid}){close_matches(key, allowed)}"
+            )
 
 
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")

@@ -41,8 +41,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-seed: int | None = None  # seed of the calibration/test split; None keeps the scale's value
-n_bins: int | None = None  # equal-count bins for ECE and the diagrams; None keeps the scale's value
+seed: int = 0  # seed of the calibration/test split
+n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
 
 # %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
@@ -58,7 +58,7 @@ from lib.data import mmlu
 from lib.metrics import binary_ece, reliability_table
 
 plots.use_offline_renderer()
-cfg = config.settings("calibration", scale, seed=seed, n_bins=n_bins)
+cfg = config.settings("calibration", scale, seed=seed, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
 report.publish_scale(
     scale,

@@ -38,8 +38,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (more splits)
-n_bins: int | None = None  # equal-count bins on the small model's confidence; None keeps the scale's value
-n_splits: int | None = None  # random calibration/test splits averaged over; None keeps the scale's value
+n_bins: int = 0  # equal-count bins on the small model's confidence; 0 keeps the scale's value
+n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
 
 # %% [markdown]
 # Settings for this scale, and what produced the numbers.
@@ -52,7 +52,7 @@ from lib import cascade, config, plots, report
 from lib.data import mmlu
 
 plots.use_offline_renderer()
-cfg = config.settings("cascading", scale, n_bins=n_bins, n_splits=n_splits)
+cfg = config.settings("cascading", scale, n_bins=n_bins or None, n_splits=n_splits or None)
 REAL = cfg["data"] == "real"
 report.publish_scale(
     scale,

@@ -63,8 +63,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic images) | cpu (default: subset, few epochs) | paper (GPU, Table 4)
-epochs: int | None = None  # training epochs; None keeps the scale's value
-width: int | None = None  # cifar_resnet18 width (64 in the paper); None keeps the scale's value
+epochs: int = 0  # training epochs; 0 keeps the scale's value
+width: int = 0  # cifar_resnet18 width (64 in the paper); 0 keeps the scale's value
 
 # %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
@@ -79,7 +79,7 @@ from lib.experiments import moe as exp
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("cifar10h", scale, epochs=epochs, width=width)
+cfg = config.settings("cifar10h", scale, epochs=epochs or None, width=width or None)
 REAL = cfg["data"] == "real"
 data = exp.cifar10h_data(cfg)
 sizes = data.sizes()

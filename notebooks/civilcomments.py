@@ -41,8 +41,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, SYNTHETIC comments, CI only) | cpu (default: real data subset) | paper (GPU)
-epochs: int | None = None  # fine-tuning epochs; None keeps the scale's value
-data_dir: str | None = None  # folder holding civilcomments_v1.0/ (None: $CALIBOOK_DATA, ../shared/data, cache)
+epochs: int = 0  # fine-tuning epochs; 0 keeps the scale's value
+data_dir: str = ""  # folder holding civilcomments_v1.0/ ("": search $CALIBOOK_DATA, ../shared/data, cache)
 
 # %% [markdown]
 # The settings for this scale come from the one shared config; then we load the data, or keep the
@@ -63,7 +63,7 @@ from lib.experiments import moe as exp
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("civilcomments", scale, epochs=epochs)
+cfg = config.settings("civilcomments", scale, epochs=epochs or None)
 data, missing = None, None
 if cfg["data"] == "real":
     try:

@@ -36,8 +36,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-noise_rate: float | None = None  # fraction of CIFAR-10 labels flipped; None keeps the scale's value (0.05)
-n_bins: int | None = None  # equal-count confidence bins; None keeps the scale's value
+noise_rate: float = 0.0  # fraction of CIFAR-10 labels flipped; 0 keeps the scale's value (0.05)
+n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
 
 # %% [markdown]
 # Settings for this scale, and what produced the numbers.
@@ -51,7 +51,7 @@ from lib.data import logits as resnet_data
 from lib.data import mmlu
 
 plots.use_offline_renderer()
-cfg = config.settings("cleaning", scale, noise_rate=noise_rate, n_bins=n_bins)
+cfg = config.settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
 report.publish_scale(
     scale,

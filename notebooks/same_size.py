@@ -33,8 +33,8 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-n_bins: int | None = None  # equal-count bins on the first model's confidence; None keeps the scale's value
-n_splits: int | None = None  # random calibration/test splits averaged over; None keeps the scale's value
+n_bins: int = 0  # equal-count bins on the first model's confidence; 0 keeps the scale's value
+n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
 
 # %% [markdown]
 # Settings for this scale, and what produced the numbers.
@@ -48,7 +48,7 @@ from lib.data import logits as resnet_data
 from lib.data import mmlu
 
 plots.use_offline_renderer()
-cfg = config.settings("same_size", scale, n_bins=n_bins, n_splits=n_splits)
+cfg = config.settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
 REAL = cfg["data"] == "real"
 report.publish_scale(
     scale,

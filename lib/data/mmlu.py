@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import softmax as scipy_softmax
 
-from lib.data.locate import locate
+from lib.data.locate import describe, locate, reading
 from lib.validation import check_choice
 
 MODELS: tuple[str, ...] = (
@@ -136,13 +136,15 @@ def load_mmlu(
     """
     for m in models:
         check_choice(m, MODELS, "models")
-    folder = locate("mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET)
+    folder = locate("mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET,
+                    needs=("questions.csv", "logits_*.csv"))
     if not (folder / "questions.csv").exists() and (folder / FOLDER).exists():
         folder = folder / FOLDER
     qpath = folder / "questions.csv"
     if not qpath.exists():
         raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")
-    questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})
+    with reading(qpath, HOW_TO_GET):  # an empty or truncated csv is named in the error
+        questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})
     questions["row"] = questions["row"].astype(np.int64)
     keys = pd.MultiIndex.from_frame(questions[["subject", "row"]])
     if keys.has_duplicates:
@@ -157,7 +159,8 @@ def load_mmlu(
         path = folder / f"logits_{m}.csv"
         if not path.exists():
             raise ValueError(f"models: {path} is missing. How to get it: {HOW_TO_GET}")
-        df = pd.read_csv(path)
+        with reading(path, HOW_TO_GET):
+            df = pd.read_csv(path)
         df["row"] = df["row"].astype(np.int64)
         lkeys = pd.MultiIndex.from_frame(df[["subject", "row"]])
         if lkeys.has_duplicates or len(df) != len(questions) or not lkeys.isin(keys).all():
@@ -171,7 +174,7 @@ def load_mmlu(
             raise ValueError(f"models: {path.name} holds NaN or infinite logits")
         logits[m] = z
     questions["category"] = questions["subject"].map(SUBJECT_CATEGORY).fillna("other")
-    return MMLUData(questions, labels, logits, source=str(folder))
+    return MMLUData(questions, labels, logits, source=f"MMLU with Llama-3.1 logits ({describe(folder)})")
 
 
 # Generative model of the synthetic stand-in: per model, skill m (margin of the key's logit) and

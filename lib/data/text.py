@@ -1,7 +1,7 @@
 """CivilComments (WILDS) for the text experiment of the MoE paper, and tokenization.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-Table 4 / Appendix D; SPEC section 2: subsample 50,000 training comments with a fixed seed, the last
+Table 4 / Appendix D: subsample 50,000 training comments with a fixed seed, the last
 10% of them for validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity
 groups male, female, LGBTQ, christian, muslim, other_religions, black, white (WILDS marks a comment
 as mentioning a group when the group's annotation is >= 0.5); hard = mentions any of them.
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lib.data.locate import locate
+from lib.data.locate import describe, locate, reading
 
 IDENTITY_GROUPS: tuple[str, ...] = (
     "male", "female", "LGBTQ", "christian", "muslim", "other_religions", "black", "white",
@@ -115,7 +115,8 @@ def load_civilcomments(
         path = path / WILDS_CSV if (path / WILDS_CSV).exists() else path / WILDS_FOLDER / WILDS_CSV
     import pandas as pd  # pandas reads the 450k-row WILDS csv with its quoting correctly
 
-    df = pd.read_csv(path, index_col=0)
+    with reading(path, _HOW):
+        df = pd.read_csv(path, index_col=0)
     missing = [c for c in ("comment_text", "toxicity", "split", *IDENTITY_GROUPS) if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: columns {missing} are missing (expected the WILDS civilcomments csv)")
@@ -141,7 +142,7 @@ def load_civilcomments(
         val_texts=va["comment_text"].tolist(), val_y=labels(va),
         test_texts=te["comment_text"].tolist(), test_y=labels(te),
         test_groups=groups, hard_mask=hard,
-        source=f"WILDS CivilComments v1.0 ({path})",
+        source=f"WILDS CivilComments v1.0 ({describe(path)})",
         info={"n_train": n, "seed": seed, "validation": "last 10% of the subsample"},
     )
 

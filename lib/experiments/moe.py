@@ -2,16 +2,16 @@
 cached runs, tables over seeds beside the paper's numbers, and the claims judged from numbers.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-section 6, Tables 1-3 and 5, Appendix D/E; SPEC section 2. Training itself is :mod:`lib.moe_train`
+section 6, Tables 1-3 and 5, Appendix D/E. Training itself is :mod:`lib.moe_train`
 (cached by config, resumable); this module only wires the notebooks' settings into it:
 
 * :func:`train_configs` / :func:`run_methods` -- the grid of a scale (methods x seeds) through
   :func:`lib.moe_train.run_grid`;
 * :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
   subset), mean +- standard error over seeds, formatted like the paper's tables;
-* :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 from SPEC; Tables 1 and 3
+* :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper; Tables 1 and 3
   lost their numbers in text extraction, so there is nothing to quote for them);
-* :func:`compare`, :func:`moe_claims`, :func:`lib.report.claims_table` -- the claims (i)-(iv) of SPEC section 2
+* :func:`compare`, :func:`moe_claims`, :func:`lib.report.claims_table` -- the paper's claims (i)-(iv) (book/moe/overview)
   judged as "held", "did not hold" or "inconclusive at this scale" from the numbers.
 
 Used in: notebooks/routing_theory, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
@@ -54,7 +54,7 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
     ("hard", "ece"): "Hard ECE", ("hard", "ece_ts"): "Hard ECE+TS",
 }
 
-# SPEC section 2, the paper's Table 2 (mean over 5 seeds): (accuracy, ECE, ECE+TS) per target.
+# The paper's Table 2 (mean over 5 seeds): (accuracy, ECE, ECE+TS) per target.
 PAPER_PACS: dict[str, dict[str, tuple[float, float, float]]] = {
     "photo": {
         "single": (.943, .031, .024), "vanilla": (.941, .033, .026), "mocae": (.941, .027, .018),
@@ -311,7 +311,7 @@ def _best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: st
 
 def moe_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]] = (), subset: str = "hard",
                subset_name: str = "hard", margin: float = 0.01, chance: float | None = None) -> pd.DataFrame:
-    """Claims (i)-(iv) of SPEC section 2 judged from ``summary`` (:func:`summarize`), plus MoCaE's
+    """The paper's claims (i)-(iv) (book/moe/overview) judged from ``summary`` (:func:`summarize`), plus MoCaE's
     accuracy equalling Vanilla's (checked on the ``records`` themselves).
 
     (i) the best robust method has lower ECE on the ``subset`` than the best non-robust one;

@@ -1,8 +1,18 @@
-"""lib.book and lib.cli: the notebook list comes from the table of contents; bad names are refused."""
+"""lib.book and lib.cli: the notebook list comes from the table of contents; bad names and
+parameters are refused before anything runs; a failed run never replaces the last good page."""
 
+import ast
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import papermill
 import pytest
+from papermill.exceptions import PapermillExecutionError
 
 from lib import book, cli
+from lib.config import repo_root
 
 
 def test_notebook_names_follow_the_toc() -> None:
@@ -12,14 +22,122 @@ def test_notebook_names_follow_the_toc() -> None:
 
 
 def test_unknown_notebook_and_scale_are_refused() -> None:
-    with pytest.raises(ValueError, match="notebook: unknown value 'pacz'.*'pacs'"):
+    with pytest.raises(ValueError, match="notebook: unknown value 'pacz'.*'pacs'.*did you mean 'pacs'"):
         book.check_notebook("pacz")
     with pytest.raises(ValueError, match="scale: unknown value"):
         book.execute_notebook("pacs", scale="huge")
-
-
-def test_cli_parses_literal_parameters() -> None:
-    assert cli._literal("3") == 3 and cli._literal("0.5") == 0.5
-    assert cli._literal("sketch") == "sketch" and cli._literal("[1, 2]") == [1, 2]
     with pytest.raises(SystemExit):
         cli.main(["run", "pacs", "--scale", "huge"])
+
+
+@pytest.mark.parametrize("name", book.notebook_names())
+def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str) -> None:
+    """`papermill --help-notebook` (papermill.inspect_notebook) lists every assignment of the
+    parameters cell; its type-hint regex skips annotations like `int | None`."""
+    nb = nbformat.read(str(repo_root() / "notebooks" / f"{name}.ipynb"), as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [n.target.id for n in ast.parse(cell.source).body if isinstance(n, ast.AnnAssign)]
+    plain = [n for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
+    assert not plain, f"{name}: parameters without a type hint"
+    shown = book.notebook_parameters(name)
+    assert list(shown) == assigned, f"{name}: papermill shows {list(shown)}, the cell assigns {assigned}"
+    for key, p in shown.items():
+        assert p["inferred_type_name"] in ("str", "int", "float", "bool"), (name, key, p)
+        assert p["default"] and p["help"], (name, key, p)
+    assert shown["scale"]["default"] == '"cpu"'
+
+
+def test_parameters_are_checked_and_converted() -> None:
+    assert book.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
+        "epochs": 3, "target": "sketch"}
+    assert book.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
+    assert book.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
+    with pytest.raises(ValueError, match=r"epoch: not a parameter of notebook 'pacs'.*did you mean 'epochs'\?"):
+        book.check_parameters("pacs", "smoke", {"epoch": "3"})
+    with pytest.raises(ValueError, match="epochs: expected int"):
+        book.check_parameters("pacs", "smoke", {"epochs": "abc"})
+    with pytest.raises(ValueError, match="epochs: expected int"):
+        book.check_parameters("pacs", "smoke", {"epochs": 2.5})
+    with pytest.raises(ValueError, match="epochs: must be >= 0"):
+        book.check_parameters("pacs", "smoke", {"epochs": "-2"})
+    with pytest.raises(ValueError, match="scale: set it with --scale"):
+        book.check_parameters("pacs", "smoke", {"scale": "huge"})
+
+
+@pytest.fixture()
+def fake_papermill(monkeypatch):
+    """papermill.execute_notebook replaced by a stub that writes the output (or fails) instantly."""
+    calls: list[dict] = []
+
+    def run(source, output, parameters, **kw):
+        calls.append({"parameters": parameters, "env": {k: os.environ.get(k) for k in book.QUIET_KERNEL_ENV}})
+        Path(output).write_text(json.dumps({"ran": parameters}))
+        if parameters.get("target") == "mars":
+            raise PapermillExecutionError(3, 1, "src", "ValueError", "target: unknown PACS domain 'mars'", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", run)
+    return calls
+
+
+def test_cli_refuses_bad_parameters_before_running(fake_papermill, capsys) -> None:
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "epoch", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'epochs'?" in err and "Traceback" not in err
+    assert cli.main(["run", "pacz"]) == 2
+    assert "did you mean 'pacs'?" in capsys.readouterr().err
+    assert fake_papermill == []  # nothing ran
+    with pytest.raises(ValueError):
+        cli.main(["--debug", "run", "pacz"])
+
+
+def test_failed_run_keeps_the_last_good_page(fake_papermill, tmp_path, capsys) -> None:
+    out = tmp_path / "pacs.ipynb"
+    book.execute_notebook("pacs", "smoke", {"target": "sketch"}, output=out, progress=False)
+    good = out.read_text()
+    assert json.loads(good)["ran"] == {"scale": "smoke", "target": "sketch"}
+    with pytest.raises(PapermillExecutionError):
+        book.execute_notebook("pacs", "smoke", {"target": "mars"}, output=out, progress=False)
+    assert out.read_text() == good
+    assert "mars" in (tmp_path / "pacs.failed.ipynb").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pacs.failed.ipynb", "pacs.ipynb"]  # no temp files
+
+
+def test_cli_prints_a_failing_cell_as_one_message(fake_papermill, monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "target", "mars"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m lib run: error: a cell of the notebook raised ValueError: target: unknown")
+    assert "Traceback" not in err and not (tmp_path / "pacs.ipynb").exists()
+
+
+def test_kernels_run_without_progress_bars(fake_papermill, tmp_path) -> None:
+    before = os.environ.get("TQDM_DISABLE")
+    book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", progress=False)
+    assert fake_papermill[0]["env"] == {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    assert os.environ.get("TQDM_DISABLE") == before  # restored
+
+
+def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
+    """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
+    nbformat.write(nb, str(source))
+    with book._quiet_kernel_env():
+        papermill.execute_notebook(str(source), str(out), kernel_name="python3", progress_bar=False,
+                                   cwd=str(repo_root()))
+    outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
+    assert [o.get("text") for o in outputs] == ["done\n"]
+
+
+def test_used_in_index_is_generated_from_the_pages_code() -> None:
+    index = book.used_in_index(["pacs", "calibration"])
+    lines = index.splitlines()
+    assert lines[0].startswith("| `lib` function")
+    row = next(line for line in lines if "`lib.data.images.load_pacs`" in line)
+    assert "[pacs](../notebooks/pacs.ipynb)" in row and "calibration" not in row
+    refs = set(book.lib_references(repo_root() / "notebooks" / "pacs.ipynb"))
+    assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs

@@ -18,9 +18,11 @@ def test_order_explicit_env_shared_cache(tmp_path, roots) -> None:
     env_root, shared, cache = roots
     for root in (cache, shared, env_root):
         (root / "ds").mkdir(parents=True)
+        (root / "ds" / "file").write_text("x")
         assert loc.locate("ds", "ds") == root / "ds"
     explicit = tmp_path / "mine"
     (explicit / "ds").mkdir(parents=True)
+    (explicit / "ds" / "file").write_text("x")
     assert loc.locate("ds", "ds", explicit=explicit) == explicit / "ds"
     assert loc.locate("ds", "ds", explicit=explicit / "ds") == explicit / "ds"
 
@@ -46,3 +48,88 @@ def test_download_is_used_when_online_and_failure_reported(roots, monkeypatch) -
 
     with pytest.raises(loc.DataNotFoundError, match="download failed: ConnectionError: no route"):
         loc.locate("ds", "other", download=broken)
+
+
+def test_an_empty_or_partial_copy_does_not_shadow_a_complete_one(roots) -> None:
+    env_root, shared, _ = roots
+    (env_root / "ds").mkdir(parents=True)  # empty folder under $CALIBOOK_DATA
+    (shared / "ds").mkdir(parents=True)
+    (shared / "ds" / "questions.csv").write_text("a,b\n1,2\n")
+    assert loc.locate("ds", "ds") == shared / "ds"
+    (env_root / "ds" / "other.txt").write_text("x")  # non-empty, but not what the loader needs
+    assert loc.locate("ds", "ds", needs=("questions.csv",)) == shared / "ds"
+    (env_root / "ds" / "questions.csv").write_text("")  # present but empty: still not usable
+    assert loc.locate("ds", "ds", needs=("questions.csv",)) == shared / "ds"
+    (env_root / "f.npy").write_bytes(b"")
+    (shared / "f.npy").write_bytes(b"data")
+    assert loc.locate("ds", "f.npy") == shared / "f.npy"
+
+
+def test_missing_lists_every_place_even_an_unset_variable_and_the_data_page(roots, monkeypatch) -> None:
+    env_root, _, _ = roots
+    monkeypatch.delenv(loc.DATA_ENV)
+    with pytest.raises(loc.DataNotFoundError) as err:
+        loc.locate("ds", "ds", needs=("x.csv",))
+    text = str(err.value)
+    assert "$CALIBOOK_DATA: not set" in text and "../shared/data" in text and "local cache" in text
+    assert "book/data.md" in text and "README" not in text
+    monkeypatch.setenv(loc.DATA_ENV, str(env_root))
+    (env_root / "ds").mkdir(parents=True)
+    with pytest.raises(loc.DataNotFoundError, match=r"\$CALIBOOK_DATA: .*ds \(holds no x.csv\)"):
+        loc.locate("ds", "ds", needs=("x.csv",))
+
+
+def test_empty_string_means_no_explicit_argument(roots) -> None:
+    _, shared, _ = roots
+    (shared / "ds").mkdir(parents=True)
+    (shared / "ds" / "a").write_text("a")
+    assert loc.locate("ds", "ds", explicit="") == shared / "ds"
+
+
+def test_damaged_files_are_named(tmp_path) -> None:
+    import zipfile
+
+    import numpy as np
+    import pandas as pd
+
+    empty = tmp_path / "questions.csv"
+    empty.write_text("")
+    with pytest.raises(loc.DamagedDataError, match=r"questions\.csv: the file is damaged.*EmptyDataError"):
+        with loc.reading(empty, "copy it again"):
+            pd.read_csv(empty)
+    bad_zip = tmp_path / "cifar10-jpeg.zip"
+    bad_zip.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(loc.DamagedDataError, match=r"cifar10-jpeg\.zip: .*BadZipFile.*How to get it again: X"):
+        with loc.reading(bad_zip, "X"):
+            zipfile.ZipFile(bad_zip)
+    bad_npy = tmp_path / "probs.npy"
+    bad_npy.write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(loc.DamagedDataError, match=r"probs\.npy"):
+        with loc.reading(bad_npy):
+            np.load(bad_npy)
+
+
+def test_loaders_name_a_damaged_file(tmp_path, roots) -> None:
+    from lib.data.logits import load_resnet50_logits
+    from lib.data.mmlu import MODELS, load_mmlu
+
+    folder = tmp_path / "mmlu-llama31"
+    folder.mkdir()
+    (folder / "questions.csv").write_text("\n\n")  # blank lines: found, but no csv
+    for m in MODELS:
+        (folder / f"logits_{m}.csv").write_text("subject,row\n")
+    with pytest.raises(loc.DamagedDataError, match=r"mmlu-llama31/questions\.csv: the file is damaged"):
+        load_mmlu(tmp_path)
+    folder = tmp_path / "cifar10-resnet50-logits"
+    folder.mkdir()
+    (folder / "resnet50_ce_test.npz").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(loc.DamagedDataError, match=r"resnet50_ce_test\.npz"):
+        load_resnet50_logits("ce", tmp_path)
+
+
+def test_describe_names_the_place_not_the_machine_path(roots) -> None:
+    env_root, shared, _ = roots
+    (shared / "pacs").mkdir(parents=True)
+    assert loc.describe(shared / "pacs") == "../shared/data/pacs"
+    assert loc.describe(env_root / "x" / "y.csv") == "$CALIBOOK_DATA/x/y.csv"
+    assert loc.describe("/somewhere/else/file.csv") == "file.csv"

@@ -50,3 +50,55 @@ def test_lengths_and_ranges() -> None:
 def test_choice_lists_valid_values() -> None:
     with pytest.raises(ValueError, match="binning: unknown value 'x'; valid values are 'width', 'mass'"):
         v.check_choice("x", ("width", "mass"), "binning")
+
+
+@pytest.mark.parametrize("bad", ["0.5", None, True, np.bool_(True), [0.5], float("nan"), float("inf")])
+def test_check_number_refuses_non_numbers_naming_the_argument(bad) -> None:
+    with pytest.raises(ValueError, match=r"^alpha: must"):
+        v.check_number(bad, "alpha", 0.0, 1.0)
+
+
+def test_check_number_accepts_numpy_and_0d_tensors_and_reports_the_domain() -> None:
+    assert v.check_number(np.float32(0.5), "a") == 0.5
+    assert v.check_number(torch.tensor(2.0), "a", low=0.0) == 2.0
+    assert v.check_number(np.array(3), "a") == 3.0
+    with pytest.raises(ValueError, match=r"a: must lie in \[0, 1\], got 2"):
+        v.check_number(2, "a", 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"a: must be > 0, got 0"):
+        v.check_positive(0, "a")
+    assert v.check_positive(0, "a", allow_zero=True) == 0.0
+
+
+def test_bin_counts_are_capped() -> None:
+    assert v.check_bins(15) == 15
+    with pytest.raises(ValueError, match=f"n_bins: must be an integer <= {v.MAX_BINS}"):
+        v.check_bins(10**9)
+    with pytest.raises(ValueError, match="n_bins: must be an integer >= 1"):
+        v.check_bins(2.0)
+
+
+def test_bfloat16_tensors_convert_to_numpy() -> None:
+    x = torch.tensor([[0.25, 0.75]], dtype=torch.bfloat16)
+    assert np.allclose(v.to_numpy(x, "probs"), [[0.25, 0.75]])
+
+
+def test_half_precision_softmax_passes_and_logits_still_fail() -> None:
+    z = torch.randn(500, 10, generator=torch.Generator().manual_seed(0)) * 3
+    p16 = torch.softmax(z.half(), dim=1)
+    off = (p16.double().sum(1) - 1).abs().max().item()
+    assert off > v.PROB_TOL  # the float16 rounding this tolerance is for
+    v.check_probs(p16)
+    v.check_probs(p16.double(), tol=v.prob_tolerance(p16))
+    assert v.prob_tolerance(np.zeros((1, 10))) == v.PROB_TOL
+    with pytest.raises(ValueError, match="rows must sum to 1"):
+        v.check_probs(torch.softmax(z, 1).half() * 1.05)
+    with pytest.raises(ValueError, match="rows must sum to 1"):
+        v.check_probs(np.float32(v.PROB_TOL * 3) + torch.softmax(z, 1).numpy())
+
+
+def test_misspelled_names_get_a_suggestion() -> None:
+    with pytest.raises(ValueError, match=r"scale: unknown value 'smok'.*did you mean 'smoke'\?"):
+        v.check_choice("smok", ("smoke", "cpu"), "scale")
+    with pytest.raises(ValueError, match=r"kw: unknown keyword argument 'covrage'.*did you mean 'coverage'\?"):
+        v.check_keywords({"covrage": 0.5}, ["coverage", "nu"])
+    v.check_keywords({"nu": 0.1}, ["coverage", "nu"])
