@@ -186,7 +186,7 @@ def fit(
         total, count = torch.zeros((), device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
         for xb, yb in tqdm(batches, total=len(batches), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                           leave=False, disable=not progress):
+                           leave=False, **({} if progress else {"disable": True})):
             inputs = transform(xb, gen) if transform is not None else xb
             loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
             if loss is None:

@@ -158,7 +158,7 @@ def fit_stack(
         totals, count = torch.zeros(n, device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
         for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                            leave=False, disable=not progress):
+                            leave=False, **({} if progress else {"disable": True})):
             xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
             ys = [yb for _, yb in batches]
             x_main = [members[i].fgr_filter(xs[i], gens[i]) if i < k and members[i].fgr_filter else xs[i] for i in range(n)]
