@@ -660,8 +660,14 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     if name in ("xe", "fl53") and kw:
         raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
     # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
-    params = inspect.signature(fn).parameters
-    check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")
+    target = fn
+    while not inspect.signature(target).parameters.get("gamma") and hasattr(target, "__wrapped__"):
+        target = target.__wrapped__
+    params = {k: v for k, v in inspect.signature(target).parameters.items() if v.kind != v.VAR_KEYWORD}
+    if any(v.kind == v.VAR_KEYWORD for v in inspect.signature(fn).parameters.values()) and target is fn:
+        params = dict(inspect.signature(dual_focal_loss).parameters) if "dual_focal" in name else params
+    check_keywords(kw, [p for p in params if p not in ("logits", "labels")],
+                   f"kw (loss {name!r})")
 
     def loss(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
         return fn(logits, labels, **kw)

@@ -387,7 +387,7 @@ def train_head(
     return head
 
 
-RUN_KEYS = ("gamma_dual_focal", "gamma_inverse_focal", "mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "milestones", "warmup",
+RUN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "milestones", "warmup",
             "head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
 
 
@@ -402,8 +402,9 @@ def run_loss(
     kappa = float(cfg["coverage"] if coverage is None else coverage)
     nu_ = float(cfg["nu"] if nu is None else nu)
     config = {"loss": name, "seed": int(seed), "coverage": kappa, "nu": nu_,
-              "n_bins": cfg["n_bins"], "data": data["tag"], **{k: cfg[k] for k in RUN_KEYS}}
-    gamma = {"dual_focal": cfg["gamma_dual_focal"], "inverse_focal": cfg["gamma_inverse_focal"]}.get(name)
+              "n_bins": cfg["n_bins"], "data": data["tag"], **{k: cfg[k] for k in RUN_KEYS},
+              **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg}}
+    gamma = {"dual_focal": cfg.get("gamma_dual_focal"), "inverse_focal": cfg.get("gamma_inverse_focal")}.get(name)
     loss = make_loss(name, kappa, nu_, cfg["n_bins"], gamma=gamma)
 
     def compute(r: Run) -> dict[str, Any]:
