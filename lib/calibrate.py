@@ -165,7 +165,12 @@ def fit_temperature(
     def nll_fn(temp: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(z / temp[0], y)
 
-    return float(_fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
+    T = float(_fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
+    # At the upper bound with z / T still far from 0, the bound (not the data) stopped the fit.
+    if T >= 1e6 / 1.01 and float(z.abs().max()) / T > 1e-3:
+        raise ValueError(f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
+                         f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale; rescale them")
+    return T
 
 
 def _top_label_ece(z: np.ndarray, correct: np.ndarray, T: float, n_bins: int) -> float:
