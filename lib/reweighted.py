@@ -12,6 +12,7 @@ Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from typing import Any, Callable
@@ -640,8 +641,8 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "focal": focal_loss,
     "inverse_focal": inverse_focal_loss,
     "dual_focal": dual_focal_loss,
-    "dual_focal_eqs34_35": lambda logits, labels, **kw: dual_focal_loss(logits, labels, variant="eqs34_35", **kw),
-    "dual_focal_released": lambda logits, labels, **kw: dual_focal_loss(logits, labels, variant="released", **kw),
+    "dual_focal_eqs34_35": functools.partial(dual_focal_loss, variant="eqs34_35"),
+    "dual_focal_released": functools.partial(dual_focal_loss, variant="released"),
     "kde_xe": kde_xe_loss,
     "aurc": aurc_loss,
     "au": au_loss,
@@ -660,14 +661,8 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     if name in ("xe", "fl53") and kw:
         raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
     # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
-    target = fn
-    while not inspect.signature(target).parameters.get("gamma") and hasattr(target, "__wrapped__"):
-        target = target.__wrapped__
-    params = {k: v for k, v in inspect.signature(target).parameters.items() if v.kind != v.VAR_KEYWORD}
-    if any(v.kind == v.VAR_KEYWORD for v in inspect.signature(fn).parameters.values()) and target is fn:
-        params = dict(inspect.signature(dual_focal_loss).parameters) if "dual_focal" in name else params
-    check_keywords(kw, [p for p in params if p not in ("logits", "labels")],
-                   f"kw (loss {name!r})")
+    params = inspect.signature(fn).parameters
+    check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")
 
     def loss(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
         return fn(logits, labels, **kw)
