@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.config import repo_root, results_dir, settings
-from lib.engine.runs import _canonical, artifact_paths, read_record, sha256_file
+from lib.engine.runs import _canonical, artifact_paths, read_record, sha256_file, sign
 from lib.engine.versions import code_version
 
 PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10")
@@ -176,10 +176,8 @@ def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | No
     for name in record.get("artifacts", {}):
         src = next(p for p in artifact_paths(record, name) if p.exists())
         shutil.copyfile(src, out / f"{record['key']}.{name}.npz")
-    body = {k: v for k, v in record.items() if k != "checksum"}
-    body["queue"] = {"id": item_id, "page": page, "command": " ".join(sys.argv), "seconds": seconds}
-    body = json.loads(_canonical(body))
-    body["checksum"] = __import__("hashlib").sha256(_canonical(body)).hexdigest()
+    body = sign({**record, "queue": {"id": item_id, "page": page, "command": " ".join(sys.argv),
+                                     "seconds": seconds}})
     path = out / f"{record['key']}.json"
     path.write_text(json.dumps(body, indent=1, sort_keys=True))
     return path

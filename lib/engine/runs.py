@@ -47,7 +47,7 @@ from lib.engine.versions import code_version
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
 
 __all__ = [
-    "CorruptEntryWarning", "Run", "is_committed", "load_artifact", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
+    "CorruptEntryWarning", "Run", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
 ]
 
 
@@ -114,6 +114,13 @@ def provenance(device: str | torch.device | None = None) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
+
+
+def sign(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record as plain JSON types with its ``checksum`` (SHA-256 of everything else) set."""
+    body = json.loads(_canonical({k: v for k, v in record.items() if k != "checksum"}))
+    body["checksum"] = hashlib.sha256(_canonical(body)).hexdigest()
+    return body
 
 
 def _warn(path: Path, problem: str, action: str) -> None:
@@ -205,10 +212,9 @@ class Run:
         full.setdefault("provenance", provenance())
         if self._artifacts:
             full["artifacts"] = dict(self._artifacts)
-        full = json.loads(_canonical(full))  # plain JSON types, as they will be read back
-        full["checksum"] = hashlib.sha256(_canonical(full)).hexdigest()
+        full = sign(full)  # plain JSON types, as they will be read back
         atomic_write(self.result_path, lambda p: p.write_text(json.dumps(full, indent=1, sort_keys=True)))
-        return {k: v for k, v in full.items()}
+        return full
 
     def discard(self, why: str) -> None:
         """Remove the cached entry (a damaged one), warning with its path."""

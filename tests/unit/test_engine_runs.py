@@ -108,8 +108,7 @@ def test_committed_result_wins_over_cache(tmp_path) -> None:
     cached = run.save_result({"where": "cache"})
     committed = tmp_path / "results" / "somepage" / "demo" / f"{run.key}.json"
     committed.parent.mkdir(parents=True)
-    body = {k: v for k, v in cached.items() if k != "checksum"} | {"where": "committed"}
-    body["checksum"] = __import__("hashlib").sha256(runs._canonical(body)).hexdigest()
+    body = runs.sign({**cached, "where": "committed"})
     committed.write_text(json.dumps(body))
     assert run.load_result()["where"] == "committed" and runs.is_committed(body)
     committed.write_text(json.dumps({**body, "where": "tampered"}))  # checksum no longer matches
