@@ -36,6 +36,8 @@ from lib.validation import check_finite, check_ndim, check_positive, check_probs
 
 BLOCK = 8
 DEFAULT_QUALITIES: tuple[int, ...] = (15, 18, 25)
+SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
+SOFT_ECE_TEMPERATURE = 0.01
 
 # Standard JPEG quantization tables (ITU-T T.81, Annex K, tables K.1 and K.2).
 JPEG_LUMA = (
@@ -224,7 +226,8 @@ def filter_batch(
     return (out, idx) if return_indices else out
 
 
-def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 15, temperature: float = 0.01) -> torch.Tensor:
+def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS,
+             temperature: float = SOFT_ECE_TEMPERATURE) -> torch.Tensor:
     """Differentiable soft-binned ECE (FGR's calibration loss; Karandikar et al. 2021).
 
     conf = max prob, centres c_b = (b + 0.5)/n_bins, membership u_ib = softmax_b(-(conf_i - c_b)^2 / T),
@@ -295,8 +298,8 @@ def fgr_step(
     frac: float = 0.05,
     qualities: Sequence[int] = DEFAULT_QUALITIES,
     generator: torch.Generator | None = None,
-    n_bins: int = 15,
-    temperature: float = 0.01,
+    n_bins: int = SOFT_ECE_BINS,
+    temperature: float = SOFT_ECE_TEMPERATURE,
     filter_inputs: bool = True,
 ) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn(model(filtered), labels)``, g_c from soft ECE

@@ -211,14 +211,14 @@ def _fgr_grads(f: Callable[..., Any], params: dict[str, torch.Tensor], buffers: 
                ys: list[torch.Tensor], k: int) -> None:
     """Set ``.grad`` of the stacked weights: members 0..k-1 take FGR's rectified gradient
     g_m - min(<g_m, g_c>, 0) / ||g_c||^2 g_c (per member), the others their plain gradient."""
-    from lib.fgr import _probs_of, _rectification_coef, _soft_ece
+    from lib.fgr import SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE, _probs_of, _rectification_coef, _soft_ece
 
     g_m = torch.autograd.grad(loss.sum(), plist, allow_unused=True)
     g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_m)]
     sub_p = {nm: params[nm][:k] for nm in names}
     sub_b = {nm: b[:k] for nm, b in buffers.items()}  # views: BatchNorm statistics update in place
     out = vmap(f, randomness="different")(sub_p, sub_b, torch.stack(xs))
-    cal = sum(_soft_ece(_probs_of(pytree.tree_map(lambda t: t[i], out)), ys[i], 15, 0.01)  # noqa: B023
+    cal = sum(_soft_ece(_probs_of(pytree.tree_map(lambda t: t[i], out)), ys[i], SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)  # noqa: B023
               for i in range(k))
     g_c = torch.autograd.grad(cal, plist, allow_unused=True)
     g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_c)]
