@@ -436,6 +436,12 @@ def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return load_artifact(record, "logits")
 
 
+# --------------------------------------------------------------------------------------------
+# Tables and claims
+# --------------------------------------------------------------------------------------------
+TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_a_ts", "cwece_ts", "temperature", "conf_gap")
+
+
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
     """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
     ``TABLE_METRICS``, x100 except the temperature when ``percent`` (the paper's unit).
