@@ -25,7 +25,7 @@ follows the paper's public code (github.com/ginawong/calibrated_moe, read, not c
   so MoCaE's accuracy equals Vanilla's only approximately; the paper's "identical in every cell"
   holds to its three printed decimals because the partial fit keeps every T_k close to 1.
 
-The signatures of :func:`_metric_block`, :func:`_renorm`, :func:`mocae_calibrate` and :func:`evaluate`
+The signatures of ``_metric_block``, ``_renorm``, :func:`mocae_calibrate` and :func:`evaluate`
 match the functions of the same name that lib.moe_train used to define, so the engine can import them.
 
 Used in: lib.moe_train (paper-1 runs) for notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,

@@ -488,7 +488,7 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     """Appendix C on a finite population, under Q with dQ/dP = ``rho`` (default P), binary labels.
 
     For every expert k and auditor a = r_k h with h: cells -> [-1, 1], Cauchy-Schwarz gives
-    |E_Q[a (Y - p)]| <= sqrt(E_Q[a^2]) sqrt(E_Q[(Y - p)^2]) <= sqrt(E_Q[(Y - p)^2]) (as |a| <= 1), and
+    ``|E_Q[a (Y - p)]| <= sqrt(E_Q[a^2]) sqrt(E_Q[(Y - p)^2]) <= sqrt(E_Q[(Y - p)^2])`` (as ``|a| <= 1``), and
     (Y - p)^2 <= -log p_Y (binary cross-entropy) tightens nothing but lets the robust CE bound it.
     Within a cell E[Y - p] = eta - p and E[(Y - p)^2] = (eta - p)^2 + eta (1 - eta), so the worst
     auditor is h = sign(eta - p) and the left side is E_Q[r_k |eta - p|]. One row per expert:

@@ -3,7 +3,7 @@
 Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and Appendix D
 (objectives, warmup, Table 4 settings, evaluation).
 
-* :class:`TrainConfig` -- one run (dataset, method, epochs, seed, ...); :data:`METHODS` is the one
+* :class:`TrainConfig` -- one run (dataset, method, epochs, seed, ...); ``METHODS`` is the one
   list of methods.
 * :func:`train_run` -- one run through :func:`lib.engine.loop.fit`, cached by config, data and code
   version (:mod:`lib.engine.runs`), resumable; the record holds config, per-epoch history, metrics

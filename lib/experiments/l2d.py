@@ -89,7 +89,7 @@ def _targets(split: L2DSplit) -> torch.Tensor:
 
 
 def surrogate_loss(surrogate: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The L2D surrogate as a loss of (outputs, targets) with targets from :func:`_targets`."""
+    """The L2D surrogate as a loss of (outputs, targets) with targets from ``_targets`` (labels, then the experts' predictions)."""
     check_choice(surrogate, SURROGATES, "surrogate")
     fn = _LOSSES[surrogate]
     return lambda z, t: fn(z.float(), t[:, 0], t[:, 1:] == t[:, :1])

@@ -6,7 +6,7 @@ section 6, Tables 1-3 and 5, Appendix D/E. Training itself is :mod:`lib.moe_trai
 (cached by config, resumable); this module only wires the notebooks' settings into it:
 
 * :func:`train_configs` / :func:`run_methods` -- the grid of a scale (methods x seeds) through
-  :func:`lib.moe_train.run_grid`;
+  :func:`lib.moe_grid.run_grid`;
 * :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
   subset), mean +- standard error over seeds, formatted like the paper's tables;
 * :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper; Tables 1 and 3

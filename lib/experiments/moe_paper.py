@@ -3,7 +3,7 @@
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt).
 The text extraction of the paper dropped the digits of Tables 1 and 3 and of the sentences quoting
 them (PACS Table 2 survived; it is ``lib.experiments.moe.PAPER_PACS``). So for each quantity the
-book reports, :data:`PAPER_STATEMENTS` holds the paper's exact sentence (with "[…]" where a number
+book reports, ``PAPER_STATEMENTS`` holds the paper's exact sentence (with "[…]" where a number
 was lost) and the paper's value where it survived, and :func:`beside_paper_statements` puts our
 number from the run next to it. Nothing here is a number we typed in as the paper's unless the
 paper's text still carries it.
