@@ -110,7 +110,8 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
             tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
             model = AutoModel.from_pretrained(name, local_files_only=local_only)
         pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
-        return TextEncoder(model, tok, name=f"{name} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
+        shown = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name  # no machine paths
+        return TextEncoder(model, tok, name=f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
     except Exception as err:  # not cached / no network / bad name
         if not fallback:
             raise RuntimeError(
