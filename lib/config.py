@@ -38,8 +38,9 @@ def cache_dir() -> Path:
 
 
 def results_dir() -> Path:
-    """Committed result files (small JSON/CSV from paper-scale GPU runs) that notebooks read."""
-    return repo_root() / "results"
+    """Committed paper-scale results (small signed JSON records and float16 arrays published by the
+    queue, :mod:`lib.queue`) that pages read; ``CALIBOOK_RESULTS`` overrides (tests use it)."""
+    return Path(os.environ.get("CALIBOOK_RESULTS", repo_root() / "results"))
 
 
 def build_dir(scale: str) -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 
 from filelock import Timeout
 
-from lib.engine.runs import Run
+from lib.engine.runs import Run, RunMissing, training
 from lib.engine.stack import fit_stack
 from lib.moe_train import (
     FGR_METHODS, GROUP, TrainConfig, _check_data, _compute, finish_run, prepare_run, run_config, train_run,
@@ -25,6 +25,22 @@ from lib.moe_train import (
 from lib.validation import check_int
 
 __all__ = ["run_grid", "stack_groups", "train_stacked"]
+
+def _available(configs: Sequence[TrainConfig], data: Any) -> list[dict[str, Any]]:
+    out = []
+    with training(False):
+        for c in configs:
+            try:
+                if c.method == "mocae":
+                    train_run(c.replace(method="vanilla"), data)  # RunMissing unless it is there
+                    with training(True):  # MoCaE only recalibrates that run: nothing is trained
+                        out.append(train_run(c, data))
+                else:
+                    out.append(train_run(c, data))
+            except RunMissing:
+                continue
+    return out
+
 
 # Fields that may differ inside one stack (each member has its own); all others must agree.
 _PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
@@ -114,18 +130,24 @@ def train_stacked(configs: Sequence[TrainConfig], data: Any, stack: int = 8, dea
     return trained
 
 
-def run_grid(configs: Sequence[TrainConfig], data: Any, stack: int = 8) -> list[dict[str, Any]]:
+def run_grid(configs: Sequence[TrainConfig], data: Any, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
     """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
 
     Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one);
     ``mocae`` configs reuse their ``vanilla`` run. Text data trains one run at a time.
+    ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned
+    (in order; MoCaE, post hoc, is derived from a Vanilla run that is there).
     """
     configs = list(configs)
     for c in configs:
         if not isinstance(c, TrainConfig):
             raise ValueError(f"configs: expected TrainConfig items, got {type(c).__name__}")
     check_int(stack, "stack", minimum=1)
+    if not isinstance(train, bool):
+        raise ValueError(f"train: expected True or False, got {train!r}")
     _check_data(data)
+    if not train:
+        return _available(configs, data)
     trained = {}
     for c in configs:
         t = c.replace(method="vanilla") if c.method == "mocae" else c

@@ -24,7 +24,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "los
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # executed by the queue
 
-__all__ = ["Item", "PAGES", "import_results", "plan", "publish", "published", "run_queue"]
+__all__ = ["Item", "PAGES", "import_results", "matches", "plan", "publish", "published", "run_queue"]
 
 
 @dataclass
@@ -113,6 +113,17 @@ def published(page: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def matches(item: Item, record: Mapping[str, Any]) -> bool:
+    """Whether a published ``record`` is the run ``item`` plans: same plan id and same config (a run of
+    another scale or of an older config with the same id does not count)."""
+    if (record.get("queue") or {}).get("id") != item.id:
+        return False
+    if item.config is not None:
+        return record.get("config", {}).get("train") == json.loads(_canonical(item.config.key()))
+    want = item.extra.get("config")
+    return want is None or {k: record.get("config", {}).get(k) for k in want} == json.loads(_canonical(want))
+
+
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
     """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), with
     ``done`` set for the runs already published in ``results/``."""
@@ -124,7 +135,7 @@ def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
         got = published(p)
         page_items = _page_items(p, scale)
         for it in page_items:
-            it.done = it.id in got
+            it.done = it.id in got and matches(it, got[it.id])
         items += sorted(page_items, key=lambda it: it.seed)  # stable: seed 0 of everything first
     return items
 
@@ -248,8 +259,7 @@ def import_results(folder: Path, scale: str = "paper") -> list[Path]:
         if rec.get("version") != code_version(rec["group"]):
             raise ValueError(f"{path}: stale: made by code version {rec.get('version')} of {rec['group']!r}, "
                              f"today's is {code_version(rec['group'])}")
-        want = today[qid].config
-        if want is not None and rec["config"].get("train") != json.loads(_canonical(want.key())):
+        if not matches(today[qid], rec):
             raise ValueError(f"{path}: its config differs from today's config of {qid}")
         for name, meta in (rec.get("artifacts") or {}).items():
             art = path.with_name(f"{rec['key']}.{name}.npz")

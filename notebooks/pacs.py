@@ -38,6 +38,7 @@
 scale: str = "cpu"  # smoke (seconds, synthetic domains) | cpu (default: 64 px subset, few epochs) | paper (GPU)
 target: str = "photo"  # held-out domain: photo | art_painting (or art) | cartoon | sketch
 epochs: int = 0  # training epochs; 0 keeps the scale's value
+train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
 # First the target is checked (an unknown domain stops here with the list of valid ones), then the
@@ -48,7 +49,7 @@ import warnings
 
 import torch
 
-from lib import config, plots, report
+from lib import config, paper_scale, plots, report
 from lib.data.images import load_pacs, resolve_pacs_domain
 from lib.data.synthetic import synthetic_pacs_domains
 from lib.experiments import moe as exp
@@ -57,6 +58,7 @@ TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targ
 torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("pacs", scale, epochs=epochs or None)
+TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
 cfg
 
@@ -87,16 +89,28 @@ sizes
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through `lib.train` (cached by config, resumable; committed GPU results
-# in `results/moe/` are used when they exist).
+# Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
+# resumable, several runs stacked at once); the paper-scale GPU runs published in `results/pacs/`
+# are used when they exist, and at paper scale they are all the page reads (it trains nothing unless
+# `train` is "yes").
 
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
-    records = exp.run_methods(exp.train_configs(cfg, pretrained=pretrained), data)
+    records = exp.run_methods(exp.train_configs(cfg, pretrained=pretrained), data, train=TRAIN)
+paper_scale.require(records, "pacs")
 frame = exp.results_frame(records)
 summary = exp.summarize(frame)
 exp.provenance_table(records)
+
+# %% [markdown]
+# When the page reads published runs instead of training, how much of the plan they cover for this
+# target: published seeds of each method ("k of n seeds"); the means below are over the published ones.
+
+# %%
+runs_cover = paper_scale.coverage("pacs", target=TARGET, scale=scale)
+report.publish("coverage", dict(zip(runs_cover["method"], runs_cover["coverage"])) if not TRAIN else {})
+runs_cover if not TRAIN else "Every run above was trained (or loaded from the local cache) at this scale."
 
 # %% [markdown]
 # ## Table 2 for this target: ours beside the paper's
@@ -139,6 +153,18 @@ print(why)
 claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))
 claims
+
+# %% [markdown]
+# ## Paper scale: the published GPU runs
+#
+# Table 2 for this target at the paper's settings (224 px, all images, five seeds) from the runs the
+# queue has published to `results/pacs/` so far, with how many of the five seeds each method has;
+# mean ± standard error over the published seeds (ours on the whole held-out domain).
+
+# %%
+gpu_table = paper_scale.moe_section("pacs", target=TARGET) if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
+report.publish("paper_scale_runs", len(paper_scale.records("pacs", target=TARGET)))
+gpu_table
 
 # %% [markdown]
 # ## References

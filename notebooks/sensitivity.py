@@ -37,6 +37,7 @@
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (seconds, synthetic images) | cpu (default: small subset, few epochs, 1 seed) | paper (GPU)
 epochs: int = 0  # training epochs; 0 keeps the scale's value
+train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
@@ -46,13 +47,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, plots, report, robust
+from lib import config, paper_scale, plots, report, robust
 from lib.experiments import moe as exp
 from lib.moe_train import load_predictions
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("sensitivity", scale, epochs=epochs or None)
+TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
 data = exp.cifar10h_data(cfg)
 sizes = data.sizes()
@@ -70,7 +72,9 @@ cfg
 # ## The run
 #
 # One Robust MoE run per $\lambda$ (warmup fixed) and per warmup ($\lambda$ fixed), plus Vanilla MoE
-# (ERM) as the reference, all through `lib.train` (cached by config, resumable).
+# (ERM) as the reference, all through the engine (`lib.moe_grid`: cached by config and code
+# version, resumable, stacked). At paper scale the page reads the GPU runs published in
+# `results/sensitivity/` and trains nothing unless `train` is "yes".
 
 # %%
 lam_cfgs = exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"], lam=0.0)
@@ -78,13 +82,24 @@ lam_cfgs = [c.replace(lam=float(l)) for l in cfg["lams"] for c in lam_cfgs]
 warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups
              for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]
 ref_cfgs = exp.train_configs(cfg, methods=["vanilla"])
-records = exp.run_methods([*ref_cfgs, *lam_cfgs, *warm_cfgs], data)
-frame = exp.results_frame(list({r["key"]: r for r in records}.values()))  # a run in both sweeps counts once
-n_ref, n_lam = len(ref_cfgs), len(lam_cfgs)
-ref = frame[frame["key"].isin([r["key"] for r in records[:n_ref]])]
-lam_frame = frame[frame["key"].isin([r["key"] for r in records[n_ref:n_ref + n_lam]])]
-warm_frame = frame[frame["key"].isin([r["key"] for r in records[n_ref + n_lam:]])]
+records = exp.run_methods([*ref_cfgs, *lam_cfgs, *warm_cfgs], data, train=TRAIN)
+paper_scale.require(records, "sensitivity")
+records = list({r["key"]: r for r in records}.values())  # a run in both sweeps counts once
+frame = exp.results_frame(records)
+robust_runs = frame["method"] == "robust"
+ref = frame[frame["method"] == "vanilla"]
+lam_frame = frame[robust_runs & (frame["warmup_epochs"] == cfg["warmup"]) & frame["lam"].isin(cfg["lams"])]
+warm_frame = frame[robust_runs & (frame["lam"] == cfg["lam"]) & frame["warmup_epochs"].isin(warmups)]
 exp.provenance_table(records)
+
+# %% [markdown]
+# When the page reads published runs instead of training, how much of the plan they cover
+# ("k of n runs" per method: the $\lambda$ and warmup points times the seeds).
+
+# %%
+runs_cover = paper_scale.coverage("sensitivity", scale=scale)
+report.publish("coverage", dict(zip(runs_cover["method"], runs_cover["coverage"])) if not TRAIN else {})
+runs_cover if not TRAIN else "Every run above was trained (or loaded from the local cache) at this scale."
 
 # %% [markdown]
 # ## Figure E.7: the $\lambda$ sweep
@@ -142,7 +157,7 @@ report.publish("warmup_sweep", {str(int(r.warmup_epochs)): {"hard_ece": float(r.
 
 # %%
 sup_rows = []
-for rec in records[n_ref:n_ref + n_lam]:
+for rec in [r for r in records if r["key"] in set(lam_frame["key"])]:
     pred = load_predictions(rec)
     p = pred["probs"].astype(np.float64)
     p = p / p.sum(axis=1, keepdims=True)
@@ -203,6 +218,18 @@ claims = exp.claims_table([
 ])
 report.publish("claims", claims.to_dict("records"))
 claims
+
+# %% [markdown]
+# ## Paper scale: the published GPU runs
+#
+# The two sweeps at the paper's settings (full CIFAR-10, 50 epochs, five seeds) from the runs the
+# queue has published to `results/sensitivity/` so far: hard ECE and overall accuracy per point,
+# mean ± standard error over the published seeds, and how many of the five each point has.
+
+# %%
+gpu_table = paper_scale.sweep_section("sensitivity") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
+report.publish("paper_scale_runs", len(paper_scale.records("sensitivity")))
+gpu_table
 
 # %% [markdown]
 # ## References

@@ -19,10 +19,16 @@ paper-scale queue, :mod:`lib.queue`) win over the local cache. Every file is wri
 every read is verified (JSON parses, checksum and artifact hashes match, checkpoint loads with
 ``weights_only=True``). A bad cache entry is reported with its path (a :class:`CorruptEntryWarning`)
 and recomputed; a bad committed file is reported and ignored.
+
+Inside ``with training(False):`` nothing is computed: :func:`cached_run` returns what is committed
+or cached and raises :class:`RunMissing` for the rest (a paper-scale page reads results, it does not
+train unless asked).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import hashlib
 import io
@@ -33,7 +39,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +53,37 @@ from lib.engine.versions import code_version
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
 
 __all__ = [
-    "CorruptEntryWarning", "Run", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
+    "CorruptEntryWarning", "Run", "RunMissing", "training", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
 ]
 
 
 class CorruptEntryWarning(UserWarning):
     """A cached or committed file failed verification; it is ignored (and a cached run recomputed)."""
+
+
+class RunMissing(LookupError):
+    """A run asked for while training is off (:func:`training`) is neither committed nor cached."""
+
+
+_TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("calibook_training", default=True)
+
+
+@contextlib.contextmanager
+def training(allowed: bool) -> Iterator[None]:
+    """Within the block, :func:`cached_run` computes runs only if ``allowed``; otherwise a run that
+    is neither committed nor cached raises :class:`RunMissing` (nothing is trained)."""
+    if not isinstance(allowed, bool):
+        raise ValueError(f"allowed: expected True or False, got {allowed!r}")
+    token = _TRAINING.set(allowed)
+    try:
+        yield
+    finally:
+        _TRAINING.reset(token)
+
+
+def training_allowed() -> bool:
+    """Whether :func:`cached_run` may compute missing runs here (see :func:`training`)."""
+    return _TRAINING.get()
 
 
 def _jsonable(obj: Any) -> Any:
@@ -320,6 +351,8 @@ def cached_run(group: str, config: Mapping[str, Any], compute: Callable[[Run], M
     record = run.load_result()
     if record is not None:
         return record
+    if not training_allowed():
+        raise RunMissing(f"run {group}/{run.key} is not in results/ nor in the cache, and training is off")
     with run.lock():
         record = run.load_result()  # finished by another process while we waited
         if record is not None:

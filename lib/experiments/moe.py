@@ -144,9 +144,10 @@ def train_configs(
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 
-def run_methods(configs: Sequence[Any], data: Any, stack: int = 8) -> list[dict[str, Any]]:
+def run_methods(configs: Sequence[Any], data: Any, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
     """Run (or load from the cache / ``results/``) every config on ``data`` via lib.moe_grid.run_grid
-    (unfinished runs train ``stack`` at a time as one stacked model).
+    (unfinished runs train ``stack`` at a time as one stacked model). ``train=False`` trains
+    nothing and returns only the runs that are there (a paper-scale page reading ``results/``).
 
     MoCaE reuses its Vanilla run, so list "vanilla" before "mocae" to train it once.
 
@@ -156,7 +157,7 @@ def run_methods(configs: Sequence[Any], data: Any, stack: int = 8) -> list[dict[
 
     if not configs:
         raise ValueError("configs: is empty")
-    return run_grid(list(configs), data, stack=stack)
+    return run_grid(list(configs), data, stack=stack, train=train)
 
 
 # ----------------------------------------------------------------------------------------------

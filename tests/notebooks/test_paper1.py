@@ -59,6 +59,33 @@ def test_cifar10h(smoke_published: Published) -> None:
     _check_claims(pub["claims"], diff)
 
 
+def test_cifar10h_reads_published_runs_and_trains_nothing(smoke_notebook: Callable[..., Any], tmp_path: Any,
+                                                          monkeypatch: Any) -> None:
+    """The paper-scale path at smoke size: the queue publishes the runs of one window, one run is
+    lost, and the page with ``train="no"`` reads results/ alone, says "k of n seeds" and trains
+    nothing (the cache it may use starts empty and ends without a trained run)."""
+    import shutil
+
+    import lib.queue as q
+    from lib.report import read_published
+
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
+    fgr = next(p for p in published if "/fgr/" in q.read_record(p)["queue"]["id"])
+    for f in fgr.parent.glob(f"{fgr.stem}*"):
+        f.unlink()
+    shutil.rmtree(tmp_path / "cache")
+    pub = read_published(smoke_notebook("cifar10h", train="no"))
+    assert pub["coverage"]["fgr"] == "0 of 1 seeds" and pub["coverage"]["robust"] == "1 of 1 seeds"
+    assert sorted(pub["methods"]) == sorted(m for m in METHODS if m != "fgr")
+    _check_claims(pub["claims"])
+    assert pub["paper_scale_runs"] == 0  # nothing published at the paper's own settings
+    trained = [p for p in (tmp_path / "cache").glob("runs/moe/*/result.json")
+               if q.read_record(p)["method"] != "mocae"]
+    assert trained == []  # only MoCaE, which recalibrates the published Vanilla run, was made here
+
+
 @pytest.mark.parametrize(("target", "canonical"), [("sketch", "sketch"), ("art", "art_painting")])
 def test_pacs_targets(smoke_published: Published, target: str, canonical: str) -> None:
     pub = smoke_published("pacs", target=target)

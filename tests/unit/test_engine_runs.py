@@ -13,7 +13,7 @@ from lib.engine import runs
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(runs, "results_dir", lambda: tmp_path / "results")
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
 
 
 def test_key_ignores_order_and_changes_with_values() -> None:
@@ -161,3 +161,23 @@ def test_lib_silences_tqdm_ipywidgets_warning_only():
                                "tqdm/autonotebook.py", 1, module="tqdm.autonotebook")
         warnings.warn_explicit("another warning from tqdm", UserWarning, "tqdm/std.py", 1, module="tqdm.std")
     assert [str(w.message) for w in caught] == ["another warning from tqdm"]
+
+
+def test_training_off_computes_nothing_and_names_the_missing_run() -> None:
+    calls = []
+
+    def compute(run):
+        calls.append(1)
+        return {"x": 1}
+
+    with runs.training(False):
+        with pytest.raises(runs.RunMissing, match="g/"):
+            runs.cached_run("g", {"a": 1}, compute)
+    assert calls == []
+    assert runs.cached_run("g", {"a": 1}, compute)["x"] == 1  # training is back on outside the block
+    with runs.training(False):
+        assert runs.cached_run("g", {"a": 1}, compute)["x"] == 1  # a finished run is still read
+    assert calls == [1]
+    with pytest.raises(ValueError, match="allowed"):
+        with runs.training("no"):
+            pass

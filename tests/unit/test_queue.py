@@ -14,8 +14,7 @@ from lib import packs
 @pytest.fixture()
 def results(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
-    for mod in (lib.config, lib.engine.runs, q):
-        monkeypatch.setattr(mod, "results_dir", lambda: tmp_path / "results")
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     return tmp_path / "results"
 
 

@@ -1,0 +1,133 @@
+"""Paper-scale results on the pages: what the queue has published, how much of the plan it covers,
+and whether a page reads results or trains.
+
+The paper-scale runs are trained on a GPU by the queue (:mod:`lib.queue`) a window at a time and
+published to ``results/<page>/``. A page at ``scale="paper"`` reads them and trains nothing unless
+its ``train`` parameter says so (:func:`should_train`); every page at a smaller scale also shows the
+published paper-scale table beside its own (:func:`moe_section`, :func:`records`), with "k of n
+seeds" for each method while the plan is only partly done (:func:`coverage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lib.validation import check_choice
+
+TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
+
+__all__ = ["TRAIN_CHOICES", "coverage", "moe_section", "none_yet", "records", "require", "should_train", "sweep_section"]
+
+
+def should_train(train: str, scale: str) -> bool:
+    """A page's ``train`` parameter: ``"auto"`` trains below paper scale and only reads published
+    results at paper scale (a GPU's work); ``"yes"`` trains what is missing; ``"no"`` never trains."""
+    from lib.config import SCALES
+
+    check_choice(train, TRAIN_CHOICES, "train")
+    check_choice(scale, SCALES, "scale")
+    return train == "yes" or (train == "auto" and scale != "paper")
+
+
+def _plan(page: str, scale: str, target: str | None) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """The planned runs of ``page`` (and ``target``) at ``scale`` and the published records that
+    are those runs (same plan id and config), by plan id."""
+    from lib.queue import PAGES, matches, plan, published
+
+    check_choice(page, PAGES, "page")
+    items = [it for it in plan([page], scale) if target is None or it.target == target]
+    got = published(page)
+    return items, {it.id: got[it.id] for it in items if it.done and matches(it, got[it.id])}
+
+
+def records(page: str, target: str | None = None, scale: str = "paper") -> list[dict[str, Any]]:
+    """The verified records the queue published for ``page`` (and PACS ``target``) at ``scale``,
+    in plan order; records of older code versions are left out."""
+    items, got = _plan(page, scale, target)
+    return [got[it.id] for it in items if it.id in got]
+
+
+def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame:
+    """One row per method of the plan: runs published of runs planned, as ``"k of n seeds"``
+    (``"k of n runs"`` for pages whose runs are not seeds of one method)."""
+    items, got = _plan(page, scale, target)
+    rows: dict[str, dict[str, Any]] = {}
+    for it in items:
+        row = rows.setdefault(it.method, {"method": it.method, "published": 0, "planned": 0})
+        row["planned"] += 1
+        row["published"] += it.id in got
+    unit = "seeds" if page in ("cifar10h", "pacs") else "runs"
+    out = pd.DataFrame(list(rows.values()), columns=["method", "published", "planned"])
+    out["coverage"] = [f"{k} of {n} {unit}" for k, n in zip(out["published"], out["planned"])]
+    return out
+
+
+def none_yet(page: str) -> str:
+    """What a page says when no paper-scale result of it is published yet."""
+    return (f"No paper-scale results for this page are in results/{page}/ yet. They are trained on a GPU "
+            f"by `python -m lib paper {page}` and published a run at a time (see results/README.md); "
+            "nothing on this page is extrapolated to paper scale.")
+
+
+def require(found: Sequence[Any], page: str) -> None:
+    """Stop a page that read results (``train`` off) and found none: ``ValueError`` with
+    :func:`none_yet`'s sentence and how to train the runs instead."""
+    if not found:
+        raise ValueError(f"train: {none_yet(page)} To train them here instead, pass -p train yes.")
+
+
+def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Records plus, for each Vanilla MoE record, the MoCaE view it carries (MoCaE recalibrates the
+    Vanilla network post hoc, so the queue publishes it inside the Vanilla record)."""
+    out = [dict(r) for r in recs]
+    for r in recs:
+        mocae = r.get("metrics", {}).get("mocae")
+        if r.get("method") == "vanilla" and mocae:
+            train = {**r.get("config", {}).get("train", {}), "method": "mocae"}
+            out.append({**r, "method": "mocae", "metrics": mocae, "config": {**r.get("config", {}), "train": train}})
+    return out
+
+
+def moe_section(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
+    """Paper 1's table (:func:`lib.experiments.moe.paper_table` layout, mean ± SE over the published
+    seeds) from the published paper-scale runs of ``page``, with a ``coverage`` column
+    ("k of 5 seeds"), or :func:`none_yet`'s sentence when nothing is published."""
+    from lib.experiments import moe as exp
+
+    recs = records(page, target, scale)
+    if not recs:
+        return none_yet(page)
+    table = exp.paper_table(exp.summarize(exp.results_frame(_with_mocae(recs))))
+    cov = coverage(page, target, scale).set_index("method")["coverage"]
+    labels = {exp.METHOD_LABELS[m]: m for m in exp.METHOD_LABELS}
+    table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
+    return table.drop(columns=["seeds"])
+
+
+def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFrame | str:
+    """The sensitivity sweeps (Figs. E.7, E.8) from the published paper-scale runs: one row per
+    (method, lambda, warmup) with hard ECE and overall accuracy as mean ± SE and the seeds published
+    of those planned, or :func:`none_yet`'s sentence when nothing is published."""
+    from lib.experiments import moe as exp
+
+    recs = records(page, scale=scale)
+    if not recs:
+        return none_yet(page)
+    frame = exp.results_frame(recs)
+    by = ("method", "lam", "warmup_epochs")
+    summ = exp.summarize(frame, by=by)
+    hard = summ[summ["subset"] == "hard"].set_index(list(by))
+    overall = summ[summ["subset"] == "all"].set_index(list(by))
+    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in _plan(page, scale, None)[0]])
+    rows = []
+    for idx in hard.index:
+        n = int((planned == idx).sum())
+        rows.append({"method": exp.METHOD_LABELS.get(idx[0], idx[0]), "lambda": idx[1], "warmup": idx[2],
+                     "hard ECE": exp.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                     "accuracy": exp.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                     if idx in overall.index else "—",
+                     "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,68 @@
+"""lib.paper_scale: a page reads what the queue published, counts the seeds, trains nothing."""
+
+import pytest
+
+import lib.config
+import lib.queue as q
+from lib import paper_scale
+from lib.engine.runs import RunMissing, training
+
+
+@pytest.fixture()
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    return tmp_path / "results"
+
+
+def test_should_train_reads_at_paper_scale_unless_asked() -> None:
+    assert paper_scale.should_train("auto", "cpu") and paper_scale.should_train("auto", "smoke")
+    assert not paper_scale.should_train("auto", "paper")
+    assert paper_scale.should_train("yes", "paper") and not paper_scale.should_train("no", "smoke")
+    with pytest.raises(ValueError, match="train"):
+        paper_scale.should_train("maybe", "cpu")
+    with pytest.raises(ValueError, match="scale"):
+        paper_scale.should_train("auto", "huge")
+
+
+def test_nothing_published_says_so(results) -> None:
+    assert paper_scale.records("cifar10h") == []
+    assert "results/cifar10h/" in paper_scale.moe_section("cifar10h")
+    cov = paper_scale.coverage("cifar10h")
+    assert len(cov) == 6 and set(cov["coverage"]) == {"0 of 5 seeds"}  # the paper's five seeds
+    with pytest.raises(ValueError, match="train yes"):
+        paper_scale.require([], "cifar10h")
+
+
+def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tmp_path) -> None:
+    import shutil
+
+    published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
+    fgr = [p for p in published if "/fgr/" in q.read_record(p)["queue"]["id"]]
+    assert len(fgr) == 1
+    for f in fgr[0].parent.glob(f"{fgr[0].stem}*"):
+        f.unlink()  # FGR's run did not finish in this window
+    shutil.rmtree(tmp_path / "cache")  # nothing to read but results/
+    cov = paper_scale.coverage("cifar10h", scale="smoke").set_index("method")["coverage"]
+    assert cov["fgr"] == "0 of 1 seeds" and cov["vanilla"] == "1 of 1 seeds"
+    assert len(paper_scale.records("cifar10h", scale="smoke")) == len(published) - 1
+
+    from lib.experiments import moe as exp
+
+    cfg = lib.config.settings("cifar10h", "smoke")
+    data = exp.cifar10h_data(cfg)
+    got = exp.run_methods(exp.train_configs(cfg), data, train=False)
+    methods = [r["method"] for r in got]
+    assert "fgr" not in methods and "mocae" in methods  # MoCaE derives from the published Vanilla run
+    assert len(methods) == len(exp.train_configs(cfg)) - 1
+    made_here = list((tmp_path / "cache").glob("runs/moe/*/*"))
+    assert [p.name for p in made_here if p.name != ".lock"] in (["predictions.npz", "result.json"],
+                                                                 ["result.json", "predictions.npz"])  # MoCaE's only
+    with training(False), pytest.raises(RunMissing):
+        from lib.moe_train import train_run
+
+        train_run(next(c for c in exp.train_configs(cfg) if c.method == "fgr"), data)
+
+    table = paper_scale.moe_section("cifar10h", scale="smoke")
+    assert "FGR" not in set(table["Method"]) and set(table["coverage"]) == {"1 of 1 seeds"}
+    assert "MoCaE" in set(table["Method"])
