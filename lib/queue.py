@@ -13,8 +13,9 @@
 * :func:`import_results` copies results made by this queue elsewhere into ``results/`` after checking
   each record's checksum, artifact hashes, code version and config against today's plan.
 
-Only paper 1's pages are executed by the queue today; the plan lists paper 2's and paper 4's
-CIFAR-10 runs too (their pages run them through ``lib.experiments``), marked "page only".
+Paper 1's pages train stacked; paper 2's and paper 4's CIFAR-10 runs (a WRN each) train one at a
+time through the same runners their pages call (:func:`lib.experiments.l2d.run_cifar`,
+:func:`lib.experiments.reweighted.run_loss`), so a page finds them by key.
 Used in: lib.cli (``python -m lib paper``), results/README.md.
 """
 
@@ -35,7 +36,7 @@ from lib.engine.versions import code_version
 
 PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10")
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
-QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # executed by the queue
+QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)
 
 __all__ = ["Item", "PAGES", "import_results", "matches", "plan", "publish", "published", "run_queue"]
 
@@ -43,7 +44,8 @@ __all__ = ["Item", "PAGES", "import_results", "matches", "plan", "publish", "pub
 @dataclass
 class Item:
     """One planned run: the page it belongs to, an id unique in the plan, its seed, epochs and, for
-    paper-1 pages, its TrainConfig and the PACS target."""
+    paper-1 pages, its TrainConfig and the PACS target; for the others, ``extra["config"]`` (the
+    part of the run's config known before the data is loaded) and, for L2D, ``extra["point"]``."""
 
     page: str
     id: str
@@ -52,7 +54,6 @@ class Item:
     method: str
     config: Any = None
     target: str | None = None
-    executable: bool = True
     done: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -89,15 +90,20 @@ def _page_items(page: str, scale: str) -> list[Item]:
     seeds = cfg.get("seeds", [0])
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)  # paper 2/4 entries: a count
     if page == "l2d_cifar10":
-        from lib.experiments.l2d import EXPERIMENTS, grid
+        from lib.experiments.l2d import CIFAR_KEYS, EXPERIMENTS, grid
 
-        pts = grid(cfg, EXPERIMENTS)
+        base = {k: cfg[k] for k in CIFAR_KEYS}
         return [Item(page, f"{page}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}", int(p["seed"]),
-                     int(cfg["epochs"]), p["surrogate"], executable=False) for p in pts]
+                     int(cfg["epochs"]), p["surrogate"], extra={"point": p, "config": {**p, **base}})
+                for p in grid(cfg, EXPERIMENTS)]
     if page == "losses_cifar10":
-        from lib.experiments.reweighted import TABLE_LOSSES
+        from lib.experiments.reweighted import RUN_KEYS, TABLE_LOSSES
 
-        return [Item(page, f"{page}/{name}/s{s}", int(s), int(cfg["epochs"]), name, executable=False)
+        base = {k: cfg[k] for k in RUN_KEYS}
+        base.update(coverage=float(cfg["coverage"]), nu=float(cfg["nu"]), n_bins=cfg["n_bins"],
+                    **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg})
+        return [Item(page, f"{page}/{name}/s{s}", int(s), int(cfg["epochs"]), name,
+                     extra={"config": {"loss": name, "seed": int(s), **base}})
                 for s in seeds for name in TABLE_LOSSES]
     return _moe_items(page, scale)
 
@@ -173,7 +179,7 @@ def describe(items: Sequence[Item]) -> str:
         left = [it for it in its if not it.done]
         mins = [projected_minutes(it) for it in left]
         known = f"~{sum(m for m in mins if m is not None):9.1f} min" if any(m is not None for m in mins) else "  (no benchmark)"
-        how = "queue" if its[0].executable else "page only"
+        how = "stacked" if its[0].config is not None else "one at a time"
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {known}  ({how})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
     return "\n".join(lines)
@@ -212,6 +218,28 @@ def _pacs_data(cfg: dict[str, Any], target: str | None) -> Any:
     return load_pacs(target, size=cfg["image_size"], n_per_domain=cfg["n_per_domain"] or None, seed=0)
 
 
+_IMAGES: dict[tuple[str, str], Any] = {}
+
+
+def _run_one(item: Item, scale: str) -> dict[str, Any]:
+    """Train (or load) one run of the l2d_cifar10 or losses_cifar10 page exactly as the page does."""
+    from lib.experiments.reweighted import image_data
+
+    cfg = settings(item.page, scale)
+    if (item.page, scale) not in _IMAGES:
+        _IMAGES.clear()  # one page's images at a time
+        _IMAGES[(item.page, scale)] = image_data(cfg)
+    data = _IMAGES[(item.page, scale)]
+    if item.page == "l2d_cifar10":
+        from lib.experiments.l2d import run_cifar
+
+        p = item.extra["point"]
+        return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
+    from lib.experiments.reweighted import run_loss
+
+    return run_loss(item.method, cfg, data, seed=item.seed)
+
+
 def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int = 8,
               log: Any = print) -> list[Path]:
     """Train and publish the unfinished runs of ``pages`` in priority order; start no new stack after
@@ -220,9 +248,15 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
 
     t_start = time.monotonic()
     deadline = t_start + 60 * float(minutes)
-    todo = [it for it in plan(pages, scale) if not it.done and it.executable]
+    todo = [it for it in plan(pages, scale) if not it.done]
     done: list[Path] = []
     while todo and time.monotonic() < deadline:
+        if todo[0].config is None:  # paper 2 / paper 4 runs: one at a time through their page's runner
+            it = todo.pop(0)
+            started = time.monotonic()
+            done.append(publish(_run_one(it, scale), it.page, it.id, seconds=time.monotonic() - started))
+            log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
+            continue
         seed = todo[0].seed
         key = (todo[0].page, todo[0].target)
         batch = [it for it in todo if (it.page, it.target) == key and it.seed == seed]

@@ -86,3 +86,20 @@ def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
         packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
     with pytest.raises(ValueError, match="name"):
         packs.pack("nope")
+
+
+def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
+    """Paper 2's and paper 4's CIFAR-10 runs go through the queue too, each published with its
+    artifacts, and a second window finds nothing left."""
+    got = q.run_queue(["l2d_cifar10", "losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
+    plan = q.plan(["l2d_cifar10", "losses_cifar10"], "smoke")
+    assert len(got) == len(plan) and all(it.done for it in plan)
+    losses = [json.loads(p.read_text()) for p in got if "/rr_losses/" in str(p)]
+    assert losses and all(p.with_name(f"{r['key']}.logits.npz").exists()
+                          for p, r in zip([p for p in got if "/rr_losses/" in str(p)], losses))
+    assert q.run_queue(["l2d_cifar10", "losses_cifar10"], minutes=30, scale="smoke") == []
+    # a run of another config under the same plan id does not count as done
+    it = next(i for i in plan if i.page == "losses_cifar10")
+    rec = q.published("losses_cifar10")[it.id]
+    assert q.matches(it, rec)
+    assert not q.matches(it, {**rec, "config": {**rec["config"], "lr": 123.0}})
