@@ -12,13 +12,18 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   so what it counts is the run's setup and its one epoch-loss read, spread over the timed steps),
 * with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
   x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
-  ERM epochs), one run at a time.
+  ERM epochs), one run at a time;
+* with ``--stack N``, the same for the stacked engine (:func:`lib.engine.stack.fit_stack`, the path
+  the queue and every paper-1 page take): N runs of one method trained as one stacked model, timed
+  per method on CIFAR-10H; images/s counts the images of all N runs, the fraction of peak likewise,
+  and the projected Table 1 grid assumes stacks of N runs of one method.
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
 Writes ``bench/results/epoch_<device>.json``.
 
     .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps of Vanilla MoE
     python bench/bench_epoch.py                           # on a GPU: every method, 200/100 steps
+    python bench/bench_epoch.py --stack 8 --skip-pacs     # on a GPU: stacks of 8 runs, every method
 """
 
 from __future__ import annotations
@@ -154,13 +159,64 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     return out
 
 
+def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes: int, epoch_images: int,
+                steps: int, warmup_steps: int, device: torch.device) -> dict:
+    """Time ``steps`` steps of ``stack`` runs of ``cfg`` (seeds 0..stack-1) trained as one stacked
+    model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each."""
+    from lib.data.synthetic import synthetic_images
+    from lib.engine.stack import fit_stack
+    from lib.moe_train import prepare_run
+
+    bs = cfg.batch_size
+    data = synthetic_images(n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size,
+                            num_classes=num_classes, seed=0)
+    cfgs = [cfg.replace(seed=i, epochs=1, warmup_epochs=0, device=str(device)) for i in range(stack)]
+    prs = [prepare_run(c, data) for c in cfgs]
+    members = [pr.member(None) for pr in prs]
+    x, y = prs[0].prep.train
+
+    def run(lo: int, hi: int) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fit_stack(members, (x[lo * bs:hi * bs], y[lo * bs:hi * bs]), 1, optimizer_factory=prs[0].optimizer,
+                  batch_size=bs, device=device, amp=cfg.amp, progress=False)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    if warmup_steps:
+        run(0, warmup_steps)
+    per_step = run(warmup_steps, warmup_steps + steps) / steps
+    flops = _forward_flops(build_model(cfg, num_classes), size)
+    ips = stack * bs / per_step
+    peak = _peak(device_name(device)) if device.type == "cuda" else None
+    out = {
+        "name": name,
+        "method": cfg.method,
+        "stack": stack,
+        "steps_timed": steps,
+        "seconds_per_step": per_step,
+        "images_per_second": ips,
+        "stack_epoch_seconds": epoch_images / bs * per_step,
+        "run_epoch_seconds": epoch_images / bs * per_step / stack,
+        "achieved_train_tflops": 3 * flops * ips / 1e12,
+        "fraction_of_peak": 3 * flops * ips / peak if peak else None,
+        "amp_bf16": bool(cfg.amp and device.type == "cuda"),
+    }
+    print(json.dumps(out, indent=1))
+    return out
+
+
 def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> dict | None:
     """Projected time of paper 1's Table 1 grid on CIFAR-10H from the measured epoch times: each
     trained method x ``seeds`` x ``epochs``, run one at a time; robust and FGR runs spend their
     first 40% of epochs in ERM (Vanilla's step). None unless every trained method was timed."""
-    epoch_s = {r["method"]: r["epoch_seconds"] for r in results if r["name"] == "cifar10h"}
+    epoch_s = {r["method"]: r.get("run_epoch_seconds", r.get("epoch_seconds")) for r in results
+               if r["name"] == "cifar10h"}
     if not set(TRAINED) <= set(epoch_s):
         return None
+    stack = max(int(r.get("stack", 1)) for r in results)
     w = WARMUP_FRACTION
     per_run = {m: epochs * ((w * epoch_s["vanilla"] + (1 - w) * epoch_s[m]) if m in WARMUP_METHODS else epoch_s[m])
                for m in TRAINED}
@@ -169,9 +225,11 @@ def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> 
         "runs": seeds * len(TRAINED),
         "run_minutes": {m: v / 60 for m, v in per_run.items()},
         "serial_minutes": total / 60,
+        "stack": stack,
         "note": (f"{len(TRAINED)} trained methods x {seeds} seeds x {epochs} epochs from the measured epoch "
-                 "times (training only, no evaluation); one run at a time, so run_grid(parallel=N) can only "
-                 "shorten it"),
+                 "times (training only, no evaluation); "
+                 + ("one run at a time" if stack == 1 else
+                    f"stacks of {stack} runs of one method, one stack at a time")),
     }
 
 
@@ -185,6 +243,7 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-pacs", action="store_true")
+    ap.add_argument("--stack", type=int, default=0, help="also time stacks of this many runs (CIFAR-10H)")
     args = ap.parse_args()
     device = resolve_device(args.device)
     if device.type == "cpu":
@@ -203,6 +262,11 @@ def main() -> None:
                                lr=1e-4, compile=args.compile, progress=False)
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
+    stacked = []
+    for method in (methods if args.stack > 1 else []):
+        cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
+                            compile=args.compile, progress=False)
+        stacked.append(bench_stack("cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1, device))
     tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
     out = {
         "device": device_name(device),
@@ -213,6 +277,8 @@ def main() -> None:
                  "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
         "results": results,
         "table1_grid": table1_projection(results),
+        "stacked": stacked,
+        "table1_grid_stacked": table1_projection(stacked) if stacked else None,
     }
     path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

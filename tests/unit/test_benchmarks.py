@@ -101,3 +101,24 @@ def test_missing_result_names_the_script(monkeypatch, tmp_path):
     monkeypatch.setattr(bm, "repo_root", lambda: tmp_path)
     with pytest.raises(FileNotFoundError, match="bench/bench_methods.py"):
         bm.bench_results("methods_cpu")
+
+
+def test_stacked_epoch_benchmark_runs_a_tiny_stack_and_projects_the_grid():
+    """bench/bench_epoch.py --stack: a stack's images/s counts every member's images, a run's
+    epoch is the stack's epoch over the stack size, and the grid projection adds up the runs."""
+    import importlib.util
+
+    from lib.config import repo_root
+    from lib.moe_train import TrainConfig
+
+    spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
+    be = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(be)
+    cfg = TrainConfig(method="vanilla", backbone="tiny_cnn", width=8, batch_size=8, amp=False, progress=False)
+    out = be.bench_stack("cifar10h", cfg, 3, 16, 4, epoch_images=80, steps=2, warmup_steps=1, device=torch.device("cpu"))
+    assert out["stack"] == 3 and out["images_per_second"] == pytest.approx(3 * 8 / out["seconds_per_step"])
+    assert out["stack_epoch_seconds"] == pytest.approx(10 * out["seconds_per_step"])  # 80 images / batch 8
+    assert out["run_epoch_seconds"] == pytest.approx(out["stack_epoch_seconds"] / 3)
+    proj = be.table1_projection([{**out, "method": m} for m in be.TRAINED], seeds=5, epochs=50)
+    assert proj["stack"] == 3 and proj["runs"] == 5 * len(be.TRAINED)
+    assert proj["serial_minutes"] == pytest.approx(5 * len(be.TRAINED) * 50 * out["run_epoch_seconds"] / 60)
