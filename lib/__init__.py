@@ -1,9 +1,10 @@
 """calibration-book's library: the methods of four calibration papers, small, typed and tested.
 
-One module per concept: ``metrics``, ``calibrate``, ``moe``, ``backbones``,
-``robust``, ``fgr``, ``train``, ``l2d``, ``reweighted``, ``cascade``, ``cleaning``, ``data``,
-``plots``, ``config``, ``runs``, ``report``, ``benchmarks``. Modules are imported on use, so
-``import lib`` is cheap.
+One module per concept (the book's API page lists them all): the papers' methods (``metrics``,
+``calibrate``, ``moe``, ``robust``, ``fgr``, ``l2d``, ``reweighted``, ``cascade``, ``cleaning``, ...),
+the training engine every paper uses (``engine``), the pages' experiments (``experiments``), data
+loaders (``data``), and the book's plumbing (``config``, ``queue``, ``paper_scale``, ``report``,
+``plots``, ``book``, ``cli``). Modules are imported on use, so ``import lib`` is cheap.
 """
 
 import warnings
@@ -12,5 +13,10 @@ import warnings
 # prints a TqdmWarning into every page executed by a kernel without ipywidgets, then falls back to
 # the text bar anyway. One filter here silences it for all of them.
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
+
+# In a notebook kernel, errors lib raises on purpose (bad parameter, missing data) show as one line.
+from lib.notebook_errors import install as _install_notebook_errors  # noqa: E402
+
+_install_notebook_errors()
 
 __version__ = "0.1.0"

@@ -14,6 +14,7 @@ function ``cmd_<name>(args)`` registered in :func:`build_parser`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from lib.config import DEFAULT_SCALE, SCALES
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         return queue_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:
+        os.environ["CALIBOOK_DEBUG"] = "1"  # the notebook kernels keep full tracebacks too (lib.notebook_errors)
     try:
         return int(args.func(args))
     except Exception as err:  # noqa: BLE001 - every error becomes one message (--debug: traceback)

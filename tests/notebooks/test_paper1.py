@@ -105,6 +105,8 @@ def test_pacs_invalid_target_names_valid_ones(smoke_notebook: Callable[..., Any]
     assert "ValueError" in message and "'mars'" in message
     for name in ("photo", "art_painting", "cartoon", "sketch"):
         assert name in message
+    # the cell shows the message alone, not the traceback above it (lib.notebook_errors)
+    assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith("ValueError: ")
 
 
 def test_civilcomments_synthetic(smoke_published: Published) -> None:

@@ -1,0 +1,55 @@
+"""One-line errors in notebooks: a bad parameter or missing data stops a page with its message alone.
+
+A ``ValueError`` (bad input; :mod:`lib.validation`), ``FileNotFoundError`` (missing data;
+:class:`lib.data.locate.DataNotFoundError`) or ``LookupError`` (:class:`lib.engine.runs.RunMissing`)
+raised by ``lib`` itself already says what is wrong and how to fix it; the dozens of traceback
+lines above it only hide the message from a reader of the notebook (or of papermill's report).
+:func:`install` registers an IPython handler (``InteractiveShell.set_custom_exc``) that shows such
+an error as ``<Type>: <message>``; every other error, or any error with ``CALIBOOK_DEBUG=1`` set
+(``python -m lib --debug run ...`` sets it), keeps IPython's full traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+LIB = Path(__file__).resolve().parent
+QUIET: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, LookupError)
+
+__all__ = ["QUIET", "install", "one_line"]
+
+
+def _raised_in_lib(tb: TracebackType | None) -> bool:
+    frames = traceback.extract_tb(tb)
+    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(LIB)
+
+
+def one_line(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> list[str] | None:
+    """The error as one line (``["ValueError: train: ..."]``) when ``lib`` raised it on purpose
+    (one of :data:`QUIET`, raised inside ``lib/``, ``CALIBOOK_DEBUG`` unset); else ``None``."""
+    if os.environ.get("CALIBOOK_DEBUG") or not issubclass(etype, QUIET) or not _raised_in_lib(tb):
+        return None
+    return [f"{etype.__name__}: {value}"]
+
+
+def install() -> bool:
+    """Register the handler in the running IPython kernel; ``False`` outside IPython (where IPython
+    is not imported, so ``import lib`` stays cheap)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+
+    def handler(self: Any, etype: type[BaseException], value: BaseException, tb: TracebackType | None,
+                tb_offset: int | None = None) -> list[str]:
+        stb = one_line(etype, value, tb) or self.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        self._showtraceback(etype, value, stb)  # the kernel's error output (IPython leaves display to us)
+        return stb
+
+    shell.set_custom_exc(QUIET, handler)
+    return True
