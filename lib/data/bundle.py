@@ -1,0 +1,59 @@
+"""What paper 1's engine needs of a data set: the :class:`Bundle` protocol.
+
+:class:`lib.data.images.ImageBundle` (CIFAR-10H, PACS, synthetic images) and
+:class:`lib.data.text.TextBundle` (CivilComments) both satisfy it; the training engine
+(:mod:`lib.moe_train`, :mod:`lib.moe_grid`) and the queue accept any object that does, and
+:func:`check_bundle` rejects anything else with a ``ValueError`` naming what is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["Bundle", "check_bundle"]
+
+
+@runtime_checkable
+class Bundle(Protocol):
+    """A train/validation/test split with labels, a "hard" test subset and a content hash.
+
+    ``kind`` is ``"images"`` (``train_x``... uint8 tensors) or ``"text"`` (``train_texts``...);
+    ``fingerprint()`` is part of every run key, so two bundles with the same fingerprint must hold
+    the same examples."""
+
+    name: str
+    kind: str
+    source: str
+    classes: tuple[str, ...]
+    train_y: torch.Tensor
+    val_y: torch.Tensor
+    test_y: torch.Tensor
+    hard_mask: torch.Tensor
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        ...
+
+    def sizes(self) -> dict[str, int]:
+        """Number of train, validation, test and hard test examples."""
+        ...
+
+    def fingerprint(self) -> str:
+        """A short content hash (part of run keys)."""
+        ...
+
+
+_FIELDS = ("name", "kind", "source", "classes", "train_y", "val_y", "test_y", "hard_mask", "num_classes",
+           "sizes", "fingerprint")
+
+
+def check_bundle(data: Any, name: str = "data") -> Bundle:
+    """Return ``data`` if it satisfies :class:`Bundle`; else ``ValueError`` naming the missing members."""
+    missing = [f for f in _FIELDS if not hasattr(data, f)]
+    if missing:
+        raise ValueError(f"{name}: expected a data bundle (ImageBundle or TextBundle); "
+                         f"{type(data).__name__} lacks {', '.join(missing)}")
+    return data
