@@ -74,7 +74,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, plots, report
+from lib import config, moe_plots, plots, report
 from lib.experiments import moe as exp
 
 torch.set_num_threads(2)
@@ -177,7 +177,7 @@ for m, p in pred_test.items():
     reps = len(p["conf"]) // len(agreement)
     hard = np.tile(data.hard_mask.numpy().astype(bool), reps)
     conf_rows.append(pd.DataFrame({"conf": p["conf"], "method": m, "subset": np.where(hard, "hard", "easy")}))
-plots.confidence_histograms(pd.concat(conf_rows, ignore_index=True))
+moe_plots.confidence_histograms(pd.concat(conf_rows, ignore_index=True))
 
 # %% [markdown]
 # ## Figure E.2: hard images where Vanilla MoE and Robust MoE disagree most in confidence
@@ -201,7 +201,7 @@ if van is not None and rob is not None:
             f"vanilla: {cls[van['probs'][i].argmax()]} {van['conf'][i]:.2f}\n"
             f"robust: {cls[rob['probs'][i].argmax()]} {rob['conf'][i]:.2f}"
         )
-    chart = plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
+    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
 chart

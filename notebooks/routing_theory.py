@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, moe_theory, plots, report, robust
+from lib import config, moe_plots, moe_theory, plots, report, robust
 from lib.experiments import moe as exp
 
 plots.use_offline_renderer()
@@ -169,7 +169,7 @@ gaps[["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "
 # unshifted distribution ($\beta = 0$) stays calibrated.
 
 # %%
-plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
+moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
 
 # %% [markdown]
 # The hard-routed mixture of the same experts, under the *same* tilt computed from its own (one-hot)
