@@ -49,7 +49,8 @@ import warnings
 import torch
 
 from lib import config, plots, report
-from lib.data.images import load_pacs, resolve_pacs_domain
+from lib.data.image_files import resolve_pacs_domain
+from lib.data.images import load_pacs
 from lib.data.synthetic import synthetic_pacs_domains
 from lib.experiments import moe as exp
 
