@@ -16,8 +16,7 @@ The runs' numbers become tables in :mod:`lib.experiments.moe_tables` and verdict
 claims in :mod:`lib.experiments.moe_claims`; the paper's own numbers are quoted in
 :mod:`lib.experiments.moe_paper`.
 
-Used in: notebooks/routing_theory, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/sensitivity.
+Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
 """
 
 from __future__ import annotations
