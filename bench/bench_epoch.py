@@ -44,15 +44,15 @@ sys.path.insert(0, str(ROOT))
 from lib.augment import augment_batch  # noqa: E402
 from lib.engine.device import device_name, resolve_device  # noqa: E402
 from lib.engine.loop import fit as fit_classifier  # noqa: E402
-from lib.moe_train import (  # noqa: E402
+from lib.moe_methods import (  # noqa: E402
     METHODS,
     WARMUP_FRACTION,
     WARMUP_METHODS,
-    TrainConfig,
     _Runner,
     build_model,
     method_step,
 )
+from lib.moe_train import TrainConfig  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 

@@ -9,7 +9,7 @@ loaders (``data``), and the book's plumbing (``config``, ``queue``, ``paper_scal
 
 import warnings
 
-# tqdm.auto (used by lib.moe_train and lib.data.images, and by cleanlab, timm and the Hugging Face hub)
+# tqdm.auto (used by lib.moe_train and lib.data.image_files, and by cleanlab, timm and the Hugging Face hub)
 # prints a TqdmWarning into every page executed by a kernel without ipywidgets, then falls back to
 # the text bar anyway. One filter here silences it for all of them.
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")

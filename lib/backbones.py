@@ -318,7 +318,7 @@ def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained
     takes ``pretrained`` (random init when the weights are unavailable); ``wrn-D-k`` is a WRN-D-k;
     ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
     network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
-    features (``out_features``). Used in: lib.moe_train, lib.experiments.reweighted, lib.experiments.l2d.
+    features (``out_features``). Used in: lib.moe_methods, lib.experiments.reweighted, lib.experiments.l2d.
     """
     if not isinstance(spec, str):
         raise ValueError(f"spec: expected a backbone name, got {spec!r}")

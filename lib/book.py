@@ -172,7 +172,7 @@ QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 def _quiet_kernel_env() -> Iterator[None]:
     """Environment of the papermill kernel (inherited from this process): no progress bars.
 
-    tqdm (lib.data.images, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
+    tqdm (lib.data.image_files, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
     the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``. Restored afterwards.
     """
     saved = {k: os.environ.get(k) for k in QUIET_KERNEL_ENV}

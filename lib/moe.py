@@ -166,7 +166,7 @@ def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
 def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
     (N, K, C) -> (N, K). No input checks, hence no host synchronisation: the training loop's core
-    (lib.moe_train); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
+    (lib.moe_methods); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
     index = labels.view(-1, *([1] * (probs.dim() - 1))).expand(*probs.shape[:-1], 1)
     return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()
 

@@ -17,16 +17,16 @@ from typing import Any
 
 from filelock import Timeout
 
+from lib.data.bundle import Bundle, check_bundle
 from lib.engine.runs import Run, RunMissing, training
 from lib.engine.stack import fit_stack
-from lib.moe_train import (
-    FGR_METHODS, GROUP, TrainConfig, _check_data, _compute, finish_run, prepare_run, run_config, train_run,
-)
+from lib.moe_methods import FGR_METHODS
+from lib.moe_train import GROUP, TrainConfig, _compute, finish_run, prepare_run, run_config, train_run
 from lib.validation import check_int
 
 __all__ = ["run_grid", "stack_groups", "train_stacked"]
 
-def _available(configs: Sequence[TrainConfig], data: Any) -> list[dict[str, Any]]:
+def _available(configs: Sequence[TrainConfig], data: Bundle) -> list[dict[str, Any]]:
     out = []
     with training(False):
         for c in configs:
@@ -76,7 +76,7 @@ def _checkpoint_epoch(run: Run) -> int:
     return int(ckpt["epoch"]) if ckpt is not None else 0
 
 
-def train_stacked(configs: Sequence[TrainConfig], data: Any, stack: int = 8, deadline: float | None = None,
+def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int = 8, deadline: float | None = None,
                   on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None) -> list[TrainConfig]:
     """Train the unfinished ``configs`` (no ``mocae``) in stacks; return those it trained.
 
@@ -130,7 +130,7 @@ def train_stacked(configs: Sequence[TrainConfig], data: Any, stack: int = 8, dea
     return trained
 
 
-def run_grid(configs: Sequence[TrainConfig], data: Any, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
+def run_grid(configs: Sequence[TrainConfig], data: Bundle, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
     """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
 
     Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one);
@@ -145,7 +145,7 @@ def run_grid(configs: Sequence[TrainConfig], data: Any, stack: int = 8, train: b
     check_int(stack, "stack", minimum=1)
     if not isinstance(train, bool):
         raise ValueError(f"train: expected True or False, got {train!r}")
-    _check_data(data)
+    check_bundle(data)
     if not train:
         return _available(configs, data)
     trained = {}

@@ -1,23 +1,19 @@
 """Paper 1's runs: one trained MoE (or Single Expert) per config, through the book's engine.
 
 Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and Appendix D
-(objectives, warmup, Table 4 settings, evaluation).
+(Table 4 settings, evaluation).
 
-* :class:`TrainConfig` -- one run (dataset, method, epochs, seed, ...); ``METHODS`` is the one
-  list of methods.
+* :class:`TrainConfig` -- one run (dataset, method, epochs, seed, ...); the methods, their networks
+  and per-step objectives are :mod:`lib.moe_methods`.
 * :func:`train_run` -- one run through :func:`lib.engine.loop.fit`, cached by config, data and code
   version (:mod:`lib.engine.runs`), resumable; the record holds config, per-epoch history, metrics
   on all and hard test points (:mod:`lib.moe_eval`), wall time, device and provenance; test
   predictions are its ``predictions`` artifact (:func:`load_predictions`).
-* :func:`lib.moe_grid.run_grid` -- many runs, trained together as stacked models (lib.engine.stack).
+* :func:`prepare_run` / :func:`finish_run` -- the steps before and after the training loop, shared
+  with :func:`lib.moe_grid.run_grid` (many runs, trained together as stacked models, lib.engine.stack).
 
-Methods: ``single`` (backbone + one linear layer), ``vanilla`` (MoE, mean mixture NLL), ``mocae``
-(not trained again: the ``vanilla`` run of the same config, calibrated post hoc), ``robust`` (tilted
-objective, eq. 6/12), ``robust_filtered`` (App. D.3), ``fgr`` and ``fgr_robust`` (lib.fgr, App. D.1).
-Robust methods and FGR train with plain ERM for the first ``warmup_epochs`` (default 40% of the
-epochs); the cosine schedule spans all epochs. Every method does one backbone forward per step,
-except FGR's two (by design). No step synchronises with the host (tests/unit/test_moe_train.py
-runs whole epochs on PyTorch's meta device to check it).
+``mocae`` is not trained again: it is the ``vanilla`` run of the same config, calibrated post hoc.
+The cosine schedule spans all epochs, warmup included.
 
 Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity,
 bench/bench_epoch.py, lib.queue.
@@ -37,35 +33,22 @@ from torch import nn
 
 from lib.augment import IMAGENET_MEAN, IMAGENET_STD, augment_batch, default_padding, to_float
 from lib import backbones
-from lib.engine.device import autocast, device_name, resolve_device, seed_everything
+from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import FitResult, fit, predict
+from lib.data.bundle import Bundle, check_bundle
 from lib.engine.runs import Run, cached_run, load_artifact, provenance
-from lib.moe import MoEHead, MoEModel, SingleExpertHead, label_nll
 from lib.moe_eval import evaluate, mocae_calibrate
-from lib.robust import filtered_tilted_mean, relevant_mask, tilted_mean
+from lib.moe_methods import (
+    FGR_METHODS, METHODS, WARMUP_FRACTION, WARMUP_METHODS, Inputs, LossFn, StepFn, _Runner, build_backbone,
+    build_model, method_step, objective,
+)
 from lib.validation import check_choice, check_positive
 
-METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
-TRAINED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "mocae")
-ROBUST_METHODS: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
-WARMUP_METHODS: tuple[str, ...] = ("fgr", "robust", "robust_filtered", "fgr_robust")
-FGR_METHODS: tuple[str, ...] = ("fgr", "fgr_robust")
-WARMUP_FRACTION = 0.4  # paper 1, App. D: 20 of 50 epochs (images), 2 of 5 (text)
 GROUP = "moe"  # lib.engine.runs group of paper-1 runs
 
-Inputs = Any  # a tensor or a dict of tensors (tokenized text)
-LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
-StepFn = Callable[..., "torch.Tensor | None"]
-
 __all__ = [
-    "METHODS", "TRAINED_METHODS", "TrainConfig", "build_model", "objective", "method_step", "train_run",
-    "finish_run", "load_predictions", "run_config", "backbone_identity", "prepare_run",
+    "TrainConfig", "train_run", "finish_run", "load_predictions", "run_config", "backbone_identity", "prepare_run",
 ]
-
-
-def build_backbone(cfg: "TrainConfig") -> nn.Module:
-    """The feature extractor named by ``cfg.backbone`` (:func:`lib.backbones.build`)."""
-    return backbones.build(cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback)
 
 
 # Fields that change how fast a run goes but not what it computes: left out of the cache key.
@@ -74,7 +57,7 @@ _RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_
 
 @dataclass
 class TrainConfig:
-    """One training run of paper 1 (SPEC section 2, Table 4). Defaults: the CIFAR-10H row.
+    """One training run of paper 1 (section 5, App. D.4 and its Table 4). Defaults: the CIFAR-10H row.
 
     ``backbone``: "cifar_resnet18" (width ``width``), "imagenet_resnet18" (``pretrained``),
     "text:<hf name>" (lib.backbones.text_encoder with ``text_fallback``) or "tiny_cnn" (smoke scale).
@@ -144,69 +127,6 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _out_features(backbone: nn.Module, sample: Inputs) -> int:
-    d = getattr(backbone, "out_features", None)
-    if isinstance(d, int):
-        return d
-    was = backbone.training
-    backbone.eval()
-    with torch.no_grad():
-        h = backbone(**sample) if isinstance(sample, Mapping) else backbone(sample)
-    backbone.train(was)
-    return int(h.shape[1])
-
-
-def build_model(
-    cfg: TrainConfig, num_classes: int, sample: Inputs | None = None, backbone: nn.Module | None = None
-) -> nn.Module:
-    """lib.MoEModel: backbone + MoEHead (K experts) or SingleExpertHead (method "single").
-
-    The weights depend only on ``cfg.seed`` and the architecture (the backbone, if not given, is
-    built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network.
-    """
-    if backbone is None:
-        torch.manual_seed(cfg.seed)
-        backbone = build_backbone(cfg)
-    d = _out_features(backbone, sample) if sample is not None else int(backbone.out_features)
-    if cfg.method == "single":
-        head = SingleExpertHead(d, num_classes)
-    else:
-        head = MoEHead(d, num_classes, num_experts=cfg.num_experts, router_hidden=cfg.router_hidden)
-    return MoEModel(backbone, head)
-
-
-class _Runner(nn.Module):
-    """Backbone under autocast (bf16 on CUDA), head in float32; optionally a compiled backbone.
-
-    Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed).
-    """
-
-    def __init__(self, model: nn.Module, compile_backbone: bool = False) -> None:
-        super().__init__()
-        self.model = model
-        feats = torch.compile(model.backbone) if compile_backbone else model.backbone
-        object.__setattr__(self, "_features", feats)  # not registered: keeps state_dict keys
-
-    def forward(self, x: Inputs) -> Any:
-        h = self._features(**x) if isinstance(x, Mapping) else self._features(x)
-        with autocast(h.device):
-            return self.model.head(h.float())
-
-
-_robust = tilted_mean  # module-level name so tests can observe when the robust loss is used
-
-
-def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
-    """The training loss of ``method`` on one batch (``robust_active`` False during warmup = ERM)."""
-    l = label_nll(out.probs, y)
-    if not robust_active or method not in ROBUST_METHODS:
-        return l.mean()
-    if method == "robust_filtered":
-        mask = relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs)
-        return filtered_tilted_mean(l, mask, lam)
-    return _robust(l, lam)  # robust; fgr_robust's main loss
-
-
 # ----------------------------------------------------------------------------------------------
 # Paper 1: inputs, prediction, evaluation
 # ----------------------------------------------------------------------------------------------
@@ -232,7 +152,7 @@ def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], 
     return tuple(round(float(v), 4) for v in mean), tuple(round(float(v), 4) for v in std)
 
 
-def _prepare(cfg: TrainConfig, data: Any, backbone: nn.Module | None) -> _Prepared:
+def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Prepared:
     if getattr(data, "kind", "images") == "text":
         from lib.data.text import tokenize
 
@@ -266,7 +186,7 @@ def backbone_identity(cfg: TrainConfig) -> str:
     return cfg.backbone
 
 
-def run_config(cfg: TrainConfig, data: Any) -> dict[str, Any]:
+def run_config(cfg: TrainConfig, data: Bundle) -> dict[str, Any]:
     """The cache key of a run: the config's result-determining fields, the backbone it actually
     gets when that can differ from the config (:func:`backbone_identity`) and the data's fingerprint."""
     key = {"train": cfg.key(), "data": {"name": data.name, "fingerprint": data.fingerprint()}}
@@ -274,40 +194,6 @@ def run_config(cfg: TrainConfig, data: Any) -> dict[str, Any]:
     if identity != cfg.backbone:
         key["backbone"] = identity
     return key
-
-
-def method_step(
-    cfg: TrainConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
-    filter_inputs: bool = True,
-) -> tuple[LossFn, StepFn | None]:
-    """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
-    epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
-    for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.fgr.fgr_step` after warmup (two
-    forwards). ``mean``/``std`` are the images' normalization (FGR filters in pixel space). Neither
-    function synchronises with the host. Used by :func:`train_run` and bench/bench_epoch.py."""
-    warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
-
-    def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
-        return objective(method, out, y, lam, robust_active=epoch >= warmup)
-
-    if method not in FGR_METHODS:
-        return loss_fn, None
-    from lib.fgr import fgr_step
-
-    def main(out: Any, y: torch.Tensor) -> torch.Tensor:
-        return objective(method, out, y, lam, robust_active=True)
-
-    def step_fn(m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer,
-                epoch: int, gen: torch.Generator) -> torch.Tensor | None:
-        if epoch < warmup:
-            return None  # ERM warmup: the default single-forward step
-        with autocast(device, cfg.amp):
-            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs)
-        return info["loss_main"]
-
-    return loss_fn, step_fn
-
-
 
 
 @dataclass
@@ -353,7 +239,7 @@ class PreparedRun:
         entry["objective"] = ("fgr" if self.cfg.method in FGR_METHODS else "robust") if active else "erm"
 
 
-def prepare_run(cfg: TrainConfig, data: Any) -> PreparedRun:
+def prepare_run(cfg: TrainConfig, data: Bundle) -> PreparedRun:
     """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``."""
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
@@ -390,7 +276,7 @@ def _outputs(out: Any) -> dict[str, torch.Tensor]:
     return {"probs": out.probs, "routing": out.routing, "expert_logits": out.expert_logits}
 
 
-def finish_run(pr: PreparedRun, data: Any, run: Run, fitted: FitResult) -> dict[str, Any]:
+def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> dict[str, Any]:
     """Evaluate a trained run (validation and test predictions, :func:`lib.moe_eval.evaluate`, MoCaE
     for Vanilla), save its ``predictions`` artifact and return its record."""
     cfg, device = pr.cfg, pr.device
@@ -431,7 +317,7 @@ def finish_run(pr: PreparedRun, data: Any, run: Run, fitted: FitResult) -> dict[
     }
 
 
-def _compute(cfg: TrainConfig, data: Any, run: Run, callbacks: Sequence[Callable[..., Any]]) -> dict[str, Any]:
+def _compute(cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]]) -> dict[str, Any]:
     pr = prepare_run(cfg, data)
     fitted = fit(
         pr.runner, pr.loss_fn, pr.prep.train, cfg.epochs, optimizer_factory=pr.optimizer,
@@ -455,13 +341,7 @@ def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
             "pretrained": base.get("pretrained", False), "trained_as": {"method": "vanilla", "key": base["key"]}}
 
 
-def _check_data(data: Any) -> None:
-    for attr in ("name", "fingerprint", "val_y", "test_y", "hard_mask", "num_classes"):
-        if not hasattr(data, attr):
-            raise ValueError(f"data: expected an ImageBundle or TextBundle (missing {attr!r})")
-
-
-def train_run(cfg: TrainConfig, data: Any, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
+def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
     """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable.
 
     Returns the record: config, ``history`` (per-epoch loss, lr, seconds, objective), ``metrics``
@@ -475,7 +355,7 @@ def train_run(cfg: TrainConfig, data: Any, callbacks: Sequence[Callable[..., Any
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
-    _check_data(data)
+    check_bundle(data)
     if cfg.method == "mocae":
         base = train_run(cfg.replace(method="vanilla"), data, callbacks)
         return cached_run(GROUP, run_config(cfg, data), lambda run: _mocae_record(base, run))

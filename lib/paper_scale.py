@@ -92,15 +92,16 @@ def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def moe_section(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 1's table (:func:`lib.experiments.moe.paper_table` layout, mean ± SE over the published
+    """Paper 1's table (:func:`lib.experiments.moe_tables.paper_table` layout, mean ± SE over the published
     seeds) from the published paper-scale runs of ``page``, with a ``coverage`` column
     ("k of 5 seeds"), or :func:`none_yet`'s sentence when nothing is published."""
     from lib.experiments import moe as exp
+    from lib.experiments import moe_tables as tables
 
     recs = records(page, target, scale)
     if not recs:
         return none_yet(page)
-    table = exp.paper_table(exp.summarize(exp.results_frame(_with_mocae(recs))))
+    table = tables.paper_table(tables.summarize(tables.results_frame(_with_mocae(recs))))
     cov = coverage(page, target, scale).set_index("method")["coverage"]
     labels = {exp.METHOD_LABELS[m]: m for m in exp.METHOD_LABELS}
     table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
@@ -112,13 +113,14 @@ def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFra
     (method, lambda, warmup) with hard ECE and overall accuracy as mean ± SE and the seeds published
     of those planned, or :func:`none_yet`'s sentence when nothing is published."""
     from lib.experiments import moe as exp
+    from lib.experiments import moe_tables as tables
 
     recs = records(page, scale=scale)
     if not recs:
         return none_yet(page)
-    frame = exp.results_frame(recs)
+    frame = tables.results_frame(recs)
     by = ("method", "lam", "warmup_epochs")
-    summ = exp.summarize(frame, by=by)
+    summ = tables.summarize(frame, by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
     planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in _plan(page, scale, None)[0]])
@@ -126,8 +128,8 @@ def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFra
     for idx in hard.index:
         n = int((planned == idx).sum())
         rows.append({"method": exp.METHOD_LABELS.get(idx[0], idx[0]), "lambda": idx[1], "warmup": idx[2],
-                     "hard ECE": exp.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                     "accuracy": exp.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                     "hard ECE": tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                     "accuracy": tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
                      if idx in overall.index else "—",
                      "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
     return pd.DataFrame(rows)

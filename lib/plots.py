@@ -1,10 +1,12 @@
-"""Altair figures for the book, rendered offline as SVG (CONTRIBUTING: "altair figures from lib.plots").
+"""The book's chart kinds and their offline renderer (CONTRIBUTING: "altair figures from lib.plots").
 
-Structure: the shared plots below (renderer, reliability diagrams, line and bar charts) are used by
-every page; paper-specific functions are appended after them, each in its own section headed by a
-``# --- <page or paper> plots ---`` comment. Every function returns an ``alt.Chart`` (or a layered /
-concatenated chart) and never displays or saves it; notebooks show it as the last expression of a
-cell, which :func:`use_offline_renderer` turns into inline SVG (vl-convert, no internet needed).
+Every page draws with these: the renderer setup (:func:`use_offline_renderer`), reliability
+diagrams, line and bar charts, curves of one variable, heatmaps, and the cross-paper method
+comparison. A figure that only one paper draws, from that paper's own tables, lives with the
+paper: :mod:`lib.moe_plots` (paper 1), :mod:`lib.l2d_plots` (paper 2), :mod:`lib.ccc_plots`
+(paper 3). Every function returns an ``alt.Chart`` (or a layered / concatenated chart) and never
+displays or saves it; notebooks show it as the last expression of a cell, which
+:func:`use_offline_renderer` turns into inline SVG (vl-convert, no internet needed).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 from lib.metrics import reliability_table
 from lib.validation import ArrayLike
 
-# --- shared plots ---
+# --- renderer, reliability diagrams, lines and bars ---
 
 DEFAULT_WIDTH = 220
 DEFAULT_HEIGHT = 220
@@ -53,7 +55,7 @@ def to_svg(chart: alt.TopLevelMixin) -> str:
     return vlc.vegalite_to_svg(chart.to_dict())
 
 
-def _check_columns(df: pd.DataFrame, **columns: Any) -> None:
+def check_columns(df: pd.DataFrame, **columns: Any) -> None:
     """Raise ``ValueError`` naming the argument whose column is missing from ``df``."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df: expected a pandas DataFrame, got {type(df).__name__}")
@@ -178,7 +180,7 @@ def line_chart(
     (e.g. a standard error over seeds). ``log=True`` puts both axes on log scales (a power law is
     then a straight line). Used in: notebooks/l2d_cifar10, notebooks/sensitivity, notebooks/performance.
     """
-    _check_columns(df, x=x, y=y, color=color, band=band, yerr=yerr)
+    check_columns(df, x=x, y=y, color=color, band=band, yerr=yerr)
     if band is not None and yerr is not None:
         raise ValueError("band: give either band=(lo, hi) or yerr, not both")
     if band is not None and (not isinstance(band, (tuple, list)) or len(band) != 2):
@@ -225,7 +227,7 @@ def bar_chart(
     ``yerr`` adds +-error rules. ``sort`` fixes the order of the x categories.
     Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/losses_cifar10.
     """
-    _check_columns(df, x=x, y=y, color=color, yerr=yerr)
+    check_columns(df, x=x, y=y, color=color, yerr=yerr)
     data = df.copy()
     if yerr is not None:
         data["_lo"], data["_hi"] = data[y] - data[yerr], data[y] + data[yerr]
@@ -246,51 +248,7 @@ def bar_chart(
     return alt.layer(bars, rules).properties(title=title, width=width, height=height)
 
 
-# --- paper 2: learning to defer ---
-
-
-def gaussian_scatter(
-    x: ArrayLike, cluster: ArrayLike, means: ArrayLike | None = None, title: str = "Mixture of Gaussians",
-    width: int = 320, height: int = 280,
-) -> alt.Chart | alt.LayerChart:
-    """The 2-D mixture-of-Gaussians data coloured by cluster (numbered 1..4 as in the paper), with
-    the cluster means as crosses (L2D paper Figure 3). Used in: notebooks/l2d_gaussians."""
-    pts = np.asarray(x, dtype=float)
-    cl = np.asarray(cluster).astype(int)
-    if pts.ndim != 2 or pts.shape[1] != 2:
-        raise ValueError(f"x: expected (N, 2) points, got shape {pts.shape}")
-    if len(cl) != len(pts):
-        raise ValueError("cluster: needs one id per point")
-    df = pd.DataFrame({"x1": pts[:, 0], "x2": pts[:, 1], "cluster": [f"cluster {c + 1}" for c in cl]})
-    dots = alt.Chart(df).mark_circle(size=12, opacity=0.5).encode(
-        x=alt.X("x1:Q", title="x₁"), y=alt.Y("x2:Q", title="x₂"), color=alt.Color("cluster:N", title="cluster"))
-    if means is None:
-        return dots.properties(title=title, width=width, height=height)
-    m = np.asarray(means, dtype=float)
-    mdf = pd.DataFrame({"x1": m[:, 0], "x2": m[:, 1], "cluster": [f"cluster {c + 1}" for c in range(len(m))]})
-    crosses = alt.Chart(mdf).mark_point(shape="cross", size=200, filled=True, color="black").encode(
-        x="x1:Q", y="x2:Q", tooltip=["cluster"])
-    return alt.layer(dots, crosses).properties(title=title, width=width, height=height)
-
-
-def l2d_panels(
-    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int = 240, height: int = 200,
-) -> alt.HConcatChart:
-    """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
-    ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
-    softmax and OvA with +-1 standard error bands over seeds (columns from
-    ``lib.experiments.l2d.summarize``). Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10."""
-    charts = []
-    for experiment, metric, x_title, y_title in panels:
-        sub = summary[summary["experiment"] == experiment]
-        if sub.empty:
-            raise ValueError(f"summary: no rows for experiment {experiment!r}")
-        charts.append(line_chart(sub, "value", metric, color="surrogate", yerr=f"{metric}_se", x_title=x_title,
-                                 y_title=y_title, width=width, height=height))
-    return alt.hconcat(*charts)
-
-
-# --- paper 4: reweighted risk ---
+# --- curves and heatmaps ---
 
 
 def curves_chart(
@@ -326,95 +284,11 @@ def heatmap(
 ) -> alt.LayerChart:
     """A value per (x, y) cell with the number printed in it (reweighted-risk paper Fig. 6:
     validation performance across coverage and nu). Used in: notebooks/losses_cifar10."""
-    _check_columns(df, x=x, y=y, value=value)
+    check_columns(df, x=x, y=y, value=value)
     base = alt.Chart(df).encode(x=alt.X(f"{x}:O", title=x), y=alt.Y(f"{y}:O", title=y))
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", title=value, scale=alt.Scale(scheme="blues")))
     text = base.mark_text(fontSize=11).encode(text=alt.Text(f"{value}:Q", format=fmt))
     return alt.layer(cells, text).properties(title=title, width=width, height=height)
-
-# --- paper 3: cascades and cleaning ---
-
-
-def _diagonal_layer() -> alt.Chart:
-    """The y = x reference line from (0, 0) to (1, 1), usable inside a faceted layer."""
-    return alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(
-        x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1)
-    )
-
-
-def ccc_reliability_grid(
-    table: pd.DataFrame, column: str = "split", row: str = "model", width: int = 150
-) -> alt.FacetChart:
-    """Reliability diagrams (equal-count bins) faceted by ``row`` x ``column``.
-
-    ``table``: rows of :func:`lib.metrics.reliability_table` (``conf``, ``acc``, ``acc_lo``,
-    ``acc_hi``, ``count``) plus the facet columns and a ``stage`` column ("before"/"after" TS).
-    Paper 3, Fig. 1. Used in: notebooks/calibration.
-    """
-    data = table.dropna(subset=["conf", "acc"])
-    base = alt.Chart().encode(
-        x=alt.X("conf:Q", title="mean confidence", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("stage:N", title="confidence"),
-    )
-    points = base.mark_line(point=True).encode(
-        y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["conf:Q", "acc:Q", "count:Q"],
-    )
-    bars = base.mark_errorbar().encode(y="acc_lo:Q", y2="acc_hi:Q")
-    return alt.layer(_diagonal_layer(), points, bars, data=data).properties(
-        width=width, height=width
-    ).facet(row=alt.Row(f"{row}:N", title=None), column=alt.Column(f"{column}:N", title=None))
-
-
-def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
-    """Accuracy against the fraction kept on the small model, one line per ``method``.
-
-    ``curves``: rows of :meth:`lib.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
-    ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
-    Used in: notebooks/cascading, notebooks/same_size.
-    """
-    chart = alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
-        color=alt.Color("method:N", title="method"),
-        strokeDash=alt.StrokeDash("method:N", legend=None),
-        tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
-    ).properties(width=width, height=width * 0.75, title=title)
-    if "panel" in curves.columns:
-        return chart.facet(column=alt.Column("panel:N", title=None)).resolve_scale(y="independent")
-    return chart
-
-
-def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
-    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
-    the diagonal mean the calibrated confidences are comparable across the two models.
-    ``table``: rows of :func:`lib.cascade.advantage_table` with a ``method`` column.
-
-    Used in: notebooks/cascading.
-    """
-    pts = alt.Chart().mark_point(filled=True).encode(
-        x=alt.X("advantage:Q", title="confidence advantage a_b"),
-        y=alt.Y("acc_advantage:Q", title="accuracy advantage"),
-        color=alt.Color("method:N"),
-        tooltip=["bin:Q", "count:Q", "advantage:Q", "acc_advantage:Q"],
-    )
-    diag = alt.Chart().mark_line(color="gray", strokeDash=[4, 4]).encode(x="advantage:Q", y="advantage:Q")
-    return alt.layer(diag, pts, data=table.dropna(subset=["advantage"])).properties(
-        width=width, height=width
-    )
-
-
-def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int = 280) -> alt.Chart:
-    """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
-    ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``).
-    Used in: notebooks/cleaning."""
-    tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
-    return alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
-        color=alt.Color("method:N", title="method"),
-        tooltip=tips,
-    ).properties(width=width, height=width * 0.75, title=title)
 
 
 # --- across the papers ---
@@ -424,7 +298,7 @@ def method_comparison_chart(table: pd.DataFrame, columns: int = 3, width: int = 
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
     columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`).
     Used in: notebooks/cross_paper."""
-    _check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
+    check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
     panels = []
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):
         panels.append(
@@ -438,99 +312,3 @@ def method_comparison_chart(table: pd.DataFrame, columns: int = 3, width: int = 
             .properties(width=width, height=18 * grp["method"].nunique())
         )
     return alt.concat(*panels, columns=columns)
-
-
-# --- paper 1: mixture of experts ---
-
-
-def calibration_gap_chart(
-    df: pd.DataFrame,
-    level: str = "level",
-    measured: str = "measured",
-    se: str = "se",
-    predicted: str = "predicted",
-    color: str = "shift",
-    title: str = "Calibration residual per prediction level",
-    width: int = 320,
-    height: int = 220,
-) -> alt.LayerChart:
-    """Measured calibration residual E[Y - p | p = q] per level q (points with +-2 s.e. rules) next to
-    the value eq. (4) predicts (hollow diamonds), one colour per shift.
-
-    Data: lib.moe_theory.measured_gap merged with predicted_gap. Used in: notebooks/routing_theory.
-    """
-    _check_columns(df, level=level, measured=measured, se=se, predicted=predicted, color=color)
-    data = df.copy()
-    data["_lo"], data["_hi"] = data[measured] - 2 * data[se], data[measured] + 2 * data[se]
-    base = alt.Chart(data)
-    x = alt.X(f"{level}:Q", title="aggregate prediction q", scale=alt.Scale(domain=[0, 1]))
-    col = alt.Color(f"{color}:N", title=color)
-    tip = [level, measured, se, predicted, color]
-    pts = base.mark_point(filled=True, size=50).encode(x=x, y=alt.Y(f"{measured}:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip)
-    rules = base.mark_rule().encode(x=x, y="_lo:Q", y2="_hi:Q", color=col)
-    pred = base.mark_point(shape="diamond", size=140, filled=False, strokeWidth=2).encode(
-        x=x, y=f"{predicted}:Q", color=col, tooltip=tip)
-    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="gray", strokeDash=[4, 4]).encode(y="y:Q")
-    return alt.layer(zero, rules, pts, pred).properties(title=title, width=width, height=height)
-
-
-def confidence_histograms(
-    df: pd.DataFrame,
-    conf: str = "conf",
-    method: str = "method",
-    facet: str = "subset",
-    n_bins: int = 10,
-    title: str = "Confidence distribution",
-    width: int = 160,
-    height: int = 120,
-) -> alt.FacetChart:
-    """Share of predictions per confidence bin (10 equal-width bins), one line per ``method``, one
-    panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3). Used in: notebooks/cifar10h."""
-    _check_columns(df, conf=conf, method=method, facet=facet)
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    data = df[[conf, method, facet]].copy()
-    data["bin"] = np.clip(np.ceil(data[conf].to_numpy(dtype=float) * n_bins) - 1, 0, n_bins - 1)
-    counts = data.groupby([facet, method, "bin"]).size().rename("count").reset_index()
-    counts["share"] = counts["count"] / counts.groupby([facet, method])["count"].transform("sum")
-    counts["confidence"] = (counts["bin"] + 0.5) / n_bins
-    return alt.Chart(counts).mark_line(point=True).encode(
-        x=alt.X("confidence:Q", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("share:Q", title="share of predictions"),
-        color=alt.Color(f"{method}:N"),
-        tooltip=[facet, method, "confidence", "share", "count"],
-    ).properties(width=width, height=height).facet(column=alt.Column(f"{facet}:N", title=None)).properties(title=title)
-
-
-def image_strip(
-    images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4
-) -> alt.ConcatChart:
-    """Small images (uint8 (N, 3, H, W) or (N, H, W, 3)) with a caption under each, as altair image
-    marks holding PNG data URIs (rendered offline by vl-convert). Used in: notebooks/cifar10h (Fig. E.2)."""
-    import base64
-    import io
-
-    from PIL import Image
-
-    arr = np.asarray(images)
-    if arr.ndim != 4:
-        raise ValueError(f"images: expected a 4-D uint8 array, got shape {arr.shape}")
-    if arr.shape[1] == 3 and arr.shape[-1] != 3:
-        arr = arr.transpose(0, 2, 3, 1)
-    if len(captions) != arr.shape[0]:
-        raise ValueError(f"captions: expected {arr.shape[0]} captions, got {len(captions)}")
-    charts = []
-    for img, cap in zip(arr, captions):
-        buf = io.BytesIO()
-        Image.fromarray(np.ascontiguousarray(img.astype(np.uint8))).resize((size, size), Image.NEAREST).save(buf, format="PNG")
-        url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-        lines = str(cap).split("\n")
-        pic = alt.Chart(pd.DataFrame({"x": [0.5], "y": [0.5], "url": [url]})).mark_image(width=size, height=size).encode(
-            x=alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[0, 1])), url="url:N",
-        ).properties(width=size, height=size)
-        text = alt.Chart(pd.DataFrame({"line": lines, "row": range(len(lines))})).mark_text(
-            fontSize=9, align="center").encode(
-            y=alt.Y("row:O", axis=None), text="line:N").properties(width=size + 40, height=12 * len(lines))
-        charts.append(alt.vconcat(pic, text, spacing=2))
-    return alt.concat(*charts, columns=int(columns)).configure_view(stroke=None)

@@ -95,7 +95,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
 
 def tilted_mean(l: torch.Tensor, lam: float) -> torch.Tensor:
     """sum_i softmax(lam l)_i l_i, the mean at lam = 0: :func:`robust_moe_loss` without input
-    checks (no host synchronisation), for the training loop (lib.moe_train)."""
+    checks (no host synchronisation), for the training loop (lib.moe_methods.objective)."""
     if lam == 0.0:
         return l.mean()
     return (F.softmax(lam * l, dim=0) * l).sum()
@@ -228,7 +228,7 @@ def relevant_mask(
     expert_probs: torch.Tensor, mix_probs: torch.Tensor,
     regret_threshold: float = 1e-6, disagree_threshold: float = 0.01,
 ) -> torch.Tensor:
-    """:func:`routing_relevant_mask` without input checks (no host synchronisation), for lib.moe_train."""
+    """:func:`routing_relevant_mask` without input checks (no host synchronisation), for lib.moe_methods."""
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
@@ -254,6 +254,6 @@ def filtered_tilted_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> tor
     """mean_i l_i + sum_{i in S} w_i l_i with w = softmax(lam l) over S = ``mask``:
     :func:`robust_filtered_loss` without input checks or host synchronisation. Outside S the
     tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are equal, w is
-    uniform and the robust term is the mean (the rule for an empty filtered set). Used by lib.moe_train."""
+    uniform and the robust term is the mean (the rule for an empty filtered set). Used by lib.moe_methods."""
     tilted = torch.where(mask, lam * l, torch.full_like(l, -1e9))
     return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

@@ -51,7 +51,7 @@ n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale'
 import numpy as np
 import pandas as pd
 
-from lib import cascade, config, plots, report
+from lib import cascade, ccc_plots, config, plots, report
 from lib.calibrate import apply_temperature, fit_temperature
 from lib.data import logits as resnet_data
 from lib.data import mmlu
@@ -117,7 +117,7 @@ ece_table
 # per bin, before and after calibration, on the calibration and the held-out half.
 
 # %%
-plots.ccc_reliability_grid(tables, column="split", row="model", width=140)
+ccc_plots.ccc_reliability_grid(tables, column="split", row="model", width=140)
 
 # %% [markdown]
 # Claim 1, "higher confidence, higher accuracy": the Spearman rank correlation between a bin's mean

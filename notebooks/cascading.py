@@ -48,7 +48,7 @@ n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the s
 import numpy as np
 import pandas as pd
 
-from lib import cascade, config, plots, report
+from lib import cascade, ccc_plots, config, plots, report
 from lib.data import mmlu
 
 plots.use_offline_renderer()
@@ -105,7 +105,7 @@ for pair in PAIRS:
     rc = random_routing(0, pair)
     for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
         frames.append(cur.to_frame(name).assign(panel=f"8B -> 70B {pair}"))
-plots.cascade_chart(pd.concat(frames, ignore_index=True))
+ccc_plots.cascade_chart(pd.concat(frames, ignore_index=True))
 
 # %% [markdown]
 # Does the calibrated confidence advantage on the calibration half track the accuracy advantage?
@@ -114,7 +114,7 @@ plots.cascade_chart(pd.concat(frames, ignore_index=True))
 # %%
 adv = pd.concat([curve(0, "instruct", c, cfg["n_bins"]).table.assign(method=name)
                  for c, name in (("temperature", "calibrated (TS)"), ("none", "uncalibrated"))])
-plots.advantage_chart(adv)
+ccc_plots.advantage_chart(adv)
 
 # %% [markdown]
 # APGR of CC, UC and RC for both pairs, mean and standard deviation over the splits. RC routes a

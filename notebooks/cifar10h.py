@@ -75,8 +75,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import config, moe_plots, paper_scale, plots, report
 from lib.experiments import moe as exp
+from lib.experiments import moe_claims, moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -107,9 +108,9 @@ cfg
 # %%
 records = exp.run_methods(exp.train_configs(cfg), data, train=TRAIN)
 paper_scale.require(records, "cifar10h")
-frame = exp.results_frame(records)
-summary = exp.summarize(frame)
-exp.provenance_table(records)
+frame = moe_tables.results_frame(records)
+summary = moe_tables.summarize(frame)
+moe_tables.provenance_table(records)
 
 # %% [markdown]
 # When the page reads published runs instead of training, how much of the plan they cover:
@@ -126,8 +127,8 @@ runs_cover if not TRAIN else "Every run above was trained (or loaded from the lo
 # Accuracy, ECE and ECE+TS on all test images and on the hard subset, in the paper's layout.
 
 # %%
-table1 = exp.paper_table(summary)
-exp.publish_results(summary, records)
+table1 = moe_tables.paper_table(summary)
+moe_claims.publish_results(summary, records)
 table1
 
 # %% [markdown]
@@ -191,7 +192,7 @@ for m, p in pred_test.items():
     reps = len(p["conf"]) // len(agreement)
     hard = np.tile(data.hard_mask.numpy().astype(bool), reps)
     conf_rows.append(pd.DataFrame({"conf": p["conf"], "method": m, "subset": np.where(hard, "hard", "easy")}))
-plots.confidence_histograms(pd.concat(conf_rows, ignore_index=True))
+moe_plots.confidence_histograms(pd.concat(conf_rows, ignore_index=True))
 
 # %% [markdown]
 # ## Figure E.2: hard images where Vanilla MoE and Robust MoE disagree most in confidence
@@ -215,7 +216,7 @@ if van is not None and rob is not None:
             f"vanilla: {cls[van['probs'][i].argmax()]} {van['conf'][i]:.2f}\n"
             f"robust: {cls[rob['probs'][i].argmax()]} {rob['conf'][i]:.2f}"
         )
-    chart = plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
+    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
 chart
@@ -228,7 +229,7 @@ chart
 # earlier definition). "expert T" is the range of the four expert temperatures.
 
 # %%
-mocae_fits = exp.mocae_fit_table(records)
+mocae_fits = moe_tables.mocae_fit_table(records)
 mocae_fits.round(4) if not mocae_fits.empty else "This run's records carry no converged MoCaE variant."
 
 # %% [markdown]
@@ -274,7 +275,7 @@ summary_entropy
 # claims (i)-(iv) are inconclusive whatever the numbers say.
 
 # %%
-claims = exp.moe_claims(summary, records, subset="hard", subset_name="hard (low-agreement)",
+claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="hard (low-agreement)",
                        chance=1 / data.num_classes)
 lowest = by_agreement[by_agreement["bin"] == by_agreement["bin"].min()].set_index("method")["confidence"]
 highest = by_agreement[by_agreement["bin"] == by_agreement["bin"].max()].set_index("method")["confidence"]
@@ -288,18 +289,18 @@ if len(robust_drop) and len(plain_drop):
             "paper": "non-robust baselines stay near-confident on the least agreed images",
             "ours": f"confidence drop high->low agreement: robust {robust_drop.mean():.3f}, non-robust {plain_drop.mean():.3f}",
             "verdict": verdict}
-    claims = pd.concat([claims, exp.claims_table([fig3])], ignore_index=True)
+    claims = pd.concat([claims, report.claims_table([fig3])], ignore_index=True)
 others = summary[(summary["subset"] == "all") & (summary["method"] != "robust_filtered")]
 rf_row = summary[(summary["subset"] == "all") & (summary["method"] == "robust_filtered")]
 if len(rf_row) and len(others):
     best = others.loc[others["ece"].idxmin()]
     rf_e, rf_se = float(rf_row["ece"].iloc[0]), float(rf_row["ece_se"].iloc[0])
-    claims = pd.concat([claims, exp.claims_table([{
+    claims = pd.concat([claims, report.claims_table([{
         "claim": "Robust Filtered has the best overall ECE",
         "paper": "\"It achieves the best overall CIFAR-10H ECE ([…])\"",
-        "ours": f"Robust Filtered {exp.fmt(rf_e, rf_se)}; best other {exp.METHOD_LABELS[best['method']]} "
-                f"{exp.fmt(best['ece'], best['ece_se'])}",
-        "verdict": exp.compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
+        "ours": f"Robust Filtered {moe_tables.fmt(rf_e, rf_se)}; best other {exp.METHOD_LABELS[best['method']]} "
+                f"{moe_tables.fmt(best['ece'], best['ece_se'])}",
+        "verdict": moe_claims.compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
     }])], ignore_index=True)
 report.publish("claims", claims.to_dict("records"))
 claims

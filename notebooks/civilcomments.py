@@ -60,6 +60,7 @@ from lib.data.locate import DataNotFoundError
 from lib.data.synthetic import synthetic_comments
 from lib.data.text import IDENTITY_GROUPS, load_civilcomments
 from lib.experiments import moe as exp
+from lib.experiments import moe_claims, moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -104,9 +105,9 @@ if data is not None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         records = exp.run_methods(exp.train_configs(cfg, backbone=backbone), data)
-    frame = exp.results_frame(records)
-    summary = exp.summarize(frame)
-    display_table = exp.provenance_table(records)
+    frame = moe_tables.results_frame(records)
+    summary = moe_tables.summarize(frame)
+    display_table = moe_tables.provenance_table(records)
 else:
     display_table = pd.DataFrame({"status": ["not run: data unavailable"], "message": [missing]})
 display_table
@@ -118,8 +119,8 @@ display_table
 
 # %%
 if data is not None:
-    table3 = exp.paper_table(summary)
-    exp.publish_results(summary, records)
+    table3 = moe_tables.paper_table(summary)
+    moe_claims.publish_results(summary, records)
 else:
     table3 = pd.DataFrame({"status": ["not run: data unavailable"]})
 table3
@@ -184,7 +185,7 @@ chart
 # %%
 if data is not None:
     majority = float(max(data.test_y.float().mean(), 1 - data.test_y.float().mean()))
-    claims = exp.moe_claims(summary, records, subset="hard", subset_name="identity-mentioning", chance=majority)
+    claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="identity-mentioning", chance=majority)
     plain = groups[groups["method"].isin(["Vanilla MoE", "MoCaE"])].groupby("group")["ece"].min()
     best_robust = groups[groups["method"].isin(["Robust MoE", "Robust Filtered"])].groupby("group")["ece"].min()
     both = pd.concat([plain, best_robust], axis=1, keys=["plain", "robust"]).dropna()
@@ -192,13 +193,13 @@ if data is not None:
         wins = int((both["robust"] < both["plain"] - 0.01).sum())
         losses = int((both["robust"] > both["plain"] + 0.01).sum())
         verdict = "held" if wins == len(both) else ("did not hold" if losses > 0 else "inconclusive at this scale")
-        claims = pd.concat([claims, exp.claims_table([{
+        claims = pd.concat([claims, report.claims_table([{
             "claim": "robust methods lower ECE in every identity group (Fig. 2)",
             "paper": "consistent reduction across the eight groups",
             "ours": f"lower by > 0.01 in {wins} of {len(both)} groups, higher by > 0.01 in {losses}",
             "verdict": verdict}])], ignore_index=True)
 else:
-    claims = exp.not_run_claims()
+    claims = moe_claims.not_run_claims()
 report.publish("claims", claims.to_dict("records"))
 claims
 

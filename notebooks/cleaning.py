@@ -46,7 +46,7 @@ n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
 import numpy as np
 import pandas as pd
 
-from lib import cleaning, config, plots, report
+from lib import ccc_plots, cleaning, config, plots, report
 from lib.data import logits as resnet_data
 from lib.data import mmlu
 
@@ -101,7 +101,7 @@ for name, p in ((f"CL ({a})", probs[a]), (f"CL ({b})", probs[b]), ("CL (average 
     cl_curves.append(cleaning.ranking_curve(ranked, is_noisy, n_points=30).assign(method=name + ", ranked"))
 cl_points = pd.DataFrame(cl_points)
 curves = pd.concat([ours.assign(method=f"ours: {a} + {b}, top-k bins"), *cl_curves], ignore_index=True)
-plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise")
+ccc_plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise")
 
 # %% [markdown]
 # Our rule's points, one per k.

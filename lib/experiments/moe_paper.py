@@ -1,14 +1,17 @@
-"""What paper 1 says about each number the CIFAR-10H and CivilComments pages report, quoted.
+"""What paper 1 says about each number its pages report, quoted: its sentences and surviving tables.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt).
 The text extraction of the paper dropped the digits of Tables 1 and 3 and of the sentences quoting
-them (PACS Table 2 survived; it is ``lib.experiments.moe.PAPER_PACS``). So for each quantity the
-book reports, ``PAPER_STATEMENTS`` holds the paper's exact sentence (with "[…]" where a number
-was lost) and the paper's value where it survived, and :func:`beside_paper_statements` puts our
-number from the run next to it. Nothing here is a number we typed in as the paper's unless the
-paper's text still carries it.
+them. So for each quantity the CIFAR-10H and CivilComments pages report, ``PAPER_STATEMENTS`` holds
+the paper's exact sentence (with "[…]" where a number was lost) and the paper's value where it
+survived, and :func:`beside_paper_statements` puts our number from the run next to it. Two tables
+survived whole: PACS Table 2 (``PAPER_PACS``, set beside ours by
+:func:`lib.experiments.moe_tables.beside_paper`) and the lambda sensitivity of Appendix D.6, Table 5
+(``PAPER_TABLE5``). Nothing here is a number we typed in as the paper's unless the paper's text
+still carries it.
 
-Used in: notebooks/cifar10h, notebooks/civilcomments.
+Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/routing_theory,
+notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -84,17 +87,53 @@ PAPER_COUNTS: dict[str, tuple[str, float, str]] = {
                            "Of the test set, roughly 41% (55,000 comments) mention at least one identity group."),
 }
 
+# The paper's Table 2 (mean over 5 seeds): (accuracy, ECE, ECE+TS) per target.
+PAPER_PACS: dict[str, dict[str, tuple[float, float, float]]] = {
+    "photo": {
+        "single": (.943, .031, .024), "vanilla": (.941, .033, .026), "mocae": (.941, .027, .018),
+        "fgr": (.940, .035, .027), "robust": (.931, .018, .019), "robust_filtered": (.930, .016, .013),
+        "fgr_robust": (.928, .016, .017),
+    },
+    "art_painting": {
+        "single": (.780, .128, .106), "vanilla": (.767, .141, .118), "mocae": (.767, .119, .094),
+        "fgr": (.768, .143, .122), "robust": (.692, .088, .071), "robust_filtered": (.732, .075, .057),
+        "fgr_robust": (.732, .061, .045),
+    },
+    "cartoon": {
+        "single": (.730, .166, .140), "vanilla": (.732, .171, .146), "mocae": (.732, .147, .119),
+        "fgr": (.728, .175, .150), "robust": (.723, .108, .088), "robust_filtered": (.718, .135, .113),
+        "fgr_robust": (.698, .134, .113),
+    },
+    "sketch": {
+        "single": (.637, .217, .230), "vanilla": (.667, .183, .189), "mocae": (.667, .190, .195),
+        "fgr": (.667, .176, .187), "robust": (.666, .033, .072), "robust_filtered": (.670, .065, .093),
+        "fgr_robust": (.660, .072, .105),
+    },
+}
+
+# Appendix D.6, Table 5: lambda -> perplexity of the tilted weights on CIFAR-10H training batches of
+# 128 (trained Robust MoE checkpoint at each lambda), effective fraction, ratio bound 1/alpha, top-k.
+PAPER_TABLE5 = pd.DataFrame(
+    {
+        "lam": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
+        "perplexity": [122.4, 115.6, 106.6, 93.2, 83.4, 80.1, 67.4, 65.6],
+        "fraction": [0.956, 0.903, 0.833, 0.728, 0.651, 0.626, 0.526, 0.513],
+        "ratio_bound": [1.0, 1.1, 1.2, 1.4, 1.5, 1.6, 1.9, 2.0],
+        "top_k": [128, 117, 107, 92, 86, 80, 68, 64],
+    }
+)
+
 
 def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One row per quantity the paper states for ``page`` ("cifar10h" or "civilcomments"): the
     paper's value (or "lost in the text extraction"), its exact sentence, and ours (mean over seeds
-    from ``summary``, :func:`lib.experiments.moe.summarize`; "not run" when the method is absent).
+    from ``summary``, :func:`lib.experiments.moe_tables.summarize`; "not run" when the method is absent).
 
     Used in: notebooks/cifar10h, notebooks/civilcomments.
     """
     check_choice(page, tuple(PAPER_STATEMENTS), "page")
     if not isinstance(summary, pd.DataFrame) or not {"method", "subset"} <= set(summary.columns):
-        raise ValueError("summary: expected the DataFrame of lib.experiments.moe.summarize")
+        raise ValueError("summary: expected the DataFrame of lib.experiments.moe_tables.summarize")
     labels = labels or {}
     rows: list[dict[str, Any]] = []
     for quantity, method, subset, metric, value, sentence in PAPER_STATEMENTS[page]:

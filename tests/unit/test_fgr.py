@@ -254,7 +254,7 @@ def test_fgr_step_needs_normalization_for_images() -> None:
 
 
 def test_jpeg_filter_ignores_autocast() -> None:
-    """Inside a bf16 autocast region (how lib.moe_train runs FGR on CUDA) the filter keeps full precision."""
+    """Inside a bf16 autocast region (how lib.moe_methods runs FGR on CUDA) the filter keeps full precision."""
     x = _images(2).float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         inside = jpeg_filter(x, 18)

@@ -171,7 +171,7 @@ def test_multiaccuracy_bound_chain_holds_under_any_reweighting(seed):
 def test_support_claims_verdicts_are_computed():
     import pandas as pd
 
-    from lib.experiments.moe import PAPER_TABLE5
+    from lib.experiments.moe_paper import PAPER_TABLE5
     from lib.moe_theory import support_claims
 
     good = PAPER_TABLE5[["lam", "perplexity", "fraction", "ratio_bound"]].copy()
