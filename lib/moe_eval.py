@@ -1,7 +1,7 @@
 """Paper 1's evaluation protocol: metrics, aggregate temperature scaling (ECE+TS) and MoCaE.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
-Appendix D.5 (evaluation protocol) and D.1 (MoCaE); SPEC section 2. What each piece does, and where it
+Appendix D.5 (evaluation protocol) and D.1 (MoCaE). What each piece does, and where it
 follows the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
 
 * **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.metrics.ece``), on all test points and on
@@ -54,7 +54,7 @@ from lib.validation import (
 )
 
 N_BINS = 15  # ECE bins (App. D.5)
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp of the per-expert temperatures (public code, SPEC section 2)
+T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp of the per-expert temperatures (the paper's public code)
 PAPER_LR, PAPER_ITERS = 0.01, 50  # LBFGS settings of App. D.5 / the public code
 FITS = ("paper", "converged")
 
@@ -196,7 +196,7 @@ def mocae_calibrate(
     ``predict`` returns. Returns (val probs, test probs, temperatures).
     Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (through lib.moe_train).
     """
-    from lib.calibrate import mocae_probs
+    from lib.mocae import mocae_probs
 
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import softmax as scipy_softmax
 
-from lib.calibrate import fit_expert_temperatures, fit_platt, fit_temperature, mocae_probs, probs_to_logits
+from lib.calibrate import fit_platt, fit_temperature, probs_to_logits
 from lib.cascade import cascade_curve
 from lib.confidence import fit_confidence, model_outputs
 from lib.metrics import accuracy, binary_ece, ece
+from lib.mocae import fit_expert_temperatures, mocae_probs
 from lib.validation import check_ndim, check_same_length
 
 POSTHOC = ("none", "temperature", "platt", "histogram")
