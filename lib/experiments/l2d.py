@@ -68,7 +68,7 @@ class L2DSplit:
 
     @property
     def targets(self) -> torch.Tensor:
-        """Labels and the experts' predictions side by side, (N, 1 + J): the targets the engine batches."""
+        """Labels and the experts' predictions side by side, an (N, 1 + J) tensor the engine batches as targets."""
         return torch.cat([self.y[:, None], self.m], 1)
 
     def __len__(self) -> int:
