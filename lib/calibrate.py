@@ -1,4 +1,4 @@
-"""Post-hoc calibrators: temperature scaling, Platt scaling, histogram binning and MoCaE (all four papers; MoCaE from paper 1, section 6.2).
+"""Post-hoc calibrators of one model: temperature scaling, Platt scaling and histogram binning (all four papers).
 
 * Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted on held-out
   data, by LBFGS on the NLL with T = exp(t) (papers 1-3) or by minimising the ECE (paper 4). For a mixture of experts the "logits" are log(mixture probs)
@@ -6,14 +6,15 @@
 * Platt scaling (Platt 1999): P(outcome = 1) = sigmoid(a s + b), fitted by maximum likelihood.
 * Histogram binning (Zadrozny & Elkan 2001): the calibrated value of a confidence is the accuracy of
   its equal-count bin on the calibration data.
-* MoCaE (Oksuz et al. 2024; the calibrated-MoE paper's baseline, section 6): one temperature per
-  expert, mixed with the router's weights, p = sum_k r_k softmax(z_k / T_k), with T_k in [0.1, 10].
+
+The per-expert temperatures of a mixture of experts (MoCaE, paper 1) are :mod:`lib.mocae`'s; they
+share this module's LBFGS fit on log temperatures (:func:`fit_log_temperatures`).
 
 Inputs are numpy arrays or torch tensors, validated with :mod:`lib.validation`. Functions returning
 probabilities return the same kind (numpy or torch) as the logits they were given.
 
 Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/cascading, notebooks/same_size, notebooks/sensitivity.
+notebooks/cascading, notebooks/same_size, notebooks/sensitivity, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from lib.validation import (
     check_bins,
     check_finite,
     check_int,
-    check_labels,
     check_logits_labels,
     check_ndim,
     check_positive,
@@ -43,26 +43,25 @@ from lib.validation import (
 
 EPS = 1e-12
 T_FIT_BOUNDS = (1e-6, 1e6)  # search range of fit_temperature (see the check at its end)
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (paper 1, section 6.2)
 
 __all__ = [
     "HistogramBinning",
     "apply_platt",
     "apply_temperature",
-    "fit_expert_temperatures",
+    "fit_log_temperatures",
     "fit_platt",
     "fit_temperature",
-    "mocae_probs",
     "probs_to_logits",
+    "same_kind",
 ]
 
 
-def _like(x: torch.Tensor, template: ArrayLike) -> ArrayLike:
+def same_kind(x: torch.Tensor, template: ArrayLike) -> ArrayLike:
     """Return ``x`` as a torch tensor if ``template`` is one, else as a numpy array."""
     return x if isinstance(template, torch.Tensor) else x.detach().cpu().numpy()
 
 
-def _fit_log_temperatures(
+def fit_log_temperatures(
     nll_fn,
     num: int,
     max_iter: int,
@@ -71,7 +70,8 @@ def _fit_log_temperatures(
     bounds: tuple[float, float] = (1e-6, 1e6),
     restarts: int = 5,
 ) -> torch.Tensor:
-    """Minimise ``nll_fn(T)`` over T = exp(t) (a vector of ``num`` temperatures) with LBFGS.
+    """Minimise ``nll_fn(T)`` over T = exp(t) (a vector of ``num`` temperatures) with LBFGS: the fit
+    behind :func:`fit_temperature` and :func:`lib.mocae.fit_expert_temperatures`.
 
     T is kept in ``bounds`` by clamping t inside the objective: beyond a bound the loss is flat,
     the gradient vanishes and LBFGS stops there. The NLL is convex in 1/T, hence unimodal in t,
@@ -165,7 +165,7 @@ def fit_temperature(
     def nll_fn(temp: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(z / temp[0], y)
 
-    T = float(_fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
+    T = float(fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
     # At the upper bound with z / T still far from 0, the bound (not the data) stopped the fit.
     if T >= 1e6 / 1.01 and float(z.abs().max()) / T > 1e-3:
         raise ValueError(f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
@@ -207,7 +207,7 @@ def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
     T = check_positive(T, "T")
     if not z.is_floating_point():
         z = z.to(torch.float64)
-    return _like(torch.softmax(z / T, dim=-1), logits)
+    return same_kind(torch.softmax(z / T, dim=-1), logits)
 
 
 def probs_to_logits(probs: ArrayLike) -> ArrayLike:
@@ -216,7 +216,7 @@ def probs_to_logits(probs: ArrayLike) -> ArrayLike:
     check_probs(p, "probs")
     if not p.is_floating_point():
         p = p.to(torch.float64)
-    return _like(torch.log(p.clamp_min(EPS)), probs)
+    return same_kind(torch.log(p.clamp_min(EPS)), probs)
 
 
 # --- Platt scaling ------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
             raise ValueError(f"{name}: must be finite, got {value!r}")
     if not s.is_floating_point():
         s = s.to(torch.float64)
-    return _like(torch.sigmoid(a * s + b), scores)
+    return same_kind(torch.sigmoid(a * s + b), scores)
 
 
 # --- histogram binning ----------------------------------------------------------------------------
@@ -316,91 +316,3 @@ class HistogramBinning:
         c = to_numpy(conf, "conf")
         check_unit_interval(c, "conf")
         return self.values[bin_index(c, self.edges)]
-
-
-# --- MoCaE: one temperature per expert --------------------------------------------------------------
-
-
-def _check_expert_inputs(expert_logits: torch.Tensor, routing: torch.Tensor) -> None:
-    check_ndim(expert_logits, 3, "expert_logits", "N examples x K experts x C classes")
-    check_finite(expert_logits, "expert_logits")
-    check_probs(routing, "routing")
-    if tuple(routing.shape) != tuple(expert_logits.shape[:2]):
-        raise ValueError(
-            f"routing: expected shape (N, K) = {tuple(expert_logits.shape[:2])}, "
-            f"got {tuple(routing.shape)}"
-        )
-
-
-def fit_expert_temperatures(
-    expert_logits: ArrayLike,
-    labels: ArrayLike,
-    routing: ArrayLike,
-    max_iter: int = 50,
-    lr: float = 1.0,
-    weighting: str = "none",
-) -> np.ndarray:
-    """Per-expert temperatures T_k for MoCaE, each clamped to [0.1, 10] (paper 1, section 6.2).
-
-    Choice (documented here; the paper leaves it open): T_k minimises expert k's own NLL,
-    mean_i -log softmax(z_ik / T_k)_{y_i}, on all validation examples, i.e. each expert is calibrated
-    as a stand-alone classifier before mixing, as in MoCaE (Oksuz et al. 2024) where experts are
-    calibrated individually. ``weighting="routing"`` instead weights example i by r_ik (the
-    expert's routing-weighted view, calibrated-MoE paper section 4). The objective separates over
-    experts, so all K are fitted jointly in one LBFGS run, with each T_k constrained to [0.1, 10]
-    during the fit (equal to clamping the unconstrained optimum, as the NLL is unimodal in log T).
-    ``routing`` is validated (rows sum to 1) and used only by ``weighting="routing"``.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
-    """
-    z = to_tensor(expert_logits, "expert_logits")
-    r = to_tensor(routing, "routing")
-    y = to_tensor(labels, "labels")
-    _check_expert_inputs(z, r)
-    check_labels(y, int(z.shape[2]), "labels")
-    check_same_length(z, y, "expert_logits", "labels")
-    if z.shape[0] == 0:
-        raise ValueError("expert_logits: is empty (0 examples)")
-    if weighting not in ("none", "routing"):
-        raise ValueError(f"weighting: unknown value {weighting!r}; valid values are 'none', 'routing'")
-    max_iter = check_int(max_iter, "max_iter")
-    check_positive(lr, "lr")
-    z = z.detach().to(torch.float64)
-    y = y.detach().to(device=z.device, dtype=torch.long)
-    n, k, _ = z.shape
-    if weighting == "routing":
-        w = r.detach().to(device=z.device, dtype=torch.float64)
-        w = w / w.sum(dim=0, keepdim=True).clamp_min(EPS)  # per-expert weighted mean
-    else:
-        w = torch.full((n, k), 1.0 / n, dtype=torch.float64, device=z.device)
-    idx = y[:, None, None].expand(n, k, 1)
-
-    def nll_fn(temps: torch.Tensor) -> torch.Tensor:
-        logp = torch.log_softmax(z / temps[None, :, None], dim=-1)
-        return -(w * logp.gather(-1, idx).squeeze(-1)).sum()
-
-    fitted = _fit_log_temperatures(nll_fn, k, max_iter, lr, z.device, bounds=(T_MIN, T_MAX))
-    return fitted.clamp(T_MIN, T_MAX).cpu().numpy()
-
-
-def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) -> ArrayLike:
-    """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).
-
-    With all T_k = 1 this is the plain (vanilla) mixture. Returns the kind of ``expert_logits``.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
-    """
-    z = to_tensor(expert_logits, "expert_logits")
-    r = to_tensor(routing, "routing")
-    _check_expert_inputs(z, r)
-    t = to_tensor(temps, "temps")
-    check_ndim(t, 1, "temps", "one temperature per expert")
-    check_finite(t, "temps")
-    if t.shape[0] != z.shape[1]:
-        raise ValueError(f"temps: expected {z.shape[1]} temperatures (one per expert), got {t.shape[0]}")
-    if (t <= 0).any().item():
-        raise ValueError("temps: temperatures must be > 0")
-    if not z.is_floating_point():
-        z = z.to(torch.float64)
-    t = t.to(device=z.device, dtype=z.dtype)
-    r = r.to(device=z.device, dtype=z.dtype)
-    p = torch.softmax(z / t[None, :, None], dim=-1)
-    return _like((r[:, :, None] * p).sum(dim=1), expert_logits)

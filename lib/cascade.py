@@ -1,40 +1,38 @@
 """Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
 
 Recipe (paper 3, section 3): split the labelled pool into a calibration half and a test half; calibrate
-each model on the calibration half; build B equal-count bins on the SMALL model's confidence
-(calibration half); per bin, the confidence advantage a_b = mean(conf_large) - mean(conf_small)
-(and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the first k bins on
-the small model and sending the rest to the large one gives one point (fraction kept on the small
-model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the small
-model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random routing: the
-straight line between the two models). Cascades are scored by APGR (paper 3, appendix A.1, eqs. 1-2).
+each model on the calibration half (:mod:`lib.confidence`); build B equal-count bins on the SMALL
+model's confidence (calibration half); per bin, the confidence advantage a_b = mean(conf_large) -
+mean(conf_small) (and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the
+first k bins on the small model and sending the rest to the large one gives one point (fraction kept
+on the small model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the
+small model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random
+routing: the straight line between the two models). Cascades are scored by APGR (paper 3, appendix
+A.1, eqs. 1-2). Routing between two models of the same size is :mod:`lib.same_size_routing`.
 
 Used in: notebooks/cascading, notebooks/same_size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import softmax as scipy_softmax
 
+from lib.confidence import ModelOutputs
 from lib.validation import (
     ArrayLike,
     check_bins,
     check_choice,
     check_finite,
     check_int,
-    check_logits_labels,
     check_ndim,
     check_open_unit,
     check_same_length,
     to_numpy,
 )
 
-CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "platt_logodds", "histogram", "none")
 ORDERS: tuple[str, ...] = ("confidence", "accuracy")
 
 
@@ -59,7 +57,7 @@ def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
     return arr.astype(bool)
 
 
-# --- splitting and calibrating ------------------------------------------------------------------
+# --- splitting ----------------------------------------------------------------------------------
 
 
 def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
@@ -75,97 +73,6 @@ def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.n
     perm = np.random.default_rng(seed).permutation(n)
     k = min(max(int(round(cal_fraction * n)), 1), n - 1)
     return np.sort(perm[:k]), np.sort(perm[k:])
-
-
-def fit_confidence(
-    name: str, logits: ArrayLike, labels: ArrayLike, n_bins: int = 15
-) -> Callable[[ArrayLike], np.ndarray]:
-    """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
-
-    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibrate.fit_temperature` (NLL).
-    ``"platt"``: sigmoid(a s + b) with s = the logit of the predicted answer, z_{argmax}, fit to
-    top-1 correctness by NLL (paper 3, section 2.1: the mean of the logits at the sampled tokens of
-    the output sequence; an MMLU answer is one token, the greedy letter, so s is its logit).
-    Plain logistic regression on one feature, as paper 3 fits it (``lib.calibrate.fit_platt``).
-    ``"platt_logodds"``: a variant kept for comparison, s = log(p / (1 - p)) of the top-1 softmax
-    probability over the answer options; unlike the raw logit it sees the other options' logits.
-    ``"histogram"``: :class:`lib.calibrate.HistogramBinning` with ``n_bins`` equal-count bins on
-    the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
-    them changes the prediction (argmax).
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/same_size, notebooks/cleaning.
-    """
-    from lib.calibrate import HistogramBinning, fit_platt, fit_temperature
-
-    check_choice(name, CALIBRATORS, "name")
-    z = to_numpy(logits, "logits")
-    y = to_numpy(labels, "labels", dtype=np.int64)
-    check_logits_labels(z, y)
-    n_bins = check_bins(n_bins)
-    p = scipy_softmax(z, axis=1)
-    conf = p.max(axis=1)
-    correct = (p.argmax(axis=1) == y).astype(np.float64)
-
-    def raw(x: ArrayLike) -> np.ndarray:
-        zz = to_numpy(x, "logits")
-        check_ndim(zz, 2, "logits")
-        check_finite(zz, "logits")
-        if zz.shape[1] != z.shape[1]:
-            raise ValueError(f"logits: expected {z.shape[1]} classes, got {zz.shape[1]}")
-        return zz
-
-    if name == "none":
-        return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)
-    if name == "temperature":
-        T = fit_temperature(z, y)
-        return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
-    if name == "platt":
-        a, b = fit_platt(z.max(axis=1), correct)
-        return lambda x: 1.0 / (1.0 + np.exp(-(a * raw(x).max(axis=1) + b)))
-    if name == "platt_logodds":
-        def logodds(c: np.ndarray) -> np.ndarray:
-            c = np.clip(c, 1e-12, 1 - 1e-12)
-            return np.log(c) - np.log1p(-c)
-
-        a, b = fit_platt(logodds(conf), correct)
-        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(scipy_softmax(raw(x), axis=1).max(axis=1)) + b)))
-    hb = HistogramBinning(n_bins).fit(conf, correct)
-    return lambda x: np.asarray(hb.predict(scipy_softmax(raw(x), axis=1).max(axis=1)), dtype=np.float64)
-
-
-@dataclass
-class ModelOutputs:
-    """Top-1 confidence and correctness of one model on the calibration and test halves."""
-
-    conf_cal: np.ndarray
-    correct_cal: np.ndarray
-    conf_test: np.ndarray
-    correct_test: np.ndarray
-
-    @property
-    def acc_test(self) -> float:
-        return float(self.correct_test.mean())
-
-
-def model_outputs(
-    logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
-    calibrator: str = "temperature", n_bins: int = 15,
-) -> ModelOutputs:
-    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness.
-
-    Used in: notebooks/cascading, notebooks/same_size.
-    """
-    z = to_numpy(logits, "logits")
-    y = to_numpy(labels, "labels", dtype=np.int64)
-    check_logits_labels(z, y)
-    ci = to_numpy(cal_idx, "cal_idx", dtype=np.int64)
-    ti = to_numpy(test_idx, "test_idx", dtype=np.int64)
-    for idx, nm in ((ci, "cal_idx"), (ti, "test_idx")):
-        check_ndim(idx, 1, nm)
-        if idx.size == 0 or idx.min() < 0 or idx.max() >= z.shape[0]:
-            raise ValueError(f"{nm}: must be non-empty indices in [0, {z.shape[0]})")
-    conf_of = fit_confidence(calibrator, z[ci], y[ci], n_bins=n_bins)
-    pred = z.argmax(axis=1)
-    return ModelOutputs(conf_of(z[ci]), pred[ci] == y[ci], conf_of(z[ti]), pred[ti] == y[ti])
 
 
 # --- bins and the confidence advantage --------------------------------------------------------
@@ -365,52 +272,3 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
     order = np.argsort(c, kind="stable")
     r = (p[order] - weak) / (strong - weak)
     return float(np.trapezoid(r, c[order]))
-
-
-# --- same-size routing ------------------------------------------------------------------------
-
-
-@dataclass
-class RouteResult:
-    """Same-size routing: accuracy of the routed pair and of each model alone (test half)."""
-
-    accuracy: float
-    acc_first: float
-    acc_second: float
-    frac_second: float
-    table: pd.DataFrame
-
-    @property
-    def gain(self) -> float:
-        """Accuracy beyond the better of the two models."""
-        return self.accuracy - max(self.acc_first, self.acc_second)
-
-
-def same_size_route(
-    first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first"
-) -> RouteResult:
-    """Route each test example to the model with the higher calibrated confidence in its bin.
-
-    ``binning="first"``: B equal-count bins on the first model's calibrated confidence (the
-    cascade's bins), route to the second model where its advantage a_b > 0. ``"joint"``: B x B
-    cells (equal-count bins on each model's confidence), route per cell by the sign of the mean
-    confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
-    Used in: notebooks/same_size.
-    """
-    n_bins = check_bins(n_bins)
-    check_choice(binning, ("first", "joint"), "binning")
-    e1 = equal_count_bins(first.conf_cal, n_bins)
-    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
-    n_cells = n_bins
-    if binning == "joint":
-        e2 = equal_count_bins(second.conf_cal, n_bins)
-        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
-        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
-        n_cells = n_bins * n_bins
-    table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
-    adv = np.nan_to_num(table["advantage"].to_numpy(), nan=0.0)
-    to_second = adv[c_test] > 0
-    correct = np.where(to_second, second.correct_test, first.correct_test)
-    table["test_count"] = np.bincount(c_test, minlength=n_cells)
-    return RouteResult(float(correct.mean()), first.acc_test, second.acc_test,
-                       float(to_second.mean()), table)

@@ -196,7 +196,7 @@ def mocae_calibrate(
     ``predict`` returns. Returns (val probs, test probs, temperatures).
     Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (through lib.moe_train).
     """
-    from lib.calibrate import mocae_probs
+    from lib.mocae import mocae_probs
 
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:

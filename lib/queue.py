@@ -14,7 +14,7 @@
   each record's checksum, artifact hashes, code version and config against today's plan.
 
 Paper 1's pages train stacked; paper 2's and paper 4's CIFAR-10 runs (a WRN each) train one at a
-time through the same runners their pages call (:func:`lib.experiments.l2d.run_cifar`,
+time through the same runners their pages call (:func:`lib.experiments.l2d_cifar10.run_cifar`,
 :func:`lib.experiments.reweighted.run_loss`), so a page finds them by key.
 Used in: lib.cli (``python -m lib paper``), results/README.md.
 """
@@ -90,7 +90,8 @@ def _page_items(page: str, scale: str) -> list[Item]:
     seeds = cfg.get("seeds", [0])
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)  # paper 2/4 entries: a count
     if page == "l2d_cifar10":
-        from lib.experiments.l2d import CIFAR_KEYS, EXPERIMENTS, grid
+        from lib.experiments.l2d import EXPERIMENTS, grid
+        from lib.experiments.l2d_cifar10 import CIFAR_KEYS
 
         base = {k: cfg[k] for k in CIFAR_KEYS}
         return [Item(page, f"{page}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}", int(p["seed"]),
@@ -231,7 +232,7 @@ def _run_one(item: Item, scale: str) -> dict[str, Any]:
         _IMAGES[(item.page, scale)] = image_data(cfg)
     data = _IMAGES[(item.page, scale)]
     if item.page == "l2d_cifar10":
-        from lib.experiments.l2d import run_cifar
+        from lib.experiments.l2d_cifar10 import run_cifar
 
         p = item.extra["point"]
         return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)

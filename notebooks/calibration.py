@@ -51,7 +51,7 @@ n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale'
 import numpy as np
 import pandas as pd
 
-from lib import cascade, ccc_plots, config, plots, report
+from lib import cascade, ccc_plots, confidence, config, plots, report
 from lib.calibrate import apply_temperature, fit_temperature
 from lib.data import logits as resnet_data
 from lib.data import mmlu
@@ -89,14 +89,14 @@ models[f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"] = (resnet_logits, resnet_lab
 # after on both halves; keep the reliability tables for the diagrams. Temperature scaling fits T by
 # NLL; Platt scaling (MMLU only) fits sigmoid(a s + b) by NLL to correctness, with s the logit of
 # the answer token -- the paper's "logit at the sampled token" (section 2.1), as an MMLU answer is
-# the single greedy letter (`lib.cascade.fit_confidence("platt")`).
+# the single greedy letter (`lib.confidence.fit_confidence("platt")`).
 
 # %%
 rows, tables = [], []
 for name, (z, y) in models.items():
     cal, test = cascade.split_halves(len(y), seed=cfg["seed"])
     T = fit_temperature(z[cal], y[cal], criterion="nll")
-    platt = cascade.fit_confidence("platt", z[cal], y[cal]) if name in data.models else None
+    platt = confidence.fit_confidence("platt", z[cal], y[cal]) if name in data.models else None
     for split, idx in (("calibration half", cal), ("held-out half", test)):
         correct = z[idx].argmax(1) == y[idx]
         stages = [("before", apply_temperature(z[idx], 1.0).max(1)), ("after TS", apply_temperature(z[idx], T).max(1))]

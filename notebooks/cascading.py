@@ -48,7 +48,7 @@ n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the s
 import numpy as np
 import pandas as pd
 
-from lib import cascade, ccc_plots, config, plots, report
+from lib import cascade, ccc_plots, confidence, config, plots, report
 from lib.data import mmlu
 
 plots.use_offline_renderer()
@@ -76,7 +76,7 @@ for s in range(cfg["n_splits"]):
     for pair, models in PAIRS.items():
         for m in models:
             for c in CALIBRATORS:
-                outputs[s, m, c] = cascade.model_outputs(data.logits[m], data.labels, cal, test, c, cfg["n_bins"])
+                outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, cfg["n_bins"])
 
 
 def curve(split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
@@ -163,7 +163,7 @@ for target in [c for c in mmlu.CATEGORIES if c != cfg["shift_calibrate_on"]]:
     for setting, (ci, ti) in (("shifted (calibrate on " + cfg["shift_calibrate_on"] + ")", (src, tgt)),
                               ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test]))):
         for method, c in (("CC (TS)", "temperature"), ("UC", "none")):
-            small, large = (cascade.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"])
+            small, large = (confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"])
             shift_rows.append({"target": target, "setting": setting, "method": method,
                                "apgr": cascade.cascade_curve(small, large, cfg["n_bins"]).apgr()})
 shift = pd.DataFrame(shift_rows)

@@ -55,6 +55,7 @@ import torch
 
 from lib import config, l2d_plots, plots, report
 from lib.experiments import l2d as lx
+from lib.experiments import l2d_cifar10, l2d_results
 from lib.experiments import reweighted as rx
 
 plots.use_offline_renderer()
@@ -92,8 +93,8 @@ if cfg["mode"] == "features":
 
 # %%
 points = lx.grid(cfg, ["experts", "dependence", "specialized"])
-runs = lx.run_grid(points, lambda e, v, s, seed: lx.run_cifar(e, v, s, seed, cfg, data))
-summary_table = lx.summarize(runs)
+runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_cifar10.run_cifar(e, v, s, seed, cfg, data))
+summary_table = l2d_results.summarize(runs)
 report.publish("cifar_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
 summary_table.round(4)
@@ -171,7 +172,7 @@ pd.DataFrame([
 
 # %%
 REFERENCE_ACCURACY = 0.90  # our choice (see above): the paper gives no accuracy number
-claims, why = report.gate_claims(lx.l2d_claims(runs), accuracy=float(runs["classifier_accuracy"].mean()),
+claims, why = report.gate_claims(l2d_results.l2d_claims(runs), accuracy=float(runs["classifier_accuracy"].mean()),
                                  paper_accuracy=REFERENCE_ACCURACY, chance=1 / 10)
 print(why)
 claims = report.claims_table(claims)

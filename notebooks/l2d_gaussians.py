@@ -31,7 +31,7 @@
 # 95%, the random expert's softmax ECE climbs (above 0.4) while OvA's stays flat.
 #
 # This experiment is cheap, so the `cpu` scale runs the whole study with several seeds; the
-# paper's data generator is not public, so the mixture below is our own (fixed in `lib.l2d`).
+# paper's data generator is not public, so the mixture below is our own (fixed in `lib.gaussian_mixture`).
 
 # %% [markdown]
 # ## Parameters
@@ -50,8 +50,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, l2d, l2d_plots, plots, report
+from lib import config, l2d_plots, plots, report
 from lib.experiments import l2d as lx
+from lib.experiments import l2d_gaussians, l2d_results
+from lib.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
 
 plots.use_offline_renderer()
 torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
@@ -70,8 +72,8 @@ cfg
 # The experts are oracles on clusters 3 and 4 and guess uniformly at random on 1 and 2.
 
 # %%
-x_show, y_show, cluster_show = l2d.gaussian_mixture(2000, seed=0)
-l2d_plots.gaussian_scatter(x_show, cluster_show, l2d.GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
+x_show, y_show, cluster_show = gaussian_mixture(2000, seed=0)
+l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
 
 # %% [markdown]
 # How separable the clusters are: the accuracy of the Bayes classifier between each pair, from the
@@ -80,8 +82,8 @@ l2d_plots.gaussian_scatter(x_show, cluster_show, l2d.GAUSSIAN_MEANS, title="Our 
 # %%
 from scipy.stats import multivariate_normal
 
-xb, yb, _ = l2d.gaussian_mixture(40000, seed=123)
-dens = np.stack([multivariate_normal(l2d.GAUSSIAN_MEANS[c], l2d.GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
+xb, yb, _ = gaussian_mixture(40000, seed=123)
+dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
 pairs = []
 for a in range(4):
     for b in range(a + 1, 4):
@@ -104,8 +106,8 @@ import time
 
 t0 = time.time()
 points = lx.grid(cfg, ["experts", "dependence"])
-runs = lx.run_grid(points, lambda e, v, s, seed: lx.run_gaussian(e, v, s, seed, cfg))
-summary = lx.summarize(runs)
+runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_gaussians.run_gaussian(e, v, s, seed, cfg))
+summary = l2d_results.summarize(runs)
 report.publish("gauss_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
 summary.round(4)
@@ -171,7 +173,7 @@ paper_vs_ours
 # Each verdict is computed from the runs above (per-seed differences, two standard errors), never typed in.
 
 # %%
-claims = report.claims_table(lx.l2d_claims(runs))
+claims = report.claims_table(l2d_results.l2d_claims(runs))
 report.publish("gauss_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
 claims
 

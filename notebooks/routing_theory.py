@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, moe_plots, moe_theory, plots, report, robust
+from lib import config, moe_plots, moe_theory, plots, report, robust, routed_population
 from lib.experiments import moe_paper
 
 plots.use_offline_renderer()
@@ -79,7 +79,7 @@ cfg
 # in balancing proportions. The table shows the cells of one level.
 
 # %%
-pop = moe_theory.two_configuration_example(
+pop = routed_population.two_configuration_example(
     levels=cfg["levels"], overlap=cfg["overlap"], overlap_mass=cfg["overlap_mass"], delta=cfg["delta"]
 )
 pop.tidy().round(4).head(4)
@@ -90,8 +90,8 @@ pop.tidy().round(4).head(4)
 
 # %%
 train_checks = {
-    "expert residual, soft views": float(moe_theory.expert_residuals(pop, "soft").residual.abs().max()),
-    "expert residual, hard regions": float(moe_theory.expert_residuals(pop, "hard").residual.abs().max()),
+    "expert residual, soft views": float(routed_population.expert_residuals(pop, "soft").residual.abs().max()),
+    "expert residual, hard regions": float(routed_population.expert_residuals(pop, "hard").residual.abs().max()),
     "aggregate residual, soft": float(moe_theory.calibration_residuals(pop, "soft").residual.abs().max()),
     "aggregate residual, hard": float(moe_theory.calibration_residuals(pop, "hard").residual.abs().max()),
     "largest |eta - p| of a single configuration": float(np.abs(pop.eta - pop.prediction("soft")).max()),
@@ -101,13 +101,13 @@ pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
 # Why do the experts agree on every cell? Summing the experts' calibration conditions gives
-# $E[(Y - p)\,p] = E[\sum_k r_k (f_k - p)^2]$ (our derivation, in `lib.moe_theory`): if the soft
+# $E[(Y - p)\,p] = E[\sum_k r_k (f_k - p)^2]$ (our derivation, in `lib.routed_population`): if the soft
 # aggregate is also calibrated, the left side is zero, so co-routed experts cannot disagree. We check
 # the identity on a random soft mixture whose experts are calibrated by construction.
 
 # %%
-rand_soft = moe_theory.random_population(n_cells=60, num_experts=3, n_groups=4, routing="soft", seed=seed)
-identity = moe_theory.disagreement_identity(rand_soft)
+rand_soft = routed_population.random_population(n_cells=60, num_experts=3, n_groups=4, routing="soft", seed=seed)
+identity = routed_population.disagreement_identity(rand_soft)
 report.publish("disagreement_identity_gap", abs(identity["covariance"] - identity["disagreement"]))
 pd.Series(identity, name="value").to_frame()
 
@@ -120,7 +120,7 @@ pd.Series(identity, name="value").to_frame()
 
 # %%
 rng = np.random.default_rng(seed)
-rand_hard = moe_theory.random_population(n_cells=60, num_experts=3, n_groups=4, routing="hard", seed=seed)
+rand_hard = routed_population.random_population(n_cells=60, num_experts=3, n_groups=4, routing="hard", seed=seed)
 rows = []
 for i in range(cfg["n_region_draws"]):
     omega = rng.dirichlet(np.full(3, 0.5))
@@ -316,7 +316,7 @@ claims = report.claims_table([
      "verdict": "held" if soft_break > 0.01 and gaps["z"].abs().max() < 4.5 else "did not hold"},
     {"claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
      "paper": "eq. (7)", "ours": f"max error {id_err:.1e}", "verdict": "held" if id_err < 1e-9 else "did not hold"},
-    *moe_theory.support_claims(support, moe_paper.PAPER_TABLE5, lam=2.0),
+    *moe_paper.support_claims(support, moe_paper.PAPER_TABLE5, lam=2.0),
     {"claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
      "paper": "Appendix C (Cauchy-Schwarz bound)",
      "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",

@@ -43,7 +43,7 @@ n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the s
 import numpy as np
 import pandas as pd
 
-from lib import cascade, ccc_plots, config, plots, report
+from lib import cascade, ccc_plots, confidence, config, plots, report, same_size_routing
 from lib.data import logits as resnet_data
 from lib.data import mmlu
 
@@ -87,14 +87,14 @@ rows, curves = [], []
 for pair, (z1, z2, y) in PAIRS.items():
     for s in range(cfg["n_splits"]):
         cal, test = cascade.split_halves(len(y), seed=cfg["seed"] + s)
-        out = {c: (cascade.model_outputs(z1, y, cal, test, c), cascade.model_outputs(z2, y, cal, test, c))
+        out = {c: (confidence.model_outputs(z1, y, cal, test, c), confidence.model_outputs(z2, y, cal, test, c))
                for c in ("temperature", "none")}
         first, second = out["temperature"]
         row = {"pair": pair, "split": s, "first alone": first.acc_test, "second alone": second.acc_test,
                "oracle (either right)": float(np.mean(first.correct_test | second.correct_test))}
-        row["routed (TS, bins on first)"] = cascade.same_size_route(first, second, cfg["n_bins"]).accuracy
-        row["routed (TS, joint bins)"] = cascade.same_size_route(first, second, cfg["joint_bins"], "joint").accuracy
-        row["routed (uncalibrated, bins on first)"] = cascade.same_size_route(*out["none"], cfg["n_bins"]).accuracy
+        row["routed (TS, bins on first)"] = same_size_routing.same_size_route(first, second, cfg["n_bins"]).accuracy
+        row["routed (TS, joint bins)"] = same_size_routing.same_size_route(first, second, cfg["joint_bins"], "joint").accuracy
+        row["routed (uncalibrated, bins on first)"] = same_size_routing.same_size_route(*out["none"], cfg["n_bins"]).accuracy
         cc = cascade.cascade_curve(first, second, cfg["n_bins"])
         row["best point of the TS curve"] = cc.best_accuracy()
         rows.append(row)

@@ -24,11 +24,16 @@ _ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.augment", "lib.backbones
 #: group -> modules whose code determines the group's results.
 GROUP_MODULES: dict[str, tuple[str, ...]] = {
     "moe": (*_ENGINE, "lib.engine.stack", "lib.moe_train", "lib.moe_methods", "lib.moe_eval", "lib.moe", "lib.robust",
-            "lib.fgr", "lib.calibrate", "lib.metrics"),
-    "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.l2d", "lib.metrics"),
-    "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.reweighted", "lib.l2d", "lib.metrics"),
+            "lib.fgr", "lib.calibrate", "lib.mocae", "lib.metrics"),
+    "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
+                      "lib.experiments.l2d_results", "lib.l2d", "lib.synthetic_experts", "lib.gaussian_mixture",
+                      "lib.metrics"),
+    "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
+                    "lib.experiments.l2d_results", "lib.experiments.reweighted", "lib.l2d", "lib.synthetic_experts",
+                    "lib.gaussian_mixture", "lib.metrics"),
     "rr_backbone": (*_ENGINE, "lib.experiments.reweighted"),
-    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.calibrate", "lib.metrics"),
+    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.calibrate", "lib.mocae",
+                  "lib.metrics"),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 

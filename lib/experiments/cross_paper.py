@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import softmax as scipy_softmax
 
-from lib.calibrate import fit_expert_temperatures, fit_platt, fit_temperature, mocae_probs, probs_to_logits
-from lib.cascade import cascade_curve, fit_confidence, model_outputs
+from lib.calibrate import fit_platt, fit_temperature, probs_to_logits
+from lib.cascade import cascade_curve
+from lib.confidence import fit_confidence, model_outputs
 from lib.metrics import accuracy, binary_ece, ece
+from lib.mocae import fit_expert_temperatures, mocae_probs
 from lib.validation import check_ndim, check_same_length
 
 POSTHOC = ("none", "temperature", "platt", "histogram")
@@ -39,7 +41,7 @@ def posthoc_ece(
     """Test-half top-label ECE after each post-hoc calibrator fitted on the calibration half.
 
     ``temperature`` (Guo et al. 2017; all four papers), ``platt`` and ``histogram`` (paper 3's
-    ablation) via :func:`lib.cascade.fit_confidence`; ``none`` is the raw max softmax.
+    ablation) via :func:`lib.confidence.fit_confidence`; ``none`` is the raw max softmax.
     Used in: notebooks/cross_paper.
     """
     correct = _top1(logits, labels)[test_idx]

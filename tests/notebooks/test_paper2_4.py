@@ -1,7 +1,7 @@
 """Papers 2 and 4: the four notebooks run at smoke scale and publish sane numbers.
 
 What must hold by construction on the smoke data: the mixture's clusters 1 and 4 are nearly
-separable and 2 and 3 overlap strongly (lib.l2d's fixed means and covariances); every sweep of the
+separable and 2 and 3 overlap strongly (lib.gaussian_mixture's fixed means and covariances); every sweep of the
 L2D pages has one run per (point, surrogate, seed); the inverse-focal sign threshold is a closed
 form; the synthetic "XE" logits are over-confident (scaled), so temperature scaling fitted on one
 half lowers ECE on the other; no released run is degenerate at smoke scale.

@@ -1,4 +1,4 @@
-"""Tests of lib.l2d against the math of the L2D paper (eqs. 1-3, Sec. 2 surrogates) and SPEC 3."""
+"""Tests of lib.l2d against the math of the L2D paper (eqs. 1-3, Sec. 2 surrogates) and Sec. 5 (deferral and its metrics)."""
 
 from __future__ import annotations
 
@@ -192,127 +192,6 @@ def test_expert_calibration_error_clips_and_averages():
 
 
 # ---------------------------------------------------------------------------------------------
-# Synthetic experts
-# ---------------------------------------------------------------------------------------------
-N = 40_000
-LABELS = np.random.default_rng(2).integers(0, 10, N)
-
-
-def _tol(p: float, n: int) -> float:
-    return 5 * math.sqrt(p * (1 - p) / n)
-
-
-def test_expert_noise_is_fixed_per_example():
-    e = l2d.probabilistic_expert(10, range(5), 0.6, seed=3)
-    a = e(LABELS)
-    assert np.array_equal(a, e(LABELS))
-    perm = np.random.default_rng(0).permutation(N)
-    b = e(LABELS[perm], index=perm)  # same examples, another order
-    assert np.array_equal(b, a[perm])
-    assert not np.array_equal(a, l2d.probabilistic_expert(10, range(5), 0.6, seed=4)(LABELS))
-
-
-def test_oracle_and_random_expert_rates():
-    e = l2d.oracle_expert(10, 0, 5)
-    m = e(LABELS)
-    inside = LABELS < 5  # "first five classes" = 0..4, exclusive upper end
-    assert np.array_equal(m[inside], LABELS[inside])
-    assert abs((m[~inside] == LABELS[~inside]).mean() - 0.1) < _tol(0.1, (~inside).sum())
-    # outside: random over all classes -> every class about equally likely
-    freq = np.bincount(m[~inside], minlength=10) / (~inside).sum()
-    assert np.abs(freq - 0.1).max() < _tol(0.1, (~inside).sum())
-    r = l2d.random_expert(10, seed=5)(LABELS)
-    assert abs((r == LABELS).mean() - 0.1) < _tol(0.1, N)
-    assert np.all(l2d.oracle_expert(10, 0, 6)(LABELS)[LABELS == 5] == 5)  # the reference's y <= 5
-
-
-def test_probabilistic_expert_rates_and_independence():
-    e1 = l2d.probabilistic_expert(10, range(5), 0.6, p_out=0.3, seed=1)
-    e2 = l2d.probabilistic_expert(10, range(5), 0.6, p_out=0.3, seed=2)
-    c1, c2 = e1(LABELS) == LABELS, e2(LABELS) == LABELS
-    inside = LABELS < 5
-    assert abs(c1[inside].mean() - 0.6) < _tol(0.6, inside.sum())
-    assert abs(c1[~inside].mean() - 0.3) < _tol(0.3, (~inside).sum())
-    assert abs((c1 & c2)[inside].mean() - 0.36) < _tol(0.36, inside.sum())
-    np.testing.assert_allclose(e1.correct_prob(LABELS), np.where(inside, 0.6, 0.3))
-    wrong = e1(LABELS) != LABELS
-    assert np.all((e1(LABELS)[wrong] >= 0) & (e1(LABELS)[wrong] < 10))
-
-
-def test_make_experts_settings():
-    ex = l2d.make_experts("oracle", num_experts=8)
-    assert len(ex) == 8 and len({e.seed for e in ex}) == 8
-    dep = l2d.make_experts("dependence", p=0.8)
-    assert len(dep) == 4
-    np.testing.assert_allclose(dep[0].correct_prob(LABELS), 0.1)
-    for e in dep[1:]:
-        np.testing.assert_allclose(e.correct_prob(LABELS), np.where(LABELS < 5, 0.8, 0.1))
-    sp = l2d.make_experts("specialized", num_experts=5)
-    preds = l2d.expert_predictions(sp, LABELS)
-    ok = l2d.expert_correctness(preds, LABELS)
-    for j in range(5):
-        pair = (LABELS == 2 * j) | (LABELS == 2 * j + 1)
-        assert ok[pair, j].all()
-        assert abs(ok[~pair, j].mean() - 0.1) < _tol(0.1, (~pair).sum())
-    g = l2d.make_experts("gaussian", num_experts=3)
-    y4 = LABELS % 4
-    for e in g:
-        np.testing.assert_allclose(e.correct_prob(y4), np.where(y4 >= 2, 1.0, 0.25))
-    with pytest.raises(ValueError, match="num_experts"):
-        l2d.make_experts("specialized", num_experts=6)
-
-
-# ---------------------------------------------------------------------------------------------
-# Mixture of Gaussians (Fig. 3)
-# ---------------------------------------------------------------------------------------------
-def bhattacharyya(i: int, j: int) -> float:
-    m = l2d.GAUSSIAN_MEANS[i] - l2d.GAUSSIAN_MEANS[j]
-    si, sj = l2d.GAUSSIAN_COVS[i], l2d.GAUSSIAN_COVS[j]
-    s = (si + sj) / 2
-    return float(m @ np.linalg.solve(s, m) / 8
-                 + 0.5 * math.log(np.linalg.det(s) / math.sqrt(np.linalg.det(si) * np.linalg.det(sj))))
-
-
-def log_density(X: np.ndarray, k: int) -> np.ndarray:
-    mu, cov = l2d.GAUSSIAN_MEANS[k], l2d.GAUSSIAN_COVS[k]
-    d = X - mu
-    return -0.5 * np.einsum("ni,ij,nj->n", d, np.linalg.inv(cov), d) - 0.5 * math.log(
-        (2 * math.pi) ** 2 * np.linalg.det(cov))
-
-
-def test_gaussian_picture():
-    assert l2d.GAUSSIAN_MEANS.shape == (4, 2) and l2d.GAUSSIAN_COVS.shape == (4, 2, 2)
-    assert np.all(np.linalg.eigvalsh(l2d.GAUSSIAN_COVS) > 0)
-    # clusters 2 and 3 (0-based 1, 2) overlap strongly; 1 and 4 (0, 3) are nearly separable
-    assert bhattacharyya(1, 2) < 0.5
-    assert bhattacharyya(0, 3) > 5
-    for outer in (0, 3):
-        assert min(bhattacharyya(outer, k) for k in range(4) if k != outer) > 2
-    # pairwise Bayes error by Monte Carlo with the true densities
-    X, y, cluster = l2d.gaussian_mixture(40_000, seed=0)
-    X = X.astype(np.float64)
-    dens = np.stack([log_density(X, k) for k in range(4)], 1)
-
-    def pair_error(i, j):
-        m = (y == i) | (y == j)
-        guess = np.where(dens[m, i] >= dens[m, j], i, j)
-        return (guess != y[m]).mean()
-
-    assert pair_error(1, 2) > 0.2
-    assert pair_error(0, 3) < 0.01
-    # the generator follows the documented constants
-    assert np.array_equal(y, cluster)
-    for k in range(4):
-        Xk = X[y == k]
-        assert abs(len(Xk) / len(X) - 0.25) < _tol(0.25, len(X))
-        np.testing.assert_allclose(Xk.mean(0), l2d.GAUSSIAN_MEANS[k], atol=0.05)
-        np.testing.assert_allclose(np.cov(Xk.T), l2d.GAUSSIAN_COVS[k], atol=0.06)
-    X2, _, _ = l2d.gaussian_mixture(100, seed=0)
-    assert np.array_equal(X2, l2d.gaussian_mixture(100, seed=0)[0])
-    assert not np.array_equal(X2, l2d.gaussian_mixture(100, seed=1)[0])
-
-
-# ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
 def test_bad_input_raises_naming_argument():
@@ -339,11 +218,3 @@ def test_bad_input_raises_naming_argument():
         l2d.system_accuracy(z, y, np.zeros((4, 3)), 3)
     with pytest.raises(ValueError, match="estimates"):
         l2d.expert_calibration_error(np.zeros(4), np.zeros(4))
-    with pytest.raises(ValueError, match="kind"):
-        l2d.make_experts("oracles")
-    with pytest.raises(ValueError, match="p_in"):
-        l2d.probabilistic_expert(10, [0], 1.5)
-    with pytest.raises(ValueError, match="labels"):
-        l2d.oracle_expert(10, 0, 5)(np.array([0, 10]))
-    with pytest.raises(ValueError, match="n"):
-        l2d.gaussian_mixture(0)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib.calibrate import fit_temperature, mocae_probs
+from lib.calibrate import fit_temperature
 from lib.metrics import bin_edges
+from lib.mocae import mocae_probs
 from lib.moe_eval import (
     T_MAX,
     T_MIN,

@@ -99,7 +99,7 @@ def test_mocae_is_vanilla_model_calibrated_post_hoc(data, cache):
 def test_mocae_accuracy_equals_vanilla_when_temperatures_preserve_argmax():
     """With equal temperatures T_k = 1 the MoCaE mixture is the Vanilla mixture, so accuracy is equal;
     with one expert (K=1) any T_1 leaves the argmax unchanged."""
-    from lib.calibrate import mocae_probs
+    from lib.mocae import mocae_probs
 
     g = torch.Generator().manual_seed(0)
     z = torch.randn(200, 3, 5, generator=g, dtype=torch.float64)

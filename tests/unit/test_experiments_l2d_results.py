@@ -1,0 +1,70 @@
+"""Tests of lib.experiments.l2d_results against known values: summaries over seeds, claim verdicts
+and the plots drawn from them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import gaussian_mixture as gm
+from lib.experiments import l2d_results as lr
+
+
+def test_summarize_matches_numpy():
+    df = pd.DataFrame({"experiment": "experts", "value": [1, 1, 1], "surrogate": "ova", "seed": [0, 1, 2],
+                       "ece": [0.1, 0.2, 0.6]})
+    s = lr.summarize(df, metrics=["ece"])
+    assert s["ece"].iloc[0] == pytest.approx(0.3)
+    assert s["ece_sd"].iloc[0] == pytest.approx(np.std([0.1, 0.2, 0.6], ddof=1))
+    assert s["ece_se"].iloc[0] == pytest.approx(np.std([0.1, 0.2, 0.6], ddof=1) / np.sqrt(3))
+    assert int(s["seeds"].iloc[0]) == 3
+
+
+def test_verdict_positive():
+    assert lr.verdict_positive(np.array([0.1, 0.11, 0.12])) == "held"
+    assert lr.verdict_positive(np.array([-0.1, 0.0, -0.05])) == "did not hold"
+    assert lr.verdict_positive(np.array([0.5, -0.4, 0.1])) == "inconclusive at this scale"
+    assert lr.verdict_positive(np.array([0.3])) == "inconclusive at this scale"  # one seed cannot tell
+
+
+def _fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.DataFrame:
+    rows = []
+    rng = np.random.default_rng(0)
+    for seed in range(4):
+        for j in (1, 4, 8):
+            for s, slope in (("softmax", softmax_slope), ("ova", ova_slope)):
+                rows.append({"experiment": "experts", "value": j, "surrogate": s, "seed": seed,
+                             "ece": 0.05 + slope * j + 0.001 * rng.standard_normal(),
+                             "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                             "ece_random_expert": 0.05})
+        for p in (0.2, 0.95):
+            for s, rise in (("softmax", softmax_slope * 20), ("ova", ova_slope * 20)):
+                rows.append({"experiment": "dependence", "value": p, "surrogate": s, "seed": seed,
+                             "ece": 0.05, "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                             "ece_random_expert": 0.05 + rise * p + 0.001 * rng.standard_normal()})
+    return pd.DataFrame(rows)
+
+
+def test_l2d_claims_follow_the_numbers():
+    held = {r["claim"]: r["verdict"] for r in lr.l2d_claims(_fake_runs(0.03, 0.0, 0.01))}
+    assert all(v == "held" for v in held.values()), held
+    rev = lr.l2d_claims(_fake_runs(-0.01, 0.0, -0.05))
+    verdicts = [r["verdict"] for r in rev]
+    assert verdicts[0] == "did not hold"  # softmax ECE falls
+    assert "held" not in verdicts[2:]  # no dependence effect, OvA clearly less accurate
+    assert rev[-1]["verdict"] == "did not hold"
+
+
+def test_paper2_plot_helpers():
+    from lib import plots
+
+    x, _, cluster = gm.gaussian_mixture(50, seed=0)
+    chart = plots.gaussian_scatter(x, cluster, gm.GAUSSIAN_MEANS)
+    assert len(chart.layer[0].data) == 50 and len(chart.layer[1].data) == 4
+    with pytest.raises(ValueError, match="x"):
+        plots.gaussian_scatter(np.zeros((5, 3)), np.zeros(5))
+    s = lr.summarize(_fake_runs(0.01, 0.0, 0.0), metrics=["ece", "system_accuracy"])
+    assert len(plots.l2d_panels(s, [("experts", "ece", "J", "ECE")]).hconcat) == 1
+    with pytest.raises(ValueError, match="summary"):
+        plots.l2d_panels(s, [("specialized", "ece", "J", "ECE")])
