@@ -47,7 +47,7 @@ def l2d_panels(
     """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
     ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
     softmax and OvA with +-1 standard error bands over seeds (columns from
-    ``lib.experiments.l2d.summarize``). Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10."""
+    ``lib.experiments.l2d_results.summarize``). Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10."""
     charts = []
     for experiment, metric, x_title, y_title in panels:
         sub = summary[summary["experiment"] == experiment]

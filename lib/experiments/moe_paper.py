@@ -155,7 +155,7 @@ def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[st
 def support_claims(support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0, tol: float = 0.05) -> list[dict[str, str]]:
     """Table 5's two checkable statements, with verdicts computed from ``support`` (columns ``lam``,
     ``perplexity``, ``fraction``, ``ratio_bound``: lib.robust.effective_support averaged per lambda)
-    against the paper's ``paper`` (:data:`PAPER_TABLE5`):
+    against the paper's ``paper`` (``PAPER_TABLE5`` above):
 
     * the effective fraction falls monotonically in lambda ("the mapping is monotone and smooth");
     * at ``lam`` the fraction is within ``tol`` of the paper's (72.8% at lambda = 2).
