@@ -54,17 +54,3 @@ def test_l2d_claims_follow_the_numbers():
     assert verdicts[0] == "did not hold"  # softmax ECE falls
     assert "held" not in verdicts[2:]  # no dependence effect, OvA clearly less accurate
     assert rev[-1]["verdict"] == "did not hold"
-
-
-def test_paper2_plot_helpers():
-    from lib import plots
-
-    x, _, cluster = gm.gaussian_mixture(50, seed=0)
-    chart = plots.gaussian_scatter(x, cluster, gm.GAUSSIAN_MEANS)
-    assert len(chart.layer[0].data) == 50 and len(chart.layer[1].data) == 4
-    with pytest.raises(ValueError, match="x"):
-        plots.gaussian_scatter(np.zeros((5, 3)), np.zeros(5))
-    s = lr.summarize(_fake_runs(0.01, 0.0, 0.0), metrics=["ece", "system_accuracy"])
-    assert len(plots.l2d_panels(s, [("experts", "ece", "J", "ECE")]).hconcat) == 1
-    with pytest.raises(ValueError, match="summary"):
-        plots.l2d_panels(s, [("specialized", "ece", "J", "ECE")])

@@ -6,12 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import l2d, l2d_plots
-from lib.experiments import l2d as lx
+from lib import gaussian_mixture as gm
+from lib import l2d_plots
+from lib.experiments import l2d_results
 
 
 def _fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.DataFrame:
-    """Runs of the two L2D studies shaped like lib.experiments.l2d's (as in test_experiments_l2d)."""
+    """Runs of the two L2D studies shaped like lib.experiments.l2d_results expects."""
     rows = []
     rng = np.random.default_rng(0)
     for seed in range(4):
@@ -30,12 +31,12 @@ def _fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.Dat
 
 
 def test_paper2_plot_helpers():
-    x, _, cluster = l2d.gaussian_mixture(50, seed=0)
-    chart = l2d_plots.gaussian_scatter(x, cluster, l2d.GAUSSIAN_MEANS)
+    x, _, cluster = gm.gaussian_mixture(50, seed=0)
+    chart = l2d_plots.gaussian_scatter(x, cluster, gm.GAUSSIAN_MEANS)
     assert len(chart.layer[0].data) == 50 and len(chart.layer[1].data) == 4
     with pytest.raises(ValueError, match="x"):
         l2d_plots.gaussian_scatter(np.zeros((5, 3)), np.zeros(5))
-    s = lx.summarize(_fake_runs(0.01, 0.0, 0.0), metrics=["ece", "system_accuracy"])
+    s = l2d_results.summarize(_fake_runs(0.01, 0.0, 0.0), metrics=["ece", "system_accuracy"])
     assert len(l2d_plots.l2d_panels(s, [("experts", "ece", "J", "ECE")]).hconcat) == 1
     with pytest.raises(ValueError, match="summary"):
         l2d_plots.l2d_panels(s, [("specialized", "ece", "J", "ECE")])
