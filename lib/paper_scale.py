@@ -19,7 +19,8 @@ from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
 
-__all__ = ["TRAIN_CHOICES", "coverage", "moe_section", "none_yet", "records", "require", "should_train", "sweep_section"]
+__all__ = ["TRAIN_CHOICES", "coverage", "l2d_section", "moe_section", "none_yet", "records", "require",
+           "require_complete", "should_train", "sweep_section"]
 
 
 def should_train(train: str, scale: str) -> bool:
@@ -79,6 +80,16 @@ def require(found: Sequence[Any], page: str) -> None:
         raise ValueError(f"train: {none_yet(page)} To train them here instead, pass -p train yes.")
 
 
+def require_complete(page: str, scale: str = "paper") -> None:
+    """Stop a page that reads results (``train`` off) unless every planned run of it is published
+    (pages whose figures need the whole sweep): ``ValueError`` with the runs published per method."""
+    cov = coverage(page, scale=scale)
+    if (cov["published"] < cov["planned"]).any():
+        have = "; ".join(f"{m}: {c}" for m, c in zip(cov["method"], cov["coverage"]))
+        raise ValueError(f"train: this page needs every planned run and results/{page}/ holds {have}. "
+                         f"{none_yet(page).split('. ', 1)[1]} To train the missing runs here, pass -p train yes.")
+
+
 def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Records plus, for each Vanilla MoE record, the MoCaE view it carries (MoCaE recalibrates the
     Vanilla network post hoc, so the queue publishes it inside the Vanilla record)."""
@@ -133,3 +144,20 @@ def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFra
                      if idx in overall.index else "—",
                      "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
     return pd.DataFrame(rows)
+
+
+def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame | str:
+    """Paper 2's sweeps from the published paper-scale runs: per (experiment, value, surrogate) the
+    expert ECE, system accuracy and the random expert's ECE (mean over published seeds, as
+    :func:`lib.experiments.l2d_results.summarize`) with the runs published of those planned."""
+    from lib.experiments import l2d_results
+
+    items, got = _plan(page, scale, None)
+    rows = [l2d_results.result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+    if not rows:
+        return none_yet(page)
+    table = l2d_results.summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
+    planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
+    table["coverage"] = [f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+                         for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])]
+    return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]

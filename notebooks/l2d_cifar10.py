@@ -43,6 +43,7 @@
 # %% tags=["parameters"]
 scale: str = "cpu"  # smoke (synthetic images) | cpu (frozen small ResNet + L2D heads) | paper (WRN-28-4, GPU)
 seeds: int = 0  # number of seeds (0 means the scale default)
+train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
 # The settings for this scale come from the one shared config.
@@ -53,7 +54,8 @@ import time
 import pandas as pd
 import torch
 
-from lib import config, l2d_plots, plots, report
+from lib import config, l2d_plots, paper_scale, plots, report
+from lib.engine.runs import training
 from lib.experiments import l2d as lx
 from lib.experiments import l2d_cifar10, l2d_results
 from lib.experiments import reweighted as rx
@@ -61,6 +63,7 @@ from lib.experiments import reweighted as rx
 plots.use_offline_renderer()
 torch.set_num_threads(2)
 cfg = config.settings("l2d_cifar10", scale, seeds=seeds or None)
+TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
     summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
                f"images for {cfg['backbone_epochs']} epochs and frozen; L2D heads (K+J outputs) on the features of "
@@ -89,11 +92,16 @@ if cfg["mode"] == "features":
 # %% [markdown]
 # ## The run
 # One cached training per (experiment, number of experts or expert quality, surrogate, seed);
-# a second run of the page only reads them back.
+# a second run of the page only reads them back. At paper scale the page reads the GPU runs the
+# queue published to `results/l2d_cifar10/` and trains nothing unless `train` is "yes"; its
+# figures need every point of the sweeps, so it stops, saying how many are published, until all are.
 
 # %%
 points = lx.grid(cfg, ["experts", "dependence", "specialized"])
-runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_cifar10.run_cifar(e, v, s, seed, cfg, data))
+if not TRAIN:
+    paper_scale.require_complete("l2d_cifar10", scale)
+with training(TRAIN):
+    runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_cifar10.run_cifar(e, v, s, seed, cfg, data))
 summary_table = l2d_results.summarize(runs)
 report.publish("cifar_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
@@ -178,6 +186,18 @@ print(why)
 claims = report.claims_table(claims)
 report.publish("cifar_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
 claims
+
+# %% [markdown]
+# ## Paper scale: the published GPU runs
+#
+# The sweeps at the paper's settings (WRN-28-4 trained end to end on all of CIFAR-10) from the runs
+# the queue has published to `results/l2d_cifar10/` so far: means over the published seeds and how
+# many of the planned runs each point has.
+
+# %%
+gpu_table = paper_scale.l2d_section("l2d_cifar10") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
+report.publish("paper_scale_runs", len(paper_scale.records("l2d_cifar10")))
+gpu_table
 
 # %% [markdown]
 # ## References

@@ -27,15 +27,18 @@ def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[
 
     Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
     """
-    rows = []
-    for p in points:
-        r = runner(p["experiment"], p["value"], p["surrogate"], p["seed"])
-        row = dict(p)
-        for col in RESULT_COLUMNS[:-1]:
-            row[col] = float(r[col])
-        row["ece_random_expert"] = float(r["ece_per_expert"][0])
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([result_row(p, runner(p["experiment"], p["value"], p["surrogate"], p["seed"]))
+                         for p in points])
+
+
+def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of :func:`run_grid`: the grid ``point`` (experiment, value, surrogate, seed) and the
+    metrics of its run ``record``; ``ece_random_expert`` is expert 0's ECE."""
+    row = {k: point[k] for k in ("experiment", "value", "surrogate", "seed")}
+    for col in RESULT_COLUMNS[:-1]:
+        row[col] = float(record[col])
+    row["ece_random_expert"] = float(record["ece_per_expert"][0])
+    return row
 
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:

@@ -66,3 +66,18 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     table = paper_scale.moe_section("cifar10h", scale="smoke")
     assert "FGR" not in set(table["Method"]) and set(table["coverage"]) == {"1 of 1 seeds"}
     assert "MoCaE" in set(table["Method"])
+
+
+def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(results, tmp_path) -> None:
+    """Paper 2's published runs become the sweep table with "k of n runs"; a page that needs the
+    whole sweep stops with the count until every run is there."""
+    got = q.run_queue(["l2d_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
+    table = paper_scale.l2d_section(scale="smoke")
+    assert len(table) == len(got) and set(table["coverage"]) == {"1 of 1 runs"}
+    paper_scale.require_complete("l2d_cifar10", scale="smoke")  # all there: no error
+    first = got[0]
+    for f in first.parent.glob(f"{first.stem}*"):
+        f.unlink()
+    with pytest.raises(ValueError, match="softmax: .* of .* runs"):
+        paper_scale.require_complete("l2d_cifar10", scale="smoke")
+    assert len(paper_scale.l2d_section(scale="smoke")) == len(got) - 1
