@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from lib.moe_record import SUBSETS, MoERecord
 from lib.validation import check_choice
 
 METHOD_LABELS: dict[str, str] = {
@@ -39,7 +40,6 @@ METHOD_LABELS: dict[str, str] = {
 }
 METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
 METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
-SUBSETS: tuple[str, ...] = ("all", "hard")
 
 # TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).
 _TRAIN_KEYS: tuple[str, ...] = (
@@ -138,8 +138,8 @@ def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all"
 
     check_choice(subset, SUBSETS, "subset")
     out: dict[str, dict[str, list[np.ndarray]]] = {}
-    for rec in records:
-        pred = load_predictions(rec)
+    for r in map(MoERecord.from_record, records):
+        pred = load_predictions(r.raw)
         if subset == "hard":
             keep = pred["hard"].astype(bool)
         elif all_mask is None:
@@ -152,8 +152,8 @@ def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all"
         probs = probs / probs.sum(axis=1, keepdims=True)
         labels = pred["labels"].astype(np.int64)[keep]
         conf, correct = top_label(probs, labels)
-        seed = rec.get("config", {}).get("train", {}).get("seed", 0)
-        d = out.setdefault(METHOD_LABELS.get(rec["method"], rec["method"]),
+        seed = r.seed
+        d = out.setdefault(METHOD_LABELS.get(r.method, r.method),
                            {"probs": [], "labels": [], "conf": [], "correct": [], "seed": []})
         for k, v in (("probs", probs), ("labels", labels), ("conf", conf), ("correct", correct),
                      ("seed", np.full(len(labels), seed))):

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lib.experiments.moe import METHOD_LABELS, METRICS, SUBSETS
+from lib.moe_record import MoERecord
 from lib.experiments.moe_tables import fmt
 from lib.report import VERDICTS, claims_table, publish
 from lib.validation import check_choice
@@ -144,14 +145,13 @@ def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs.
     """
     diffs = []
-    for rec in records:
-        if rec.get("method") != "mocae":
+    for r in map(MoERecord.from_record, records):
+        if r.method != "mocae":
             continue
-        van = rec["metrics"].get("vanilla_accuracy") or {}
-        for s in SUBSETS:
-            a, b = (rec["metrics"].get(s) or {}).get("accuracy"), van.get(s)
-            if a is not None and b is not None:
-                diffs.append(abs(a - b))
+        van = r.metrics.get("vanilla_accuracy") or {}
+        for s, block in r.subsets.items():
+            if van.get(s) is not None:
+                diffs.append(abs(block.accuracy - van[s]))
     return max(diffs) if diffs else None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from lib.experiments.moe import METHOD_LABELS, METHODS, METRICS, SUBSETS
+from lib.moe_record import MoERecord
 from lib.validation import check_choice
 
 COLUMN_LABELS: dict[tuple[str, str], str] = {
@@ -41,25 +42,19 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     rows = []
-    for rec in records:
-        if not isinstance(rec, Mapping) or "metrics" not in rec:
-            raise ValueError("records: expected result records from lib.moe_train.train_run")
-        cfg = rec.get("config", {}).get("train", {})
-        ent = rec["metrics"].get("routing_entropy") or {}
-        prov = rec.get("provenance", {})
+    for r in map(MoERecord.from_record, records):
         for subset in SUBSETS:
-            block = rec["metrics"].get(subset) or {}
-            if not block:
+            block = r.subsets.get(subset)
+            if block is None:
                 continue
             rows.append({
-                "method": rec["method"], "label": METHOD_LABELS.get(rec["method"], rec["method"]),
-                "seed": int(cfg.get("seed", 0)), "subset": subset, "n": block.get("n"),
-                **{m: block.get(m) for m in (*METRICS, "nll")},
-                "routing_entropy": ent.get(subset),
-                "lam": cfg.get("lam"), "warmup_epochs": cfg.get("warmup_epochs"), "epochs": cfg.get("epochs"),
-                "backbone": rec.get("backbone"), "pretrained": rec.get("pretrained"),
-                "device": rec.get("device"), "date": prov.get("date"), "key": rec.get("key"),
-                "train_seconds": (rec.get("wall_time") or {}).get("train"),
+                "method": r.method, "label": METHOD_LABELS.get(r.method, r.method),
+                "seed": r.seed, "subset": subset, "n": block.n,
+                **{m: getattr(block, m) for m in (*METRICS, "nll")},
+                "routing_entropy": r.routing_entropy.get(subset),
+                "lam": r.lam, "warmup_epochs": r.warmup_epochs, "epochs": r.epochs,
+                "backbone": r.backbone, "pretrained": r.pretrained,
+                "device": r.device, "date": r.date, "key": r.key, "train_seconds": r.train_seconds,
             })
     return pd.DataFrame(rows)
 
@@ -156,11 +151,10 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     Used in: notebooks/cifar10h.
     """
     rows: list[dict[str, Any]] = []
-    for rec in records:
-        if rec.get("method") != "vanilla" or "mocae_converged" not in rec.get("metrics", {}):
+    for r in map(MoERecord.from_record, records):
+        if r.method != "vanilla" or "mocae_converged" not in r.metrics:
             continue
-        m = rec["metrics"]
-        seed = rec.get("config", {}).get("train", {}).get("seed", 0)
+        m, seed = r.metrics, r.seed
         for variant, block in (("Vanilla MoE", m), ("MoCaE, paper's fit (LBFGS lr 0.01 x 50)", m["mocae"]),
                                ("MoCaE, converged fit", m["mocae_converged"])):
             temps = block.get("expert_temperatures")
@@ -183,15 +177,11 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     from lib.engine.runs import is_committed
 
     rows = []
-    for rec in records:
-        cfg = rec.get("config", {}).get("train", {})
-        committed = is_committed(rec)
+    for r in map(MoERecord.from_record, records):
         rows.append({
-            "method": METHOD_LABELS.get(rec["method"], rec["method"]), "seed": cfg.get("seed"),
-            "backbone": rec.get("backbone"), "pretrained": rec.get("pretrained"),
-            "epochs": cfg.get("epochs"), "device": rec.get("device"),
-            "date": rec.get("provenance", {}).get("date"), "code": f"v{rec.get('version')}",
-            "train_min": round(((rec.get("wall_time") or {}).get("train") or 0) / 60, 2),
-            "source": "committed GPU result (results/)" if committed else "computed here (cache)",
+            "method": METHOD_LABELS.get(r.method, r.method), "seed": r.seed,
+            "backbone": r.backbone, "pretrained": r.pretrained, "epochs": r.epochs, "device": r.device,
+            "date": r.date, "code": f"v{r.version}", "train_min": round((r.train_seconds or 0) / 60, 2),
+            "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
         })
     return pd.DataFrame(rows)

@@ -61,7 +61,7 @@ def test_moe_claims_verdicts_follow_the_numbers() -> None:
 
 
 def test_mocae_accuracy_check_and_claim_row() -> None:
-    rec = {"method": "mocae", "metrics": {"all": {"accuracy": 0.8}, "hard": {"accuracy": 0.5},
+    rec = {"method": "mocae", "metrics": {"all": {"accuracy": 0.8, "ece": 0.1}, "hard": {"accuracy": 0.5, "ece": 0.2},
                                            "vanilla_accuracy": {"all": 0.8, "hard": 0.45}}}
     assert moe_claims.mocae_accuracy_check([rec]) == pytest.approx(0.05)
     assert moe_claims.mocae_accuracy_check([{"method": "vanilla", "metrics": {}}]) is None
@@ -69,7 +69,7 @@ def test_mocae_accuracy_check_and_claim_row() -> None:
     assert claims.verdict.iloc[-1] == "did not hold"
     # the paper prints 3 decimals: 0.8004 vs 0.8 prints alike (held), 0.8006 does not
     for acc, verdict in ((0.8004, "held"), (0.8006, "did not hold")):
-        r = {"method": "mocae", "metrics": {"all": {"accuracy": acc}, "vanilla_accuracy": {"all": 0.8}}}
+        r = {"method": "mocae", "metrics": {"all": {"accuracy": acc, "ece": 0.1}, "vanilla_accuracy": {"all": 0.8}}}
         assert moe_claims.moe_claims(_summary_robust_wins(), [r]).verdict.iloc[-1] == verdict
 
 
