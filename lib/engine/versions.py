@@ -28,7 +28,8 @@ GROUP_MODULES: dict[str, tuple[str, ...]] = {
     "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.l2d", "lib.metrics"),
     "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.reweighted", "lib.l2d", "lib.metrics"),
     "rr_backbone": (*_ENGINE, "lib.experiments.reweighted"),
-    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.calibrate", "lib.metrics"),
+    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.reweighted_weights", "lib.ece_kde",
+                  "lib.calibrate", "lib.metrics"),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 

@@ -2,7 +2,7 @@
 image-training helpers shared with the learning-to-defer CIFAR-10 page.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweighted-risk-au-loss.txt),
-Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
+Tables 1-2 and 4, Figures 2-3 and 6, Appendices D-E. The losses are in
 :mod:`lib.reweighted`; this module wires them into runs:
 
 * ``LOSS_SPECS`` / :func:`make_loss` -- the compared losses with the paper's settings.
@@ -19,8 +19,6 @@ Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
 
 * :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
   confidence gap, before and after temperature scaling fitted on the validation split.
-* :func:`loss_gradient`, :func:`loss_weight` -- the analytic gradients and weights of Appendix C
-  (Figures 1 and 4): no training.
 * :func:`loss_table`, :func:`reweighted_claims` -- tables and claims computed from the numbers.
 
 Used in: notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/l2d_cifar10.
@@ -28,7 +26,6 @@ Used in: notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/l
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,7 +37,7 @@ from torch import nn
 
 from lib import reweighted as rw
 from lib.engine.runs import Run, cached_run, load_artifact
-from lib.validation import check_choice, check_positive, to_numpy
+from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
 
@@ -69,7 +66,7 @@ LABELS: dict[str, str] = {
 }
 
 # The paper's CIFAR-10 numbers (x100): Table 2 (accuracy, ECE), Table 1 (cwECE, +TS) and Table 4
-# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row (SPEC section 5).
+# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row.
 PAPER_RESNET50: dict[str, dict[str, float]] = {
     "xe": {"accuracy": 94.51, "ece": 3.00, "cwece": 0.665, "cwece_ts": 0.597, "ece_a": 2.97, "ece_a_ts": 2.60},
     "fl53": {"accuracy": 93.58, "ece": 3.98, "cwece": 0.881, "cwece_ts": 0.497, "ece_a": 3.92, "ece_a_ts": 1.71},
@@ -97,70 +94,6 @@ def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 1
     if base == "au":
         kw.update(coverage=coverage, nu=nu, n_bins=n_bins)
     return rw.get_loss(base, **kw)
-
-
-# --------------------------------------------------------------------------------------------
-# Analytic gradients and weights (Appendix C, Figures 1 and 4)
-# --------------------------------------------------------------------------------------------
-GRADIENT_LOSSES: tuple[str, ...] = ("xe", "focal", "fl53", "inverse_focal")
-
-
-def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
-    """d loss / d p_t of a reweighted cross-entropy as a function of the true-class probability
-    (reweighted-risk paper Appendix C):
-
-    * ``xe``: -1/p;
-    * ``focal``: gamma (1-p)^(gamma-1) log p - (1-p)^gamma / p (C.1); ``fl53``: gamma 5 below 0.2, else 3;
-    * ``inverse_focal``: -gamma (1+p)^(gamma-1) log p - (1+p)^gamma / p (C.2; the paper prints the
-      first term with a + sign, but d/dp of -(1+p)^gamma is -gamma (1+p)^(gamma-1)). It is positive
-      for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
-      :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
-      *down* there.
-
-    Used in: notebooks/losses_cifar10 (Figures 1 and 4).
-    """
-    check_choice(name, GRADIENT_LOSSES, "name")
-    x = to_numpy(p, "p")
-    if np.any((x <= 0) | (x > 1)) or not np.all(np.isfinite(x)):
-        raise ValueError("p: probabilities must lie in (0, 1]")
-    check_positive(float(gamma), "gamma", allow_zero=True)
-    if name == "xe":
-        return -1.0 / x
-    if name == "inverse_focal":
-        return -gamma * (1 + x) ** (gamma - 1) * np.log(x) - (1 + x) ** gamma / x
-    g = np.where(x < 0.2, 5.0, 3.0) if name == "fl53" else np.full_like(x, gamma)
-    return g * (1 - x) ** (g - 1) * np.log(x) - (1 - x) ** g / x
-
-
-def inverse_focal_gamma_threshold() -> float:
-    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
-    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
-
-    Used in: notebooks/losses_cifar10.
-    """
-    from scipy.optimize import minimize_scalar
-
-    res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
-                          options={"xatol": 1e-10})
-    return float(res.fun)
-
-
-def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -> np.ndarray:
-    """Sample weight of a reweighted risk as a function of p (reweighted-risk paper Fig. 1, main
-    text): focal (1-p)^gamma, inverse focal (1+p)^gamma, AURC -ln(1 - G(p)) with G(p) = p (scores
-    uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
-    normalizes the weights "for fair comparison". Used in: notebooks/losses_cifar10."""
-    check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
-    x = to_numpy(p, "p")
-    if np.any((x < 0) | (x >= 1)):
-        raise ValueError("p: must lie in [0, 1)")
-    if name == "focal":
-        w, mean = (1 - x) ** gamma, 1 / (gamma + 1)
-    elif name == "inverse_focal":
-        w, mean = (1 + x) ** gamma, (2 ** (gamma + 1) - 1) / (gamma + 1)
-    else:
-        w, mean = -np.log1p(-x), 1.0  # int_0^1 -ln(1 - t) dt = 1
-    return w / mean if normalize else w
 
 
 # --------------------------------------------------------------------------------------------
@@ -484,7 +417,7 @@ def _verdict(diff: float, tol: float) -> str:
 
 
 def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0.005) -> list[dict[str, Any]]:
-    """The paper's claims (SPEC section 5) judged from ``metrics[loss]`` (fractions, from
+    """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
     :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
     'inconclusive at this scale'. Claims whose losses are missing are skipped.
     Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
