@@ -57,6 +57,7 @@ import torch
 from lib import config, plots, report
 from lib import reweighted as rw
 from lib import reweighted_weights as rwt
+from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
 
 plots.use_offline_renderer()
@@ -127,10 +128,10 @@ plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like
 
 # %%
 t0 = time.time()
-data = rx.image_data(cfg)
+data = imt.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
-    feats = rx.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
+    feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
     print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 losses = list(rx.TABLE_LOSSES) + [n for n in rx.CSF_LOSSES if n not in rx.TABLE_LOSSES]

@@ -26,10 +26,10 @@ GROUP_MODULES: dict[str, tuple[str, ...]] = {
     "moe": (*_ENGINE, "lib.engine.stack", "lib.moe_train", "lib.moe_eval", "lib.moe", "lib.robust", "lib.fgr",
             "lib.calibrate", "lib.metrics"),
     "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.l2d", "lib.metrics"),
-    "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.reweighted", "lib.l2d", "lib.metrics"),
-    "rr_backbone": (*_ENGINE, "lib.experiments.reweighted"),
-    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.reweighted_weights", "lib.ece_kde",
-                  "lib.calibrate", "lib.metrics"),
+    "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.image_training", "lib.l2d", "lib.metrics"),
+    "rr_backbone": (*_ENGINE, "lib.experiments.image_training"),
+    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.experiments.image_training", "lib.reweighted",
+                  "lib.reweighted_weights", "lib.ece_kde", "lib.calibrate", "lib.metrics"),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 

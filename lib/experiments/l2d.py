@@ -288,7 +288,7 @@ def run_cifar(
     of the shared cross-entropy backbone (``lib.experiments.reweighted.backbone_features``).
     Used in: notebooks/l2d_cifar10.
     """
-    from lib.experiments import reweighted as rx
+    from lib.experiments import image_training as rx
 
     check_choice(surrogate, SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
