@@ -224,7 +224,7 @@ _IMAGES: dict[tuple[str, str], Any] = {}
 
 def _run_one(item: Item, scale: str) -> dict[str, Any]:
     """Train (or load) one run of the l2d_cifar10 or losses_cifar10 page exactly as the page does."""
-    from lib.experiments.reweighted import image_data
+    from lib.experiments.image_training import image_data
 
     cfg = settings(item.page, scale)
     if (item.page, scale) not in _IMAGES:

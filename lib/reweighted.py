@@ -1,4 +1,4 @@
-"""Reweighted risks for calibration: focal family, AURC loss, the AU loss and KDE-XE.
+"""Reweighted risks for calibration: the focal family, the AURC loss, the AU loss and KDE-XE.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
 (papers/reweighted-risk-au-loss.txt). Every loss here is a weighted cross-entropy
@@ -6,6 +6,8 @@ mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal,
 (1 + p_t)^gamma (inverse focal, eq. 3), (1 - p_t + p_j)^gamma (dual focal, eq. 33),
 -ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
 adds a kernel estimate of the canonical calibration error to cross-entropy instead.
+The rank-based weights and confidence score functions are in :mod:`lib.reweighted_weights`, the
+kernel calibration error in :mod:`lib.ece_kde`.
 
 Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 """
@@ -14,24 +16,23 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from typing import Any, Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lib.ece_kde import ece_kde
+from lib.reweighted_weights import CSFS, au_weights, aurc_weights, csf_values
 from lib.validation import (
     ArrayLike,
     check_choice,
     check_finite,
-    check_int,
     check_keywords,
     check_labels,
     check_ndim,
     check_open_unit,
     check_positive,
-    check_probs,
     check_same_length,
     reduce_loss,
     to_tensor,
@@ -42,20 +43,10 @@ __all__ = [
     "inverse_focal_loss",
     "dual_focal_loss",
     "DUAL_FOCAL_VARIANTS",
-    "PAPER_CIFAR10",
-    "msp",
-    "softmax_margin",
-    "negative_entropy",
-    "CSFS",
-    "csf",
     "aurc_loss",
-    "aurc_weights",
-    "smoothed_cdf",
-    "au_weights",
     "au_loss",
-    "ece_kde",
-    "select_bandwidth",
     "kde_xe_loss",
+    "PAPER_CIFAR10",
     "LOSSES",
     "get_loss",
 ]
@@ -187,125 +178,10 @@ def dual_focal_loss(
     return reduce_loss(-w * logpt, reduction)
 
 
-# --------------------------------------------------------------------------------------------
-# Confidence score functions (reweighted-risk paper Appendix Table 1)
-# --------------------------------------------------------------------------------------------
-def _probs_tensor(probs: ArrayLike) -> tuple[torch.Tensor, bool]:
-    is_np = not isinstance(probs, torch.Tensor)
-    p = to_tensor(probs, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.get_default_dtype())
-    check_probs(p, "probs")
-    return p, is_np
-
-
-def _out(x: torch.Tensor, is_np: bool) -> Any:
-    return x.detach().cpu().numpy() if is_np else x
-
-
-def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel). Used in: notebooks/losses_cifar10."""
-    p, is_np = _probs_tensor(probs)
-    return _out(p.max(dim=1).values, is_np)
-
-
-def softmax_margin(probs: ArrayLike) -> Any:
-    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021).
-
-    Used in: notebooks/losses_cifar10.
-    """
-    p, is_np = _probs_tensor(probs)
-    if p.shape[1] < 2:
-        raise ValueError("probs: softmax margin needs at least 2 classes")
-    top2 = p.topk(2, dim=1).values
-    return _out(top2[:, 0] - top2[:, 1], is_np)
-
-
-def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
-    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020). Used in: notebooks/losses_cifar10.
-    """
-    p, is_np = _probs_tensor(probs)
-    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
-    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
-    if normalized:
-        c = p.shape[1]
-        if c < 2:
-            raise ValueError("probs: normalized entropy needs at least 2 classes")
-        s = (math.log(c) + s) / math.log(c)
-    return _out(s, is_np)
-
-
-def _csf_raw(name: str, p: torch.Tensor) -> torch.Tensor:
-    """CSF on already-valid probabilities (no checks): the hot path of the losses."""
-    if name == "msp":
-        return p.max(dim=1).values
-    if name == "softmax_margin":
-        top2 = p.topk(2, dim=1).values
-        return top2[:, 0] - top2[:, 1]
-    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
-    if name == "normalized_entropy":
-        c = math.log(p.shape[1])
-        s = (c + s) / c
-    return s
-
-
-CSFS: dict[str, Callable[[ArrayLike], Any]] = {
-    "msp": msp,
-    "softmax_margin": softmax_margin,
-    "negative_entropy": negative_entropy,
-    "normalized_entropy": lambda probs: negative_entropy(probs, normalized=True),
-}
-
-
-def csf(name: str, probs: ArrayLike) -> Any:
-    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C)."""
-    check_choice(name, tuple(CSFS), "csf")
-    return CSFS[name](probs)
-
 
 # --------------------------------------------------------------------------------------------
-# AURC loss (eq. 7)
+# AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.reweighted_weights
 # --------------------------------------------------------------------------------------------
-def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
-    s = to_tensor(scores, name)
-    if not s.is_floating_point():
-        s = s.to(torch.get_default_dtype())
-    check_ndim(s, 1, name, "one confidence score per example")
-    check_finite(s, name)
-    if s.shape[0] < 2:
-        raise ValueError(f"{name}: need at least 2 scores, got {s.shape[0]}")
-    return s
-
-
-AURC_WEIGHTS = ("log", "harmonic")
-
-
-def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
-    """Detached AURC sample weights from exact ranks r_i = #{j : s_j <= s_i} (sorting, O(n log n)).
-
-    * ``"log"`` (default): -ln(1 - G(s_i)) with the empirical CDF G = r_i / n (eq. 7) scaled by
-      n / (n + 1), i.e. G = r_i / (n + 1), so the most confident example's weight stays finite
-      (the same bound the AU loss uses: G <= n / (n + 1)).
-    * ``"harmonic"``: H_n - H_{n - r_i} = sum_{k = n - r_i + 1}^{n} 1/k, which makes
-      mean_i w_i l_i exactly the area under the empirical risk-coverage curve (Geifman et al. 2019)
-      for distinct scores; -ln(1 - r/n) is its large-n limit.
-
-    Used in: notebooks/losses_cifar10.
-    """
-    check_choice(weights, AURC_WEIGHTS, "weights")
-    s = _scores(scores).detach()
-    n = s.shape[0]
-    sorted_s = torch.sort(s).values
-    r = torch.searchsorted(sorted_s, s, right=True).to(s.dtype)  # ties share the largest rank
-    if weights == "log":
-        return -torch.log1p(-r / (n + 1))
-    k = torch.arange(1, n + 1, dtype=torch.float64, device=s.device)
-    h = torch.cat([torch.zeros(1, dtype=torch.float64, device=s.device), torch.cumsum(1.0 / k, 0)])
-    ri = r.long()
-    return (h[n] - h[n - ri]).to(s.dtype)
-
-
 def aurc_loss(
     logits: ArrayLike,
     labels: ArrayLike,
@@ -315,7 +191,7 @@ def aurc_loss(
 ) -> torch.Tensor:
     """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
     2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
-    (see ``aurc_weights`` for the two finite-sample weight choices).
+    (see ``lib.reweighted_weights.aurc_weights`` for the two finite-sample weight choices).
     Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
@@ -323,127 +199,10 @@ def aurc_loss(
     if csf == "softmax_margin" and z.shape[1] < 2:
         raise ValueError("logits: softmax margin needs at least 2 classes")
     logp, logpt = _true_class_logp(z, y)
-    s = _csf_raw(csf, logp.exp())
+    s = csf_values(csf, logp.exp())
     w = aurc_weights(s.detach(), weights)
     return reduce_loss(-w * logpt, reduction)
 
-
-# --------------------------------------------------------------------------------------------
-# AU loss (eqs. 18-23, 36)
-# --------------------------------------------------------------------------------------------
-def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
-    e = to_tensor(edges, "edges").to(device=ref.device, dtype=ref.dtype).detach()
-    check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
-    check_finite(e, "edges")
-    if e.shape[0] < 2:
-        raise ValueError("edges: need at least 2 edges (one bin)")
-    if not bool((e[1:] > e[:-1]).all()):
-        raise ValueError("edges: must be strictly increasing")
-    return e
-
-
-def _check_nu(nu: float) -> float:
-    if isinstance(nu, bool) or not isinstance(nu, (int, float, np.floating, np.integer)):
-        raise ValueError(f"nu: must be a number > 0, got {nu!r}")
-    check_positive(nu, "nu")
-    return float(nu)
-
-
-def smoothed_cdf(
-    scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None
-) -> torch.Tensor:
-    """Bin-based smoothed CDF (reweighted-risk paper eq. 21):
-
-    G(s) = (1/n) sum_m h_m sigmoid((s - c_m) / nu), h_m = #{i : e_m <= s_i < e_{m+1}} (the last bin
-    also takes s = e_M), c_m = (e_m + e_{m+1}) / 2.
-
-    Evaluated at the scores themselves (or at ``at``); O(n M) with no sorting. The counts h_m carry
-    no gradient; the result is differentiable in the evaluation points. Scores outside the edges
-    are not counted (n stays the number of scores). As nu -> 0 it tends to the step function
-    (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF.
-    Used in: notebooks/losses_cifar10 (through ``au_loss``).
-    """
-    s = _scores(scores)
-    e = _edges(edges, s)
-    nu = _check_nu(nu)
-    x = None
-    if at is not None:
-        x = to_tensor(at, "at").to(device=s.device, dtype=s.dtype)
-        check_finite(x, "at")
-    return _smoothed_cdf(s, e, nu, x)
-
-
-def _smoothed_cdf(s: torch.Tensor, e: torch.Tensor, nu: float, at: torch.Tensor | None = None) -> torch.Tensor:
-    """Eq. 21 on validated inputs: histogram by bucketize (O(n log M)), then an (n, M) sigmoid sum."""
-    m = e.shape[0] - 1
-    sd = s.detach()
-    inside = ((sd >= e[0]) & (sd <= e[-1])).to(s.dtype)
-    idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)  # e_m <= s < e_{m+1}; s = e_M -> last
-    counts = torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
-    centres = (e[:-1] + e[1:]) / 2
-    x = s if at is None else at
-    g = (torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ counts) / s.shape[0]
-    return g.reshape(x.shape)
-
-
-def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
-    """[0, 1] split into n_bins equal bins when all scores lie in [0, 1] (MSP, margin, normalized
-    entropy), else the batch range [min s, max s] (e.g. raw negative entropy)."""
-    sd = s.detach()
-    lo, hi = float(sd.min()), float(sd.max())
-    if lo >= 0.0 and hi <= 1.0:
-        lo, hi = 0.0, 1.0
-    elif hi <= lo:
-        hi = lo + 1.0
-    return torch.linspace(lo, hi, n_bins + 1, dtype=s.dtype, device=s.device)
-
-
-def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
-    """tau = the kappa-quantile of the batch scores: the k-th smallest score with
-    k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
-    ``coverage`` = kappa, the fraction of the batch treated as low-confidence (Appendix E.2)."""
-    s = _scores(scores).detach()
-    check_open_unit(coverage, "coverage")
-    return _tau(s, coverage)
-
-
-def _tau(s: torch.Tensor, coverage: float) -> torch.Tensor:
-    n = s.shape[0]
-    k = min(n, max(1, math.ceil(coverage * n - 1e-9)))
-    return torch.kthvalue(s, k).values
-
-
-def au_weights(
-    scores: ArrayLike,
-    coverage: float = 0.8,
-    n_bins: int = 15,
-    nu: float = 0.1,
-    edges: ArrayLike | None = None,
-    normalize: bool = False,
-) -> torch.Tensor:
-    """AU-loss sample weights beta (N,) (reweighted-risk paper eqs. 19 and 22):
-
-    beta_i = -ln(1 - G(tau)) if s_i >= tau else -ln(1 - G(s_i)),
-
-    G the smoothed CDF (eq. 21, ``smoothed_cdf``) clamped to [1/(n+1), n/(n+1)], tau the
-    ``coverage``-quantile of the batch scores (``au_threshold``). The constant C = 1/G(tau) of eq. 19
-    is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
-    G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
-    ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
-    Used in: notebooks/losses_cifar10 (through ``au_loss``).
-    """
-    s = _scores(scores)
-    check_open_unit(coverage, "coverage")
-    n_bins = check_int(n_bins, "n_bins")
-    nu = _check_nu(nu)
-    e = _default_edges(s, n_bins) if edges is None else _edges(edges, s)
-    n = s.shape[0]
-    tau = _tau(s.detach(), coverage)
-    lo, hi = 1.0 / (n + 1), n / (n + 1.0)
-    g_s = _smoothed_cdf(s, e, nu).clamp(lo, hi)
-    g_tau = _smoothed_cdf(s.detach(), e, nu, tau.reshape(1)).clamp(lo, hi)[0]
-    beta = torch.where(s.detach() < tau, -torch.log1p(-g_s), -torch.log1p(-g_tau))
-    return beta / g_tau if normalize else beta
 
 
 def au_loss(
@@ -468,121 +227,15 @@ def au_loss(
     if csf in ("softmax_margin", "normalized_entropy") and z.shape[1] < 2:
         raise ValueError(f"logits: {csf} needs at least 2 classes")
     logp, logpt = _true_class_logp(z, y)
-    s = _csf_raw(csf, logp.exp())
+    s = csf_values(csf, logp.exp())
     beta = au_weights(s, coverage, n_bins, nu, edges)
     return reduce_loss(-beta * logpt, reduction)
 
 
+
 # --------------------------------------------------------------------------------------------
-# KDE-XE (Popordanoska et al. 2022)
+# KDE-XE (Popordanoska et al. 2022); the estimator is lib.ece_kde.ece_kde
 # --------------------------------------------------------------------------------------------
-KDE_MODES = ("canonical", "top_label")
-_KDE_EPS = 1e-10
-
-
-def _log_dirichlet_kernel(points: torch.Tensor, centres: torch.Tensor, h: float) -> torch.Tensor:
-    """log Dir(points_j; alpha_i = centres_i / h + 1) for every pair: an (n_points, n_centres) matrix.
-
-    log Dir(x; a) = lgamma(sum a) - sum lgamma(a) + sum (a - 1) log x; here sum a = 1/h + C.
-    A Beta kernel is the C = 2 case (used for top-label confidence).
-    """
-    a = centres / h + 1.0
-    log_norm = torch.lgamma(a.sum(dim=1)) - torch.lgamma(a).sum(dim=1)  # (n_centres,)
-    logx = torch.log(points.clamp_min(_KDE_EPS))
-    return logx @ (a - 1.0).T + log_norm[None, :]
-
-
-def _loo_weights(log_k: torch.Tensor) -> torch.Tensor:
-    """Row-normalized kernel weights with the diagonal left out (leave-one-out)."""
-    n = log_k.shape[0]
-    eye = torch.eye(n, dtype=torch.bool, device=log_k.device)
-    return torch.softmax(log_k.masked_fill(eye, float("-inf")), dim=1)
-
-
-def _kde_inputs(probs: ArrayLike, mode: str) -> torch.Tensor:
-    p = to_tensor(probs, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.get_default_dtype())
-    check_probs(p, "probs")
-    check_choice(mode, KDE_MODES, "mode")
-    if p.shape[0] < 2:
-        raise ValueError("probs: need at least 2 examples for a leave-one-out kernel estimate")
-    return p
-
-
-def _kde_points(p: torch.Tensor, mode: str) -> torch.Tensor:
-    if mode == "canonical":
-        return p
-    conf = p.max(dim=1).values
-    return torch.stack([conf, 1 - conf], dim=1)
-
-
-def ece_kde(
-    probs: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: float | None = None,
-    p: int = 1,
-    mode: str = "canonical",
-) -> torch.Tensor:
-    """Kernel estimate of the L_p calibration error, ECE^KDE (Popordanoska et al. 2022), as a
-    differentiable scalar tensor (the L_p error to the power p).
-
-    * ``"canonical"``: (1/n) sum_j || E_hat[y | f_j] - f_j ||_p^p with the leave-one-out
-      Nadaraya-Watson ratio E_hat[y | f_j] = sum_{i != j} k(f_j; f_i) y_i / sum_{i != j} k(f_j; f_i)
-      and the Dirichlet kernel k(f; f_i) = Dir(f; f_i / h + 1) on the simplex.
-    * ``"top_label"``: the same on the top-label confidence max_c f_c with the outcome
-      1[argmax f = y] and a Beta kernel.
-
-    ``bandwidth`` None picks it with ``select_bandwidth`` (leave-one-out likelihood). O(n^2 C).
-    Used in: notebooks/losses_cifar10 (KDE-XE baseline).
-    """
-    f = _kde_inputs(probs, mode)
-    y = to_tensor(labels, "labels")
-    check_labels(y, f.shape[1], "labels")
-    check_same_length(f, y, "probs", "labels")
-    if p not in (1, 2):
-        raise ValueError(f"p: must be 1 or 2, got {p!r}")
-    h = select_bandwidth(f.detach(), mode=mode) if bandwidth is None else float(bandwidth)
-    check_positive(h, "bandwidth")
-    y = y.long().to(f.device)
-    x = _kde_points(f, mode)
-    if mode == "canonical":
-        target = F.one_hot(y, f.shape[1]).to(f.dtype)
-    else:
-        correct = (f.argmax(dim=1) == y).to(f.dtype)
-        target = torch.stack([correct, 1 - correct], dim=1)
-    w = _loo_weights(_log_dirichlet_kernel(x, x, h))
-    diff = (w @ target - x).abs()
-    if mode == "top_label":
-        diff = diff[:, :1]  # the second coordinate repeats the first
-    return (diff**p).sum(dim=1).mean()
-
-
-BANDWIDTH_GRID: tuple[float, ...] = tuple(np.concatenate([np.logspace(-4, -1, 16), np.linspace(0.2, 1.0, 5)]))
-
-
-def select_bandwidth(
-    probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID, mode: str = "canonical"
-) -> float:
-    """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
-    sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over ``grid`` (Popordanoska et al. 2022
-    select it this way; their code also divides by h, which we do not: the kernel is a normalized
-    density already). Used in: notebooks/losses_cifar10 (KDE-XE baseline).
-    """
-    f = _kde_inputs(probs, mode).detach().to(torch.float64)
-    x = _kde_points(f, mode)
-    n = x.shape[0]
-    eye = torch.eye(n, dtype=torch.bool, device=x.device)
-    best_h, best_ll = float(grid[0]), -math.inf
-    for h in grid:
-        check_positive(h, "grid")
-        log_k = _log_dirichlet_kernel(x, x, float(h)).masked_fill(eye, float("-inf"))
-        ll = float((torch.logsumexp(log_k, dim=1) - math.log(n - 1)).sum())
-        if ll > best_ll:
-            best_h, best_ll = float(h), ll
-    return best_h
-
-
 def kde_xe_loss(
     logits: ArrayLike,
     labels: ArrayLike,
@@ -601,6 +254,7 @@ def kde_xe_loss(
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
     return -logpt.mean() + weight * ece_kde(probs, y, bandwidth, p, mode)
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -625,6 +279,7 @@ PAPER_CIFAR10: dict[str, dict[str, Any]] = {
                 "kde_xe": 2.05, "aurc": 1.88, "au": 1.54},
     },
 }
+
 
 
 # --------------------------------------------------------------------------------------------

@@ -57,8 +57,8 @@ import torch
 from lib import config, l2d_plots, paper_scale, plots, report
 from lib.engine.runs import training
 from lib.experiments import l2d as lx
+from lib.experiments import image_training as imt
 from lib.experiments import l2d_cifar10, l2d_results
-from lib.experiments import reweighted as rx
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
@@ -81,10 +81,10 @@ cfg
 
 # %%
 t0 = time.time()
-data = rx.image_data(cfg)
+data = imt.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
-    feats = rx.backbone_features(cfg, data)
+    feats = imt.backbone_features(cfg, data)
     report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
     print(f"backbone test accuracy: {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the L2D heads are small: one thread each is fastest

@@ -56,6 +56,8 @@ import torch
 
 from lib import config, plots, report
 from lib import reweighted as rw
+from lib import reweighted_weights as rwt
+from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
 
 plots.use_offline_renderer()
@@ -80,9 +82,9 @@ cfg
 # %%
 p = np.linspace(0.01, 0.99, 197)
 plots.curves_chart(p, {
-    "focal, gamma 3": rx.loss_weight("focal", p, 3.0),
-    "inverse focal, gamma 2": rx.loss_weight("inverse_focal", p, 2.0),
-    "AURC": rx.loss_weight("aurc", p),
+    "focal, gamma 3": rwt.loss_weight("focal", p, 3.0),
+    "inverse focal, gamma 2": rwt.loss_weight("inverse_focal", p, 2.0),
+    "AURC": rwt.loss_weight("aurc", p),
 }, title="sample weight vs p_t (normalized)", y_title="weight", y_domain=(0, 5))
 
 # %% [markdown]
@@ -92,13 +94,13 @@ plots.curves_chart(p, {
 # %%
 p = np.linspace(0.02, 1.0, 197)
 grad_focal = plots.curves_chart(p, {
-    "XE": rx.loss_gradient("xe", p), "focal gamma 1": rx.loss_gradient("focal", p, 1.0),
-    "focal gamma 3": rx.loss_gradient("focal", p, 3.0), "FL-53": rx.loss_gradient("fl53", p),
+    "XE": rwt.loss_gradient("xe", p), "focal gamma 1": rwt.loss_gradient("focal", p, 1.0),
+    "focal gamma 3": rwt.loss_gradient("focal", p, 3.0), "FL-53": rwt.loss_gradient("fl53", p),
 }, title="focal loss (App. C, Fig. 1a)", y_title="d loss / d p_t", y_domain=(-10, 1))
 grad_inv = plots.curves_chart(p, {
-    f"inverse focal gamma {g}": rx.loss_gradient("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)
+    f"inverse focal gamma {g}": rwt.loss_gradient("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)
 }, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_title="d loss / d p_t", y_domain=(-10, 3))
-threshold = rx.inverse_focal_gamma_threshold()
+threshold = rwt.inverse_focal_gamma_threshold()
 report.publish("rr_inverse_focal_gamma_threshold", threshold)
 print(f"inverse focal gradient is positive somewhere in (0, 1) exactly when gamma > {threshold:.3f}")
 grad_focal | grad_inv
@@ -115,7 +117,7 @@ edges = torch.linspace(0, 1, 16, dtype=torch.float64)
 grid = torch.linspace(0, 1, 201, dtype=torch.float64)
 cdf_curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
 for v in (0.005, 0.05, 0.1, 0.3):
-    cdf_curves[f"nu = {v}"] = rw.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
+    cdf_curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
 plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
                    x_title="score s", y_title="G(s)")
 
@@ -126,10 +128,10 @@ plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like
 
 # %%
 t0 = time.time()
-data = rx.image_data(cfg)
+data = imt.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
-    feats = rx.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
+    feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
     print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 losses = list(rx.TABLE_LOSSES) + [n for n in rx.CSF_LOSSES if n not in rx.TABLE_LOSSES]

@@ -29,11 +29,11 @@ GROUP_MODULES: dict[str, tuple[str, ...]] = {
                       "lib.experiments.l2d_results", "lib.l2d", "lib.synthetic_experts", "lib.gaussian_mixture",
                       "lib.metrics"),
     "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
-                    "lib.experiments.l2d_results", "lib.experiments.reweighted", "lib.l2d", "lib.synthetic_experts",
+                    "lib.experiments.l2d_results", "lib.experiments.image_training", "lib.l2d", "lib.synthetic_experts",
                     "lib.gaussian_mixture", "lib.metrics"),
-    "rr_backbone": (*_ENGINE, "lib.experiments.reweighted"),
-    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.reweighted", "lib.calibrate", "lib.mocae",
-                  "lib.metrics"),
+    "rr_backbone": (*_ENGINE, "lib.experiments.image_training"),
+    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.experiments.image_training", "lib.reweighted",
+                  "lib.reweighted_weights", "lib.ece_kde", "lib.calibrate", "lib.mocae", "lib.metrics"),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 

@@ -4,7 +4,7 @@ surrogate, seed), end to end at paper scale or as a head on frozen features at c
 Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
 Sec. 5.1-5.4, Figures 1-2. The committees, training and metrics are :mod:`lib.experiments.l2d`'s;
 the images, backbone features and the network training are paper 4's
-(:mod:`lib.experiments.reweighted`).
+(:mod:`lib.experiments.image_training`).
 
 Used in: notebooks/l2d_cifar10.
 """
@@ -35,17 +35,17 @@ CIFAR_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_si
 def run_cifar(
     experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], data: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """One cached run of the CIFAR-10 study (``data`` from ``lib.experiments.reweighted.image_data``).
+    """One cached run of the CIFAR-10 study (``data`` from ``lib.experiments.image_training.image_data``).
 
     ``cfg["mode"]`` = ``"end_to_end"`` (paper scale): the network ``arch`` (WRN-28-4) with K + J
     outputs trained on the surrogate through ``lib.engine.loop.fit`` (SGD, Nesterov, cosine,
     weights with the lowest validation surrogate loss kept, early stopping after ``patience`` epochs
     without improvement, as the paper's Sec. 5.1); ``"features"`` (cpu/smoke): a
     Linear-ReLU-Linear head with K + J outputs trained by :func:`lib.experiments.l2d.train_l2d` on the frozen features
-    of the shared cross-entropy backbone (``lib.experiments.reweighted.backbone_features``).
+    of the shared cross-entropy backbone (``lib.experiments.image_training.backbone_features``).
     Used in: notebooks/l2d_cifar10.
     """
-    from lib.experiments import reweighted as rx
+    from lib.experiments import image_training as rx
 
     check_choice(surrogate, SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")

@@ -1,46 +1,38 @@
-"""Experiments of paper 4 (reweighted risk: focal, inverse focal, AURC and the AU loss), and the
-image-training helpers shared with the learning-to-defer CIFAR-10 page.
+"""Experiments of paper 4 (reweighted risk: focal, inverse focal, AURC and the AU loss): the compared
+losses, one cached run per loss, and the tables and claims computed from the runs.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweighted-risk-au-loss.txt),
-Tables 1-2 and 4, Figures 1-6, Appendices C-E; SPEC section 5. The losses are in
-:mod:`lib.reweighted`; this module wires them into runs:
+Tables 1-2 and 4, Figures 2-3 and 6, Appendices D-E. The losses are in :mod:`lib.reweighted`, the
+image data and training loops in :mod:`lib.experiments.image_training`; this module wires them into
+runs:
 
 * ``LOSS_SPECS`` / :func:`make_loss` -- the compared losses with the paper's settings.
-* :func:`image_data` -- CIFAR-10 (45k/5k/10k, ``lib.data.images.load_cifar10h``) or synthetic images.
-* Two ways to train, chosen by the scale's ``mode``:
-
-  - ``"end_to_end"`` (paper scale, GPU): the whole network with each loss through the generic
-    engine ``lib.engine.loop.fit`` (SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at
-    epochs 60/120/160, 200 epochs; best validation loss after warmup), cached and resumable.
-  - ``"features"`` (cpu and smoke scales): one backbone trained with cross-entropy on a disjoint
-    part of the training images (through the same engine, cached and shared by both CIFAR pages),
-    frozen; each loss then trains a 2-layer MLP head on its features. The loss then shapes only the
-    head: a scaled-down stand-in, said so on the pages.
-
+* :func:`run_loss` -- one loss trained at the scale's ``mode``: ``"end_to_end"`` (paper scale, GPU:
+  the whole network, SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at epochs 60/120/160,
+  200 epochs, best validation loss after warmup) or ``"features"`` (cpu and smoke scales: a
+  2-layer head on the features of one frozen cross-entropy backbone, so the loss shapes only the
+  head: a scaled-down stand-in, said so on the pages). Cached by config and data.
 * :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
   confidence gap, before and after temperature scaling fitted on the validation split.
-* :func:`loss_gradient`, :func:`loss_weight` -- the analytic gradients and weights of Appendix C
-  (Figures 1 and 4): no training.
-* :func:`loss_table`, :func:`reweighted_claims` -- tables and claims computed from the numbers.
+* :func:`loss_table`, :func:`paper_comparison`, :func:`reweighted_claims`, :func:`released_claims`
+  -- tables and claims computed from the numbers.
 
-Used in: notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/l2d_cifar10.
+Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from lib import reweighted as rw
 from lib.engine.runs import Run, cached_run, load_artifact
-from lib.validation import check_choice, check_positive, to_numpy
+from lib.experiments import image_training as imt
+from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
 
@@ -69,7 +61,7 @@ LABELS: dict[str, str] = {
 }
 
 # The paper's CIFAR-10 numbers (x100): Table 2 (accuracy, ECE), Table 1 (cwECE, +TS) and Table 4
-# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row (SPEC section 5).
+# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row.
 PAPER_RESNET50: dict[str, dict[str, float]] = {
     "xe": {"accuracy": 94.51, "ece": 3.00, "cwece": 0.665, "cwece_ts": 0.597, "ece_a": 2.97, "ece_a_ts": 2.60},
     "fl53": {"accuracy": 93.58, "ece": 3.98, "cwece": 0.881, "cwece_ts": 0.497, "ece_a": 3.92, "ece_a_ts": 1.71},
@@ -98,69 +90,6 @@ def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 1
         kw.update(coverage=coverage, nu=nu, n_bins=n_bins)
     return rw.get_loss(base, **kw)
 
-
-# --------------------------------------------------------------------------------------------
-# Analytic gradients and weights (Appendix C, Figures 1 and 4)
-# --------------------------------------------------------------------------------------------
-GRADIENT_LOSSES: tuple[str, ...] = ("xe", "focal", "fl53", "inverse_focal")
-
-
-def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
-    """d loss / d p_t of a reweighted cross-entropy as a function of the true-class probability
-    (reweighted-risk paper Appendix C):
-
-    * ``xe``: -1/p;
-    * ``focal``: gamma (1-p)^(gamma-1) log p - (1-p)^gamma / p (C.1); ``fl53``: gamma 5 below 0.2, else 3;
-    * ``inverse_focal``: -gamma (1+p)^(gamma-1) log p - (1+p)^gamma / p (C.2; the paper prints the
-      first term with a + sign, but d/dp of -(1+p)^gamma is -gamma (1+p)^(gamma-1)). It is positive
-      for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
-      :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
-      *down* there.
-
-    Used in: notebooks/losses_cifar10 (Figures 1 and 4).
-    """
-    check_choice(name, GRADIENT_LOSSES, "name")
-    x = to_numpy(p, "p")
-    if np.any((x <= 0) | (x > 1)) or not np.all(np.isfinite(x)):
-        raise ValueError("p: probabilities must lie in (0, 1]")
-    check_positive(float(gamma), "gamma", allow_zero=True)
-    if name == "xe":
-        return -1.0 / x
-    if name == "inverse_focal":
-        return -gamma * (1 + x) ** (gamma - 1) * np.log(x) - (1 + x) ** gamma / x
-    g = np.where(x < 0.2, 5.0, 3.0) if name == "fl53" else np.full_like(x, gamma)
-    return g * (1 - x) ** (g - 1) * np.log(x) - (1 - x) ** g / x
-
-
-def inverse_focal_gamma_threshold() -> float:
-    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
-    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
-
-    Used in: notebooks/losses_cifar10.
-    """
-    from scipy.optimize import minimize_scalar
-
-    res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
-                          options={"xatol": 1e-10})
-    return float(res.fun)
-
-
-def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -> np.ndarray:
-    """Sample weight of a reweighted risk as a function of p (reweighted-risk paper Fig. 1, main
-    text): focal (1-p)^gamma, inverse focal (1+p)^gamma, AURC -ln(1 - G(p)) with G(p) = p (scores
-    uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
-    normalizes the weights "for fair comparison". Used in: notebooks/losses_cifar10."""
-    check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
-    x = to_numpy(p, "p")
-    if np.any((x < 0) | (x >= 1)):
-        raise ValueError("p: must lie in [0, 1)")
-    if name == "focal":
-        w, mean = (1 - x) ** gamma, 1 / (gamma + 1)
-    elif name == "inverse_focal":
-        w, mean = (1 + x) ** gamma, (2 ** (gamma + 1) - 1) / (gamma + 1)
-    else:
-        w, mean = -np.log1p(-x), 1.0  # int_0^1 -ln(1 - t) dt = 1
-    return w / mean if normalize else w
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,197 +125,10 @@ def evaluate_logits(
     return out
 
 
+
 # --------------------------------------------------------------------------------------------
-# Image data and training (shared with notebooks/l2d_cifar10)
+# Runs
 # --------------------------------------------------------------------------------------------
-IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
-
-
-def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Images for one scale: ``cfg["data"]`` = "cifar10" (45,000/5,000/10,000 split of
-    ``lib.data.images.load_cifar10h``; ``n_train``/``n_val`` subsample train/validation with a
-    fixed seed, ``n_test`` takes a uniform random subset of the test set, 0 = all) or "synthetic"
-    (``lib.data.synthetic.synthetic_images`` with 10 classes, for the smoke scale).
-    The training images come back in a fixed random order (the loaders keep file order, which is
-    sorted by class), so any prefix of them holds every class.
-    Returns a dict with uint8 ``*_x`` (N, 3, H, W), int64 ``*_y``, ``num_classes``, ``source``, ``tag``.
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
-    """
-    check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
-    if cfg["data"] == "synthetic":
-        from lib.data.synthetic import synthetic_images
-
-        b = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_val"], n_test=cfg["n_test"],
-                             size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
-        test_idx = np.arange(len(b.test_y))
-    else:
-        from lib.data.images import load_cifar10h
-
-        n_train = cfg["n_train"] or None
-        n_val = cfg["n_val"] or None
-        b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
-        n = len(b.test_y)
-        test_idx = np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
-    # The loaders return images in file order (sorted by class for CIFAR-10): shuffle the training
-    # images once with a fixed seed, so that "the first n_backbone" and "the rest" hold every class.
-    order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
-    return {
-        "train_x": b.train_x[order], "train_y": b.train_y[order].long(), "val_x": b.val_x, "val_y": b.val_y.long(),
-        "test_x": b.test_x[test_idx], "test_y": b.test_y[test_idx].long(), "num_classes": 10,
-        "source": b.source,
-        "tag": f"{cfg['data']}:{len(b.train_y)}/{len(b.val_y)}/{len(test_idx)}:{b.fingerprint()}:shuffled1",
-    }
-
-
-def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
-    """``"wrn-D-k"``, ``"resnet18"`` (CIFAR ResNet-18 of ``width`` + linear layer) or ``"tiny_cnn"``
-    (seconds on a CPU), with ``num_outputs`` outputs: :func:`lib.backbones.build`."""
-    from lib.backbones import build
-
-    if not isinstance(arch, str) or not (arch.startswith("wrn-") or arch in ("resnet18", "tiny_cnn")):
-        raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
-    return build(arch, width=width, num_classes=num_outputs)
-
-
-def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
-    """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
-    statistics when ``normalize``) through :func:`lib.engine.loop.predict`, on the CPU in float32."""
-    from lib.augment import CIFAR10_MEAN, CIFAR10_STD, to_float
-    from lib.engine.loop import predict
-
-    prep = (lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD)) if normalize else (lambda xb: xb.float())
-    return predict(model, x, batch_size=batch_size, prep=prep, amp=False)
-
-
-def fit_images(
-    model: nn.Module,
-    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    train: tuple[torch.Tensor, torch.Tensor],
-    val: tuple[torch.Tensor, torch.Tensor] | None,
-    cfg: Mapping[str, Any],
-    run: Run | None,
-    seed: int = 0,
-    val_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    patience: int | None = None,
-) -> tuple[nn.Module, list[dict[str, Any]]]:
-    """Train an image network through :func:`lib.engine.loop.fit` (checkpoint every epoch, resume)
-    with SGD (``lr``, momentum 0.9, ``weight_decay``, Nesterov if ``nesterov``), batch
-    ``batch_size``, random crop + flip, and ``schedule`` = "multistep" (x0.2 at ``milestones``) or
-    "cosine". With ``val``, the weights with the lowest validation loss (``val_loss``, default
-    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1), and with
-    ``patience`` training stops after that many epochs without a lower validation loss.
-    ``train``/``val`` targets may carry extra columns (L2D expert predictions).
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
-    """
-    from lib.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
-    from lib.engine.device import resolve_device
-    from lib.engine.loop import EarlyStopping, SelectBest, fit
-
-    epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
-    dev = resolve_device("auto")
-    if dev.type == "cpu" and cfg.get("threads"):
-        torch.set_num_threads(int(cfg["threads"]))
-    torch.manual_seed(seed)
-    vloss = val_loss or loss
-    callbacks: list[Any] = []
-    if val is not None:
-        callbacks.append(SelectBest(lambda m: float(vloss(predict_logits(m, val[0]), val[1])), after=warmup))
-        if patience is not None:
-            callbacks.append(EarlyStopping("val_loss", patience=int(patience)))
-
-    def sched(opt: torch.optim.Optimizer) -> Any:
-        if cfg["schedule"] == "multistep":
-            return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(cfg["milestones"]), gamma=0.2)
-        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-
-    fitted = fit(
-        model, lambda out, y, epoch: loss(out.float(), y), train, epochs,
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"],
-                                                    nesterov=bool(cfg.get("nesterov", False))),
-        scheduler_factory=sched, run=run, batch_size=int(cfg["batch_size"]), seed=seed, device=dev,
-        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen),
-        callbacks=callbacks, progress=False, desc="train",
-    )
-    hist = list(fitted.history)
-    if hist and callbacks:
-        hist[-1] = {**hist[-1], "selected_epoch": callbacks[0].epoch, "stopped_at": fitted.stopped_at}
-    return model, hist
-
-
-BACKBONE_KEYS = ("arch", "width", "backbone_epochs", "n_backbone", "lr", "weight_decay", "batch_size")
-
-
-def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Frozen features for the ``"features"`` mode: a backbone (``arch``, ``width``) trained with
-    cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
-    schedule), cached by config and data; returns penultimate features and labels of the remaining
-    training images (``head_x``/``head_y``), the validation and the test images.
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10 (they share the cached backbone).
-    """
-    config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
-    def compute(r: Run) -> dict[str, Any]:
-        nb = int(cfg["n_backbone"])
-        net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
-        tc = {"epochs": cfg["backbone_epochs"], "lr": cfg["lr"], "weight_decay": cfg["weight_decay"],
-              "batch_size": cfg["batch_size"], "schedule": "cosine", "threads": cfg.get("threads")}
-        net, hist = fit_images(net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]),
-                               None, tc, r, seed=0)
-        body = net[0] if isinstance(net, nn.Sequential) else net
-        arrays = {
-            "head_x": predict_logits(body, data["train_x"][nb:]).numpy(),
-            "head_y": data["train_y"][nb:].numpy(),
-            "val_x": predict_logits(body, data["val_x"]).numpy(),
-            "val_y": data["val_y"].numpy(),
-            "test_x": predict_logits(body, data["test_x"]).numpy(),
-            "test_y": data["test_y"].numpy(),
-        }
-        r.save_arrays("features", **arrays)
-        acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
-        return {"history": hist, "backbone_test_accuracy": acc}
-
-    record = cached_run("rr_backbone", config, compute)
-    out = load_artifact(record, "features")
-    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
-    return out
-
-
-def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
-    """The head trained on frozen features: Linear-ReLU-Linear (or linear when ``hidden`` = 0)."""
-    if hidden <= 0:
-        return nn.Linear(in_features, num_outputs)
-    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
-
-
-def standardize(feats: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """Features standardized with the head-training split's mean and standard deviation."""
-    mu = feats["head_x"].mean(0, keepdims=True)
-    sd = feats["head_x"].std(0, keepdims=True) + 1e-6
-    return {k: torch.as_tensor((feats[k] - mu) / sd, dtype=torch.float32) for k in ("head_x", "val_x", "test_x")}
-
-
-def train_head(
-    x: torch.Tensor, y: torch.Tensor, loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    cfg: Mapping[str, Any], num_outputs: int, seed: int = 0,
-) -> nn.Module:
-    """SGD (momentum 0.9, ``head_lr``, ``weight_decay``, batch ``batch_size``, lr x0.2 at 30/60/80%
-    of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
-    :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
-    final head (no selection: the paper's selection by validation loss would favour each loss's own
-    scale). Used in: notebooks/losses_cifar10."""
-    from lib.engine.loop import fit
-
-    torch.manual_seed(seed)
-    head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
-    epochs = int(cfg["head_epochs"])
-    fit(head, lambda z, t, _e: loss(z, t), (x, y), epochs,
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"]),
-        scheduler_factory=lambda opt: torch.optim.lr_scheduler.MultiStepLR(
-            opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2),
-        batch_size=int(cfg["batch_size"]), seed=seed, device="cpu", amp=False, progress=False, drop_last=True)
-    head.eval()
-    return head
-
-
 RUN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "milestones", "warmup",
             "head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
 
@@ -409,18 +151,18 @@ def run_loss(
 
     def compute(r: Run) -> dict[str, Any]:
         if cfg["mode"] == "features":
-            feats = backbone_features(cfg, data)
-            f = standardize(feats)
-            head = train_head(f["head_x"], torch.as_tensor(feats["head_y"]), loss, cfg, data["num_classes"], seed)
+            feats = imt.backbone_features(cfg, data)
+            f = imt.standardize(feats)
+            head = imt.train_head(f["head_x"], torch.as_tensor(feats["head_y"]), loss, cfg, data["num_classes"], seed)
             with torch.no_grad():
                 zv, zt = head(f["val_x"]), head(f["test_x"])
             yv, yt = feats["val_y"], feats["test_y"]
             extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
         else:
-            net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
-            net, hist = fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
+            net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
+            net, hist = imt.fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
                                    {**cfg, "schedule": "multistep"}, r, seed=seed)
-            zv, zt = predict_logits(net, data["val_x"]), predict_logits(net, data["test_x"])
+            zv, zt = imt.predict_logits(net, data["val_x"]), imt.predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}
         r.save_arrays("logits", val=zv.numpy(), test=zt.numpy(), val_y=yv, test_y=yt)
@@ -434,6 +176,7 @@ def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     (committed copy first). Used in: notebooks/losses_cifar10.
     """
     return load_artifact(record, "logits")
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -484,7 +227,7 @@ def _verdict(diff: float, tol: float) -> str:
 
 
 def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0.005) -> list[dict[str, Any]]:
-    """The paper's claims (SPEC section 5) judged from ``metrics[loss]`` (fractions, from
+    """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
     :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
     'inconclusive at this scale'. Claims whose losses are missing are skipped.
     Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.

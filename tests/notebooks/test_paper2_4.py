@@ -78,3 +78,20 @@ def test_losses_released_logits_smoke(smoke_published) -> None:
     w = out["released_dual_focal_weights_misclassified"]
     assert w["eq33"] >= w["released"] >= w["eqs34_35"] > 0
     assert set(out["released_claims"].values()) <= set(VERDICTS)
+    # gamma cross-validation (App. Fig. 4 / App. Table 2): one chosen gamma per map and loss, on the grid
+    cfg = config.settings("losses_released_logits", "smoke")
+    for chosen in (out["released_gamma_chosen"], out["released_gamma_chosen_ece"]):
+        assert set(chosen) == set(cfg["gamma_maps"])
+        for by_loss in chosen.values():
+            assert set(by_loss) == set(cfg["gamma_losses"]) and set(by_loss.values()) <= set(cfg["gammas"])
+    # focal loss with gamma > 0 fits a softer temperature than cross-entropy (gamma = 0) ...
+    t = out["released_gamma_focal_temperature"]
+    assert len(t) == len(cfg["gammas"]) and t[-1] > t[1] > t[0] > 1
+    # ... which the validation NLL, a proper scoring rule, does not reward here: gamma 0 is chosen
+    assert out["released_gamma_chosen"]["temperature"]["focal"] == 0.0
+    # every loss at gamma = 0 is cross-entropy: one validation NLL per map
+    at0 = out["released_gamma_nll_at_0"]
+    for kind in cfg["gamma_maps"]:
+        same = [v for k, v in at0.items() if k.startswith(f"{kind}/")]
+        assert len(same) == len(cfg["gamma_losses"]) and max(same) - min(same) < 1e-9
+    assert "inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it" in out["released_claims"]

@@ -1,6 +1,6 @@
-"""Tests of lib.experiments.reweighted against the math: analytic gradients vs autograd of the
-loss definitions, the inverse-focal sign threshold, weight normalization, temperature-scaling
-metrics, halves, claims, and one tiny end-to-end training through the engine (cached)."""
+"""Tests of lib.experiments.reweighted: temperature-scaling metrics, the compared losses' settings,
+claims computed from the numbers, and one tiny end-to-end training through the engine (cached,
+shared with the L2D CIFAR-10 run)."""
 
 from __future__ import annotations
 
@@ -12,44 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from lib import reweighted as rw
+from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
-
-P = np.linspace(0.03, 0.99, 49)
-
-
-def _autograd(fn, p: np.ndarray) -> np.ndarray:
-    t = torch.tensor(p, dtype=torch.float64, requires_grad=True)
-    fn(t).sum().backward()
-    return t.grad.numpy()
-
-
-@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0, 5.0])
-def test_gradients_match_autograd_of_the_definitions(gamma):
-    np.testing.assert_allclose(rx.loss_gradient("xe", P), _autograd(lambda t: -torch.log(t), P), rtol=1e-10)
-    np.testing.assert_allclose(rx.loss_gradient("focal", P, gamma),
-                               _autograd(lambda t: -(1 - t) ** gamma * torch.log(t), P), rtol=1e-9)
-    np.testing.assert_allclose(rx.loss_gradient("inverse_focal", P, gamma),
-                               _autograd(lambda t: -(1 + t) ** gamma * torch.log(t), P), rtol=1e-9)
-    g = torch.tensor(np.where(P < 0.2, 5.0, 3.0))
-    np.testing.assert_allclose(rx.loss_gradient("fl53", P), _autograd(lambda t: -(1 - t) ** g * torch.log(t), P),
-                               rtol=1e-9)
-
-
-def test_inverse_focal_gradient_turns_positive_exactly_above_the_threshold():
-    thr = rx.inverse_focal_gamma_threshold()
-    grid = np.linspace(1e-4, 1 - 1e-4, 200_001)
-    brute = float(np.min((1 + grid) / (-grid * np.log(grid))))
-    assert thr == pytest.approx(brute, rel=1e-6)
-    assert 3.5 < thr < 3.7  # the paper: "gamma > 3.5"
-    fine = np.linspace(1e-3, 1.0, 20_001)
-    assert rx.loss_gradient("inverse_focal", fine, thr - 0.01).max() < 0
-    assert rx.loss_gradient("inverse_focal", fine, thr + 0.01).max() > 0
-
-
-@pytest.mark.parametrize("name,gamma", [("focal", 3.0), ("inverse_focal", 2.0), ("aurc", 0.0)])
-def test_normalized_weights_have_mean_one(name, gamma):
-    x = (np.arange(200_000) + 0.5) / 200_000  # midpoint rule on [0, 1]
-    assert rx.loss_weight(name, x, gamma).mean() == pytest.approx(1.0, rel=2e-3)
 
 
 def test_evaluate_logits_metrics():
@@ -96,53 +60,15 @@ def test_reweighted_claims_follow_the_numbers():
     assert v["AU loss has lower ECE than XE"] == "inconclusive at this scale"
 
 
-def test_standardize_and_train_head():
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 3, 600)
-    x = rng.normal(size=(600, 8)) + 4 * np.eye(3, 8)[y]
-    feats = {"head_x": x[:400] * 3 + 1, "val_x": x[400:500] * 3 + 1, "test_x": x[500:] * 3 + 1}
-    f = rx.standardize(feats)
-    np.testing.assert_allclose(f["head_x"].mean(0).numpy(), 0, atol=1e-5)
-    np.testing.assert_allclose(f["head_x"].std(0, unbiased=False).numpy(), 1, atol=1e-3)
-    cfg = {"head_hidden": 16, "head_epochs": 30, "head_lr": 0.1, "weight_decay": 5e-4, "batch_size": 64}
-    head = rx.train_head(f["head_x"], torch.as_tensor(y[:400]), rx.make_loss("xe"), cfg, 3)
-    acc = float((head(f["test_x"]).argmax(1).numpy() == y[500:]).mean())
-    assert acc > 0.95  # Bayes accuracy of these clusters is about 0.99
-
-
 def test_end_to_end_runs_are_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     cfg = {"data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
            "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
            "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
            "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1}
-    data = rx.image_data(cfg)
+    data = imt.image_data(cfg)
     rec = rx.run_loss("au", cfg, data)
     assert 0 <= rec["metrics"]["accuracy"] <= 1 and math.isfinite(rec["metrics"]["ece"])
     assert rx.run_logits(rec)["test"].shape == (32, 10)
     again = rx.run_loss("au", cfg, data)
     assert again["key"] == rec["key"] and again["provenance"] == rec["provenance"]  # loaded, not retrained
-
-
-def test_paper4_plot_helpers_draw_their_data():
-    from lib import plots
-
-    x = np.linspace(0.1, 0.9, 9)
-    chart = plots.curves_chart(x, {"a": x, "b": 10 * x}, y_domain=(0, 2))
-    data = chart.layer[0].data
-    assert set(data["curve"]) == {"a", "b"}
-    assert data["y"].max() <= 2  # values outside the domain are dropped, not drawn off-axis
-    with pytest.raises(ValueError, match="curves"):
-        plots.curves_chart(x, {"a": x[:3]})
-    import pandas as pd
-
-    df = pd.DataFrame({"k": [0.5, 0.8], "nu": [0.1, 0.1], "v": [1.0, 2.0]})
-    hm = plots.heatmap(df, "k", "nu", "v")
-    assert any(isinstance(d, pd.DataFrame) and d.equals(df) for d in (hm.data, *(layer.data for layer in hm.layer)))
-
-
-def test_image_data_prefixes_hold_every_class():
-    cfg = {"data": "synthetic", "n_train": 400, "n_val": 20, "n_test": 20, "image_size": 8}
-    data = rx.image_data(cfg)
-    assert set(data["train_y"][:100].tolist()) == set(range(10))
-    assert rx.image_data(cfg)["tag"] == data["tag"]

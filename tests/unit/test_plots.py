@@ -158,3 +158,17 @@ def test_bad_input_raises_naming_the_argument() -> None:
         plots.reliability_grid({})
     with pytest.raises(ValueError, match="binning"):
         plots.reliability_diagram([0.2, 0.3], [0, 1], binning="equal")
+
+
+def test_paper4_plot_helpers_draw_their_data():
+    x = np.linspace(0.1, 0.9, 9)
+    chart = plots.curves_chart(x, {"a": x, "b": 10 * x}, y_domain=(0, 2))
+    data = chart.layer[0].data
+    assert set(data["curve"]) == {"a", "b"}
+    assert data["y"].max() <= 2  # values outside the domain are dropped, not drawn off-axis
+    with pytest.raises(ValueError, match="curves"):
+        plots.curves_chart(x, {"a": x[:3]})
+    df = pd.DataFrame({"k": [0.5, 0.8], "nu": [0.1, 0.1], "v": [1.0, 2.0]})
+    hm = plots.heatmap(df, "k", "nu", "v")
+    assert any(isinstance(d, pd.DataFrame) and d.equals(df) for d in (hm.data, *(layer.data for layer in hm.layer)))
+

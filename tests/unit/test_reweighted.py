@@ -1,5 +1,6 @@
-"""Tests of lib.reweighted against the math of the reweighted-risk paper (eqs. 2-3, 7, 18-23,
-33-36, Appendix C) and of ECE-KDE (Popordanoska et al. 2022)."""
+"""Tests of lib.reweighted against the math of the reweighted-risk paper: the focal family
+(eqs. 2-3, 33-35, Appendix C), the AURC loss (eq. 7), the AU loss and its gradient (eqs. 23, 36),
+KDE-XE, the dispatcher and the paper's rows."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from scipy import stats
 
 from lib import reweighted as rw
+from lib.ece_kde import ece_kde
 
 
 pytestmark = pytest.mark.usefixtures("float64")  # double precision (tests/conftest.py)
@@ -118,27 +119,9 @@ def test_dual_focal_released_skips_a_tie_with_the_true_class():
 
 
 # ---------------------------------------------------------------------------------------------
-# CSFs
-# ---------------------------------------------------------------------------------------------
-def test_csfs_against_numpy():
-    rng = np.random.default_rng(0)
-    probs = rng.dirichlet(np.ones(6), size=50)
-    srt = np.sort(probs, 1)
-    np.testing.assert_allclose(rw.msp(probs), srt[:, -1])
-    np.testing.assert_allclose(rw.softmax_margin(probs), srt[:, -1] - srt[:, -2])
-    ent = (probs * np.log(probs)).sum(1)
-    np.testing.assert_allclose(rw.negative_entropy(probs), ent)
-    np.testing.assert_allclose(rw.negative_entropy(probs, normalized=True), 1 + ent / np.log(6))
-    assert isinstance(rw.csf("msp", probs), np.ndarray)
-    assert isinstance(rw.csf("msp", torch.tensor(probs)), torch.Tensor)
-    edge = np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])
-    np.testing.assert_allclose(rw.csf("normalized_entropy", edge), [1.0, 0.0], atol=1e-12)
-
-
-# ---------------------------------------------------------------------------------------------
 # AURC loss (eq. 7)
 # ---------------------------------------------------------------------------------------------
-def test_aurc_weights_closed_form_and_detached():
+def test_aurc_loss_is_cross_entropy_weighted_by_detached_rank_weights():
     z, y = _batch(n=40)
     z.requires_grad_(True)
     p = torch.softmax(z, 1).detach()
@@ -146,7 +129,6 @@ def test_aurc_weights_closed_form_and_detached():
     n = len(s)
     r = (s[None, :] <= s[:, None]).sum(1)  # brute-force ranks: #{j : s_j <= s_i}
     w = -np.log(1 - r / (n + 1))
-    np.testing.assert_allclose(rw.aurc_weights(s).numpy(), w, rtol=1e-12)
     loss = rw.aurc_loss(z, y)
     ce = -torch.log_softmax(z, 1)[torch.arange(n), y]
     assert float(loss.detach()) == pytest.approx(float((torch.tensor(w) * ce.detach()).mean()), rel=1e-12)
@@ -156,101 +138,9 @@ def test_aurc_weights_closed_form_and_detached():
     torch.testing.assert_close(g, expect)
 
 
-def test_aurc_harmonic_weights_equal_empirical_aurc():
-    rng = np.random.default_rng(3)
-    s = rng.random(30)
-    losses = rng.random(30)
-    order = np.argsort(-s)  # most confident first
-    lk = losses[order]
-    area = np.mean([lk[: k + 1].mean() for k in range(30)])  # mean selective risk over coverages k/n
-    w = rw.aurc_weights(s, weights="harmonic").numpy()
-    assert float(np.mean(w * losses)) == pytest.approx(area, rel=1e-12)
-    # ties share the largest rank
-    np.testing.assert_allclose(rw.aurc_weights(np.array([0.5, 0.5, 0.2])).numpy(),
-                               -np.log(1 - np.array([3, 3, 1]) / 4))
-
-
 # ---------------------------------------------------------------------------------------------
-# Smoothed CDF (eq. 21)
+# AU loss (eqs. 23, 36)
 # ---------------------------------------------------------------------------------------------
-def test_smoothed_cdf_matches_eq21_and_is_monotone():
-    rng = np.random.default_rng(1)
-    s = rng.beta(5, 2, 300)
-    s[0] = 1.0  # the right end goes to the last bin
-    edges = np.linspace(0, 1, 16)
-    h, _ = np.histogram(s, edges)  # numpy: last bin closed, like eq. 21's convention here
-    c = (edges[:-1] + edges[1:]) / 2
-    at = np.linspace(-0.2, 1.2, 500)
-    expect = (h[None] / (1 + np.exp(-(at[:, None] - c[None]) / 0.1))).sum(1) / len(s)
-    got = rw.smoothed_cdf(s, edges, 0.1, at=at).numpy()
-    np.testing.assert_allclose(got, expect, rtol=1e-10)
-    assert np.all(np.diff(got) >= 0)
-    assert got.min() >= 0 and got.max() <= 1
-    np.testing.assert_allclose(rw.smoothed_cdf(s, edges, 0.1).numpy(),
-                               (h[None] / (1 + np.exp(-(s[:, None] - c[None]) / 0.1))).sum(1) / len(s))
-
-
-def test_smoothed_cdf_converges_to_empirical_cdf():
-    rng = np.random.default_rng(2)
-    s = rng.random(400)
-    ecdf = (s[None, :] <= s[:, None]).mean(1)
-    for m in (15, 200, 4000):
-        edges = np.linspace(0, 1, m + 1)
-        h, _ = np.histogram(s, edges)
-        g = rw.smoothed_cdf(s, edges, 1e-7).numpy()
-        # nu -> 0: G(s) = (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF
-        assert np.abs(g - ecdf).max() <= h.max() / len(s) + 1e-9
-    assert np.abs(g - ecdf).max() <= 2 / len(s) + 1e-9
-    edges = np.linspace(0, 1, 4001)
-    errs = [np.abs(rw.smoothed_cdf(s, edges, nu).numpy() - ecdf).max() for nu in (1e-1, 1e-2, 1e-3, 1e-5)]
-    assert errs[0] > errs[1] > errs[2]
-    assert errs[3] < 3 / len(s)
-
-
-# ---------------------------------------------------------------------------------------------
-# AU weights (eqs. 18-19, 22) and AU loss (eqs. 23, 36)
-# ---------------------------------------------------------------------------------------------
-def test_au_weights_match_eq19_for_uniform_scores():
-    rng = np.random.default_rng(4)
-    n, kappa = 20_000, 0.8
-    s = rng.random(n)
-    beta = rw.au_weights(s, coverage=kappa, n_bins=400, nu=1e-4).numpy()
-    # G(s) = s for Uniform(0, 1): beta = -ln(1 - s) below tau ~ kappa, -ln(1 - kappa) above
-    expect = np.where(s < kappa, -np.log1p(-np.minimum(s, kappa)), -math.log(1 - kappa))
-    assert np.abs(beta - expect).max() < 0.06
-    low = s < np.quantile(s, 0.79)
-    assert np.abs(beta[low] - expect[low]).mean() < 0.01
-    # weights are constant above tau and bounded by the clamp G <= n/(n+1)
-    tau = float(rw.au_threshold(s, kappa))
-    assert np.ptp(beta[s >= tau]) == 0
-    assert (s < tau).mean() <= kappa
-    tiny = rw.au_weights(np.array([0.0, 1.0, 1.0]), coverage=0.99, n_bins=15, nu=1e-6).numpy()
-    assert np.all(np.isfinite(tiny)) and tiny.max() <= math.log(4) + 1e-12
-
-
-def test_au_weights_match_monte_carlo_eq18():
-    """beta(x) = E_{s~ ~ P(s | s < tau)} [ 1[s(x) >= s~] / P(S >= s~) ] (eq. 18), estimated by
-    plain Monte Carlo on independent draws, equals C * (eq. 19) from au_weights(normalize=True)."""
-    rng = np.random.default_rng(5)
-    dist = stats.beta(5, 2)
-    kappa = 0.75
-    batch = dist.rvs(20_000, random_state=rng)
-    query = dist.ppf([0.1, 0.3, 0.5, 0.7, 0.9])
-    scores = np.concatenate([query, batch])
-    beta = rw.au_weights(scores, coverage=kappa, n_bins=400, nu=1e-4, normalize=True).numpy()[:5]
-    tau = dist.ppf(kappa)
-    pool = np.sort(dist.rvs(400_000, random_state=rng))  # for P(S >= s~)
-    tilde = dist.rvs(400_000, random_state=rng)
-    tilde = tilde[tilde < tau][:200_000]
-    surv = 1 - np.searchsorted(pool, tilde, side="left") / len(pool)
-    mc = np.array([np.mean((q >= tilde) / surv) for q in query])
-    se = np.array([np.std((q >= tilde) / surv) / math.sqrt(len(tilde)) for q in query])
-    np.testing.assert_allclose(beta, mc, atol=0.03 + 5 * se.max(), rtol=0.03)
-    # and the MC values follow the closed form -ln(1 - G(min(s, tau))) / G(tau)
-    closed = -np.log1p(-dist.cdf(np.minimum(query, tau))) / kappa
-    np.testing.assert_allclose(mc, closed, atol=5 * se.max() + 0.01)
-
-
 def test_au_loss_gradient_matches_eq36():
     n, c, nu, kappa, m = 48, 5, 0.1, 0.8, 15
     z, y = _batch(n=n, c=c, scale=1.5, seed=7)
@@ -285,68 +175,17 @@ def test_au_loss_gradient_matches_eq36():
 
 
 # ---------------------------------------------------------------------------------------------
-# ECE-KDE and KDE-XE
+# KDE-XE
 # ---------------------------------------------------------------------------------------------
-def _kde_data(n, sharpen, seed):
-    """f ~ Dirichlet(0.5, 0.5, 0.5); y ~ Categorical(q(f)), q = f^sharpen renormalized, so
-    E[y | f] = q(f): calibrated for sharpen = 1, underconfident for sharpen > 1."""
-    rng = np.random.default_rng(seed)
-    f = rng.dirichlet(np.full(3, 0.5), size=n)
-    q = f**sharpen
-    q /= q.sum(1, keepdims=True)
-    y = (rng.random(n)[:, None] > np.cumsum(q, 1)).sum(1)
-    return f, y, np.abs(f - q).sum(1).mean()  # true canonical L1 calibration error
-
-
-def test_ece_kde_matches_definition_by_brute_force():
-    f, y, _ = _kde_data(15, 2.0, 3)
-    h = 0.2
-    onehot = np.eye(3)[y]
-    err = 0.0
-    for j in range(15):
-        k = np.array([stats.dirichlet.pdf(f[j], f[i] / h + 1) for i in range(15) if i != j])
-        ratio = (k[:, None] * np.delete(onehot, j, 0)).sum(0) / k.sum()
-        err += np.abs(ratio - f[j]).sum()
-    assert float(rw.ece_kde(f, y, h)) == pytest.approx(err / 15, rel=1e-8)
-
-
-def test_ece_kde_small_when_calibrated_large_when_not():
-    f, y, true0 = _kde_data(1000, 1.0, 0)
-    f2, y2, true1 = _kde_data(1000, 3.0, 10)
-    assert true0 < 1e-12 and true1 > 0.25
-    # canonical L1 with a fixed bandwidth: the estimate shrinks with n when calibrated (a positive
-    # finite-sample bias remains) and tracks the true error when not
-    e0, e1 = float(rw.ece_kde(f, y, 0.05)), float(rw.ece_kde(f2, y2, 0.05))
-    assert e0 < 0.15 and e1 > 2 * e0 and abs(e1 - true1) < 0.1
-    assert e0 < float(rw.ece_kde(f[:200], y[:200], 0.05))
-    # top-label with the leave-one-out bandwidth: near 0 when calibrated
-    t0, t1 = float(rw.ece_kde(f, y, mode="top_label")), float(rw.ece_kde(f2, y2, mode="top_label"))
-    assert t0 < 0.05 and t1 > 3 * t0
-
-
-def test_select_bandwidth_and_kde_xe():
-    f, y, _ = _kde_data(60, 1.0, 2)
-    h = rw.select_bandwidth(f)
-    assert h in rw.BANDWIDTH_GRID
-    # leave-one-out log-likelihood by brute force (scipy's Dirichlet density) at h and neighbours
-    def loo(bw):
-        total = 0.0
-        for j in range(len(f)):
-            dens = [stats.dirichlet.pdf(np.clip(f[j], 1e-10, None) / np.clip(f[j], 1e-10, None).sum(),
-                                        f[i] / bw + 1) for i in range(len(f)) if i != j]
-            total += math.log(np.mean(dens))
-        return total
-
-    k = rw.BANDWIDTH_GRID.index(h)
-    for other in {rw.BANDWIDTH_GRID[max(k - 1, 0)], rw.BANDWIDTH_GRID[min(k + 1, len(rw.BANDWIDTH_GRID) - 1)]}:
-        assert loo(h) >= loo(other) - 1e-6
+def test_kde_xe_is_cross_entropy_plus_weighted_ece_kde():
     z, yy = _batch(n=32, c=3)
     z.requires_grad_(True)
     loss = rw.kde_xe_loss(z, yy, weight=0.3, bandwidth=0.05)
-    expect = F.cross_entropy(z, yy) + 0.3 * rw.ece_kde(torch.softmax(z, 1), yy, 0.05)
+    expect = F.cross_entropy(z, yy) + 0.3 * ece_kde(torch.softmax(z, 1), yy, 0.05)
     torch.testing.assert_close(loss, expect)
     (g,) = torch.autograd.grad(loss, z)
     assert torch.isfinite(g).all()
+    torch.testing.assert_close(rw.kde_xe_loss(z, yy, weight=0.0), F.cross_entropy(z, yy))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,41 +218,25 @@ def test_get_loss_binds_arguments():
 
 def test_bad_input_raises_naming_argument():
     z, y = _batch(n=16)
-    s = torch.rand(16)
     for cov in (0.0, 1.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="coverage"):
             rw.au_loss(z, y, coverage=cov)
-    for nu in (0.0, -1.0, float("nan")):
-        with pytest.raises(ValueError, match="nu"):
-            rw.au_weights(s, nu=nu)
-        with pytest.raises(ValueError, match="nu"):
-            rw.smoothed_cdf(s, torch.linspace(0, 1, 5), nu)
     with pytest.raises(ValueError, match="csf"):
         rw.au_loss(z, y, csf="entropy")
     with pytest.raises(ValueError, match="csf"):
-        rw.csf("maxprob", torch.softmax(z, 1))
+        rw.aurc_loss(z, y, csf="entropy")
     with pytest.raises(ValueError, match="logits"):
         rw.focal_loss(z[:, 0], y, 2.0)
     with pytest.raises(ValueError, match="labels"):
         rw.au_loss(z, y[:10])
     with pytest.raises(ValueError, match="labels"):
         rw.focal_loss(z, y + 5, 2.0)
-    with pytest.raises(ValueError, match="scores"):
-        rw.au_weights(s[:, None])
-    with pytest.raises(ValueError, match="edges"):
-        rw.smoothed_cdf(s, torch.tensor([0.0, 0.5, 0.5, 1.0]), 0.1)
     with pytest.raises(ValueError, match="gamma"):
         rw.focal_loss(z, y, -1.0)
     with pytest.raises(ValueError, match="gamma"):
         rw.focal_loss(z, y, "fl54")
-    with pytest.raises(ValueError, match="n_bins"):
-        rw.au_weights(s, n_bins=0)
-    with pytest.raises(ValueError, match="probs"):
-        rw.msp(torch.rand(4, 3) + 1)
-    with pytest.raises(ValueError, match="probs"):
-        rw.ece_kde(np.ones((4, 3)), np.zeros(4, dtype=int), 0.1)
-    with pytest.raises(ValueError, match="bandwidth"):
-        rw.ece_kde(np.full((4, 2), 0.5), np.zeros(4, dtype=int), -0.1)
+    with pytest.raises(ValueError, match="weight"):
+        rw.kde_xe_loss(z, y, weight=-1.0)
     with pytest.raises(ValueError, match="name"):
         rw.get_loss("mse")
     with pytest.raises(ValueError, match="reduction"):
