@@ -19,7 +19,7 @@ from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
 
-__all__ = ["TRAIN_CHOICES", "coverage", "l2d_section", "moe_section", "none_yet", "records", "require",
+__all__ = ["TRAIN_CHOICES", "coverage", "l2d_section", "losses_section", "moe_section", "none_yet", "records", "require",
            "require_complete", "should_train", "sweep_section"]
 
 
@@ -161,3 +161,19 @@ def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame
     table["coverage"] = [f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
                          for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])]
     return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
+
+
+def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.DataFrame | str:
+    """Paper 4's Table 1/2 layout (:func:`lib.experiments.reweighted.loss_table`, x100) from the
+    published paper-scale runs of each compared loss, or :func:`none_yet`'s sentence; a ``runs``
+    column says how many of the page's planned runs (losses, confidence scores, the AU sweep) are in."""
+    from lib.experiments import reweighted as rx
+
+    items, got = _plan(page, scale, None)
+    table_items = [it for it in items if it.method in rx.TABLE_LOSSES]
+    metrics = {it.method: got[it.id]["metrics"] for it in table_items if it.id in got}
+    if not metrics:
+        return none_yet(page)
+    table = rx.loss_table(metrics)
+    table["runs"] = f"{len(got)} of {len(items)} runs of the page"
+    return table

@@ -87,8 +87,6 @@ def _moe_items(page: str, scale: str) -> list[Item]:
 
 def _page_items(page: str, scale: str) -> list[Item]:
     cfg = settings(page, scale)
-    seeds = cfg.get("seeds", [0])
-    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)  # paper 2/4 entries: a count
     if page == "l2d_cifar10":
         from lib.experiments.l2d import EXPERIMENTS, grid
         from lib.experiments.l2d_cifar10 import CIFAR_KEYS
@@ -97,15 +95,19 @@ def _page_items(page: str, scale: str) -> list[Item]:
         return [Item(page, f"{page}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}", int(p["seed"]),
                      int(cfg["epochs"]), p["surrogate"], extra={"point": p, "config": {**p, **base}})
                 for p in grid(cfg, EXPERIMENTS)]
-    if page == "losses_cifar10":
-        from lib.experiments.reweighted import RUN_KEYS, TABLE_LOSSES
+    if page == "losses_cifar10":  # what the page trains: seed 0 of every loss and CSF, and the AU sweep
+        from lib.experiments.reweighted import CSF_LOSSES, RUN_KEYS, TABLE_LOSSES
 
         base = {k: cfg[k] for k in RUN_KEYS}
-        base.update(coverage=float(cfg["coverage"]), nu=float(cfg["nu"]), n_bins=cfg["n_bins"],
-                    **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg})
-        return [Item(page, f"{page}/{name}/s{s}", int(s), int(cfg["epochs"]), name,
-                     extra={"config": {"loss": name, "seed": int(s), **base}})
-                for s in seeds for name in TABLE_LOSSES]
+        base.update(n_bins=cfg["n_bins"], **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg})
+        runs = [(name, float(cfg["coverage"]), float(cfg["nu"]), name)
+                for name in dict.fromkeys([*TABLE_LOSSES, *CSF_LOSSES])]
+        runs += [("au", float(k), float(v), "au (coverage / nu sweep)") for k in cfg["coverages"] for v in cfg["nus"]
+                 if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))]
+        return [Item(page, f"{page}/{name}/k{k}/nu{v}/s0", 0, int(cfg["epochs"]), label,
+                     extra={"coverage": k, "nu": v,
+                            "config": {"loss": name, "seed": 0, "coverage": k, "nu": v, **base}})
+                for name, k, v, label in runs]
     return _moe_items(page, scale)
 
 
@@ -238,7 +240,8 @@ def _run_one(item: Item, scale: str) -> dict[str, Any]:
         return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
     from lib.experiments.reweighted import run_loss
 
-    return run_loss(item.method, cfg, data, seed=item.seed)
+    return run_loss(item.extra["config"]["loss"], cfg, data, seed=item.seed, coverage=item.extra["coverage"],
+                    nu=item.extra["nu"])
 
 
 def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int = 8,

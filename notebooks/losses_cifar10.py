@@ -43,6 +43,7 @@
 scale: str = "cpu"  # smoke (synthetic images, seconds) | cpu (frozen small ResNet + heads) | paper (WRN, GPU)
 coverage: float = 0.0  # AU loss coverage kappa (0 means the scale default 0.8)
 nu: float = 0.0  # AU loss smoothing nu (0 means the scale default 0.1)
+train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
 # The settings for this scale come from the one shared config.
@@ -54,15 +55,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, plots, report
+from lib import config, paper_scale, plots, report
 from lib import reweighted as rw
 from lib import reweighted_weights as rwt
 from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
+from lib.engine.runs import training
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
 cfg = config.settings("losses_cifar10", scale, coverage=coverage or None, nu=nu or None)
+TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
     summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
                f"images for {cfg['backbone_epochs']} epochs and frozen; per loss a 2-layer head on the features of "
@@ -124,21 +127,27 @@ plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like
 # %% [markdown]
 # ## The run
 # The data, then one cached training per loss (and per AU confidence score and per coverage and
-# $\nu$ of the sweep); a second run of the page only reads them back.
+# $\nu$ of the sweep); a second run of the page only reads them back. At paper scale the page reads
+# the GPU runs the queue published to `results/losses_cifar10/` and trains nothing unless `train`
+# is "yes"; it needs every one of them, so it stops, saying how many are published, until all are.
 
 # %%
 t0 = time.time()
+if not TRAIN:
+    paper_scale.require_complete("losses_cifar10", scale)
 data = imt.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
-    feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
+    with training(TRAIN):
+        feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
     print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 losses = list(rx.TABLE_LOSSES) + [n for n in rx.CSF_LOSSES if n not in rx.TABLE_LOSSES]
 records = {}
 for name in losses:
     t1 = time.time()
-    records[name] = rx.run_loss(name, cfg, data, seed=0)
+    with training(TRAIN):
+        records[name] = rx.run_loss(name, cfg, data, seed=0)
     print(f"{rx.LABELS[name]:18s} acc {records[name]['metrics']['accuracy']:.3f}  "
           f"ECE {records[name]['metrics']['ece']:.4f}  ({time.time() - t1:.0f} s)")
 metrics = {k: r["metrics"] for k, r in records.items()}
@@ -195,7 +204,8 @@ from lib.metrics import ece
 sweep = []
 for kappa in cfg["coverages"]:
     for v in cfg["nus"]:
-        rec = rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v)
+        with training(TRAIN):
+            rec = rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v)
         lg = rx.run_logits(rec)
         pv = softmax(lg["val"].astype(np.float64), axis=1)
         sweep.append({"coverage": kappa, "nu": v, "val ECE x100": 100 * ece(pv, lg["val_y"]),
@@ -241,6 +251,18 @@ print(why)
 claims = report.claims_table(claims)
 report.publish("rr_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
 claims
+
+# %% [markdown]
+# ## Paper scale: the published GPU runs
+#
+# Table 2's WRN-28-10 row at the paper's settings (all of CIFAR-10, 200 epochs) from the runs the
+# queue has published to `results/losses_cifar10/` so far (x100; one seed), with how many of the
+# page's planned runs are in.
+
+# %%
+gpu_table = paper_scale.losses_section("losses_cifar10") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
+report.publish("paper_scale_runs", len(paper_scale.records("losses_cifar10")))
+gpu_table
 
 # %% [markdown]
 # ## References

@@ -95,3 +95,23 @@ def test_losses_released_logits_smoke(smoke_published) -> None:
         same = [v for k, v in at0.items() if k.startswith(f"{kind}/")]
         assert len(same) == len(cfg["gamma_losses"]) and max(same) - min(same) < 1e-9
     assert "inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it" in out["released_claims"]
+
+
+def test_losses_cifar10_reads_published_runs_and_trains_nothing(smoke_notebook, tmp_path, monkeypatch) -> None:
+    """The paper-scale path at smoke size: the queue publishes every run the page needs, the loss
+    runs leave the cache, and the page with ``train="no"`` shows the published numbers without
+    training any (the frozen smoke backbone stays cached: the queue does not publish it)."""
+    import shutil
+
+    import lib.queue as q
+    from lib.report import read_published
+
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    q.run_queue(["losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
+    shutil.rmtree(tmp_path / "cache" / "runs" / "rr_losses")
+    out = read_published(smoke_notebook("losses_cifar10", train="no"))
+    xe = next(r for i, r in q.published("losses_cifar10").items() if i.startswith("losses_cifar10/xe/"))
+    assert out["rr_xe_ece"] == pytest.approx(xe["metrics"]["ece"])
+    assert len(out["rr_sweep_val_ece"]) == 2
+    assert not list((tmp_path / "cache" / "runs").glob("rr_losses/*/result.json"))  # nothing trained here

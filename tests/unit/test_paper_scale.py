@@ -81,3 +81,18 @@ def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(
     with pytest.raises(ValueError, match="softmax: .* of .* runs"):
         paper_scale.require_complete("l2d_cifar10", scale="smoke")
     assert len(paper_scale.l2d_section(scale="smoke")) == len(got) - 1
+
+
+def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None:
+    from lib.experiments import reweighted as rx
+
+    assert "results/losses_cifar10/" in paper_scale.losses_section(scale="smoke")
+    got = q.run_queue(["losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
+    plan = q.plan(["losses_cifar10"], "smoke")
+    assert len(got) == len(plan) and len({it.extra["config"]["loss"] for it in plan}) == len(
+        set(rx.TABLE_LOSSES) | set(rx.CSF_LOSSES))
+    table = paper_scale.losses_section(scale="smoke")
+    assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
+    xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].extra['coverage']}/nu{plan[0].extra['nu']}/s0"]
+    assert table.loc["XE", "ece"] == pytest.approx(100 * xe["metrics"]["ece"])
+    assert set(table["runs"]) == {f"{len(plan)} of {len(plan)} runs of the page"}
