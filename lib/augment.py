@@ -15,8 +15,6 @@ on the training device, so the epoch loop never touches PIL or a DataLoader work
 
 Random numbers come from CPU ``torch.Generator`` objects (the same on every device) and the few
 integers per batch are copied to the device without a host sync.
-
-Used in: lib/train.py (notebooks/cifar10h, notebooks/pacs), bench/bench_epoch.py.
 """
 
 from __future__ import annotations

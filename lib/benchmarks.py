@@ -2,18 +2,16 @@
 
 Cost claims of the papers that the book checks:
 
-* reweighted-risk paper (papers/reweighted-risk-au-loss.txt), section 4.2: the AU loss's bin-based
+* reweighted-risk paper (paper 4), section 4.2: the AU loss's bin-based
   CDF costs O(nM) and "bypasses the sorting bottleneck" of AURC's O(n log n), and it "remains more
   scalable than kernel-based calibration objectives" (KDE-XE, O(n^2));
-* calibrated-MoE paper (papers/calibrated-moe-under-shift.txt), Appendix D.1: FGR is "roughly 2.5x
+* calibrated-MoE paper (paper 1), Appendix D.1: FGR is "roughly 2.5x
   slower per epoch than vanilla"; every method but FGR needs one backbone forward
   per step (the reference code runs two for Robust Filtered).
 
 :func:`loss_scaling` times losses live (cheap: one batch of logits). Training-step costs take minutes
 of a quiet machine or a GPU, so ``bench/bench_methods.py`` and ``bench/bench_epoch.py`` measure them
 on purpose and write JSON under ``bench/results``, which :func:`bench_results` reads.
-
-Used in: notebooks/performance, bench/bench_au_loss.py, bench/bench_methods.py.
 """
 
 from __future__ import annotations
@@ -64,7 +62,6 @@ def time_round_robin(
     untimed rounds; at least ``min_repeats`` rounds, then more while ``budget_s`` lasts, at most
     ``max_repeats``. ``sync`` (e.g. ``torch.cuda.synchronize``) runs before and after each call so
     that asynchronous devices are timed to completion. Returns ``{name: {"wall": [...], "cpu": [...]}}``.
-    Used in: notebooks/performance.
     """
     if not fns:
         raise ValueError("fns: is empty")
@@ -103,7 +100,7 @@ def loss_scaling(
     """Forward + backward seconds of each ``loss(logits, labels)`` on a batch of ``n`` random logits
     (scale 3, ``num_classes`` classes) for each n in ``sizes``; ``max_n[name]`` skips larger batches
     for a loss (KDE-XE's n x n kernel matrix). One row per (loss, n): ``median_s``, ``min_s``,
-    ``median_cpu_s``, ``repeats``. Used in: notebooks/performance, bench/bench_au_loss.py.
+    ``median_cpu_s``, ``repeats``.
     """
     if not losses:
         raise ValueError("losses: is empty")
@@ -141,7 +138,7 @@ def _backward_step(
 def scaling_exponent(table: pd.DataFrame, loss: str, column: str = "median_s", n_min: int = 0) -> float:
     """Least-squares slope of log(time) against log(n) for ``loss`` over the rows with n >= ``n_min``:
     about 1 for O(n) and O(n log n) costs at large n, about 2 for O(n^2); smaller where a fixed
-    per-call overhead dominates. Used in: notebooks/performance.
+    per-call overhead dominates.
     """
     for col in ("loss", "n", column):
         if col not in table.columns:
@@ -161,14 +158,14 @@ def _results_dir() -> Path:
 
 def result_names(pattern: str = "*") -> list[str]:
     """Names of the committed benchmark results matching ``pattern`` (e.g. ``"epoch_*"`` for the
-    epoch benchmarks of every device measured), sorted. Used in: notebooks/performance.
+    epoch benchmarks of every device measured), sorted.
     """
     return sorted(p.stem for p in _results_dir().glob(f"{pattern}.json"))
 
 
 def bench_results(name: str) -> dict[str, Any]:
     """The committed benchmark result ``bench/results/<name>.json``; a missing file raises
-    FileNotFoundError naming the script that writes it. Used in: notebooks/performance.
+    FileNotFoundError naming the script that writes it.
     """
     path = _results_dir() / f"{name}.json"
     if not path.exists():
@@ -180,7 +177,7 @@ def bench_results(name: str) -> dict[str, Any]:
 def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
     """One row per method of a ``bench/bench_methods.py`` record: seconds per training step, its
     ratio to Vanilla MoE, and for Robust Filtered and FGR the same for the reference approach
-    (backbone run twice; numpy DCT on the CPU). Used in: notebooks/performance.
+    (backbone run twice; numpy DCT on the CPU).
     """
     results = record.get("results")
     if not isinstance(results, Mapping) or "vanilla" not in results:
@@ -203,7 +200,6 @@ def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
 def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
     """One row per (dataset, method) of a ``bench/bench_epoch.py`` record: seconds per step,
     images/s, the (extrapolated) epoch time and, on a GPU, the fraction of peak bf16 throughput.
-    Used in: notebooks/performance.
     """
     results = record.get("results")
     if not isinstance(results, list) or not results:

@@ -96,7 +96,6 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
     difflib); ``scale`` is refused (it has its own option); string values (the command line's)
     are converted to the cell's type and other values must have it; a value that overrides a
     number of ``lib/scales.toml`` must not be negative. Raises ``ValueError`` naming the parameter.
-    Used in: python -m lib run, notebooks through tests/conftest.py.
     """
     from lib.config import notebooks_with_settings, settings
 
@@ -255,7 +254,6 @@ def used_in_index(names: list[str] | None = None) -> str:
     """The API page's "Used in" index, generated (never hand-written, so it cannot drift): a
     Markdown table of every ``lib`` function or class the pages' code uses (:func:`lib_references`)
     with links to those pages, in book order. ``stage`` appends it to ``book/api.md``.
-    Used in: book/api (the index at its end).
     """
     uses: dict[str, list[str]] = {}
     for name in names or notebook_names():

@@ -12,9 +12,6 @@ share this module's LBFGS fit on log temperatures (:func:`fit_log_temperatures`)
 
 Inputs are numpy arrays or torch tensors, validated with :mod:`lib.validation`. Functions returning
 probabilities return the same kind (numpy or torch) as the logits they were given.
-
-Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/cascading, notebooks/same_size, notebooks/sensitivity, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -143,9 +140,7 @@ def fit_temperature(
       first on ties). ``max_iter`` and ``lr`` apply to ``"nll"`` only.
 
     Dividing by a positive T never changes the argmax, so accuracy is unchanged. For an MoE pass
-    ``probs_to_logits(mixture_probs)``. Used in: notebooks/calibration, notebooks/cifar10h (ECE+TS),
-    notebooks/pacs, notebooks/civilcomments, notebooks/cascading (MMLU choice logits),
-    notebooks/losses_released_logits (``criterion="ece"``, paper 4).
+    ``probs_to_logits(mixture_probs)``.
     """
     z = to_tensor(logits, "logits")
     y = to_tensor(labels, "labels")
@@ -196,10 +191,7 @@ def _fit_temperature_ece(z: np.ndarray, y: np.ndarray, n_bins: int) -> float:
 
 
 def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
-    """softmax(z / T) over the last axis; returns the same kind (numpy/torch) as ``logits``.
-
-    Used in: notebooks/calibration, notebooks/losses_released_logits.
-    """
+    """softmax(z / T) over the last axis; returns the same kind (numpy/torch) as ``logits``."""
     z = to_tensor(logits, "logits")
     if z.ndim < 1:
         raise ValueError(f"logits: expected at least 1-D array, got shape {tuple(z.shape)}")
@@ -241,7 +233,7 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
 
     Plain logistic regression on one feature (scipy BFGS on the mean binary cross-entropy with its
     analytic gradient); Platt's target smoothing (N+ + 1)/(N+ + 2) is not applied, following the
-    paper 3's sigmoid(a s + b). Used in: notebooks/cascading (pass/fail), notebooks/sensitivity.
+    paper 3's sigmoid(a s + b).
     """
     s, o = _scores_outcomes(scores, outcomes)
     if o.min() == o.max():
@@ -282,7 +274,7 @@ class HistogramBinning:
     ``fit(conf, outcome)`` builds ``n_bins`` equal-count bins (:func:`lib.metrics.bin_edges`,
     ``binning="mass"``) and stores the accuracy in each; ``predict(conf)`` returns the stored
     accuracy of each confidence's bin. A bin left empty by ties predicts its own centre.
-    Third calibrator of the cascading ablation. Used in: notebooks/cascading, notebooks/sensitivity.
+    Third calibrator of the cascading ablation.
     """
 
     def __init__(self, n_bins: int = 15) -> None:

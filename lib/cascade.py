@@ -9,8 +9,6 @@ on the small model, accuracy on the test half) per k = 0..B. Test examples are a
 small model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random
 routing: the straight line between the two models). Cascades are scored by APGR (paper 3, appendix
 A.1, eqs. 1-2). Routing between two models of the same size is :mod:`lib.same_size_routing`.
-
-Used in: notebooks/cascading, notebooks/same_size.
 """
 
 from __future__ import annotations
@@ -63,8 +61,6 @@ def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
 def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Random (calibration, test) index split of ``n`` examples (paper 3, section 3: "We split the
     validation set in half"). Both index arrays are sorted.
-
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/cross_paper, notebooks/losses_released_logits, notebooks/same_size.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n: must be an integer >= 2, got {n!r}")
@@ -133,7 +129,6 @@ class CascadeCurve:
     ``frac_small[k]``, ``accuracy[k]`` on the test half; ``cost = 1 - frac_small`` (fraction sent to
     the large model); ``order``: bins in the order they are kept; ``table``: per-bin statistics on
     the calibration half (plus ``test_count``); ``acc_small``/``acc_large``: the two models alone.
-    Used in: notebooks/cascading.
     """
 
     frac_small: np.ndarray
@@ -170,7 +165,7 @@ def cascade_curve(
     Bins: equal-count on ``small.conf_cal``; test rows assigned by ``small.conf_test``. Bins are
     sorted by the calibration half's confidence advantage (``order_by="confidence"``, the method) or
     accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
-    empty bins go last. Used in: notebooks/cascading, notebooks/same_size.
+    empty bins go last.
     """
     n_bins = check_bins(n_bins)
     check_choice(order_by, ORDERS, "order_by")
@@ -198,10 +193,7 @@ def cascade_curve(
 
 
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
-    """RC: random routing, expected accuracy on the straight line between the two models.
-
-    Used in: notebooks/cascading, notebooks/same_size.
-    """
+    """RC: random routing, expected accuracy on the straight line between the two models."""
     if n_points < 2:
         raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
     for v, nm in ((acc_small, "acc_small"), (acc_large, "acc_large")):
@@ -226,7 +218,6 @@ def random_routing_curve(
     order is the straight line acc_large + frac_small (acc_small - acc_large), whose APGR is
     exactly 0.5 (paper 3, App. A.1: "a random routing baseline corresponds to 0.5"); one draw
     scatters around it by how often the two models disagree. ``order`` holds the random order.
-    Used in: notebooks/cascading.
     """
     ks = _bool_vector(correct_small, "correct_small")
     kl = _bool_vector(correct_large, "correct_large")
@@ -253,7 +244,6 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
     r(c) = (P(c) - P_weak) / (P_strong - P_weak), APGR = integral_0^1 r(c) dc by the trapezoid
     rule over the points sorted by cost. The points must span c = 0 and c = 1. Random routing
     gives 0.5, the weak model alone 0, the strong model at every cost 1.
-    Used in: notebooks/cascading, notebooks/same_size.
     """
     c = _vector(cost, "cost")
     p = _vector(performance, "performance")

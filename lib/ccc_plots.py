@@ -1,7 +1,7 @@
 """Paper 3's figures: faceted reliability diagrams, cascade curves, confidence advantage, cleaning precision.
 
 Paper: "When models know when they do not know: calibration, cascading, and cleaning"
-(papers/calibration-cascading-cleaning.txt), Figs. 1-3 and 6a, section 2.2. The shared chart kinds
+(paper 3), Figs. 1-3 and 6a, section 2.2. The shared chart kinds
 and the offline SVG renderer are :mod:`lib.plots`; like them, every function here returns an
 altair chart and never displays or saves it.
 """
@@ -26,7 +26,7 @@ def ccc_reliability_grid(
 
     ``table``: rows of :func:`lib.metrics.reliability_table` (``conf``, ``acc``, ``acc_lo``,
     ``acc_hi``, ``count``) plus the facet columns and a ``stage`` column ("before"/"after" TS).
-    Paper 3, Fig. 1. Used in: notebooks/calibration.
+    Paper 3, Fig. 1.
     """
     data = table.dropna(subset=["conf", "acc"])
     base = alt.Chart().encode(
@@ -48,7 +48,6 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
 
     ``curves``: rows of :meth:`lib.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
     ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
-    Used in: notebooks/cascading, notebooks/same_size.
     """
     chart = alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
         x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
@@ -66,8 +65,6 @@ def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
     """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
     the diagonal mean the calibrated confidences are comparable across the two models.
     ``table``: rows of :func:`lib.cascade.advantage_table` with a ``method`` column.
-
-    Used in: notebooks/cascading.
     """
     pts = alt.Chart().mark_point(filled=True).encode(
         x=alt.X("advantage:Q", title="confidence advantage a_b"),
@@ -83,8 +80,7 @@ def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
 
 def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int = 280) -> alt.Chart:
     """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
-    ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``).
-    Used in: notebooks/cleaning."""
+    ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``)."""
     tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
     return alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
         x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),

@@ -11,8 +11,6 @@
   out-of-sample.
 * Without human verification, precision is measured where ground truth is known: inject symmetric
   label noise at a known rate (:func:`inject_symmetric_noise`) and score the flags.
-
-Used in: notebooks/cleaning.
 """
 
 from __future__ import annotations
@@ -81,7 +79,6 @@ def calibrated_flags(
     Paper 3, "Cleaning with Calibration". Bins are built per model over the pool being cleaned.
     Note: equal-count bins depend only on each model's confidence ranking, so any monotone
     calibrator of one model (temperature scaling, Platt) leaves these flags unchanged.
-    Used in: notebooks/cleaning.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (1 <= k <= n_bins):
         raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
@@ -98,7 +95,6 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
 
     precision = |flagged & noisy| / |flagged| (1.0 when nothing is flagged, by convention);
     detection (recall) = |flagged & noisy| / |noisy|.
-    Used in: notebooks/cleaning.
     """
     f, t = _flags(flags, "flags"), _flags(is_noisy, "is_noisy")
     check_same_length(f, t, "flags", "is_noisy")
@@ -113,10 +109,7 @@ def calibrated_rule_curve(
     conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
     labels: ArrayLike, is_noisy: ArrayLike, n_bins: int = 15,
 ) -> pd.DataFrame:
-    """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule).
-
-    Used in: notebooks/cleaning.
-    """
+    """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
     rows = []
     for k in range(1, n_bins + 1):
         f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins)
@@ -126,10 +119,7 @@ def calibrated_rule_curve(
 
 
 def ranking_curve(ranked: ArrayLike, is_noisy: ArrayLike, n_points: int = 50) -> pd.DataFrame:
-    """Precision/detection of the top-m of a ranked list of flagged indices, for m on a grid.
-
-    Used in: notebooks/cleaning.
-    """
+    """Precision/detection of the top-m of a ranked list of flagged indices, for m on a grid."""
     r = _ints(ranked, "ranked")
     t = _flags(is_noisy, "is_noisy")
     if r.size and (r.min() < 0 or r.max() >= t.shape[0]):
@@ -149,7 +139,7 @@ def inject_symmetric_noise(
     """Flip exactly round(rate * n) labels, chosen at random, each to a uniformly drawn OTHER class.
 
     Returns ``(noisy_labels, is_noisy)``; every flipped label differs from the original, so
-    ``is_noisy`` is exactly the set of wrong labels. Used in: notebooks/cleaning.
+    ``is_noisy`` is exactly the set of wrong labels.
     """
     y = _ints(labels, "labels")
     check_labels(y, num_classes, "labels")
@@ -174,7 +164,6 @@ def cross_fitted_probs(
     the other folds' (logits, labels), so no row's own label shapes its probabilities.
 
     The logits must themselves be out-of-sample (e.g. test-set outputs of a trained model).
-    Used in: notebooks/cleaning (input of Confident Learning and of the calibrated rule).
     """
     from lib.calibrate import apply_temperature, fit_temperature
 
@@ -205,7 +194,6 @@ def confident_learning_flags(
     joint's off-diagonal filter (``filter_by="confident_learning"``, CL "Method 2" in paper 3).
     Returns a boolean mask, or with ``return_ranked`` the flagged indices ranked by self-confidence
     (most likely issue first) for a precision/detection curve.
-    Used in: notebooks/cleaning.
     """
     if out_of_sample is not True:
         raise ValueError(

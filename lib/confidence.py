@@ -2,11 +2,9 @@
 calibrators fitted on a calibration half, and a model's confidence and correctness on both halves.
 
 Paper: "When Models Know When They Do Not Know: Calibration, Cascading, and Cleaning"
-(papers/calibration-cascading-cleaning.txt). The calibrators themselves are :mod:`lib.calibrate`'s;
+(paper 3). The calibrators themselves are :mod:`lib.calibrate`'s;
 here each becomes a map from logits to the confidence of the predicted class, the quantity cascades
 (:mod:`lib.cascade`) and same-size routing (:mod:`lib.same_size_routing`) compare across models.
-
-Used in: notebooks/calibration, notebooks/cascading, notebooks/same_size, notebooks/cleaning.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ def fit_confidence(
     ``"histogram"``: :class:`lib.calibrate.HistogramBinning` with ``n_bins`` equal-count bins on
     the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
     them changes the prediction (argmax).
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/same_size, notebooks/cleaning.
     """
     from lib.calibrate import HistogramBinning, fit_platt, fit_temperature
 
@@ -103,10 +100,7 @@ def model_outputs(
     logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
     calibrator: str = "temperature", n_bins: int = 15,
 ) -> ModelOutputs:
-    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness.
-
-    Used in: notebooks/cascading, notebooks/same_size.
-    """
+    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
     z = to_numpy(logits, "logits")
     y = to_numpy(labels, "labels", dtype=np.int64)
     check_logits_labels(z, y)

@@ -65,7 +65,6 @@ def settings(notebook: str, scale: str, **overrides: Any) -> dict[str, Any]:
 
     Keys shared by all scales live in the notebook's ``[name.common]`` table. Overrides whose
     value is ``None`` are ignored, so a notebook can pass its optional parameters straight through.
-    Used in: every notebook page (the skeleton in book/start_here).
     """
     table = _table()
     check_choice(notebook, sorted(table), "notebook")

@@ -3,10 +3,8 @@
 A differentiable, binning-free estimate of the L_p calibration error: the conditional expectation
 E[y | f] is a leave-one-out Nadaraya-Watson ratio with a Dirichlet kernel on the probability
 simplex (a Beta kernel for the top-label confidence), and the bandwidth maximizes the leave-one-out
-likelihood of the kernel density. The reweighted-risk paper (papers/reweighted-risk-au-loss.txt,
+likelihood of the kernel density. The reweighted-risk paper (paper 4,
 Appendix E.1) uses it through the KDE-XE baseline, :func:`lib.reweighted.kde_xe_loss`.
-
-Used in: notebooks/losses_cifar10 (KDE-XE baseline).
 """
 
 from __future__ import annotations
@@ -79,7 +77,6 @@ def ece_kde(
       1[argmax f = y] and a Beta kernel.
 
     ``bandwidth`` None picks it with ``select_bandwidth`` (leave-one-out likelihood). O(n^2 C).
-    Used in: notebooks/losses_cifar10 (KDE-XE baseline).
     """
     f = _kde_inputs(probs, mode)
     y = to_tensor(labels, "labels")
@@ -112,7 +109,7 @@ def select_bandwidth(
     """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
     sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over ``grid`` (Popordanoska et al. 2022
     select it this way; their code also divides by h, which we do not: the kernel is a normalized
-    density already). Used in: notebooks/losses_cifar10 (KDE-XE baseline).
+    density already).
     """
     f = _kde_inputs(probs, mode).detach().to(torch.float64)
     x = _kde_points(f, mode)

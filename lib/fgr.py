@@ -1,6 +1,6 @@
 """Frequency-aware Gradient Rectification (FGR), the calibration-under-shift baseline of paper 1.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as the calibration loss.
 Each step after warmup:
 
@@ -15,8 +15,6 @@ Each step after warmup:
 
 The DCT runs in torch, batched, on the images' device (the reference does it image by image in numpy
 on the CPU). Exactly two model forwards per step.
-
-Used in: notebooks/cifar10h, notebooks/pacs (FGR and FGR + Robust rows).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The 2-D mixture of four Gaussians of paper 2 (Sec. 5.1 and Fig. 3): fixed means, covariances
 and weights, and a seeded generator of labelled points.
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt).
+Paper: "Calibration of multi-expert learning to defer" (paper 2).
 The paper's generator is not public; this mixture is our own, chosen to match Figure 3's picture.
-
-Used in: notebooks/l2d_gaussians.
 """
 
 from __future__ import annotations
@@ -42,7 +40,6 @@ def gaussian_mixture(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.
     Returns ``(X (n, 2) float32, y (n,) int64, cluster (n,) int64)`` with 0-based cluster ids and
     y = cluster (the class of a point is the cluster it came from). Means, covariances and weights
     are the module constants ``GAUSSIAN_MEANS``, ``GAUSSIAN_COVS``, ``GAUSSIAN_WEIGHTS``.
-    Used in: notebooks/l2d_gaussians.
     """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n: must be a positive integer, got {n!r}")

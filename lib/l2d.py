@@ -1,15 +1,13 @@
 """Multi-expert learning to defer (L2D): the surrogate losses, the estimators of expert correctness
 they imply, the deferral rule and the system's metrics (paper 2, Sec. 2-3 and 5).
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt).
+Paper: "Calibration of multi-expert learning to defer" (paper 2).
 A model outputs K + J logits: g_1..g_K for the classes and g_{⊥1}..g_{⊥J} for deferring to expert j.
 Two consistent surrogates train it: the softmax surrogate of Mozannar & Sontag (2020) and the
 one-vs-all (OvA) surrogate of Verma & Nalisnick (2022). Their estimators of the probability that
 expert j is correct, P(m_j = y | x), differ: the softmax one (eq. 2) couples all experts and can
 exceed 1; the OvA one (eq. 3) is a sigmoid of a single logit. The simulated experts are in
 :mod:`lib.synthetic_experts`, the 2-D mixture of Gaussians in :mod:`lib.gaussian_mixture`.
-
-Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -102,7 +100,6 @@ def softmax_l2d_loss(
 
     ``logits`` (N, K+J), ``labels`` (N,), ``expert_correct`` (N, J) bool; K = columns - J.
     Returns the batch mean (``reduction="sum"`` or ``"none"`` for the sum or per-example losses).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z, y, ec, k = _loss_inputs(logits, labels, expert_correct)
     logp = F.log_softmax(z, dim=1)
@@ -119,7 +116,6 @@ def ova_l2d_loss(
 
     with the logistic loss phi(t) = log(1 + exp(-t)) = softplus(-t). The deferral part equals a
     binary logistic loss of g_{⊥j} against the event "expert j is correct".
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z, y, ec, k = _loss_inputs(logits, labels, expert_correct)
     g_cls, g_def = z[:, :k], z[:, k:]
@@ -139,7 +135,6 @@ def expert_correctness_softmax(logits: ArrayLike, num_classes: int) -> torch.Ten
     Unclipped: it exceeds 1 when the deferral probabilities sum close to 1 (clip only inside ECE).
     Computed stably as exp(g_{⊥j} - logsumexp_k g_k), because 1 - sum_j' p_{⊥j'} is the total
     class probability sum_k p_k. Returns an (N, J) tensor (inf only if that ratio overflows).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
@@ -147,10 +142,7 @@ def expert_correctness_softmax(logits: ArrayLike, num_classes: int) -> torch.Ten
 
 
 def expert_correctness_ova(logits: ArrayLike, num_classes: int) -> torch.Tensor:
-    """OvA estimate of P(m_j = y | x) = sigmoid(g_{⊥j}) (L2D paper eq. 3); (N, J), always in (0, 1).
-
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
-    """
+    """OvA estimate of P(m_j = y | x) = sigmoid(g_{⊥j}) (L2D paper eq. 3); (N, J), always in (0, 1)."""
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
     return torch.sigmoid(z[:, k:])
@@ -163,7 +155,6 @@ def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, 
     max_j g_{⊥j} >= max_k g_k, else -1. A tie defers, as in the paper's Bayes rejector (App. B):
     r*(x) = 0 only if P(y = h*(x) | x) > P(m_j' = y | x) for every j', otherwise argmax_j.
     Among tied experts the first (lowest j) is chosen.
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
@@ -180,7 +171,6 @@ def system_accuracy(
     prediction where the model defers (L2D paper Sec. 5, Fig. 1 b/e).
 
     ``expert_preds`` (N, J) integer predictions of the J experts.
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
@@ -208,8 +198,6 @@ def system_accuracy(
 def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
     """Fractions of examples each decision-maker handles: an array of length J + 1 whose entry 0
     is the classifier's coverage and entry j (1..J) the fraction deferred to expert j; sums to 1.
-
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
@@ -224,7 +212,6 @@ def expert_calibration_error(
     """Mean over experts of the binned ECE of the correctness estimate vs actual correctness
     (L2D paper Sec. 5; the reference code uses 20 bins). Estimates above 1 (softmax eq. 2) are
     clipped to 1 inside the ECE, as in the paper. ``estimates`` and ``expert_correct`` are (N, J).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     from lib.metrics import binary_ece
 

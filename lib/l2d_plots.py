@@ -1,6 +1,6 @@
 """Paper 2's figures: the mixture-of-Gaussians data and the panels of an L2D study.
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
 Figures 1-3. The shared chart kinds and the offline SVG renderer are :mod:`lib.plots`; like them,
 every function here returns an altair chart and never displays or saves it.
 """
@@ -22,7 +22,7 @@ def gaussian_scatter(
     width: int = 320, height: int = 280,
 ) -> alt.Chart | alt.LayerChart:
     """The 2-D mixture-of-Gaussians data coloured by cluster (numbered 1..4 as in the paper), with
-    the cluster means as crosses (L2D paper Figure 3). Used in: notebooks/l2d_gaussians."""
+    the cluster means as crosses (L2D paper Figure 3)."""
     pts = np.asarray(x, dtype=float)
     cl = np.asarray(cluster).astype(int)
     if pts.ndim != 2 or pts.shape[1] != 2:
@@ -47,7 +47,7 @@ def l2d_panels(
     """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
     ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
     softmax and OvA with +-1 standard error bands over seeds (columns from
-    ``lib.experiments.l2d_results.summarize``). Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10."""
+    ``lib.experiments.l2d_results.summarize``)."""
     charts = []
     for experiment, metric, x_title, y_title in panels:
         sub = summary[summary["experiment"] == experiment]

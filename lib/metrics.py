@@ -8,9 +8,6 @@ into bins whose counts differ by at most one.
 
 Every function accepts numpy arrays or torch tensors, validates them with :mod:`lib.validation`
 (``ValueError`` naming the argument) and returns plain Python floats (or a pandas DataFrame).
-
-Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/l2d_cifar10, notebooks/l2d_gaussians, notebooks/cascading, notebooks/losses_cifar10.
 """
 
 from __future__ import annotations
@@ -90,7 +87,6 @@ def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.n
     midpoint of the order statistics s_(k-1), s_(k) with k = floor(b n / n_bins) (0-based), so that
     with half-open ``(lo, hi]`` bins and no ties every bin holds floor or ceil of n / n_bins examples.
     Ties (or n < n_bins) can leave bins empty; empty bins contribute nothing to any metric.
-    Used in: every binned metric here, lib.calibrate.HistogramBinning, notebooks/cascading.
     """
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
@@ -143,7 +139,7 @@ def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "w
     """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c.
 
     Guo et al. 2017 (eq. 3); the MoE and L2D papers report it as a fraction, the reweighted-risk
-    paper x100. Used in: notebooks/calibration, notebooks/cifar10h, notebooks/pacs, and most pages.
+    paper x100.
     """
     p, y = _probs_labels(probs, labels)
     n_bins = check_bins(n_bins)
@@ -159,7 +155,7 @@ def classwise_ece(
     """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c].
 
     Reweighted-risk paper, Def. 3.9 (Kull et al. 2019). With ``binning="mass"`` the equal-count
-    bins are built per class on that class's probabilities. Used in: notebooks/losses_cifar10.
+    bins are built per class on that class's probabilities.
     """
     p, y = _probs_labels(probs, labels)
     n_bins = check_bins(n_bins)
@@ -178,8 +174,7 @@ def binary_ece(
     """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1).
 
     ``conf`` is clipped to [0, 1] first: the L2D softmax estimate of expert correctness (L2D paper
-    eq. 2) can exceed 1 and the paper caps it at 1. Used in: notebooks/l2d_cifar10,
-    notebooks/l2d_gaussians, notebooks/cascading (Platt-scaled pass/fail).
+    eq. 2) can exceed 1 and the paper caps it at 1.
     """
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
@@ -200,7 +195,6 @@ def reliability_table(
     ``conf`` (mean confidence), ``acc`` (mean outcome), ``acc_lo``, ``acc_hi`` (Wilson score
     interval at ``level``, from ``scipy.stats.binomtest(...).proportion_ci(method="wilson")`` rather
     than a hand-written formula), ``gap`` = acc - conf. ``conf`` is clipped to [0, 1].
-    Used in: lib.plots.reliability_diagram (error bars), notebooks/cifar10h, notebooks/civilcomments.
     """
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
@@ -246,7 +240,7 @@ def accuracy(probs: ArrayLike, labels: ArrayLike) -> float:
 def brier(probs: ArrayLike, labels: ArrayLike) -> float:
     """Multi-class Brier score (Brier 1950): mean over examples of sum_c (p_c - 1[y = c])^2.
 
-    Summed over classes (range [0, 2]), not averaged over them. Used in: notebooks/calibration.
+    Summed over classes (range [0, 2]), not averaged over them.
     """
     p, y = _probs_labels(probs, labels)
     onehot = np.zeros_like(p)
@@ -270,7 +264,6 @@ def aurc(conf: ArrayLike, errors: ArrayLike) -> float:
     confidences share the mean of their positions' weights, i.e. the expectation over random
     tie-breaking, so the value does not depend on the input order. ``errors`` may be 0/1 or any
     non-negative losses; ``conf`` is any real score (higher = more confident).
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     c = to_numpy(conf, "conf")
     e = to_numpy(errors, "errors")

@@ -7,9 +7,6 @@ mixed in probability space with the router's weights, p = sum_k r_k softmax(z_k 
 
 Inputs are numpy arrays or torch tensors, validated with :mod:`lib.validation`; the mixture comes
 back as the same kind (numpy or torch) as the expert logits.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (through lib.moe_eval),
-notebooks/cross_paper.
 """
 
 from __future__ import annotations
@@ -64,7 +61,6 @@ def fit_expert_temperatures(
     experts, so all K are fitted jointly in one LBFGS run, with each T_k constrained to [0.1, 10]
     during the fit (equal to clamping the unconstrained optimum, as the NLL is unimodal in log T).
     ``routing`` is validated (rows sum to 1) and used only by ``weighting="routing"``.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
     """
     z = to_tensor(expert_logits, "expert_logits")
     r = to_tensor(routing, "routing")
@@ -100,7 +96,6 @@ def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) 
     """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).
 
     With all T_k = 1 this is the plain (vanilla) mixture. Returns the kind of ``expert_logits``.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
     """
     z = to_tensor(expert_logits, "expert_logits")
     r = to_tensor(routing, "routing")

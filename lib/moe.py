@@ -1,14 +1,12 @@
 """Mixture-of-experts classification head and its per-example losses.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 3 eq. (1)-(3) and Appendix D.3: a backbone feature h feeds K linear experts z_k = A_k h + b_k
 with p_k = softmax(z_k) and a 2-layer MLP router r(h) = softmax(W2 relu(W1 h)); the mixture is taken
 in probability space, p = sum_k r_k p_k. The loss is cross-entropy of the mixture, l_i = -log p_{y_i}.
 
 One forward pass returns everything every objective of the paper needs (mixture, routing weights,
 expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5).
-
-Used in: notebooks/routing_theory, notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
 """
 
 from __future__ import annotations
@@ -182,9 +180,7 @@ def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
 
 
 def routing_entropy(routing: torch.Tensor) -> torch.Tensor:
-    """Per-example entropy -sum_k r_k log r_k of the routing weights (nats), shape (N,).
-
-    Used in: notebooks/cifar10h, notebooks/pacs (routing entropy column)."""
+    """Per-example entropy -sum_k r_k log r_k of the routing weights (nats), shape (N,)."""
     routing = to_tensor(routing, "routing")
     if not routing.is_floating_point():
         routing = routing.double()

@@ -1,6 +1,6 @@
 """Paper 1's evaluation protocol: metrics, aggregate temperature scaling (ECE+TS) and MoCaE.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Appendix D.5 (evaluation protocol) and D.1 (MoCaE). What each piece does, and where it follows
 the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
 
@@ -27,9 +27,6 @@ the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
 
 The signatures of ``_metric_block``, ``_renorm``, :func:`mocae_calibrate` and :func:`evaluate`
 match the functions of the same name that lib.moe_train used to define, so the engine can import them.
-
-Used in: lib.moe_train (paper-1 runs) for notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/sensitivity; lib.experiments.cross_paper (MoCaE on released logits).
 """
 
 from __future__ import annotations
@@ -81,7 +78,6 @@ def lbfgs_fixed_step(
     times the negative gradient). In one dimension the direction is the secant-Newton step
     -g s/y, so on a quadratic with minimiser x* the gap obeys x_{k+1} - x* = (1 - lr)(x_k - x*)
     after the first step (tests/unit/test_moe_eval.py checks this closed form).
-    Used in: :func:`paper_temperature` (notebooks/cifar10h, pacs, civilcomments through lib.moe_train).
     """
     check_positive(lr, "lr")
     max_iter = check_int(max_iter, "max_iter")
@@ -106,7 +102,6 @@ def paper_temperature(logits: ArrayLike, labels: ArrayLike, lr: float = PAPER_LR
 
     Partial by design: it stops well short of the NLL minimiser (see the module docstring). The
     result is floored at 1e-3 so that a pathological step cannot give T <= 0.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (ECE+TS, MoCaE).
     """
     z = to_tensor(logits, "logits")
     y = to_tensor(labels, "labels")
@@ -133,7 +128,6 @@ def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: st
 
     ``fit="paper"``: :func:`paper_temperature` (LBFGS lr 0.01 x 50, as the paper); ``"converged"``:
     the NLL minimiser (lib.calibrate.fit_temperature). Returns a float64 array of K temperatures.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/cross_paper.
     """
     check_choice(fit, FITS, "fit")
     z = to_tensor(expert_logits, "expert_logits")
@@ -194,7 +188,6 @@ def mocae_calibrate(
 
     ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe_train's
     ``predict`` returns. Returns (val probs, test probs, temperatures).
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (through lib.moe_train).
     """
     from lib.mocae import mocae_probs
 
@@ -221,7 +214,6 @@ def evaluate(
     (:func:`paper_temperature`) on log validation mixture probs; ``ece_ts_converged`` the NLL
     minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
     Returns (metrics, test probs as float64).
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
     """
     from lib.calibrate import fit_temperature, probs_to_logits
     from lib.metrics import ece

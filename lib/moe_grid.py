@@ -4,8 +4,6 @@
 (committed results first), the rest are grouped by architecture and optimizer settings and trained
 ``stack`` at a time as one stacked model on one device (:func:`lib.engine.stack.fit_stack`); each is
 evaluated and saved as its own run, exactly as :func:`lib.moe_train.train_run` would save it.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/sensitivity, lib.queue, bench/bench_epoch.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paper 1's methods: the network each one trains and its loss and step on one batch.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 5 and Appendix D (objectives, warmup, baselines).
 
 Methods (``METHODS``, the one list): ``single`` (backbone + one linear layer), ``vanilla`` (MoE, mean
@@ -17,9 +17,6 @@ hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), `
 
 Every method does one backbone forward per step, except FGR's two (by design). No step synchronises
 with the host (tests/unit/test_moe_methods.py runs whole epochs on PyTorch's meta device to check it).
-
-Used in: lib.moe_train (paper-1 runs for notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments,
-notebooks/sensitivity), bench/bench_epoch.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 4 (eq. 4) and Appendix E (Figs. E.2, E.3). The shared chart kinds (reliability diagrams,
 lines, bars) and the offline SVG renderer are :mod:`lib.plots`; like them, every function here
 returns an altair chart and never displays or saves it.
@@ -32,7 +32,7 @@ def calibration_gap_chart(
     """Measured calibration residual E[Y - p | p = q] per level q (points with +-2 s.e. rules) next to
     the value eq. (4) predicts (hollow diamonds), one colour per shift.
 
-    Data: lib.moe_theory.measured_gap merged with predicted_gap. Used in: notebooks/routing_theory.
+    Data: lib.moe_theory.measured_gap merged with predicted_gap.
     """
     check_columns(df, level=level, measured=measured, se=se, predicted=predicted, color=color)
     data = df.copy()
@@ -60,7 +60,7 @@ def confidence_histograms(
     height: int = 120,
 ) -> alt.FacetChart:
     """Share of predictions per confidence bin (10 equal-width bins), one line per ``method``, one
-    panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3). Used in: notebooks/cifar10h."""
+    panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3)."""
     check_columns(df, conf=conf, method=method, facet=facet)
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
@@ -81,7 +81,7 @@ def image_strip(
     images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4
 ) -> alt.ConcatChart:
     """Small images (uint8 (N, 3, H, W) or (N, H, W, 3)) with a caption under each, as altair image
-    marks holding PNG data URIs (rendered offline by vl-convert). Used in: notebooks/cifar10h (Fig. E.2)."""
+    marks holding PNG data URIs (rendered offline by vl-convert)."""
     import base64
     import io
 

@@ -2,7 +2,7 @@
 configuration reweightings, the calibration gap they open (eq. 4) predicted from P and measured by
 sampling, and the multiaccuracy bound.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 sections 3-4 and Appendix C (multiaccuracy bound). The populations, with their router and
 calibrated experts, are :class:`lib.routed_population.RoutedPopulation`. A test distribution Q has
 dQ/dP = rho:
@@ -13,8 +13,6 @@ dQ/dP = rho:
 * eq. (4): for a configuration reweighting, the calibration residual of the aggregate at level q is::
 
       E_Q[Y - p | p = q] = E_P[rho(Z) (eta(Z) - q) | p = q] / E_P[rho(Z) | p = q].
-
-Used in: notebooks/routing_theory.
 """
 
 from __future__ import annotations
@@ -63,8 +61,6 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
     """Aggregate calibration on Q (dQ/dP = ``rho``, default P): one row per prediction level q with
     ``mass`` = Q(p = q), ``outcome_rate`` = E_Q[Y | p = q] and ``residual`` = E_Q[Y - p | p = q],
     computed exactly from the population (no sampling).
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     w = _rho(pop, rho)
@@ -87,8 +83,6 @@ def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
     """Density ratio of the region reweighting Q = sum_k omega_k P(. | region k) (section 3.2):
     rho = omega_k / P(region k) on region k. ``omega`` (K,) new region prevalences (sum 1; regions
     with P(region) = 0 must get omega 0).
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     om = to_numpy(omega, "omega")
@@ -112,8 +106,6 @@ def configuration_reweighting(
     """Density ratio rho(Z) of a configuration reweighting (Prop. 4.1): ``fn(routing, experts)``
     maps (N, K) router weights and expert predictions to (N,) non-negative values, normalised so that
     E_P[rho] = 1. Being a function of Z = (r, f), it leaves P(Y | Z) unchanged.
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     if not callable(fn):
@@ -125,8 +117,6 @@ def configuration_reweighting(
 def entropy_tilt(beta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """rho(Z) proportional to exp(beta * H(r)), H the routing entropy in nats: beta > 0 shifts mass
     toward routing-overlap configurations (section 4.2's routing-induced reweighting).
-
-    Used in: notebooks/routing_theory.
     """
     if not np.isfinite(beta):
         raise ValueError(f"beta: must be a finite number, got {beta!r}")
@@ -142,8 +132,6 @@ def entropy_tilt(beta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 def predicted_gap(pop: RoutedPopulation, rho: object, routing: str = "soft") -> pd.DataFrame:
     """Eq. (4): the calibration residual on Q predicted from P alone, per prediction level q,
     E_P[rho (eta - q) | p = q] / E_P[rho | p = q], with ``p_mass`` = P(p = q) and ``q_mass`` = Q(p = q).
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     w = _rho(pop, rho)
@@ -167,8 +155,6 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     ratio ``ratio`` times that of dominant cells: with m = overlap_mass and eps = delta m / (1 - m),
     gap = (ratio m delta - (1 - m) eps) / (ratio m + 1 - m) = m delta (ratio - 1) / (ratio m + 1 - m),
     the same at every level.
-
-    Used in: notebooks/routing_theory.
     """
     if not 0 < overlap_mass < 1:
         raise ValueError(f"overlap_mass: must lie in (0, 1), got {overlap_mass!r}")
@@ -184,10 +170,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
 
 
 def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Draw ``n`` examples from Q (dQ/dP = ``rho``): cell indices and outcomes Y ~ Bernoulli(eta).
-
-    Used in: notebooks/routing_theory.
-    """
+    """Draw ``n`` examples from Q (dQ/dP = ``rho``): cell indices and outcomes Y ~ Bernoulli(eta)."""
     check_population(pop)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n: must be a positive integer, got {n!r}")
@@ -202,8 +185,6 @@ def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int =
 def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str = "soft") -> pd.DataFrame:
     """Empirical calibration residual per prediction level from a sample: ``measured`` = mean(Y) - q
     over the sampled examples predicting q, with its standard error ``se`` and count ``n``.
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     c = to_numpy(cells, "cells", dtype=np.int64)
@@ -240,7 +221,7 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     auditor is h = sign(eta - p) and the left side is E_Q[r_k |eta - p|]. One row per expert:
     ``alignment`` (that worst case), ``cauchy_schwarz`` (sqrt(E_Q[r_k^2]) sqrt(E_Q[(Y-p)^2])),
     ``squared_residual`` (sqrt(E_Q[(Y-p)^2])) and ``cross_entropy`` (sqrt(E_Q[-log p_Y])); the
-    bound holds when each column is <= the next. Used in: notebooks/routing_theory.
+    bound holds when each column is <= the next.
     """
     check_population(pop)
     check_choice(routing, ROUTINGS, "routing")

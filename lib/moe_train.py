@@ -14,9 +14,6 @@ Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and A
 
 ``mocae`` is not trained again: it is the ``vanilla`` run of the same config, calibrated post hoc.
 The cosine schedule spans all epochs, warmup included.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity,
-bench/bench_epoch.py, lib.queue.
 """
 
 from __future__ import annotations
@@ -351,7 +348,6 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
 
     "mocae" trains (or loads) the "vanilla" run of the same config and calibrates it post hoc, so
     the two share one trained model; the vanilla record also carries MoCaE's metrics.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
@@ -364,6 +360,5 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
 
 def load_predictions(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Test predictions of a finished run: probs (float16), labels, hard mask, routing, temperature;
-    verified against the record (committed copy first, then the cache).
-    Used in: notebooks/sensitivity, lib.experiments.moe."""
+    verified against the record (committed copy first, then the cache)."""
     return load_artifact(record, "predictions")

@@ -8,7 +8,6 @@ chunk and of the whole). :func:`unpack` joins and verifies the chunks and extrac
 local data cache, where every loader looks; the queue unpacks all complete packs before it runs.
 The files are packed as they are (JPEG folders, zip, ``.npy``): already compressed, and smaller
 than decoded arrays. See ``results/README.md`` for sending the chunks over consecutive transfers.
-Used in: lib.cli (``python -m lib pack``), lib.queue.
 """
 
 from __future__ import annotations

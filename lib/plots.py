@@ -34,7 +34,6 @@ def use_offline_renderer() -> str:
     characters).
 
     Raises ``RuntimeError`` if a test chart does not come back as ``image/svg+xml``.
-    Used in: every notebook page (first code cell after the imports; the skeleton in book/start_here).
     """
     pd.set_option("display.max_colwidth", None)
     alt.renderers.enable("svg")
@@ -102,7 +101,6 @@ def reliability_diagram(
     each bin (points) and 95% Wilson error bars on the accuracy; counts in the tooltip.
 
     Data: :func:`reliability_data` (10 bins with error bars: calibrated-MoE paper, Figs. E.1, E.6).
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/losses_cifar10.
     """
     data = reliability_data(conf, outcome, n_bins=n_bins, binning=binning)
     x_scale = alt.Scale(domain=[0, 1])
@@ -143,8 +141,6 @@ def reliability_grid(
 ) -> alt.ConcatChart:
     """Several reliability diagrams side by side (wrapping after ``columns``), one per
     ``name -> (conf, outcome)`` entry, titled by name, in the mapping's order.
-
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (one diagram per method).
     """
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
@@ -178,7 +174,7 @@ def line_chart(
     """Lines of ``y`` against ``x`` (one per ``color`` value), with an optional error band given
     either as two columns ``band=(lo, hi)`` or as a symmetric half-width column ``yerr``
     (e.g. a standard error over seeds). ``log=True`` puts both axes on log scales (a power law is
-    then a straight line). Used in: notebooks/l2d_cifar10, notebooks/sensitivity, notebooks/performance.
+    then a straight line).
     """
     check_columns(df, x=x, y=y, color=color, band=band, yerr=yerr)
     if band is not None and yerr is not None:
@@ -225,7 +221,6 @@ def bar_chart(
 ) -> alt.Chart | alt.LayerChart:
     """Bars of ``y`` per category ``x``; with ``color``, grouped bars (side by side via xOffset);
     ``yerr`` adds +-error rules. ``sort`` fixes the order of the x categories.
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/losses_cifar10.
     """
     check_columns(df, x=x, y=y, color=color, yerr=yerr)
     data = df.copy()
@@ -257,8 +252,7 @@ def curves_chart(
 ) -> alt.LayerChart:
     """Several functions of one variable (``name -> values`` on the grid ``x``) as lines, with a
     dashed zero line: the gradient and weight plots of the reweighted-risk paper (Fig. 1 and
-    Appendix C Figs. 1 and 4). Values outside ``y_domain`` are clipped away.
-    Used in: notebooks/losses_cifar10."""
+    Appendix C Figs. 1 and 4). Values outside ``y_domain`` are clipped away."""
     xs = np.asarray(x, dtype=float)
     if not curves:
         raise ValueError("curves: expected at least one named curve")
@@ -283,7 +277,7 @@ def heatmap(
     width: int = 220, height: int = 180,
 ) -> alt.LayerChart:
     """A value per (x, y) cell with the number printed in it (reweighted-risk paper Fig. 6:
-    validation performance across coverage and nu). Used in: notebooks/losses_cifar10."""
+    validation performance across coverage and nu)."""
     check_columns(df, x=x, y=y, value=value)
     base = alt.Chart(df).encode(x=alt.X(f"{x}:O", title=x), y=alt.Y(f"{y}:O", title=y))
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", title=value, scale=alt.Scale(scheme="blues")))
@@ -296,8 +290,7 @@ def heatmap(
 
 def method_comparison_chart(table: pd.DataFrame, columns: int = 3, width: int = 200) -> alt.ConcatChart:
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
-    columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`).
-    Used in: notebooks/cross_paper."""
+    columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`)."""
     check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
     panels = []
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):

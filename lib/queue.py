@@ -16,7 +16,6 @@
 Paper 1's pages train stacked; paper 2's and paper 4's CIFAR-10 runs (a WRN each) train one at a
 time through the same runners their pages call (:func:`lib.experiments.l2d_cifar10.run_cifar`,
 :func:`lib.experiments.reweighted.run_loss`), so a page finds them by key.
-Used in: lib.cli (``python -m lib paper``), results/README.md.
 """
 
 from __future__ import annotations

@@ -17,10 +17,7 @@ import nbformat
 import pandas as pd
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
-    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``).
-
-    Used in: every notebook page (the skeleton in book/start_here).
-    """
+    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
     from myst_nb import glue
 
     json.dumps(value)  # fail early with a clear TypeError on values the tests could not read
@@ -56,10 +53,7 @@ def _parse_repr(text: str) -> Any:
 
 
 def publish_scale(scale: str, summary: str) -> str:
-    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page.
-
-    Used in: every notebook page (the skeleton in book/start_here).
-    """
+    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page."""
     return publish("scale_summary", f"{scale}: {summary}")
 
 
@@ -67,10 +61,7 @@ VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale
 
 
 def verdict(held: bool | None) -> str:
-    """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell).
-
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
-    """
+    """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell)."""
     if held is None:
         return VERDICTS[2]
     return VERDICTS[0] if held else VERDICTS[1]
@@ -80,8 +71,6 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A page's claims table: one row per claim with ``claim``, ``paper`` (what the paper reports,
     quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of ``VERDICTS``,
     computed by the caller from the numbers, never typed in).
-
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/l2d_cifar10, notebooks/l2d_gaussians, notebooks/losses_cifar10, notebooks/losses_released_logits, notebooks/same_size.
     """
     out = []
     for r in rows:
@@ -105,8 +94,6 @@ For CIFAR-10 at the paper's 94.5% that is 77.6%; for PACS sketch at 63.7% with 7
 def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY_FLOOR) -> float:
     """The accuracy below which a page calls its claims "inconclusive at this scale":
     chance + floor * (paper_accuracy - chance) (see ``ACCURACY_FLOOR``).
-
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10, notebooks/pacs.
     """
     for value, name in ((paper_accuracy, "paper_accuracy"), (chance, "chance"), (floor, "floor")):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
@@ -133,8 +120,6 @@ def gate_claims(
     model, e.g. an analytic threshold) gets the verdict "inconclusive at this scale", and its
     ``ours`` keeps the number with the verdict it would have had. Returns the new rows and one
     sentence saying which case applied, for the page to print.
-
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10, notebooks/pacs.
     """
     bar = accuracy_floor(paper_accuracy, chance, floor)
     if isinstance(accuracy, bool) or not isinstance(accuracy, numbers.Real):

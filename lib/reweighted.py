@@ -1,15 +1,13 @@
 """Reweighted risks for calibration: the focal family, the AURC loss, the AU loss and KDE-XE.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
-(papers/reweighted-risk-au-loss.txt). Every loss here is a weighted cross-entropy
+(paper 4). Every loss here is a weighted cross-entropy
 mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal, eq. 2),
 (1 + p_t)^gamma (inverse focal, eq. 3), (1 - p_t + p_j)^gamma (dual focal, eq. 33),
 -ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
 adds a kernel estimate of the canonical calibration error to cross-entropy instead.
 The rank-based weights and confidence score functions are in :mod:`lib.reweighted_weights`, the
 kernel calibration error in :mod:`lib.ece_kde`.
-
-Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -97,7 +95,6 @@ def focal_loss(
     ``gamma`` a number >= 0 (0 gives cross-entropy) or ``"fl53"``: gamma = 5 where p_t < 0.2 and 3
     otherwise (Mukhoti et al. 2020; the choice of gamma per example is not differentiated).
     1 - p_t is computed as -expm1(log p_t) so it is accurate when p_t is close to 1.
-    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
@@ -119,7 +116,6 @@ def inverse_focal_loss(
 
     Its derivative in p_t, gamma (1 + p)^(gamma-1) log p - (1 + p)^gamma / p (Appendix C.2), turns
     positive for large p_t once gamma is above about 3.5-4: such gammas stop pushing p_t up.
-    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
@@ -151,7 +147,6 @@ def dual_focal_loss(
       A class tied with p_t is not "strictly below", so it is skipped.
 
     ``as_released=True`` is shorthand for ``variant="released"``.
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
@@ -192,7 +187,6 @@ def aurc_loss(
     """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
     2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
     (see ``lib.reweighted_weights.aurc_weights`` for the two finite-sample weight choices).
-    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
@@ -219,7 +213,6 @@ def au_loss(
     ``au_weights`` on the batch CSF s_i = csf(softmax(z_i)); the gradient flows through both the
     cross-entropy and G(s_i) (eq. 36). O(n M) per batch. Defaults: M = 15 bins (paper; the public
     code uses 64), nu = 0.1 (CIFAR-10), coverage kappa per Table 3 (0.75-0.88 on CIFAR-10).
-    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
@@ -247,7 +240,6 @@ def kde_xe_loss(
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
     lambda = 0.3 on CIFAR-10, 0.5 on CIFAR-100, reweighted-risk paper Appendix E.1). With
     ``bandwidth=None`` the bandwidth is re-selected on each (detached) batch.
-    Used in: notebooks/losses_cifar10.
     """
     z, y = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
@@ -309,7 +301,6 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``. Dual focal
     comes in three names: ``"dual_focal"`` (eq. 33), ``"dual_focal_eqs34_35"`` (the paper's eqs.
     34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``.
-    Used in: notebooks/losses_cifar10 (training loop).
     """
     check_choice(name, tuple(LOSSES), "name")
     fn = LOSSES[name]

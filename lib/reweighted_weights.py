@@ -1,7 +1,7 @@
 """Sample weights of the reweighted risks, and the analytic weight and gradient curves.
 
 Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
-(papers/reweighted-risk-au-loss.txt). The losses of :mod:`lib.reweighted` multiply each example's
+(paper 4). The losses of :mod:`lib.reweighted` multiply each example's
 cross-entropy by a weight; this module holds what those weights are made of and how they behave:
 
 * confidence score functions (CSFs, Appendix Table 1): :func:`msp`, :func:`softmax_margin`,
@@ -12,8 +12,6 @@ cross-entropy by a weight; this module holds what those weights are made of and 
 * the weights and gradients as functions of the true-class probability, with no training
   (Figure 1 and Appendix C): :func:`loss_weight`, :func:`loss_gradient`,
   :func:`inverse_focal_gamma_threshold`.
-
-Used in: notebooks/losses_cifar10.
 """
 
 from __future__ import annotations
@@ -71,16 +69,13 @@ def _out(x: torch.Tensor, is_np: bool) -> Any:
 
 
 def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel). Used in: notebooks/losses_cifar10."""
+    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
     p, is_np = _probs_tensor(probs)
     return _out(p.max(dim=1).values, is_np)
 
 
 def softmax_margin(probs: ArrayLike) -> Any:
-    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021).
-
-    Used in: notebooks/losses_cifar10.
-    """
+    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
     p, is_np = _probs_tensor(probs)
     if p.shape[1] < 2:
         raise ValueError("probs: softmax margin needs at least 2 classes")
@@ -90,7 +85,7 @@ def softmax_margin(probs: ArrayLike) -> Any:
 
 def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
     """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020). Used in: notebooks/losses_cifar10.
+    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020).
     """
     p, is_np = _probs_tensor(probs)
     # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
@@ -159,8 +154,6 @@ def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
     * ``"harmonic"``: H_n - H_{n - r_i} = sum_{k = n - r_i + 1}^{n} 1/k, which makes
       mean_i w_i l_i exactly the area under the empirical risk-coverage curve (Geifman et al. 2019)
       for distinct scores; -ln(1 - r/n) is its large-n limit.
-
-    Used in: notebooks/losses_cifar10.
     """
     check_choice(weights, AURC_WEIGHTS, "weights")
     s = _scores(scores).detach()
@@ -209,7 +202,6 @@ def smoothed_cdf(
     no gradient; the result is differentiable in the evaluation points. Scores outside the edges
     are not counted (n stays the number of scores). As nu -> 0 it tends to the step function
     (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF.
-    Used in: notebooks/losses_cifar10 (through ``au_loss``).
     """
     s = _scores(scores)
     e = _edges(edges, s)
@@ -278,7 +270,6 @@ def au_weights(
     is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
     G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
     ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
-    Used in: notebooks/losses_cifar10 (through ``au_loss``).
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
@@ -312,8 +303,6 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
       for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
       :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
       *down* there.
-
-    Used in: notebooks/losses_cifar10 (Figures 1 and 4).
     """
     check_choice(name, GRADIENT_LOSSES, "name")
     x = to_numpy(p, "p")
@@ -331,8 +320,6 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
 def inverse_focal_gamma_threshold() -> float:
     """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
     min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
-
-    Used in: notebooks/losses_cifar10.
     """
     from scipy.optimize import minimize_scalar
 
@@ -345,7 +332,7 @@ def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -
     """Sample weight of a reweighted risk as a function of p (reweighted-risk paper Fig. 1, main
     text): focal (1-p)^gamma, inverse focal (1+p)^gamma, AURC -ln(1 - G(p)) with G(p) = p (scores
     uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
-    normalizes the weights "for fair comparison". Used in: notebooks/losses_cifar10."""
+    normalizes the weights "for fair comparison"."""
     check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
     x = to_numpy(p, "p")
     if np.any((x < 0) | (x >= 1)):

@@ -1,6 +1,6 @@
 """Entropy-balanced robust objectives: Robust MoE, Robust Filtered, and their references.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 5 and Appendix B/D.3/D.6. On a minibatch of per-example losses l_1..l_n:
 
 * tilted weights w = softmax(lam * l) (eq. 11), never detached;
@@ -14,8 +14,6 @@ section 5 and Appendix B/D.3/D.6. On a minibatch of per-example losses l_1..l_n:
 
 lam is the paper's robustness parameter ("eta" in the public code), default 2.0. lam < 0 raises;
 lam == 0 gives the plain mean exactly.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -74,10 +72,7 @@ def _lam(lam: float) -> float:
 
 
 def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
-    """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached.
-
-    Used in: notebooks/routing_theory.
-    """
+    """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
     l = _losses(losses)
     lam = _lam(lam)
     return F.softmax(lam * l, dim=0)
@@ -87,8 +82,6 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
-
-    Used in: notebooks/routing_theory.
     """
     return tilted_mean(_losses(losses), _lam(lam))
 
@@ -105,8 +98,6 @@ def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
 
     lam == 0 returns the mean (the limit).
-
-    Used in: notebooks/routing_theory.
     """
     l = _losses(losses)
     lam = _lam(lam)
@@ -132,10 +123,7 @@ def _weights(w: object, name: str = "w") -> torch.Tensor:
 
 
 def kl_to_uniform(w: object) -> torch.Tensor:
-    """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass.
-
-    Used in: notebooks/routing_theory.
-    """
+    """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass."""
     t = _weights(w)
     n = t.shape[-1]
     return torch.special.xlogy(t, t).sum(dim=-1) + math.log(n)
@@ -146,8 +134,6 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     entering with its fractional weight (alpha*n - floor(alpha*n)). A reference, not a training loss.
 
     Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1.
-
-    Used in: notebooks/routing_theory.
     """
     l = _losses(losses)
     alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
@@ -167,8 +153,6 @@ def effective_support(w: object) -> dict[str, float]:
 
     perplexity = exp(H(w)), fraction = perplexity / n, ratio_bound = n / perplexity (the effective
     density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches.
-
-    Used in: notebooks/routing_theory, notebooks/sensitivity.
     """
     t = _weights(w)
     n = t.shape[-1]

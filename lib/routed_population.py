@@ -2,7 +2,7 @@
 soft and hard mixtures, experts calibrated on their routing-weighted views, and what that
 calibration implies on the training distribution.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 sections 3-4. Binary prediction, as in the paper's analysis: a population is a finite set of input
 *cells* i with probability ``pi_i``, outcome frequency ``eta_i = P(Y=1 | cell i)``, router weights
 ``r_i`` (K,) and expert predictions ``f_i`` (K,) of P(Y=1). The routing configuration of a cell is
@@ -21,8 +21,6 @@ so if the soft aggregate is also calibrated (E[(Y - p) p] = 0), co-routed expert
 surely. The two configurations of :func:`two_configuration_example` therefore differ in their
 routing weights, not in what the experts say; see :func:`disagreement_identity`. What a shift of
 the input distribution does to these populations is in :mod:`lib.moe_theory`.
-
-Used in: notebooks/routing_theory.
 """
 
 from __future__ import annotations
@@ -156,7 +154,7 @@ def two_configuration_example(
     Every expert is calibrated on its routing-weighted view, and the soft and hard aggregates (both
     equal to q) are calibrated on P; yet eta(Z) != p(Z) configuration by configuration, so a
     configuration reweighting that favours overlap breaks calibration (Prop. 4.1). Levels get equal
-    probability. Used in: notebooks/routing_theory.
+    probability.
     """
     lv = to_numpy(list(levels), "levels")
     check_ndim(lv, 1, "levels", "prediction levels")
@@ -227,7 +225,7 @@ def random_population(
     on hard routing regions for ``"hard"``), built with :func:`calibrated_experts`.
 
     Cells get Dirichlet probabilities, uniform outcome frequencies, Dirichlet router weights and a
-    random group per expert. Used in: notebooks/routing_theory, tests of this module.
+    random group per expert.
     """
     check_choice(routing, ROUTINGS, "routing")
     for name, value in (("n_cells", n_cells), ("num_experts", num_experts), ("n_groups", n_groups)):
@@ -260,8 +258,6 @@ def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFra
 
     All residuals are 0 when every expert is calibrated on its view; ``routing="hard"`` uses the
     one-hot router (calibration on regions, section 3).
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     w = pop.weights(routing)
@@ -281,8 +277,6 @@ def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFra
 def disagreement_identity(pop: RoutedPopulation) -> dict[str, float]:
     """Both sides of E[(eta - p) p] = E[sum_k r_k (f_k - p)^2], which holds whenever every expert is
     calibrated on its routing-weighted view (soft routing; derivation in the module docstring).
-
-    Used in: notebooks/routing_theory.
     """
     check_population(pop)
     p = pop.prediction("soft")

@@ -1,11 +1,9 @@
 """Routing between two models of the same size by their calibrated confidences (paper 3, section 3.3).
 
 Paper: "When Models Know When They Do Not Know: Calibration, Cascading, and Cleaning"
-(papers/calibration-cascading-cleaning.txt). Each test example goes to the model with the higher
+(paper 3). Each test example goes to the model with the higher
 mean calibrated confidence in its bin; the bins and the per-bin advantages are the cascade's
 (:mod:`lib.cascade`), fitted on the calibration half only.
-
-Used in: notebooks/same_size.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ def same_size_route(
     cascade's bins), route to the second model where its advantage a_b > 0. ``"joint"``: B x B
     cells (equal-count bins on each model's confidence), route per cell by the sign of the mean
     confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
-    Used in: notebooks/same_size.
     """
     n_bins = check_bins(n_bins)
     check_choice(binning, ("first", "joint"), "binning")

@@ -1,13 +1,11 @@
 """Simulated experts for multi-expert learning to defer (paper 2, Sec. 5.2-5.4): oracles, random
 and probabilistic experts, the paper's expert committees, and their predictions and correctness.
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt).
+Paper: "Calibration of multi-expert learning to defer" (paper 2).
 An expert is correct with one probability on its region (a set of classes, or of Gaussian clusters)
 and another elsewhere; when wrong it names one of the other classes uniformly. The noise of every
 expert is a counter-based hash of (seed, example id), so an example gets the same expert answer on
 every call, in any order or batch.
-
-Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -74,7 +72,6 @@ class SyntheticExpert:
     distribution as p = 1/K with uniform wrong answers, so ``p_out = 1/K`` gives it.
     Noise depends only on (seed, example index), so repeated calls agree (the reference code redraws
     it on every call, so runs are reproducible).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
 
     num_classes: int
@@ -192,8 +189,6 @@ def make_experts(
       (0-based classes 2, 3; class = cluster - 1, see :func:`lib.gaussian_mixture.gaussian_mixture`),
       random elsewhere.
     * ``"gaussian_dependence"``: 1 random + 3 experts correct with probability ``p`` on clusters 3, 4.
-
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     check_choice(kind, EXPERT_SETTINGS, "kind")
     if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:

@@ -1,6 +1,6 @@
 """The raw image files of CIFAR-10 and PACS, decoded once into cached uint8 arrays.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Appendix D.2 (datasets). This module only reads images; how they are split into train, validation,
 test and hard sets is :mod:`lib.data.images`.
 
@@ -14,9 +14,6 @@ Images are decoded once (a tqdm bar shows progress, a small thread pool does the
 and size; later loads memory-map them. Data is found through :func:`lib.data.locate.locate`
 (explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``, the cache, then the official download
 when online).
-
-Used in: lib.data.images (notebooks/cifar10h, notebooks/pacs, notebooks/sensitivity,
-notebooks/l2d_cifar10), lib.data.synthetic (the PACS names).
 """
 
 from __future__ import annotations
@@ -204,10 +201,7 @@ def _download_pacs_hub(cache: Path) -> Path:
 
 
 def resolve_pacs_domain(target: str) -> str:
-    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``).
-
-    Used in: notebooks/pacs.
-    """
+    """Canonical PACS domain name for ``target`` (accepts the alias ``"art"``)."""
     if not isinstance(target, str):
         raise ValueError(f"target: expected a domain name, got {target!r}")
     name = PACS_ALIASES.get(target.lower(), target.lower())

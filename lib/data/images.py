@@ -1,6 +1,6 @@
 """Image data of the MoE paper as experiments use it: CIFAR-10 with CIFAR-10H human labels, and PACS.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Table 4 and Appendix D (splits, hard subsets).
 
 * :func:`load_cifar10h` -- 45,000 train / 5,000 validation (fixed split seed) / 10,000 test in the
@@ -13,9 +13,6 @@ Both return an :class:`ImageBundle`. The images themselves are read and decoded 
 memory-mapped from the cache) by :mod:`lib.data.image_files`; the CIFAR-10H labels are found
 through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``,
 the cache, then the official download when online).
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/sensitivity, notebooks/l2d_cifar10,
-lib.moe_train, bench/bench_epoch.py.
 """
 
 from __future__ import annotations
@@ -135,7 +132,6 @@ def natural_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator)
     official order, all_mask)``, where ``all_mask`` marks the uniform sample. (The subset used before
     kept every hard image among ``n_test``, which made 16% of "all" hard and the "all" metrics
     incomparable with the paper's.)
-    Used in: notebooks/cifar10h, notebooks/sensitivity (cpu scale).
     """
     hard = np.asarray(hard, dtype=bool)
     if hard.ndim != 1:
@@ -171,8 +167,6 @@ def load_cifar10h(
     ``n_test`` draws a uniform (natural-proportion) sample that defines the "all" metrics
     (``all_mask``) and adds every hard image the sample missed, so the hard metrics use all 327
     (see :func:`natural_test_subset`).
-
-    Used in: notebooks/cifar10h, notebooks/sensitivity, notebooks/l2d_cifar10.
     """
     _check_count(n_train, "n_train", 50000 - CIFAR_VAL_SIZE)
     _check_count(n_test, "n_test", 10000)
@@ -242,8 +236,6 @@ def load_pacs(
     set; the other three domains are the sources, of which ``val_frac`` (10%) is held out for
     temperature scaling with a fixed ``seed`` (PACS has no official split). Images are resized from
     227 to ``size`` px. ``n_per_domain`` (cpu scale) draws that many images per domain with ``seed``.
-
-    Used in: notebooks/pacs.
     """
     target = resolve_pacs_domain(target)
     check_open_unit(val_frac, "val_frac")

@@ -26,17 +26,11 @@ DATA_PAGE = "the book's data page (book/data.md; `Data` in the HTML book)"
 
 
 class DataNotFoundError(FileNotFoundError):
-    """A dataset is in none of the places searched and could not be downloaded.
-
-    Used in: notebooks/civilcomments.
-    """
+    """A dataset is in none of the places searched and could not be downloaded."""
 
 
 class DamagedDataError(ValueError):
-    """A data file was found but cannot be read (empty, truncated, not the expected format).
-
-    Used in: every real-data loader of lib.data (notebooks/pacs, notebooks/calibration, ...).
-    """
+    """A data file was found but cannot be read (empty, truncated, not the expected format)."""
 
 
 def shared_data_dir() -> Path:
@@ -138,8 +132,6 @@ def locate(
 def describe(path: str | os.PathLike[str]) -> str:
     """Where ``path`` was found, for a page: the search place's label and the path below it
     (``../shared/data/pacs``, ``$CALIBOOK_DATA/pacs``, ``local cache/...``), never a home path.
-
-    Used in: the ``source`` strings of lib.data's loaders, which pages print.
     """
     p = Path(path).resolve()
     for label, root in candidate_roots():
@@ -160,7 +152,6 @@ def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None
 
     ``with reading(path): df = pd.read_csv(path)`` -- an empty csv, a truncated zip or npz, a
     wrong format: the message names the file, the reader's complaint and how to get it again.
-    Used in: lib.data.mmlu, lib.data.logits, lib.data.text, lib.data.images, lib.data.image_files.
     """
     try:
         yield

@@ -4,7 +4,6 @@ The real files (``../shared/data/cifar10-resnet50-logits/resnet50_<loss>_test.np
 reweighted-risk paper's authors) hold ``logits`` (10000, 10) and ``targets`` (10000,) in the same
 shuffled order for every loss, so models can be paired example by example. ``inverse_focal`` is a
 failed run (accuracy 0.14%): it loads only with ``allow_degenerate=True``.
-Used in: notebooks/calibration, notebooks/same_size, notebooks/cleaning.
 """
 
 from __future__ import annotations
@@ -39,10 +38,7 @@ def _folder(root: str | os.PathLike[str] | None) -> Path:
 def load_resnet50_logits(
     loss: str, root: str | os.PathLike[str] | None = None, allow_degenerate: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(logits (N, 10) float64, targets (N,) int64)`` of the ResNet-50 trained with ``loss``.
-
-    Used in: notebooks/calibration, notebooks/losses_released_logits.
-    """
+    """``(logits (N, 10) float64, targets (N,) int64)`` of the ResNet-50 trained with ``loss``."""
     check_choice(loss, LOSSES, "loss")
     if loss in DEGENERATE and not allow_degenerate:
         raise ValueError(
@@ -62,10 +58,7 @@ def load_resnet50_logits(
 def load_resnet50_pair(
     losses: tuple[str, ...] = ("ce", "focal"), root: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Logits of several losses with their shared targets; raises if the orders differ.
-
-    Used in: notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
-    """
+    """Logits of several losses with their shared targets; raises if the orders differ."""
     out: dict[str, np.ndarray] = {}
     targets: np.ndarray | None = None
     for loss in losses:
@@ -90,11 +83,7 @@ SYNTHETIC_RESNETS: dict[str, tuple[float, float]] = {
 def synthetic_resnet_logits(
     n: int = 2000, losses: tuple[str, ...] = ("ce", "focal"), seed: int = 0, shared: float = 0.3
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Synthetic 10-class logits with the real files' structure (see ``synthetic_logits``).
-
-    Used in: notebooks at ``smoke`` scale, tests/unit/test_data_llm.py.
-    Used in: notebooks/calibration, notebooks/cleaning, notebooks/cross_paper, notebooks/losses_released_logits, notebooks/same_size.
-    """
+    """Synthetic 10-class logits with the real files' structure (see ``synthetic_logits``)."""
     for loss in losses:
         check_choice(loss, tuple(SYNTHETIC_RESNETS), "losses")
     if not isinstance(n, (int, np.integer)) or n < 10:

@@ -7,8 +7,7 @@ test questions, ``subject,row,question,A,B,C,D,answer``) and one ``logits_<model
 renormalised: p = softmax over (logit_A..logit_D).
 
 ``synthetic_mmlu(n, seed)`` returns the same structure from a known generative model so that the
-``smoke`` scale and CI need no real data. Used in: notebooks/calibration, notebooks/cascading,
-notebooks/same_size, notebooks/cleaning.
+``smoke`` scale and CI need no real data.
 """
 
 from __future__ import annotations
@@ -132,7 +131,6 @@ def load_mmlu(
     :func:`lib.data.locate.locate` searches ``$CALIBOOK_DATA``, ``../shared/data`` and the cache.
     Raises :class:`~lib.data.locate.DataNotFoundError` (with how to get the data) when it is missing and
     ``ValueError`` when a logits file does not cover exactly the questions' (subject, row) keys.
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
     """
     for m in models:
         check_choice(m, MODELS, "models")
@@ -215,8 +213,6 @@ def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUDat
 
     Subjects are drawn from the 57 real ones (so category splits work); labels are uniform on A-D;
     logits follow :func:`synthetic_logits` plus an offset of 15 (like the real letter logits).
-    Used in: every paper-3 notebook at ``smoke`` scale, tests/unit/test_data_llm.py.
-    Used in: notebooks/calibration, notebooks/cascading, notebooks/cleaning, notebooks/cross_paper, notebooks/same_size.
     """
     if not isinstance(n, (int, np.integer)) or n < 8:
         raise ValueError(f"n: must be an integer >= 8, got {n!r}")

@@ -12,8 +12,6 @@ engine run end to end without real data. They are clearly synthetic (``source`` 
   posterized high contrast, sketch = inverted grayscale), for leave-one-domain-out shift.
 * :func:`synthetic_comments` -- toxic and non-toxic template sentences, some mentioning identity
   groups, with the eight CivilComments identity masks.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments (smoke scale), tests.
 """
 
 from __future__ import annotations
@@ -88,7 +86,6 @@ def synthetic_images(
     """Synthetic CIFAR-10H stand-in (smoke scale): class patterns plus noise, with blended hard images.
 
     ``hard_mask`` = max human probability < 0.7 (the CIFAR-10H rule), i.e. exactly the blends.
-    Used in: notebooks/cifar10h (smoke), tests of lib.moe_train.
     """
     for name, value, low in (("n_train", n_train, 1), ("n_val", n_val, 1), ("n_test", n_test, 1),
                              ("size", size, 4), ("num_classes", num_classes, 2)):
@@ -136,7 +133,6 @@ def synthetic_pacs_domains(
 
     Same split rule as :func:`lib.data.images.load_pacs`: the three source domains with a
     ``val_frac`` validation hold-out, the whole target domain as test and hard set.
-    Used in: notebooks/pacs (smoke).
     """
     target = resolve_pacs_domain(target)
     check_int(n_per_domain, "n_per_domain", 2)
@@ -195,7 +191,6 @@ def synthetic_comments(n: int = 400, seed: int = 0, identity_frac: float = 0.4, 
     About ``identity_frac`` of the comments mention one of the eight WILDS identity groups; those
     form the per-group masks and the hard subset ("mentions any"). Labels follow the template with
     ``label_noise`` flips. Split 60/20/20 into train/validation/test.
-    Used in: notebooks/civilcomments (smoke), tests of lib.moe_train.
     """
     check_int(n, "n", 10)
     check_open_unit(identity_frac, "identity_frac")

@@ -1,6 +1,6 @@
 """CivilComments (WILDS) for the text experiment of the MoE paper, and tokenization.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Table 4 / Appendix D: subsample 50,000 training comments with a fixed seed, the last
 10% of them for validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity
 groups male, female, LGBTQ, christian, muslim, other_religions, black, white (WILDS marks a comment
@@ -9,8 +9,6 @@ as mentioning a group when the group's annotation is >= 0.5); hard = mentions an
 CivilComments is not available offline here: :func:`load_civilcomments` raises
 :class:`~lib.data.locate.DataNotFoundError` with how to get it; the ``smoke`` scale uses
 :func:`lib.data.synthetic.synthetic_comments` (same :class:`TextBundle`).
-
-Used in: notebooks/civilcomments, lib/train.py.
 """
 
 from __future__ import annotations
@@ -106,7 +104,6 @@ def load_civilcomments(
 
     Raises :class:`~lib.data.locate.DataNotFoundError` (naming every place tried) when the WILDS
     folder is absent and the download is impossible (offline, or ``wilds`` not installed).
-    Used in: notebooks/civilcomments.
     """
     if not isinstance(n_train, int) or isinstance(n_train, bool) or n_train < 10:
         raise ValueError(f"n_train: must be an integer >= 10, got {n_train!r}")

@@ -1,7 +1,4 @@
-"""Device, precision and random state: the one place every training loop of the book resolves them.
-
-Used in: lib.engine.loop, lib.engine.stack, lib.fgr (autocast), bench/bench_epoch.py.
-"""
+"""Device, precision and random state: the one place every training loop of the book resolves them."""
 
 from __future__ import annotations
 

@@ -5,8 +5,6 @@ many runs at once through lib.engine.stack), paper 2's learning-to-defer heads a
 (lib.experiments.l2d) and paper 4's reweighted-loss networks and heads (lib.experiments.reweighted).
 Model selection and early stopping are callbacks (:class:`SelectBest`, :class:`EarlyStopping`) whose
 state is checkpointed with the run, so a resumed run ends exactly like an uninterrupted one.
-
-Used in: lib.moe_train, lib.experiments.l2d, lib.experiments.reweighted, bench/bench_epoch.py.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ checkpoint. The per-member losses are summed before the backward pass, so member
 gradient of its own loss. FGR members (paper 1, App. D.1) take their two-forward rectified step inside
 the stack: the projection coefficient is computed per member. Each member's checkpoint has the
 single-run format of :func:`lib.engine.loop.fit`, so one run of a stack can resume alone.
-
-Used in: lib.moe_train.run_grid (paper 1's grids), lib.queue, bench/bench_epoch.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ into a calibration half and a test half, and returns a tidy table of test-half n
 modes compared are those the papers study: over-confidence (all papers), a shift between the
 calibration and test data (papers 1 and 3), a soft mixture of experts (paper 1), estimating whether
 another model/expert is right (papers 2 and 3) and the training loss (paper 4).
-Used in: notebooks/cross_paper.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ def posthoc_ece(
 
     ``temperature`` (Guo et al. 2017; all four papers), ``platt`` and ``histogram`` (paper 3's
     ablation) via :func:`lib.confidence.fit_confidence`; ``none`` is the raw max softmax.
-    Used in: notebooks/cross_paper.
     """
     correct = _top1(logits, labels)[test_idx]
     out = {}
@@ -60,7 +58,6 @@ def shift_ece(
 
     Paper 3 section 3.4 calibrates on one distribution and cascades on another; paper 1 asks the
     same of MoE calibration under shift. ``source`` and the two target index sets are disjoint.
-    Used in: notebooks/cross_paper.
     """
     y = labels[target_test]
     t_shift = fit_temperature(logits[source], labels[source])
@@ -78,7 +75,6 @@ def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np
 
     A stand-in for a learned router (paper 1's router is an MLP on the backbone's feature): the
     more confident expert gets more weight, and experts overlap wherever confidences are close.
-    Used in: notebooks/cross_paper.
     """
     conf = np.stack([softmax(expert_logits[:, k]).max(axis=1) for k in range(expert_logits.shape[1])], 1)
     return softmax(sharpness * conf)
@@ -93,7 +89,6 @@ def mixture_ece(
     ``none``: vanilla mixture. ``per-expert temperature``: MoCaE (one T_k per expert, paper 1's
     diagnostic baseline). ``temperature on the mixture``: one scalar T on log p (paper 1's ECE+TS).
     ``both``: MoCaE followed by a scalar T. Accuracy is the same for the first two by construction.
-    Used in: notebooks/cross_paper.
     """
     check_ndim(expert_logits, 3, "expert_logits", "N x K experts x C classes")
     check_same_length(expert_logits, labels, "expert_logits", "labels")
@@ -124,7 +119,6 @@ def other_model_correctness_ece(
     model's raw confidence, ``platt`` a logistic fit of its correctness on the calibration half
     (a one-vs-all style estimate that depends on that model alone), ``temperature`` its TS
     confidence.
-    Used in: notebooks/cross_paper.
     """
     correct = _top1(logits_other, labels)
     p = softmax(logits_other)
@@ -143,10 +137,7 @@ def cascade_apgr(
     logits_small: np.ndarray, logits_large: np.ndarray, labels: np.ndarray,
     cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15,
 ) -> dict[str, float]:
-    """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3).
-
-    Used in: notebooks/cross_paper.
-    """
+    """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3)."""
     out = {}
     for label, calibrator in (("none", "none"), ("temperature", "temperature")):
         small = model_outputs(logits_small, labels, cal_idx, test_idx, calibrator)
@@ -159,10 +150,7 @@ def training_loss_ece(
     logits_by_loss: dict[str, np.ndarray], labels: np.ndarray, cal_idx: np.ndarray,
     test_idx: np.ndarray,
 ) -> pd.DataFrame:
-    """Test ECE of models trained with different losses (paper 4), before and after TS.
-
-    Used in: notebooks/cross_paper.
-    """
+    """Test ECE of models trained with different losses (paper 4), before and after TS."""
     rows = []
     for loss, z in logits_by_loss.items():
         t = fit_temperature(z[cal_idx], labels[cal_idx])
@@ -176,10 +164,7 @@ def training_loss_ece(
 
 
 def long_table(failure: str, data: str, values: dict[str, float], metric: str = "ECE") -> pd.DataFrame:
-    """One failure mode's numbers as rows ``failure, data, method, metric, value``.
-
-    Used in: notebooks/cross_paper.
-    """
+    """One failure mode's numbers as rows ``failure, data, method, metric, value``."""
     return pd.DataFrame(
         [{"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
          for m, v in values.items()]
@@ -193,7 +178,6 @@ def best_fix(table: pd.DataFrame) -> pd.DataFrame:
     """Per failure mode: the uncorrected value, the best method and its value, from ``table``.
 
     Lower is better except for the metrics in ``HIGHER_IS_BETTER``.
-    Used in: notebooks/cross_paper.
     """
     rows = []
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):

@@ -12,8 +12,6 @@ learning-to-defer CIFAR-10 page (paper 2, :mod:`lib.experiments.l2d`):
   ``"features"`` mode (cpu and smoke scales): one backbone trained with cross-entropy on a
   disjoint part of the training images (cached, shared by both pages), frozen; each loss or
   surrogate then trains a small head on its features.
-
-Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
     The training images come back in a fixed random order (the loaders keep file order, which is
     sorted by class), so any prefix of them holds every class.
     Returns a dict with uint8 ``*_x`` (N, 3, H, W), int64 ``*_y``, ``num_classes``, ``source``, ``tag``.
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
     """
     check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
     if cfg["data"] == "synthetic":
@@ -106,7 +103,6 @@ def fit_images(
     ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1), and with
     ``patience`` training stops after that many epochs without a lower validation loss.
     ``train``/``val`` targets may carry extra columns (L2D expert predictions).
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10.
     """
     from lib.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
     from lib.engine.device import resolve_device
@@ -151,7 +147,6 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
     schedule), cached by config and data; returns penultimate features and labels of the remaining
     training images (``head_x``/``head_y``), the validation and the test images.
-    Used in: notebooks/losses_cifar10, notebooks/l2d_cifar10 (they share the cached backbone).
     """
     config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
     def compute(r: Run) -> dict[str, Any]:
@@ -202,7 +197,7 @@ def train_head(
     of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
     :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
     final head (no selection: the paper's selection by validation loss would favour each loss's own
-    scale). Used in: notebooks/losses_cifar10."""
+    scale)."""
     from lib.engine.loop import fit
 
     torch.manual_seed(seed)

@@ -2,7 +2,7 @@
 data with expert annotations, training on a surrogate, the metrics of a trained model, the expert
 committees and the grid of runs.
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
 Sec. 5, Figures 1-3. The losses and estimators are in :mod:`lib.l2d`, the experts in
 :mod:`lib.synthetic_experts`; this module wires them into runs:
 
@@ -17,8 +17,6 @@ Sec. 5, Figures 1-3. The losses and estimators are in :mod:`lib.l2d`, the expert
 The two studies are :mod:`lib.experiments.l2d_gaussians` (Figure 1, top row) and
 :mod:`lib.experiments.l2d_cifar10` (Figure 1, bottom row; Figure 2); their tables and the paper's
 claims are in :mod:`lib.experiments.l2d_results`.
-
-Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -114,7 +112,6 @@ def train_l2d(
     (:func:`lib.engine.loop.fit`), with early stopping on the validation surrogate loss after
     ``patience`` epochs without improvement (L2D paper Sec. 5.1); the best weights are restored.
     Returns the model and the per-epoch history (``loss`` = train, ``val_loss``).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10 (heads on frozen features).
     """
     from lib.engine.loop import EarlyStopping, SelectBest, fit, predict
 
@@ -154,7 +151,6 @@ def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_
     ``ece_per_expert``; ``system_accuracy`` (deferred examples scored by the chosen expert);
     ``classifier_accuracy``; ``defer_rate`` and ``coverage`` (classifier, expert 1..J);
     ``frac_estimate_above_1`` (degenerate softmax estimates).
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     check_choice(surrogate, SURROGATES, "surrogate")
     z = torch.as_tensor(logits)
@@ -210,8 +206,6 @@ def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
 def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
     """Every (experiment, value, surrogate, seed) point of the settings ``cfg`` (keys
     ``num_experts``, ``dependence_p``, ``specialized_experts``, ``seeds``).
-
-    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
     """
     return [
         {"experiment": e, "value": v, "surrogate": s, "seed": seed}

@@ -1,12 +1,10 @@
 """Paper 2's CIFAR-10 study (Figure 1, bottom row; Figure 2): one cached run per (experiment, value,
 surrogate, seed), end to end at paper scale or as a head on frozen features at cpu/smoke scale.
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
 Sec. 5.1-5.4, Figures 1-2. The committees, training and metrics are :mod:`lib.experiments.l2d`'s;
 the images, backbone features and the network training are paper 4's
 (:mod:`lib.experiments.image_training`).
-
-Used in: notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ def run_cifar(
     without improvement, as the paper's Sec. 5.1); ``"features"`` (cpu/smoke): a
     Linear-ReLU-Linear head with K + J outputs trained by :func:`lib.experiments.l2d.train_l2d` on the frozen features
     of the shared cross-entropy backbone (``lib.experiments.image_training.backbone_features``).
-    Used in: notebooks/l2d_cifar10.
     """
     from lib.experiments import image_training as rx
 

@@ -1,11 +1,9 @@
 """Paper 2's mixture-of-Gaussians study (Figure 1, top row): train/validation/test draws of the
 4-cluster mixture and one cached run per (experiment, value, surrogate, seed).
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
 Sec. 5.1-5.3, Figures 1 and 3. The data are :mod:`lib.gaussian_mixture`'s; the committees,
 training and metrics are :mod:`lib.experiments.l2d`'s.
-
-Used in: notebooks/l2d_gaussians.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ GAUSSIAN_KEYS = ("n_train", "n_val", "n_test", "hidden", "epochs", "lr", "batch_
 
 def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Train/validation/test draws of the 4-cluster mixture (:func:`lib.gaussian_mixture.gaussian_mixture`), one
-    draw per seed split in order. Used in: notebooks/l2d_gaussians."""
+    draw per seed split in order."""
     x, y, _ = gaussian_mixture(n_train + n_val + n_test, seed=seed)
     cuts = np.cumsum([n_train, n_val])
     return {
@@ -41,7 +39,6 @@ def run_gaussian(
 ) -> dict[str, Any]:
     """One cached run of the mixture-of-Gaussians study: train the 4-layer MLP (``lib.backbones.mlp``)
     with ``surrogate`` on the committee of (``experiment``, ``value``) and return test metrics.
-    Used in: notebooks/l2d_gaussians.
     """
     from lib.backbones import mlp
 

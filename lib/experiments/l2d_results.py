@@ -1,11 +1,9 @@
 """Paper 2's results: one table row per run, mean and standard error over seeds, and the paper's
 claims judged from those numbers (Figures 1-2).
 
-Paper: "Calibration of multi-expert learning to defer" (papers/l2d-multi-expert-calibration.txt),
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
 Sec. 5.2-5.4, Figures 1-2. The runs come from :mod:`lib.experiments.l2d_gaussians` and
 :mod:`lib.experiments.l2d_cifar10`.
-
-Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
 """
 
 from __future__ import annotations
@@ -24,8 +22,6 @@ def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[
     """Run every grid point with ``runner(experiment, value, surrogate, seed)`` and return one row
     per run: the point plus ``ece``, ``system_accuracy``, ``classifier_accuracy``, ``defer_rate``
     and ``ece_random_expert`` (expert 0's ECE, the random expert of the dependence experiment).
-
-    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
     """
     return pd.DataFrame([result_row(p, runner(p["experiment"], p["value"], p["surrogate"], p["seed"]))
                          for p in points])
@@ -44,8 +40,6 @@ def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str,
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:
     """Mean, standard deviation and standard error over seeds of each metric, per
     (experiment, value, surrogate); columns ``<metric>``, ``<metric>_sd``, ``<metric>_se``, ``seeds``.
-
-    Used in: notebooks/l2d_cifar10, notebooks/l2d_gaussians.
     """
     if df.empty:
         raise ValueError("df: no runs to summarize")
@@ -105,7 +99,6 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = 0.03) -> list[dict[str, Any]]
       not below -0.005 (half a point) beyond two standard errors.
 
     Specialized experts (Fig. 2) get the first two rows again when present.
-    Used in: notebooks/l2d_gaussians, notebooks/l2d_cifar10.
     """
     rows: list[dict[str, Any]] = []
     for exp, label in (("experts", "experts (oracles)"), ("specialized", "specialized experts")):

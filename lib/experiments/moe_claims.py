@@ -1,12 +1,10 @@
 """Paper 1's claims judged from the numbers, and the numbers the pages publish for their tests.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 6. The claims (i)-(iv) of book/moe/overview, and MoCaE's accuracy equalling Vanilla's, are
 judged as "held", "did not hold" or "inconclusive at this scale" from the summaries of
 :mod:`lib.experiments.moe_tables` (:func:`compare`, :func:`moe_claims`); :func:`lib.report.claims_table`
 lays them out.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -36,8 +34,6 @@ def compare(a: float, a_se: float, b: float, b_se: float, margin: float = 0.01) 
     """Is ``a`` lower than ``b``? 'held' when b - a exceeds the noise, 'did not hold' when a - b
     does, else 'inconclusive at this scale'. Noise = 2 * sqrt(se_a^2 + se_b^2) when both standard
     errors exist (>= 2 seeds), else the fixed ``margin`` (one seed gives no error estimate).
-
-    Used in: notebooks/sensitivity.
     """
     vals = (a, b)
     if any(v is None or not np.isfinite(v) for v in vals):
@@ -72,7 +68,6 @@ def moe_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]] = (),
     ``chance``: the accuracy of guessing (1/C, or the majority-class rate). When no method beats
     1.5 x chance on all points, the models have not learned at this scale and claims (i)-(iv) are
     "inconclusive at this scale" whatever the numbers say.
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs.
     """
     L = METHOD_LABELS
     rows: list[dict[str, Any]] = []
@@ -141,8 +136,6 @@ def _value(summary: pd.DataFrame, method: str, subset: str, metric: str) -> tupl
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     """Largest |accuracy(MoCaE) - accuracy(Vanilla)| over MoCaE records (lib.moe_train stores the
     Vanilla accuracy of the same trained model in each MoCaE record); None without MoCaE runs.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs.
     """
     diffs = []
     for r in map(MoERecord.from_record, records):
@@ -159,8 +152,6 @@ def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
     """Publish the numbers the paper-1 pages' tests and readers get: ``methods`` (those run),
     ``table`` (each method's mean metrics, keyed ``"method/subset"``; with ``subset``, only that
     subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`).
-
-    Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments.
     """
     rows = summary if subset is None else summary[summary["subset"] == subset]
     publish("methods", sorted(set(summary["method"])))
@@ -172,10 +163,7 @@ def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
 
 
 def not_run_claims(reason: str = "not run: data unavailable") -> pd.DataFrame:
-    """The claims table of a page whose data is missing: every claim marked ``reason``.
-
-    Used in: notebooks/civilcomments.
-    """
+    """The claims table of a page whose data is missing: every claim marked ``reason``."""
     check_choice(reason, VERDICTS, "reason")
     names = [
         "(i) robust objectives lower ECE on hard data",

@@ -1,6 +1,6 @@
 """What paper 1 says about the numbers its pages report, quoted or checked, with ours beside it.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt).
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1).
 The text extraction of the paper dropped the digits of Tables 1 and 3 and of the sentences quoting
 them. So for each quantity the CIFAR-10H and CivilComments pages report, ``PAPER_STATEMENTS`` holds
 the paper's exact sentence (with "[…]" where a number was lost) and the paper's value where it
@@ -12,9 +12,6 @@ still carries it.
 
 Table 5 (App. D.6, effective support of the tilted weights) survived; :func:`support_claims` judges
 its two checkable statements from our numbers.
-
-Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/routing_theory,
-notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -131,8 +128,6 @@ def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[st
     """One row per quantity the paper states for ``page`` ("cifar10h" or "civilcomments"): the
     paper's value (or "lost in the text extraction"), its exact sentence, and ours (mean over seeds
     from ``summary``, :func:`lib.experiments.moe_tables.summarize`; "not run" when the method is absent).
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments.
     """
     check_choice(page, tuple(PAPER_STATEMENTS), "page")
     if not isinstance(summary, pd.DataFrame) or not {"method", "subset"} <= set(summary.columns):
@@ -160,7 +155,7 @@ def support_claims(support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0,
     * the effective fraction falls monotonically in lambda ("the mapping is monotone and smooth");
     * at ``lam`` the fraction is within ``tol`` of the paper's (72.8% at lambda = 2).
 
-    Returns claim rows for lib.report.claims_table. Used in: notebooks/routing_theory.
+    Returns claim rows for lib.report.claims_table.
     """
     for name, df, cols in (("support", support, ("lam", "fraction", "perplexity", "ratio_bound")),
                            ("paper", paper, ("lam", "fraction", "perplexity", "ratio_bound"))):

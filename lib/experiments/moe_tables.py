@@ -1,7 +1,7 @@
 """Paper 1's results as tables: one row per run and subset, mean +- standard error over seeds, the
 paper's layout, our numbers beside the paper's, and where every number came from.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (papers/calibrated-moe-under-shift.txt),
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.moe_train.train_run`
 (through :func:`lib.experiments.moe.run_methods`):
 
@@ -12,8 +12,6 @@ section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.mo
   extraction, so there is nothing to quote for them);
 * :func:`mocae_fit_table` -- MoCaE with the paper's partial temperature fit and with converged ones;
 * :func:`provenance_table` -- where every number came from.
-
-Used in: notebooks/cifar10h, notebooks/pacs, notebooks/civilcomments, notebooks/sensitivity.
 """
 
 from __future__ import annotations
@@ -38,8 +36,6 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
 def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
     routing entropy, backbone, pretrained flag, device, provenance date and training seconds.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     rows = []
     for r in map(MoERecord.from_record, records):
@@ -67,8 +63,6 @@ def _se(values: pd.Series) -> float:
 def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Sequence[str] = METRICS) -> pd.DataFrame:
     """Mean and standard error of the mean over seeds (SE = std / sqrt(n), NaN with one seed), one
     row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     if not isinstance(frame, pd.DataFrame) or frame.empty:
         raise ValueError("frame: expected a non-empty DataFrame from results_frame")
@@ -84,10 +78,7 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Seq
 
 
 def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
-    """'.943 ± .004' in the paper's style (leading zero dropped); '—' for a missing value.
-
-    Used in: notebooks/sensitivity.
-    """
+    """'.943 ± .004' in the paper's style (leading zero dropped); '—' for a missing value."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "—"
 
@@ -103,8 +94,6 @@ def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
 def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tuple(COLUMN_LABELS)) -> pd.DataFrame:
     """Tables 1/3 layout: one row per method (paper order), columns Accuracy, Hard Accuracy, ECE,
     ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments.
     """
     rows = []
     methods = [m for m in METHODS if m in set(summary["method"])]
@@ -124,8 +113,6 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
 def beside_paper(summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard") -> pd.DataFrame:
     """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's (a Table 2 column
     of ``lib.experiments.moe_paper.PAPER_PACS``), one row per method.
-
-    Used in: notebooks/pacs.
     """
     check_choice(subset, SUBSETS, "subset")
     rows = []
@@ -148,7 +135,6 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     ``metrics["mocae"]`` and ``metrics["mocae_converged"]`` (lib.moe_train, lib.moe_eval). One row per
     (seed, variant, subset): accuracy, ECE, ECE+TS and the range of the expert temperatures.
     Empty when the records carry no converged variant.
-    Used in: notebooks/cifar10h.
     """
     rows: list[dict[str, Any]] = []
     for r in map(MoERecord.from_record, records):
@@ -171,8 +157,6 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Where every number came from: method, seed, backbone (and whether pretrained), device, date,
     epochs, training minutes, and whether the record was committed (results/) or computed here.
-
-    Used in: notebooks/cifar10h, notebooks/civilcomments, notebooks/pacs, notebooks/sensitivity.
     """
     from lib.engine.runs import is_committed
 

@@ -1,7 +1,7 @@
 """Experiments of paper 4 (reweighted risk: focal, inverse focal, AURC and the AU loss): the compared
 losses, one cached run per loss, and the tables and claims computed from the runs.
 
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweighted-risk-au-loss.txt),
+Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (paper 4),
 Tables 1-2 and 4, Figures 2-3 and 6, Appendices D-E. The losses are in :mod:`lib.reweighted`, the
 image data and training loops in :mod:`lib.experiments.image_training`; this module wires them into
 runs:
@@ -16,8 +16,6 @@ runs:
   confidence gap, before and after temperature scaling fitted on the validation split.
 * :func:`loss_table`, :func:`paper_comparison`, :func:`reweighted_claims`, :func:`released_claims`
   -- tables and claims computed from the numbers.
-
-Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -80,7 +78,7 @@ def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 1
               gamma: float | None = None) -> Callable[[Any, Any], torch.Tensor]:
     """The loss ``name`` (a key of ``LOSS_SPECS``) as ``(logits, labels) -> scalar``; the AU
     variants take ``coverage`` (kappa), ``nu`` and ``n_bins`` (M); ``gamma`` overrides the focal
-    variants' gamma (App. Table 2 per architecture). Used in: notebooks/losses_cifar10."""
+    variants' gamma (App. Table 2 per architecture)."""
     check_choice(name, tuple(LOSS_SPECS), "name")
     base, kw = LOSS_SPECS[name]
     kw = dict(kw)
@@ -102,7 +100,6 @@ def evaluate_logits(
     ``ts_criterion``, ``lib.calibrate.fit_temperature``: "ece" as paper 4 picks T, or "nll"): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
     ``cwece``, ``cwece_a``, ``nll``, ``conf_gap`` = mean confidence - accuracy (> 0 overconfident),
     the same with suffix ``_ts``, and ``temperature``. Fractions, not x100.
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     from lib.calibrate import apply_temperature, fit_temperature
     from lib.metrics import accuracy, classwise_ece, ece, nll
@@ -139,7 +136,7 @@ def run_loss(
 ) -> dict[str, Any]:
     """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config + data):
     the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
-    and test logits (see :func:`run_logits`). Used in: notebooks/losses_cifar10."""
+    and test logits (see :func:`run_logits`)."""
     check_choice(cfg["mode"], MODES, "mode")
     kappa = float(cfg["coverage"] if coverage is None else coverage)
     nu_ = float(cfg["nu"] if nu is None else nu)
@@ -173,7 +170,7 @@ def run_loss(
 
 def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Validation/test logits and labels saved by :func:`run_loss`, verified against the record
-    (committed copy first). Used in: notebooks/losses_cifar10.
+    (committed copy first).
     """
     return load_artifact(record, "logits")
 
@@ -188,8 +185,6 @@ TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
     """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
     ``TABLE_METRICS``, x100 except the temperature when ``percent`` (the paper's unit).
-
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     rows = []
     for name, m in metrics.items():
@@ -202,10 +197,7 @@ def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True)
 
 
 def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50) -> pd.DataFrame:
-    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS.
-
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
-    """
+    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS."""
     rows = []
     for name, m in metrics.items():
         p = paper.get(name, {})
@@ -230,7 +222,6 @@ def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0
     """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
     :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
     'inconclusive at this scale'. Claims whose losses are missing are skipped.
-    Used in: notebooks/losses_cifar10, notebooks/losses_released_logits.
     """
     rows: list[dict[str, Any]] = []
     m = metrics
@@ -276,7 +267,7 @@ def released_claims(
 ) -> list[dict[str, Any]]:
     """Claims checkable on the released ResNet-50 logits: each run's ECE within ``tol`` (one
     point) of the paper's Table 2, and dual focal's ECE the lowest of the released runs (as in
-    Table 2's ResNet-50 row). Used in: notebooks/losses_released_logits."""
+    Table 2's ResNet-50 row)."""
     rows: list[dict[str, Any]] = []
     for name, m in metrics.items():
         if name not in paper:

@@ -1,7 +1,7 @@
 """Choosing the gamma of the focal family by cross-validation: a post-hoc analogue of paper 4's
 selection (Appendix E.1, App. Figure 4, App. Table 2).
 
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (papers/reweighted-risk-au-loss.txt),
+Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (paper 4),
 Appendix E.1: "we perform cross-validation to select the optimal gamma value. We hold out 5,000
 images from the training set as a validation set, train on the rest, and choose the best gamma
 based on validation performance i.e. loss". App. Table 2 lists the chosen gammas of dual focal and
@@ -18,8 +18,6 @@ held-out examples (K-fold cross-validation):
 The loss then shapes only this map, not the network's features: a stand-in for the paper's
 procedure, not a repetition of it. Validation "loss" is read as the validation cross-entropy
 (NLL), the one loss that is comparable across gammas; the ECE is scored beside it.
-
-Used in: notebooks/losses_released_logits.
 """
 
 from __future__ import annotations
@@ -116,7 +114,7 @@ def fit_logit_map(
     and the biases to [-100, 100] (beyond the bounds the objective is flat, so the search stops
     there). The search starts from the identity map (a start from the fit at a neighbouring gamma
     can stall: the released dual focal loss is not smooth in the map). With cross-entropy and
-    ``"temperature"`` this is temperature scaling fitted by NLL. Used in: notebooks/losses_released_logits (through :func:`gamma_curve`).
+    ``"temperature"`` this is temperature scaling fitted by NLL.
     """
     z, y = _logits_labels(logits, labels)
     check_choice(kind, MAPS, "kind")
@@ -170,7 +168,6 @@ def gamma_curve(
     ``map``, ``gamma``, ``nll`` (validation cross-entropy), ``ece`` (top-label, ``n_bins``
     equal-width bins, a fraction), ``accuracy`` and ``temperature`` (NaN for vector maps).
     Every loss at gamma = 0 is cross-entropy, so its row is plain temperature (or vector) scaling.
-    Used in: notebooks/losses_released_logits.
     """
     zf, yf = _logits_labels(fit_logits, fit_labels, "fit_")
     zv, yv = _logits_labels(val_logits, val_labels, "val_")
@@ -191,8 +188,7 @@ def gamma_curve(
 
 def fold_indices(n: int, n_folds: int, seed: int = 0) -> list[np.ndarray]:
     """``n_folds`` disjoint, sorted index arrays covering 0..n-1 (a random permutation with ``seed``
-    cut into near-equal parts): fold k validates, the others fit.
-    Used in: notebooks/losses_released_logits (through :func:`gamma_cross_validation`)."""
+    cut into near-equal parts): fold k validates, the others fit."""
     n = check_int(n, "n", minimum=2)
     n_folds = check_int(n_folds, "n_folds", minimum=2, maximum=n)
     seed = check_int(seed, "seed", minimum=0)
@@ -213,7 +209,7 @@ def gamma_cross_validation(
     """K-fold cross-validation of gamma: for every fold (:func:`fold_indices`), loss and map, the
     :func:`gamma_curve` fitted on the other folds and scored on this one. Returns the rows of
     :func:`gamma_curve` with a ``fold`` column (summarize with :func:`summarize_folds`, choose
-    with :func:`select_gamma`). Used in: notebooks/losses_released_logits.
+    with :func:`select_gamma`).
     """
     z, y = _logits_labels(logits, labels)
     if isinstance(losses, str) or not losses:
@@ -238,8 +234,7 @@ def gamma_cross_validation(
 
 def summarize_folds(cv: pd.DataFrame) -> pd.DataFrame:
     """Mean over folds of ``nll``, ``ece``, ``accuracy`` and ``temperature`` per (loss, map,
-    gamma), with the standard error of the mean over folds as ``nll_se`` and ``ece_se``.
-    Used in: notebooks/losses_released_logits."""
+    gamma), with the standard error of the mean over folds as ``nll_se`` and ``ece_se``."""
     _check_cv(cv)
     g = cv.groupby(["loss", "map", "gamma"], sort=False)
     out = g[["nll", "ece", "accuracy", "temperature"]].mean()
@@ -260,8 +255,7 @@ def _check_cv(cv: pd.DataFrame) -> None:
 def select_gamma(cv: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
     """The chosen gamma per map and loss: the grid value with the lowest fold-mean ``criterion``
     (``"nll"``: the validation cross-entropy, the paper's "validation loss"; or ``"ece"``), the
-    smallest gamma on ties. Returns ``{map: {loss: gamma}}``.
-    Used in: notebooks/losses_released_logits."""
+    smallest gamma on ties. Returns ``{map: {loss: gamma}}``."""
     check_choice(criterion, CRITERIA, "criterion")
     summary = summarize_folds(cv)
     out: dict[str, dict[str, float]] = {}
@@ -278,8 +272,7 @@ def gamma_table(
     """Our chosen gammas above the paper's App. Table 2, one column per loss. ``chosen`` maps a
     criterion name to the output of :func:`select_gamma` for it, e.g. ``{"NLL": ..., "ECE": ...}``:
     one row "ours: <map> scaling, by <criterion>" each; then one row per dataset and model of
-    ``paper`` (NaN where the paper lists none, e.g. focal loss, for which it uses FL-53).
-    Used in: notebooks/losses_released_logits."""
+    ``paper`` (NaN where the paper lists none, e.g. focal loss, for which it uses FL-53)."""
     if not isinstance(chosen, Mapping) or not chosen or not all(isinstance(v, Mapping) for v in chosen.values()):
         raise ValueError(f"chosen: expected {{criterion: {{map: {{loss: gamma}}}}}}, got {chosen!r}")
     losses = list(dict.fromkeys(name for by_map in chosen.values() for per_map in by_map.values() for name in per_map))
@@ -296,8 +289,7 @@ def gamma_table(
 def gamma_claims(cv: pd.DataFrame, kind: str = "temperature", threshold: float = 4.0) -> list[dict[str, Any]]:
     """App. Figure 4a's observation judged on our curve (``kind`` map): every inverse-focal gamma
     >= ``threshold`` has a higher fold-mean validation NLL than every gamma below it. 'Inconclusive
-    at this scale' when the grid has no gamma on one side or the map was not run.
-    Used in: notebooks/losses_released_logits."""
+    at this scale' when the grid has no gamma on one side or the map was not run."""
     check_choice(kind, MAPS, "kind")
     check_positive(threshold, "threshold")
     summary = summarize_folds(cv)
