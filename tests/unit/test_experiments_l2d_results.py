@@ -28,28 +28,10 @@ def test_verdict_positive():
     assert lr.verdict_positive(np.array([0.3])) == "inconclusive at this scale"  # one seed cannot tell
 
 
-def _fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.DataFrame:
-    rows = []
-    rng = np.random.default_rng(0)
-    for seed in range(4):
-        for j in (1, 4, 8):
-            for s, slope in (("softmax", softmax_slope), ("ova", ova_slope)):
-                rows.append({"experiment": "experts", "value": j, "surrogate": s, "seed": seed,
-                             "ece": 0.05 + slope * j + 0.001 * rng.standard_normal(),
-                             "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
-                             "ece_random_expert": 0.05})
-        for p in (0.2, 0.95):
-            for s, rise in (("softmax", softmax_slope * 20), ("ova", ova_slope * 20)):
-                rows.append({"experiment": "dependence", "value": p, "surrogate": s, "seed": seed,
-                             "ece": 0.05, "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
-                             "ece_random_expert": 0.05 + rise * p + 0.001 * rng.standard_normal()})
-    return pd.DataFrame(rows)
-
-
-def test_l2d_claims_follow_the_numbers():
-    held = {r["claim"]: r["verdict"] for r in lr.l2d_claims(_fake_runs(0.03, 0.0, 0.01))}
+def test_l2d_claims_follow_the_numbers(l2d_fake_runs):
+    held = {r["claim"]: r["verdict"] for r in lr.l2d_claims(l2d_fake_runs(0.03, 0.0, 0.01))}
     assert all(v == "held" for v in held.values()), held
-    rev = lr.l2d_claims(_fake_runs(-0.01, 0.0, -0.05))
+    rev = lr.l2d_claims(l2d_fake_runs(-0.01, 0.0, -0.05))
     verdicts = [r["verdict"] for r in rev]
     assert verdicts[0] == "did not hold"  # softmax ECE falls
     assert "held" not in verdicts[2:]  # no dependence effect, OvA clearly less accurate

@@ -10,31 +10,6 @@ from lib.experiments import moe_claims, moe_tables
 from lib.report import claims_table
 
 
-def _frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
-    """values[method][metric] = per-seed values on the hard subset (all subset gets the same)."""
-    rows = []
-    for method, metrics in values.items():
-        n = len(next(iter(metrics.values())))
-        for s in range(n):
-            for subset in ("all", "hard"):
-                rows.append({"method": method, "seed": s, "subset": subset,
-                             **{k: v[s] for k, v in metrics.items()}})
-    return pd.DataFrame(rows)
-
-
-def _summary_robust_wins() -> pd.DataFrame:
-    vals = {
-        "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
-        "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
-        "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
-        "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
-        "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
-    }
-    return moe_tables.summarize(_frame(vals))
-
-
 def test_compare_uses_standard_errors_or_margin() -> None:
     assert moe_claims.compare(0.05, 0.01, 0.20, 0.01) == "held"
     assert moe_claims.compare(0.20, 0.01, 0.05, 0.01) == "did not hold"
@@ -44,33 +19,33 @@ def test_compare_uses_standard_errors_or_margin() -> None:
     assert moe_claims.compare(float("nan"), 0.0, 0.1, 0.0) == "inconclusive at this scale"
 
 
-def test_moe_claims_verdicts_follow_the_numbers() -> None:
-    claims = moe_claims.moe_claims(_summary_robust_wins()).set_index("claim")["verdict"].tolist()
+def test_moe_claims_verdicts_follow_the_numbers(robust_wins_summary, moe_frame) -> None:
+    claims = moe_claims.moe_claims(robust_wins_summary).set_index("claim")["verdict"].tolist()
     assert claims == ["held", "held", "held", "held"]
     # flip: robust methods worse than the baselines
     vals = {m: {"accuracy": [0.9, 0.9], "ece": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3],
                 "ece_ts": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3]} for m in exp.METHODS}
-    flipped = moe_claims.moe_claims(moe_tables.summarize(_frame(vals)))
+    flipped = moe_claims.moe_claims(moe_tables.summarize(moe_frame(vals)))
     assert flipped.verdict.iloc[0] == "did not hold"
     assert flipped.verdict.iloc[3] == "did not hold"
     assert flipped.verdict.iloc[2] == "inconclusive at this scale"  # equal accuracies
     # models that did not learn (best accuracy 0.9 < 1.5 x chance 0.7): nothing can be judged
-    untrained = moe_claims.moe_claims(_summary_robust_wins(), chance=0.7)
+    untrained = moe_claims.moe_claims(robust_wins_summary, chance=0.7)
     assert set(untrained.verdict) == {"inconclusive at this scale"}
-    assert moe_claims.moe_claims(_summary_robust_wins(), chance=0.1).verdict.tolist() == ["held"] * 4
+    assert moe_claims.moe_claims(robust_wins_summary, chance=0.1).verdict.tolist() == ["held"] * 4
 
 
-def test_mocae_accuracy_check_and_claim_row() -> None:
+def test_mocae_accuracy_check_and_claim_row(robust_wins_summary) -> None:
     rec = {"method": "mocae", "metrics": {"all": {"accuracy": 0.8, "ece": 0.1}, "hard": {"accuracy": 0.5, "ece": 0.2},
                                            "vanilla_accuracy": {"all": 0.8, "hard": 0.45}}}
     assert moe_claims.mocae_accuracy_check([rec]) == pytest.approx(0.05)
     assert moe_claims.mocae_accuracy_check([{"method": "vanilla", "metrics": {}}]) is None
-    claims = moe_claims.moe_claims(_summary_robust_wins(), [rec])
+    claims = moe_claims.moe_claims(robust_wins_summary, [rec])
     assert claims.verdict.iloc[-1] == "did not hold"
     # the paper prints 3 decimals: 0.8004 vs 0.8 prints alike (held), 0.8006 does not
     for acc, verdict in ((0.8004, "held"), (0.8006, "did not hold")):
         r = {"method": "mocae", "metrics": {"all": {"accuracy": acc, "ece": 0.1}, "vanilla_accuracy": {"all": 0.8}}}
-        assert moe_claims.moe_claims(_summary_robust_wins(), [r]).verdict.iloc[-1] == verdict
+        assert moe_claims.moe_claims(robust_wins_summary, [r]).verdict.iloc[-1] == verdict
 
 
 def test_claims_table_rejects_unknown_verdicts_and_not_run_rows() -> None:

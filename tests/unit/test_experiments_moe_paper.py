@@ -11,31 +11,6 @@ from lib.experiments import moe as exp
 from lib.experiments import moe_paper, moe_tables
 
 
-def _frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
-    """values[method][metric] = per-seed values on the hard subset (all subset gets the same)."""
-    rows = []
-    for method, metrics in values.items():
-        n = len(next(iter(metrics.values())))
-        for s in range(n):
-            for subset in ("all", "hard"):
-                rows.append({"method": method, "seed": s, "subset": subset,
-                             **{k: v[s] for k, v in metrics.items()}})
-    return pd.DataFrame(rows)
-
-
-def _summary_robust_wins() -> pd.DataFrame:
-    vals = {
-        "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
-        "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
-        "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
-        "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
-        "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
-    }
-    return moe_tables.summarize(_frame(vals))
-
-
 def test_paper_table5_quotes_are_internally_consistent() -> None:
     """Table 5: fraction = perplexity / 128 and ratio bound = 128 / perplexity (rounded as printed)."""
     t = moe_paper.PAPER_TABLE5
@@ -56,10 +31,10 @@ def test_paper_pacs_numbers_match_table_2() -> None:
         assert target["mocae"][0] == target["vanilla"][0]
 
 
-def test_beside_paper_statements_quote_the_paper_and_take_ours_from_the_run() -> None:
+def test_beside_paper_statements_quote_the_paper_and_take_ours_from_the_run(robust_wins_summary) -> None:
     from lib.experiments.moe_paper import LOST, PAPER_STATEMENTS, beside_paper_statements
 
-    s = _summary_robust_wins()
+    s = robust_wins_summary
     t = beside_paper_statements(s, "cifar10h", exp.METHOD_LABELS)
     assert len(t) == len(PAPER_STATEMENTS["cifar10h"])
     row = t[(t.method == "Robust MoE") & (t.quantity == "hard-subset ECE")].iloc[0]

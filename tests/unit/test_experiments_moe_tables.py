@@ -11,40 +11,15 @@ from lib.experiments import moe as exp
 from lib.experiments import moe_paper, moe_tables
 
 
-def _frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
-    """values[method][metric] = per-seed values on the hard subset (all subset gets the same)."""
-    rows = []
-    for method, metrics in values.items():
-        n = len(next(iter(metrics.values())))
-        for s in range(n):
-            for subset in ("all", "hard"):
-                rows.append({"method": method, "seed": s, "subset": subset,
-                             **{k: v[s] for k, v in metrics.items()}})
-    return pd.DataFrame(rows)
-
-
-def _summary_robust_wins() -> pd.DataFrame:
-    vals = {
-        "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
-        "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
-        "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
-        "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
-        "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
-    }
-    return moe_tables.summarize(_frame(vals))
-
-
-def test_summarize_mean_and_standard_error() -> None:
-    frame = _frame({"vanilla": {"accuracy": [0.8, 0.9, 0.7], "ece": [0.1, 0.2, 0.3], "ece_ts": [0.05, 0.05, 0.05]}})
+def test_summarize_mean_and_standard_error(moe_frame) -> None:
+    frame = moe_frame({"vanilla": {"accuracy": [0.8, 0.9, 0.7], "ece": [0.1, 0.2, 0.3], "ece_ts": [0.05, 0.05, 0.05]}})
     s = moe_tables.summarize(frame)
     row = s[s.subset == "hard"].iloc[0]
     assert row["accuracy"] == pytest.approx(0.8)
     assert row["accuracy_se"] == pytest.approx(0.1 / math.sqrt(3))  # std(ddof=1) = 0.1
     assert row["ece_ts_se"] == pytest.approx(0.0)
     assert row["seeds"] == 3
-    one = moe_tables.summarize(_frame({"robust": {"accuracy": [0.5], "ece": [0.1], "ece_ts": [0.1]}}))
+    one = moe_tables.summarize(moe_frame({"robust": {"accuracy": [0.5], "ece": [0.1], "ece_ts": [0.1]}}))
     assert math.isnan(one["accuracy_se"].iloc[0])
 
 
@@ -66,8 +41,8 @@ def test_mocae_fit_table_reads_both_variants() -> None:
     assert moe_tables.mocae_fit_table([{"method": "vanilla", "metrics": block}]).empty
 
 
-def test_paper_table_and_beside_paper_layout() -> None:
-    s = _summary_robust_wins()
+def test_paper_table_and_beside_paper_layout(robust_wins_summary) -> None:
+    s = robust_wins_summary
     t = moe_tables.paper_table(s)
     assert list(t["Method"]) == [exp.METHOD_LABELS[m] for m in exp.METHODS]
     assert list(t.columns[1:7]) == ["Accuracy", "Hard Accuracy", "ECE", "ECE+TS", "Hard ECE", "Hard ECE+TS"]
@@ -78,7 +53,7 @@ def test_paper_table_and_beside_paper_layout() -> None:
         moe_tables.beside_paper(s, moe_paper.PAPER_PACS["sketch"], subset="easy")
 
 
-def test_results_frame_one_row_per_subset() -> None:
+def test_results_frame_one_row_per_subset(moe_frame) -> None:
     rec = {"method": "robust", "key": "k", "config": {"train": {"seed": 3, "lam": 2.0}},
            "metrics": {"all": {"n": 10, "accuracy": 0.7, "ece": 0.1, "ece_ts": 0.05, "nll": 0.9},
                        "hard": {"n": 2, "accuracy": 0.5, "ece": 0.2, "ece_ts": 0.1, "nll": 1.2},

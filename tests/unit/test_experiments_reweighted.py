@@ -60,12 +60,9 @@ def test_reweighted_claims_follow_the_numbers():
     assert v["AU loss has lower ECE than XE"] == "inconclusive at this scale"
 
 
-def test_end_to_end_runs_are_cached(tmp_path, monkeypatch):
+def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    cfg = {"data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
-           "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
-           "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
-           "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1}
+    cfg = dict(tiny_image_cfg)
     data = imt.image_data(cfg)
     rec = rx.run_loss("au", cfg, data)
     assert 0 <= rec["metrics"]["accuracy"] <= 1 and math.isfinite(rec["metrics"]["ece"])

@@ -1,0 +1,79 @@
+"""Shared builders of the unit tests: small hand-made runs whose verdicts are known by construction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def _moe_frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
+    """values[method][metric] = per-seed values on the hard subset (the all subset gets the same)."""
+    rows = []
+    for method, metrics in values.items():
+        n = len(next(iter(metrics.values())))
+        for s in range(n):
+            for subset in ("all", "hard"):
+                rows.append({"method": method, "seed": s, "subset": subset,
+                             **{k: v[s] for k, v in metrics.items()}})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture()
+def moe_frame() -> Callable[[dict[str, dict[str, list[float]]]], pd.DataFrame]:
+    """Paper-1 result rows (lib.experiments.moe_tables.results_frame's shape) from per-seed values."""
+    return _moe_frame
+
+
+@pytest.fixture()
+def robust_wins_summary() -> pd.DataFrame:
+    """A paper-1 summary in which the robust methods clearly win on ECE (the paper's claims hold)."""
+    from lib.experiments import moe_tables
+
+    vals = {
+        "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
+        "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
+        "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
+        "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
+        "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
+        "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
+        "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
+    }
+    return moe_tables.summarize(_moe_frame(vals))
+
+
+def _l2d_fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.DataFrame:
+    rows = []
+    rng = np.random.default_rng(0)
+    for seed in range(4):
+        for j in (1, 4, 8):
+            for s, slope in (("softmax", softmax_slope), ("ova", ova_slope)):
+                rows.append({"experiment": "experts", "value": j, "surrogate": s, "seed": seed,
+                             "ece": 0.05 + slope * j + 0.001 * rng.standard_normal(),
+                             "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                             "ece_random_expert": 0.05})
+        for p in (0.2, 0.95):
+            for s, rise in (("softmax", softmax_slope * 20), ("ova", ova_slope * 20)):
+                rows.append({"experiment": "dependence", "value": p, "surrogate": s, "seed": seed,
+                             "ece": 0.05, "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                             "ece_random_expert": 0.05 + rise * p + 0.001 * rng.standard_normal()})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture()
+def l2d_fake_runs() -> Callable[[float, float, float], pd.DataFrame]:
+    """Runs of the two L2D sweeps (lib.experiments.l2d_results' shape): expert ECE rising with the
+    number of experts at ``softmax_slope`` / ``ova_slope``, OvA ``acc_gap`` more accurate."""
+    return _l2d_fake_runs
+
+
+@pytest.fixture()
+def tiny_image_cfg() -> dict[str, Any]:
+    """Settings of a seconds-long end-to-end image run (tiny CNN, synthetic 8 px images)."""
+    return {"data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
+            "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
+            "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
+            "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1}
