@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return queue_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    before = os.environ.get("CALIBOOK_DEBUG")
     if args.debug:
         os.environ["CALIBOOK_DEBUG"] = "1"  # the notebook kernels keep full tracebacks too (lib.notebook_errors)
     try:
@@ -128,3 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         if code == 1:
             print(f"(run `{PROG} --debug {args.command} ...` for the traceback)", file=sys.stderr)
         return code
+    finally:  # main() may be called in-process (tests): leave the environment as it was
+        if before is None:
+            os.environ.pop("CALIBOOK_DEBUG", None)
+        else:
+            os.environ["CALIBOOK_DEBUG"] = before
