@@ -31,7 +31,7 @@ def _raised_in_lib(tb: TracebackType | None) -> bool:
 
 def one_line(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> list[str] | None:
     """The error as one line (``["ValueError: train: ..."]``) when ``lib`` raised it on purpose
-    (one of :data:`QUIET`, raised inside ``lib/``, ``CALIBOOK_DEBUG`` unset); else ``None``."""
+    (one of ``QUIET``, raised inside ``lib/``, ``CALIBOOK_DEBUG`` unset); else ``None``."""
     if os.environ.get("CALIBOOK_DEBUG") or not issubclass(etype, QUIET) or not _raised_in_lib(tb):
         return None
     return [f"{etype.__name__}: {value}"]

@@ -51,8 +51,8 @@ CRITERIA: tuple[str, ...] = ("nll", "ece")
 LOG_SCALE_BOUND = math.log(100.0)  # |log a| <= log 100: a temperature in [0.01, 100]
 BIAS_BOUND = 100.0  # |b| <= 100 for vector scaling
 
-#: App. Table 2 of the paper: the selected gamma of dual focal and inverse focal loss per dataset and
-#: model. Focal loss is not listed: the paper uses FL-53 (gamma 5 below p_t = 0.2, else 3) instead.
+#: The selected gamma of dual focal and inverse focal loss per dataset and model (the paper's App.
+#: Table 2). Focal loss is not listed, because the paper uses FL-53 (gamma 5 below p_t = 0.2, else 3).
 PAPER_SELECTED_GAMMAS: dict[tuple[str, str], dict[str, float]] = {
     ("CIFAR-10", "ResNet-50"): {"dual_focal": 5.0, "inverse_focal": 2.0},
     ("CIFAR-10", "ResNet-110"): {"dual_focal": 4.5, "inverse_focal": 3.0},
