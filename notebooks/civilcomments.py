@@ -92,8 +92,8 @@ cfg
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through `lib.train` (cached by config, resumable). When DistilBERT
-# cannot be loaded offline, `lib.backbones.text_encoder` falls back to the MiniLM sentence encoder
+# Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
+# resumable). When DistilBERT cannot be loaded offline, `lib.text_backbone.text_encoder` falls back to the MiniLM sentence encoder
 # shipped in a PyPI package; the provenance table names the backbone that produced each number.
 
 # %%

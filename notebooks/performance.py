@@ -129,7 +129,7 @@ plots.bar_chart(bars, "method", "time per step / vanilla", color="implementation
 
 # %% [markdown]
 # ## Epoch times and the paper-scale grid
-# `bench/bench_epoch.py` times the real training engine (`lib.train`) for CIFAR-10H at 32 px and
+# `bench/bench_epoch.py` times the real training engine (`lib.moe_train` on `lib.engine`) for CIFAR-10H at 32 px and
 # PACS at 224 px. It extrapolates an epoch from the timed steps, and from the epoch times of all
 # trained methods it projects Table 1's grid (7 methods x 5 seeds x 50 epochs). On a GPU it also
 # reports the fraction of peak bf16 throughput and the host syncs per step. This page shows every

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import torch
 
 from lib.data.image_files import CIFAR10_CLASSES, PACS_CLASSES, PACS_DOMAINS, cifar10_arrays, pacs_domain, resolve_pacs_domain
 from lib.data.locate import describe, locate, reading
-from lib.validation import check_open_unit
+from lib.validation import check_choice, check_open_unit
 
 HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
@@ -270,3 +271,18 @@ def load_pacs(
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
               "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
+
+
+def pacs_examples(classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64,
+                  data_dir: str | os.PathLike[str] | None = None) -> tuple[torch.Tensor, list[str]]:
+    """The first image of each of ``classes`` in each PACS domain (domain by domain, the layout of
+    paper 1's Figure D.1): uint8 images (len(domains) x len(classes), 3, size, size) and captions."""
+    for c in classes:
+        check_choice(c, PACS_CLASSES, "classes")
+    images, captions = [], []
+    for d in PACS_DOMAINS:
+        x, y, _ = pacs_domain(d, size, data_dir)
+        for c in classes:
+            images.append(x[int(torch.nonzero(y == PACS_CLASSES.index(c))[0])])
+            captions.append(f"{d.replace('_', ' ')}: {c}")
+    return torch.stack(images), captions

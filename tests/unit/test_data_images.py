@@ -74,3 +74,20 @@ def test_missing_data_names_the_places(no_data):
     assert "cifar10" in msg and str(empty) in msg and "no-shared" in msg and "How to get it" in msg
     with pytest.raises(DataNotFoundError, match="pacs"):
         load_pacs("photo", size=32)
+
+
+def test_pacs_examples_show_each_class_in_each_domain() -> None:
+    from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain
+    from lib.data.images import pacs_examples
+
+    try:
+        x, captions = pacs_examples(("dog", "house"), size=32)
+    except FileNotFoundError:
+        pytest.skip("PACS is not available on this machine")
+    assert x.shape == (2 * len(PACS_DOMAINS), 3, 32, 32) and x.dtype == torch.uint8
+    assert captions[:2] == ["photo: dog", "photo: house"] and captions[-1] == "sketch: house"
+    xs, ys, _ = pacs_domain("sketch", 32)
+    first_house = int(torch.nonzero(ys == PACS_CLASSES.index("house"))[0])
+    assert torch.equal(x[-1], xs[first_house])
+    with pytest.raises(ValueError, match="classes"):
+        pacs_examples(("unicorn",))
