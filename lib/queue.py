@@ -3,8 +3,9 @@
 ``python -m lib paper [PAGE ...] [--minutes M] [--dry-run] [--scale S] [--import DIR]``
 
 * :func:`plan` lists every run of the chosen pages at a scale (paper by default) in priority order:
-  pages cifar10h, pacs (four targets), sensitivity, l2d_cifar10, losses_cifar10; inside them seed 0
-  of every method first, then the next seeds. Runs already in ``results/`` are marked done.
+  pages cifar10h, pacs (four targets), sensitivity, l2d_cifar10, losses_cifar10, civilcomments;
+  inside them seed 0 of every method first, then the next seeds. (CivilComments needs the WILDS
+  data and a DistilBERT on the machine that runs it; where they are missing the queue skips it.) Runs already in ``results/`` are marked done.
 * :func:`run_queue` trains what is not done, stacked many at a time on one device
   (:func:`lib.moe_grid.train_stacked`), starting no stack after the deadline, and publishes every
   finished run at once (:func:`publish`): ``results/<page>/<group>/<key>.json`` (the verified record,
@@ -33,7 +34,7 @@ from lib.config import repo_root, results_dir, settings
 from lib.engine.runs import _canonical, artifact_paths, read_record, sha256_file, sign
 from lib.engine.versions import code_version
 
-PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10")
+PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments")
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)
 
@@ -74,6 +75,8 @@ def _moe_items(page: str, scale: str) -> list[Item]:
 
         pre = {"pretrained": cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"]
                and imagenet_weights_available()} if page == "pacs" else {}  # as the pacs page does
+        if page == "civilcomments" and cfg["backbone"] == exp.TINY_TEXT:  # smoke: as the page does
+            pre = {"backbone": "text:" + exp.tiny_text_model()}
         cfgs = [c for c in exp.train_configs(cfg, **pre) if c.method != "mocae"]  # MoCaE comes with Vanilla
         targets = PACS_TARGETS if page == "pacs" else [None]
     for t in targets:
@@ -181,7 +184,7 @@ def describe(items: Sequence[Item]) -> str:
         left = [it for it in its if not it.done]
         mins = [projected_minutes(it) for it in left]
         known = f"~{sum(m for m in mins if m is not None):9.1f} min" if any(m is not None for m in mins) else "  (no benchmark)"
-        how = "stacked" if its[0].config is not None else "one at a time"
+        how = "stacked" if its[0].config is not None and page != "civilcomments" else "one at a time"
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {known}  ({how})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
     return "\n".join(lines)
@@ -208,6 +211,13 @@ def _data_for(item: Item, scale: str) -> Any:
     cfg = settings(item.page, scale)
     if item.page == "pacs":
         return _pacs_data(cfg, item.target)
+    if item.page == "civilcomments":
+        from lib.data.synthetic import synthetic_comments
+        from lib.data.text import load_civilcomments
+
+        if cfg["data"] == "synthetic":
+            return synthetic_comments(n=cfg["n_train"], seed=0)
+        return load_civilcomments(None, n_train=cfg["n_train"], seed=0)
     return exp.cifar10h_data(cfg)
 
 
@@ -263,7 +273,12 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
         seed = todo[0].seed
         key = (todo[0].page, todo[0].target)
         batch = [it for it in todo if (it.page, it.target) == key and it.seed == seed]
-        data = _data_for(batch[0], scale)
+        try:
+            data = _data_for(batch[0], scale)
+        except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had: skip the page
+            log(f"skipped {key[0]}: {err}")
+            todo = [it for it in todo if it.page != key[0]]
+            continue
         started = time.monotonic()
 
         def on_done(cfg: Any, rec: dict[str, Any]) -> None:
@@ -271,7 +286,8 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
             done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
             log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 
-        train_stacked([it.config for it in batch], data, stack=stack, deadline=deadline, on_done=on_done)
+        text = getattr(data, "kind", "images") == "text"  # text trains one run at a time
+        train_stacked([it.config for it in batch], data, stack=1 if text else stack, deadline=deadline, on_done=on_done)
         todo = [it for it in todo if it not in batch]
     return done
 

@@ -103,3 +103,20 @@ def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
     rec = q.published("losses_cifar10")[it.id]
     assert q.matches(it, rec)
     assert not q.matches(it, {**rec, "config": {**rec["config"], "lr": 123.0}})
+
+
+def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(results, monkeypatch):
+    """The text page trains run by run (no stacking of text models); where its data cannot be had
+    the queue says so and goes on instead of failing the window."""
+    got = q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=lambda s: None)
+    assert len(got) == len(q.plan(["civilcomments"], "smoke")) == 6
+    assert "one at a time" in q.describe(q.plan(["civilcomments"], "smoke"))
+
+    def missing(item, scale):
+        raise FileNotFoundError("civilcomments: not in any of the places searched")
+
+    monkeypatch.setattr(q, "_data_for", missing)
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(results.parent / "other"))
+    said = []
+    assert q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=said.append) == []
+    assert said and said[0].startswith("skipped civilcomments: ")
