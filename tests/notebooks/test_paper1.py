@@ -1,7 +1,7 @@
 """Paper 1 (calibrated MoE) notebooks at smoke scale: the numbers they publish.
 
 Resuming: a resumed lib.moe_train run ending with the same final metrics as an uninterrupted one is
-tested once, in tests/unit/test_train.py::test_resumed_run_equals_uninterrupted_run, and every
+tested once, in tests/unit/test_moe_train.py::test_resumed_run_equals_uninterrupted_run, and every
 training run of these notebooks goes through lib.moe_train (lib.experiments.moe.run_methods).
 """
 
