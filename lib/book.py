@@ -269,13 +269,15 @@ def used_in_index(names: list[str] | None = None) -> str:
 def _scales_table(scale: str, names: list[str]) -> str:
     from lib.report import read_published
 
-    rows = ["| page | what produced its numbers |", "|---|---|"]
+    rows = ["| page | what produced its numbers | paper-scale GPU runs published |", "|---|---|---|"]
     for name in names:
         path = executed_path(name, scale)
-        summary = "not executed in this build"
+        summary, gpu = "not executed in this build", ""
         if path.exists():
-            summary = str(read_published(path).get("scale_summary", "no scale summary published"))
-        rows.append(f"| [{name}](../notebooks/{name}.ipynb) | {summary.replace('|', '/')} |")
+            published = read_published(path)
+            summary = str(published.get("scale_summary", "no scale summary published"))
+            gpu = "" if "paper_scale_runs" not in published else str(published["paper_scale_runs"])
+        rows.append(f"| [{name}](../notebooks/{name}.ipynb) | {summary.replace('|', '/')} | {gpu} |")
     return "\n".join(rows)
 
 

@@ -37,6 +37,7 @@ def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:
         assert name in text, f"the landing page does not list {name}"
     assert "smoke:" in text
     assert "not executed in this build" not in text
+    assert "paper-scale GPU runs published" in text  # what results/ holds, per training page
 
 
 def test_pages_load_nothing_from_the_internet(html: Path) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "load_cifar10h",
     "load_pacs",
     "natural_test_subset",
+    "pacs_examples",
 ]
 
 
