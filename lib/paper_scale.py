@@ -60,7 +60,7 @@ def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.D
         row = rows.setdefault(it.method, {"method": it.method, "published": 0, "planned": 0})
         row["planned"] += 1
         row["published"] += it.id in got
-    unit = "seeds" if page in ("cifar10h", "pacs") else "runs"
+    unit = "seeds" if page in ("cifar10h", "pacs", "civilcomments") else "runs"
     out = pd.DataFrame(list(rows.values()), columns=["method", "published", "planned"])
     out["coverage"] = [f"{k} of {n} {unit}" for k, n in zip(out["published"], out["planned"])]
     return out
