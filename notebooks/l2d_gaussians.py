@@ -99,7 +99,7 @@ bayes
 # %% [markdown]
 # ## The run
 # Every point of both sweeps, for both surrogates and every seed: one cached training each
-# (`lib.runs`), so re-running the page only reads the results back.
+# (`lib.engine.runs`), so re-running the page only reads the results back.
 
 # %%
 import time
