@@ -29,12 +29,7 @@ def _available(configs: Sequence[TrainConfig], data: Bundle) -> list[dict[str, A
     with training(False):
         for c in configs:
             try:
-                if c.method == "mocae":
-                    train_run(c.replace(method="vanilla"), data)  # RunMissing unless it is there
-                    with training(True):  # MoCaE only recalibrates that run: nothing is trained
-                        out.append(train_run(c, data))
-                else:
-                    out.append(train_run(c, data))
+                out.append(train_run(c, data))
             except RunMissing:
                 continue
     return out

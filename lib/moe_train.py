@@ -33,7 +33,7 @@ from lib import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import FitResult, fit, predict
 from lib.data.bundle import Bundle, check_bundle
-from lib.engine.runs import Run, cached_run, load_artifact, provenance
+from lib.engine.runs import Run, cached_run, load_artifact, provenance, training
 from lib.moe_eval import evaluate, mocae_calibrate
 from lib.moe_methods import (
     FGR_METHODS, METHODS, WARMUP_FRACTION, WARMUP_METHODS, Inputs, LossFn, StepFn, _Runner, build_backbone,
@@ -325,17 +325,24 @@ def _compute(cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Calla
     return finish_run(pr, data, run, fitted)
 
 
-def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
-    """The MoCaE record derived from its Vanilla MoE run (same trained model, post hoc T_k)."""
-    preds = load_predictions(base)
-    run.save_arrays("predictions", probs=preds["probs_mocae"], labels=preds["labels"], hard=preds["hard"],
-                    routing=preds["routing"], temperature=np.float32(base["metrics"]["mocae"]["temperature"]))
+def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
+    """The MoCaE fields derived from a finished Vanilla MoE record (same trained model, post hoc
+    T_k): method, metrics (with the Vanilla accuracies, to check the paper's equality) and where
+    it came from. The MoCaE run record is this plus its predictions."""
     metrics = dict(base["metrics"]["mocae"])
     # The paper states MoCaE's accuracy equals Vanilla's: recorded so the page can check the claim.
     metrics["vanilla_accuracy"] = {s: base["metrics"][s].get("accuracy") for s in ("all", "hard")}
     keep = ("dataset", "history", "wall_time", "resumed_from", "device", "data", "backbone", "provenance")
     return {"method": "mocae", **{k: base.get(k) for k in keep}, "metrics": metrics,
             "pretrained": base.get("pretrained", False), "trained_as": {"method": "vanilla", "key": base["key"]}}
+
+
+def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
+    """The MoCaE record: :func:`mocae_view` of its Vanilla run, with the mixture's predictions."""
+    preds = load_predictions(base)
+    run.save_arrays("predictions", probs=preds["probs_mocae"], labels=preds["labels"], hard=preds["hard"],
+                    routing=preds["routing"], temperature=np.float32(base["metrics"]["mocae"]["temperature"]))
+    return mocae_view(base)
 
 
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
@@ -347,14 +354,16 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
     and ``provenance``. Test predictions: :func:`load_predictions`.
 
     "mocae" trains (or loads) the "vanilla" run of the same config and calibrates it post hoc, so
-    the two share one trained model; the vanilla record also carries MoCaE's metrics.
+    the two share one trained model; the vanilla record also carries MoCaE's metrics. With training
+    off (:func:`lib.engine.runs.training`) MoCaE is still derived from a Vanilla run that is there.
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)
     if cfg.method == "mocae":
-        base = train_run(cfg.replace(method="vanilla"), data, callbacks)
-        return cached_run(GROUP, run_config(cfg, data), lambda run: _mocae_record(base, run))
+        base = train_run(cfg.replace(method="vanilla"), data, callbacks)  # RunMissing if training is off
+        with training(True):  # MoCaE only recalibrates that run post hoc: nothing is trained
+            return cached_run(GROUP, run_config(cfg, data), lambda run: _mocae_record(base, run))
     return cached_run(GROUP, run_config(cfg, data), lambda run: _compute(cfg, data, run, callbacks))
 
 

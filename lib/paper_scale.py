@@ -91,15 +91,13 @@ def require_complete(page: str, scale: str = "paper") -> None:
 
 
 def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records plus, for each Vanilla MoE record, the MoCaE view it carries (MoCaE recalibrates the
-    Vanilla network post hoc, so the queue publishes it inside the Vanilla record)."""
-    out = [dict(r) for r in recs]
-    for r in recs:
-        mocae = r.get("metrics", {}).get("mocae")
-        if r.get("method") == "vanilla" and mocae:
-            train = {**r.get("config", {}).get("train", {}), "method": "mocae"}
-            out.append({**r, "method": "mocae", "metrics": mocae, "config": {**r.get("config", {}), "train": train}})
-    return out
+    """Records plus, for each Vanilla MoE record, the MoCaE record it carries
+    (:func:`lib.moe_train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
+    queue publishes it inside the Vanilla record)."""
+    from lib.moe_train import mocae_view
+
+    return [*map(dict, recs), *({**r, **mocae_view(r)} for r in recs
+                                if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae"))]
 
 
 def moe_section(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
