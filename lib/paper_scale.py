@@ -19,8 +19,8 @@ from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
 
-__all__ = ["TRAIN_CHOICES", "coverage", "l2d_section", "losses_section", "moe_section", "none_yet", "records", "require",
-           "require_complete", "should_train", "sweep_section"]
+__all__ = ["TRAIN_CHOICES", "coverage", "coverage_cell", "l2d_section", "losses_section", "moe_section", "none_yet",
+           "paper_section", "records", "require", "require_complete", "should_train", "sweep_section"]
 
 
 def should_train(train: str, scale: str) -> bool:
@@ -36,12 +36,11 @@ def should_train(train: str, scale: str) -> bool:
 def _plan(page: str, scale: str, target: str | None) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """The planned runs of ``page`` (and ``target``) at ``scale`` and the published records that
     are those runs (same plan id and config), by plan id."""
-    from lib.queue import PAGES, matches, plan, published
+    from lib.queue import PAGES, plan
 
     check_choice(page, PAGES, "page")
     items = [it for it in plan([page], scale) if target is None or it.target == target]
-    got = published(page)
-    return items, {it.id: got[it.id] for it in items if it.done and matches(it, got[it.id])}
+    return items, {it.id: it.record for it in items if it.record is not None}
 
 
 def records(page: str, target: str | None = None, scale: str = "paper") -> list[dict[str, Any]]:
@@ -54,7 +53,10 @@ def records(page: str, target: str | None = None, scale: str = "paper") -> list[
 def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame:
     """One row per method of the plan: runs published of runs planned, as ``"k of n seeds"``
     (``"k of n runs"`` for pages whose runs are not seeds of one method)."""
-    items, got = _plan(page, scale, target)
+    return _coverage(page, *_plan(page, scale, target))
+
+
+def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame:
     rows: dict[str, dict[str, Any]] = {}
     for it in items:
         row = rows.setdefault(it.method, {"method": it.method, "published": 0, "planned": 0})
@@ -66,11 +68,28 @@ def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.D
     return out
 
 
+def coverage_cell(page: str, reading: bool, scale: str, target: str | None = None) -> pd.DataFrame | str:
+    """A page's "how much of the plan" cell: when it reads published runs (``reading``), the
+    :func:`coverage` table at its ``scale``, published as ``coverage`` (method -> "k of n");
+    otherwise (it trained) a sentence, and ``coverage`` is published empty."""
+    from lib.report import publish
+
+    if not reading:
+        publish("coverage", {})
+        return "Every run above was trained (or loaded from the local cache) at this scale."
+    cov = coverage(page, target, scale)
+    publish("coverage", dict(zip(cov["method"], cov["coverage"])))
+    return cov
+
+
+def _how(page: str) -> str:
+    return (f"They are trained on a GPU by `python -m lib paper {page}` and published a run at a time "
+            "(see results/README.md); nothing on this page is extrapolated to paper scale.")
+
+
 def none_yet(page: str) -> str:
     """What a page says when no paper-scale result of it is published yet."""
-    return (f"No paper-scale results for this page are in results/{page}/ yet. They are trained on a GPU "
-            f"by `python -m lib paper {page}` and published a run at a time (see results/README.md); "
-            "nothing on this page is extrapolated to paper scale.")
+    return f"No paper-scale results for this page are in results/{page}/ yet. {_how(page)}"
 
 
 def require(found: Sequence[Any], page: str) -> None:
@@ -87,7 +106,7 @@ def require_complete(page: str, scale: str = "paper") -> None:
     if (cov["published"] < cov["planned"]).any():
         have = "; ".join(f"{m}: {c}" for m, c in zip(cov["method"], cov["coverage"]))
         raise ValueError(f"train: this page needs every planned run and results/{page}/ holds {have}. "
-                         f"{none_yet(page).split('. ', 1)[1]} To train the missing runs here, pass -p train yes.")
+                         f"{_how(page)} To train the missing runs here, pass -p train yes.")
 
 
 def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -104,14 +123,18 @@ def moe_section(page: str, target: str | None = None, scale: str = "paper") -> p
     """Paper 1's table (:func:`lib.experiments.moe_tables.paper_table` layout, mean ± SE over the published
     seeds) from the published paper-scale runs of ``page``, with a ``coverage`` column
     ("k of 5 seeds"), or :func:`none_yet`'s sentence when nothing is published."""
+    return _moe_table(page, *_plan(page, scale, target))
+
+
+def _moe_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import moe as exp
     from lib.experiments import moe_tables as tables
 
-    recs = records(page, target, scale)
+    recs = [got[it.id] for it in items if it.id in got]
     if not recs:
         return none_yet(page)
     table = tables.paper_table(tables.summarize(tables.results_frame(_with_mocae(recs))))
-    cov = coverage(page, target, scale).set_index("method")["coverage"]
+    cov = _coverage(page, items, got).set_index("method")["coverage"]
     labels = {exp.METHOD_LABELS[m]: m for m in exp.METHOD_LABELS}
     table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
     return table.drop(columns=["seeds"])
@@ -121,18 +144,21 @@ def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFra
     """The sensitivity sweeps (Figs. E.7, E.8) from the published paper-scale runs: one row per
     (method, lambda, warmup) with hard ECE and overall accuracy as mean ± SE and the seeds published
     of those planned, or :func:`none_yet`'s sentence when nothing is published."""
+    return _sweep_table(page, *_plan(page, scale, None))
+
+
+def _sweep_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import moe as exp
     from lib.experiments import moe_tables as tables
 
-    recs = records(page, scale=scale)
+    recs = [got[it.id] for it in items if it.id in got]
     if not recs:
         return none_yet(page)
-    frame = tables.results_frame(recs)
     by = ("method", "lam", "warmup_epochs")
-    summ = tables.summarize(frame, by=by)
+    summ = tables.summarize(tables.results_frame(recs), by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
-    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in _plan(page, scale, None)[0]])
+    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
     rows = []
     for idx in hard.index:
         n = int((planned == idx).sum())
@@ -148,9 +174,12 @@ def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame
     """Paper 2's sweeps from the published paper-scale runs: per (experiment, value, surrogate) the
     expert ECE, system accuracy and the random expert's ECE (mean over published seeds, as
     :func:`lib.experiments.l2d_results.summarize`) with the runs published of those planned."""
+    return _l2d_table(page, *_plan(page, scale, None))
+
+
+def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import l2d_results
 
-    items, got = _plan(page, scale, None)
     rows = [l2d_results.result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
     if not rows:
         return none_yet(page)
@@ -165,13 +194,32 @@ def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.Dat
     """Paper 4's Table 1/2 layout (:func:`lib.experiments.reweighted.loss_table`, x100) from the
     published paper-scale runs of each compared loss, or :func:`none_yet`'s sentence; a ``runs``
     column says how many of the page's planned runs (losses, confidence scores, the AU sweep) are in."""
+    return _losses_table(page, *_plan(page, scale, None))
+
+
+def _losses_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import reweighted as rx
 
-    items, got = _plan(page, scale, None)
-    table_items = [it for it in items if it.method in rx.TABLE_LOSSES]
-    metrics = {it.method: got[it.id]["metrics"] for it in table_items if it.id in got}
+    metrics = {it.method: got[it.id]["metrics"] for it in items if it.method in rx.TABLE_LOSSES and it.id in got}
     if not metrics:
         return none_yet(page)
     table = rx.loss_table(metrics)
     table["runs"] = f"{len(got)} of {len(items)} runs of the page"
     return table
+
+
+_TABLES = {"cifar10h": _moe_table, "pacs": _moe_table, "civilcomments": _moe_table, "sensitivity": _sweep_table,
+           "l2d_cifar10": _l2d_table, "losses_cifar10": _losses_table}
+
+
+def paper_section(page: str, page_scale: str, target: str | None = None) -> pd.DataFrame | str:
+    """A page's "Paper scale" section: below paper scale, the table of its published paper-scale runs
+    (:func:`moe_section`, :func:`sweep_section`, :func:`l2d_section` or :func:`losses_section`);
+    at paper scale, a sentence (the page's own tables are those). Publishes ``paper_scale_runs``."""
+    from lib.report import publish
+
+    items, got = _plan(page, "paper", target)
+    publish("paper_scale_runs", len(got))
+    if page_scale == "paper":
+        return "This page ran at paper scale: the tables above are the paper-scale ones."
+    return _TABLES[page](page, items, got)

@@ -54,8 +54,13 @@ class Item:
     method: str
     config: Any = None
     target: str | None = None
-    done: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] | None = None  # its published record (set by plan), if any
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is published in ``results/`` (same plan id and config)."""
+        return self.record is not None
 
 
 def _moe_items(page: str, scale: str) -> list[Item]:
@@ -91,25 +96,20 @@ def _page_items(page: str, scale: str) -> list[Item]:
     cfg = settings(page, scale)
     if page == "l2d_cifar10":
         from lib.experiments.l2d import EXPERIMENTS, grid
-        from lib.experiments.l2d_cifar10 import CIFAR_KEYS
+        from lib.experiments.l2d_cifar10 import cifar_config
 
-        base = {k: cfg[k] for k in CIFAR_KEYS}
         return [Item(page, f"{page}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}", int(p["seed"]),
-                     int(cfg["epochs"]), p["surrogate"], extra={"point": p, "config": {**p, **base}})
+                     int(cfg["epochs"]), p["surrogate"], extra={"point": p, "config": cifar_config(**p, cfg=cfg)})
                 for p in grid(cfg, EXPERIMENTS)]
     if page == "losses_cifar10":  # what the page trains: seed 0 of every loss and CSF, and the AU sweep
-        from lib.experiments.reweighted import CSF_LOSSES, RUN_KEYS, TABLE_LOSSES
+        from lib.experiments.reweighted import CSF_LOSSES, TABLE_LOSSES, loss_config
 
-        base = {k: cfg[k] for k in RUN_KEYS}
-        base.update(n_bins=cfg["n_bins"], **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg})
-        runs = [(name, float(cfg["coverage"]), float(cfg["nu"]), name)
-                for name in dict.fromkeys([*TABLE_LOSSES, *CSF_LOSSES])]
-        runs += [("au", float(k), float(v), "au (coverage / nu sweep)") for k in cfg["coverages"] for v in cfg["nus"]
+        runs = [(loss_config(name, cfg), name) for name in dict.fromkeys([*TABLE_LOSSES, *CSF_LOSSES])]
+        runs += [(loss_config("au", cfg, coverage=float(k), nu=float(v)), "au (coverage / nu sweep)")
+                 for k in cfg["coverages"] for v in cfg["nus"]
                  if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))]
-        return [Item(page, f"{page}/{name}/k{k}/nu{v}/s0", 0, int(cfg["epochs"]), label,
-                     extra={"coverage": k, "nu": v,
-                            "config": {"loss": name, "seed": 0, "coverage": k, "nu": v, **base}})
-                for name, k, v, label in runs]
+        return [Item(page, f"{page}/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s0", 0, int(cfg["epochs"]), label,
+                     extra={"config": c}) for c, label in runs]
     return _moe_items(page, scale)
 
 
@@ -136,8 +136,8 @@ def matches(item: Item, record: Mapping[str, Any]) -> bool:
 
 
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
-    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), with
-    ``done`` set for the runs already published in ``results/``."""
+    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each
+    holding its published record (``record``; ``done``) when ``results/`` has it."""
     for p in pages:
         if p not in PAGES:
             raise ValueError(f"pages: unknown page {p!r}; the queue knows {', '.join(PAGES)}")
@@ -146,7 +146,8 @@ def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
         got = published(p)
         page_items = _page_items(p, scale)
         for it in page_items:
-            it.done = it.id in got and matches(it, got[it.id])
+            rec = got.get(it.id)
+            it.record = rec if rec is not None and matches(it, rec) else None
         items += sorted(page_items, key=lambda it: it.seed)  # stable: seed 0 of everything first
     return items
 
@@ -249,8 +250,8 @@ def _run_one(item: Item, scale: str) -> dict[str, Any]:
         return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
     from lib.experiments.reweighted import run_loss
 
-    return run_loss(item.extra["config"]["loss"], cfg, data, seed=item.seed, coverage=item.extra["coverage"],
-                    nu=item.extra["nu"])
+    c = item.extra["config"]
+    return run_loss(c["loss"], cfg, data, seed=item.seed, coverage=c["coverage"], nu=c["nu"])
 
 
 def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int = 8,

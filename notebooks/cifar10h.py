@@ -117,9 +117,7 @@ moe_tables.provenance_table(records)
 # published seeds of each method ("k of n seeds"); the means below are over the published ones.
 
 # %%
-runs_cover = paper_scale.coverage("cifar10h", scale=scale)
-report.publish("coverage", dict(zip(runs_cover["method"], runs_cover["coverage"])) if not TRAIN else {})
-runs_cover if not TRAIN else "Every run above was trained (or loaded from the local cache) at this scale."
+paper_scale.coverage_cell("cifar10h", reading=not TRAIN, scale=scale)
 
 # %% [markdown]
 # ## Table 1: ours (mean ± standard error over seeds)
@@ -313,9 +311,7 @@ claims
 # method has; mean ± standard error over the published seeds.
 
 # %%
-gpu_table = paper_scale.moe_section("cifar10h") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("cifar10h")))
-gpu_table
+paper_scale.paper_section("cifar10h", scale)
 
 # %% [markdown]
 # ## References

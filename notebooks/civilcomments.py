@@ -216,9 +216,7 @@ claims
 # each method has. This table needs no local data: it is read from the published records.
 
 # %%
-gpu_table = paper_scale.moe_section("civilcomments") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("civilcomments")))
-gpu_table
+paper_scale.paper_section("civilcomments", scale)
 
 # %% [markdown]
 # ## References

@@ -195,9 +195,7 @@ claims
 # many of the planned runs each point has.
 
 # %%
-gpu_table = paper_scale.l2d_section("l2d_cifar10") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("l2d_cifar10")))
-gpu_table
+paper_scale.paper_section("l2d_cifar10", scale)
 
 # %% [markdown]
 # ## References

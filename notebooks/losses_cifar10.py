@@ -260,9 +260,7 @@ claims
 # page's planned runs are in.
 
 # %%
-gpu_table = paper_scale.losses_section("losses_cifar10") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("losses_cifar10")))
-gpu_table
+paper_scale.paper_section("losses_cifar10", scale)
 
 # %% [markdown]
 # ## References

@@ -127,9 +127,7 @@ moe_tables.provenance_table(records)
 # target: published seeds of each method ("k of n seeds"); the means below are over the published ones.
 
 # %%
-runs_cover = paper_scale.coverage("pacs", target=TARGET, scale=scale)
-report.publish("coverage", dict(zip(runs_cover["method"], runs_cover["coverage"])) if not TRAIN else {})
-runs_cover if not TRAIN else "Every run above was trained (or loaded from the local cache) at this scale."
+paper_scale.coverage_cell("pacs", reading=not TRAIN, scale=scale, target=TARGET)
 
 # %% [markdown]
 # ## Table 2 for this target: ours beside the paper's
@@ -181,9 +179,7 @@ claims
 # mean ± standard error over the published seeds (ours on the whole held-out domain).
 
 # %%
-gpu_table = paper_scale.moe_section("pacs", target=TARGET) if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("pacs", target=TARGET)))
-gpu_table
+paper_scale.paper_section("pacs", scale, target=TARGET)
 
 # %% [markdown]
 # ## References

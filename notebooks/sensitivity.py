@@ -98,9 +98,7 @@ moe_tables.provenance_table(records)
 # ("k of n runs" per method: the $\lambda$ and warmup points times the seeds).
 
 # %%
-runs_cover = paper_scale.coverage("sensitivity", scale=scale)
-report.publish("coverage", dict(zip(runs_cover["method"], runs_cover["coverage"])) if not TRAIN else {})
-runs_cover if not TRAIN else "Every run above was trained (or loaded from the local cache) at this scale."
+paper_scale.coverage_cell("sensitivity", reading=not TRAIN, scale=scale)
 
 # %% [markdown]
 # ## Figure E.7: the $\lambda$ sweep
@@ -228,9 +226,7 @@ claims
 # mean ± standard error over the published seeds, and how many of the five each point has.
 
 # %%
-gpu_table = paper_scale.sweep_section("sensitivity") if scale != "paper" else "This page ran at paper scale: the tables above are the paper-scale ones."
-report.publish("paper_scale_runs", len(paper_scale.records("sensitivity")))
-gpu_table
+paper_scale.paper_section("sensitivity", scale)
 
 # %% [markdown]
 # ## References

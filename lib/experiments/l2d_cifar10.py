@@ -30,6 +30,13 @@ CIFAR_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_si
               "head_epochs", "head_lr", "patience", "backbone_epochs", "n_backbone")
 
 
+def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines one :func:`run_cifar` run besides its data: the grid point and the scale's
+    training settings (``CIFAR_KEYS``)."""
+    return {"experiment": experiment, "value": value, "surrogate": surrogate, "seed": int(seed),
+            **{k: cfg[k] for k in CIFAR_KEYS}}
+
+
 def run_cifar(
     experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], data: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -46,8 +53,7 @@ def run_cifar(
 
     check_choice(surrogate, SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
-    config = {"experiment": experiment, "value": value, "surrogate": surrogate,
-              "seed": int(seed), "data": data["tag"], **{k: cfg[k] for k in CIFAR_KEYS}}
+    config = {**cifar_config(experiment, value, surrogate, seed, cfg), "data": data["tag"]}
     experts = committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
 

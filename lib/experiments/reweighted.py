@@ -130,6 +130,15 @@ RUN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size
             "head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
 
 
+def loss_config(name: str, cfg: Mapping[str, Any], seed: int = 0, coverage: float | None = None,
+                nu: float | None = None) -> dict[str, Any]:
+    """What determines one :func:`run_loss` run besides its data: the loss, seed, AU coverage and
+    smoothing (``None``: the scale's), the bins and the scale's training settings (``RUN_KEYS``, gammas)."""
+    return {"loss": name, "seed": int(seed), "coverage": float(cfg["coverage"] if coverage is None else coverage),
+            "nu": float(cfg["nu"] if nu is None else nu), "n_bins": cfg["n_bins"], **{k: cfg[k] for k in RUN_KEYS},
+            **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg}}
+
+
 def run_loss(
     name: str, cfg: Mapping[str, Any], data: Mapping[str, Any], seed: int = 0,
     coverage: float | None = None, nu: float | None = None,
@@ -138,11 +147,8 @@ def run_loss(
     the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
     and test logits (see :func:`run_logits`)."""
     check_choice(cfg["mode"], MODES, "mode")
-    kappa = float(cfg["coverage"] if coverage is None else coverage)
-    nu_ = float(cfg["nu"] if nu is None else nu)
-    config = {"loss": name, "seed": int(seed), "coverage": kappa, "nu": nu_,
-              "n_bins": cfg["n_bins"], "data": data["tag"], **{k: cfg[k] for k in RUN_KEYS},
-              **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg}}
+    config = {**loss_config(name, cfg, seed, coverage, nu), "data": data["tag"]}
+    kappa, nu_ = config["coverage"], config["nu"]
     gamma = {"dual_focal": cfg.get("gamma_dual_focal"), "inverse_focal": cfg.get("gamma_inverse_focal")}.get(name)
     loss = make_loss(name, kappa, nu_, cfg["n_bins"], gamma=gamma)
 

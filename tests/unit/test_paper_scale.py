@@ -93,6 +93,16 @@ def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None
         set(rx.TABLE_LOSSES) | set(rx.CSF_LOSSES))
     table = paper_scale.losses_section(scale="smoke")
     assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
-    xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].extra['coverage']}/nu{plan[0].extra['nu']}/s0"]
+    xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].extra['config']['coverage']}/nu{plan[0].extra['config']['nu']}/s0"]
     assert table.loc["XE", "ece"] == pytest.approx(100 * xe["metrics"]["ece"])
     assert set(table["runs"]) == {f"{len(plan)} of {len(plan)} runs of the page"}
+
+
+def test_paper_section_says_which_tables_a_page_shows(results) -> None:
+    """Below paper scale a page's section is its published paper-scale table (here: none yet); at
+    paper scale it points to the page's own tables."""
+    for page in ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments"):
+        assert paper_scale.paper_section(page, "cpu") == paper_scale.none_yet(page)
+    assert "ran at paper scale" in paper_scale.paper_section("pacs", "paper", target="sketch")
+    assert paper_scale.coverage_cell("cifar10h", reading=False, scale="cpu").startswith("Every run above")
+    assert set(paper_scale.coverage_cell("cifar10h", reading=True, scale="paper")["coverage"]) == {"0 of 5 seeds"}
