@@ -34,6 +34,7 @@ import platform
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -77,6 +78,17 @@ def _forward_flops(model: torch.nn.Module, size: int) -> float:
     return float(fc.get_total_flops())
 
 
+def _seconds(device: torch.device, work: Callable[[], object]) -> float:
+    """Wall seconds of ``work()``, the device's queue drained before and after (CUDA is asynchronous)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    work()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def _images(n: int, size: int, num_classes: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return (torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8),
@@ -104,17 +116,11 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
 
     def run(n_steps: int) -> float:
         x, y = _images(n_steps * bs, size, num_classes)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fit_classifier(
+        return _seconds(device, lambda: fit_classifier(
             runner, loss_fn, (x, y), 1, step_fn=step_fn,
             optimizer_factory=lambda p: torch.optim.AdamW(p, lr=cfg.lr, weight_decay=cfg.weight_decay),
             batch_size=bs, device=device, transform=transform, amp=cfg.amp, progress=False, drop_last=True,
-        )
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        ))
 
     if warmup_steps:
         run(warmup_steps)
@@ -176,14 +182,9 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
     x, y = prs[0].prep.train
 
     def run(lo: int, hi: int) -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fit_stack(members, (x[lo * bs:hi * bs], y[lo * bs:hi * bs]), 1, optimizer_factory=prs[0].optimizer,
-                  batch_size=bs, device=device, amp=cfg.amp, progress=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return _seconds(device, lambda: fit_stack(
+            members, (x[lo * bs:hi * bs], y[lo * bs:hi * bs]), 1, optimizer_factory=prs[0].optimizer,
+            batch_size=bs, device=device, amp=cfg.amp, progress=False))
 
     if warmup_steps:
         run(0, warmup_steps)
