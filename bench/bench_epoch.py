@@ -111,7 +111,7 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     def transform(xb, gen):
         return augment_batch(xb, mean, std, generator=gen, channels_last=use_cl)
 
-    # The method's post-warmup step (robust objective; FGR's two-forward rectified step).
+    # The method's post-warmup step (robust objective; FGR's rectified step).
     loss_fn, step_fn = method_step(cfg.replace(warmup_epochs=0), device, mean, std)
 
     def run(n_steps: int) -> float:

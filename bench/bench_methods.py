@@ -44,14 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.backbones import cifar_resnet18  # noqa: E402
 from lib.benchmarks import time_round_robin  # noqa: E402
-from lib.fgr import (  # noqa: E402
-    JPEG_CHROMA,
-    JPEG_LUMA,
-    RGB_TO_YCBCR,
-    YCBCR_OFFSET,
-    fgr_step,
-    soft_ece,
-)
+from lib.fgr import fgr_step, soft_ece  # noqa: E402
+from lib.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
 from lib.moe import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402
 from lib.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
 

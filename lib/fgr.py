@@ -4,24 +4,36 @@ Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as the calibration loss.
 Each step after warmup:
 
-1. replace max(1, int(0.05 B)) images of the batch with a JPEG-like filtered copy: RGB 0..255 ->
-   YCbCr, orthonormal 8x8 DCT-II per block, quantize with the standard JPEG luminance/chrominance
-   tables (ITU-T T.81 Annex K) scaled by (101 - q)/50 and clamped to >= 1, q drawn from {15, 18, 25},
-   inverse DCT, back to RGB, clip;
+1. replace max(1, int(0.05 B)) images of the batch with a JPEG-like filtered copy
+   (:mod:`lib.jpeg`, quality drawn from {15, 18, 25});
 2. main gradient g_m from the main loss on the filtered batch (cross-entropy of the mixture for FGR,
    robust_moe_loss for FGR + Robust);
 3. calibration gradient g_c from soft ECE on the original batch;
 4. if <g_m, g_c> < 0 (over all parameters as one flat vector), use g_m - <g_m,g_c>/||g_c||^2 g_c.
 
-The DCT runs in torch, batched, on the images' device (the reference does it image by image in numpy
-on the CPU). Exactly two model forwards per step.
+How a step is computed (the reference runs two forwards and two backwards):
+
+* **one forward** on the batch followed by its m filtered copies (B + m rows, :func:`fgr_batch`): the
+  main branch reads the B rows with the filtered copies in place of their originals, the
+  calibration branch the first B rows. Every per-example output is then exactly what the two
+  forwards give, except through BatchNorm: its batch statistics cover the B + m rows once
+  (instead of the filtered batch and the original batch separately) and its running statistics
+  are updated once per step, as in any other method's step. Models without batch statistics
+  (LayerNorm text encoders) get the reference's gradients exactly (tests/unit/test_fgr.py);
+* **one batched backward** for both gradients: ``torch.autograd.grad`` with ``is_grads_batched``
+  runs the backward once under ``vmap`` with the two losses' unit cotangents, so every backward
+  kernel is launched once for the pair (what costs at batch 128 on a GPU is launches, not FLOPs);
+* the projection on one flat vector of all parameters, branch-free on the device (no host sync).
+
+The same code runs a single model (:func:`fgr_step`) and a stack of N models trained together
+(:func:`stacked_fgr_gradients`, used by :func:`lib.engine.stack.fit_stack`), with one projection per
+member.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import torch
@@ -29,200 +41,49 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.augment import to_device_async
-from lib.engine.device import autocast
-from lib.validation import check_finite, check_ndim, check_positive, check_probs_labels, to_tensor
+from lib.jpeg import DEFAULT_QUALITIES, filtered_rows
+from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
 
-BLOCK = 8
-DEFAULT_QUALITIES: tuple[int, ...] = (15, 18, 25)
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
 SOFT_ECE_TEMPERATURE = 0.01
 
-# Standard JPEG quantization tables (ITU-T T.81, Annex K, tables K.1 and K.2).
-JPEG_LUMA = (
-    (16, 11, 10, 16, 24, 40, 51, 61),
-    (12, 12, 14, 19, 26, 58, 60, 55),
-    (14, 13, 16, 24, 40, 57, 69, 56),
-    (14, 17, 22, 29, 51, 87, 80, 62),
-    (18, 22, 37, 56, 68, 109, 103, 77),
-    (24, 35, 55, 64, 81, 104, 113, 92),
-    (49, 64, 78, 87, 103, 121, 120, 101),
-    (72, 92, 95, 98, 112, 100, 103, 99),
-)
-JPEG_CHROMA = (
-    (17, 18, 24, 47, 99, 99, 99, 99),
-    (18, 21, 26, 66, 99, 99, 99, 99),
-    (24, 26, 56, 99, 99, 99, 99, 99),
-    (47, 66, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-)
-# JFIF (ITU-T T.871) RGB -> YCbCr; Cb and Cr are offset by 128.
-RGB_TO_YCBCR = (
-    (0.299, 0.587, 0.114),
-    (-0.168736, -0.331264, 0.5),
-    (0.5, -0.418688, -0.081312),
-)
-YCBCR_OFFSET = (0.0, 128.0, 128.0)
-
 __all__ = [
-    "dct_matrix",
-    "quantization_tables",
-    "jpeg_filter",
-    "filter_batch",
+    "SOFT_ECE_BINS",
+    "SOFT_ECE_TEMPERATURE",
+    "fgr_batch",
+    "take_rows",
     "soft_ece",
     "rectify",
+    "two_gradients",
+    "rectified_gradients",
     "fgr_step",
+    "stacked_fgr_gradients",
 ]
 
 
-def dct_matrix(n: int = BLOCK, dtype: torch.dtype = torch.float32, device: Any = None) -> torch.Tensor:
-    """Orthonormal DCT-II matrix D (n x n): D[k, i] = a_k cos(pi (2i + 1) k / (2n)),
-    a_0 = sqrt(1/n), a_k = sqrt(2/n); coefficients of a block X are D X D^T and D^T D = I."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: must be a positive integer, got {n!r}")
-    k = torch.arange(n, dtype=torch.float64)[:, None]
-    i = torch.arange(n, dtype=torch.float64)[None, :]
-    d = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
-    d[0] = math.sqrt(1.0 / n)
-    return d.to(dtype=dtype, device=device)
-
-
-def _check_quality(q: torch.Tensor) -> None:
-    if ((q < 1) | (q > 100)).any():
-        raise ValueError(f"quality: must lie in [1, 100], got range [{float(q.min())}, {float(q.max())}]")
-
-
-def quantization_tables(quality: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> torch.Tensor:
-    """Per-image quantization tables (B, 3, 8, 8): luminance for Y, chrominance for Cb and Cr, scaled by
-    (101 - q)/50 and clamped to >= 1 (the FGR reference code's scaling, not libjpeg's)."""
-    q = to_tensor(quality, "quality").to(dtype=torch.float64).reshape(-1)
-    check_finite(q, "quality")
-    _check_quality(q)
-    base = torch.tensor([JPEG_LUMA, JPEG_CHROMA, JPEG_CHROMA], dtype=torch.float64)
-    scale = ((101.0 - q) / 50.0)[:, None, None, None]
-    return (base[None] * scale).clamp_min(1.0).to(dtype=dtype, device=device)
-
-
-@lru_cache(maxsize=16)
-def _constants(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """DCT matrix, RGB->YCbCr matrix, its inverse and the YCbCr offsets, built once per dtype/device."""
-    m64 = torch.tensor(RGB_TO_YCBCR, dtype=torch.float64)
-    return (
-        dct_matrix(BLOCK, dtype=dtype, device=device),
-        m64.to(dtype=dtype, device=device),
-        torch.linalg.inv(m64).to(dtype=dtype, device=device),
-        torch.tensor(YCBCR_OFFSET, dtype=dtype, device=device)[None, :, None, None],
-    )
-
-
-def _to_blocks(x: torch.Tensor) -> torch.Tensor:
-    b, c, h, w = x.shape
-    return x.reshape(b, c, h // BLOCK, BLOCK, w // BLOCK, BLOCK).permute(0, 1, 2, 4, 3, 5)
-
-
-def _from_blocks(x: torch.Tensor) -> torch.Tensor:
-    b, c, hb, wb, _, _ = x.shape
-    return x.permute(0, 1, 2, 4, 3, 5).reshape(b, c, hb * BLOCK, wb * BLOCK)
-
-
-def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
-    """JPEG-like DCT filtering of RGB images with values in [0, 255], shape (B, 3, H, W), float.
-
-    ``quality`` is one number in [1, 100] or one per image. Sizes not divisible by 8 are padded by
-    edge replication and cropped back. Runs batched on ``images.device``; no gradient."""
-    if not isinstance(images, torch.Tensor):
-        raise ValueError(f"images: expected a torch tensor, got {type(images).__name__}")
-    check_ndim(images, 4, "images", "B x 3 x H x W")
-    if images.shape[1] != 3:
-        raise ValueError(f"images: expected 3 RGB channels, got {images.shape[1]}")
-    if not images.is_floating_point():
-        images = images.float()
-    check_finite(images, "images")
-    b = images.shape[0]
-    q = to_tensor(quality, "quality").reshape(-1)
-    if q.numel() not in (1, b):
-        raise ValueError(f"quality: expected one value or one per image ({b}), got {q.numel()}")
-    return _jpeg_filter(images, quantization_tables(q.expand(b) if q.numel() == 1 else q))
-
-
-def _jpeg_filter(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
-    """:func:`jpeg_filter` without input checks (no host synchronisation) given the (B, 3, 8, 8)
-    quantization tables: the core that :func:`filter_batch` runs inside the training step."""
-    b, _, h, w = images.shape
-    dtype, dev = images.dtype, images.device
-    tables = tables.to(dtype=dtype, device=dev)
-    d, m, m_inv, offset = _constants(dtype, dev)
-
-    # Autocast off: the DCT, the rounding to quantization steps and the colour transforms need full
-    # precision even when the training step runs under bf16/fp16 autocast.
-    with torch.no_grad(), autocast(dev):
-        ycc = torch.einsum("ij,bjhw->bihw", m, images) + offset - 128.0  # level shift as in JPEG
-        pad_h, pad_w = (-h) % BLOCK, (-w) % BLOCK
-        if pad_h or pad_w:
-            ycc = F.pad(ycc, (0, pad_w, 0, pad_h), mode="replicate")
-        blocks = _to_blocks(ycc)  # (B, 3, Hb, Wb, 8, 8)
-        coef = d @ blocks @ d.T
-        t = tables[:, :, None, None]
-        coef = torch.round(coef / t) * t
-        ycc = _from_blocks(d.T @ coef @ d)[:, :, :h, :w]
-        rgb = torch.einsum("ij,bjhw->bihw", m_inv, ycc + 128.0 - offset)
-        return rgb.clamp(0.0, 255.0)
-
-
-def _channel_stats(value: Any, name: str, x: torch.Tensor, positive: bool = False) -> torch.Tensor:
-    """Per-channel statistics as a (1, C, 1, 1) tensor on ``x``'s device, checked on the host first
-    (no device synchronisation when ``value`` is a list or a CPU tensor)."""
-    t = to_tensor(value, name).detach().reshape(-1).cpu().to(torch.float64)
-    if t.numel() not in (1, x.shape[1]):
-        raise ValueError(f"{name}: expected 1 or {x.shape[1]} values (one per channel), got {t.numel()}")
-    check_finite(t, name)
-    if positive and (t <= 0).any():
-        raise ValueError(f"{name}: must be > 0, got {t.tolist()}")
-    return to_device_async(t.expand(x.shape[1]).to(x.dtype), x.device)[None, :, None, None]
-
-
-def filter_batch(
-    x: torch.Tensor,
-    mean: Any,
-    std: Any,
-    frac: float = 0.05,
-    qualities: Sequence[int] = DEFAULT_QUALITIES,
+def fgr_batch(
+    x: torch.Tensor, mean: Any, std: Any, frac: float = 0.05, qualities: Sequence[int] = DEFAULT_QUALITIES,
     generator: torch.Generator | None = None,
-    return_indices: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Copy of a normalized batch (B, 3, H, W) with max(1, int(frac B)) random images replaced by
-    JPEG-filtered versions (denormalize to 0..255, filter at a quality drawn from ``qualities``,
-    renormalize). ``generator`` (on any device) makes the choice reproducible. Only host-side values
-    (``mean``, ``std``, ``qualities``) are checked, so the call never waits for the device."""
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
-    check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
-    check_positive(frac, "frac")
-    if frac > 1:
-        raise ValueError(f"frac: must lie in (0, 1], got {frac!r}")
-    qs = torch.as_tensor(list(qualities), dtype=torch.float64)
-    if qs.numel() == 0:
-        raise ValueError("qualities: is empty")
-    _check_quality(qs)
-    mean_t = _channel_stats(mean, "mean", x)
-    std_t = _channel_stats(std, "std", x, positive=True)
-    b = x.shape[0]
-    m = max(1, int(frac * b))
-    gen_device = generator.device if generator is not None else torch.device("cpu")
-    idx = torch.randperm(b, generator=generator, device=gen_device)[:m].cpu()
-    q = qs[torch.randint(len(qs), (m,), generator=generator, device=gen_device).cpu()]
-    idx_dev = to_device_async(idx, x.device)
-    with torch.no_grad():
-        sel = x.detach().index_select(0, idx_dev)
-        img = (sel * std_t + mean_t) * 255.0
-        tables = to_device_async(quantization_tables(q, dtype=x.dtype), x.device)
-        filtered = (_jpeg_filter(img, tables) / 255.0 - mean_t) / std_t
-        out = x.detach().clone()
-        out.index_copy_(0, idx_dev, filtered)
-    return (out, idx) if return_indices else out
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
+    images) followed by the m filtered copies of :func:`lib.jpeg.filtered_rows` (same draw for the
+    same ``generator``), and the (B,) row index on ``x.device`` that reads the filtered batch out of
+    it (row i, or B + j where image i is the j-th filtered one)."""
+    rows, idx = filtered_rows(x, mean, std, frac=frac, qualities=qualities, generator=generator)
+    b, m = x.shape[0], rows.shape[0]
+    main = torch.arange(b)
+    main[idx] = b + torch.arange(m)
+    return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
 
+
+def take_rows(out: Any, rows: Any) -> Any:
+    """Rows ``rows`` (an index tensor or a slice) of a model output: a tensor, or a dataclass of
+    tensors such as :class:`lib.moe.MoEOutput` (every field indexed along its first dimension)."""
+    if isinstance(out, torch.Tensor):
+        return out[rows]
+    if is_dataclass(out) and not isinstance(out, type):
+        return type(out)(**{f.name: take_rows(getattr(out, f.name), rows) for f in fields(out)})
+    raise ValueError(f"out: expected a tensor or a dataclass of tensors, got {type(out).__name__}")
 
 def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS,
              temperature: float = SOFT_ECE_TEMPERATURE) -> torch.Tensor:
@@ -285,6 +146,39 @@ def _probs_of(out: Any) -> torch.Tensor:
     return probs
 
 
+def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The gradients of two scalar losses of one graph with respect to ``params``, from one backward
+    pass: ``torch.autograd.grad`` with ``is_grads_batched`` over the unit cotangents of the two losses
+    (the vectorised Jacobian of ``torch.autograd.functional.jacobian``). Entry i has shape
+    (2, *params[i].shape): [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
+    for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
+        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+            raise ValueError(f"{name}: must be a scalar tensor")
+    both = torch.stack([loss_a, loss_b.to(loss_a.dtype)])
+    eye = torch.eye(2, dtype=both.dtype, device=both.device)
+    grads = torch.autograd.grad(both, list(params), grad_outputs=eye, is_grads_batched=True, allow_unused=True)
+    return [torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)]
+
+
+def rectified_gradients(
+    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1,
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """FGR's update from :func:`two_gradients`' [g_m; g_c] per parameter: per member, over all its
+    parameters as one flat vector, g_m - min(<g_m,g_c>, 0)/||g_c||^2 g_c (:func:`rectify`).
+
+    ``members`` is the leading stack dimension of every parameter (1 for a plain model). Returns the
+    updates, shaped and laid out like ``params`` (channels_last stays channels_last), and <g_m,g_c>
+    per member, shape (members,). A handful of kernels, whatever the number of parameters."""
+    flat = torch.cat([g.reshape(2, members, -1) for g in grads], dim=2)  # (2, members, P)
+    dot = (flat[0] * flat[1]).sum(-1)
+    coef = _rectification_coef(dot, (flat[1] * flat[1]).sum(-1))
+    update = flat[0] - coef[:, None] * flat[1]
+    sizes = [p.numel() // members for p in params]
+    out = [torch.empty_like(p) for p in params]
+    torch._foreach_copy_(out, [u.reshape(p.shape) for u, p in zip(update.split(sizes, dim=1), params)])
+    return out, dot
+
+
 def fgr_step(
     model: nn.Module,
     loss_main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
@@ -300,15 +194,16 @@ def fgr_step(
     temperature: float = SOFT_ECE_TEMPERATURE,
     filter_inputs: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """One FGR update (App. D.1): g_m from ``loss_main_fn(model(filtered), labels)``, g_c from soft ECE
-    of ``model(images)``, rectified as in :func:`rectify` over all trainable parameters, then
-    ``optimizer.step()``. Exactly two model forwards. ``loss_main_fn`` = mean mixture NLL for FGR and
-    robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or ``filter_inputs=False``)
-    are not filtered. ``mean``/``std`` are the normalization of ``images`` (per channel).
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
+    batch, g_c from soft ECE of its output on the original batch, both from one forward on
+    :func:`fgr_batch`'s B + m rows and one batched backward, rectified as in :func:`rectify`
+    over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
+    for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
+    ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
+    are the normalization of ``images`` (per channel).
 
     Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
-    the step never waits for the device (the projection is applied branch-free, with coefficient
-    min(<g_m,g_c>, 0)/||g_c||^2), so reading a value with ``float()`` is the caller's choice."""
+    the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
     if not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
     check_positive(temperature, "temperature")
@@ -319,36 +214,51 @@ def fgr_step(
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer: expected a torch optimizer, got {type(optimizer).__name__}")
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
+    main_rows = None
+    x = images
     if filter_inputs and is_image:
         if mean is None or std is None:
             raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
-        x_main = filter_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
-    else:
-        x_main = images
+        x, main_rows = fgr_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model: has no trainable parameters")
 
-    loss_main = loss_main_fn(model(x_main), labels)
+    out = model(x)
+    loss_main = loss_main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
     if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
         raise ValueError("loss_main_fn: must return a scalar tensor")
-    g_m = torch.autograd.grad(loss_main, params, allow_unused=True)
-    loss_cal = _soft_ece(_probs_of(model(images)), labels.to(loss_main.device), n_bins, temperature)
-    g_c = torch.autograd.grad(loss_cal, params, allow_unused=True)
-
-    g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_m)]
-    g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(params, g_c)]
-    # :func:`rectify`'s flat-vector projection, done per tensor without concatenating.
-    dot = torch.stack([(a * b).sum() for a, b in zip(g_m, g_c)]).sum()
-    coef = _rectification_coef(dot, torch.stack([(b * b).sum() for b in g_c]).sum())
-    g_m = [a - coef * b for a, b in zip(g_m, g_c)]
+    b = labels.shape[0]
+    loss_cal = _soft_ece(_probs_of(out)[:b], labels.to(loss_main.device), n_bins, temperature)
+    update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
     optimizer.zero_grad(set_to_none=True)
-    for p, g in zip(params, g_m):
+    for p, g in zip(params, update):
         p.grad = g
     optimizer.step()
     return {
         "loss_main": loss_main.detach(),
         "loss_cal": loss_cal.detach(),
-        "dot": dot.detach(),
-        "rectified": (dot < 0).detach(),
+        "dot": dot[0].detach(),
+        "rectified": (dot[0] < 0).detach(),
     }
+
+
+def stacked_fgr_gradients(
+    out: Any, main_rows: Sequence[torch.Tensor], labels: Sequence[torch.Tensor],
+    main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]], params: Sequence[torch.Tensor],
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """FGR's update for a stack of N models (leading dimension N of ``params`` and of ``out``, the
+    stacked forward on each member's :func:`fgr_batch`): member i's main loss
+    ``main_fns[i]`` on its rows ``main_rows[i]``, its soft ECE on its first B rows, one batched
+    backward for the summed losses (a member's parameters only see its own losses) and one
+    projection per member. Returns the updates (like ``params``) and the per-member main losses (N,)."""
+    n = len(main_fns)
+    mains, cals = [], []
+    for i in range(n):
+        oi = take_rows(out, i)
+        y = labels[i]
+        mains.append(main_fns[i](take_rows(oi, main_rows[i]), y))
+        cals.append(_soft_ece(_probs_of(oi)[: y.shape[0]], y, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE))
+    loss = torch.stack(mains)
+    update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, members=n)
+    return update, loss

@@ -42,25 +42,21 @@ _PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
 def _stack_key(cfg: TrainConfig) -> tuple[Any, ...]:
     shared = {k: v for k, v in cfg.key().items() if k not in _PER_MEMBER}
     arch = "single" if cfg.method == "single" else "moe"
-    return (arch, tuple(sorted((k, str(v)) for k, v in shared.items())))
+    step = ("fgr", cfg.warmup) if cfg.method in FGR_METHODS else ("plain",)  # FGR forwards B + m rows
+    return (arch, step, tuple(sorted((k, str(v)) for k, v in shared.items())))
 
 
 def stack_groups(configs: Sequence[TrainConfig], stack: int) -> list[list[TrainConfig]]:
     """Split ``configs`` into stacks of at most ``stack`` runs that can train together (same
-    architecture, optimizer settings and epochs; FGR runs of one stack share their warmup), in the
-    order given."""
+    architecture, optimizer settings and epochs; FGR runs only with FGR runs of the same warmup), in
+    the order given."""
     check_int(stack, "stack", minimum=1)
     groups: dict[tuple[Any, ...], list[list[TrainConfig]]] = {}
     for c in configs:
         chunks = groups.setdefault(_stack_key(c), [])
-        fgr = c.warmup if c.method in FGR_METHODS else None
-        for chunk in chunks:
-            warm = {x.warmup for x in chunk if x.method in FGR_METHODS}
-            if len(chunk) < stack and (fgr is None or not warm or warm == {fgr}):
-                chunk.append(c)
-                break
-        else:
-            chunks.append([c])
+        if not chunks or len(chunks[-1]) >= stack:
+            chunks.append([])
+        chunks[-1].append(c)
     return [chunk for chunks in groups.values() for chunk in chunks]
 
 

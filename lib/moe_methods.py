@@ -13,9 +13,9 @@ hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), `
   the backbone under autocast and the head in float32;
 * :func:`objective` -- the training loss of a method on one batch;
 * :func:`method_step` -- the per-step rule :func:`lib.engine.loop.fit` runs: the objective (ERM
-  during warmup) and, for FGR, the two-forward rectified step.
+  during warmup) and, for FGR, the rectified step of :func:`lib.fgr.fgr_step`.
 
-Every method does one backbone forward per step, except FGR's two (by design). No step synchronises
+Every method does one backbone forward per step (FGR's on the batch plus its m filtered copies). No step synchronises
 with the host (tests/unit/test_moe_methods.py runs whole epochs on PyTorch's meta device to check it).
 """
 
@@ -126,8 +126,8 @@ def method_step(
 ) -> tuple[LossFn, StepFn | None]:
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
-    for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.fgr.fgr_step` after warmup (two
-    forwards). ``mean``/``std`` are the images' normalization (FGR filters in pixel space). Neither
+    for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.fgr.fgr_step` after warmup (one
+    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space). Neither
     function synchronises with the host. Used by :func:`lib.moe_train.train_run` and bench/bench_epoch.py."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 

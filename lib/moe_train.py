@@ -212,15 +212,15 @@ class PreparedRun:
         from lib.engine.stack import Member
 
         cfg, fgr = self.cfg, self.cfg.method in FGR_METHODS
-        filt = None
+        inputs = None
         if fgr and not self.prep.is_text:
-            from lib.fgr import filter_batch
+            from lib.fgr import fgr_batch
 
             mean, std = self.prep.mean, self.prep.std
-            filt = lambda x, g: filter_batch(x, mean, std, generator=g)  # noqa: E731 - fgr_step's defaults
+            inputs = lambda x, g: fgr_batch(x, mean, std, generator=g)  # noqa: E731 - fgr_step's defaults
         main = (lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True)) if fgr else None
         return Member(model=self.runner, loss_fn=self.loss_fn, seed=cfg.seed, transform=self.transform, run=run,
-                      fgr_main=main, fgr_from=cfg.warmup if fgr else 0, fgr_filter=filt, callbacks=(self.mark,))
+                      fgr_main=main, fgr_from=cfg.warmup if fgr else 0, fgr_inputs=inputs, callbacks=(self.mark,))
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         """AdamW (App. D.4: lr, weight decay of the config)."""

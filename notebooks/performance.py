@@ -27,7 +27,10 @@
 # - **Calibrated MoE** {cite}`wong2026moe`, Appendix D.1: FGR {cite}`fgr2025` needs two forward and two
 #   backward passes per batch, plus DCT filtering on the CPU, which makes it "roughly 2.5x slower
 #   per epoch than vanilla". The reference code of Robust Filtered also runs the backbone twice per
-#   step. Our version needs one forward (paper 1, section 6.2).
+#   step. Our Robust Filtered needs one forward (paper 1, section 6.2). Our FGR runs one forward on
+#   the batch plus its few filtered copies, filters on the model's device, and gets both gradients
+#   from one batched backward pass (`lib.fgr`); only BatchNorm's batch statistics differ from the
+#   reference's two passes.
 #
 # The loss timings below run live on the machine that builds this page. The training-step and
 # epoch costs need minutes on an idle machine or a GPU, so `bench/` measures them on purpose and

@@ -6,8 +6,9 @@ forward with ``torch.func.vmap`` over ``functional_call`` (PyTorch's model-ensem
 member keeps its own weights, BatchNorm statistics, optimizer moments (AdamW is elementwise, so one
 optimizer over stacked weights is N independent ones), seed, batch order, augmentation and
 checkpoint. The per-member losses are summed before the backward pass, so member i's gradient is the
-gradient of its own loss. FGR members (paper 1, App. D.1) take their two-forward rectified step inside
-the stack: the projection coefficient is computed per member. Each member's checkpoint has the
+gradient of its own loss. FGR runs (paper 1, App. D.1) stack only with FGR runs (their forward takes
+B + m rows) and take their rectified step inside the stack (:func:`lib.fgr.stacked_fgr_gradients`:
+one forward, one batched backward, one projection per member). Each member's checkpoint has the
 single-run format of :func:`lib.engine.loop.fit`, so one run of a stack can resume alone.
 """
 
@@ -30,6 +31,7 @@ from lib.augment import BatchIterator, epoch_generator
 from lib.engine.device import autocast, rng_state
 from lib.engine.loop import FitResult
 from lib.engine.runs import Run
+from lib.fgr import stacked_fgr_gradients
 from lib.validation import check_int
 
 __all__ = ["Member", "fit_stack"]
@@ -41,8 +43,8 @@ class Member:
 
     ``loss_fn(out, y, epoch)`` is its per-batch loss; ``transform(x_batch, generator)`` its
     augmentation. An FGR member sets ``fgr_main(out, y)`` (the main loss), ``fgr_from`` (first epoch
-    of the rectified step, 0-based) and ``fgr_filter(x, generator)`` (the filter of the main branch's
-    inputs). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
+    of the rectified step, 0-based) and ``fgr_inputs(x, generator)``, which returns the forward's
+    input and the main branch's rows (:func:`lib.fgr.fgr_batch`). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
     weights are stacked); one that raises interrupts the stack, which resumes from the checkpoints.
     """
 
@@ -53,7 +55,7 @@ class Member:
     run: Run | None = None
     fgr_main: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
     fgr_from: int = 0
-    fgr_filter: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    fgr_inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]] | None = None
     callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
 
 
@@ -108,10 +110,11 @@ def fit_stack(
     shapes = {tuple((k, tuple(v.shape)) for k, v in m.model.state_dict().items()) for m in members}
     if len(types) != 1 or len(shapes) != 1:
         raise ValueError("members: all models of a stack need the same architecture")
-    order = sorted(range(len(members)), key=lambda i: members[i].fgr_main is None)  # FGR members first
-    members = [members[i] for i in order]
     n, dev = len(members), torch.device(device)
     n_fgr = sum(m.fgr_main is not None for m in members)
+    if n_fgr not in (0, n) or len({m.fgr_from for m in members}) != 1:
+        raise ValueError("members: FGR runs stack only with FGR runs of the same warmup (their step forwards "
+                         "B + m rows; see lib.moe_grid.stack_groups)")
 
     ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
     starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
@@ -152,25 +155,27 @@ def fit_stack(
         for it in iters:
             it.set_epoch(epoch)
         gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-        k = n_fgr if n_fgr and epoch >= members[0].fgr_from else 0
+        fgr = n_fgr > 0 and epoch >= members[0].fgr_from
         totals, count = torch.zeros(n, device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
         for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
                             leave=False, **({} if progress else {"disable": True})):
             xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
             ys = [yb for _, yb in batches]
-            x_main = [members[i].fgr_filter(xs[i], gens[i]) if i < k and members[i].fgr_filter else xs[i] for i in range(n)]
+            optimizer.zero_grad(set_to_none=True)
             with autocast(dev, amp):
-                out = vmap(f, randomness="different")(params, buffers, torch.stack(x_main))
-                losses = [members[i].fgr_main(pytree.tree_map(lambda t: t[i], out), ys[i]) if i < k  # noqa: B023
-                          else members[i].loss_fn(pytree.tree_map(lambda t: t[i], out), ys[i], epoch)  # noqa: B023
-                          for i in range(n)]
-                loss = torch.stack(losses)
-                optimizer.zero_grad(set_to_none=True)
-                if k == 0:
-                    loss.sum().backward()
+                if fgr:
+                    inputs = [_fgr_inputs(m, x, g) for m, x, g in zip(members, xs, gens)]
+                    out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
+                    grads, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys,
+                                                        [m.fgr_main for m in members], plist)
+                    for p, g in zip(plist, grads):
+                        p.grad = g
                 else:
-                    _fgr_grads(f, params, buffers, plist, names, loss, xs[:k], ys[:k], k)
+                    out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
+                    loss = torch.stack([m.loss_fn(pytree.tree_map(lambda t: t[i], out), ys[i], epoch)  # noqa: B023
+                                        for i, m in enumerate(members)])
+                    loss.sum().backward()
             optimizer.step()
             totals += loss.detach().float() * int(ys[0].shape[0])
             count += int(ys[0].shape[0])
@@ -198,30 +203,11 @@ def fit_stack(
     for i, m in enumerate(members):
         m.model.load_state_dict({k2: t[i].detach() for k2, t in {**params, **buffers}.items()})
         results.append(FitResult(history=histories[i], wall_time=elapsed[i], resumed_from=start or None))
-    back = [0] * n
-    for pos, i in enumerate(order):
-        back[i] = pos
-    return [results[back[i]] for i in range(n)]
+    return results
 
 
-def _fgr_grads(f: Callable[..., Any], params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
-               plist: list[torch.Tensor], names: list[str], loss: torch.Tensor, xs: list[torch.Tensor],
-               ys: list[torch.Tensor], k: int) -> None:
-    """Set ``.grad`` of the stacked weights: members 0..k-1 take FGR's rectified gradient
-    g_m - min(<g_m, g_c>, 0) / ||g_c||^2 g_c (per member), the others their plain gradient."""
-    from lib.fgr import SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE, _probs_of, _rectification_coef, _soft_ece
-
-    g_m = torch.autograd.grad(loss.sum(), plist, allow_unused=True)
-    g_m = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_m)]
-    sub_p = {nm: params[nm][:k] for nm in names}
-    sub_b = {nm: b[:k] for nm, b in buffers.items()}  # views: BatchNorm statistics update in place
-    out = vmap(f, randomness="different")(sub_p, sub_b, torch.stack(xs))
-    cal = sum(_soft_ece(_probs_of(pytree.tree_map(lambda t: t[i], out)), ys[i], SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)  # noqa: B023
-              for i in range(k))
-    g_c = torch.autograd.grad(cal, plist, allow_unused=True)
-    g_c = [torch.zeros_like(p) if g is None else g for p, g in zip(plist, g_c)]
-    dot = torch.stack([(a * b).flatten(1).sum(1) for a, b in zip(g_m, g_c)]).sum(0)
-    norm2 = torch.stack([(b * b).flatten(1).sum(1) for b in g_c]).sum(0)
-    coef = _rectification_coef(dot, norm2)
-    for p, a, b in zip(plist, g_m, g_c):
-        p.grad = a - coef.view(-1, *([1] * (a.ndim - 1))) * b
+def _fgr_inputs(m: Member, x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """An FGR member's forward input and main-branch rows (unfiltered when it has no ``fgr_inputs``)."""
+    if m.fgr_inputs is not None:
+        return m.fgr_inputs(x, gen)
+    return x, torch.arange(x.shape[0], device=x.device)

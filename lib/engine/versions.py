@@ -24,7 +24,7 @@ _ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.augment", "lib.backbones
 #: group -> modules whose code determines the group's results.
 GROUP_MODULES: dict[str, tuple[str, ...]] = {
     "moe": (*_ENGINE, "lib.text_backbone", "lib.engine.stack", "lib.moe_train", "lib.moe_methods", "lib.moe_eval",
-            "lib.moe", "lib.robust", "lib.fgr", "lib.calibrate", "lib.mocae", "lib.metrics"),
+            "lib.moe", "lib.robust", "lib.fgr", "lib.jpeg", "lib.calibrate", "lib.mocae", "lib.metrics"),
     "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
                       "lib.experiments.l2d_results", "lib.l2d", "lib.synthetic_experts", "lib.gaussian_mixture",
                       "lib.metrics"),

@@ -77,3 +77,21 @@ def tiny_image_cfg() -> dict[str, Any]:
             "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
             "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
             "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1}
+
+
+def _natural_images(b: int = 4, h: int = 32, w: int = 32, seed: int = 0) -> Any:
+    """Natural-ish test images in [0, 255], float64 (B, 3, H, W): smooth gradients plus pixel noise."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    yy = torch.linspace(0, 1, h)[:, None]
+    xx = torch.linspace(0, 1, w)[None, :]
+    base = 128 + 80 * torch.sin(5 * xx + 3 * yy)
+    img = base.expand(b, 3, h, w) + 40 * torch.randn(b, 3, h, w, generator=g)
+    return img.clamp(0, 255).double()
+
+
+@pytest.fixture()
+def natural_images() -> Callable[..., Any]:
+    """Builder of test images for the JPEG filter and FGR: natural_images(b, h, w, seed)."""
+    return _natural_images

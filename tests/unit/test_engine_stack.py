@@ -40,7 +40,8 @@ def test_stacked_runs_equal_separate_runs(data, tmp_path, monkeypatch):
     alone_probs = _probs(alone)  # (the same keys in another cache hold the stacked runs' predictions)
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "stacked"))
     stacked = run_grid(CONFIGS, data, stack=8)
-    assert all(r["history"][0].get("stacked") == len(CONFIGS) for r in stacked)
+    # FGR runs stack only with FGR runs: a stack of the three others and one of the two FGR runs.
+    assert [r["history"][0].get("stacked") for r in stacked] == [3, 3, 2, 3, 2]
     for a, b, c in zip(alone_probs, _probs(stacked), CONFIGS):
         np.testing.assert_allclose(a, b, atol=2e-3, err_msg=c.method)  # float16-stored probabilities
     for a, b in zip(alone, stacked):
@@ -70,7 +71,7 @@ def test_one_run_of_a_stack_resumes_alone(data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(mt.PreparedRun, "mark", mark)
     with pytest.raises(Stop):
-        train_stacked(CONFIGS[:3], data, stack=3)
+        train_stacked([CONFIGS[2], CONFIGS[4]], data, stack=2)  # the two FGR runs, stacked
     monkeypatch.setattr(mt.PreparedRun, "mark", real)
     run = Run(GROUP, run_config(CONFIGS[2], data))
     assert run.load_checkpoint()["epoch"] == 1
@@ -83,7 +84,9 @@ def test_stack_groups_split_by_architecture_and_size():
     cfgs = [tiny("single", 0), tiny("vanilla", 0), tiny("fgr", 0), tiny("vanilla", 1), tiny("single", 1),
             tiny("vanilla", 2, epochs=3)]
     groups = stack_groups(cfgs, stack=2)
-    assert [[c.method for c in g] for g in groups] == [["single", "single"], ["vanilla", "fgr"], ["vanilla"],
+    assert [[c.method for c in g] for g in groups] == [["single", "single"], ["vanilla", "vanilla"], ["fgr"],
                                                       ["vanilla"]]
+    fgr = [tiny("fgr", 0), tiny("fgr_robust", 1), tiny("fgr", 2, warmup_epochs=0), tiny("fgr_robust", 3)]
+    assert [[c.seed for c in g] for g in stack_groups(fgr, stack=4)] == [[0, 1, 3], [2]]  # FGR with FGR, same warmup
     with pytest.raises(ValueError, match="stack"):
         stack_groups(cfgs, 0)

@@ -1,5 +1,5 @@
-"""Tests of lib.fgr (FGR baseline, paper 1 App. D.1) against the math of the DCT, soft ECE and the
-gradient projection."""
+"""Tests of lib.fgr (FGR baseline, paper 1 App. D.1) against the math of soft ECE and the gradient
+projection, and of its one-forward step against the definition (two forwards, two backwards)."""
 
 from __future__ import annotations
 
@@ -9,127 +9,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from scipy.fft import dctn
 
-from lib.fgr import (
-    JPEG_CHROMA,
-    JPEG_LUMA,
-    RGB_TO_YCBCR,
-    dct_matrix,
-    fgr_step,
-    filter_batch,
-    jpeg_filter,
-    quantization_tables,
-    rectify,
-    soft_ece,
-)
+from lib.fgr import fgr_batch, fgr_step, rectified_gradients, rectify, soft_ece, stacked_fgr_gradients, two_gradients
+from lib.jpeg import filter_batch
 from lib.moe import MoEHead, MoEModel, mixture_nll
 from lib.robust import robust_moe_loss
-
-
-def _images(b: int = 4, h: int = 32, w: int = 32, seed: int = 0) -> torch.Tensor:
-    """Natural-ish test images in [0, 255]: smooth gradients plus pixel noise."""
-    g = torch.Generator().manual_seed(seed)
-    yy = torch.linspace(0, 1, h)[:, None]
-    xx = torch.linspace(0, 1, w)[None, :]
-    base = 128 + 80 * torch.sin(5 * xx + 3 * yy)
-    img = base.expand(b, 3, h, w) + 40 * torch.randn(b, 3, h, w, generator=g)
-    return img.clamp(0, 255).double()
-
-
-def test_dct_matrix_is_orthonormal_and_matches_scipy() -> None:
-    d = dct_matrix(8, dtype=torch.float64)
-    assert torch.allclose(d @ d.T, torch.eye(8, dtype=torch.float64), atol=1e-12)
-    x = np.random.default_rng(0).normal(size=(8, 8))
-    assert np.allclose((d @ torch.from_numpy(x) @ d.T).numpy(), dctn(x, type=2, norm="ortho"), atol=1e-12)
-    # A constant block has only a DC coefficient, equal to 8 * value (orthonormal 2-D DCT).
-    c = d @ torch.full((8, 8), 3.0, dtype=torch.float64) @ d.T
-    assert c[0, 0].item() == pytest.approx(24.0)
-    assert torch.allclose(c.flatten()[1:], torch.zeros(63, dtype=torch.float64), atol=1e-12)
-
-
-def test_quantization_tables_scaling() -> None:
-    luma = torch.tensor(JPEG_LUMA, dtype=torch.float64)
-    chroma = torch.tensor(JPEG_CHROMA, dtype=torch.float64)
-    t = quantization_tables([100, 51, 1, 15], dtype=torch.float64)
-    assert torch.allclose(t[0, 0], (luma * 0.02).clamp_min(1))  # (101 - 100)/50 = 0.02, clamped to >= 1
-    assert t[0].min() == 1 and t[0, 0].max() == pytest.approx(121 * 0.02)
-    assert torch.allclose(t[1, 0], luma)  # scale exactly 1
-    assert torch.allclose(t[2, 1], 2 * chroma) and torch.allclose(t[2, 2], 2 * chroma)
-    assert torch.allclose(t[3, 0], (luma * 86 / 50).clamp_min(1))
-    with pytest.raises(ValueError, match="quality"):
-        quantization_tables([0])
-
-
-def test_quality_100_is_close_to_identity() -> None:
-    """At q = 100 the tables are t = max(1, 0.02 Q), so each DCT coefficient of channel c moves by at
-    most t_c,uv / 2. By Parseval (orthonormal DCT) the YCbCr error of channel c has mean square at most
-    mean_uv(t_c,uv^2)/4; per pixel ||rgb error|| <= sigma_max(M^-1) ||YCbCr error||, so the RGB RMS
-    error is at most sigma_max(M^-1) sqrt(sum_c mean(t_c^2) / 12). Clipping to [0, 255] only helps."""
-    x = _images(3)
-    y = jpeg_filter(x, 100)
-    sigma = torch.linalg.svdvals(torch.linalg.inv(torch.tensor(RGB_TO_YCBCR, dtype=torch.float64)))[0]
-    t = quantization_tables([100], dtype=torch.float64)[0]
-    bound = sigma * torch.sqrt(t.pow(2).mean(dim=(1, 2)).sum() / 12)
-    rms = (y - x).pow(2).mean().sqrt()
-    assert rms <= bound
-    assert bound < 2.0  # under 2 grey levels RMS out of 255: close to the identity
-    assert (y - x).abs().max() < 10.0
-
-
-def _high_freq_energy(images: torch.Tensor) -> float:
-    """Energy of luma DCT coefficients with u + v >= 8 over all 8x8 blocks (scipy's DCT)."""
-    m = torch.tensor(RGB_TO_YCBCR, dtype=torch.float64)
-    y = torch.einsum("j,bjhw->bhw", m[0], images).numpy() - 128
-    b, h, w = y.shape
-    blocks = y.reshape(b, h // 8, 8, w // 8, 8).transpose(0, 1, 3, 2, 4)
-    coef = dctn(blocks, type=2, norm="ortho", axes=(-2, -1))
-    u, v = np.meshgrid(np.arange(8), np.arange(8), indexing="ij")
-    return float((coef[..., u + v >= 8] ** 2).sum())
-
-
-def test_lower_quality_removes_high_frequencies() -> None:
-    x = _images(4)
-    energies = [_high_freq_energy(x)] + [_high_freq_energy(jpeg_filter(x, q)) for q in (50, 25, 15)]
-    # Coarser steps zero more high-frequency coefficients. (At fine steps, e.g. q = 90, rounding
-    # can add about step^2/12 of energy per coefficient, so only coarse qualities are compared.)
-    assert all(a > b for a, b in zip(energies, energies[1:]))
-    assert energies[-1] < 0.3 * energies[0]
-
-
-def test_per_image_quality_and_padding() -> None:
-    x = _images(3)
-    batched = jpeg_filter(x, torch.tensor([15, 18, 25]))
-    for i, q in enumerate((15, 18, 25)):
-        assert torch.allclose(batched[i], jpeg_filter(x[i : i + 1], q)[0])
-    # A 29x27 image is padded by edge replication: equal to filtering the replicated 32x32 image.
-    small = x[:, :, :29, :27]
-    padded = F.pad(small, (0, 5, 0, 3), mode="replicate")
-    out = jpeg_filter(small, 18)
-    assert out.shape == small.shape
-    assert torch.allclose(out, jpeg_filter(padded, 18)[:, :, :29, :27])
-    assert out.min() >= 0 and out.max() <= 255
-
-
-def test_filter_batch_replaces_five_percent() -> None:
-    mean, std = torch.tensor([0.49, 0.48, 0.45]), torch.tensor([0.25, 0.24, 0.26])
-    raw = _images(40).float() / 255
-    x = (raw - mean[:, None, None]) / std[:, None, None]
-    out, idx = filter_batch(x, mean, std, frac=0.05, generator=torch.Generator().manual_seed(0),
-                            return_indices=True)
-    assert len(idx) == 2  # max(1, int(0.05 * 40))
-    changed = (out != x).flatten(1).any(1)
-    assert changed.nonzero().flatten().sort().values.tolist() == sorted(idx.tolist())
-    # Each replaced image is the renormalized JPEG filter of the original at one of 15/18/25.
-    for i in idx.tolist():
-        candidates = [((jpeg_filter(raw[i : i + 1] * 255, q)[0] / 255) - mean[:, None, None]) / std[:, None, None]
-                      for q in (15, 18, 25)]
-        assert min((out[i] - c).abs().max().item() for c in candidates) < 1e-4
-    assert int((filter_batch(x[:8], mean, std) != x[:8]).flatten(1).any(1).sum()) == 1  # max(1, 0)
-    with pytest.raises(ValueError, match="frac"):
-        filter_batch(x, mean, std, frac=0.0)
-    with pytest.raises(ValueError, match="std"):
-        filter_batch(x, mean, [1.0, 2.0])
 
 
 def _hard_l2_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
@@ -216,13 +100,15 @@ class _CountingBackbone(torch.nn.Module):
 
 
 @pytest.mark.parametrize("robust", [False, True])
-def test_fgr_step_applies_the_rectified_gradient(robust: bool) -> None:
-    """One step with SGD(lr=1): the parameter change equals minus the flat-vector rectification of
-    g_m (main loss on the filtered batch) against g_c (soft ECE on the original batch)."""
+def test_fgr_step_applies_the_rectified_gradient(robust: bool, natural_images) -> None:
+    """One step with SGD(lr=1) on a model without batch statistics: the parameter change equals minus
+    the flat-vector rectification of g_m (main loss on the filtered batch) against g_c (soft ECE on
+    the original batch), each computed by the definition (its own forward and backward), while the
+    step runs one backbone forward."""
     torch.manual_seed(0)
     mean, std = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
     model = MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5)).double()
-    x = ((_images(20, 16, 16, seed=3) / 255 - 0.5) / 0.25)
+    x = ((natural_images(20, 16, 16, seed=3) / 255 - 0.5) / 0.25)
     y = torch.randint(0, 3, (20,))
 
     def loss_fn(out, labels):
@@ -232,18 +118,129 @@ def test_fgr_step_applies_the_rectified_gradient(robust: bool) -> None:
     params = list(model.parameters())
     before = [p.detach().clone() for p in params]
     xf = filter_batch(x, mean, std, generator=torch.Generator().manual_seed(42))
-    gm = torch.cat([g.flatten() for g in torch.autograd.grad(loss_fn(model(xf), y), params)])
-    gc = torch.cat([g.flatten() for g in torch.autograd.grad(soft_ece(model(x).probs, y), params)])
+    lm, lc = loss_fn(model(xf), y), soft_ece(model(x).probs, y)
+    gm = torch.cat([g.flatten() for g in torch.autograd.grad(lm, params)])
+    gc = torch.cat([g.flatten() for g in torch.autograd.grad(lc, params)])
     expected = gm if gm @ gc >= 0 else gm - (gm @ gc) / (gc @ gc) * gc
 
     model.backbone.calls = 0
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     info = fgr_step(model, loss_fn, x, y, opt, mean=mean, std=std, generator=torch.Generator().manual_seed(42))
-    assert model.backbone.calls == 2  # exactly two backbone forwards per step
+    assert model.backbone.calls == 1  # one backbone forward per step
     step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert torch.allclose(step, expected, atol=1e-10)
     assert bool(info["rectified"]) == bool(gm @ gc < 0)
     assert float(info["dot"]) == pytest.approx((gm @ gc).item(), rel=1e-6, abs=1e-12)
+    assert float(info["loss_main"]) == pytest.approx(lm.item(), rel=1e-12)
+    assert float(info["loss_cal"]) == pytest.approx(lc.item(), rel=1e-12)
+
+
+def test_fgr_batch_holds_both_branches(natural_images) -> None:
+    """The forward's input is the batch followed by the filtered copies; the main rows read out
+    exactly filter_batch's batch (same generator), the first B rows the original."""
+    mean, std = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+    x = (natural_images(45, 16, 16, seed=1).float() / 255 - 0.5) / 0.25
+    x_cat, rows = fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(7))
+    assert x_cat.shape[0] == 45 + 2  # max(1, int(0.05 * 45)) = 2 filtered copies
+    assert torch.equal(x_cat[:45], x)
+    assert torch.equal(x_cat[rows], filter_batch(x, mean, std, generator=torch.Generator().manual_seed(7)))
+    assert sorted(rows[rows >= 45].tolist()) == [45, 46]
+
+
+def test_two_gradients_equal_two_backward_passes() -> None:
+    """One batched backward gives each loss's gradient (here through BatchNorm in training mode)."""
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3), torch.nn.Linear(3, 3)).double()
+    x, y = torch.randn(10, 3, 8, 8, dtype=torch.float64), torch.randint(0, 3, (10,))
+    params = list(net.parameters())
+    out = net(x)
+    a, b = F.cross_entropy(out, y), soft_ece(out.softmax(1), y)
+    ga = torch.autograd.grad(a, params, retain_graph=True)
+    gb = torch.autograd.grad(b, params, retain_graph=True)
+    both = two_gradients(a, b, params)
+    for p, g, u, v in zip(params, both, ga, gb):
+        assert g.shape == (2, *p.shape)
+        assert torch.allclose(g[0], u, atol=1e-12) and torch.allclose(g[1], v, atol=1e-12)
+    unused = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    assert torch.equal(two_gradients(net(x).sum(), net(x).mean(), [unused])[0], torch.zeros(2, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="loss_a"):
+        two_gradients(out, b, params)
+
+
+def test_rectified_gradients_project_per_member() -> None:
+    """With a leading member dimension, each member's update is rectify() of its own flat vectors
+    (member 0's gradients conflict, member 1's agree); a plain channels_last parameter keeps its
+    layout."""
+    g = torch.Generator().manual_seed(2)
+    params = [torch.zeros(3, 4, 2, 5, 5), torch.zeros(3, 7)]
+    grads = [torch.randn(2, *p.shape, generator=g) for p in params]
+    for t in grads:
+        t[1, 0] = -t[0, 0]
+        t[1, 1] = t[0, 1]
+    update, dot = rectified_gradients(grads, params, members=3)
+    assert dot[0] < 0 < dot[1]
+    for i in range(3):
+        gm = torch.cat([t[0, i].flatten() for t in grads])
+        gc = torch.cat([t[1, i].flatten() for t in grads])
+        assert dot[i].item() == pytest.approx((gm @ gc).item(), rel=1e-5)
+        assert torch.allclose(torch.cat([u[i].flatten() for u in update]), rectify(gm, gc), atol=1e-5)
+    assert torch.allclose(update[0][0], torch.zeros(4, 2, 5, 5), atol=1e-6)  # g_m - (-1) * (-g_m) = 0
+    conv = torch.zeros(4, 2, 5, 5).to(memory_format=torch.channels_last)
+    one = [torch.randn(2, 4, 2, 5, 5, generator=g)]
+    (u,), _ = rectified_gradients(one, [conv])
+    assert u.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(u.flatten(), rectify(one[0][0].flatten(), one[0][1].flatten()), atol=1e-6)
+
+
+def test_fgr_step_updates_batchnorm_once_over_both_branches(natural_images) -> None:
+    """Batch statistics cover the B + m rows of the one forward, and running statistics move once:
+    with BatchNorm first, running_mean = momentum * (channel mean of the B + m rows)."""
+    mean, std = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
+    x = (natural_images(40, 8, 8, seed=4).float() / 255 - 0.5) / 0.25
+    y = torch.randint(0, 3, (40,))
+    backbone = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten(), torch.nn.Linear(3 * 64, 6))
+    backbone.out_features = 6
+    model = MoEModel(backbone, MoEHead(6, 3, num_experts=2, router_hidden=4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fgr_step(model, lambda o, t: mixture_nll(o, t).mean(), x, y, opt, mean=mean, std=std,
+             generator=torch.Generator().manual_seed(5))
+    x_cat, _ = fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(5))
+    bn = backbone[0]
+    assert int(bn.num_batches_tracked) == 1
+    assert torch.allclose(bn.running_mean, 0.1 * x_cat.mean(dim=(0, 2, 3)), atol=1e-6)
+
+
+def test_stacked_fgr_gradients_equal_each_member_alone(natural_images) -> None:
+    """Two models stacked with torch.func (as lib.engine.stack does) get the updates that each
+    model's own one-forward FGR gradient gives."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    torch.manual_seed(3)
+    models = [MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5)).double() for _ in range(2)]
+    mean, std = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
+    xs = [(natural_images(20, 8, 8, seed=s) / 255 - 0.5) / 0.25 for s in (6, 7)]
+    ys = [torch.randint(0, 3, (20,)) for _ in range(2)]
+    inputs = [fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(s)) for x, s in zip(xs, (1, 2))]
+    main = [lambda o, t: mixture_nll(o, t).mean(), lambda o, t: robust_moe_loss(mixture_nll(o, t), 2.0)]
+    alone = []
+    for m, (xc, rows), y, fn in zip(models, inputs, ys, main):
+        out = m(xc)
+        ps = list(m.parameters())
+        sub = type(out)(**{k: v[rows] for k, v in vars(out).items()})
+        alone.append(rectified_gradients(two_gradients(fn(sub, y), soft_ece(out.probs[:20], y), ps), ps)[0])
+    params, buffers = stack_module_state(models)
+    base = models[0]
+    from lib.engine.stack import _register
+
+    _register(type(base(xs[0])))
+    out = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)))(params, buffers, torch.stack([x for x, _ in inputs]))
+    plist = list(params.values())
+    update, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys, main, plist)
+    assert loss.shape == (2,)
+    for i in range(2):
+        for u, a in zip(update, alone[i]):
+            assert torch.allclose(u[i], a, atol=1e-10)
 
 
 def test_fgr_step_needs_normalization_for_images() -> None:
@@ -251,12 +248,3 @@ def test_fgr_step_needs_normalization_for_images() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="mean"):
         fgr_step(model, lambda o, y: mixture_nll(o, y).mean(), torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long), opt)
-
-
-def test_jpeg_filter_ignores_autocast() -> None:
-    """Inside a bf16 autocast region (how lib.moe_methods runs FGR on CUDA) the filter keeps full precision."""
-    x = _images(2).float()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        inside = jpeg_filter(x, 18)
-    assert inside.dtype == torch.float32
-    assert torch.equal(inside, jpeg_filter(x, 18))
