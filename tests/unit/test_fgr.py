@@ -248,3 +248,33 @@ def test_fgr_step_needs_normalization_for_images() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="mean"):
         fgr_step(model, lambda o, y: mixture_nll(o, y).mean(), torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long), opt)
+
+
+class _DictEncoder(torch.nn.Module):
+    """A text-like backbone: dict inputs, LayerNorm (no batch statistics), dropout off."""
+
+    out_features = 5
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Linear(6, 5)
+        self.norm = torch.nn.LayerNorm(5)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:  # MoEModel passes a dict as keywords
+        return self.norm(self.emb(input_ids))
+
+
+def test_fgr_step_on_unfiltered_inputs_matches_the_definition() -> None:
+    """Text inputs are not filtered: both losses read the same rows, and the step is the definition's
+    rectified gradient exactly (LayerNorm has no batch statistics)."""
+    torch.manual_seed(4)
+    model = MoEModel(_DictEncoder(), MoEHead(5, 3, num_experts=2, router_hidden=4)).double()
+    batch = {"input_ids": torch.randn(30, 6, dtype=torch.float64)}
+    y = torch.randint(0, 3, (30,))
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    gm = torch.cat([g.flatten() for g in torch.autograd.grad(mixture_nll(model(batch), y).mean(), params)])
+    gc = torch.cat([g.flatten() for g in torch.autograd.grad(soft_ece(model(batch).probs, y), params)])
+    fgr_step(model, lambda o, t: mixture_nll(o, t).mean(), batch, y, torch.optim.SGD(params, lr=1.0))
+    step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
+    assert torch.allclose(step, rectify(gm, gc), atol=1e-10)
