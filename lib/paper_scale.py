@@ -179,8 +179,10 @@ def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame
 
 def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import l2d_results
+    from lib.l2d_record import L2DRecord
 
-    rows = [l2d_results.result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+    rows = [l2d_results.result_row(it.extra["point"], L2DRecord.from_record(got[it.id]))
+            for it in items if it.id in got]
     if not rows:
         return none_yet(page)
     table = l2d_results.summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
