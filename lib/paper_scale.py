@@ -201,8 +201,10 @@ def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.Dat
 
 def _losses_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import reweighted as rx
+    from lib.loss_record import LossRecord
 
-    metrics = {it.method: got[it.id]["metrics"] for it in items if it.method in rx.TABLE_LOSSES and it.id in got}
+    metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
+               if it.method in rx.TABLE_LOSSES and it.id in got}
     if not metrics:
         return none_yet(page)
     table = rx.loss_table(metrics)
