@@ -59,7 +59,7 @@ class L2DRecord:
 
     @property
     def ece_random_expert(self) -> float:
-        """Expert 0's ECE: the random expert of the dependence experiment (Fig. 1c/f)."""
+        """The ECE of expert 0, the random expert of the dependence experiment (Fig. 1c/f)."""
         return self.ece_per_expert[0]
 
     @property
