@@ -179,8 +179,10 @@ def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame
 
 def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import l2d_results
+    from lib.l2d_record import L2DRecord
 
-    rows = [l2d_results.result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+    rows = [l2d_results.result_row(it.extra["point"], L2DRecord.from_record(got[it.id]))
+            for it in items if it.id in got]
     if not rows:
         return none_yet(page)
     table = l2d_results.summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
@@ -199,8 +201,10 @@ def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.Dat
 
 def _losses_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
     from lib.experiments import reweighted as rx
+    from lib.loss_record import LossRecord
 
-    metrics = {it.method: got[it.id]["metrics"] for it in items if it.method in rx.TABLE_LOSSES and it.id in got}
+    metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
+               if it.method in rx.TABLE_LOSSES and it.id in got}
     if not metrics:
         return none_yet(page)
     table = rx.loss_table(metrics)

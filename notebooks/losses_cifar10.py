@@ -61,6 +61,7 @@ from lib import reweighted_weights as rwt
 from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
 from lib.engine.runs import training
+from lib.loss_record import LossRecord
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
@@ -147,12 +148,12 @@ records = {}
 for name in losses:
     t1 = time.time()
     with training(TRAIN):
-        records[name] = rx.run_loss(name, cfg, data, seed=0)
-    print(f"{rx.LABELS[name]:18s} acc {records[name]['metrics']['accuracy']:.3f}  "
-          f"ECE {records[name]['metrics']['ece']:.4f}  ({time.time() - t1:.0f} s)")
-metrics = {k: r["metrics"] for k, r in records.items()}
-if "backbone_test_accuracy" in records["xe"]:
-    report.publish("rr_backbone_test_accuracy", float(records["xe"]["backbone_test_accuracy"]))
+        records[name] = LossRecord.from_record(rx.run_loss(name, cfg, data, seed=0))
+    print(f"{rx.LABELS[name]:18s} acc {records[name].metrics['accuracy']:.3f}  "
+          f"ECE {records[name].metrics['ece']:.4f}  ({time.time() - t1:.0f} s)")
+metrics = {k: r.metrics for k, r in records.items()}
+if records["xe"].backbone_test_accuracy is not None:
+    report.publish("rr_backbone_test_accuracy", records["xe"].backbone_test_accuracy)
 print(f"training and evaluation: {time.time() - t0:.0f} s")
 
 # %% [markdown]

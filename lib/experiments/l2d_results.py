@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib.l2d_record import POINT_KEYS, L2DRecord
+
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
 
@@ -27,14 +29,16 @@ def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[
                          for p in points])
 
 
-def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
     """One row of :func:`run_grid`: the grid ``point`` (experiment, value, surrogate, seed) and the
-    metrics of its run ``record``; ``ece_random_expert`` is expert 0's ECE."""
-    row = {k: point[k] for k in ("experiment", "value", "surrogate", "seed")}
-    for col in RESULT_COLUMNS[:-1]:
-        row[col] = float(record[col])
-    row["ece_random_expert"] = float(record["ece_per_expert"][0])
-    return row
+    metrics (``RESULT_COLUMNS``) of its run ``record``, read through
+    :meth:`lib.l2d_record.L2DRecord.from_record` (``ValueError`` if the record is another point's);
+    ``ece_random_expert`` is expert 0's ECE."""
+    rec = L2DRecord.from_record(record)
+    want = {k: point[k] for k in POINT_KEYS}
+    if rec.point != want:
+        raise ValueError(f"record: run {rec.key} is the point {rec.point}, not {want}")
+    return {**want, **{col: getattr(rec, col) for col in RESULT_COLUMNS}}
 
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:

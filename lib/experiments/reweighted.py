@@ -30,6 +30,7 @@ import torch
 from lib import reweighted as rw
 from lib.engine.runs import Run, cached_run, load_artifact
 from lib.experiments import image_training as imt
+from lib.loss_record import LossRecord
 from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
@@ -174,11 +175,12 @@ def run_loss(
     return cached_run("rr_losses", config, compute)
 
 
-def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
     """Validation/test logits and labels saved by :func:`run_loss`, verified against the record
-    (committed copy first).
+    (committed copy first); ``record`` is the record :func:`run_loss` returned or its
+    :class:`lib.loss_record.LossRecord`.
     """
-    return load_artifact(record, "logits")
+    return load_artifact(LossRecord.from_record(record).raw, "logits")
 
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -70,13 +71,15 @@ def l2d_fake_runs() -> Callable[[float, float, float], pd.DataFrame]:
     return _l2d_fake_runs
 
 
-@pytest.fixture()
-def tiny_image_cfg() -> dict[str, Any]:
-    """Settings of a seconds-long end-to-end image run (tiny CNN, synthetic 8 px images)."""
-    return {"data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
-            "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
-            "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
-            "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1}
+@pytest.fixture(scope="session")
+def tiny_image_cfg() -> Mapping[str, Any]:
+    """Settings of a seconds-long end-to-end image run (tiny CNN, synthetic 8 px images); read-only
+    (shared by the session: copy it with ``dict(...)`` to change a setting)."""
+    return MappingProxyType({
+        "data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
+        "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
+        "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
+        "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1})
 
 
 def _natural_images(b: int = 4, h: int = 32, w: int = 32, seed: int = 0) -> Any:
