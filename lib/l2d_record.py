@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lib.engine.records import origin_fields, record_number, record_numbers
+from lib.engine.records import check_record, origin_fields, record_number, record_numbers, require_keys
 
-POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")
+POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # the grid point
+SOURCE = "lib.experiments.l2d_cifar10.run_cifar or l2d_gaussians.run_gaussian"
 METRIC_KEYS: tuple[str, ...] = ("ece", "ece_per_expert", "system_accuracy", "classifier_accuracy", "defer_rate",
                                 "coverage")
 
@@ -74,18 +75,8 @@ class L2DRecord:
         mistyped for anything else."""
         if isinstance(rec, L2DRecord):
             return rec
-        if not isinstance(rec, Mapping):
-            raise ValueError("records: expected a paper-2 run record (of lib.experiments.l2d_cifar10.run_cifar or "
-                             f"l2d_gaussians.run_gaussian), got {type(rec).__name__}")
-        run = str(rec.get("key", "?"))
-        config = rec.get("config")
-        if not isinstance(config, Mapping) or any(k not in config for k in POINT_KEYS):
-            raise ValueError(f"records: run {run} is not a paper-2 run record: its 'config' must hold "
-                             f"{', '.join(POINT_KEYS)} (the grid point)")
-        missing = [k for k in METRIC_KEYS if k not in rec]
-        if missing:
-            raise ValueError(f"records: run {run} lacks the metrics {', '.join(missing)} "
-                             "(every record of lib.experiments.l2d.l2d_metrics has them)")
+        run, config = check_record(rec, "a paper-2 run record", SOURCE, POINT_KEYS)
+        require_keys(rec, METRIC_KEYS, run, "lib.experiments.l2d.l2d_metrics")
         per_expert = record_numbers(rec["ece_per_expert"], run, "ece_per_expert")
         coverage = record_numbers(rec["coverage"], run, "coverage")
         if len(coverage) != len(per_expert) + 1:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lib.engine.records import origin_fields, record_number
+from lib.engine.records import check_record, origin_fields, record_number, require_keys
 
 # The metrics of lib.experiments.reweighted.evaluate_logits: each before and after temperature scaling.
 METRICS: tuple[str, ...] = ("temperature", *(f"{m}{suffix}" for suffix in ("", "_ts") for m in (
@@ -62,22 +62,12 @@ class LossRecord:
         is. ``ValueError`` naming the run and what is missing or mistyped for anything else."""
         if isinstance(rec, LossRecord):
             return rec
-        if not isinstance(rec, Mapping):
-            raise ValueError("records: expected a paper-4 run record (of lib.experiments.reweighted.run_loss), "
-                             f"got {type(rec).__name__}")
-        run = str(rec.get("key", "?"))
-        config = rec.get("config")
-        if not isinstance(config, Mapping) or any(k not in config for k in CONFIG_KEYS):
-            raise ValueError(f"records: run {run} is not a paper-4 run record: its 'config' must hold "
-                             f"{', '.join(CONFIG_KEYS)}")
+        run, config = check_record(rec, "a paper-4 run record", "lib.experiments.reweighted.run_loss", CONFIG_KEYS)
         block = rec.get("metrics")
         if not isinstance(block, Mapping):
             raise ValueError(f"records: run {run} has no metrics block (got {type(block).__name__}); a record of "
                              "run_loss keeps the metrics of lib.experiments.reweighted.evaluate_logits")
-        missing = [k for k in METRICS if k not in block]
-        if missing:
-            raise ValueError(f"records: run {run} lacks the metrics {', '.join(missing)} "
-                             "(every record of lib.experiments.reweighted.evaluate_logits has them)")
+        require_keys(block, METRICS, run, "lib.experiments.reweighted.evaluate_logits")
         backbone = rec.get("backbone_test_accuracy")
         return cls(
             loss=str(config["loss"]), seed=int(record_number(config["seed"], run, "config.seed")),

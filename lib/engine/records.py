@@ -13,7 +13,27 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["origin_fields", "record_number", "record_numbers"]
+__all__ = ["check_record", "require_keys", "origin_fields", "record_number", "record_numbers"]
+
+
+def check_record(rec: Any, kind: str, source: str, config_keys: Sequence[str]) -> tuple[str, Mapping[str, Any]]:
+    """The run key and config of ``rec``, a record of ``kind`` (e.g. "a paper-2 run record") made by
+    ``source``; ``ValueError`` unless it is a mapping whose ``config`` holds every key of ``config_keys``."""
+    if not isinstance(rec, Mapping):
+        raise ValueError(f"records: expected {kind} (of {source}), got {type(rec).__name__}")
+    run = str(rec.get("key", "?"))
+    config = rec.get("config")
+    if not isinstance(config, Mapping) or any(k not in config for k in config_keys):
+        raise ValueError(f"records: run {run} is not {kind}: its 'config' must hold {', '.join(config_keys)}")
+    return run, config
+
+
+def require_keys(block: Mapping[str, Any], keys: Sequence[str], run: str, source: str) -> None:
+    """``ValueError`` naming run ``run`` and the metrics of ``keys`` missing from ``block`` (every
+    record of ``source`` has them)."""
+    missing = [k for k in keys if k not in block]
+    if missing:
+        raise ValueError(f"records: run {run} lacks the metrics {', '.join(missing)} (every record of {source} has them)")
 
 
 def record_number(value: Any, run: str, name: str) -> float:
