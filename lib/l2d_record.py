@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lib.engine.records import check_record, origin_fields, record_number, record_numbers, require_keys
+from lib.engine.records import RunOrigin, check_record, origin_fields, record_number, record_numbers, require_keys
 
 POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # the grid point
 SOURCE = "lib.experiments.l2d_cifar10.run_cifar or l2d_gaussians.run_gaussian"
@@ -25,7 +25,7 @@ __all__ = ["L2DRecord"]
 
 
 @dataclass(frozen=True)
-class L2DRecord:
+class L2DRecord(RunOrigin):
     """One finished paper-2 run: its grid point (experiment, value, surrogate, seed), its test
     metrics (:func:`lib.experiments.l2d.l2d_metrics`), and where it ran.
 
@@ -35,9 +35,6 @@ class L2DRecord:
     ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
     absent values are ``None``. ``raw`` is the record itself (for artifacts)."""
 
-    key: str
-    group: str
-    version: int
     experiment: str
     value: float
     surrogate: str
@@ -50,12 +47,6 @@ class L2DRecord:
     coverage: tuple[float, ...]
     frac_estimate_above_1: float | None
     backbone_test_accuracy: float | None
-    epochs_run: int | None
-    device: str | None
-    date: str | None
-    train_seconds: float | None
-    plan_id: str | None
-    queue_seconds: float | None
     raw: Mapping[str, Any] = field(repr=False)
 
     @property

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lib.engine.records import check_record, origin_fields, record_number, require_keys
+from lib.engine.records import RunOrigin, check_record, origin_fields, record_number, require_keys
 
 # The metrics of lib.experiments.reweighted.evaluate_logits: each before and after temperature scaling.
 METRICS: tuple[str, ...] = ("temperature", *(f"{m}{suffix}" for suffix in ("", "_ts") for m in (
@@ -25,7 +25,7 @@ __all__ = ["LossRecord"]
 
 
 @dataclass(frozen=True)
-class LossRecord:
+class LossRecord(RunOrigin):
     """One finished paper-4 run: the loss, its seed and AU settings (``coverage`` kappa, ``nu``), its
     test metrics, and where it ran.
 
@@ -38,9 +38,6 @@ class LossRecord:
     ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
     absent values are ``None``. ``raw`` is the record itself (for its ``logits`` artifact)."""
 
-    key: str
-    group: str
-    version: int
     loss: str
     seed: int
     coverage: float
@@ -48,12 +45,6 @@ class LossRecord:
     mode: str | None
     metrics: Mapping[str, float]
     backbone_test_accuracy: float | None
-    epochs_run: int | None
-    device: str | None
-    date: str | None
-    train_seconds: float | None
-    plan_id: str | None
-    queue_seconds: float | None
     raw: Mapping[str, Any] = field(repr=False)
 
     @classmethod

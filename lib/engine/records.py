@@ -11,9 +11,26 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["check_record", "require_keys", "origin_fields", "record_number", "record_numbers"]
+__all__ = ["RunOrigin", "check_record", "require_keys", "origin_fields", "record_number", "record_numbers"]
+
+
+@dataclass(frozen=True)
+class RunOrigin:
+    """Where and how a run was made (the fields of :func:`origin_fields`): the base of the papers'
+    record dataclasses. Absent values are ``None``."""
+
+    key: str
+    group: str
+    version: int
+    device: str | None
+    date: str | None
+    epochs_run: int | None
+    train_seconds: float | None
+    plan_id: str | None
+    queue_seconds: float | None
 
 
 def check_record(rec: Any, kind: str, source: str, config_keys: Sequence[str]) -> tuple[str, Mapping[str, Any]]:
