@@ -150,7 +150,7 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
     """The gradients of two scalar losses of one graph with respect to ``params``, from one backward
     pass: ``torch.autograd.grad`` with ``is_grads_batched`` over the unit cotangents of the two losses
     (the vectorised Jacobian of ``torch.autograd.functional.jacobian``). Entry i has shape
-    (2, *params[i].shape): [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
+    ``(2, *params[i].shape)``: [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
     for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
         if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
             raise ValueError(f"{name}: must be a scalar tensor")
