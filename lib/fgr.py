@@ -224,12 +224,7 @@ def fgr_step(
     if not params:
         raise ValueError("model: has no trainable parameters")
 
-    out = model(x)
-    loss_main = loss_main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
-    if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
-        raise ValueError("loss_main_fn: must return a scalar tensor")
-    b = labels.shape[0]
-    loss_cal = _soft_ece(_probs_of(out)[:b], labels.to(loss_main.device), n_bins, temperature)
+    loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn, n_bins, temperature)
     update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
     optimizer.zero_grad(set_to_none=True)
     for p, g in zip(params, update):
@@ -243,22 +238,29 @@ def fgr_step(
     }
 
 
+def _fgr_losses(out: Any, main_rows: torch.Tensor | None, labels: torch.Tensor,
+                main_fn: Callable[[Any, torch.Tensor], torch.Tensor], n_bins: int = SOFT_ECE_BINS,
+                temperature: float = SOFT_ECE_TEMPERATURE) -> tuple[torch.Tensor, torch.Tensor]:
+    """FGR's two losses on one model's output of the one forward: ``main_fn`` on the rows
+    ``main_rows`` (``None``: unfiltered inputs, every row) and soft ECE on the first B rows."""
+    loss_main = main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
+    if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
+        raise ValueError("loss_main_fn: must return a scalar tensor")
+    labels = labels.to(loss_main.device)
+    return loss_main, _soft_ece(_probs_of(out)[: labels.shape[0]], labels, n_bins, temperature)
+
+
 def stacked_fgr_gradients(
-    out: Any, main_rows: Sequence[torch.Tensor], labels: Sequence[torch.Tensor],
+    out: Any, main_rows: Sequence[torch.Tensor | None], labels: Sequence[torch.Tensor],
     main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]], params: Sequence[torch.Tensor],
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """FGR's update for a stack of N models (leading dimension N of ``params`` and of ``out``, the
     stacked forward on each member's :func:`fgr_batch`): member i's main loss
-    ``main_fns[i]`` on its rows ``main_rows[i]``, its soft ECE on its first B rows, one batched
+    ``main_fns[i]`` on its rows ``main_rows[i]`` (``None``: unfiltered), its soft ECE on its first B rows, one batched
     backward for the summed losses (a member's parameters only see its own losses) and one
     projection per member. Returns the updates (like ``params``) and the per-member main losses (N,)."""
     n = len(main_fns)
-    mains, cals = [], []
-    for i in range(n):
-        oi = take_rows(out, i)
-        y = labels[i]
-        mains.append(main_fns[i](take_rows(oi, main_rows[i]), y))
-        cals.append(_soft_ece(_probs_of(oi)[: y.shape[0]], y, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE))
+    mains, cals = zip(*(_fgr_losses(take_rows(out, i), main_rows[i], labels[i], main_fns[i]) for i in range(n)))
     loss = torch.stack(mains)
     update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, members=n)
     return update, loss

@@ -7,9 +7,10 @@ DCT, back to RGB, clip. :func:`filtered_rows` draws max(1, int(0.05 B)) images o
 and filters each at a quality drawn from {15, 18, 25}; :mod:`lib.fgr` trains on them.
 
 Batched in torch (the reference filters image by image in numpy on the CPU); a filter call never
-waits for the device. Not torchvision's ``JPEG`` transform: that runs a real codec on uint8 images with libjpeg's quality
-scaling (5000/q below 50, 200 - 2q above), not the reference's (101 - q)/50 scaling of the tables, and
-it rounds to 8 bits; here the filter is the paper's arithmetic in floating point.
+waits for the device. Not torchvision's ``JPEG`` transform: that runs a real codec on uint8 images
+with libjpeg's quality scaling (5000/q below 50, 200 - 2q above), not the reference's (101 - q)/50
+scaling of the tables, and it rounds to 8 bits; here the filter is the paper's arithmetic in
+floating point.
 """
 
 from __future__ import annotations

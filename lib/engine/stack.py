@@ -31,7 +31,7 @@ from lib.augment import BatchIterator, epoch_generator
 from lib.engine.device import autocast, rng_state
 from lib.engine.loop import FitResult
 from lib.engine.runs import Run
-from lib.fgr import stacked_fgr_gradients
+from lib.fgr import stacked_fgr_gradients, take_rows
 from lib.validation import check_int
 
 __all__ = ["Member", "fit_stack"]
@@ -44,7 +44,8 @@ class Member:
     ``loss_fn(out, y, epoch)`` is its per-batch loss; ``transform(x_batch, generator)`` its
     augmentation. An FGR member sets ``fgr_main(out, y)`` (the main loss), ``fgr_from`` (first epoch
     of the rectified step, 0-based) and ``fgr_inputs(x, generator)``, which returns the forward's
-    input and the main branch's rows (:func:`lib.fgr.fgr_batch`). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
+    input and the main branch's rows (:func:`lib.fgr.fgr_batch`; without it, inputs are not
+    filtered). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
     weights are stacked); one that raises interrupts the stack, which resumes from the checkpoints.
     """
 
@@ -111,8 +112,7 @@ def fit_stack(
     if len(types) != 1 or len(shapes) != 1:
         raise ValueError("members: all models of a stack need the same architecture")
     n, dev = len(members), torch.device(device)
-    n_fgr = sum(m.fgr_main is not None for m in members)
-    if n_fgr not in (0, n) or len({m.fgr_from for m in members}) != 1:
+    if len({m.fgr_main is None for m in members}) != 1 or len({m.fgr_from for m in members}) != 1:
         raise ValueError("members: FGR runs stack only with FGR runs of the same warmup (their step forwards "
                          "B + m rows; see lib.moe_grid.stack_groups)")
 
@@ -155,7 +155,7 @@ def fit_stack(
         for it in iters:
             it.set_epoch(epoch)
         gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-        fgr = n_fgr > 0 and epoch >= members[0].fgr_from
+        fgr = members[0].fgr_main is not None and epoch >= members[0].fgr_from
         totals, count = torch.zeros(n, device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
         for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
@@ -165,7 +165,8 @@ def fit_stack(
             optimizer.zero_grad(set_to_none=True)
             with autocast(dev, amp):
                 if fgr:
-                    inputs = [_fgr_inputs(m, x, g) for m, x, g in zip(members, xs, gens)]
+                    inputs = [m.fgr_inputs(x, g) if m.fgr_inputs is not None else (x, None)
+                              for m, x, g in zip(members, xs, gens)]
                     out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
                     grads, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys,
                                                         [m.fgr_main for m in members], plist)
@@ -173,8 +174,7 @@ def fit_stack(
                         p.grad = g
                 else:
                     out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
-                    loss = torch.stack([m.loss_fn(pytree.tree_map(lambda t: t[i], out), ys[i], epoch)  # noqa: B023
-                                        for i, m in enumerate(members)])
+                    loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch) for i, m in enumerate(members)])
                     loss.sum().backward()
             optimizer.step()
             totals += loss.detach().float() * int(ys[0].shape[0])
@@ -205,9 +205,3 @@ def fit_stack(
         results.append(FitResult(history=histories[i], wall_time=elapsed[i], resumed_from=start or None))
     return results
 
-
-def _fgr_inputs(m: Member, x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """An FGR member's forward input and main-branch rows (unfiltered when it has no ``fgr_inputs``)."""
-    if m.fgr_inputs is not None:
-        return m.fgr_inputs(x, gen)
-    return x, torch.arange(x.shape[0], device=x.device)
