@@ -87,6 +87,19 @@ def _cached_arrays(
     return np.load(px, mmap_mode="r"), np.load(py)
 
 
+def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> None:
+    """Remove decoded arrays of an earlier version of ``src`` (files starting with one of
+    ``prefixes`` other than ``tag``'s), with one warning: the file was replaced, so its images are
+    decoded again."""
+    stale = [p for p in decoded_cache_dir().glob("*.npy")
+             if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")]
+    if stale:
+        warnings.warn(f"{src}: changed since its images were decoded (size or modification time); "
+                      "decoding them again", UserWarning, stacklevel=3)
+        for p in stale:
+            p.unlink(missing_ok=True)
+
+
 def _decode_many(
     items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str, threads: int | None = None
 ) -> np.ndarray:
@@ -168,8 +181,10 @@ def cifar10_arrays(
         source = f"official CIFAR-10 binaries via torchvision ({describe(src)})"
     else:  # the zip's size and mtime are part of the key: a replaced zip is decoded again
         stat = src.stat()
-        stamp = hashlib.sha256(f"{src.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:8]
-        tag, reader = f"cifar10jpeg{stamp}", (lambda s: _cifar_split_from_zip(src, s))
+        where = hashlib.sha256(str(src.resolve()).encode()).hexdigest()[:6]
+        stamp = hashlib.sha256(f"{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:6]
+        tag, reader = f"cifar10jpeg{where}{stamp}", (lambda s: _cifar_split_from_zip(src, s))
+        _drop_stale_decodings((f"cifar10jpeg{where}", "cifar10jpeg_"), tag, src)
         source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
     # the official test labels, where present, must agree with the folder labels

@@ -65,8 +65,10 @@ def test_a_replaced_cifar_zip_is_decoded_again(tmp_path, monkeypatch):
     _fake_cifar_zip(tmp_path / "data", color=200)
     zpath = tmp_path / "data" / "cifar10" / "cifar10-jpeg.zip"
     os.utime(zpath, ns=(zpath.stat().st_atime_ns, zpath.stat().st_mtime_ns + 10**9))
-    second, _ = cifar10_arrays(tmp_path / "data")
+    with pytest.warns(UserWarning, match="cifar10-jpeg.zip: changed since its images were decoded"):
+        second, _ = cifar10_arrays(tmp_path / "data")
     assert abs(int(second["test"][0][0, 0, 0, 0]) - 200) <= 2
+    assert len(list((tmp_path / "cache" / "data" / "decoded").glob("cifar10jpeg*.npy"))) == 4  # old ones gone
 
 
 def test_a_truncated_decoded_cache_warns_once_and_is_decoded_again(tmp_path, monkeypatch):
