@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 NOTICE = ("**This page did not finish running.** Its run failed or was interrupted before the last cell; "
-          "the numbers below, if any, are incomplete. Run it again (`python -m lib run NAME`).")
+          "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`).")
 
 __all__ = ["NOTICE", "finish", "injected_names", "start"]
 
@@ -52,9 +52,10 @@ def injected_names(namespace: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+def start(name: str, namespace: Mapping[str, Any]) -> None:
     """Check page ``name``'s parameters as found in ``namespace`` (the notebook's ``globals()``),
-    then show the "did not finish" notice that :func:`finish` removes. Returns the parameters."""
+    then show the "did not finish" notice that :func:`finish` removes. Returns nothing, so the
+    cell shows only the notice."""
     from lib.book import check_notebook, check_parameters, notebook_parameters
     from lib.config import SCALES
     from lib.validation import check_choice
@@ -69,9 +70,8 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
     values = {k: namespace.get(k) for k in wanted}
-    checked = check_parameters(name, namespace["scale"], values)
-    _show(name, NOTICE)
-    return {"scale": namespace["scale"], **checked}
+    check_parameters(name, namespace["scale"], values)
+    _show(name, NOTICE.format(name=name))
 
 
 def finish(name: str) -> None:

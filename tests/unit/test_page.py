@@ -69,5 +69,8 @@ def test_bad_parameter_through_papermill_stops_in_the_first_code_cell(tmp_path):
 def test_an_interrupted_page_says_so_and_a_finished_one_does_not(tmp_path):
     nb, error = _run(tmp_path, middle="raise RuntimeError('interrupted')", scale="smoke")
     assert error is not None and "did not finish running" in _notice(nb)
+    assert "python -m lib run calibration" in _notice(nb)
     nb, error = _run(tmp_path, scale="smoke", seed=2)
     assert error is None and _notice(nb) == ""
+    first = next(c for c in nb.cells if "page.start" in c.source)
+    assert [o.output_type for o in first.outputs] == ["display_data"]  # the (emptied) notice alone
