@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tempfile
 import warnings
@@ -74,10 +75,19 @@ def cache_folder(key: str, code: str) -> str:
     return f"{key}.{code}" if code else key
 
 
+def _checksum(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("checksum")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def artifact_paths(record: Mapping[str, Any], name: str) -> list[Path]:
-    """Where the artifact ``name`` of a record may be: beside its committed record, then in the cache."""
+    """Where the artifact ``name`` of a record may be: beside its committed record (the same record:
+    same checksum, when the record has one), then in the cache."""
     group, key = record["group"], record["key"]
-    committed = [p.with_name(f"{key}.{name}.npz") for p in sorted(results_dir().glob(f"*/{group}/{key}.json"))]
+    committed = [p.with_name(f"{key}.{name}.npz") for p in sorted(results_dir().glob(f"*/{group}/{key}.json"))
+                 if record.get("checksum") is None or _checksum(p) == record["checksum"]]
     folder = cache_folder(key, str(record.get("code_fingerprint") or ""))
     return [*committed, cache_dir() / "runs" / group / folder / f"{name}.npz"]
 
@@ -116,8 +126,10 @@ def damaged_artifact(record: Mapping[str, Any], committed_only: bool, cached_dir
 
 
 def is_committed(record: Mapping[str, Any]) -> bool:
-    """Whether a record comes from the committed ``results/`` (else from the local cache)."""
-    return bool(list(results_dir().glob(f"*/{record.get('group')}/{record.get('key')}.json")))
+    """Whether a record comes from the committed ``results/`` (else from the local cache): a record
+    with this key is committed there, and it is this record (same checksum, when it has one)."""
+    paths = results_dir().glob(f"*/{record.get('group')}/{record.get('key')}.json")
+    return any(record.get("checksum") is None or _checksum(p) == record["checksum"] for p in paths)
 
 
 def load_artifact(record: Mapping[str, Any], name: str) -> dict[str, np.ndarray]:

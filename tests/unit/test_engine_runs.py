@@ -309,3 +309,21 @@ def test_a_damaged_cached_artifact_is_recomputed_once(damage) -> None:
         warnings.simplefilter("error")  # healed: the next run warns no more
         runs.cached_run("demo", {"seed": 12}, compute)
     assert calls == [1, 1]
+
+
+def test_a_cached_record_never_reads_a_stale_committed_artifact(tmp_path) -> None:
+    """When a committed record of the same key is ignored, the cached record's artifacts and its
+    'committed' flag are its own (no warning about the other record's file)."""
+    import warnings
+
+    run = runs.Run("demo", {"seed": 13})
+    run.save_arrays("p", x=np.ones(3))
+    cached = run.save_result({"v": "cache"})
+    other = tmp_path / "results" / "page" / "demo" / f"{run.key}.json"
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps(runs.sign({**cached, "v": "other"})))
+    np.savez(other.with_name(f"{run.key}.p.npz"), x=np.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(runs.load_artifact(cached, "p")["x"], np.ones(3))
+        assert not runs.is_committed(cached) and runs.is_committed(json.loads(other.read_text()))
