@@ -94,8 +94,11 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
 
     Each name must be in the notebook's parameters cell (a misspelling gets the closest name,
     difflib); ``scale`` is refused (it has its own option); string values (the command line's)
-    are converted to the cell's type and other values must have it; a value that overrides a
-    number of ``lib/scales.toml`` must not be negative. Raises ``ValueError`` naming the parameter.
+    are converted to the cell's type and other values must have it. Numbers must be finite and not
+    negative (every numeric parameter is a count, a seed, a rate or "0 keeps the scale's value"),
+    positive where the cell's default is positive (``n_bins: int = 15``), at most 1 for the
+    fractions ``coverage`` and ``noise_rate``; ``train`` is auto, yes or no. Raises ``ValueError``
+    naming the parameter. :func:`lib.page.start` applies the same checks inside a notebook.
     """
     from lib.config import notebooks_with_settings, settings
 
@@ -118,11 +121,37 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
             type_name == "float" and isinstance(value, int) and not isinstance(value, bool)
         ):
             raise ValueError(f"{key}: expected {type_name} (the notebook's parameters cell), got {value!r}")
-        default = scaled.get(key)
-        if isinstance(default, int | float) and not isinstance(default, bool) and value < 0:
-            raise ValueError(f"{key}: must be >= 0 (lib/scales.toml sets it to {default!r}), got {value!r}")
+        _check_value(key, value, declared[key], scaled.get(key))
         out[key] = value
     return out
+
+
+FRACTIONS = ("coverage", "noise_rate")  # parameters that are fractions in [0, 1]
+CHOICES = {"train": ("auto", "yes", "no")}
+
+
+def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) -> None:
+    """The value rules of :func:`check_parameters` for one parameter."""
+    import ast
+    import math
+
+    if key in CHOICES:
+        check_choice(value, CHOICES[key], key)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return
+    if not math.isfinite(value):
+        raise ValueError(f"{key}: must be a finite number, got {value!r}")
+    where = f"lib/scales.toml sets it to {scaled!r}" if scaled is not None else "0 keeps the scale's value"
+    if value < 0:
+        raise ValueError(f"{key}: must be >= 0 ({where}), got {value!r}")
+    try:
+        default = ast.literal_eval(declared.get("default", "0"))
+    except (ValueError, SyntaxError):
+        default = 0
+    if isinstance(default, int | float) and default > 0 and value == 0:
+        raise ValueError(f"{key}: must be > 0 (the notebook's default is {default!r}), got {value!r}")
+    if key in FRACTIONS and value > 1:
+        raise ValueError(f"{key}: must be a fraction in [0, 1], got {value!r}")
 
 
 def execute_notebook(

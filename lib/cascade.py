@@ -26,8 +26,10 @@ from lib.validation import (
     check_finite,
     check_int,
     check_ndim,
+    check_number,
     check_open_unit,
     check_same_length,
+    to_int_array,
     to_numpy,
 )
 
@@ -100,7 +102,7 @@ def advantage_table(
     mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
     Empty bins get NaN statistics."""
     n_bins = check_bins(n_bins)
-    b = to_numpy(bins, "bins", dtype=np.int64)
+    b = to_int_array(bins, "bins")  # 1.7 is no bin (a cast would truncate it to 1)
     cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
     ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
     for arr, nm in ((cs, "conf_small"), (cl, "conf_large"), (ks, "correct_small"), (kl, "correct_large")):
@@ -194,11 +196,9 @@ def cascade_curve(
 
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
     """RC: random routing, expected accuracy on the straight line between the two models."""
-    if n_points < 2:
-        raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
-    for v, nm in ((acc_small, "acc_small"), (acc_large, "acc_large")):
-        if not (np.isfinite(v) and 0 <= v <= 1):
-            raise ValueError(f"{nm}: must lie in [0, 1], got {v!r}")
+    n_points = check_int(n_points, "n_points", minimum=2)
+    acc_small = check_number(acc_small, "acc_small", 0.0, 1.0)
+    acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
     frac = np.linspace(0.0, 1.0, n_points)
     acc = acc_large + frac * (acc_small - acc_large)
     return CascadeCurve(frac, acc, np.arange(n_points - 1), np.linspace(0, 1, n_points),
@@ -254,9 +254,7 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
         raise ValueError(f"cost: values must lie in [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
     if c.min() > 1e-9 or c.max() < 1 - 1e-9:
         raise ValueError(f"cost: points must span [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
-    for v, nm in ((weak, "weak"), (strong, "strong")):
-        if not np.isfinite(v):
-            raise ValueError(f"{nm}: must be finite, got {v!r}")
+    weak, strong = check_number(weak, "weak"), check_number(strong, "strong")
     if abs(strong - weak) < 1e-12:
         raise ValueError("strong: must differ from weak (APGR normalises by P_strong - P_weak)")
     order = np.argsort(c, kind="stable")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from lib.validation import (
     ArrayLike,
+    check_int,
     check_labels,
     check_number,
     check_logits_labels,
@@ -57,6 +58,9 @@ def _flags(x: ArrayLike, name: str) -> np.ndarray:
 def basic_flags(pred_a: ArrayLike, pred_b: ArrayLike, labels: ArrayLike) -> np.ndarray:
     """Both models' top-1 predictions disagree with the given label (paper 3, "Basic Cleaning")."""
     a, b, y = _ints(pred_a, "pred_a"), _ints(pred_b, "pred_b"), _ints(labels, "labels")
+    for arr, nm in ((a, "pred_a"), (b, "pred_b"), (y, "labels")):
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"{nm}: class indices must be >= 0, got {int(arr.min())}")
     check_same_length(a, y, "pred_a", "labels")
     check_same_length(b, y, "pred_b", "labels")
     return (a != y) & (b != y)
@@ -120,6 +124,7 @@ def calibrated_rule_curve(
 
 def ranking_curve(ranked: ArrayLike, is_noisy: ArrayLike, n_points: int = 50) -> pd.DataFrame:
     """Precision/detection of the top-m of a ranked list of flagged indices, for m on a grid."""
+    n_points = check_int(n_points, "n_points")  # 0 points would be an empty table
     r = _ints(ranked, "ranked")
     t = _flags(is_noisy, "is_noisy")
     if r.size and (r.min() < 0 or r.max() >= t.shape[0]):
@@ -141,11 +146,10 @@ def inject_symmetric_noise(
     Returns ``(noisy_labels, is_noisy)``; every flipped label differs from the original, so
     ``is_noisy`` is exactly the set of wrong labels.
     """
+    num_classes = check_int(num_classes, "num_classes", minimum=2)  # 3.5 classes would make label 3
     y = _ints(labels, "labels")
     check_labels(y, num_classes, "labels")
     rate = check_number(rate, "rate", 0.0, 1.0)
-    if num_classes < 2:
-        raise ValueError(f"num_classes: need at least 2 classes, got {num_classes!r}")
     rng = np.random.default_rng(seed)
     n = y.shape[0]
     idx = rng.choice(n, size=int(round(rate * n)), replace=False)

@@ -22,6 +22,7 @@ from lib.validation import (
     check_finite,
     check_logits_labels,
     check_ndim,
+    to_int_array,
     to_numpy,
 )
 
@@ -48,7 +49,7 @@ def fit_confidence(
 
     check_choice(name, CALIBRATORS, "name")
     z = to_numpy(logits, "logits")
-    y = to_numpy(labels, "labels", dtype=np.int64)
+    y = to_int_array(labels, "labels")
     check_logits_labels(z, y)
     n_bins = check_bins(n_bins)
     p = scipy_softmax(z, axis=1)
@@ -102,10 +103,10 @@ def model_outputs(
 ) -> ModelOutputs:
     """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
     z = to_numpy(logits, "logits")
-    y = to_numpy(labels, "labels", dtype=np.int64)
+    y = to_int_array(labels, "labels")
     check_logits_labels(z, y)
-    ci = to_numpy(cal_idx, "cal_idx", dtype=np.int64)
-    ti = to_numpy(test_idx, "test_idx", dtype=np.int64)
+    ci = to_int_array(cal_idx, "cal_idx")  # 2.5 is no index (a cast would truncate it)
+    ti = to_int_array(test_idx, "test_idx")
     for idx, nm in ((ci, "cal_idx"), (ti, "test_idx")):
         check_ndim(idx, 1, nm)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= z.shape[0]:

@@ -133,6 +133,9 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
     if not images.is_floating_point():
         images = images.float()
     check_finite(images, "images")
+    if images.numel() and (images.min() < 0 or images.max() > 255):
+        raise ValueError(f"images: values must lie in [0, 255] (uint8 scale), got "
+                         f"[{float(images.min()):.4g}, {float(images.max()):.4g}]")
     b = images.shape[0]
     q = to_tensor(quality, "quality").reshape(-1)
     if q.numel() not in (1, b):

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.validation import (
+    check_nonempty,
     reduce_loss,
     ArrayLike,
     check_finite,
@@ -66,6 +67,7 @@ def _loss_inputs(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Validate (logits (N, K+J), labels (N,), expert_correct (N, J)); return them and K."""
     z = _logits(logits)
+    check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
     ec = to_tensor(expert_correct, "expert_correct")
     check_ndim(ec, 2, "expert_correct", "N examples x J experts, 1 where expert j is correct")
     check_finite(ec, "expert_correct")
@@ -200,6 +202,7 @@ def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
     is the classifier's coverage and entry j (1..J) the fraction deferred to expert j; sums to 1.
     """
     z = _logits(logits)
+    check_nonempty(z, "logits")  # zero rows have no coverage (it would read as all zeros)
     k = _check_num_classes(num_classes, z.shape[1])
     _, defer_to = defer_decisions(z, k)
     counts = np.bincount(defer_to.cpu().numpy() + 1, minlength=z.shape[1] - k + 1)

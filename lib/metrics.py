@@ -106,6 +106,7 @@ def bin_index(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
     """Bin of each confidence for half-open bins ``(edges[b], edges[b+1]]``; values <= edges[1]
     (including 0) go to bin 0 and values above the last inner edge to the last bin."""
     c = to_numpy(conf, "conf")
+    check_finite(c, "conf")  # NaN would land in the last bin
     e = to_numpy(edges, "edges")
     check_ndim(e, 1, "edges")
     if e.shape[0] < 2 or np.any(np.diff(e) < 0):

@@ -54,12 +54,22 @@ class MoEOutput:
         return int(self.routing.shape[1])
 
 
-def _check_features(h: torch.Tensor, in_features: int) -> None:
+def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``h`` checked (a floating (N, d) tensor; finite, except in a GPU training step, where the check
+    would synchronise every step, and under ``torch.func.vmap``, lib.engine.stack's stacked step, where
+    no value can be read) and cast to the layers' ``dtype`` (float64 features, say)."""
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
     check_ndim(h, 2, "h", "N examples x d features")
     if h.shape[1] != in_features:
         raise ValueError(f"h: expected {in_features} features, got {h.shape[1]}")
+    if not h.is_floating_point():
+        raise ValueError(f"h: expected floating-point features, got {h.dtype}")
+    if not (h.is_cuda and torch.is_grad_enabled()) and not torch._C._functorch.is_batchedtensor(h):
+        check_finite(h, "h")
+    if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
+        h = h.to(dtype)
+    return h
 
 
 def _check_sizes(in_features: int, num_classes: int, num_experts: int = 1, router_hidden: int = 1) -> None:
@@ -102,7 +112,7 @@ class MoEHead(nn.Module):
         self.experts = nn.Linear(in_features, num_experts * num_classes)
 
     def forward(self, h: torch.Tensor) -> MoEOutput:
-        _check_features(h, self.in_features)
+        h = _check_features(h, self.in_features, self.experts.weight.dtype)
         n = h.shape[0]
         r = F.softmax(self.router(h), dim=1)
         if self.routing == "hard":
@@ -125,7 +135,7 @@ class SingleExpertHead(nn.Module):
         self.linear = nn.Linear(in_features, num_classes)
 
     def forward(self, h: torch.Tensor) -> MoEOutput:
-        _check_features(h, self.in_features)
+        h = _check_features(h, self.in_features, self.linear.weight.dtype)
         z = self.linear(h).unsqueeze(1)
         pk = F.softmax(z, dim=2)
         r = torch.ones(h.shape[0], 1, dtype=h.dtype, device=h.device)

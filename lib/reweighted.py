@@ -24,6 +24,7 @@ from lib.ece_kde import ece_kde
 from lib.reweighted_weights import CSFS, au_weights, aurc_weights, csf_values
 from lib.validation import (
     ArrayLike,
+    check_nonempty,
     check_choice,
     check_finite,
     check_keywords,
@@ -57,6 +58,7 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, 
     if not z.is_floating_point():
         z = z.to(torch.get_default_dtype())
     check_ndim(z, 2, "logits", "N examples x C classes")
+    check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
     check_finite(z, "logits")
     y = to_tensor(labels, "labels")
     check_labels(y, z.shape[1], "labels")

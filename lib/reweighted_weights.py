@@ -308,7 +308,7 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
     x = to_numpy(p, "p")
     if np.any((x <= 0) | (x > 1)) or not np.all(np.isfinite(x)):
         raise ValueError("p: probabilities must lie in (0, 1]")
-    check_positive(float(gamma), "gamma", allow_zero=True)
+    gamma = check_positive(gamma, "gamma", allow_zero=True)  # "2" is refused, not read as 2.0
     if name == "xe":
         return -1.0 / x
     if name == "inverse_focal":

@@ -37,6 +37,22 @@ def to_numpy(x: ArrayLike, name: str, dtype: Any = np.float64) -> np.ndarray:
     return arr
 
 
+def to_int_array(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as an int64 numpy array, or raise naming ``name`` when it holds NaN, infinite or
+    fractional values (``np.asarray(x, dtype=np.int64)`` would silently truncate 1.7 to 1)."""
+    arr = to_numpy(x, name)
+    if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+        bad = float(arr[~(np.isfinite(arr) & (arr == np.round(arr)))].ravel()[0])
+        raise ValueError(f"{name}: must hold integers, got {bad:g}")
+    return arr.astype(np.int64)
+
+
+def check_nonempty(x: ArrayLike, name: str, what: str = "examples") -> None:
+    """Raise when ``x`` has no rows (an empty batch gives a NaN mean or a table of zeros)."""
+    if len(_shape(x)) == 0 or _shape(x)[0] == 0:
+        raise ValueError(f"{name}: is empty (0 {what})")
+
+
 def to_tensor(x: ArrayLike, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Return ``x`` as a torch tensor (kept on its device, gradient kept) or raise naming ``name``."""
     if isinstance(x, torch.Tensor):

@@ -45,6 +45,15 @@ seed: int = 0  # seed of the calibration/test split
 n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("calibration", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
@@ -218,3 +227,9 @@ claims
 # ## References
 # {cite}`ccc2025`, {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`grattafiori2024llama3`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("calibration")

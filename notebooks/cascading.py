@@ -42,6 +42,15 @@ n_bins: int = 0  # equal-count bins on the small model's confidence; 0 keeps the
 n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("cascading", globals())
+
+# %% [markdown]
 # Settings for this scale, and what produced the numbers.
 
 # %%
@@ -239,3 +248,9 @@ claims
 # ## References
 # {cite}`ccc2025`, {cite}`ong2025routellm`, {cite}`platt1999`, {cite}`zadrozny2001histogram`,
 # {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("cascading")

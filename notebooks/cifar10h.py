@@ -68,6 +68,15 @@ width: int = 0  # cifar_resnet18 width (64 in the paper); 0 keeps the scale's va
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("cifar10h", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
@@ -319,3 +328,9 @@ paper_scale.paper_section("cifar10h", scale)
 # The paper {cite}`wong2026moe`; CIFAR-10 {cite}`krizhevsky2009cifar` and CIFAR-10H
 # {cite}`peterson2019cifar10h`; ResNet {cite}`he2016resnet`; MoCaE {cite}`oksuz2024mocae`; FGR
 # {cite}`fgr2025`; ECE {cite}`naeini2015ece`; temperature scaling {cite}`guo2017calibration`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("cifar10h")

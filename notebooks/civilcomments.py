@@ -46,6 +46,15 @@ data_dir: str = ""  # folder holding civilcomments_v1.0/ ("": search $CALIBOOK_D
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("civilcomments", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config; then we load the data, or keep the
 # loader's message when the data is missing.
 
@@ -223,3 +232,9 @@ paper_scale.paper_section("civilcomments", scale)
 #
 # The paper {cite}`wong2026moe`; WILDS {cite}`koh2021wilds`; DistilBERT {cite}`sanh2019distilbert`;
 # MoCaE {cite}`oksuz2024mocae`; temperature scaling {cite}`guo2017calibration`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("civilcomments")

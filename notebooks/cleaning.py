@@ -40,6 +40,15 @@ noise_rate: float = 0.0  # fraction of CIFAR-10 labels flipped; 0 keeps the scal
 n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("cleaning", globals())
+
+# %% [markdown]
 # Settings for this scale, and what produced the numbers.
 
 # %%
@@ -243,3 +252,9 @@ claims
 # ## References
 # {cite}`ccc2025`, {cite}`northcutt2021cl`, {cite}`krizhevsky2009cifar`, {cite}`he2016resnet`,
 # {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("cleaning")

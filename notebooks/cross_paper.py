@@ -44,6 +44,15 @@ scale: str = "cpu"  # smoke (synthetic logits, CI) | cpu (default: real logits) 
 seed: int = 0  # seed of the calibration/test split
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("cross_paper", globals())
+
+# %% [markdown]
 # The settings for this scale come from `lib/scales.toml`; the data loaders say what is missing if
 # the logits are not on disk.
 
@@ -222,3 +231,9 @@ claims
 # {cite}`platt1999`, {cite}`zadrozny2001histogram`, {cite}`oksuz2024mocae`, {cite}`wong2026moe`,
 # {cite}`verma2022l2dcalibration`, {cite}`ccc2025`; the full list is on the
 # [references page](../book/bibliography.md).
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("cross_paper")

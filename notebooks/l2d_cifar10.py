@@ -46,6 +46,15 @@ seeds: int = 0  # number of seeds (0 means the scale default)
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("l2d_cifar10", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config.
 
 # %%
@@ -202,3 +211,9 @@ paper_scale.paper_section("l2d_cifar10", scale)
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`,
 # {cite}`zagoruyko2016wrn`, {cite}`krizhevsky2009cifar`
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("l2d_cifar10")

@@ -43,6 +43,15 @@ seeds: int = 0  # number of seeds (0 means the scale default)
 epochs: int = 0  # maximum training epochs (0 means the scale default); early stopping ends most runs sooner
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("l2d_gaussians", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config; zero-valued parameters keep the scale's defaults.
 
 # %%
@@ -186,3 +195,9 @@ claims
 # ## References
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("l2d_gaussians")

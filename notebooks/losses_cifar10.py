@@ -46,6 +46,15 @@ nu: float = 0.0  # AU loss smoothing nu (0 means the scale default 0.1)
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("losses_cifar10", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config.
 
 # %%
@@ -269,3 +278,9 @@ paper_scale.paper_section("losses_cifar10", scale)
 # {cite}`zhou2025reweighted`, {cite}`lin2017focal`, {cite}`mukhoti2020focal`, {cite}`wang2021inverse`,
 # {cite}`tao2023dual`, {cite}`popordanoska2022kde`, {cite}`geifman2019bias`, {cite}`guo2017calibration`,
 # {cite}`zagoruyko2016wrn`, {cite}`krizhevsky2009cifar`
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("losses_cifar10")

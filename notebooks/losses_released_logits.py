@@ -42,6 +42,15 @@ scale: str = "cpu"  # smoke (synthetic logits made in code) | cpu and paper (the
 n_bins: int = 15  # bins of every binned calibration error (15 as in the released evaluation code; the paper text gives no count)
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("losses_released_logits", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config.
 
 # %%
@@ -265,3 +274,9 @@ claims
 #
 # {cite}`zhou2025reweighted`, {cite}`guo2017calibration`, {cite}`lin2017focal`, {cite}`mukhoti2020focal`,
 # {cite}`tao2023dual`, {cite}`wang2021inverse`, {cite}`popordanoska2022kde`, {cite}`geifman2019bias`
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("losses_released_logits")

@@ -41,6 +41,15 @@ epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("pacs", globals())
+
+# %% [markdown]
 # First the target is checked (an unknown domain stops here with the list of valid ones), then the
 # scale's settings are read.
 
@@ -186,3 +195,9 @@ paper_scale.paper_section("pacs", scale, target=TARGET)
 #
 # The paper {cite}`wong2026moe`; PACS {cite}`li2017pacs`; ResNet {cite}`he2016resnet`; MoCaE
 # {cite}`oksuz2024mocae`; FGR {cite}`fgr2025`; temperature scaling {cite}`guo2017calibration`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("pacs")

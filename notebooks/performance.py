@@ -46,6 +46,15 @@ scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: n up to 65,536) | pape
 budget_s: float = 0.0  # seconds of timing per batch size; 0 keeps the scale's value
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("performance", globals())
+
+# %% [markdown]
 # Settings for this scale, and what produced the numbers.
 
 # %%
@@ -223,3 +232,9 @@ claims
 #
 # ## References
 # {cite}`zhou2025reweighted`, {cite}`popordanoska2022kde`, {cite}`wong2026moe`, {cite}`fgr2025`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("performance")

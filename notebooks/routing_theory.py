@@ -51,6 +51,15 @@ scale: str = "cpu"  # smoke (seconds, CI) | cpu (default) | paper (more samples)
 seed: int = 0  # seed of the samples and random populations
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("routing_theory", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
@@ -330,3 +339,9 @@ claims
 # The paper {cite}`wong2026moe`; mixtures of experts {cite}`jacobs1991moe`; calibration
 # {cite}`dawid1982calibrated`; entropic (tilted) risk {cite}`li2023tilted`; CVaR
 # {cite}`rockafellar2000cvar`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("routing_theory")

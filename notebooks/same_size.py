@@ -37,6 +37,15 @@ n_bins: int = 0  # equal-count bins on the first model's confidence; 0 keeps the
 n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("same_size", globals())
+
+# %% [markdown]
 # Settings for this scale, and what produced the numbers.
 
 # %%
@@ -178,3 +187,9 @@ claims
 # ## References
 # {cite}`ccc2025`, {cite}`grattafiori2024llama3`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`mukhoti2020focal`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("same_size")

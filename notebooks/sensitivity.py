@@ -40,6 +40,15 @@ epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
 # %% [markdown]
+# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
+# until the last cell has run, a notice below says that the page did not finish.
+
+# %%
+from lib import page
+
+page.start("sensitivity", globals())
+
+# %% [markdown]
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
@@ -233,3 +242,9 @@ paper_scale.paper_section("sensitivity", scale)
 #
 # The paper {cite}`wong2026moe`; CIFAR-10 {cite}`krizhevsky2009cifar`; CIFAR-10H
 # {cite}`peterson2019cifar10h`; tilted risk {cite}`li2023tilted`.
+
+# %% [markdown]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
+
+# %%
+page.finish("sensitivity")

@@ -10,8 +10,10 @@ test and hard sets is :mod:`lib.data.images`.
   Hugging Face dataset ``flwrlabs/pacs`` exported into the cache when online), resized to a size.
 
 Images are decoded once (a tqdm bar shows progress, a small thread pool does the work) into uint8
-``(N, 3, H, W)`` arrays stored as ``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split
-and size; later loads memory-map them. Data is found through :func:`lib.data.locate.locate`
+``(N, 3, H, W)`` arrays stored as ``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split,
+size and the source (the CIFAR-10 zip's size and modification time, so a replaced zip is decoded
+again); later loads memory-map them. A damaged decoded file (truncated, say) is reported once with a
+warning naming it and decoded again. Data is found through :func:`lib.data.locate.locate`
 (explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``, the cache, then the official download
 when online).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,13 +71,33 @@ def _cached_arrays(
     folder = decoded_cache_dir()
     px, py = folder / f"{key}_x.npy", folder / f"{key}_y.npy"
     if px.exists() and py.exists():
-        return np.load(px, mmap_mode="r"), np.load(py)
+        try:
+            x, y = np.load(px, mmap_mode="r"), np.load(py)
+            if x.ndim != 4 or y.ndim != 1 or len(x) != len(y):
+                raise ValueError(f"shapes {x.shape} and {y.shape} do not belong together")
+            return x, y
+        except (OSError, EOFError, ValueError) as err:
+            warnings.warn(f"{px}: decoded image cache is damaged ({type(err).__name__}: {err}); "
+                          "decoding the images again", UserWarning, stacklevel=2)
     x, y = build()
     for path, arr in ((px, x), (py, y)):
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
         np.save(tmp, arr)
         os.replace(tmp, path)
     return np.load(px, mmap_mode="r"), np.load(py)
+
+
+def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> None:
+    """Remove decoded arrays of an earlier version of ``src`` (files starting with one of
+    ``prefixes`` other than ``tag``'s), with one warning: the file was replaced, so its images are
+    decoded again."""
+    stale = [p for p in decoded_cache_dir().glob("*.npy")
+             if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")]
+    if stale:
+        warnings.warn(f"{src}: changed since its images were decoded (size or modification time); "
+                      "decoding them again", UserWarning, stacklevel=3)
+        for p in stale:
+            p.unlink(missing_ok=True)
 
 
 def _decode_many(
@@ -156,8 +179,12 @@ def cifar10_arrays(
     if src.is_dir():  # torchvision download
         tag, reader = "cifar10tv", (lambda s: _cifar_split_from_torchvision(src, s))
         source = f"official CIFAR-10 binaries via torchvision ({describe(src)})"
-    else:
-        tag, reader = "cifar10jpeg", (lambda s: _cifar_split_from_zip(src, s))
+    else:  # the zip's size and mtime are part of the key: a replaced zip is decoded again
+        stat = src.stat()
+        where = hashlib.sha256(str(src.resolve()).encode()).hexdigest()[:6]
+        stamp = hashlib.sha256(f"{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:6]
+        tag, reader = f"cifar10jpeg{where}{stamp}", (lambda s: _cifar_split_from_zip(src, s))
+        _drop_stale_decodings((f"cifar10jpeg{where}", "cifar10jpeg_"), tag, src)
         source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
     # the official test labels, where present, must agree with the folder labels
@@ -225,7 +252,7 @@ def _pacs_domain_files(root: Path, domain: str) -> tuple[list[Path], np.ndarray]
 
 
 def _decode_pacs_file(path: Path, size: int) -> np.ndarray:
-    with Image.open(path) as img:
+    with reading(path, _PACS_HOW), Image.open(path) as img:  # a corrupt image is named in the error
         if img.format == "JPEG" and size < min(img.size):
             img.draft("RGB", (size, size))  # decode at a reduced scale when shrinking a lot
         return _pil_to_chw(img, size)

@@ -4,7 +4,8 @@ Search order: an explicit argument, the environment variable ``CALIBOOK_DATA``, 
 beside the repository, the local cache (``<cache>/data``), then the official download (HF
 ``datasets``, torchvision or WILDS) when online. A place counts only when it holds what the loader
 needs (``needs``: files that must be there and not be empty), so an empty or half-copied folder
-does not shadow a complete copy further down the list. When nothing works,
+does not shadow a complete copy further down the list. An explicit argument that does not exist at
+all is a typo, not a place to skip: it raises :class:`DataNotFoundError` naming it. When nothing works,
 :class:`DataNotFoundError` names the dataset, every place searched (an unset ``CALIBOOK_DATA``
 included) and how to get the data; the book's data page (``book/data.md``) lists every dataset.
 A file that is found but cannot be read raises :class:`DamagedDataError` naming the file.
@@ -94,6 +95,9 @@ def locate(
     folder and must return the downloaded path; its failure (offline, no such file) is reported
     together with the places searched.
     """
+    if explicit not in (None, "") and not Path(explicit).exists():
+        raise DataNotFoundError(f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
+                                f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache")
     tried: list[str] = []
     for label, root in candidate_roots(explicit):
         paths = [root / relpath]
@@ -142,7 +146,7 @@ def describe(path: str | os.PathLike[str]) -> str:
 
 # Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
 READ_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, pickle.UnpicklingError,
+    OSError, EOFError, ValueError, KeyError, SyntaxError, zipfile.BadZipFile, pickle.UnpicklingError,
 )
 
 

@@ -141,15 +141,15 @@ def load_mmlu(
     qpath = folder / "questions.csv"
     if not qpath.exists():
         raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")
-    with reading(qpath, HOW_TO_GET):  # an empty or truncated csv is named in the error
+    with reading(qpath, HOW_TO_GET):  # an empty, truncated or malformed csv is named in the error
         questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})
-    questions["row"] = questions["row"].astype(np.int64)
-    keys = pd.MultiIndex.from_frame(questions[["subject", "row"]])
+        questions["row"] = questions["row"].astype(np.int64)
+        keys = pd.MultiIndex.from_frame(questions[["subject", "row"]])
     if keys.has_duplicates:
-        raise ValueError("questions.csv: duplicate (subject, row) keys")
+        raise ValueError(f"{qpath}: duplicate (subject, row) keys")
     bad = ~questions["answer"].isin(LETTERS)
     if bad.any():
-        raise ValueError(f"questions.csv: {int(bad.sum())} answers are not one of A-D")
+        raise ValueError(f"{qpath}: {int(bad.sum())} answers are not one of A-D (a truncated or edited file?)")
     labels = questions["answer"].map(LETTERS.index).to_numpy(np.int64)
     logits: dict[str, np.ndarray] = {}
     cols = [f"logit_{c}" for c in LETTERS]
@@ -157,19 +157,20 @@ def load_mmlu(
         path = folder / f"logits_{m}.csv"
         if not path.exists():
             raise ValueError(f"models: {path} is missing. How to get it: {HOW_TO_GET}")
-        with reading(path, HOW_TO_GET):
+        with reading(path, HOW_TO_GET):  # a truncated file or a non-numeric logit is named in the error
             df = pd.read_csv(path)
-        df["row"] = df["row"].astype(np.int64)
-        lkeys = pd.MultiIndex.from_frame(df[["subject", "row"]])
+            df["row"] = df["row"].astype(np.int64)
+            lkeys = pd.MultiIndex.from_frame(df[["subject", "row"]])
+            numeric = df[cols].to_numpy(np.float64)
         if lkeys.has_duplicates or len(df) != len(questions) or not lkeys.isin(keys).all():
             raise ValueError(
-                f"models: {path.name} does not cover exactly the {len(questions)} questions' "
+                f"models: {path} does not cover exactly the {len(questions)} questions' "
                 "(subject, row) keys"
             )
+        if not np.all(np.isfinite(numeric)):
+            raise ValueError(f"models: {path} holds NaN or infinite logits")
         # Align by key (a no-op when the files share the row order, as the released ones do).
         z = df.set_index(["subject", "row"]).loc[keys, cols].to_numpy(np.float64)
-        if not np.all(np.isfinite(z)):
-            raise ValueError(f"models: {path.name} holds NaN or infinite logits")
         logits[m] = z
     questions["category"] = questions["subject"].map(SUBJECT_CATEGORY).fillna("other")
     return MMLUData(questions, labels, logits, source=f"MMLU with Llama-3.1 logits ({describe(folder)})")

@@ -5,10 +5,12 @@
 * :mod:`lib.engine.stack` -- N runs of one architecture trained as one stacked model on one device
   (``torch.func``), each with its own seed, data order, augmentation, optimizer state and checkpoint.
 * :mod:`lib.engine.runs` -- :class:`~lib.engine.runs.Run`: results keyed by config, data and code
-  version, verified on read, locked against concurrent computation, with an artifact API.
+  version (the cache also by the live code fingerprint), verified on read, locked against concurrent
+  computation, with an artifact API (:mod:`lib.engine.artifacts`: atomic writes, SHA-256-verified
+  arrays; a damaged cached one is recomputed).
 * :mod:`lib.engine.records` -- the checks and provenance fields shared by the typed views of paper
   2's and paper 4's run records (:mod:`lib.l2d_record`, :mod:`lib.loss_record`; paper 1's is
   :mod:`lib.moe_record`); the records themselves stay dicts on disk and in the cache.
-* :mod:`lib.engine.versions` -- the code version of each group of runs.
+* :mod:`lib.engine.versions` -- the code version of each group of runs and its accepted fingerprints.
 * :mod:`lib.engine.device` -- device, precision and random state.
 """

@@ -1,10 +1,14 @@
 """Runs computed once, keyed by what determines them, checkpointed, resumable and verified on read.
 
 A run is identified by its ``group`` (what computes it: ``"moe"``, ``"rr_losses"``, ...), its config
-and the code version of that group (:mod:`lib.engine.versions`): the key hashes all three, so a
-change of the code that computes a group (once its version is bumped) never returns a stale result.
+and the code version of that group (:mod:`lib.engine.versions`): ``key`` hashes the three and names
+committed results. The local cache folder adds the *live* code fingerprint of the group
+(``<key>.<fingerprint>``), so any edit of code the group depends on is recomputed, never served
+from the cache, while other groups keep theirs. A committed record is used only when its fingerprint
+and the live one are both accepted for the group's version in ``versions.json``; otherwise it is
+ignored with one warning per group (see :mod:`lib.engine.versions`).
 
-Layout of one run in the local cache, ``<cache>/runs/<group>/<key>/``:
+Layout of one run in the local cache, ``<cache>/runs/<group>/<key>[.<fingerprint>]/``:
 
 * ``result.json``: the finished record (config, version, provenance, artifacts with their SHA-256,
   and a checksum of the record itself). Its presence marks a finished run, which is loaded, never
@@ -16,9 +20,10 @@ Layout of one run in the local cache, ``<cache>/runs/<group>/<key>/``:
 
 Committed results (``results/<page>/<group>/<key>.json`` plus ``<key>.<name>.npz``, published by the
 paper-scale queue, :mod:`lib.queue`) win over the local cache. Every file is written atomically;
-every read is verified (JSON parses, checksum and artifact hashes match, checkpoint loads with
-``weights_only=True``). A bad cache entry is reported with its path (a :class:`CorruptEntryWarning`)
-and recomputed; a bad committed file is reported and ignored.
+every read is verified (JSON parses, checksum matches, every artifact the record lists is there
+with its SHA-256 and loads, checkpoint loads with ``weights_only=True``). A bad cache entry (say a
+truncated ``predictions.npz``) is reported once with its path (a :class:`CorruptEntryWarning`) and
+recomputed; a bad committed file is reported and ignored.
 
 Inside ``with training(False):`` nothing is computed: :func:`cached_run` returns what is committed
 or cached and raises :class:`RunMissing` for the rest (a paper-scale page reads results, it does not
@@ -31,13 +36,10 @@ import contextlib
 import contextvars
 import datetime as _dt
 import hashlib
-import io
 import json
-import os
 import platform
 import shutil
 import subprocess
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -48,17 +50,22 @@ import torch
 from filelock import FileLock
 
 from lib.config import cache_dir, repo_root, results_dir
-from lib.engine.versions import code_version
+from lib.engine.artifacts import (CorruptEntryWarning, artifact_paths, atomic_write, cache_folder, damaged_artifact,
+                                  is_committed, load_artifact, savez, sha256_file, warn)
+from lib.engine.versions import accepted_fingerprints, code_version, live_fingerprint
 
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
 
 __all__ = [
-    "CorruptEntryWarning", "Run", "RunMissing", "training", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
+    "CorruptEntryWarning", "StaleCodeWarning", "Run", "artifact_paths", "RunMissing", "training", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
 ]
 
 
-class CorruptEntryWarning(UserWarning):
-    """A cached or committed file failed verification; it is ignored (and a cached run recomputed)."""
+_WARNED: set[tuple[str, str]] = set()  # (group, reason) of stale committed results already reported
+
+
+class StaleCodeWarning(UserWarning):
+    """Committed results of a group were made by code not accepted for today's (see lib.engine.versions)."""
 
 
 class RunMissing(LookupError):
@@ -101,29 +108,6 @@ def config_key(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(config)).hexdigest()[:16]
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write ``path`` through ``write(tmp)`` into a temporary file beside it, then rename: a reader
-    sees either the old file or the whole new one, never a partial write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def git_commit() -> str:
     """The repository's HEAD commit, or ``"unknown"`` outside a git checkout."""
     try:
@@ -154,24 +138,20 @@ def sign(record: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _warn(path: Path, problem: str, action: str) -> None:
-    warnings.warn(f"{path}: {problem}; {action}", CorruptEntryWarning, stacklevel=3)
-
-
 def read_record(path: Path) -> dict[str, Any] | None:
     """The verified record at ``path``, or ``None`` (with a warning naming the file and the problem)
     when it is empty, truncated, not JSON, or its checksum does not match its content."""
     try:
         record = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        _warn(path, f"unreadable result record ({type(err).__name__}: {err})", "ignored")
+        warn(path, f"unreadable result record ({type(err).__name__}: {err})", "ignored")
         return None
     if not isinstance(record, dict) or "checksum" not in record:
-        _warn(path, "result record has no checksum (written by an older version or edited)", "ignored")
+        warn(path, "result record has no checksum (written by an older version or edited)", "ignored")
         return None
     body = {k: v for k, v in record.items() if k != "checksum"}
     if hashlib.sha256(_canonical(body)).hexdigest() != record["checksum"]:
-        _warn(path, "result record does not match its checksum (edited or damaged)", "ignored")
+        warn(path, "result record does not match its checksum (edited or damaged)", "ignored")
         return None
     return record
 
@@ -179,7 +159,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
 class Run:
     """One cached, resumable computation identified by ``group``, ``config`` and the group's code version.
 
-    ``version`` defaults to :func:`lib.engine.versions.code_version` of the group.
+    ``version`` defaults to :func:`lib.engine.versions.code_version` of the group; ``code`` (the
+    live fingerprint of the group's code, ``""`` for a group without code of its own) is part of the
+    cache folder's name, not of ``key``.
     """
 
     def __init__(self, group: str, config: Mapping[str, Any], root: Path | None = None,
@@ -191,7 +173,8 @@ class Run:
         self.version = code_version(group) if version is None else int(version)
         self.key = config_key({"group": group, "config": self.config, "version": self.version,
                                "format": RECORD_FORMAT})
-        self.dir = (root or cache_dir() / "runs") / group / self.key
+        self.code = live_fingerprint(group)
+        self.dir = (root or cache_dir() / "runs") / group / cache_folder(self.key, self.code)
         self._artifacts: dict[str, dict[str, str]] = {}
 
     # ---- paths ----------------------------------------------------------------------------------
@@ -211,10 +194,33 @@ class Run:
     def _committed(self) -> dict[str, Any] | None:
         for path in self.committed_paths():
             rec = read_record(path)
-            if rec is not None and rec.get("key") == self.key:
-                rec["_path"] = str(path)
-                return rec
+            if rec is None or rec.get("key") != self.key:
+                continue
+            if not self._code_accepted(rec, path):
+                continue
+            if damaged_artifact(rec, committed_only=True) is not None:
+                continue  # warned; the cache or a recomputation serves the run
+            rec["_path"] = str(path)
+            return rec
         return None
+
+    def _code_accepted(self, rec: Mapping[str, Any], path: Path) -> bool:
+        """Whether a committed record's code and the live code both give this version's results."""
+        if not self.code:
+            return True
+        accepted = accepted_fingerprints(self.group)
+        made_by = rec.get("code_fingerprint")
+        if self.code in accepted and (made_by is None or made_by in accepted):
+            return True
+        why = (f"the code of group {self.group!r} changed (live fingerprint {self.code} is not accepted for "
+               f"version {self.version} in lib/engine/versions.json)" if self.code not in accepted else
+               f"it was made by code {made_by}, not accepted for version {self.version} of {self.group!r}")
+        if (self.group, why) not in _WARNED:
+            _WARNED.add((self.group, why))
+            warnings.warn(f"{path.parent}: committed results ignored: {why}; runs are recomputed where training "
+                          "is allowed (python -m lib.engine.versions accepts a refactor, --bump GROUP starts "
+                          "a new version)", StaleCodeWarning, stacklevel=4)
+        return False
 
     def _cached(self) -> dict[str, Any] | None:
         if not self.result_path.exists():
@@ -222,6 +228,11 @@ class Run:
         rec = read_record(self.result_path)
         if rec is None:
             self.discard("the damaged entry is recomputed")
+            return None
+        bad = damaged_artifact(rec, committed_only=False, cached_dir=self.dir)
+        if bad is not None:
+            self.discard(f"its artifact {bad!r} is missing or damaged; the run is recomputed")
+            return None
         return rec
 
     @property
@@ -240,6 +251,8 @@ class Run:
         """Write the record (group, key, config, version, artifacts, provenance, checksum) atomically."""
         full = {"group": self.group, "key": self.key, "config": self.config, "version": self.version,
                 "format": RECORD_FORMAT, **dict(record)}
+        if self.code:
+            full["code_fingerprint"] = self.code
         full.setdefault("provenance", provenance())
         if self._artifacts:
             full["artifacts"] = dict(self._artifacts)
@@ -249,7 +262,7 @@ class Run:
 
     def discard(self, why: str) -> None:
         """Remove the cached entry (a damaged one), warning with its path."""
-        _warn(self.dir, "damaged cache entry", why)
+        warn(self.dir, "damaged cache entry", why)
         for p in self.dir.glob("*"):
             if p.name != ".lock":
                 p.unlink() if p.is_file() else shutil.rmtree(p, ignore_errors=True)
@@ -260,7 +273,7 @@ class Run:
         if not name.isidentifier():
             raise ValueError(f"name: must be an identifier, got {name!r}")
         path = self.dir / f"{name}.npz"
-        atomic_write(path, lambda p: _savez(p, arrays))
+        atomic_write(path, lambda p: savez(p, arrays))
         self._artifacts[name] = {"file": path.name, "sha256": sha256_file(path)}
         return path
 
@@ -284,7 +297,7 @@ class Run:
         try:
             return torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - any failure to load means the file cannot be trusted
-            _warn(self.checkpoint_path, f"unreadable checkpoint ({type(err).__name__})", "the run restarts")
+            warn(self.checkpoint_path, f"unreadable checkpoint ({type(err).__name__})", "the run restarts")
             self.checkpoint_path.unlink(missing_ok=True)
             return None
 
@@ -296,48 +309,6 @@ class Run:
         """The per-run inter-process lock."""
         self.dir.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.dir / ".lock"))
-
-
-def _savez(path: Path, arrays: Mapping[str, Any]) -> None:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
-    path.write_bytes(buf.getvalue())
-
-
-def artifact_paths(record: Mapping[str, Any], name: str) -> list[Path]:
-    """Where the artifact ``name`` of a record may be: beside its committed record, then in the cache."""
-    group, key = record["group"], record["key"]
-    committed = [p.with_name(f"{key}.{name}.npz") for p in sorted(results_dir().glob(f"*/{group}/{key}.json"))]
-    return [*committed, cache_dir() / "runs" / group / key / f"{name}.npz"]
-
-
-def is_committed(record: Mapping[str, Any]) -> bool:
-    """Whether a record comes from the committed ``results/`` (else from the local cache)."""
-    return bool(list(results_dir().glob(f"*/{record.get('group')}/{record.get('key')}.json")))
-
-
-def load_artifact(record: Mapping[str, Any], name: str) -> dict[str, np.ndarray]:
-    """The verified arrays ``name`` of a finished ``record`` (committed copy first, then the cache).
-
-    Raises ``FileNotFoundError`` naming every place looked at when no copy with the recorded SHA-256
-    exists (a damaged copy is reported with a :class:`CorruptEntryWarning`)."""
-    if not isinstance(record, Mapping) or "key" not in record or "group" not in record:
-        raise ValueError("record: expected a finished run record (with 'group' and 'key')")
-    meta = (record.get("artifacts") or {}).get(name)
-    if meta is None:
-        raise ValueError(f"name: run {record['key']} has no artifact {name!r} "
-                         f"(has: {sorted(record.get('artifacts') or {})})")
-    places = artifact_paths(record, name)
-    for path in places:
-        if not path.exists():
-            continue
-        if sha256_file(path) != meta["sha256"]:
-            _warn(path, "artifact does not match the SHA-256 in its record", "ignored")
-            continue
-        with np.load(path) as z:
-            return {k: z[k] for k in z.files}
-    raise FileNotFoundError(f"artifact {name!r} of run {record['group']}/{record['key']} not found; looked in: "
-                            + ", ".join(str(p) for p in places))
 
 
 def cached_run(group: str, config: Mapping[str, Any], compute: Callable[[Run], Mapping[str, Any]]) -> dict[str, Any]:

@@ -1,13 +1,30 @@
-"""Code versions of the run groups: part of every run key, so a code change never returns a stale result.
+"""Code versions of the run groups: the cache follows the live code, committed results follow versions.json.
 
 Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and the list of modules whose
-code determines its results. ``versions.json`` beside this file records a fingerprint of that code
-(its syntax tree without docstrings, so editing prose changes nothing). A unit test recomputes the
-fingerprints: when the code of a group changed, it fails and asks to either bump the group's
-version (results change: every cached and committed run of the group is recomputed) or, for a change
-that cannot alter results (a refactor), to record the new fingerprint as it is. Both are done with::
+code determines its results (``GROUP_MODULES``). A module's fingerprint hashes its syntax tree without
+docstrings (editing prose changes nothing); a group's fingerprint combines those of its modules, so
+an edit of one module changes only the groups that list it.
 
-    python -m lib.engine.versions [--bump GROUP ...]
+Two rules keep results honest:
+
+* **The local cache follows the live code.** A run's cache folder is keyed by its config, the group's
+  version *and the live fingerprint* (:func:`fingerprint`), so any edit of code a group depends on
+  (say ``PROB_CLAMP`` in ``lib/moe.py``) recomputes that group's runs the next time they are asked for,
+  without anyone bumping anything; groups whose code did not change keep their cache.
+* **Committed results (``results/``, paper-scale GPU runs) are kept across refactors.**
+  ``versions.json`` beside this file records, per group, the version and the fingerprints *accepted*
+  for it: code states known to give the same results. A committed record is used only when both its
+  own fingerprint and the live one are accepted for the group's version; otherwise it is ignored
+  with a warning (and the run is recomputed locally where training is allowed). After a change that
+  cannot alter results (a refactor), record the new fingerprint as accepted; after one that does,
+  start a new version (every committed run of the group is then redone by the queue)::
+
+      python -m lib.engine.versions              # refactor: accept today's fingerprints
+      python -m lib.engine.versions --bump GROUP # results change: new version, only today's accepted
+
+A unit test fails while a group's live fingerprint is not accepted, so the choice is made at commit
+time; until then nothing stale is ever served (the cache is keyed by the live code, committed results
+are ignored).
 """
 
 from __future__ import annotations
@@ -39,15 +56,31 @@ VERSIONS_FILE = Path(__file__).with_name("versions.json")
 
 
 def _recorded() -> dict[str, dict[str, object]]:
+    """``versions.json`` with every entry in today's form (``version``, ``accepted``, ``modules``); an
+    entry of the older form (one ``fingerprint``) counts as that one fingerprint accepted."""
     if not VERSIONS_FILE.exists():
         return {}
-    return json.loads(VERSIONS_FILE.read_text())
+    raw = json.loads(VERSIONS_FILE.read_text())
+    out: dict[str, dict[str, object]] = {}
+    for group, entry in raw.items():
+        accepted = list(entry.get("accepted") or [])
+        if entry.get("fingerprint") and entry["fingerprint"] not in accepted:
+            accepted.append(entry["fingerprint"])
+        out[group] = {"version": int(entry.get("version", 1)), "accepted": accepted,
+                      "modules": list(entry.get("modules", []))}
+    return out
 
 
 def code_version(group: str) -> int:
     """The recorded version of ``group`` (0 for a group without code of its own, e.g. in tests)."""
     entry = _recorded().get(group)
-    return int(entry["version"]) if entry else 0
+    return int(entry["version"]) if entry else 0  # type: ignore[call-overload]
+
+
+def accepted_fingerprints(group: str) -> tuple[str, ...]:
+    """The fingerprints recorded as giving the results of ``group``'s current version."""
+    entry = _recorded().get(group) or {}
+    return tuple(entry.get("accepted", ()))  # type: ignore[arg-type]
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -59,52 +92,71 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+_BY_SOURCE: dict[str, str] = {}  # SHA-256 of a module's bytes -> its fingerprint (parsing is the cost)
+
+
 def module_fingerprint(module: str) -> str:
-    """SHA-256 (16 hex digits) of a module's syntax tree without docstrings or comments."""
+    """SHA-256 (16 hex digits) of a module's syntax tree without docstrings or comments, read from
+    the file as it is now (an edit made while Python runs counts at once)."""
+    if not isinstance(module, str) or not module:
+        raise ValueError(f"module: expected a module name, got {module!r}")
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"module: {module!r} not found")
-    tree = _strip_docstrings(ast.parse(Path(spec.origin).read_text()))
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+    source = Path(spec.origin).read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
+    if digest not in _BY_SOURCE:
+        tree = _strip_docstrings(ast.parse(source))
+        _BY_SOURCE[digest] = hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+    return _BY_SOURCE[digest]
 
 
 def fingerprint(group: str) -> str:
-    """The combined fingerprint of the code of ``group``."""
+    """The combined fingerprint of the live code of ``group``."""
     if group not in GROUP_MODULES:
         raise ValueError(f"group: unknown {group!r}; known: {sorted(GROUP_MODULES)}")
     parts = [f"{m}:{module_fingerprint(m)}" for m in GROUP_MODULES[group]]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def live_fingerprint(group: str) -> str:
+    """:func:`fingerprint` of a known group, ``""`` for a group without code of its own (tests)."""
+    return fingerprint(group) if group in GROUP_MODULES else ""
+
+
 def stale_groups() -> list[str]:
-    """Groups whose code differs from the fingerprint recorded in ``versions.json``."""
-    rec = _recorded()
-    return [g for g in GROUP_MODULES if rec.get(g, {}).get("fingerprint") != fingerprint(g)]
+    """Groups whose live fingerprint is not accepted in ``versions.json``."""
+    return [g for g in GROUP_MODULES if fingerprint(g) not in accepted_fingerprints(g)]
 
 
 def update(bump: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
-    """Record today's fingerprints, bumping the versions of the groups in ``bump``."""
+    """Accept today's fingerprints; a group in ``bump`` starts a new version with only today's."""
     rec = _recorded()
     for g in bump:
         if g not in GROUP_MODULES:
             raise ValueError(f"bump: unknown group {g!r}; known: {sorted(GROUP_MODULES)}")
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for g in GROUP_MODULES:
-        version = int(rec.get(g, {}).get("version", 1)) + (1 if g in bump else 0)
-        out[g] = {"version": version, "fingerprint": fingerprint(g), "modules": list(GROUP_MODULES[g])}
+        old = rec.get(g, {})
+        live = fingerprint(g)
+        version = int(old.get("version", 1)) + (1 if g in bump else 0)  # type: ignore[call-overload]
+        accepted = [] if g in bump else list(old.get("accepted", []))  # type: ignore[call-overload]
+        if live not in accepted:
+            accepted.append(live)
+        out[g] = {"version": version, "accepted": accepted, "modules": list(GROUP_MODULES[g])}
     VERSIONS_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: record the code fingerprints, optionally bumping group versions."""
+    """Command line: accept today's code fingerprints, optionally starting new group versions."""
     ap = argparse.ArgumentParser(prog="python -m lib.engine.versions", description=__doc__.split("\n")[0])
     ap.add_argument("--bump", nargs="*", default=[], metavar="GROUP", help="groups whose results change")
     args = ap.parse_args(argv)
     stale = stale_groups()
     out = update(tuple(args.bump))
     for g, e in out.items():
-        flag = " (bumped)" if g in args.bump else (" (code changed, version kept)" if g in stale else "")
+        flag = " (bumped)" if g in args.bump else (" (code changed, accepted for this version)" if g in stale else "")
         print(f"{g:14s} v{e['version']}{flag}")
     return 0
 

@@ -141,3 +141,28 @@ def test_used_in_index_is_generated_from_the_pages_code() -> None:
     assert "[pacs](../notebooks/pacs.ipynb)" in row and "calibration" not in row
     refs = set(book.lib_references(repo_root() / "notebooks" / "pacs.ipynb"))
     assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs
+
+
+@pytest.mark.parametrize(("name", "params", "message"), [
+    ("calibration", {"seed": "-1"}, "seed: must be >= 0"),
+    ("calibration", {"n_bins": -4}, "n_bins: must be >= 0"),
+    ("cascading", {"n_splits": "-1"}, "n_splits: must be >= 0"),
+    ("l2d_gaussians", {"seeds": "-2"}, "seeds: must be >= 0"),
+    ("cleaning", {"noise_rate": float("nan")}, "noise_rate: must be a finite number"),
+    ("cleaning", {"noise_rate": "nan"}, "noise_rate: expected float"),
+    ("cleaning", {"noise_rate": 1.5}, "noise_rate: must be a fraction in"),
+    ("losses_cifar10", {"coverage": float("inf")}, "coverage: must be a finite number"),
+    ("losses_released_logits", {"n_bins": 0}, r"n_bins: must be > 0 \(the notebook's default is 15\)"),
+    ("pacs", {"train": "maybe"}, "train: unknown value 'maybe'"),
+])
+def test_parameter_values_are_checked(name, params, message) -> None:
+    """The rules every way of running a page applies (python -m lib run here, lib.page in a notebook)."""
+    with pytest.raises(ValueError, match=message):
+        book.check_parameters(name, "smoke", params)
+
+
+def test_good_values_pass_unchanged() -> None:
+    assert book.check_parameters("cleaning", "smoke", {"noise_rate": 0.0, "n_bins": 10}) == {
+        "noise_rate": 0.0, "n_bins": 10}
+    assert book.check_parameters("losses_released_logits", "smoke", {"n_bins": "20"}) == {"n_bins": 20}
+    assert book.check_parameters("pacs", "smoke", {"train": "no", "epochs": 0}) == {"train": "no", "epochs": 0}

@@ -133,3 +133,55 @@ def test_describe_names_the_place_not_the_machine_path(roots) -> None:
     assert loc.describe(shared / "pacs") == "../shared/data/pacs"
     assert loc.describe(env_root / "x" / "y.csv") == "$CALIBOOK_DATA/x/y.csv"
     assert loc.describe("/somewhere/else/file.csv") == "file.csv"
+
+
+def test_an_explicit_root_that_does_not_exist_raises_and_never_falls_back(tmp_path, roots) -> None:
+    env_root, shared, _ = roots
+    (shared / "ds").mkdir(parents=True)
+    (shared / "ds" / "file").write_text("x")  # a complete copy further down the list
+    with pytest.raises(loc.DataNotFoundError, match="data root .*typo.*does not exist"):
+        loc.locate("ds", "ds", explicit=tmp_path / "typo")
+
+
+_QUESTIONS = "subject,row,question,A,B,C,D,answer\nanatomy,0,q0,a,b,c,d,A\nanatomy,1,q1,a,b,c,d,C\n"
+_LOGITS = "subject,row,logit_A,logit_B,logit_C,logit_D\nanatomy,0,4,3,2,1\nanatomy,1,1,2,3,4\n"
+
+
+@pytest.mark.parametrize("cut", ["anatomy,1,q1,a,b", "anatomy,", "anat"])
+def test_a_truncated_questions_csv_names_the_file(tmp_path, roots, cut) -> None:
+    from lib.data.mmlu import load_mmlu
+
+    folder = tmp_path / "mmlu-llama31"
+    folder.mkdir()
+    (folder / "questions.csv").write_text(_QUESTIONS.split("anatomy,1")[0] + cut)
+    (folder / "logits_llama-3.1-8b-base.csv").write_text(_LOGITS)
+    with pytest.raises(ValueError, match=r"mmlu-llama31/questions\.csv") as err:
+        load_mmlu(tmp_path, models=("llama-3.1-8b-base",))
+    assert "\n" not in str(err.value).split(" How to get it")[0]
+
+
+def test_a_non_numeric_logit_names_the_file(tmp_path, roots) -> None:
+    from lib.data.mmlu import load_mmlu
+
+    folder = tmp_path / "mmlu-llama31"
+    folder.mkdir()
+    (folder / "questions.csv").write_text(_QUESTIONS)
+    (folder / "logits_llama-3.1-8b-base.csv").write_text(_LOGITS.replace(",4,3,", ",4,x3,"))
+    with pytest.raises(loc.DamagedDataError, match=r"logits_llama-3\.1-8b-base\.csv: the file is damaged"):
+        load_mmlu(tmp_path, models=("llama-3.1-8b-base",))
+
+
+def test_a_corrupt_png_names_the_file(tmp_path, roots, monkeypatch) -> None:
+    from PIL import Image
+
+    from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    for d in PACS_DOMAINS:
+        for c in PACS_CLASSES:
+            (tmp_path / "pacs" / d / c).mkdir(parents=True)
+            Image.new("RGB", (16, 16)).save(tmp_path / "pacs" / d / c / "0.png")
+    bad = tmp_path / "pacs" / "photo" / "dog" / "0.png"
+    bad.write_bytes(bad.read_bytes()[:30])
+    with pytest.raises(loc.DamagedDataError, match=r"photo/dog/0\.png: the file is damaged"):
+        pacs_domain("photo", size=8, data_dir=tmp_path)

@@ -181,3 +181,149 @@ def test_training_off_computes_nothing_and_names_the_missing_run() -> None:
     with pytest.raises(ValueError, match="allowed"):
         with runs.training("no"):
             pass
+
+
+# ---- the cache follows the code (issue 25) ---------------------------------------------------------
+
+
+def _code_group(tmp_path, monkeypatch, clamp: str):
+    """A run group 'probe' whose results come from a module written under tmp_path (as a user edits lib)."""
+    import sys
+
+    from lib.engine import versions
+
+    mod = tmp_path / "mods" / "probe_code.py"
+    mod.parent.mkdir(exist_ok=True)
+    mod.write_text(f"CLAMP = {clamp}\n\ndef value(x):\n    return min(x, CLAMP)\n")
+    monkeypatch.syspath_prepend(str(mod.parent))
+    monkeypatch.setitem(versions.GROUP_MODULES, "probe", ("probe_code",))
+    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "versions.json")
+    sys.modules.pop("probe_code", None)
+    return mod
+
+
+def _probe_compute(calls):
+    def compute(run):
+        import importlib
+
+        import probe_code
+
+        importlib.reload(probe_code)
+        calls.append(run.code)
+        return {"value": probe_code.value(0.999)}
+    return compute
+
+
+def test_an_edit_of_code_a_run_depends_on_is_never_served_from_the_cache(tmp_path, monkeypatch) -> None:
+    """Editing a constant of a module of the group (PROB_CLAMP in lib/moe.py, say) recomputes the run;
+    a docstring-only edit does not; the version (hand-bumped) did not change in between."""
+    mod = _code_group(tmp_path, monkeypatch, "0.9")
+    calls = []
+    first = runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
+    assert first["value"] == 0.9 and runs.cached_run("probe", {"seed": 0}, _probe_compute(calls)) == first
+    assert len(calls) == 1
+    mod.write_text(mod.read_text().replace("CLAMP = 0.9", "CLAMP = 0.5"))
+    second = runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
+    assert second["value"] == 0.5 and len(calls) == 2 and calls[0] != calls[1]
+    assert second["key"] == first["key"] and second["code_fingerprint"] == calls[1]
+    mod.write_text('"""A module docstring changes no result."""\n' + mod.read_text())
+    assert runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))["value"] == 0.5 and len(calls) == 2
+
+
+def test_an_edit_of_another_groups_code_keeps_this_groups_cache(tmp_path, monkeypatch) -> None:
+    from lib.engine import versions
+
+    _code_group(tmp_path, monkeypatch, "0.9")
+    other = tmp_path / "mods" / "other_code.py"
+    other.write_text("X = 1\n")
+    monkeypatch.setitem(versions.GROUP_MODULES, "other", ("other_code",))
+    calls = []
+    runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
+    other.write_text("X = 2\n")
+    runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
+    assert len(calls) == 1
+
+
+def test_committed_results_need_accepted_code(tmp_path, monkeypatch) -> None:
+    """A committed record is used while its code and the live code are accepted for the version;
+    after an edit that is not accepted it is ignored with one warning and the run is recomputed."""
+    from lib.engine import versions
+
+    mod = _code_group(tmp_path, monkeypatch, "0.9")
+    versions.update()  # accept today's fingerprint of 'probe' (a temp versions.json)
+    run = runs.Run("probe", {"seed": 1})
+    rec = run.save_result({"value": "gpu"})
+    committed = tmp_path / "results" / "page" / "probe" / f"{run.key}.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text(json.dumps(rec))
+    import shutil
+
+    shutil.rmtree(run.dir)  # only the committed copy is left
+    calls = []
+    assert runs.cached_run("probe", {"seed": 1}, _probe_compute(calls))["value"] == "gpu" and calls == []
+    mod.write_text(mod.read_text().replace("0.9", "0.5"))
+    runs._WARNED.clear()
+    with pytest.warns(runs.StaleCodeWarning, match="committed results ignored"):
+        assert runs.cached_run("probe", {"seed": 1}, _probe_compute(calls))["value"] == 0.5
+    versions.update()  # the edit declared a refactor: both fingerprints are accepted
+    assert runs.Run("probe", {"seed": 1}).load_result()["value"] == "gpu"
+    versions.update(bump=("probe",))  # a new version: the key changes, the old record is not this run
+    assert runs.Run("probe", {"seed": 1}).key != run.key
+
+
+def test_versions_accept_a_refactor_and_bump_restarts(tmp_path, monkeypatch) -> None:
+    from lib.engine import versions
+
+    mod = _code_group(tmp_path, monkeypatch, "0.9")
+    first = versions.update()["probe"]
+    assert first["version"] == 1 and versions.stale_groups() == []
+    mod.write_text(mod.read_text().replace("0.9", "0.8"))
+    assert versions.stale_groups() == ["probe"]
+    assert len(versions.update()["probe"]["accepted"]) == 2
+    mod.write_text(mod.read_text().replace("0.8", "0.7"))
+    bumped = versions.update(bump=("probe",))["probe"]
+    assert bumped["version"] == 2 and bumped["accepted"] == [versions.fingerprint("probe")]
+
+
+# ---- damaged files heal (issue 25) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_damaged_cached_artifact_is_recomputed_once(damage) -> None:
+    calls = []
+
+    def compute(r):
+        calls.append(1)
+        r.save_arrays("predictions", p=np.linspace(0, 1, 50))
+        return {"ok": 1}
+
+    runs.cached_run("demo", {"seed": 12}, compute)
+    path = runs.Run("demo", {"seed": 12}).dir / "predictions.npz"
+    path.write_bytes(path.read_bytes()[:40]) if damage == "truncated" else path.unlink()
+    with pytest.warns(runs.CorruptEntryWarning, match="predictions"):
+        rec = runs.cached_run("demo", {"seed": 12}, compute)
+    np.testing.assert_array_equal(runs.load_artifact(rec, "predictions")["p"], np.linspace(0, 1, 50))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # healed: the next run warns no more
+        runs.cached_run("demo", {"seed": 12}, compute)
+    assert calls == [1, 1]
+
+
+def test_a_cached_record_never_reads_a_stale_committed_artifact(tmp_path) -> None:
+    """When a committed record of the same key is ignored, the cached record's artifacts and its
+    'committed' flag are its own (no warning about the other record's file)."""
+    import warnings
+
+    run = runs.Run("demo", {"seed": 13})
+    run.save_arrays("p", x=np.ones(3))
+    cached = run.save_result({"v": "cache"})
+    other = tmp_path / "results" / "page" / "demo" / f"{run.key}.json"
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps(runs.sign({**cached, "v": "other"})))
+    np.savez(other.with_name(f"{run.key}.p.npz"), x=np.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(runs.load_artifact(cached, "p")["x"], np.ones(3))
+        assert not runs.is_committed(cached) and runs.is_committed(json.loads(other.read_text()))

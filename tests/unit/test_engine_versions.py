@@ -22,3 +22,30 @@ def test_fingerprint_ignores_docstrings_but_not_code(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="group"):
         versions.fingerprint("nope")
     assert versions.code_version("moe") >= 1 and versions.code_version("unknown-group") == 0
+
+
+def test_older_entries_count_as_one_accepted_fingerprint(tmp_path, monkeypatch):
+    """An entry of the older form (one "fingerprint", e.g. from a branch not yet merged) still reads."""
+    import json
+
+    path = tmp_path / "versions.json"
+    path.write_text(json.dumps({"moe": {"version": 4, "fingerprint": "abc", "modules": []},
+                                "l2d_cifar10": {"version": 2, "accepted": ["x", "y"], "modules": []}}))
+    monkeypatch.setattr(versions, "VERSIONS_FILE", path)
+    assert versions.code_version("moe") == 4 and versions.accepted_fingerprints("moe") == ("abc",)
+    assert versions.accepted_fingerprints("l2d_cifar10") == ("x", "y")
+    assert "moe" in versions.stale_groups()  # the live code is not "abc"
+    assert versions.update()["moe"]["accepted"] == ["abc", versions.fingerprint("moe")]
+
+
+def test_module_fingerprint_follows_the_file_as_it_is_now(tmp_path, monkeypatch):
+    mod = tmp_path / "fp_probe_mod.py"
+    mod.write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = versions.module_fingerprint("fp_probe_mod")
+    mod.write_text('"""doc"""\nX = 1\n')
+    assert versions.module_fingerprint("fp_probe_mod") == first
+    mod.write_text("X = 2\n")
+    assert versions.module_fingerprint("fp_probe_mod") != first
+    with pytest.raises(ValueError, match="module"):
+        versions.module_fingerprint("")

@@ -64,3 +64,76 @@ def test_uninformative_labels_still_fit_to_the_bound_without_error() -> None:
 def test_system_accuracy_is_a_number_on_valid_input() -> None:
     z = np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 3.0]])  # first predicts class 0, second defers
     assert l2d.system_accuracy(z, [0, 1], np.array([[0], [1]]), 2) == 1.0
+
+
+# ---- issue 25, item 4: public functions outside the core metrics -----------------------------------
+
+from lib import confidence, ece_kde, jpeg, moe, reweighted_weights  # noqa: E402
+
+EDGES = np.linspace(0, 1, 6)
+EMPTY_Z, EMPTY_Y = torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: metrics.bin_index(np.array([0.2, np.nan]), EDGES), "conf"),
+        (lambda: moe.MoEHead(4, 3)(torch.tensor([[np.nan, 0.0, 0.0, 0.0]])), "h"),
+        (lambda: moe.MoEHead(4, 3)(torch.zeros(2, 4, dtype=torch.int64)), "h"),
+        (lambda: moe.SingleExpertHead(4, 3)(torch.full((2, 4), float("inf"))), "h"),
+        (lambda: l2d.softmax_l2d_loss(EMPTY_Z, EMPTY_Y, torch.zeros(0, 1)), "logits"),
+        (lambda: l2d.ova_l2d_loss(EMPTY_Z, EMPTY_Y, torch.zeros(0, 1)), "logits"),
+        (lambda: reweighted.focal_loss(EMPTY_Z, EMPTY_Y), "logits"),
+        (lambda: reweighted.get_loss("xe")(EMPTY_Z, EMPTY_Y), "logits"),
+        (lambda: cascade.advantage_table(np.array([0.0, 1.7]), 3, [.5, .6], [.7, .8], [1, 0], [1, 1]), "bins"),
+        (lambda: confidence.fit_confidence("none", Z, Y + 0.5), "labels"),
+        (lambda: confidence.model_outputs(Z, Y, [0.5, 1, 2], [3, 4]), "cal_idx"),
+        (lambda: confidence.model_outputs(Z, Y, [0, 1, 2], [3, 4.5]), "test_idx"),
+        (lambda: cleaning.inject_symmetric_noise(np.array([0, 1, 2] * 10), 3.5, 0.5), "num_classes"),
+        (lambda: cleaning.basic_flags([0, 1], [0, 1], [-1, 1]), "labels"),
+        (lambda: cleaning.basic_flags([0, -2], [0, 1], [0, 1]), "pred_a"),
+        (lambda: ece_kde.ece_kde(torch.tensor(P), torch.tensor(Y), bandwidth="0.1"), "bandwidth"),
+        (lambda: cascade.apgr([0, 1], [0.5, 0.9], "0.5", 0.9), "weak"),
+        (lambda: cascade.apgr([0, 1], [0.5, 0.9], 0.5, None), "strong"),
+        (lambda: cascade.random_curve("0.5", 0.9), "acc_small"),
+        (lambda: cascade.random_curve(0.5, 0.9, "3"), "n_points"),
+        (lambda: cascade.random_curve(0.5, 0.9, 0), "n_points"),
+        (lambda: reweighted_weights.loss_gradient("focal", [0.5], gamma="2"), "gamma"),
+        (lambda: cleaning.ranking_curve(np.arange(10), np.zeros(10, bool), n_points=0), "n_points"),
+        (lambda: cascade.advantage_table(np.zeros(2, int), 0, [.5, .6], [.7, .8], [1, 0], [1, 1]), "n_bins"),
+        (lambda: jpeg.jpeg_filter(torch.full((1, 3, 8, 8), 300.0), 50), "images"),
+        (lambda: jpeg.jpeg_filter(torch.full((1, 3, 8, 8), -5.0), 50), "images"),
+        (lambda: l2d.coverage_per_expert(torch.zeros(0, 4), 3), "logits"),
+    ],
+)
+def test_issue25_bad_input_raises_one_line_naming_the_argument(call, argument) -> None:
+    with pytest.raises(ValueError, match=rf"^{argument}\b") as err:
+        call()
+    assert "\n" not in str(err.value)
+
+
+def test_issue25_valid_inputs_keep_their_numbers() -> None:
+    """numpy and torch inputs, integral floats, float64 features and float16 probabilities still give
+    the values the definitions give."""
+    conf = np.array([0.0, 0.2, 0.21, 0.999, 1.0])
+    idx = metrics.bin_index(conf, EDGES)
+    assert idx.tolist() == [0, 0, 1, 4, 4] == metrics.bin_index(torch.tensor(conf).half().float(), EDGES).tolist()
+    head = moe.MoEHead(4, 3)
+    h = torch.randn(5, 4)
+    torch.testing.assert_close(head(h.double()).probs, head(h).probs)  # float64 features: cast, same probs
+    # one example keeps its mean: -log softmax(2, 0)_0 = log(1 + e^-2)
+    one = reweighted.get_loss("xe")(torch.tensor([[2.0, 0.0]]), torch.tensor([0]))
+    assert one.item() == pytest.approx(np.log1p(np.exp(-2.0)))
+    table = cascade.advantage_table(np.array([0.0, 2.0]), 3, [.5, .6], [.7, .8], [1, 0], [1, 1])
+    assert table["count"].tolist() == [1, 0, 1] and table["advantage"][0] == pytest.approx(0.2)
+    noisy, flipped = cleaning.inject_symmetric_noise(np.array([0, 1, 2] * 10), np.int64(3), 0.5)
+    assert flipped.sum() == 15 and np.all(noisy[flipped] != np.array([0, 1, 2] * 10)[flipped])
+    assert cleaning.basic_flags([0, 1], torch.tensor([0, 2]), np.array([1.0, 1.0])).tolist() == [True, False]
+    assert cascade.random_curve(np.float64(0.5), 0.9, 3).accuracy.tolist() == pytest.approx([0.9, 0.7, 0.5])
+    assert cascade.apgr(np.array([0.0, 1.0]), [0.5, 0.9], np.float32(0.5), 0.9) == pytest.approx(0.5)
+    half = torch.tensor(P).half()
+    assert float(ece_kde.ece_kde(half, torch.tensor(Y), bandwidth=np.float64(0.1))) >= 0
+    assert reweighted_weights.loss_gradient("xe", [0.5], gamma=2)[0] == pytest.approx(-2.0)
+    img = torch.full((1, 3, 8, 8), 128.0)
+    assert torch.allclose(jpeg.jpeg_filter(img.to(torch.uint8), 50), jpeg.jpeg_filter(img, 50))
+    assert l2d.coverage_per_expert(torch.tensor([[5.0, 0.0, 0.0, 9.0]]), 3).tolist() == [0.0, 1.0]

@@ -102,3 +102,18 @@ def test_misspelled_names_get_a_suggestion() -> None:
     with pytest.raises(ValueError, match=r"kw: unknown keyword argument 'covrage'.*did you mean 'coverage'\?"):
         v.check_keywords({"covrage": 0.5}, ["coverage", "nu"])
     v.check_keywords({"nu": 0.1}, ["coverage", "nu"])
+
+
+def test_to_int_array_refuses_fractions_instead_of_truncating() -> None:
+    assert v.to_int_array([1.0, 2.0], "idx").tolist() == [1, 2]
+    assert v.to_int_array(torch.tensor([3, 4]), "idx").dtype == np.int64
+    for bad in ([1.7], [np.nan], [np.inf]):
+        with pytest.raises(ValueError, match="^idx: must hold integers"):
+            v.to_int_array(bad, "idx")
+
+
+def test_check_nonempty_names_the_argument() -> None:
+    v.check_nonempty(np.zeros((1, 2)), "logits")
+    for empty in (np.zeros((0, 3)), torch.zeros(0), np.float64(1.0)):
+        with pytest.raises(ValueError, match="^logits: is empty"):
+            v.check_nonempty(empty, "logits")
