@@ -123,6 +123,20 @@ def evaluate_logits(
     return out
 
 
+TS_BOTH_KEYS: tuple[str, ...] = ("temperature", "ece_ts", "ece_a_ts", "cwece_ts", "cwece_a_ts", "nll_ts", "conf_gap_ts")
+
+
+def evaluate_logits_both(val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15) -> dict[str, float]:
+    """:func:`evaluate_logits` with T fitted both ways on the same validation logits: the keys of
+    ``ts_criterion="ece"`` (paper 4's choice) as they are, and the temperature-scaled keys of
+    ``ts_criterion="nll"`` (papers 1-3) with suffix ``_nll`` (``temperature_nll``, ``ece_ts_nll``, ...,
+    ``TS_BOTH_KEYS``). Each label says which criterion produced it.
+    """
+    out = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="ece")
+    by_nll = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="nll")
+    out.update({f"{k}_nll": by_nll[k] for k in TS_BOTH_KEYS})
+    return out
+
 
 # --------------------------------------------------------------------------------------------
 # Runs

@@ -69,3 +69,24 @@ def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
     assert rx.run_logits(rec)["test"].shape == (32, 10)
     again = rx.run_loss("au", cfg, data)
     assert again["key"] == rec["key"] and again["provenance"] == rec["provenance"]  # loaded, not retrained
+
+
+def test_evaluate_logits_both_labels_each_temperature_by_its_criterion():
+    # Group A: 200 examples with logits [2, 0], 160 correct (label 0); the NLL of group A alone is
+    # minimised where sigmoid(2 / T) = 0.8, i.e. T = 2 / ln 4 (hand-computed).
+    y = np.r_[np.zeros(160), np.ones(40)].astype(int)
+    z = np.tile([2.0, 0.0], (200, 1))
+    both = rx.evaluate_logits_both(z, y, z, y, n_bins=1)
+    assert both["temperature_nll"] == pytest.approx(2 / math.log(4), rel=1e-4)
+    assert both["ece_ts_nll"] == pytest.approx(0.0, abs=1e-4)
+    # Add group B (logits [4, 0], all 100 correct): with one bin the ECE fit makes the mean
+    # confidence equal the accuracy (300 - 40) / 300 exactly, the NLL fit does not.
+    yb = np.r_[y, np.zeros(100, dtype=int)]
+    zb = np.r_[z, np.tile([4.0, 0.0], (100, 1))]
+    both = rx.evaluate_logits_both(zb, yb, zb, yb, n_bins=1)
+    assert both["ece_ts"] == pytest.approx(0.0, abs=2e-3)
+    assert both["ece_ts_nll"] > 0.01
+    assert both["temperature"] != pytest.approx(both["temperature_nll"], rel=0.05)
+    # each label is what evaluate_logits gives with that criterion
+    assert both["temperature"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="ece")["temperature"]
+    assert both["temperature_nll"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="nll")["temperature"]
