@@ -58,6 +58,15 @@ def test_reweighted_claims_follow_the_numbers():
     m["au"]["ece"] = 0.029
     v = {r["claim"]: r["verdict"] for r in rx.reweighted_claims(m, tol=0.005)}
     assert v["AU loss has lower ECE than XE"] == "inconclusive at this scale"
+    # the paper column quotes the row compared with: WRN-28-10's Table 2 row at paper scale
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m, row="wrn")}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.54 vs 1.99 (WRN-28-10")
+    assert paper["AU loss costs little accuracy (at most 2.5 points below XE)"].startswith("95.32 vs 95.88")
+    assert "no WRN-28-10 row" in paper["AU loss has lower cwECE than XE"]
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m)}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.69 vs 3.00 (ResNet-50")
+    with pytest.raises(ValueError, match="row"):
+        rx.reweighted_claims(m, row="resnet110")
 
 
 def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
