@@ -105,6 +105,7 @@ metrics = {
     name: rx.evaluate_logits_both(z[calib], targets[calib], z[evaluation], targets[evaluation], n_bins=cfg["n_bins"])
     for name, z in logits.items()
 }
+y_eval = targets[evaluation]
 pd.DataFrame({name: {"T (ECE fit)": m["temperature"], "T (NLL fit)": m["temperature_nll"],
                      "ECE+TS (ECE fit)": m["ece_ts"], "ECE+TS (NLL fit)": m["ece_ts_nll"]}
               for name, m in metrics.items()}).T.round(4)
