@@ -133,19 +133,20 @@ table1
 # %% [markdown]
 # ## Figures 1 and E.4: reliability diagrams on all images and on the hard subset
 #
-# Ten confidence bins with 95% intervals, predictions pooled over seeds.
+# Ten confidence bins with 95% intervals, predictions pooled over seeds (three panels a row, to stay
+# legible at the page's width).
 
 # %%
 pred_all = exp.pooled_predictions(records, "all", all_mask=data.all_mask)  # natural-proportion sample
 pred_hard = exp.pooled_predictions(records, "hard")
 pred_test = exp.pooled_predictions(records, "all")  # every evaluated test image (for the agreement figures)
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=4)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=3)
 
 # %% [markdown]
 # The same diagrams on the hard subset only.
 
 # %%
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()}, columns=4)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()}, columns=3)
 
 # %% [markdown]
 # ## Figure 3: confidence and accuracy by human agreement
@@ -169,10 +170,11 @@ for m, p in pred_test.items():
             rows.append({"method": m, "agreement": name, "bin": i, "n": int(sel.sum()) // reps,
                          "confidence": float(p["conf"][sel].mean()), "accuracy": float(p["correct"][sel].mean())})
 by_agreement = pd.DataFrame(rows)
-(plots.line_chart(by_agreement, x="bin", y="confidence", color="method", title="Mean confidence",
-                  x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)")
- | plots.line_chart(by_agreement, x="bin", y="accuracy", color="method", title="Accuracy",
-                    x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)"))
+plots.legend_below(
+    plots.line_chart(by_agreement, x="bin", y="confidence", color="method", title="Mean confidence",
+                     x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)", width=300)
+    | plots.line_chart(by_agreement, x="bin", y="accuracy", color="method", title="Accuracy",
+                       x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)", width=300))
 
 # %% [markdown]
 # The numbers behind the figure (counts are images per bin).
@@ -215,7 +217,7 @@ if van is not None and rob is not None:
             f"vanilla: {cls[van['probs'][i].argmax()]} {van['conf'][i]:.2f}\n"
             f"robust: {cls[rob['probs'][i].argmax()]} {rob['conf'][i]:.2f}"
         )
-    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
+    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(4, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
 report.show(chart)

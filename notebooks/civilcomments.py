@@ -171,8 +171,8 @@ report.show(chart)
 # %%
 if data is not None:
     hard = exp.pooled_predictions(records, "hard")
-    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"]) for m, p in pred.items()}, columns=4)
-             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"]) for m, p in hard.items()}, columns=4))
+    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"]) for m, p in pred.items()}, columns=3)
+             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"]) for m, p in hard.items()}, columns=3))
 else:
     chart = "Not run: data unavailable (see above)."
 report.show(chart)

@@ -100,14 +100,14 @@ p = np.linspace(0.02, 1.0, 197)
 grad_focal = plots.curves_chart(p, {
     "XE": rwt.loss_gradient("xe", p), "focal gamma 1": rwt.loss_gradient("focal", p, 1.0),
     "focal gamma 3": rwt.loss_gradient("focal", p, 3.0), "FL-53": rwt.loss_gradient("fl53", p),
-}, title="focal loss (App. C, Fig. 1a)", y_title="d loss / d p_t", y_domain=(-10, 1))
+}, title="focal loss (App. C, Fig. 1a)", y_title="d loss / d p_t", y_domain=(-10, 1), width=250)
 grad_inv = plots.curves_chart(p, {
     f"inverse focal gamma {g}": rwt.loss_gradient("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)
-}, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_title="d loss / d p_t", y_domain=(-10, 3))
+}, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_title="d loss / d p_t", y_domain=(-10, 3), width=250)
 threshold = rwt.inverse_focal_gamma_threshold()
 report.publish("rr_inverse_focal_gamma_threshold", threshold)
 print(f"inverse focal gradient is positive somewhere in (0, 1) exactly when gamma > {threshold:.3f}")
-grad_focal | grad_inv
+plots.legend_below(grad_focal | grad_inv, columns=3)
 
 # %% [markdown]
 # ## The smoothed CDF (Figure 5)
@@ -181,7 +181,7 @@ for name in rx.TABLE_LOSSES:
     lg = rx.run_logits(records[name])
     pt = softmax(lg["test"].astype(np.float64), axis=1)
     diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (pt.max(1), pt.argmax(1) == lg["test_y"])
-plots.reliability_grid(diagrams, columns=4, n_bins=15, width=150, height=150)
+plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
 # ## The confidence score of the AU loss (Figure 3)
@@ -192,8 +192,8 @@ csf = pd.DataFrame([{"CSF": rx.LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "
                     for n in rx.CSF_LOSSES])
 for n in rx.CSF_LOSSES:
     report.publish(f"rr_csf_{n}_ece", float(metrics[n]["ece"]))
-plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)") | plots.bar_chart(
-    csf, "CSF", "accuracy", title="AU loss: accuracy by CSF")
+plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)", width=280) | plots.bar_chart(
+    csf, "CSF", "accuracy", title="AU loss: accuracy by CSF", width=280)
 
 # %% [markdown]
 # ## Coverage and smoothing (Figure 6)

@@ -230,11 +230,11 @@ gamma_chart = None
 for kind in cfg["gamma_maps"]:
     part = gamma_summary[gamma_summary["map"] == kind]
     row = (plots.line_chart(part, "gamma", "nll", color="loss", yerr="nll_se", title=f"{kind} scaling",
-                            y_title="validation NLL")
+                            y_title="validation NLL", width=290)
            | plots.line_chart(part, "gamma", "ece", color="loss", yerr="ece_se", title=f"{kind} scaling",
-                              y_title="validation ECE"))
+                              y_title="validation ECE", width=290))
     gamma_chart = row if gamma_chart is None else gamma_chart & row
-gamma_chart
+plots.legend_below(gamma_chart) if gamma_chart is not None else gamma_chart
 
 # %% [markdown]
 # Our chosen $\gamma$ per map (by validation NLL, and by validation ECE) above the paper's App. Table 2; NaN where the paper lists none.

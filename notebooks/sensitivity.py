@@ -110,9 +110,9 @@ report.show(paper_scale.coverage_cell("sensitivity", reading=not TRAIN, scale=sc
 lam_sum = moe_tables.summarize(lam_frame, by=("lam",))
 lam_hard = lam_sum[lam_sum["subset"] == "hard"]
 lam_all = lam_sum[lam_sum["subset"] == "all"]
-(plots.line_chart(lam_hard, x="lam", y="ece", yerr="ece_se", title="Hard ECE vs lambda", x_title="lambda")
+(plots.line_chart(lam_hard, x="lam", y="ece", yerr="ece_se", title="Hard ECE vs lambda", x_title="lambda", width=290)
  | plots.line_chart(lam_all, x="lam", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs lambda",
-                    x_title="lambda"))
+                    x_title="lambda", width=290))
 
 # %% [markdown]
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
@@ -143,9 +143,9 @@ warm_all = warm_sum[warm_sum["subset"] == "all"]
 report.publish("warmup_sweep", {str(int(r.warmup_epochs)): {"hard_ece": float(r.ece), "accuracy": float(a)}
                                 for r, a in zip(warm_hard.itertuples(), warm_all["accuracy"])})
 (plots.line_chart(warm_hard, x="warmup_epochs", y="ece", yerr="ece_se", title="Hard ECE vs warmup",
-                  x_title=f"warmup epochs (of {cfg['epochs']})")
+                  x_title=f"warmup epochs (of {cfg['epochs']})", width=290)
  | plots.line_chart(warm_all, x="warmup_epochs", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs warmup",
-                    x_title=f"warmup epochs (of {cfg['epochs']})"))
+                    x_title=f"warmup epochs (of {cfg['epochs']})", width=290))
 
 # %% [markdown]
 # ## Table 5 from our trained models
