@@ -307,7 +307,7 @@ def heatmap(
 # --- across the papers ---
 
 
-def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 170) -> alt.ConcatChart:
+def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 150) -> alt.ConcatChart:
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
     columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`).
     The defaults (two panels a row, method names beside each) fit ``BOOK_WIDTH``."""

@@ -184,8 +184,13 @@ def show(obj: Any) -> Any:
         display(Markdown(obj))
         return None
     if isinstance(obj, pd.DataFrame):
-        display(obj.style.set_properties(**{"white-space": "pre-wrap", "text-align": "left"}).hide(axis="index")
-                if len(obj) and obj.select_dtypes(include="object").shape[1] else obj)
+        if not len(obj) or not obj.select_dtypes(include="object").shape[1]:
+            display(obj)
+            return None
+        styled = obj.style.set_properties(**{"white-space": "pre-wrap", "text-align": "left"})
+        if isinstance(obj.index, pd.RangeIndex):  # a default index says nothing: leave it out
+            styled = styled.hide(axis="index")
+        display(styled)
         return None
     display(obj)
     return None

@@ -92,3 +92,15 @@ def test_show_renders_text_as_markdown_and_frames_as_tables(monkeypatch):
     report.show(pd.DataFrame({"status": ["x" * 200]}))
     html = shown[-1].to_html()
     assert "x" * 200 in html  # never cut at the page width
+
+
+def test_show_keeps_a_meaningful_index(monkeypatch):
+    import IPython.display as disp
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(disp, "display", lambda obj: shown.append(obj))
+    report.show(pd.DataFrame({"seeds": ["1 of 5"]}, index=["Robust MoE"]))
+    assert "Robust MoE" in shown[-1].to_html()
+    report.show(pd.DataFrame({"x": [1.0]}))  # numbers only: shown as the frame itself
+    assert isinstance(shown[-1], pd.DataFrame)
