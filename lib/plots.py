@@ -318,7 +318,7 @@ def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 
             alt.Chart(grp, title=alt.TitleParams(f"{failure}: {data}", fontSize=11))
             .mark_bar()
             .encode(
-                x=alt.X("value:Q", title=metric),
+                x=alt.X("value:Q", title=metric, axis=alt.Axis(tickCount=4, labelOverlap=True)),
                 y=alt.Y("method:N", sort=None, title=None),
                 tooltip=["method", alt.Tooltip("value:Q", format=".4f")],
             )
