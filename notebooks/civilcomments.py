@@ -196,10 +196,10 @@ report.show(moe_paper.beside_paper_statements(summary, "civilcomments", exp.METH
 # Computed from the numbers above; without the data every claim is marked "not run: data
 # unavailable" (no number on this page is made up), with what the paper reports beside it.
 # Whether the models learned enough to be judged follows the book's one rule, printed below with
-# its threshold. CivilComments is imbalanced (about 89% of the test comments are non-toxic), so
-# "chance" is the majority rate: a model that never flags a comment is that accurate. The paper's
-# accuracy is its best on all comments, 0.915 (Robust Filtered), so the floor sits near 0.909: a
-# model must beat "never toxic" by most of the margin the paper's models did.
+# its threshold. CivilComments is imbalanced (most test comments are non-toxic), so "chance" is the
+# majority rate of the test labels: a model that never flags a comment is that accurate. The paper's
+# accuracy is its best on all comments, 0.915 (Robust Filtered), so a model must beat "never toxic"
+# by 80% of the margin the paper's best model did.
 
 # %%
 if data is not None:
