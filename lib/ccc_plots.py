@@ -53,7 +53,7 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
         x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
         color=alt.Color("method:N", title="method"),
-        strokeDash=alt.StrokeDash("method:N", legend=None),
+        strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
         tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
     ).properties(width=width, height=width * 0.75, title=title)
     if "panel" in curves.columns:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from lib.validation import (
     ArrayLike,
+    check_choice,
     check_int,
     check_labels,
     check_number,
@@ -74,24 +75,35 @@ def confidence_bins(conf: ArrayLike, n_bins: int = 15) -> np.ndarray:
     return bin_index(c, bin_edges(c, n_bins, "mass"))
 
 
+BIN_POOLS: tuple[str, ...] = ("flagged", "all")
+
+
 def calibrated_flags(
     conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
-    labels: ArrayLike, k: int, n_bins: int = 15,
+    labels: ArrayLike, k: int, n_bins: int = 15, pool: str = "flagged",
 ) -> np.ndarray:
     """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins.
 
-    Paper 3, "Cleaning with Calibration". Bins are built per model over the pool being cleaned.
-    Note: equal-count bins depend only on each model's confidence ranking, so any monotone
-    calibrator of one model (temperature scaling, Platt) leaves these flags unchanged.
+    Paper 3, "Cleaning with Calibration": "we partition the flagged samples into 15 equal-count
+    bins", so by default (``pool="flagged"``) each model's bins are built over the samples the basic
+    rule flags; ``pool="all"`` builds them over the whole pool being cleaned (this book's earlier
+    reading). Note: equal-count bins depend only on each model's confidence ranking, so any
+    monotone calibrator of one model (temperature scaling, Platt) leaves these flags unchanged.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (1 <= k <= n_bins):
         raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
+    check_choice(pool, BIN_POOLS, "pool")
     flags = basic_flags(pred_a, pred_b, labels)
     ca, cb = _conf(conf_a, "conf_a"), _conf(conf_b, "conf_b")
     check_same_length(ca, flags, "conf_a", "labels")
     check_same_length(cb, flags, "conf_b", "labels")
     top = n_bins - k
-    return flags & (confidence_bins(ca, n_bins) >= top) & (confidence_bins(cb, n_bins) >= top)
+    if pool == "all":
+        return flags & (confidence_bins(ca, n_bins) >= top) & (confidence_bins(cb, n_bins) >= top)
+    out = np.zeros_like(flags)
+    if flags.any():
+        out[flags] = (confidence_bins(ca[flags], n_bins) >= top) & (confidence_bins(cb[flags], n_bins) >= top)
+    return out
 
 
 def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
@@ -111,12 +123,12 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
 
 def calibrated_rule_curve(
     conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
-    labels: ArrayLike, is_noisy: ArrayLike, n_bins: int = 15,
+    labels: ArrayLike, is_noisy: ArrayLike, n_bins: int = 15, pool: str = "flagged",
 ) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
     rows = []
     for k in range(1, n_bins + 1):
-        f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins)
+        f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)
         p, d = precision_detection(f, is_noisy)
         rows.append({"k": k, "n_flagged": int(f.sum()), "precision": p, "detection": d})
     return pd.DataFrame(rows)

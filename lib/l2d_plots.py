@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.plots import line_chart
+from lib.plots import BOOK_WIDTH, line_chart
 from lib.validation import ArrayLike
 
 
@@ -42,12 +42,15 @@ def gaussian_scatter(
 
 
 def l2d_panels(
-    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int = 240, height: int = 200,
+    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int | None = None, height: int = 200,
 ) -> alt.HConcatChart:
     """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
     ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
     softmax and OvA with +-1 standard error bands over seeds (columns from
-    ``lib.experiments.l2d_results.summarize``)."""
+    ``lib.experiments.l2d_results.summarize``). ``width`` defaults to panels that, with the legend
+    beside the last one, fit ``lib.plots.BOOK_WIDTH``."""
+    if width is None:
+        width = max(140, (BOOK_WIDTH - 110 - 75 * len(panels)) // max(1, len(panels)))
     charts = []
     for experiment, metric, x_title, y_title in panels:
         sub = summary[summary["experiment"] == experiment]

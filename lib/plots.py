@@ -25,6 +25,9 @@ from lib.validation import ArrayLike
 
 DEFAULT_WIDTH = 220
 DEFAULT_HEIGHT = 220
+BOOK_WIDTH = 740
+"""The width (px) a figure may take on a book page without being scaled down (the theme's text
+column); grids and side-by-side charts are sized to fit it, so their labels stay legible."""
 
 
 def use_offline_renderer() -> str:
@@ -93,7 +96,7 @@ def reliability_diagram(
     outcome: ArrayLike,
     n_bins: int = 10,
     binning: str = "width",
-    title: str = "Reliability diagram",
+    title: str | alt.TitleParams = "Reliability diagram",
     width: int = DEFAULT_WIDTH,
     height: int = DEFAULT_HEIGHT,
 ) -> alt.LayerChart:
@@ -136,24 +139,40 @@ def reliability_grid(
     columns: int = 3,
     n_bins: int = 10,
     binning: str = "width",
-    width: int = 180,
-    height: int = 180,
+    width: int | None = None,
+    height: int | None = None,
 ) -> alt.ConcatChart:
     """Several reliability diagrams side by side (wrapping after ``columns``), one per
-    ``name -> (conf, outcome)`` entry, titled by name, in the mapping's order.
+    ``name -> (conf, outcome)`` entry, titled by name, in the mapping's order. ``width`` (and
+    ``height``, default: square panels) default to panels that fit ``BOOK_WIDTH`` with their axes.
     """
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
     if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:
         raise ValueError(f"columns: must be a positive integer, got {columns!r}")
+    if width is None:
+        width = max(120, (BOOK_WIDTH - _PANEL_AXES * int(columns)) // int(columns))
+    height = width if height is None else height
     charts = []
     for name, pair in diagrams.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"diagrams: entry {name!r} must be a (conf, outcome) pair")
         charts.append(
-            reliability_diagram(*pair, n_bins=n_bins, binning=binning, title=str(name), width=width, height=height)
+            reliability_diagram(*pair, n_bins=n_bins, binning=binning, width=width, height=height,
+                                title=alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10))
         )
     return alt.concat(*charts, columns=int(columns))
+
+
+_PANEL_AXES = 75  # px a panel's axis labels, titles and spacing add to its plotting width
+
+
+def legend_below(chart: alt.TopLevelMixin, columns: int = 4) -> alt.TopLevelMixin:
+    """``chart`` with its legend under the plots in ``columns`` columns, labels never cut: side by
+    side charts then keep their width for the data and fit ``BOOK_WIDTH``."""
+    if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:
+        raise ValueError(f"columns: must be a positive integer, got {columns!r}")
+    return chart.configure_legend(orient="bottom", columns=int(columns), labelLimit=0, titleLimit=0)
 
 
 def line_chart(
@@ -288,9 +307,10 @@ def heatmap(
 # --- across the papers ---
 
 
-def method_comparison_chart(table: pd.DataFrame, columns: int = 3, width: int = 200) -> alt.ConcatChart:
+def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 150) -> alt.ConcatChart:
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
-    columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`)."""
+    columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`).
+    The defaults (two panels a row, method names beside each) fit ``BOOK_WIDTH``."""
     check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
     panels = []
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):
@@ -298,7 +318,7 @@ def method_comparison_chart(table: pd.DataFrame, columns: int = 3, width: int = 
             alt.Chart(grp, title=alt.TitleParams(f"{failure}: {data}", fontSize=11))
             .mark_bar()
             .encode(
-                x=alt.X("value:Q", title=metric),
+                x=alt.X("value:Q", title=metric, axis=alt.Axis(tickCount=4, labelOverlap=True)),
                 y=alt.Y("method:N", sort=None, title=None),
                 tooltip=["method", alt.Tooltip("value:Q", format=".4f")],
             )

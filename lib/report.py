@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import numpy as np
 import pandas as pd
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
@@ -88,7 +89,32 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 ACCURACY_FLOOR: float = 0.8
 """A claim about a trained model is judged only if the model recovered at least this fraction of
 the paper's accuracy above chance: accuracy >= chance + ACCURACY_FLOOR * (paper_accuracy - chance).
-For CIFAR-10 at the paper's 94.5% that is 77.6%; for PACS sketch at 63.7% with 7 classes, 53.8%."""
+"Chance" is the accuracy of a model that learned nothing: always predicting the most frequent test
+class (``chance_accuracy``), 1/C on a balanced task, the majority rate on an imbalanced one.
+For CIFAR-10 at the paper's 94.5% that is 77.6%; for PACS sketch at 63.7% with 7 classes, 53.8%;
+for an imbalanced binary task with a majority rate of 0.887 and the paper at 0.915, 0.909."""
+
+
+def floor_rule(floor: float = ACCURACY_FLOOR) -> str:
+    """The one sentence every page quotes for the rule of :func:`gate_claims` (threshold included)."""
+    return (f"One rule for every page that can be undertrained (`lib.report.gate_claims`, "
+            f"`ACCURACY_FLOOR` = {floor:g}): claims about a trained model are judged only if its accuracy "
+            f"reaches chance + {floor:g} x (the paper's accuracy - chance), where chance is the accuracy of "
+            "always predicting the most frequent test class (1/C on a balanced task, the majority rate on "
+            "an imbalanced one); below that they are \"inconclusive at this scale\".")
+
+
+def chance_accuracy(labels: Any) -> float:
+    """The accuracy of always predicting the most frequent class of ``labels`` (integer class ids):
+    1/C on a balanced test set, the majority-class rate on an imbalanced one.
+    """
+    arr = np.asarray(labels.detach().cpu() if hasattr(labels, "detach") else labels).reshape(-1)
+    if arr.size == 0:
+        raise ValueError("labels: must not be empty")
+    if not np.issubdtype(arr.dtype, np.integer) and not np.all(np.equal(np.mod(arr, 1), 0)):
+        raise ValueError("labels: must be integer class ids")
+    _, counts = np.unique(arr, return_counts=True)
+    return float(counts.max() / arr.size)
 
 
 def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY_FLOOR) -> float:
@@ -144,3 +170,27 @@ def gate_claims(
         return out, f"The model is judged: {detail}."
     return out, (f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
                  "claims that depend on it are inconclusive at this scale, whatever the numbers say.")
+
+
+def show(obj: Any) -> Any:
+    """Display ``obj`` so that it reads as text on the page: a ``str`` as Markdown (never a quoted,
+    cut-off Python repr), a DataFrame as a table with wrapped cells, anything else as itself.
+    Returns the displayed object (``None`` when displayed here, so a cell ending in ``show(x)``
+    prints nothing twice).
+    """
+    from IPython.display import Markdown, display
+
+    if isinstance(obj, str):
+        display(Markdown(obj))
+        return None
+    if isinstance(obj, pd.DataFrame):
+        if not len(obj) or not obj.select_dtypes(include="object").shape[1]:
+            display(obj)
+            return None
+        styled = obj.style.set_properties(**{"white-space": "pre-wrap", "text-align": "left"})
+        if isinstance(obj.index, pd.RangeIndex):  # a default index says nothing: leave it out
+            styled = styled.hide(axis="index")
+        display(styled)
+        return None
+    display(obj)
+    return None

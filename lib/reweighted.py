@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.ece_kde import ece_kde
-from lib.reweighted_weights import CSFS, au_weights, aurc_weights, csf_values
+from lib.reweighted_weights import CSFS, EpochHistogram, au_weights, aurc_weights, csf_values
 from lib.validation import (
     ArrayLike,
     check_nonempty,
@@ -210,11 +210,17 @@ def au_loss(
     nu: float = 0.1,
     edges: ArrayLike | None = None,
     reduction: str = "mean",
+    histogram: EpochHistogram | None = None,
 ) -> torch.Tensor:
     """AU_{P_X_tau} loss (reweighted-risk paper eq. 23): mean_i beta_i * CE_i with beta from
     ``au_weights`` on the batch CSF s_i = csf(softmax(z_i)); the gradient flows through both the
     cross-entropy and G(s_i) (eq. 36). O(n M) per batch. Defaults: M = 15 bins (paper; the public
     code uses 64), nu = 0.1 (CIFAR-10), coverage kappa per Table 3 (0.75-0.88 on CIFAR-10).
+
+    By default G is estimated on the current batch, as the paper's Algorithm 1 says. The released
+    code (from which Table 2's numbers came) instead accumulates a 64-bin histogram over the epoch:
+    pass an :class:`lib.reweighted_weights.EpochHistogram` as ``histogram`` (or use
+    ``get_loss("au_released", epoch_batches=...)``).
     """
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
@@ -223,7 +229,7 @@ def au_loss(
         raise ValueError(f"logits: {csf} needs at least 2 classes")
     logp, logpt = _true_class_logp(z, y)
     s = csf_values(csf, logp.exp())
-    beta = au_weights(s, coverage, n_bins, nu, edges)
+    beta = au_weights(s, coverage, n_bins, nu, edges, histogram=histogram)
     return reduce_loss(-beta * logpt, reduction)
 
 
@@ -238,16 +244,25 @@ def kde_xe_loss(
     bandwidth: float | None = None,
     p: int = 1,
     mode: str = "canonical",
+    released: bool = False,
 ) -> torch.Tensor:
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
     lambda = 0.3 on CIFAR-10, 0.5 on CIFAR-100, reweighted-risk paper Appendix E.1). With
     ``bandwidth=None`` the bandwidth is re-selected on each (detached) batch.
+
+    ``released=True`` is the reweighted-risk paper's released code: there the ECE^KDE term is
+    turned into a plain number before it is added, so it passes no gradient and training is, in
+    effect, cross-entropy (the loss value still includes the term). Table 2's KDE-XE row came from
+    that code; the default is the loss as defined.
     """
     z, y = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
+    if not isinstance(released, bool):
+        raise ValueError(f"released: must be True or False, got {released!r}")
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
-    return -logpt.mean() + weight * ece_kde(probs, y, bandwidth, p, mode)
+    term = ece_kde(probs, y, bandwidth, p, mode)
+    return -logpt.mean() + weight * (term.detach() if released else term)
 
 
 
@@ -293,8 +308,10 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "dual_focal_eqs34_35": functools.partial(dual_focal_loss, variant="eqs34_35"),
     "dual_focal_released": functools.partial(dual_focal_loss, variant="released"),
     "kde_xe": kde_xe_loss,
+    "kde_xe_released": functools.partial(kde_xe_loss, released=True),
     "aurc": aurc_loss,
     "au": au_loss,
+    "au_released": au_loss,  # with an EpochHistogram bound by get_loss (the released code's G)
 }
 
 
@@ -302,10 +319,17 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     """A loss ``(logits, labels) -> scalar`` by name (one of ``LOSSES``) with its keyword arguments
     bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``. Dual focal
     comes in three names: ``"dual_focal"`` (eq. 33), ``"dual_focal_eqs34_35"`` (the paper's eqs.
-    34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``.
+    34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``. Two more
+    released-code variants: ``"kde_xe_released"`` (ECE^KDE term detached) and ``"au_released"``
+    (G from a 64-bin histogram accumulated over the epoch; ``epoch_batches`` = batches per epoch).
     """
     check_choice(name, tuple(LOSSES), "name")
     fn = LOSSES[name]
+    if name == "au_released":  # a fresh epoch histogram per loss: 64 bins, reset every epoch_batches calls
+        kw = dict(kw)
+        if "histogram" in kw:
+            raise ValueError("kw (loss 'au_released'): the histogram is made here; pass epoch_batches")
+        kw["histogram"] = EpochHistogram(64, kw.pop("epoch_batches", None))
     if name in ("xe", "fl53") and kw:
         raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
     # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)

@@ -8,7 +8,7 @@ cross-entropy by a weight; this module holds what those weights are made of and 
   :func:`negative_entropy`, :func:`csf`;
 * rank-based weights: :func:`aurc_weights` (eq. 7), the smoothed bin-based CDF :func:`smoothed_cdf`
   (eq. 21), the coverage threshold :func:`au_threshold` and the AU weights :func:`au_weights`
-  (eqs. 19, 22);
+  (eqs. 19, 22), with the released code's epoch histogram :class:`EpochHistogram` as an option;
 * the weights and gradients as functions of the true-class probability, with no training
   (Figure 1 and Appendix C): :func:`loss_weight`, :func:`loss_gradient`,
   :func:`inverse_focal_gamma_threshold`.
@@ -44,6 +44,7 @@ __all__ = [
     "csf_values",
     "aurc_weights",
     "smoothed_cdf",
+    "EpochHistogram",
     "au_threshold",
     "au_weights",
     "loss_gradient",
@@ -127,7 +128,6 @@ def csf(name: str, probs: ArrayLike) -> Any:
     return CSFS[name](probs)
 
 
-
 # --------------------------------------------------------------------------------------------
 # AURC weights (eq. 7)
 # --------------------------------------------------------------------------------------------
@@ -166,7 +166,6 @@ def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
     h = torch.cat([torch.zeros(1, dtype=torch.float64, device=s.device), torch.cumsum(1.0 / k, 0)])
     ri = r.long()
     return (h[n] - h[n - ri]).to(s.dtype)
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,6 +237,47 @@ def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
     return torch.linspace(lo, hi, n_bins + 1, dtype=s.dtype, device=s.device)
 
 
+class EpochHistogram:
+    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins over
+    [0, 1], accumulated over an epoch's batches (Algorithm 1 counts the current batch only).
+    ``update`` adds a batch, ``reset`` starts an epoch; with ``epoch_batches`` it resets itself
+    after that many updates, so a loop without epoch hooks still accumulates per epoch."""
+
+    def __init__(self, n_bins: int = 64, epoch_batches: int | None = None) -> None:
+        self.n_bins = check_int(n_bins, "n_bins")
+        self.epoch_batches = None if epoch_batches is None else check_int(epoch_batches, "epoch_batches")
+        self.edges = torch.linspace(0.0, 1.0, self.n_bins + 1, dtype=torch.float64)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new epoch: no counts."""
+        self.counts = torch.zeros(self.n_bins, dtype=torch.float64)
+        self.batches = 0
+
+    def update(self, scores: ArrayLike) -> None:
+        """Add one batch of scores in [0, 1] (detached) to the counts."""
+        s = _scores(scores).detach().to(torch.float64).cpu()
+        if float(s.min()) < 0.0 or float(s.max()) > 1.0:
+            raise ValueError("scores: the epoch histogram needs scores in [0, 1] (MSP, margin, normalized entropy)")
+        if self.epoch_batches is not None and self.batches >= self.epoch_batches:
+            self.reset()
+        idx = (torch.bucketize(s, self.edges, right=True) - 1).clamp(0, self.n_bins - 1)
+        self.counts.index_add_(0, idx, torch.ones_like(s))
+        self.batches += 1
+
+    @property
+    def n(self) -> int:
+        """Scores counted so far this epoch."""
+        return int(self.counts.sum())
+
+
+def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float) -> torch.Tensor:
+    """Eq. 21 with given bin ``counts`` over edges ``e`` (n = their total), at the points ``x``."""
+    centres = ((e[:-1] + e[1:]) / 2).to(device=x.device, dtype=x.dtype)
+    c = counts.to(device=x.device, dtype=x.dtype)
+    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / c.sum()).reshape(x.shape)
+
+
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     """tau = the kappa-quantile of the batch scores: the k-th smallest score with
     k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
@@ -260,6 +300,7 @@ def au_weights(
     nu: float = 0.1,
     edges: ArrayLike | None = None,
     normalize: bool = False,
+    histogram: EpochHistogram | None = None,
 ) -> torch.Tensor:
     """AU-loss sample weights beta (N,) (reweighted-risk paper eqs. 19 and 22):
 
@@ -270,20 +311,30 @@ def au_weights(
     is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
     G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
     ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
+
+    ``histogram`` (the released code's variant, not the paper's Algorithm 1): the batch is first
+    added to this :class:`EpochHistogram`, and G uses its counts, accumulated over the epoch so far
+    (its own bins; ``n_bins`` and ``edges`` are then unused), clamped with n = its total.
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
     n_bins = check_int(n_bins, "n_bins")
     nu = _check_nu(nu)
     e = _default_edges(s, n_bins) if edges is None else _edges(edges, s)
-    n = s.shape[0]
     tau = _tau(s.detach(), coverage)
+    if histogram is not None and not isinstance(histogram, EpochHistogram):
+        raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
+    if histogram is not None:
+        histogram.update(s)
+    n = s.shape[0] if histogram is None else histogram.n
     lo, hi = 1.0 / (n + 1), n / (n + 1.0)
-    g_s = _smoothed_cdf(s, e, nu).clamp(lo, hi)
-    g_tau = _smoothed_cdf(s.detach(), e, nu, tau.reshape(1)).clamp(lo, hi)[0]
+    if histogram is None:
+        g_s, g_tau = _smoothed_cdf(s, e, nu), _smoothed_cdf(s.detach(), e, nu, tau.reshape(1))[0]
+    else:
+        g_s, g_tau = (_counts_cdf(x, histogram.edges, histogram.counts, nu) for x in (s, tau))
+    g_s, g_tau = g_s.clamp(lo, hi), g_tau.clamp(lo, hi)
     beta = torch.where(s.detach() < tau, -torch.log1p(-g_s), -torch.log1p(-g_tau))
     return beta / g_tau if normalize else beta
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ for pair in PAIRS:
     rc = random_routing(0, pair)
     for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
         frames.append(cur.to_frame(name).assign(panel=f"8B -> 70B {pair}"))
-ccc_plots.cascade_chart(pd.concat(frames, ignore_index=True))
+plots.legend_below(ccc_plots.cascade_chart(pd.concat(frames, ignore_index=True)), columns=3)
 
 # %% [markdown]
 # Does the calibrated confidence advantage on the calibration half track the accuracy advantage?

@@ -32,8 +32,9 @@
 #
 # The digits of the paper's Table 1 (and of the sentences quoting it) were lost when the paper was
 # converted to text. The section "The paper's numbers beside ours" quotes, for each number the paper
-# states about CIFAR-10H, its exact sentence with "[…]" where a digit was lost; the verdicts are
-# computed from our numbers alone.
+# states about CIFAR-10H, its exact sentence with "[…]" where a digit was lost; one of them (Robust
+# Filtered's overall ECE, 0.013) survives in another public text of the paper and is quoted with that
+# source. The official repository prints no table. The verdicts are computed from our numbers alone.
 #
 # **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe_eval`):
 # ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
@@ -119,14 +120,14 @@ records = exp.run_methods(exp.train_configs(cfg), data, train=TRAIN)
 paper_scale.require(records, "cifar10h")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)
-moe_tables.provenance_table(records)
+report.show(moe_tables.provenance_table(records))
 
 # %% [markdown]
 # When the page reads published runs instead of training, how much of the plan they cover:
 # published seeds of each method ("k of n seeds"); the means below are over the published ones.
 
 # %%
-paper_scale.coverage_cell("cifar10h", reading=not TRAIN, scale=scale)
+report.show(paper_scale.coverage_cell("cifar10h", reading=not TRAIN, scale=scale))
 
 # %% [markdown]
 # ## Table 1: ours (mean ± standard error over seeds)
@@ -141,19 +142,20 @@ table1
 # %% [markdown]
 # ## Figures 1 and E.4: reliability diagrams on all images and on the hard subset
 #
-# Ten confidence bins with 95% intervals, predictions pooled over seeds.
+# Ten confidence bins with 95% intervals, predictions pooled over seeds (three panels a row, to stay
+# legible at the page's width).
 
 # %%
 pred_all = exp.pooled_predictions(records, "all", all_mask=data.all_mask)  # natural-proportion sample
 pred_hard = exp.pooled_predictions(records, "hard")
 pred_test = exp.pooled_predictions(records, "all")  # every evaluated test image (for the agreement figures)
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=4)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=3)
 
 # %% [markdown]
 # The same diagrams on the hard subset only.
 
 # %%
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()}, columns=4)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()}, columns=3)
 
 # %% [markdown]
 # ## Figure 3: confidence and accuracy by human agreement
@@ -177,10 +179,11 @@ for m, p in pred_test.items():
             rows.append({"method": m, "agreement": name, "bin": i, "n": int(sel.sum()) // reps,
                          "confidence": float(p["conf"][sel].mean()), "accuracy": float(p["correct"][sel].mean())})
 by_agreement = pd.DataFrame(rows)
-(plots.line_chart(by_agreement, x="bin", y="confidence", color="method", title="Mean confidence",
-                  x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)")
- | plots.line_chart(by_agreement, x="bin", y="accuracy", color="method", title="Accuracy",
-                    x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)"))
+plots.legend_below(
+    plots.line_chart(by_agreement, x="bin", y="confidence", color="method", title="Mean confidence",
+                     x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)", width=300)
+    | plots.line_chart(by_agreement, x="bin", y="accuracy", color="method", title="Accuracy",
+                       x_title="human agreement bin (0: < 0.5 ... 3: >= 0.9)", width=300))
 
 # %% [markdown]
 # The numbers behind the figure (counts are images per bin).
@@ -223,10 +226,10 @@ if van is not None and rob is not None:
             f"vanilla: {cls[van['probs'][i].argmax()]} {van['conf'][i]:.2f}\n"
             f"robust: {cls[rob['probs'][i].argmax()]} {rob['conf'][i]:.2f}"
         )
-    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(6, len(pick)))
+    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(4, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
-chart
+report.show(chart)
 
 # %% [markdown]
 # ## MoCaE: the paper's fit and a converged fit
@@ -237,7 +240,7 @@ chart
 
 # %%
 mocae_fits = moe_tables.mocae_fit_table(records)
-mocae_fits.round(4) if not mocae_fits.empty else "This run's records carry no converged MoCaE variant."
+report.show(mocae_fits.round(4) if not mocae_fits.empty else "This run's records carry no converged MoCaE variant.")
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -277,13 +280,16 @@ summary_entropy
 # ## Which claims held at this scale
 #
 # Computed from the numbers above: a difference counts when it exceeds twice its standard error
-# (or 0.01 with a single seed); otherwise the verdict is "inconclusive at this scale".
-# If no model beats 1.5 x chance accuracy, the models have not learned at this scale and
-# claims (i)-(iv) are inconclusive whatever the numbers say.
+# (or 0.01 with a single seed); otherwise the verdict is "inconclusive at this scale". Whether the
+# models learned enough to be judged follows the book's one rule, printed below with its threshold.
+# The paper's Table 1 accuracies were lost (here and in every other text of the paper we found), so
+# the rule measures against a reference accuracy of 0.90, **our choice**
+# (`moe_paper.REFERENCE_CIFAR10H_ACCURACY`, below the 0.93-0.95 a ResNet-18 reaches on CIFAR-10).
+# Every claim is gated, MoCaE's equal accuracy included: per-expert temperatures can move the
+# mixture's argmax, and how often depends on the trained model.
 
 # %%
-claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="hard (low-agreement)",
-                       chance=1 / data.num_classes)
+claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="hard (low-agreement)")
 lowest = by_agreement[by_agreement["bin"] == by_agreement["bin"].min()].set_index("method")["confidence"]
 highest = by_agreement[by_agreement["bin"] == by_agreement["bin"].max()].set_index("method")["confidence"]
 drop = (highest - lowest).dropna()
@@ -304,11 +310,16 @@ if len(rf_row) and len(others):
     rf_e, rf_se = float(rf_row["ece"].iloc[0]), float(rf_row["ece_se"].iloc[0])
     claims = pd.concat([claims, report.claims_table([{
         "claim": "Robust Filtered has the best overall ECE",
-        "paper": "\"It achieves the best overall CIFAR-10H ECE ([…])\"",
+        "paper": "\"It achieves the best overall CIFAR-10H ECE (0.013)\" (§6.3; the digits from another public text of the paper)",
         "ours": f"Robust Filtered {moe_tables.fmt(rf_e, rf_se)}; best other {exp.METHOD_LABELS[best['method']]} "
                 f"{moe_tables.fmt(best['ece'], best['ece_se'])}",
         "verdict": moe_claims.compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
     }])], ignore_index=True)
+rows, why = report.gate_claims(claims.to_dict("records"), accuracy=moe_claims.best_accuracy(summary),
+                               paper_accuracy=moe_paper.REFERENCE_CIFAR10H_ACCURACY,
+                               chance=report.chance_accuracy(data.test_y))
+report.show(report.floor_rule() + " " + why)
+claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))
 claims
 
@@ -320,7 +331,7 @@ claims
 # method has; mean ± standard error over the published seeds.
 
 # %%
-paper_scale.paper_section("cifar10h", scale)
+report.show(paper_scale.paper_section("cifar10h", scale))
 
 # %% [markdown]
 # ## References

@@ -30,7 +30,8 @@
 # 3. The robust methods lower ECE in every identity group, at comparable accuracy (Figure 2).
 #
 # The numbers of the paper's Table 3 (and of the sentences quoting it) were lost when the paper was
-# converted to text, so this page quotes none.
+# converted to text; one survives in another public text of the paper (Robust Filtered's accuracy on
+# all comments, 0.915, the best of the table), quoted below with its source.
 #
 # CivilComments is not shipped with the book. Without it the page says so and reports no numbers;
 # the `smoke` scale runs on clearly labelled synthetic comments for CI only.
@@ -123,8 +124,8 @@ if data is not None:
     summary = moe_tables.summarize(frame)
     display_table = moe_tables.provenance_table(records)
 else:
-    display_table = pd.DataFrame({"status": ["not run: data unavailable"], "message": [missing]})
-display_table
+    display_table = f"**Not run: data unavailable.** {missing}"
+report.show(display_table)
 
 # %% [markdown]
 # ## Table 3: ours (mean ± standard error over seeds)
@@ -136,8 +137,8 @@ if data is not None:
     table3 = moe_tables.paper_table(summary)
     moe_claims.publish_results(summary, records)
 else:
-    table3 = pd.DataFrame({"status": ["not run: data unavailable"]})
-table3
+    table3 = "Not run: data unavailable (see above)."
+report.show(table3)
 
 # %% [markdown]
 # ## Figure 2: ECE and accuracy per identity group
@@ -168,8 +169,8 @@ if data is not None:
              & plots.bar_chart(groups.dropna(subset=["accuracy"]), x="group", y="accuracy", color="method",
                                sort=list(IDENTITY_GROUPS), title="Accuracy per identity group", width=420))
 else:
-    chart = "not run: data unavailable"
-chart
+    chart = "Not run: data unavailable (see above)."
+report.show(chart)
 
 # %% [markdown]
 # ## Figure E.6: reliability diagrams on all comments and on identity-mentioning comments
@@ -179,27 +180,39 @@ chart
 # %%
 if data is not None:
     hard = exp.pooled_predictions(records, "hard")
-    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"]) for m, p in pred.items()}, columns=4)
-             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"]) for m, p in hard.items()}, columns=4))
+    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"]) for m, p in pred.items()}, columns=3)
+             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"]) for m, p in hard.items()}, columns=3))
 else:
-    chart = "not run: data unavailable"
-chart
+    chart = "Not run: data unavailable (see above)."
+report.show(chart)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
 #
-# The paper's Table 3 values did not survive the text extraction, so there is nothing to quote
-# beside ours; the table above is ours alone.
-#
+# Every number the paper's text states about CivilComments, with its exact sentence; "[…]" marks
+# digits lost when the paper was converted to text. One (Robust Filtered's accuracy) survives in
+# another public text of the paper and is quoted with that source.
+
+# %%
+from lib.experiments import moe_paper
+
+report.show(moe_paper.beside_paper_statements(summary, "civilcomments", exp.METHOD_LABELS) if data is not None
+            else "Not run: data unavailable (see above).")
+
+# %% [markdown]
 # ## Which claims held at this scale
 #
 # Computed from the numbers above; without the data every claim is marked "not run: data
-# unavailable" (no number on this page is made up).
+# unavailable" (no number on this page is made up), with what the paper reports beside it.
+# Whether the models learned enough to be judged follows the book's one rule, printed below with
+# its threshold. CivilComments is imbalanced (most test comments are non-toxic), so "chance" is the
+# majority rate of the test labels: a model that never flags a comment is that accurate. The paper's
+# accuracy is its best on all comments, 0.915 (Robust Filtered), so a model must beat "never toxic"
+# by 80% of the margin the paper's best model did.
 
 # %%
 if data is not None:
-    majority = float(max(data.test_y.float().mean(), 1 - data.test_y.float().mean()))
-    claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="identity-mentioning", chance=majority)
+    claims = moe_claims.moe_claims(summary, records, subset="hard", subset_name="identity-mentioning")
     plain = groups[groups["method"].isin(["Vanilla MoE", "MoCaE"])].groupby("group")["ece"].min()
     best_robust = groups[groups["method"].isin(["Robust MoE", "Robust Filtered"])].groupby("group")["ece"].min()
     both = pd.concat([plain, best_robust], axis=1, keys=["plain", "robust"]).dropna()
@@ -212,7 +225,13 @@ if data is not None:
             "paper": "consistent reduction across the eight groups",
             "ours": f"lower by > 0.01 in {wins} of {len(both)} groups, higher by > 0.01 in {losses}",
             "verdict": verdict}])], ignore_index=True)
+    rows, why = report.gate_claims(claims.to_dict("records"), accuracy=moe_claims.best_accuracy(summary),
+                                   paper_accuracy=moe_paper.PAPER_CIVIL_BEST_ACCURACY,
+                                   chance=report.chance_accuracy(data.test_y))
+    report.show(report.floor_rule() + " " + why)
+    claims = report.claims_table(rows)
 else:
+    report.show(report.floor_rule())
     claims = moe_claims.not_run_claims()
 report.publish("claims", claims.to_dict("records"))
 claims
@@ -225,7 +244,7 @@ claims
 # each method has. This table needs no local data: it is read from the published records.
 
 # %%
-paper_scale.paper_section("civilcomments", scale)
+report.show(paper_scale.paper_section("civilcomments", scale))
 
 # %% [markdown]
 # ## References

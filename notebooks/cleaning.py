@@ -19,7 +19,10 @@
 #
 # *Paper 3, sections 2.3 and 3.5, Table 3 and Fig. 6* {cite}`ccc2025`. **What the paper claims:**
 # flag a label when two models' top-1 predictions both disagree with it and both calibrated
-# confidences fall in the top-k equal-count bins. Lowering the confidence threshold (raising k)
+# confidences fall in the top-k of 15 equal-count bins, the bins partitioning *the flagged samples*
+# (those both models disagree with; "we partition the flagged samples into 15 equal-count bins",
+# section 3.5), as this page does (`lib.cleaning.calibrated_flags`, `pool="flagged"`; an earlier
+# version binned the whole pool, kept as `pool="all"`). Lowering the confidence threshold (raising k)
 # raises the detection rate and lowers the precision, and at the same detection rate the rule is
 # more precise than Confident Learning (CL) {cite}`northcutt2021cl`. On ImageNet the paper's
 # manual check finds 66.5% of its uniquely flagged images mislabelled against 53.7% for CL.

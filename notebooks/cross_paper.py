@@ -65,6 +65,7 @@ from lib.cascade import split_halves
 from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
 from lib.data.mmlu import load_mmlu, synthetic_mmlu
 from lib.experiments import cross_paper as xp
+from lib.experiments.moe_claims import MOCAE_ACC_TOL  # the paper prints accuracies to 3 decimals
 
 plots.use_offline_renderer()
 cfg = config.settings("cross_paper", scale)
@@ -193,10 +194,11 @@ claims = report.claims_table([
      "paper": "paper 1: per-expert calibration is not enough",
      "ours": fmt(per_expert=value("routing", mix_name, "per-expert temperature"), mixture_TS=value("routing", mix_name, "temperature on the mixture")),
      "verdict": report.verdict(value("routing", mix_name, "temperature on the mixture") < value("routing", mix_name, "per-expert temperature"))},
-    {"claim": "Per-expert temperatures leave the mixture's accuracy unchanged",
-     "paper": "paper 1: MoCaE's accuracy is identical to Vanilla MoE's by construction",
+    {"claim": "Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
+     "paper": "paper 1: MoCaE's accuracy \"is identical to Vanilla MoE in every cell of every table\" (a finding "
+              "printed to 3 decimals, not a consequence of the method: per-expert temperatures can move the mixture's argmax)",
      "ours": fmt(vanilla=mix["accuracy (vanilla)"], per_expert=mix["accuracy (per-expert temperature)"]),
-     "verdict": report.verdict(abs(mix["accuracy (vanilla)"] - mix["accuracy (per-expert temperature)"]) < 1e-12)},
+     "verdict": report.verdict(abs(mix["accuracy (vanilla)"] - mix["accuracy (per-expert temperature)"]) < MOCAE_ACC_TOL)},
     {"claim": "A model-specific fit (Platt) estimates when another model is right better than its raw confidence",
      "paper": "paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
      "ours": fmt(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
@@ -206,7 +208,7 @@ claims = report.claims_table([
      "ours": fmt(APGR_uncalibrated=value("deferral", casc, "none"), APGR_calibrated=value("deferral", casc, "temperature")),
      "verdict": report.verdict(value("deferral", casc, "temperature") > 0.5)},
     {"claim": "After temperature scaling, the spread of ECE across training losses shrinks",
-     "paper": "paper 4, Table 2 reports ECE before and after TS",
+     "paper": "paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
      "ours": fmt(spread_before=float(losses["ECE"].max() - losses["ECE"].min()), spread_after=float(losses["ECE after TS"].max() - losses["ECE after TS"].min())),
      "verdict": report.verdict(float(losses["ECE after TS"].max() - losses["ECE after TS"].min()) < float(losses["ECE"].max() - losses["ECE"].min()))},
 ])

@@ -121,7 +121,7 @@ summary.round(4)
 # rises above both of its end points means the pair beats either model.
 
 # %%
-ccc_plots.cascade_chart(pd.concat(curves, ignore_index=True), width=220)
+plots.legend_below(ccc_plots.cascade_chart(pd.concat(curves, ignore_index=True), width=170), columns=3)  # fits the page
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and spread over the splits.

@@ -88,7 +88,8 @@ def mixture_ece(
 
     ``none``: vanilla mixture. ``per-expert temperature``: MoCaE (one T_k per expert, paper 1's
     diagnostic baseline). ``temperature on the mixture``: one scalar T on log p (paper 1's ECE+TS).
-    ``both``: MoCaE followed by a scalar T. Accuracy is the same for the first two by construction.
+    ``both``: MoCaE followed by a scalar T. A scalar T on log p keeps the vanilla mixture's argmax
+    (so its accuracy); per-expert temperatures reweight the experts and can move it.
     """
     check_ndim(expert_logits, 3, "expert_logits", "N x K experts x C classes")
     check_same_length(expert_logits, labels, "expert_logits", "labels")

@@ -35,7 +35,10 @@ def _check_claims(claims: list[dict[str, Any]], mocae_diff: float | None = None)
         assert row["verdict"] in VERDICTS
     if mocae_diff is not None:
         row = [r for r in claims if r["claim"].startswith("MoCaE's accuracy")][0]
-        assert row["verdict"] == ("held" if mocae_diff < MOCAE_ACC_TOL else "did not hold")
+        want = "held" if mocae_diff < MOCAE_ACC_TOL else "did not hold"
+        # below the accuracy floor (lib.report.gate_claims) the verdict is withheld, the computed one kept
+        assert row["verdict"] == want or (row["verdict"] == "inconclusive at this scale"
+                                          and f"computed verdict '{want}'" in row["ours"])
 
 
 def test_routing_theory(smoke_published: Published) -> None:

@@ -29,10 +29,11 @@ def test_moe_claims_verdicts_follow_the_numbers(robust_wins_summary, moe_frame) 
     assert flipped.verdict.iloc[0] == "did not hold"
     assert flipped.verdict.iloc[3] == "did not hold"
     assert flipped.verdict.iloc[2] == "inconclusive at this scale"  # equal accuracies
-    # models that did not learn (best accuracy 0.9 < 1.5 x chance 0.7): nothing can be judged
-    untrained = moe_claims.moe_claims(robust_wins_summary, chance=0.7)
-    assert set(untrained.verdict) == {"inconclusive at this scale"}
-    assert moe_claims.moe_claims(robust_wins_summary, chance=0.1).verdict.tolist() == ["held"] * 4
+    # the accuracy the page gates on: the best mean accuracy on all points
+    best = robust_wins_summary.loc[robust_wins_summary["subset"] == "all", "accuracy"].max()
+    assert moe_claims.best_accuracy(robust_wins_summary) == pytest.approx(best)
+    with pytest.raises(ValueError, match="summary"):
+        moe_claims.best_accuracy(pd.DataFrame({"x": [1]}))
 
 
 def test_mocae_accuracy_check_and_claim_row(robust_wins_summary) -> None:
@@ -53,3 +54,5 @@ def test_claims_table_rejects_unknown_verdicts_and_not_run_rows() -> None:
         claims_table([{"claim": "x", "ours": "1", "verdict": "probably"}])
     nr = moe_claims.not_run_claims()
     assert set(nr.verdict) == {"not run: data unavailable"}
+    # the paper column is there even when the page could not run, and it is the same as a run's
+    assert nr.paper.tolist() == list(moe_claims.PAPER_SAYS) and all(nr.paper)

@@ -41,6 +41,14 @@ def test_beside_paper_statements_quote_the_paper_and_take_ours_from_the_run(robu
     want = s[(s.method == "robust") & (s.subset == "hard")]["ece"].iloc[0]
     assert row["ours"] == f"{want:.3f}" and row["paper"] == LOST
     assert "Robust MoE reduces this to" in row["paper's sentence"]
+    assert row["source of the paper's value"] == "—"
+    # the one CIFAR-10H digit found in another public text of the paper is quoted with its source
+    rf = t[(t.method == "Robust Filtered") & (t.quantity == "ECE, all images")].iloc[0]
+    assert rf["paper"] == "0.013" and rf["source of the paper's value"] == moe_paper.OTHER_TEXT
+    assert "best overall CIFAR-10H ECE" in rf["paper's sentence"]
+    c = beside_paper_statements(s, "civilcomments", exp.METHOD_LABELS)
+    acc = c[(c.method == "Robust Filtered") & (c.quantity == "accuracy, all comments")].iloc[0]
+    assert acc["paper"] == f"{moe_paper.PAPER_CIVIL_BEST_ACCURACY:.3f}" == "0.915"
     with pytest.raises(ValueError, match="page"):
         beside_paper_statements(s, "pacs")
 

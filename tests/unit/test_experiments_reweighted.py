@@ -58,6 +58,15 @@ def test_reweighted_claims_follow_the_numbers():
     m["au"]["ece"] = 0.029
     v = {r["claim"]: r["verdict"] for r in rx.reweighted_claims(m, tol=0.005)}
     assert v["AU loss has lower ECE than XE"] == "inconclusive at this scale"
+    # the paper column quotes the row compared with: WRN-28-10's Table 2 row at paper scale
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m, row="wrn")}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.54 vs 1.99 (WRN-28-10")
+    assert paper["AU loss costs little accuracy (at most 2.5 points below XE)"].startswith("95.32 vs 95.88")
+    assert "no WRN-28-10 row" in paper["AU loss has lower cwECE than XE"]
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m)}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.69 vs 3.00 (ResNet-50")
+    with pytest.raises(ValueError, match="row"):
+        rx.reweighted_claims(m, row="resnet110")
 
 
 def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
@@ -69,3 +78,24 @@ def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
     assert rx.run_logits(rec)["test"].shape == (32, 10)
     again = rx.run_loss("au", cfg, data)
     assert again["key"] == rec["key"] and again["provenance"] == rec["provenance"]  # loaded, not retrained
+
+
+def test_evaluate_logits_both_labels_each_temperature_by_its_criterion():
+    # Group A: 200 examples with logits [2, 0], 160 correct (label 0); the NLL of group A alone is
+    # minimised where sigmoid(2 / T) = 0.8, i.e. T = 2 / ln 4 (hand-computed).
+    y = np.r_[np.zeros(160), np.ones(40)].astype(int)
+    z = np.tile([2.0, 0.0], (200, 1))
+    both = rx.evaluate_logits_both(z, y, z, y, n_bins=1)
+    assert both["temperature_nll"] == pytest.approx(2 / math.log(4), rel=1e-4)
+    assert both["ece_ts_nll"] == pytest.approx(0.0, abs=1e-4)
+    # Add group B (logits [4, 0], all 100 correct): with one bin the ECE fit makes the mean
+    # confidence equal the accuracy (300 - 40) / 300 exactly, the NLL fit does not.
+    yb = np.r_[y, np.zeros(100, dtype=int)]
+    zb = np.r_[z, np.tile([4.0, 0.0], (100, 1))]
+    both = rx.evaluate_logits_both(zb, yb, zb, yb, n_bins=1)
+    assert both["ece_ts"] == pytest.approx(0.0, abs=2e-3)
+    assert both["ece_ts_nll"] > 0.01
+    assert both["temperature"] != pytest.approx(both["temperature_nll"], rel=0.05)
+    # each label is what evaluate_logits gives with that criterion
+    assert both["temperature"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="ece")["temperature"]
+    assert both["temperature_nll"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="nll")["temperature"]

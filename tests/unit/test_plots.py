@@ -81,7 +81,7 @@ def test_reliability_grid_has_one_diagram_per_entry() -> None:
     chart = plots.reliability_grid(entries, columns=2, n_bins=5)
     spec = chart.to_dict()
     assert spec["columns"] == 2
-    assert [view["title"] for view in spec["concat"]] == list(entries)
+    assert [view["title"]["text"] for view in spec["concat"]] == list(entries)
     for sub, (conf, outcome) in zip(chart.concat, entries.values()):
         expected = reliability_table(conf, outcome, n_bins=5)
         assert np.allclose(_layer_data(sub, 0)["acc"], expected.loc[expected["count"] > 0, "acc"])
@@ -172,3 +172,26 @@ def test_paper4_plot_helpers_draw_their_data():
     hm = plots.heatmap(df, "k", "nu", "v")
     assert any(isinstance(d, pd.DataFrame) and d.equals(df) for d in (hm.data, *(layer.data for layer in hm.layer)))
 
+
+
+def _svg_width(chart) -> float:
+    import re
+
+    return float(re.search(r'width="([\d.]+)"', plots.to_svg(chart)).group(1))
+
+
+@pytest.mark.parametrize("columns", [2, 3, 4])
+def test_grids_and_side_by_side_charts_fit_the_book_width(columns: int) -> None:
+    """Seven reliability panels (paper 1's methods) and Figure 3's two charts with a shared legend
+    below fit the page's text column (BOOK_WIDTH) at their natural size, so nothing is scaled down."""
+    names = ["Single Expert", "Vanilla MoE", "MoCaE", "FGR", "Robust MoE", "Robust Filtered (identity)",
+             "FGR + Robust (identity)"]
+    grid = plots.reliability_grid({n: _calibrated(seed=i) for i, n in enumerate(names)}, columns=columns)
+    assert _svg_width(grid) <= plots.BOOK_WIDTH
+    df = pd.DataFrame([{"method": n, "bin": b, "y": 0.1 * b} for n in names for b in range(4)])
+    pair = plots.legend_below(plots.line_chart(df, "bin", "y", color="method", width=300)
+                              | plots.line_chart(df, "bin", "y", color="method", width=300))
+    assert pair.to_dict()["config"]["legend"]["orient"] == "bottom"
+    assert _svg_width(pair) <= plots.BOOK_WIDTH
+    with pytest.raises(ValueError, match="columns"):
+        plots.legend_below(pair, columns=0)

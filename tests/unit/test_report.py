@@ -52,3 +52,55 @@ def test_gate_claims_bad_input_names_argument():
         report.accuracy_floor(0.9, float("nan"))
     with pytest.raises(ValueError, match="exempt"):
         report.gate_claims(ROWS, accuracy=0.5, paper_accuracy=0.9, chance=0.1, exempt=["no such claim"])
+
+
+def test_chance_accuracy_is_the_most_frequent_class_rate():
+    # balanced 4 classes: 1/4; imbalanced binary 7 of 8 zeros: 7/8 (the majority rate)
+    assert report.chance_accuracy([0, 1, 2, 3, 3, 2, 1, 0]) == pytest.approx(0.25)
+    assert report.chance_accuracy(np.array([0, 0, 0, 1, 0, 0, 0, 0])) == pytest.approx(7 / 8)
+    import torch
+    assert report.chance_accuracy(torch.tensor([1, 1, 0])) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="labels"):
+        report.chance_accuracy([])
+    with pytest.raises(ValueError, match="labels"):
+        report.chance_accuracy([0.5, 1.0])
+
+
+def test_imbalanced_binary_floor_is_reachable():
+    # CivilComments-like: majority rate 0.887, paper 0.915 -> floor 0.887 + 0.8 x 0.028 = 0.9094;
+    # a model at the paper's accuracy is judged, one at the majority rate is not.
+    assert report.accuracy_floor(0.915, 0.887) == pytest.approx(0.9094)
+    rows, note = report.gate_claims(ROWS[:1], accuracy=0.915, paper_accuracy=0.915, chance=0.887)
+    assert rows[0]["verdict"] == "held" and note.startswith("The model is judged")
+    rows, _ = report.gate_claims(ROWS[:1], accuracy=0.887, paper_accuracy=0.915, chance=0.887)
+    assert rows[0]["verdict"] == "inconclusive at this scale"
+
+
+def test_floor_rule_quotes_the_threshold():
+    assert f"{report.ACCURACY_FLOOR:g}" in report.floor_rule() and "gate_claims" in report.floor_rule()
+    assert "0.5 x" in report.floor_rule(0.5)
+
+
+def test_show_renders_text_as_markdown_and_frames_as_tables(monkeypatch):
+    import IPython.display as disp
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(disp, "display", lambda obj: shown.append(obj))
+    assert report.show("No paper-scale results yet. *Run* it.") is None
+    assert isinstance(shown[-1], disp.Markdown) and shown[-1].data.startswith("No paper-scale")
+    report.show(pd.DataFrame({"status": ["x" * 200]}))
+    html = shown[-1].to_html()
+    assert "x" * 200 in html  # never cut at the page width
+
+
+def test_show_keeps_a_meaningful_index(monkeypatch):
+    import IPython.display as disp
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(disp, "display", lambda obj: shown.append(obj))
+    report.show(pd.DataFrame({"seeds": ["1 of 5"]}, index=["Robust MoE"]))
+    assert "Robust MoE" in shown[-1].to_html()
+    report.show(pd.DataFrame({"x": [1.0]}))  # numbers only: shown as the frame itself
+    assert isinstance(shown[-1], pd.DataFrame)

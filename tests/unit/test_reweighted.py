@@ -213,7 +213,7 @@ def test_get_loss_binds_arguments():
     torch.testing.assert_close(rw.get_loss("focal", gamma=0)(z, y), F.cross_entropy(z, y))
     torch.testing.assert_close(rw.get_loss("xe")(z, y), F.cross_entropy(z, y))
     assert set(rw.LOSSES) == {"xe", "fl53", "focal", "inverse_focal", "dual_focal", "dual_focal_eqs34_35",
-                              "dual_focal_released", "kde_xe", "aurc", "au"}
+                              "dual_focal_released", "kde_xe", "kde_xe_released", "aurc", "au", "au_released"}
 
 
 def test_bad_input_raises_naming_argument():
@@ -256,3 +256,57 @@ def test_paper_rows_match_the_scales_config():
     paper = config.settings("losses_cifar10", "paper")
     assert paper["arch"].startswith("wrn") and paper["paper_row"] == "wrn"
     assert paper["coverage"] == rw.PAPER_CIFAR10["wrn"]["coverage"]
+
+
+def test_kde_xe_released_is_cross_entropy_in_its_gradient():
+    """The released code adds ECE^KDE as a plain number: same loss value, cross-entropy's gradient
+    (softmax - one-hot) / n, hand-computed; the loss as defined has a different gradient."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    z0 = torch.randn(64, 4, generator=g, dtype=torch.float64) * 3
+    y = torch.randint(0, 4, (64,), generator=g)
+    grads, values = {}, {}
+    for name in ("kde_xe", "kde_xe_released"):
+        z = z0.clone().requires_grad_(True)
+        loss = rw.get_loss(name, bandwidth=0.2)(z, y)
+        loss.backward()
+        grads[name], values[name] = z.grad, float(loss)
+    by_hand = (F.softmax(z0, dim=1) - F.one_hot(y, 4).to(z0.dtype)) / len(y)
+    assert torch.allclose(grads["kde_xe_released"], by_hand, atol=1e-12)
+    assert values["kde_xe_released"] == pytest.approx(values["kde_xe"])
+    assert not torch.allclose(grads["kde_xe"], by_hand, atol=1e-6)
+    with pytest.raises(ValueError, match="released"):
+        rw.kde_xe_loss(z0, y, released="yes")
+
+
+def test_au_released_uses_the_epoch_histogram():
+    """G from counts accumulated over the epoch (64 bins on [0, 1]), hand-computed from eq. 21."""
+    from lib.reweighted_weights import EpochHistogram, au_weights
+
+    h = EpochHistogram(64, epoch_batches=2)
+    h.update(torch.tensor([0.1, 0.2]))
+    s = torch.tensor([0.9, 0.5, 0.3, 0.95], dtype=torch.float64)
+    nu = 0.05
+    beta = au_weights(s, coverage=0.5, nu=nu, histogram=h)
+    assert h.n == 6 and h.batches == 2
+    centres = (torch.arange(64, dtype=torch.float64) + 0.5) / 64
+    counts = torch.zeros(64, dtype=torch.float64)
+    for v in (0.1, 0.2, 0.9, 0.5, 0.3, 0.95):
+        counts[int(v * 64)] += 1
+    G = lambda x: float((torch.sigmoid((x - centres) / nu) * counts).sum() / 6)  # noqa: E731
+    tau = 0.5  # the 2nd smallest of the batch (coverage 0.5 of 4)
+    lo, hi = 1 / 7, 6 / 7
+    want = [-math.log(1 - min(max(G(tau), lo), hi)) if v >= tau else -math.log(1 - min(max(G(v), lo), hi))
+            for v in s.tolist()]
+    assert beta.tolist() == pytest.approx(want, rel=1e-9)
+    # the batch-only estimate (the paper's Algorithm 1) differs when earlier batches are counted
+    assert not torch.allclose(beta, au_weights(s, coverage=0.5, nu=nu, n_bins=64))
+    h.update(torch.tensor([0.4, 0.6]))  # a third batch starts a new epoch
+    assert h.n == 2 and h.batches == 1
+    loss = rw.get_loss("au_released", epoch_batches=10, coverage=0.5)
+    z = torch.randn(16, 3, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    loss(z, torch.zeros(16, dtype=torch.long)).backward()
+    assert torch.isfinite(z.grad).all()
+    with pytest.raises(ValueError, match="histogram"):
+        rw.get_loss("au_released", histogram=h)
