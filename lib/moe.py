@@ -55,9 +55,10 @@ class MoEOutput:
 
 
 def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``h`` checked (a floating (N, d) tensor; finite, except in a GPU training step, where the check
-    would synchronise every step, and under ``torch.func.vmap``, lib.engine.stack's stacked step, where
-    no value can be read) and cast to the layers' ``dtype`` (float64 features, say)."""
+    """``h`` checked (a floating (N, d) tensor; finite, except in a training step on an accelerator
+    or the meta device, where the check would synchronise every step, and under ``torch.func.vmap``,
+    lib.engine.stack's stacked step, where no value can be read) and cast to the layers' ``dtype``
+    (float64 features, say)."""
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
     check_ndim(h, 2, "h", "N examples x d features")
@@ -65,7 +66,7 @@ def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None
         raise ValueError(f"h: expected {in_features} features, got {h.shape[1]}")
     if not h.is_floating_point():
         raise ValueError(f"h: expected floating-point features, got {h.dtype}")
-    if not (h.is_cuda and torch.is_grad_enabled()) and not torch._C._functorch.is_batchedtensor(h):
+    if not (h.device.type != "cpu" and torch.is_grad_enabled()) and not torch._C._functorch.is_batchedtensor(h):
         check_finite(h, "h")
     if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
         h = h.to(dtype)
