@@ -49,7 +49,7 @@ from lib.moe_methods import (  # noqa: E402
     METHODS,
     WARMUP_FRACTION,
     WARMUP_METHODS,
-    _Runner,
+    Runner,
     build_model,
     method_step,
 )
@@ -104,7 +104,7 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     use_cl = device.type == "cuda" and cfg.channels_last
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
-    runner = _Runner(model, compile_backbone=cfg.compile)
+    runner = Runner(model, compile_backbone=cfg.compile)
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     bs = cfg.batch_size
 

@@ -19,7 +19,7 @@ from lib.data.bundle import Bundle, check_bundle
 from lib.engine.runs import Run, RunMissing, training
 from lib.engine.stack import fit_stack
 from lib.moe_methods import FGR_METHODS
-from lib.moe_train import GROUP, TrainConfig, _compute, finish_run, prepare_run, run_config, train_run
+from lib.moe_train import GROUP, TrainConfig, compute_run, finish_run, prepare_run, run_config, train_run
 from lib.validation import check_int
 
 __all__ = ["run_grid", "stack_groups", "train_stacked"]
@@ -96,7 +96,7 @@ def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int = 8, 
                 if not ready:
                     continue
                 if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
-                    rec = runs[0].save_result(_compute(ready[0], data, runs[0], ()))
+                    rec = runs[0].save_result(compute_run(ready[0], data, runs[0]))
                     runs[0].clear_checkpoint()
                     trained.append(ready[0])
                     if on_done is not None:

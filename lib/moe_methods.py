@@ -9,7 +9,7 @@ hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), `
 ``fgr_robust`` (lib.fgr, App. D.1). Robust methods and FGR train with plain ERM for the first
 ``warmup_epochs`` (default ``WARMUP_FRACTION`` = 40% of the epochs).
 
-* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``_Runner`` runs
+* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``Runner`` runs
   the backbone under autocast and the head in float32;
 * :func:`objective` -- the training loss of a method on one batch;
 * :func:`method_step` -- the per-step rule :func:`lib.engine.loop.fit` runs: the objective (ERM
@@ -48,7 +48,7 @@ StepFn = Callable[..., "torch.Tensor | None"]
 
 __all__ = [
     "METHODS", "TRAINED_METHODS", "ROBUST_METHODS", "WARMUP_METHODS", "FGR_METHODS", "WARMUP_FRACTION",
-    "build_backbone", "build_model", "objective", "method_step",
+    "Runner", "build_backbone", "build_model", "objective", "method_step",
 ]
 
 
@@ -88,7 +88,7 @@ def build_model(
     return MoEModel(backbone, head)
 
 
-class _Runner(nn.Module):
+class Runner(nn.Module):
     """Backbone under autocast (bf16 on CUDA), head in float32; optionally a compiled backbone.
 
     Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed).

@@ -20,6 +20,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lib.augment import BatchIterator, epoch_generator
+from lib.engine import deadline
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.runs import Run
 from lib.validation import check_choice, check_int
@@ -138,6 +139,8 @@ def fit(
     * With ``run``, a checkpoint (model, optimizer, scheduler, history, RNG states, elapsed time,
       callback states) is written after every epoch; a later call resumes after the last epoch and
       ends with the same weights as an uninterrupted run.
+    * Inside :func:`lib.engine.deadline.deadline`, an epoch that would end after the deadline is not
+      started: :class:`lib.engine.deadline.DeadlineReached` is raised (the last checkpoint stands).
     * ``callbacks(epoch, entry, model)`` run after each epoch; one returning True stops training
       (early stopping). Callbacks with ``state_dict``/``load_state_dict`` run before the epoch's
       checkpoint, which saves their state; plain ones after it (one that raises interrupts a run that
@@ -176,8 +179,10 @@ def fit(
             cb.load_state_dict(st)
         set_rng_state(ckpt["rng"])
 
+    spans = [float(h.get("seconds", 0.0)) for h in history]
     for epoch in range(start, epochs if stopped_at is None else start):
-        t0 = time.perf_counter()
+        deadline.check(deadline.epoch_estimate(spans), desc)
+        t0, c0 = time.perf_counter(), deadline.now()
         model.train()
         batches.set_epoch(epoch)
         gen = epoch_generator(seed, epoch, stream=2)
@@ -218,6 +223,8 @@ def fit(
         for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
             if cb not in stateful:
                 stop = bool(cb(epoch + 1, entry, model)) or stop
+        spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
+        deadline.note(spans[-1])
         if stop:
             stopped_at = stopped_at or epoch + 1
             break
