@@ -234,8 +234,15 @@ class PreparedRun:
         entry["objective"] = ("fgr" if self.cfg.method in FGR_METHODS else "robust") if active else "erm"
 
 
-def prepare_run(cfg: TrainConfig, data: Bundle) -> PreparedRun:
-    """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``."""
+#: channels_last inside stacks: off. Under ``torch.func.vmap`` a channels_last batch sends the
+#: ``as_strided_`` of adaptive pooling to functorch's slow per-member fallback (issue 23); the layout
+#: changes no result beyond float rounding. bench/bench_epoch.py --stack measures both layouts.
+STACK_CHANNELS_LAST = False
+
+
+def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> PreparedRun:
+    """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``
+    (``stacked``: as a member of a stack, channels_last only if :data:`STACK_CHANNELS_LAST`)."""
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)
@@ -245,7 +252,8 @@ def prepare_run(cfg: TrainConfig, data: Bundle) -> PreparedRun:
     sample = {k: v[:2] for k, v in prep.train[0].items()} if prep.is_text else to_float(
         prep.train[0][:2], prep.mean, prep.std)
     model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
-    use_cl = cfg.channels_last and device.type == "cuda" and not prep.is_text
+    use_cl = (cfg.channels_last and device.type == "cuda" and not prep.is_text
+              and (STACK_CHANNELS_LAST or not stacked))
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
     runner = Runner(model, compile_backbone=cfg.compile)
