@@ -29,8 +29,6 @@ import json
 import math
 import shutil
 import sys
-import tarfile
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +37,7 @@ from typing import Any
 
 from lib.config import repo_root, results_dir, settings
 from lib.engine import deadline as window_deadline
-from lib.engine.runs import artifact_paths, atomic_write, read_record, sha256_file, sign, training
+from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
 from lib.engine.versions import code_version
 
 #: Priority order: paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
@@ -326,71 +324,11 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
     return done[first:]
 
 
-def _folder_of(source: Path) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
-    """The folder of records to import: ``source`` itself, or a ``.tgz``/``.tar`` unpacked into a
-    temporary folder (refusing members outside it)."""
-    if source.is_file() and tarfile.is_tarfile(source):
-        tmp = tempfile.TemporaryDirectory(prefix="calibook-import-")
-        with tarfile.open(source) as tar:
-            tar.extractall(tmp.name, filter="data")
-        return Path(tmp.name), tmp
-    if not source.is_dir():
-        raise ValueError(f"import: {source} is neither a folder nor a .tgz archive of results")
-    return source, None
-
-
 def import_results(folder: Path, scale: str = "paper") -> list[Path]:
-    """Copy results produced by this project's queue elsewhere (``<page>/<group>/<key>.json`` with
-    their ``.npz``, in a folder or a ``.tgz`` written by ``--export``) into ``results/``. Each record must
-    verify (checksum, artifact hashes), carry a queue plan id, and match today's plan: same config
-    for that id and the current code version; otherwise ``ValueError`` names the file and the
-    reason, and nothing is copied. An empty source, or one laid out one level off, is refused."""
-    source = Path(folder)
-    if not source.exists():
-        raise ValueError(f"import: {source} does not exist")
-    if source.resolve() == results_dir().resolve():
-        raise ValueError(f"import: {source} is results/ itself; pass the folder or archive brought back")
-    root, tmp = _folder_of(source)
-    try:
-        return _import_from(root, source, scale)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    """Take in results made by this queue elsewhere, a folder or a ``.tgz`` (:func:`lib.transfer.import_results`)."""
+    from lib.transfer import import_results as _import
 
-
-def _import_from(folder: Path, source: Path, scale: str) -> list[Path]:
-    paths = sorted(folder.glob("*/*/*.json"))
-    if not paths:
-        deeper = sorted(folder.glob("*/*/*/*.json"))
-        hint = (f"; its records lie one level deeper (under {deeper[0].parents[2].relative_to(folder)}/): "
-                "pass that folder") if deeper else ""
-        raise ValueError(f"import: {source} holds no records laid out as <page>/<group>/<key>.json{hint}")
-    today = {it.id: it for it in plan(PAGES, scale)}
-    accepted: list[tuple[Path, dict[str, Any]]] = []
-    for path in paths:
-        rec = read_record(path)
-        if rec is None:
-            raise ValueError(f"{path.relative_to(folder)}: damaged or unsigned record; not imported")
-        qid = (rec.get("queue") or {}).get("id")
-        if qid not in today:
-            raise ValueError(f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); a foreign or renamed run")
-        if rec.get("version") != code_version(rec["group"]):
-            raise ValueError(f"{path.relative_to(folder)}: stale: made by code version {rec.get('version')} of "
-                             f"{rec['group']!r}, today's is {code_version(rec['group'])}")
-        if not matches(today[qid], rec):
-            raise ValueError(f"{path.relative_to(folder)}: its config differs from today's config of {qid}")
-        for name, meta in (rec.get("artifacts") or {}).items():
-            art = path.with_name(f"{rec['key']}.{name}.npz")
-            if not art.exists() or sha256_file(art) != meta["sha256"]:
-                raise ValueError(f"{art.relative_to(folder)}: missing or does not match the record's SHA-256")
-        accepted.append((path, rec))
-    copied = []
-    for path, rec in accepted:
-        out = results_dir() / rec["queue"]["page"] / rec["group"]
-        for f in sorted(path.parent.glob(f"{rec['key']}.*npz")) + [path]:  # the record last
-            atomic_write(out / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
-            copied.append(out / f.name)
-    return copied
+    return _import(folder, scale)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,6 @@ import argparse
 import importlib.util
 import math
 import sys
-import tarfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ RESERVE_SECONDS = 45.0
 NEEDS: dict[str, tuple[str, ...]] = {"*": ("torch", "numpy", "pandas", "filelock", "tqdm"),
                                      "pacs": ("timm", "PIL"), "civilcomments": ("transformers",)}
 
-__all__ = ["NEEDS", "export", "main", "missing", "parse_minutes", "parse_stack"]
+__all__ = ["NEEDS", "main", "missing", "parse_minutes", "parse_stack"]
 
 
 def parse_minutes(text: str) -> float:
@@ -64,23 +63,6 @@ def missing(pages: Sequence[str]) -> list[str]:
     for key in ("*", *pages):
         out += [m for m in NEEDS.get(key, ()) if importlib.util.find_spec(m) is None and m not in out]
     return out
-
-
-def export(paths: Sequence[Path], archive: Path) -> int:
-    """Write the published records ``paths`` and their artifacts into ``archive`` (a .tgz laid out as
-    ``<page>/<group>/<key>.json``, what ``--import`` takes); return the number of records."""
-    from lib.config import results_dir
-
-    root = results_dir()
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    tmp = archive.with_name(archive.name + ".part")
-    records = sorted({p for p in paths if p.suffix == ".json" and p.exists()})
-    with tarfile.open(tmp, "w:gz") as tar:
-        for rec in records:
-            for f in sorted(rec.parent.glob(f"{rec.stem}.*npz")) + [rec]:
-                tar.add(f, arcname=str(f.relative_to(root)))
-    tmp.replace(archive)
-    return len(records)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -158,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _window(args, pages, explicit, lambda s: print(s, flush=True), published, start)
         finally:
             if args.export:
+                from lib.transfer import export
+
                 n = export(published, Path(args.export))
                 print(f"exported {n} record(s) to {args.export}", flush=True)
     except Exception as err:  # noqa: BLE001 - every error is one line (--debug: the traceback)
