@@ -60,7 +60,9 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
 
 
 def _run_seconds(b: Bench, dataset: str, method: str, epochs: int, warmup: int) -> float | None:
-    v = b.epoch_seconds.get((dataset, method)) or b.epoch_seconds.get((dataset, "vanilla"))
+    # an unmeasured method costs what its step kind costs: FGR's step for fgr_robust, Vanilla's otherwise
+    v = (b.epoch_seconds.get((dataset, method)) or (b.epoch_seconds.get((dataset, "fgr")) if "fgr" in method else None)
+         or b.epoch_seconds.get((dataset, "vanilla")))
     if v is None:
         return None
     erm = b.epoch_seconds.get((dataset, "vanilla"), v)
