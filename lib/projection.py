@@ -49,7 +49,9 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
     cpu = not str(results.get("device", "")).lower().startswith(("nvidia", "cuda")) and "cuda" not in source
     per: dict[tuple[str, str], float] = {}
     stack = 1
-    stacked = [r for r in results.get("stacked") or [] if r.get("channels_last") in (None, False)] or \
+    from lib.moe_train import STACK_CHANNELS_LAST  # the layout stacks train with
+
+    stacked = [r for r in results.get("stacked") or [] if bool(r.get("channels_last")) == STACK_CHANNELS_LAST] or \
         list(results.get("stacked") or [])
     for r in stacked:
         per.setdefault((r["name"], r["method"]), float(r["run_epoch_seconds"]))
