@@ -29,7 +29,8 @@ from pathlib import Path
 PROG = "python -m lib paper"
 #: Seconds kept free before ``--minutes`` runs out: evaluating and publishing the last stack, the export.
 RESERVE_SECONDS = 45.0
-NEEDS: dict[str, tuple[str, ...]] = {"*": ("torch", "numpy", "pandas", "filelock", "tqdm"),
+TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
+NEEDS: dict[str, tuple[str, ...]] = {"*": ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm"),
                                      "pacs": ("timm", "PIL"), "civilcomments": ("transformers",)}
 
 __all__ = ["NEEDS", "main", "missing", "parse_minutes", "parse_stack"]
@@ -62,6 +63,15 @@ def missing(pages: Sequence[str]) -> list[str]:
     out = [] if sys.version_info >= (3, 10) else [f"Python >= 3.10 (this is {sys.version.split()[0]})"]
     for key in ("*", *pages):
         out += [m for m in NEEDS.get(key, ()) if importlib.util.find_spec(m) is None and m not in out]
+    if "torch" not in out:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            major, minor = (int(v) for v in version("torch").split(".")[:2])
+        except (PackageNotFoundError, ValueError):
+            major, minor = 99, 0  # a source build: trust it
+        if (major, minor) < TORCH_MIN:
+            out.append(f"torch >= {TORCH_MIN[0]}.{TORCH_MIN[1]} (torch.func stacking; this is {major}.{minor})")
     return out
 
 
@@ -88,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--packs", metavar="DIR", help="where data chunks are kept between calls "
                     "(default: $CALIBOOK_PACKS or /tmp/packs)")
     ap.add_argument("--no-selftest", action="store_true", help="skip the engine self-test")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only check the machine, gather and unpack the packs and run the self-test")
     ap.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return ap
 
@@ -108,6 +120,8 @@ def _window(args: argparse.Namespace, pages: list[str], explicit: bool, log: Cal
         from lib.selftest import run_selftest
 
         log(run_selftest())
+    if args.prepare:
+        return
     at = start + max(60 * args.minutes - min(RESERVE_SECONDS, 6 * args.minutes), 1.0)
     run_queue(pages, args.minutes, args.scale, args.stack, log=log, deadline=at, strict=explicit,
               published_out=published)
