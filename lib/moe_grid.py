@@ -15,6 +15,7 @@ from typing import Any
 from filelock import Timeout
 
 from lib.data.bundle import Bundle, check_bundle
+from lib.engine import progress as live
 from lib.engine.runs import Run, RunMissing, training
 from lib.engine.stack import fit_stack
 from lib.moe_methods import FGR_METHODS
@@ -143,6 +144,19 @@ def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | Non
             by_start.setdefault(_checkpoint_epoch(run), []).append(c)
     trained: list[TrainConfig] = []
     sizes: dict[tuple[Any, ...], int] = {}
+    todo = [c for cfgs in by_start.values() for c in cfgs]
+    left = sum(c.epochs - e for e, cfgs in by_start.items() for c in cfgs)
+    with live.session(f"{data.name}: {len(todo)} runs", left, runs=len(todo),
+                      enabled=any(c.progress for c in todo)):  # one line for the grid
+        _train_groups(by_start, data, stack, sizes, trained, on_done, log)
+    return trained
+
+
+def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: int | None,
+                  sizes: dict[tuple[Any, ...], int], trained: list[TrainConfig],
+                  on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
+                  log: Callable[[str], None] | None) -> None:
+    """:func:`train_stacked`'s loop over the stacks; appends to ``trained`` as runs finish."""
     for cfgs in by_start.values():
         for c in cfgs:
             if stack is None and _stack_key(c) not in sizes:
@@ -168,6 +182,7 @@ def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | Non
                     rec = runs[0].save_result(compute_run(ready[0], data, runs[0]))
                     runs[0].clear_checkpoint()
                     trained.append(ready[0])
+                    live.run_done()
                     if on_done is not None:
                         on_done(ready[0], rec)
                     continue
@@ -183,12 +198,13 @@ def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | Non
                     rec = run.save_result(finish_run(pr, data, run, fitted))
                     run.clear_checkpoint()
                     trained.append(c)
+                    live.run_done()
                     if on_done is not None:
                         on_done(c, rec)
-    return trained
 
 
-def _split(cfgs: Sequence[TrainConfig], stack: int | None, sizes: dict[tuple[Any, ...], int]) -> list[list[TrainConfig]]:
+def _split(cfgs: Sequence[TrainConfig], stack: int | None,
+           sizes: dict[tuple[Any, ...], int]) -> list[list[TrainConfig]]:
     """:func:`stack_groups` with one size for all (``stack``) or a size per stack key (``sizes``)."""
     if stack is not None:
         return stack_groups(cfgs, stack)

@@ -320,7 +320,8 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     }
 
 
-def compute_run(cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
+def compute_run(cfg: TrainConfig, data: Bundle, run: Run,
+                callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
     """Train (resuming from ``run``'s checkpoint) and evaluate one run alone through
     :func:`lib.engine.loop.fit`; returns its record (not yet saved: :func:`train_run` caches it)."""
     pr = prepare_run(cfg, data)

@@ -89,7 +89,8 @@ def _import_from(folder: Path, source: Path, scale: str) -> list[Path]:
             raise ValueError(f"{path.relative_to(folder)}: damaged or unsigned record; not imported")
         qid = (rec.get("queue") or {}).get("id")
         if qid not in today:
-            raise ValueError(f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); a foreign or renamed run")
+            raise ValueError(f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); "
+                             "a foreign or renamed run")
         if rec.get("version") != code_version(rec["group"]):
             raise ValueError(f"{path.relative_to(folder)}: stale: made by code version {rec.get('version')} of "
                              f"{rec['group']!r}, today's is {code_version(rec['group'])}")

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from lib.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
+from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.runs import Run
 from lib.validation import check_choice, check_int
@@ -180,6 +180,23 @@ def fit(
         set_rng_state(ckpt["rng"])
 
     spans = [float(h.get("seconds", 0.0)) for h in history]
+    with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
+        history, elapsed, stopped_at = _epochs(
+            model, loss_fn, fwd, batches, optimizer, scheduler, run, epochs, start, history, elapsed, stopped_at,
+            spans, seed, dev, transform, step_fn, scheduler_interval, amp, callbacks, stateful, desc)
+    for cb in callbacks:
+        if isinstance(cb, SelectBest):
+            cb.restore(model)
+    return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
+
+
+def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs], Any], batches: BatchIterator,
+            optimizer: torch.optim.Optimizer, scheduler: Any, run: Run | None, epochs: int, start: int,
+            history: list[dict[str, Any]], elapsed: float, stopped_at: int | None, spans: list[float], seed: int,
+            dev: torch.device, transform: Any, step_fn: StepFn | None, scheduler_interval: str, amp: bool,
+            callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]], stateful: Sequence[Any],
+            desc: str) -> tuple[list[dict[str, Any]], float, int | None]:
+    """The epochs of :func:`fit` from ``start``; returns the history, elapsed seconds and the early-stop epoch."""
     for epoch in range(start, epochs if stopped_at is None else start):
         deadline.check(deadline.epoch_estimate(spans), desc)
         t0, c0 = time.perf_counter(), deadline.now()
@@ -188,8 +205,7 @@ def fit(
         gen = epoch_generator(seed, epoch, stream=2)
         total, count = torch.zeros((), device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
-        for xb, yb in tqdm(batches, total=len(batches), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                           leave=False, **({} if progress else {"disable": True})):
+        for xb, yb in batches:
             inputs = transform(xb, gen) if transform is not None else xb
             loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
             if loss is None:
@@ -225,13 +241,11 @@ def fit(
                 stop = bool(cb(epoch + 1, entry, model)) or stop
         spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
         deadline.note(spans[-1])
+        live.epoch_done()
         if stop:
             stopped_at = stopped_at or epoch + 1
             break
-    for cb in callbacks:
-        if isinstance(cb, SelectBest):
-            cb.restore(model)
-    return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
+    return history, elapsed, stopped_at
 
 
 @torch.no_grad()

@@ -28,10 +28,10 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
-from tqdm.auto import tqdm
 
 from lib.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
+from lib.engine import progress as live
 from lib.engine.device import autocast, rng_state
 from lib.engine.loop import FitResult
 from lib.engine.runs import Run
@@ -188,58 +188,61 @@ def fit_stack(
 
     spans = [float(h["seconds"]) * int(h.get("stacked", n)) for h in histories[0]]
     step0 = members[0].step
-    for epoch in range(start, epochs):
-        deadline.check(deadline.epoch_estimate(spans), desc)
-        t0, c0 = time.perf_counter(), deadline.now()
-        for it in iters:
-            it.set_epoch(epoch)
-        gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-        own = step0 is not None and epoch >= step0.start
-        totals, count = torch.zeros(n, device=dev), 0
-        lr = optimizer.param_groups[0]["lr"]
-        for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                            leave=False, **({} if progress else {"disable": True})):
-            xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
-            ys = [yb for _, yb in batches]
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(dev, amp):
-                if own:
-                    inputs = [m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
-                              for m, x, g in zip(members, xs, gens)]
-                    out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
-                    grads, loss = step0.gradients(out, [a for _, a in inputs], ys, [m.step.loss for m in members],
-                                                  plist)
-                    for p, g in zip(plist, grads):
-                        p.grad = g
-                else:
-                    out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
-                    loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch) for i, m in enumerate(members)])
-                    loss.sum().backward()
-            optimizer.step()
-            totals += loss.detach().float() * int(ys[0].shape[0])
-            count += int(ys[0].shape[0])
-        if scheduler is not None:
-            scheduler.step()
-        seconds = time.perf_counter() - t0
-        mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
-        for i, m in enumerate(members):
-            elapsed[i] += seconds / n
-            entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
-            histories[i].append(entry)
-            if m.run is not None:
-                m.run.save_checkpoint({
-                    "epoch": epoch + 1,
-                    "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
-                    "optimizer": _slice_state(optimizer.state_dict(), i, n),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                    "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
-                    "callbacks": [],
-                })
-        for i, m in enumerate(members):
-            for cb in m.callbacks:
-                cb(epoch + 1, histories[i][-1], None)
-        spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoints, callbacks
-        deadline.note(spans[-1])
+    with live.session(desc, n * (epochs - start), enabled=progress) as line:  # n runs' epochs
+        for epoch in range(start, epochs):
+            deadline.check(deadline.epoch_estimate(spans), desc)
+            t0, c0 = time.perf_counter(), deadline.now()
+            for it in iters:
+                it.set_epoch(epoch)
+            gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
+            own = step0 is not None and epoch >= step0.start
+            totals, count = torch.zeros(n, device=dev), 0
+            lr = optimizer.param_groups[0]["lr"]
+            for batches in zip(*iters):
+                xs = [m.transform(xb, g) if m.transform is not None else xb
+                      for m, (xb, _), g in zip(members, batches, gens)]
+                ys = [yb for _, yb in batches]
+                optimizer.zero_grad(set_to_none=True)
+                with autocast(dev, amp):
+                    if own:
+                        inputs = [m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
+                                  for m, x, g in zip(members, xs, gens)]
+                        out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
+                        grads, loss = step0.gradients(out, [a for _, a in inputs], ys,
+                                                      [m.step.loss for m in members], plist)
+                        for p, g in zip(plist, grads):
+                            p.grad = g
+                    else:
+                        out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
+                        loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch)
+                                            for i, m in enumerate(members)])
+                        loss.sum().backward()
+                optimizer.step()
+                totals += loss.detach().float() * int(ys[0].shape[0])
+                count += int(ys[0].shape[0])
+            if scheduler is not None:
+                scheduler.step()
+            seconds = time.perf_counter() - t0
+            mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
+            for i, m in enumerate(members):
+                elapsed[i] += seconds / n
+                entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
+                histories[i].append(entry)
+                if m.run is not None:
+                    m.run.save_checkpoint({
+                        "epoch": epoch + 1,
+                        "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
+                        "optimizer": _slice_state(optimizer.state_dict(), i, n),
+                        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                        "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
+                        "callbacks": [],
+                    })
+            for i, m in enumerate(members):
+                for cb in m.callbacks:
+                    cb(epoch + 1, histories[i][-1], None)
+            spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoints, callbacks
+            deadline.note(spans[-1])
+            line.update(n)  # n runs' epochs
     results = []
     for i, m in enumerate(members):
         m.model.load_state_dict({k2: t[i].detach() for k2, t in {**params, **buffers}.items()})
