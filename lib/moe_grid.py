@@ -9,6 +9,7 @@ evaluated and saved as its own run, exactly as :func:`lib.moe_train.train_run` w
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -121,7 +122,14 @@ def auto_stack(cfg: TrainConfig, data: Bundle) -> int:
     if dev.type != "cuda":
         return CPU_STACK
     free, _ = torch.cuda.mem_get_info(dev)
-    return fit_count(free, member_bytes(cfg, data))
+    try:
+        need = member_bytes(cfg, data)
+    except (RuntimeError, ValueError) as err:  # e.g. out of memory while measuring: a stack that surely fits
+        warnings.warn(f"auto_stack: could not measure one member ({err}); stacking {CPU_STACK}", stacklevel=2)
+        return CPU_STACK
+    finally:
+        torch.cuda.empty_cache()
+    return fit_count(free, need)
 
 
 def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | None = None,

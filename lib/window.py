@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -128,11 +130,27 @@ def _window(args: argparse.Namespace, pages: list[str], explicit: bool, log: Cal
     log(describe(plan(pages, args.scale)))
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (a command cut at its time limit): unwind, so ``--export`` still writes the archive."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lib paper``: see the module docstring. Returns the exit code (0, 1 failed, 2 bad input)."""
     start = time.monotonic()
     ap = _parser()
     args = ap.parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a killed call still exports
+    try:
+        return _main(args, start)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _main(args: argparse.Namespace, start: float) -> int:
+    """:func:`main` after parsing: the command, every error one line."""
     published: list[Path] = []
     try:
         from lib.config import SCALES
