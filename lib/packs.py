@@ -109,10 +109,12 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
     what fits one call beside the tree); returns the chunk and manifest paths."""
     if name not in PACKS:
         raise ValueError(f"name: unknown pack {name!r}; valid: {', '.join(PACKS)}")
+    budget = chunk_budget_mib()
     if max_mib is None:
-        max_mib = chunk_budget_mib()
-    if not isinstance(max_mib, (int, float)) or not 0 < max_mib <= 1024:
-        raise ValueError(f"max_mib: must lie in (0, 1024], got {max_mib!r}")
+        max_mib = budget
+    if not isinstance(max_mib, (int, float)) or not 0 < max_mib <= budget:
+        raise ValueError(f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / 2**20:.1f} MiB tree "
+                         f"and results/ fit one {CALL_MIB:g} MiB call), got {max_mib!r}")
     found = {folder: _find(folder) for folder in PACKS[name]}
     if name == "pacs":
         _check_pacs(found["pacs"])

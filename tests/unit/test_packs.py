@@ -26,6 +26,8 @@ def test_the_chunk_budget_leaves_room_for_the_tree_and_results(monkeypatch, tmp_
     (tmp_path / "results" / "p" / "g").mkdir(parents=True)
     (tmp_path / "results" / "p" / "g" / "k.json").write_bytes(b"x" * 1000)
     assert packs.tree_bytes() == tree + 1000  # results/ elsewhere travels too
+    with pytest.raises(ValueError, match="max_mib: must lie in"):  # a chunk that would not fit beside the tree
+        packs.pack("cifar10h", max_mib=63.5, out=tmp_path / "out")
 
 
 def _data(tmp_path, monkeypatch):
