@@ -194,3 +194,15 @@ def test_the_paper_command_runs_without_the_notebook_tools(results, tmp_path):
     assert "self-test: 4 runs stacked = alone" in win.stdout and Path(out).exists()
     bad = run("pack", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch):
+    def missing(item, scale):
+        raise FileNotFoundError("cifar10: not in any of the places searched")
+
+    monkeypatch.setattr(q, "_run_one", missing)
+    said: list[str] = []
+    assert q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append) == []
+    assert said == ["skipped l2d_cifar10: cifar10: not in any of the places searched"]
+    with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
+        q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
