@@ -270,40 +270,49 @@ def main() -> None:
     c_steps = args.cifar_steps or (200 if gpu else 6)
     p_steps = args.pacs_steps or (100 if gpu else 2)
     methods = args.methods or (list(TRAINED) if gpu else ["vanilla"])
-    results = []
+    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
+    path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
+    results: list[dict] = []
+    stacked: list[dict] = []
+
+    def save() -> None:  # after every measurement: a call cut at its time limit keeps what it measured
+        out = {
+            "device": device_name(device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "threads": torch.get_num_threads(),
+            "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
+                     "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
+            "results": results,
+            "table1_grid": table1_projection(results),
+            "stacked": stacked,
+            "stack_channels_last_ratio": layout_ratios(stacked),
+            "table1_grid_stacked": (table1_projection([r for r in stacked if not r.get("channels_last")])
+                                    if stacked else None),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_text(json.dumps(out, indent=1))
+        tmp.replace(path)
+
     for method in methods:
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
         results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 2, device))
+        save()
         if not args.skip_pacs:
             pacs = TrainConfig(method=method, backbone="imagenet_resnet18", pretrained=False, batch_size=128,
                                lr=1e-4, compile=args.compile, progress=False)
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
-    stacked = []
+            save()
     for method in (methods if args.stack > 1 else []):
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
         for cl in ((False, True) if gpu else (False,)):  # both layouts inside stacks on a GPU
             stacked.append(bench_stack("cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1,
                                        device, channels_last=cl))
-    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
-    out = {
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "threads": torch.get_num_threads(),
-        "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
-                 "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
-        "results": results,
-        "table1_grid": table1_projection(results),
-        "stacked": stacked,
-        "stack_channels_last_ratio": layout_ratios(stacked),
-        "table1_grid_stacked": table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None,
-    }
-    path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1))
+            save()
     print(f"wrote {path}")
 
 
