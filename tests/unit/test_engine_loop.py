@@ -67,3 +67,37 @@ def test_deadline_rules():
     with pytest.raises(ValueError, match="at"):
         with deadline.deadline(float("nan")):
             pass
+
+
+def test_select_best_and_early_stopping_as_callbacks(tmp_path, monkeypatch):
+    """Validation scores 3, 1, 2, 4, 5, ...: early stopping with patience 2 ends after epoch 4 and the
+    model ends with its epoch-2 weights (the lowest score); a run resumed from the checkpoint of the
+    stopped run trains nothing more."""
+    from lib.engine.loop import EarlyStopping, SelectBest
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    scores = iter([3.0, 1.0, 2.0, 4.0, 5.0, 6.0])
+    snapshots = {}
+
+    def snap(epoch, entry, model):
+        snapshots[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Linear(4, 3)
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+    run = Run("test", {"what": "early stopping"})
+    kw = dict(optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05), run=run, batch_size=8, device="cpu",
+              amp=False, progress=False)
+    loss = lambda out, yb, e: nn.functional.cross_entropy(out, yb)  # noqa: E731
+    model = build()
+    best = SelectBest(lambda m: next(scores))
+    result = fit(model, loss, (x, y), 10, callbacks=[best, EarlyStopping(patience=2), snap], **kw)
+    assert result.stopped_at == 4 and [h["val_loss"] for h in result.history] == [3.0, 1.0, 2.0, 4.0]
+    assert best.epoch == 2
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, snapshots[2][k])
+    again = fit(build(), loss, (x, y), 10, callbacks=[SelectBest(lambda m: 0.0), EarlyStopping(patience=2)], **kw)
+    assert again.resumed_from == 4 and again.stopped_at == 4 and len(again.history) == 4
