@@ -29,8 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 PROG = "python -m lib paper"
-#: Seconds kept free before ``--minutes`` runs out: evaluating and publishing the last stack, the export.
-RESERVE_SECONDS = 45.0
+#: Seconds kept free before ``--minutes`` runs out (at most a fifth of them): evaluating and publishing
+#: the last stack, the export. A stack cut in its evaluation loses nothing: its runs keep their last
+#: epoch's checkpoints and are evaluated on the next call.
+RESERVE_SECONDS = 90.0
 TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
 NEEDS: dict[str, tuple[str, ...]] = {"*": ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm"),
                                      "pacs": ("timm", "PIL"), "civilcomments": ("transformers",)}
@@ -124,7 +126,7 @@ def _window(args: argparse.Namespace, pages: list[str], explicit: bool, log: Cal
         log(run_selftest())
     if args.prepare:
         return
-    at = start + max(60 * args.minutes - min(RESERVE_SECONDS, 6 * args.minutes), 1.0)
+    at = start + max(60 * args.minutes - min(RESERVE_SECONDS, 12 * args.minutes), 1.0)
     run_queue(pages, args.minutes, args.scale, args.stack, log=log, deadline=at, strict=explicit,
               published_out=published)
     log(describe(plan(pages, args.scale)))
