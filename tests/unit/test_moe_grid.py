@@ -102,3 +102,29 @@ def test_stack_size_from_device_memory():
     with pytest.raises(ValueError, match="member_bytes"):
         fit_count(1.0, 0.0)
     assert auto_stack(resnet("vanilla", 0, device="cpu"), None) == CPU_STACK
+
+
+def test_a_stack_cut_after_its_last_epoch_is_only_evaluated_on_the_next_call(data, tmp_path, monkeypatch):
+    """The last epoch's checkpoints stand when the evaluation is cut; the next call trains nothing
+    and publishes what the uninterrupted stack would have."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "full"))
+    full = _probs(run_grid(GRID[:2], data, stack=2))
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cut"))
+    import lib.moe_grid as grid
+
+    real = grid.finish_run
+
+    def cut(*a, **k):
+        raise KeyboardInterrupt  # the call's time limit, during the evaluation
+
+    monkeypatch.setattr(grid, "finish_run", cut)
+    with pytest.raises(KeyboardInterrupt):
+        train_stacked(GRID[:2], data, stack=2)
+    assert Run(GROUP, run_config(GRID[0], data)).load_checkpoint()["epoch"] == 2
+    monkeypatch.setattr(grid, "finish_run", real)
+    clock = FakeClock()
+    with deadline.deadline(0.0, clock):  # no time left to train: but nothing is left to train
+        done = train_stacked(GRID[:2], data, stack=2)
+    assert done == GRID[:2]
+    for a, b in zip(full, _probs([train_run(c, data) for c in GRID[:2]])):
+        np.testing.assert_allclose(a, b, atol=1e-6)
