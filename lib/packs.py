@@ -1,7 +1,7 @@
 """Data that travels: a dataset's files as numbered chunks small enough for one transfer each.
 
 A GPU machine receives only the working tree, at most 64 MiB per transfer, and not the data beside
-it. ``python -m lib pack DATASET --max-mib 60`` writes the files a page needs (as found by
+it. ``python -m lib pack DATASET`` writes the files a page needs (as found by
 :mod:`lib.data.locate`: ``$CALIBOOK_DATA``, ``../shared/data``, the local cache) into one tar
 stream cut into chunks ``.packs/<dataset>/part-NNN.bin`` with a ``manifest.json`` (SHA-256 of every
 chunk and of the whole). :func:`unpack` joins and verifies the chunks and extracts them into the
