@@ -100,7 +100,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     for p in parts:
         print(p)
     size = sum(p.stat().st_size for p in parts) / 2**20
-    print(f"{len(parts) - 1} chunk(s), {size:.1f} MiB: carry one chunk folder per call (results/README.md)")
+    print(f"{len(parts) - 1} chunk(s), {size:.1f} MiB: carry one chunk and manifest.json per call (results/README.md)")
     return 0
 
 
