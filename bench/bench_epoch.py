@@ -16,7 +16,10 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
 * with ``--stack N``, the same for the stacked engine (:func:`lib.engine.stack.fit_stack`, the path
   the queue and every paper-1 page take): N runs of one method trained as one stacked model, timed
   per method on CIFAR-10H; images/s counts the images of all N runs, the fraction of peak likewise,
-  and the projected Table 1 grid assumes stacks of N runs of one method.
+  and the projected Table 1 grid assumes stacks of N runs of one method. On a GPU each stack is timed
+  with and without channels_last (``stack_channels_last_ratio``: > 1 means channels_last costs more
+  inside stacks; lib.moe_train.STACK_CHANNELS_LAST, off by default, should follow it).
+  ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
 Writes ``bench/results/epoch_<device>.json``.
@@ -49,7 +52,7 @@ from lib.moe_methods import (  # noqa: E402
     METHODS,
     WARMUP_FRACTION,
     WARMUP_METHODS,
-    _Runner,
+    Runner,
     build_model,
     method_step,
 )
@@ -104,7 +107,7 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     use_cl = device.type == "cuda" and cfg.channels_last
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
-    runner = _Runner(model, compile_backbone=cfg.compile)
+    runner = Runner(model, compile_backbone=cfg.compile)
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     bs = cfg.batch_size
 
@@ -166,9 +169,11 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
 
 
 def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes: int, epoch_images: int,
-                steps: int, warmup_steps: int, device: torch.device) -> dict:
+                steps: int, warmup_steps: int, device: torch.device, channels_last: bool = False) -> dict:
     """Time ``steps`` steps of ``stack`` runs of ``cfg`` (seeds 0..stack-1) trained as one stacked
-    model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each."""
+    model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each;
+    ``channels_last``: the stack's layout (CUDA only; lib.moe_train.STACK_CHANNELS_LAST)."""
+    import lib.moe_train as mt
     from lib.data.synthetic import synthetic_images
     from lib.engine.stack import fit_stack
     from lib.moe_train import prepare_run
@@ -177,7 +182,11 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
     data = synthetic_images(n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size,
                             num_classes=num_classes, seed=0)
     cfgs = [cfg.replace(seed=i, epochs=1, warmup_epochs=0, device=str(device)) for i in range(stack)]
-    prs = [prepare_run(c, data) for c in cfgs]
+    default, mt.STACK_CHANNELS_LAST = mt.STACK_CHANNELS_LAST, channels_last
+    try:
+        prs = [prepare_run(c, data, stacked=True) for c in cfgs]
+    finally:
+        mt.STACK_CHANNELS_LAST = default
     members = [pr.member(None) for pr in prs]
     x, y = prs[0].prep.train
 
@@ -204,9 +213,17 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
         "achieved_train_tflops": 3 * flops * ips / 1e12,
         "fraction_of_peak": 3 * flops * ips / peak if peak else None,
         "amp_bf16": bool(cfg.amp and device.type == "cuda"),
+        "channels_last": bool(channels_last and device.type == "cuda"),
     }
     print(json.dumps(out, indent=1))
     return out
+
+
+def layout_ratios(stacked: list[dict]) -> dict[str, float]:
+    """Per method: seconds per stacked step with channels_last over without (> 1: channels_last costs
+    more inside stacks, as vmap's fallback for ``as_strided_`` does on the CPU)."""
+    by = {(r["method"], r.get("channels_last", False)): r["seconds_per_step"] for r in stacked}
+    return {m: by[(m, True)] / by[(m, False)] for m, cl in by if cl and (m, False) in by}
 
 
 def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> dict | None:
@@ -253,37 +270,49 @@ def main() -> None:
     c_steps = args.cifar_steps or (200 if gpu else 6)
     p_steps = args.pacs_steps or (100 if gpu else 2)
     methods = args.methods or (list(TRAINED) if gpu else ["vanilla"])
-    results = []
+    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
+    path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
+    results: list[dict] = []
+    stacked: list[dict] = []
+
+    def save() -> None:  # after every measurement: a call cut at its time limit keeps what it measured
+        out = {
+            "device": device_name(device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "threads": torch.get_num_threads(),
+            "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
+                     "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
+            "results": results,
+            "table1_grid": table1_projection(results),
+            "stacked": stacked,
+            "stack_channels_last_ratio": layout_ratios(stacked),
+            "table1_grid_stacked": (table1_projection([r for r in stacked if not r.get("channels_last")])
+                                    if stacked else None),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_text(json.dumps(out, indent=1))
+        tmp.replace(path)
+
     for method in methods:
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
         results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 2, device))
+        save()
         if not args.skip_pacs:
             pacs = TrainConfig(method=method, backbone="imagenet_resnet18", pretrained=False, batch_size=128,
                                lr=1e-4, compile=args.compile, progress=False)
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
-    stacked = []
+            save()
     for method in (methods if args.stack > 1 else []):
         cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
                             compile=args.compile, progress=False)
-        stacked.append(bench_stack("cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1, device))
-    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
-    out = {
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "threads": torch.get_num_threads(),
-        "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
-                 "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
-        "results": results,
-        "table1_grid": table1_projection(results),
-        "stacked": stacked,
-        "table1_grid_stacked": table1_projection(stacked) if stacked else None,
-    }
-    path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1))
+        for cl in ((False, True) if gpu else (False,)):  # both layouts inside stacks on a GPU
+            stacked.append(bench_stack("cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1,
+                                       device, channels_last=cl))
+            save()
     print(f"wrote {path}")
 
 

@@ -79,10 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     bk.set_defaults(func=cmd_book)
 
-    sub.add_parser("paper", help="the paper-scale queue: plan, run, import (python -m lib paper --help)")
+    sub.add_parser("paper", help="the paper-scale queue: plan, train a window, export, import "
+                   "(python -m lib paper --help; lib.window)")
     pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
     pk.add_argument("dataset", help="cifar10h, pacs, cifar10, mmlu or resnet50-logits")
-    pk.add_argument("--max-mib", type=float, default=60.0, help="largest chunk in MiB")
+    pk.add_argument("--max-mib", type=float, default=None,
+                    help="largest chunk in MiB (default: what fits one 64 MiB call beside the tree and results/)")
     pk.set_defaults(func=cmd_pack)
     return parser
 
@@ -91,16 +93,25 @@ def cmd_pack(args: argparse.Namespace) -> int:
     """``pack``: the dataset's files as numbered chunks under .packs/ (lib.packs)."""
     from lib.packs import pack
 
-    for p in pack(args.dataset, args.max_mib):
+    try:
+        parts = pack(args.dataset, args.max_mib)
+    except FileNotFoundError as err:  # the data is not on this machine: bad input, one line
+        raise ValueError(f"dataset: {err}") from None
+    for p in parts:
         print(p)
+    size = sum(p.stat().st_size for p in parts) / 2**20
+    print(f"{len(parts) - 1} chunk(s), {size:.1f} MiB: carry one chunk and manifest.json per call (results/README.md)")
     return 0
 
 
 def error_message(err: BaseException) -> tuple[str, int]:
     """The message shown for ``err`` and the exit code: 2 for bad input, 1 for a failed run."""
-    from papermill.exceptions import PapermillExecutionError
+    try:  # the paper/pack machine may have no papermill
+        from papermill.exceptions import PapermillExecutionError
+    except ImportError:
+        PapermillExecutionError = ()  # type: ignore[assignment,misc]  # noqa: N806
 
-    if isinstance(err, PapermillExecutionError):
+    if PapermillExecutionError and isinstance(err, PapermillExecutionError):
         return f"a cell of the notebook raised {err.ename}: {err.evalue}", 1
     if isinstance(err, ValueError):
         return str(err), 2

@@ -26,14 +26,13 @@ How a step is computed (the reference runs two forwards and two backwards):
 * the projection on one flat vector of all parameters, branch-free on the device (no host sync).
 
 The same code runs a single model (:func:`fgr_step`) and a stack of N models trained together
-(:func:`stacked_fgr_gradients`, used by :func:`lib.engine.stack.fit_stack`), with one projection per
-member.
+(:func:`stacked_fgr_gradients`, handed to :func:`lib.engine.stack.fit_stack` as FGR's
+:class:`lib.engine.stack.StackStep` by :func:`stack_step`), with one projection per member.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import fields, is_dataclass
 from typing import Any
 
 import torch
@@ -41,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.augment import to_device_async
+from lib.engine.stack import StackStep, take_rows
 from lib.jpeg import DEFAULT_QUALITIES, filtered_rows
 from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
 
@@ -58,6 +58,7 @@ __all__ = [
     "rectified_gradients",
     "fgr_step",
     "stacked_fgr_gradients",
+    "stack_step",
 ]
 
 
@@ -76,14 +77,6 @@ def fgr_batch(
     return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
 
 
-def take_rows(out: Any, rows: Any) -> Any:
-    """Rows ``rows`` (an index tensor or a slice) of a model output: a tensor, or a dataclass of
-    tensors such as :class:`lib.moe.MoEOutput` (every field indexed along its first dimension)."""
-    if isinstance(out, torch.Tensor):
-        return out[rows]
-    if is_dataclass(out) and not isinstance(out, type):
-        return type(out)(**{f.name: take_rows(getattr(out, f.name), rows) for f in fields(out)})
-    raise ValueError(f"out: expected a tensor or a dataclass of tensors, got {type(out).__name__}")
 
 def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS,
              temperature: float = SOFT_ECE_TEMPERATURE) -> torch.Tensor:
@@ -264,3 +257,21 @@ def stacked_fgr_gradients(
     loss = torch.stack(mains)
     update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, members=n)
     return update, loss
+
+
+def stack_step(main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, mean: Any = None, std: Any = None,
+               filter_inputs: bool = True) -> StackStep:
+    """FGR's step for a stacked model (:class:`lib.engine.stack.StackStep`): from epoch ``start``
+    (after warmup) a member forwards :func:`fgr_batch` of its batch (``filter_inputs=False`` or no
+    ``mean``/``std``: the batch itself) and the stack's update is :func:`stacked_fgr_gradients`
+    with ``main_fn`` as this member's main loss. FGR members stack only with FGR members of the same
+    ``start``."""
+    if not callable(main_fn):
+        raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
+    if not isinstance(start, int) or start < 0:
+        raise ValueError(f"start: must be a non-negative integer, got {start!r}")
+    inputs = None
+    if filter_inputs and mean is not None and std is not None:
+        def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            return fgr_batch(x, mean, std, generator=g)  # fgr_step's defaults
+    return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)

@@ -9,7 +9,7 @@ hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), `
 ``fgr_robust`` (lib.fgr, App. D.1). Robust methods and FGR train with plain ERM for the first
 ``warmup_epochs`` (default ``WARMUP_FRACTION`` = 40% of the epochs).
 
-* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``_Runner`` runs
+* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``Runner`` runs
   the backbone under autocast and the head in float32;
 * :func:`objective` -- the training loss of a method on one batch;
 * :func:`method_step` -- the per-step rule :func:`lib.engine.loop.fit` runs: the objective (ERM
@@ -22,7 +22,7 @@ with the host (tests/unit/test_moe_methods.py runs whole epochs on PyTorch's met
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -32,8 +32,6 @@ from lib.engine.device import autocast
 from lib.moe import MoEHead, MoEModel, SingleExpertHead, label_nll
 from lib.robust import filtered_tilted_mean, relevant_mask, tilted_mean
 
-if TYPE_CHECKING:
-    from lib.moe_train import TrainConfig
 
 METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
 TRAINED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "mocae")
@@ -48,11 +46,32 @@ StepFn = Callable[..., "torch.Tensor | None"]
 
 __all__ = [
     "METHODS", "TRAINED_METHODS", "ROBUST_METHODS", "WARMUP_METHODS", "FGR_METHODS", "WARMUP_FRACTION",
-    "build_backbone", "build_model", "objective", "method_step",
+    "MethodConfig", "Runner", "build_backbone", "build_model", "objective", "method_step",
 ]
 
 
-def build_backbone(cfg: "TrainConfig") -> nn.Module:
+class MethodConfig(Protocol):
+    """What a method needs of its run's config (:class:`lib.moe_train.TrainConfig` has it; a Protocol,
+    so this module does not import the one that imports it)."""
+
+    method: str
+    lam: float
+    seed: int
+    amp: bool
+    backbone: str
+    width: int
+    pretrained: bool
+    text_fallback: bool
+    num_experts: int
+    router_hidden: int
+
+    @property
+    def warmup(self) -> int:
+        """ERM warmup epochs."""
+        ...
+
+
+def build_backbone(cfg: MethodConfig) -> nn.Module:
     """The feature extractor named by ``cfg.backbone`` (:func:`lib.backbones.build`)."""
     return backbones.build(cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback)
 
@@ -70,7 +89,7 @@ def _out_features(backbone: nn.Module, sample: Inputs) -> int:
 
 
 def build_model(
-    cfg: TrainConfig, num_classes: int, sample: Inputs | None = None, backbone: nn.Module | None = None
+    cfg: MethodConfig, num_classes: int, sample: Inputs | None = None, backbone: nn.Module | None = None
 ) -> nn.Module:
     """lib.MoEModel: backbone + MoEHead (K experts) or SingleExpertHead (method "single").
 
@@ -88,7 +107,7 @@ def build_model(
     return MoEModel(backbone, head)
 
 
-class _Runner(nn.Module):
+class Runner(nn.Module):
     """Backbone under autocast (bf16 on CUDA), head in float32; optionally a compiled backbone.
 
     Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed).
@@ -121,7 +140,7 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
 
 
 def method_step(
-    cfg: TrainConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
+    cfg: MethodConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
     filter_inputs: bool = True,
 ) -> tuple[LossFn, StepFn | None]:
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,

@@ -36,7 +36,7 @@ from lib.data.bundle import Bundle, check_bundle
 from lib.engine.runs import Run, cached_run, load_artifact, provenance, training
 from lib.moe_eval import evaluate, mocae_calibrate
 from lib.moe_methods import (
-    FGR_METHODS, METHODS, WARMUP_FRACTION, WARMUP_METHODS, Inputs, LossFn, StepFn, _Runner, build_backbone,
+    FGR_METHODS, METHODS, WARMUP_FRACTION, WARMUP_METHODS, Inputs, LossFn, StepFn, Runner, build_backbone,
     build_model, method_step, objective,
 )
 from lib.validation import check_choice, check_positive
@@ -44,7 +44,7 @@ from lib.validation import check_choice, check_positive
 GROUP = "moe"  # lib.engine.runs group of paper-1 runs
 
 __all__ = [
-    "TrainConfig", "train_run", "finish_run", "load_predictions", "run_config", "backbone_identity", "prepare_run",
+    "TrainConfig", "compute_run", "train_run", "finish_run", "load_predictions", "run_config", "backbone_identity", "prepare_run",
 ]
 
 
@@ -211,16 +211,14 @@ class PreparedRun:
         """This run as a member of a stack (:class:`lib.engine.stack.Member`)."""
         from lib.engine.stack import Member
 
-        cfg, fgr = self.cfg, self.cfg.method in FGR_METHODS
-        inputs = None
-        if fgr and not self.prep.is_text:
-            from lib.fgr import fgr_batch
+        cfg, step = self.cfg, None
+        if cfg.method in FGR_METHODS:
+            from lib.fgr import stack_step
 
-            mean, std = self.prep.mean, self.prep.std
-            inputs = lambda x, g: fgr_batch(x, mean, std, generator=g)  # noqa: E731 - fgr_step's defaults
-        main = (lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True)) if fgr else None
+            step = stack_step(lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True), cfg.warmup,
+                              self.prep.mean, self.prep.std, filter_inputs=not self.prep.is_text)
         return Member(model=self.runner, loss_fn=self.loss_fn, seed=cfg.seed, transform=self.transform, run=run,
-                      fgr_main=main, fgr_from=cfg.warmup if fgr else 0, fgr_inputs=inputs, callbacks=(self.mark,))
+                      step=step, callbacks=(self.mark,))
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         """AdamW (App. D.4: lr, weight decay of the config)."""
@@ -236,8 +234,15 @@ class PreparedRun:
         entry["objective"] = ("fgr" if self.cfg.method in FGR_METHODS else "robust") if active else "erm"
 
 
-def prepare_run(cfg: TrainConfig, data: Bundle) -> PreparedRun:
-    """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``."""
+#: channels_last inside stacks: off. Under ``torch.func.vmap`` a channels_last batch sends the
+#: ``as_strided_`` of adaptive pooling to functorch's slow per-member fallback (issue 23); the layout
+#: changes no result beyond float rounding. bench/bench_epoch.py --stack measures both layouts.
+STACK_CHANNELS_LAST = False
+
+
+def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> PreparedRun:
+    """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``
+    (``stacked``: as a member of a stack, channels_last only if :data:`STACK_CHANNELS_LAST`)."""
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)
@@ -247,10 +252,11 @@ def prepare_run(cfg: TrainConfig, data: Bundle) -> PreparedRun:
     sample = {k: v[:2] for k, v in prep.train[0].items()} if prep.is_text else to_float(
         prep.train[0][:2], prep.mean, prep.std)
     model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
-    use_cl = cfg.channels_last and device.type == "cuda" and not prep.is_text
+    use_cl = (cfg.channels_last and device.type == "cuda" and not prep.is_text
+              and (STACK_CHANNELS_LAST or not stacked))
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
-    runner = _Runner(model, compile_backbone=cfg.compile)
+    runner = Runner(model, compile_backbone=cfg.compile)
     seed_everything(cfg.seed)
     transform = eval_prep = None
     if not prep.is_text:
@@ -314,7 +320,10 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     }
 
 
-def _compute(cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]]) -> dict[str, Any]:
+def compute_run(cfg: TrainConfig, data: Bundle, run: Run,
+                callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
+    """Train (resuming from ``run``'s checkpoint) and evaluate one run alone through
+    :func:`lib.engine.loop.fit`; returns its record (not yet saved: :func:`train_run` caches it)."""
     pr = prepare_run(cfg, data)
     fitted = fit(
         pr.runner, pr.loss_fn, pr.prep.train, cfg.epochs, optimizer_factory=pr.optimizer,
@@ -364,7 +373,7 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
         base = train_run(cfg.replace(method="vanilla"), data, callbacks)  # RunMissing if training is off
         with training(True):  # MoCaE only recalibrates that run post hoc: nothing is trained
             return cached_run(GROUP, run_config(cfg, data), lambda run: _mocae_record(base, run))
-    return cached_run(GROUP, run_config(cfg, data), lambda run: _compute(cfg, data, run, callbacks))
+    return cached_run(GROUP, run_config(cfg, data), lambda run: compute_run(cfg, data, run, callbacks))
 
 
 def load_predictions(record: Mapping[str, Any]) -> dict[str, np.ndarray]:

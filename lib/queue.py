@@ -1,18 +1,22 @@
 """The paper-scale queue: every paper-scale run of the book, run a GPU window at a time.
 
-``python -m lib paper [PAGE ...] [--minutes M] [--dry-run] [--scale S] [--import DIR]``
+``python -m lib paper [PAGE ...] [--minutes M] [--dry-run] [--export F.tgz] [--import F.tgz|DIR]``
+(the command line and the window around it: :mod:`lib.window`).
 
 * :func:`plan` lists every run of the chosen pages at a scale (paper by default) in priority order:
-  pages cifar10h, pacs (four targets), sensitivity, l2d_cifar10, losses_cifar10, civilcomments;
+  pages cifar10h, sensitivity, l2d_cifar10, losses_cifar10, civilcomments, pacs (four targets; last);
   inside them seed 0 of every method first, then the next seeds. (CivilComments needs the WILDS
-  data and a DistilBERT on the machine that runs it; where they are missing the queue skips it.) Runs already in ``results/`` are marked done.
-* :func:`run_queue` trains what is not done, stacked many at a time on one device
-  (:func:`lib.moe_grid.train_stacked`), starting no stack after the deadline, and publishes every
-  finished run at once (:func:`publish`): ``results/<page>/<group>/<key>.json`` (the verified record,
-  with the command and seconds) and ``<key>.predictions.npz`` (float16 test predictions); never
-  checkpoints or data. An interrupted window loses at most the runs in flight.
-* :func:`import_results` copies results made by this queue elsewhere into ``results/`` after checking
-  each record's checksum, artifact hashes, code version and config against today's plan.
+  data and a DistilBERT on the machine that runs it.) Runs already in ``results/`` are marked done.
+* :func:`run_queue` trains what is not done: the whole grid of a page (and PACS target) at once,
+  in as few stacks as the device holds (:func:`lib.moe_grid.train_stacked`), under a hard deadline
+  (:mod:`lib.engine.deadline`: no epoch starts that would end after it; every run resumes from its
+  checkpoint on the next call), and publishes every finished run at once (:func:`publish`):
+  ``results/<page>/<group>/<key>.json`` (the verified record, with the command and seconds) and
+  ``<key>.<artifact>.npz``; never checkpoints or data. Runs finished in the local cache but not
+  yet in ``results/`` (a window cut short) are published on the next call.
+* :func:`import_results` copies results made by this queue elsewhere (a folder or a ``.tgz``) into
+  ``results/`` after checking each record's checksum, artifact hashes, code version and config
+  against today's plan.
 
 Paper 1's pages train stacked; paper 2's and paper 4's CIFAR-10 runs (a WRN each) train one at a
 time through the same runners their pages call (:func:`lib.experiments.l2d_cifar10.run_cifar`,
@@ -22,6 +26,7 @@ time through the same runners their pages call (:func:`lib.experiments.l2d_cifar
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -31,14 +36,26 @@ from pathlib import Path
 from typing import Any
 
 from lib.config import repo_root, results_dir, settings
-from lib.engine.runs import _canonical, artifact_paths, read_record, sha256_file, sign
+from lib.engine import deadline as window_deadline
+from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
 from lib.engine.versions import code_version
 
-PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments")
+#: Priority order: paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
+PAGES: tuple[str, ...] = ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)
 
-__all__ = ["Item", "PAGES", "import_results", "matches", "plan", "publish", "published", "run_queue"]
+__all__ = ["Item", "PAGES", "PageSkipped", "describe", "import_results", "matches", "plan", "publish", "published",
+           "read_record", "run_queue"]
+
+
+class PageSkipped(ValueError):
+    """A page the queue was asked for by name cannot run here (its data is missing)."""
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` as the plain JSON types a record holds once read back (keys sorted, tuples as lists)."""
+    return json.loads(json.dumps(obj, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
 @dataclass
@@ -130,9 +147,9 @@ def matches(item: Item, record: Mapping[str, Any]) -> bool:
     if (record.get("queue") or {}).get("id") != item.id:
         return False
     if item.config is not None:
-        return record.get("config", {}).get("train") == json.loads(_canonical(item.config.key()))
+        return record.get("config", {}).get("train") == _plain(item.config.key())
     want = item.extra.get("config")
-    return want is None or {k: record.get("config", {}).get(k) for k in want} == json.loads(_canonical(want))
+    return want is None or {k: record.get("config", {}).get(k) for k in want} == _plain(want)
 
 
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
@@ -152,57 +169,30 @@ def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
     return items
 
 
-def _epoch_minutes() -> tuple[dict[str, float], str]:
-    """Minutes per epoch by (page-like) dataset from the newest committed epoch benchmark, preferring
-    a CUDA one; and the device it was measured on."""
-    files = sorted((repo_root() / "bench" / "results").glob("epoch_*.json"), key=lambda p: "cuda" not in p.name)
-    if not files:
-        return {}, "no benchmark"
-    bench = json.loads(files[0].read_text())
-    per: dict[str, float] = {}
-    for r in bench.get("results", []):
-        per.setdefault(f"{r['name']}/{r['method']}", r["epoch_seconds"] / 60)
-    return per, bench.get("device", files[0].name)
-
-
-def projected_minutes(item: Item) -> float | None:
-    """Training minutes of one run projected from the committed epoch benchmark (one run at a time)."""
-    if item.page not in QUEUE_PAGES:
-        return None  # no committed benchmark of the WRN / ResNet-50 trainings
-    per, _ = _epoch_minutes()
-    dataset = "pacs-224" if item.page == "pacs" else "cifar10h"
-    v = per.get(f"{dataset}/{item.method}") or per.get(f"{dataset}/vanilla")
-    return None if v is None else v * item.epochs
-
-
 def describe(items: Sequence[Item]) -> str:
-    """The plan as text: one line per page with runs done/left and projected minutes."""
-    _, device = _epoch_minutes()
-    lines = [f"projected from the committed epoch benchmark on {device} (one run at a time; stacking on a GPU "
-             "runs several at once)"]
-    for page in dict.fromkeys(it.page for it in items):
-        its = [it for it in items if it.page == page]
-        left = [it for it in its if not it.done]
-        mins = [projected_minutes(it) for it in left]
-        known = f"~{sum(m for m in mins if m is not None):9.1f} min" if any(m is not None for m in mins) else "  (no benchmark)"
-        how = "stacked" if its[0].config is not None and page != "civilcomments" else "one at a time"
-        lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {known}  ({how})")
-        lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
-    return "\n".join(lines)
+    """The plan as text with projected GPU-minutes and windows per page (:func:`lib.projection.describe`)."""
+    from lib.projection import describe as _describe
+
+    return _describe(items)
 
 
 def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | None = None) -> Path:
-    """Copy a finished run (record and its artifacts) to ``results/<page>/<group>/`` at once, adding
-    the queue's provenance (plan id, command, seconds) and re-signing the record."""
+    """Copy a finished run (record and its artifacts) to ``results/<page>/<group>/``, adding the
+    queue's provenance (plan id, command, seconds) and re-signing the record. Atomic (each file is
+    written beside its place and renamed; the record last, so it never names a missing artifact) and
+    idempotent (a run published already under this plan id is left as it is)."""
     out = results_dir() / page / record["group"]
-    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{record['key']}.json"
+    old = read_record(path) if path.exists() else None
+    if old is not None and (old.get("queue") or {}).get("id") == item_id and old.get("checksum") and all(
+            (out / f"{record['key']}.{n}.npz").exists() for n in old.get("artifacts", {})):
+        return path
     for name in record.get("artifacts", {}):
         src = next(p for p in artifact_paths(record, name) if p.exists())
-        shutil.copyfile(src, out / f"{record['key']}.{name}.npz")
+        atomic_write(out / f"{record['key']}.{name}.npz", lambda tmp, src=src: shutil.copyfile(src, tmp))
     body = sign({**record, "queue": {"id": item_id, "page": page, "command": " ".join(sys.argv),
                                      "seconds": seconds}})
-    path = out / f"{record['key']}.json"
-    path.write_text(json.dumps(body, indent=1, sort_keys=True))
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body, indent=1, sort_keys=True)))
     return path
 
 
@@ -254,111 +244,103 @@ def _run_one(item: Item, scale: str) -> dict[str, Any]:
     return run_loss(c["loss"], cfg, data, seed=item.seed, coverage=c["coverage"], nu=c["nu"])
 
 
-def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int = 8,
-              log: Any = print) -> list[Path]:
-    """Train and publish the unfinished runs of ``pages`` in priority order; start no new stack after
-    ``minutes`` minus the projected length of one; return the published files."""
+def _publish_finished(batch: Sequence[Item], data: Any, started: float, done: list[Path], log: Any) -> None:
+    """Publish every run of ``batch`` finished in the local cache (or under another page of
+    ``results/``) that this page has not published yet: a window cut short loses nothing."""
+    from lib.engine.runs import RunMissing
+    from lib.moe_train import train_run
+
+    have = {(p.parent.parent.name, p.stem) for p in done}  # (page, key): pages may share a run
+    with training(False):
+        for it in batch:
+            try:
+                rec = train_run(it.config, data)
+            except RunMissing:
+                continue
+            if (it.page, rec["key"]) in have:
+                continue
+            done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
+            have.add((it.page, rec["key"]))
+            log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
+
+
+def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int | None = None,
+              log: Any = print, clock: Any = time.monotonic, deadline: float | None = None,
+              strict: bool = False, published_out: list[Path] | None = None) -> list[Path]:
+    """Train and publish the unfinished runs of ``pages`` in priority order by a hard deadline; return
+    the published files.
+
+    The deadline is ``deadline`` (on ``clock``) or ``minutes`` from now: no epoch starts that would
+    end after it (:mod:`lib.engine.deadline`); what finished is published, every unfinished run keeps
+    its checkpoint and the next call resumes. Each page (and PACS target) trains as one grid,
+    stacked ``stack`` runs at a time (``None``: as many as the device holds). A page whose data is
+    missing is skipped with a message, or, with ``strict`` (pages asked for by name), raises
+    :class:`PageSkipped`. ``published_out`` (a list) receives each published path as it is written,
+    so a caller keeps them when an error ends the window."""
     from lib.moe_grid import train_stacked
 
-    t_start = time.monotonic()
-    deadline = t_start + 60 * float(minutes)
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not math.isfinite(minutes) or minutes <= 0:
+        raise ValueError(f"minutes: must be a positive number of minutes, got {minutes!r}")
+    if stack is not None and (not isinstance(stack, int) or isinstance(stack, bool) or stack < 1):
+        raise ValueError(f"stack: must be a positive integer (runs trained at once), got {stack!r}")
+    at = deadline if deadline is not None else clock() + 60 * float(minutes)
     todo = [it for it in plan(pages, scale) if not it.done]
-    done: list[Path] = []
-    while todo and time.monotonic() < deadline:
-        if todo[0].config is None:  # paper 2 / paper 4 runs: one at a time through their page's runner
-            it = todo.pop(0)
-            started = time.monotonic()
-            done.append(publish(_run_one(it, scale), it.page, it.id, seconds=time.monotonic() - started))
-            log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
-            continue
-        seed = todo[0].seed
-        key = (todo[0].page, todo[0].target)
-        batch = [it for it in todo if (it.page, it.target) == key and it.seed == seed]
+    done: list[Path] = published_out if published_out is not None else []
+    first = len(done)
+    with window_deadline.deadline(at, clock):
         try:
-            data = _data_for(batch[0], scale)
-        except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had: skip the page
-            log(f"skipped {key[0]}: {err}")
-            todo = [it for it in todo if it.page != key[0]]
-            continue
-        started = time.monotonic()
+            while todo:
+                window_deadline.check(0.0, "the queue")
+                if todo[0].config is None:  # paper 2 / paper 4 runs: one at a time through their page's runner
+                    it = todo.pop(0)
+                    started = time.monotonic()
+                    try:
+                        rec = _run_one(it, scale)
+                    except FileNotFoundError as err:  # its data is not on this machine
+                        if strict:
+                            raise PageSkipped(f"pages: {it.page} cannot run here: {err}") from None
+                        log(f"skipped {it.page}: {err}")
+                        todo = [i for i in todo if i.page != it.page]
+                        continue
+                    done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
+                    log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
+                    continue
+                key = (todo[0].page, todo[0].target)
+                batch = [it for it in todo if (it.page, it.target) == key]  # the whole grid of the page
+                try:
+                    data = _data_for(batch[0], scale)
+                except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had
+                    if strict:
+                        raise PageSkipped(f"pages: {key[0]} cannot run here: {err}") from None
+                    log(f"skipped {key[0]}: {err}")
+                    todo = [it for it in todo if it.page != key[0]]
+                    continue
+                started = time.monotonic()
+                _publish_finished(batch, data, started, done, log)  # finished before, not yet published
 
-        def on_done(cfg: Any, rec: dict[str, Any]) -> None:
-            it = next(i for i in batch if i.config == cfg)
-            done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
-            log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
+                def on_done(cfg: Any, rec: dict[str, Any], batch: list[Item] = batch, started: float = started) -> None:
+                    it = next(i for i in batch if i.config == cfg)
+                    done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
+                    log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 
-        text = getattr(data, "kind", "images") == "text"  # text trains one run at a time
-        train_stacked([it.config for it in batch], data, stack=1 if text else stack, deadline=deadline, on_done=on_done)
-        todo = [it for it in todo if it not in batch]
-    return done
+                text = getattr(data, "kind", "images") == "text"  # text trains one run at a time
+                train_stacked([it.config for it in batch], data, stack=1 if text else stack, on_done=on_done, log=log)
+                _publish_finished(batch, data, started, done, log)  # e.g. runs of another process
+                todo = [it for it in todo if it not in batch]
+        except window_deadline.DeadlineReached as stop:
+            log(f"deadline: {stop}")
+    return done[first:]
 
 
 def import_results(folder: Path, scale: str = "paper") -> list[Path]:
-    """Copy results produced by this project's queue elsewhere (``<page>/<group>/<key>.json`` with
-    their ``.npz``) into ``results/``. Each record must verify (checksum, artifact hashes), carry a
-    queue plan id, and match today's plan: same config for that id and the current code version;
-    otherwise ``ValueError`` names the file and the reason, and nothing is copied."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ValueError(f"folder: {folder} is not a directory")
-    today = {it.id: it for it in plan(PAGES, scale)}
-    accepted: list[tuple[Path, dict[str, Any]]] = []
-    for path in sorted(folder.glob("*/*/*.json")):
-        rec = read_record(path)
-        if rec is None:
-            raise ValueError(f"{path}: damaged or unsigned record; not imported")
-        qid = (rec.get("queue") or {}).get("id")
-        if qid not in today:
-            raise ValueError(f"{path}: not a run of today's plan (id {qid!r}); a foreign or renamed run")
-        if rec.get("version") != code_version(rec["group"]):
-            raise ValueError(f"{path}: stale: made by code version {rec.get('version')} of {rec['group']!r}, "
-                             f"today's is {code_version(rec['group'])}")
-        if not matches(today[qid], rec):
-            raise ValueError(f"{path}: its config differs from today's config of {qid}")
-        for name, meta in (rec.get("artifacts") or {}).items():
-            art = path.with_name(f"{rec['key']}.{name}.npz")
-            if not art.exists() or sha256_file(art) != meta["sha256"]:
-                raise ValueError(f"{art}: missing or does not match the record's SHA-256")
-        accepted.append((path, rec))
-    copied = []
-    for path, rec in accepted:
-        out = results_dir() / rec["queue"]["page"] / rec["group"]
-        out.mkdir(parents=True, exist_ok=True)
-        for f in path.parent.glob(f"{rec['key']}*"):
-            shutil.copyfile(f, out / f.name)
-            copied.append(out / f.name)
-    return copied
+    """Take in results made by this queue elsewhere, a folder or a ``.tgz`` (:func:`lib.transfer.import_results`)."""
+    from lib.transfer import import_results as _import
+
+    return _import(folder, scale)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lib paper``: plan, run or import paper-scale results (see the module docstring)."""
-    import argparse
+    """``python -m lib paper``: see :func:`lib.window.main`."""
+    from lib.window import main as window_main
 
-    from lib.config import SCALES
-
-    ap = argparse.ArgumentParser(prog="python -m lib paper", description="The paper-scale queue.")
-    ap.add_argument("pages", nargs="*", default=list(PAGES), help=f"pages (default: all): {', '.join(PAGES)}")
-    ap.add_argument("--minutes", type=float, default=25.0, help="start no new stack after this many minutes")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan with projected minutes")
-    ap.add_argument("--scale", default="paper", choices=SCALES, help="smoke: a tiny end-to-end check")
-    ap.add_argument("--stack", type=int, default=8, help="runs trained at once as one stacked model")
-    ap.add_argument("--import", dest="import_dir", metavar="DIR", help="import results made elsewhere")
-    args = ap.parse_args(argv)
-    try:
-        if args.import_dir:
-            for p in import_results(Path(args.import_dir), args.scale):
-                print(f"imported {p}")
-            return 0
-        items = plan(args.pages, args.scale)
-        if args.dry_run:
-            print(describe(items))
-            return 0
-        from lib.packs import unpack_all
-
-        unpack_all()
-        run_queue(args.pages, args.minutes, args.scale, args.stack)
-        print(describe(plan(args.pages, args.scale)))
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return window_main(argv)

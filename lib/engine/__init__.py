@@ -3,7 +3,10 @@
 * :mod:`lib.engine.loop` -- :func:`~lib.engine.loop.fit` (checkpoint every epoch, resume, model
   selection and early stopping as callbacks) and :func:`~lib.engine.loop.predict`.
 * :mod:`lib.engine.stack` -- N runs of one architecture trained as one stacked model on one device
-  (``torch.func``), each with its own seed, data order, augmentation, optimizer state and checkpoint.
+  (``torch.func``), each with its own seed, data order, augmentation, optimizer state and checkpoint;
+  a method's own step comes in as a generic hook (:class:`~lib.engine.stack.StackStep`).
+* :mod:`lib.engine.deadline` -- a hard deadline: no epoch starts that would end after it.
+* :mod:`lib.engine.progress` -- one live progress line per grid of runs.
 * :mod:`lib.engine.runs` -- :class:`~lib.engine.runs.Run`: results keyed by config, data and code
   version (the cache also by the live code fingerprint), verified on read, locked against concurrent
   computation, with an artifact API (:mod:`lib.engine.artifacts`: atomic writes, SHA-256-verified

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import random
 from collections.abc import Mapping
@@ -40,8 +41,8 @@ def autocast(device: str | torch.device, bf16: bool = False) -> Any:
     runs use it with ``bf16`` around the backbone and without around the MoE head and losses; lib.jpeg
     filters in full precision inside a bf16 step."""
     dev = torch.device(device)
-    if bf16 and dev.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if bf16 and (dev.type == "cuda" or (dev.type == "cpu" and os.environ.get("CALIBOOK_CPU_BF16") == "1")):
+        return torch.autocast(dev.type, dtype=torch.bfloat16)  # CPU only on request (tests of the bf16 path)
     if torch.amp.is_autocast_available(dev.type):
         return torch.autocast(dev.type, enabled=False)
     return contextlib.nullcontext()

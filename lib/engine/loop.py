@@ -17,9 +17,10 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from lib.augment import BatchIterator, epoch_generator
+from lib.engine import deadline
+from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.runs import Run
 from lib.validation import check_choice, check_int
@@ -138,6 +139,8 @@ def fit(
     * With ``run``, a checkpoint (model, optimizer, scheduler, history, RNG states, elapsed time,
       callback states) is written after every epoch; a later call resumes after the last epoch and
       ends with the same weights as an uninterrupted run.
+    * Inside :func:`lib.engine.deadline.deadline`, an epoch that would end after the deadline is not
+      started: :class:`lib.engine.deadline.DeadlineReached` is raised (the last checkpoint stands).
     * ``callbacks(epoch, entry, model)`` run after each epoch; one returning True stops training
       (early stopping). Callbacks with ``state_dict``/``load_state_dict`` run before the epoch's
       checkpoint, which saves their state; plain ones after it (one that raises interrupts a run that
@@ -176,15 +179,33 @@ def fit(
             cb.load_state_dict(st)
         set_rng_state(ckpt["rng"])
 
+    spans = [float(h.get("seconds", 0.0)) for h in history]
+    with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
+        history, elapsed, stopped_at = _epochs(
+            model, loss_fn, fwd, batches, optimizer, scheduler, run, epochs, start, history, elapsed, stopped_at,
+            spans, seed, dev, transform, step_fn, scheduler_interval, amp, callbacks, stateful, desc)
+    for cb in callbacks:
+        if isinstance(cb, SelectBest):
+            cb.restore(model)
+    return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
+
+
+def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs], Any], batches: BatchIterator,
+            optimizer: torch.optim.Optimizer, scheduler: Any, run: Run | None, epochs: int, start: int,
+            history: list[dict[str, Any]], elapsed: float, stopped_at: int | None, spans: list[float], seed: int,
+            dev: torch.device, transform: Any, step_fn: StepFn | None, scheduler_interval: str, amp: bool,
+            callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]], stateful: Sequence[Any],
+            desc: str) -> tuple[list[dict[str, Any]], float, int | None]:
+    """The epochs of :func:`fit` from ``start``; returns the history, elapsed seconds and the early-stop epoch."""
     for epoch in range(start, epochs if stopped_at is None else start):
-        t0 = time.perf_counter()
+        deadline.check(deadline.epoch_estimate(spans), desc)
+        t0, c0 = time.perf_counter(), deadline.now()
         model.train()
         batches.set_epoch(epoch)
         gen = epoch_generator(seed, epoch, stream=2)
         total, count = torch.zeros((), device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
-        for xb, yb in tqdm(batches, total=len(batches), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                           leave=False, **({} if progress else {"disable": True})):
+        for xb, yb in batches:
             inputs = transform(xb, gen) if transform is not None else xb
             loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
             if loss is None:
@@ -218,13 +239,13 @@ def fit(
         for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
             if cb not in stateful:
                 stop = bool(cb(epoch + 1, entry, model)) or stop
+        spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
+        deadline.note(spans[-1])
+        live.epoch_done()
         if stop:
             stopped_at = stopped_at or epoch + 1
             break
-    for cb in callbacks:
-        if isinstance(cb, SelectBest):
-            cb.restore(model)
-    return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
+    return history, elapsed, stopped_at
 
 
 @torch.no_grad()

@@ -6,10 +6,13 @@ forward with ``torch.func.vmap`` over ``functional_call`` (PyTorch's model-ensem
 member keeps its own weights, BatchNorm statistics, optimizer moments (AdamW is elementwise, so one
 optimizer over stacked weights is N independent ones), seed, batch order, augmentation and
 checkpoint. The per-member losses are summed before the backward pass, so member i's gradient is the
-gradient of its own loss. FGR runs (paper 1, App. D.1) stack only with FGR runs (their forward takes
-B + m rows) and take their rectified step inside the stack (:func:`lib.fgr.stacked_fgr_gradients`:
-one forward, one batched backward, one projection per member). Each member's checkpoint has the
-single-run format of :func:`lib.engine.loop.fit`, so one run of a stack can resume alone.
+gradient of its own loss. A method with a step of its own (e.g. paper 1's FGR, whose forward takes
+B + m rows and whose update is a projection of two gradients) supplies it as a :class:`StackStep`:
+members stack only with members of the same step kind and start epoch, and the engine hands the
+stacked forward to the step's ``gradients``. The engine knows no paper. Each member's checkpoint has
+the single-run format of :func:`lib.engine.loop.fit`, so one run of a stack can resume alone.
+Inside :func:`lib.engine.deadline.deadline` an epoch that would end after the deadline is not
+started (every member's checkpoint of the epoch before stands).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,16 +28,53 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
-from tqdm.auto import tqdm
 
 from lib.augment import BatchIterator, epoch_generator
+from lib.engine import deadline
+from lib.engine import progress as live
 from lib.engine.device import autocast, rng_state
 from lib.engine.loop import FitResult
 from lib.engine.runs import Run
-from lib.fgr import stacked_fgr_gradients, take_rows
 from lib.validation import check_int
 
-__all__ = ["Member", "fit_stack"]
+__all__ = ["Member", "StackStep", "fit_stack", "step_key", "take_rows"]
+
+#: ``gradients(out, aux, ys, losses, params)`` -> (one update per stacked parameter, per-member loss (N,))
+Gradients = Callable[[Any, Sequence[Any], Sequence[torch.Tensor], Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
+                      Sequence[torch.Tensor]], tuple[list[torch.Tensor], torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class StackStep:
+    """A method's own step inside a stack, supplied by the method's code (the engine knows none).
+
+    From epoch ``start`` (0-based) on, each member's batch goes through ``inputs(x, generator)``,
+    which returns the forward's input and whatever ``gradients`` needs to read it (e.g. rows), the
+    members' inputs are forwarded as one stacked model, and ``gradients(out, aux, ys, losses,
+    params)`` (the one function of the step ``kind``, called with every member's ``loss``) returns the
+    update of every stacked parameter and the per-member losses; the engine sets them as ``.grad``
+    and steps the optimizer. Members stack only with members of equal ``kind`` and ``start``."""
+
+    kind: Hashable
+    start: int
+    loss: Callable[[Any, torch.Tensor], torch.Tensor]
+    gradients: Gradients
+    inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, Any]] | None = None
+
+
+def step_key(step: StackStep | None) -> tuple[Any, ...]:
+    """What members of one stack must share about their step: nothing (plain), or kind and start."""
+    return ("plain",) if step is None else ("step", step.kind, step.start)
+
+
+def take_rows(out: Any, rows: Any) -> Any:
+    """Rows ``rows`` (an index tensor, an int or a slice) of a model output: a tensor, or a dataclass
+    of tensors (every field indexed along its first dimension)."""
+    if isinstance(out, torch.Tensor):
+        return out[rows]
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        return type(out)(**{f.name: take_rows(getattr(out, f.name), rows) for f in dataclasses.fields(out)})
+    raise ValueError(f"out: expected a tensor or a dataclass of tensors, got {type(out).__name__}")
 
 
 @dataclass
@@ -42,11 +82,9 @@ class Member:
     """One run inside a stack.
 
     ``loss_fn(out, y, epoch)`` is its per-batch loss; ``transform(x_batch, generator)`` its
-    augmentation. An FGR member sets ``fgr_main(out, y)`` (the main loss), ``fgr_from`` (first epoch
-    of the rectified step, 0-based) and ``fgr_inputs(x, generator)``, which returns the forward's
-    input and the main branch's rows (:func:`lib.fgr.fgr_batch`; without it, inputs are not
-    filtered). ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the
-    weights are stacked); one that raises interrupts the stack, which resumes from the checkpoints.
+    augmentation; ``step`` its method's own step (:class:`StackStep`), if any.
+    ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint (no model: the weights are
+    stacked); one that raises interrupts the stack, which resumes from the checkpoints.
     """
 
     model: nn.Module
@@ -54,9 +92,7 @@ class Member:
     seed: int = 0
     transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
     run: Run | None = None
-    fgr_main: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
-    fgr_from: int = 0
-    fgr_inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]] | None = None
+    step: StackStep | None = None
     callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
 
 
@@ -112,9 +148,9 @@ def fit_stack(
     if len(types) != 1 or len(shapes) != 1:
         raise ValueError("members: all models of a stack need the same architecture")
     n, dev = len(members), torch.device(device)
-    if len({m.fgr_main is None for m in members}) != 1 or len({m.fgr_from for m in members}) != 1:
-        raise ValueError("members: FGR runs stack only with FGR runs of the same warmup (their step forwards "
-                         "B + m rows; see lib.moe_grid.stack_groups)")
+    if len({step_key(m.step) for m in members}) != 1:
+        raise ValueError("members: runs with a step of their own stack only with runs of the same step kind "
+                         "and start epoch (see lib.engine.stack.step_key)")
 
     ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
     starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
@@ -150,55 +186,63 @@ def fit_stack(
     iters = [BatchIterator(x_dev, y_dev, batch_size, shuffle=True, seed=m.seed, device=dev) for m in members]
     plist = [params[k] for k in names]
 
-    for epoch in range(start, epochs):
-        t0 = time.perf_counter()
-        for it in iters:
-            it.set_epoch(epoch)
-        gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-        fgr = members[0].fgr_main is not None and epoch >= members[0].fgr_from
-        totals, count = torch.zeros(n, device=dev), 0
-        lr = optimizer.param_groups[0]["lr"]
-        for batches in tqdm(zip(*iters), total=len(iters[0]), desc=f"{desc} epoch {epoch + 1}/{epochs}",
-                            leave=False, **({} if progress else {"disable": True})):
-            xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
-            ys = [yb for _, yb in batches]
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(dev, amp):
-                if fgr:
-                    inputs = [m.fgr_inputs(x, g) if m.fgr_inputs is not None else (x, None)
-                              for m, x, g in zip(members, xs, gens)]
-                    out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
-                    grads, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys,
-                                                        [m.fgr_main for m in members], plist)
-                    for p, g in zip(plist, grads):
-                        p.grad = g
-                else:
-                    out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
-                    loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch) for i, m in enumerate(members)])
-                    loss.sum().backward()
-            optimizer.step()
-            totals += loss.detach().float() * int(ys[0].shape[0])
-            count += int(ys[0].shape[0])
-        if scheduler is not None:
-            scheduler.step()
-        seconds = time.perf_counter() - t0
-        mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
-        for i, m in enumerate(members):
-            elapsed[i] += seconds / n
-            entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
-            histories[i].append(entry)
-            if m.run is not None:
-                m.run.save_checkpoint({
-                    "epoch": epoch + 1,
-                    "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
-                    "optimizer": _slice_state(optimizer.state_dict(), i, n),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                    "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
-                    "callbacks": [],
-                })
-        for i, m in enumerate(members):
-            for cb in m.callbacks:
-                cb(epoch + 1, histories[i][-1], None)
+    spans = [float(h["seconds"]) * int(h.get("stacked", n)) for h in histories[0]]
+    step0 = members[0].step
+    with live.session(desc, n * (epochs - start), enabled=progress) as line:  # n runs' epochs
+        for epoch in range(start, epochs):
+            deadline.check(deadline.epoch_estimate(spans), desc)
+            t0, c0 = time.perf_counter(), deadline.now()
+            for it in iters:
+                it.set_epoch(epoch)
+            gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
+            own = step0 is not None and epoch >= step0.start
+            totals, count = torch.zeros(n, device=dev), 0
+            lr = optimizer.param_groups[0]["lr"]
+            for batches in zip(*iters):
+                xs = [m.transform(xb, g) if m.transform is not None else xb
+                      for m, (xb, _), g in zip(members, batches, gens)]
+                ys = [yb for _, yb in batches]
+                optimizer.zero_grad(set_to_none=True)
+                with autocast(dev, amp):
+                    if own:
+                        inputs = [m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
+                                  for m, x, g in zip(members, xs, gens)]
+                        out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
+                        grads, loss = step0.gradients(out, [a for _, a in inputs], ys,
+                                                      [m.step.loss for m in members], plist)
+                        for p, g in zip(plist, grads):
+                            p.grad = g
+                    else:
+                        out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
+                        loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch)
+                                            for i, m in enumerate(members)])
+                        loss.sum().backward()
+                optimizer.step()
+                totals += loss.detach().float() * int(ys[0].shape[0])
+                count += int(ys[0].shape[0])
+            if scheduler is not None:
+                scheduler.step()
+            seconds = time.perf_counter() - t0
+            mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
+            for i, m in enumerate(members):
+                elapsed[i] += seconds / n
+                entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
+                histories[i].append(entry)
+                if m.run is not None:
+                    m.run.save_checkpoint({
+                        "epoch": epoch + 1,
+                        "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
+                        "optimizer": _slice_state(optimizer.state_dict(), i, n),
+                        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                        "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
+                        "callbacks": [],
+                    })
+            for i, m in enumerate(members):
+                for cb in m.callbacks:
+                    cb(epoch + 1, histories[i][-1], None)
+            spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoints, callbacks
+            deadline.note(spans[-1])
+            line.update(n)  # n runs' epochs
     results = []
     for i, m in enumerate(members):
         m.model.load_state_dict({k2: t[i].detach() for k2, t in {**params, **buffers}.items()})

@@ -90,3 +90,24 @@ def test_stack_groups_split_by_architecture_and_size():
     assert [[c.seed for c in g] for g in stack_groups(fgr, stack=4)] == [[0, 1, 3], [2]]  # FGR with FGR, same warmup
     with pytest.raises(ValueError, match="stack"):
         stack_groups(cfgs, 0)
+
+
+def test_the_engine_knows_no_paper():
+    """lib.engine imports only the shared layers (config, validation, augmentation, the engine itself)
+    and names no paper's method: a method's own step comes in through StackStep (issue 24)."""
+    import ast
+    from pathlib import Path
+
+    import lib.engine
+
+    shared = ("lib.engine", "lib.config", "lib.validation", "lib.augment")
+    for path in sorted(Path(lib.engine.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        outside = [m for m in names if m.startswith("lib") and not m.startswith(shared) and m != "lib"]
+        assert not outside, f"{path.name} imports {outside}"
+        idents = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        idents |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        idents |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+        assert not [i for i in idents if "fgr" in i.lower()], f"{path.name} names a paper's method in its code"

@@ -111,7 +111,7 @@ def test_training_steps_never_wait_for_the_device(method):
     cosine schedule) run on the meta device; the only value read is the epoch loss, once per epoch."""
 
     cfg = tiny(method, epochs=4, warmup_epochs=2, batch_size=8)
-    model = methods._Runner(methods.build_model(cfg, 3))
+    model = methods.Runner(methods.build_model(cfg, 3))
     x = torch.randint(0, 256, (40, 3, 8, 8), dtype=torch.uint8)  # 5 steps per epoch
     y = torch.randint(0, 3, (40,))
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
@@ -151,7 +151,7 @@ def test_compiled_backbone_trains_like_the_eager_one():
         torch.manual_seed(0)
         model = methods.build_model(cfg, 3)
         fit_classifier(
-            methods._Runner(model, compile_backbone=compiled), loss_fn, (x, y), 1,
+            methods.Runner(model, compile_backbone=compiled), loss_fn, (x, y), 1,
             optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1), batch_size=8, device="cpu",
             progress=False, transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
         )
@@ -166,7 +166,7 @@ def test_backbone_in_bf16_head_in_float32_under_autocast():
     convolutions run in bf16, the MoE head and its probabilities stay float32 (sums to 1 at float32
     precision, not bf16's ~1e-2)."""
     cfg = tiny("vanilla")
-    runner = methods._Runner(methods.build_model(cfg, 3))
+    runner = methods.Runner(methods.build_model(cfg, 3))
     x = torch.randn(16, 3, 8, 8)
     seen = []
     hook = runner.model.backbone.register_forward_hook(lambda m, i, o: seen.append(o.dtype))

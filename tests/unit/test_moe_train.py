@@ -74,7 +74,7 @@ def test_finished_run_is_loaded_not_recomputed(data, cache, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("recomputed a finished run")
 
-    monkeypatch.setattr(train, "_compute", boom)
+    monkeypatch.setattr(train, "compute_run", boom)
     second = train_run(cfg, data)
     assert second == first
     with pytest.raises(AssertionError):  # a different config is not in the cache

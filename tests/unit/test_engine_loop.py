@@ -1,0 +1,103 @@
+"""lib.engine.loop and lib.engine.deadline: a hard deadline stops fit at the epoch boundary that
+would cross it (fake clock), the checkpoint stands, and the resumed run ends like an uninterrupted one."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lib.engine import deadline
+from lib.engine.loop import fit
+from lib.engine.runs import Run
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _train(run: Run | None, epochs: int = 5, callbacks=()) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+    fit(model, lambda out, yb, e: nn.functional.cross_entropy(out, yb), (x, y), epochs,
+        optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05), run=run, batch_size=8, device="cpu",
+        amp=False, progress=False, callbacks=callbacks)
+    return model
+
+
+def test_fit_stops_before_the_epoch_that_would_cross_the_deadline_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    full = _train(None)
+    clock, run = FakeClock(), Run("test", {"what": "deadline"})
+
+    def tick(epoch, entry, model):  # every epoch "takes" 10 s
+        clock.t += 10.0
+
+    with deadline.deadline(35.0, clock), pytest.raises(deadline.DeadlineReached, match="epoch boundary"):
+        _train(run, callbacks=[tick])
+    assert clock.t == 30.0 and run.load_checkpoint()["epoch"] == 3  # a 4th epoch would end at 40 s
+    resumed = _train(run)
+    for a, b in zip(full.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_deadline_rules():
+    deadline.check(1e9)  # no deadline: nothing happens
+    assert deadline.remaining() == math.inf and deadline.epoch_estimate([]) == 0.0
+    clock = FakeClock()
+    with deadline.deadline(100.0, clock):
+        assert deadline.epoch_estimate([5.0, 9.0, 7.0, 6.0]) == 9.0  # the largest of the last three
+        assert deadline.epoch_estimate([]) == 0.0
+        deadline.note(12.0)
+        assert deadline.epoch_estimate([]) == 12.0  # a fresh run's prior: the window's latest epoch
+        deadline.check(100.0)  # ends exactly at the deadline: allowed
+        with pytest.raises(deadline.DeadlineReached):
+            deadline.check(100.5)
+        clock.t = 100.0
+        with pytest.raises(deadline.DeadlineReached):
+            deadline.check(0.0)  # the deadline has passed
+    with pytest.raises(ValueError, match="at"):
+        with deadline.deadline(float("nan")):
+            pass
+
+
+def test_select_best_and_early_stopping_as_callbacks(tmp_path, monkeypatch):
+    """Validation scores 3, 1, 2, 4, 5, ...: early stopping with patience 2 ends after epoch 4 and the
+    model ends with its epoch-2 weights (the lowest score); a run resumed from the checkpoint of the
+    stopped run trains nothing more."""
+    from lib.engine.loop import EarlyStopping, SelectBest
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    scores = iter([3.0, 1.0, 2.0, 4.0, 5.0, 6.0])
+    snapshots = {}
+
+    def snap(epoch, entry, model):
+        snapshots[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Linear(4, 3)
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+    run = Run("test", {"what": "early stopping"})
+    kw = dict(optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05), run=run, batch_size=8, device="cpu",
+              amp=False, progress=False)
+    loss = lambda out, yb, e: nn.functional.cross_entropy(out, yb)  # noqa: E731
+    model = build()
+    best = SelectBest(lambda m: next(scores))
+    result = fit(model, loss, (x, y), 10, callbacks=[best, EarlyStopping(patience=2), snap], **kw)
+    assert result.stopped_at == 4 and [h["val_loss"] for h in result.history] == [3.0, 1.0, 2.0, 4.0]
+    assert best.epoch == 2
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, snapshots[2][k])
+    again = fit(build(), loss, (x, y), 10, callbacks=[SelectBest(lambda m: 0.0), EarlyStopping(patience=2)], **kw)
+    assert again.resumed_from == 4 and again.stopped_at == 4 and len(again.history) == 4
