@@ -38,7 +38,7 @@ from typing import Any
 from lib.config import repo_root, results_dir, settings
 from lib.engine import deadline as window_deadline
 from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
-from lib.engine.versions import code_version
+from lib.engine.versions import made_by_current_code
 
 #: Priority order: paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
 PAGES: tuple[str, ...] = ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
@@ -136,7 +136,7 @@ def published(page: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted((results_dir() / page).glob("*/*.json")):
         rec = read_record(path)
-        if rec is not None and "queue" in rec and rec.get("version") == code_version(rec["group"]):
+        if rec is not None and "queue" in rec and made_by_current_code(rec):
             out[rec["queue"]["id"]] = rec
     return out
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from lib.config import results_dir
 from lib.engine.runs import atomic_write, read_record, sha256_file
-from lib.engine.versions import code_version
+from lib.engine.versions import code_version, made_by_current_code
 
 __all__ = ["export", "import_results"]
 
@@ -91,9 +91,10 @@ def _import_from(folder: Path, source: Path, scale: str) -> list[Path]:
         if qid not in today:
             raise ValueError(f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); "
                              "a foreign or renamed run")
-        if rec.get("version") != code_version(rec["group"]):
-            raise ValueError(f"{path.relative_to(folder)}: stale: made by code version {rec.get('version')} of "
-                             f"{rec['group']!r}, today's is {code_version(rec['group'])}")
+        if not made_by_current_code(rec):
+            raise ValueError(f"{path.relative_to(folder)}: stale: made by code {rec.get('code_fingerprint')} "
+                             f"(version {rec.get('version')}) of {rec['group']!r}, not accepted for today's version "
+                             f"{code_version(rec['group'])} in lib/engine/versions.json")
         if not matches(today[qid], rec):
             raise ValueError(f"{path.relative_to(folder)}: its config differs from today's config of {qid}")
         for name, meta in (rec.get("artifacts") or {}).items():

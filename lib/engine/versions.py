@@ -34,7 +34,9 @@ import ast
 import hashlib
 import importlib.util
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 _ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.augment", "lib.backbones")
 
@@ -83,6 +85,16 @@ def accepted_fingerprints(group: str) -> tuple[str, ...]:
     return tuple(entry.get("accepted", ()))  # type: ignore[arg-type]
 
 
+def made_by_current_code(record: Mapping[str, Any]) -> bool:
+    """Whether a run ``record`` (with ``group``, ``version`` and, when written by this engine,
+    ``code_fingerprint``) was made by code accepted for its group's current version."""
+    group = record.get("group")
+    if not isinstance(group, str) or record.get("version") != code_version(group):
+        return False
+    made_by = record.get("code_fingerprint")
+    return made_by is None or made_by in accepted_fingerprints(group)
+
+
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -90,6 +102,19 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
                 and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return tree
+
+
+def canonical(node: object) -> str:
+    """A syntax tree written out the same on every Python version: node names and fields, leaving
+    out fields that are ``None`` or empty (``ast.dump`` differs between 3.11, 3.12 and 3.13, e.g.
+    3.12's empty ``type_params``, so a record made on a lent GPU machine's Python would otherwise
+    never match the code here)."""
+    if isinstance(node, ast.AST):
+        fields = (f"{k}={canonical(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ",".join(canonical(x) for x in node) + "]"
+    return repr(node)
 
 
 _BY_SOURCE: dict[str, str] = {}  # SHA-256 of a module's bytes -> its fingerprint (parsing is the cost)
@@ -107,7 +132,7 @@ def module_fingerprint(module: str) -> str:
     digest = hashlib.sha256(source).hexdigest()
     if digest not in _BY_SOURCE:
         tree = _strip_docstrings(ast.parse(source))
-        _BY_SOURCE[digest] = hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+        _BY_SOURCE[digest] = hashlib.sha256(canonical(tree).encode()).hexdigest()[:16]
     return _BY_SOURCE[digest]
 
 

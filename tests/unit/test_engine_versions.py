@@ -49,3 +49,28 @@ def test_module_fingerprint_follows_the_file_as_it_is_now(tmp_path, monkeypatch)
     assert versions.module_fingerprint("fp_probe_mod") != first
     with pytest.raises(ValueError, match="module"):
         versions.module_fingerprint("")
+
+
+def test_canonical_form_is_the_same_on_every_python():
+    """The written-out tree leaves out None and empty fields, so Python 3.12's empty ``type_params``
+    (and 3.13's dump defaults) do not change it: this literal is what 3.11, 3.12 and 3.13 all give,
+    which lets records made on a lent GPU machine (Python 3.12) match the code here."""
+    import ast
+
+    tree = ast.parse("def f(x):\n    return x\n")
+    assert versions.canonical(tree) == (
+        "Module(body=[FunctionDef(name='f',args=arguments(args=[arg(arg='x')]),"
+        "body=[Return(value=Name(id='x',ctx=Load()))])])")
+    node = ast.parse("def g(): pass").body[0]
+    node.extra = []  # a field a later Python adds empty: not written out
+    node._fields = (*node._fields, "extra")
+    assert versions.canonical(node) == "FunctionDef(name='g',args=arguments(),body=[Pass()])"
+
+
+def test_made_by_current_code_needs_the_version_and_an_accepted_fingerprint(monkeypatch):
+    monkeypatch.setattr(versions, "_recorded", lambda: {"g": {"version": 2, "accepted": ["aa", "bb"]}})
+    assert versions.made_by_current_code({"group": "g", "version": 2, "code_fingerprint": "bb"})
+    assert versions.made_by_current_code({"group": "g", "version": 2})  # written before fingerprints
+    assert not versions.made_by_current_code({"group": "g", "version": 2, "code_fingerprint": "cc"})
+    assert not versions.made_by_current_code({"group": "g", "version": 1, "code_fingerprint": "aa"})
+    assert not versions.made_by_current_code({"version": 2})
