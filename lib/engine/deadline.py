@@ -1,4 +1,5 @@
-"""A hard deadline for training: stop at the epoch boundary that would cross it.
+"""A hard deadline for training: stop at the epoch boundary that would cross it (and, should an
+epoch run past the deadline anyway, between two steps, dropping that epoch).
 
 A lent GPU machine cuts a command at 10 minutes, so a window's training must end by a deadline
 without losing work. Inside ``with deadline(at):`` every training loop of the engine
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DeadlineReached", "check", "deadline", "epoch_estimate", "note", "now", "remaining"]
+__all__ = ["DeadlineReached", "check", "check_step", "deadline", "epoch_estimate", "note", "now", "remaining"]
 
 
 class DeadlineReached(Exception):
@@ -85,3 +86,14 @@ def check(expected_seconds: float, what: str = "training") -> None:
     if left <= 0 or expected_seconds > left:
         raise DeadlineReached(f"{what}: stopped at an epoch boundary, {max(left, 0):.0f} s before the deadline "
                               f"(the next epoch takes ~{expected_seconds:.0f} s); it resumes on the next call")
+
+
+def check_step(what: str = "training") -> None:
+    """Between two steps: raise :class:`DeadlineReached` once the current deadline has passed (an
+    epoch that ran longer than expected, e.g. the first epoch of a fresh stack). The unfinished epoch
+    is dropped and the run resumes from its last checkpoint, so the call returns in time and its
+    finished work is still published and exported. A host clock read, no device sync."""
+    if _WINDOWS and remaining() <= 0:
+        raise DeadlineReached(f"{what}: the deadline passed during an epoch; the epoch is dropped and the "
+                              "run resumes from its last checkpoint on the next call")
+

@@ -206,6 +206,7 @@ def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs]
         total, count = torch.zeros((), device=dev), 0
         lr = optimizer.param_groups[0]["lr"]
         for xb, yb in batches:
+            deadline.check_step(desc)
             inputs = transform(xb, gen) if transform is not None else xb
             loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
             if loss is None:

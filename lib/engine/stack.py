@@ -199,6 +199,7 @@ def fit_stack(
             totals, count = torch.zeros(n, device=dev), 0
             lr = optimizer.param_groups[0]["lr"]
             for batches in zip(*iters):
+                deadline.check_step(desc)
                 xs = [m.transform(xb, g) if m.transform is not None else xb
                       for m, (xb, _), g in zip(members, batches, gens)]
                 ys = [yb for _, yb in batches]

@@ -49,6 +49,37 @@ def test_fit_stops_before_the_epoch_that_would_cross_the_deadline_and_resumes(tm
         torch.testing.assert_close(a, b)
 
 
+def test_an_epoch_that_runs_past_the_deadline_is_dropped_between_steps(tmp_path, monkeypatch):
+    """The first epoch of a fresh run has no estimate and may run past the deadline: fit stops at the
+    next step, keeps the last epoch's checkpoint (not the half-trained model), and the resumed run
+    still ends like an uninterrupted one."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    full = _train(None)
+    clock, run = FakeClock(), Run("test", {"what": "deadline mid-epoch"})
+    steps = []
+
+    def slow_epoch(epoch, entry, model):  # epochs 1-2 take 10 s; then the clock jumps mid-epoch 3
+        clock.t += 10.0
+
+    with deadline.deadline(35.0, clock):  # epoch 3 starts (20 s + ~10 s < 35 s) but runs long
+        real = deadline.check_step
+
+        def check_step(what="training"):
+            steps.append(clock.t)
+            if len(steps) == 13:  # the 3rd step of the 3rd epoch (5 steps an epoch)
+                clock.t = 36.0
+            real(what)
+
+        monkeypatch.setattr(deadline, "check_step", check_step)
+        with pytest.raises(deadline.DeadlineReached, match="during an epoch"):
+            _train(run, callbacks=[slow_epoch])
+    assert run.load_checkpoint()["epoch"] == 2  # the unfinished third epoch left no trace
+    monkeypatch.setattr(deadline, "check_step", real)
+    resumed = _train(run)
+    for a, b in zip(full.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b)
+
+
 def test_deadline_rules():
     deadline.check(1e9)  # no deadline: nothing happens
     assert deadline.remaining() == math.inf and deadline.epoch_estimate([]) == 0.0
