@@ -8,7 +8,7 @@ reports (quoted), ours as text, and a verdict computed by the rule in the functi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,19 +128,22 @@ PAPER_SAME_SIZE: list[tuple[str, str, str]] = [
 """The paper's same-size pairs: (pair, single models, routed pair) (sec. 3.3, Table 2)."""
 
 
-def same_size_paper_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The paper's pairs and ours (``summary``: one row per pair with the accuracies "first alone",
-    "second alone" and "routed (TS, bins on first)"), with the accuracies as text."""
-    ours = [(pair, f"{max(r['first alone'], r['second alone']):.2%} (ours, better one)",
-             f"{r['routed (TS, bins on first)']:.2%} (ours)") for pair, r in summary.iterrows()]
+def same_size_paper_table(summary: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
+    """The paper's pairs and ours, in the order of ``pairs`` (``summary``: one row per pair with the
+    accuracies "first alone", "second alone" and "routed (TS, bins on first)"), accuracies as text."""
+    ours = [(pair, f"{max(summary.loc[pair, 'first alone'], summary.loc[pair, 'second alone']):.2%} (ours, better one)",
+             f"{summary.loc[pair, 'routed (TS, bins on first)']:.2%} (ours)") for pair in pairs]
     return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index("pair")
 
 
-def same_size_claims(gains: pd.DataFrame, summary: pd.DataFrame) -> list[dict[str, Any]]:
+def same_size_claims(gains: pd.DataFrame, summary: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
     """One claim per pair (routing with bins on the first model beats the better single model on
     every split: the worst split's gain > 0) and one on calibration (TS routing >= uncalibrated on
     every pair). ``gains``: per pair, columns ("gain (bins on first)", "mean"/"min"); ``summary``:
-    per pair, the mean accuracies "routed (TS, bins on first)" and "routed (uncalibrated, bins on first)"."""
+    per pair, the mean accuracies "routed (TS, bins on first)" and "routed (uncalibrated, bins on first)";
+    rows in the order of ``pairs``."""
+    if set(pairs) != set(gains.index) or set(pairs) != set(summary.index):
+        raise ValueError("pairs: must name exactly the pairs of gains and summary")
     g = "gain (bins on first)"
     ts, un = "routed (TS, bins on first)", "routed (uncalibrated, bins on first)"
     return [
@@ -148,11 +151,11 @@ def same_size_claims(gains: pd.DataFrame, summary: pd.DataFrame) -> list[dict[st
          "paper": SAME_SIZE_PAPER_SAYS,
          "ours": f"gain {gains.loc[pair, (g, 'mean')]:+.4f} (worst split {gains.loc[pair, (g, 'min')]:+.4f})",
          "verdict": verdict(bool(gains.loc[pair, (g, "min")] > 0))}
-        for pair in gains.index
+        for pair in pairs
     ] + [
         {"claim": "calibration helps same-size routing (TS >= uncalibrated, every pair)",
          "paper": "not in the paper as a same-size comparison (it routes by calibrated confidence only); our added check",
-         "ours": ", ".join(f"{summary.loc[p, ts]:.4f} vs {summary.loc[p, un]:.4f}" for p in summary.index),
+         "ours": ", ".join(f"{summary.loc[p, ts]:.4f} vs {summary.loc[p, un]:.4f}" for p in pairs),
          "verdict": verdict(bool((summary[ts] >= summary[un]).all()))},
     ]
 

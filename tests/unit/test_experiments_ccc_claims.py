@@ -42,11 +42,15 @@ def test_same_size_claims_hold_and_fail():
     summary = pd.DataFrame({"first alone": [0.8, 0.7], "second alone": [0.79, 0.72],
                             "routed (TS, bins on first)": [0.82, 0.73],
                             "routed (uncalibrated, bins on first)": [0.81, 0.73]}, index=["p", "q"])
-    assert verdicts(C.same_size_claims(gains, summary)) == ["held", "did not hold", "held"]
+    assert verdicts(C.same_size_claims(gains, summary, ["p", "q"])) == ["held", "did not hold", "held"]
     summary.loc["q", "routed (uncalibrated, bins on first)"] = 0.74
-    assert verdicts(C.same_size_claims(gains, summary))[-1] == "did not hold"
-    table = C.same_size_paper_table(summary)
+    assert verdicts(C.same_size_claims(gains, summary, ["p", "q"]))[-1] == "did not hold"
+    table = C.same_size_paper_table(summary, ["q", "p"])
     assert table.loc["q", "single models"] == "72.00% (ours, better one)" and len(table) == 4
+    assert list(table.index[2:]) == ["q", "p"]  # the page's order, not the sorted one
+    assert verdicts(C.same_size_claims(gains, summary, ["q", "p"]))[:2] == ["did not hold", "held"]
+    with pytest.raises(ValueError, match="pairs"):
+        C.same_size_claims(gains, summary, ["p"])
 
 
 def test_cleaning_claims_hold_and_fail():
