@@ -124,14 +124,8 @@ plots.legend_below(grad_focal | grad_inv, columns=3)
 # over $M = 15$ bins; small $\nu$ approaches a staircase, large $\nu$ over-smooths.
 
 # %%
-rng = np.random.default_rng(0)
-scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)  # MSP-like: most scores near 1
-edges = torch.linspace(0, 1, 16, dtype=torch.float64)
-grid = torch.linspace(0, 1, 201, dtype=torch.float64)
-cdf_curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
-for v in (0.005, 0.05, 0.1, 0.3):
-    cdf_curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
-plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
+cdf_grid, cdf_curves = rc.smoothed_cdf_curves()
+plots.curves_chart(cdf_grid, cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
                    x_title="score s", y_title="G(s)")
 
 # %% [markdown]
@@ -182,13 +176,7 @@ table.round(3)
 # Test accuracy against confidence for each loss, before temperature scaling.
 
 # %%
-from scipy.special import softmax
-
-diagrams = {}
-for name in rx.TABLE_LOSSES:
-    lg = rx.run_logits(records[name])
-    pt = softmax(lg["test"].astype(np.float64), axis=1)
-    diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (pt.max(1), pt.argmax(1) == lg["test_y"])
+diagrams = rc.reliability_diagrams(records, metrics)
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]

@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy.special import softmax
 
 from lib import report
 from lib import reweighted as rw
+from lib import reweighted_weights as rwt
 from lib.engine.runs import training
 from lib.experiments import reweighted as rx
 
@@ -33,6 +35,34 @@ GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 
 N_CLASSES: int = 10
 """CIFAR-10's classes: chance accuracy is 1 / N_CLASSES for the accuracy floor."""
+
+
+CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
+"""The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
+
+
+def smoothed_cdf_curves(n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS,
+                        seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The AU loss's smoothed CDF over ``n_bins`` equal bins for each ``nu`` beside the empirical CDF,
+    of ``n`` MSP-like scores (1 - Beta(0.6, 4): most near 1), on 201 points of [0, 1] (cf. Fig. 5)."""
+    rng = np.random.default_rng(seed)
+    scores = np.clip(1 - rng.beta(0.6, 4.0, size=n), 0, 1)
+    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
+    grid = torch.linspace(0, 1, 201, dtype=torch.float64)
+    curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
+    for v in nus:
+        curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
+    return grid.numpy(), curves
+
+
+def reliability_diagrams(records: Mapping[str, Any], metrics: Mapping[str, Mapping[str, float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per loss of Table 2: the test confidences and correctness of its run, labelled with its ECE x100."""
+    diagrams = {}
+    for name in rx.TABLE_LOSSES:
+        lg = rx.run_logits(records[name])
+        pt = softmax(lg["test"].astype(np.float64), axis=1)
+        diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (pt.max(1), pt.argmax(1) == lg["test_y"])
+    return diagrams
 
 
 def published_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

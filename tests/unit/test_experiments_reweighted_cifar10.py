@@ -3,6 +3,7 @@ tables, on hand-made metrics."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from lib import reweighted as rw
@@ -43,3 +44,13 @@ def test_tables_and_published_numbers():
     wrn = C.paper_comparison(m, "wrn")
     assert wrn.loc[rx.LABELS["xe"], "paper ECE"] == rw.PAPER_CIFAR10["wrn"]["ece"]["xe"]
     assert wrn.loc[rx.LABELS["xe"], "ours accuracy"] == pytest.approx(90.0)
+
+
+def test_smoothed_cdf_curves_are_cdfs():
+    grid, curves = C.smoothed_cdf_curves(n=400, nus=(0.005, 0.3))
+    assert len(grid) == 201 and grid[0] == 0 and grid[-1] == 1
+    assert list(curves) == ["empirical CDF", "nu = 0.005", "nu = 0.3"]
+    for name, c in curves.items():
+        assert (np.diff(c) >= -1e-12).all() and c.min() >= 0 and c.max() <= 1 + 1e-12, name
+    # A small nu is close to a staircase that has reached (almost) all the mass at s = 1.
+    assert curves["nu = 0.005"][-1] > 0.9 and curves["empirical CDF"][-1] == 1
