@@ -60,8 +60,6 @@ page.start("losses_released_logits", globals())
 # The settings for this scale come from the one shared config.
 
 # %%
-import numpy as np
-
 from lib import cascade, config, plots, report
 from lib.experiments import reweighted as rx
 from lib.experiments import reweighted_gamma as rg
@@ -116,12 +114,7 @@ table.round(3)
 # Accuracy against confidence on the evaluation half, before temperature scaling (bars: accuracy per bin; red: mean confidence).
 
 # %%
-from lib.calibrate import apply_temperature
-
-diagrams = {}
-for name, z in logits.items():
-    p = np.asarray(apply_temperature(z[evaluation], 1.0))
-    diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (p.max(1), p.argmax(1) == targets[evaluation])
+diagrams = rr.reliability_diagrams(logits, targets, evaluation, metrics)
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]

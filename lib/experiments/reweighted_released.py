@@ -79,6 +79,19 @@ def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFram
                          for name, m in metrics.items()}).T
 
 
+def reliability_diagrams(logits: Mapping[str, np.ndarray], targets: np.ndarray, idx: np.ndarray,
+                         metrics: Mapping[str, Mapping[str, float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per run, on the examples ``idx``: the confidences and correctness before temperature scaling,
+    labelled with the run's ECE x100."""
+    from lib.calibrate import apply_temperature
+
+    diagrams = {}
+    for name, z in logits.items():
+        p = np.asarray(apply_temperature(z[idx], 1.0))
+        diagrams[f"{LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (p.max(1), p.argmax(1) == targets[idx])
+    return diagrams
+
+
 def dual_focal_weights(logits: np.ndarray, targets: np.ndarray, gamma: float = DUAL_FOCAL_GAMMA) -> pd.DataFrame:
     """Under each reading of dual focal loss: the mean weight (1 - p_t + p_j)^gamma = loss / -log p_t
     of correct and of misclassified examples, and the mean loss (one row per reading)."""

@@ -46,3 +46,12 @@ def test_load_logits_synthetic_and_validation():
     assert set(logits) == {"xe", "fl53", "dual_focal", "kde_xe", "aurc"} and failed == {} and len(targets) == 100
     with pytest.raises(ValueError, match="source"):
         R.load_logits("cached")
+
+
+def test_reliability_diagrams_use_the_given_examples_untempered():
+    z = np.array([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0]])
+    y = np.array([0, 0, 1])
+    d = R.reliability_diagrams({"xe": z}, y, np.array([1, 2]), {"xe": {"ece": 0.1234}})
+    (label, (conf, correct)), = d.items()
+    assert label == "XE (ECE 12.34)"
+    assert conf == pytest.approx([1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(-2.0))]) and list(correct) == [False, False]
