@@ -57,14 +57,10 @@ page.start("calibration", globals())
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
-import numpy as np
-import pandas as pd
-
-from lib import cascade, ccc_plots, confidence, config, plots, report
-from lib.calibrate import apply_temperature, fit_temperature
+from lib import ccc_plots, config, plots, report
 from lib.data import logits as resnet_data
 from lib.data import mmlu
-from lib.metrics import binary_ece, reliability_table
+from lib.experiments import ccc_calibration, ccc_claims
 
 plots.use_offline_renderer()
 cfg = config.settings("calibration", scale, seed=seed, n_bins=n_bins or None)
@@ -101,23 +97,7 @@ models[f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"] = (resnet_logits, resnet_lab
 # the single greedy letter (`lib.confidence.fit_confidence("platt")`).
 
 # %%
-rows, tables = [], []
-for name, (z, y) in models.items():
-    cal, test = cascade.split_halves(len(y), seed=cfg["seed"])
-    T = fit_temperature(z[cal], y[cal], criterion="nll")
-    platt = confidence.fit_confidence("platt", z[cal], y[cal]) if name in data.models else None
-    for split, idx in (("calibration half", cal), ("held-out half", test)):
-        correct = z[idx].argmax(1) == y[idx]
-        stages = [("before", apply_temperature(z[idx], 1.0).max(1)), ("after TS", apply_temperature(z[idx], T).max(1))]
-        if platt is not None:
-            stages.append(("after Platt", platt(z[idx])))
-        for stage, conf in stages:
-            rows.append({"model": name, "split": split, "stage": stage, "T": T, "accuracy": float(np.mean(correct)),
-                         "ece": binary_ece(conf, correct, cfg["n_bins"], binning="mass")})  # top-label ECE
-            t = reliability_table(conf, correct, cfg["n_bins"], binning="mass")
-            tables.append(t.assign(model=name, split=split, stage=stage))
-results = pd.DataFrame(rows)
-tables = pd.concat(tables, ignore_index=True)
+results, tables = ccc_calibration.ece_grid(models, data.models, cfg["n_bins"], cfg["seed"])
 ece_table = results.pivot_table(index=["model", "T"], columns=["split", "stage"], values="ece").round(4)
 ece_table
 
@@ -134,36 +114,15 @@ ccc_plots.ccc_reliability_grid(tables, column="split", row="model", width=140)
 # (uncalibrated confidences, held-out half).
 
 # %%
-from scipy.stats import spearmanr
-
-mono = []
-for name in models:
-    t = tables.query("model == @name and split == 'held-out half' and stage == 'before'").dropna(subset=["acc"])
-    mono.append({"model": name, "spearman": float(spearmanr(t["conf"], t["acc"]).statistic),
-                 "non_decreasing_steps": float(np.mean(np.diff(t["acc"].to_numpy()) >= -0.02))})
-mono = pd.DataFrame(mono).set_index("model")
+mono = ccc_calibration.monotonicity(tables)
 mono.round(3)
 
 # %% [markdown]
 # Publish the numbers the tests and the landing page read.
 
 # %%
-def get(model: str, split: str, stage: str) -> float:
-    return float(results.query("model == @model and split == @split and stage == @stage")["ece"].iloc[0])
-
-
 SMALL = "llama-3.1-8b-instruct"
-published = {}
-for name in models:
-    key = name.split(" ")[0].replace("llama-3.1-", "").replace("-", "_").replace(".", "")
-    for split, s in (("calibration half", "cal"), ("held-out half", "test")):
-        for stage, st in (("before", "before"), ("after TS", "after")):
-            published[f"ece_{key}_{s}_{st}"] = round(get(name, split, stage), 4)
-published["ece_before"] = round(get(SMALL, "held-out half", "before"), 4)
-published["ece_after"] = round(get(SMALL, "held-out half", "after TS"), 4)
-for split, s in (("calibration half", "cal"), ("held-out half", "test")):
-    published[f"ece_platt_8b_instruct_{s}"] = round(get(SMALL, split, "after Platt"), 4)
-published["min_spearman"] = round(float(mono["spearman"].min()), 3)
+published = ccc_calibration.calibration_published(results, mono, SMALL)
 for key, value in published.items():
     report.publish(key, value)
 published
@@ -177,49 +136,19 @@ published
 # on both halves) is comparable.
 
 # %%
-RES = f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"
-PAPER_MMLU = {"paper cal before": 0.1902, "paper cal after": 0.0913, "paper test before": 0.1830, "paper test after": 0.0901}
-
-
-def ours(model: str, after: str) -> dict:
-    return {"ours cal before": get(model, "calibration half", "before"), "ours cal after": get(model, "calibration half", after),
-            "ours test before": get(model, "held-out half", "before"), "ours test after": get(model, "held-out half", after)}
-
-
-paper = pd.DataFrame([
-    {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_MMLU, **ours(SMALL, "after Platt")},
-    {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_MMLU, **ours(SMALL, "after TS")},
-    {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", "paper cal before": 0.2617,
-     "paper cal after": 0.0271, "paper test before": 0.2624, "paper test after": 0.0296, **ours(RES, "after TS")},
-]).set_index("row")
-paper.round(4).T
+ccc_calibration.paper_table(results, SMALL, f"resnet50-{cfg['resnet_loss']} (CIFAR-10)").round(4).T
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above.
+# Each verdict is computed from the numbers above by the rules and thresholds of
+# `lib.experiments.ccc_claims.calibration_claims`.
 
 # %%
-after_test = {m: get(m, "held-out half", "after TS") for m in models}
-before_test = {m: get(m, "held-out half", "before") for m in models}
-after_cal = {m: get(m, "calibration half", "after TS") for m in models}
-platt_test = get(SMALL, "held-out half", "after Platt")
-overconf = [m for m in models if "instruct" in m]
-claims = report.claims_table([
-    {"claim": "accuracy increases with confidence (Spearman > 0.9 across bins, every model)",
-     "paper": "'the accuracy consistently increases with confidence across all bins' (sec. 3.1, Fig. 1; plot only)",
-     "ours": f"min Spearman {mono['spearman'].min():.3f}", "verdict": report.verdict(bool(mono["spearman"].min() > 0.9))},
-    {"claim": "TS lowers held-out ECE for the overconfident (instruct) models",
-     "paper": "MMLU 8B-Instruct test ECE 0.1830 -> 0.0901 (Table 1, calibrated with Platt scaling)",
-     "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
-     "verdict": report.verdict(all(after_test[m] < before_test[m] for m in overconf))},
-    {"claim": "calibration fitted on one half holds on the other (held-out ECE after TS within 0.02 of the calibration half's)",
-     "paper": "after: 0.0913 (validation) vs 0.0901 (test) on MMLU, 0.0271 vs 0.0296 on ImageNet (Table 1)",
-     "ours": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in models),
-     "verdict": report.verdict(all(abs(after_test[m] - after_cal[m]) < 0.02 for m in models))},
-    {"claim": "MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",
-     "paper": "0.0901 (Table 1, test half)",
-     "ours": f"Platt {platt_test:.4f} (TS {after_test[SMALL]:.4f})", "verdict": report.verdict(bool(platt_test <= 0.0901))},
-])
+ece = {(split, stage): {m: ccc_calibration.ece(results, m, split, stage) for m in models}
+       for split, stage in (("held-out half", "before"), ("held-out half", "after TS"), ("calibration half", "after TS"))}
+claims = report.claims_table(ccc_claims.calibration_claims(
+    float(mono["spearman"].min()), ece["held-out half", "before"], ece["held-out half", "after TS"],
+    ece["calibration half", "after TS"], ccc_calibration.ece(results, SMALL, "held-out half", "after Platt"), SMALL))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 

@@ -61,6 +61,7 @@ import pandas as pd
 from lib import ccc_plots, cleaning, config, plots, report
 from lib.data import logits as resnet_data
 from lib.data import mmlu
+from lib.experiments import ccc_claims, ccc_cleaning
 
 plots.use_offline_renderer()
 cfg = config.settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
@@ -104,14 +105,8 @@ pred = {m: p.argmax(1) for m, p in probs.items()}
 
 # %%
 ours = cleaning.calibrated_rule_curve(conf[a], pred[a], conf[b], pred[b], labels, is_noisy, cfg["n_bins"])
-cl_points, cl_curves = [], []
-for name, p in ((f"CL ({a})", probs[a]), (f"CL ({b})", probs[b]), ("CL (average of both)", (probs[a] + probs[b]) / 2)):
-    flags = cleaning.confident_learning_flags(p, labels, out_of_sample=True)
-    prec, det = cleaning.precision_detection(flags, is_noisy)
-    cl_points.append({"method": name, "n_flagged": int(flags.sum()), "precision": prec, "detection": det})
-    ranked = cleaning.confident_learning_flags(p, labels, out_of_sample=True, return_ranked=True)
-    cl_curves.append(cleaning.ranking_curve(ranked, is_noisy, n_points=30).assign(method=name + ", ranked"))
-cl_points = pd.DataFrame(cl_points)
+cl_points, cl_curves = ccc_cleaning.confident_learning(
+    {f"CL ({a})": probs[a], f"CL ({b})": probs[b], "CL (average of both)": (probs[a] + probs[b]) / 2}, labels, is_noisy)
 curves = pd.concat([ours.assign(method=f"ours: {a} + {b}, top-k bins"), *cl_curves], ignore_index=True)
 ccc_plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise")
 
@@ -119,8 +114,7 @@ ccc_plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']
 # Our rule's points, one per k.
 
 # %%
-display_cols = ["k", "n_flagged", "precision", "detection"]
-ours[display_cols].round(4)
+ours[["k", "n_flagged", "precision", "detection"]].round(4)
 
 # %% [markdown]
 # Confident Learning's flagged sets (`filter_by="confident_learning"`), one point per input.
@@ -133,10 +127,7 @@ cl_points.round(4)
 # interpolation along detection) -- the paper's "at the same detection rate" comparison.
 
 # %%
-best_cl = max(cl_curves, key=lambda c: float(np.trapezoid(c["precision"], c["detection"])))
-cl_at = np.interp(ours["detection"], best_cl["detection"], best_cl["precision"])
-inside = ours["detection"] <= best_cl["detection"].max()
-compare = ours.assign(cl_precision=cl_at, cl_reaches=inside)[["k", "detection", "precision", "cl_precision", "cl_reaches"]]
+compare = ccc_cleaning.compare_at_detection(ours, cl_curves)
 compare.round(4)
 
 # %% [markdown]
@@ -147,21 +138,9 @@ compare.round(4)
 # %%
 data = mmlu.load_mmlu() if REAL else mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
 mp = {m: cleaning.cross_fitted_probs(data.logits[m], data.labels, cfg["n_folds"], seed=cfg["seed"]) for m in data.models}
-MPAIRS = {"instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"), "base": ("llama-3.1-70b-base", "llama-3.1-8b-base")}
-
-
-def pair_flags(pair: str, k: int) -> np.ndarray:
-    """The calibrated rule for one MMLU model pair at top-k bins."""
-    m1, m2 = MPAIRS[pair]
-    return cleaning.calibrated_flags(mp[m1].max(1), mp[m1].argmax(1), mp[m2].max(1), mp[m2].argmax(1),
-                                     data.labels, k, cfg["n_bins"])
-
-
-counts = pd.DataFrame([{"pair": pair, "k": k, "flagged": int(pair_flags(pair, k).sum())}
-                       for pair in MPAIRS for k in (1, 3, 5, cfg["n_bins"])]).pivot(index="k", columns="pair", values="flagged")
-flag_instruct = pair_flags("instruct", 3)
-both_pairs = int((flag_instruct & pair_flags("base", 3)).sum())
-counts
+flag_instruct = ccc_cleaning.mmlu_flags(mp, data.labels, "instruct", 3, cfg["n_bins"])
+both_pairs = int((flag_instruct & ccc_cleaning.mmlu_flags(mp, data.labels, "base", 3, cfg["n_bins"])).sum())
+ccc_cleaning.mmlu_flag_counts(mp, data.labels, cfg["n_bins"])
 
 # %% [markdown]
 # The top flagged questions of the instruct pair (k = 3), most confident first: the question, the
@@ -169,42 +148,14 @@ counts
 # known key errors, but each row needs a human check.
 
 # %%
-m1, m2 = MPAIRS["instruct"]
-q = data.questions
-idx = np.flatnonzero(flag_instruct)
-idx = idx[np.argsort(-np.minimum(mp[m1][idx].max(1), mp[m2][idx].max(1)))][: cfg["top_questions"]]
-L = mmlu.LETTERS
-
-
-def option(i: int, c: int) -> str:
-    return f"{L[c]}: {str(q.iloc[i][L[c]])[:60]}"
-
-
-top = pd.DataFrame({
-    "subject": q["subject"].to_numpy()[idx],
-    "question": [str(s)[:160] for s in q["question"].to_numpy()[idx]],
-    "key": [option(i, data.labels[i]) for i in idx],
-    "70B-instruct": [f"{option(i, mp[m1][i].argmax())} ({mp[m1][i].max():.2f})" for i in idx],
-    "8B-instruct": [f"{option(i, mp[m2][i].argmax())} ({mp[m2][i].max():.2f})" for i in idx],
-})
+top = ccc_cleaning.top_flagged(data, mp, flag_instruct, cfg["top_questions"])
 top.style.hide(axis="index") if len(top) else top
 
 # %% [markdown]
 # Publish the numbers the tests and the landing page read.
 
 # %%
-published = {
-    "cleaning_precision_k1": round(float(ours["precision"].iloc[0]), 4),
-    "cleaning_detection_k1": round(float(ours["detection"].iloc[0]), 4),
-    "cleaning_precision_basic": round(float(ours["precision"].iloc[-1]), 4),
-    "cleaning_detection_basic": round(float(ours["detection"].iloc[-1]), 4),
-    "cleaning_precisions": [round(float(v), 4) for v in ours["precision"]],
-    "cleaning_detections": [round(float(v), 4) for v in ours["detection"]],
-    "cl_precision": round(float(cl_points["precision"].iloc[-1]), 4),
-    "cl_detection": round(float(cl_points["detection"].iloc[-1]), 4),
-    "mmlu_flagged_instruct_k3": int(flag_instruct.sum()),
-    "mmlu_flagged_both_pairs_k3": both_pairs,
-}
+published = ccc_cleaning.cleaning_published(ours, cl_points, int(flag_instruct.sum()), both_pairs)
 for key, value in published.items():
     report.publish(key, value)
 published
@@ -215,35 +166,15 @@ published
 # injected noise on CIFAR-10, so only the ordering (ours above CL) is comparable.
 
 # %%
-cl_best = cl_points.sort_values("precision").iloc[-1]
-paper = pd.DataFrame([
-    {"quantity": "precision of the rule (paper: unique flags, ImageNet; ours: k = 3, CIFAR-10)",
-     "paper": 0.665, "ours": float(ours.loc[ours["k"] == 3, "precision"].iloc[0])},
-    {"quantity": "precision of Confident Learning (best of our three)", "paper": 0.537, "ours": float(cl_best["precision"])},
-]).set_index("quantity")
-paper.round(4)
+ccc_claims.cleaning_paper_table(float(ours.loc[ours["k"] == 3, "precision"].iloc[0]), float(cl_points["precision"].max())).round(4)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above.
+# Each verdict is computed from the numbers above by the rules and thresholds of
+# `lib.experiments.ccc_claims.cleaning_claims`.
 
 # %%
-prec = ours["precision"].to_numpy()
-det = ours["detection"].to_numpy()
-cmp_ = compare[compare["cl_reaches"]]
-claims = report.claims_table([
-    {"claim": "precision falls as detection rises (k = 1..B; allowing 0.01 noise)",
-     "paper": "'as the detection rate increases ... the cleaning precision consistently declines' (sec. 3.5, Fig. 6a; plot only)",
-     "ours": f"precision {prec[0]:.3f} -> {prec[-1]:.3f}, detection {det[0]:.3f} -> {det[-1]:.3f}",
-     "verdict": report.verdict(bool(np.all(np.diff(prec) <= 0.01) and det[-1] > det[0]))},
-    {"claim": "at equal detection, the two-model rule is at least as precise as CL (every k CL's curve reaches)",
-     "paper": "'across the entire detection range' higher than CL (Fig. 6a); unique flags 0.665 vs CL 0.537 (Table 3, ImageNet)",
-     "ours": f"{int((cmp_['precision'] >= cmp_['cl_precision'] - 1e-9).sum())} of {len(cmp_)} points",
-     "verdict": report.verdict(bool(len(cmp_) > 0 and (cmp_["precision"] >= cmp_["cl_precision"] - 1e-9).all()))},
-    {"claim": "the most confident bins flag almost only real errors (precision at k = 1 >= 0.95)",
-     "paper": "no number in the paper for the top bin; the 0.95 bar is our choice",
-     "ours": f"{prec[0]:.3f} on {int(ours['n_flagged'].iloc[0])} flags", "verdict": report.verdict(bool(prec[0] >= 0.95))},
-])
+claims = report.claims_table(ccc_claims.cleaning_claims(ours, compare))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 

@@ -55,14 +55,13 @@ page.start("l2d_gaussians", globals())
 # The settings for this scale come from the one shared config; zero-valued parameters keep the scale's defaults.
 
 # %%
-import numpy as np
 import pandas as pd
 import torch
 
 from lib import config, l2d_plots, plots, report
 from lib.experiments import l2d as lx
-from lib.experiments import l2d_gaussians, l2d_results
-from lib.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
+from lib.experiments import l2d_claims, l2d_gaussians, l2d_results
+from lib.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 
 plots.use_offline_renderer()
 torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
@@ -89,20 +88,9 @@ l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title="Our mixt
 # known densities (Monte Carlo on a large draw).
 
 # %%
-from scipy.stats import multivariate_normal
-
-xb, yb, _ = gaussian_mixture(40000, seed=123)
-dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
-pairs = []
-for a in range(4):
-    for b in range(a + 1, 4):
-        m = (yb == a) | (yb == b)
-        pred = np.where(dens[m, a] >= dens[m, b], a, b)
-        pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
-bayes = pd.DataFrame(pairs)
-bayes_acc = float((dens.argmax(1) == yb).mean())
+bayes, bayes_acc, yb = l2d_claims.bayes_accuracy()
 report.publish("gauss_bayes_accuracy", bayes_acc)
-report.publish("gauss_pair_bayes", {r["clusters"]: r["Bayes accuracy"] for r in pairs})
+report.publish("gauss_pair_bayes", {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")})
 bayes
 
 # %% [markdown]
@@ -137,20 +125,7 @@ l2d_plots.l2d_panels(summary, [
 # The numbers the tests and the landing page read: ECE and accuracy per surrogate at the ends of each sweep.
 
 # %%
-def pick(exp: str, value: float, surrogate: str, metric: str) -> float:
-    row = summary[(summary.experiment == exp) & (summary.value == value) & (summary.surrogate == surrogate)]
-    return float(row[metric].iloc[0])
-
-
-lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
-lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
-published = {}
-for s in lx.SURROGATES:
-    published[f"gauss_ece_{s}_j{lo_j}"] = pick("experts", lo_j, s, "ece")
-    published[f"gauss_ece_{s}_j{hi_j}"] = pick("experts", hi_j, s, "ece")
-    published[f"gauss_acc_{s}_j{hi_j}"] = pick("experts", hi_j, s, "system_accuracy")
-    published[f"gauss_random_ece_{s}_lo"] = pick("dependence", lo_p, s, "ece_random_expert")
-    published[f"gauss_random_ece_{s}_hi"] = pick("dependence", hi_p, s, "ece_random_expert")
+published = l2d_claims.gaussians_published(summary, cfg["num_experts"], cfg["dependence_p"])
 for k, v in published.items():
     report.publish(k, v)
 report.publish("gauss_all_ece", [float(v) for v in runs["ece"]])
@@ -163,31 +138,20 @@ pd.Series(published).round(4)
 # quoted as the paper's) and set beside our means over seeds.
 
 # %%
-paper_vs_ours = pd.DataFrame([
-    {"quantity": f"softmax expert ECE, {lo_j} -> {hi_j} experts", "paper": "rises (Fig. 1a)",
-     "ours": f"{published[f'gauss_ece_softmax_j{lo_j}']:.3f} -> {published[f'gauss_ece_softmax_j{hi_j}']:.3f}"},
-    {"quantity": f"OvA expert ECE, {lo_j} -> {hi_j} experts", "paper": "roughly flat (Fig. 1a)",
-     "ours": f"{published[f'gauss_ece_ova_j{lo_j}']:.3f} -> {published[f'gauss_ece_ova_j{hi_j}']:.3f}"},
-    {"quantity": f"random expert's softmax ECE, p = {lo_p} -> {hi_p}", "paper": "rises above 0.4 (Fig. 1c)",
-     "ours": f"{published['gauss_random_ece_softmax_lo']:.3f} -> {published['gauss_random_ece_softmax_hi']:.3f}"},
-    {"quantity": f"random expert's OvA ECE, p = {lo_p} -> {hi_p}", "paper": "nearly flat (Fig. 1c)",
-     "ours": f"{published['gauss_random_ece_ova_lo']:.3f} -> {published['gauss_random_ece_ova_hi']:.3f}"},
-    {"quantity": f"system accuracy with {hi_j} experts (softmax / OvA)", "paper": "OvA slightly higher (Fig. 1b)",
-     "ours": f"{published[f'gauss_acc_softmax_j{hi_j}']:.3f} / {published[f'gauss_acc_ova_j{hi_j}']:.3f}"},
-])
+paper_vs_ours = l2d_claims.gaussians_paper_table(published, cfg["num_experts"], cfg["dependence_p"])
 paper_vs_ours
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the runs above (per-seed differences, two standard errors), never typed in.
+# Each verdict is computed from the runs above (per-seed differences, two standard errors), never typed in,
+# by `lib.experiments.l2d_results.l2d_claims` (thresholds named there).
 # The book's one rule for models that did not learn (printed below with its threshold) is applied to
 # the classifier part's mean accuracy; the paper states no accuracy for this mixture, so the
 # reference is the Bayes classifier's accuracy computed above (the best any model can do), and
 # chance is the most frequent cluster's share (1/4: four equally likely clusters).
 
 # %%
-claims, why = report.gate_claims(l2d_results.l2d_claims(runs), accuracy=float(runs["classifier_accuracy"].mean()),
-                                 paper_accuracy=bayes_acc, chance=report.chance_accuracy(yb))
+claims, why = l2d_claims.gaussians_claims(runs, bayes_acc, yb)
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("gauss_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})

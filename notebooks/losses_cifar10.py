@@ -61,7 +61,6 @@ page.start("losses_cifar10", globals())
 import time
 
 import numpy as np
-import pandas as pd
 import torch
 
 from lib import config, paper_scale, plots, report
@@ -69,6 +68,7 @@ from lib import reweighted as rw
 from lib import reweighted_weights as rwt
 from lib.experiments import image_training as imt
 from lib.experiments import reweighted as rx
+from lib.experiments import reweighted_cifar10 as rc
 from lib.engine.runs import training
 from lib.loss_record import LossRecord
 
@@ -124,14 +124,8 @@ plots.legend_below(grad_focal | grad_inv, columns=3)
 # over $M = 15$ bins; small $\nu$ approaches a staircase, large $\nu$ over-smooths.
 
 # %%
-rng = np.random.default_rng(0)
-scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)  # MSP-like: most scores near 1
-edges = torch.linspace(0, 1, 16, dtype=torch.float64)
-grid = torch.linspace(0, 1, 201, dtype=torch.float64)
-cdf_curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
-for v in (0.005, 0.05, 0.1, 0.3):
-    cdf_curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
-plots.curves_chart(grid.numpy(), cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
+cdf_grid, cdf_curves = rc.smoothed_cdf_curves()
+plots.curves_chart(cdf_grid, cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
                    x_title="score s", y_title="G(s)")
 
 # %% [markdown]
@@ -172,9 +166,8 @@ print(f"training and evaluation: {time.time() - t0:.0f} s")
 # minimising ECE, as paper 4 does (Tables 1 and 4).
 
 # %%
-for name, m in metrics.items():
-    for key in ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts", "conf_gap", "temperature"):
-        report.publish(f"rr_{name}_{key}", float(m[key]))
+for key, value in rc.published_metrics(metrics).items():
+    report.publish(key, value)
 table = rx.loss_table({k: metrics[k] for k in rx.TABLE_LOSSES})
 table.round(3)
 
@@ -183,13 +176,7 @@ table.round(3)
 # Test accuracy against confidence for each loss, before temperature scaling.
 
 # %%
-from scipy.special import softmax
-
-diagrams = {}
-for name in rx.TABLE_LOSSES:
-    lg = rx.run_logits(records[name])
-    pt = softmax(lg["test"].astype(np.float64), axis=1)
-    diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (pt.max(1), pt.argmax(1) == lg["test_y"])
+diagrams = rc.reliability_diagrams(records, metrics)
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
@@ -197,8 +184,7 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # Test ECE (x100) of the AU loss with each confidence score function.
 
 # %%
-csf = pd.DataFrame([{"CSF": rx.LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "accuracy": metrics[n]["accuracy"]}
-                    for n in rx.CSF_LOSSES])
+csf = rc.csf_table(metrics)
 for n in rx.CSF_LOSSES:
     report.publish(f"rr_csf_{n}_ece", float(metrics[n]["ece"]))
 plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)", width=280) | plots.bar_chart(
@@ -209,18 +195,7 @@ plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)"
 # Validation ECE (x100) of the AU loss (MSP) over the coverage $\kappa$ and $\nu$ grid of this scale.
 
 # %%
-from lib.metrics import ece
-
-sweep = []
-for kappa in cfg["coverages"]:
-    for v in cfg["nus"]:
-        with training(TRAIN):
-            rec = rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v)
-        lg = rx.run_logits(rec)
-        pv = softmax(lg["val"].astype(np.float64), axis=1)
-        sweep.append({"coverage": kappa, "nu": v, "val ECE x100": 100 * ece(pv, lg["val_y"]),
-                      "val accuracy": float((pv.argmax(1) == lg["val_y"]).mean())})
-sweep = pd.DataFrame(sweep)
+sweep = rc.au_sweep(cfg, data, TRAIN)
 report.publish("rr_sweep_val_ece", [float(x) for x in sweep["val ECE x100"]])
 plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validation ECE (cf. Fig. 6)") | plots.heatmap(
     sweep, "coverage", "nu", "val accuracy", title="validation accuracy", fmt=".3f")
@@ -247,28 +222,18 @@ plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validatio
 # %%
 row = rw.PAPER_CIFAR10[cfg["paper_row"]]
 print(f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse {cfg['gamma_inverse_focal']}")
-if cfg["paper_row"] == "resnet50":
-    comparison = rx.paper_comparison({k: metrics[k] for k in rx.TABLE_LOSSES})
-else:
-    comparison = pd.DataFrame([{"loss": rx.LABELS[k], "paper accuracy": row["accuracy"][k], "ours accuracy": 100 * metrics[k]["accuracy"],
-                                "paper ECE": row["ece"][k], "ours ECE": 100 * metrics[k]["ece"]} for k in rx.TABLE_LOSSES]).set_index("loss")
-comparison.round(3)
+rc.paper_comparison(metrics, cfg["paper_row"]).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Computed from the numbers above; differences below `claim_tol` are inconclusive at this scale.
+# Computed from the numbers above by `lib.experiments.reweighted_cifar10.page_claims`; differences
+# below `claim_tol` are inconclusive at this scale.
 # The book's one rule for models that did not learn (printed below with its threshold) is applied to
 # XE's accuracy against the paper's XE accuracy in the same row. The analytic gradient claim needs no
 # trained model.
 
 # %%
-GRADIENT_CLAIM = "the inverse focal gradient turns positive for gamma above about 3.5"
-claims = rx.reweighted_claims(metrics, tol=cfg["claim_tol"], row=cfg["paper_row"])
-claims.append({"claim": GRADIENT_CLAIM,
-               "paper": "gamma > 3.5 (App. C.2, E.1)", "ours": f"threshold {threshold:.2f} (analytic)",
-               "verdict": "held" if 3.4 <= threshold <= 4.0 else "did not hold"})
-claims, why = report.gate_claims(claims, accuracy=metrics["xe"]["accuracy"],
-                                 paper_accuracy=row["accuracy"]["xe"] / 100, chance=1 / 10, exempt=[GRADIENT_CLAIM])
+claims, why = rc.page_claims(metrics, threshold, cfg["claim_tol"], cfg["paper_row"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("rr_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})

@@ -60,11 +60,10 @@ page.start("losses_released_logits", globals())
 # The settings for this scale come from the one shared config.
 
 # %%
-import numpy as np
-import pandas as pd
-
 from lib import cascade, config, plots, report
 from lib.experiments import reweighted as rx
+from lib.experiments import reweighted_gamma as rg
+from lib.experiments import reweighted_released as rr
 
 plots.use_offline_renderer()
 cfg = config.settings("losses_released_logits", scale, n_bins=n_bins)
@@ -80,25 +79,10 @@ cfg
 # At `smoke` scale the logits are synthetic (made by `lib.data.logits`); otherwise the six released files.
 
 # %%
-from lib.data.logits import LOSSES as RELEASED, load_resnet50_logits, synthetic_resnet_logits
-
-if cfg["source"] == "synthetic":
-    logits, targets = synthetic_resnet_logits(cfg["n_synthetic"], losses=("ce", "focal", "dual_focal", "ece_kde", "aurc"))
-    failed = {}
-else:
-    logits, targets, failed = {}, None, {}
-    for name in RELEASED:
-        z, y = load_resnet50_logits(name, allow_degenerate=True)
-        acc = float((z.argmax(1) == y).mean())
-        if acc < 0.5:  # the released inverse-focal run: a failed run, not data to calibrate
-            failed[rx.RELEASED_NAMES[name]] = acc
-            continue
-        logits[name], targets = z, y
-logits = {rx.RELEASED_NAMES[k]: v for k, v in logits.items()}
+logits, targets, failed = rr.load_logits(cfg["source"], cfg["n_synthetic"])
 report.publish("released_failed_runs", failed)
 report.publish("released_losses", sorted(logits))
-pd.DataFrame({"loss": [rx.LABELS[k] for k in logits] + [rx.LABELS[k] + " (failed run)" for k in failed],
-              "test accuracy": [float((z.argmax(1) == targets).mean()) for z in logits.values()] + list(failed.values())})
+rr.accuracy_table(logits, targets, failed)
 
 # %% [markdown]
 # ## Calibrating on one half, measuring on the other
@@ -114,18 +98,14 @@ metrics = {
     name: rx.evaluate_logits_both(z[calib], targets[calib], z[evaluation], targets[evaluation], n_bins=cfg["n_bins"])
     for name, z in logits.items()
 }
-y_eval = targets[evaluation]
-pd.DataFrame({name: {"T (ECE fit)": m["temperature"], "T (NLL fit)": m["temperature_nll"],
-                     "ECE+TS (ECE fit)": m["ece_ts"], "ECE+TS (NLL fit)": m["ece_ts_nll"]}
-              for name, m in metrics.items()}).T.round(4)
+rr.temperature_table(metrics).round(4)
 
 # %% [markdown]
 # The table of every metric, with the ECE-selected temperature.
 
 # %%
-for name, m in metrics.items():
-    for key in ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts", "temperature", "conf_gap", "temperature_nll", "ece_ts_nll"):
-        report.publish(f"released_{name}_{key}", float(m[key]))
+for key, value in rr.published_metrics(metrics).items():
+    report.publish(key, value)
 table = rx.loss_table(metrics)
 table.round(3)
 
@@ -134,12 +114,7 @@ table.round(3)
 # Accuracy against confidence on the evaluation half, before temperature scaling (bars: accuracy per bin; red: mean confidence).
 
 # %%
-from lib.calibrate import apply_temperature
-
-diagrams = {}
-for name, z in logits.items():
-    p = np.asarray(apply_temperature(z[evaluation], 1.0))
-    diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (p.max(1), p.argmax(1) == targets[evaluation])
+diagrams = rr.reliability_diagrams(logits, targets, evaluation, metrics)
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
@@ -155,23 +130,7 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # `dual_focal`, `dual_focal_eqs34_35` and `dual_focal_released`.
 
 # %%
-import torch
-
-from lib import reweighted as rw
-
-z_dual = torch.as_tensor(logits["dual_focal"][evaluation], dtype=torch.float64)
-y_dual = torch.as_tensor(y_eval)
-logpt = torch.log_softmax(z_dual, 1).gather(1, y_dual[:, None]).squeeze(1)
-wrong = (z_dual.argmax(1) != y_dual).numpy()
-dual_rows = []
-for variant, loss_name in (("eq33", "dual_focal"), ("eqs34_35", "dual_focal_eqs34_35"), ("released", "dual_focal_released")):
-    per_example = rw.dual_focal_loss(z_dual, y_dual, 5.0, variant=variant, reduction="none")
-    weight = (per_example / -logpt).numpy()  # (1 - p_t + p_j)^gamma
-    dual_rows.append({"reading": variant, "get_loss name": loss_name,
-                      "mean weight, correct": float(weight[~wrong].mean()),
-                      "mean weight, misclassified": float(weight[wrong].mean()),
-                      "mean loss": float(per_example.mean())})
-dual_table = pd.DataFrame(dual_rows).set_index("reading")
+dual_table = rr.dual_focal_weights(logits["dual_focal"][evaluation], targets[evaluation])
 report.publish("released_dual_focal_weights_misclassified", {k: round(v, 4) for k, v in dual_table["mean weight, misclassified"].items()})
 dual_table.round(4)
 
@@ -215,20 +174,12 @@ comparison.round(3)
 # expectation. The chosen values are therefore not expected to match App. Table 2.
 
 # %%
-from lib.experiments import reweighted_gamma as rg
-
 z_xe, y_cal = logits["xe"][calib], targets[calib]
 cv = rg.gamma_cross_validation(z_xe, y_cal, cfg["gammas"], losses=cfg["gamma_losses"], maps=cfg["gamma_maps"],
                                n_folds=cfg["gamma_folds"], seed=cfg["split_seed"], n_bins=cfg["n_bins"])
 gamma_summary = rg.summarize_folds(cv)
-chosen = rg.select_gamma(cv, cfg["gamma_criterion"])
-chosen_ece = rg.select_gamma(cv, "ece")
-report.publish("released_gamma_chosen", chosen)
-report.publish("released_gamma_chosen_ece", chosen_ece)
-at_zero = gamma_summary[gamma_summary["gamma"] == 0]
-report.publish("released_gamma_nll_at_0", {f"{r.map}/{r.loss}": float(r.nll) for r in at_zero.itertuples()})
-focal_t = gamma_summary[(gamma_summary["loss"] == "focal") & (gamma_summary["map"] == "temperature")]["temperature"]
-report.publish("released_gamma_focal_temperature", [float(t) for t in focal_t])
+for key, value in rr.gamma_published(cv, cfg["gamma_criterion"]).items():
+    report.publish(key, value)
 gamma_summary.pivot_table(index="gamma", columns=["map", "loss"], values="nll").round(4)
 
 # %% [markdown]
@@ -249,18 +200,14 @@ plots.legend_below(gamma_chart) if gamma_chart is not None else gamma_chart
 # Our chosen $\gamma$ per map (by validation NLL, and by validation ECE) above the paper's App. Table 2; NaN where the paper lists none.
 
 # %%
-rg.gamma_table({"NLL": chosen, "ECE": chosen_ece})
+rg.gamma_table({"NLL": rg.select_gamma(cv, cfg["gamma_criterion"]), "ECE": rg.select_gamma(cv, "ece")})
 
 # %% [markdown]
 # ## Which claims held
-# Each verdict below is computed from the numbers above.
+# Each verdict below is computed from the numbers above by the rules of `lib.experiments.reweighted_released.page_claims`.
 
 # %%
-rows = rx.released_claims(metrics) + rx.reweighted_claims(metrics, tol=cfg["claim_tol"]) + rg.gamma_claims(cv)
-if failed:  # the failed run cannot confirm or refute the paper's inverse focal numbers
-    rows.append({"claim": "inverse focal loss: accuracy and ECE as in Table 2", "paper": "94.36 / 4.05",
-                 "ours": f"released run is degenerate ({100 * failed['inverse_focal']:.2f}% accuracy): a failed run",
-                 "verdict": "inconclusive at this scale"})
+rows = rr.page_claims(metrics, cv, failed, tol=cfg["claim_tol"])
 claims = report.claims_table(rows)
 report.publish("released_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
 claims

@@ -49,12 +49,10 @@ page.start("same_size", globals())
 # Settings for this scale, and what produced the numbers.
 
 # %%
-import numpy as np
-import pandas as pd
-
-from lib import cascade, ccc_plots, confidence, config, plots, report, same_size_routing
+from lib import ccc_plots, config, plots, report
 from lib.data import logits as resnet_data
 from lib.data import mmlu
+from lib.experiments import ccc_claims, ccc_same_size
 
 plots.use_offline_renderer()
 cfg = config.settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
@@ -92,28 +90,8 @@ list(PAIRS)
 # and with the same rule on uncalibrated confidences.
 
 # %%
-rows, curves = [], []
-for pair, (z1, z2, y) in PAIRS.items():
-    for s in range(cfg["n_splits"]):
-        cal, test = cascade.split_halves(len(y), seed=cfg["seed"] + s)
-        out = {c: (confidence.model_outputs(z1, y, cal, test, c), confidence.model_outputs(z2, y, cal, test, c))
-               for c in ("temperature", "none")}
-        first, second = out["temperature"]
-        row = {"pair": pair, "split": s, "first alone": first.acc_test, "second alone": second.acc_test,
-               "oracle (either right)": float(np.mean(first.correct_test | second.correct_test))}
-        row["routed (TS, bins on first)"] = same_size_routing.same_size_route(first, second, cfg["n_bins"]).accuracy
-        row["routed (TS, joint bins)"] = same_size_routing.same_size_route(first, second, cfg["joint_bins"], "joint").accuracy
-        row["routed (uncalibrated, bins on first)"] = same_size_routing.same_size_route(*out["none"], cfg["n_bins"]).accuracy
-        cc = cascade.cascade_curve(first, second, cfg["n_bins"])
-        row["best point of the TS curve"] = cc.best_accuracy()
-        rows.append(row)
-        if s == 0:
-            uc = cascade.cascade_curve(*out["none"], cfg["n_bins"])
-            rc = cascade.random_curve(first.acc_test, second.acc_test, cfg["n_bins"] + 1)
-            for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
-                curves.append(cur.to_frame(name).assign(panel=pair))
-res = pd.DataFrame(rows)
-summary = res.drop(columns="split").groupby("pair").mean()
+res, curves = ccc_same_size.route_grid(PAIRS, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
+summary = ccc_same_size.summary(res)
 summary.round(4)
 
 # %% [markdown]
@@ -121,27 +99,20 @@ summary.round(4)
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.legend_below(ccc_plots.cascade_chart(pd.concat(curves, ignore_index=True), width=170), columns=3)  # fits the page
+plots.legend_below(ccc_plots.cascade_chart(curves, width=170), columns=3)  # fits the page
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and spread over the splits.
 
 # %%
-res["best single"] = res[["first alone", "second alone"]].max(axis=1)
-res["gain (bins on first)"] = res["routed (TS, bins on first)"] - res["best single"]
-res["gain (joint bins)"] = res["routed (TS, joint bins)"] - res["best single"]
-gains = res.groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
+gains = ccc_same_size.gains(res)
 gains.round(4)
 
 # %% [markdown]
 # Publish the numbers the tests and the landing page read.
 
 # %%
-published = {}
-for pair, key in zip(PAIRS, ("mmlu_8b", "mmlu_70b", "cifar10")):
-    published[f"same_size_gain_{key}"] = round(float(gains.loc[pair, ("gain (bins on first)", "mean")]), 4)
-    published[f"same_size_gain_joint_{key}"] = round(float(gains.loc[pair, ("gain (joint bins)", "mean")]), 4)
-    published[f"same_size_acc_{key}"] = {k: round(float(v), 4) for k, v in summary.loc[pair].items()}
+published = ccc_same_size.same_size_published(list(PAIRS), summary, gains)
 for key, value in published.items():
     report.publish(key, value)
 published
@@ -152,34 +123,15 @@ published
 # for the size of the effect and set ours beside them.
 
 # %%
-paper = pd.DataFrame(
-    [("ImageNet DeiT-B + TinyViT", "~82% each", "up to 90%"),
-     ("ImageNet EVA02-L (M38M) + EVA02-L (IN22k)", "below 90.116%", "90.116%"),
-     *[(pair, f"{max(summary.loc[pair, 'first alone'], summary.loc[pair, 'second alone']):.2%} (ours, better one)",
-        f"{summary.loc[pair, 'routed (TS, bins on first)']:.2%} (ours)") for pair in PAIRS]],
-    columns=["pair", "single models", "routed pair"]).set_index("pair")
-paper
+ccc_claims.same_size_paper_table(summary, list(PAIRS))
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above.
+# Each verdict is computed from the numbers above by the rules of
+# `lib.experiments.ccc_claims.same_size_claims`.
 
 # %%
-claims = report.claims_table([
-    {"claim": f"{pair}: calibrated routing beats both models on every split (bins on the first model)",
-     "paper": "DeiT-B + TinyViT (~82% each) reach 'up to 90%' (sec. 3.3, Fig. 2b-c); EVA02-L pair 90.116% (Table 2); "
-              "Qwen-32B + LLaMA-70B on MMLU 'further performance gains' (Fig. 3f, no number)",
-     "ours": f"gain {gains.loc[pair, ('gain (bins on first)', 'mean')]:+.4f} "
-                 f"(worst split {gains.loc[pair, ('gain (bins on first)', 'min')]:+.4f})",
-     "verdict": report.verdict(bool(gains.loc[pair, ("gain (bins on first)", "min")] > 0))}
-    for pair in PAIRS
-] + [
-    {"claim": "calibration helps same-size routing (TS >= uncalibrated, every pair)",
-     "paper": "not in the paper as a same-size comparison (it routes by calibrated confidence only); our added check",
-     "ours": ", ".join(f"{summary.loc[p, 'routed (TS, bins on first)']:.4f} vs "
-                           f"{summary.loc[p, 'routed (uncalibrated, bins on first)']:.4f}" for p in PAIRS),
-     "verdict": report.verdict(bool((summary["routed (TS, bins on first)"] >= summary["routed (uncalibrated, bins on first)"]).all()))},
-])
+claims = report.claims_table(ccc_claims.same_size_claims(gains, summary, list(PAIRS)))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 

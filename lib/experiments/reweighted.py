@@ -231,6 +231,21 @@ def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[
     return pd.DataFrame(rows).set_index("loss")
 
 
+CLAIM_TOL: float = 0.005
+"""ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
+
+FINE_TOL_FACTOR: float = 5.0
+"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers: they are judged
+within ``tol / FINE_TOL_FACTOR``."""
+
+AU_ACCURACY_COST: float = 0.025
+"""'AU loss costs little accuracy' holds when the AU run is at most this far (2.5 points) below XE
+(Table 2: 92.52 vs 94.51 on ResNet-50, 2 points)."""
+
+RELEASED_ECE_TOL: float = 0.01
+"""A released run's ECE is 'as in Table 2' when within this (one point) of the paper's."""
+
+
 def _verdict(diff: float, tol: float) -> str:
     """'held' if ``diff`` > ``tol``, 'did not hold' if ``diff`` < -``tol``, else inconclusive."""
     if diff > tol:
@@ -240,7 +255,7 @@ def _verdict(diff: float, tol: float) -> str:
     return "inconclusive at this scale"
 
 
-def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0.005,
+def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = CLAIM_TOL,
                       row: str = "resnet50") -> list[dict[str, Any]]:
     """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
     :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
@@ -260,15 +275,16 @@ def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0
     if "au" in m and "xe" in m:
         add("AU loss has lower ECE than XE", f"{ece_['au']:.2f} vs {ece_['xe']:.2f} ({arch}, Table 2, x100)",
             f"{100 * m['au']['ece']:.2f} vs {100 * m['xe']['ece']:.2f}", _verdict(m["xe"]["ece"] - m["au"]["ece"], tol))
-        add("AU loss has lower cwECE than XE", "0.581 vs 0.665 (ResNet-50, Table 1, x100)"
+        cw = PAPER_RESNET50
+        add("AU loss has lower cwECE than XE", f"{cw['au']['cwece']:.3f} vs {cw['xe']['cwece']:.3f} (ResNet-50, Table 1, x100)"
             + ("" if row == "resnet50" else f"; Table 1 has no {arch} row"),
             f"{100 * m['au']['cwece']:.3f} vs {100 * m['xe']['cwece']:.3f}",
-            _verdict(m["xe"]["cwece"] - m["au"]["cwece"], tol / 5))
+            _verdict(m["xe"]["cwece"] - m["au"]["cwece"], tol / FINE_TOL_FACTOR))
         gap = m["xe"]["accuracy"] - m["au"]["accuracy"]
-        add("AU loss costs little accuracy (at most 2.5 points below XE)",
+        add(f"AU loss costs little accuracy (at most {100 * AU_ACCURACY_COST:g} points below XE)",
             f"{acc['au']:.2f} vs {acc['xe']:.2f} ({arch}, Table 2)",
             f"{100 * m['au']['accuracy']:.2f} vs {100 * m['xe']['accuracy']:.2f}",
-            _verdict(0.025 - gap, 0.0))
+            _verdict(AU_ACCURACY_COST - gap, 0.0))
     if "fl53" in m or "focal" in m:
         k = "fl53" if "fl53" in m else "focal"
         add("focal loss leaves the model overconfident (mean confidence > accuracy)", "overconfident (Fig. 2)",
@@ -279,7 +295,7 @@ def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = 0
                 f"confidence - accuracy = {100 * m[k]['conf_gap']:+.2f}", _verdict(-m[k]["conf_gap"], tol))
     if "xe" in m:
         add("temperature scaling lowers XE's ECE", "lower in Tables 1 and 4",
-            f"{100 * m['xe']['ece']:.2f} -> {100 * m['xe']['ece_ts']:.2f}", _verdict(m["xe"]["ece"] - m["xe"]["ece_ts"], tol / 5))
+            f"{100 * m['xe']['ece']:.2f} -> {100 * m['xe']['ece_ts']:.2f}", _verdict(m["xe"]["ece"] - m["xe"]["ece_ts"], tol / FINE_TOL_FACTOR))
     return rows
 
 
@@ -293,7 +309,7 @@ RELEASED_NAMES: dict[str, str] = {
 
 def released_claims(
     metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50,
-    tol: float = 0.01,
+    tol: float = RELEASED_ECE_TOL,
 ) -> list[dict[str, Any]]:
     """Claims checkable on the released ResNet-50 logits: each run's ECE within ``tol`` (one
     point) of the paper's Table 2, and dual focal's ECE the lowest of the released runs (as in
