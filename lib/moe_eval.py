@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from lib.calibrate import fit_temperature
+from lib.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
 from lib.validation import (
     ArrayLike,
     check_choice,
@@ -49,7 +50,6 @@ from lib.validation import (
 )
 
 N_BINS = 15  # ECE bins (App. D.5)
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp of the per-expert temperatures (the paper's public code)
 FITS = ("paper", "converged")  # lib.calibrate.FIT_PROTOCOLS, the paper's first
 
 __all__ = [
@@ -61,11 +61,7 @@ __all__ = [
 ]
 
 
-# --- the temperature fits of App. D.5 -----------------------------------------------------------
-
-
-def _fit(logits: torch.Tensor, labels: torch.Tensor, fit: str) -> float:
-    return fit_temperature(logits, labels, protocol=fit)
+# --- MoCaE's per-expert temperatures (App. D.1) ----------------------------------------------------
 
 
 def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: str = "paper") -> np.ndarray:
@@ -73,7 +69,10 @@ def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: st
     validation examples (unweighted by the router), then clamped to [0.1, 10].
 
     ``fit="paper"``: lib.calibrate.fit_temperature with ``protocol="paper"`` (LBFGS lr 0.01 x 50,
-    as the paper); ``"converged"``: the NLL minimiser (``protocol="converged"``). Returns a float64 array of K temperatures.
+    as the paper); ``"converged"``: the NLL minimiser (``protocol="converged"``), one expert at a
+    time. Returns a float64 array of K temperatures. (:func:`lib.mocae.fit_expert_temperatures`
+    fits the converged T_k jointly, within the clamp, optionally routing-weighted: the same optimum
+    up to LBFGS's tolerance, about 1e-6 relative; the cross-paper page uses that one.)
     """
     check_choice(fit, FITS, "fit")
     z = to_tensor(expert_logits, "expert_logits")
@@ -85,7 +84,7 @@ def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: st
     if z.shape[0] == 0:
         raise ValueError("expert_logits: is empty (0 examples)")
     z = z.detach().to(torch.float64)
-    temps = [_fit(z[:, k], y, fit) for k in range(z.shape[1])]
+    temps = [fit_temperature(z[:, k], y, protocol=fit) for k in range(z.shape[1])]
     return np.clip(np.asarray(temps, dtype=np.float64), T_MIN, T_MAX)
 
 
@@ -135,8 +134,6 @@ def mocae_calibrate(
     ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe_train's
     ``predict`` returns. Returns (val probs, test probs, temperatures).
     """
-    from lib.mocae import mocae_probs
-
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
             raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")
