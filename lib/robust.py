@@ -17,9 +17,10 @@ lam == 0 gives the plain mean exactly.
 
 One formula, one function: the functions the book shows (:func:`robust_moe_loss`,
 :func:`routing_relevant_mask`, :func:`robust_filtered_loss`) are the ones training calls
-(lib.moe_methods.objective). Their ``validate=False`` path is the training loop's: it keeps the
-checks that read only shapes and Python numbers, and skips those that read tensor values
-(finiteness, 0/1 masks), each of which would make the host wait for the device once per step.
+(lib.moe_methods.objective). Their ``validate=False`` path is the training loop's: the two losses
+keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
+those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
+the device once per step; :func:`routing_relevant_mask` skips every check.
 """
 
 from __future__ import annotations
