@@ -7,14 +7,14 @@ the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
 * **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.metrics.ece``), on all test points and on
   the hard subset, each binned on its own ("restricting the sum to test points in the subset before
   binning", D.5).
-* **Temperature fit** (:func:`paper_temperature`): "LBFGS (50 iterations, learning rate 0.01)" on the
+* **Temperature fit** (``lib.calibrate.fit_temperature(..., protocol="paper")``): "LBFGS (50 iterations, learning rate 0.01)" on the
   validation cross-entropy (D.5; the rate's digits were lost in the paper's text and are restored
   from the public code). The temperature T itself is the parameter, starting at 1, and torch's LBFGS
   runs without a line search, so every step is 0.01 x the quasi-Newton step: 50 iterations move T
   only about 40% of the way from 1 to the NLL minimiser (in one dimension LBFGS's step is exactly
   the secant-Newton step, so on a quadratic the gap shrinks by 0.99 per iteration). This partial
-  fit *is* the paper's protocol; ``fit="converged"`` uses :func:`lib.calibrate.fit_temperature`
-  (the minimiser) instead, for comparison.
+  fit *is* the paper's protocol; ``fit="converged"`` uses the minimiser instead
+  (``protocol="converged"``), for comparison.
 * **ECE+TS**: one scalar T fitted on log(mixture probs) of the validation split, applied to the test
   mixture as softmax(log p / T) (D.5).
 * **MoCaE** (D.1): the Vanilla MoE network; each expert's temperature T_k is fitted *on its own
@@ -31,103 +31,48 @@ match the functions of the same name that lib.moe_train used to define, so the e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from lib.calibrate import fit_temperature
+from lib.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
 from lib.validation import (
     ArrayLike,
     check_choice,
     check_finite,
-    check_int,
     check_labels,
-    check_logits_labels,
     check_ndim,
-    check_positive,
     check_same_length,
     to_tensor,
 )
 
 N_BINS = 15  # ECE bins (App. D.5)
-T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp of the per-expert temperatures (the paper's public code)
-PAPER_LR, PAPER_ITERS = 0.01, 50  # LBFGS settings of App. D.5 / the public code
-FITS = ("paper", "converged")
+FITS = ("paper", "converged")  # lib.calibrate.FIT_PROTOCOLS, the paper's first
 
 __all__ = [
     "FITS",
     "N_BINS",
     "evaluate",
     "fit_expert_temperatures",
-    "lbfgs_fixed_step",
     "mocae_calibrate",
-    "paper_temperature",
 ]
 
 
-# --- the temperature fit of App. D.5 ------------------------------------------------------------
-
-
-def lbfgs_fixed_step(
-    loss_fn: Callable[[torch.Tensor], torch.Tensor], x0: float, lr: float = PAPER_LR, max_iter: int = PAPER_ITERS
-) -> float:
-    """Minimise a scalar ``loss_fn(x)`` from ``x0`` with torch's LBFGS *without* line search.
-
-    Each iteration moves ``lr`` times the LBFGS direction (the first one ``lr * min(1, 1/|g|)``
-    times the negative gradient). In one dimension the direction is the secant-Newton step
-    -g s/y, so on a quadratic with minimiser x* the gap obeys x_{k+1} - x* = (1 - lr)(x_k - x*)
-    after the first step (tests/unit/test_moe_eval.py checks this closed form).
-    """
-    check_positive(lr, "lr")
-    max_iter = check_int(max_iter, "max_iter")
-    if not np.isfinite(x0):
-        raise ValueError(f"x0: must be finite, got {x0!r}")
-    x = torch.tensor([float(x0)], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([x], lr=lr, max_iter=max_iter)
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn(x[0])
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    return float(x.detach()[0])
-
-
-def paper_temperature(logits: ArrayLike, labels: ArrayLike, lr: float = PAPER_LR, max_iter: int = PAPER_ITERS) -> float:
-    """The temperature of App. D.5: LBFGS (50 iterations, lr 0.01, no line search) on the NLL of
-    softmax(z / T) over T itself, starting at T = 1 (the paper's public code does this).
-
-    Partial by design: it stops well short of the NLL minimiser (see the module docstring). The
-    result is floored at 1e-3 so that a pathological step cannot give T <= 0.
-    """
-    z = to_tensor(logits, "logits")
-    y = to_tensor(labels, "labels")
-    check_logits_labels(z, y)
-    if z.shape[0] == 0:
-        raise ValueError("logits: is empty (0 examples)")
-    z = z.detach().to(torch.float64)
-    y = y.detach().to(device=z.device, dtype=torch.long)
-    t = lbfgs_fixed_step(lambda temp: torch.nn.functional.cross_entropy(z / temp, y), 1.0, lr, max_iter)
-    return max(t, 1e-3)
-
-
-def _fit(logits: torch.Tensor, labels: torch.Tensor, fit: str) -> float:
-    if fit == "paper":
-        return paper_temperature(logits, labels)
-    from lib.calibrate import fit_temperature
-
-    return fit_temperature(logits, labels)
+# --- MoCaE's per-expert temperatures (App. D.1) ----------------------------------------------------
 
 
 def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: str = "paper") -> np.ndarray:
     """MoCaE's per-expert temperatures (App. D.1): T_k fitted on expert k's own logits z_k over all
     validation examples (unweighted by the router), then clamped to [0.1, 10].
 
-    ``fit="paper"``: :func:`paper_temperature` (LBFGS lr 0.01 x 50, as the paper); ``"converged"``:
-    the NLL minimiser (lib.calibrate.fit_temperature). Returns a float64 array of K temperatures.
+    ``fit="paper"``: lib.calibrate.fit_temperature with ``protocol="paper"`` (LBFGS lr 0.01 x 50,
+    as the paper); ``"converged"``: the NLL minimiser (``protocol="converged"``), one expert at a
+    time. Returns a float64 array of K temperatures. (:func:`lib.mocae.fit_expert_temperatures`
+    fits the converged T_k jointly, within the clamp, optionally routing-weighted: the same optimum
+    up to LBFGS's tolerance, about 1e-6 relative; the cross-paper page uses that one.)
     """
     check_choice(fit, FITS, "fit")
     z = to_tensor(expert_logits, "expert_logits")
@@ -139,7 +84,7 @@ def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: st
     if z.shape[0] == 0:
         raise ValueError("expert_logits: is empty (0 examples)")
     z = z.detach().to(torch.float64)
-    temps = [_fit(z[:, k], y, fit) for k in range(z.shape[1])]
+    temps = [fit_temperature(z[:, k], y, protocol=fit) for k in range(z.shape[1])]
     return np.clip(np.asarray(temps, dtype=np.float64), T_MIN, T_MAX)
 
 
@@ -189,8 +134,6 @@ def mocae_calibrate(
     ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe_train's
     ``predict`` returns. Returns (val probs, test probs, temperatures).
     """
-    from lib.mocae import mocae_probs
-
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
             raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")
@@ -211,11 +154,11 @@ def evaluate(
     ``all``: accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask`` (default: every
     test point; the CIFAR-10H cpu subset passes its natural-proportion sample, lib.data.images);
     ``hard``: the same on the points in ``hard_mask``. ECE+TS uses the paper's partial fit
-    (:func:`paper_temperature`) on log validation mixture probs; ``ece_ts_converged`` the NLL
+    (``fit_temperature(..., protocol="paper")``) on log validation mixture probs; ``ece_ts_converged`` the NLL
     minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
     Returns (metrics, test probs as float64).
     """
-    from lib.calibrate import fit_temperature, probs_to_logits
+    from lib.calibrate import probs_to_logits
     from lib.metrics import ece
     from lib.moe import routing_entropy
 
@@ -227,7 +170,7 @@ def evaluate(
     if keep.shape != y.shape:
         raise ValueError(f"all_mask: expected shape {y.shape}, got {keep.shape}")
     val_z = probs_to_logits(val_np)
-    T = paper_temperature(val_z, val_y.numpy())
+    T = fit_temperature(val_z, val_y.numpy(), protocol="paper")
     T_conv = fit_temperature(val_z, val_y.numpy())
     test_ts, test_conv = _scaled(test_np, T), _scaled(test_np, T_conv)
     metrics: dict[str, Any] = {

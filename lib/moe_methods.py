@@ -22,6 +22,7 @@ with the host (tests/unit/test_moe_methods.py runs whole epochs on PyTorch's met
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import torch
@@ -30,7 +31,7 @@ from torch import nn
 from lib import backbones
 from lib.engine.device import autocast
 from lib.moe import MoEHead, MoEModel, SingleExpertHead, label_nll
-from lib.robust import filtered_tilted_mean, relevant_mask, tilted_mean
+from lib.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask
 
 
 METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
@@ -125,7 +126,7 @@ class Runner(nn.Module):
             return self.model.head(h.float())
 
 
-_robust = tilted_mean  # module-level name so tests can observe when the robust loss is used
+_robust = partial(robust_moe_loss, validate=False)  # module-level name so tests can observe when the robust loss is used
 
 
 def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
@@ -134,8 +135,9 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
     if not robust_active or method not in ROBUST_METHODS:
         return l.mean()
     if method == "robust_filtered":
-        mask = relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs)
-        return filtered_tilted_mean(l, mask, lam)
+        mask = routing_relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs,
+                                     validate=False)
+        return robust_filtered_loss(l, mask, lam, validate=False)
     return _robust(l, lam)  # robust; fgr_robust's main loss
 
 

@@ -14,6 +14,13 @@ section 5 and Appendix B/D.3/D.6. On a minibatch of per-example losses l_1..l_n:
 
 lam is the paper's robustness parameter ("eta" in the public code), default 2.0. lam < 0 raises;
 lam == 0 gives the plain mean exactly.
+
+One formula, one function: the functions the book shows (:func:`robust_moe_loss`,
+:func:`routing_relevant_mask`, :func:`robust_filtered_loss`) are the ones training calls
+(lib.moe_methods.objective). Their ``validate=False`` path is the training loop's: the two losses
+keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
+those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
+the device once per step; :func:`routing_relevant_mask` skips every check.
 """
 
 from __future__ import annotations
@@ -45,9 +52,6 @@ __all__ = [
     "effective_support",
     "routing_relevant_mask",
     "robust_filtered_loss",
-    "tilted_mean",
-    "relevant_mask",
-    "filtered_tilted_mean",
 ]
 
 
@@ -78,17 +82,23 @@ def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     return F.softmax(lam * l, dim=0)
 
 
-def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
+def _vector(t: object, name: str) -> torch.Tensor:
+    """The checks of the ``validate=False`` path: a 1-D tensor (shape only, no value is read)."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch tensor when validate=False, got {type(t).__name__}")
+    check_ndim(t, 1, name, "one value per example")
+    return t
+
+
+def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool = True) -> torch.Tensor:
     """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
+    ``validate=False`` (the training loop, lib.moe_methods) skips the finiteness check of
+    ``losses``, which would synchronise the host with the device (see the module docstring).
     """
-    return tilted_mean(_losses(losses), _lam(lam))
-
-
-def tilted_mean(l: torch.Tensor, lam: float) -> torch.Tensor:
-    """sum_i softmax(lam l)_i l_i, the mean at lam = 0: :func:`robust_moe_loss` without input
-    checks (no host synchronisation), for the training loop (lib.moe_methods.objective)."""
+    l = _losses(losses) if validate else _vector(losses, "losses")
+    lam = _lam(lam)
     if lam == 0.0:
         return l.mean()
     return (F.softmax(lam * l, dim=0) * l).sum()
@@ -172,12 +182,29 @@ def routing_relevant_mask(
     mix_probs: torch.Tensor,
     regret_threshold: float = 1e-6,
     disagree_threshold: float = 0.01,
+    *,
+    validate: bool = True,
 ) -> torch.Tensor:
     """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
 
     i is in S if regret_i = relu(l_mix,i - min_k l_ik) > regret_threshold or the routing-weighted
     disagreement sum_k r_ik ||p_ik - p_i||^2 > disagree_threshold. Computed without gradients from
-    the outputs of the same forward pass that gives the loss."""
+    the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
+    loop) skips every input check (see the module docstring)."""
+    if validate:
+        mix_loss, expert_losses, routing, expert_probs, mix_probs = _check_mask_inputs(
+            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold)
+    with torch.no_grad():
+        regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
+        diff = expert_probs - mix_probs[:, None, :]
+        disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
+        return (regret > regret_threshold) | (disagreement > disagree_threshold)
+
+
+def _check_mask_inputs(mix_loss: object, expert_losses: object, routing: object, expert_probs: object,
+                       mix_probs: object, regret_threshold: float, disagree_threshold: float
+                       ) -> tuple[torch.Tensor, ...]:
+    """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
     expert_losses = to_tensor(expert_losses, "expert_losses")
     routing = to_tensor(routing, "routing")
@@ -203,41 +230,32 @@ def routing_relevant_mask(
         )
     check_positive(regret_threshold, "regret_threshold", allow_zero=True)
     check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
-    return relevant_mask(mix_loss, expert_losses, routing, expert_probs, mix_probs,
-                         regret_threshold, disagree_threshold)
+    return mix_loss, expert_losses, routing, expert_probs, mix_probs
 
 
-def relevant_mask(
-    mix_loss: torch.Tensor, expert_losses: torch.Tensor, routing: torch.Tensor,
-    expert_probs: torch.Tensor, mix_probs: torch.Tensor,
-    regret_threshold: float = 1e-6, disagree_threshold: float = 0.01,
+def robust_filtered_loss(
+    mix_loss: torch.Tensor, mask: torch.Tensor, lam: float = DEFAULT_LAM, *, validate: bool = True
 ) -> torch.Tensor:
-    """:func:`routing_relevant_mask` without input checks (no host synchronisation), for lib.moe_methods."""
-    with torch.no_grad():
-        regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
-        diff = expert_probs - mix_probs[:, None, :]
-        disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
-        return (regret > regret_threshold) | (disagreement > disagree_threshold)
-
-
-def robust_filtered_loss(mix_loss: torch.Tensor, mask: torch.Tensor, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Robust Filtered objective (App. D.3): mean_i l_i + sum_{i in S} w_i l_i, w = softmax(lam l_S)
-    over S only; with S empty the robust term is mean_i l_i. Gradients flow through w and l."""
-    l = _losses(mix_loss, "mix_loss")
-    mask = to_tensor(mask, "mask")
+    over S = ``mask`` only; with S empty the robust term is mean_i l_i. Gradients flow through w and l.
+
+    Outside S the tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are
+    equal, w is uniform and the robust term is the mean (the rule for an empty filtered set).
+    ``validate=False`` (the training loop) skips the value checks of ``mix_loss`` and ``mask``
+    (finite, 0/1), which would synchronise the host with the device; ``mask`` must then be bool."""
+    if validate:
+        l = _losses(mix_loss, "mix_loss")
+        mask = to_tensor(mask, "mask")
+    else:
+        l, mask = _vector(mix_loss, "mix_loss"), _vector(mask, "mask")
     check_ndim(mask, 1, "mask", "one bool per example")
     check_same_length(l, mask, "mix_loss", "mask")
     if mask.dtype != torch.bool:
+        if not validate:
+            raise ValueError(f"mask: expected a bool tensor when validate=False, got {mask.dtype}")
         if not torch.all((mask == 0) | (mask == 1)):
             raise ValueError("mask: must be boolean (or 0/1)")
         mask = mask.bool()
-    return filtered_tilted_mean(l, mask.to(l.device), _lam(lam))
-
-
-def filtered_tilted_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> torch.Tensor:
-    """mean_i l_i + sum_{i in S} w_i l_i with w = softmax(lam l) over S = ``mask``:
-    :func:`robust_filtered_loss` without input checks or host synchronisation. Outside S the
-    tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are equal, w is
-    uniform and the robust term is the mean (the rule for an empty filtered set). Used by lib.moe_methods."""
-    tilted = torch.where(mask, lam * l, torch.full_like(l, -1e9))
+    lam = _lam(lam)
+    tilted = torch.where(mask.to(l.device), lam * l, torch.full_like(l, -1e9))
     return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

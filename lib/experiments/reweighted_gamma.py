@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from lib import reweighted as rw
+from lib.calibrate import lbfgs_minimize
 from lib.metrics import ece, nll
 from lib.validation import (
     ArrayLike,
@@ -109,8 +110,9 @@ def fit_logit_map(
     max_iter: int = 100,
 ) -> LogitMap:
     """Fit a ``kind`` map (``"temperature"`` or ``"vector"``, see the module docstring) on
-    (``logits``, ``labels``) by minimizing ``loss(mapped logits, labels)`` with LBFGS (strong-Wolfe
-    line search, float64), the scales parametrized by their logarithm and clamped to [1/100, 100]
+    (``logits``, ``labels``) by minimizing ``loss(mapped logits, labels)`` with LBFGS
+    (:func:`lib.calibrate.lbfgs_minimize`, the book's one temperature fitter: strong-Wolfe line
+    search, float64, one run), the scales parametrized by their logarithm and clamped to [1/100, 100]
     and the biases to [-100, 100] (beyond the bounds the objective is flat, so the search stops
     there). The search starts from the identity map (a start from the fit at a neighbouring gamma
     can stall: the released dual focal loss is not smooth in the map). With cross-entropy and
@@ -128,16 +130,7 @@ def fit_logit_map(
     def mapped() -> torch.Tensor:
         return zt * torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)) + b.clamp(-BIAS_BOUND, BIAS_BOUND)
 
-    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-9, tolerance_change=1e-12)
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        value = loss(mapped(), yt)
-        value.backward()
-        return value
-
-    opt.step(closure)
+    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=max_iter, tolerance_grad=1e-9)
     with torch.no_grad():
         scale = torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)).expand(c).numpy().copy()
         bias = b.clamp(-BIAS_BOUND, BIAS_BOUND).numpy().copy()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,9 @@ from lib.calibrate import (
     apply_platt,
     apply_temperature,
     fit_platt,
+    fit_log_temperatures,
     fit_temperature,
+    lbfgs_minimize,
     probs_to_logits,
 )
 from lib.metrics import accuracy, ece, nll
@@ -200,3 +204,76 @@ def test_bad_input_raises_naming_the_argument() -> None:
         HistogramBinning(5).predict([0.2])
     with pytest.raises(ValueError, match="probs"):
         probs_to_logits(np.array([[0.3, 0.3]]))
+
+
+# --- the one LBFGS fitter (lbfgs_minimize) and its protocols -----------------------------------------
+
+
+@pytest.mark.parametrize("lr,iters", [(0.01, 50), (0.1, 10), (0.01, 5)])
+def test_fixed_step_lbfgs_closed_form_on_a_quadratic(lr, iters):
+    """Paper 1's protocol (no line search): on f(x) = a/2 (x - m)^2 the first step is
+    lr*min(1, 1/|g0|)*g0, then each step is lr x the secant-Newton step (exact on a quadratic), so
+    the gap to m shrinks by (1 - lr) per iteration."""
+    a, m, x0 = 5.0, 3.0, 1.0
+    g0 = a * (x0 - m)
+    x1 = x0 - lr * min(1.0, 1.0 / abs(g0)) * g0
+    expected = m + (x1 - m) * (1 - lr) ** (iters - 1)
+    x = torch.tensor([x0], dtype=torch.float64, requires_grad=True)
+    lbfgs_minimize(lambda: 0.5 * a * (x[0] - m) ** 2, [x], lr=lr, max_iter=iters, line_search=False,
+                   tolerance_grad=1e-7, tolerance_change=1e-9)
+    assert float(x.detach()[0]) == pytest.approx(expected, rel=1e-9)
+
+
+def _binary_case(q: float, a: float, n: int = 1000):
+    """Two classes, logits (a, -a) on every example, label 0 on a fraction q: the NLL of
+    softmax(z / T) is -q log s(2a/T) - (1-q) log s(-2a/T), minimal where s(2a/T) = q, i.e.
+    T* = 2a / logit(q) (s the sigmoid)."""
+    k = int(round(q * n))
+    z = np.tile([a, -a], (n, 1)).astype(np.float64)
+    y = np.r_[np.zeros(k), np.ones(n - k)].astype(np.int64)
+    return z, y, 2 * a / math.log(q / (1 - q))
+
+
+@pytest.mark.parametrize("q,a", [(0.8, 3.0), (0.9, 0.5), (0.6, 2.0)])
+def test_converged_fit_hits_the_closed_form_optimum(q, a):
+    z, y, t_star = _binary_case(q, a)
+    assert fit_temperature(z, y) == pytest.approx(t_star, rel=1e-5)
+    # the paper's protocol moves from T = 1 towards T*, never past it; with the full step it converges
+    t_paper = fit_temperature(z, y, protocol="paper")
+    assert min(1.0, t_star) <= t_paper <= max(1.0, t_star) and t_paper != 1.0
+    if t_star > 1.0:  # with the full step (lr = 1) it converges; below 1 the first Newton step in T overshoots
+        assert fit_temperature(z, y, protocol="paper", lr=1.0, max_iter=200) == pytest.approx(t_star, rel=1e-5)
+
+
+def test_fit_log_temperatures_separate_fits_and_bounds():
+    """A separable sum of two binary problems: each temperature is its own closed-form optimum, and
+    a bound below the optimum returns the bound (the NLL is unimodal in log T)."""
+    z1, y1, t1 = _binary_case(0.8, 3.0)
+    z2, y2, t2 = _binary_case(0.7, 0.4)
+    zz = torch.as_tensor(np.stack([z1, z2], 1))
+    yy = torch.as_tensor(np.stack([y1, y2], 1))
+
+    def nll(temps: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(zz / temps[None, :, None], dim=-1)
+        return -logp.gather(-1, yy[..., None]).squeeze(-1).mean(0).sum()
+
+    got = fit_log_temperatures(nll, 2, 50, 1.0, torch.device("cpu"))
+    assert got.tolist() == pytest.approx([t1, t2], rel=1e-6)
+    assert t1 > 2.0 > t2
+    clamped = fit_log_temperatures(nll, 2, 50, 1.0, torch.device("cpu"), bounds=(0.1, 2.0))
+    assert clamped.tolist() == pytest.approx([2.0, t2], rel=1e-6)
+
+
+def test_fitter_and_protocol_arguments_are_checked():
+    z, y, _ = _binary_case(0.8, 1.0, n=10)
+    with pytest.raises(ValueError, match="protocol"):
+        fit_temperature(z, y, protocol="partial")
+    with pytest.raises(ValueError, match="protocol"):
+        fit_temperature(z, y, protocol="paper", criterion="ece")
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ValueError, match="lr"):
+        lbfgs_minimize(lambda: (x**2).sum(), [x], lr=0.0)
+    with pytest.raises(ValueError, match="params"):
+        lbfgs_minimize(lambda: (x**2).sum(), [x.detach()])
+    with pytest.raises(ValueError, match="bounds"):
+        fit_log_temperatures(lambda t: t.sum(), 1, 5, 1.0, torch.device("cpu"), bounds=(2.0, 1.0))

@@ -15,10 +15,14 @@ from lib.moe_eval import (
     _metric_block,
     evaluate,
     fit_expert_temperatures,
-    lbfgs_fixed_step,
     mocae_calibrate,
-    paper_temperature,
 )
+
+
+def paper_temperature(logits, labels, **kw):
+    """The temperature fit of App. D.5 (lib.calibrate's paper protocol; its closed-form test on a
+    quadratic is in tests/unit/test_calibrate.py)."""
+    return fit_temperature(logits, labels, protocol="paper", **kw)
 
 
 def _calibrated_logits(n, c, scale, seed=0):
@@ -29,19 +33,7 @@ def _calibrated_logits(n, c, scale, seed=0):
     return z * scale, y
 
 
-# --- the LBFGS of App. D.5 --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("lr,iters", [(0.01, 50), (0.1, 10), (0.01, 5)])
-def test_lbfgs_fixed_step_closed_form_on_a_quadratic(lr, iters):
-    # f(x) = a/2 (x - m)^2 from x0: first step lr*min(1, 1/|g0|)*g0, then each step is lr x the
-    # secant-Newton step (exact on a quadratic), so the gap shrinks by (1 - lr) per iteration.
-    a, m, x0 = 5.0, 3.0, 1.0
-    g0 = a * (x0 - m)
-    x1 = x0 - lr * min(1.0, 1.0 / abs(g0)) * g0
-    expected = m + (x1 - m) * (1 - lr) ** (iters - 1)
-    got = lbfgs_fixed_step(lambda x: 0.5 * a * (x - m) ** 2, x0, lr, iters)
-    assert got == pytest.approx(expected, rel=1e-9)
+# --- the temperature fit of App. D.5 --------------------------------------------------------------------
 
 
 def test_paper_temperature_is_a_partial_fit_towards_the_minimiser():
@@ -173,7 +165,7 @@ def test_validation_errors_name_the_argument():
     with pytest.raises(ValueError, match="expert_logits"):
         fit_expert_temperatures(torch.zeros(4, 3), [0, 1, 2, 0])
     with pytest.raises(ValueError, match="lr"):
-        lbfgs_fixed_step(lambda x: x**2, 1.0, lr=0.0)
+        paper_temperature(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), lr=0.0)
     with pytest.raises(ValueError, match="logits"):
         paper_temperature(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
     p = torch.full((4, 2), 0.5)
