@@ -193,6 +193,7 @@ def fgr_step(
     n_bins: int = SOFT_ECE_BINS,
     temperature: float = SOFT_ECE_TEMPERATURE,
     filter_inputs: bool = True,
+    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
     batch, g_c from soft ECE of its output on the original batch, both from one forward on
@@ -200,7 +201,9 @@ def fgr_step(
     over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
     for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
     ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
-    are the normalization of ``images`` (per channel).
+    are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
+    builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
+    :meth:`lib.features.FeatureBundle.fgr_inputs`).
 
     Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
     the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
@@ -216,7 +219,9 @@ def fgr_step(
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
     main_rows = None
     x = images
-    if filter_inputs and is_image:
+    if filter_inputs and inputs_fn is not None:
+        x, main_rows = inputs_fn(images, generator)
+    elif filter_inputs and is_image:
         if mean is None or std is None:
             raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
         x, main_rows = fgr_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
