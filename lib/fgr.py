@@ -186,6 +186,7 @@ def fgr_step(
     n_bins: int = SOFT_ECE_BINS,
     temperature: float = SOFT_ECE_TEMPERATURE,
     filter_inputs: bool = True,
+    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
     batch, g_c from soft ECE of its output on the original batch, both from one forward on
@@ -193,7 +194,9 @@ def fgr_step(
     over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
     for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
     ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
-    are the normalization of ``images`` (per channel).
+    are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
+    builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
+    :meth:`lib.features.FeatureBundle.fgr_inputs`).
 
     Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
     the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
@@ -209,7 +212,9 @@ def fgr_step(
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
     main_rows = None
     x = images
-    if filter_inputs and is_image:
+    if filter_inputs and inputs_fn is not None:
+        x, main_rows = inputs_fn(images, generator)
+    elif filter_inputs and is_image:
         if mean is None or std is None:
             raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
         x, main_rows = fgr_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
@@ -260,18 +265,20 @@ def stacked_fgr_gradients(
 
 
 def stack_step(main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, mean: Any = None, std: Any = None,
-               filter_inputs: bool = True) -> StackStep:
+               filter_inputs: bool = True,
+               inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+               ) -> StackStep:
     """FGR's step for a stacked model (:class:`lib.engine.stack.StackStep`): from epoch ``start``
     (after warmup) a member forwards :func:`fgr_batch` of its batch (``filter_inputs=False`` or no
     ``mean``/``std``: the batch itself) and the stack's update is :func:`stacked_fgr_gradients`
     with ``main_fn`` as this member's main loss. FGR members stack only with FGR members of the same
-    ``start``."""
+    ``start``. ``inputs_fn`` replaces the pixel filter as in :func:`fgr_step` (frozen features)."""
     if not callable(main_fn):
         raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
     if not isinstance(start, int) or start < 0:
         raise ValueError(f"start: must be a non-negative integer, got {start!r}")
-    inputs = None
-    if filter_inputs and mean is not None and std is not None:
+    inputs = inputs_fn if filter_inputs else None
+    if inputs is None and filter_inputs and mean is not None and std is not None:
         def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             return fgr_batch(x, mean, std, generator=g)  # fgr_step's defaults
     return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)

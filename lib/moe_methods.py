@@ -143,12 +143,13 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
 
 def method_step(
     cfg: MethodConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
-    filter_inputs: bool = True,
+    filter_inputs: bool = True, fgr_inputs: Callable[..., Any] | None = None,
 ) -> tuple[LossFn, StepFn | None]:
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
     for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.fgr.fgr_step` after warmup (one
-    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space). Neither
+    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space);
+    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.features`). Neither
     function synchronises with the host. Used by :func:`lib.moe_train.train_run` and bench/bench_epoch.py."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 
@@ -167,7 +168,8 @@ def method_step(
         if epoch < warmup:
             return None  # ERM warmup: the default single-forward step
         with autocast(device, cfg.amp):
-            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs)
+            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs,
+                           inputs_fn=fgr_inputs)
         return info["loss_main"]
 
     return loss_fn, step_fn

@@ -137,11 +137,12 @@ class _Prepared:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     is_text: bool = False
+    fgr_inputs: Callable[..., Any] | None = None  # frozen features (lib.features): FGR's filtered rows
 
 
 def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Normalization: ImageNet statistics for ImageNet backbones, else the training images' own."""
-    if cfg.backbone == "imagenet_resnet18":
+    if cfg.backbone.startswith("imagenet_"):
         return IMAGENET_MEAN, IMAGENET_STD
     xf = x[: min(len(x), 20000)].float() / 255.0
     mean = xf.mean(dim=(0, 2, 3))
@@ -161,6 +162,9 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
             train=(enc(data.train_texts), data.train_y), val=(enc(data.val_texts), data.val_y),
             test=(enc(data.test_texts), data.test_y), is_text=True,
         )
+    if getattr(data, "kind", "images") == "features":  # frozen feature vectors: no pixels, no augmentation
+        return _Prepared(train=(data.train_x, data.train_y), val=(data.val_x, data.val_y),
+                         test=(data.test_x, data.test_y), fgr_inputs=data.fgr_inputs)
     size = int(data.train_x.shape[-1])
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")
@@ -174,8 +178,8 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
 def backbone_identity(cfg: TrainConfig) -> str:
     """Which backbone a run actually gets here: pretrained ImageNet weights and DistilBERT fall back
     to random init and the bundled MiniLM when unavailable, and the two must not share a cache key."""
-    if cfg.backbone == "imagenet_resnet18" and cfg.pretrained:
-        return "imagenet_resnet18/" + ("pretrained" if backbones.imagenet_weights_available() else "random-init")
+    if cfg.backbone.startswith("imagenet_") and cfg.pretrained:
+        return cfg.backbone + "/" + ("pretrained" if backbones.weights_available(cfg.backbone) else "random-init")
     if cfg.backbone.startswith("text:"):
         name = cfg.backbone[len("text:"):]
         if cfg.text_fallback and not backbones.text_model_available(name):
@@ -216,7 +220,8 @@ class PreparedRun:
             from lib.fgr import stack_step
 
             step = stack_step(lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True), cfg.warmup,
-                              self.prep.mean, self.prep.std, filter_inputs=not self.prep.is_text)
+                              self.prep.mean, self.prep.std, filter_inputs=not self.prep.is_text,
+                              inputs_fn=self.prep.fgr_inputs)
         return Member(model=self.runner, loss_fn=self.loss_fn, seed=cfg.seed, transform=self.transform, run=run,
                       step=step, callbacks=(self.mark,))
 
@@ -249,17 +254,17 @@ def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> Prepar
     torch.manual_seed(cfg.seed)
     backbone = build_backbone(cfg)
     prep = _prepare(cfg, data, backbone)
+    pixels = not prep.is_text and prep.mean is not None
     sample = {k: v[:2] for k, v in prep.train[0].items()} if prep.is_text else to_float(
-        prep.train[0][:2], prep.mean, prep.std)
+        prep.train[0][:2], prep.mean, prep.std) if pixels else prep.train[0][:2]
     model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
-    use_cl = (cfg.channels_last and device.type == "cuda" and not prep.is_text
-              and (STACK_CHANNELS_LAST or not stacked))
+    use_cl = cfg.channels_last and device.type == "cuda" and pixels and (STACK_CHANNELS_LAST or not stacked)
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
     runner = Runner(model, compile_backbone=cfg.compile)
     seed_everything(cfg.seed)
     transform = eval_prep = None
-    if not prep.is_text:
+    if pixels:
         pad = cfg.padding if cfg.padding is not None else default_padding(int(prep.train[0].shape[-1]))
         mean, std = prep.mean, prep.std
 
@@ -271,7 +276,8 @@ def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> Prepar
         def eval_prep(xb: torch.Tensor) -> torch.Tensor:
             return to_float(xb, mean, std, channels_last=use_cl)
 
-    loss_fn, step_fn = method_step(cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text)
+    loss_fn, step_fn = method_step(cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text,
+                                    fgr_inputs=prep.fgr_inputs)
     return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn)
 
 

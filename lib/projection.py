@@ -111,6 +111,9 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
             grand += mins
             cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {windows(mins):3d} window(s)")
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {cost}  ({how})")
+        if page == "pacs" and its[0].config is not None:  # which network, and never "pretrained" without weights
+            c = its[0].config
+            lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
     lines.append(f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), " + (
         "GPU windows unknown: run `python3 bench/bench_epoch.py --stack 8` on the GPU and commit its JSON"

@@ -93,10 +93,9 @@ def _moe_items(page: str, scale: str) -> list[Item]:
                   for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]]
         targets: Sequence[str | None] = [None]
     else:
-        from lib.backbones import imagenet_weights_available
+        from lib.experiments.moe_pacs import pacs_backbone
 
-        pre = {"pretrained": cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"]
-               and imagenet_weights_available()} if page == "pacs" else {}  # as the pacs page does
+        pre = pacs_backbone(cfg).train_changes() if page == "pacs" else {}  # as the pacs page does
         if page == "civilcomments" and cfg["backbone"] == exp.TINY_TEXT:  # smoke: as the page does
             pre = {"backbone": "text:" + exp.tiny_text_model()}
         cfgs = [c for c in exp.train_configs(cfg, **pre) if c.method != "mocae"]  # MoCaE comes with Vanilla
@@ -213,12 +212,9 @@ def _data_for(item: Item, scale: str) -> Any:
 
 
 def _pacs_data(cfg: dict[str, Any], target: str | None) -> Any:
-    from lib.data.images import load_pacs
-    from lib.data.synthetic import synthetic_pacs_domains
+    from lib.experiments.moe_pacs import pacs_backbone, pacs_data
 
-    if cfg["data"] == "synthetic":
-        return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
-    return load_pacs(target, size=cfg["image_size"], n_per_domain=cfg["n_per_domain"] or None, seed=0)
+    return pacs_data(cfg, target, pacs_backbone(cfg))  # as the pacs page does
 
 
 _IMAGES: dict[tuple[str, str], Any] = {}

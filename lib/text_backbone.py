@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from lib.hub import hub_reachable
 from lib.validation import check_choice, check_int
 
 DISTILBERT = "distilbert-base-uncased"
@@ -103,8 +104,6 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
     if not isinstance(fallback, bool):
         raise ValueError(f"fallback: must be True or False, got {fallback!r}")
     try:
-        from lib.backbones import hub_reachable  # lib.backbones imports this module
-
         local_only = not os.path.isdir(name) and not hub_reachable()
         with no_hf_progress_bars():
             tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)

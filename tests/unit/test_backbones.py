@@ -153,3 +153,31 @@ def test_no_hf_progress_bars_is_scoped():
         pass
     assert not hf_logging.is_progress_bar_enabled()  # a user's choice stays as it was
     hf_logging.enable_progress_bar()
+
+
+def test_resolve_imagenet_prefers_the_papers_weights_then_the_packaged_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lib.pretrained as pre
+
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: True)
+    assert backbones.resolve_imagenet("imagenet_resnet18", True) == ("imagenet_resnet18", True)
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
+    assert backbones.resolve_imagenet("imagenet_resnet18", True) == ("imagenet_resnet18", False)  # never "pretrained"
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: pre.Path("/x.pth"))
+    assert backbones.resolve_imagenet("imagenet_resnet18", True) == ("imagenet_efficientnet_lite0", True)
+    assert backbones.resolve_imagenet("imagenet_resnet18", False) == ("imagenet_resnet18", False)
+    assert backbones.resolve_imagenet("tiny_cnn", False) == ("tiny_cnn", False)
+    with pytest.raises(ValueError, match="pretrained"):
+        backbones.resolve_imagenet("imagenet_resnet18", "yes")  # type: ignore[arg-type]
+
+
+def test_build_knows_the_offline_imagenet_backbone_and_feature_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lib.pretrained as pre
+
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
+    with pytest.warns(RuntimeWarning, match="absent"):
+        net = backbones.build("imagenet_efficientnet_lite0", pretrained=True)
+    assert net.pretrained is False and net.out_features == 1280  # recorded as random init
+    head = backbones.build("features:efficientnet_lite0", num_classes=7)
+    assert head(torch.zeros(3, 2 * 1280)).shape == (3, 7)
+    assert backbones.weights_available("tiny_cnn") is False
