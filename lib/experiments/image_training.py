@@ -151,6 +151,7 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
     def compute(r: Run) -> dict[str, Any]:
         nb = int(cfg["n_backbone"])
+        torch.manual_seed(0)  # the initial weights: not whatever earlier runs left in the global generator
         net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
         tc = {"epochs": cfg["backbone_epochs"], "lr": cfg["lr"], "weight_decay": cfg["weight_decay"],
               "batch_size": cfg["batch_size"], "schedule": "cosine", "threads": cfg.get("threads")}

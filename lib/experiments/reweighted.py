@@ -177,6 +177,7 @@ def run_loss(
             yv, yt = feats["val_y"], feats["test_y"]
             extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
         else:
+            torch.manual_seed(seed)  # the initial weights (as lib.experiments.l2d_cifar10 does)
             net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
             net, hist = imt.fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
                                    {**cfg, "schedule": "multistep"}, r, seed=seed)
