@@ -23,10 +23,9 @@ architectures match the papers' public code without re-deriving them here.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,8 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.hub import hub_reachable
-from lib.text_backbone import DISTILBERT, MINILM_PACKAGE, TextEncoder, minilm_path, no_hf_progress_bars, text_encoder
-from lib.validation import check_choice, check_int
+from lib.text_backbone import TextEncoder, minilm_path, text_encoder
+from lib.validation import check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
 

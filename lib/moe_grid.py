@@ -67,7 +67,7 @@ def _checkpoint_epoch(run: Run) -> int:
     return int(ckpt["epoch"]) if ckpt is not None else 0
 
 
-#: Stack size where no device memory can be measured (the CPU): stacking there saves little.
+#: Stack size where no device memory can be measured (the CPU) -- stacking there saves little.
 CPU_STACK = 8
 #: Largest stack tried on a GPU (beyond it the step is compute-bound and checkpoints grow).
 MAX_STACK = 64

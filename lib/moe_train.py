@@ -247,7 +247,7 @@ STACK_CHANNELS_LAST = False
 
 def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> PreparedRun:
     """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``
-    (``stacked``: as a member of a stack, channels_last only if :data:`STACK_CHANNELS_LAST`)."""
+    (``stacked``: as a member of a stack, channels_last only if ``STACK_CHANNELS_LAST``)."""
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)

@@ -97,7 +97,7 @@ def packs_dir() -> Path:
 
 
 def _find(folder: str) -> Path:
-    for label, root in candidate_roots():
+    for _label, root in candidate_roots():
         if (root / folder).is_dir() and any((root / folder).iterdir()):
             return root / folder
     places = ", ".join(f"{label}: {root / folder}" for label, root in candidate_roots())

@@ -18,7 +18,7 @@ from typing import Any
 
 from lib.config import repo_root
 
-#: Training minutes one 30-minute window yields: calls of <= 10 minutes training ~9 each, less the
+#: Training minutes one 30-minute window yields -- calls of <= 10 minutes training ~9 each, less the
 #: machine's start, the first call's self-test and data unpacking.
 WINDOW_TRAIN_MINUTES = 25.0
 WARMUP_FRACTION = 0.4  # as lib.moe_methods: robust/FGR runs spend 40% of their epochs in ERM

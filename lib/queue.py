@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lib.config import repo_root, results_dir, settings
+from lib.config import results_dir, settings
 from lib.engine import deadline as window_deadline
 from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
 from lib.engine.versions import made_by_current_code
 
-#: Priority order: paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
+#: Priority order -- paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
 PAGES: tuple[str, ...] = ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)

@@ -66,7 +66,7 @@ class CascadeGrid:
 
 def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int, seed: int,
                pairs: Mapping[str, tuple[str, str]] = PAIRS) -> CascadeGrid:
-    """Split ``data`` (an :class:`lib.data.mmlu.MMLU`-like object with ``logits`` and ``labels``) in
+    """Split ``data`` (an :class:`lib.data.mmlu.MMLUData`-like object with ``logits`` and ``labels``) in
     random halves ``n_splits`` times (seeds ``seed + s``) and compute every model's outputs under
     ``"none"`` and each of ``calibrators``."""
     if n_splits < 1:

@@ -130,7 +130,7 @@ PAPER_SAME_SIZE: list[tuple[str, str, str]] = [
     ("ImageNet DeiT-B + TinyViT", "~82% each", "up to 90%"),
     ("ImageNet EVA02-L (M38M) + EVA02-L (IN22k)", "below 90.116%", "90.116%"),
 ]
-"""The paper's same-size pairs: (pair, single models, routed pair) (sec. 3.3, Table 2)."""
+"""The paper's same-size pairs -- (pair, single models, routed pair) (sec. 3.3, Table 2)."""
 
 
 def same_size_paper_table(summary: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
@@ -171,7 +171,7 @@ PRECISION_DROP_TOL: float = 0.01
 """'Precision falls as detection rises' allows a rise of at most this between adjacent k (noise)."""
 
 TOP_BIN_PRECISION_MIN: float = 0.95
-"""'The most confident bins flag almost only real errors': precision at k = 1 at least this (our bar;
+"""'The most confident bins flag almost only real errors' -- precision at k = 1 at least this (our bar;
 the paper gives no number for the top bin)."""
 
 PAPER_CLEANING_PRECISION: float = 0.665

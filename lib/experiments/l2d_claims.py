@@ -22,12 +22,12 @@ from lib.experiments.l2d_results import l2d_claims
 from lib.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
 
 CIFAR_REFERENCE_ACCURACY: float = 0.90
-"""The reference accuracy of the CIFAR-10 page's floor: **our choice**, since the paper states no
+"""The reference accuracy of the CIFAR-10 page's floor -- **our choice**, since the paper states no
 accuracy for its WRN-28-4 (its results are plots); below what wide ResNets reach on CIFAR-10
 (95-96% for WRN-28-10 and WRN-40-4, Zagoruyko and Komodakis 2016)."""
 
 CIFAR_CLASSES: int = 10
-"""CIFAR-10's balanced classes: chance accuracy is 1 / CIFAR_CLASSES."""
+"""CIFAR-10's balanced classes -- chance accuracy is 1 / CIFAR_CLASSES."""
 
 BAYES_SAMPLES: int = 40000
 """Monte Carlo draw of the mixture on which the Bayes classifier's accuracy is measured."""
@@ -100,7 +100,7 @@ def gaussians_claims(runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -
 
 
 CIFAR_SWEEP_METRICS: dict[str, str] = {"experts": "ece", "dependence": "ece_random_expert", "specialized": "ece"}
-"""The ECE each CIFAR-10 sweep reports: the experts' mean, or the random expert's under dependence."""
+"""The ECE each CIFAR-10 sweep reports -- the experts' mean, or the random expert's under dependence."""
 
 
 def cifar_published(summary: pd.DataFrame, ends: Mapping[str, Sequence[float]]) -> dict[str, float]:
@@ -124,7 +124,7 @@ PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
     ("softmax expert ECE, 1 -> 5 specialized experts", "rises (Fig. 2a)", "specialized", "ece", "softmax"),
     ("OvA expert ECE, 1 -> 5 specialized experts", "flat (Fig. 2a)", "specialized", "ece", "ova"),
 )
-"""What the paper's CIFAR-10 plots show (quoted): (quantity, paper, experiment, metric, surrogate)."""
+"""What the paper's CIFAR-10 plots show (quoted) -- (quantity, paper, experiment, metric, surrogate)."""
 
 
 def cifar_paper_table(published: Mapping[str, float]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ FLAT_TOL: float = 0.03
 +-FLAT_TOL (the paper's Fig. 1a/d show OvA's ECE flat to the eye; the bar is our choice)."""
 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
-"""The paper's 'rises to above 0.4' (Fig. 1c/f): the random expert's softmax ECE at the others' best quality."""
+"""The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
 OVA_ACCURACY_TOL: float = 0.005
 """'OvA system accuracy is equal or higher' allows OvA to be lower by at most half a point

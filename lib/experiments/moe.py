@@ -170,7 +170,8 @@ def tiny_text_model() -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from lib.backbones import minilm_path, no_hf_progress_bars
+    from lib.backbones import minilm_path
+    from lib.text_backbone import no_hf_progress_bars
     from lib.config import cache_dir
 
     path = cache_dir() / "models" / "tiny-random-bert"

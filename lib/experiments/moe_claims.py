@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib.experiments.moe import METHOD_LABELS, METRICS, SUBSETS
+from lib.experiments.moe import METHOD_LABELS, METRICS
 from lib.moe_record import MoERecord
 from lib.experiments.moe_tables import fmt
 from lib.report import VERDICTS, claims_table, publish

@@ -236,7 +236,7 @@ CLAIM_TOL: float = 0.005
 """ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
 
 FINE_TOL_FACTOR: float = 5.0
-"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers: they are judged
+"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers -- they are judged
 within ``tol / FINE_TOL_FACTOR``."""
 
 AU_ACCURACY_COST: float = 0.025

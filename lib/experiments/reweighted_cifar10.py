@@ -28,13 +28,13 @@ PUBLISHED_METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_a", "cwece", "ece_
 """The metrics published per loss as ``rr_<loss>_<metric>``."""
 
 GRADIENT_CLAIM: str = "the inverse focal gradient turns positive for gamma above about 3.5"
-"""The analytic claim (App. C.2, E.1): it needs no trained model, so the accuracy floor spares it."""
+"""The analytic claim (App. C.2, E.1) -- it needs no trained model, so the accuracy floor spares it."""
 
 GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""
 
 N_CLASSES: int = 10
-"""CIFAR-10's classes: chance accuracy is 1 / N_CLASSES for the accuracy floor."""
+"""CIFAR-10's classes -- chance accuracy is 1 / N_CLASSES for the accuracy floor."""
 
 
 CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)

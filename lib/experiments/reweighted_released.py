@@ -37,11 +37,11 @@ DUAL_FOCAL_GAMMA: float = 5.0
 
 DUAL_FOCAL_READINGS: tuple[tuple[str, str], ...] = (
     ("eq33", "dual_focal"), ("eqs34_35", "dual_focal_eqs34_35"), ("released", "dual_focal_released"))
-"""The three readings of dual focal loss: (variant of lib.reweighted.dual_focal_loss, get_loss name)."""
+"""The three readings of dual focal loss -- (variant of lib.reweighted.dual_focal_loss, get_loss name)."""
 
 
 def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float]]:
-    """The logits to calibrate, named as in :data:`lib.experiments.reweighted.LABELS`, their targets,
+    """The logits to calibrate, named as in ``lib.experiments.reweighted.LABELS``, their targets,
     and the failed runs' accuracies. ``source`` is "synthetic" (made in code) or "released" (the files)."""
     if source == "synthetic":
         logits, targets = synthetic_resnet_logits(n_synthetic, losses=SYNTHETIC_LOSSES)

@@ -142,7 +142,7 @@ def test_no_hf_progress_bars_is_scoped():
     """Inside the block transformers shows no progress bars; afterwards the setting is restored."""
     from transformers.utils import logging as hf_logging
 
-    from lib.backbones import no_hf_progress_bars
+    from lib.text_backbone import no_hf_progress_bars
 
     hf_logging.enable_progress_bar()
     with no_hf_progress_bars():

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import gaussian_mixture as gm
 from lib.experiments import l2d_results as lr
 
 

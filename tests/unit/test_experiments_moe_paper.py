@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from lib.experiments import moe as exp
-from lib.experiments import moe_paper, moe_tables
+from lib.experiments import moe_paper
 
 
 def test_paper_table5_quotes_are_internally_consistent() -> None:
