@@ -48,7 +48,7 @@ class PacsBackbone:
 
     @property
     def init(self) -> str:
-        """"pretrained" or "scratch": what the plan and the records say."""
+        """The initialisation the plan and the records name, ``"pretrained"`` or ``"scratch"``."""
         return "pretrained" if self.pretrained else "scratch"
 
 
