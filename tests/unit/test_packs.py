@@ -86,3 +86,18 @@ def test_a_missing_chunk_names_itself(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="part-001.bin missing"):
         packs.unpack("cifar10h", tmp_path / "made", dest=tmp_path / "x")
     assert json.loads(parts[-1].read_text())["name"] == "cifar10h"
+
+
+def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
+    """A pack splits into chunks of at most max_mib, unpacks to the same bytes, and a damaged chunk
+    is named (moved here from test_queue, beside the other pack tests)."""
+    payload = _data(tmp_path, monkeypatch)
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "packs")
+    assert len(parts) >= 4 and all(p.stat().st_size <= 0.1 * 2**20 for p in parts[:-1])
+    out = packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "back")
+    assert (out / "cifar10h" / "x.bin").read_bytes() == payload and (out / "cifar10" / "y.txt").read_text() == "hello"
+    parts[1].write_bytes(b"damaged")
+    with pytest.raises(ValueError, match="damaged chunk"):
+        packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
+    with pytest.raises(ValueError, match="name"):
+        packs.pack("nope")

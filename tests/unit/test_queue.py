@@ -1,4 +1,4 @@
-"""lib.queue and lib.packs: plan, smoke-scale queue end to end, publish, import, pack round trip."""
+"""lib.queue: plan, smoke-scale queue end to end, publish, import (the pack round trip is in test_packs)."""
 
 import json
 
@@ -8,7 +8,6 @@ import pytest
 import lib.config
 import lib.engine.runs
 import lib.queue as q
-from lib import packs
 
 
 @pytest.fixture()
@@ -67,25 +66,6 @@ def test_import_checks_records_against_todays_plan(results, tmp_path):
     rec_path.write_text("{}")
     with pytest.raises(ValueError, match="damaged"):
         q.import_results(src, "smoke")
-
-
-def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    (data / "cifar10h").mkdir(parents=True)
-    payload = np.random.default_rng(0).bytes(300_000)
-    (data / "cifar10h" / "x.bin").write_bytes(payload)
-    (data / "cifar10").mkdir()
-    (data / "cifar10" / "y.txt").write_text("hello")
-    monkeypatch.setenv("CALIBOOK_DATA", str(data))
-    parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "packs")
-    assert len(parts) >= 4 and all(p.stat().st_size <= 0.1 * 2**20 for p in parts[:-1])
-    out = packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "back")
-    assert (out / "cifar10h" / "x.bin").read_bytes() == payload and (out / "cifar10" / "y.txt").read_text() == "hello"
-    parts[1].write_bytes(b"damaged")
-    with pytest.raises(ValueError, match="damaged chunk"):
-        packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
-    with pytest.raises(ValueError, match="name"):
-        packs.pack("nope")
 
 
 def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
