@@ -52,14 +52,12 @@ page.start("sensitivity", globals())
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
-import numpy as np
 import pandas as pd
 import torch
 
-from lib import config, paper_scale, plots, report, robust
+from lib import config, paper_scale, plots, report
 from lib.experiments import moe as exp
-from lib.experiments import moe_claims, moe_paper, moe_tables
-from lib.moe_train import load_predictions
+from lib.experiments import moe_paper, moe_sensitivity, moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -87,19 +85,11 @@ cfg
 # `results/sensitivity/` and trains nothing unless `train` is "yes".
 
 # %%
-lam_cfgs = exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"], lam=0.0)
-lam_cfgs = [c.replace(lam=float(l)) for l in cfg["lams"] for c in lam_cfgs]
-warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups
-             for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]
-ref_cfgs = exp.train_configs(cfg, methods=["vanilla"])
-records = exp.run_methods([*ref_cfgs, *lam_cfgs, *warm_cfgs], data, train=TRAIN)
+records = exp.run_methods(moe_sensitivity.sweep_configs(cfg, warmups), data, train=TRAIN)
 paper_scale.require(records, "sensitivity")
 records = list({r["key"]: r for r in records}.values())  # a run in both sweeps counts once
 frame = moe_tables.results_frame(records)
-robust_runs = frame["method"] == "robust"
-ref = frame[frame["method"] == "vanilla"]
-lam_frame = frame[robust_runs & (frame["warmup_epochs"] == cfg["warmup"]) & frame["lam"].isin(cfg["lams"])]
-warm_frame = frame[robust_runs & (frame["lam"] == cfg["lam"]) & frame["warmup_epochs"].isin(warmups)]
+ref, lam_frame, warm_frame = moe_sensitivity.split_sweeps(frame, cfg, warmups)
 report.show(moe_tables.provenance_table(records))
 
 # %% [markdown]
@@ -127,18 +117,8 @@ lam_all = lam_sum[lam_sum["subset"] == "all"]
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
 
 # %%
-ref_sum = moe_tables.summarize(ref, by=("method",))
-sweep_table = pd.concat([
-    lam_hard[["lam", "ece", "ece_se", "ece_ts"]].rename(columns={"ece": "hard ECE", "ece_se": "se", "ece_ts": "hard ECE+TS"})
-    .merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam"),
-    pd.DataFrame({"lam": ["ERM (Vanilla MoE)"],
-                  "hard ECE": ref_sum[ref_sum.subset == "hard"]["ece"].values,
-                  "hard ECE+TS": ref_sum[ref_sum.subset == "hard"]["ece_ts"].values,
-                  "accuracy": ref_sum[ref_sum.subset == "all"]["accuracy"].values}),
-], ignore_index=True)
-report.publish("lam_sweep", {str(r.lam): {"hard_ece": float(r.ece), "accuracy": float(a)}
-                             for r, a in zip(lam_hard.itertuples(), lam_all["accuracy"])})
-sweep_table.round(4)
+report.publish("lam_sweep", moe_sensitivity.sweep_published(lam_hard, lam_all, "lam"))
+moe_sensitivity.sweep_table(lam_hard, lam_all, moe_tables.summarize(ref, by=("method",))).round(4)
 
 # %% [markdown]
 # ## Figure E.8: the warmup sweep
@@ -149,8 +129,7 @@ sweep_table.round(4)
 warm_sum = moe_tables.summarize(warm_frame, by=("warmup_epochs",))
 warm_hard = warm_sum[warm_sum["subset"] == "hard"]
 warm_all = warm_sum[warm_sum["subset"] == "all"]
-report.publish("warmup_sweep", {str(int(r.warmup_epochs)): {"hard_ece": float(r.ece), "accuracy": float(a)}
-                                for r, a in zip(warm_hard.itertuples(), warm_all["accuracy"])})
+report.publish("warmup_sweep", moe_sensitivity.sweep_published(warm_hard, warm_all, "warmup_epochs", as_int=True))
 (plots.line_chart(warm_hard, x="warmup_epochs", y="ece", yerr="ece_se", title="Hard ECE vs warmup",
                   x_title=f"warmup epochs (of {cfg['epochs']})", width=290)
  | plots.line_chart(warm_all, x="warmup_epochs", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs warmup",
@@ -164,20 +143,7 @@ report.publish("warmup_sweep", {str(int(r.warmup_epochs)): {"hard_ece": float(r.
 # are test batches because the engine saves test predictions), beside the paper's values.
 
 # %%
-sup_rows = []
-for rec in [r for r in records if r["key"] in set(lam_frame["key"])]:
-    pred = load_predictions(rec)
-    p = pred["probs"].astype(np.float64)
-    p = p / p.sum(axis=1, keepdims=True)
-    losses = -np.log(np.clip(p[np.arange(len(p)), pred["labels"].astype(int)], 1e-12, None))
-    nb = len(losses) // 128
-    if nb == 0:
-        continue
-    lam = rec["config"]["train"]["lam"]
-    w = torch.softmax(lam * torch.tensor(losses[: nb * 128]).view(nb, 128), dim=1)
-    sup_rows.append({"lam": lam, **robust.effective_support(w)})
-support = pd.DataFrame(sup_rows).groupby("lam", as_index=False).mean() if sup_rows else pd.DataFrame(
-    columns=["lam", "perplexity", "fraction", "ratio_bound"])
+support = moe_sensitivity.support_table(records, lam_frame["key"])
 table5 = support.merge(moe_paper.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours)", " (paper)"))
 report.publish("table5", {str(r.lam): float(r.fraction) for r in support.itertuples()})
 table5.round(3)
@@ -190,6 +156,9 @@ table5.round(3)
 #
 # ## Which claims held at this scale
 #
+# The rules live in `lib.experiments.moe_sensitivity.sensitivity_claims`: $\lambda = 2$ and a 40% warmup
+# hold when at the sweep's lowest hard ECE and fail when another point is lower beyond noise; the
+# support claim holds when the fraction falls strictly with $\lambda$.
 # A difference counts when it exceeds twice its standard error (or 0.01 with a single seed). Whether
 # the models learned enough to be judged follows the book's one rule, printed below with its
 # threshold; as on the CIFAR-10H page, the paper's CIFAR-10H accuracies were lost, so the rule
@@ -198,37 +167,7 @@ table5.round(3)
 # the two sweeps.
 
 # %%
-def near_best(sweep: pd.DataFrame, key: str, value: float) -> tuple[str, str]:
-    """Held if ``value`` has the sweep's lowest hard ECE, did not hold if another setting is lower
-    beyond noise (moe_claims.compare), else inconclusive."""
-    row = sweep[np.isclose(sweep[key].astype(float), value)]
-    if row.empty or len(sweep) < 2:
-        return "inconclusive at this scale", f"{key}={value:g} not in the sweep"
-    best = sweep.loc[sweep["ece"].idxmin()]
-    ece, se = float(row["ece"].iloc[0]), float(row["ece_se"].iloc[0])
-    if ece <= float(best["ece"]):
-        verdict = "held"
-    elif moe_claims.compare(float(best["ece"]), float(best["ece_se"]), ece, se) == "held":
-        verdict = "did not hold"
-    else:
-        verdict = "inconclusive at this scale"
-    return verdict, f"{key}={value:g}: hard ECE {moe_tables.fmt(ece)}; lowest at {key}={best[key]:g}: {moe_tables.fmt(best['ece'])}"
-
-
-lam_verdict, lam_text = near_best(lam_hard, "lam", 2.0)
-warm_target = round(0.4 * cfg["epochs"])
-warm_verdict, warm_text = near_best(warm_hard, "warmup_epochs", warm_target)
-fr = support.sort_values("lam")["fraction"].to_numpy()
-mono = len(fr) > 1 and bool(np.all(np.diff(fr) < 0))
-claims = report.claims_table([
-    {"claim": "lambda = 2 is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.7",
-     "ours": lam_text, "verdict": lam_verdict},
-    {"claim": "a 40% warmup is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.8 (20 of 50 epochs)",
-     "ours": warm_text, "verdict": warm_verdict},
-    {"claim": "the effective support shrinks as lambda grows", "paper": "Table 5 (95.6% at 0.5 ... 51.3% at 5)",
-     "ours": "fractions " + ", ".join(f"{v:.3f}" for v in fr), "verdict": "held" if mono else
-     ("inconclusive at this scale" if len(fr) < 2 else "did not hold")},
-])
+claims = report.claims_table(moe_sensitivity.sensitivity_claims(lam_hard, warm_hard, support, cfg["epochs"]))
 rows, why = report.gate_claims(claims.to_dict("records"),
                                accuracy=float(pd.concat([lam_all["accuracy"], warm_all["accuracy"]]).max()),
                                paper_accuracy=moe_paper.REFERENCE_CIFAR10H_ACCURACY,
