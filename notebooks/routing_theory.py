@@ -63,12 +63,11 @@ page.start("routing_theory", globals())
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
-import numpy as np
 import pandas as pd
-import torch
 
-from lib import config, moe_plots, moe_theory, plots, report, robust, routed_population
+from lib import config, moe_plots, moe_theory, plots, report, routed_population
 from lib.experiments import moe_paper
+from lib.experiments import moe_theory_claims as theory
 
 plots.use_offline_renderer()
 cfg = config.settings("routing_theory", scale)
@@ -98,14 +97,8 @@ pop.tidy().round(4).head(4)
 # soft and the hard mixture are calibrated; the largest residuals are zero up to rounding.
 
 # %%
-train_checks = {
-    "expert residual, soft views": float(routed_population.expert_residuals(pop, "soft").residual.abs().max()),
-    "expert residual, hard regions": float(routed_population.expert_residuals(pop, "hard").residual.abs().max()),
-    "aggregate residual, soft": float(moe_theory.calibration_residuals(pop, "soft").residual.abs().max()),
-    "aggregate residual, hard": float(moe_theory.calibration_residuals(pop, "hard").residual.abs().max()),
-    "largest |eta - p| of a single configuration": float(np.abs(pop.eta - pop.prediction("soft")).max()),
-}
-report.publish("training_residual_max", max(list(train_checks.values())[:4]))
+train_checks = theory.training_checks(pop)
+report.publish("training_residual_max", theory.training_residual_max(train_checks))
 pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
@@ -115,7 +108,7 @@ pd.Series(train_checks, name="value").to_frame()
 # the identity on a random soft mixture whose experts are calibrated by construction.
 
 # %%
-rand_soft = routed_population.random_population(n_cells=60, num_experts=3, n_groups=4, routing="soft", seed=seed)
+rand_soft = theory.random_population("soft", seed)
 identity = routed_population.disagreement_identity(rand_soft)
 report.publish("disagreement_identity_gap", abs(identity["covariance"] - identity["disagreement"]))
 pd.Series(identity, name="value").to_frame()
@@ -128,16 +121,7 @@ pd.Series(identity, name="value").to_frame()
 # contrast, the same reweightings applied to a soft mixture of calibrated experts.
 
 # %%
-rng = np.random.default_rng(seed)
-rand_hard = routed_population.random_population(n_cells=60, num_experts=3, n_groups=4, routing="hard", seed=seed)
-rows = []
-for i in range(cfg["n_region_draws"]):
-    omega = rng.dirichlet(np.full(3, 0.5))
-    hard_res = moe_theory.calibration_residuals(rand_hard, "hard", moe_theory.region_reweighting(rand_hard, omega))
-    soft_res = moe_theory.calibration_residuals(rand_soft, "soft", moe_theory.region_reweighting(rand_soft, omega))
-    rows.append({"draw": i, "hard: max |residual|": hard_res.residual.abs().max(),
-                 "soft: max |residual|": soft_res.residual.abs().max()})
-region = pd.DataFrame(rows)
+region = theory.region_draws(theory.random_population("hard", seed), rand_soft, cfg["n_region_draws"], seed)
 hard_region_gap = float(region["hard: max |residual|"].max())
 report.publish("hard_region_gap_max", hard_region_gap)
 region.describe().loc[["mean", "max"]]
@@ -150,27 +134,9 @@ region.describe().loc[["mean", "max"]]
 # eq. (4)'s prediction from $P$ alone, then draw samples from $Q$ and measure the residual per level.
 
 # %%
-gap_rows = []
-samples = {}
-for beta in cfg["betas"]:
-    rho = moe_theory.configuration_reweighting(pop, moe_theory.entropy_tilt(beta))
-    pred = moe_theory.predicted_gap(pop, rho, "soft")
-    cells, y = moe_theory.sample(pop, cfg["n_samples"], rho, seed=seed + int(10 * beta))
-    meas = moe_theory.measured_gap(pop, cells, y, "soft")
-    ratio = rho[pop.kind == "overlap"][0] / rho[pop.kind == "dominant"][0]
-    both = pred.merge(meas, on="level")
-    both["closed_form"] = moe_theory.predicted_gap_closed_form(cfg["overlap_mass"], cfg["delta"], ratio)
-    both["shift"] = f"beta={beta:g}"
-    both["beta"] = beta
-    gap_rows.append(both)
-    samples[beta] = (cells, y)
-gaps = pd.concat(gap_rows, ignore_index=True)
-gaps["z"] = (gaps["measured"] - gaps["predicted"]) / gaps["se"]
-shifted = gaps[gaps["beta"] > 0]
-report.publish("soft_gap_max_abs_z", float(gaps["z"].abs().max()))
-report.publish("soft_gap_predicted_max", float(shifted["predicted"].abs().max()))
-report.publish("soft_gap_measured_max", float(shifted["measured"].abs().max()))
-report.publish("soft_gap_max_abs_error", float((gaps["measured"] - gaps["predicted"]).abs().max()))
+gaps, samples = theory.soft_gap_sweep(pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
+for name, value in theory.gap_published(gaps).items():
+    report.publish(name, value)
 gaps[["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]].round(4)
 
 # %% [markdown]
@@ -188,7 +154,7 @@ moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured r
 # %%
 beta_max = max(cfg["betas"])
 cells0, y0 = moe_theory.sample(pop, cfg["n_samples"], None, seed=seed + 1)
-hard_rho = moe_theory.region_reweighting(pop, [0.9, 0.1])
+hard_rho = moe_theory.region_reweighting(pop, theory.HARD_SHIFT_OMEGA)
 cells_h, y_h = moe_theory.sample(pop, cfg["n_samples"], hard_rho, seed=seed + 2)
 cells_s, y_s = samples[beta_max]
 p_soft, p_hard = pop.prediction("soft"), pop.prediction("hard")
@@ -212,17 +178,8 @@ plots.reliability_grid(
 # tilted weights $n\,w_i$ sorted by loss, for several $\lambda$.
 
 # %%
-gen = np.random.default_rng(seed)
-n = cfg["batch_size"]
-conf = gen.uniform(0.5, 1.0, (cfg["n_batches"], n))
-correct = gen.random((cfg["n_batches"], n)) < conf
-losses = torch.tensor(np.where(correct, -np.log(conf), -np.log1p(-conf)))
-batch0 = torch.sort(losses[0], descending=True).values
-weights_rows = []
-for lam in cfg["lams"]:
-    w = robust.tilted_weights(batch0, lam)
-    weights_rows += [{"rank": i + 1, "n * w": float(n * w[i]), "lambda": f"{lam:g}"} for i in range(n)]
-plots.line_chart(pd.DataFrame(weights_rows), x="rank", y="n * w", color="lambda", points=False,
+losses = theory.simulated_losses(cfg["n_batches"], cfg["batch_size"], seed)
+plots.line_chart(theory.weights_by_rank(losses[0], cfg["lams"]), x="rank", y="n * w", color="lambda", points=False,
                  title="Tilted weights n w_i, examples sorted by loss", x_title="loss rank")
 
 # %% [markdown]
@@ -230,24 +187,9 @@ plots.line_chart(pd.DataFrame(weights_rows), x="rank", y="n * w", color="lambda"
 # we report the largest violation over all batches and $\lambda > 0$.
 
 # %%
-id_err, grad_err, cvar_slack = 0.0, 0.0, np.inf
-for lam in [l for l in cfg["lams"] if l > 0]:
-    for b in range(cfg["n_batches"]):
-        l = losses[b].clone().requires_grad_(True)
-        obj = robust.robust_moe_loss(l, lam)
-        w = robust.tilted_weights(l.detach(), lam)
-        rhs = robust.entropic_risk(l.detach(), lam) + robust.kl_to_uniform(w) / lam
-        id_err = max(id_err, abs(float(obj.detach()) - float(rhs)))
-        (g,) = torch.autograd.grad(obj, l)
-        expected = w * (1 + lam * (l.detach() - (w * l.detach()).sum()))
-        grad_err = max(grad_err, float((g - expected).abs().max()))
-        for alpha in (0.1, 0.5, 0.9):
-            slack = float(robust.entropic_risk(l.detach(), lam) + np.log(1 / alpha) / lam - robust.cvar(l.detach(), alpha))
-            cvar_slack = min(cvar_slack, slack)
-report.publish("kl_identity_max_error", id_err)
-pd.DataFrame({"check": ["eq. 7: |sum w l - (R + KL/lam)|", "eq. 16: |autograd - formula|",
-                        "eq. 19: min of R + log(1/alpha)/lam - CVaR (must be >= 0)"],
-              "value": [id_err, grad_err, cvar_slack]})
+robust_checks = theory.identity_checks(losses, cfg["lams"])
+report.publish("kl_identity_max_error", robust_checks[theory.KL_IDENTITY])
+pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 
 # %% [markdown]
 # ## 5. Table 5: $\lambda$ and the effective support
@@ -257,14 +199,9 @@ pd.DataFrame({"check": ["eq. 7: |sum w l - (R + KL/lam)|", "eq. 16: |autograd - 
 # Table 5, which was measured on CIFAR-10H training batches of trained Robust MoE checkpoints.
 
 # %%
-sup_rows = []
-for lam in [l for l in cfg["lams"] if l > 0]:
-    w = torch.softmax(lam * losses, dim=1)
-    s = robust.effective_support(w)
-    sup_rows.append({"lam": lam, **s})
-support = pd.DataFrame(sup_rows)
+support = theory.simulated_support(losses, cfg["lams"])
 table5 = support.merge(moe_paper.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours, simulated)", " (paper)"))
-ours_lam2 = support.set_index("lam").loc[2.0]
+ours_lam2 = support.set_index("lam").loc[theory.PAPER_LAMBDA]
 report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
 
@@ -280,18 +217,7 @@ table5.round(3)
 # tilt $\beta$ and expert, the worst alignment and the three bounds (each must be at most the next).
 
 # %%
-ma_rows = []
-for beta in cfg["betas"]:
-    rho = moe_theory.configuration_reweighting(pop, moe_theory.entropy_tilt(beta))
-    t = moe_theory.multiaccuracy_bound(pop, rho)
-    t.insert(0, "beta", beta)
-    ma_rows.append(t)
-multiacc = pd.concat(ma_rows, ignore_index=True)
-chain_slack = float(np.min(np.stack([
-    multiacc["cauchy_schwarz"] - multiacc["alignment"],
-    multiacc["squared_residual"] - multiacc["cauchy_schwarz"],
-    multiacc["cross_entropy"] - multiacc["squared_residual"],
-])))
+multiacc, chain_slack = theory.multiaccuracy_table(pop, cfg["betas"])
 report.publish("multiaccuracy_min_slack", chain_slack)
 multiacc.round(4)
 
@@ -303,34 +229,14 @@ multiacc.round(4)
 #
 # ## Which claims held at this scale
 #
-# Verdicts are computed from the numbers above: exact population residuals below $10^{-9}$ count as
-# zero, and a measured residual agrees with eq. (4) when it lies within 4.5 standard errors.
+# Verdicts are computed from the numbers above by `lib.experiments.moe_theory_claims.theory_claims`:
+# exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as zero, a miscalibration counts
+# when it exceeds 0.01 (`BREAK_MIN`), and a measured residual agrees with eq. (4) when it lies within
+# 4.5 standard errors (`Z_AGREEMENT`).
 
 # %%
-tol = 1e-9
-soft_break = float(shifted["predicted"].abs().min())
-claims = report.claims_table([
-    {"claim": "hard routing stays calibrated under every region reweighting",
-     "paper": "section 3.2", "ours": f"max |residual| over {cfg['n_region_draws']} draws: {hard_region_gap:.1e}",
-     "verdict": "held" if hard_region_gap < tol else "did not hold"},
-    {"claim": "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
-     "paper": "section 4.2", "ours": f"training residual {train_checks['aggregate residual, soft']:.1e}; "
-                                    f"max |eta - p| {train_checks['largest |eta - p| of a single configuration']:.3f}",
-     "verdict": "held" if train_checks["aggregate residual, soft"] < tol
-     and train_checks["largest |eta - p| of a single configuration"] > 0.01 else "did not hold"},
-    {"claim": "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
-     "paper": "Prop. 4.1, eq. (4)",
-     "ours": f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted "
-             f"{gaps['z'].abs().max():.2f}",
-     "verdict": "held" if soft_break > 0.01 and gaps["z"].abs().max() < 4.5 else "did not hold"},
-    {"claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
-     "paper": "eq. (7)", "ours": f"max error {id_err:.1e}", "verdict": "held" if id_err < 1e-9 else "did not hold"},
-    *moe_paper.support_claims(support, moe_paper.PAPER_TABLE5, lam=2.0),
-    {"claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
-     "paper": "Appendix C (Cauchy-Schwarz bound)",
-     "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
-     "verdict": "held" if chain_slack >= -1e-12 else "did not hold"},
-])
+claims = report.claims_table(theory.theory_claims(
+    train_checks, hard_region_gap, cfg["n_region_draws"], gaps, robust_checks[theory.KL_IDENTITY], support, chain_slack))
 claims
 
 # %% [markdown]
