@@ -60,14 +60,10 @@ page.start("civilcomments", globals())
 # loader's message when the data is missing.
 
 # %%
-import warnings
-
 import torch
 
 from lib import config, paper_scale, plots, report
-from lib.data.locate import DataNotFoundError
-from lib.data.synthetic import synthetic_comments
-from lib.data.text import IDENTITY_GROUPS, load_civilcomments
+from lib.data.text import IDENTITY_GROUPS
 from lib.experiments import moe as exp
 from lib.experiments import moe_civilcomments, moe_claims, moe_paper, moe_tables
 
@@ -75,26 +71,8 @@ torch.set_num_threads(2)
 plots.use_offline_renderer()
 cfg = config.settings("civilcomments", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
-data, missing = None, None
-if cfg["data"] == "real":
-    try:
-        data = load_civilcomments(data_dir, n_train=cfg["n_train"], seed=0)
-    except DataNotFoundError as err:
-        missing = str(err)
-else:
-    data = synthetic_comments(n=cfg["n_train"], seed=0)
-if data is None:
-    report.publish_scale(scale, "not run: CivilComments (WILDS) is not available on this machine")
-else:
-    sizes = data.sizes()
-    report.publish_scale(
-        scale,
-        ("tiny random 1-layer BERT (smoke only)" if cfg["backbone"] == exp.TINY_TEXT
-         else f"{cfg['backbone'][5:]} (or its offline fallback, named below)") + "; "
-        f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
-        f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
-        f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}",
-    )
+data, missing = moe_civilcomments.load_data(cfg, data_dir)
+report.publish_scale(scale, moe_civilcomments.scale_summary(cfg, data))
 report.publish("data_available", data is not None)
 print(missing if data is None else data.source)
 cfg
@@ -111,12 +89,7 @@ cfg
 # %%
 records = []
 if data is not None:
-    backbone = cfg["backbone"]
-    if backbone == exp.TINY_TEXT:  # smoke: a tiny random BERT, seconds per run (numbers mean nothing)
-        backbone = "text:" + exp.tiny_text_model()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        records = exp.run_methods(exp.train_configs(cfg, backbone=backbone), data, train=TRAIN)
+    records = moe_civilcomments.run(cfg, data, train=TRAIN)
     paper_scale.require(records, "civilcomments")
     frame = moe_tables.results_frame(records)
     summary = moe_tables.summarize(frame)

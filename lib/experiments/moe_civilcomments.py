@@ -10,6 +10,7 @@ accuracy (:data:`lib.experiments.moe_paper.PAPER_CIVIL_BEST_ACCURACY`).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,10 @@ import numpy as np
 import pandas as pd
 
 from lib import report
+from lib.data.locate import DataNotFoundError
+from lib.data.synthetic import synthetic_comments
+from lib.data.text import TextBundle, load_civilcomments
+from lib.experiments import moe as exp
 from lib.experiments.moe import METHOD_LABELS
 from lib.experiments.moe_claims import best_accuracy, moe_claims
 from lib.experiments.moe_paper import PAPER_CIVIL_BEST_ACCURACY
@@ -33,6 +38,44 @@ PLAIN_LABELS: tuple[str, ...] = ("Vanilla MoE", "MoCaE")
 
 ROBUST_LABELS: tuple[str, ...] = ("Robust MoE", "Robust Filtered")
 """The robust methods of Figure 2's claim, by their table labels (their lower group ECE is compared)."""
+
+
+def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | None, str | None]:
+    """The page's comments at the scale of ``cfg``: WILDS CivilComments when ``cfg["data"]`` is
+    "real" (None and the loader's message when it is missing from ``data_dir`` and the usual
+    places), else the synthetic template comments of the smoke scale (``cfg["n_train"]``, seed 0)."""
+    if cfg["data"] != "real":
+        return synthetic_comments(n=cfg["n_train"], seed=0), None
+    try:
+        return load_civilcomments(data_dir, n_train=cfg["n_train"], seed=0), None
+    except DataNotFoundError as err:
+        return None, str(err)
+
+
+def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
+    """The sentence :func:`lib.report.publish_scale` prints: backbone, data, sizes, epochs and seeds."""
+    if data is None:
+        return "not run: CivilComments (WILDS) is not available on this machine"
+    sizes = data.sizes()
+    return (("tiny random 1-layer BERT (smoke only)" if cfg["backbone"] == exp.TINY_TEXT
+             else f"{cfg['backbone'][5:]} (or its offline fallback, named below)") + "; "
+            f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
+            f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
+            f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}")
+
+
+def run(cfg: Mapping[str, Any], data: TextBundle, train: bool) -> list[dict[str, Any]]:
+    """Every method and seed of ``cfg`` through the engine (:func:`lib.experiments.moe.run_methods`).
+
+    At smoke scale the backbone is a tiny random BERT built on the spot (seconds per run, numbers
+    mean nothing); the encoder's numerical RuntimeWarnings are silenced.
+    """
+    backbone = cfg["backbone"]
+    if backbone == exp.TINY_TEXT:
+        backbone = "text:" + exp.tiny_text_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return exp.run_methods(exp.train_configs(cfg, backbone=backbone), data, train=train)
 
 
 def group_table(records: Sequence[Mapping[str, Any]], predictions: Mapping[str, Mapping[str, np.ndarray]],

@@ -53,3 +53,19 @@ def test_civilcomments_claims_gate_against_the_majority_rate(robust_wins_summary
     gated, why = civ.civilcomments_claims(robust_wins_summary, (), groups, chance=0.887)
     assert set(gated["verdict"]) == {"inconclusive at this scale"}
     assert "did not learn enough" in why
+
+
+def test_load_data_and_scale_summary() -> None:
+    smoke = {"data": "synthetic", "n_train": 60, "backbone": "text:tiny-random-bert", "epochs": 1, "lr": 0.001,
+             "seeds": [0]}
+    data, missing = civ.load_data(smoke)
+    assert missing is None
+    sizes = data.sizes()
+    assert sizes["train"] + sizes["val"] + sizes["test"] == 60
+    text = civ.scale_summary(smoke, data)
+    assert text.startswith("tiny random 1-layer BERT (smoke only); SYNTHETIC template comments")
+    assert f"{sizes['test']} test ({sizes['hard']} identity); 1 epochs, lr 0.001; seeds [0]" in text
+    # real data asked for but absent: no bundle, the loader's message, and a "not run" summary
+    data, missing = civ.load_data({**smoke, "data": "real"}, data_dir="/nonexistent/civil")
+    assert data is None and "/nonexistent/civil" in missing
+    assert civ.scale_summary(smoke, None).startswith("not run")
