@@ -93,15 +93,7 @@ cfg = config.settings("cifar10h", scale, epochs=epochs or None, width=width or N
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
 data = exp.cifar10h_data(cfg)
-sizes = data.sizes()
-report.publish_scale(
-    scale,
-    f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
-    f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
-    f"{sizes['test']} test ({sizes['hard']} hard"
-    + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
-    + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}",
-)
+report.publish_scale(scale, moe_cifar10h.scale_summary(cfg, data.sizes()))
 print(data.source)
 cfg
 

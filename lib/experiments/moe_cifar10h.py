@@ -47,6 +47,20 @@ PAPER_BEST_OVERALL_ECE: str = (
 """The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table."""
 
 
+def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
+    """The sentence :func:`lib.report.publish_scale` prints: backbone, data, split sizes, epochs, seeds.
+
+    ``sizes`` is the data's ``sizes()`` (``train``, ``val``, ``test``, ``hard`` and, when "all" is a
+    uniform sample of the test set, ``all``).
+    """
+    real = cfg["data"] == "real"
+    return (f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
+            f"{'CIFAR-10 / CIFAR-10H' if real else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
+            f"{sizes['test']} test ({sizes['hard']} hard"
+            + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
+            + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}")
+
+
 def by_agreement(predictions: Mapping[str, Mapping[str, np.ndarray]], human: np.ndarray) -> pd.DataFrame:
     """Mean confidence and accuracy per method and human agreement bin (Figure 3).
 

@@ -88,3 +88,12 @@ def test_hard_share_and_examples() -> None:
     assert captions[0].startswith("human: a 1.00")
     frame = c10.confidence_frame({"m": {"conf": np.arange(8.0)}}, hard)
     assert frame["subset"].tolist() == ["hard", "hard", "easy", "hard"] * 2
+
+
+def test_scale_summary_names_the_sample_only_when_there_is_one() -> None:
+    cfg = {"backbone": "cifar_resnet18", "width": 8, "data": "synthetic", "epochs": 2, "seeds": [0, 1]}
+    sizes = {"train": 100, "val": 20, "test": 50, "hard": 5}
+    assert c10.scale_summary(cfg, sizes) == ("cifar_resnet18 (width 8), trained from scratch; SYNTHETIC images: "
+                                             "100 train, 20 val, 50 test (5 hard); 2 epochs; seeds [0, 1]")
+    text = c10.scale_summary({**cfg, "data": "real"}, {**sizes, "all": 30})
+    assert "CIFAR-10 / CIFAR-10H: 100 train" in text and "(5 hard; 'all' = uniform sample of 30)" in text
