@@ -41,7 +41,7 @@ def _numbers(**numbers: float) -> str:
 
 
 def training_loss_rows(losses: pd.DataFrame) -> list[pd.DataFrame]:
-    """The long-table rows of :func:`lib.experiments.cross_paper.training_loss_ece`: each loss's ECE
+    """The long-table rows of :func:`lib.experiments.cross_paper.training_loss_ece`, each loss's ECE
     before temperature scaling (cross-entropy's as "none") and after it."""
     return [long_table("training loss", "ResNet-50 CIFAR-10",
                        {"none" if r["loss"] == "ce" else r["loss"]: r["ECE"], f"{r['loss']} + temperature": r["ECE after TS"]})
@@ -49,7 +49,7 @@ def training_loss_rows(losses: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def overconfidence_published(table: pd.DataFrame) -> dict[str, float]:
-    """The page's published over-confidence ECEs: the first data set's raw ECE and its ECE after temperature scaling."""
+    """The page's published over-confidence ECEs (the first data set's raw ECE and its ECE after temperature scaling)."""
     over = table.query("failure == 'over-confidence'")
     return {"ece_overconfidence_raw": float(over[over.method == "none"]["value"].iloc[0]),
             "ece_overconfidence_ts": float(over[over.method == "temperature"]["value"].iloc[0])}

@@ -1,4 +1,4 @@
-"""The CIFAR-10H page's own tables and claims: confidence by human agreement, the hard-subset share.
+"""The CIFAR-10H page's own tables and claims (confidence by human agreement, the hard-subset share).
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1), Table 1 and Figures 1,
 3, E.2-E.3. The shared claims (i)-(iv) are :func:`lib.experiments.moe_claims.moe_claims`; here are
@@ -48,7 +48,7 @@ PAPER_BEST_OVERALL_ECE: str = (
 
 
 def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints: backbone, data, split sizes, epochs, seeds.
+    """The sentence :func:`lib.report.publish_scale` prints (backbone, data, split sizes, epochs, seeds).
 
     ``sizes`` is the data's ``sizes()`` (``train``, ``val``, ``test``, ``hard`` and, when "all" is a
     uniform sample of the test set, ``all``).
@@ -133,7 +133,7 @@ def hard_share_table(info: Mapping[str, float], real: bool) -> pd.DataFrame:
 
 
 def agreement_claim(agreement: pd.DataFrame, margin: float = CONFIDENCE_DROP_MARGIN) -> list[dict[str, str]]:
-    """Figure 3's claim from :func:`by_agreement`: robust methods lower their confidence more as
+    """Figure 3's claim from :func:`by_agreement`, that robust methods lower their confidence more as
     human agreement falls; no row when either group is missing."""
     lowest = agreement[agreement["bin"] == agreement["bin"].min()].set_index("method")["confidence"]
     highest = agreement[agreement["bin"] == agreement["bin"].max()].set_index("method")["confidence"]

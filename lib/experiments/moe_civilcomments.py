@@ -1,4 +1,4 @@
-"""The CivilComments page's own table and claims: ECE and accuracy per identity group (Figure 2).
+"""The CivilComments page's own table and claims (ECE and accuracy per identity group, Figure 2).
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1), Table 3 and Figure 2.
 The shared claims (i)-(iv) are :func:`lib.experiments.moe_claims.moe_claims`; here are the table
@@ -41,7 +41,7 @@ ROBUST_LABELS: tuple[str, ...] = ("Robust MoE", "Robust Filtered")
 
 
 def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | None, str | None]:
-    """The page's comments at the scale of ``cfg``: WILDS CivilComments when ``cfg["data"]`` is
+    """The page's comments at the scale of ``cfg``, WILDS CivilComments when ``cfg["data"]`` is
     "real" (None and the loader's message when it is missing from ``data_dir`` and the usual
     places), else the synthetic template comments of the smoke scale (``cfg["n_train"]``, seed 0)."""
     if cfg["data"] != "real":
@@ -53,7 +53,7 @@ def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | 
 
 
 def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints: backbone, data, sizes, epochs and seeds."""
+    """The sentence :func:`lib.report.publish_scale` prints (backbone, data, sizes, epochs and seeds)."""
     if data is None:
         return "not run: CivilComments (WILDS) is not available on this machine"
     sizes = data.sizes()
@@ -114,7 +114,7 @@ def group_ece_published(groups: pd.DataFrame) -> dict[str, float]:
 
 
 def group_claim(groups: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> list[dict[str, str]]:
-    """Figure 2's claim from :func:`group_table`: the best robust method's ECE is lower than the best
+    """Figure 2's claim from :func:`group_table`, that the best robust method's ECE is lower than the best
     plain method's in every identity group; no row when no group has both."""
     plain = groups[groups["method"].isin(PLAIN_LABELS)].groupby("group")["ece"].min()
     robust = groups[groups["method"].isin(ROBUST_LABELS)].groupby("group")["ece"].min()
