@@ -65,7 +65,7 @@ from lib.cascade import split_halves
 from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
 from lib.data.mmlu import load_mmlu, synthetic_mmlu
 from lib.experiments import cross_paper as xp
-from lib.experiments.moe_claims import MOCAE_ACC_TOL  # the paper prints accuracies to 3 decimals
+from lib.experiments import cross_paper_claims
 
 plots.use_offline_renderer()
 cfg = config.settings("cross_paper", scale)
@@ -118,7 +118,7 @@ pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round
 experts = np.stack([resnets[k] for k in cfg["losses"]], axis=1)
 routing = xp.confidence_routing(experts)
 mix = xp.mixture_ece(experts, cifar_labels, routing, cifar_cal, cifar_test)
-rows.append(xp.long_table("routing", "mixture of ResNet-50s", {k: v for k, v in mix.items() if not k.startswith("accuracy")}))
+rows.append(xp.long_table("routing", cross_paper_claims.MIXTURE, {k: v for k, v in mix.items() if not k.startswith("accuracy")}))
 pd.Series(mix).round(4).to_frame("test half")
 
 # %% [markdown]
@@ -138,8 +138,7 @@ pd.concat(rows[-2:])[["data", "method", "metric", "value"]].round(4)
 
 # %%
 losses = xp.training_loss_ece(resnets, cifar_labels, cifar_cal, cifar_test)
-for _, r in losses.iterrows():
-    rows.append(xp.long_table("training loss", "ResNet-50 CIFAR-10", {"none" if r["loss"] == "ce" else r["loss"]: r["ECE"], f"{r['loss']} + temperature": r["ECE after TS"]}))
+rows.extend(cross_paper_claims.training_loss_rows(losses))
 losses.round(4)
 
 # %% [markdown]
@@ -151,8 +150,8 @@ losses.round(4)
 table = pd.concat(rows, ignore_index=True)
 fixes = xp.best_fix(table)
 report.publish("best_fix", fixes[["failure", "data", "best method"]].to_dict("records"))
-report.publish("ece_overconfidence_raw", float(table.query("failure == 'over-confidence' and method == 'none'")["value"].iloc[0]))
-report.publish("ece_overconfidence_ts", float(table.query("failure == 'over-confidence' and method == 'temperature'")["value"].iloc[0]))
+for name, ece in cross_paper_claims.overconfidence_published(table).items():
+    report.publish(name, ece)
 fixes.round(4)
 
 # %% [markdown]
@@ -164,54 +163,10 @@ plots.method_comparison_chart(table)
 # %% [markdown]
 # ## Which expectations held
 # Each row states what the papers lead one to expect on these data; the verdict is computed from
-# the numbers above.
+# the numbers above (`lib.experiments.cross_paper_claims`).
 
 # %%
-def value(failure: str, data: str, method: str) -> float:
-    sel = table[(table.failure == failure) & (table.data == data) & (table.method == method)]
-    return float(sel["value"].iloc[0])
-
-
-def fmt(**numbers: float) -> str:
-    return ", ".join(f"{k} {v:.3f}" for k, v in numbers.items())
-
-
-over = {d: (value("over-confidence", d, "none"), value("over-confidence", d, "temperature")) for d in table.query("failure == 'over-confidence'")["data"].unique()}
-shift = {m: (value("shift", m, "temperature (other subjects)"), value("shift", m, "temperature (same subjects)"), value("shift", m, "none")) for m in (small, large)}
-mix_name = "mixture of ResNet-50s"
-defer = f"P({large} is right)"
-casc = f"cascade {small} -> {large}"
-claims = report.claims_table([
-    {"claim": "Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
-     "paper": "paper 3: MMLU ECE 0.19 -> 0.09",
-     "ours": "; ".join(f"{d}: {fmt(raw=a, TS=b)}" for d, (a, b) in over.items()),
-     "verdict": report.verdict(all(b < a for a, b in over.values()))},
-    {"claim": "Under a subject shift, a temperature from other subjects still helps, but less than one from the same subjects",
-     "paper": "papers 1 and 3: calibration degrades under shift",
-     "ours": "; ".join(f"{m}: {fmt(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
-     "verdict": report.verdict(all(s_ <= o < r for o, s_, r in shift.values()))},
-    {"claim": "Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on the mixture",
-     "paper": "paper 1: per-expert calibration is not enough",
-     "ours": fmt(per_expert=value("routing", mix_name, "per-expert temperature"), mixture_TS=value("routing", mix_name, "temperature on the mixture")),
-     "verdict": report.verdict(value("routing", mix_name, "temperature on the mixture") < value("routing", mix_name, "per-expert temperature"))},
-    {"claim": "Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
-     "paper": "paper 1: MoCaE's accuracy \"is identical to Vanilla MoE in every cell of every table\" (a finding "
-              "printed to 3 decimals, not a consequence of the method: per-expert temperatures can move the mixture's argmax)",
-     "ours": fmt(vanilla=mix["accuracy (vanilla)"], per_expert=mix["accuracy (per-expert temperature)"]),
-     "verdict": report.verdict(abs(mix["accuracy (vanilla)"] - mix["accuracy (per-expert temperature)"]) < MOCAE_ACC_TOL)},
-    {"claim": "A model-specific fit (Platt) estimates when another model is right better than its raw confidence",
-     "paper": "paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
-     "ours": fmt(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
-     "verdict": report.verdict(value("deferral", defer, "platt") < value("deferral", defer, "none"))},
-    {"claim": "A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
-     "paper": "paper 3: MMLU APGR 0.70",
-     "ours": fmt(APGR_uncalibrated=value("deferral", casc, "none"), APGR_calibrated=value("deferral", casc, "temperature")),
-     "verdict": report.verdict(value("deferral", casc, "temperature") > 0.5)},
-    {"claim": "After temperature scaling, the spread of ECE across training losses shrinks",
-     "paper": "paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
-     "ours": fmt(spread_before=float(losses["ECE"].max() - losses["ECE"].min()), spread_after=float(losses["ECE after TS"].max() - losses["ECE after TS"].min())),
-     "verdict": report.verdict(float(losses["ECE after TS"].max() - losses["ECE after TS"].min()) < float(losses["ECE"].max() - losses["ECE"].min()))},
-])
+claims = cross_paper_claims.cross_paper_claims(table, mix, losses, small, large)
 report.publish("claims", claims[["claim", "verdict"]].to_dict("records"))
 claims
 
