@@ -5,7 +5,7 @@ The shared claims (i)-(iv) are :func:`lib.experiments.moe_claims.moe_claims`; he
 behind Figure 2 (:func:`group_table`), the claim only CivilComments can judge (robust methods lower
 ECE in every identity group, :func:`group_claim`) and :func:`civilcomments_claims`, which puts every
 claim of the page together and gates it by the book's accuracy floor against the paper's best
-accuracy (:data:`lib.experiments.moe_paper.PAPER_CIVIL_BEST_ACCURACY`).
+accuracy (``lib.experiments.moe_paper.PAPER_CIVIL_BEST_ACCURACY``).
 """
 
 from __future__ import annotations
