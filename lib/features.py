@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lib.data.bundle import TensorSplits
 from lib.validation import check_int
 
 __all__ = ["cached_array", "extract", "FeatureBundle", "FeatureInput", "FEATURE_EXTRACTORS", "pacs_features", "FEATURE_FRAC"]
@@ -132,7 +133,7 @@ def extract(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[float],
 
 
 @dataclass
-class FeatureBundle:
+class FeatureBundle(TensorSplits):
     """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``).
 
     ``train_x`` is (N, (1 + copies) * dim): the clean features, then ``copies`` blocks of the same
@@ -141,16 +142,6 @@ class FeatureBundle:
     backbone reads the first ``dim`` columns, so every method sees clean features except where FGR's
     :meth:`fgr_inputs` puts a filtered copy in front."""
 
-    name: str
-    train_x: torch.Tensor
-    train_y: torch.Tensor
-    val_x: torch.Tensor
-    val_y: torch.Tensor
-    test_x: torch.Tensor
-    test_y: torch.Tensor
-    hard_mask: torch.Tensor
-    classes: tuple[str, ...]
-    source: str
     dim: int
     copies: int = 0
     qualities: tuple[int, ...] = ()
@@ -169,16 +160,6 @@ class FeatureBundle:
             x = getattr(self, name)
             if x.ndim != 2 or x.shape[1] != self.dim:
                 raise ValueError(f"{name}: expected (N, {self.dim}), got {tuple(x.shape)}")
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        return len(self.classes)
-
-    def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard test examples."""
-        return {"train": int(self.train_y.shape[0]), "val": int(self.val_y.shape[0]),
-                "test": int(self.test_y.shape[0]), "hard": int(self.hard_mask.sum())}
 
     def fingerprint(self) -> str:
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""

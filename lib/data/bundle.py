@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Bundle", "check_bundle"]
+__all__ = ["Bundle", "TensorSplits", "check_bundle"]
 
 
 @runtime_checkable
@@ -44,6 +45,33 @@ class Bundle(Protocol):
     def fingerprint(self) -> str:
         """A short content hash (part of run keys)."""
         ...
+
+
+@dataclass
+class TensorSplits:
+    """The fields and counts shared by the tensor bundles (:class:`lib.data.images.ImageBundle`,
+    :class:`lib.features.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    hard_mask: torch.Tensor
+    classes: tuple[str, ...]
+    source: str
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        return len(self.classes)
+
+    def sizes(self) -> dict[str, int]:
+        """Number of train, validation, test and hard test examples."""
+        return {"train": int(self.train_y.shape[0]), "val": int(self.val_y.shape[0]),
+                "test": int(self.test_y.shape[0]), "hard": int(self.hard_mask.sum())}
 
 
 _FIELDS = ("name", "kind", "source", "classes", "train_y", "val_y", "test_y", "hard_mask", "num_classes",

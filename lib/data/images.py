@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lib.data.bundle import TensorSplits
 from lib.data.image_files import CIFAR10_CLASSES, PACS_CLASSES, PACS_DOMAINS, cifar10_arrays, pacs_domain, resolve_pacs_domain
 from lib.data.locate import describe, locate, reading
 from lib.validation import check_choice, check_open_unit
@@ -45,7 +46,7 @@ __all__ = [
 
 
 @dataclass
-class ImageBundle:
+class ImageBundle(TensorSplits):
     """Train/validation/test images (uint8 tensors NCHW) and int64 labels of one experiment.
 
     ``hard_mask`` (bool, one per test image) marks the hard subset; ``all_mask`` (bool or ``None`` =
@@ -55,25 +56,11 @@ class ImageBundle:
     ``source`` says where the data came from; ``info`` records how it was split or subsampled.
     """
 
-    name: str
-    train_x: torch.Tensor
-    train_y: torch.Tensor
-    val_x: torch.Tensor
-    val_y: torch.Tensor
-    test_x: torch.Tensor
-    test_y: torch.Tensor
-    hard_mask: torch.Tensor
-    classes: tuple[str, ...]
-    source: str
     human_probs: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
     all_mask: torch.Tensor | None = None
 
     kind: str = "images"
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
 
     @property
     def image_size(self) -> int:
@@ -82,12 +69,7 @@ class ImageBundle:
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard test images (and "all": the images of the
         natural-proportion sample, when the test set carries an ``all_mask``)."""
-        out = {
-            "train": int(self.train_y.shape[0]),
-            "val": int(self.val_y.shape[0]),
-            "test": int(self.test_y.shape[0]),
-            "hard": int(self.hard_mask.sum()),
-        }
+        out = super().sizes()
         if self.all_mask is not None:
             out["all"] = int(self.all_mask.sum())
         return out
