@@ -200,21 +200,18 @@ def _data_for(item: Item, scale: str) -> Any:
 
     cfg = settings(item.page, scale)
     if item.page == "pacs":
-        return _pacs_data(cfg, item.target)
+        from lib.experiments.moe_pacs import pacs_backbone, pacs_data
+
+        return pacs_data(cfg, item.target, pacs_backbone(cfg))  # as the pacs page does
     if item.page == "civilcomments":
-        from lib.data.synthetic import synthetic_comments
-        from lib.data.text import load_civilcomments
+        from lib.data.locate import DataNotFoundError
+        from lib.experiments.moe_civilcomments import load_data
 
-        if cfg["data"] == "synthetic":
-            return synthetic_comments(n=cfg["n_train"], seed=0)
-        return load_civilcomments(None, n_train=cfg["n_train"], seed=0)
+        data, why = load_data(cfg)  # as the civilcomments page does
+        if data is None:
+            raise DataNotFoundError(why)
+        return data
     return exp.cifar10h_data(cfg)
-
-
-def _pacs_data(cfg: dict[str, Any], target: str | None) -> Any:
-    from lib.experiments.moe_pacs import pacs_backbone, pacs_data
-
-    return pacs_data(cfg, target, pacs_backbone(cfg))  # as the pacs page does
 
 
 _IMAGES: dict[tuple[str, str], Any] = {}
