@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.benchmarks import loss_scaling  # noqa: E402
-from lib.experiments.reweighted import make_loss  # noqa: E402
+from lib.rr.experiment import make_loss  # noqa: E402
 
 DEFAULT_SIZES = [128 * 2**k for k in range(10)]  # 128 ... 65,536
 LOSSES = {"au_loss": "au", "aurc_loss_sorting": "aurc", "kde_xe": "kde_xe", "cross_entropy": "xe"}

@@ -1,4 +1,4 @@
-"""Epoch time of paper 1's training engine (lib.moe_train through lib.engine) for CIFAR-10H and PACS at 224 px.
+"""Epoch time of paper 1's training engine (lib.moe.train through lib.engine) for CIFAR-10H and PACS at 224 px.
 
 Times training steps of the real engine (``lib.engine.loop.fit`` with the MoE model, device-side
 augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
@@ -18,7 +18,7 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   per method on CIFAR-10H; images/s counts the images of all N runs, the fraction of peak likewise,
   and the projected Table 1 grid assumes stacks of N runs of one method. On a GPU each stack is timed
   with and without channels_last (``stack_channels_last_ratio``: > 1 means channels_last costs more
-  inside stacks; lib.moe_train.STACK_CHANNELS_LAST, off by default, should follow it).
+  inside stacks; lib.moe.train.STACK_CHANNELS_LAST, off by default, should follow it).
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
@@ -45,10 +45,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lib.augment import augment_batch  # noqa: E402
+from lib.data.augment import augment_batch  # noqa: E402
 from lib.engine.device import device_name, resolve_device  # noqa: E402
 from lib.engine.loop import fit as fit_classifier  # noqa: E402
-from lib.moe_methods import (  # noqa: E402
+from lib.moe.methods import (  # noqa: E402
     METHODS,
     WARMUP_FRACTION,
     WARMUP_METHODS,
@@ -56,7 +56,7 @@ from lib.moe_methods import (  # noqa: E402
     build_model,
     method_step,
 )
-from lib.moe_train import TrainConfig  # noqa: E402
+from lib.moe.train import TrainConfig  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 
@@ -172,11 +172,11 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
                 steps: int, warmup_steps: int, device: torch.device, channels_last: bool = False) -> dict:
     """Time ``steps`` steps of ``stack`` runs of ``cfg`` (seeds 0..stack-1) trained as one stacked
     model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each;
-    ``channels_last``: the stack's layout (CUDA only; lib.moe_train.STACK_CHANNELS_LAST)."""
-    import lib.moe_train as mt
+    ``channels_last``: the stack's layout (CUDA only; lib.moe.train.STACK_CHANNELS_LAST)."""
+    import lib.moe.train as mt
     from lib.data.synthetic import synthetic_images
     from lib.engine.stack import fit_stack
-    from lib.moe_train import prepare_run
+    from lib.moe.train import prepare_run
 
     bs = cfg.batch_size
     data = synthetic_images(n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size,

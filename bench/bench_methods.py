@@ -42,12 +42,12 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.backbones import cifar_resnet18  # noqa: E402
+from lib.nets.backbones import cifar_resnet18  # noqa: E402
 from lib.benchmarks import time_round_robin  # noqa: E402
-from lib.fgr import fgr_step, soft_ece  # noqa: E402
-from lib.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
-from lib.moe import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402
-from lib.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
+from lib.moe.fgr import fgr_step, soft_ece  # noqa: E402
+from lib.moe.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
+from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402
+from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     bk.set_defaults(func=cmd_book)
 
     sub.add_parser("paper", help="the paper-scale queue: plan, train a window, export, import "
-                   "(python -m lib paper --help; lib.window)")
+                   "(python -m lib paper --help; lib.gpu.window)")
     pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
     pk.add_argument("dataset", help="cifar10h, pacs, cifar10, mmlu or resnet50-logits")
     pk.add_argument("--max-mib", type=float, default=None,
@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    """``pack``: the dataset's files as numbered chunks under .packs/ (lib.packs)."""
-    from lib.packs import pack
+    """``pack``: the dataset's files as numbered chunks under .packs/ (lib.gpu.packs)."""
+    from lib.gpu.packs import pack
 
     try:
         parts = pack(args.dataset, args.max_mib)
@@ -121,8 +121,8 @@ def error_message(err: BaseException) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["paper"]:  # the queue has its own options (lib.queue.main)
-        from lib.queue import main as queue_main
+    if argv[:1] == ["paper"]:  # the queue has its own options (lib.gpu.queue.main)
+        from lib.gpu.queue import main as queue_main
 
         return queue_main(argv[1:])
     parser = build_parser()

@@ -1,7 +1,7 @@
 """Paper-scale results on the pages: what the queue has published, how much of the plan it covers,
 and whether a page reads results or trains.
 
-The paper-scale runs are trained on a GPU by the queue (:mod:`lib.queue`) a window at a time and
+The paper-scale runs are trained on a GPU by the queue (:mod:`lib.gpu.queue`) a window at a time and
 published to ``results/<page>/``. A page at ``scale="paper"`` reads them and trains nothing unless
 its ``train`` parameter says so (:func:`should_train`); every page at a smaller scale also shows the
 published paper-scale table beside its own (:func:`moe_section`, :func:`records`), with "k of n
@@ -36,7 +36,7 @@ def should_train(train: str, scale: str) -> bool:
 def _plan(page: str, scale: str, target: str | None) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """The planned runs of ``page`` (and ``target``) at ``scale`` and the published records that
     are those runs (same plan id and config), by plan id."""
-    from lib.queue import PAGES, plan
+    from lib.gpu.queue import PAGES, plan
 
     check_choice(page, PAGES, "page")
     items = [it for it in plan([page], scale) if target is None or it.target == target]
@@ -111,24 +111,24 @@ def require_complete(page: str, scale: str = "paper") -> None:
 
 def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Records plus, for each Vanilla MoE record, the MoCaE record it carries
-    (:func:`lib.moe_train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
+    (:func:`lib.moe.train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
     queue publishes it inside the Vanilla record)."""
-    from lib.moe_train import mocae_view
+    from lib.moe.train import mocae_view
 
     return [*map(dict, recs), *({**r, **mocae_view(r)} for r in recs
                                 if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae"))]
 
 
 def moe_section(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 1's table (:func:`lib.experiments.moe_tables.paper_table` layout, mean ± SE over the published
+    """Paper 1's table (:func:`lib.moe.tables.paper_table` layout, mean ± SE over the published
     seeds) from the published paper-scale runs of ``page``, with a ``coverage`` column
     ("k of 5 seeds"), or :func:`none_yet`'s sentence when nothing is published."""
     return _moe_table(page, *_plan(page, scale, target))
 
 
 def _moe_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.experiments import moe as exp
-    from lib.experiments import moe_tables as tables
+    from lib.moe import experiment as exp
+    from lib.moe import tables
 
     recs = [got[it.id] for it in items if it.id in got]
     if not recs:
@@ -148,8 +148,8 @@ def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFra
 
 
 def _sweep_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.experiments import moe as exp
-    from lib.experiments import moe_tables as tables
+    from lib.moe import experiment as exp
+    from lib.moe import tables
 
     recs = [got[it.id] for it in items if it.id in got]
     if not recs:
@@ -173,13 +173,13 @@ def _sweep_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.
 def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame | str:
     """Paper 2's sweeps from the published paper-scale runs: per (experiment, value, surrogate) the
     expert ECE, system accuracy and the random expert's ECE (mean over published seeds, as
-    :func:`lib.experiments.l2d_results.summarize`) with the runs published of those planned."""
+    :func:`lib.l2d.results.summarize`) with the runs published of those planned."""
     return _l2d_table(page, *_plan(page, scale, None))
 
 
 def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.experiments import l2d_results
-    from lib.l2d_record import L2DRecord
+    from lib.l2d import results as l2d_results
+    from lib.l2d.record import L2DRecord
 
     rows = [l2d_results.result_row(it.extra["point"], L2DRecord.from_record(got[it.id]))
             for it in items if it.id in got]
@@ -193,15 +193,15 @@ def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.Da
 
 
 def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 4's Table 1/2 layout (:func:`lib.experiments.reweighted.loss_table`, x100) from the
+    """Paper 4's Table 1/2 layout (:func:`lib.rr.experiment.loss_table`, x100) from the
     published paper-scale runs of each compared loss, or :func:`none_yet`'s sentence; a ``runs``
     column says how many of the page's planned runs (losses, confidence scores, the AU sweep) are in."""
     return _losses_table(page, *_plan(page, scale, None))
 
 
 def _losses_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.experiments import reweighted as rx
-    from lib.loss_record import LossRecord
+    from lib.rr import experiment as rx
+    from lib.rr.record import LossRecord
 
     metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
                if it.method in rx.TABLE_LOSSES and it.id in got}

@@ -3,7 +3,7 @@
 Every page draws with these: the renderer setup (:func:`use_offline_renderer`), reliability
 diagrams, line and bar charts, curves of one variable, heatmaps, and the cross-paper method
 comparison. A figure that only one paper draws, from that paper's own tables, lives with the
-paper: :mod:`lib.moe_plots` (paper 1), :mod:`lib.l2d_plots` (paper 2), :mod:`lib.ccc_plots`
+paper: :mod:`lib.moe.plots` (paper 1), :mod:`lib.l2d.plots` (paper 2), :mod:`lib.ccc.plots`
 (paper 3). Every function returns an ``alt.Chart`` (or a layered / concatenated chart) and never
 displays or saves it; notebooks show it as the last expression of a cell, which
 :func:`use_offline_renderer` turns into inline SVG (vl-convert, no internet needed).
@@ -18,7 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lib.metrics import reliability_table
+from lib.calibration.metrics import reliability_table
 from lib.validation import ArrayLike
 
 # --- renderer, reliability diagrams, lines and bars ---
@@ -83,7 +83,7 @@ def _diagonal() -> alt.Chart:
 def reliability_data(
     conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width"
 ) -> pd.DataFrame:
-    """The non-empty rows of :func:`lib.metrics.reliability_table` plus the bin centre ``mid``:
+    """The non-empty rows of :func:`lib.calibration.metrics.reliability_table` plus the bin centre ``mid``:
     exactly the data a reliability diagram draws."""
     table = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
     table = table[table["count"] > 0].reset_index(drop=True)
@@ -309,7 +309,7 @@ def heatmap(
 
 def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 150) -> alt.ConcatChart:
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
-    columns ``failure, data, method, metric, value`` (:func:`lib.experiments.cross_paper.long_table`).
+    columns ``failure, data, method, metric, value`` (:func:`lib.cross_paper.study.long_table`).
     The defaults (two panels a row, method names beside each) fit ``BOOK_WIDTH``."""
     check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
     panels = []

@@ -57,10 +57,12 @@ page.start("calibration", globals())
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
-from lib import ccc_plots, config, plots, report
+from lib import config, plots, report
+from lib.ccc import plots as ccc_plots
 from lib.data import logits as resnet_data
 from lib.data import mmlu
-from lib.experiments import ccc_calibration, ccc_claims
+from lib.ccc import calibration as ccc_calibration
+from lib.ccc import claims as ccc_claims
 
 plots.use_offline_renderer()
 cfg = config.settings("calibration", scale, seed=seed, n_bins=n_bins or None)
@@ -94,7 +96,7 @@ models[f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"] = (resnet_logits, resnet_lab
 # after on both halves; keep the reliability tables for the diagrams. Temperature scaling fits T by
 # NLL; Platt scaling (MMLU only) fits sigmoid(a s + b) by NLL to correctness, with s the logit of
 # the answer token -- the paper's "logit at the sampled token" (section 2.1), as an MMLU answer is
-# the single greedy letter (`lib.confidence.fit_confidence("platt")`).
+# the single greedy letter (`lib.ccc.confidence.fit_confidence("platt")`).
 
 # %%
 results, tables = ccc_calibration.ece_grid(models, data.models, cfg["n_bins"], cfg["seed"])
@@ -141,7 +143,7 @@ ccc_calibration.paper_table(results, SMALL, f"resnet50-{cfg['resnet_loss']} (CIF
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.experiments.ccc_claims.calibration_claims`.
+# `lib.ccc.claims.calibration_claims`.
 
 # %%
 ece = {(split, stage): {m: ccc_calibration.ece(results, m, split, stage) for m in models}

@@ -54,9 +54,11 @@ page.start("cascading", globals())
 # Settings for this scale, and what produced the numbers.
 
 # %%
-from lib import ccc_plots, config, plots, report
+from lib import config, plots, report
+from lib.ccc import plots as ccc_plots
 from lib.data import mmlu
-from lib.experiments import ccc, ccc_claims
+from lib.ccc import cascading as ccc
+from lib.ccc import claims as ccc_claims
 
 plots.use_offline_renderer()
 cfg = config.settings("cascading", scale, n_bins=n_bins or None, n_splits=n_splits or None)
@@ -70,7 +72,7 @@ data = mmlu.load_mmlu() if REAL else mmlu.synthetic_mmlu(cfg["n_synthetic"], see
 cfg
 
 # %% [markdown]
-# For every split, calibrator and model of the two pairs (`lib.experiments.ccc.PAIRS`), compute the
+# For every split, calibrator and model of the two pairs (`lib.ccc.cascading.PAIRS`), compute the
 # top-1 confidence and correctness on the calibration and test halves once (``"none"`` is UC);
 # every curve below reuses them.
 
@@ -139,7 +141,7 @@ ccc.paper_table(main, by_cal, by_bins).round(4)
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.experiments.ccc_claims.cascading_claims`.
+# `lib.ccc.claims.cascading_claims`.
 
 # %%
 shift_cc = ccc.shifted_cc(shift).set_index("target")["apgr"]

@@ -36,12 +36,12 @@
 # Filtered's overall ECE, 0.013) survives in another public text of the paper and is quoted with that
 # source. The official repository prints no table. The verdicts are computed from our numbers alone.
 #
-# **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe_eval`):
+# **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe.evaluate`):
 # ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
 # temperature T on the log mixture probabilities of the validation split with "LBFGS (50 iterations,
 # learning rate 0.01)", T itself as the parameter, starting at 1 and without a line search. Each
 # LBFGS step is then only 1% of a quasi-Newton step, so the fit stops far short of the
-# NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/test_moe_eval.py`).
+# NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/moe/test_evaluate.py`).
 # MoCaE fits one temperature per expert the same way, each on that expert's own logits over every
 # validation image (not weighted by the router), clamps it to [0.1, 10] and mixes the tempered
 # experts in probability space with the router's weights. An earlier version of this page fitted
@@ -83,9 +83,13 @@ page.start("cifar10h", globals())
 # %%
 import torch
 
-from lib import config, moe_plots, paper_scale, plots, report
-from lib.experiments import moe as exp
-from lib.experiments import moe_cifar10h, moe_claims, moe_paper, moe_tables
+from lib import config, paper_scale, plots, report
+from lib.moe import plots as moe_plots
+from lib.moe import experiment as exp
+from lib.moe import cifar10h as moe_cifar10h
+from lib.moe import claims as moe_claims
+from lib.moe import paper as moe_paper
+from lib.moe import tables as moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -100,7 +104,7 @@ cfg
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
+# Every method and seed goes through the engine (`lib.moe.grid`: cached by config and code version,
 # resumable, several runs stacked at once); the paper-scale GPU runs published in `results/cifar10h/`
 # are used when they exist, and at paper scale they are all the page reads (it trains nothing unless
 # `train` is "yes"). MoCaE reuses the Vanilla MoE network.
@@ -241,7 +245,7 @@ summary_entropy
 # mixture's argmax, and how often depends on the trained model.
 # Figure 3's claim compares the confidence drop from the most to the least agreed images, robust
 # against non-robust methods, with the margin `moe_cifar10h.CONFIDENCE_DROP_MARGIN`; the rules live in
-# `lib.experiments.moe_cifar10h`.
+# `lib.moe.cifar10h`.
 
 # %%
 claims, why = moe_cifar10h.cifar10h_claims(summary, records, by_agreement,

@@ -64,8 +64,11 @@ import torch
 
 from lib import config, paper_scale, plots, report
 from lib.data.text import IDENTITY_GROUPS
-from lib.experiments import moe as exp
-from lib.experiments import moe_civilcomments, moe_claims, moe_paper, moe_tables
+from lib.moe import experiment as exp
+from lib.moe import civilcomments as moe_civilcomments
+from lib.moe import claims as moe_claims
+from lib.moe import paper as moe_paper
+from lib.moe import tables as moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -80,8 +83,8 @@ cfg
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
-# resumable). When DistilBERT cannot be loaded offline, `lib.text_backbone.text_encoder` falls back
+# Every method and seed goes through the engine (`lib.moe.grid`: cached by config and code version,
+# resumable). When DistilBERT cannot be loaded offline, `lib.nets.text.text_encoder` falls back
 # to the MiniLM sentence encoder shipped in a PyPI package; the provenance table names the backbone
 # that produced each number. At paper scale the page reads the GPU runs published in
 # `results/civilcomments/` and trains nothing unless `train` is "yes".
@@ -166,7 +169,7 @@ report.show(moe_paper.beside_paper_statements(summary, "civilcomments", exp.METH
 # accuracy is its best on all comments, 0.915 (Robust Filtered), so a model must beat "never toxic"
 # by 80% of the margin the paper's best model did. Figure 2's claim counts a group as a win or a
 # loss when the robust ECE differs by more than `moe_civilcomments.GROUP_ECE_MARGIN`; the rules
-# live in `lib.experiments.moe_civilcomments`.
+# live in `lib.moe.civilcomments`.
 
 # %%
 if data is not None:

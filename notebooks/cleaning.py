@@ -21,7 +21,7 @@
 # flag a label when two models' top-1 predictions both disagree with it and both calibrated
 # confidences fall in the top-k of 15 equal-count bins, the bins partitioning *the flagged samples*
 # (those both models disagree with; "we partition the flagged samples into 15 equal-count bins",
-# section 3.5), as this page does (`lib.cleaning.calibrated_flags`, `pool="flagged"`; an earlier
+# section 3.5), as this page does (`lib.ccc.cleaning.calibrated_flags`, `pool="flagged"`; an earlier
 # version binned the whole pool, kept as `pool="all"`). Lowering the confidence threshold (raising k)
 # raises the detection rate and lowers the precision, and at the same detection rate the rule is
 # more precise than Confident Learning (CL) {cite}`northcutt2021cl`. On ImageNet the paper's
@@ -58,10 +58,13 @@ page.start("cleaning", globals())
 import numpy as np
 import pandas as pd
 
-from lib import ccc_plots, cleaning, config, plots, report
+from lib import config, plots, report
+from lib.ccc import plots as ccc_plots
+from lib.ccc import cleaning
 from lib.data import logits as resnet_data
 from lib.data import mmlu
-from lib.experiments import ccc_claims, ccc_cleaning
+from lib.ccc import claims as ccc_claims
+from lib.ccc import cleaning_study as ccc_cleaning
 
 plots.use_offline_renderer()
 cfg = config.settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
@@ -171,7 +174,7 @@ ccc_claims.cleaning_paper_table(float(ours.loc[ours["k"] == 3, "precision"].iloc
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.experiments.ccc_claims.cleaning_claims`.
+# `lib.ccc.claims.cleaning_claims`.
 
 # %%
 claims = report.claims_table(ccc_claims.cleaning_claims(ours, compare))

@@ -61,11 +61,11 @@ import numpy as np
 import pandas as pd
 
 from lib import config, plots, report
-from lib.cascade import split_halves
+from lib.ccc.cascade import split_halves
 from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
 from lib.data.mmlu import load_mmlu, synthetic_mmlu
-from lib.experiments import cross_paper as xp
-from lib.experiments import cross_paper_claims
+from lib.cross_paper import study as xp
+from lib.cross_paper import claims as cross_paper_claims
 
 plots.use_offline_renderer()
 cfg = config.settings("cross_paper", scale)
@@ -163,7 +163,7 @@ plots.method_comparison_chart(table)
 # %% [markdown]
 # ## Which expectations held
 # Each row states what the papers lead one to expect on these data; the verdict is computed from
-# the numbers above (`lib.experiments.cross_paper_claims`).
+# the numbers above (`lib.cross_paper.claims`).
 
 # %%
 claims = cross_paper_claims.cross_paper_claims(table, mix, losses, small, large)

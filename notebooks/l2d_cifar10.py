@@ -63,11 +63,14 @@ import time
 import pandas as pd
 import torch
 
-from lib import config, l2d_plots, paper_scale, plots, report
+from lib import config, paper_scale, plots, report
+from lib.l2d import plots as l2d_plots
 from lib.engine.runs import training
-from lib.experiments import l2d as lx
-from lib.experiments import image_training as imt
-from lib.experiments import l2d_cifar10, l2d_claims, l2d_results
+from lib.l2d import experiment as lx
+from lib.nets import image_training as imt
+from lib.l2d import cifar10 as l2d_cifar10
+from lib.l2d import claims as l2d_claims
+from lib.l2d import results as l2d_results
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
@@ -162,7 +165,7 @@ l2d_claims.cifar_paper_table(published)
 # Each verdict is computed from the runs above (per-seed differences, two standard errors). The
 # book's one rule for models that did not learn (printed below with its threshold) is applied to the
 # classifier part's accuracy against a reference accuracy. The paper states no accuracy for its
-# WRN-28-4 (its results are plots); the reference (`lib.experiments.l2d_claims.CIFAR_REFERENCE_ACCURACY`,
+# WRN-28-4 (its results are plots); the reference (`lib.l2d.claims.CIFAR_REFERENCE_ACCURACY`,
 # 0.90) is **our choice**, below what wide ResNets reach on CIFAR-10 (95-96% for WRN-28-10 and
 # WRN-40-4 in {cite}`zagoruyko2016wrn`).
 

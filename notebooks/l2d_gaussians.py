@@ -31,7 +31,7 @@
 # 95%, the random expert's softmax ECE climbs (above 0.4) while OvA's stays flat.
 #
 # This experiment is cheap, so the `cpu` scale runs the whole study with several seeds; the
-# paper's data generator is not public, so the mixture below is our own (fixed in `lib.gaussian_mixture`).
+# paper's data generator is not public, so the mixture below is our own (fixed in `lib.l2d.gaussian_mixture`).
 
 # %% [markdown]
 # ## Parameters
@@ -58,10 +58,13 @@ page.start("l2d_gaussians", globals())
 import pandas as pd
 import torch
 
-from lib import config, l2d_plots, plots, report
-from lib.experiments import l2d as lx
-from lib.experiments import l2d_claims, l2d_gaussians, l2d_results
-from lib.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
+from lib import config, plots, report
+from lib.l2d import plots as l2d_plots
+from lib.l2d import experiment as lx
+from lib.l2d import claims as l2d_claims
+from lib.l2d import gaussians as l2d_gaussians
+from lib.l2d import results as l2d_results
+from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 
 plots.use_offline_renderer()
 torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
@@ -144,7 +147,7 @@ paper_vs_ours
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the runs above (per-seed differences, two standard errors), never typed in,
-# by `lib.experiments.l2d_results.l2d_claims` (thresholds named there).
+# by `lib.l2d.results.l2d_claims` (thresholds named there).
 # The book's one rule for models that did not learn (printed below with its threshold) is applied to
 # the classifier part's mean accuracy; the paper states no accuracy for this mixture, so the
 # reference is the Bayes classifier's accuracy computed above (the best any model can do), and

@@ -64,13 +64,13 @@ import numpy as np
 import torch
 
 from lib import config, paper_scale, plots, report
-from lib import reweighted as rw
-from lib import reweighted_weights as rwt
-from lib.experiments import image_training as imt
-from lib.experiments import reweighted as rx
-from lib.experiments import reweighted_cifar10 as rc
+from lib.rr import losses as rw
+from lib.rr import weights as rwt
+from lib.nets import image_training as imt
+from lib.rr import experiment as rx
+from lib.rr import cifar10 as rc
 from lib.engine.runs import training
-from lib.loss_record import LossRecord
+from lib.rr.record import LossRecord
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
@@ -213,11 +213,11 @@ plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validatio
 # - *KDE-XE.* In the released code the ECE-KDE term is turned into a plain number before it is added,
 #   so it passes no gradient: the paper's KDE-XE was in effect cross-entropy (hence its 94.46 / 3.09
 #   beside XE's 94.51 / 3.00 on ResNet-50). The book trains cross-entropy + 0.3 ECE-KDE with the
-#   gradient (`kde_xe`); the as-released loss is `lib.reweighted.get_loss("kde_xe_released")`.
+#   gradient (`kde_xe`); the as-released loss is `lib.rr.losses.get_loss("kde_xe_released")`.
 # - *AU loss.* Algorithm 1 estimates the CDF $G$ on the current batch, as the book does (`au`, 15
 #   bins); the released code accumulates a 64-bin histogram over the epoch, and Table 2's AU numbers
 #   came from that code. It is offered as `get_loss("au_released", epoch_batches=...)`
-#   (`lib.reweighted_weights.EpochHistogram`).
+#   (`lib.rr.weights.EpochHistogram`).
 
 # %%
 row = rw.PAPER_CIFAR10[cfg["paper_row"]]
@@ -226,7 +226,7 @@ rc.paper_comparison(metrics, cfg["paper_row"]).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Computed from the numbers above by `lib.experiments.reweighted_cifar10.page_claims`; differences
+# Computed from the numbers above by `lib.rr.cifar10.page_claims`; differences
 # below `claim_tol` are inconclusive at this scale.
 # The book's one rule for models that did not learn (printed below with its threshold) is applied to
 # XE's accuracy against the paper's XE accuracy in the same row. The analytic gradient claim needs no

@@ -60,10 +60,11 @@ page.start("losses_released_logits", globals())
 # The settings for this scale come from the one shared config.
 
 # %%
-from lib import cascade, config, plots, report
-from lib.experiments import reweighted as rx
-from lib.experiments import reweighted_gamma as rg
-from lib.experiments import reweighted_released as rr
+from lib import config, plots, report
+from lib.ccc import cascade
+from lib.rr import experiment as rx
+from lib.rr import gamma as rg
+from lib.rr import released as rr
 
 plots.use_offline_renderer()
 cfg = config.settings("losses_released_logits", scale, n_bins=n_bins)
@@ -126,7 +127,7 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # *strictly below* $p_t$, 0 if there is none). They agree when the true class is on top and differ on
 # misclassified examples; the released model was trained with the third. Below: the weight each
 # reading gives the evaluation half's examples under the released dual-focal model, with the
-# model's own $\gamma = 5$ (App. Table 2, ResNet-50); `lib.reweighted.get_loss` names them
+# model's own $\gamma = 5$ (App. Table 2, ResNet-50); `lib.rr.losses.get_loss` names them
 # `dual_focal`, `dual_focal_eqs34_35` and `dual_focal_released`.
 
 # %%
@@ -204,7 +205,7 @@ rg.gamma_table({"NLL": rg.select_gamma(cv, cfg["gamma_criterion"]), "ECE": rg.se
 
 # %% [markdown]
 # ## Which claims held
-# Each verdict below is computed from the numbers above by the rules of `lib.experiments.reweighted_released.page_claims`.
+# Each verdict below is computed from the numbers above by the rules of `lib.rr.released.page_claims`.
 
 # %%
 rows = rr.page_claims(metrics, cv, failed, tol=cfg["claim_tol"])

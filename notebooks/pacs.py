@@ -60,8 +60,11 @@ import torch
 
 from lib import config, paper_scale, plots, report
 from lib.data.image_files import resolve_pacs_domain
-from lib.experiments import moe as exp
-from lib.experiments import moe_claims, moe_pacs, moe_paper, moe_tables
+from lib.moe import experiment as exp
+from lib.moe import claims as moe_claims
+from lib.moe import pacs as moe_pacs
+from lib.moe import paper as moe_paper
+from lib.moe import tables as moe_tables
 
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 torch.set_num_threads(2)
@@ -103,7 +106,7 @@ sizes
 
 # %%
 from lib.data.images import pacs_examples
-from lib.moe_plots import image_strip
+from lib.moe.plots import image_strip
 
 if REAL:
     examples, example_captions = pacs_examples(size=cfg["image_size"])
@@ -115,7 +118,7 @@ figure_d1
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through the engine (`lib.moe_grid`: cached by config and code version,
+# Every method and seed goes through the engine (`lib.moe.grid`: cached by config and code version,
 # resumable, several runs stacked at once); the paper-scale GPU runs published in `results/pacs/`
 # are used when they exist, and at paper scale they are all the page reads (it trains nothing unless
 # `train` is "yes"). On frozen features (`cpu` scale) FGR keeps its definition with one change: its

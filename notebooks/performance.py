@@ -29,7 +29,7 @@
 #   per epoch than vanilla". The reference code of Robust Filtered also runs the backbone twice per
 #   step. Our Robust Filtered needs one forward (paper 1, section 6.2). Our FGR runs one forward on
 #   the batch plus its few filtered copies, filters on the model's device, and gets both gradients
-#   from one batched backward pass (`lib.fgr`); only BatchNorm's batch statistics differ from the
+#   from one batched backward pass (`lib.moe.fgr`); only BatchNorm's batch statistics differ from the
 #   reference's two passes.
 #
 # The loss timings below run live on the machine that builds this page. The training-step and
@@ -64,7 +64,7 @@ from IPython.display import display
 
 from lib import benchmarks as bm
 from lib import config, plots, report
-from lib.experiments.reweighted import make_loss
+from lib.rr.experiment import make_loss
 
 plots.use_offline_renderer()
 cfg = config.settings("performance", scale, budget_s=budget_s or None)
@@ -141,7 +141,7 @@ plots.bar_chart(bars, "method", "time per step / vanilla", color="implementation
 
 # %% [markdown]
 # ## Epoch times and the paper-scale grid
-# `bench/bench_epoch.py` times the real training engine (`lib.moe_train` on `lib.engine`) for CIFAR-10H at 32 px and
+# `bench/bench_epoch.py` times the real training engine (`lib.moe.train` on `lib.engine`) for CIFAR-10H at 32 px and
 # PACS at 224 px. It extrapolates an epoch from the timed steps, and from the epoch times of all
 # trained methods it projects Table 1's grid (7 methods x 5 seeds x 50 epochs). On a GPU it also
 # reports the fraction of peak bf16 throughput and the host syncs per step. This page shows every

@@ -65,9 +65,12 @@ page.start("routing_theory", globals())
 # %%
 import pandas as pd
 
-from lib import config, moe_plots, moe_theory, plots, report, routed_population
-from lib.experiments import moe_paper
-from lib.experiments import moe_theory_claims as theory
+from lib import config, plots, report
+from lib.moe import plots as moe_plots
+from lib.moe import theory as moe_theory
+from lib.moe import routed_population
+from lib.moe import paper as moe_paper
+from lib.moe import theory_claims as theory
 
 plots.use_offline_renderer()
 cfg = config.settings("routing_theory", scale)
@@ -103,7 +106,7 @@ pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
 # Why do the experts agree on every cell? Summing the experts' calibration conditions gives
-# $E[(Y - p)\,p] = E[\sum_k r_k (f_k - p)^2]$ (our derivation, in `lib.routed_population`): if the soft
+# $E[(Y - p)\,p] = E[\sum_k r_k (f_k - p)^2]$ (our derivation, in `lib.moe.routed_population`): if the soft
 # aggregate is also calibrated, the left side is zero, so co-routed experts cannot disagree. We check
 # the identity on a random soft mixture whose experts are calibrated by construction.
 
@@ -229,7 +232,7 @@ multiacc.round(4)
 #
 # ## Which claims held at this scale
 #
-# Verdicts are computed from the numbers above by `lib.experiments.moe_theory_claims.theory_claims`:
+# Verdicts are computed from the numbers above by `lib.moe.theory_claims.theory_claims`:
 # exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as zero, a miscalibration counts
 # when it exceeds 0.01 (`BREAK_MIN`), and a measured residual agrees with eq. (4) when it lies within
 # 4.5 standard errors (`Z_AGREEMENT`).

@@ -49,10 +49,12 @@ page.start("same_size", globals())
 # Settings for this scale, and what produced the numbers.
 
 # %%
-from lib import ccc_plots, config, plots, report
+from lib import config, plots, report
+from lib.ccc import plots as ccc_plots
 from lib.data import logits as resnet_data
 from lib.data import mmlu
-from lib.experiments import ccc_claims, ccc_same_size
+from lib.ccc import claims as ccc_claims
+from lib.ccc import same_size as ccc_same_size
 
 plots.use_offline_renderer()
 cfg = config.settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
@@ -128,7 +130,7 @@ ccc_claims.same_size_paper_table(summary, list(PAIRS))
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the numbers above by the rules of
-# `lib.experiments.ccc_claims.same_size_claims`.
+# `lib.ccc.claims.same_size_claims`.
 
 # %%
 claims = report.claims_table(ccc_claims.same_size_claims(gains, summary, list(PAIRS)))

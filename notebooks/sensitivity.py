@@ -56,8 +56,10 @@ import pandas as pd
 import torch
 
 from lib import config, paper_scale, plots, report
-from lib.experiments import moe as exp
-from lib.experiments import moe_paper, moe_sensitivity, moe_tables
+from lib.moe import experiment as exp
+from lib.moe import paper as moe_paper
+from lib.moe import sensitivity as moe_sensitivity
+from lib.moe import tables as moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
@@ -80,7 +82,7 @@ cfg
 # ## The run
 #
 # One Robust MoE run per $\lambda$ (warmup fixed) and per warmup ($\lambda$ fixed), plus Vanilla MoE
-# (ERM) as the reference, all through the engine (`lib.moe_grid`: cached by config and code
+# (ERM) as the reference, all through the engine (`lib.moe.grid`: cached by config and code
 # version, resumable, stacked). At paper scale the page reads the GPU runs published in
 # `results/sensitivity/` and trains nothing unless `train` is "yes".
 
@@ -156,7 +158,7 @@ table5.round(3)
 #
 # ## Which claims held at this scale
 #
-# The rules live in `lib.experiments.moe_sensitivity.sensitivity_claims`: $\lambda = 2$ and a 40% warmup
+# The rules live in `lib.moe.sensitivity.sensitivity_claims`: $\lambda = 2$ and a 40% warmup
 # hold when at the sweep's lowest hard ECE and fail when another point is lower beyond noise; the
 # support claim holds when the fraction falls strictly with $\lambda$.
 # A difference counts when it exceeds twice its standard error (or 0.01 with a single seed). Whether

@@ -2,7 +2,7 @@
 
 :class:`lib.data.images.ImageBundle` (CIFAR-10H, PACS, synthetic images) and
 :class:`lib.data.text.TextBundle` (CivilComments) both satisfy it; the training engine
-(:mod:`lib.moe_train`, :mod:`lib.moe_grid`) and the queue accept any object that does, and
+(:mod:`lib.moe.train`, :mod:`lib.moe.grid`) and the queue accept any object that does, and
 :func:`check_bundle` rejects anything else with a ``ValueError`` naming what is missing.
 """
 
@@ -50,7 +50,7 @@ class Bundle(Protocol):
 @dataclass
 class TensorSplits:
     """The fields and counts shared by the tensor bundles (:class:`lib.data.images.ImageBundle`,
-    :class:`lib.features.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
+    :class:`lib.data.features.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
 
     name: str
     train_x: torch.Tensor

@@ -12,8 +12,8 @@
   computation, with an artifact API (:mod:`lib.engine.artifacts`: atomic writes, SHA-256-verified
   arrays; a damaged cached one is recomputed).
 * :mod:`lib.engine.records` -- the checks and provenance fields shared by the typed views of paper
-  2's and paper 4's run records (:mod:`lib.l2d_record`, :mod:`lib.loss_record`; paper 1's is
-  :mod:`lib.moe_record`); the records themselves stay dicts on disk and in the cache.
+  2's and paper 4's run records (:mod:`lib.l2d.record`, :mod:`lib.rr.record`; paper 1's is
+  :mod:`lib.moe.record`); the records themselves stay dicts on disk and in the cache.
 * :mod:`lib.engine.versions` -- the code version of each group of runs and its accepted fingerprints.
 * :mod:`lib.engine.device` -- device, precision and random state.
 """

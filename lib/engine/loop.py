@@ -1,8 +1,8 @@
 """The book's one training loop and one batched predict (d2l's single Trainer is the model).
 
-Every trained model of the book goes through :func:`fit`: paper 1's MoE runs (lib.moe_train, and
+Every trained model of the book goes through :func:`fit`: paper 1's MoE runs (lib.moe.train, and
 many runs at once through lib.engine.stack), paper 2's learning-to-defer heads and CIFAR-10 networks
-(lib.experiments.l2d) and paper 4's reweighted-loss networks and heads (lib.experiments.reweighted).
+(lib.l2d.experiment) and paper 4's reweighted-loss networks and heads (lib.rr.experiment).
 Model selection and early stopping are callbacks (:class:`SelectBest`, :class:`EarlyStopping`) whose
 state is checkpointed with the run, so a resumed run ends exactly like an uninterrupted one.
 """
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from lib.augment import BatchIterator, epoch_generator
+from lib.data.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state

@@ -1,7 +1,7 @@
 """One live progress line for long training: epochs, runs, time left; one final line stays.
 
 Every training loop of the engine reports finished epochs here instead of drawing a bar per epoch.
-A grid of runs (:func:`lib.moe_grid.train_stacked`) opens one :func:`session` for all its epochs, so
+A grid of runs (:func:`lib.moe.grid.train_stacked`) opens one :func:`session` for all its epochs, so
 the whole grid is one line. Where the line goes:
 
 * in a Jupyter kernel (a page run by papermill or in JupyterLab): one output updated in place

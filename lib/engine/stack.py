@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from lib.augment import BatchIterator, epoch_generator
+from lib.data.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast, rng_state
@@ -97,7 +97,7 @@ class Member:
 
 
 def _register(out_type: type) -> None:
-    """Let vmap return a dataclass of tensors (e.g. lib.moe.MoEOutput) as a pytree."""
+    """Let vmap return a dataclass of tensors (e.g. lib.moe.heads.MoEOutput) as a pytree."""
     if out_type not in pytree.SUPPORTED_NODES and dataclasses.is_dataclass(out_type):
         pytree.register_dataclass(out_type)
 

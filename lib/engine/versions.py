@@ -9,7 +9,7 @@ Two rules keep results honest:
 
 * **The local cache follows the live code.** A run's cache folder is keyed by its config, the group's
   version *and the live fingerprint* (:func:`fingerprint`), so any edit of code a group depends on
-  (say ``PROB_CLAMP`` in ``lib/moe.py``) recomputes that group's runs the next time they are asked for,
+  (say ``PROB_CLAMP`` in ``lib/moe/heads.py``) recomputes that group's runs the next time they are asked for,
   without anyone bumping anything; groups whose code did not change keep their cache.
 * **Committed results (``results/``, paper-scale GPU runs) are kept across refactors.**
   ``versions.json`` beside this file records, per group, the version and the fingerprints *accepted*
@@ -38,21 +38,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.augment", "lib.backbones")
+_ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.data.augment", "lib.nets.backbones")
 
 #: group -> modules whose code determines the group's results.
 GROUP_MODULES: dict[str, tuple[str, ...]] = {
-    "moe": (*_ENGINE, "lib.text_backbone", "lib.engine.stack", "lib.moe_train", "lib.moe_methods", "lib.moe_eval",
-            "lib.moe", "lib.robust", "lib.fgr", "lib.jpeg", "lib.calibrate", "lib.mocae", "lib.metrics"),
-    "l2d_gaussians": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
-                      "lib.experiments.l2d_results", "lib.l2d", "lib.synthetic_experts", "lib.gaussian_mixture",
-                      "lib.metrics"),
-    "l2d_cifar10": (*_ENGINE, "lib.experiments.l2d", "lib.experiments.l2d_gaussians", "lib.experiments.l2d_cifar10",
-                    "lib.experiments.l2d_results", "lib.experiments.image_training", "lib.l2d", "lib.synthetic_experts",
-                    "lib.gaussian_mixture", "lib.metrics"),
-    "rr_backbone": (*_ENGINE, "lib.experiments.image_training"),
-    "rr_losses": (*_ENGINE, "lib.experiments.reweighted", "lib.experiments.image_training", "lib.reweighted",
-                  "lib.reweighted_weights", "lib.ece_kde", "lib.calibrate", "lib.mocae", "lib.metrics"),
+    "moe": (*_ENGINE, "lib.nets.text", "lib.engine.stack", "lib.moe.train", "lib.moe.methods", "lib.moe.evaluate",
+            "lib.moe.heads", "lib.moe.robust", "lib.moe.fgr", "lib.moe.jpeg", "lib.calibration.posthoc", "lib.moe.mocae", "lib.calibration.metrics"),
+    "l2d_gaussians": (*_ENGINE, "lib.l2d.experiment", "lib.l2d.gaussians", "lib.l2d.cifar10",
+                      "lib.l2d.results", "lib.l2d.surrogates", "lib.l2d.synthetic_experts", "lib.l2d.gaussian_mixture",
+                      "lib.calibration.metrics"),
+    "l2d_cifar10": (*_ENGINE, "lib.l2d.experiment", "lib.l2d.gaussians", "lib.l2d.cifar10",
+                    "lib.l2d.results", "lib.nets.image_training", "lib.l2d.surrogates", "lib.l2d.synthetic_experts",
+                    "lib.l2d.gaussian_mixture", "lib.calibration.metrics"),
+    "rr_backbone": (*_ENGINE, "lib.nets.image_training"),
+    "rr_losses": (*_ENGINE, "lib.rr.experiment", "lib.nets.image_training", "lib.rr.losses",
+                  "lib.rr.weights", "lib.calibration.ece_kde", "lib.calibration.posthoc", "lib.moe.mocae", "lib.calibration.metrics"),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 

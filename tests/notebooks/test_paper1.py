@@ -1,8 +1,8 @@
 """Paper 1 (calibrated MoE) notebooks at smoke scale: the numbers they publish.
 
-Resuming: a resumed lib.moe_train run ending with the same final metrics as an uninterrupted one is
-tested once, in tests/unit/test_moe_train.py::test_resumed_run_equals_uninterrupted_run, and every
-training run of these notebooks goes through lib.moe_train (lib.experiments.moe.run_methods).
+Resuming: a resumed lib.moe.train run ending with the same final metrics as an uninterrupted one is
+tested once, in tests/unit/moe/test_train.py::test_resumed_run_equals_uninterrupted_run, and every
+training run of these notebooks goes through lib.moe.train (lib.moe.experiment.run_methods).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from lib.experiments.moe import METHODS, METRICS
-from lib.experiments.moe_claims import MOCAE_ACC_TOL
+from lib.moe.experiment import METHODS, METRICS
+from lib.moe.claims import MOCAE_ACC_TOL
 from lib.report import VERDICTS
 
 Published = Callable[..., dict[str, Any]]
@@ -71,7 +71,7 @@ def test_cifar10h_reads_published_runs_and_trains_nothing(smoke_notebook: Callab
     nothing (the cache it may use starts empty and ends without a trained run)."""
     import shutil
 
-    import lib.queue as q
+    import lib.gpu.queue as q
     from lib.report import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))

@@ -1,7 +1,7 @@
 """Papers 2 and 4: the four notebooks run at smoke scale and publish sane numbers.
 
 What must hold by construction on the smoke data: the mixture's clusters 1 and 4 are nearly
-separable and 2 and 3 overlap strongly (lib.gaussian_mixture's fixed means and covariances); every sweep of the
+separable and 2 and 3 overlap strongly (lib.l2d.gaussian_mixture's fixed means and covariances); every sweep of the
 L2D pages has one run per (point, surrogate, seed); the inverse-focal sign threshold is a closed
 form; the synthetic "XE" logits are over-confident (scaled), so temperature scaling fitted on one
 half lowers ECE on the other; no released run is degenerate at smoke scale.
@@ -103,7 +103,7 @@ def test_losses_cifar10_reads_published_runs_and_trains_nothing(smoke_notebook, 
     training any (the frozen smoke backbone stays cached: the queue does not publish it)."""
     import shutil
 
-    import lib.queue as q
+    import lib.gpu.queue as q
     from lib.report import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))

@@ -25,14 +25,14 @@ def _moe_frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
 
 @pytest.fixture()
 def moe_frame() -> Callable[[dict[str, dict[str, list[float]]]], pd.DataFrame]:
-    """Paper-1 result rows (lib.experiments.moe_tables.results_frame's shape) from per-seed values."""
+    """Paper-1 result rows (lib.moe.tables.results_frame's shape) from per-seed values."""
     return _moe_frame
 
 
 @pytest.fixture()
 def robust_wins_summary() -> pd.DataFrame:
     """A paper-1 summary in which the robust methods clearly win on ECE (the paper's claims hold)."""
-    from lib.experiments import moe_tables
+    from lib.moe import tables as moe_tables
 
     vals = {
         "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
@@ -66,7 +66,7 @@ def _l2d_fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd
 
 @pytest.fixture()
 def l2d_fake_runs() -> Callable[[float, float, float], pd.DataFrame]:
-    """Runs of the two L2D sweeps (lib.experiments.l2d_results' shape): expert ECE rising with the
+    """Runs of the two L2D sweeps (lib.l2d.results' shape): expert ECE rising with the
     number of experts at ``softmax_slope`` / ``ova_slope``, OvA ``acc_gap`` more accurate."""
     return _l2d_fake_runs
 

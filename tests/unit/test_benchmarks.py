@@ -109,7 +109,7 @@ def test_stacked_epoch_benchmark_runs_a_tiny_stack_and_projects_the_grid():
     import importlib.util
 
     from lib.config import repo_root
-    from lib.moe_train import TrainConfig
+    from lib.moe.train import TrainConfig
 
     spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
     be = importlib.util.module_from_spec(spec)

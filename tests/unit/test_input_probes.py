@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from lib import calibrate, cascade, cleaning, l2d, metrics, reweighted, robust
+from lib.calibration import posthoc as calibrate
+from lib.ccc import cascade
+from lib.ccc import cleaning
+from lib.l2d import surrogates as l2d
+from lib.calibration import metrics
+from lib.rr import losses as reweighted
+from lib.moe import robust
 
 RNG = np.random.default_rng(0)
 Z = RNG.normal(size=(60, 4))
@@ -68,7 +74,11 @@ def test_system_accuracy_is_a_number_on_valid_input() -> None:
 
 # ---- issue 25, item 4: public functions outside the core metrics -----------------------------------
 
-from lib import confidence, ece_kde, jpeg, moe, reweighted_weights  # noqa: E402
+from lib.calibration import ece_kde  # noqa: E402
+from lib.ccc import confidence  # noqa: E402
+from lib.moe import heads as moe  # noqa: E402
+from lib.moe import jpeg  # noqa: E402
+from lib.rr import weights as reweighted_weights  # noqa: E402
 
 EDGES = np.linspace(0, 1, 6)
 EMPTY_Z, EMPTY_Y = torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)

@@ -3,7 +3,7 @@
 import pytest
 
 import lib.config
-import lib.queue as q
+import lib.gpu.queue as q
 from lib import paper_scale
 from lib.engine.runs import RunMissing, training
 
@@ -47,7 +47,7 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     assert cov["fgr"] == "0 of 1 seeds" and cov["vanilla"] == "1 of 1 seeds"
     assert len(paper_scale.records("cifar10h", scale="smoke")) == len(published) - 1
 
-    from lib.experiments import moe as exp
+    from lib.moe import experiment as exp
 
     cfg = lib.config.settings("cifar10h", "smoke")
     data = exp.cifar10h_data(cfg)
@@ -59,7 +59,7 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     assert [p.name for p in made_here if p.name != ".lock"] in (["predictions.npz", "result.json"],
                                                                  ["result.json", "predictions.npz"])  # MoCaE's only
     with training(False), pytest.raises(RunMissing):
-        from lib.moe_train import train_run
+        from lib.moe.train import train_run
 
         train_run(next(c for c in exp.train_configs(cfg) if c.method == "fgr"), data)
 
@@ -84,7 +84,7 @@ def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(
 
 
 def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None:
-    from lib.experiments import reweighted as rx
+    from lib.rr import experiment as rx
 
     assert "results/losses_cifar10/" in paper_scale.losses_section(scale="smoke")
     got = q.run_queue(["losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)

@@ -10,7 +10,7 @@ import pytest
 import vl_convert as vlc
 
 from lib import plots
-from lib.metrics import reliability_table
+from lib.calibration.metrics import reliability_table
 
 
 def _calibrated(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,262 @@
+"""Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
+
+Recipe (paper 3, section 3): split the labelled pool into a calibration half and a test half; calibrate
+each model on the calibration half (:mod:`lib.ccc.confidence`); build B equal-count bins on the SMALL
+model's confidence (calibration half); per bin, the confidence advantage a_b = mean(conf_large) -
+mean(conf_small) (and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the
+first k bins on the small model and sending the rest to the large one gives one point (fraction kept
+on the small model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the
+small model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random
+routing: the straight line between the two models). Cascades are scored by APGR (paper 3, appendix
+A.1, eqs. 1-2). Routing between two models of the same size is :mod:`lib.ccc.same_size_routing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lib.ccc.confidence import ModelOutputs
+from lib.validation import (
+    ArrayLike,
+    check_bins,
+    check_choice,
+    check_finite,
+    check_int,
+    check_ndim,
+    check_number,
+    check_open_unit,
+    check_same_length,
+    to_int_array,
+    to_numpy,
+)
+
+ORDERS: tuple[str, ...] = ("confidence", "accuracy")
+
+
+def _vector(x: ArrayLike, name: str, dtype: type = np.float64) -> np.ndarray:
+    arr = to_numpy(x, name, dtype=dtype)
+    check_ndim(arr, 1, name)
+    check_finite(arr.astype(np.float64), name)
+    return arr
+
+
+def _unit_vector(x: ArrayLike, name: str) -> np.ndarray:
+    arr = _vector(x, name)
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        raise ValueError(f"{name}: values must lie in [0, 1], got [{arr.min():.4g}, {arr.max():.4g}]")
+    return arr
+
+
+def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
+    arr = _vector(x, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: values must be 0/1 or booleans")
+    return arr.astype(bool)
+
+
+# --- splitting ----------------------------------------------------------------------------------
+
+
+def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Random (calibration, test) index split of ``n`` examples (paper 3, section 3: "We split the
+    validation set in half"). Both index arrays are sorted.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n: must be an integer >= 2, got {n!r}")
+    cal_fraction = check_open_unit(cal_fraction, "cal_fraction")
+    seed = check_int(seed, "seed", minimum=0)
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(cal_fraction * n)), 1), n - 1)
+    return np.sort(perm[:k]), np.sort(perm[k:])
+
+
+# --- bins and the confidence advantage --------------------------------------------------------
+
+
+def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
+    """Edges of ``n_bins`` equal-count ("histogram equalization") bins on ``conf_cal``.
+
+    Thin wrapper of :func:`lib.calibration.metrics.bin_edges` with ``binning="mass"`` (one binning for the
+    whole book). Paper 3, section 2.1 ("Sample-based binning").
+    """
+    from lib.calibration.metrics import bin_edges
+
+    return bin_edges(_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
+
+
+def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
+    """Bin of each confidence for half-open bins (edges[b], edges[b+1]] (:func:`lib.calibration.metrics.bin_index`)."""
+    from lib.calibration.metrics import bin_index
+
+    return bin_index(_unit_vector(conf, "conf"), edges)
+
+
+def advantage_table(
+    bins: ArrayLike, n_bins: int, conf_small: ArrayLike, conf_large: ArrayLike,
+    correct_small: ArrayLike, correct_large: ArrayLike,
+) -> pd.DataFrame:
+    """Per-bin ``count``, mean confidences/accuracies, ``advantage`` a_b = mean(conf_large) -
+    mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
+    Empty bins get NaN statistics."""
+    n_bins = check_bins(n_bins)
+    b = to_int_array(bins, "bins")  # 1.7 is no bin (a cast would truncate it to 1)
+    cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
+    ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
+    for arr, nm in ((cs, "conf_small"), (cl, "conf_large"), (ks, "correct_small"), (kl, "correct_large")):
+        check_same_length(b, arr, "bins", nm)
+    if b.size and (b.min() < 0 or b.max() >= n_bins):
+        raise ValueError(f"bins: values must lie in [0, {n_bins})")
+    count = np.bincount(b, minlength=n_bins).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = {
+            key: np.bincount(b, weights=v.astype(np.float64), minlength=n_bins) / count
+            for key, v in (("conf_small", cs), ("conf_large", cl), ("acc_small", ks), ("acc_large", kl))
+        }
+    df = pd.DataFrame({"bin": np.arange(n_bins), "count": count.astype(np.int64), **mean})
+    df["advantage"] = df["conf_large"] - df["conf_small"]
+    df["acc_advantage"] = df["acc_large"] - df["acc_small"]
+    return df
+
+
+# --- the cascade curve ------------------------------------------------------------------------
+
+
+@dataclass
+class CascadeCurve:
+    """A cascade's (fraction on small, accuracy) points for k = 0..B bins kept on the small model.
+
+    ``frac_small[k]``, ``accuracy[k]`` on the test half; ``cost = 1 - frac_small`` (fraction sent to
+    the large model); ``order``: bins in the order they are kept; ``table``: per-bin statistics on
+    the calibration half (plus ``test_count``); ``acc_small``/``acc_large``: the two models alone.
+    """
+
+    frac_small: np.ndarray
+    accuracy: np.ndarray
+    order: np.ndarray
+    edges: np.ndarray
+    table: pd.DataFrame
+    acc_small: float
+    acc_large: float
+
+    @property
+    def cost(self) -> np.ndarray:
+        return 1.0 - self.frac_small
+
+    def apgr(self) -> float:
+        """APGR of this curve (appendix A.1)."""
+        return apgr(self.cost, self.accuracy, self.acc_small, self.acc_large)
+
+    def best_accuracy(self) -> float:
+        return float(self.accuracy.max())
+
+    def to_frame(self, method: str = "") -> pd.DataFrame:
+        return pd.DataFrame({
+            "method": method, "k": np.arange(self.frac_small.shape[0]),
+            "frac_small": self.frac_small, "cost": self.cost, "accuracy": self.accuracy,
+        })
+
+
+def cascade_curve(
+    small: ModelOutputs, large: ModelOutputs, n_bins: int = 15, order_by: str = "confidence"
+) -> CascadeCurve:
+    """The cascade curve of paper 3, section 2.2 (Alg. 1) for k = 0..B.
+
+    Bins: equal-count on ``small.conf_cal``; test rows assigned by ``small.conf_test``. Bins are
+    sorted by the calibration half's confidence advantage (``order_by="confidence"``, the method) or
+    accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
+    empty bins go last.
+    """
+    n_bins = check_bins(n_bins)
+    check_choice(order_by, ORDERS, "order_by")
+    for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
+        check_same_length(a, b, f"small.{nm}", f"large.{nm}")
+    edges = equal_count_bins(small.conf_cal, n_bins)
+    bins_cal = assign_bins(small.conf_cal, edges)
+    bins_test = assign_bins(small.conf_test, edges)
+    table = advantage_table(bins_cal, n_bins, small.conf_cal, large.conf_cal, small.correct_cal, large.correct_cal)
+    table["test_count"] = np.bincount(bins_test, minlength=n_bins)
+    key = table["advantage" if order_by == "confidence" else "acc_advantage"].to_numpy()
+    key = np.where(np.isfinite(key), key, np.inf)
+    order = np.argsort(key, kind="stable")
+    table["rank"] = np.argsort(order)
+    n = bins_test.shape[0]
+    cs = np.bincount(bins_test, weights=small.correct_test.astype(np.float64), minlength=n_bins)
+    cl = np.bincount(bins_test, weights=large.correct_test.astype(np.float64), minlength=n_bins)
+    cnt = np.bincount(bins_test, minlength=n_bins).astype(np.float64)
+    # Keeping bins order[:k] on the small model: correct = small's hits there + large's elsewhere.
+    kept_small = np.concatenate([[0.0], np.cumsum(cs[order])])
+    kept_large = np.concatenate([[0.0], np.cumsum(cl[order])])
+    kept_n = np.concatenate([[0.0], np.cumsum(cnt[order])])
+    accuracy = (kept_small + cl.sum() - kept_large) / n
+    return CascadeCurve(kept_n / n, accuracy, order, edges, table, small.acc_test, large.acc_test)
+
+
+def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
+    """RC: random routing, expected accuracy on the straight line between the two models."""
+    n_points = check_int(n_points, "n_points", minimum=2)
+    acc_small = check_number(acc_small, "acc_small", 0.0, 1.0)
+    acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
+    frac = np.linspace(0.0, 1.0, n_points)
+    acc = acc_large + frac * (acc_small - acc_large)
+    return CascadeCurve(frac, acc, np.arange(n_points - 1), np.linspace(0, 1, n_points),
+                        pd.DataFrame(), float(acc_small), float(acc_large))
+
+
+def random_routing_curve(
+    correct_small: ArrayLike, correct_large: ArrayLike, n_points: int = 16, seed: int = 0
+) -> CascadeCurve:
+    """RC on a real model pair: route a random subset of the test examples to the large model.
+
+    One random order of the n test examples (``seed``); for point k = 0..n_points-1 the first
+    m_k = round(k n / (n_points - 1)) examples of that order stay on the small model and the rest
+    go to the large one, so the subsets are nested like a cascade's, and the accuracy at point k
+    mixes the two models' actual correctness:
+    (sum_{i kept} correct_small_i + sum_{i sent} correct_large_i) / n. Its expectation over the
+    order is the straight line acc_large + frac_small (acc_small - acc_large), whose APGR is
+    exactly 0.5 (paper 3, App. A.1: "a random routing baseline corresponds to 0.5"); one draw
+    scatters around it by how often the two models disagree. ``order`` holds the random order.
+    """
+    ks = _bool_vector(correct_small, "correct_small")
+    kl = _bool_vector(correct_large, "correct_large")
+    check_same_length(ks, kl, "correct_small", "correct_large")
+    n_points = check_int(n_points, "n_points")
+    if n_points < 2:
+        raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
+    n = ks.shape[0]
+    if n == 0:
+        raise ValueError("correct_small: is empty (0 examples)")
+    order = np.random.default_rng(seed).permutation(n)
+    m = np.rint(np.arange(n_points) * n / (n_points - 1)).astype(np.int64)
+    small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
+    large_hits = np.concatenate([[0], np.cumsum(kl[order])])
+    accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
+    return CascadeCurve(m / n, accuracy.astype(np.float64), order, np.linspace(0, 1, n_points),
+                        pd.DataFrame(), float(ks.mean()), float(kl.mean()))
+
+
+def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:
+    """Average Performance Gap Recovered (paper 3, appendix A.1, eqs. 1-2; RouteLLM).
+
+    ``cost`` c in [0, 1]: fraction sent to the strong model; ``performance`` P(c). With
+    r(c) = (P(c) - P_weak) / (P_strong - P_weak), APGR = integral_0^1 r(c) dc by the trapezoid
+    rule over the points sorted by cost. The points must span c = 0 and c = 1. Random routing
+    gives 0.5, the weak model alone 0, the strong model at every cost 1.
+    """
+    c = _vector(cost, "cost")
+    p = _vector(performance, "performance")
+    check_same_length(c, p, "cost", "performance")
+    if c.shape[0] < 2:
+        raise ValueError("cost: need at least 2 points")
+    if c.min() < -1e-9 or c.max() > 1 + 1e-9:
+        raise ValueError(f"cost: values must lie in [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
+    if c.min() > 1e-9 or c.max() < 1 - 1e-9:
+        raise ValueError(f"cost: points must span [0, 1], got [{c.min():.4g}, {c.max():.4g}]")
+    weak, strong = check_number(weak, "weak"), check_number(strong, "strong")
+    if abs(strong - weak) < 1e-12:
+        raise ValueError("strong: must differ from weak (APGR normalises by P_strong - P_weak)")
+    order = np.argsort(c, kind="stable")
+    r = (p[order] - weak) / (strong - weak)
+    return float(np.trapezoid(r, c[order]))

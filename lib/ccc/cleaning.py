@@ -1,0 +1,230 @@
+"""Finding mislabelled examples with two calibrated models (paper 3, sections 2.3 and 3.5).
+
+* Basic rule: flag an example when both models' top-1 predictions disagree with its label.
+* Calibrated rule: additionally require both models' confidences to fall in their top-k equal-count
+  confidence bins; sweeping k trades precision for detection.
+* Confident Learning (Northcutt et al. 2021), the paper's baseline, through ``cleanlab`` (its
+  confident-joint off-diagonal filter, ``filter_by="confident_learning"``) -- the maintained
+  reference implementation rather than a hand-written copy. Confident Learning needs
+  out-of-sample probabilities: :func:`cross_fitted_probs` makes them by fitting the temperature on
+  the other folds, and :func:`confident_learning_flags` refuses probabilities not declared
+  out-of-sample.
+* Without human verification, precision is measured where ground truth is known: inject symmetric
+  label noise at a known rate (:func:`inject_symmetric_noise`) and score the flags.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_int,
+    check_labels,
+    check_number,
+    check_logits_labels,
+    check_ndim,
+    check_probs_labels,
+    check_same_length,
+    to_numpy,
+)
+
+
+def _ints(x: ArrayLike, name: str) -> np.ndarray:
+    arr = to_numpy(x, name)
+    check_ndim(arr, 1, name)
+    if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+        raise ValueError(f"{name}: must hold integers")
+    return arr.astype(np.int64)
+
+
+def _conf(x: ArrayLike, name: str) -> np.ndarray:
+    arr = to_numpy(x, name)
+    check_ndim(arr, 1, name)
+    if not np.all(np.isfinite(arr)) or (arr.size and (arr.min() < 0 or arr.max() > 1)):
+        raise ValueError(f"{name}: values must be finite and lie in [0, 1]")
+    return arr
+
+
+def _flags(x: ArrayLike, name: str) -> np.ndarray:
+    arr = to_numpy(x, name)
+    check_ndim(arr, 1, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: values must be 0/1 or booleans")
+    return arr.astype(bool)
+
+
+def basic_flags(pred_a: ArrayLike, pred_b: ArrayLike, labels: ArrayLike) -> np.ndarray:
+    """Both models' top-1 predictions disagree with the given label (paper 3, "Basic Cleaning")."""
+    a, b, y = _ints(pred_a, "pred_a"), _ints(pred_b, "pred_b"), _ints(labels, "labels")
+    for arr, nm in ((a, "pred_a"), (b, "pred_b"), (y, "labels")):
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"{nm}: class indices must be >= 0, got {int(arr.min())}")
+    check_same_length(a, y, "pred_a", "labels")
+    check_same_length(b, y, "pred_b", "labels")
+    return (a != y) & (b != y)
+
+
+def confidence_bins(conf: ArrayLike, n_bins: int = 15) -> np.ndarray:
+    """Equal-count bin (0 = least confident .. n_bins - 1) of each confidence over the pool."""
+    from lib.calibration.metrics import bin_edges, bin_index
+
+    c = _conf(conf, "conf")
+    return bin_index(c, bin_edges(c, n_bins, "mass"))
+
+
+BIN_POOLS: tuple[str, ...] = ("flagged", "all")
+
+
+def calibrated_flags(
+    conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
+    labels: ArrayLike, k: int, n_bins: int = 15, pool: str = "flagged",
+) -> np.ndarray:
+    """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins.
+
+    Paper 3, "Cleaning with Calibration": "we partition the flagged samples into 15 equal-count
+    bins", so by default (``pool="flagged"``) each model's bins are built over the samples the basic
+    rule flags; ``pool="all"`` builds them over the whole pool being cleaned (this book's earlier
+    reading). Note: equal-count bins depend only on each model's confidence ranking, so any
+    monotone calibrator of one model (temperature scaling, Platt) leaves these flags unchanged.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (1 <= k <= n_bins):
+        raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
+    check_choice(pool, BIN_POOLS, "pool")
+    flags = basic_flags(pred_a, pred_b, labels)
+    ca, cb = _conf(conf_a, "conf_a"), _conf(conf_b, "conf_b")
+    check_same_length(ca, flags, "conf_a", "labels")
+    check_same_length(cb, flags, "conf_b", "labels")
+    top = n_bins - k
+    if pool == "all":
+        return flags & (confidence_bins(ca, n_bins) >= top) & (confidence_bins(cb, n_bins) >= top)
+    out = np.zeros_like(flags)
+    if flags.any():
+        out[flags] = (confidence_bins(ca[flags], n_bins) >= top) & (confidence_bins(cb[flags], n_bins) >= top)
+    return out
+
+
+def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
+    """(precision, detection) of ``flags`` against the ground-truth ``is_noisy``.
+
+    precision = |flagged & noisy| / |flagged| (1.0 when nothing is flagged, by convention);
+    detection (recall) = |flagged & noisy| / |noisy|.
+    """
+    f, t = _flags(flags, "flags"), _flags(is_noisy, "is_noisy")
+    check_same_length(f, t, "flags", "is_noisy")
+    if not t.any():
+        raise ValueError("is_noisy: no example is noisy, detection is undefined")
+    hit = float((f & t).sum())
+    precision = hit / f.sum() if f.any() else 1.0
+    return float(precision), hit / float(t.sum())
+
+
+def calibrated_rule_curve(
+    conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
+    labels: ArrayLike, is_noisy: ArrayLike, n_bins: int = 15, pool: str = "flagged",
+) -> pd.DataFrame:
+    """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
+    rows = []
+    for k in range(1, n_bins + 1):
+        f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)
+        p, d = precision_detection(f, is_noisy)
+        rows.append({"k": k, "n_flagged": int(f.sum()), "precision": p, "detection": d})
+    return pd.DataFrame(rows)
+
+
+def ranking_curve(ranked: ArrayLike, is_noisy: ArrayLike, n_points: int = 50) -> pd.DataFrame:
+    """Precision/detection of the top-m of a ranked list of flagged indices, for m on a grid."""
+    n_points = check_int(n_points, "n_points")  # 0 points would be an empty table
+    r = _ints(ranked, "ranked")
+    t = _flags(is_noisy, "is_noisy")
+    if r.size and (r.min() < 0 or r.max() >= t.shape[0]):
+        raise ValueError(f"ranked: indices must lie in [0, {t.shape[0]})")
+    rows = []
+    for m in np.unique(np.linspace(1, max(r.size, 1), n_points).round().astype(int)):
+        f = np.zeros(t.shape[0], dtype=bool)
+        f[r[:m]] = True
+        p, d = precision_detection(f, t)
+        rows.append({"n_flagged": int(min(m, r.size)), "precision": p, "detection": d})
+    return pd.DataFrame(rows)
+
+
+def inject_symmetric_noise(
+    labels: ArrayLike, num_classes: int, rate: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flip exactly round(rate * n) labels, chosen at random, each to a uniformly drawn OTHER class.
+
+    Returns ``(noisy_labels, is_noisy)``; every flipped label differs from the original, so
+    ``is_noisy`` is exactly the set of wrong labels.
+    """
+    num_classes = check_int(num_classes, "num_classes", minimum=2)  # 3.5 classes would make label 3
+    y = _ints(labels, "labels")
+    check_labels(y, num_classes, "labels")
+    rate = check_number(rate, "rate", 0.0, 1.0)
+    rng = np.random.default_rng(seed)
+    n = y.shape[0]
+    idx = rng.choice(n, size=int(round(rate * n)), replace=False)
+    shift = rng.integers(1, num_classes, size=idx.shape[0])
+    noisy = y.copy()
+    noisy[idx] = (y[idx] + shift) % num_classes
+    is_noisy = np.zeros(n, dtype=bool)
+    is_noisy[idx] = True
+    return noisy, is_noisy
+
+
+def cross_fitted_probs(
+    logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, seed: int = 0
+) -> np.ndarray:
+    """Out-of-sample temperature-scaled probabilities: each fold's rows use a temperature fitted on
+    the other folds' (logits, labels), so no row's own label shapes its probabilities.
+
+    The logits must themselves be out-of-sample (e.g. test-set outputs of a trained model).
+    """
+    from lib.calibration.posthoc import apply_temperature, fit_temperature
+
+    z = to_numpy(logits, "logits")
+    y = _ints(labels, "labels")
+    check_logits_labels(z, y)
+    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 2:
+        raise ValueError(f"n_folds: must be an integer >= 2, got {n_folds!r}")
+    if z.shape[0] < n_folds:
+        raise ValueError(f"logits: need at least n_folds={n_folds} rows")
+    fold = np.random.default_rng(seed).permutation(z.shape[0]) % n_folds
+    out = np.empty_like(z)
+    for f in range(n_folds):
+        T = fit_temperature(z[fold != f], y[fold != f])
+        out[fold == f] = apply_temperature(z[fold == f], T)
+    return out
+
+
+def confident_learning_flags(
+    pred_probs: ArrayLike, labels: ArrayLike, *, out_of_sample: bool,
+    return_ranked: bool = False,
+) -> np.ndarray:
+    """Confident Learning label issues via ``cleanlab.filter.find_label_issues``.
+
+    ``pred_probs`` MUST be out-of-sample (each row predicted by a model that did not see that row's
+    label, e.g. :func:`cross_fitted_probs`); Confident Learning's guarantees need it, so callers
+    must say so with ``out_of_sample=True`` and in-sample use is refused. Uses the confident
+    joint's off-diagonal filter (``filter_by="confident_learning"``, CL "Method 2" in paper 3).
+    Returns a boolean mask, or with ``return_ranked`` the flagged indices ranked by self-confidence
+    (most likely issue first) for a precision/detection curve.
+    """
+    if out_of_sample is not True:
+        raise ValueError(
+            "out_of_sample: Confident Learning needs out-of-sample pred_probs (e.g. "
+            "lib.ccc.cleaning.cross_fitted_probs); in-sample probabilities are refused"
+        )
+    from cleanlab.filter import find_label_issues
+
+    p = to_numpy(pred_probs, "pred_probs")
+    y = _ints(labels, "labels")
+    check_probs_labels(p, y)
+    p = p / p.sum(axis=1, keepdims=True)
+    if return_ranked:
+        return np.asarray(find_label_issues(
+            labels=y, pred_probs=p, filter_by="confident_learning",
+            return_indices_ranked_by="self_confidence",
+        ), dtype=np.int64)
+    return np.asarray(find_label_issues(labels=y, pred_probs=p, filter_by="confident_learning"), dtype=bool)

@@ -1,0 +1,116 @@
+"""Calibrated top-1 confidence of one model (paper 3, sections 2.1 and 3): five post-hoc
+calibrators fitted on a calibration half, and a model's confidence and correctness on both halves.
+
+Paper: "When Models Know When They Do Not Know: Calibration, Cascading, and Cleaning"
+(paper 3). The calibrators themselves are :mod:`lib.calibration.posthoc`'s;
+here each becomes a map from logits to the confidence of the predicted class, the quantity cascades
+(:mod:`lib.ccc.cascade`) and same-size routing (:mod:`lib.ccc.same_size_routing`) compare across models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import softmax as scipy_softmax
+
+from lib.validation import (
+    ArrayLike,
+    check_bins,
+    check_choice,
+    check_finite,
+    check_logits_labels,
+    check_ndim,
+    to_int_array,
+    to_numpy,
+)
+
+CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "platt_logodds", "histogram", "none")
+
+
+def fit_confidence(
+    name: str, logits: ArrayLike, labels: ArrayLike, n_bins: int = 15
+) -> Callable[[ArrayLike], np.ndarray]:
+    """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
+
+    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibration.posthoc.fit_temperature` (NLL).
+    ``"platt"``: sigmoid(a s + b) with s = the logit of the predicted answer, z_{argmax}, fit to
+    top-1 correctness by NLL (paper 3, section 2.1: the mean of the logits at the sampled tokens of
+    the output sequence; an MMLU answer is one token, the greedy letter, so s is its logit).
+    Plain logistic regression on one feature, as paper 3 fits it (``lib.calibration.posthoc.fit_platt``).
+    ``"platt_logodds"``: a variant kept for comparison, s = log(p / (1 - p)) of the top-1 softmax
+    probability over the answer options; unlike the raw logit it sees the other options' logits.
+    ``"histogram"``: :class:`lib.calibration.posthoc.HistogramBinning` with ``n_bins`` equal-count bins on
+    the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
+    them changes the prediction (argmax).
+    """
+    from lib.calibration.posthoc import HistogramBinning, fit_platt, fit_temperature
+
+    check_choice(name, CALIBRATORS, "name")
+    z = to_numpy(logits, "logits")
+    y = to_int_array(labels, "labels")
+    check_logits_labels(z, y)
+    n_bins = check_bins(n_bins)
+    p = scipy_softmax(z, axis=1)
+    conf = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+
+    def raw(x: ArrayLike) -> np.ndarray:
+        zz = to_numpy(x, "logits")
+        check_ndim(zz, 2, "logits")
+        check_finite(zz, "logits")
+        if zz.shape[1] != z.shape[1]:
+            raise ValueError(f"logits: expected {z.shape[1]} classes, got {zz.shape[1]}")
+        return zz
+
+    if name == "none":
+        return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)
+    if name == "temperature":
+        T = fit_temperature(z, y)
+        return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
+    if name == "platt":
+        a, b = fit_platt(z.max(axis=1), correct)
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * raw(x).max(axis=1) + b)))
+    if name == "platt_logodds":
+        def logodds(c: np.ndarray) -> np.ndarray:
+            c = np.clip(c, 1e-12, 1 - 1e-12)
+            return np.log(c) - np.log1p(-c)
+
+        a, b = fit_platt(logodds(conf), correct)
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(scipy_softmax(raw(x), axis=1).max(axis=1)) + b)))
+    hb = HistogramBinning(n_bins).fit(conf, correct)
+    return lambda x: np.asarray(hb.predict(scipy_softmax(raw(x), axis=1).max(axis=1)), dtype=np.float64)
+
+
+@dataclass
+class ModelOutputs:
+    """Top-1 confidence and correctness of one model on the calibration and test halves."""
+
+    conf_cal: np.ndarray
+    correct_cal: np.ndarray
+    conf_test: np.ndarray
+    correct_test: np.ndarray
+
+    @property
+    def acc_test(self) -> float:
+        return float(self.correct_test.mean())
+
+
+def model_outputs(
+    logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
+    calibrator: str = "temperature", n_bins: int = 15,
+) -> ModelOutputs:
+    """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
+    z = to_numpy(logits, "logits")
+    y = to_int_array(labels, "labels")
+    check_logits_labels(z, y)
+    ci = to_int_array(cal_idx, "cal_idx")  # 2.5 is no index (a cast would truncate it)
+    ti = to_int_array(test_idx, "test_idx")
+    for idx, nm in ((ci, "cal_idx"), (ti, "test_idx")):
+        check_ndim(idx, 1, nm)
+        if idx.size == 0 or idx.min() < 0 or idx.max() >= z.shape[0]:
+            raise ValueError(f"{nm}: must be non-empty indices in [0, {z.shape[0]})")
+    conf_of = fit_confidence(calibrator, z[ci], y[ci], n_bins=n_bins)
+    pred = z.argmax(axis=1)
+    return ModelOutputs(conf_of(z[ci]), pred[ci] == y[ci], conf_of(z[ti]), pred[ti] == y[ti])

@@ -1,0 +1,90 @@
+"""Paper 3's figures: faceted reliability diagrams, cascade curves, confidence advantage, cleaning precision.
+
+Paper: "When models know when they do not know: calibration, cascading, and cleaning"
+(paper 3), Figs. 1-3 and 6a, section 2.2. The shared chart kinds
+and the offline SVG renderer are :mod:`lib.plots`; like them, every function here returns an
+altair chart and never displays or saves it.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+
+def _diagonal_layer() -> alt.Chart:
+    """The y = x reference line from (0, 0) to (1, 1), usable inside a faceted layer."""
+    return alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(
+        x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1)
+    )
+
+
+def ccc_reliability_grid(
+    table: pd.DataFrame, column: str = "split", row: str = "model", width: int = 150
+) -> alt.FacetChart:
+    """Reliability diagrams (equal-count bins) faceted by ``row`` x ``column``.
+
+    ``table``: rows of :func:`lib.calibration.metrics.reliability_table` (``conf``, ``acc``, ``acc_lo``,
+    ``acc_hi``, ``count``) plus the facet columns and a ``stage`` column ("before"/"after" TS).
+    Paper 3, Fig. 1.
+    """
+    data = table.dropna(subset=["conf", "acc"])
+    base = alt.Chart().encode(
+        x=alt.X("conf:Q", title="mean confidence", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("stage:N", title="confidence"),
+    )
+    points = base.mark_line(point=True).encode(
+        y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["conf:Q", "acc:Q", "count:Q"],
+    )
+    bars = base.mark_errorbar().encode(y="acc_lo:Q", y2="acc_hi:Q")
+    return alt.layer(_diagonal_layer(), points, bars, data=data).properties(
+        width=width, height=width
+    ).facet(row=alt.Row(f"{row}:N", title=None), column=alt.Column(f"{column}:N", title=None))
+
+
+def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
+    """Accuracy against the fraction kept on the small model, one line per ``method``.
+
+    ``curves``: rows of :meth:`lib.ccc.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
+    ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
+    """
+    chart = alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
+        x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
+        color=alt.Color("method:N", title="method"),
+        strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
+        tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
+    ).properties(width=width, height=width * 0.75, title=title)
+    if "panel" in curves.columns:
+        return chart.facet(column=alt.Column("panel:N", title=None)).resolve_scale(y="independent")
+    return chart
+
+
+def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
+    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
+    the diagonal mean the calibrated confidences are comparable across the two models.
+    ``table``: rows of :func:`lib.ccc.cascade.advantage_table` with a ``method`` column.
+    """
+    pts = alt.Chart().mark_point(filled=True).encode(
+        x=alt.X("advantage:Q", title="confidence advantage a_b"),
+        y=alt.Y("acc_advantage:Q", title="accuracy advantage"),
+        color=alt.Color("method:N"),
+        tooltip=["bin:Q", "count:Q", "advantage:Q", "acc_advantage:Q"],
+    )
+    diag = alt.Chart().mark_line(color="gray", strokeDash=[4, 4]).encode(x="advantage:Q", y="advantage:Q")
+    return alt.layer(diag, pts, data=table.dropna(subset=["advantage"])).properties(
+        width=width, height=width
+    )
+
+
+def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int = 280) -> alt.Chart:
+    """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
+    ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``)."""
+    tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
+    return alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
+        x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
+        color=alt.Color("method:N", title="method"),
+        tooltip=tips,
+    ).properties(width=width, height=width * 0.75, title=title)

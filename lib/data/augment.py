@@ -1,0 +1,249 @@
+"""Device-side image augmentation and batching on whole uint8 batches (no per-sample PIL).
+
+The paper's training recipe (Table 4 of the MoE paper) uses
+random crop with zero padding (pad 4 at 32 px, pad 28 at 224 px) and a horizontal flip, then
+normalization. Here these are tensor ops on a whole ``(B, C, H, W)`` uint8 batch that already sits
+on the training device, so the epoch loop never touches PIL or a DataLoader worker:
+
+* :func:`random_crop` -- pad with zeros, then take a per-image window at a random offset
+  (one gather for the whole batch);
+* :func:`random_flip` -- mirror a random half of the batch;
+* :func:`to_float` -- uint8 -> float, scaled to [0, 1] and normalized with (mean, std);
+* :class:`BatchIterator` -- shuffled mini-batches of device tensors from a seeded generator, one
+  fresh permutation per epoch derived from ``(seed, epoch)`` so that a resumed run sees the same
+  batches as an uninterrupted one.
+
+Random numbers come from CPU ``torch.Generator`` objects (the same on every device) and the few
+integers per batch are copied to the device without a host sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from lib.validation import check_positive
+
+# Channel statistics (RGB, of [0, 1] pixels). CIFAR-10 train-set statistics as used by most CIFAR
+# code; ImageNet statistics for pretrained torchvision backbones.
+CIFAR10_MEAN: tuple[float, float, float] = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD: tuple[float, float, float] = (0.2470, 0.2435, 0.2616)
+IMAGENET_MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
+IMAGENET_STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
+
+__all__ = [
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "BatchIterator",
+    "augment_batch",
+    "default_padding",
+    "epoch_generator",
+    "random_crop",
+    "random_flip",
+    "to_device_async",
+    "to_float",
+]
+
+
+def default_padding(size: int) -> int:
+    """Crop padding of the paper's recipe: size/8 (4 at 32 px, 28 at 224 px)."""
+    check_positive(size, "size")
+    return max(1, int(size) // 8)
+
+
+def epoch_generator(seed: int, epoch: int, stream: int = 0) -> torch.Generator:
+    """A CPU generator determined by ``(seed, epoch, stream)`` (resumable without saved state)."""
+    g = torch.Generator()
+    g.manual_seed((int(seed) * 1_000_003 + int(epoch) * 9_176 + int(stream) * 101) % (2**63))
+    return g
+
+
+def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a small CPU tensor to ``device`` without blocking the host (pinned memory on CUDA), for
+    the per-step random numbers of augmentation and of FGR's filter (lib.moe.fgr, lib.moe.jpeg)."""
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def _check_images(x: torch.Tensor, name: str = "x") -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch tensor, got {type(x).__name__}")
+    if x.ndim != 4:
+        raise ValueError(f"{name}: expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+
+
+def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image.
+
+    Equivalent to torchvision's ``RandomCrop(size, padding)`` applied image by image; the offsets
+    (dy, dx) are uniform on {0, ..., 2*padding}. Works on any dtype and device; shape is kept.
+    """
+    _check_images(x)
+    if not isinstance(padding, int) or padding < 0:
+        raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
+    if padding == 0:
+        return x
+    b, _, h, w = x.shape
+    offsets = torch.randint(0, 2 * padding + 1, (2, b), generator=generator)
+    return crop_at(x, padding, offsets[0], offsets[1])
+
+
+def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+    """Zero-pad by ``padding`` and take, for image i, the window starting at (dy[i], dx[i])."""
+    _check_images(x)
+    b, c, h, w = x.shape
+    padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
+    dev = x.device
+    rows = (to_device_async(dy, dev)[:, None] + torch.arange(h, device=dev)[None, :])  # (B, H)
+    cols = (to_device_async(dx, dev)[:, None] + torch.arange(w, device=dev)[None, :])  # (B, W)
+    bi = torch.arange(b, device=dev)[:, None, None, None]
+    ci = torch.arange(c, device=dev)[None, :, None, None]
+    return padded[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
+    """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
+    _check_images(x)
+    if not 0 <= p <= 1:
+        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
+    flip = torch.rand(x.shape[0], generator=generator) < p
+    flip = to_device_async(flip, x.device)[:, None, None, None]
+    return torch.where(flip, x.flip(-1), x)
+
+
+def to_float(
+    x: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    dtype: torch.dtype = torch.float32,
+    channels_last: bool = False,
+) -> torch.Tensor:
+    """uint8 (B, C, H, W) -> float (x/255 - mean)/std, optionally in channels_last memory format."""
+    _check_images(x)
+    if len(mean) != x.shape[1] or len(std) != x.shape[1]:
+        raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
+    if min(std) <= 0:
+        raise ValueError(f"std: must be > 0, got {tuple(std)}")
+    m = torch.tensor(mean, dtype=dtype, device=x.device).view(1, -1, 1, 1) * 255.0
+    s = torch.tensor(std, dtype=dtype, device=x.device).view(1, -1, 1, 1) * 255.0
+    out = (x.to(dtype) - m) / s
+    if channels_last:
+        out = out.contiguous(memory_format=torch.channels_last)
+    return out
+
+
+def augment_batch(
+    x: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    padding: int | None = None,
+    flip: bool = True,
+    generator: torch.Generator | None = None,
+    channels_last: bool = False,
+) -> torch.Tensor:
+    """The paper's training transform on a uint8 batch: crop with zero padding, flip, normalize.
+
+    ``padding=None`` uses :func:`default_padding` of the image size (4 at 32 px, 28 at 224 px).
+    """
+    _check_images(x)
+    pad = default_padding(x.shape[-1]) if padding is None else padding
+    x = random_crop(x, pad, generator)
+    if flip:
+        x = random_flip(x, generator)
+    return to_float(x, mean, std, channels_last=channels_last)
+
+
+Inputs = torch.Tensor | Mapping[str, torch.Tensor]
+
+
+def _length(x: Inputs) -> int:
+    if isinstance(x, Mapping):
+        lengths = {int(v.shape[0]) for v in x.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"x: all tensors of a dict input need the same length, got {sorted(lengths)}")
+        return lengths.pop()
+    return int(x.shape[0])
+
+
+def _index(x: Inputs, idx: torch.Tensor) -> Inputs:
+    if isinstance(x, Mapping):
+        return {k: v[idx] for k, v in x.items()}
+    return x[idx]
+
+
+def _to(x: Inputs, device: torch.device) -> Inputs:
+    if isinstance(x, Mapping):
+        return {k: v.to(device) for k, v in x.items()}
+    return x.to(device)
+
+
+class BatchIterator:
+    """Mini-batches ``(x_batch, y_batch)`` of tensors kept on ``device`` (moved there once).
+
+    ``x`` is a tensor (uint8 images) or a dict of tensors (tokenized text: input_ids,
+    attention_mask). With ``shuffle=True`` epoch ``e`` uses the permutation drawn from
+    :func:`epoch_generator` ``(seed, e)``: the batches of an epoch do not depend on what ran before,
+    so a run resumed at epoch e sees exactly the batches an uninterrupted run would.
+    """
+
+    def __init__(
+        self,
+        x: Inputs,
+        y: torch.Tensor,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        drop_last: bool = False,
+    ) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
+        n = _length(x)
+        if int(y.shape[0]) != n:
+            raise ValueError(f"x and y: lengths differ ({n} vs {int(y.shape[0])})")
+        self.device = torch.device(device)
+        self.x = _to(x, self.device)
+        self.y = y.to(self.device)
+        self.n = n
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return self.n // self.batch_size
+        return -(-self.n // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose permutation the next iteration uses."""
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[tuple[Inputs, torch.Tensor]]:
+        if self.shuffle:
+            order = torch.randperm(self.n, generator=epoch_generator(self.seed, self.epoch, stream=1))
+            order = order.to(self.device)
+        else:
+            order = None
+        for i in range(len(self)):
+            lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
+            if order is None:
+                sl = slice(lo, hi)
+                xb = {k: v[sl] for k, v in self.x.items()} if isinstance(self.x, Mapping) else self.x[sl]
+                yield xb, self.y[sl]
+            else:
+                idx = order[lo:hi]
+                yield _index(self.x, idx), self.y[idx]
+
+
+def describe(x: Any) -> str:
+    """A short shape description of a tensor or dict of tensors (for logs)."""
+    if isinstance(x, Mapping):
+        return "{" + ", ".join(f"{k}: {tuple(v.shape)}" for k, v in x.items()) + "}"
+    return str(tuple(x.shape))

@@ -1,0 +1,72 @@
+"""A few-second self-test of the training engine on the machine that will train the paper-scale runs.
+
+Run once per machine before a window's first training (``python -m lib paper`` does it and leaves
+a marker file): four tiny MoE runs (Vanilla, Robust, FGR, FGR + Robust; two stacks, one of each step
+kind) are trained for two epochs as stacks and each alone, on the device, with bf16 autocast where
+the device has it; every stacked member must predict what its run alone predicts. A machine whose
+torch, vmap or autocast breaks the stacked engine fails here in seconds, not after a window.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from lib.config import cache_dir
+
+TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 rounds batched convolutions differently)
+
+__all__ = ["TOLERANCE", "marker", "run_selftest"]
+
+
+def marker(device: torch.device) -> Path:
+    """The file that says the self-test passed on this machine for this torch and device."""
+    name = f"selftest-{device.type}-{torch.__version__}.ok".replace("/", "_").replace(" ", "_")
+    return cache_dir() / name
+
+
+def run_selftest(device: str = "auto", force: bool = False) -> str:
+    """Run the self-test (unless its :func:`marker` exists and not ``force``); return one line saying
+    what was checked, or raise ``RuntimeError`` naming the member that differs."""
+    from lib.data.synthetic import synthetic_images
+    from lib.engine.device import resolve_device
+    from lib.engine.loop import fit, predict
+    from lib.engine.stack import fit_stack
+    from lib.moe.train import TrainConfig, prepare_run
+
+    dev = resolve_device(device)
+    mark = marker(dev)
+    if mark.exists() and not force:
+        return f"self-test: passed before on this machine ({mark.name})"
+    t0 = time.perf_counter()
+    data = synthetic_images(n_train=64, n_val=16, n_test=32, size=8, num_classes=3, seed=0)
+    base = dict(dataset="selftest", epochs=2, warmup_epochs=1, batch_size=16, backbone="tiny_cnn", width=4,
+                lr=3e-3, num_experts=2, router_hidden=8, progress=False, device=str(dev))
+    worst = 0.0
+    for pair in ((("vanilla", 0), ("robust", 1)), (("fgr", 0), ("fgr_robust", 1))):
+        cfgs = [TrainConfig(method=m, seed=s, **base) for m, s in pair]
+        alone = []
+        for c in cfgs:
+            pr = prepare_run(c, data)
+            fit(pr.runner, pr.loss_fn, pr.prep.train, c.epochs, optimizer_factory=pr.optimizer,
+                scheduler_factory=pr.scheduler, batch_size=c.batch_size, seed=c.seed, device=dev,
+                transform=pr.transform, step_fn=pr.step_fn, amp=c.amp, progress=False)
+            alone.append(predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp,
+                                 collect=lambda o: o.probs))
+        prs = [prepare_run(c, data, stacked=True) for c in cfgs]
+        fit_stack([pr.member(None) for pr in prs], prs[0].prep.train, cfgs[0].epochs,
+                  optimizer_factory=prs[0].optimizer, scheduler_factory=prs[0].scheduler,
+                  batch_size=cfgs[0].batch_size, device=dev, amp=cfgs[0].amp, progress=False)
+        for c, pr, a in zip(cfgs, prs, alone):
+            p = predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs)
+            diff = float((p - a).abs().max())
+            if not diff <= TOLERANCE:
+                raise RuntimeError(f"self-test: {c.method} (seed {c.seed}) stacked differs from its run alone by "
+                                   f"{diff:.3g} > {TOLERANCE} on {dev}; the stacked engine is not sound here")
+            worst = max(worst, diff)
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.write_text(f"passed in {time.perf_counter() - t0:.1f} s, largest difference {worst:.3g}\n")
+    return (f"self-test: 4 runs stacked = alone on {dev} (largest difference {worst:.3g}) "
+            f"in {time.perf_counter() - t0:.1f} s")

@@ -1,0 +1,216 @@
+"""Experiments of paper 2 (calibration of multi-expert learning to defer): what both studies share --
+data with expert annotations, training on a surrogate, the metrics of a trained model, the expert
+committees and the grid of runs.
+
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
+Sec. 5, Figures 1-3. The losses and estimators are in :mod:`lib.l2d.surrogates`, the experts in
+:mod:`lib.l2d.synthetic_experts`; this module wires them into runs:
+
+* :class:`L2DSplit`, :func:`annotate` -- inputs and labels with the experts' predictions attached.
+* :func:`train_l2d` -- SGD on one surrogate (softmax or OvA) with early stopping on the validation
+  surrogate loss (look-ahead ``patience`` epochs, best weights restored), on in-memory tensors
+  (2-D Gaussian points or frozen image features).
+* :func:`l2d_metrics` -- expert-correctness ECE (mean over experts and per expert, 20 bins as in the
+  paper's reference code), system accuracy, classifier accuracy, deferral rates.
+* :func:`committee`, :func:`grid` -- the experts of one point of an experiment, and every point.
+
+The two studies are :mod:`lib.l2d.gaussians` (Figure 1, top row) and
+:mod:`lib.l2d.cifar10` (Figure 1, bottom row; Figure 2); their tables and the paper's
+claims are in :mod:`lib.l2d.results`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lib.l2d import surrogates as l2d
+from lib.calibration.metrics import binary_ece
+from lib.l2d.synthetic_experts import SyntheticExpert, expert_predictions, make_experts
+from lib.validation import check_choice, check_positive
+
+SURROGATES: tuple[str, ...] = ("softmax", "ova")
+EXPERIMENTS: tuple[str, ...] = ("experts", "dependence", "specialized")
+ECE_BINS = 20  # the number of bins for expert-correctness ECE in the paper's reference code
+
+_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "softmax": l2d.softmax_l2d_loss,
+    "ova": l2d.ova_l2d_loss,
+}
+_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "softmax": l2d.expert_correctness_softmax,
+    "ova": l2d.expert_correctness_ova,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Data with expert annotations
+# --------------------------------------------------------------------------------------------
+@dataclass
+class L2DSplit:
+    """Inputs ``x`` (N, ...), labels ``y`` (N,) and the J experts' predictions ``m`` (N, J)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    m: torch.Tensor
+
+    @property
+    def correct(self) -> torch.Tensor:
+        """The experts' correctness 1[m_j = y], one row per example and one column per expert."""
+        return self.m == self.y[:, None]
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """Labels and the experts' predictions side by side, an (N, 1 + J) tensor the engine batches as targets."""
+        return torch.cat([self.y[:, None], self.m], 1)
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+
+def annotate(
+    x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0, group: Any = None
+) -> L2DSplit:
+    """Attach the experts' predictions to (x, y); example ids ``offset + i`` key the experts' fixed
+    per-example noise, so train/validation/test get different offsets."""
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    index = np.arange(len(yt)) + int(offset)
+    m = expert_predictions(experts, yt.numpy(), index, None if group is None else np.asarray(group))
+    return L2DSplit(torch.as_tensor(np.asarray(x), dtype=torch.float32), yt, torch.as_tensor(m, dtype=torch.long))
+
+
+# --------------------------------------------------------------------------------------------
+# Training and metrics
+# --------------------------------------------------------------------------------------------
+def surrogate_loss(surrogate: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The L2D surrogate as a loss of (outputs, targets) with targets from ``L2DSplit.targets`` (labels, then the experts' predictions)."""
+    check_choice(surrogate, SURROGATES, "surrogate")
+    fn = _LOSSES[surrogate]
+    return lambda z, t: fn(z.float(), t[:, 0], t[:, 1:] == t[:, :1])
+
+
+def train_l2d(
+    model: nn.Module,
+    train: L2DSplit,
+    val: L2DSplit,
+    surrogate: str,
+    epochs: int = 200,
+    lr: float = 0.05,
+    momentum: float = 0.9,
+    weight_decay: float = 5e-4,
+    batch_size: int = 128,
+    patience: int = 20,
+    seed: int = 0,
+) -> tuple[nn.Module, list[dict[str, float]]]:
+    """Train ``model`` (K + J outputs) on one L2D ``surrogate`` ("softmax" or "ova") with SGD
+    (Nesterov momentum, cosine learning rate over ``epochs``) through the book's engine
+    (:func:`lib.engine.loop.fit`), with early stopping on the validation surrogate loss after
+    ``patience`` epochs without improvement (L2D paper Sec. 5.1); the best weights are restored.
+    Returns the model and the per-epoch history (``loss`` = train, ``val_loss``).
+    """
+    from lib.engine.loop import EarlyStopping, SelectBest, fit, predict
+
+    check_choice(surrogate, SURROGATES, "surrogate")
+    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("patience", patience)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+    check_positive(lr, "lr")
+    if len(train) == 0 or len(val) == 0:
+        raise ValueError("train, val: need at least one example each")
+    loss = surrogate_loss(surrogate)
+    val_t = val.targets
+    best = SelectBest(lambda m: float(loss(predict(m, val.x, batch_size=4096, amp=False), val_t)))
+    fitted = fit(
+        model, lambda z, t, _e: loss(z, t), (train.x, train.targets), int(epochs),
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=lr, momentum=momentum, nesterov=momentum > 0,
+                                                    weight_decay=weight_decay),
+        scheduler_factory=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs),
+        batch_size=int(batch_size), seed=int(seed), device="cpu", amp=False, progress=False,
+        callbacks=[best, EarlyStopping("val_loss", patience=int(patience))],
+    )
+    return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]
+
+
+def batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The model's logits on ``x`` in batches of 4096 (full precision): a trained L2D model's outputs."""
+    from lib.engine.loop import predict
+
+    return predict(model, x, batch_size=4096, amp=False)
+
+
+def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_BINS) -> dict[str, Any]:
+    """Metrics of one trained L2D model on ``split`` (L2D paper Sec. 5, Figures 1-2):
+
+    ``ece`` = mean over experts of the binned ECE of the surrogate's estimate of P(m_j = y | x)
+    (eq. 2 softmax, eq. 3 OvA; estimates above 1 capped at 1) against the actual correctness;
+    ``ece_per_expert``; ``system_accuracy`` (deferred examples scored by the chosen expert);
+    ``classifier_accuracy``; ``defer_rate`` and ``coverage`` (classifier, expert 1..J);
+    ``frac_estimate_above_1`` (degenerate softmax estimates).
+    """
+    check_choice(surrogate, SURROGATES, "surrogate")
+    z = torch.as_tensor(logits)
+    j = split.m.shape[1]
+    k = z.shape[1] - j
+    est = _ESTIMATORS[surrogate](z, k).double().numpy()
+    ok = split.correct.numpy()
+    per = [binary_ece(est[:, e], ok[:, e], n_bins) for e in range(j)]
+    cov = l2d.coverage_per_expert(z, k)
+    return {
+        "ece": float(np.mean(per)),
+        "ece_per_expert": [float(v) for v in per],
+        "system_accuracy": l2d.system_accuracy(z, split.y, split.m, k),
+        "classifier_accuracy": float((z[:, :k].argmax(1) == split.y).double().mean()),
+        "defer_rate": float(1 - cov[0]),
+        "coverage": [float(c) for c in cov],
+        "frac_estimate_above_1": float((est > 1).mean()),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Committees of the three experiments
+# --------------------------------------------------------------------------------------------
+def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> list[SyntheticExpert]:
+    """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4):
+
+    * ``"experts"``: ``value`` (1..8) experts, oracles on clusters 3-4 (Gaussians) or on the first
+      five classes (CIFAR-10), random elsewhere;
+    * ``"dependence"``: 1 random expert + 3 experts correct with probability ``value`` there;
+    * ``"specialized"`` (CIFAR-10 only): ``value`` (1..5) experts, expert j an oracle on {2j, 2j+1}.
+    """
+    check_choice(experiment, EXPERIMENTS, "experiment")
+    check_choice(dataset, ("gaussians", "cifar10"), "dataset")
+    s = 1000 * int(seed) + 17
+    if dataset == "gaussians":
+        if experiment == "specialized":
+            raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
+        kind = "gaussian" if experiment == "experts" else "gaussian_dependence"
+        if experiment == "experts":
+            return make_experts(kind, num_experts=int(value), seed=s)
+        return make_experts(kind, p=float(value), seed=s)
+    kind = {"experts": "oracle", "dependence": "dependence", "specialized": "specialized"}[experiment]
+    if experiment == "dependence":
+        return make_experts(kind, num_classes=10, p=float(value), seed=s)
+    return make_experts(kind, num_experts=int(value), num_classes=10, seed=s)
+
+
+def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
+    key = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}[experiment]
+    return list(cfg[key])
+
+
+def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
+    """Every (experiment, value, surrogate, seed) point of the settings ``cfg`` (keys
+    ``num_experts``, ``dependence_p``, ``specialized_experts``, ``seeds``).
+    """
+    return [
+        {"experiment": e, "value": v, "surrogate": s, "seed": seed}
+        for e in experiments
+        for v in _point_values(cfg, e)
+        for s in SURROGATES
+        for seed in range(int(cfg["seeds"]))
+    ]

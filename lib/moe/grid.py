@@ -1,0 +1,254 @@
+"""Paper 1's grids: many runs (methods x seeds x lambdas) trained together as stacked models.
+
+:func:`run_grid` is what every paper-1 page and the paper-scale queue call: finished runs are loaded
+(committed results first), the rest are grouped by architecture and optimizer settings and trained
+``stack`` at a time as one stacked model on one device (:func:`lib.engine.stack.fit_stack`); each is
+evaluated and saved as its own run, exactly as :func:`lib.moe.train.train_run` would save it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from filelock import Timeout
+
+from lib.data.bundle import Bundle, check_bundle
+from lib.engine import progress as live
+from lib.engine.runs import Run, RunMissing, training
+from lib.engine.stack import fit_stack
+from lib.moe.methods import FGR_METHODS
+from lib.moe.train import GROUP, TrainConfig, compute_run, finish_run, prepare_run, run_config, train_run
+from lib.validation import check_int
+
+__all__ = ["CPU_STACK", "MAX_STACK", "auto_stack", "fit_count", "member_bytes", "run_grid", "stack_groups",
+           "train_stacked"]
+
+def _available(configs: Sequence[TrainConfig], data: Bundle) -> list[dict[str, Any]]:
+    out = []
+    with training(False):
+        for c in configs:
+            try:
+                out.append(train_run(c, data))
+            except RunMissing:
+                continue
+    return out
+
+
+# Fields that may differ inside one stack (each member has its own); all others must agree.
+_PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
+
+
+def _stack_key(cfg: TrainConfig) -> tuple[Any, ...]:
+    shared = {k: v for k, v in cfg.key().items() if k not in _PER_MEMBER}
+    arch = "single" if cfg.method == "single" else "moe"
+    step = ("fgr", cfg.warmup) if cfg.method in FGR_METHODS else ("plain",)  # FGR forwards B + m rows
+    return (arch, step, tuple(sorted((k, str(v)) for k, v in shared.items())))
+
+
+def stack_groups(configs: Sequence[TrainConfig], stack: int) -> list[list[TrainConfig]]:
+    """Split ``configs`` into stacks of at most ``stack`` runs that can train together (same
+    architecture, optimizer settings and epochs; FGR runs only with FGR runs of the same warmup), in
+    the order given."""
+    check_int(stack, "stack", minimum=1)
+    groups: dict[tuple[Any, ...], list[list[TrainConfig]]] = {}
+    for c in configs:
+        chunks = groups.setdefault(_stack_key(c), [])
+        if not chunks or len(chunks[-1]) >= stack:
+            chunks.append([])
+        chunks[-1].append(c)
+    return [chunk for chunks in groups.values() for chunk in chunks]
+
+
+def _checkpoint_epoch(run: Run) -> int:
+    ckpt = run.load_checkpoint()
+    return int(ckpt["epoch"]) if ckpt is not None else 0
+
+
+#: Stack size where no device memory can be measured (the CPU) -- stacking there saves little.
+CPU_STACK = 8
+#: Largest stack tried on a GPU (beyond it the step is compute-bound and checkpoints grow).
+MAX_STACK = 64
+
+
+def fit_count(free_bytes: float, member_bytes: float, reserve: float = 0.2, cap: int = MAX_STACK) -> int:
+    """How many members of ``member_bytes`` each fit in ``free_bytes`` of device memory keeping a
+    ``reserve`` fraction free (for the allocator's fragmentation and evaluation): at least 1, at most ``cap``."""
+    if not free_bytes > 0 or not member_bytes > 0:
+        raise ValueError(f"free_bytes, member_bytes: must be positive, got {free_bytes!r}, {member_bytes!r}")
+    if not 0 <= reserve < 1:
+        raise ValueError(f"reserve: must lie in [0, 1), got {reserve!r}")
+    return max(1, min(int(cap), int(free_bytes * (1 - reserve) // member_bytes)))
+
+
+def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
+    """Device memory one member of ``cfg``'s stack needs, measured on the device: weights, gradients and
+    AdamW's two moments (4 copies of the parameters) plus the peak activation memory of one
+    training step (forward and backward of a batch; FGR's B + m rows)."""
+    import torch
+
+    pr = prepare_run(cfg.replace(progress=False), data)
+    dev = pr.device
+    if dev.type != "cuda":
+        raise ValueError(f"cfg: device memory is measured on a CUDA device, this run gets {dev}")
+    n_params = sum(p.numel() * p.element_size() for p in pr.runner.parameters())
+    x = pr.prep.train[0][: cfg.batch_size].to(dev)
+    rows = int(x.shape[0] * (1.06 if cfg.method in FGR_METHODS else 1.0)) + 1
+    xb = pr.transform(x, torch.Generator()) if pr.transform is not None else x
+    xb = torch.cat([xb, xb[: rows - xb.shape[0]]]) if rows > xb.shape[0] else xb
+    torch.cuda.synchronize(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    base = torch.cuda.memory_allocated(dev)
+    from lib.engine.device import autocast
+
+    with autocast(dev, cfg.amp):
+        out = pr.runner(xb)
+    out.probs.float().sum().backward()
+    peak = torch.cuda.max_memory_allocated(dev) - base
+    pr.runner.zero_grad(set_to_none=True)
+    if cfg.method in FGR_METHODS:  # FGR's backward is batched over its two losses (lib.moe.fgr.two_gradients):
+        peak *= 2  # about twice the activation gradients of the plain backward measured here
+    return float(4 * n_params + peak)
+
+
+def auto_stack(cfg: TrainConfig, data: Bundle) -> int:
+    """Stack size for ``cfg``'s runs: on CUDA from free device memory (``torch.cuda.mem_get_info``)
+    and the measured :func:`member_bytes`; elsewhere :data:`CPU_STACK`."""
+    import torch
+
+    from lib.engine.device import resolve_device
+
+    dev = resolve_device(cfg.device)
+    if dev.type != "cuda":
+        return CPU_STACK
+    free, _ = torch.cuda.mem_get_info(dev)
+    try:
+        need = member_bytes(cfg, data)
+    except (RuntimeError, ValueError) as err:  # e.g. out of memory while measuring: a stack that surely fits
+        warnings.warn(f"auto_stack: could not measure one member ({err}); stacking {CPU_STACK}", stacklevel=2)
+        return CPU_STACK
+    finally:
+        torch.cuda.empty_cache()
+    return fit_count(free, need)
+
+
+def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | None = None,
+                  on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
+                  log: Callable[[str], None] | None = None) -> list[TrainConfig]:
+    """Train the unfinished ``configs`` (no ``mocae``) in as few stacks as the device holds; return
+    those it trained.
+
+    Runs that can share a stack (:func:`stack_groups`: same architecture, optimizer settings and
+    epochs; FGR only with FGR of the same warmup; the same checkpointed epoch) train together,
+    ``stack`` at a time (``None``: :func:`auto_stack`). Runs another process is computing (its lock
+    is held) are skipped. ``on_done(cfg, record)`` is called as each run is saved. Inside
+    :func:`lib.engine.deadline.deadline` training stops at the epoch boundary that would cross it
+    (:class:`lib.engine.deadline.DeadlineReached` propagates; every run resumes from its checkpoint).
+    """
+    by_start: dict[int, list[TrainConfig]] = {}
+    for c in configs:
+        run = Run(GROUP, run_config(c, data))
+        if not run.done:
+            by_start.setdefault(_checkpoint_epoch(run), []).append(c)
+    trained: list[TrainConfig] = []
+    sizes: dict[tuple[Any, ...], int] = {}
+    todo = [c for cfgs in by_start.values() for c in cfgs]
+    left = sum(c.epochs - e for e, cfgs in by_start.items() for c in cfgs)
+    with live.session(f"{data.name}: {len(todo)} runs", left, runs=len(todo),
+                      enabled=any(c.progress for c in todo)):  # one line for the grid
+        _train_groups(by_start, data, stack, sizes, trained, on_done, log)
+    return trained
+
+
+def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: int | None,
+                  sizes: dict[tuple[Any, ...], int], trained: list[TrainConfig],
+                  on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
+                  log: Callable[[str], None] | None) -> None:
+    """:func:`train_stacked`'s loop over the stacks; appends to ``trained`` as runs finish."""
+    for cfgs in by_start.values():
+        for c in cfgs:
+            if stack is None and _stack_key(c) not in sizes:
+                sizes[_stack_key(c)] = auto_stack(c, data)
+        for group in _split(cfgs, stack, sizes):
+            with contextlib.ExitStack() as locks:
+                runs, ready = [], []
+                for c in group:
+                    run = Run(GROUP, run_config(c, data))
+                    try:
+                        locks.enter_context(run.lock().acquire(timeout=0))
+                    except Timeout:
+                        continue  # another process trains it
+                    if not run.done:
+                        runs.append(run)
+                        ready.append(c)
+                if not ready:
+                    continue
+                if log is not None:
+                    log(f"{data.name}: training {len(ready)} run(s) as one stack: "
+                        + ", ".join(f"{c.method}/s{c.seed}" for c in ready))
+                if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
+                    rec = runs[0].save_result(compute_run(ready[0], data, runs[0]))
+                    runs[0].clear_checkpoint()
+                    trained.append(ready[0])
+                    live.run_done()
+                    if on_done is not None:
+                        on_done(ready[0], rec)
+                    continue
+                prs = [prepare_run(c, data, stacked=True) for c in ready]
+                c0, dev = ready[0], prs[0].device
+                fits = fit_stack(
+                    [pr.member(run) for pr, run in zip(prs, runs)], prs[0].prep.train, c0.epochs,
+                    optimizer_factory=prs[0].optimizer, scheduler_factory=prs[0].scheduler,
+                    batch_size=c0.batch_size, device=dev, amp=c0.amp, progress=c0.progress,
+                    desc=f"{data.name} stack of {len(ready)}",
+                )
+                for pr, run, fitted, c in zip(prs, runs, fits, ready):
+                    rec = run.save_result(finish_run(pr, data, run, fitted))
+                    run.clear_checkpoint()
+                    trained.append(c)
+                    live.run_done()
+                    if on_done is not None:
+                        on_done(c, rec)
+
+
+def _split(cfgs: Sequence[TrainConfig], stack: int | None,
+           sizes: dict[tuple[Any, ...], int]) -> list[list[TrainConfig]]:
+    """:func:`stack_groups` with one size for all (``stack``) or a size per stack key (``sizes``)."""
+    if stack is not None:
+        return stack_groups(cfgs, stack)
+    out: list[list[TrainConfig]] = []
+    for key in dict.fromkeys(_stack_key(c) for c in cfgs):
+        out += stack_groups([c for c in cfgs if _stack_key(c) == key], sizes[key])
+    return out
+
+
+def run_grid(configs: Sequence[TrainConfig], data: Bundle, stack: int | None = 8,
+             train: bool = True) -> list[dict[str, Any]]:
+    """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
+
+    Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one;
+    ``None``: as many as the device holds, :func:`auto_stack`);
+    ``mocae`` configs reuse their ``vanilla`` run. Text data trains one run at a time.
+    ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned
+    (in order; MoCaE, post hoc, is derived from a Vanilla run that is there).
+    """
+    configs = list(configs)
+    for c in configs:
+        if not isinstance(c, TrainConfig):
+            raise ValueError(f"configs: expected TrainConfig items, got {type(c).__name__}")
+    if stack is not None:
+        check_int(stack, "stack", minimum=1)
+    if not isinstance(train, bool):
+        raise ValueError(f"train: expected True or False, got {train!r}")
+    check_bundle(data)
+    if not train:
+        return _available(configs, data)
+    trained = {}
+    for c in configs:
+        t = c.replace(method="vanilla") if c.method == "mocae" else c
+        trained[Run(GROUP, run_config(t, data)).key] = t
+    if (stack is None or stack > 1) and getattr(data, "kind", "images") != "text":
+        train_stacked(list(trained.values()), data, stack=stack)
+    return [train_run(c, data) for c in configs]

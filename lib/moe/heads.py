@@ -1,0 +1,202 @@
+"""Mixture-of-experts classification head and its per-example losses.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 3 eq. (1)-(3) and Appendix D.3: a backbone feature h feeds K linear experts z_k = A_k h + b_k
+with p_k = softmax(z_k) and a 2-layer MLP router r(h) = softmax(W2 relu(W1 h)); the mixture is taken
+in probability space, p = sum_k r_k p_k. The loss is cross-entropy of the mixture, l_i = -log p_{y_i}.
+
+One forward pass returns everything every objective of the paper needs (mixture, routing weights,
+expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib.validation import check_choice, check_finite, check_labels, check_ndim, check_same_length, to_tensor
+
+PROB_CLAMP = 1e-12
+ROUTINGS: tuple[str, ...] = ("soft", "hard")
+
+__all__ = [
+    "MoEOutput",
+    "MoEHead",
+    "SingleExpertHead",
+    "MoEModel",
+    "mixture_nll",
+    "expert_nll",
+    "label_nll",
+    "routing_entropy",
+]
+
+
+@dataclass
+class MoEOutput:
+    """What a head returns: mixture ``probs`` (N,C), ``routing`` (N,K), ``expert_probs`` (N,K,C),
+    ``expert_logits`` (N,K,C). A single-expert model has K=1 and routing all ones."""
+
+    probs: torch.Tensor
+    routing: torch.Tensor
+    expert_probs: torch.Tensor
+    expert_logits: torch.Tensor
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        """log of the mixture probabilities, clamped at 1e-12 (the 'logits' of an MoE for TS)."""
+        return self.probs.clamp_min(PROB_CLAMP).log()
+
+    @property
+    def num_experts(self) -> int:
+        return int(self.routing.shape[1])
+
+
+def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``h`` checked (a floating (N, d) tensor; finite, except in a training step on an accelerator
+    or the meta device, where the check would synchronise every step, and under ``torch.func.vmap``,
+    lib.engine.stack's stacked step, where no value can be read) and cast to the layers' ``dtype``
+    (float64 features, say)."""
+    if not isinstance(h, torch.Tensor):
+        raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
+    check_ndim(h, 2, "h", "N examples x d features")
+    if h.shape[1] != in_features:
+        raise ValueError(f"h: expected {in_features} features, got {h.shape[1]}")
+    if not h.is_floating_point():
+        raise ValueError(f"h: expected floating-point features, got {h.dtype}")
+    if not (h.device.type != "cpu" and torch.is_grad_enabled()) and not torch._C._functorch.is_batchedtensor(h):
+        check_finite(h, "h")
+    if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
+        h = h.to(dtype)
+    return h
+
+
+def _check_sizes(in_features: int, num_classes: int, num_experts: int = 1, router_hidden: int = 1) -> None:
+    for name, value, low in (
+        ("in_features", in_features, 1),
+        ("num_classes", num_classes, 2),
+        ("num_experts", num_experts, 1),
+        ("router_hidden", router_hidden, 1),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+
+
+class MoEHead(nn.Module):
+    """K linear experts mixed in probability space by an MLP router (paper eq. (1), App. D.4).
+
+    ``routing="soft"`` uses r = softmax(W2 relu(W1 h)); ``routing="hard"`` replaces r by the one-hot
+    argmax of r (the hard-routed mixture of section 4.1; not differentiable in the router).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        num_classes: int,
+        num_experts: int = 4,
+        router_hidden: int = 128,
+        routing: str = "soft",
+    ) -> None:
+        super().__init__()
+        _check_sizes(in_features, num_classes, num_experts, router_hidden)
+        check_choice(routing, ROUTINGS, "routing")
+        self.in_features = in_features
+        self.num_classes = num_classes
+        self.num_experts = num_experts
+        self.routing = routing
+        self.router = nn.Sequential(
+            nn.Linear(in_features, router_hidden), nn.ReLU(), nn.Linear(router_hidden, num_experts)
+        )
+        # All K experts as one (d -> K*C) linear layer: one matmul instead of K.
+        self.experts = nn.Linear(in_features, num_experts * num_classes)
+
+    def forward(self, h: torch.Tensor) -> MoEOutput:
+        h = _check_features(h, self.in_features, self.experts.weight.dtype)
+        n = h.shape[0]
+        r = F.softmax(self.router(h), dim=1)
+        if self.routing == "hard":
+            r = F.one_hot(r.argmax(dim=1), self.num_experts).to(h.dtype)
+        z = self.experts(h).view(n, self.num_experts, self.num_classes)
+        pk = F.softmax(z, dim=2)
+        p = torch.einsum("nk,nkc->nc", r, pk)
+        return MoEOutput(probs=p, routing=r, expert_probs=pk, expert_logits=z)
+
+
+class SingleExpertHead(nn.Module):
+    """Single Expert baseline: one linear layer, reported as an MoE with K=1 and routing all ones."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        _check_sizes(in_features, num_classes)
+        self.in_features = in_features
+        self.num_classes = num_classes
+        self.num_experts = 1
+        self.linear = nn.Linear(in_features, num_classes)
+
+    def forward(self, h: torch.Tensor) -> MoEOutput:
+        h = _check_features(h, self.in_features, self.linear.weight.dtype)
+        z = self.linear(h).unsqueeze(1)
+        pk = F.softmax(z, dim=2)
+        r = torch.ones(h.shape[0], 1, dtype=h.dtype, device=h.device)
+        return MoEOutput(probs=pk[:, 0], routing=r, expert_probs=pk, expert_logits=z)
+
+
+class MoEModel(nn.Module):
+    """Backbone followed by a head; ``forward(x)`` returns the head's :class:`MoEOutput`."""
+
+    def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        if not isinstance(backbone, nn.Module):
+            raise ValueError(f"backbone: expected an nn.Module, got {type(backbone).__name__}")
+        if not isinstance(head, nn.Module):
+            raise ValueError(f"head: expected an nn.Module, got {type(head).__name__}")
+        self.backbone = backbone
+        self.head = head
+
+    def features(self, x: object) -> torch.Tensor:
+        """Backbone features; a dict input (tokenized text) is passed as keyword arguments."""
+        return self.backbone(**x) if isinstance(x, dict) else self.backbone(x)
+
+    def forward(self, x: object) -> MoEOutput:
+        return self.head(self.features(x))
+
+
+def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
+    if not isinstance(out, MoEOutput):
+        raise ValueError(f"out: expected an MoEOutput, got {type(out).__name__}")
+    labels = to_tensor(labels, "labels").to(out.probs.device)
+    check_labels(labels, out.probs.shape[1], "labels")
+    check_same_length(out.probs, labels, "out.probs", "labels")
+    return labels.long()
+
+
+def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
+    (N, K, C) -> (N, K). No input checks, hence no host synchronisation: the training loop's core
+    (lib.moe.methods); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
+    index = labels.view(-1, *([1] * (probs.dim() - 1))).expand(*probs.shape[:-1], 1)
+    return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()
+
+
+def mixture_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
+    """Per-example mixture loss l_i = -log p_{y_i} with p clamped at 1e-12 (App. D.3), shape (N,)."""
+    return label_nll(out.probs, _check_output_labels(out, labels))
+
+
+def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
+    """Per-expert losses l_{ik} = -log p_k[y_i] (clamped at 1e-12), shape (N, K) (App. D.3 regret)."""
+    return label_nll(out.expert_probs, _check_output_labels(out, labels))
+
+
+def routing_entropy(routing: torch.Tensor) -> torch.Tensor:
+    """Per-example entropy -sum_k r_k log r_k of the routing weights (nats), shape (N,)."""
+    routing = to_tensor(routing, "routing")
+    if not routing.is_floating_point():
+        routing = routing.double()
+    check_ndim(routing, 2, "routing", "N examples x K experts")
+    check_finite(routing, "routing")
+    if (routing < -1e-6).any() or ((routing.sum(1) - 1).abs() > 1e-4).any():
+        raise ValueError("routing: rows must be non-negative and sum to 1")
+    return -torch.special.xlogy(routing, routing).sum(dim=1)

@@ -1,0 +1,175 @@
+"""Paper 1's methods: the network each one trains and its loss and step on one batch.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 5 and Appendix D (objectives, warmup, baselines).
+
+Methods (``METHODS``, the one list): ``single`` (backbone + one linear layer), ``vanilla`` (MoE, mean
+mixture NLL), ``mocae`` (not trained again: the ``vanilla`` run of the same config, calibrated post
+hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), ``fgr`` and
+``fgr_robust`` (lib.moe.fgr, App. D.1). Robust methods and FGR train with plain ERM for the first
+``warmup_epochs`` (default ``WARMUP_FRACTION`` = 40% of the epochs).
+
+* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``Runner`` runs
+  the backbone under autocast and the head in float32;
+* :func:`objective` -- the training loss of a method on one batch;
+* :func:`method_step` -- the per-step rule :func:`lib.engine.loop.fit` runs: the objective (ERM
+  during warmup) and, for FGR, the rectified step of :func:`lib.moe.fgr.fgr_step`.
+
+Every method does one backbone forward per step (FGR's on the batch plus its m filtered copies). No step synchronises
+with the host (tests/unit/moe/test_methods.py runs whole epochs on PyTorch's meta device to check it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from lib.nets import backbones
+from lib.engine.device import autocast
+from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, label_nll
+from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask
+
+
+METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
+TRAINED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "mocae")
+ROBUST_METHODS: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
+WARMUP_METHODS: tuple[str, ...] = ("fgr", "robust", "robust_filtered", "fgr_robust")
+FGR_METHODS: tuple[str, ...] = ("fgr", "fgr_robust")
+WARMUP_FRACTION = 0.4  # paper 1, App. D: 20 of 50 epochs (images), 2 of 5 (text)
+
+Inputs = Any  # a tensor or a dict of tensors (tokenized text)
+LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
+StepFn = Callable[..., "torch.Tensor | None"]
+
+__all__ = [
+    "METHODS", "TRAINED_METHODS", "ROBUST_METHODS", "WARMUP_METHODS", "FGR_METHODS", "WARMUP_FRACTION",
+    "MethodConfig", "Runner", "build_backbone", "build_model", "objective", "method_step",
+]
+
+
+class MethodConfig(Protocol):
+    """What a method needs of its run's config (:class:`lib.moe.train.TrainConfig` has it; a Protocol,
+    so this module does not import the one that imports it)."""
+
+    method: str
+    lam: float
+    seed: int
+    amp: bool
+    backbone: str
+    width: int
+    pretrained: bool
+    text_fallback: bool
+    num_experts: int
+    router_hidden: int
+
+    @property
+    def warmup(self) -> int:
+        """ERM warmup epochs."""
+        ...
+
+
+def build_backbone(cfg: MethodConfig) -> nn.Module:
+    """The feature extractor named by ``cfg.backbone`` (:func:`lib.nets.backbones.build`)."""
+    return backbones.build(cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback)
+
+
+def _out_features(backbone: nn.Module, sample: Inputs) -> int:
+    d = getattr(backbone, "out_features", None)
+    if isinstance(d, int):
+        return d
+    was = backbone.training
+    backbone.eval()
+    with torch.no_grad():
+        h = backbone(**sample) if isinstance(sample, Mapping) else backbone(sample)
+    backbone.train(was)
+    return int(h.shape[1])
+
+
+def build_model(
+    cfg: MethodConfig, num_classes: int, sample: Inputs | None = None, backbone: nn.Module | None = None
+) -> nn.Module:
+    """lib.MoEModel: backbone + MoEHead (K experts) or SingleExpertHead (method "single").
+
+    The weights depend only on ``cfg.seed`` and the architecture (the backbone, if not given, is
+    built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network.
+    """
+    if backbone is None:
+        torch.manual_seed(cfg.seed)
+        backbone = build_backbone(cfg)
+    d = _out_features(backbone, sample) if sample is not None else int(backbone.out_features)
+    if cfg.method == "single":
+        head = SingleExpertHead(d, num_classes)
+    else:
+        head = MoEHead(d, num_classes, num_experts=cfg.num_experts, router_hidden=cfg.router_hidden)
+    return MoEModel(backbone, head)
+
+
+class Runner(nn.Module):
+    """Backbone under autocast (bf16 on CUDA), head in float32; optionally a compiled backbone.
+
+    Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed).
+    """
+
+    def __init__(self, model: nn.Module, compile_backbone: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        feats = torch.compile(model.backbone) if compile_backbone else model.backbone
+        object.__setattr__(self, "_features", feats)  # not registered: keeps state_dict keys
+
+    def forward(self, x: Inputs) -> Any:
+        h = self._features(**x) if isinstance(x, Mapping) else self._features(x)
+        with autocast(h.device):
+            return self.model.head(h.float())
+
+
+_robust = partial(robust_moe_loss, validate=False)  # module-level name so tests can observe when the robust loss is used
+
+
+def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
+    """The training loss of ``method`` on one batch (``robust_active`` False during warmup = ERM)."""
+    l = label_nll(out.probs, y)
+    if not robust_active or method not in ROBUST_METHODS:
+        return l.mean()
+    if method == "robust_filtered":
+        mask = routing_relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs,
+                                     validate=False)
+        return robust_filtered_loss(l, mask, lam, validate=False)
+    return _robust(l, lam)  # robust; fgr_robust's main loss
+
+
+def method_step(
+    cfg: MethodConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
+    filter_inputs: bool = True, fgr_inputs: Callable[..., Any] | None = None,
+) -> tuple[LossFn, StepFn | None]:
+    """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
+    epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
+    for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.moe.fgr.fgr_step` after warmup (one
+    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space);
+    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.data.features`). Neither
+    function synchronises with the host. Used by :func:`lib.moe.train.train_run` and bench/bench_epoch.py."""
+    warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
+
+    def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
+        return objective(method, out, y, lam, robust_active=epoch >= warmup)
+
+    if method not in FGR_METHODS:
+        return loss_fn, None
+    from lib.moe.fgr import fgr_step
+
+    def main(out: Any, y: torch.Tensor) -> torch.Tensor:
+        return objective(method, out, y, lam, robust_active=True)
+
+    def step_fn(m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer,
+                epoch: int, gen: torch.Generator) -> torch.Tensor | None:
+        if epoch < warmup:
+            return None  # ERM warmup: the default single-forward step
+        with autocast(device, cfg.amp):
+            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs,
+                           inputs_fn=fgr_inputs)
+        return info["loss_main"]
+
+    return loss_fn, step_fn

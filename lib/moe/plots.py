@@ -1,0 +1,111 @@
+"""Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 4 (eq. 4) and Appendix E (Figs. E.2, E.3). The shared chart kinds (reliability diagrams,
+lines, bars) and the offline SVG renderer are :mod:`lib.plots`; like them, every function here
+returns an altair chart and never displays or saves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from lib.plots import check_columns
+from lib.validation import ArrayLike
+
+
+def calibration_gap_chart(
+    df: pd.DataFrame,
+    level: str = "level",
+    measured: str = "measured",
+    se: str = "se",
+    predicted: str = "predicted",
+    color: str = "shift",
+    title: str = "Calibration residual per prediction level",
+    width: int = 320,
+    height: int = 220,
+) -> alt.LayerChart:
+    """Measured calibration residual E[Y - p | p = q] per level q (points with +-2 s.e. rules) next to
+    the value eq. (4) predicts (hollow diamonds), one colour per shift.
+
+    Data: lib.moe.theory.measured_gap merged with predicted_gap.
+    """
+    check_columns(df, level=level, measured=measured, se=se, predicted=predicted, color=color)
+    data = df.copy()
+    data["_lo"], data["_hi"] = data[measured] - 2 * data[se], data[measured] + 2 * data[se]
+    base = alt.Chart(data)
+    x = alt.X(f"{level}:Q", title="aggregate prediction q", scale=alt.Scale(domain=[0, 1]))
+    col = alt.Color(f"{color}:N", title=color)
+    tip = [level, measured, se, predicted, color]
+    pts = base.mark_point(filled=True, size=50).encode(x=x, y=alt.Y(f"{measured}:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip)
+    rules = base.mark_rule().encode(x=x, y="_lo:Q", y2="_hi:Q", color=col)
+    pred = base.mark_point(shape="diamond", size=140, filled=False, strokeWidth=2).encode(
+        x=x, y=f"{predicted}:Q", color=col, tooltip=tip)
+    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="gray", strokeDash=[4, 4]).encode(y="y:Q")
+    return alt.layer(zero, rules, pts, pred).properties(title=title, width=width, height=height)
+
+
+def confidence_histograms(
+    df: pd.DataFrame,
+    conf: str = "conf",
+    method: str = "method",
+    facet: str = "subset",
+    n_bins: int = 10,
+    title: str = "Confidence distribution",
+    width: int = 160,
+    height: int = 120,
+) -> alt.FacetChart:
+    """Share of predictions per confidence bin (10 equal-width bins), one line per ``method``, one
+    panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3)."""
+    check_columns(df, conf=conf, method=method, facet=facet)
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
+    data = df[[conf, method, facet]].copy()
+    data["bin"] = np.clip(np.ceil(data[conf].to_numpy(dtype=float) * n_bins) - 1, 0, n_bins - 1)
+    counts = data.groupby([facet, method, "bin"]).size().rename("count").reset_index()
+    counts["share"] = counts["count"] / counts.groupby([facet, method])["count"].transform("sum")
+    counts["confidence"] = (counts["bin"] + 0.5) / n_bins
+    return alt.Chart(counts).mark_line(point=True).encode(
+        x=alt.X("confidence:Q", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("share:Q", title="share of predictions"),
+        color=alt.Color(f"{method}:N"),
+        tooltip=[facet, method, "confidence", "share", "count"],
+    ).properties(width=width, height=height).facet(column=alt.Column(f"{facet}:N", title=None)).properties(title=title)
+
+
+def image_strip(
+    images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4
+) -> alt.ConcatChart:
+    """Small images (uint8 (N, 3, H, W) or (N, H, W, 3)) with a caption under each, as altair image
+    marks holding PNG data URIs (rendered offline by vl-convert)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    arr = np.asarray(images)
+    if arr.ndim != 4:
+        raise ValueError(f"images: expected a 4-D uint8 array, got shape {arr.shape}")
+    if arr.shape[1] == 3 and arr.shape[-1] != 3:
+        arr = arr.transpose(0, 2, 3, 1)
+    if len(captions) != arr.shape[0]:
+        raise ValueError(f"captions: expected {arr.shape[0]} captions, got {len(captions)}")
+    charts = []
+    for img, cap in zip(arr, captions):
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(img.astype(np.uint8))).resize((size, size), Image.NEAREST).save(buf, format="PNG")
+        url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+        lines = str(cap).split("\n")
+        pic = alt.Chart(pd.DataFrame({"x": [0.5], "y": [0.5], "url": [url]})).mark_image(width=size, height=size).encode(
+            x=alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[0, 1])), url="url:N",
+        ).properties(width=size, height=size)
+        text = alt.Chart(pd.DataFrame({"line": lines, "row": range(len(lines))})).mark_text(
+            fontSize=9, align="center").encode(
+            y=alt.Y("row:O", axis=None), text="line:N").properties(width=size + 40, height=12 * len(lines))
+        charts.append(alt.vconcat(pic, text, spacing=2))
+    return alt.concat(*charts, columns=int(columns)).configure_view(stroke=None)

@@ -1,0 +1,261 @@
+"""Entropy-balanced robust objectives: Robust MoE, Robust Filtered, and their references.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 5 and Appendix B/D.3/D.6. On a minibatch of per-example losses l_1..l_n:
+
+* tilted weights w = softmax(lam * l) (eq. 11), never detached;
+* Robust MoE loss sum_i w_i l_i (eq. 6/12) = R_lam(l) + KL(w || uniform)/lam (eq. 7/14), with the
+  entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13);
+* gradient sum_i w_i (1 + lam (l_i - E_w l)) grad l_i (eq. 16) -- autograd gives it for free because
+  the weights are not detached;
+* CVaR_alpha (eq. 18) as a reference, with CVaR_alpha <= R_lam + log(1/alpha)/lam (eq. 19);
+* effective support of the weights (App. D.6, Table 5);
+* Robust Filtered (App. D.3): ERM mean plus the tilted mean over a routing-relevant subset S.
+
+lam is the paper's robustness parameter ("eta" in the public code), default 2.0. lam < 0 raises;
+lam == 0 gives the plain mean exactly.
+
+One formula, one function: the functions the book shows (:func:`robust_moe_loss`,
+:func:`routing_relevant_mask`, :func:`robust_filtered_loss`) are the ones training calls
+(lib.moe.methods.objective). Their ``validate=False`` path is the training loop's: the two losses
+keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
+those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
+the device once per step; :func:`routing_relevant_mask` skips every check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lib.validation import (
+    check_finite,
+    check_ndim,
+    check_number,
+    check_positive,
+    check_same_length,
+    to_tensor,
+)
+
+DEFAULT_LAM = 2.0
+
+__all__ = [
+    "DEFAULT_LAM",
+    "tilted_weights",
+    "robust_moe_loss",
+    "entropic_risk",
+    "kl_to_uniform",
+    "cvar",
+    "effective_support",
+    "routing_relevant_mask",
+    "robust_filtered_loss",
+]
+
+
+def _losses(losses: object, name: str = "losses", allow_empty: bool = False) -> torch.Tensor:
+    t = to_tensor(losses, name)
+    if not t.is_floating_point():
+        t = t.to(torch.float64 if not isinstance(losses, torch.Tensor) else torch.get_default_dtype())
+    check_ndim(t, 1, name, "one loss per example")
+    if t.shape[0] == 0 and not allow_empty:
+        raise ValueError(f"{name}: is empty")
+    check_finite(t, name)
+    return t
+
+
+def _lam(lam: float) -> float:
+    if isinstance(lam, torch.Tensor):
+        lam = float(lam)
+    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
+        raise ValueError(f"lam: must be a number >= 0, got {lam!r}")
+    lam = check_positive(lam, "lam", allow_zero=True)
+    return float(lam)
+
+
+def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
+    """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
+    l = _losses(losses)
+    lam = _lam(lam)
+    return F.softmax(lam * l, dim=0)
+
+
+def _vector(t: object, name: str) -> torch.Tensor:
+    """The checks of the ``validate=False`` path: a 1-D tensor (shape only, no value is read)."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch tensor when validate=False, got {type(t).__name__}")
+    check_ndim(t, 1, name, "one value per example")
+    return t
+
+
+def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool = True) -> torch.Tensor:
+    """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
+
+    Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
+    ``validate=False`` (the training loop, lib.moe.methods) skips the finiteness check of
+    ``losses``, which would synchronise the host with the device (see the module docstring).
+    """
+    l = _losses(losses) if validate else _vector(losses, "losses")
+    lam = _lam(lam)
+    if lam == 0.0:
+        return l.mean()
+    return (F.softmax(lam * l, dim=0) * l).sum()
+
+
+def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
+    """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
+
+    lam == 0 returns the mean (the limit).
+    """
+    l = _losses(losses)
+    lam = _lam(lam)
+    if lam == 0.0:
+        return l.mean()
+    return (torch.logsumexp(lam * l, dim=0) - math.log(l.shape[0])) / lam
+
+
+def _weights(w: object, name: str = "w") -> torch.Tensor:
+    t = to_tensor(w, name)
+    if not t.is_floating_point():
+        t = t.double()
+    if t.ndim not in (1, 2):
+        raise ValueError(f"{name}: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}")
+    if t.shape[-1] == 0:
+        raise ValueError(f"{name}: is empty")
+    check_finite(t, name)
+    if (t < -1e-12).any():
+        raise ValueError(f"{name}: contains negative weights")
+    if ((t.sum(dim=-1) - 1).abs() > 1e-4).any():
+        raise ValueError(f"{name}: weights must sum to 1")
+    return t
+
+
+def kl_to_uniform(w: object) -> torch.Tensor:
+    """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass."""
+    t = _weights(w)
+    n = t.shape[-1]
+    return torch.special.xlogy(t, t).sum(dim=-1) + math.log(n)
+
+
+def cvar(losses: object, alpha: float) -> torch.Tensor:
+    """Empirical CVaR_alpha (eq. 18): the mean of the largest alpha*n losses, the boundary loss
+    entering with its fractional weight (alpha*n - floor(alpha*n)). A reference, not a training loss.
+
+    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1.
+    """
+    l = _losses(losses)
+    alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
+    n = l.shape[0]
+    m = alpha * n
+    full = int(math.floor(m + 1e-12))
+    frac = m - full
+    top = torch.sort(l, descending=True).values
+    total = top[:full].sum()
+    if frac > 1e-12 and full < n:
+        total = total + frac * top[full]
+    return total / m
+
+
+def effective_support(w: object) -> dict[str, float]:
+    """Effective support of adversarial weights (App. D.6, Table 5).
+
+    perplexity = exp(H(w)), fraction = perplexity / n, ratio_bound = n / perplexity (the effective
+    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches.
+    """
+    t = _weights(w)
+    n = t.shape[-1]
+    perplexity = torch.exp(-torch.special.xlogy(t, t).sum(dim=-1))
+    return {
+        "perplexity": float(perplexity.mean()),
+        "fraction": float((perplexity / n).mean()),
+        "ratio_bound": float((n / perplexity).mean()),
+    }
+
+
+def routing_relevant_mask(
+    mix_loss: torch.Tensor,
+    expert_losses: torch.Tensor,
+    routing: torch.Tensor,
+    expert_probs: torch.Tensor,
+    mix_probs: torch.Tensor,
+    regret_threshold: float = 1e-6,
+    disagree_threshold: float = 0.01,
+    *,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
+
+    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > regret_threshold or the routing-weighted
+    disagreement sum_k r_ik ||p_ik - p_i||^2 > disagree_threshold. Computed without gradients from
+    the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
+    loop) skips every input check (see the module docstring)."""
+    if validate:
+        mix_loss, expert_losses, routing, expert_probs, mix_probs = _check_mask_inputs(
+            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold)
+    with torch.no_grad():
+        regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
+        diff = expert_probs - mix_probs[:, None, :]
+        disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
+        return (regret > regret_threshold) | (disagreement > disagree_threshold)
+
+
+def _check_mask_inputs(mix_loss: object, expert_losses: object, routing: object, expert_probs: object,
+                       mix_probs: object, regret_threshold: float, disagree_threshold: float
+                       ) -> tuple[torch.Tensor, ...]:
+    """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
+    mix_loss = _losses(mix_loss, "mix_loss")
+    expert_losses = to_tensor(expert_losses, "expert_losses")
+    routing = to_tensor(routing, "routing")
+    expert_probs = to_tensor(expert_probs, "expert_probs")
+    mix_probs = to_tensor(mix_probs, "mix_probs")
+    check_ndim(expert_losses, 2, "expert_losses", "N examples x K experts")
+    check_ndim(routing, 2, "routing", "N examples x K experts")
+    check_ndim(expert_probs, 3, "expert_probs", "N x K experts x C classes")
+    check_ndim(mix_probs, 2, "mix_probs", "N examples x C classes")
+    for name, arr in (("expert_losses", expert_losses), ("routing", routing),
+                      ("expert_probs", expert_probs), ("mix_probs", mix_probs)):
+        check_finite(arr, name)
+        check_same_length(mix_loss, arr, "mix_loss", name)
+    k = expert_losses.shape[1]
+    if routing.shape[1] != k or expert_probs.shape[1] != k:
+        raise ValueError(
+            f"routing: expected {k} experts as in expert_losses, got routing {tuple(routing.shape)} "
+            f"and expert_probs {tuple(expert_probs.shape)}"
+        )
+    if expert_probs.shape[2] != mix_probs.shape[1]:
+        raise ValueError(
+            f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
+        )
+    check_positive(regret_threshold, "regret_threshold", allow_zero=True)
+    check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
+    return mix_loss, expert_losses, routing, expert_probs, mix_probs
+
+
+def robust_filtered_loss(
+    mix_loss: torch.Tensor, mask: torch.Tensor, lam: float = DEFAULT_LAM, *, validate: bool = True
+) -> torch.Tensor:
+    """Robust Filtered objective (App. D.3): mean_i l_i + sum_{i in S} w_i l_i, w = softmax(lam l_S)
+    over S = ``mask`` only; with S empty the robust term is mean_i l_i. Gradients flow through w and l.
+
+    Outside S the tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are
+    equal, w is uniform and the robust term is the mean (the rule for an empty filtered set).
+    ``validate=False`` (the training loop) skips the value checks of ``mix_loss`` and ``mask``
+    (finite, 0/1), which would synchronise the host with the device; ``mask`` must then be bool."""
+    if validate:
+        l = _losses(mix_loss, "mix_loss")
+        mask = to_tensor(mask, "mask")
+    else:
+        l, mask = _vector(mix_loss, "mix_loss"), _vector(mask, "mask")
+    check_ndim(mask, 1, "mask", "one bool per example")
+    check_same_length(l, mask, "mix_loss", "mask")
+    if mask.dtype != torch.bool:
+        if not validate:
+            raise ValueError(f"mask: expected a bool tensor when validate=False, got {mask.dtype}")
+        if not torch.all((mask == 0) | (mask == 1)):
+            raise ValueError("mask: must be boolean (or 0/1)")
+        mask = mask.bool()
+    lam = _lam(lam)
+    tilted = torch.where(mask.to(l.device), lam * l, torch.full_like(l, -1e9))
+    return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

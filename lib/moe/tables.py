@@ -1,0 +1,171 @@
+"""Paper 1's results as tables: one row per run and subset, mean +- standard error over seeds, the
+paper's layout, our numbers beside the paper's, and where every number came from.
+
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
+section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.moe.train.train_run`
+(through :func:`lib.moe.experiment.run_methods`):
+
+* :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
+  subset), mean +- standard error over seeds, formatted like the paper's tables (:func:`fmt`);
+* :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper,
+  ``lib.moe.paper.PAPER_PACS``; Tables 1 and 3 lost their numbers in text
+  extraction, so there is nothing to quote for them);
+* :func:`mocae_fit_table` -- MoCaE with the paper's partial temperature fit and with converged ones;
+* :func:`provenance_table` -- where every number came from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS, SUBSETS
+from lib.moe.record import MoERecord
+from lib.validation import check_choice
+
+COLUMN_LABELS: dict[tuple[str, str], str] = {
+    ("all", "accuracy"): "Accuracy", ("hard", "accuracy"): "Hard Accuracy",
+    ("all", "ece"): "ECE", ("all", "ece_ts"): "ECE+TS",
+    ("hard", "ece"): "Hard ECE", ("hard", "ece_ts"): "Hard ECE+TS",
+}
+
+
+def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
+    routing entropy, backbone, pretrained flag, device, provenance date and training seconds.
+    """
+    rows = []
+    for r in map(MoERecord.from_record, records):
+        for subset in SUBSETS:
+            block = r.subsets.get(subset)
+            if block is None:
+                continue
+            rows.append({
+                "method": r.method, "label": METHOD_LABELS.get(r.method, r.method),
+                "seed": r.seed, "subset": subset, "n": block.n,
+                **{m: getattr(block, m) for m in (*METRICS, "nll")},
+                "routing_entropy": r.routing_entropy.get(subset),
+                "lam": r.lam, "warmup_epochs": r.warmup_epochs, "epochs": r.epochs,
+                "backbone": r.backbone, "pretrained": r.pretrained,
+                "device": r.device, "date": r.date, "key": r.key, "train_seconds": r.train_seconds,
+            })
+    return pd.DataFrame(rows)
+
+
+def _se(values: pd.Series) -> float:
+    v = values.dropna().to_numpy(dtype=float)
+    return float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
+
+
+def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """Mean and standard error of the mean over seeds (SE = std / sqrt(n), NaN with one seed), one
+    row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``.
+    """
+    if not isinstance(frame, pd.DataFrame) or frame.empty:
+        raise ValueError("frame: expected a non-empty DataFrame from results_frame")
+    keys = [*by, "subset"]
+    for k in keys:
+        if k not in frame.columns:
+            raise ValueError(f"by: column {k!r} not in frame")
+    out = frame.groupby(keys, sort=False).agg(
+        **{m: (m, "mean") for m in metrics}, **{f"{m}_se": (m, _se) for m in metrics},
+        seeds=("seed", "nunique"),
+    ).reset_index()
+    return out
+
+
+def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
+    """'.943 ± .004' in the paper's style (leading zero dropped); '—' for a missing value."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+
+    def f(v: float) -> str:
+        s = f"{v:.{digits}f}"
+        return s.replace("0.", ".", 1) if s.startswith("0.") else s.replace("-0.", "-.", 1)
+
+    if se is None or (isinstance(se, float) and math.isnan(se)):
+        return f(mean)
+    return f"{f(mean)} ± {f(se)}"
+
+
+def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tuple(COLUMN_LABELS)) -> pd.DataFrame:
+    """Tables 1/3 layout: one row per method (paper order), columns Accuracy, Hard Accuracy, ECE,
+    ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds.
+    """
+    rows = []
+    methods = [m for m in METHODS if m in set(summary["method"])]
+    for m in methods:
+        sub = summary[summary["method"] == m].set_index("subset")
+        row: dict[str, Any] = {"Method": METHOD_LABELS[m]}
+        for subset, metric in columns:
+            if subset in sub.index:
+                row[COLUMN_LABELS[(subset, metric)]] = fmt(sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"])
+            else:
+                row[COLUMN_LABELS[(subset, metric)]] = "—"
+        row["seeds"] = int(sub["seeds"].max())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def beside_paper(summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard") -> pd.DataFrame:
+    """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's (a Table 2 column
+    of ``lib.moe.paper.PAPER_PACS``), one row per method.
+    """
+    check_choice(subset, SUBSETS, "subset")
+    rows = []
+    for m in METHODS:
+        ours = summary[(summary["method"] == m) & (summary["subset"] == subset)]
+        if ours.empty and m not in paper:
+            continue
+        row: dict[str, Any] = {"Method": METHOD_LABELS[m]}
+        for i, metric in enumerate(METRICS):
+            label = {"accuracy": "Acc", "ece": "ECE", "ece_ts": "ECE+TS"}[metric]
+            row[f"{label} (ours)"] = fmt(ours[metric].iloc[0], ours[f"{metric}_se"].iloc[0]) if not ours.empty else "—"
+            row[f"{label} (paper)"] = fmt(paper[m][i]) if m in paper else "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Vanilla MoE beside MoCaE with the paper's partial temperature fit and with converged
+    per-expert temperatures (the book's earlier definition), from each Vanilla record's
+    ``metrics["mocae"]`` and ``metrics["mocae_converged"]`` (lib.moe.train, lib.moe.evaluate). One row per
+    (seed, variant, subset): accuracy, ECE, ECE+TS and the range of the expert temperatures.
+    Empty when the records carry no converged variant.
+    """
+    rows: list[dict[str, Any]] = []
+    for r in map(MoERecord.from_record, records):
+        if r.method != "vanilla" or "mocae_converged" not in r.metrics:
+            continue
+        m, seed = r.metrics, r.seed
+        for variant, block in (("Vanilla MoE", m), ("MoCaE, paper's fit (LBFGS lr 0.01 x 50)", m["mocae"]),
+                               ("MoCaE, converged fit", m["mocae_converged"])):
+            temps = block.get("expert_temperatures")
+            for sub in SUBSETS:
+                b = block.get(sub) or {}
+                rows.append({
+                    "seed": seed, "variant": variant, "subset": sub, "accuracy": b.get("accuracy"),
+                    "ece": b.get("ece"), "ece_ts": b.get("ece_ts"),
+                    "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
+                })
+    return pd.DataFrame(rows)
+
+
+def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Where every number came from: method, seed, backbone (and whether pretrained), device, date,
+    epochs, training minutes, and whether the record was committed (results/) or computed here.
+    """
+    from lib.engine.runs import is_committed
+
+    rows = []
+    for r in map(MoERecord.from_record, records):
+        rows.append({
+            "method": METHOD_LABELS.get(r.method, r.method), "seed": r.seed,
+            "backbone": r.backbone, "pretrained": r.pretrained, "epochs": r.epochs, "device": r.device,
+            "date": r.date, "code": f"v{r.version}", "train_min": round((r.train_seconds or 0) / 60, 2),
+            "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
+        })
+    return pd.DataFrame(rows)

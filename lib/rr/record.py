@@ -1,0 +1,70 @@
+"""A paper-4 run record, typed: what :func:`lib.rr.experiment.run_loss` returns, read as a
+dataclass.
+
+The run cache and ``results/`` store records as signed JSON dicts (:mod:`lib.engine.runs`, copies
+published by :mod:`lib.gpu.queue`), and ``run_loss`` keeps returning those dicts; the losses page, the
+paper-scale table (:mod:`lib.paper_scale`) and :func:`lib.rr.experiment.run_logits` read
+them through :meth:`LossRecord.from_record`, which checks the shape once and names the run and what
+is missing, instead of reaching into nested dicts at every use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lib.engine.records import RunOrigin, check_record, origin_fields, record_number, require_keys
+
+# The metrics of lib.rr.experiment.evaluate_logits: each before and after temperature scaling.
+METRICS: tuple[str, ...] = ("temperature", *(f"{m}{suffix}" for suffix in ("", "_ts") for m in (
+    "accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")))
+CONFIG_KEYS: tuple[str, ...] = ("loss", "seed", "coverage", "nu")
+
+__all__ = ["LossRecord"]
+
+
+@dataclass(frozen=True)
+class LossRecord(RunOrigin):
+    """One finished paper-4 run: the loss, its seed and AU settings (``coverage`` kappa, ``nu``), its
+    test metrics, and where it ran.
+
+    ``metrics`` maps every metric of :func:`lib.rr.experiment.evaluate_logits` (accuracy,
+    ECE, adaptive and class-wise ECE, NLL, confidence gap, each with a ``_ts`` twin after temperature
+    scaling, and the temperature; fractions) to a float: the mapping the tables
+    (:func:`lib.rr.experiment.loss_table`, ``reweighted_claims``) take per loss.
+    ``backbone_test_accuracy`` is the frozen backbone's at ``mode="features"``; ``epochs_run`` and
+    ``train_seconds`` come from the training history of an end-to-end run, ``plan_id`` and
+    ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
+    absent values are ``None``. ``raw`` is the record itself (for its ``logits`` artifact)."""
+
+    loss: str
+    seed: int
+    coverage: float
+    nu: float
+    mode: str | None
+    metrics: Mapping[str, float]
+    backbone_test_accuracy: float | None
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_record(cls, rec: Any) -> LossRecord:
+        """Type a record of ``run_loss`` (cached or published); a ``LossRecord`` is returned as it
+        is. ``ValueError`` naming the run and what is missing or mistyped for anything else."""
+        if isinstance(rec, LossRecord):
+            return rec
+        run, config = check_record(rec, "a paper-4 run record", "lib.rr.experiment.run_loss", CONFIG_KEYS)
+        block = rec.get("metrics")
+        if not isinstance(block, Mapping):
+            raise ValueError(f"records: run {run} has no metrics block (got {type(block).__name__}); a record of "
+                             "run_loss keeps the metrics of lib.rr.experiment.evaluate_logits")
+        require_keys(block, METRICS, run, "lib.rr.experiment.evaluate_logits")
+        backbone = rec.get("backbone_test_accuracy")
+        return cls(
+            loss=str(config["loss"]), seed=int(record_number(config["seed"], run, "config.seed")),
+            coverage=record_number(config["coverage"], run, "config.coverage"),
+            nu=record_number(config["nu"], run, "config.nu"), mode=config.get("mode"),
+            metrics={k: record_number(v, run, f"metrics.{k}") for k, v in block.items()},
+            backbone_test_accuracy=None if backbone is None else record_number(backbone, run, "backbone_test_accuracy"),
+            **origin_fields(rec), raw=rec,
+        )

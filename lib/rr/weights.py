@@ -1,0 +1,398 @@
+"""Sample weights of the reweighted risks, and the analytic weight and gradient curves.
+
+Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
+(paper 4). The losses of :mod:`lib.rr.losses` multiply each example's
+cross-entropy by a weight; this module holds what those weights are made of and how they behave:
+
+* confidence score functions (CSFs, Appendix Table 1): :func:`msp`, :func:`softmax_margin`,
+  :func:`negative_entropy`, :func:`csf`;
+* rank-based weights: :func:`aurc_weights` (eq. 7), the smoothed bin-based CDF :func:`smoothed_cdf`
+  (eq. 21), the coverage threshold :func:`au_threshold` and the AU weights :func:`au_weights`
+  (eqs. 19, 22), with the released code's epoch histogram :class:`EpochHistogram` as an option;
+* the weights and gradients as functions of the true-class probability, with no training
+  (Figure 1 and Appendix C): :func:`loss_weight`, :func:`loss_gradient`,
+  :func:`inverse_focal_gamma_threshold`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_finite,
+    check_int,
+    check_ndim,
+    check_open_unit,
+    check_positive,
+    check_probs,
+    to_numpy,
+    to_tensor,
+)
+
+__all__ = [
+    "msp",
+    "softmax_margin",
+    "negative_entropy",
+    "CSFS",
+    "csf",
+    "csf_values",
+    "aurc_weights",
+    "smoothed_cdf",
+    "EpochHistogram",
+    "au_threshold",
+    "au_weights",
+    "loss_gradient",
+    "inverse_focal_gamma_threshold",
+    "loss_weight",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Confidence score functions (reweighted-risk paper Appendix Table 1)
+# --------------------------------------------------------------------------------------------
+def _probs_tensor(probs: ArrayLike) -> tuple[torch.Tensor, bool]:
+    is_np = not isinstance(probs, torch.Tensor)
+    p = to_tensor(probs, "probs")
+    if not p.is_floating_point():
+        p = p.to(torch.get_default_dtype())
+    check_probs(p, "probs")
+    return p, is_np
+
+
+def _out(x: torch.Tensor, is_np: bool) -> Any:
+    return x.detach().cpu().numpy() if is_np else x
+
+
+def msp(probs: ArrayLike) -> Any:
+    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
+    p, is_np = _probs_tensor(probs)
+    return _out(p.max(dim=1).values, is_np)
+
+
+def softmax_margin(probs: ArrayLike) -> Any:
+    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
+    p, is_np = _probs_tensor(probs)
+    if p.shape[1] < 2:
+        raise ValueError("probs: softmax margin needs at least 2 classes")
+    top2 = p.topk(2, dim=1).values
+    return _out(top2[:, 0] - top2[:, 1], is_np)
+
+
+def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
+    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
+    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020).
+    """
+    p, is_np = _probs_tensor(probs)
+    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
+    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
+    if normalized:
+        c = p.shape[1]
+        if c < 2:
+            raise ValueError("probs: normalized entropy needs at least 2 classes")
+        s = (math.log(c) + s) / math.log(c)
+    return _out(s, is_np)
+
+
+def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
+    """CSF ``name`` on already-valid probabilities ``p`` (N, C), with no checks: the hot path of
+    ``lib.rr.losses.aurc_loss`` and ``au_loss``, which validate their logits first."""
+    if name == "msp":
+        return p.max(dim=1).values
+    if name == "softmax_margin":
+        top2 = p.topk(2, dim=1).values
+        return top2[:, 0] - top2[:, 1]
+    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
+    if name == "normalized_entropy":
+        c = math.log(p.shape[1])
+        s = (c + s) / c
+    return s
+
+
+CSFS: dict[str, Callable[[ArrayLike], Any]] = {
+    "msp": msp,
+    "softmax_margin": softmax_margin,
+    "negative_entropy": negative_entropy,
+    "normalized_entropy": lambda probs: negative_entropy(probs, normalized=True),
+}
+
+
+def csf(name: str, probs: ArrayLike) -> Any:
+    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C)."""
+    check_choice(name, tuple(CSFS), "csf")
+    return CSFS[name](probs)
+
+
+# --------------------------------------------------------------------------------------------
+# AURC weights (eq. 7)
+# --------------------------------------------------------------------------------------------
+def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
+    s = to_tensor(scores, name)
+    if not s.is_floating_point():
+        s = s.to(torch.get_default_dtype())
+    check_ndim(s, 1, name, "one confidence score per example")
+    check_finite(s, name)
+    if s.shape[0] < 2:
+        raise ValueError(f"{name}: need at least 2 scores, got {s.shape[0]}")
+    return s
+
+
+AURC_WEIGHTS = ("log", "harmonic")
+
+
+def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
+    """Detached AURC sample weights from exact ranks r_i = #{j : s_j <= s_i} (sorting, O(n log n)).
+
+    * ``"log"`` (default): -ln(1 - G(s_i)) with the empirical CDF G = r_i / n (eq. 7) scaled by
+      n / (n + 1), i.e. G = r_i / (n + 1), so the most confident example's weight stays finite
+      (the same bound the AU loss uses: G <= n / (n + 1)).
+    * ``"harmonic"``: H_n - H_{n - r_i} = sum_{k = n - r_i + 1}^{n} 1/k, which makes
+      mean_i w_i l_i exactly the area under the empirical risk-coverage curve (Geifman et al. 2019)
+      for distinct scores; -ln(1 - r/n) is its large-n limit.
+    """
+    check_choice(weights, AURC_WEIGHTS, "weights")
+    s = _scores(scores).detach()
+    n = s.shape[0]
+    sorted_s = torch.sort(s).values
+    r = torch.searchsorted(sorted_s, s, right=True).to(s.dtype)  # ties share the largest rank
+    if weights == "log":
+        return -torch.log1p(-r / (n + 1))
+    k = torch.arange(1, n + 1, dtype=torch.float64, device=s.device)
+    h = torch.cat([torch.zeros(1, dtype=torch.float64, device=s.device), torch.cumsum(1.0 / k, 0)])
+    ri = r.long()
+    return (h[n] - h[n - ri]).to(s.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Smoothed CDF and AU weights (eqs. 18-22)
+# --------------------------------------------------------------------------------------------
+def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
+    e = to_tensor(edges, "edges").to(device=ref.device, dtype=ref.dtype).detach()
+    check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
+    check_finite(e, "edges")
+    if e.shape[0] < 2:
+        raise ValueError("edges: need at least 2 edges (one bin)")
+    if not bool((e[1:] > e[:-1]).all()):
+        raise ValueError("edges: must be strictly increasing")
+    return e
+
+
+def _check_nu(nu: float) -> float:
+    if isinstance(nu, bool) or not isinstance(nu, (int, float, np.floating, np.integer)):
+        raise ValueError(f"nu: must be a number > 0, got {nu!r}")
+    check_positive(nu, "nu")
+    return float(nu)
+
+
+def smoothed_cdf(
+    scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None
+) -> torch.Tensor:
+    """Bin-based smoothed CDF (reweighted-risk paper eq. 21):
+
+    G(s) = (1/n) sum_m h_m sigmoid((s - c_m) / nu), h_m = #{i : e_m <= s_i < e_{m+1}} (the last bin
+    also takes s = e_M), c_m = (e_m + e_{m+1}) / 2.
+
+    Evaluated at the scores themselves (or at ``at``); O(n M) with no sorting. The counts h_m carry
+    no gradient; the result is differentiable in the evaluation points. Scores outside the edges
+    are not counted (n stays the number of scores). As nu -> 0 it tends to the step function
+    (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF.
+    """
+    s = _scores(scores)
+    e = _edges(edges, s)
+    nu = _check_nu(nu)
+    x = None
+    if at is not None:
+        x = to_tensor(at, "at").to(device=s.device, dtype=s.dtype)
+        check_finite(x, "at")
+    return _smoothed_cdf(s, e, nu, x)
+
+
+def _smoothed_cdf(s: torch.Tensor, e: torch.Tensor, nu: float, at: torch.Tensor | None = None) -> torch.Tensor:
+    """Eq. 21 on validated inputs: histogram by bucketize (O(n log M)), then an (n, M) sigmoid sum."""
+    m = e.shape[0] - 1
+    sd = s.detach()
+    inside = ((sd >= e[0]) & (sd <= e[-1])).to(s.dtype)
+    idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)  # e_m <= s < e_{m+1}; s = e_M -> last
+    counts = torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
+    centres = (e[:-1] + e[1:]) / 2
+    x = s if at is None else at
+    g = (torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ counts) / s.shape[0]
+    return g.reshape(x.shape)
+
+
+def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """[0, 1] split into n_bins equal bins when all scores lie in [0, 1] (MSP, margin, normalized
+    entropy), else the batch range [min s, max s] (e.g. raw negative entropy)."""
+    sd = s.detach()
+    lo, hi = float(sd.min()), float(sd.max())
+    if lo >= 0.0 and hi <= 1.0:
+        lo, hi = 0.0, 1.0
+    elif hi <= lo:
+        hi = lo + 1.0
+    return torch.linspace(lo, hi, n_bins + 1, dtype=s.dtype, device=s.device)
+
+
+class EpochHistogram:
+    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins over
+    [0, 1], accumulated over an epoch's batches (Algorithm 1 counts the current batch only).
+    ``update`` adds a batch, ``reset`` starts an epoch; with ``epoch_batches`` it resets itself
+    after that many updates, so a loop without epoch hooks still accumulates per epoch."""
+
+    def __init__(self, n_bins: int = 64, epoch_batches: int | None = None) -> None:
+        self.n_bins = check_int(n_bins, "n_bins")
+        self.epoch_batches = None if epoch_batches is None else check_int(epoch_batches, "epoch_batches")
+        self.edges = torch.linspace(0.0, 1.0, self.n_bins + 1, dtype=torch.float64)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new epoch: no counts."""
+        self.counts = torch.zeros(self.n_bins, dtype=torch.float64)
+        self.batches = 0
+
+    def update(self, scores: ArrayLike) -> None:
+        """Add one batch of scores in [0, 1] (detached) to the counts."""
+        s = _scores(scores).detach().to(torch.float64).cpu()
+        if float(s.min()) < 0.0 or float(s.max()) > 1.0:
+            raise ValueError("scores: the epoch histogram needs scores in [0, 1] (MSP, margin, normalized entropy)")
+        if self.epoch_batches is not None and self.batches >= self.epoch_batches:
+            self.reset()
+        idx = (torch.bucketize(s, self.edges, right=True) - 1).clamp(0, self.n_bins - 1)
+        self.counts.index_add_(0, idx, torch.ones_like(s))
+        self.batches += 1
+
+    @property
+    def n(self) -> int:
+        """Scores counted so far this epoch."""
+        return int(self.counts.sum())
+
+
+def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float) -> torch.Tensor:
+    """Eq. 21 with given bin ``counts`` over edges ``e`` (n = their total), at the points ``x``."""
+    centres = ((e[:-1] + e[1:]) / 2).to(device=x.device, dtype=x.dtype)
+    c = counts.to(device=x.device, dtype=x.dtype)
+    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / c.sum()).reshape(x.shape)
+
+
+def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
+    """tau = the kappa-quantile of the batch scores: the k-th smallest score with
+    k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
+    ``coverage`` = kappa, the fraction of the batch treated as low-confidence (Appendix E.2)."""
+    s = _scores(scores).detach()
+    check_open_unit(coverage, "coverage")
+    return _tau(s, coverage)
+
+
+def _tau(s: torch.Tensor, coverage: float) -> torch.Tensor:
+    n = s.shape[0]
+    k = min(n, max(1, math.ceil(coverage * n - 1e-9)))
+    return torch.kthvalue(s, k).values
+
+
+def au_weights(
+    scores: ArrayLike,
+    coverage: float = 0.8,
+    n_bins: int = 15,
+    nu: float = 0.1,
+    edges: ArrayLike | None = None,
+    normalize: bool = False,
+    histogram: EpochHistogram | None = None,
+) -> torch.Tensor:
+    """AU-loss sample weights beta (N,) (reweighted-risk paper eqs. 19 and 22):
+
+    beta_i = -ln(1 - G(tau)) if s_i >= tau else -ln(1 - G(s_i)),
+
+    G the smoothed CDF (eq. 21, ``smoothed_cdf``) clamped to [1/(n+1), n/(n+1)], tau the
+    ``coverage``-quantile of the batch scores (``au_threshold``). The constant C = 1/G(tau) of eq. 19
+    is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
+    G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
+    ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
+
+    ``histogram`` (the released code's variant, not the paper's Algorithm 1): the batch is first
+    added to this :class:`EpochHistogram`, and G uses its counts, accumulated over the epoch so far
+    (its own bins; ``n_bins`` and ``edges`` are then unused), clamped with n = its total.
+    """
+    s = _scores(scores)
+    check_open_unit(coverage, "coverage")
+    n_bins = check_int(n_bins, "n_bins")
+    nu = _check_nu(nu)
+    e = _default_edges(s, n_bins) if edges is None else _edges(edges, s)
+    tau = _tau(s.detach(), coverage)
+    if histogram is not None and not isinstance(histogram, EpochHistogram):
+        raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
+    if histogram is not None:
+        histogram.update(s)
+    n = s.shape[0] if histogram is None else histogram.n
+    lo, hi = 1.0 / (n + 1), n / (n + 1.0)
+    if histogram is None:
+        g_s, g_tau = _smoothed_cdf(s, e, nu), _smoothed_cdf(s.detach(), e, nu, tau.reshape(1))[0]
+    else:
+        g_s, g_tau = (_counts_cdf(x, histogram.edges, histogram.counts, nu) for x in (s, tau))
+    g_s, g_tau = g_s.clamp(lo, hi), g_tau.clamp(lo, hi)
+    beta = torch.where(s.detach() < tau, -torch.log1p(-g_s), -torch.log1p(-g_tau))
+    return beta / g_tau if normalize else beta
+
+
+# --------------------------------------------------------------------------------------------
+# Analytic weights and gradients as functions of p_t (Figure 1, Appendix C)
+# --------------------------------------------------------------------------------------------
+GRADIENT_LOSSES: tuple[str, ...] = ("xe", "focal", "fl53", "inverse_focal")
+
+
+def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
+    """d loss / d p_t of a reweighted cross-entropy as a function of the true-class probability
+    (reweighted-risk paper Appendix C):
+
+    * ``xe``: -1/p;
+    * ``focal``: gamma (1-p)^(gamma-1) log p - (1-p)^gamma / p (C.1); ``fl53``: gamma 5 below 0.2, else 3;
+    * ``inverse_focal``: -gamma (1+p)^(gamma-1) log p - (1+p)^gamma / p (C.2; the paper prints the
+      first term with a + sign, but d/dp of -(1+p)^gamma is -gamma (1+p)^(gamma-1)). It is positive
+      for some p exactly when gamma > min_p (1+p) / (-p log p), about 3.59 (see
+      :func:`inverse_focal_gamma_threshold`; the paper's "gamma > 3.5"): such a loss pushes p_t
+      *down* there.
+    """
+    check_choice(name, GRADIENT_LOSSES, "name")
+    x = to_numpy(p, "p")
+    if np.any((x <= 0) | (x > 1)) or not np.all(np.isfinite(x)):
+        raise ValueError("p: probabilities must lie in (0, 1]")
+    gamma = check_positive(gamma, "gamma", allow_zero=True)  # "2" is refused, not read as 2.0
+    if name == "xe":
+        return -1.0 / x
+    if name == "inverse_focal":
+        return -gamma * (1 + x) ** (gamma - 1) * np.log(x) - (1 + x) ** gamma / x
+    g = np.where(x < 0.2, 5.0, 3.0) if name == "fl53" else np.full_like(x, gamma)
+    return g * (1 - x) ** (g - 1) * np.log(x) - (1 - x) ** g / x
+
+
+def inverse_focal_gamma_threshold() -> float:
+    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
+    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
+    """
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
+                          options={"xatol": 1e-10})
+    return float(res.fun)
+
+
+def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -> np.ndarray:
+    """Sample weight of a reweighted risk as a function of p (reweighted-risk paper Fig. 1, main
+    text): focal (1-p)^gamma, inverse focal (1+p)^gamma, AURC -ln(1 - G(p)) with G(p) = p (scores
+    uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
+    normalizes the weights "for fair comparison"."""
+    check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
+    x = to_numpy(p, "p")
+    if np.any((x < 0) | (x >= 1)):
+        raise ValueError("p: must lie in [0, 1)")
+    if name == "focal":
+        w, mean = (1 - x) ** gamma, 1 / (gamma + 1)
+    elif name == "inverse_focal":
+        w, mean = (1 + x) ** gamma, (2 ** (gamma + 1) - 1) / (gamma + 1)
+    else:
+        w, mean = -np.log1p(-x), 1.0  # int_0^1 -ln(1 - t) dt = 1
+    return w / mean if normalize else w
+

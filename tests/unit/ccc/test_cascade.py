@@ -1,0 +1,156 @@
+"""lib.ccc.cascade against hand-built cascades whose curves and APGR follow in closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.ccc import cascade as C
+from lib.ccc.confidence import ModelOutputs
+
+
+def outputs(conf_cal, correct_cal, conf_test=None, correct_test=None) -> ModelOutputs:
+    conf_test = conf_cal if conf_test is None else conf_test
+    correct_test = correct_cal if correct_test is None else correct_test
+    return ModelOutputs(np.asarray(conf_cal, float), np.asarray(correct_cal, bool),
+                          np.asarray(conf_test, float), np.asarray(correct_test, bool))
+
+
+# --- apgr ---------------------------------------------------------------------------------------
+
+
+def test_apgr_closed_forms():
+    c = np.linspace(0, 1, 11)
+    # Straight line between the models (random routing): 1/2.
+    assert C.apgr(c, 0.5 + 0.3 * c, 0.5, 0.8) == pytest.approx(0.5)
+    # Strong model's performance at every cost > 0 (a step at c = 0): 1 - (1/2)(1/10).
+    perf = np.where(c > 0, 0.8, 0.5)
+    assert C.apgr(c, perf, 0.5, 0.8) == pytest.approx(1 - 0.05)
+    # Concave r(c) = sqrt(c) on a fine grid: integral 2/3.
+    f = np.linspace(0, 1, 20001)
+    assert C.apgr(f, 0.2 + 0.4 * np.sqrt(f), 0.2, 0.6) == pytest.approx(2 / 3, abs=1e-4)
+    # Order of the points does not matter.
+    assert C.apgr(c[::-1], (0.5 + 0.3 * c)[::-1], 0.5, 0.8) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(cost=[0.0, 0.5], performance=[0.1, 0.2], weak=0.1, strong=0.2), "span"),
+    (dict(cost=[0.0, 1.2], performance=[0.1, 0.2], weak=0.1, strong=0.2), "cost"),
+    (dict(cost=[0.0, 1.0], performance=[0.1, 0.2, 0.3], weak=0.1, strong=0.2), "lengths"),
+    (dict(cost=[0.0, 1.0], performance=[0.1, np.nan], weak=0.1, strong=0.2), "performance"),
+    (dict(cost=[0.0, 1.0], performance=[0.1, 0.1], weak=0.1, strong=0.1), "strong"),
+])
+def test_apgr_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        C.apgr(**kwargs)
+
+
+# --- cascade curves on hand-built pairs ---------------------------------------------------------
+
+
+def test_perfect_cascade_matches_closed_form():
+    """Large model always right, small right exactly on its top (B - q) of B equal-count bins.
+
+    Bins with the highest small confidence have the lowest advantage and are kept first, so
+    r(c) = min(c / (q/B), 1) and APGR = 1 - q / (2B); with q = 2 of B = 15 that is 0.9333.
+    """
+    B, per_bin, q = 15, 40, 2
+    n = B * per_bin
+    conf_small = (np.arange(n) + 0.5) / n  # distinct, evenly spread
+    small_right = np.arange(n) >= q * per_bin
+    small = outputs(conf_small, small_right)
+    large = outputs(np.full(n, 0.99), np.ones(n, bool))
+    curve = C.cascade_curve(small, large, n_bins=B)
+    assert curve.frac_small[0] == 0 and curve.frac_small[-1] == 1
+    assert curve.accuracy[0] == pytest.approx(1.0)
+    assert curve.accuracy[-1] == pytest.approx(small_right.mean())
+    assert curve.apgr() == pytest.approx(1 - q / (2 * B))
+    # Bins are kept from the most to the least confident.
+    assert list(curve.order) == list(range(B - 1, -1, -1))
+
+
+def test_uninformative_confidence_gives_the_random_line():
+    """Same confidence for both models and the same accuracy in every bin: the curve is RC."""
+    B, per_bin = 15, 20
+    n = B * per_bin
+    conf = (np.arange(n) + 0.5) / n
+    pattern = np.arange(n) % per_bin
+    small = outputs(conf, pattern < 10)  # 50% right in every bin
+    large = outputs(conf, pattern < 16)  # 80% right in every bin
+    curve = C.cascade_curve(small, large, n_bins=B)
+    np.testing.assert_allclose(curve.accuracy, 0.8 - 0.3 * curve.frac_small, atol=1e-12)
+    assert curve.apgr() == pytest.approx(0.5)
+    rc = C.random_curve(0.5, 0.8)
+    assert rc.apgr() == pytest.approx(0.5)
+
+
+def test_random_confidences_give_apgr_near_half():
+    rng = np.random.default_rng(0)
+    n = 40000
+    small = outputs(rng.random(n), rng.random(n) < 0.55, rng.random(n), rng.random(n) < 0.55)
+    large = outputs(rng.random(n), rng.random(n) < 0.85, rng.random(n), rng.random(n) < 0.85)
+    assert C.cascade_curve(small, large, 15).apgr() == pytest.approx(0.5, abs=0.04)
+
+
+def test_curve_counts_and_test_assignment():
+    """Test rows go to bins by the calibration half's edges; fractions are bin masses."""
+    conf_cal = np.array([0.1, 0.2, 0.3, 0.4])
+    small = outputs(conf_cal, [0, 0, 1, 1], conf_test=[0.05, 0.35, 0.39, 0.9], correct_test=[0, 1, 1, 1])
+    large = outputs([0.9, 0.9, 0.5, 0.5], [1, 1, 1, 1], conf_test=[0.5] * 4, correct_test=[1, 1, 0, 1])
+    curve = C.cascade_curve(small, large, n_bins=2)
+    # Bin 1 (small conf > 0.25) has advantage 0.5 - 0.35 < bin 0's 0.9 - 0.15: kept first.
+    assert list(curve.order) == [1, 0]
+    np.testing.assert_allclose(curve.frac_small, [0, 0.75, 1.0])
+    # k=1: rows 1-3 on small (1,1,1), row 0 on large (1) -> 1.0; k=2: small alone 0.75.
+    np.testing.assert_allclose(curve.accuracy, [0.75, 1.0, 0.75])
+
+
+def test_split_halves_partition():
+    cal, test = C.split_halves(101, seed=3)
+    assert len(cal) == 50 or len(cal) == 51
+    assert sorted(np.concatenate([cal, test])) == list(range(101))
+
+
+def test_input_validation_names_arguments():
+    with pytest.raises(ValueError, match="n_bins"):
+        C.equal_count_bins(np.array([0.1, 0.2]), 0)
+    with pytest.raises(ValueError, match="conf_cal"):
+        C.equal_count_bins(np.array([0.1, 1.2]), 2)
+    with pytest.raises(ValueError, match="order_by"):
+        small = outputs([0.1, 0.2], [0, 1])
+        C.cascade_curve(small, small, 2, order_by="oracle")
+
+
+# --- random routing (RC) on a real pair ------------------------------------------------------------
+
+
+def test_random_routing_closed_forms():
+    # small always wrong, large always right: accuracy = 1 - frac_small exactly, APGR exactly 0.5
+    rc = C.random_routing_curve(np.zeros(60), np.ones(60), n_points=7, seed=3)
+    np.testing.assert_allclose(rc.frac_small, np.arange(7) / 6)
+    np.testing.assert_allclose(rc.accuracy, 1 - rc.frac_small)
+    assert rc.apgr() == pytest.approx(0.5, abs=1e-12)
+    # endpoints are the two models alone; nested subsets: the first m of one random order stay small
+    ks = np.array([1, 1, 0, 0, 1, 0, 1, 0], bool)
+    kl = np.array([1, 0, 1, 1, 1, 1, 0, 0], bool)
+    rc = C.random_routing_curve(ks, kl, n_points=5, seed=1)
+    assert rc.accuracy[0] == pytest.approx(kl.mean()) and rc.accuracy[-1] == pytest.approx(ks.mean())
+    for k, f in enumerate(rc.frac_small):
+        m = int(round(f * 8))
+        kept = rc.order[:m]
+        sent = rc.order[m:]
+        assert rc.accuracy[k] == pytest.approx((ks[kept].sum() + kl[sent].sum()) / 8)
+
+
+def test_random_routing_expectation_is_the_straight_line():
+    """E[accuracy at frac_small f] = acc_large + f (acc_small - acc_large), so E[APGR] = 0.5."""
+    rng = np.random.default_rng(0)
+    ks, kl = rng.random(400) < 0.6, rng.random(400) < 0.8
+    curves = [C.random_routing_curve(ks, kl, 9, seed=s) for s in range(400)]
+    mean_acc = np.mean([c.accuracy for c in curves], axis=0)
+    f = curves[0].frac_small
+    np.testing.assert_allclose(mean_acc, kl.mean() + f * (ks.mean() - kl.mean()), atol=0.004)
+    apgrs = np.array([c.apgr() for c in curves])
+    assert abs(apgrs.mean() - 0.5) < 4 * apgrs.std() / np.sqrt(len(apgrs))
+    with pytest.raises(ValueError, match="correct_large"):
+        C.random_routing_curve(ks, kl[:10])

@@ -1,0 +1,147 @@
+"""lib.ccc.cleaning: hand-built flag sets, the noise injector's exact counts, and Confident Learning
+called only with out-of-sample probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.ccc import cleaning as K
+
+
+def test_basic_flags_truth_table():
+    y = np.array([0, 0, 0, 0])
+    a = np.array([0, 1, 0, 1])
+    b = np.array([0, 0, 2, 2])
+    np.testing.assert_array_equal(K.basic_flags(a, b, y), [False, False, False, True])
+
+
+def test_precision_is_one_when_flags_equal_the_injected_noise():
+    y = np.random.default_rng(0).integers(0, 10, 1000)
+    noisy, is_noisy = K.inject_symmetric_noise(y, 10, 0.05, seed=1)
+    assert K.precision_detection(is_noisy, is_noisy) == (1.0, 1.0)
+    # Flag half of the noisy ones and as many clean ones: precision 1/2, detection 1/2.
+    idx_noisy = np.flatnonzero(is_noisy)
+    idx_clean = np.flatnonzero(~is_noisy)
+    f = np.zeros(1000, bool)
+    f[idx_noisy[:25]] = True
+    f[idx_clean[:25]] = True
+    assert K.precision_detection(f, is_noisy) == pytest.approx((0.5, 0.5))
+
+
+def test_noise_injection_is_exact_and_seeded():
+    y = np.random.default_rng(0).integers(0, 4, 2000)
+    noisy, is_noisy = K.inject_symmetric_noise(y, 4, 0.1, seed=7)
+    assert is_noisy.sum() == 200
+    np.testing.assert_array_equal(noisy != y, is_noisy)  # every flipped label really changed
+    again, _ = K.inject_symmetric_noise(y, 4, 0.1, seed=7)
+    np.testing.assert_array_equal(noisy, again)
+    # Symmetric: the new class is uniform over the other three (each ~1/3 of flips).
+    shift = (noisy[is_noisy] - y[is_noisy]) % 4
+    assert set(np.unique(shift)) == {1, 2, 3}
+    assert np.all(np.abs(np.bincount(shift)[1:] / 200 - 1 / 3) < 0.1)
+
+
+def test_oracle_models_flag_exactly_the_noise():
+    """Two models that always predict the clean label with top confidence: the calibrated rule at
+    k = n_bins flags exactly the corrupted labels."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 10, 3000)
+    noisy, is_noisy = K.inject_symmetric_noise(y, 10, 0.05, seed=0)
+    conf = rng.uniform(0.9, 1.0, 3000)
+    curve = K.calibrated_rule_curve(conf, y, conf[::-1].copy(), y, noisy, is_noisy, n_bins=15)
+    assert np.all(curve["precision"] == 1.0)
+    assert curve["detection"].iloc[-1] == 1.0
+    # Detection grows with k (top-k bins of both models shrink as k decreases).
+    assert np.all(np.diff(curve["detection"]) >= 0)
+
+
+def test_calibrated_flags_keep_only_confident_disagreements():
+    n = 100
+    y = np.zeros(n, int)
+    pred = np.ones(n, int)  # every example disagrees
+    conf = (np.arange(n) + 0.5) / n
+    flags = K.calibrated_flags(conf, pred, conf, pred, y, k=1, n_bins=10)
+    np.testing.assert_array_equal(flags, conf > 0.9)  # the top decile only
+    with pytest.raises(ValueError, match="pool"):
+        K.calibrated_flags(conf, pred, conf, pred, y, k=1, n_bins=10, pool="some")
+    with pytest.raises(ValueError, match="k"):
+        K.calibrated_flags(conf, pred, conf, pred, y, k=0, n_bins=10)
+
+
+def test_bins_partition_the_flagged_samples_as_the_paper_says():
+    """Ten labels, six flagged by the basic rule (both models disagree: samples 0-5). With 3 bins
+    and k = 1, the paper's rule keeps the top third *of the flagged samples* by each model's
+    confidence (hand-computed: model A ranks 4, 5 highest among 0-5, model B ranks 5, 3 highest), so
+    only sample 5 is in both; binning the whole pool instead keeps the top third of all ten (samples
+    6-9 rank above every flagged sample for A), so nothing is flagged."""
+    y = np.zeros(10, int)
+    pred = np.r_[np.ones(6, int), np.zeros(4, int)]
+    conf_a = np.array([.10, .20, .30, .40, .50, .60, .91, .92, .93, .94])
+    conf_b = np.array([.15, .25, .35, .55, .20, .65, .91, .92, .93, .94])
+    paper = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3)
+    np.testing.assert_array_equal(np.flatnonzero(paper), [5])
+    whole = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3, pool="all")
+    assert not whole.any()
+    # k = n_bins keeps every flagged sample either way (the basic rule)
+    for pool in K.BIN_POOLS:
+        np.testing.assert_array_equal(K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=3, n_bins=3, pool=pool),
+                                      pred != y)
+
+
+def test_confident_learning_refuses_in_sample_use():
+    p = np.full((10, 2), 0.5)
+    y = np.array([0, 1] * 5)
+    with pytest.raises(ValueError, match="out_of_sample"):
+        K.confident_learning_flags(p, y, out_of_sample=False)
+    with pytest.raises(TypeError):
+        K.confident_learning_flags(p, y)  # the declaration is required
+
+
+def test_cross_fitted_probs_are_out_of_sample():
+    """A row's probabilities do not depend on that row's own label: corrupting labels in fold f
+    leaves fold f's probabilities unchanged (they come from a temperature fit on the other fold)."""
+    rng = np.random.default_rng(3)
+    n = 400
+    y = rng.integers(0, 3, n)
+    z = 3 * np.eye(3)[y] + rng.standard_normal((n, 3))
+    p = K.cross_fitted_probs(z, y, n_folds=2, seed=0)
+    fold = np.random.default_rng(0).permutation(n) % 2  # the documented fold assignment
+    y2 = y.copy()
+    y2[fold == 0] = (y2[fold == 0] + 1) % 3  # corrupt fold 0's labels only
+    p2 = K.cross_fitted_probs(z, y2, n_folds=2, seed=0)
+    np.testing.assert_allclose(p2[fold == 0], p[fold == 0], atol=1e-8)
+    assert not np.allclose(p2[fold == 1], p[fold == 1])  # fold 1 used fold 0's labels
+    np.testing.assert_allclose(p.sum(1), 1.0)
+
+
+def test_cleanlab_receives_the_out_of_sample_probabilities(monkeypatch):
+    import cleanlab.filter
+
+    seen = {}
+
+    def fake(labels, pred_probs, **kwargs):
+        seen["probs"], seen["labels"], seen["kwargs"] = pred_probs, labels, kwargs
+        return np.zeros(len(labels), bool)
+
+    monkeypatch.setattr(cleanlab.filter, "find_label_issues", fake)
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, 200)
+    z = 2 * np.eye(3)[y] + rng.standard_normal((200, 3))
+    p = K.cross_fitted_probs(z, y, seed=1)
+    K.confident_learning_flags(p, y, out_of_sample=True)
+    np.testing.assert_allclose(seen["probs"], p)
+    assert seen["kwargs"]["filter_by"] == "confident_learning"
+
+
+def test_confident_learning_finds_obvious_flips():
+    """Confident, correct out-of-sample probabilities: CL flags exactly the flipped labels."""
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 4, 800)
+    noisy, is_noisy = K.inject_symmetric_noise(y, 4, 0.05, seed=0)
+    p = np.full((800, 4), 0.02)
+    p[np.arange(800), y] = 0.94
+    flags = K.confident_learning_flags(p, noisy, out_of_sample=True)
+    assert K.precision_detection(flags, is_noisy) == (1.0, 1.0)
+    ranked = K.confident_learning_flags(p, noisy, out_of_sample=True, return_ranked=True)
+    assert set(ranked) == set(np.flatnonzero(is_noisy))

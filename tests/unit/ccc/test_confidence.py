@@ -1,0 +1,52 @@
+"""lib.ccc.confidence: calibrated top-1 confidences that recover known temperatures and Platt curves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.ccc import confidence as C
+
+
+def test_temperature_calibrator_recovers_known_temperature():
+    """Logits kappa * (m x) with x ~ m 1[y] + N(0, 1) are calibrated at T = kappa."""
+    rng = np.random.default_rng(1)
+    n, m, kappa = 20000, 1.5, 2.5
+    y = rng.integers(0, 4, n)
+    z = kappa * m * (m * np.eye(4)[y] + rng.standard_normal((n, 4)))
+    conf_fn = C.fit_confidence("temperature", z, y)
+    zz = z[:3]
+    e = np.exp(zz / kappa - (zz / kappa).max(1, keepdims=True))
+    np.testing.assert_allclose(conf_fn(zz), (e / e.sum(1, keepdims=True)).max(1), rtol=0.03)
+    # Every calibrator keeps confidences in [0, 1]; none needs labels at prediction time.
+    for name in C.CALIBRATORS:
+        c = C.fit_confidence(name, z, y)(z)
+        assert c.shape == (n,) and c.min() >= 0 and c.max() <= 1
+
+
+def test_input_validation_names_arguments():
+    with pytest.raises(ValueError, match="name"):
+        C.fit_confidence("isotonic", np.zeros((4, 2)), np.array([0, 1, 0, 1]))
+
+
+# --- Platt scaling on the answer-token logit (paper 3, section 2.1) -----------------------------
+
+
+def test_platt_fits_the_answer_token_logit():
+    """Correctness drawn as Bernoulli(sigmoid(a s + b)) with s the top (answer-token) logit: the
+    "platt" calibrator recovers that curve; it ignores the other options' logits, while the
+    log-odds variant does not."""
+    rng = np.random.default_rng(5)
+    n, a, b = 40000, 0.8, -6.0
+    s = rng.uniform(4.0, 12.0, n)
+    z = s[:, None] - np.array([0.0, 1.0, 1.5, 2.0]) - rng.uniform(0.1, 3.0, (n, 1)) * np.array([0, 1, 1, 1])
+    correct = rng.random(n) < 1 / (1 + np.exp(-(a * s + b)))
+    y = np.where(correct, 0, rng.integers(1, 4, n))
+    conf = C.fit_confidence("platt", z, y)
+    probe = np.array([[5.0, 0, 0, 0], [8.0, 7.9, 0, 0], [11.0, 3, 2, 1]])
+    np.testing.assert_allclose(conf(probe), 1 / (1 + np.exp(-(a * probe[:, 0] + b))), atol=0.02)
+    shifted = probe.copy()
+    shifted[:, 1:] -= 0.5
+    np.testing.assert_allclose(conf(shifted), conf(probe))  # only the answer's own logit matters
+    lo = C.fit_confidence("platt_logodds", z, y)
+    assert not np.allclose(lo(shifted), lo(probe))

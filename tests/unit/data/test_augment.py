@@ -1,0 +1,83 @@
+"""Tests of lib.data.augment: crops, flips, normalization, memory layout and the seeded batch iterator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lib.data.augment import BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
+
+
+def _batch(b=5, c=3, h=6, w=7, seed=0):
+    return torch.randint(0, 256, (b, c, h, w), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
+
+
+def test_default_padding_matches_paper():
+    assert default_padding(32) == 4 and default_padding(224) == 28
+
+
+def test_crop_keeps_shape_and_is_a_shifted_zero_padded_window():
+    x = _batch()
+    p = 2
+    out = random_crop(x, p, torch.Generator().manual_seed(1))
+    assert out.shape == x.shape and out.dtype == x.dtype
+    # brute force: each output image equals the padded image's window at some offset in [0, 2p]^2
+    padded = np.zeros((5, 3, 6 + 2 * p, 7 + 2 * p), np.uint8)
+    padded[:, :, p:-p, p:-p] = x.numpy()
+    for i in range(5):
+        hits = [(dy, dx) for dy in range(2 * p + 1) for dx in range(2 * p + 1)
+                if np.array_equal(out[i].numpy(), padded[i, :, dy:dy + 6, dx:dx + 7])]
+        assert hits, f"image {i} is not a window of its padded copy"
+    # the centre offset is the identity; offset (0, 0) shifts down-right and fills zeros
+    centre = crop_at(x, p, torch.full((5,), p), torch.full((5,), p))
+    assert torch.equal(centre, x)
+    corner = crop_at(x, p, torch.zeros(5, dtype=torch.long), torch.zeros(5, dtype=torch.long))
+    assert torch.equal(corner[:, :, p:, p:], x[:, :, :-p, :-p]) and corner[:, :, :p].sum() == 0
+
+
+def test_flip_is_exact():
+    x = _batch(b=64)
+    assert torch.equal(random_flip(x, p=1.0), x.flip(-1))
+    assert torch.equal(random_flip(x, p=0.0), x)
+    out = random_flip(x, torch.Generator().manual_seed(0))
+    flipped = [torch.equal(o, xi.flip(-1)) for o, xi in zip(out, x)]
+    kept = [torch.equal(o, xi) for o, xi in zip(out, x)]
+    assert all(f or k for f, k in zip(flipped, kept))
+    assert 16 <= sum(flipped) <= 48  # Binomial(64, 1/2): outside this range has probability < 1e-4
+
+
+def test_to_float_normalizes():
+    x = torch.tensor([0, 255], dtype=torch.uint8).view(1, 1, 1, 2).expand(1, 3, 1, 2)
+    out = to_float(x, (0.5, 0.5, 0.5), (0.5, 0.25, 0.5))
+    assert torch.allclose(out[0, 1, 0], torch.tensor([-2.0, 2.0]))
+    assert torch.allclose(out[0, 0, 0], torch.tensor([-1.0, 1.0]))
+    with pytest.raises(ValueError, match="std"):
+        to_float(x, (0.5,) * 3, (0.0, 1.0, 1.0))
+
+
+def test_channels_last_changes_layout_not_values():
+    """The CUDA path's channels_last batches hold the same numbers in NHWC memory order."""
+    x = torch.randint(0, 256, (4, 3, 5, 6), dtype=torch.uint8)
+    plain = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
+    nhwc = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3), channels_last=True)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and not plain.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(nhwc, plain)
+    assert nhwc.stride()[1] == 1  # channels are the innermost dimension
+
+
+def test_batch_iterator_is_a_seeded_permutation_per_epoch():
+    x, y = torch.arange(10).view(10, 1), torch.arange(10)
+    it = BatchIterator(x, y, batch_size=4, seed=3)
+    assert len(it) == 3
+    it.set_epoch(0)
+    first = torch.cat([yb for _, yb in it])
+    assert sorted(first.tolist()) == list(range(10))
+    it.set_epoch(0)
+    assert torch.equal(torch.cat([yb for _, yb in it]), first)
+    it.set_epoch(1)
+    assert not torch.equal(torch.cat([yb for _, yb in it]), first)
+    for xb, yb in it:
+        assert torch.equal(xb[:, 0], yb)  # inputs and labels stay paired
+    with pytest.raises(ValueError, match="batch_size"):
+        BatchIterator(x, y, batch_size=0)

@@ -1,0 +1,103 @@
+"""lib.gpu.packs: chunks sized to the call budget, gathered across calls into a persistent folder,
+unpacked only when complete; partial PACS and missing data are refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lib.gpu import packs
+from lib.config import repo_root
+
+
+def test_the_chunk_budget_leaves_room_for_the_tree_and_results(monkeypatch, tmp_path):
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    assert packs.chunk_budget_mib(tree=0) == packs.CALL_MIB - packs.MARGIN_MIB
+    assert packs.chunk_budget_mib(tree=10 * 2**20) == 52.0  # 64 - 2 - 10
+    with pytest.raises(ValueError, match="no room"):
+        packs.chunk_budget_mib(tree=63 * 2**20)
+    tree = packs.tree_bytes()
+    assert 0 < tree < 64 * 2**20
+    (tmp_path / "results" / "p" / "g").mkdir(parents=True)
+    (tmp_path / "results" / "p" / "g" / "k.json").write_bytes(b"x" * 1000)
+    assert packs.tree_bytes() == tree + 1000  # results/ elsewhere travels too
+    with pytest.raises(ValueError, match="max_mib: must lie in"):  # a chunk that would not fit beside the tree
+        packs.pack("cifar10h", max_mib=63.5, out=tmp_path / "out")
+
+
+def _data(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "cifar10h").mkdir(parents=True)
+    payload = np.random.default_rng(0).bytes(300_000)
+    (data / "cifar10h" / "x.bin").write_bytes(payload)
+    (data / "cifar10").mkdir()
+    (data / "cifar10" / "y.txt").write_text("hello")
+    monkeypatch.setenv("CALIBOOK_DATA", str(data))
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    return payload
+
+
+def test_chunks_sent_over_several_calls_are_gathered_and_unpacked_once_complete(tmp_path, monkeypatch):
+    payload = _data(tmp_path, monkeypatch)
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "made")
+    chunks, manifest = parts[:-1], parts[-1]
+    persistent = tmp_path / "persist"
+    for i, chunk in enumerate(chunks):  # one call per chunk: .packs/ holds that chunk and the manifest
+        carried = tmp_path / f"call{i}" / ".packs" / "cifar10h"
+        carried.mkdir(parents=True)
+        (carried / chunk.name).write_bytes(chunk.read_bytes())
+        (carried / "manifest.json").write_text(manifest.read_text())
+        lines = packs.gather(carried.parent, persistent)
+        assert lines == [f"pack cifar10h: {i + 1} of {len(chunks)} chunks in {persistent}"]
+        done = packs.unpack_all(carried.parent, persistent)
+        assert done == ([] if i + 1 < len(chunks) else ["cifar10h"])  # partial packs wait
+    from lib.data.locate import local_data_cache
+
+    assert (local_data_cache() / "cifar10h" / "x.bin").read_bytes() == payload
+    assert packs.unpack_all(persistent) == []  # already in the data cache
+
+
+def test_partial_pacs_and_missing_data_are_refused(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    for d in ("photo", "art_painting", "cartoon"):  # no sketch; and one empty class folder
+        for c in ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person"):
+            (data / "pacs" / d / c).mkdir(parents=True)
+            if (d, c) != ("cartoon", "horse"):
+                (data / "pacs" / d / c / "1.jpg").write_bytes(b"jpg")
+    monkeypatch.setenv("CALIBOOK_DATA", str(data))
+    with pytest.raises(ValueError, match="partial PACS: missing or empty cartoon/horse, sketch/dog"):
+        packs.pack("pacs", max_mib=1, out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    env = {**os.environ, "PYTHONPATH": str(repo_root()), "CALIBOOK_DATA": str(data)}
+    r = subprocess.run([sys.executable, "-m", "lib", "pack", "pacs", "--max-mib", "1"], env=env,
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "partial PACS" in r.stderr
+
+
+def test_a_missing_chunk_names_itself(tmp_path, monkeypatch):
+    _data(tmp_path, monkeypatch)
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "made")
+    parts[1].unlink()
+    with pytest.raises(FileNotFoundError, match="part-001.bin missing"):
+        packs.unpack("cifar10h", tmp_path / "made", dest=tmp_path / "x")
+    assert json.loads(parts[-1].read_text())["name"] == "cifar10h"
+
+
+def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
+    """A pack splits into chunks of at most max_mib, unpacks to the same bytes, and a damaged chunk
+    is named (moved here from test_queue, beside the other pack tests)."""
+    payload = _data(tmp_path, monkeypatch)
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "packs")
+    assert len(parts) >= 4 and all(p.stat().st_size <= 0.1 * 2**20 for p in parts[:-1])
+    out = packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "back")
+    assert (out / "cifar10h" / "x.bin").read_bytes() == payload and (out / "cifar10" / "y.txt").read_text() == "hello"
+    parts[1].write_bytes(b"damaged")
+    with pytest.raises(ValueError, match="damaged chunk"):
+        packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
+    with pytest.raises(ValueError, match="name"):
+        packs.pack("nope")

@@ -1,0 +1,102 @@
+"""lib.gpu.queue: plan, smoke-scale queue end to end, publish, import (the pack round trip is in test_packs)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import lib.config
+import lib.engine.runs
+import lib.gpu.queue as q
+
+
+@pytest.fixture()
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    return tmp_path / "results"
+
+
+def test_plan_orders_pages_then_seeds_and_refuses_unknown_pages(results):
+    items = q.plan(scale="paper")
+    assert [p for p in dict.fromkeys(it.page for it in items)] == list(q.PAGES)
+    c10 = [it for it in items if it.page == "cifar10h"]
+    assert len(c10) == 6 * 5 and [it.seed for it in c10[:6]] == [0] * 6  # seed 0 of every method first
+    assert len({it.id for it in items}) == len(items)
+    with pytest.raises(ValueError, match="pages"):
+        q.plan(["nope"])
+    assert "cifar10h" in q.describe(items) and "left" in q.describe(items)
+
+
+def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, tmp_path):
+    published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
+    recs = [json.loads(p.read_text()) for p in published]
+    assert len(recs) == 6 and all(r["queue"]["page"] == "cifar10h" for r in recs)
+    for p, r in zip(published, recs):
+        preds = np.load(p.with_name(f"{r['key']}.predictions.npz"))
+        assert preds["probs"].dtype == np.float16
+        assert not list(p.parent.glob("*.pt"))  # never checkpoints
+    assert all(it.done for it in q.plan(["cifar10h"], "smoke"))
+    assert q.run_queue(["cifar10h"], minutes=30, scale="smoke") == []  # nothing left to do
+    # a page reads them back: the committed records win over the (emptied) cache
+    import shutil
+
+    shutil.rmtree(tmp_path / "cache")
+    from lib.moe import experiment as exp
+
+    cfg = lib.config.settings("cifar10h", "smoke")
+    got = exp.run_methods([c for c in exp.train_configs(cfg) if c.method != "mocae"], exp.cifar10h_data(cfg))
+    assert sorted(r["key"] for r in got) == sorted(r["key"] for r in recs)
+
+
+def test_import_checks_records_against_todays_plan(results, tmp_path):
+    published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
+    src = tmp_path / "elsewhere"
+    import shutil
+
+    shutil.copytree(results, src)
+    shutil.rmtree(results)
+    assert len(q.import_results(src, "smoke")) == 2 * len(published)
+    rec_path = next(src.glob("*/*/*.json"))
+    rec = json.loads(rec_path.read_text())
+    rec = lib.engine.runs.sign({**rec, "version": 99})  # stale: made by other code
+    rec_path.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="stale"):
+        q.import_results(src, "smoke")
+    rec_path.write_text("{}")
+    with pytest.raises(ValueError, match="damaged"):
+        q.import_results(src, "smoke")
+
+
+def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
+    """Paper 2's and paper 4's CIFAR-10 runs go through the queue too, each published with its
+    artifacts, and a second window finds nothing left."""
+    got = q.run_queue(["l2d_cifar10", "losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
+    plan = q.plan(["l2d_cifar10", "losses_cifar10"], "smoke")
+    assert len(got) == len(plan) and all(it.done for it in plan)
+    losses = [json.loads(p.read_text()) for p in got if "/rr_losses/" in str(p)]
+    assert losses and all(p.with_name(f"{r['key']}.logits.npz").exists()
+                          for p, r in zip([p for p in got if "/rr_losses/" in str(p)], losses))
+    assert q.run_queue(["l2d_cifar10", "losses_cifar10"], minutes=30, scale="smoke") == []
+    # a run of another config under the same plan id does not count as done
+    it = next(i for i in plan if i.page == "losses_cifar10")
+    rec = q.published("losses_cifar10")[it.id]
+    assert q.matches(it, rec)
+    assert not q.matches(it, {**rec, "config": {**rec["config"], "lr": 123.0}})
+
+
+def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(results, monkeypatch):
+    """The text page trains run by run (no stacking of text models); where its data cannot be had
+    the queue says so and goes on instead of failing the window."""
+    got = q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=lambda s: None)
+    assert len(got) == len(q.plan(["civilcomments"], "smoke")) == 6
+    assert "one at a time" in q.describe(q.plan(["civilcomments"], "smoke"))
+
+    def missing(item, scale):
+        raise FileNotFoundError("civilcomments: not in any of the places searched")
+
+    monkeypatch.setattr(q, "_data_for", missing)
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(results.parent / "other"))
+    said = []
+    assert q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=said.append) == []
+    assert said and said[0].startswith("skipped civilcomments: ")

@@ -1,0 +1,50 @@
+"""lib.l2d.claims: the accuracy floor's gate on hand-made runs (claims judged when the
+classifier learned, inconclusive when it did not), the published means and the Bayes accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.l2d import claims as C
+from lib.l2d import results as lr
+from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
+
+
+def test_cifar_claims_are_judged_above_the_floor_and_inconclusive_below(l2d_fake_runs):
+    runs = l2d_fake_runs(0.03, 0.0, 0.01)
+    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=C.CIFAR_REFERENCE_ACCURACY))
+    assert why.startswith("The model is judged") and {r["verdict"] for r in rows} == {"held"}
+    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=0.2))
+    assert "did not learn" in why and {r["verdict"] for r in rows} == {"inconclusive at this scale"}
+
+
+def test_gaussians_claims_use_the_bayes_accuracy_as_reference(l2d_fake_runs):
+    runs = l2d_fake_runs(0.03, 0.0, 0.01)
+    labels = np.repeat(np.arange(4), 10)  # chance 1/4
+    rows, _ = C.gaussians_claims(runs.assign(classifier_accuracy=0.8), 0.85, labels)
+    assert {r["verdict"] for r in rows} == {"held"}  # 0.8 >= 0.25 + 0.8 * (0.85 - 0.25) = 0.73
+    rows, _ = C.gaussians_claims(runs.assign(classifier_accuracy=0.7), 0.85, labels)
+    assert {r["verdict"] for r in rows} == {"inconclusive at this scale"}
+
+
+def test_published_means_read_the_ends_of_each_sweep(l2d_fake_runs):
+    summary = lr.summarize(l2d_fake_runs(0.03, 0.0, 0.01), metrics=["ece", "system_accuracy", "ece_random_expert"])
+    pub = C.gaussians_published(summary, [1, 4, 8], [0.2, 0.95])
+    assert pub["gauss_ece_softmax_j8"] == pytest.approx(0.05 + 0.03 * 8, abs=0.002)
+    assert pub["gauss_acc_ova_j8"] == pytest.approx(0.91)
+    table = C.gaussians_paper_table(pub, [1, 4, 8], [0.2, 0.95])
+    assert table["ours"].iloc[0] == f"{pub['gauss_ece_softmax_j1']:.3f} -> {pub['gauss_ece_softmax_j8']:.3f}"
+    cifar = C.cifar_published(summary, {"experts": [1, 8], "dependence": [0.2, 0.95]})
+    assert cifar["cifar_dependence_ece_random_expert_ova_hi"] == pytest.approx(0.05, abs=0.002)
+    with pytest.raises(ValueError, match="no summary row"):
+        C.pick(summary, "specialized", 1, "ova", "ece")
+
+
+def test_bayes_accuracy_beats_the_nearest_mean_rule():
+    pairs, overall, labels = C.bayes_accuracy(n=20000, seed=5)
+    assert len(pairs) == 6 and len(labels) == 20000
+    x, y, _ = gaussian_mixture(20000, seed=5)
+    nearest = np.argmin(((x[:, None, :] - np.asarray(GAUSSIAN_MEANS)[None]) ** 2).sum(-1), 1)
+    assert overall >= float((nearest == y).mean()) - 0.005  # the Bayes rule is optimal (up to sampling noise)
+    assert 0.25 < overall < 1

@@ -1,0 +1,99 @@
+"""lib.moe.cifar10h: the CIFAR-10H page's agreement table, its two own claims and the gate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.moe import cifar10h as c10
+from lib.moe import tables as moe_tables
+
+# four test images, one per agreement bin: largest human probabilities 0.4, 0.6, 0.8, 1.0
+HUMAN = np.array([[0.4, 0.3, 0.3], [0.6, 0.4, 0.0], [0.8, 0.2, 0.0], [1.0, 0.0, 0.0]])
+
+
+def _preds(conf: list[float], correct: list[float]) -> dict[str, np.ndarray]:
+    return {"conf": np.array(conf), "correct": np.array(correct)}
+
+
+def test_by_agreement_bins_and_pools_seeds() -> None:
+    # two seeds pooled: the mean confidence per bin averages both seeds' images of that bin
+    preds = {"Vanilla MoE": _preds([0.5, 0.6, 0.7, 0.9, 0.7, 0.6, 0.7, 0.9], [0, 1, 1, 1, 1, 1, 1, 1])}
+    table = c10.by_agreement(preds, HUMAN)
+    assert table["agreement"].tolist() == list(c10.AGREEMENT_NAMES)
+    assert table["n"].tolist() == [1, 1, 1, 1]
+    assert table["confidence"].tolist() == pytest.approx([0.6, 0.6, 0.7, 0.9])
+    assert table["accuracy"].tolist() == pytest.approx([0.5, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="predictions"):
+        c10.by_agreement({"x": _preds([0.5] * 3, [1] * 3)}, HUMAN)
+    with pytest.raises(ValueError, match="human"):
+        c10.by_agreement(preds, np.zeros(4))
+
+
+def _agreement(robust_low: float, plain_low: float) -> pd.DataFrame:
+    # confidence 0.95 on the most agreed bin for every method; the least agreed bin differs
+    preds = {"Robust MoE": _preds([robust_low, 0.9, 0.9, 0.95], [1] * 4),
+             "Vanilla MoE": _preds([plain_low, 0.9, 0.9, 0.95], [1] * 4)}
+    return c10.by_agreement(preds, HUMAN)
+
+
+def test_agreement_claim_holds_fails_and_is_inconclusive() -> None:
+    assert c10.agreement_claim(_agreement(0.55, 0.90))[0]["verdict"] == "held"  # drops 0.40 vs 0.05
+    assert c10.agreement_claim(_agreement(0.90, 0.55))[0]["verdict"] == "did not hold"
+    assert c10.agreement_claim(_agreement(0.90, 0.91))[0]["verdict"] == "inconclusive at this scale"
+    # margin: the robust drop (0.05) exceeds the plain one (0.04) by 0.01, which counts below a 0.005 margin
+    assert c10.agreement_claim(_agreement(0.90, 0.91), margin=0.005)[0]["verdict"] == "held"
+    only_robust = _agreement(0.5, 0.9)
+    assert c10.agreement_claim(only_robust[only_robust["method"] == "Robust MoE"]) == []
+
+
+def test_best_overall_ece_claim(robust_wins_summary, moe_frame) -> None:
+    # Robust MoE (0.055) beats Robust Filtered (0.07) beyond the noise
+    assert c10.best_overall_ece_claim(robust_wins_summary)[0]["verdict"] == "did not hold"
+    vals = {"vanilla": {"accuracy": [0.9, 0.9], "ece": [0.20, 0.21], "ece_ts": [0.1, 0.1]},
+            "robust": {"accuracy": [0.9, 0.9], "ece": [0.10, 0.11], "ece_ts": [0.1, 0.1]},
+            "robust_filtered": {"accuracy": [0.9, 0.9], "ece": [0.01, 0.02], "ece_ts": [0.1, 0.1]}}
+    row = c10.best_overall_ece_claim(moe_tables.summarize(moe_frame(vals)))[0]
+    assert row["verdict"] == "held"
+    assert "best other Robust MoE" in row["ours"]
+    del vals["robust_filtered"]
+    assert c10.best_overall_ece_claim(moe_tables.summarize(moe_frame(vals))) == []
+
+
+def test_cifar10h_claims_gates_every_claim(robust_wins_summary) -> None:
+    agreement = _agreement(0.55, 0.90)
+    claims, why = c10.cifar10h_claims(robust_wins_summary, (), agreement, chance=0.1)
+    assert list(claims.columns) == ["claim", "paper", "ours", "verdict"]
+    assert len(claims) == 6  # (i)-(iv), Figure 3, best overall ECE
+    assert claims["verdict"].tolist() == ["held"] * 5 + ["did not hold"]
+    assert why.startswith("The model is judged")
+    # best accuracy 0.905 < floor 0.6 + 0.8 x (1.0 - 0.6) = 0.92: every verdict becomes inconclusive
+    gated, why = c10.cifar10h_claims(robust_wins_summary, (), agreement, chance=0.6, paper_accuracy=1.0)
+    assert set(gated["verdict"]) == {"inconclusive at this scale"}
+    assert "did not learn enough" in why
+
+
+def test_hard_share_and_examples() -> None:
+    table = c10.hard_share_table({"hard_fraction_full_test": 0.0327}, real=True)
+    assert table["ours (full test set)"].iloc[0] == "0.0327"
+    assert table["ours ('all' sample)"].iloc[0] == "0.0327"
+    assert c10.hard_share_table({}, real=False)["ours (full test set)"].iloc[0] == "synthetic data"
+    probs = np.eye(3)[[0, 1, 2, 0]]
+    van = {"conf": np.array([0.9, 0.9, 0.9, 0.9]), "probs": probs}
+    rob = {"conf": np.array([0.8, 0.3, 0.5, 0.1]), "probs": probs}
+    hard = np.array([True, True, False, True])
+    pick, captions = c10.disagreement_examples(van, rob, HUMAN, hard, ["a", "b", "c"], n=2)
+    assert pick.tolist() == [3, 1]  # gaps 0.8 and 0.6; image 2 is not hard
+    assert captions[0].startswith("human: a 1.00")
+    frame = c10.confidence_frame({"m": {"conf": np.arange(8.0)}}, hard)
+    assert frame["subset"].tolist() == ["hard", "hard", "easy", "hard"] * 2
+
+
+def test_scale_summary_names_the_sample_only_when_there_is_one() -> None:
+    cfg = {"backbone": "cifar_resnet18", "width": 8, "data": "synthetic", "epochs": 2, "seeds": [0, 1]}
+    sizes = {"train": 100, "val": 20, "test": 50, "hard": 5}
+    assert c10.scale_summary(cfg, sizes) == ("cifar_resnet18 (width 8), trained from scratch; SYNTHETIC images: "
+                                             "100 train, 20 val, 50 test (5 hard); 2 epochs; seeds [0, 1]")
+    text = c10.scale_summary({**cfg, "data": "real"}, {**sizes, "all": 30})
+    assert "CIFAR-10 / CIFAR-10H: 100 train" in text and "(5 hard; 'all' = uniform sample of 30)" in text

@@ -1,0 +1,100 @@
+"""Tests for lib.moe.mocae: the plain mixture at unit temperatures, per-expert fits that equal single-expert
+fits, the clamp, and routing-weighted fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lib.calibration.posthoc import fit_temperature
+from lib.moe.mocae import fit_expert_temperatures, mocae_probs
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _sample_labels(p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return (p.cumsum(axis=1) > rng.random((p.shape[0], 1))).argmax(axis=1)
+
+
+def _routing(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.dirichlet(np.ones(k), size=n)
+
+
+def test_mocae_with_unit_temperatures_is_the_plain_mixture() -> None:
+    rng = np.random.default_rng(9)
+    z = rng.normal(size=(50, 3, 4))
+    r = _routing(50, 3, rng)
+    plain = np.einsum("nk,nkc->nc", r, _softmax(z))
+    assert np.allclose(mocae_probs(z, r, np.ones(3)), plain)
+    out = mocae_probs(torch.tensor(z), torch.tensor(r), torch.ones(3))
+    assert isinstance(out, torch.Tensor) and np.allclose(out.numpy(), plain)
+    # With other temperatures: sum_k r_k softmax(z_k / T_k) by hand.
+    temps = np.array([0.5, 2.0, 4.0])
+    by_hand = sum(r[:, [k]] * _softmax(z[:, k] / temps[k]) for k in range(3))
+    assert np.allclose(mocae_probs(z, r, temps), by_hand)
+
+
+def test_expert_temperatures_match_single_expert_fits() -> None:
+    # Expert k's logits are generated at temperature t_k; the per-expert objective separates, so
+    # each T_k equals fit_temperature on that expert alone and recovers t_k.
+    rng = np.random.default_rng(10)
+    n, c, true = 8000, 5, [0.6, 1.0, 3.0]
+    base = rng.normal(size=(n, c)) * 3.0
+    y = _sample_labels(_softmax(base), rng)
+    z = np.stack([base * t for t in true], axis=1)  # softmax(z_k / t_k) = softmax(base)
+    r = _routing(n, 3, rng)
+    temps = fit_expert_temperatures(z, y, r)
+    for k in range(3):
+        assert temps[k] == pytest.approx(fit_temperature(z[:, k], y), rel=1e-4)
+        assert temps[k] == pytest.approx(true[k], rel=0.06)
+
+
+def test_expert_temperatures_are_clamped() -> None:
+    rng = np.random.default_rng(11)
+    n, c = 2000, 4
+    y = rng.integers(0, c, size=n)
+    noise = rng.normal(size=(n, c)) * 5.0  # unrelated to the labels: best T is huge
+    tiny = np.eye(c)[y] * 1e-3  # always right but nearly uniform: best T is tiny
+    z = np.stack([noise, tiny], axis=1)
+    temps = fit_expert_temperatures(z, y, _routing(n, 2, rng))
+    assert temps[0] == pytest.approx(10.0) and temps[1] == pytest.approx(0.1)
+    assert np.all((temps >= 0.1) & (temps <= 10.0))
+
+
+def test_routing_weighted_expert_temperatures() -> None:
+    # Expert 0 sees half the data at temperature 0.5 (weight 1) and half at 4 (weight 0): the
+    # routing-weighted fit recovers 0.5, the unweighted one lands in between.
+    rng = np.random.default_rng(12)
+    n, c = 8000, 5
+    base = rng.normal(size=(n, c)) * 3.0
+    y = _sample_labels(_softmax(base), rng)
+    first = np.arange(n) < n // 2
+    scale = np.where(first, 0.5, 4.0)[:, None]
+    z = np.stack([base * scale, base], axis=1)
+    r = np.stack([first.astype(float), 1 - first.astype(float)], axis=1)
+    weighted = fit_expert_temperatures(z, y, r, weighting="routing")
+    plain = fit_expert_temperatures(z, y, r)
+    assert weighted[0] == pytest.approx(0.5, rel=0.06)
+    assert 0.6 < plain[0] < 3.5
+
+
+# --- bad input ----------------------------------------------------------------------------------
+def test_bad_input_raises_naming_the_argument() -> None:
+    ez = np.zeros((4, 2, 3))
+    r = np.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match="routing"):
+        fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 3), 1 / 3))
+    with pytest.raises(ValueError, match="routing"):
+        mocae_probs(ez, np.full((4, 2), 0.7), [1.0, 1.0])
+    with pytest.raises(ValueError, match="temps"):
+        mocae_probs(ez, r, [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="temps"):
+        mocae_probs(ez, r, [1.0, -1.0])
+    with pytest.raises(ValueError, match="expert_logits"):
+        mocae_probs(np.zeros((4, 3)), r, [1.0, 1.0])
+    with pytest.raises(ValueError, match="weighting"):
+        fit_expert_temperatures(ez, [0, 1, 2, 0], r, weighting="soft")

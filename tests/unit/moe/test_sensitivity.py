@@ -1,0 +1,80 @@
+"""The sensitivity page's claim rules and tables on hand-made sweeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import report
+from lib.moe import sensitivity as ms
+
+
+def _sweep(key: str, points: list[float], ece: list[float], se: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({key: points, "ece": ece, "ece_se": se})
+
+
+def _support(fractions: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"lam": [0.5, 2.0, 5.0][: len(fractions)], "fraction": fractions})
+
+
+def test_claims_hold_when_defaults_are_lowest_and_support_shrinks() -> None:
+    lam = _sweep("lam", [0.5, 2.0, 5.0], [0.10, 0.05, 0.08], [0.01, 0.01, 0.01])
+    warm = _sweep("warmup_epochs", [0, 20, 40], [0.09, 0.04, 0.07], [0.01, 0.01, 0.01])
+    rows = ms.sensitivity_claims(lam, warm, _support([0.95, 0.73, 0.51]), epochs=50)
+    assert [r["verdict"] for r in rows] == ["held"] * 3
+    assert len(report.claims_table(rows)) == 3
+
+
+def test_claims_fail_when_another_point_is_lower_beyond_noise() -> None:
+    # lambda = 2 has 0.10 against 0.02 at 5 with se 0.005: the gap 0.08 exceeds 2*sqrt(2)*0.005.
+    lam = _sweep("lam", [0.5, 2.0, 5.0], [0.09, 0.10, 0.02], [0.005, 0.005, 0.005])
+    warm = _sweep("warmup_epochs", [0, 20, 40], [0.01, 0.10, 0.09], [0.005, 0.005, 0.005])
+    rows = ms.sensitivity_claims(lam, warm, _support([0.5, 0.7, 0.9]), epochs=50)
+    assert [r["verdict"] for r in rows] == ["did not hold"] * 3
+
+
+def test_near_best_within_noise_and_missing_point_are_inconclusive() -> None:
+    lam = _sweep("lam", [0.5, 2.0], [0.05, 0.06], [0.01, 0.01])  # gap 0.01 < 2*sqrt(2)*0.01
+    assert ms.near_best(lam, "lam", 2.0)[0] == ms.INCONCLUSIVE
+    assert ms.near_best(lam, "lam", 3.0)[0] == ms.INCONCLUSIVE
+    assert ms.shrinking_support(_support([0.9]))[0] == ms.INCONCLUSIVE
+
+
+def test_warmup_target_is_forty_percent() -> None:
+    assert ms.warmup_target(50) == 20
+    assert ms.warmup_target(2) == 1
+    with pytest.raises(ValueError, match="epochs"):
+        ms.warmup_target(-1)
+
+
+def test_tilted_support_uniform_losses_is_full_and_small_input_is_none() -> None:
+    # Equal losses give equal weights: perplexity = batch, fraction 1, ratio bound 1.
+    probs = np.full((256, 4), 0.25)
+    sup = ms.tilted_support(probs, np.zeros(256), lam=2.0)
+    assert sup is not None
+    assert sup["fraction"] == pytest.approx(1.0) and sup["perplexity"] == pytest.approx(128.0)
+    assert ms.tilted_support(probs[:10], np.zeros(10), lam=2.0) is None
+    with pytest.raises(ValueError, match="probs, labels"):
+        ms.tilted_support(probs, np.zeros(3), lam=2.0)
+
+
+def test_tilted_support_shrinks_with_lambda() -> None:
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4), size=128)
+    labels = rng.integers(0, 4, size=128)
+    fr = [ms.tilted_support(probs, labels, lam)["fraction"] for lam in (0.5, 2.0, 5.0)]  # type: ignore[index]
+    assert fr[0] > fr[1] > fr[2]
+
+
+def test_sweep_published_and_table() -> None:
+    hard = pd.DataFrame({"lam": [0.5, 2.0], "ece": [0.1, 0.2], "ece_se": [0.0, 0.0], "ece_ts": [0.05, 0.06]})
+    overall = pd.DataFrame({"lam": [0.5, 2.0], "accuracy": [0.8, 0.7], "accuracy_se": [0.0, 0.0]})
+    assert ms.sweep_published(hard, overall, "lam") == {"0.5": {"hard_ece": 0.1, "accuracy": 0.8},
+                                                         "2.0": {"hard_ece": 0.2, "accuracy": 0.7}}
+    with pytest.raises(ValueError, match="hard, overall"):
+        ms.sweep_published(hard, overall.iloc[:1], "lam")
+    ref = pd.DataFrame({"subset": ["hard", "all"], "ece": [0.3, 0.2], "ece_ts": [0.1, 0.1], "accuracy": [0.6, 0.9]})
+    table = ms.sweep_table(hard, overall, ref)
+    assert list(table["lam"]) == [0.5, 2.0, "ERM (Vanilla MoE)"]
+    assert table["hard ECE"].iloc[-1] == 0.3 and table["accuracy"].iloc[-1] == 0.9

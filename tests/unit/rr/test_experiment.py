@@ -1,0 +1,101 @@
+"""Tests of lib.rr.experiment: temperature-scaling metrics, the compared losses' settings,
+claims computed from the numbers, and one tiny end-to-end training through the engine (cached,
+shared with the L2D CIFAR-10 run)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lib.rr import losses as rw
+from lib.nets import image_training as imt
+from lib.rr import experiment as rx
+
+
+def test_evaluate_logits_metrics():
+    rng = np.random.default_rng(0)
+    n, c = 4000, 5
+    z = rng.normal(size=(n, c)) * 2
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    y = np.array([rng.choice(c, p=row) for row in p])  # labels drawn from the model: calibrated
+    m = rx.evaluate_logits(z[:2000], y[:2000], z[2000:], y[2000:])
+    assert m["accuracy"] == m["accuracy_ts"]  # a temperature never changes the argmax
+    assert m["ece"] < 0.04 and abs(m["temperature"] - 1) < 0.15
+    hot = rx.evaluate_logits(3 * z[:2000], y[:2000], 3 * z[2000:], y[2000:])
+    assert hot["conf_gap"] > 0.05  # sharpened logits: overconfident
+    assert hot["temperature"] == pytest.approx(3.0, rel=0.15)
+    assert hot["ece_ts"] < hot["ece"]
+    for k in ("ece", "ece_a", "cwece", "cwece_a"):
+        assert 0 <= hot[k] <= 1
+
+
+def test_make_loss_binds_the_settings():
+    torch.manual_seed(0)
+    z, y = torch.randn(64, 10), torch.randint(0, 10, (64,))
+    assert float(rx.make_loss("xe")(z, y)) == pytest.approx(float(F.cross_entropy(z, y)))
+    assert float(rx.make_loss("au", coverage=0.6, nu=0.05, n_bins=10)(z, y)) == pytest.approx(
+        float(rw.au_loss(z, y, csf="msp", coverage=0.6, nu=0.05, n_bins=10)))
+    assert float(rx.make_loss("dual_focal")(z, y)) == pytest.approx(float(rw.dual_focal_loss(z, y, 5.0, as_released=True)))
+    with pytest.raises(ValueError, match="name"):
+        rx.make_loss("hinge")
+
+
+def test_reweighted_claims_follow_the_numbers():
+    base = {"accuracy": 0.9, "ece": 0.03, "cwece": 0.006, "conf_gap": 0.0, "ece_ts": 0.02}
+    m = {"xe": dict(base), "au": {**base, "ece": 0.01, "cwece": 0.004, "accuracy": 0.89},
+         "fl53": {**base, "conf_gap": 0.03}, "inverse_focal": {**base, "conf_gap": -0.03},
+         "aurc": {**base, "conf_gap": 0.03}}
+    v = {r["claim"]: r["verdict"] for r in rx.reweighted_claims(m, tol=0.005)}
+    assert v["AU loss has lower ECE than XE"] == "held"
+    assert v["AU loss costs little accuracy (at most 2.5 points below XE)"] == "held"
+    assert v["focal loss leaves the model overconfident (mean confidence > accuracy)"] == "held"
+    assert v["inverse focal loss leaves the model underconfident"] == "held"
+    assert v["AURC loss leaves the model underconfident"] == "did not hold"
+    m["au"]["ece"] = 0.029
+    v = {r["claim"]: r["verdict"] for r in rx.reweighted_claims(m, tol=0.005)}
+    assert v["AU loss has lower ECE than XE"] == "inconclusive at this scale"
+    # the paper column quotes the row compared with: WRN-28-10's Table 2 row at paper scale
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m, row="wrn")}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.54 vs 1.99 (WRN-28-10")
+    assert paper["AU loss costs little accuracy (at most 2.5 points below XE)"].startswith("95.32 vs 95.88")
+    assert "no WRN-28-10 row" in paper["AU loss has lower cwECE than XE"]
+    paper = {r["claim"]: r["paper"] for r in rx.reweighted_claims(m)}
+    assert paper["AU loss has lower ECE than XE"].startswith("1.69 vs 3.00 (ResNet-50")
+    with pytest.raises(ValueError, match="row"):
+        rx.reweighted_claims(m, row="resnet110")
+
+
+def test_end_to_end_runs_are_cached(tmp_path, monkeypatch, tiny_image_cfg):
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    cfg = dict(tiny_image_cfg)
+    data = imt.image_data(cfg)
+    rec = rx.run_loss("au", cfg, data)
+    assert 0 <= rec["metrics"]["accuracy"] <= 1 and math.isfinite(rec["metrics"]["ece"])
+    assert rx.run_logits(rec)["test"].shape == (32, 10)
+    again = rx.run_loss("au", cfg, data)
+    assert again["key"] == rec["key"] and again["provenance"] == rec["provenance"]  # loaded, not retrained
+
+
+def test_evaluate_logits_both_labels_each_temperature_by_its_criterion():
+    # Group A: 200 examples with logits [2, 0], 160 correct (label 0); the NLL of group A alone is
+    # minimised where sigmoid(2 / T) = 0.8, i.e. T = 2 / ln 4 (hand-computed).
+    y = np.r_[np.zeros(160), np.ones(40)].astype(int)
+    z = np.tile([2.0, 0.0], (200, 1))
+    both = rx.evaluate_logits_both(z, y, z, y, n_bins=1)
+    assert both["temperature_nll"] == pytest.approx(2 / math.log(4), rel=1e-4)
+    assert both["ece_ts_nll"] == pytest.approx(0.0, abs=1e-4)
+    # Add group B (logits [4, 0], all 100 correct): with one bin the ECE fit makes the mean
+    # confidence equal the accuracy (300 - 40) / 300 exactly, the NLL fit does not.
+    yb = np.r_[y, np.zeros(100, dtype=int)]
+    zb = np.r_[z, np.tile([4.0, 0.0], (100, 1))]
+    both = rx.evaluate_logits_both(zb, yb, zb, yb, n_bins=1)
+    assert both["ece_ts"] == pytest.approx(0.0, abs=2e-3)
+    assert both["ece_ts_nll"] > 0.01
+    assert both["temperature"] != pytest.approx(both["temperature_nll"], rel=0.05)
+    # each label is what evaluate_logits gives with that criterion
+    assert both["temperature"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="ece")["temperature"]
+    assert both["temperature_nll"] == rx.evaluate_logits(zb, yb, zb, yb, n_bins=1, ts_criterion="nll")["temperature"]
