@@ -1,4 +1,10 @@
-"""The first and last code cells of every page: its parameters are checked, an unfinished run says so.
+"""A page of the book: its definition (:class:`Page`), and its first and last code cells.
+
+Every notebook has one :class:`Page`, kept in its paper's package (``lib/<paper>/pages.py``) and
+found by name in the registry :mod:`lib.pages`. The page's notebook, the paper-scale queue
+(:mod:`lib.gpu.queue`) and the paper-scale tables (:mod:`lib.paper_scale`) all read it: which runs it
+trains at a scale (its plan), on which data, how one run or the whole grid trains, the paper-scale
+table, the claims and the paper's numbers.
 
 However a page is run -- ``python -m lib run``, the README's ``papermill`` command, or a notebook
 opened in Jupyter -- its first code cell calls :func:`start` and its last code cell :func:`finish`:
@@ -19,13 +25,99 @@ opened in Jupyter -- its first code cell calls :func:`start` and its last code c
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from lib.engine.plan import Item
 
 NOTICE = ("**This page did not finish running.** Its run failed or was interrupted before the last cell; "
           "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`).")
 
-__all__ = ["NOTICE", "finish", "injected_names", "start"]
+__all__ = ["NOTICE", "OnDone", "Page", "finish", "injected_names", "start"]
+
+OnDone = Callable[[Item, dict[str, Any]], None]
+"""Called with each planned run and its record as soon as the run is finished."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One notebook of the book, as its notebook, the queue and the paper-scale tables read it.
+
+    ``name`` is the notebook (``notebooks/<name>.py``) and its settings (``[<name>.*]`` in
+    ``lib/scales.toml``); ``paper`` the package it belongs to; ``title`` what it reproduces.
+    Pages with paper-scale runs also have:
+
+    * ``runs(cfg, target)`` -- the run plan of a scale's settings ``cfg`` (and PACS ``target``):
+      every :class:`~lib.engine.plan.Item` the page shows, post-hoc ones (MoCaE) included;
+    * ``data(cfg, target)`` -- the data those runs train on (``FileNotFoundError`` when missing);
+    * ``run_one(item, cfg, data)`` -- train (or load from the cache) one run and return its record;
+    * ``run_grid(items, data, stack, on_done, log)`` -- optional: train a whole grid at once
+      (paper 1's stacked engine); without it :meth:`train` runs them one by one;
+    * ``table(name, items, got)`` -- the paper-scale table from the published records ``got``
+      (plan id -> record) of the planned ``items``;
+    * ``rank`` -- its place in the paper-scale queue (lower first), ``unit`` -- what coverage counts
+      ("seeds" or "runs"), ``needs`` -- modules the training machine must have beyond the engine's,
+      ``bench`` -- the benchmark data set its epochs are projected from.
+
+    ``claims`` (the function judging the page's claims) and ``paper_numbers`` (the paper's numbers it
+    quotes beside ours) are there for every page that has them.
+    """
+
+    name: str
+    paper: str
+    title: str
+    runs: Callable[[Mapping[str, Any], str | None], list[Item]] | None = None
+    data: Callable[[Mapping[str, Any], str | None], Any] | None = None
+    run_one: Callable[[Item, Mapping[str, Any], Any], dict[str, Any]] | None = None
+    run_grid: Callable[[Sequence[Item], Any, int | None, OnDone, Callable[[str], None]], None] | None = None
+    table: Callable[[str, Sequence[Item], Mapping[str, dict[str, Any]]], Any] | None = None
+    claims: Callable[..., Any] | None = None
+    paper_numbers: Any = None
+    targets: tuple[str | None, ...] = (None,)
+    unit: str = "runs"
+    rank: int | None = None
+    needs: tuple[str, ...] = ()
+    bench: str | None = None
+
+    def settings(self, scale: str, **overrides: Any) -> dict[str, Any]:
+        """The page's settings at ``scale`` (:func:`lib.config.settings`)."""
+        from lib.config import settings
+
+        return settings(self.name, scale, **overrides)
+
+    def plan(self, scale: str = "paper", target: str | None = None) -> list[Item]:
+        """The runs the queue trains for this page at ``scale`` (every target, or ``target``), in
+        plan order; post-hoc runs are left out (they come with the record they are made from)."""
+        if self.runs is None:
+            return []
+        if target is not None and target not in self.targets:
+            raise ValueError(f"target: {self.name} has no target {target!r}; it has {self.targets}")
+        cfg = self.settings(scale)
+        return [it for t in self.targets if target in (None, t) for it in self.runs(cfg, t) if not it.post_hoc]
+
+    def configs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Any]:
+        """The configs of every run the page shows at the settings ``cfg`` (its notebook's grid)."""
+        if self.runs is None:
+            raise ValueError(f"page: {self.name} has no runs")
+        return [it.config for it in self.runs(cfg, target)]
+
+    def train(self, items: Sequence[Item], cfg: Mapping[str, Any], data: Any, stack: int | None = None,
+              on_done: OnDone = lambda it, rec: None, log: Callable[[str], None] = print) -> None:
+        """Train (or load) ``items`` of this page on ``data``: the whole grid at once through
+        ``run_grid`` where the page has one, else one run at a time (no run starts past the
+        deadline of :mod:`lib.engine.deadline`); ``on_done`` gets each finished run's record."""
+        from lib.engine import deadline
+
+        if self.run_grid is not None:
+            self.run_grid(items, data, stack, on_done, log)
+            return
+        if self.run_one is None:
+            raise ValueError(f"page: {self.name} has no runs to train")
+        for it in items:
+            deadline.check(0.0, f"the runs of {self.name}")
+            on_done(it, self.run_one(it, cfg, data))
+
 
 
 def _display_id(name: str) -> str:

@@ -4,7 +4,7 @@ and whether a page reads results or trains.
 The paper-scale runs are trained on a GPU by the queue (:mod:`lib.gpu.queue`) a window at a time and
 published to ``results/<page>/``. A page at ``scale="paper"`` reads them and trains nothing unless
 its ``train`` parameter says so (:func:`should_train`); every page at a smaller scale also shows the
-published paper-scale table beside its own (:func:`moe_section`, :func:`records`), with "k of n
+published paper-scale table beside its own (:func:`table`, :func:`records`), with "k of n
 seeds" for each method while the plan is only partly done (:func:`coverage`).
 """
 
@@ -15,12 +15,13 @@ from typing import Any
 
 import pandas as pd
 
+from lib.pages import get as get_page
 from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
 
-__all__ = ["TRAIN_CHOICES", "coverage", "coverage_cell", "l2d_section", "losses_section", "moe_section", "none_yet",
-           "paper_section", "records", "require", "require_complete", "should_train", "sweep_section"]
+__all__ = ["TRAIN_CHOICES", "coverage", "coverage_cell", "none_yet", "paper_section", "records", "require",
+           "require_complete", "should_train", "table"]
 
 
 def should_train(train: str, scale: str) -> bool:
@@ -52,18 +53,16 @@ def records(page: str, target: str | None = None, scale: str = "paper") -> list[
 
 def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame:
     """One row per method of the plan: runs published of runs planned, as ``"k of n seeds"``
-    (``"k of n runs"`` for pages whose runs are not seeds of one method)."""
+    (``"k of n runs"`` for pages whose runs are not seeds of one method: the page's ``unit``)."""
     return _coverage(page, *_plan(page, scale, target))
 
 
 def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame:
-    rows: dict[str, dict[str, Any]] = {}
-    for it in items:
-        row = rows.setdefault(it.method, {"method": it.method, "published": 0, "planned": 0})
-        row["planned"] += 1
-        row["published"] += it.id in got
-    unit = "seeds" if page in ("cifar10h", "pacs", "civilcomments") else "runs"
-    out = pd.DataFrame(list(rows.values()), columns=["method", "published", "planned"])
+    from lib.engine.plan import coverage as counts
+
+    unit = get_page(page).unit
+    out = pd.DataFrame([{"method": m, "published": k, "planned": n} for m, (k, n) in counts(items, got).items()],
+                       columns=["method", "published", "planned"])
     out["coverage"] = [f"{k} of {n} {unit}" for k, n in zip(out["published"], out["planned"])]
     return out
 
@@ -109,116 +108,22 @@ def require_complete(page: str, scale: str = "paper") -> None:
                          f"{_how(page)} To train the missing runs here, pass -p train yes.")
 
 
-def _with_mocae(recs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records plus, for each Vanilla MoE record, the MoCaE record it carries
-    (:func:`lib.moe.train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
-    queue publishes it inside the Vanilla record)."""
-    from lib.moe.train import mocae_view
-
-    return [*map(dict, recs), *({**r, **mocae_view(r)} for r in recs
-                                if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae"))]
+def table(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
+    """The page's paper-scale table (its :class:`~lib.page.Page`'s ``table``: paper 1's tables, the
+    sensitivity sweeps, paper 2's sweeps or paper 4's loss table) from the runs the queue published
+    for ``page`` (and ``target``) at ``scale``, with how many of the planned runs are in; or
+    :func:`none_yet`'s sentence when nothing is published."""
+    return _table(page, *_plan(page, scale, target))
 
 
-def moe_section(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 1's table (:func:`lib.moe.tables.paper_table` layout, mean ± SE over the published
-    seeds) from the published paper-scale runs of ``page``, with a ``coverage`` column
-    ("k of 5 seeds"), or :func:`none_yet`'s sentence when nothing is published."""
-    return _moe_table(page, *_plan(page, scale, target))
-
-
-def _moe_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.moe import experiment as exp
-    from lib.moe import tables
-
-    recs = [got[it.id] for it in items if it.id in got]
-    if not recs:
-        return none_yet(page)
-    table = tables.paper_table(tables.summarize(tables.results_frame(_with_mocae(recs))))
-    cov = _coverage(page, items, got).set_index("method")["coverage"]
-    labels = {exp.METHOD_LABELS[m]: m for m in exp.METHOD_LABELS}
-    table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
-    return table.drop(columns=["seeds"])
-
-
-def sweep_section(page: str = "sensitivity", scale: str = "paper") -> pd.DataFrame | str:
-    """The sensitivity sweeps (Figs. E.7, E.8) from the published paper-scale runs: one row per
-    (method, lambda, warmup) with hard ECE and overall accuracy as mean ± SE and the seeds published
-    of those planned, or :func:`none_yet`'s sentence when nothing is published."""
-    return _sweep_table(page, *_plan(page, scale, None))
-
-
-def _sweep_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.moe import experiment as exp
-    from lib.moe import tables
-
-    recs = [got[it.id] for it in items if it.id in got]
-    if not recs:
-        return none_yet(page)
-    by = ("method", "lam", "warmup_epochs")
-    summ = tables.summarize(tables.results_frame(recs), by=by)
-    hard = summ[summ["subset"] == "hard"].set_index(list(by))
-    overall = summ[summ["subset"] == "all"].set_index(list(by))
-    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
-    rows = []
-    for idx in hard.index:
-        n = int((planned == idx).sum())
-        rows.append({"method": exp.METHOD_LABELS.get(idx[0], idx[0]), "lambda": idx[1], "warmup": idx[2],
-                     "hard ECE": tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                     "accuracy": tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
-                     if idx in overall.index else "—",
-                     "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
-    return pd.DataFrame(rows)
-
-
-def l2d_section(page: str = "l2d_cifar10", scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 2's sweeps from the published paper-scale runs: per (experiment, value, surrogate) the
-    expert ECE, system accuracy and the random expert's ECE (mean over published seeds, as
-    :func:`lib.l2d.results.summarize`) with the runs published of those planned."""
-    return _l2d_table(page, *_plan(page, scale, None))
-
-
-def _l2d_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.l2d import results as l2d_results
-    from lib.l2d.record import L2DRecord
-
-    rows = [l2d_results.result_row(it.extra["point"], L2DRecord.from_record(got[it.id]))
-            for it in items if it.id in got]
-    if not rows:
-        return none_yet(page)
-    table = l2d_results.summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
-    planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
-    table["coverage"] = [f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
-                         for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])]
-    return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
-
-
-def losses_section(page: str = "losses_cifar10", scale: str = "paper") -> pd.DataFrame | str:
-    """Paper 4's Table 1/2 layout (:func:`lib.rr.experiment.loss_table`, x100) from the
-    published paper-scale runs of each compared loss, or :func:`none_yet`'s sentence; a ``runs``
-    column says how many of the page's planned runs (losses, confidence scores, the AU sweep) are in."""
-    return _losses_table(page, *_plan(page, scale, None))
-
-
-def _losses_table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    from lib.rr import experiment as rx
-    from lib.rr.record import LossRecord
-
-    metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
-               if it.method in rx.TABLE_LOSSES and it.id in got}
-    if not metrics:
-        return none_yet(page)
-    table = rx.loss_table(metrics)
-    table["runs"] = f"{len(got)} of {len(items)} runs of the page"
-    return table
-
-
-_TABLES = {"cifar10h": _moe_table, "pacs": _moe_table, "civilcomments": _moe_table, "sensitivity": _sweep_table,
-           "l2d_cifar10": _l2d_table, "losses_cifar10": _losses_table}
+def _table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
+    out = get_page(page).table(page, items, got)
+    return none_yet(page) if out is None else out
 
 
 def paper_section(page: str, page_scale: str, target: str | None = None) -> pd.DataFrame | str:
     """A page's "Paper scale" section: below paper scale, the table of its published paper-scale runs
-    (:func:`moe_section`, :func:`sweep_section`, :func:`l2d_section` or :func:`losses_section`);
+    (:func:`table`: the page's own layout);
     at paper scale, a sentence (the page's own tables are those). Publishes ``paper_scale_runs``."""
     from lib.report import publish
 
@@ -226,4 +131,4 @@ def paper_section(page: str, page_scale: str, target: str | None = None) -> pd.D
     publish("paper_scale_runs", len(got))
     if page_scale == "paper":
         return "This page ran at paper scale: the tables above are the paper-scale ones."
-    return _TABLES[page](page, items, got)
+    return _table(page, items, got)

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import numpy as np
 import pandas as pd
 
@@ -28,6 +27,8 @@ def publish(name: str, value: Any, display: bool = False) -> Any:
 
 def read_published(notebook: str | Path) -> dict[str, Any]:
     """Every value glued in an executed notebook, by name (plain-text representation parsed)."""
+    import nbformat  # a notebook tool: not needed (nor installed) where only runs are trained
+
     nb = nbformat.read(str(notebook), as_version=4)
     found: dict[str, Any] = {}
     for cell in nb.cells:

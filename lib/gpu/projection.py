@@ -74,13 +74,15 @@ def _run_seconds(b: Bench, dataset: str, method: str, epochs: int, warmup: int) 
 def page_minutes(items: Sequence[Any], b: Bench) -> float | None:
     """Training minutes of the runs ``items`` (one page) on the benchmark's device, stacked as measured;
     ``None`` when the benchmark covers none of them (the WRN and text pages)."""
+    from lib.pages import get
+
     total, known = 0.0, False
     for it in items:
         cfg = it.config
-        if cfg is None:
+        dataset = get(it.page).bench  # the benchmark data set the page's epochs are measured on
+        if not dataset or not hasattr(cfg, "warmup"):
             continue
-        dataset = "pacs-224" if it.page == "pacs" else "cifar10h" if it.page in ("cifar10h", "sensitivity") else None
-        sec = _run_seconds(b, dataset, cfg.method, cfg.epochs, cfg.warmup) if dataset else None
+        sec = _run_seconds(b, dataset, cfg.method, cfg.epochs, cfg.warmup)
         if sec is not None:
             total, known = total + sec, True
     return total / 60 if known else None
@@ -100,19 +102,22 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
     lines = [f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
              f"{WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window"]
     grand = 0.0
+    from lib.pages import get
+
     for page in dict.fromkeys(it.page for it in items):
         its = [it for it in items if it.page == page]
         left = [it for it in its if not it.done]
         mins = page_minutes(left, b)
-        how = "stacked" if its[0].config is not None and page != "civilcomments" else "one at a time"
+        how = "stacked" if get(page).bench else "one at a time"  # the benchmarked pages train stacked
         if mins is None:
             cost = "    (no benchmark)"
         else:
             grand += mins
             cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {windows(mins):3d} window(s)")
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {cost}  ({how})")
-        if page == "pacs" and its[0].config is not None:  # which network, and never "pretrained" without weights
-            c = its[0].config
+        c = its[0].config
+        if getattr(c, "pretrained", False) or str(getattr(c, "backbone", "")).startswith("imagenet"):
+            # which ImageNet network, and never "pretrained" without weights
             lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
     lines.append(f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), " + (

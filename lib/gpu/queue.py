@@ -18,9 +18,10 @@
   ``results/`` after checking each record's checksum, artifact hashes, code version and config
   against today's plan.
 
-Paper 1's pages train stacked; paper 2's and paper 4's CIFAR-10 runs (a WRN each) train one at a
-time through the same runners their pages call (:func:`lib.l2d.cifar10.run_cifar`,
-:func:`lib.rr.experiment.run_loss`), so a page finds them by key.
+The queue knows no page: it loops over the registry's pages (:func:`lib.pages.queued`), each
+:class:`~lib.page.Page` giving its plan, data and how its grid trains (paper 1's pages stacked,
+paper 2's and paper 4's WRN runs one at a time), the same definitions its notebook reads, so a page
+finds the queue's runs by key.
 """
 
 from __future__ import annotations
@@ -30,20 +31,22 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lib.config import results_dir, settings
+from lib.config import results_dir
 from lib.engine import deadline as window_deadline
+from lib.engine.plan import Item, matches
 from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
 from lib.engine.versions import made_by_current_code
+from lib.page import Page
+from lib.pages import get as get_page
+from lib.pages import queued_names
 
-#: Priority order -- paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23).
-PAGES: tuple[str, ...] = ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
-PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
-QUEUE_PAGES: tuple[str, ...] = ("cifar10h", "pacs", "sensitivity")  # stacked paper-1 pages (benchmarked)
+#: Priority order -- paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23):
+#: the pages' ``rank`` (:func:`lib.pages.queued`).
+PAGES: tuple[str, ...] = queued_names()
 
 __all__ = ["Item", "PAGES", "PageSkipped", "describe", "import_results", "matches", "plan", "publish", "published",
            "read_record", "run_queue"]
@@ -51,82 +54,6 @@ __all__ = ["Item", "PAGES", "PageSkipped", "describe", "import_results", "matche
 
 class PageSkipped(ValueError):
     """A page the queue was asked for by name cannot run here (its data is missing)."""
-
-
-def _plain(obj: Any) -> Any:
-    """``obj`` as the plain JSON types a record holds once read back (keys sorted, tuples as lists)."""
-    return json.loads(json.dumps(obj, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
-
-
-@dataclass
-class Item:
-    """One planned run: the page it belongs to, an id unique in the plan, its seed, epochs and, for
-    paper-1 pages, its TrainConfig and the PACS target; for the others, ``extra["config"]`` (the
-    part of the run's config known before the data is loaded) and, for L2D, ``extra["point"]``."""
-
-    page: str
-    id: str
-    seed: int
-    epochs: int
-    method: str
-    config: Any = None
-    target: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    record: dict[str, Any] | None = None  # its published record (set by plan), if any
-
-    @property
-    def done(self) -> bool:
-        """Whether the run is published in ``results/`` (same plan id and config)."""
-        return self.record is not None
-
-
-def _moe_items(page: str, scale: str) -> list[Item]:
-    from lib.moe import experiment as exp
-
-    cfg = settings(page, scale)
-    items: list[Item] = []
-    if page == "sensitivity":
-        cfgs = [*exp.train_configs(cfg, methods=["vanilla"]),
-                *[c.replace(lam=float(lam)) for lam in cfg["lams"]
-                  for c in exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"])],
-                *[c.replace(warmup_epochs=int(w)) for w in cfg["warmups"]
-                  for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]]
-        targets: Sequence[str | None] = [None]
-    else:
-        from lib.moe.pacs import pacs_backbone
-
-        pre = pacs_backbone(cfg).train_changes() if page == "pacs" else {}  # as the pacs page does
-        if page == "civilcomments" and cfg["backbone"] == exp.TINY_TEXT:  # smoke: as the page does
-            pre = {"backbone": "text:" + exp.tiny_text_model()}
-        cfgs = [c for c in exp.train_configs(cfg, **pre) if c.method != "mocae"]  # MoCaE comes with Vanilla
-        targets = PACS_TARGETS if page == "pacs" else [None]
-    for t in targets:
-        for c in cfgs:
-            tag = f"{page}{'/' + t if t else ''}/{c.method}/lam{c.lam}/w{c.warmup}/s{c.seed}"
-            if all(it.id != tag for it in items):  # the sweeps of the sensitivity page share a point
-                items.append(Item(page, tag, c.seed, c.epochs, c.method, config=c, target=t))
-    return items
-
-
-def _page_items(page: str, scale: str) -> list[Item]:
-    cfg = settings(page, scale)
-    if page == "l2d_cifar10":
-        from lib.l2d.experiment import EXPERIMENTS, grid
-        from lib.l2d.cifar10 import cifar_config
-
-        return [Item(page, f"{page}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}", int(p["seed"]),
-                     int(cfg["epochs"]), p["surrogate"], extra={"point": p, "config": cifar_config(**p, cfg=cfg)})
-                for p in grid(cfg, EXPERIMENTS)]
-    if page == "losses_cifar10":  # what the page trains: seed 0 of every loss and CSF, and the AU sweep
-        from lib.rr.experiment import CSF_LOSSES, TABLE_LOSSES, loss_config
-
-        runs = [(loss_config(name, cfg), name) for name in dict.fromkeys([*TABLE_LOSSES, *CSF_LOSSES])]
-        runs += [(loss_config("au", cfg, coverage=float(k), nu=float(v)), "au (coverage / nu sweep)")
-                 for k in cfg["coverages"] for v in cfg["nus"]
-                 if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))]
-        return [Item(page, f"{page}/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s0", 0, int(cfg["epochs"]), label,
-                     extra={"config": c}) for c, label in runs]
-    return _moe_items(page, scale)
 
 
 def published(page: str) -> dict[str, dict[str, Any]]:
@@ -140,17 +67,6 @@ def published(page: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def matches(item: Item, record: Mapping[str, Any]) -> bool:
-    """Whether a published ``record`` is the run ``item`` plans: same plan id and same config (a run of
-    another scale or of an older config with the same id does not count)."""
-    if (record.get("queue") or {}).get("id") != item.id:
-        return False
-    if item.config is not None:
-        return record.get("config", {}).get("train") == _plain(item.config.key())
-    want = item.extra.get("config")
-    return want is None or {k: record.get("config", {}).get(k) for k in want} == _plain(want)
-
-
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
     """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each
     holding its published record (``record``; ``done``) when ``results/`` has it."""
@@ -160,7 +76,7 @@ def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
     items: list[Item] = []
     for p in [p for p in PAGES if p in pages]:
         got = published(p)
-        page_items = _page_items(p, scale)
+        page_items = get_page(p).plan(scale)
         for it in page_items:
             rec = got.get(it.id)
             it.record = rec if rec is not None and matches(it, rec) else None
@@ -195,66 +111,28 @@ def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | No
     return path
 
 
-def _data_for(item: Item, scale: str) -> Any:
-    from lib.moe import experiment as exp
-
-    cfg = settings(item.page, scale)
-    if item.page == "pacs":
-        from lib.moe.pacs import pacs_backbone, pacs_data
-
-        return pacs_data(cfg, item.target, pacs_backbone(cfg))  # as the pacs page does
-    if item.page == "civilcomments":
-        from lib.data.locate import DataNotFoundError
-        from lib.moe.civilcomments import load_data
-
-        data, why = load_data(cfg)  # as the civilcomments page does
-        if data is None:
-            raise DataNotFoundError(why)
-        return data
-    return exp.cifar10h_data(cfg)
-
-
-_IMAGES: dict[tuple[str, str], Any] = {}
-
-
-def _run_one(item: Item, scale: str) -> dict[str, Any]:
-    """Train (or load) one run of the l2d_cifar10 or losses_cifar10 page exactly as the page does."""
-    from lib.nets.image_training import image_data
-
-    cfg = settings(item.page, scale)
-    if (item.page, scale) not in _IMAGES:
-        _IMAGES.clear()  # one page's images at a time
-        _IMAGES[(item.page, scale)] = image_data(cfg)
-    data = _IMAGES[(item.page, scale)]
-    if item.page == "l2d_cifar10":
-        from lib.l2d.cifar10 import run_cifar
-
-        p = item.extra["point"]
-        return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
-    from lib.rr.experiment import run_loss
-
-    c = item.extra["config"]
-    return run_loss(c["loss"], cfg, data, seed=item.seed, coverage=c["coverage"], nu=c["nu"])
-
-
-def _publish_finished(batch: Sequence[Item], data: Any, started: float, done: list[Path], log: Any) -> None:
+def _publish_finished(page: Page, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path],
+                      log: Any) -> set[str]:
     """Publish every run of ``batch`` finished in the local cache (or under another page of
-    ``results/``) that this page has not published yet: a window cut short loses nothing."""
+    ``results/``) that this page has not published yet: a window cut short loses nothing. Returns
+    the plan ids of the runs of ``batch`` that are finished."""
     from lib.engine.runs import RunMissing
-    from lib.moe.train import train_run
 
     have = {(p.parent.parent.name, p.stem) for p in done}  # (page, key): pages may share a run
+    finished: set[str] = set()
     with training(False):
         for it in batch:
             try:
-                rec = train_run(it.config, data)
+                rec = page.run_one(it, cfg, data)
             except RunMissing:
                 continue
+            finished.add(it.id)
             if (it.page, rec["key"]) in have:
                 continue
             done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
             have.add((it.page, rec["key"]))
             log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
+    return finished
 
 
 def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int | None = None,
@@ -270,8 +148,6 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
     missing is skipped with a message, or, with ``strict`` (pages asked for by name), raises
     :class:`PageSkipped`. ``published_out`` (a list) receives each published path as it is written,
     so a caller keeps them when an error ends the window."""
-    from lib.moe.grid import train_stacked
-
     if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not math.isfinite(minutes) or minutes <= 0:
         raise ValueError(f"minutes: must be a positive number of minutes, got {minutes!r}")
     if stack is not None and (not isinstance(stack, int) or isinstance(stack, bool) or stack < 1):
@@ -284,24 +160,12 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
         try:
             while todo:
                 window_deadline.check(0.0, "the queue")
-                if todo[0].config is None:  # paper 2 / paper 4 runs: one at a time through their page's runner
-                    it = todo.pop(0)
-                    started = time.monotonic()
-                    try:
-                        rec = _run_one(it, scale)
-                    except FileNotFoundError as err:  # its data is not on this machine
-                        if strict:
-                            raise PageSkipped(f"pages: {it.page} cannot run here: {err}") from None
-                        log(f"skipped {it.page}: {err}")
-                        todo = [i for i in todo if i.page != it.page]
-                        continue
-                    done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
-                    log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
-                    continue
                 key = (todo[0].page, todo[0].target)
                 batch = [it for it in todo if (it.page, it.target) == key]  # the whole grid of the page
+                page = get_page(key[0])
+                cfg = page.settings(scale)
                 try:
-                    data = _data_for(batch[0], scale)
+                    data = page.data(cfg, key[1])
                 except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had
                     if strict:
                         raise PageSkipped(f"pages: {key[0]} cannot run here: {err}") from None
@@ -309,16 +173,15 @@ def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = 
                     todo = [it for it in todo if it.page != key[0]]
                     continue
                 started = time.monotonic()
-                _publish_finished(batch, data, started, done, log)  # finished before, not yet published
+                finished = _publish_finished(page, batch, cfg, data, started, done, log)  # before, not yet published
+                left = [it for it in batch if it.id not in finished]
 
-                def on_done(cfg: Any, rec: dict[str, Any], batch: list[Item] = batch, started: float = started) -> None:
-                    it = next(i for i in batch if i.config == cfg)
+                def on_done(it: Item, rec: dict[str, Any], started: float = started) -> None:
                     done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
                     log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 
-                text = getattr(data, "kind", "images") == "text"  # text trains one run at a time
-                train_stacked([it.config for it in batch], data, stack=1 if text else stack, on_done=on_done, log=log)
-                _publish_finished(batch, data, started, done, log)  # e.g. runs of another process
+                page.train(left, cfg, data, stack=stack, on_done=on_done, log=log)
+                _publish_finished(page, batch, cfg, data, started, done, log)  # e.g. runs of another process
                 todo = [it for it in todo if it not in batch]
         except window_deadline.DeadlineReached as stop:
             log(f"deadline: {stop}")

@@ -34,8 +34,8 @@ PROG = "python -m lib paper"
 #: epoch's checkpoints and are evaluated on the next call.
 RESERVE_SECONDS = 90.0
 TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
-NEEDS: dict[str, tuple[str, ...]] = {"*": ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm"),
-                                     "pacs": ("timm", "PIL"), "civilcomments": ("transformers",)}
+#: What every window needs; a page adds its own (:attr:`lib.page.Page.needs`).
+NEEDS: tuple[str, ...] = ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm")
 
 __all__ = ["NEEDS", "main", "missing", "parse_minutes", "parse_stack"]
 
@@ -65,8 +65,10 @@ def parse_stack(text: str) -> int:
 def missing(pages: Sequence[str]) -> list[str]:
     """What this machine lacks to train ``pages``: Python older than 3.10, modules not importable."""
     out = [] if sys.version_info >= (3, 10) else [f"Python >= 3.10 (this is {sys.version.split()[0]})"]
-    for key in ("*", *pages):
-        out += [m for m in NEEDS.get(key, ()) if importlib.util.find_spec(m) is None and m not in out]
+    from lib.pages import get
+
+    for needs in (NEEDS, *(get(p).needs for p in pages)):
+        out += [m for m in needs if importlib.util.find_spec(m) is None and m not in out]
     if "torch" not in out:
         from importlib.metadata import PackageNotFoundError, version
 

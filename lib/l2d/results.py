@@ -170,3 +170,18 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
         "verdict": "held" if lo >= -OVA_ACCURACY_TOL or mean >= 0 else ("did not hold" if hi < 0 else "inconclusive at this scale"),
     })
     return rows
+
+
+def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """Paper 2's sweeps from the published records ``got`` (plan id -> record) of the planned
+    ``items``: per (experiment, value, surrogate) the expert ECE, system accuracy and the random
+    expert's ECE (mean over the published seeds, :func:`summarize`) with the runs published of those
+    planned; ``None`` when nothing is published."""
+    rows = [result_row(it.extra["point"], L2DRecord.from_record(got[it.id])) for it in items if it.id in got]
+    if not rows:
+        return None
+    table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
+    planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
+    table["coverage"] = [f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+                         for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])]
+    return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]

@@ -161,3 +161,26 @@ def sensitivity_claims(lam_hard: pd.DataFrame, warm_hard: pd.DataFrame, support:
         {"claim": "the effective support shrinks as lambda grows", "paper": "Table 5 (95.6% at 0.5 ... 51.3% at 5)",
          "ours": "fractions " + ", ".join(f"{v:.3f}" for v in fr), "verdict": sup_verdict},
     ]
+
+
+def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """The sweeps (Figs. E.7, E.8) from the published records ``got`` (plan id -> record) of the
+    planned ``items``: one row per (method, lambda, warmup) with hard ECE and overall accuracy as
+    mean ± SE and the seeds published of those planned; ``None`` when nothing is published."""
+    recs = [got[it.id] for it in items if it.id in got]
+    if not recs:
+        return None
+    by = ("method", "lam", "warmup_epochs")
+    summ = moe_tables.summarize(moe_tables.results_frame(recs), by=by)
+    hard = summ[summ["subset"] == "hard"].set_index(list(by))
+    overall = summ[summ["subset"] == "all"].set_index(list(by))
+    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
+    rows = []
+    for idx in hard.index:
+        n = int((planned == idx).sum())
+        rows.append({"method": exp.METHOD_LABELS.get(idx[0], idx[0]), "lambda": idx[1], "warmup": idx[2],
+                     "hard ECE": moe_tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                     "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                     if idx in overall.index else "—",
+                     "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
+    return pd.DataFrame(rows)

@@ -169,3 +169,29 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
         })
     return pd.DataFrame(rows)
+
+
+def with_mocae(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Records plus, for each Vanilla MoE record, the MoCaE record it carries
+    (:func:`lib.moe.train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
+    queue publishes it inside the Vanilla record)."""
+    from lib.moe.train import mocae_view
+
+    return [*map(dict, records), *({**r, **mocae_view(r)} for r in records
+                                   if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae"))]
+
+
+def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """The paper's table (:func:`paper_table`, mean ± SE over the published seeds) from the published
+    records ``got`` (plan id -> record) of the planned ``items``, with a ``coverage`` column ("k of n
+    seeds"; MoCaE counts its Vanilla runs); ``None`` when nothing is published."""
+    from lib.engine.plan import coverage, coverage_text
+
+    recs = [got[it.id] for it in items if it.id in got]
+    if not recs:
+        return None
+    table = paper_table(summarize(results_frame(with_mocae(recs))))
+    cov = coverage_text(coverage(items, got), "seeds")
+    labels = {METHOD_LABELS[m]: m for m in METHOD_LABELS}
+    table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
+    return table.drop(columns=["seeds"])

@@ -10,7 +10,7 @@ inverse-focal gradient claim of :func:`gradient_claim` exempt from the accuracy 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,3 +127,19 @@ def page_claims(metrics: Mapping[str, Mapping[str, float]], threshold: float, to
     paper_acc = rw.PAPER_CIFAR10[paper_row]["accuracy"]["xe"] / 100
     return report.gate_claims(rows, accuracy=metrics["xe"]["accuracy"], paper_accuracy=paper_acc,
                               chance=1 / N_CLASSES, exempt=[GRADIENT_CLAIM])
+
+
+def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """Paper 4's Table 1/2 layout (:func:`lib.rr.experiment.loss_table`, x100) from the published
+    records ``got`` (plan id -> record) of the compared losses among ``items``, with a ``runs``
+    column: how many of the page's planned runs (losses, confidence scores, the AU sweep) are in;
+    ``None`` when no compared loss is published."""
+    from lib.rr.record import LossRecord
+
+    metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
+               if it.method in rx.TABLE_LOSSES and it.id in got}
+    if not metrics:
+        return None
+    table = rx.loss_table(metrics)
+    table["runs"] = f"{len(got)} of {len(items)} runs of the page"
+    return table

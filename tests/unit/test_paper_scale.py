@@ -27,7 +27,7 @@ def test_should_train_reads_at_paper_scale_unless_asked() -> None:
 
 def test_nothing_published_says_so(results) -> None:
     assert paper_scale.records("cifar10h") == []
-    assert "results/cifar10h/" in paper_scale.moe_section("cifar10h")
+    assert "results/cifar10h/" in paper_scale.table("cifar10h")
     cov = paper_scale.coverage("cifar10h")
     assert len(cov) == 6 and set(cov["coverage"]) == {"0 of 5 seeds"}  # the paper's five seeds
     with pytest.raises(ValueError, match="train yes"):
@@ -63,7 +63,7 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
 
         train_run(next(c for c in exp.train_configs(cfg) if c.method == "fgr"), data)
 
-    table = paper_scale.moe_section("cifar10h", scale="smoke")
+    table = paper_scale.table("cifar10h", scale="smoke")
     assert "FGR" not in set(table["Method"]) and set(table["coverage"]) == {"1 of 1 seeds"}
     assert "MoCaE" in set(table["Method"])
 
@@ -72,7 +72,7 @@ def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(
     """Paper 2's published runs become the sweep table with "k of n runs"; a page that needs the
     whole sweep stops with the count until every run is there."""
     got = q.run_queue(["l2d_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
-    table = paper_scale.l2d_section(scale="smoke")
+    table = paper_scale.table("l2d_cifar10", scale="smoke")
     assert len(table) == len(got) and set(table["coverage"]) == {"1 of 1 runs"}
     paper_scale.require_complete("l2d_cifar10", scale="smoke")  # all there: no error
     first = got[0]
@@ -80,20 +80,20 @@ def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(
         f.unlink()
     with pytest.raises(ValueError, match="softmax: .* of .* runs"):
         paper_scale.require_complete("l2d_cifar10", scale="smoke")
-    assert len(paper_scale.l2d_section(scale="smoke")) == len(got) - 1
+    assert len(paper_scale.table("l2d_cifar10", scale="smoke")) == len(got) - 1
 
 
 def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None:
     from lib.rr import experiment as rx
 
-    assert "results/losses_cifar10/" in paper_scale.losses_section(scale="smoke")
+    assert "results/losses_cifar10/" in paper_scale.table("losses_cifar10", scale="smoke")
     got = q.run_queue(["losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
     plan = q.plan(["losses_cifar10"], "smoke")
-    assert len(got) == len(plan) and len({it.extra["config"]["loss"] for it in plan}) == len(
+    assert len(got) == len(plan) and len({it.config["loss"] for it in plan}) == len(
         set(rx.TABLE_LOSSES) | set(rx.CSF_LOSSES))
-    table = paper_scale.losses_section(scale="smoke")
+    table = paper_scale.table("losses_cifar10", scale="smoke")
     assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
-    xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].extra['config']['coverage']}/nu{plan[0].extra['config']['nu']}/s0"]
+    xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].config['coverage']}/nu{plan[0].config['nu']}/s0"]
     assert table.loc["XE", "ece"] == pytest.approx(100 * xe["metrics"]["ece"])
     assert set(table["runs"]) == {f"{len(plan)} of {len(plan)} runs of the page"}
 

@@ -92,11 +92,18 @@ def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(result
     assert len(got) == len(q.plan(["civilcomments"], "smoke")) == 6
     assert "one at a time" in q.describe(q.plan(["civilcomments"], "smoke"))
 
-    def missing(item, scale):
+    def missing(cfg, target):
         raise FileNotFoundError("civilcomments: not in any of the places searched")
 
-    monkeypatch.setattr(q, "_data_for", missing)
+    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))
     monkeypatch.setenv("CALIBOOK_RESULTS", str(results.parent / "other"))
     said = []
     assert q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=said.append) == []
     assert said and said[0].startswith("skipped civilcomments: ")
+
+
+def without_data(get_page, missing):
+    """``lib.pages.get`` whose pages load their data with ``missing`` (data absent from the machine)."""
+    import dataclasses
+
+    return lambda name: dataclasses.replace(get_page(name), data=missing)

@@ -35,14 +35,11 @@ def two_epochs(monkeypatch):
     """The smoke CIFAR-10H grid with 2 epochs (warmup 1), so a deadline can fall between epochs."""
     real = lib.config.settings
 
-    def settings(page, scale):
-        cfg = dict(real(page, scale))
+    def settings(page, scale, **overrides):
+        cfg = dict(real(page, scale, **overrides))
         return {**cfg, "epochs": 2} if page == "cifar10h" else cfg
 
-    monkeypatch.setattr(q, "settings", settings)
-    import lib.moe.experiment as exp
-
-    monkeypatch.setattr(exp, "settings", settings, raising=False)
+    monkeypatch.setattr(lib.config, "settings", settings)  # what every Page.settings reads
 
 
 class FakeClock:
@@ -74,7 +71,7 @@ def test_a_deadline_stops_at_an_epoch_boundary_and_the_next_call_resumes(results
     items = {it.method: it for it in q.plan(["cifar10h"], "smoke")}
     from lib.moe import experiment as exp
 
-    data = exp.cifar10h_data(q.settings("cifar10h", "smoke"))
+    data = exp.cifar10h_data(lib.config.settings("cifar10h", "smoke"))
     epoch = {m: (Run(mt.GROUP, mt.run_config(it.config, data)).load_checkpoint() or {}).get("epoch")
              for m, it in items.items() if m != "single"}
     assert epoch == {"vanilla": 1, "robust": 1, "robust_filtered": 1, "fgr": None, "fgr_robust": None}
@@ -156,10 +153,10 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys)
     assert window.main(["--import", str(results / "nowhere")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
-    def missing(item, scale):
+    def missing(cfg, target):
         raise FileNotFoundError("cifar10h: not in any of the places searched")
 
-    monkeypatch.setattr(q, "_data_for", missing)  # a requested page without its data fails the call
+    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))  # a requested page without its data fails the call
     assert window.main(["cifar10h", "--scale", "smoke", "--no-selftest", "--minutes", "5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cifar10h cannot run here" in err
@@ -198,12 +195,19 @@ def test_the_paper_command_runs_without_the_notebook_tools(results, tmp_path):
 
 
 def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch):
-    def missing(item, scale):
+    def missing(cfg, target):
         raise FileNotFoundError("cifar10: not in any of the places searched")
 
-    monkeypatch.setattr(q, "_run_one", missing)
+    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))
     said: list[str] = []
     assert q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append) == []
     assert said == ["skipped l2d_cifar10: cifar10: not in any of the places searched"]
     with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
         q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
+
+
+def without_data(get_page, missing):
+    """``lib.pages.get`` whose pages load their data with ``missing`` (data absent from the machine)."""
+    import dataclasses
+
+    return lambda name: dataclasses.replace(get_page(name), data=missing)
