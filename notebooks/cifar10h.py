@@ -83,7 +83,7 @@ page.start("cifar10h", globals())
 # %%
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import paper_scale, pages, plots, report
 from lib.moe import plots as moe_plots
 from lib.moe import experiment as exp
 from lib.moe import cifar10h as moe_cifar10h
@@ -93,10 +93,11 @@ from lib.moe import tables as moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("cifar10h", scale, epochs=epochs or None, width=width or None)
+PAGE = pages.get("cifar10h")  # its runs, data, tables and claims (lib.moe.pages)
+cfg = PAGE.settings(scale, epochs=epochs or None, width=width or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
-data = exp.cifar10h_data(cfg)
+data = PAGE.data(cfg, None)
 report.publish_scale(scale, moe_cifar10h.scale_summary(cfg, data.sizes()))
 print(data.source)
 cfg
@@ -110,7 +111,7 @@ cfg
 # `train` is "yes"). MoCaE reuses the Vanilla MoE network.
 
 # %%
-records = exp.run_methods(exp.train_configs(cfg), data, train=TRAIN)
+records = exp.run_methods(PAGE.configs(cfg), data, train=TRAIN)
 paper_scale.require(records, "cifar10h")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)

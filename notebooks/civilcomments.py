@@ -62,7 +62,7 @@ page.start("civilcomments", globals())
 # %%
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import paper_scale, pages, plots, report
 from lib.data.text import IDENTITY_GROUPS
 from lib.moe import experiment as exp
 from lib.moe import civilcomments as moe_civilcomments
@@ -72,7 +72,8 @@ from lib.moe import tables as moe_tables
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("civilcomments", scale, epochs=epochs or None)
+PAGE = pages.get("civilcomments")  # its runs, tables and claims (lib.moe.pages)
+cfg = PAGE.settings(scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 data, missing = moe_civilcomments.load_data(cfg, data_dir)
 report.publish_scale(scale, moe_civilcomments.scale_summary(cfg, data))
@@ -92,7 +93,7 @@ cfg
 # %%
 records = []
 if data is not None:
-    records = moe_civilcomments.run(cfg, data, train=TRAIN)
+    records = moe_civilcomments.run(PAGE.configs(cfg), data, train=TRAIN)
     paper_scale.require(records, "civilcomments")
     frame = moe_tables.results_frame(records)
     summary = moe_tables.summarize(frame)

@@ -55,7 +55,7 @@ from lib import page
 page.start("l2d_cifar10", globals())
 
 # %% [markdown]
-# The settings for this scale come from the one shared config.
+# The settings for this scale come from the one shared config, through the page's definition (its `Page`).
 
 # %%
 import time
@@ -63,10 +63,9 @@ import time
 import pandas as pd
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import paper_scale, pages, plots, report
 from lib.l2d import plots as l2d_plots
 from lib.engine.runs import training
-from lib.l2d import experiment as lx
 from lib.nets import image_training as imt
 from lib.l2d import cifar10 as l2d_cifar10
 from lib.l2d import claims as l2d_claims
@@ -74,7 +73,8 @@ from lib.l2d import results as l2d_results
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
-cfg = config.settings("l2d_cifar10", scale, seeds=seeds or None)
+PAGE = pages.get("l2d_cifar10")  # its runs, data, tables and claims (lib.l2d.pages)
+cfg = PAGE.settings(scale, seeds=seeds or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
     summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
@@ -93,7 +93,7 @@ cfg
 
 # %%
 t0 = time.time()
-data = imt.image_data(cfg)
+data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     feats = imt.backbone_features(cfg, data)
@@ -109,7 +109,7 @@ if cfg["mode"] == "features":
 # figures need every point of the sweeps, so it stops, saying how many are published, until all are.
 
 # %%
-points = lx.grid(cfg, ["experts", "dependence", "specialized"])
+points = [it.extra["point"] for it in PAGE.runs(cfg, None)]  # every (experiment, value, surrogate, seed)
 if not TRAIN:
     paper_scale.require_complete("l2d_cifar10", scale)
 with training(TRAIN):

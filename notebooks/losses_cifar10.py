@@ -55,7 +55,7 @@ from lib import page
 page.start("losses_cifar10", globals())
 
 # %% [markdown]
-# The settings for this scale come from the one shared config.
+# The settings for this scale come from the one shared config, through the page's definition (its `Page`).
 
 # %%
 import time
@@ -63,18 +63,20 @@ import time
 import numpy as np
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import paper_scale, pages, plots, report
 from lib.rr import losses as rw
 from lib.rr import weights as rwt
 from lib.nets import image_training as imt
 from lib.rr import experiment as rx
 from lib.rr import cifar10 as rc
 from lib.engine.runs import training
+from lib.rr.pages import AU_SWEEP
 from lib.rr.record import LossRecord
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
-cfg = config.settings("losses_cifar10", scale, coverage=coverage or None, nu=nu or None)
+PAGE = pages.get("losses_cifar10")  # its runs, data, tables and claims (lib.rr.pages)
+cfg = PAGE.settings(scale, coverage=coverage or None, nu=nu or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
     summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
@@ -139,19 +141,18 @@ plots.curves_chart(cdf_grid, cdf_curves, title="smoothed CDF of 512 MSP-like sco
 t0 = time.time()
 if not TRAIN:
     paper_scale.require_complete("losses_cifar10", scale)
-data = imt.image_data(cfg)
+data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     with training(TRAIN):
         feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
     print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
-losses = list(rx.TABLE_LOSSES) + [n for n in rx.CSF_LOSSES if n not in rx.TABLE_LOSSES]
 records = {}
-for name in losses:
-    t1 = time.time()
+for it in [it for it in PAGE.runs(cfg, None) if it.method != AU_SWEEP]:  # the sweep's own points: below
+    name, t1 = it.config["loss"], time.time()
     with training(TRAIN):
-        records[name] = LossRecord.from_record(rx.run_loss(name, cfg, data, seed=0))
+        records[name] = LossRecord.from_record(PAGE.run_one(it, cfg, data))
     print(f"{rx.LABELS[name]:18s} acc {records[name].metrics['accuracy']:.3f}  "
           f"ECE {records[name].metrics['ece']:.4f}  ({time.time() - t1:.0f} s)")
 metrics = {k: r.metrics for k, r in records.items()}

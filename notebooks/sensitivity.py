@@ -55,20 +55,22 @@ page.start("sensitivity", globals())
 import pandas as pd
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import paper_scale, pages, plots, report
 from lib.moe import experiment as exp
 from lib.moe import paper as moe_paper
 from lib.moe import sensitivity as moe_sensitivity
 from lib.moe import tables as moe_tables
+from lib.moe.pages import sensitivity_warmups
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("sensitivity", scale, epochs=epochs or None)
+PAGE = pages.get("sensitivity")  # its runs, data, tables and claims (lib.moe.pages)
+cfg = PAGE.settings(scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
-data = exp.cifar10h_data(cfg)
+data = PAGE.data(cfg, None)
 sizes = data.sizes()
-warmups = [w for w in cfg["warmups"] if w <= cfg["epochs"]]
+warmups = sensitivity_warmups(cfg)
 report.publish_scale(
     scale,
     f"Robust MoE, {cfg['backbone']} (width {cfg['width']}) from scratch; "
@@ -87,7 +89,7 @@ cfg
 # `results/sensitivity/` and trains nothing unless `train` is "yes".
 
 # %%
-records = exp.run_methods(moe_sensitivity.sweep_configs(cfg, warmups), data, train=TRAIN)
+records = exp.run_methods(PAGE.configs(cfg), data, train=TRAIN)
 paper_scale.require(records, "sensitivity")
 records = list({r["key"]: r for r in records}.values())  # a run in both sweeps counts once
 frame = moe_tables.results_frame(records)

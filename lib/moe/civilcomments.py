@@ -64,18 +64,13 @@ def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
             f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}")
 
 
-def run(cfg: Mapping[str, Any], data: TextBundle, train: bool) -> list[dict[str, Any]]:
-    """Every method and seed of ``cfg`` through the engine (:func:`lib.moe.experiment.run_methods`).
-
-    At smoke scale the backbone is a tiny random BERT built on the spot (seconds per run, numbers
-    mean nothing); the encoder's numerical RuntimeWarnings are silenced.
-    """
-    backbone = cfg["backbone"]
-    if backbone == exp.TINY_TEXT:
-        backbone = "text:" + exp.tiny_text_model()
+def run(configs: Sequence[Any], data: TextBundle, train: bool) -> list[dict[str, Any]]:
+    """The page's runs (``configs``: its :class:`~lib.page.Page`'s, where the smoke scale's backbone is
+    a tiny random BERT built on the spot) through the engine (:func:`lib.moe.experiment.run_methods`),
+    the encoder's numerical RuntimeWarnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return exp.run_methods(exp.train_configs(cfg, backbone=backbone), data, train=train)
+        return exp.run_methods(configs, data, train=train)
 
 
 def group_table(records: Sequence[Mapping[str, Any]], predictions: Mapping[str, Mapping[str, np.ndarray]],
