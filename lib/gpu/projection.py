@@ -102,6 +102,7 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
     lines = [f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
              f"{WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window"]
     grand = 0.0
+    from lib.nets.backbones import family
     from lib.pages import get
 
     for page in dict.fromkeys(it.page for it in items):
@@ -116,7 +117,7 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
             cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {windows(mins):3d} window(s)")
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {cost}  ({how})")
         c = its[0].config
-        if getattr(c, "pretrained", False) or str(getattr(c, "backbone", "")).startswith("imagenet"):
+        if hasattr(c, "backbone") and family(c.backbone) == "imagenet":
             # which ImageNet network, and never "pretrained" without weights
             lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])

@@ -142,7 +142,7 @@ class _Prepared:
 
 def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Normalization: ImageNet statistics for ImageNet backbones, else the training images' own."""
-    if cfg.backbone.startswith("imagenet_"):
+    if backbones.family(cfg.backbone) == "imagenet":
         return IMAGENET_MEAN, IMAGENET_STD
     xf = x[: min(len(x), 20000)].float() / 255.0
     mean = xf.mean(dim=(0, 2, 3))
@@ -178,9 +178,9 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
 def backbone_identity(cfg: TrainConfig) -> str:
     """Which backbone a run actually gets here: pretrained ImageNet weights and DistilBERT fall back
     to random init and the bundled MiniLM when unavailable, and the two must not share a cache key."""
-    if cfg.backbone.startswith("imagenet_") and cfg.pretrained:
+    if backbones.family(cfg.backbone) == "imagenet" and cfg.pretrained:
         return cfg.backbone + "/" + ("pretrained" if backbones.weights_available(cfg.backbone) else "random-init")
-    if cfg.backbone.startswith("text:"):
+    if backbones.family(cfg.backbone) == "text":
         name = cfg.backbone[len("text:"):]
         if cfg.text_fallback and not backbones.text_model_available(name):
             return "text:all-MiniLM-L6-v2 (fallback)"

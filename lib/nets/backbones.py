@@ -344,6 +344,15 @@ BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "ima
              "features:<extractor>", "wrn-<depth>-<k>", "text:<name>")
 
 
+def family(spec: str) -> str:
+    """The kind of network ``spec`` names, for code that branches on it: ``"imagenet"``, ``"text"``,
+    ``"features"``, ``"wrn"`` or ``"cifar"`` (``tiny_cnn`` and the CIFAR ResNet-18)."""
+    for prefix, kind in (("imagenet_", "imagenet"), ("text:", "text"), ("features:", "features"), ("wrn-", "wrn")):
+        if str(spec).startswith(prefix):
+            return kind
+    return "cifar"
+
+
 def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False,
           text_fallback: bool = True) -> nn.Module:
     """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).

@@ -181,3 +181,12 @@ def test_build_knows_the_offline_imagenet_backbone_and_feature_input(monkeypatch
     head = backbones.build("features:efficientnet_lite0", num_classes=7)
     assert head(torch.zeros(3, 2 * 1280)).shape == (3, 7)
     assert backbones.weights_available("tiny_cnn") is False
+
+
+def test_family_names_the_kind_of_every_spec() -> None:
+    from lib.nets.backbones import BACKBONES, family
+
+    got = {s: family(s) for s in BACKBONES}
+    assert got == {"tiny_cnn": "cifar", "cifar_resnet18": "cifar", "resnet18": "cifar", "imagenet_resnet18": "imagenet",
+                   "imagenet_efficientnet_lite0": "imagenet", "features:<extractor>": "features",
+                   "wrn-<depth>-<k>": "wrn", "text:<name>": "text"}
