@@ -85,7 +85,7 @@ def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
     assert not q.matches(it, {**rec, "config": {**rec["config"], "lr": 123.0}})
 
 
-def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(results, monkeypatch):
+def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(results, monkeypatch, without_data):
     """The text page trains run by run (no stacking of text models); where its data cannot be had
     the queue says so and goes on instead of failing the window."""
     got = q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=lambda s: None)
@@ -95,15 +95,9 @@ def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(result
     def missing(cfg, target):
         raise FileNotFoundError("civilcomments: not in any of the places searched")
 
-    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))
+    without_data(missing)
     monkeypatch.setenv("CALIBOOK_RESULTS", str(results.parent / "other"))
     said = []
     assert q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=said.append) == []
     assert said and said[0].startswith("skipped civilcomments: ")
 
-
-def without_data(get_page, missing):
-    """``lib.pages.get`` whose pages load their data with ``missing`` (data absent from the machine)."""
-    import dataclasses
-
-    return lambda name: dataclasses.replace(get_page(name), data=missing)

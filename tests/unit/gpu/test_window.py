@@ -143,7 +143,7 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
         assert len([n for n in tar.getnames() if n.endswith(".json")]) == 1
 
 
-def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys):
+def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys, without_data):
     for argv in (["--minutes", "nan"], ["--minutes", "-1"], ["--minutes", "0"], ["--stack", "0"]):
         with pytest.raises(SystemExit) as exit_:
             window.main(argv)
@@ -156,7 +156,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys)
     def missing(cfg, target):
         raise FileNotFoundError("cifar10h: not in any of the places searched")
 
-    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))  # a requested page without its data fails the call
+    without_data(missing)  # a requested page without its data fails the call
     assert window.main(["cifar10h", "--scale", "smoke", "--no-selftest", "--minutes", "5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cifar10h cannot run here" in err
@@ -194,20 +194,15 @@ def test_the_paper_command_runs_without_the_notebook_tools(results, tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
-def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch):
+def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch,
+                                                                                    without_data):
     def missing(cfg, target):
         raise FileNotFoundError("cifar10: not in any of the places searched")
 
-    monkeypatch.setattr(q, "get_page", without_data(q.get_page, missing))
+    without_data(missing)
     said: list[str] = []
     assert q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append) == []
     assert said == ["skipped l2d_cifar10: cifar10: not in any of the places searched"]
     with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
         q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
 
-
-def without_data(get_page, missing):
-    """``lib.pages.get`` whose pages load their data with ``missing`` (data absent from the machine)."""
-    import dataclasses
-
-    return lambda name: dataclasses.replace(get_page(name), data=missing)

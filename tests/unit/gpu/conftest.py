@@ -1,0 +1,23 @@
+"""Fixtures of the paper-scale queue's tests."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture()
+def without_data(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[..., Any]], None]:
+    """``without_data(missing)``: the queue's pages load their data with ``missing`` (data absent
+    from the machine, e.g. raising ``FileNotFoundError``)."""
+    import lib.gpu.queue as q
+
+    real = q.get_page
+
+    def patch(missing: Callable[..., Any]) -> None:
+        monkeypatch.setattr(q, "get_page", lambda name: dataclasses.replace(real(name), data=missing))
+
+    return patch
