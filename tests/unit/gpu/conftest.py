@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+@pytest.fixture()
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache and ``results/`` for the test; returns the results folder."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    return tmp_path / "results"
 
 
 @pytest.fixture()

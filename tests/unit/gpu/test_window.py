@@ -24,13 +24,6 @@ from lib.engine.runs import Run
 
 
 @pytest.fixture()
-def results(tmp_path, monkeypatch):
-    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
-    return tmp_path / "results"
-
-
-@pytest.fixture()
 def two_epochs(monkeypatch):
     """The smoke CIFAR-10H grid with 2 epochs (warmup 1), so a deadline can fall between epochs."""
     real = lib.config.settings
