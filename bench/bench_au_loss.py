@@ -32,8 +32,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES)
     ap.add_argument("--num-classes", type=int, default=10)
     ap.add_argument("--n-bins", type=int, default=15)
-    ap.add_argument("--kde-max-n", type=int, default=2048,
-                    help="largest batch for KDE-XE (n x n kernel matrix, bandwidth re-selected per batch)")
+    ap.add_argument(
+        "--kde-max-n",
+        type=int,
+        default=2048,
+        help="largest batch for KDE-XE (n x n kernel matrix, bandwidth re-selected per batch)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timing per n")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "au_loss.json")
@@ -41,11 +45,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     losses = {k: make_loss(v, n_bins=args.n_bins) for k, v in LOSSES.items()}
-    table = loss_scaling(losses, args.sizes, args.num_classes, budget_s=args.budget,
-                         max_n={"kde_xe": args.kde_max_n})
+    table = loss_scaling(losses, args.sizes, args.num_classes, budget_s=args.budget, max_n={"kde_xe": args.kde_max_n})
     for r in table.itertuples():
-        print(f"{r.loss:>18} n={r.n:>6}  wall median {r.median_s * 1e3:8.3f} ms  min {r.min_s * 1e3:8.3f} ms"
-              f"  cpu median {r.median_cpu_s * 1e3:8.3f} ms ({r.repeats} reps)")
+        print(
+            f"{r.loss:>18} n={r.n:>6}  wall median {r.median_s * 1e3:8.3f} ms  min {r.min_s * 1e3:8.3f} ms"
+            f"  cpu median {r.median_cpu_s * 1e3:8.3f} ms ({r.repeats} reps)"
+        )
     out = {
         "benchmark": "AU loss (O(nM) smoothed CDF) vs sorting-based AURC loss vs KDE-XE, forward+backward",
         "num_classes": args.num_classes,

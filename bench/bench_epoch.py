@@ -56,7 +56,7 @@ from lib.moe.methods import (  # noqa: E402
     build_model,
     method_step,
 )
-from lib.moe.train import TrainConfig  # noqa: E402
+from lib.moe.config import TrainConfig  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 
@@ -94,12 +94,22 @@ def _seconds(device: torch.device, work: Callable[[], object]) -> float:
 
 def _images(n: int, size: int, num_classes: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8),
-            torch.randint(0, num_classes, (n,), generator=g))
+    return (
+        torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8),
+        torch.randint(0, num_classes, (n,), generator=g),
+    )
 
 
-def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images: int,
-          steps: int, warmup_steps: int, device: torch.device) -> dict:
+def bench(
+    name: str,
+    cfg: TrainConfig,
+    size: int,
+    num_classes: int,
+    epoch_images: int,
+    steps: int,
+    warmup_steps: int,
+    device: torch.device,
+) -> dict:
     """Time ``steps`` engine steps (after ``warmup_steps``) of ``cfg`` at ``size`` px, batch 128."""
     torch.manual_seed(0)
     model = build_model(cfg, num_classes)
@@ -119,11 +129,23 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
 
     def run(n_steps: int) -> float:
         x, y = _images(n_steps * bs, size, num_classes)
-        return _seconds(device, lambda: fit_classifier(
-            runner, loss_fn, (x, y), 1, step_fn=step_fn,
-            optimizer_factory=lambda p: torch.optim.AdamW(p, lr=cfg.lr, weight_decay=cfg.weight_decay),
-            batch_size=bs, device=device, transform=transform, amp=cfg.amp, progress=False, drop_last=True,
-        ))
+        return _seconds(
+            device,
+            lambda: fit_classifier(
+                runner,
+                loss_fn,
+                (x, y),
+                1,
+                step_fn=step_fn,
+                optimizer_factory=lambda p: torch.optim.AdamW(p, lr=cfg.lr, weight_decay=cfg.weight_decay),
+                batch_size=bs,
+                device=device,
+                transform=transform,
+                amp=cfg.amp,
+                progress=False,
+                drop_last=True,
+            ),
+        )
 
     if warmup_steps:
         run(warmup_steps)
@@ -168,8 +190,18 @@ def bench(name: str, cfg: TrainConfig, size: int, num_classes: int, epoch_images
     return out
 
 
-def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes: int, epoch_images: int,
-                steps: int, warmup_steps: int, device: torch.device, channels_last: bool = False) -> dict:
+def bench_stack(
+    name: str,
+    cfg: TrainConfig,
+    stack: int,
+    size: int,
+    num_classes: int,
+    epoch_images: int,
+    steps: int,
+    warmup_steps: int,
+    device: torch.device,
+    channels_last: bool = False,
+) -> dict:
     """Time ``steps`` steps of ``stack`` runs of ``cfg`` (seeds 0..stack-1) trained as one stacked
     model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each;
     ``channels_last``: the stack's layout (CUDA only; lib.moe.train.STACK_CHANNELS_LAST)."""
@@ -179,8 +211,9 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
     from lib.moe.train import prepare_run
 
     bs = cfg.batch_size
-    data = synthetic_images(n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size,
-                            num_classes=num_classes, seed=0)
+    data = synthetic_images(
+        n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size, num_classes=num_classes, seed=0
+    )
     cfgs = [cfg.replace(seed=i, epochs=1, warmup_epochs=0, device=str(device)) for i in range(stack)]
     default, mt.STACK_CHANNELS_LAST = mt.STACK_CHANNELS_LAST, channels_last
     try:
@@ -191,9 +224,19 @@ def bench_stack(name: str, cfg: TrainConfig, stack: int, size: int, num_classes:
     x, y = prs[0].prep.train
 
     def run(lo: int, hi: int) -> float:
-        return _seconds(device, lambda: fit_stack(
-            members, (x[lo * bs:hi * bs], y[lo * bs:hi * bs]), 1, optimizer_factory=prs[0].optimizer,
-            batch_size=bs, device=device, amp=cfg.amp, progress=False))
+        return _seconds(
+            device,
+            lambda: fit_stack(
+                members,
+                (x[lo * bs : hi * bs], y[lo * bs : hi * bs]),
+                1,
+                optimizer_factory=prs[0].optimizer,
+                batch_size=bs,
+                device=device,
+                amp=cfg.amp,
+                progress=False,
+            ),
+        )
 
     if warmup_steps:
         run(0, warmup_steps)
@@ -230,24 +273,28 @@ def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> 
     """Projected time of paper 1's Table 1 grid on CIFAR-10H from the measured epoch times: each
     trained method x ``seeds`` x ``epochs``, run one at a time; robust and FGR runs spend their
     first 40% of epochs in ERM (Vanilla's step). None unless every trained method was timed."""
-    epoch_s = {r["method"]: r.get("run_epoch_seconds", r.get("epoch_seconds")) for r in results
-               if r["name"] == "cifar10h"}
+    epoch_s = {
+        r["method"]: r.get("run_epoch_seconds", r.get("epoch_seconds")) for r in results if r["name"] == "cifar10h"
+    }
     if not set(TRAINED) <= set(epoch_s):
         return None
     stack = max(int(r.get("stack", 1)) for r in results)
     w = WARMUP_FRACTION
-    per_run = {m: epochs * ((w * epoch_s["vanilla"] + (1 - w) * epoch_s[m]) if m in WARMUP_METHODS else epoch_s[m])
-               for m in TRAINED}
+    per_run = {
+        m: epochs * ((w * epoch_s["vanilla"] + (1 - w) * epoch_s[m]) if m in WARMUP_METHODS else epoch_s[m])
+        for m in TRAINED
+    }
     total = seeds * sum(per_run.values())
     return {
         "runs": seeds * len(TRAINED),
         "run_minutes": {m: v / 60 for m, v in per_run.items()},
         "serial_minutes": total / 60,
         "stack": stack,
-        "note": (f"{len(TRAINED)} trained methods x {seeds} seeds x {epochs} epochs from the measured epoch "
-                 "times (training only, no evaluation); "
-                 + ("one run at a time" if stack == 1 else
-                    f"stacks of {stack} runs of one method, one stack at a time")),
+        "note": (
+            f"{len(TRAINED)} trained methods x {seeds} seeds x {epochs} epochs from the measured epoch "
+            "times (training only, no evaluation); "
+            + ("one run at a time" if stack == 1 else f"stacks of {stack} runs of one method, one stack at a time")
+        ),
     }
 
 
@@ -256,8 +303,12 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cifar-steps", type=int, default=None, help="timed steps (default 200 on GPU, 6 on CPU)")
     ap.add_argument("--pacs-steps", type=int, default=None, help="timed steps (default 100 on GPU, 2 on CPU)")
-    ap.add_argument("--methods", nargs="+", default=None,
-                    help="paper-1 methods to time (default: every trained method on a GPU, vanilla on a CPU)")
+    ap.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="paper-1 methods to time (default: every trained method on a GPU, vanilla on a CPU)",
+    )
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-pacs", action="store_true")
@@ -281,14 +332,17 @@ def main() -> None:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "threads": torch.get_num_threads(),
-            "note": ("CPU: only a few steps are timed and epoch times are extrapolated; "
-                     "synthetic uint8 images of the right size (timing does not depend on pixel values)"),
+            "note": (
+                "CPU: only a few steps are timed and epoch times are extrapolated; "
+                "synthetic uint8 images of the right size (timing does not depend on pixel values)"
+            ),
             "results": results,
             "table1_grid": table1_projection(results),
             "stacked": stacked,
             "stack_channels_last_ratio": layout_ratios(stacked),
-            "table1_grid_stacked": (table1_projection([r for r in stacked if not r.get("channels_last")])
-                                    if stacked else None),
+            "table1_grid_stacked": (
+                table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None
+            ),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".part")
@@ -296,22 +350,46 @@ def main() -> None:
         tmp.replace(path)
 
     for method in methods:
-        cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
-                            compile=args.compile, progress=False)
+        cifar = TrainConfig(
+            method=method,
+            backbone="cifar_resnet18",
+            width=64,
+            batch_size=128,
+            lr=1e-3,
+            compile=args.compile,
+            progress=False,
+        )
         results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 2, device))
         save()
         if not args.skip_pacs:
-            pacs = TrainConfig(method=method, backbone="imagenet_resnet18", pretrained=False, batch_size=128,
-                               lr=1e-4, compile=args.compile, progress=False)
+            pacs = TrainConfig(
+                method=method,
+                backbone="imagenet_resnet18",
+                pretrained=False,
+                batch_size=128,
+                lr=1e-4,
+                compile=args.compile,
+                progress=False,
+            )
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
             save()
-    for method in (methods if args.stack > 1 else []):
-        cifar = TrainConfig(method=method, backbone="cifar_resnet18", width=64, batch_size=128, lr=1e-3,
-                            compile=args.compile, progress=False)
-        for cl in ((False, True) if gpu else (False,)):  # both layouts inside stacks on a GPU
-            stacked.append(bench_stack("cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1,
-                                       device, channels_last=cl))
+    for method in methods if args.stack > 1 else []:
+        cifar = TrainConfig(
+            method=method,
+            backbone="cifar_resnet18",
+            width=64,
+            batch_size=128,
+            lr=1e-3,
+            compile=args.compile,
+            progress=False,
+        )
+        for cl in (False, True) if gpu else (False,):  # both layouts inside stacks on a GPU
+            stacked.append(
+                bench_stack(
+                    "cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1, device, channels_last=cl
+                )
+            )
             save()
     print(f"wrote {path}")
 

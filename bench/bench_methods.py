@@ -196,8 +196,9 @@ def bench_device(device: torch.device, width: int, batch: int, steps: int, warmu
     steps_fns = {m: make_step(m, width, device, x, y) for m in names}
     if clock == "auto":
         clock = "wall" if device.type == "cuda" else "cpu"
-    timed = time_round_robin(steps_fns, min_repeats=steps, budget_s=0.0, max_repeats=steps, warmup=warmup,
-                             sync=lambda: _sync(device))
+    timed = time_round_robin(
+        steps_fns, min_repeats=steps, budget_s=0.0, max_repeats=steps, warmup=warmup, sync=lambda: _sync(device)
+    )
     wall = {m: t["wall"] for m, t in timed.items()}
     cpu = {m: t["cpu"] for m, t in timed.items()}
     times = cpu if clock == "cpu" else wall
@@ -244,15 +245,20 @@ def bench_device(device: torch.device, width: int, batch: int, steps: int, warmu
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                    help="auto: CPU, plus CUDA when available")
+    ap.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CPU, plus CUDA when available"
+    )
     ap.add_argument("--steps", type=int, default=3, help="timed rounds (one step of every method each)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--width", type=int, default=64, help="ResNet width (64 = the paper's 256-d backbone)")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ap.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
-                    help="time used for the ratios: auto = process CPU time on cpu, wall time on cuda")
+    ap.add_argument(
+        "--clock",
+        choices=("auto", "wall", "cpu"),
+        default="auto",
+        help="time used for the ratios: auto = process CPU time on cpu, wall time on cuda",
+    )
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or args.width < 1:
@@ -265,16 +271,21 @@ def main(argv: list[str] | None = None) -> int:
         devices.remove("cuda")
     args.out.mkdir(parents=True, exist_ok=True)
     for dev in devices:
-        print(f"[{dev}] {len(METHODS) + len(REFERENCES)} methods, batch {args.batch}, width {args.width}, "
-              f"{args.steps} timed rounds", flush=True)
+        print(
+            f"[{dev}] {len(METHODS) + len(REFERENCES)} methods, batch {args.batch}, width {args.width}, "
+            f"{args.steps} timed rounds",
+            flush=True,
+        )
         res = bench_device(torch.device(dev), args.width, args.batch, args.steps, args.warmup, args.clock)
         path = args.out / f"methods_{dev}.json"
         path.write_text(json.dumps(res, indent=2))
         print(f"ratios from {res['clock']} time; wall-clock alongside")
         print(f"{'method':22s} {'s/step':>8s} {'steps/s':>8s} {'x vanilla':>9s} {'wall s':>8s} {'wall x':>7s}")
         for m, r in res["results"].items():
-            print(f"{m:22s} {r['sec_per_step_median']:8.3f} {r['steps_per_sec']:8.3f} {r['ratio_to_vanilla']:9.2f} "
-                  f"{r['wall_sec_per_step_median']:8.3f} {r['wall_ratio_to_vanilla']:7.2f}")
+            print(
+                f"{m:22s} {r['sec_per_step_median']:8.3f} {r['steps_per_sec']:8.3f} {r['ratio_to_vanilla']:9.2f} "
+                f"{r['wall_sec_per_step_median']:8.3f} {r['wall_ratio_to_vanilla']:7.2f}"
+            )
         for k, v in res["speedup_vs_reference"].items():
             print(f"speed-up of ours over the reference approach, {k}: {v:.2f}x")
         for k, v in res["targets"].items():

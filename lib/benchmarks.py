@@ -120,8 +120,16 @@ def loss_scaling(
 
         fns = {k: _backward_step(fn, logits, labels) for k, fn in losses.items() if n <= limits.get(k, n)}
         for name, t in time_round_robin(fns, min_repeats=min_repeats, budget_s=budget_s).items():
-            rows.append({"loss": name, "n": n, "median_s": statistics.median(t["wall"]), "min_s": min(t["wall"]),
-                         "median_cpu_s": statistics.median(t["cpu"]), "repeats": len(t["wall"])})
+            rows.append(
+                {
+                    "loss": name,
+                    "n": n,
+                    "median_s": statistics.median(t["wall"]),
+                    "min_s": min(t["wall"]),
+                    "median_cpu_s": statistics.median(t["cpu"]),
+                    "repeats": len(t["wall"]),
+                }
+            )
     return pd.DataFrame(rows, columns=["loss", "n", "median_s", "min_s", "median_cpu_s", "repeats"])
 
 
@@ -188,12 +196,14 @@ def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
         if method.endswith("_ref"):
             continue
         ref = results.get(f"{method}_ref")
-        rows.append({
-            "method": method,
-            "seconds per step": r["sec_per_step_median"],
-            "x vanilla": r["sec_per_step_median"] / base,
-            "reference x vanilla": ref["sec_per_step_median"] / base if ref else np.nan,
-        })
+        rows.append(
+            {
+                "method": method,
+                "seconds per step": r["sec_per_step_median"],
+                "x vanilla": r["sec_per_step_median"] / base,
+                "reference x vanilla": ref["sec_per_step_median"] / base if ref else np.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -204,6 +214,13 @@ def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
     results = record.get("results")
     if not isinstance(results, list) or not results:
         raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")
-    cols = {"name": "dataset", "method": "method", "image_size": "image size", "seconds_per_step": "seconds per step",
-            "images_per_second": "images/s", "epoch_seconds": "epoch seconds", "fraction_of_peak": "fraction of bf16 peak"}
+    cols = {
+        "name": "dataset",
+        "method": "method",
+        "image_size": "image size",
+        "seconds_per_step": "seconds per step",
+        "images_per_second": "images/s",
+        "epoch_seconds": "epoch seconds",
+        "fraction_of_peak": "fraction of bf16 peak",
+    }
     return pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])

@@ -112,13 +112,14 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
         if key not in declared:
             valid = ", ".join(k for k in declared if k != "scale") or "none"
             raise ValueError(
-                f"{key}: not a parameter of notebook {name!r} (its parameters: {valid})"
-                f"{close_matches(key, declared)}"
+                f"{key}: not a parameter of notebook {name!r} (its parameters: {valid}){close_matches(key, declared)}"
             )
         type_name = declared[key]["inferred_type_name"]
         value = _convert(key, value, type_name) if isinstance(value, str) else value
-        if type_name in ("int", "float", "bool") and type(value).__name__ != type_name and not (
-            type_name == "float" and isinstance(value, int) and not isinstance(value, bool)
+        if (
+            type_name in ("int", "float", "bool")
+            and type(value).__name__ != type_name
+            and not (type_name == "float" and isinstance(value, int) and not isinstance(value, bool))
         ):
             raise ValueError(f"{key}: expected {type_name} (the notebook's parameters cell), got {value!r}")
         _check_value(key, value, declared[key], scaled.get(key))
@@ -155,8 +156,11 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
 
 
 def execute_notebook(
-    name: str, scale: str = "cpu", parameters: dict[str, Any] | None = None,
-    output: Path | None = None, progress: bool = True,
+    name: str,
+    scale: str = "cpu",
+    parameters: dict[str, Any] | None = None,
+    output: Path | None = None,
+    progress: bool = True,
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
 
@@ -169,6 +173,7 @@ def execute_notebook(
     ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page.
     """
     import papermill as pm
+
     check_choice(scale, SCALES, "scale")
     source = check_notebook(name)
     params = {"scale": scale, **check_parameters(name, scale, parameters or {})}
@@ -181,8 +186,13 @@ def execute_notebook(
     try:
         with _quiet_kernel_env():
             pm.execute_notebook(
-                str(source), str(tmp), parameters=params, cwd=str(repo_root()),
-                kernel_name="python3", progress_bar=progress, log_output=False,
+                str(source),
+                str(tmp),
+                parameters=params,
+                cwd=str(repo_root()),
+                kernel_name="python3",
+                progress_bar=progress,
+                log_output=False,
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
         if tmp.exists():
@@ -272,10 +282,12 @@ def _append_references(notebook: Path) -> None:
         return
     nb = nbformat.read(str(notebook), as_version=4)
     links = "\n".join(f"- {{py:obj}}`{name}`" for name in refs)
-    nb.cells.append(nbformat.v4.new_markdown_cell(
-        "## `lib` functions used on this page\n\nEach links to its documentation on the "
-        f"[API page](../book/api.md):\n\n{links}\n"
-    ))
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell(
+            "## `lib` functions used on this page\n\nEach links to its documentation on the "
+            f"[API page](../book/api.md):\n\n{links}\n"
+        )
+    )
     nbformat.write(nb, str(notebook))
 
 

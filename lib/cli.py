@@ -68,8 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute one notebook into build/<scale>/notebooks")
     run.add_argument("notebook", help="a name from `python -m lib list`")
     run.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
-    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"), help="a parameter of the notebook's parameters cell")
+    run.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter of the notebook's parameters cell",
+    )
     run.set_defaults(func=cmd_run)
 
     bk = sub.add_parser("book", help="execute the notebooks and build the HTML book")
@@ -79,12 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     bk.set_defaults(func=cmd_book)
 
-    sub.add_parser("paper", help="the paper-scale queue: plan, train a window, export, import "
-                   "(python -m lib paper --help; lib.gpu.window)")
+    sub.add_parser(
+        "paper",
+        help="the paper-scale queue: plan, train a window, export, import (python -m lib paper --help; lib.gpu.window)",
+    )
     pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
     pk.add_argument("dataset", help="cifar10h, pacs, cifar10, mmlu or resnet50-logits")
-    pk.add_argument("--max-mib", type=float, default=None,
-                    help="largest chunk in MiB (default: what fits one 64 MiB call beside the tree and results/)")
+    pk.add_argument(
+        "--max-mib",
+        type=float,
+        default=None,
+        help="largest chunk in MiB (default: what fits one 64 MiB call beside the tree and results/)",
+    )
     pk.set_defaults(func=cmd_pack)
     return parser
 

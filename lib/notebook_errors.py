@@ -45,9 +45,16 @@ def install() -> bool:
     if shell is None:
         return False
 
-    def handler(self: Any, etype: type[BaseException], value: BaseException, tb: TracebackType | None,
-                tb_offset: int | None = None) -> list[str]:
-        stb = one_line(etype, value, tb) or self.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    def handler(
+        self: Any,
+        etype: type[BaseException],
+        value: BaseException,
+        tb: TracebackType | None,
+        tb_offset: int | None = None,
+    ) -> list[str]:
+        stb = one_line(etype, value, tb) or self.InteractiveTB.structured_traceback(
+            etype, value, tb, tb_offset=tb_offset
+        )
         self._showtraceback(etype, value, stb)  # the kernel's error output (IPython leaves display to us)
         return stb
 

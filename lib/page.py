@@ -31,8 +31,10 @@ from typing import Any
 
 from lib.engine.plan import Item
 
-NOTICE = ("**This page did not finish running.** Its run failed or was interrupted before the last cell; "
-          "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`).")
+NOTICE = (
+    "**This page did not finish running.** Its run failed or was interrupted before the last cell; "
+    "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`)."
+)
 
 __all__ = ["NOTICE", "OnDone", "Page", "finish", "injected_names", "start"]
 
@@ -102,8 +104,15 @@ class Page:
             raise ValueError(f"page: {self.name} has no runs")
         return [it.config for it in self.runs(cfg, target)]
 
-    def train(self, items: Sequence[Item], cfg: Mapping[str, Any], data: Any, stack: int | None = None,
-              on_done: OnDone = lambda it, rec: None, log: Callable[[str], None] = print) -> None:
+    def train(
+        self,
+        items: Sequence[Item],
+        cfg: Mapping[str, Any],
+        data: Any,
+        stack: int | None = None,
+        on_done: OnDone = lambda it, rec: None,
+        log: Callable[[str], None] = print,
+    ) -> None:
         """Train (or load) ``items`` of this page on ``data``: the whole grid at once through
         ``run_grid`` where the page has one, else one run at a time (no run starts past the
         deadline of :mod:`lib.engine.deadline`); ``on_done`` gets each finished run's record."""
@@ -117,7 +126,6 @@ class Page:
         for it in items:
             deadline.check(0.0, f"the runs of {self.name}")
             on_done(it, self.run_one(it, cfg, data))
-
 
 
 def _display_id(name: str) -> str:
@@ -174,5 +182,9 @@ def finish(name: str) -> None:
 def _show(name: str, text: str, update: bool = False) -> None:
     from IPython.display import display
 
-    display({"text/markdown": text, "text/plain": text.replace("**", "")}, raw=True,
-            display_id=_display_id(name), update=update)
+    display(
+        {"text/markdown": text, "text/plain": text.replace("**", "")},
+        raw=True,
+        display_id=_display_id(name),
+        update=update,
+    )

@@ -20,8 +20,18 @@ from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
 
-__all__ = ["TRAIN_CHOICES", "coverage", "coverage_cell", "none_yet", "paper_section", "records", "require",
-           "require_complete", "should_train", "table"]
+__all__ = [
+    "TRAIN_CHOICES",
+    "coverage",
+    "coverage_cell",
+    "none_yet",
+    "paper_section",
+    "records",
+    "require",
+    "require_complete",
+    "should_train",
+    "table",
+]
 
 
 def should_train(train: str, scale: str) -> bool:
@@ -61,8 +71,10 @@ def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.Dat
     from lib.engine.plan import coverage as counts
 
     unit = get_page(page).unit
-    out = pd.DataFrame([{"method": m, "published": k, "planned": n} for m, (k, n) in counts(items, got).items()],
-                       columns=["method", "published", "planned"])
+    out = pd.DataFrame(
+        [{"method": m, "published": k, "planned": n} for m, (k, n) in counts(items, got).items()],
+        columns=["method", "published", "planned"],
+    )
     out["coverage"] = [f"{k} of {n} {unit}" for k, n in zip(out["published"], out["planned"])]
     return out
 
@@ -82,8 +94,10 @@ def coverage_cell(page: str, reading: bool, scale: str, target: str | None = Non
 
 
 def _how(page: str) -> str:
-    return (f"They are trained on a GPU by `python -m lib paper {page}` and published a run at a time "
-            "(see results/README.md); nothing on this page is extrapolated to paper scale.")
+    return (
+        f"They are trained on a GPU by `python -m lib paper {page}` and published a run at a time "
+        "(see results/README.md); nothing on this page is extrapolated to paper scale."
+    )
 
 
 def none_yet(page: str) -> str:
@@ -104,8 +118,10 @@ def require_complete(page: str, scale: str = "paper") -> None:
     cov = coverage(page, scale=scale)
     if (cov["published"] < cov["planned"]).any():
         have = "; ".join(f"{m}: {c}" for m, c in zip(cov["method"], cov["coverage"]))
-        raise ValueError(f"train: this page needs every planned run and results/{page}/ holds {have}. "
-                         f"{_how(page)} To train the missing runs here, pass -p train yes.")
+        raise ValueError(
+            f"train: this page needs every planned run and results/{page}/ holds {have}. "
+            f"{_how(page)} To train the missing runs here, pass -p train yes."
+        )
 
 
 def table(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame | str:

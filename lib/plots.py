@@ -64,7 +64,7 @@ def check_columns(df: pd.DataFrame, **columns: Any) -> None:
     for arg, col in columns.items():
         if col is None:
             continue
-        for c in (col if isinstance(col, (tuple, list)) else [col]):
+        for c in col if isinstance(col, (tuple, list)) else [col]:
             if c not in df.columns:
                 raise ValueError(f"{arg}: column {c!r} not in df (columns: {list(df.columns)})")
 
@@ -80,9 +80,7 @@ def _diagonal() -> alt.Chart:
     return alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
 
 
-def reliability_data(
-    conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width"
-) -> pd.DataFrame:
+def reliability_data(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width") -> pd.DataFrame:
     """The non-empty rows of :func:`lib.calibration.metrics.reliability_table` plus the bin centre ``mid``:
     exactly the data a reliability diagram draws."""
     table = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
@@ -126,12 +124,8 @@ def reliability_diagram(
         tooltip=tooltip,
     )
     errors = base.mark_rule(color="black").encode(x="mid:Q", y="acc_lo:Q", y2="acc_hi:Q", tooltip=tooltip)
-    means = base.mark_point(color="firebrick", filled=True, size=30).encode(
-        x="conf:Q", y="acc:Q", tooltip=tooltip
-    )
-    return alt.layer(bars, errors, means, _diagonal()).properties(
-        title=title, width=width, height=height
-    )
+    means = base.mark_point(color="firebrick", filled=True, size=30).encode(x="conf:Q", y="acc:Q", tooltip=tooltip)
+    return alt.layer(bars, errors, means, _diagonal()).properties(title=title, width=width, height=height)
 
 
 def reliability_grid(
@@ -158,8 +152,14 @@ def reliability_grid(
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"diagrams: entry {name!r} must be a (conf, outcome) pair")
         charts.append(
-            reliability_diagram(*pair, n_bins=n_bins, binning=binning, width=width, height=height,
-                                title=alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10))
+            reliability_diagram(
+                *pair,
+                n_bins=n_bins,
+                binning=binning,
+                width=width,
+                height=height,
+                title=alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10),
+            )
         )
     return alt.concat(*charts, columns=int(columns))
 
@@ -266,8 +266,14 @@ def bar_chart(
 
 
 def curves_chart(
-    x: ArrayLike, curves: Mapping[str, ArrayLike], title: str = "", x_title: str = "p_t", y_title: str = "",
-    y_domain: tuple[float, float] | None = None, width: int = 300, height: int = 220,
+    x: ArrayLike,
+    curves: Mapping[str, ArrayLike],
+    title: str = "",
+    x_title: str = "p_t",
+    y_title: str = "",
+    y_domain: tuple[float, float] | None = None,
+    width: int = 300,
+    height: int = 220,
 ) -> alt.LayerChart:
     """Several functions of one variable (``name -> values`` on the grid ``x``) as lines, with a
     dashed zero line: the gradient and weight plots of the reweighted-risk paper (Fig. 1 and
@@ -284,16 +290,21 @@ def curves_chart(
         rows.append(pd.DataFrame({"x": xs[keep], "y": ys[keep], "curve": name}))
     df = pd.concat(rows, ignore_index=True)
     scale = alt.Scale(domain=list(y_domain)) if y_domain is not None else alt.Undefined
-    lines = alt.Chart(df).mark_line().encode(
-        x=alt.X("x:Q", title=x_title), y=alt.Y("y:Q", title=y_title, scale=scale),
-        color=alt.Color("curve:N", title=None, sort=list(curves)))
+    lines = (
+        alt.Chart(df)
+        .mark_line()
+        .encode(
+            x=alt.X("x:Q", title=x_title),
+            y=alt.Y("y:Q", title=y_title, scale=scale),
+            color=alt.Color("curve:N", title=None, sort=list(curves)),
+        )
+    )
     zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")
     return alt.layer(lines, zero).properties(title=title, width=width, height=height)
 
 
 def heatmap(
-    df: pd.DataFrame, x: str, y: str, value: str, title: str = "", fmt: str = ".2f",
-    width: int = 220, height: int = 180,
+    df: pd.DataFrame, x: str, y: str, value: str, title: str = "", fmt: str = ".2f", width: int = 220, height: int = 180
 ) -> alt.LayerChart:
     """A value per (x, y) cell with the number printed in it (reweighted-risk paper Fig. 6:
     validation performance across coverage and nu)."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+
 def publish(name: str, value: Any, display: bool = False) -> Any:
     """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
     from myst_nb import glue
@@ -98,11 +99,13 @@ for an imbalanced binary task with a majority rate of 0.887 and the paper at 0.9
 
 def floor_rule(floor: float = ACCURACY_FLOOR) -> str:
     """The one sentence every page quotes for the rule of :func:`gate_claims` (threshold included)."""
-    return (f"One rule for every page that can be undertrained (`lib.report.gate_claims`, "
-            f"`ACCURACY_FLOOR` = {floor:g}): claims about a trained model are judged only if its accuracy "
-            f"reaches chance + {floor:g} x (the paper's accuracy - chance), where chance is the accuracy of "
-            "always predicting the most frequent test class (1/C on a balanced task, the majority rate on "
-            "an imbalanced one); below that they are \"inconclusive at this scale\".")
+    return (
+        f"One rule for every page that can be undertrained (`lib.report.gate_claims`, "
+        f"`ACCURACY_FLOOR` = {floor:g}): claims about a trained model are judged only if its accuracy "
+        f"reaches chance + {floor:g} x (the paper's accuracy - chance), where chance is the accuracy of "
+        "always predicting the most frequent test class (1/C on a balanced task, the majority rate on "
+        'an imbalanced one); below that they are "inconclusive at this scale".'
+    )
 
 
 def chance_accuracy(labels: Any) -> float:
@@ -165,12 +168,16 @@ def gate_claims(
             row["ours"] = f"{row['ours']} [computed verdict '{row['verdict']}' not used: accuracy below the floor]"
             row["verdict"] = VERDICTS[2]
         out.append(row)
-    detail = (f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
-              f"{floor:g} x (paper {paper_accuracy:.3f} - chance)")
+    detail = (
+        f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
+        f"{floor:g} x (paper {paper_accuracy:.3f} - chance)"
+    )
     if learned:
         return out, f"The model is judged: {detail}."
-    return out, (f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
-                 "claims that depend on it are inconclusive at this scale, whatever the numbers say.")
+    return out, (
+        f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
+        "claims that depend on it are inconclusive at this scale, whatever the numbers say."
+    )
 
 
 def show(obj: Any) -> Any:

@@ -84,9 +84,7 @@ def check_ndim(x: ArrayLike, ndim: int, name: str, what: str = "") -> None:
 def check_same_length(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> None:
     """Raise if ``a`` and ``b`` differ in their first dimension."""
     if _shape(a)[0] != _shape(b)[0]:
-        raise ValueError(
-            f"{name_a} and {name_b}: lengths differ ({_shape(a)[0]} vs {_shape(b)[0]})"
-        )
+        raise ValueError(f"{name_a} and {name_b}: lengths differ ({_shape(a)[0]} vs {_shape(b)[0]})")
 
 
 def prob_tolerance(probs: ArrayLike) -> float:
@@ -128,8 +126,7 @@ def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None)
         raise ValueError(f"{name}: contains negative probabilities")
     if off > tol:
         raise ValueError(
-            f"{name}: rows must sum to 1 (largest deviation {off:.2e} > {tol:.2g}); "
-            "pass probabilities, not logits"
+            f"{name}: rows must sum to 1 (largest deviation {off:.2e} > {tol:.2g}); pass probabilities, not logits"
         )
 
 
@@ -178,8 +175,12 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
 
 
 def check_number(
-    value: Any, name: str, low: float | None = None, high: float | None = None,
-    low_open: bool = False, high_open: bool = False,
+    value: Any,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
 ) -> float:
     """Return ``value`` as a float, or raise unless it is a finite real number within the bounds.
 
@@ -259,9 +260,7 @@ def check_keywords(kw: Mapping[str, Any], allowed: Iterable[str], name: str = "k
     for key in kw:
         if key not in allowed:
             valid = ", ".join(allowed) if allowed else "none"
-            raise ValueError(
-                f"{name}: unknown keyword argument {key!r} (valid: {valid}){close_matches(key, allowed)}"
-            )
+            raise ValueError(f"{name}: unknown keyword argument {key!r} (valid: {valid}){close_matches(key, allowed)}")
 
 
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")

@@ -82,9 +82,19 @@ def test_charts_are_rendered_as_svg(html: Path) -> None:
 def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path: Path) -> None:
     page = html / "notebooks" / "routing_theory.html"
     cmd = [
-        "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path}", "--virtual-time-budget=15000", "--dump-dom", page.as_uri(),
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path}",
+        "--virtual-time-budget=15000",
+        "--dump-dom",
+        page.as_uri(),
     ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
     assert "<mjx-container" in dom, "MathJax did not typeset the page's math offline"

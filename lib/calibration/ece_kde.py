@@ -15,7 +15,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lib.validation import ArrayLike, check_choice, check_labels, check_positive, check_probs, check_same_length, to_tensor
+from lib.validation import (
+    ArrayLike,
+    check_choice,
+    check_labels,
+    check_positive,
+    check_probs,
+    check_same_length,
+    to_tensor,
+)
 
 __all__ = ["KDE_MODES", "BANDWIDTH_GRID", "ece_kde", "select_bandwidth"]
 
@@ -61,11 +69,7 @@ def _kde_points(p: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 def ece_kde(
-    probs: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: float | None = None,
-    p: int = 1,
-    mode: str = "canonical",
+    probs: ArrayLike, labels: ArrayLike, bandwidth: float | None = None, p: int = 1, mode: str = "canonical"
 ) -> torch.Tensor:
     """Kernel estimate of the L_p calibration error, ECE^KDE (Popordanoska et al. 2022), as a
     differentiable scalar tensor (the L_p error to the power p).
@@ -103,9 +107,7 @@ def ece_kde(
 BANDWIDTH_GRID: tuple[float, ...] = tuple(np.concatenate([np.logspace(-4, -1, 16), np.linspace(0.2, 1.0, 5)]))
 
 
-def select_bandwidth(
-    probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID, mode: str = "canonical"
-) -> float:
+def select_bandwidth(probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID, mode: str = "canonical") -> float:
     """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
     sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over ``grid`` (Popordanoska et al. 2022
     select it this way; their code also divides by h, which we do not: the kernel is a normalized
@@ -123,4 +125,3 @@ def select_bandwidth(
         if ll > best_ll:
             best_h, best_ll = float(h), ll
     return best_h
-

@@ -150,9 +150,7 @@ def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "w
     return _binned_error(conf, correct, n_bins, binning)
 
 
-def classwise_ece(
-    probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width"
-) -> float:
+def classwise_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
     """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c].
 
     Reweighted-risk paper, Def. 3.9 (Kull et al. 2019). With ``binning="mass"`` the equal-count
@@ -162,16 +160,11 @@ def classwise_ece(
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     p = np.clip(p, 0.0, 1.0)
-    errs = [
-        _binned_error(p[:, c], (y == c).astype(np.float64), n_bins, binning)
-        for c in range(p.shape[1])
-    ]
+    errs = [_binned_error(p[:, c], (y == c).astype(np.float64), n_bins, binning) for c in range(p.shape[1])]
     return float(np.mean(errs))
 
 
-def binary_ece(
-    conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: str = "width"
-) -> float:
+def binary_ece(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
     """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1).
 
     ``conf`` is clipped to [0, 1] first: the L2D softmax estimate of expert correctness (L2D paper
@@ -184,11 +177,7 @@ def binary_ece(
 
 
 def reliability_table(
-    conf: ArrayLike,
-    outcome: ArrayLike,
-    n_bins: int = 10,
-    binning: str = "width",
-    level: float = 0.95,
+    conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width", level: float = 0.95
 ) -> pd.DataFrame:
     """Per-bin reliability statistics with a Wilson interval for the accuracy.
 
@@ -210,9 +199,7 @@ def reliability_table(
     lo_ci = np.full(n_bins, np.nan)
     hi_ci = np.full(n_bins, np.nan)
     for b in np.flatnonzero(nonempty):
-        ci = binomtest(int(round(sum_out[b])), int(count[b])).proportion_ci(
-            confidence_level=level, method="wilson"
-        )
+        ci = binomtest(int(round(sum_out[b])), int(count[b])).proportion_ci(confidence_level=level, method="wilson")
         lo_ci[b], hi_ci[b] = ci.low, ci.high
     return pd.DataFrame(
         {

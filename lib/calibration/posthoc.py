@@ -98,8 +98,12 @@ def lbfgs_minimize(
     if not params or not all(isinstance(p, torch.Tensor) and p.requires_grad for p in params):
         raise ValueError("params: expected a non-empty sequence of tensors with requires_grad=True")
     opt = torch.optim.LBFGS(
-        params, lr=lr, max_iter=max_iter, line_search_fn="strong_wolfe" if line_search else None,
-        tolerance_grad=tolerance_grad, tolerance_change=tolerance_change,
+        params,
+        lr=lr,
+        max_iter=max_iter,
+        line_search_fn="strong_wolfe" if line_search else None,
+        tolerance_grad=tolerance_grad,
+        tolerance_change=tolerance_change,
     )
 
     def closure() -> torch.Tensor:
@@ -158,8 +162,15 @@ def _paper_fit(z: torch.Tensor, y: torch.Tensor, lr: float, max_iter: int) -> fl
     """Paper 1's protocol (App. D.5): LBFGS without line search on T itself from T = 1, torch's
     default tolerances; floored at 1e-3 so that a pathological step cannot give T <= 0."""
     temp = torch.tensor([1.0], dtype=torch.float64, device=z.device, requires_grad=True)
-    lbfgs_minimize(lambda: torch.nn.functional.cross_entropy(z / temp[0], y), [temp], lr=lr,
-                   max_iter=max_iter, line_search=False, tolerance_grad=1e-7, tolerance_change=1e-9)
+    lbfgs_minimize(
+        lambda: torch.nn.functional.cross_entropy(z / temp[0], y),
+        [temp],
+        lr=lr,
+        max_iter=max_iter,
+        line_search=False,
+        tolerance_grad=1e-7,
+        tolerance_change=1e-9,
+    )
     return max(float(temp.detach()[0]), 1e-3)
 
 
@@ -232,8 +243,10 @@ def fit_temperature(
     T = float(fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
     # At the upper bound with z / T still far from 0, the bound (not the data) stopped the fit.
     if T >= 1e6 / 1.01 and float(z.abs().max()) / T > 1e-3:
-        raise ValueError(f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
-                         f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale; rescale them")
+        raise ValueError(
+            f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
+            f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale; rescale them"
+        )
     return T
 
 
@@ -316,8 +329,9 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
         r = 1.0 / (1.0 + np.exp(-u)) - o
         return float(loss), np.array([np.mean(r * s), np.mean(r)])
 
-    res = minimize(loss_grad, x0=np.array([1.0, 0.0]), jac=True, method="BFGS",
-                   options={"gtol": 1e-10, "maxiter": 1000})
+    res = minimize(
+        loss_grad, x0=np.array([1.0, 0.0]), jac=True, method="BFGS", options={"gtol": 1e-10, "maxiter": 1000}
+    )
     a, b = res.x
     return float(a), float(b)
 

@@ -29,8 +29,9 @@ MONOTONE_STEP_TOL: float = 0.02
 """A step between adjacent bins counts as non-decreasing if accuracy drops by at most this."""
 
 
-def ece_grid(models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: Collection[str],
-             n_bins: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def ece_grid(
+    models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: Collection[str], n_bins: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt,
     on the calibration and the held-out half of one random split (``seed``).
 
@@ -46,12 +47,23 @@ def ece_grid(models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: 
         platt = confidence.fit_confidence("platt", z[cal], y[cal]) if name in platt_models else None
         for split, idx in zip(SPLITS, (cal, test)):
             correct = z[idx].argmax(1) == y[idx]
-            stages = [("before", apply_temperature(z[idx], 1.0).max(1)), ("after TS", apply_temperature(z[idx], T).max(1))]
+            stages = [
+                ("before", apply_temperature(z[idx], 1.0).max(1)),
+                ("after TS", apply_temperature(z[idx], T).max(1)),
+            ]
             if platt is not None:
                 stages.append(("after Platt", platt(z[idx])))
             for stage, conf in stages:
-                rows.append({"model": name, "split": split, "stage": stage, "T": T, "accuracy": float(np.mean(correct)),
-                             "ece": binary_ece(conf, correct, n_bins, binning="mass")})  # top-label ECE
+                rows.append(
+                    {
+                        "model": name,
+                        "split": split,
+                        "stage": stage,
+                        "T": T,
+                        "accuracy": float(np.mean(correct)),
+                        "ece": binary_ece(conf, correct, n_bins, binning="mass"),
+                    }
+                )  # top-label ECE
                 t = reliability_table(conf, correct, n_bins, binning="mass")
                 tables.append(t.assign(model=name, split=split, stage=stage))
     return pd.DataFrame(rows), pd.concat(tables, ignore_index=True)
@@ -70,9 +82,16 @@ def monotonicity(tables: pd.DataFrame, split: str = "held-out half", stage: str 
     share of adjacent bins where accuracy does not drop by more than :data:`MONOTONE_STEP_TOL`."""
     out = []
     for name in tables["model"].unique():
-        t = tables[(tables["model"] == name) & (tables["split"] == split) & (tables["stage"] == stage)].dropna(subset=["acc"])
-        out.append({"model": name, "spearman": float(spearmanr(t["conf"], t["acc"]).statistic),
-                    "non_decreasing_steps": float(np.mean(np.diff(t["acc"].to_numpy()) >= -MONOTONE_STEP_TOL))})
+        t = tables[(tables["model"] == name) & (tables["split"] == split) & (tables["stage"] == stage)].dropna(
+            subset=["acc"]
+        )
+        out.append(
+            {
+                "model": name,
+                "spearman": float(spearmanr(t["conf"], t["acc"]).statistic),
+                "non_decreasing_steps": float(np.mean(np.diff(t["acc"].to_numpy()) >= -MONOTONE_STEP_TOL)),
+            }
+        )
     return pd.DataFrame(out).set_index("model")
 
 
@@ -100,12 +119,26 @@ def calibration_published(results: pd.DataFrame, mono: pd.DataFrame, small: str)
 def paper_table(results: pd.DataFrame, small: str, vision: str) -> pd.DataFrame:
     """The paper's Table 1 (MMLU 8B-Instruct with Platt scaling; ImageNet EVA02-L) beside ours: the
     small MMLU model after Platt and after TS, and the ``vision`` model after TS (rows), four ECEs each."""
-    def ours(model: str, after: str) -> dict[str, float]:
-        return {f"ours {s} {st}": ece(results, model, split, stage)
-                for split, s in SPLITS.items() for st, stage in (("before", "before"), ("after", after))}
 
-    return pd.DataFrame([
-        {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_ECE_MMLU, **ours(small, "after Platt")},
-        {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(small, "after TS")},
-        {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", **PAPER_ECE_VISION, **ours(vision, "after TS")},
-    ]).set_index("row")
+    def ours(model: str, after: str) -> dict[str, float]:
+        return {
+            f"ours {s} {st}": ece(results, model, split, stage)
+            for split, s in SPLITS.items()
+            for st, stage in (("before", "before"), ("after", after))
+        }
+
+    return pd.DataFrame(
+        [
+            {
+                "row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)",
+                **PAPER_ECE_MMLU,
+                **ours(small, "after Platt"),
+            },
+            {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(small, "after TS")},
+            {
+                "row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)",
+                **PAPER_ECE_VISION,
+                **ours(vision, "after TS"),
+            },
+        ]
+    ).set_index("row")

@@ -95,8 +95,12 @@ def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
 
 
 def advantage_table(
-    bins: ArrayLike, n_bins: int, conf_small: ArrayLike, conf_large: ArrayLike,
-    correct_small: ArrayLike, correct_large: ArrayLike,
+    bins: ArrayLike,
+    n_bins: int,
+    conf_small: ArrayLike,
+    conf_large: ArrayLike,
+    correct_small: ArrayLike,
+    correct_large: ArrayLike,
 ) -> pd.DataFrame:
     """Per-bin ``count``, mean confidences/accuracies, ``advantage`` a_b = mean(conf_large) -
     mean(conf_small) and ``acc_advantage`` = acc_large - acc_small (paper 3, section 2.2).
@@ -153,10 +157,15 @@ class CascadeCurve:
         return float(self.accuracy.max())
 
     def to_frame(self, method: str = "") -> pd.DataFrame:
-        return pd.DataFrame({
-            "method": method, "k": np.arange(self.frac_small.shape[0]),
-            "frac_small": self.frac_small, "cost": self.cost, "accuracy": self.accuracy,
-        })
+        return pd.DataFrame(
+            {
+                "method": method,
+                "k": np.arange(self.frac_small.shape[0]),
+                "frac_small": self.frac_small,
+                "cost": self.cost,
+                "accuracy": self.accuracy,
+            }
+        )
 
 
 def cascade_curve(
@@ -201,8 +210,15 @@ def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> Casc
     acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
     frac = np.linspace(0.0, 1.0, n_points)
     acc = acc_large + frac * (acc_small - acc_large)
-    return CascadeCurve(frac, acc, np.arange(n_points - 1), np.linspace(0, 1, n_points),
-                        pd.DataFrame(), float(acc_small), float(acc_large))
+    return CascadeCurve(
+        frac,
+        acc,
+        np.arange(n_points - 1),
+        np.linspace(0, 1, n_points),
+        pd.DataFrame(),
+        float(acc_small),
+        float(acc_large),
+    )
 
 
 def random_routing_curve(
@@ -233,8 +249,15 @@ def random_routing_curve(
     small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
     large_hits = np.concatenate([[0], np.cumsum(kl[order])])
     accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
-    return CascadeCurve(m / n, accuracy.astype(np.float64), order, np.linspace(0, 1, n_points),
-                        pd.DataFrame(), float(ks.mean()), float(kl.mean()))
+    return CascadeCurve(
+        m / n,
+        accuracy.astype(np.float64),
+        order,
+        np.linspace(0, 1, n_points),
+        pd.DataFrame(),
+        float(ks.mean()),
+        float(kl.mean()),
+    )
 
 
 def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:

@@ -55,18 +55,29 @@ class CascadeGrid:
     def curve(self, split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
         """CC (or UC for ``"none"``) of one pair on one split's test half with ``bins`` bins."""
         small, large = self.pairs[pair]
-        return cascade.cascade_curve(self.outputs[split, small, calibrator], self.outputs[split, large, calibrator], bins)
+        return cascade.cascade_curve(
+            self.outputs[split, small, calibrator], self.outputs[split, large, calibrator], bins
+        )
 
     def random_routing(self, split: int, pair: str) -> cascade.CascadeCurve:
         """RC: a random subset of the test half goes to the large model, mixing the two models' real correctness."""
         small, large = self.pairs[pair]
-        return cascade.random_routing_curve(self.outputs[split, small, "none"].correct_test,
-                                            self.outputs[split, large, "none"].correct_test,
-                                            self.n_bins + 1, seed=self.seed + split)
+        return cascade.random_routing_curve(
+            self.outputs[split, small, "none"].correct_test,
+            self.outputs[split, large, "none"].correct_test,
+            self.n_bins + 1,
+            seed=self.seed + split,
+        )
 
 
-def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int, seed: int,
-               pairs: Mapping[str, tuple[str, str]] = PAIRS) -> CascadeGrid:
+def build_grid(
+    data: Any,
+    calibrators: Sequence[str],
+    n_splits: int,
+    n_bins: int,
+    seed: int,
+    pairs: Mapping[str, tuple[str, str]] = PAIRS,
+) -> CascadeGrid:
     """Split ``data`` (an :class:`lib.data.mmlu.MMLUData`-like object with ``logits`` and ``labels``) in
     random halves ``n_splits`` times (seeds ``seed + s``) and compute every model's outputs under
     ``"none"`` and each of ``calibrators``."""
@@ -89,15 +100,23 @@ def first_split_curves(grid: CascadeGrid) -> pd.DataFrame:
     frames = []
     for pair in grid.pairs:
         cc, uc = grid.curve(0, pair, "temperature", grid.n_bins), grid.curve(0, pair, "none", grid.n_bins)
-        for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", grid.random_routing(0, pair))):
+        for name, cur in (
+            ("CC (calibrated)", cc),
+            ("UC (uncalibrated)", uc),
+            ("RC (random)", grid.random_routing(0, pair)),
+        ):
             frames.append(cur.to_frame(name).assign(panel=f"8B -> 70B {pair}"))
     return pd.concat(frames, ignore_index=True)
 
 
 def advantage_frame(grid: CascadeGrid, pair: str = "instruct") -> pd.DataFrame:
     """The per-bin advantage tables of split 0, calibrated (TS) and uncalibrated, for the chart."""
-    return pd.concat([grid.curve(0, pair, c, grid.n_bins).table.assign(method=name)
-                      for c, name in (("temperature", "calibrated (TS)"), ("none", "uncalibrated"))])
+    return pd.concat(
+        [
+            grid.curve(0, pair, c, grid.n_bins).table.assign(method=name)
+            for c, name in (("temperature", "calibrated (TS)"), ("none", "uncalibrated"))
+        ]
+    )
 
 
 def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
@@ -105,21 +124,41 @@ def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
     rows = []
     for s in range(grid.n_splits):
         for pair in grid.pairs:
-            rows.append({"split": s, "pair": pair, "method": "CC (TS)", "apgr": grid.curve(s, pair, "temperature", grid.n_bins).apgr()})
-            rows.append({"split": s, "pair": pair, "method": "UC", "apgr": grid.curve(s, pair, "none", grid.n_bins).apgr()})
+            rows.append(
+                {
+                    "split": s,
+                    "pair": pair,
+                    "method": "CC (TS)",
+                    "apgr": grid.curve(s, pair, "temperature", grid.n_bins).apgr(),
+                }
+            )
+            rows.append(
+                {"split": s, "pair": pair, "method": "UC", "apgr": grid.curve(s, pair, "none", grid.n_bins).apgr()}
+            )
             rows.append({"split": s, "pair": pair, "method": "RC", "apgr": grid.random_routing(s, pair).apgr()})
     return pd.DataFrame(rows)
 
 
-def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int], pair: str = "instruct") -> pd.DataFrame:
+def ablations(
+    grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int], pair: str = "instruct"
+) -> pd.DataFrame:
     """Paper Tables 4-5 on one pair: APGR per split for each calibrator (the grid's bins) and for each
     number of bins (temperature scaling); columns split, ablation, setting, apgr."""
     rows = []
     for s in range(grid.n_splits):
         for c in calibrators:
-            rows.append({"split": s, "ablation": "calibrator", "setting": c, "apgr": grid.curve(s, pair, c, grid.n_bins).apgr()})
+            rows.append(
+                {"split": s, "ablation": "calibrator", "setting": c, "apgr": grid.curve(s, pair, c, grid.n_bins).apgr()}
+            )
         for b in bins:
-            rows.append({"split": s, "ablation": "bins", "setting": str(b), "apgr": grid.curve(s, pair, "temperature", b).apgr()})
+            rows.append(
+                {
+                    "split": s,
+                    "ablation": "bins",
+                    "setting": str(b),
+                    "apgr": grid.curve(s, pair, "temperature", b).apgr(),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -130,7 +169,9 @@ def ablation_means(abl: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return by_cal, by_bins[sorted(by_bins.index, key=int)]
 
 
-def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int, pair: tuple[str, str] = PAIRS["instruct"]) -> pd.DataFrame:
+def shift_apgr(
+    data: Any, calibrate_on: str, n_bins: int, seed: int, pair: tuple[str, str] = PAIRS["instruct"]
+) -> pd.DataFrame:
     """The shift stand-in: calibrate and fit the bins on one MMLU category and cascade on each other
     category ("shifted"), against halves of that category ("in-distribution"); columns target,
     setting, method (CC (TS) or UC), apgr."""
@@ -142,12 +183,20 @@ def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int, pair: tuple
     for target in [c for c in mmlu.CATEGORIES if c != calibrate_on]:
         tgt = np.flatnonzero(cat == target)
         half_cal, half_test = cascade.split_halves(len(tgt), seed=seed)
-        for setting, (ci, ti) in ((f"shifted (calibrate on {calibrate_on})", (src, tgt)),
-                                  ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test]))):
+        for setting, (ci, ti) in (
+            (f"shifted (calibrate on {calibrate_on})", (src, tgt)),
+            ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test])),
+        ):
             for method, c in (("CC (TS)", "temperature"), ("UC", "none")):
                 small, large = (confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in pair)
-                rows.append({"target": target, "setting": setting, "method": method,
-                             "apgr": cascade.cascade_curve(small, large, n_bins).apgr()})
+                rows.append(
+                    {
+                        "target": target,
+                        "setting": setting,
+                        "method": method,
+                        "apgr": cascade.cascade_curve(small, large, n_bins).apgr(),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -156,7 +205,9 @@ def shifted_cc(shift: pd.DataFrame) -> pd.DataFrame:
     return shift.query("method == 'CC (TS)' and setting.str.startswith('shifted')")
 
 
-def cascading_published(main: pd.DataFrame, by_cal: pd.Series, by_bins: pd.Series, shift: pd.DataFrame) -> dict[str, Any]:
+def cascading_published(
+    main: pd.DataFrame, by_cal: pd.Series, by_bins: pd.Series, shift: pd.DataFrame
+) -> dict[str, Any]:
     """The numbers the cascading page publishes (means over splits, 4 decimals)."""
     m = main.groupby(["pair", "method"])["apgr"].mean()
     return {
@@ -176,8 +227,11 @@ def paper_table(main: pd.DataFrame, by_cal: pd.Series, by_bins: pd.Series) -> pd
     m = main.groupby(["pair", "method"])["apgr"].mean()
     names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
     return pd.DataFrame(
-        [*[(f"{names[c]}, 15 bins", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
-         *[(f"TS, {b} bins", p, by_bins.get(str(b))) for b, p in PAPER_APGR_BY_BINS.items()],
-         ("random routing (RC)", RANDOM_APGR, float(m["instruct", "RC"])),
-         ("MF router (RouteLLM, best variant)", PAPER_APGR_MF_ROUTER, np.nan)],
-        columns=["MMLU APGR", "paper", "ours"]).set_index("MMLU APGR")
+        [
+            *[(f"{names[c]}, 15 bins", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
+            *[(f"TS, {b} bins", p, by_bins.get(str(b))) for b, p in PAPER_APGR_BY_BINS.items()],
+            ("random routing (RC)", RANDOM_APGR, float(m["instruct", "RC"])),
+            ("MF router (RouteLLM, best variant)", PAPER_APGR_MF_ROUTER, np.nan),
+        ],
+        columns=["MMLU APGR", "paper", "ours"],
+    ).set_index("MMLU APGR")

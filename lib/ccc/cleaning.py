@@ -79,8 +79,14 @@ BIN_POOLS: tuple[str, ...] = ("flagged", "all")
 
 
 def calibrated_flags(
-    conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
-    labels: ArrayLike, k: int, n_bins: int = 15, pool: str = "flagged",
+    conf_a: ArrayLike,
+    pred_a: ArrayLike,
+    conf_b: ArrayLike,
+    pred_b: ArrayLike,
+    labels: ArrayLike,
+    k: int,
+    n_bins: int = 15,
+    pool: str = "flagged",
 ) -> np.ndarray:
     """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins.
 
@@ -122,8 +128,14 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
 
 
 def calibrated_rule_curve(
-    conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike,
-    labels: ArrayLike, is_noisy: ArrayLike, n_bins: int = 15, pool: str = "flagged",
+    conf_a: ArrayLike,
+    pred_a: ArrayLike,
+    conf_b: ArrayLike,
+    pred_b: ArrayLike,
+    labels: ArrayLike,
+    is_noisy: ArrayLike,
+    n_bins: int = 15,
+    pool: str = "flagged",
 ) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
     rows = []
@@ -173,9 +185,7 @@ def inject_symmetric_noise(
     return noisy, is_noisy
 
 
-def cross_fitted_probs(
-    logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, seed: int = 0
-) -> np.ndarray:
+def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, seed: int = 0) -> np.ndarray:
     """Out-of-sample temperature-scaled probabilities: each fold's rows use a temperature fitted on
     the other folds' (logits, labels), so no row's own label shapes its probabilities.
 
@@ -199,8 +209,7 @@ def cross_fitted_probs(
 
 
 def confident_learning_flags(
-    pred_probs: ArrayLike, labels: ArrayLike, *, out_of_sample: bool,
-    return_ranked: bool = False,
+    pred_probs: ArrayLike, labels: ArrayLike, *, out_of_sample: bool, return_ranked: bool = False
 ) -> np.ndarray:
     """Confident Learning label issues via ``cleanlab.filter.find_label_issues``.
 
@@ -223,8 +232,10 @@ def confident_learning_flags(
     check_probs_labels(p, y)
     p = p / p.sum(axis=1, keepdims=True)
     if return_ranked:
-        return np.asarray(find_label_issues(
-            labels=y, pred_probs=p, filter_by="confident_learning",
-            return_indices_ranked_by="self_confidence",
-        ), dtype=np.int64)
+        return np.asarray(
+            find_label_issues(
+                labels=y, pred_probs=p, filter_by="confident_learning", return_indices_ranked_by="self_confidence"
+            ),
+            dtype=np.int64,
+        )
     return np.asarray(find_label_issues(labels=y, pred_probs=p, filter_by="confident_learning"), dtype=bool)

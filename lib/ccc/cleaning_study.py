@@ -28,8 +28,9 @@ RANKED_POINTS: int = 30
 """Points along each truncated Confident Learning ranking (its precision-detection curve)."""
 
 
-def confident_learning(probs: Mapping[str, np.ndarray], labels: np.ndarray,
-                       is_noisy: np.ndarray) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+def confident_learning(
+    probs: Mapping[str, np.ndarray], labels: np.ndarray, is_noisy: np.ndarray
+) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """Confident Learning (cleanlab) on each named set of out-of-sample probabilities: its flagged
     set as one point (method, n_flagged, precision, detection) and its self-confidence ranking
     truncated at every length as a curve (method "<name>, ranked")."""
@@ -54,7 +55,9 @@ def compare_at_detection(ours: pd.DataFrame, cl_curves: list[pd.DataFrame]) -> p
     best = max(cl_curves, key=lambda c: float(np.trapezoid(c["precision"], c["detection"])))
     cl_at = np.interp(ours["detection"], best["detection"], best["precision"])
     inside = ours["detection"] <= best["detection"].max()
-    return ours.assign(cl_precision=cl_at, cl_reaches=inside)[["k", "detection", "precision", "cl_precision", "cl_reaches"]]
+    return ours.assign(cl_precision=cl_at, cl_reaches=inside)[
+        ["k", "detection", "precision", "cl_precision", "cl_reaches"]
+    ]
 
 
 def mmlu_flags(probs: Mapping[str, np.ndarray], labels: np.ndarray, pair: str, k: int, n_bins: int) -> np.ndarray:
@@ -62,18 +65,25 @@ def mmlu_flags(probs: Mapping[str, np.ndarray], labels: np.ndarray, pair: str, k
     if pair not in MMLU_PAIRS:
         raise ValueError(f"pair: {pair!r} is not one of {list(MMLU_PAIRS)}")
     m1, m2 = MMLU_PAIRS[pair]
-    return cleaning.calibrated_flags(probs[m1].max(1), probs[m1].argmax(1), probs[m2].max(1), probs[m2].argmax(1),
-                                     labels, k, n_bins)
+    return cleaning.calibrated_flags(
+        probs[m1].max(1), probs[m1].argmax(1), probs[m2].max(1), probs[m2].argmax(1), labels, k, n_bins
+    )
 
 
 def mmlu_flag_counts(probs: Mapping[str, np.ndarray], labels: np.ndarray, n_bins: int) -> pd.DataFrame:
     """Questions flagged per pair at k = 1, 3, 5 and ``n_bins`` (rows k, columns pairs)."""
-    return pd.DataFrame([{"pair": pair, "k": k, "flagged": int(mmlu_flags(probs, labels, pair, k, n_bins).sum())}
-                         for pair in MMLU_PAIRS for k in (1, 3, 5, n_bins)]).pivot(index="k", columns="pair", values="flagged")
+    return pd.DataFrame(
+        [
+            {"pair": pair, "k": k, "flagged": int(mmlu_flags(probs, labels, pair, k, n_bins).sum())}
+            for pair in MMLU_PAIRS
+            for k in (1, 3, 5, n_bins)
+        ]
+    ).pivot(index="k", columns="pair", values="flagged")
 
 
-def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.ndarray, n: int,
-                pair: str = "instruct") -> pd.DataFrame:
+def top_flagged(
+    data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.ndarray, n: int, pair: str = "instruct"
+) -> pd.DataFrame:
     """The ``n`` flagged questions the pair is most confident about (the smaller of its two
     calibrated confidences): subject, question, key and both models' answers with their confidences."""
     m1, m2 = MMLU_PAIRS[pair]
@@ -86,13 +96,15 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
         return f"{letters[c]}: {str(q.iloc[i][letters[c]])[:60]}"
 
     short = {m: m.replace("llama-3.1-", "").replace("b-", "B-") for m in (m1, m2)}
-    return pd.DataFrame({
-        "subject": q["subject"].to_numpy()[idx],
-        "question": [str(s)[:160] for s in q["question"].to_numpy()[idx]],
-        "key": [option(i, data.labels[i]) for i in idx],
-        short[m1]: [f"{option(i, probs[m1][i].argmax())} ({probs[m1][i].max():.2f})" for i in idx],
-        short[m2]: [f"{option(i, probs[m2][i].argmax())} ({probs[m2][i].max():.2f})" for i in idx],
-    })
+    return pd.DataFrame(
+        {
+            "subject": q["subject"].to_numpy()[idx],
+            "question": [str(s)[:160] for s in q["question"].to_numpy()[idx]],
+            "key": [option(i, data.labels[i]) for i in idx],
+            short[m1]: [f"{option(i, probs[m1][i].argmax())} ({probs[m1][i].max():.2f})" for i in idx],
+            short[m2]: [f"{option(i, probs[m2][i].argmax())} ({probs[m2][i].max():.2f})" for i in idx],
+        }
+    )
 
 
 def cleaning_published(ours: pd.DataFrame, cl_points: pd.DataFrame, flagged_k3: int, both_pairs_k3: int) -> dict:

@@ -73,6 +73,7 @@ def fit_confidence(
         a, b = fit_platt(z.max(axis=1), correct)
         return lambda x: 1.0 / (1.0 + np.exp(-(a * raw(x).max(axis=1) + b)))
     if name == "platt_logodds":
+
         def logodds(c: np.ndarray) -> np.ndarray:
             c = np.clip(c, 1e-12, 1 - 1e-12)
             return np.log(c) - np.log1p(-c)
@@ -98,8 +99,12 @@ class ModelOutputs:
 
 
 def model_outputs(
-    logits: ArrayLike, labels: ArrayLike, cal_idx: ArrayLike, test_idx: ArrayLike,
-    calibrator: str = "temperature", n_bins: int = 15,
+    logits: ArrayLike,
+    labels: ArrayLike,
+    cal_idx: ArrayLike,
+    test_idx: ArrayLike,
+    calibrator: str = "temperature",
+    n_bins: int = 15,
 ) -> ModelOutputs:
     """Fit ``calibrator`` on the calibration rows and return both halves' confidence/correctness."""
     z = to_numpy(logits, "logits")

@@ -14,8 +14,10 @@ import pandas as pd
 
 def _diagonal_layer() -> alt.Chart:
     """The y = x reference line from (0, 0) to (1, 1), usable inside a faceted layer."""
-    return alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(
-        x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1)
+    return (
+        alt.Chart()
+        .mark_rule(color="gray", strokeDash=[4, 4])
+        .encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1))
     )
 
 
@@ -34,13 +36,14 @@ def ccc_reliability_grid(
         color=alt.Color("stage:N", title="confidence"),
     )
     points = base.mark_line(point=True).encode(
-        y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["conf:Q", "acc:Q", "count:Q"],
+        y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), tooltip=["conf:Q", "acc:Q", "count:Q"]
     )
     bars = base.mark_errorbar().encode(y="acc_lo:Q", y2="acc_hi:Q")
-    return alt.layer(_diagonal_layer(), points, bars, data=data).properties(
-        width=width, height=width
-    ).facet(row=alt.Row(f"{row}:N", title=None), column=alt.Column(f"{column}:N", title=None))
+    return (
+        alt.layer(_diagonal_layer(), points, bars, data=data)
+        .properties(width=width, height=width)
+        .facet(row=alt.Row(f"{row}:N", title=None), column=alt.Column(f"{column}:N", title=None))
+    )
 
 
 def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
@@ -49,13 +52,18 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
     ``curves``: rows of :meth:`lib.ccc.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
     ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
     """
-    chart = alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
-        color=alt.Color("method:N", title="method"),
-        strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
-        tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
-    ).properties(width=width, height=width * 0.75, title=title)
+    chart = (
+        alt.Chart(curves)
+        .mark_line(point=alt.OverlayMarkDef(size=20))
+        .encode(
+            x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
+            color=alt.Color("method:N", title="method"),
+            strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
+            tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
+        )
+        .properties(width=width, height=width * 0.75, title=title)
+    )
     if "panel" in curves.columns:
         return chart.facet(column=alt.Column("panel:N", title=None)).resolve_scale(y="independent")
     return chart
@@ -66,25 +74,32 @@ def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
     the diagonal mean the calibrated confidences are comparable across the two models.
     ``table``: rows of :func:`lib.ccc.cascade.advantage_table` with a ``method`` column.
     """
-    pts = alt.Chart().mark_point(filled=True).encode(
-        x=alt.X("advantage:Q", title="confidence advantage a_b"),
-        y=alt.Y("acc_advantage:Q", title="accuracy advantage"),
-        color=alt.Color("method:N"),
-        tooltip=["bin:Q", "count:Q", "advantage:Q", "acc_advantage:Q"],
+    pts = (
+        alt.Chart()
+        .mark_point(filled=True)
+        .encode(
+            x=alt.X("advantage:Q", title="confidence advantage a_b"),
+            y=alt.Y("acc_advantage:Q", title="accuracy advantage"),
+            color=alt.Color("method:N"),
+            tooltip=["bin:Q", "count:Q", "advantage:Q", "acc_advantage:Q"],
+        )
     )
     diag = alt.Chart().mark_line(color="gray", strokeDash=[4, 4]).encode(x="advantage:Q", y="advantage:Q")
-    return alt.layer(diag, pts, data=table.dropna(subset=["advantage"])).properties(
-        width=width, height=width
-    )
+    return alt.layer(diag, pts, data=table.dropna(subset=["advantage"])).properties(width=width, height=width)
 
 
 def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int = 280) -> alt.Chart:
     """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
     ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``)."""
     tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
-    return alt.Chart(curves).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
-        color=alt.Color("method:N", title="method"),
-        tooltip=tips,
-    ).properties(width=width, height=width * 0.75, title=title)
+    return (
+        alt.Chart(curves)
+        .mark_line(point=alt.OverlayMarkDef(size=20))
+        .encode(
+            x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
+            color=alt.Color("method:N", title="method"),
+            tooltip=tips,
+        )
+        .properties(width=width, height=width * 0.75, title=title)
+    )

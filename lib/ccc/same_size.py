@@ -21,8 +21,13 @@ PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
 
 
-def route_grid(pairs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]], n_splits: int, n_bins: int,
-               joint_bins: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def route_grid(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    n_splits: int,
+    n_bins: int,
+    joint_bins: int,
+    seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """For each named (logits of the first model, logits of the second, labels) and split (seed
     ``seed + s``): test accuracies of each model alone, the oracle, routing with TS by bins on the
     first model, by ``joint_bins`` x ``joint_bins`` joint bins, uncalibrated, and the best point of the
@@ -33,14 +38,25 @@ def route_grid(pairs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]], n
     for pair, (z1, z2, y) in pairs.items():
         for s in range(n_splits):
             cal, test = cascade.split_halves(len(y), seed=seed + s)
-            out = {c: (confidence.model_outputs(z1, y, cal, test, c), confidence.model_outputs(z2, y, cal, test, c))
-                   for c in ("temperature", "none")}
+            out = {
+                c: (confidence.model_outputs(z1, y, cal, test, c), confidence.model_outputs(z2, y, cal, test, c))
+                for c in ("temperature", "none")
+            }
             first, second = out["temperature"]
-            row = {"pair": pair, "split": s, "first alone": first.acc_test, "second alone": second.acc_test,
-                   "oracle (either right)": float(np.mean(first.correct_test | second.correct_test))}
+            row = {
+                "pair": pair,
+                "split": s,
+                "first alone": first.acc_test,
+                "second alone": second.acc_test,
+                "oracle (either right)": float(np.mean(first.correct_test | second.correct_test)),
+            }
             row["routed (TS, bins on first)"] = same_size_routing.same_size_route(first, second, n_bins).accuracy
-            row["routed (TS, joint bins)"] = same_size_routing.same_size_route(first, second, joint_bins, "joint").accuracy
-            row["routed (uncalibrated, bins on first)"] = same_size_routing.same_size_route(*out["none"], n_bins).accuracy
+            row["routed (TS, joint bins)"] = same_size_routing.same_size_route(
+                first, second, joint_bins, "joint"
+            ).accuracy
+            row["routed (uncalibrated, bins on first)"] = same_size_routing.same_size_route(
+                *out["none"], n_bins
+            ).accuracy
             cc = cascade.cascade_curve(first, second, n_bins)
             row["best point of the TS curve"] = cc.best_accuracy()
             rows.append(row)
@@ -61,9 +77,13 @@ def gains(res: pd.DataFrame) -> pd.DataFrame:
     """Gain of routing (bins on first, joint bins) over the better single model per split, then its
     mean and minimum per pair (columns (gain, "mean"/"min"))."""
     best = res[["first alone", "second alone"]].max(axis=1)
-    g = pd.DataFrame({"pair": res["pair"],
-                      "gain (bins on first)": res["routed (TS, bins on first)"] - best,
-                      "gain (joint bins)": res["routed (TS, joint bins)"] - best})
+    g = pd.DataFrame(
+        {
+            "pair": res["pair"],
+            "gain (bins on first)": res["routed (TS, bins on first)"] - best,
+            "gain (joint bins)": res["routed (TS, joint bins)"] - best,
+        }
+    )
     return g.groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
 
 

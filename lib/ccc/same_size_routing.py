@@ -34,9 +34,7 @@ class RouteResult:
         return self.accuracy - max(self.acc_first, self.acc_second)
 
 
-def same_size_route(
-    first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first"
-) -> RouteResult:
+def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first") -> RouteResult:
     """Route each test example to the model with the higher calibrated confidence in its bin.
 
     ``binning="first"``: B equal-count bins on the first model's calibrated confidence (the
@@ -59,5 +57,4 @@ def same_size_route(
     to_second = adv[c_test] > 0
     correct = np.where(to_second, second.correct_test, first.correct_test)
     table["test_count"] = np.bincount(c_test, minlength=n_cells)
-    return RouteResult(float(correct.mean()), first.acc_test, second.acc_test,
-                       float(to_second.mean()), table)
+    return RouteResult(float(correct.mean()), first.acc_test, second.acc_test, float(to_second.mean()), table)

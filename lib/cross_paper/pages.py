@@ -8,6 +8,10 @@ from lib.page import Page
 __all__ = ["PAGES"]
 
 PAGES: tuple[Page, ...] = (
-    Page("cross_paper", "cross_paper", "The four papers' calibration methods on the same logits",
-         claims=claims.cross_paper_claims),
+    Page(
+        "cross_paper",
+        "cross_paper",
+        "The four papers' calibration methods on the same logits",
+        claims=claims.cross_paper_claims,
+    ),
 )

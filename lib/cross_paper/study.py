@@ -34,8 +34,7 @@ def _top1(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def posthoc_ece(
-    logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray,
-    n_bins: int = 15,
+    logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15
 ) -> dict[str, float]:
     """Test-half top-label ECE after each post-hoc calibrator fitted on the calibration half.
 
@@ -51,8 +50,12 @@ def posthoc_ece(
 
 
 def shift_ece(
-    logits: np.ndarray, labels: np.ndarray, source: np.ndarray, target: np.ndarray,
-    target_cal: np.ndarray, target_test: np.ndarray,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    source: np.ndarray,
+    target: np.ndarray,
+    target_cal: np.ndarray,
+    target_test: np.ndarray,
 ) -> dict[str, float]:
     """ECE on the target's test rows: raw, TS fitted on the source (shifted), TS fitted in-domain.
 
@@ -81,8 +84,7 @@ def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np
 
 
 def mixture_ece(
-    expert_logits: np.ndarray, labels: np.ndarray, routing: np.ndarray,
-    cal_idx: np.ndarray, test_idx: np.ndarray,
+    expert_logits: np.ndarray, labels: np.ndarray, routing: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> dict[str, float]:
     """Soft mixture p = sum_k r_k softmax(z_k / T_k): test ECE of four ways to calibrate it.
 
@@ -112,7 +114,7 @@ def mixture_ece(
 
 
 def other_model_correctness_ece(
-    logits_other: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray,
+    logits_other: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> dict[str, float]:
     """How well P(the other model/expert is right | x) is estimated, as binary ECE on the test half.
 
@@ -135,8 +137,12 @@ def other_model_correctness_ece(
 
 
 def cascade_apgr(
-    logits_small: np.ndarray, logits_large: np.ndarray, labels: np.ndarray,
-    cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15,
+    logits_small: np.ndarray,
+    logits_large: np.ndarray,
+    labels: np.ndarray,
+    cal_idx: np.ndarray,
+    test_idx: np.ndarray,
+    n_bins: int = 15,
 ) -> dict[str, float]:
     """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3)."""
     out = {}
@@ -148,27 +154,32 @@ def cascade_apgr(
 
 
 def training_loss_ece(
-    logits_by_loss: dict[str, np.ndarray], labels: np.ndarray, cal_idx: np.ndarray,
-    test_idx: np.ndarray,
+    logits_by_loss: dict[str, np.ndarray], labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> pd.DataFrame:
     """Test ECE of models trained with different losses (paper 4), before and after TS."""
     rows = []
     for loss, z in logits_by_loss.items():
         t = fit_temperature(z[cal_idx], labels[cal_idx])
         y = labels[test_idx]
-        rows.append({
-            "loss": loss, "accuracy": accuracy(softmax(z[test_idx]), y),
-            "ECE": ece(softmax(z[test_idx]), y), "ECE after TS": ece(softmax(z[test_idx], t), y),
-            "T": t,
-        })
+        rows.append(
+            {
+                "loss": loss,
+                "accuracy": accuracy(softmax(z[test_idx]), y),
+                "ECE": ece(softmax(z[test_idx]), y),
+                "ECE after TS": ece(softmax(z[test_idx], t), y),
+                "T": t,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def long_table(failure: str, data: str, values: dict[str, float], metric: str = "ECE") -> pd.DataFrame:
     """One failure mode's numbers as rows ``failure, data, method, metric, value``."""
     return pd.DataFrame(
-        [{"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
-         for m, v in values.items()]
+        [
+            {"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
+            for m, v in values.items()
+        ]
     )
 
 
@@ -184,9 +195,14 @@ def best_fix(table: pd.DataFrame) -> pd.DataFrame:
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):
         raw = grp.loc[grp["method"] == "none", "value"]
         best = grp.loc[grp["value"].idxmax() if metric in HIGHER_IS_BETTER else grp["value"].idxmin()]
-        rows.append({
-            "failure": failure, "data": data, "metric": metric,
-            "uncorrected": float(raw.iloc[0]) if len(raw) else float("nan"),
-            "best method": best["method"], "best value": float(best["value"]),
-        })
+        rows.append(
+            {
+                "failure": failure,
+                "data": data,
+                "metric": metric,
+                "uncorrected": float(raw.iloc[0]) if len(raw) else float("nan"),
+                "best method": best["method"],
+                "best value": float(best["value"]),
+            }
+        )
     return pd.DataFrame(rows)

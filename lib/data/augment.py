@@ -99,8 +99,8 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
     b, c, h, w = x.shape
     padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
     dev = x.device
-    rows = (to_device_async(dy, dev)[:, None] + torch.arange(h, device=dev)[None, :])  # (B, H)
-    cols = (to_device_async(dx, dev)[:, None] + torch.arange(w, device=dev)[None, :])  # (B, W)
+    rows = to_device_async(dy, dev)[:, None] + torch.arange(h, device=dev)[None, :]  # (B, H)
+    cols = to_device_async(dx, dev)[:, None] + torch.arange(w, device=dev)[None, :]  # (B, W)
     bi = torch.arange(b, device=dev)[:, None, None, None]
     ci = torch.arange(c, device=dev)[None, :, None, None]
     return padded[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]

@@ -70,18 +70,35 @@ class TensorSplits:
 
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard test examples."""
-        return {"train": int(self.train_y.shape[0]), "val": int(self.val_y.shape[0]),
-                "test": int(self.test_y.shape[0]), "hard": int(self.hard_mask.sum())}
+        return {
+            "train": int(self.train_y.shape[0]),
+            "val": int(self.val_y.shape[0]),
+            "test": int(self.test_y.shape[0]),
+            "hard": int(self.hard_mask.sum()),
+        }
 
 
-_FIELDS = ("name", "kind", "source", "classes", "train_y", "val_y", "test_y", "hard_mask", "num_classes",
-           "sizes", "fingerprint")
+_FIELDS = (
+    "name",
+    "kind",
+    "source",
+    "classes",
+    "train_y",
+    "val_y",
+    "test_y",
+    "hard_mask",
+    "num_classes",
+    "sizes",
+    "fingerprint",
+)
 
 
 def check_bundle(data: Any, name: str = "data") -> Bundle:
     """Return ``data`` if it satisfies :class:`Bundle`; else ``ValueError`` naming the missing members."""
     missing = [f for f in _FIELDS if not hasattr(data, f)]
     if missing:
-        raise ValueError(f"{name}: expected a data bundle (ImageBundle or TextBundle); "
-                         f"{type(data).__name__} lacks {', '.join(missing)}")
+        raise ValueError(
+            f"{name}: expected a data bundle (ImageBundle or TextBundle); "
+            f"{type(data).__name__} lacks {', '.join(missing)}"
+        )
     return data

@@ -38,7 +38,16 @@ from tqdm.auto import tqdm
 from lib.data.locate import describe, local_data_cache, locate, reading
 
 CIFAR10_CLASSES: tuple[str, ...] = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
 )
 PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
@@ -64,9 +73,7 @@ def decoded_cache_dir() -> Path:
     return path
 
 
-def _cached_arrays(
-    key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]]
-) -> tuple[np.ndarray, np.ndarray]:
+def _cached_arrays(key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Load ``<key>_x.npy``/``<key>_y.npy`` from the decoded cache, building them once if missing."""
     folder = decoded_cache_dir()
     px, py = folder / f"{key}_x.npy", folder / f"{key}_y.npy"
@@ -77,8 +84,11 @@ def _cached_arrays(
                 raise ValueError(f"shapes {x.shape} and {y.shape} do not belong together")
             return x, y
         except (OSError, EOFError, ValueError) as err:
-            warnings.warn(f"{px}: decoded image cache is damaged ({type(err).__name__}: {err}); "
-                          "decoding the images again", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"{px}: decoded image cache is damaged ({type(err).__name__}: {err}); decoding the images again",
+                UserWarning,
+                stacklevel=2,
+            )
     x, y = build()
     for path, arr in ((px, x), (py, y)):
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
@@ -91,11 +101,15 @@ def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> Non
     """Remove decoded arrays of an earlier version of ``src`` (files starting with one of
     ``prefixes`` other than ``tag``'s), with one warning: the file was replaced, so its images are
     decoded again."""
-    stale = [p for p in decoded_cache_dir().glob("*.npy")
-             if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")]
+    stale = [
+        p for p in decoded_cache_dir().glob("*.npy") if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")
+    ]
     if stale:
-        warnings.warn(f"{src}: changed since its images were decoded (size or modification time); "
-                      "decoding them again", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{src}: changed since its images were decoded (size or modification time); decoding them again",
+            UserWarning,
+            stacklevel=3,
+        )
         for p in stale:
             p.unlink(missing_ok=True)
 
@@ -168,9 +182,7 @@ def _cifar_split_from_torchvision(root: Path, split: str) -> tuple[np.ndarray, n
     return np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)), np.asarray(ds.targets, dtype=np.int64)
 
 
-def cifar10_arrays(
-    data_dir: str | os.PathLike[str] | None,
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
+def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
     """CIFAR-10's ``train`` and ``test`` images (uint8 ``(N, 3, 32, 32)``, train sorted by (class,
     index), test in the official order) and labels, decoded once and cached, and a sentence saying
     where they came from: the JPEG zip found by :func:`lib.data.locate.locate`, or the official
@@ -234,7 +246,9 @@ def resolve_pacs_domain(target: str) -> str:
     name = PACS_ALIASES.get(target.lower(), target.lower())
     if name not in PACS_DOMAINS:
         valid = ", ".join(repr(d) for d in PACS_DOMAINS)
-        raise ValueError(f"target: unknown PACS domain {target!r}; valid targets are {valid} (alias 'art' for 'art_painting')")
+        raise ValueError(
+            f"target: unknown PACS domain {target!r}; valid targets are {valid} (alias 'art' for 'art_painting')"
+        )
     return name
 
 
@@ -265,8 +279,9 @@ def pacs_domain(
     domain = resolve_pacs_domain(domain)
     if not isinstance(size, int) or size < 8:
         raise ValueError(f"size: must be an integer >= 8, got {size!r}")
-    root = locate("pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW,
-                  needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS))  # all four domains, each with images
+    root = locate(
+        "pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW, needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS)
+    )  # all four domains, each with images
     if (root / "pacs").is_dir() and not (root / domain).is_dir():
         root = root / "pacs"
 

@@ -28,7 +28,14 @@ import numpy as np
 import torch
 
 from lib.data.bundle import TensorSplits
-from lib.data.image_files import CIFAR10_CLASSES, PACS_CLASSES, PACS_DOMAINS, cifar10_arrays, pacs_domain, resolve_pacs_domain
+from lib.data.image_files import (
+    CIFAR10_CLASSES,
+    PACS_CLASSES,
+    PACS_DOMAINS,
+    cifar10_arrays,
+    pacs_domain,
+    resolve_pacs_domain,
+)
 from lib.data.locate import describe, locate, reading
 from lib.validation import check_choice, check_open_unit
 
@@ -36,13 +43,7 @@ HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE 
 CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
 
-__all__ = [
-    "ImageBundle",
-    "load_cifar10h",
-    "load_pacs",
-    "natural_test_subset",
-    "pacs_examples",
-]
+__all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "pacs_examples"]
 
 
 @dataclass
@@ -177,8 +178,10 @@ def load_cifar10h(
     test_idx, all_mask = np.arange(len(te_y)), None
     if n_test is not None and n_test < len(te_y):
         test_idx, all_mask = natural_test_subset(hard, n_test, rng)
-        info["test_subset"] = (f"uniform sample of {n_test} test images (the 'all' metrics) "
-                               f"+ the {int((hard[test_idx] & ~all_mask).sum())} hard images it missed")
+        info["test_subset"] = (
+            f"uniform sample of {n_test} test images (the 'all' metrics) "
+            f"+ the {int((hard[test_idx] & ~all_mask).sum())} hard images it missed"
+        )
     info["hard_fraction_full_test"] = float(hard.mean())
     sample = test_idx if all_mask is None else test_idx[all_mask]
     info["hard_fraction_all_sample"] = float(hard[sample].mean())
@@ -189,9 +192,12 @@ def load_cifar10h(
 
     return ImageBundle(
         name="cifar10h",
-        train_x=t(tr_x[train_idx]), train_y=t(tr_y[train_idx]),
-        val_x=t(tr_x[val_idx]), val_y=t(tr_y[val_idx]),
-        test_x=t(te_x[test_idx]), test_y=t(te_y[test_idx]),
+        train_x=t(tr_x[train_idx]),
+        train_y=t(tr_y[train_idx]),
+        val_x=t(tr_x[val_idx]),
+        val_y=t(tr_y[val_idx]),
+        test_x=t(te_x[test_idx]),
+        test_y=t(te_y[test_idx]),
         hard_mask=t(hard[test_idx]),
         all_mask=None if all_mask is None else t(all_mask),
         human_probs=t(human[test_idx]).float(),
@@ -245,19 +251,28 @@ def load_pacs(
         te_x, te_y = te_x[keep], te_y[keep]
     return ImageBundle(
         name=f"pacs-{target}",
-        train_x=src_x[train_idx], train_y=src_y[train_idx],
-        val_x=src_x[val_idx], val_y=src_y[val_idx],
-        test_x=te_x, test_y=te_y,
+        train_x=src_x[train_idx],
+        train_y=src_y[train_idx],
+        val_x=src_x[val_idx],
+        val_y=src_y[val_idx],
+        test_x=te_x,
+        test_y=te_y,
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
-        info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target],
-              "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
+        info={
+            "target": target,
+            "sources": [d for d in PACS_DOMAINS if d != target],
+            "val_frac": val_frac,
+            "seed": seed,
+            "n_per_domain": n_per_domain,
+        },
     )
 
 
-def pacs_examples(classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64,
-                  data_dir: str | os.PathLike[str] | None = None) -> tuple[torch.Tensor, list[str]]:
+def pacs_examples(
+    classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64, data_dir: str | os.PathLike[str] | None = None
+) -> tuple[torch.Tensor, list[str]]:
     """The first image of each of ``classes`` in each PACS domain (domain by domain, the layout of
     paper 1's Figure D.1): uint8 images (len(domains) x len(classes), 3, size, size) and captions."""
     for c in classes:

@@ -96,8 +96,10 @@ def locate(
     together with the places searched.
     """
     if explicit not in (None, "") and not Path(explicit).exists():
-        raise DataNotFoundError(f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
-                                f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache")
+        raise DataNotFoundError(
+            f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
+            f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache"
+        )
     tried: list[str] = []
     for label, root in candidate_roots(explicit):
         paths = [root / relpath]
@@ -146,7 +148,13 @@ def describe(path: str | os.PathLike[str]) -> str:
 
 # Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
 READ_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, EOFError, ValueError, KeyError, SyntaxError, zipfile.BadZipFile, pickle.UnpicklingError,
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    SyntaxError,
+    zipfile.BadZipFile,
+    pickle.UnpicklingError,
 )
 
 
@@ -164,6 +172,5 @@ def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None
     except READ_ERRORS as err:
         hint = f" How to get it again: {how_to_get}" if how_to_get else f" See {DATA_PAGE}."
         raise DamagedDataError(
-            f"{path}: the file is damaged or incomplete and cannot be read "
-            f"({type(err).__name__}: {err}).{hint}"
+            f"{path}: the file is damaged or incomplete and cannot be read ({type(err).__name__}: {err}).{hint}"
         ) from err

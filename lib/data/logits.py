@@ -28,8 +28,9 @@ HOW_TO_GET = (
 
 
 def _folder(root: str | os.PathLike[str] | None) -> Path:
-    folder = locate("cifar10-resnet50-logits", FOLDER, explicit=root, how_to_get=HOW_TO_GET,
-                    needs=("resnet50_*_test.npz",))
+    folder = locate(
+        "cifar10-resnet50-logits", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("resnet50_*_test.npz",)
+    )
     if not any(folder.glob("resnet50_*_test.npz")) and (folder / FOLDER).exists():
         folder = folder / FOLDER
     return folder
@@ -41,9 +42,7 @@ def load_resnet50_logits(
     """``(logits (N, 10) float64, targets (N,) int64)`` of the ResNet-50 trained with ``loss``."""
     check_choice(loss, LOSSES, "loss")
     if loss in DEGENERATE and not allow_degenerate:
-        raise ValueError(
-            f"loss: {loss!r} is a failed run (accuracy 0.14%); pass allow_degenerate=True to load it"
-        )
+        raise ValueError(f"loss: {loss!r} is a failed run (accuracy 0.14%); pass allow_degenerate=True to load it")
     path = _folder(root) / f"resnet50_{loss}_test.npz"
     if not path.exists():
         raise ValueError(f"loss: {path} is missing. How to get it: {HOW_TO_GET}")

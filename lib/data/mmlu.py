@@ -22,12 +22,7 @@ from scipy.special import softmax as scipy_softmax
 from lib.data.locate import describe, locate, reading
 from lib.validation import check_choice
 
-MODELS: tuple[str, ...] = (
-    "llama-3.1-8b-base",
-    "llama-3.1-8b-instruct",
-    "llama-3.1-70b-base",
-    "llama-3.1-70b-instruct",
-)
+MODELS: tuple[str, ...] = ("llama-3.1-8b-base", "llama-3.1-8b-instruct", "llama-3.1-70b-base", "llama-3.1-70b-instruct")
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
 FOLDER = "mmlu-llama31"
 HOW_TO_GET = (
@@ -40,29 +35,69 @@ HOW_TO_GET = (
 # (calibrate on one group of subjects, cascade on a disjoint group).
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "stem": (
-        "abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry",
-        "college_computer_science", "college_mathematics", "college_physics", "computer_security",
-        "conceptual_physics", "electrical_engineering", "elementary_mathematics",
-        "high_school_biology", "high_school_chemistry", "high_school_computer_science",
-        "high_school_mathematics", "high_school_physics", "high_school_statistics",
+        "abstract_algebra",
+        "anatomy",
+        "astronomy",
+        "college_biology",
+        "college_chemistry",
+        "college_computer_science",
+        "college_mathematics",
+        "college_physics",
+        "computer_security",
+        "conceptual_physics",
+        "electrical_engineering",
+        "elementary_mathematics",
+        "high_school_biology",
+        "high_school_chemistry",
+        "high_school_computer_science",
+        "high_school_mathematics",
+        "high_school_physics",
+        "high_school_statistics",
         "machine_learning",
     ),
     "humanities": (
-        "formal_logic", "high_school_european_history", "high_school_us_history",
-        "high_school_world_history", "international_law", "jurisprudence", "logical_fallacies",
-        "moral_disputes", "moral_scenarios", "philosophy", "prehistory", "professional_law",
+        "formal_logic",
+        "high_school_european_history",
+        "high_school_us_history",
+        "high_school_world_history",
+        "international_law",
+        "jurisprudence",
+        "logical_fallacies",
+        "moral_disputes",
+        "moral_scenarios",
+        "philosophy",
+        "prehistory",
+        "professional_law",
         "world_religions",
     ),
     "social_sciences": (
-        "econometrics", "high_school_geography", "high_school_government_and_politics",
-        "high_school_macroeconomics", "high_school_microeconomics", "high_school_psychology",
-        "human_sexuality", "professional_psychology", "public_relations", "security_studies",
-        "sociology", "us_foreign_policy",
+        "econometrics",
+        "high_school_geography",
+        "high_school_government_and_politics",
+        "high_school_macroeconomics",
+        "high_school_microeconomics",
+        "high_school_psychology",
+        "human_sexuality",
+        "professional_psychology",
+        "public_relations",
+        "security_studies",
+        "sociology",
+        "us_foreign_policy",
     ),
     "other": (
-        "business_ethics", "clinical_knowledge", "college_medicine", "global_facts", "human_aging",
-        "management", "marketing", "medical_genetics", "miscellaneous", "nutrition",
-        "professional_accounting", "professional_medicine", "virology",
+        "business_ethics",
+        "clinical_knowledge",
+        "college_medicine",
+        "global_facts",
+        "human_aging",
+        "management",
+        "marketing",
+        "medical_genetics",
+        "miscellaneous",
+        "nutrition",
+        "professional_accounting",
+        "professional_medicine",
+        "virology",
     ),
 }
 SUBJECT_CATEGORY: dict[str, str] = {s: c for c, subs in CATEGORIES.items() for s in subs}
@@ -101,8 +136,10 @@ class MMLUData:
                 raise ValueError(f"mask: expected {self.labels.shape[0]} booleans, got {idx.shape}")
             idx = np.flatnonzero(idx)
         return MMLUData(
-            self.questions.iloc[idx].reset_index(drop=True), self.labels[idx],
-            {m: z[idx] for m, z in self.logits.items()}, self.source,
+            self.questions.iloc[idx].reset_index(drop=True),
+            self.labels[idx],
+            {m: z[idx] for m, z in self.logits.items()},
+            self.source,
         )
 
     def tidy(self) -> pd.DataFrame:
@@ -110,21 +147,23 @@ class MMLUData:
         frames = []
         for m in self.models:
             p = self.probs(m)
-            frames.append(pd.DataFrame({
-                "subject": self.questions["subject"].to_numpy(),
-                "row": self.questions["row"].to_numpy(),
-                "model": m,
-                "label": self.labels,
-                "pred": p.argmax(axis=1),
-                "conf": p.max(axis=1),
-                "correct": p.argmax(axis=1) == self.labels,
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "subject": self.questions["subject"].to_numpy(),
+                        "row": self.questions["row"].to_numpy(),
+                        "model": m,
+                        "label": self.labels,
+                        "pred": p.argmax(axis=1),
+                        "conf": p.max(axis=1),
+                        "correct": p.argmax(axis=1) == self.labels,
+                    }
+                )
+            )
         return pd.concat(frames, ignore_index=True)
 
 
-def load_mmlu(
-    root: str | os.PathLike[str] | None = None, models: tuple[str, ...] = MODELS
-) -> MMLUData:
+def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...] = MODELS) -> MMLUData:
     """Load ``questions.csv`` and the logits of ``models``, aligned and checked by (subject, row).
 
     ``root``: a data root holding ``mmlu-llama31/`` or that folder itself; otherwise
@@ -134,8 +173,9 @@ def load_mmlu(
     """
     for m in models:
         check_choice(m, MODELS, "models")
-    folder = locate("mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET,
-                    needs=("questions.csv", "logits_*.csv"))
+    folder = locate(
+        "mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("questions.csv", "logits_*.csv")
+    )
     if not (folder / "questions.csv").exists() and (folder / FOLDER).exists():
         folder = folder / FOLDER
     qpath = folder / "questions.csv"
@@ -164,8 +204,7 @@ def load_mmlu(
             numeric = df[cols].to_numpy(np.float64)
         if lkeys.has_duplicates or len(df) != len(questions) or not lkeys.isin(keys).all():
             raise ValueError(
-                f"models: {path} does not cover exactly the {len(questions)} questions' "
-                "(subject, row) keys"
+                f"models: {path} does not cover exactly the {len(questions)} questions' (subject, row) keys"
             )
         if not np.all(np.isfinite(numeric)):
             raise ValueError(f"models: {path} holds NaN or infinite logits")
@@ -189,8 +228,11 @@ SYNTHETIC_MODELS: dict[str, tuple[float, float]] = {
 
 
 def synthetic_logits(
-    labels: np.ndarray, skills: dict[str, tuple[float, float]], num_classes: int,
-    shared: float, rng: np.random.Generator,
+    labels: np.ndarray,
+    skills: dict[str, tuple[float, float]],
+    num_classes: int,
+    shared: float,
+    rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """Logits z = kappa * m * (m 1[c = y] + noise), noise ~ N(0, 1) per class.
 
@@ -226,12 +268,14 @@ def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUDat
     subj = rng.choice(subjects, size=n)
     labels = rng.integers(0, 4, size=n)
     logits = {k: v + 15.0 for k, v in synthetic_logits(labels, SYNTHETIC_MODELS, 4, shared, rng).items()}
-    questions = pd.DataFrame({
-        "subject": subj,
-        "row": np.arange(n, dtype=np.int64),
-        "question": [f"Synthetic question {i}" for i in range(n)],
-        **{c: [f"option {c}" for _ in range(n)] for c in LETTERS},
-        "answer": [LETTERS[i] for i in labels],
-    })
+    questions = pd.DataFrame(
+        {
+            "subject": subj,
+            "row": np.arange(n, dtype=np.int64),
+            "question": [f"Synthetic question {i}" for i in range(n)],
+            **{c: [f"option {c}" for _ in range(n)] for c in LETTERS},
+            "answer": [LETTERS[i] for i in labels],
+        }
+    )
     questions["category"] = questions["subject"].map(SUBJECT_CATEGORY)
     return MMLUData(questions, labels.astype(np.int64), logits, source=f"synthetic(n={n}, seed={seed})")

@@ -87,8 +87,13 @@ def synthetic_images(
 
     ``hard_mask`` = max human probability < 0.7 (the CIFAR-10H rule), i.e. exactly the blends.
     """
-    for name, value, low in (("n_train", n_train, 1), ("n_val", n_val, 1), ("n_test", n_test, 1),
-                             ("size", size, 4), ("num_classes", num_classes, 2)):
+    for name, value, low in (
+        ("n_train", n_train, 1),
+        ("n_val", n_val, 1),
+        ("n_test", n_test, 1),
+        ("size", size, 4),
+        ("num_classes", num_classes, 2),
+    ):
         check_int(value, name, low)
     check_open_unit(hard_frac, "hard_frac")
     rng = np.random.default_rng(seed)
@@ -99,8 +104,14 @@ def synthetic_images(
     t = torch.from_numpy
     return ImageBundle(
         name="synthetic-images",
-        train_x=t(trx), train_y=t(try_), val_x=t(vx), val_y=t(vy), test_x=t(tx), test_y=t(ty),
-        hard_mask=t(hard), human_probs=t(tp).float(),
+        train_x=t(trx),
+        train_y=t(try_),
+        val_x=t(vx),
+        val_y=t(vy),
+        test_x=t(tx),
+        test_y=t(ty),
+        hard_mask=t(hard),
+        human_probs=t(tp).float(),
         classes=tuple(f"class{c}" for c in range(num_classes)),
         source=f"SYNTHETIC images made by lib.data.synthetic (seed {seed}); not real data",
         info={"seed": seed, "hard_frac": hard_frac, "noise": noise},
@@ -156,8 +167,13 @@ def synthetic_pacs_domains(
     t = torch.from_numpy
     return ImageBundle(
         name=f"synthetic-pacs-{target}",
-        train_x=t(src_x[ti]), train_y=t(src_y[ti]), val_x=t(src_x[vi]), val_y=t(src_y[vi]),
-        test_x=t(tx), test_y=t(ty), hard_mask=torch.ones(len(ty), dtype=torch.bool),
+        train_x=t(src_x[ti]),
+        train_y=t(src_y[ti]),
+        val_x=t(src_x[vi]),
+        val_y=t(src_y[vi]),
+        test_x=t(tx),
+        test_y=t(ty),
+        hard_mask=torch.ones(len(ty), dtype=torch.bool),
         classes=classes,
         source=f"SYNTHETIC PACS-like domains made by lib.data.synthetic (seed {seed}); not real data",
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target], "seed": seed},
@@ -176,16 +192,24 @@ _GROUP_WORDS: dict[str, list[str]] = {
 }
 _NEUTRAL = ["the city council", "the new stadium", "this article", "the weather", "the budget", "my neighbours"]
 _TOXIC = [
-    "{s} are idiots and should shut up", "I hate {s}, they are disgusting", "{s} are stupid trash",
-    "only a moron would defend {s}", "{s} are pathetic losers",
+    "{s} are idiots and should shut up",
+    "I hate {s}, they are disgusting",
+    "{s} are stupid trash",
+    "only a moron would defend {s}",
+    "{s} are pathetic losers",
 ]
 _CLEAN = [
-    "I had a nice conversation about {s}", "{s} made a fair point today", "thanks for writing about {s}",
-    "I agree with what {s} said", "{s} deserve a good discussion",
+    "I had a nice conversation about {s}",
+    "{s} made a fair point today",
+    "thanks for writing about {s}",
+    "I agree with what {s} said",
+    "{s} deserve a good discussion",
 ]
 
 
-def synthetic_comments(n: int = 400, seed: int = 0, identity_frac: float = 0.4, label_noise: float = 0.05) -> TextBundle:
+def synthetic_comments(
+    n: int = 400, seed: int = 0, identity_frac: float = 0.4, label_noise: float = 0.05
+) -> TextBundle:
     """Synthetic CivilComments stand-in (smoke scale): template sentences, toxic or not.
 
     About ``identity_frac`` of the comments mention one of the eight WILDS identity groups; those
@@ -220,10 +244,14 @@ def synthetic_comments(n: int = 400, seed: int = 0, identity_frac: float = 0.4, 
     t = torch.from_numpy
     return TextBundle(
         name="synthetic-comments",
-        train_texts=texts[sl["train"]], train_y=t(labels[sl["train"]].copy()),
-        val_texts=texts[sl["val"]], val_y=t(labels[sl["val"]].copy()),
-        test_texts=texts[sl["test"]], test_y=t(labels[sl["test"]].copy()),
-        test_groups=test_groups, hard_mask=hard,
+        train_texts=texts[sl["train"]],
+        train_y=t(labels[sl["train"]].copy()),
+        val_texts=texts[sl["val"]],
+        val_y=t(labels[sl["val"]].copy()),
+        test_texts=texts[sl["test"]],
+        test_y=t(labels[sl["test"]].copy()),
+        test_groups=test_groups,
+        hard_mask=hard,
         source=f"SYNTHETIC template comments made by lib.data.synthetic (seed {seed}); not real data",
         info={"seed": seed, "identity_frac": identity_frac, "label_noise": label_noise},
     )

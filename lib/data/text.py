@@ -25,7 +25,14 @@ import torch
 from lib.data.locate import describe, locate, reading
 
 IDENTITY_GROUPS: tuple[str, ...] = (
-    "male", "female", "LGBTQ", "christian", "muslim", "other_religions", "black", "white",
+    "male",
+    "female",
+    "LGBTQ",
+    "christian",
+    "muslim",
+    "other_religions",
+    "black",
+    "white",
 )
 TOXIC_THRESHOLD = 0.5
 WILDS_FOLDER = "civilcomments_v1.0"
@@ -65,8 +72,10 @@ class TextBundle:
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard (identity-mentioning) test comments."""
         return {
-            "train": len(self.train_texts), "val": len(self.val_texts),
-            "test": len(self.test_texts), "hard": int(self.hard_mask.sum()),
+            "train": len(self.train_texts),
+            "val": len(self.val_texts),
+            "test": len(self.test_texts),
+            "hard": int(self.hard_mask.sum()),
         }
 
     def fingerprint(self) -> str:
@@ -123,7 +132,7 @@ def load_civilcomments(
     pick = np.random.default_rng(seed).choice(len(train_all), n, replace=False)
     sub = train_all.iloc[pick]
     n_val = n // 10
-    tr, va = sub.iloc[: n - n_val], sub.iloc[n - n_val:]
+    tr, va = sub.iloc[: n - n_val], sub.iloc[n - n_val :]
     te = df[df["split"] == "test"]
 
     def labels(frame: Any) -> torch.Tensor:
@@ -135,10 +144,14 @@ def load_civilcomments(
         hard |= m
     return TextBundle(
         name="civilcomments",
-        train_texts=tr["comment_text"].tolist(), train_y=labels(tr),
-        val_texts=va["comment_text"].tolist(), val_y=labels(va),
-        test_texts=te["comment_text"].tolist(), test_y=labels(te),
-        test_groups=groups, hard_mask=hard,
+        train_texts=tr["comment_text"].tolist(),
+        train_y=labels(tr),
+        val_texts=va["comment_text"].tolist(),
+        val_y=labels(va),
+        test_texts=te["comment_text"].tolist(),
+        test_y=labels(te),
+        test_groups=groups,
+        hard_mask=hard,
         source=f"WILDS CivilComments v1.0 ({describe(path)})",
         info={"n_train": n, "seed": seed, "validation": "last 10% of the subsample"},
     )

@@ -24,13 +24,20 @@ import numpy as np
 
 from lib.config import cache_dir, results_dir
 
-__all__ = ["CorruptEntryWarning", "artifact_paths", "atomic_write", "cache_folder", "damaged_artifact",
-           "is_committed", "load_artifact", "sha256_file"]
+__all__ = [
+    "CorruptEntryWarning",
+    "artifact_paths",
+    "atomic_write",
+    "cache_folder",
+    "damaged_artifact",
+    "is_committed",
+    "load_artifact",
+    "sha256_file",
+]
 
 
 class CorruptEntryWarning(UserWarning):
     """A cached or committed file failed verification; it is ignored (and a cached run recomputed)."""
-
 
 
 def sha256_file(path: Path) -> str:
@@ -56,11 +63,9 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
             os.remove(tmp)
 
 
-
 def warn(path: Path, problem: str, action: str) -> None:
     """Report a damaged file with its path and what is done about it."""
     warnings.warn(f"{path}: {problem}; {action}", CorruptEntryWarning, stacklevel=3)
-
 
 
 def savez(path: Path, arrays: Mapping[str, Any]) -> None:
@@ -86,8 +91,11 @@ def artifact_paths(record: Mapping[str, Any], name: str) -> list[Path]:
     """Where the artifact ``name`` of a record may be: beside its committed record (the same record:
     same checksum, when the record has one), then in the cache."""
     group, key = record["group"], record["key"]
-    committed = [p.with_name(f"{key}.{name}.npz") for p in sorted(results_dir().glob(f"*/{group}/{key}.json"))
-                 if record.get("checksum") is None or _checksum(p) == record["checksum"]]
+    committed = [
+        p.with_name(f"{key}.{name}.npz")
+        for p in sorted(results_dir().glob(f"*/{group}/{key}.json"))
+        if record.get("checksum") is None or _checksum(p) == record["checksum"]
+    ]
     folder = cache_folder(key, str(record.get("code_fingerprint") or ""))
     return [*committed, cache_dir() / "runs" / group / folder / f"{name}.npz"]
 
@@ -119,8 +127,7 @@ def damaged_artifact(record: Mapping[str, Any], committed_only: bool, cached_dir
             warn(Path(str(where)), f"artifact {name!r} of the record is missing", "ignored")
             return name
         if sha256_file(path) != meta.get("sha256"):
-            warn(path, "artifact does not match the SHA-256 in its record (truncated, edited or replaced)",
-                  "ignored")
+            warn(path, "artifact does not match the SHA-256 in its record (truncated, edited or replaced)", "ignored")
             return name
     return None
 
@@ -141,8 +148,9 @@ def load_artifact(record: Mapping[str, Any], name: str) -> dict[str, np.ndarray]
         raise ValueError("record: expected a finished run record (with 'group' and 'key')")
     meta = (record.get("artifacts") or {}).get(name)
     if meta is None:
-        raise ValueError(f"name: run {record['key']} has no artifact {name!r} "
-                         f"(has: {sorted(record.get('artifacts') or {})})")
+        raise ValueError(
+            f"name: run {record['key']} has no artifact {name!r} (has: {sorted(record.get('artifacts') or {})})"
+        )
     places = artifact_paths(record, name)
     for path in places:
         if not path.exists():
@@ -150,5 +158,7 @@ def load_artifact(record: Mapping[str, Any], name: str) -> dict[str, np.ndarray]
         arrays = _verified_npz(path, meta["sha256"])
         if arrays is not None:
             return arrays
-    raise FileNotFoundError(f"artifact {name!r} of run {record['group']}/{record['key']} not found; looked in: "
-                            + ", ".join(str(p) for p in places))
+    raise FileNotFoundError(
+        f"artifact {name!r} of run {record['group']}/{record['key']} not found; looked in: "
+        + ", ".join(str(p) for p in places)
+    )

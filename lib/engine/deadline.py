@@ -84,8 +84,10 @@ def check(expected_seconds: float, what: str = "training") -> None:
         return
     left = remaining()
     if left <= 0 or expected_seconds > left:
-        raise DeadlineReached(f"{what}: stopped at an epoch boundary, {max(left, 0):.0f} s before the deadline "
-                              f"(the next epoch takes ~{expected_seconds:.0f} s); it resumes on the next call")
+        raise DeadlineReached(
+            f"{what}: stopped at an epoch boundary, {max(left, 0):.0f} s before the deadline "
+            f"(the next epoch takes ~{expected_seconds:.0f} s); it resumes on the next call"
+        )
 
 
 def check_step(what: str = "training") -> None:
@@ -94,6 +96,7 @@ def check_step(what: str = "training") -> None:
     is dropped and the run resumes from its last checkpoint, so the call returns in time and its
     finished work is still published and exported. A host clock read, no device sync."""
     if _WINDOWS and remaining() <= 0:
-        raise DeadlineReached(f"{what}: the deadline passed during an epoch; the epoch is dropped and the "
-                              "run resumes from its last checkpoint on the next call")
-
+        raise DeadlineReached(
+            f"{what}: the deadline passed during an epoch; the epoch is dropped and the "
+            "run resumes from its last checkpoint on the next call"
+        )

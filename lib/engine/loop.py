@@ -182,20 +182,59 @@ def fit(
     spans = [float(h.get("seconds", 0.0)) for h in history]
     with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
         history, elapsed, stopped_at = _epochs(
-            model, loss_fn, fwd, batches, optimizer, scheduler, run, epochs, start, history, elapsed, stopped_at,
-            spans, seed, dev, transform, step_fn, scheduler_interval, amp, callbacks, stateful, desc)
+            model,
+            loss_fn,
+            fwd,
+            batches,
+            optimizer,
+            scheduler,
+            run,
+            epochs,
+            start,
+            history,
+            elapsed,
+            stopped_at,
+            spans,
+            seed,
+            dev,
+            transform,
+            step_fn,
+            scheduler_interval,
+            amp,
+            callbacks,
+            stateful,
+            desc,
+        )
     for cb in callbacks:
         if isinstance(cb, SelectBest):
             cb.restore(model)
     return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
 
 
-def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs], Any], batches: BatchIterator,
-            optimizer: torch.optim.Optimizer, scheduler: Any, run: Run | None, epochs: int, start: int,
-            history: list[dict[str, Any]], elapsed: float, stopped_at: int | None, spans: list[float], seed: int,
-            dev: torch.device, transform: Any, step_fn: StepFn | None, scheduler_interval: str, amp: bool,
-            callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]], stateful: Sequence[Any],
-            desc: str) -> tuple[list[dict[str, Any]], float, int | None]:
+def _epochs(
+    model: nn.Module,
+    loss_fn: LossFn,
+    fwd: Callable[[nn.Module, Inputs], Any],
+    batches: BatchIterator,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    run: Run | None,
+    epochs: int,
+    start: int,
+    history: list[dict[str, Any]],
+    elapsed: float,
+    stopped_at: int | None,
+    spans: list[float],
+    seed: int,
+    dev: torch.device,
+    transform: Any,
+    step_fn: StepFn | None,
+    scheduler_interval: str,
+    amp: bool,
+    callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]],
+    stateful: Sequence[Any],
+    desc: str,
+) -> tuple[list[dict[str, Any]], float, int | None]:
     """The epochs of :func:`fit` from ``start``; returns the history, elapsed seconds and the early-stop epoch."""
     for epoch in range(start, epochs if stopped_at is None else start):
         deadline.check(deadline.epoch_estimate(spans), desc)
@@ -231,12 +270,19 @@ def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs]
         if stop:
             stopped_at = epoch + 1
         if run is not None:
-            run.save_checkpoint({
-                "epoch": epoch + 1, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                "history": history, "rng": rng_state(), "elapsed": elapsed, "stopped_at": stopped_at,
-                "callbacks": [cb.state_dict() for cb in stateful],
-            })
+            run.save_checkpoint(
+                {
+                    "epoch": epoch + 1,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "history": history,
+                    "rng": rng_state(),
+                    "elapsed": elapsed,
+                    "stopped_at": stopped_at,
+                    "callbacks": [cb.state_dict() for cb in stateful],
+                }
+            )
         for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
             if cb not in stateful:
                 stop = bool(cb(epoch + 1, entry, model)) or stop
@@ -251,8 +297,12 @@ def _epochs(model: nn.Module, loss_fn: LossFn, fwd: Callable[[nn.Module, Inputs]
 
 @torch.no_grad()
 def predict(
-    model: nn.Module, x: Inputs, device: str | torch.device | None = None, batch_size: int = 512,
-    prep: Callable[[Inputs], Inputs] | None = None, amp: bool = True,
+    model: nn.Module,
+    x: Inputs,
+    device: str | torch.device | None = None,
+    batch_size: int = 512,
+    prep: Callable[[Inputs], Inputs] | None = None,
+    amp: bool = True,
     collect: Callable[[Any], Any] | None = None,
 ) -> Any:
     """``model`` in evaluation mode on ``x`` in batches, outputs gathered on the CPU in float32.
@@ -278,4 +328,3 @@ def predict(
     if parts and isinstance(parts[0], dict):
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     return torch.cat(parts) if parts else torch.empty(0)
-

@@ -50,7 +50,9 @@ def require_keys(block: Mapping[str, Any], keys: Sequence[str], run: str, source
     record of ``source`` has them)."""
     missing = [k for k in keys if k not in block]
     if missing:
-        raise ValueError(f"records: run {run} lacks the metrics {', '.join(missing)} (every record of {source} has them)")
+        raise ValueError(
+            f"records: run {run} lacks the metrics {', '.join(missing)} (every record of {source} has them)"
+        )
 
 
 def record_number(value: Any, run: str, name: str) -> float:
@@ -83,11 +85,15 @@ def origin_fields(rec: Mapping[str, Any]) -> dict[str, Any]:
     seconds = [h.get("seconds") for h in history if isinstance(h, Mapping)] if isinstance(history, list) else []
     timed = bool(seconds) and all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in seconds)
     return {
-        "key": run, "group": str(rec.get("group", "")), "version": int(rec.get("version") or 0),
-        "device": prov.get("device"), "date": prov.get("date"),
+        "key": run,
+        "group": str(rec.get("group", "")),
+        "version": int(rec.get("version") or 0),
+        "device": prov.get("device"),
+        "date": prov.get("date"),
         "epochs_run": None if epochs_run is None else int(record_number(epochs_run, run, "epochs_run")),
         "train_seconds": float(sum(seconds)) if timed else None,
         "plan_id": queue.get("id"),
-        "queue_seconds": (None if queue.get("seconds") is None
-                          else record_number(queue["seconds"], run, "queue.seconds")),
+        "queue_seconds": (
+            None if queue.get("seconds") is None else record_number(queue["seconds"], run, "queue.seconds")
+        ),
     }

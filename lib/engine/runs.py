@@ -50,14 +50,37 @@ import torch
 from filelock import FileLock
 
 from lib.config import cache_dir, repo_root, results_dir
-from lib.engine.artifacts import (CorruptEntryWarning, artifact_paths, atomic_write, cache_folder, damaged_artifact,
-                                  is_committed, load_artifact, savez, sha256_file, warn)
+from lib.engine.artifacts import (
+    CorruptEntryWarning,
+    artifact_paths,
+    atomic_write,
+    cache_folder,
+    damaged_artifact,
+    is_committed,
+    load_artifact,
+    savez,
+    sha256_file,
+    warn,
+)
 from lib.engine.versions import accepted_fingerprints, code_version, live_fingerprint
 
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
 
 __all__ = [
-    "CorruptEntryWarning", "StaleCodeWarning", "Run", "artifact_paths", "RunMissing", "training", "is_committed", "load_artifact", "sign", "cached_run", "config_key", "git_commit", "provenance", "RECORD_FORMAT",
+    "CorruptEntryWarning",
+    "StaleCodeWarning",
+    "Run",
+    "artifact_paths",
+    "RunMissing",
+    "training",
+    "is_committed",
+    "load_artifact",
+    "sign",
+    "cached_run",
+    "config_key",
+    "git_commit",
+    "provenance",
+    "RECORD_FORMAT",
 ]
 
 
@@ -111,8 +134,14 @@ def config_key(config: Mapping[str, Any]) -> str:
 def git_commit() -> str:
     """The repository's HEAD commit, or ``"unknown"`` outside a git checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo_root(), capture_output=True,
-                             text=True, timeout=10, check=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=repo_root(),
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -164,15 +193,15 @@ class Run:
     cache folder's name, not of ``key``.
     """
 
-    def __init__(self, group: str, config: Mapping[str, Any], root: Path | None = None,
-                 version: int | None = None) -> None:
+    def __init__(
+        self, group: str, config: Mapping[str, Any], root: Path | None = None, version: int | None = None
+    ) -> None:
         if not isinstance(group, str) or not group or "/" in group:
             raise ValueError(f"group: must be a non-empty name without '/', got {group!r}")
         self.group = group
         self.config = dict(config)
         self.version = code_version(group) if version is None else int(version)
-        self.key = config_key({"group": group, "config": self.config, "version": self.version,
-                               "format": RECORD_FORMAT})
+        self.key = config_key({"group": group, "config": self.config, "version": self.version, "format": RECORD_FORMAT})
         self.code = live_fingerprint(group)
         self.dir = (root or cache_dir() / "runs") / group / cache_folder(self.key, self.code)
         self._artifacts: dict[str, dict[str, str]] = {}
@@ -212,14 +241,21 @@ class Run:
         made_by = rec.get("code_fingerprint")
         if self.code in accepted and (made_by is None or made_by in accepted):
             return True
-        why = (f"the code of group {self.group!r} changed (live fingerprint {self.code} is not accepted for "
-               f"version {self.version} in lib/engine/versions.json)" if self.code not in accepted else
-               f"it was made by code {made_by}, not accepted for version {self.version} of {self.group!r}")
+        why = (
+            f"the code of group {self.group!r} changed (live fingerprint {self.code} is not accepted for "
+            f"version {self.version} in lib/engine/versions.json)"
+            if self.code not in accepted
+            else f"it was made by code {made_by}, not accepted for version {self.version} of {self.group!r}"
+        )
         if (self.group, why) not in _WARNED:
             _WARNED.add((self.group, why))
-            warnings.warn(f"{path.parent}: committed results ignored: {why}; runs are recomputed where training "
-                          "is allowed (python -m lib.engine.versions accepts a refactor, --bump GROUP starts "
-                          "a new version)", StaleCodeWarning, stacklevel=4)
+            warnings.warn(
+                f"{path.parent}: committed results ignored: {why}; runs are recomputed where training "
+                "is allowed (python -m lib.engine.versions accepts a refactor, --bump GROUP starts "
+                "a new version)",
+                StaleCodeWarning,
+                stacklevel=4,
+            )
         return False
 
     def _cached(self) -> dict[str, Any] | None:
@@ -249,8 +285,14 @@ class Run:
 
     def save_result(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Write the record (group, key, config, version, artifacts, provenance, checksum) atomically."""
-        full = {"group": self.group, "key": self.key, "config": self.config, "version": self.version,
-                "format": RECORD_FORMAT, **dict(record)}
+        full = {
+            "group": self.group,
+            "key": self.key,
+            "config": self.config,
+            "version": self.version,
+            "format": RECORD_FORMAT,
+            **dict(record),
+        }
         if self.code:
             full["code_fingerprint"] = self.code
         full.setdefault("provenance", provenance())

@@ -40,8 +40,16 @@ from lib.validation import check_int
 __all__ = ["Member", "StackStep", "fit_stack", "step_key", "take_rows"]
 
 #: ``gradients(out, aux, ys, losses, params)`` -> (one update per stacked parameter, per-member loss (N,))
-Gradients = Callable[[Any, Sequence[Any], Sequence[torch.Tensor], Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
-                      Sequence[torch.Tensor]], tuple[list[torch.Tensor], torch.Tensor]]
+Gradients = Callable[
+    [
+        Any,
+        Sequence[Any],
+        Sequence[torch.Tensor],
+        Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
+        Sequence[torch.Tensor],
+    ],
+    tuple[list[torch.Tensor], torch.Tensor],
+]
 
 
 @dataclass(frozen=True)
@@ -103,15 +111,22 @@ def _register(out_type: type) -> None:
 
 
 def _slice_state(opt_state: dict[str, Any], i: int, n: int) -> dict[str, Any]:
-    state = {p: {k: (v[i].clone() if torch.is_tensor(v) and v.ndim > 0 and v.shape[0] == n else v)
-                 for k, v in s.items()} for p, s in opt_state["state"].items()}
+    state = {
+        p: {k: (v[i].clone() if torch.is_tensor(v) and v.ndim > 0 and v.shape[0] == n else v) for k, v in s.items()}
+        for p, s in opt_state["state"].items()
+    }
     return {"state": state, "param_groups": copy.deepcopy(opt_state["param_groups"])}
 
 
 def _stack_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     first = states[0]
-    state = {p: {k: (torch.stack([st["state"][p][k] for st in states]) if torch.is_tensor(v) and v.ndim > 0 else v)
-                 for k, v in s.items()} for p, s in first["state"].items()}
+    state = {
+        p: {
+            k: (torch.stack([st["state"][p][k] for st in states]) if torch.is_tensor(v) and v.ndim > 0 else v)
+            for k, v in s.items()
+        }
+        for p, s in first["state"].items()
+    }
     return {"state": state, "param_groups": first["param_groups"]}
 
 
@@ -149,8 +164,10 @@ def fit_stack(
         raise ValueError("members: all models of a stack need the same architecture")
     n, dev = len(members), torch.device(device)
     if len({step_key(m.step) for m in members}) != 1:
-        raise ValueError("members: runs with a step of their own stack only with runs of the same step kind "
-                         "and start epoch (see lib.engine.stack.step_key)")
+        raise ValueError(
+            "members: runs with a step of their own stack only with runs of the same step kind "
+            "and start epoch (see lib.engine.stack.step_key)"
+        )
 
     ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
     starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
@@ -165,9 +182,15 @@ def fit_stack(
     names = list(params)
     base = copy.deepcopy(members[0].model).to("meta")
     with torch.no_grad():  # the output type (a dataclass of tensors) must be a pytree before vmap
-        _register(type(members[0].model.eval()(data[0][:2].to(dev).float()
-                                               if members[0].transform is None else
-                                               members[0].transform(data[0][:2].to(dev), torch.Generator()))))
+        _register(
+            type(
+                members[0].model.eval()(
+                    data[0][:2].to(dev).float()
+                    if members[0].transform is None
+                    else members[0].transform(data[0][:2].to(dev), torch.Generator())
+                )
+            )
+        )
     for m in members:
         m.model.train()
 
@@ -200,23 +223,27 @@ def fit_stack(
             lr = optimizer.param_groups[0]["lr"]
             for batches in zip(*iters):
                 deadline.check_step(desc)
-                xs = [m.transform(xb, g) if m.transform is not None else xb
-                      for m, (xb, _), g in zip(members, batches, gens)]
+                xs = [
+                    m.transform(xb, g) if m.transform is not None else xb
+                    for m, (xb, _), g in zip(members, batches, gens)
+                ]
                 ys = [yb for _, yb in batches]
                 optimizer.zero_grad(set_to_none=True)
                 with autocast(dev, amp):
                     if own:
-                        inputs = [m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
-                                  for m, x, g in zip(members, xs, gens)]
+                        inputs = [
+                            m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
+                            for m, x, g in zip(members, xs, gens)
+                        ]
                         out = vmap(f, randomness="different")(params, buffers, torch.stack([x for x, _ in inputs]))
-                        grads, loss = step0.gradients(out, [a for _, a in inputs], ys,
-                                                      [m.step.loss for m in members], plist)
+                        grads, loss = step0.gradients(
+                            out, [a for _, a in inputs], ys, [m.step.loss for m in members], plist
+                        )
                         for p, g in zip(plist, grads):
                             p.grad = g
                     else:
                         out = vmap(f, randomness="different")(params, buffers, torch.stack(xs))
-                        loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch)
-                                            for i, m in enumerate(members)])
+                        loss = torch.stack([m.loss_fn(take_rows(out, i), ys[i], epoch) for i, m in enumerate(members)])
                         loss.sum().backward()
                 optimizer.step()
                 totals += loss.detach().float() * int(ys[0].shape[0])
@@ -230,14 +257,19 @@ def fit_stack(
                 entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
                 histories[i].append(entry)
                 if m.run is not None:
-                    m.run.save_checkpoint({
-                        "epoch": epoch + 1,
-                        "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
-                        "optimizer": _slice_state(optimizer.state_dict(), i, n),
-                        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                        "history": histories[i], "rng": rng_state(), "elapsed": elapsed[i], "stopped_at": None,
-                        "callbacks": [],
-                    })
+                    m.run.save_checkpoint(
+                        {
+                            "epoch": epoch + 1,
+                            "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
+                            "optimizer": _slice_state(optimizer.state_dict(), i, n),
+                            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                            "history": histories[i],
+                            "rng": rng_state(),
+                            "elapsed": elapsed[i],
+                            "stopped_at": None,
+                            "callbacks": [],
+                        }
+                    )
             for i, m in enumerate(members):
                 for cb in m.callbacks:
                     cb(epoch + 1, histories[i][-1], None)
@@ -249,4 +281,3 @@ def fit_stack(
         m.model.load_state_dict({k2: t[i].detach() for k2, t in {**params, **buffers}.items()})
         results.append(FitResult(history=histories[i], wall_time=elapsed[i], resumed_from=start or None))
     return results
-

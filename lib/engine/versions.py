@@ -38,21 +38,61 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.data.augment", "lib.nets.backbones")
+_ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.data.augment", "lib.nets.backbones", "lib.nets.wrn")
 
 #: group -> modules whose code determines the group's results.
 GROUP_MODULES: dict[str, tuple[str, ...]] = {
-    "moe": (*_ENGINE, "lib.nets.text", "lib.engine.stack", "lib.moe.train", "lib.moe.methods", "lib.moe.evaluate",
-            "lib.moe.heads", "lib.moe.robust", "lib.moe.fgr", "lib.moe.jpeg", "lib.calibration.posthoc", "lib.moe.mocae", "lib.calibration.metrics"),
-    "l2d_gaussians": (*_ENGINE, "lib.l2d.experiment", "lib.l2d.gaussians", "lib.l2d.cifar10",
-                      "lib.l2d.results", "lib.l2d.surrogates", "lib.l2d.synthetic_experts", "lib.l2d.gaussian_mixture",
-                      "lib.calibration.metrics"),
-    "l2d_cifar10": (*_ENGINE, "lib.l2d.experiment", "lib.l2d.gaussians", "lib.l2d.cifar10",
-                    "lib.l2d.results", "lib.nets.image_training", "lib.l2d.surrogates", "lib.l2d.synthetic_experts",
-                    "lib.l2d.gaussian_mixture", "lib.calibration.metrics"),
+    "moe": (
+        *_ENGINE,
+        "lib.nets.text",
+        "lib.engine.stack",
+        "lib.moe.train",
+        "lib.moe.config",
+        "lib.moe.methods",
+        "lib.moe.evaluate",
+        "lib.moe.heads",
+        "lib.moe.robust",
+        "lib.moe.fgr",
+        "lib.moe.jpeg",
+        "lib.calibration.posthoc",
+        "lib.moe.mocae",
+        "lib.calibration.metrics",
+    ),
+    "l2d_gaussians": (
+        *_ENGINE,
+        "lib.l2d.experiment",
+        "lib.l2d.gaussians",
+        "lib.l2d.cifar10",
+        "lib.l2d.results",
+        "lib.l2d.surrogates",
+        "lib.l2d.synthetic_experts",
+        "lib.l2d.gaussian_mixture",
+        "lib.calibration.metrics",
+    ),
+    "l2d_cifar10": (
+        *_ENGINE,
+        "lib.l2d.experiment",
+        "lib.l2d.gaussians",
+        "lib.l2d.cifar10",
+        "lib.l2d.results",
+        "lib.nets.image_training",
+        "lib.l2d.surrogates",
+        "lib.l2d.synthetic_experts",
+        "lib.l2d.gaussian_mixture",
+        "lib.calibration.metrics",
+    ),
     "rr_backbone": (*_ENGINE, "lib.nets.image_training"),
-    "rr_losses": (*_ENGINE, "lib.rr.experiment", "lib.nets.image_training", "lib.rr.losses",
-                  "lib.rr.weights", "lib.calibration.ece_kde", "lib.calibration.posthoc", "lib.moe.mocae", "lib.calibration.metrics"),
+    "rr_losses": (
+        *_ENGINE,
+        "lib.rr.experiment",
+        "lib.nets.image_training",
+        "lib.rr.losses",
+        "lib.rr.weights",
+        "lib.calibration.ece_kde",
+        "lib.calibration.posthoc",
+        "lib.moe.mocae",
+        "lib.calibration.metrics",
+    ),
 }
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 
@@ -68,8 +108,11 @@ def _recorded() -> dict[str, dict[str, object]]:
         accepted = list(entry.get("accepted") or [])
         if entry.get("fingerprint") and entry["fingerprint"] not in accepted:
             accepted.append(entry["fingerprint"])
-        out[group] = {"version": int(entry.get("version", 1)), "accepted": accepted,
-                      "modules": list(entry.get("modules", []))}
+        out[group] = {
+            "version": int(entry.get("version", 1)),
+            "accepted": accepted,
+            "modules": list(entry.get("modules", [])),
+        }
     return out
 
 
@@ -98,8 +141,13 @@ def made_by_current_code(record: Mapping[str, Any]) -> bool:
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return tree
 

@@ -45,8 +45,18 @@ CALL_MIB = 64.0
 MARGIN_MIB = 2.0
 DEFAULT_PERSISTENT = Path("/tmp/packs")
 
-__all__ = ["CALL_MIB", "PACKS", "chunk_budget_mib", "gather", "pack", "packs_dir", "persistent_dir", "tree_bytes",
-           "unpack", "unpack_all"]
+__all__ = [
+    "CALL_MIB",
+    "PACKS",
+    "chunk_budget_mib",
+    "gather",
+    "pack",
+    "packs_dir",
+    "persistent_dir",
+    "tree_bytes",
+    "unpack",
+    "unpack_all",
+]
 
 
 def tree_bytes(root: Path | None = None) -> int:
@@ -54,8 +64,9 @@ def tree_bytes(root: Path | None = None) -> int:
     files (``git ls-files -co --exclude-standard``), ``results/`` included."""
     root = root or repo_root()
     try:
-        out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True,
-                             check=True).stdout.decode()
+        out = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True, check=True
+        ).stdout.decode()
         files = [root / f for f in out.split("\0") if f]
     except (OSError, subprocess.CalledProcessError):
         files = [p for p in root.rglob("*") if p.is_file() and not {".git", ".venv", ".packs", ".cache"} & set(p.parts)]
@@ -70,8 +81,10 @@ def chunk_budget_mib(call_mib: float = CALL_MIB, margin_mib: float = MARGIN_MIB,
     """The largest chunk that fits one call beside the working tree (and results/) and a margin."""
     left = call_mib - margin_mib - (tree_bytes() if tree is None else tree) / 2**20
     if left < 1:
-        raise ValueError(f"call_mib: the working tree ({(call_mib - margin_mib - left):.1f} MiB with the margin) "
-                         f"leaves no room for a chunk in a {call_mib:g} MiB call; commit results elsewhere first")
+        raise ValueError(
+            f"call_mib: the working tree ({(call_mib - margin_mib - left):.1f} MiB with the margin) "
+            f"leaves no room for a chunk in a {call_mib:g} MiB call; commit results elsewhere first"
+        )
     return float(int(left))
 
 
@@ -84,11 +97,18 @@ def _check_pacs(folder: Path) -> None:
     """Refuse partial PACS: every domain, every class folder, none empty."""
     from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS
 
-    missing = [f"{d}/{c}" for d in PACS_DOMAINS for c in PACS_CLASSES
-               if not (folder / d / c).is_dir() or not any((folder / d / c).iterdir())]
+    missing = [
+        f"{d}/{c}"
+        for d in PACS_DOMAINS
+        for c in PACS_CLASSES
+        if not (folder / d / c).is_dir() or not any((folder / d / c).iterdir())
+    ]
     if missing:
-        raise ValueError(f"name: {folder} is partial PACS: missing or empty {', '.join(missing[:6])}"
-                         + (f" and {len(missing) - 6} more" if len(missing) > 6 else "") + "; not packed")
+        raise ValueError(
+            f"name: {folder} is partial PACS: missing or empty {', '.join(missing[:6])}"
+            + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+            + "; not packed"
+        )
 
 
 def packs_dir() -> Path:
@@ -113,8 +133,10 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
     if max_mib is None:
         max_mib = budget
     if not isinstance(max_mib, (int, float)) or not 0 < max_mib <= budget:
-        raise ValueError(f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / 2**20:.1f} MiB tree "
-                         f"and results/ fit one {CALL_MIB:g} MiB call), got {max_mib!r}")
+        raise ValueError(
+            f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / 2**20:.1f} MiB tree "
+            f"and results/ fit one {CALL_MIB:g} MiB call), got {max_mib!r}"
+        )
     found = {folder: _find(folder) for folder in PACKS[name]}
     if name == "pacs":
         _check_pacs(found["pacs"])
@@ -131,11 +153,15 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
     parts = []
     for i in range(0, max(len(blob), 1), size):
         p = dest / f"part-{i // size:03d}.bin"
-        p.write_bytes(blob[i:i + size])
+        p.write_bytes(blob[i : i + size])
         parts.append(p)
-    manifest = {"name": name, "folders": list(PACKS[name]), "bytes": len(blob),
-                "sha256": hashlib.sha256(blob).hexdigest(),
-                "parts": [{"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in parts]}
+    manifest = {
+        "name": name,
+        "folders": list(PACKS[name]),
+        "bytes": len(blob),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "parts": [{"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in parts],
+    }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return [*parts, dest / "manifest.json"]
 

@@ -51,8 +51,9 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
     stack = 1
     from lib.moe.train import STACK_CHANNELS_LAST  # the layout stacks train with
 
-    stacked = [r for r in results.get("stacked") or [] if bool(r.get("channels_last")) == STACK_CHANNELS_LAST] or \
-        list(results.get("stacked") or [])
+    stacked = [r for r in results.get("stacked") or [] if bool(r.get("channels_last")) == STACK_CHANNELS_LAST] or list(
+        results.get("stacked") or []
+    )
     for r in stacked:
         per.setdefault((r["name"], r["method"]), float(r["run_epoch_seconds"]))
         stack = max(stack, int(r.get("stack", 1)))
@@ -63,8 +64,11 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
 
 def _run_seconds(b: Bench, dataset: str, method: str, epochs: int, warmup: int) -> float | None:
     # an unmeasured method costs what its step kind costs: FGR's step for fgr_robust, Vanilla's otherwise
-    v = (b.epoch_seconds.get((dataset, method)) or (b.epoch_seconds.get((dataset, "fgr")) if "fgr" in method else None)
-         or b.epoch_seconds.get((dataset, "vanilla")))
+    v = (
+        b.epoch_seconds.get((dataset, method))
+        or (b.epoch_seconds.get((dataset, "fgr")) if "fgr" in method else None)
+        or b.epoch_seconds.get((dataset, "vanilla"))
+    )
     if v is None:
         return None
     erm = b.epoch_seconds.get((dataset, "vanilla"), v)
@@ -99,8 +103,10 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
     """The plan as text: one line per page with runs done and left, minutes left and windows."""
     b = b or bench()
     unit = "CPU-minutes, cpu-extrapolated" if b.cpu_extrapolated else "GPU-minutes"
-    lines = [f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
-             f"{WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window"]
+    lines = [
+        f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
+        f"{WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window"
+    ]
     grand = 0.0
     from lib.nets.backbones import family
     from lib.pages import get
@@ -121,7 +127,12 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
             # which ImageNet network, and never "pretrained" without weights
             lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
-    lines.append(f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), " + (
-        "GPU windows unknown: run `python3 bench/bench_epoch.py --stack 8` on the GPU and commit its JSON"
-        if b.cpu_extrapolated else f"{windows(grand)} window(s) of 30 minutes"))
+    lines.append(
+        f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), "
+        + (
+            "GPU windows unknown: run `python3 bench/bench_epoch.py --stack 8` on the GPU and commit its JSON"
+            if b.cpu_extrapolated
+            else f"{windows(grand)} window(s) of 30 minutes"
+        )
+    )
     return "\n".join(lines)

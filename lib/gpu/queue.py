@@ -48,8 +48,19 @@ from lib.pages import queued_names
 #: the pages' ``rank`` (:func:`lib.pages.queued`).
 PAGES: tuple[str, ...] = queued_names()
 
-__all__ = ["Item", "PAGES", "PageSkipped", "describe", "import_results", "matches", "plan", "publish", "published",
-           "read_record", "run_queue"]
+__all__ = [
+    "Item",
+    "PAGES",
+    "PageSkipped",
+    "describe",
+    "import_results",
+    "matches",
+    "plan",
+    "publish",
+    "published",
+    "read_record",
+    "run_queue",
+]
 
 
 class PageSkipped(ValueError):
@@ -99,20 +110,24 @@ def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | No
     out = results_dir() / page / record["group"]
     path = out / f"{record['key']}.json"
     old = read_record(path) if path.exists() else None
-    if old is not None and (old.get("queue") or {}).get("id") == item_id and old.get("checksum") and all(
-            (out / f"{record['key']}.{n}.npz").exists() for n in old.get("artifacts", {})):
+    if (
+        old is not None
+        and (old.get("queue") or {}).get("id") == item_id
+        and old.get("checksum")
+        and all((out / f"{record['key']}.{n}.npz").exists() for n in old.get("artifacts", {}))
+    ):
         return path
     for name in record.get("artifacts", {}):
         src = next(p for p in artifact_paths(record, name) if p.exists())
         atomic_write(out / f"{record['key']}.{name}.npz", lambda tmp, src=src: shutil.copyfile(src, tmp))
-    body = sign({**record, "queue": {"id": item_id, "page": page, "command": " ".join(sys.argv),
-                                     "seconds": seconds}})
+    body = sign({**record, "queue": {"id": item_id, "page": page, "command": " ".join(sys.argv), "seconds": seconds}})
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body, indent=1, sort_keys=True)))
     return path
 
 
-def _publish_finished(page: Page, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path],
-                      log: Any) -> set[str]:
+def _publish_finished(
+    page: Page, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path], log: Any
+) -> set[str]:
     """Publish every run of ``batch`` finished in the local cache (or under another page of
     ``results/``) that this page has not published yet: a window cut short loses nothing. Returns
     the plan ids of the runs of ``batch`` that are finished."""
@@ -135,9 +150,17 @@ def _publish_finished(page: Page, batch: Sequence[Item], cfg: Any, data: Any, st
     return finished
 
 
-def run_queue(pages: Sequence[str] = PAGES, minutes: float = 25.0, scale: str = "paper", stack: int | None = None,
-              log: Any = print, clock: Any = time.monotonic, deadline: float | None = None,
-              strict: bool = False, published_out: list[Path] | None = None) -> list[Path]:
+def run_queue(
+    pages: Sequence[str] = PAGES,
+    minutes: float = 25.0,
+    scale: str = "paper",
+    stack: int | None = None,
+    log: Any = print,
+    clock: Any = time.monotonic,
+    deadline: float | None = None,
+    strict: bool = False,
+    published_out: list[Path] | None = None,
+) -> list[Path]:
     """Train and publish the unfinished runs of ``pages`` in priority order by a hard deadline; return
     the published files.
 

@@ -34,7 +34,8 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
     from lib.engine.device import resolve_device
     from lib.engine.loop import fit, predict
     from lib.engine.stack import fit_stack
-    from lib.moe.train import TrainConfig, prepare_run
+    from lib.moe.config import TrainConfig
+    from lib.moe.train import prepare_run
 
     dev = resolve_device(device)
     mark = marker(dev)
@@ -42,31 +43,65 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
         return f"self-test: passed before on this machine ({mark.name})"
     t0 = time.perf_counter()
     data = synthetic_images(n_train=64, n_val=16, n_test=32, size=8, num_classes=3, seed=0)
-    base = dict(dataset="selftest", epochs=2, warmup_epochs=1, batch_size=16, backbone="tiny_cnn", width=4,
-                lr=3e-3, num_experts=2, router_hidden=8, progress=False, device=str(dev))
+    base = dict(
+        dataset="selftest",
+        epochs=2,
+        warmup_epochs=1,
+        batch_size=16,
+        backbone="tiny_cnn",
+        width=4,
+        lr=3e-3,
+        num_experts=2,
+        router_hidden=8,
+        progress=False,
+        device=str(dev),
+    )
     worst = 0.0
     for pair in ((("vanilla", 0), ("robust", 1)), (("fgr", 0), ("fgr_robust", 1))):
         cfgs = [TrainConfig(method=m, seed=s, **base) for m, s in pair]
         alone = []
         for c in cfgs:
             pr = prepare_run(c, data)
-            fit(pr.runner, pr.loss_fn, pr.prep.train, c.epochs, optimizer_factory=pr.optimizer,
-                scheduler_factory=pr.scheduler, batch_size=c.batch_size, seed=c.seed, device=dev,
-                transform=pr.transform, step_fn=pr.step_fn, amp=c.amp, progress=False)
-            alone.append(predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp,
-                                 collect=lambda o: o.probs))
+            fit(
+                pr.runner,
+                pr.loss_fn,
+                pr.prep.train,
+                c.epochs,
+                optimizer_factory=pr.optimizer,
+                scheduler_factory=pr.scheduler,
+                batch_size=c.batch_size,
+                seed=c.seed,
+                device=dev,
+                transform=pr.transform,
+                step_fn=pr.step_fn,
+                amp=c.amp,
+                progress=False,
+            )
+            alone.append(predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs))
         prs = [prepare_run(c, data, stacked=True) for c in cfgs]
-        fit_stack([pr.member(None) for pr in prs], prs[0].prep.train, cfgs[0].epochs,
-                  optimizer_factory=prs[0].optimizer, scheduler_factory=prs[0].scheduler,
-                  batch_size=cfgs[0].batch_size, device=dev, amp=cfgs[0].amp, progress=False)
+        fit_stack(
+            [pr.member(None) for pr in prs],
+            prs[0].prep.train,
+            cfgs[0].epochs,
+            optimizer_factory=prs[0].optimizer,
+            scheduler_factory=prs[0].scheduler,
+            batch_size=cfgs[0].batch_size,
+            device=dev,
+            amp=cfgs[0].amp,
+            progress=False,
+        )
         for c, pr, a in zip(cfgs, prs, alone):
             p = predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs)
             diff = float((p - a).abs().max())
             if not diff <= TOLERANCE:
-                raise RuntimeError(f"self-test: {c.method} (seed {c.seed}) stacked differs from its run alone by "
-                                   f"{diff:.3g} > {TOLERANCE} on {dev}; the stacked engine is not sound here")
+                raise RuntimeError(
+                    f"self-test: {c.method} (seed {c.seed}) stacked differs from its run alone by "
+                    f"{diff:.3g} > {TOLERANCE} on {dev}; the stacked engine is not sound here"
+                )
             worst = max(worst, diff)
     mark.parent.mkdir(parents=True, exist_ok=True)
     mark.write_text(f"passed in {time.perf_counter() - t0:.1f} s, largest difference {worst:.3g}\n")
-    return (f"self-test: 4 runs stacked = alone on {dev} (largest difference {worst:.3g}) "
-            f"in {time.perf_counter() - t0:.1f} s")
+    return (
+        f"self-test: 4 runs stacked = alone on {dev} (largest difference {worst:.3g}) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )

@@ -76,8 +76,14 @@ def _import_from(folder: Path, source: Path, scale: str) -> list[Path]:
     paths = sorted(folder.glob("*/*/*.json"))
     if not paths:
         deeper = sorted(folder.glob("*/*/*/*.json"))
-        hint = (f"; its records lie one level deeper (under {deeper[0].parents[2].relative_to(folder)}/): "
-                "pass that folder") if deeper else ""
+        hint = (
+            (
+                f"; its records lie one level deeper (under {deeper[0].parents[2].relative_to(folder)}/): "
+                "pass that folder"
+            )
+            if deeper
+            else ""
+        )
         raise ValueError(f"import: {source} holds no records laid out as <page>/<group>/<key>.json{hint}")
     from lib.gpu.queue import PAGES, matches, plan
 
@@ -89,12 +95,15 @@ def _import_from(folder: Path, source: Path, scale: str) -> list[Path]:
             raise ValueError(f"{path.relative_to(folder)}: damaged or unsigned record; not imported")
         qid = (rec.get("queue") or {}).get("id")
         if qid not in today:
-            raise ValueError(f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); "
-                             "a foreign or renamed run")
+            raise ValueError(
+                f"{path.relative_to(folder)}: not a run of today's plan (id {qid!r}); a foreign or renamed run"
+            )
         if not made_by_current_code(rec):
-            raise ValueError(f"{path.relative_to(folder)}: stale: made by code {rec.get('code_fingerprint')} "
-                             f"(version {rec.get('version')}) of {rec['group']!r}, not accepted for today's version "
-                             f"{code_version(rec['group'])} in lib/engine/versions.json")
+            raise ValueError(
+                f"{path.relative_to(folder)}: stale: made by code {rec.get('code_fingerprint')} "
+                f"(version {rec.get('version')}) of {rec['group']!r}, not accepted for today's version "
+                f"{code_version(rec['group'])} in lib/engine/versions.json"
+            )
         if not matches(today[qid], rec):
             raise ValueError(f"{path.relative_to(folder)}: its config differs from today's config of {qid}")
         for name, meta in (rec.get("artifacts") or {}).items():

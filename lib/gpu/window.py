@@ -93,25 +93,45 @@ def _parser() -> argparse.ArgumentParser:
 
     ap = _Parser(prog=PROG, description="The paper-scale queue: plan, train a window, import.")
     ap.add_argument("pages", nargs="*", help=f"pages (default: all, in this priority order): {', '.join(PAGES)}")
-    ap.add_argument("--minutes", type=parse_minutes, default=9.0,
-                    help="return by this many minutes: no epoch starts that would end after it (default 9)")
+    ap.add_argument(
+        "--minutes",
+        type=parse_minutes,
+        default=9.0,
+        help="return by this many minutes: no epoch starts that would end after it (default 9)",
+    )
     ap.add_argument("--dry-run", action="store_true", help="print the plan with projected GPU-minutes and windows")
     ap.add_argument("--scale", default="paper", help="paper (default); smoke: a tiny end-to-end check")
-    ap.add_argument("--stack", type=parse_stack, default=None,
-                    help="runs trained at once as one stacked model (default: as many as the device holds)")
+    ap.add_argument(
+        "--stack",
+        type=parse_stack,
+        default=None,
+        help="runs trained at once as one stacked model (default: as many as the device holds)",
+    )
     ap.add_argument("--import", dest="import_from", metavar="TGZ_OR_DIR", help="take in results made elsewhere")
     ap.add_argument("--export", metavar="TGZ", help="write every record this call published into one archive")
-    ap.add_argument("--packs", metavar="DIR", help="where data chunks are kept between calls "
-                    "(default: $CALIBOOK_PACKS or /tmp/packs)")
+    ap.add_argument(
+        "--packs",
+        metavar="DIR",
+        help="where data chunks are kept between calls (default: $CALIBOOK_PACKS or /tmp/packs)",
+    )
     ap.add_argument("--no-selftest", action="store_true", help="skip the engine self-test")
-    ap.add_argument("--prepare", action="store_true",
-                    help="only check the machine, gather and unpack the packs and run the self-test")
+    ap.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only check the machine, gather and unpack the packs and run the self-test",
+    )
     ap.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return ap
 
 
-def _window(args: argparse.Namespace, pages: list[str], explicit: bool, log: Callable[[str], None],
-            published: list[Path], start: float) -> None:
+def _window(
+    args: argparse.Namespace,
+    pages: list[str],
+    explicit: bool,
+    log: Callable[[str], None],
+    published: list[Path],
+    start: float,
+) -> None:
     from lib.gpu import packs
     from lib.gpu.queue import describe, plan, run_queue
 
@@ -129,8 +149,9 @@ def _window(args: argparse.Namespace, pages: list[str], explicit: bool, log: Cal
     if args.prepare:
         return
     at = start + max(60 * args.minutes - min(RESERVE_SECONDS, 12 * args.minutes), 1.0)
-    run_queue(pages, args.minutes, args.scale, args.stack, log=log, deadline=at, strict=explicit,
-              published_out=published)
+    run_queue(
+        pages, args.minutes, args.scale, args.stack, log=log, deadline=at, strict=explicit, published_out=published
+    )
     log(describe(plan(pages, args.scale)))
 
 

@@ -15,26 +15,37 @@ from typing import Any
 import torch
 
 from lib.engine.runs import cached_run
-from lib.l2d.experiment import (
-    SURROGATES,
-    annotate,
-    batched_logits,
-    committee,
-    l2d_metrics,
-    surrogate_loss,
-    train_l2d,
-)
+from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, surrogate_loss, train_l2d
 from lib.validation import check_choice
 
-CIFAR_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "warmup", "head_hidden",
-              "head_epochs", "head_lr", "patience", "backbone_epochs", "n_backbone")
+CIFAR_KEYS = (
+    "mode",
+    "arch",
+    "width",
+    "epochs",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "warmup",
+    "head_hidden",
+    "head_epochs",
+    "head_lr",
+    "patience",
+    "backbone_epochs",
+    "n_backbone",
+)
 
 
 def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What determines one :func:`run_cifar` run besides its data: the grid point and the scale's
     training settings (``CIFAR_KEYS``)."""
-    return {"experiment": experiment, "value": value, "surrogate": surrogate, "seed": int(seed),
-            **{k: cfg[k] for k in CIFAR_KEYS}}
+    return {
+        "experiment": experiment,
+        "value": value,
+        "surrogate": surrogate,
+        "seed": int(seed),
+        **{k: cfg[k] for k in CIFAR_KEYS},
+    }
 
 
 def run_cifar(
@@ -67,9 +78,18 @@ def run_cifar(
             te = annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
             torch.manual_seed(seed)
             head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
-            head, hist = train_l2d(head, tr, va, surrogate, epochs=int(cfg["head_epochs"]), lr=cfg["head_lr"],
-                                   weight_decay=cfg["weight_decay"], batch_size=int(cfg["batch_size"]),
-                                   patience=int(cfg["patience"]), seed=seed)
+            head, hist = train_l2d(
+                head,
+                tr,
+                va,
+                surrogate,
+                epochs=int(cfg["head_epochs"]),
+                lr=cfg["head_lr"],
+                weight_decay=cfg["weight_decay"],
+                batch_size=int(cfg["batch_size"]),
+                patience=int(cfg["patience"]),
+                seed=seed,
+            )
             out = l2d_metrics(batched_logits(head, te.x), te, surrogate)
             out["epochs_run"] = len(hist)
             out["backbone_test_accuracy"] = feats["backbone_test_accuracy"]
@@ -79,9 +99,16 @@ def run_cifar(
         te = annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
         torch.manual_seed(seed)
         net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
-        net, hist = rx.fit_images(net, surrogate_loss(surrogate), (data["train_x"], tr.targets),
-                                  (data["val_x"], va.targets), {**cfg, "schedule": "cosine", "nesterov": True},
-                                  run, seed=seed, patience=int(cfg["patience"]))
+        net, hist = rx.fit_images(
+            net,
+            surrogate_loss(surrogate),
+            (data["train_x"], tr.targets),
+            (data["val_x"], va.targets),
+            {**cfg, "schedule": "cosine", "nesterov": True},
+            run,
+            seed=seed,
+            patience=int(cfg["patience"]),
+        )
         out = l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
         out["history"] = hist
         return out

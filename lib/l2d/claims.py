@@ -58,7 +58,9 @@ def bayes_accuracy(n: int = BAYES_SAMPLES, seed: int = BAYES_SEED) -> tuple[pd.D
     return pd.DataFrame(pairs), float((dens.argmax(1) == yb).mean()), yb
 
 
-def gaussians_published(summary: pd.DataFrame, num_experts: Sequence[float], dependence_p: Sequence[float]) -> dict[str, float]:
+def gaussians_published(
+    summary: pd.DataFrame, num_experts: Sequence[float], dependence_p: Sequence[float]
+) -> dict[str, float]:
     """The mixture page's published means: expert ECE at the fewest and most experts, system
     accuracy at the most, and the random expert's ECE at the lowest and highest quality, per surrogate."""
     lo_j, hi_j = min(num_experts), max(num_experts)
@@ -73,30 +75,52 @@ def gaussians_published(summary: pd.DataFrame, num_experts: Sequence[float], dep
     return published
 
 
-def gaussians_paper_table(published: Mapping[str, float], num_experts: Sequence[float],
-                          dependence_p: Sequence[float]) -> pd.DataFrame:
+def gaussians_paper_table(
+    published: Mapping[str, float], num_experts: Sequence[float], dependence_p: Sequence[float]
+) -> pd.DataFrame:
     """Figure 1's top row as the paper's plots show it (quoted) beside our means (from :func:`gaussians_published`)."""
     lo_j, hi_j = min(num_experts), max(num_experts)
     lo_p, hi_p = min(dependence_p), max(dependence_p)
-    return pd.DataFrame([
-        {"quantity": f"softmax expert ECE, {lo_j} -> {hi_j} experts", "paper": "rises (Fig. 1a)",
-         "ours": f"{published[f'gauss_ece_softmax_j{lo_j}']:.3f} -> {published[f'gauss_ece_softmax_j{hi_j}']:.3f}"},
-        {"quantity": f"OvA expert ECE, {lo_j} -> {hi_j} experts", "paper": "roughly flat (Fig. 1a)",
-         "ours": f"{published[f'gauss_ece_ova_j{lo_j}']:.3f} -> {published[f'gauss_ece_ova_j{hi_j}']:.3f}"},
-        {"quantity": f"random expert's softmax ECE, p = {lo_p} -> {hi_p}", "paper": "rises above 0.4 (Fig. 1c)",
-         "ours": f"{published['gauss_random_ece_softmax_lo']:.3f} -> {published['gauss_random_ece_softmax_hi']:.3f}"},
-        {"quantity": f"random expert's OvA ECE, p = {lo_p} -> {hi_p}", "paper": "nearly flat (Fig. 1c)",
-         "ours": f"{published['gauss_random_ece_ova_lo']:.3f} -> {published['gauss_random_ece_ova_hi']:.3f}"},
-        {"quantity": f"system accuracy with {hi_j} experts (softmax / OvA)", "paper": "OvA slightly higher (Fig. 1b)",
-         "ours": f"{published[f'gauss_acc_softmax_j{hi_j}']:.3f} / {published[f'gauss_acc_ova_j{hi_j}']:.3f}"},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "quantity": f"softmax expert ECE, {lo_j} -> {hi_j} experts",
+                "paper": "rises (Fig. 1a)",
+                "ours": f"{published[f'gauss_ece_softmax_j{lo_j}']:.3f} -> {published[f'gauss_ece_softmax_j{hi_j}']:.3f}",
+            },
+            {
+                "quantity": f"OvA expert ECE, {lo_j} -> {hi_j} experts",
+                "paper": "roughly flat (Fig. 1a)",
+                "ours": f"{published[f'gauss_ece_ova_j{lo_j}']:.3f} -> {published[f'gauss_ece_ova_j{hi_j}']:.3f}",
+            },
+            {
+                "quantity": f"random expert's softmax ECE, p = {lo_p} -> {hi_p}",
+                "paper": "rises above 0.4 (Fig. 1c)",
+                "ours": f"{published['gauss_random_ece_softmax_lo']:.3f} -> {published['gauss_random_ece_softmax_hi']:.3f}",
+            },
+            {
+                "quantity": f"random expert's OvA ECE, p = {lo_p} -> {hi_p}",
+                "paper": "nearly flat (Fig. 1c)",
+                "ours": f"{published['gauss_random_ece_ova_lo']:.3f} -> {published['gauss_random_ece_ova_hi']:.3f}",
+            },
+            {
+                "quantity": f"system accuracy with {hi_j} experts (softmax / OvA)",
+                "paper": "OvA slightly higher (Fig. 1b)",
+                "ours": f"{published[f'gauss_acc_softmax_j{hi_j}']:.3f} / {published[f'gauss_acc_ova_j{hi_j}']:.3f}",
+            },
+        ]
+    )
 
 
 def gaussians_claims(runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
     """The mixture page's claims, gated on the classifier part's mean accuracy against the Bayes
     classifier's (the best any model can do; the paper states none), chance = the most frequent cluster's share."""
-    return report.gate_claims(l2d_claims(runs), accuracy=float(runs["classifier_accuracy"].mean()),
-                              paper_accuracy=bayes_acc, chance=report.chance_accuracy(labels))
+    return report.gate_claims(
+        l2d_claims(runs),
+        accuracy=float(runs["classifier_accuracy"].mean()),
+        paper_accuracy=bayes_acc,
+        chance=report.chance_accuracy(labels),
+    )
 
 
 CIFAR_SWEEP_METRICS: dict[str, str] = {"experts": "ece", "dependence": "ece_random_expert", "specialized": "ece"}
@@ -119,7 +143,13 @@ def cifar_published(summary: pd.DataFrame, ends: Mapping[str, Sequence[float]]) 
 PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
     ("softmax expert ECE, 1 -> 8 oracle experts", "rises (Fig. 1d)", "experts", "ece", "softmax"),
     ("OvA expert ECE, 1 -> 8 oracle experts", "flat (Fig. 1d)", "experts", "ece", "ova"),
-    ("random expert's softmax ECE, p 0.2 -> 0.95", "rises above 0.4 (Fig. 1f)", "dependence", "ece_random_expert", "softmax"),
+    (
+        "random expert's softmax ECE, p 0.2 -> 0.95",
+        "rises above 0.4 (Fig. 1f)",
+        "dependence",
+        "ece_random_expert",
+        "softmax",
+    ),
     ("random expert's OvA ECE, p 0.2 -> 0.95", "nearly flat (Fig. 1f)", "dependence", "ece_random_expert", "ova"),
     ("softmax expert ECE, 1 -> 5 specialized experts", "rises (Fig. 2a)", "specialized", "ece", "softmax"),
     ("OvA expert ECE, 1 -> 5 specialized experts", "flat (Fig. 2a)", "specialized", "ece", "ova"),
@@ -129,14 +159,24 @@ PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
 
 def cifar_paper_table(published: Mapping[str, float]) -> pd.DataFrame:
     """:data:`PAPER_CIFAR` beside our sweep ends (from :func:`cifar_published`)."""
-    return pd.DataFrame([
-        {"quantity": q, "paper": paper,
-         "ours": f"{published[f'cifar_{exp}_{metric}_{s}_lo']:.3f} -> {published[f'cifar_{exp}_{metric}_{s}_hi']:.3f}"}
-        for q, paper, exp, metric, s in PAPER_CIFAR])
+    return pd.DataFrame(
+        [
+            {
+                "quantity": q,
+                "paper": paper,
+                "ours": f"{published[f'cifar_{exp}_{metric}_{s}_lo']:.3f} -> {published[f'cifar_{exp}_{metric}_{s}_hi']:.3f}",
+            }
+            for q, paper, exp, metric, s in PAPER_CIFAR
+        ]
+    )
 
 
 def cifar_claims(runs: pd.DataFrame) -> tuple[list[dict[str, Any]], str]:
     """The CIFAR-10 page's claims, gated on the classifier part's mean accuracy against
     :data:`CIFAR_REFERENCE_ACCURACY`, chance 1 / 10."""
-    return report.gate_claims(l2d_claims(runs), accuracy=float(runs["classifier_accuracy"].mean()),
-                              paper_accuracy=CIFAR_REFERENCE_ACCURACY, chance=1 / CIFAR_CLASSES)
+    return report.gate_claims(
+        l2d_claims(runs),
+        accuracy=float(runs["classifier_accuracy"].mean()),
+        paper_accuracy=CIFAR_REFERENCE_ACCURACY,
+        chance=1 / CIFAR_CLASSES,
+    )

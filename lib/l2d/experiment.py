@@ -38,10 +38,7 @@ SURROGATES: tuple[str, ...] = ("softmax", "ova")
 EXPERIMENTS: tuple[str, ...] = ("experts", "dependence", "specialized")
 ECE_BINS = 20  # the number of bins for expert-correctness ECE in the paper's reference code
 
-_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
-    "softmax": l2d.softmax_l2d_loss,
-    "ova": l2d.ova_l2d_loss,
-}
+_LOSSES: dict[str, Callable[..., torch.Tensor]] = {"softmax": l2d.softmax_l2d_loss, "ova": l2d.ova_l2d_loss}
 _ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
     "softmax": l2d.expert_correctness_softmax,
     "ova": l2d.expert_correctness_ova,
@@ -73,9 +70,7 @@ class L2DSplit:
         return int(self.y.shape[0])
 
 
-def annotate(
-    x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0, group: Any = None
-) -> L2DSplit:
+def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0, group: Any = None) -> L2DSplit:
     """Attach the experts' predictions to (x, y); example ids ``offset + i`` key the experts' fixed
     per-example noise, so train/validation/test get different offsets."""
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
@@ -126,11 +121,19 @@ def train_l2d(
     val_t = val.targets
     best = SelectBest(lambda m: float(loss(predict(m, val.x, batch_size=4096, amp=False), val_t)))
     fitted = fit(
-        model, lambda z, t, _e: loss(z, t), (train.x, train.targets), int(epochs),
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=lr, momentum=momentum, nesterov=momentum > 0,
-                                                    weight_decay=weight_decay),
+        model,
+        lambda z, t, _e: loss(z, t),
+        (train.x, train.targets),
+        int(epochs),
+        optimizer_factory=lambda p: torch.optim.SGD(
+            p, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay
+        ),
         scheduler_factory=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs),
-        batch_size=int(batch_size), seed=int(seed), device="cpu", amp=False, progress=False,
+        batch_size=int(batch_size),
+        seed=int(seed),
+        device="cpu",
+        amp=False,
+        progress=False,
         callbacks=[best, EarlyStopping("val_loss", patience=int(patience))],
     )
     return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]

@@ -19,16 +19,9 @@ __all__ = ["GAUSSIAN_MEANS", "GAUSSIAN_COVS", "GAUSSIAN_WEIGHTS", "gaussian_mixt
 # overlap strongly (Bhattacharyya distance 0.16, pairwise Bayes error ~0.29); clusters 1 and 4
 # (classes 0, 3) sit on opposite sides and are nearly separable from each other and from 2/3.
 # The experts are oracles on clusters 3 and 4, so deferring pays inside the 2/3 overlap.
-GAUSSIAN_MEANS: np.ndarray = np.array(
-    [[-4.0, 3.0], [0.0, 0.0], [0.8, 0.6], [4.5, -3.0]], dtype=np.float64
-)
+GAUSSIAN_MEANS: np.ndarray = np.array([[-4.0, 3.0], [0.0, 0.0], [0.8, 0.6], [4.5, -3.0]], dtype=np.float64)
 GAUSSIAN_COVS: np.ndarray = np.array(
-    [
-        [[0.8, 0.2], [0.2, 0.6]],
-        [[1.0, 0.3], [0.3, 0.9]],
-        [[0.9, -0.2], [-0.2, 1.0]],
-        [[0.7, 0.0], [0.0, 0.8]],
-    ],
+    [[[0.8, 0.2], [0.2, 0.6]], [[1.0, 0.3], [0.3, 0.9]], [[0.9, -0.2], [-0.2, 1.0]], [[0.7, 0.0], [0.0, 0.8]]],
     dtype=np.float64,
 )
 GAUSSIAN_WEIGHTS: np.ndarray = np.full(4, 0.25)

@@ -34,17 +34,20 @@ def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dic
     }
 
 
-def run_gaussian(
-    experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]
-) -> dict[str, Any]:
+def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """One cached run of the mixture-of-Gaussians study: train the 4-layer MLP (``lib.nets.backbones.mlp``)
     with ``surrogate`` on the committee of (``experiment``, ``value``) and return test metrics.
     """
     from lib.nets.backbones import mlp
 
     check_choice(surrogate, SURROGATES, "surrogate")
-    config = {"experiment": experiment, "value": value, "surrogate": surrogate,
-              "seed": int(seed), **{k: cfg[k] for k in GAUSSIAN_KEYS}}
+    config = {
+        "experiment": experiment,
+        "value": value,
+        "surrogate": surrogate,
+        "seed": int(seed),
+        **{k: cfg[k] for k in GAUSSIAN_KEYS},
+    }
 
     def compute(run: Any) -> dict[str, Any]:
         experts = committee(experiment, value, "gaussians", seed)
@@ -53,9 +56,18 @@ def run_gaussian(
         splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
         torch.manual_seed(seed)
         model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
-        model, hist = train_l2d(model, splits["train"], splits["val"], surrogate, epochs=cfg["epochs"],
-                                lr=cfg["lr"], batch_size=cfg["batch_size"], patience=cfg["patience"],
-                                weight_decay=cfg["weight_decay"], seed=seed)
+        model, hist = train_l2d(
+            model,
+            splits["train"],
+            splits["val"],
+            surrogate,
+            epochs=cfg["epochs"],
+            lr=cfg["lr"],
+            batch_size=cfg["batch_size"],
+            patience=cfg["patience"],
+            weight_decay=cfg["weight_decay"],
+            seed=seed,
+        )
         out = l2d_metrics(batched_logits(model, splits["test"].x), splits["test"], surrogate)
         out["epochs_run"] = len(hist)
         return out

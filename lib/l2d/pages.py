@@ -20,10 +20,18 @@ def cifar10_runs(cfg: Mapping[str, Any], target: str | None = None) -> list[Item
     from lib.l2d.cifar10 import cifar_config
     from lib.l2d.experiment import EXPERIMENTS, grid
 
-    return [Item("l2d_cifar10", f"l2d_cifar10/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
-                 int(p["seed"]), int(cfg["epochs"]), p["surrogate"], config=cifar_config(**p, cfg=cfg),
-                 extra={"point": p})
-            for p in grid(cfg, EXPERIMENTS)]
+    return [
+        Item(
+            "l2d_cifar10",
+            f"l2d_cifar10/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
+            int(p["seed"]),
+            int(cfg["epochs"]),
+            p["surrogate"],
+            config=cifar_config(**p, cfg=cfg),
+            extra={"point": p},
+        )
+        for p in grid(cfg, EXPERIMENTS)
+    ]
 
 
 def _image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
@@ -45,7 +53,16 @@ def _table(name: str, items: Any, got: Any) -> Any:
 
 PAGES: tuple[Page, ...] = (
     Page("l2d_gaussians", "l2d", "Mixture of Gaussians: Figure 1, top row", claims=claims.gaussians_claims),
-    Page("l2d_cifar10", "l2d", "CIFAR-10 with synthetic experts: Figure 1, bottom row; Figure 2",
-         runs=cifar10_runs, data=_image_data, run_one=_run_one, table=_table, claims=claims.cifar_claims,
-         paper_numbers=claims.PAPER_CIFAR, rank=2),
+    Page(
+        "l2d_cifar10",
+        "l2d",
+        "CIFAR-10 with synthetic experts: Figure 1, bottom row; Figure 2",
+        runs=cifar10_runs,
+        data=_image_data,
+        run_one=_run_one,
+        table=_table,
+        claims=claims.cifar_claims,
+        paper_numbers=claims.PAPER_CIFAR,
+        rank=2,
+    ),
 )

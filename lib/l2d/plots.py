@@ -18,8 +18,12 @@ from lib.validation import ArrayLike
 
 
 def gaussian_scatter(
-    x: ArrayLike, cluster: ArrayLike, means: ArrayLike | None = None, title: str = "Mixture of Gaussians",
-    width: int = 320, height: int = 280,
+    x: ArrayLike,
+    cluster: ArrayLike,
+    means: ArrayLike | None = None,
+    title: str = "Mixture of Gaussians",
+    width: int = 320,
+    height: int = 280,
 ) -> alt.Chart | alt.LayerChart:
     """The 2-D mixture-of-Gaussians data coloured by cluster (numbered 1..4 as in the paper), with
     the cluster means as crosses (L2D paper Figure 3)."""
@@ -30,19 +34,25 @@ def gaussian_scatter(
     if len(cl) != len(pts):
         raise ValueError("cluster: needs one id per point")
     df = pd.DataFrame({"x1": pts[:, 0], "x2": pts[:, 1], "cluster": [f"cluster {c + 1}" for c in cl]})
-    dots = alt.Chart(df).mark_circle(size=12, opacity=0.5).encode(
-        x=alt.X("x1:Q", title="x₁"), y=alt.Y("x2:Q", title="x₂"), color=alt.Color("cluster:N", title="cluster"))
+    dots = (
+        alt.Chart(df)
+        .mark_circle(size=12, opacity=0.5)
+        .encode(x=alt.X("x1:Q", title="x₁"), y=alt.Y("x2:Q", title="x₂"), color=alt.Color("cluster:N", title="cluster"))
+    )
     if means is None:
         return dots.properties(title=title, width=width, height=height)
     m = np.asarray(means, dtype=float)
     mdf = pd.DataFrame({"x1": m[:, 0], "x2": m[:, 1], "cluster": [f"cluster {c + 1}" for c in range(len(m))]})
-    crosses = alt.Chart(mdf).mark_point(shape="cross", size=200, filled=True, color="black").encode(
-        x="x1:Q", y="x2:Q", tooltip=["cluster"])
+    crosses = (
+        alt.Chart(mdf)
+        .mark_point(shape="cross", size=200, filled=True, color="black")
+        .encode(x="x1:Q", y="x2:Q", tooltip=["cluster"])
+    )
     return alt.layer(dots, crosses).properties(title=title, width=width, height=height)
 
 
 def l2d_panels(
-    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int | None = None, height: int = 200,
+    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int | None = None, height: int = 200
 ) -> alt.HConcatChart:
     """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
     ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
@@ -56,6 +66,17 @@ def l2d_panels(
         sub = summary[summary["experiment"] == experiment]
         if sub.empty:
             raise ValueError(f"summary: no rows for experiment {experiment!r}")
-        charts.append(line_chart(sub, "value", metric, color="surrogate", yerr=f"{metric}_se", x_title=x_title,
-                                 y_title=y_title, width=width, height=height))
+        charts.append(
+            line_chart(
+                sub,
+                "value",
+                metric,
+                color="surrogate",
+                yerr=f"{metric}_se",
+                x_title=x_title,
+                y_title=y_title,
+                width=width,
+                height=height,
+            )
+        )
     return alt.hconcat(*charts)

@@ -18,8 +18,14 @@ from lib.engine.records import RunOrigin, check_record, origin_fields, record_nu
 
 POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # the grid point
 SOURCE = "lib.l2d.cifar10.run_cifar or l2d_gaussians.run_gaussian"
-METRIC_KEYS: tuple[str, ...] = ("ece", "ece_per_expert", "system_accuracy", "classifier_accuracy", "defer_rate",
-                                "coverage")
+METRIC_KEYS: tuple[str, ...] = (
+    "ece",
+    "ece_per_expert",
+    "system_accuracy",
+    "classifier_accuracy",
+    "defer_rate",
+    "coverage",
+)
 
 __all__ = ["L2DRecord"]
 
@@ -71,16 +77,26 @@ class L2DRecord(RunOrigin):
         per_expert = record_numbers(rec["ece_per_expert"], run, "ece_per_expert")
         coverage = record_numbers(rec["coverage"], run, "coverage")
         if len(coverage) != len(per_expert) + 1:
-            raise ValueError(f"records: run {run} has {len(per_expert)} experts in ece_per_expert but "
-                             f"{len(coverage)} coverage entries (expected the classifier's and one per expert)")
-        optional = {k: None if rec.get(k) is None else record_number(rec[k], run, k)
-                    for k in ("frac_estimate_above_1", "backbone_test_accuracy")}
+            raise ValueError(
+                f"records: run {run} has {len(per_expert)} experts in ece_per_expert but "
+                f"{len(coverage)} coverage entries (expected the classifier's and one per expert)"
+            )
+        optional = {
+            k: None if rec.get(k) is None else record_number(rec[k], run, k)
+            for k in ("frac_estimate_above_1", "backbone_test_accuracy")
+        }
         return cls(
-            experiment=str(config["experiment"]), value=record_number(config["value"], run, "config.value"),
-            surrogate=str(config["surrogate"]), seed=int(record_number(config["seed"], run, "config.seed")),
-            ece=record_number(rec["ece"], run, "ece"), ece_per_expert=per_expert,
+            experiment=str(config["experiment"]),
+            value=record_number(config["value"], run, "config.value"),
+            surrogate=str(config["surrogate"]),
+            seed=int(record_number(config["seed"], run, "config.seed")),
+            ece=record_number(rec["ece"], run, "ece"),
+            ece_per_expert=per_expert,
             system_accuracy=record_number(rec["system_accuracy"], run, "system_accuracy"),
             classifier_accuracy=record_number(rec["classifier_accuracy"], run, "classifier_accuracy"),
-            defer_rate=record_number(rec["defer_rate"], run, "defer_rate"), coverage=coverage,
-            **optional, **origin_fields(rec), raw=rec,
+            defer_rate=record_number(rec["defer_rate"], run, "defer_rate"),
+            coverage=coverage,
+            **optional,
+            **origin_fields(rec),
+            raw=rec,
         )

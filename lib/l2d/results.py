@@ -36,8 +36,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[
     per run: the point plus ``ece``, ``system_accuracy``, ``classifier_accuracy``, ``defer_rate``
     and ``ece_random_expert`` (expert 0's ECE, the random expert of the dependence experiment).
     """
-    return pd.DataFrame([result_row(p, runner(p["experiment"], p["value"], p["surrogate"], p["seed"]))
-                         for p in points])
+    return pd.DataFrame([result_row(p, runner(p["experiment"], p["value"], p["surrogate"], p["seed"])) for p in points])
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
@@ -121,12 +120,14 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
             continue
         sm, ova = _rise(df, exp, "softmax", "ece"), _rise(df, exp, "ova", "ece")
         vals = sorted(df[df.experiment == exp].value.unique())
-        rows.append({
-            "claim": f"softmax expert ECE grows with the number of {label} ({vals[0]:g} to {vals[-1]:g})",
-            "paper": "grows (Fig. 1a/d, Fig. 2a)",
-            "ours": f"rise {np.mean(sm):+.3f} (per-seed {', '.join(f'{v:+.3f}' for v in sm)})",
-            "verdict": verdict_positive(sm),
-        })
+        rows.append(
+            {
+                "claim": f"softmax expert ECE grows with the number of {label} ({vals[0]:g} to {vals[-1]:g})",
+                "paper": "grows (Fig. 1a/d, Fig. 2a)",
+                "ours": f"rise {np.mean(sm):+.3f} (per-seed {', '.join(f'{v:+.3f}' for v in sm)})",
+                "verdict": verdict_positive(sm),
+            }
+        )
         m_ova, lo, hi = _interval(ova)
         if -flat_tol < lo and hi < flat_tol:
             flat_verdict = "held"
@@ -134,41 +135,53 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
             flat_verdict = "did not hold"
         else:
             flat_verdict = "inconclusive at this scale"
-        rows.append({
-            "claim": f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
-            "paper": "flat",
-            "ours": f"rise {m_ova:+.3f} (softmax {np.mean(sm):+.3f})",
-            "verdict": flat_verdict,
-        })
+        rows.append(
+            {
+                "claim": f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
+                "paper": "flat",
+                "ours": f"rise {m_ova:+.3f} (softmax {np.mean(sm):+.3f})",
+                "verdict": flat_verdict,
+            }
+        )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")
         ova = _rise(df, "dependence", "ova", "ece_random_expert")
-        rows.append({
-            "claim": "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
-            "paper": "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
-            "ours": f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f}",
-            "verdict": "held" if verdict_positive(sm) == "held" and verdict_positive(sm - ova) == "held"
-            else ("did not hold" if np.mean(sm) <= 0 or np.mean(sm - ova) <= 0 else "inconclusive at this scale"),
-        })
+        rows.append(
+            {
+                "claim": "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
+                "paper": "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
+                "ours": f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f}",
+                "verdict": "held"
+                if verdict_positive(sm) == "held" and verdict_positive(sm - ova) == "held"
+                else ("did not hold" if np.mean(sm) <= 0 or np.mean(sm - ova) <= 0 else "inconclusive at this scale"),
+            }
+        )
         top = _per_seed(df, "dependence", "softmax", "ece_random_expert")
         top = top[top.columns.max()].to_numpy()
         mean, lo, hi = _interval(top)
-        rows.append({
-            "claim": f"the random expert's softmax ECE exceeds {RANDOM_EXPERT_ECE_MIN} when the others are best",
-            "paper": f"> {RANDOM_EXPERT_ECE_MIN}",
-            "ours": f"{mean:.3f}",
-            "verdict": "held" if lo > RANDOM_EXPERT_ECE_MIN
-            else ("did not hold" if mean <= RANDOM_EXPERT_ECE_MIN else "inconclusive at this scale"),
-        })
+        rows.append(
+            {
+                "claim": f"the random expert's softmax ECE exceeds {RANDOM_EXPERT_ECE_MIN} when the others are best",
+                "paper": f"> {RANDOM_EXPERT_ECE_MIN}",
+                "ours": f"{mean:.3f}",
+                "verdict": "held"
+                if lo > RANDOM_EXPERT_ECE_MIN
+                else ("did not hold" if mean <= RANDOM_EXPERT_ECE_MIN else "inconclusive at this scale"),
+            }
+        )
     acc = df.pivot_table(index=["experiment", "value", "seed"], columns="surrogate", values="system_accuracy")
     diff = (acc["ova"] - acc["softmax"]).groupby(level="seed").mean().to_numpy()
     mean, lo, hi = _interval(diff)
-    rows.append({
-        "claim": "OvA system accuracy is equal or higher than softmax",
-        "paper": "equal or slightly higher (Fig. 1b/e, Fig. 2b)",
-        "ours": f"OvA - softmax = {mean:+.4f} (mean over all settings)",
-        "verdict": "held" if lo >= -OVA_ACCURACY_TOL or mean >= 0 else ("did not hold" if hi < 0 else "inconclusive at this scale"),
-    })
+    rows.append(
+        {
+            "claim": "OvA system accuracy is equal or higher than softmax",
+            "paper": "equal or slightly higher (Fig. 1b/e, Fig. 2b)",
+            "ours": f"OvA - softmax = {mean:+.4f} (mean over all settings)",
+            "verdict": "held"
+            if lo >= -OVA_ACCURACY_TOL or mean >= 0
+            else ("did not hold" if hi < 0 else "inconclusive at this scale"),
+        }
+    )
     return rows
 
 
@@ -182,6 +195,8 @@ def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]
         return None
     table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
     planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
-    table["coverage"] = [f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
-                         for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])]
+    table["coverage"] = [
+        f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+        for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
+    ]
     return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]

@@ -39,6 +39,7 @@ __all__ = [
     "expert_calibration_error",
 ]
 
+
 # --------------------------------------------------------------------------------------------
 # Input handling
 # --------------------------------------------------------------------------------------------
@@ -79,8 +80,7 @@ def _loss_inputs(
     j = ec.shape[1]
     if j < 1 or j >= width:
         raise ValueError(
-            f"expert_correct: has {j} columns (experts) but logits has {width} columns; "
-            "need 1 <= J < K + J"
+            f"expert_correct: has {j} columns (experts) but logits has {width} columns; need 1 <= J < K + J"
         )
     k = width - j
     y = to_tensor(labels, "labels")
@@ -166,9 +166,7 @@ def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, 
     return pred, defer_to
 
 
-def system_accuracy(
-    logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLike, num_classes: int
-) -> float:
+def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLike, num_classes: int) -> float:
     """Accuracy of the human-AI system: the classifier's prediction, or the chosen expert's
     prediction where the model defers (L2D paper Sec. 5, Fig. 1 b/e).
 
@@ -187,9 +185,7 @@ def system_accuracy(
     check_finite(m, "expert_preds")
     check_labels(m.reshape(-1), k, "expert_preds")  # integer class predictions in range
     if m.shape[1] != z.shape[1] - k:
-        raise ValueError(
-            f"expert_preds: has {m.shape[1]} columns but logits hold {z.shape[1] - k} deferral logits"
-        )
+        raise ValueError(f"expert_preds: has {m.shape[1]} columns but logits hold {z.shape[1] - k} deferral logits")
     pred, defer_to = defer_decisions(z, k)
     m = m.to(z.device).long()
     chosen = m.gather(1, defer_to.clamp_min(0)[:, None]).squeeze(1)

@@ -16,14 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.validation import (
-    ArrayLike,
-    check_choice,
-    check_labels,
-    check_ndim,
-    check_same_length,
-    to_numpy,
-)
+from lib.validation import ArrayLike, check_choice, check_labels, check_ndim, check_same_length, to_numpy
 
 __all__ = [
     "SyntheticExpert",
@@ -115,9 +108,7 @@ class SyntheticExpert:
         inside = np.isin(g, list(self.region))
         return np.where(inside, self.p_in, self.p_out_value)
 
-    def __call__(
-        self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None
-    ) -> np.ndarray:
+    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
         the noise; ``group`` = region ids (default: the labels)."""
         y, idx, g = self._inputs(labels, index, group)
@@ -125,8 +116,9 @@ class SyntheticExpert:
         p = np.where(inside, self.p_in, self.p_out_value)
         correct = _uniforms(self.seed, idx, 0) < p
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
-        shift = 1 + np.minimum((_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64),
-                               self.num_classes - 2)
+        shift = 1 + np.minimum(
+            (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2
+        )
         wrong = (y + shift) % self.num_classes
         return np.where(correct, y, wrong)
 
@@ -163,18 +155,16 @@ def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpe
     """
     if not 0 <= 2 * j + 1 < num_classes:
         raise ValueError(f"j: class pair {{{2 * j}, {2 * j + 1}}} is outside 0..{num_classes - 1}")
-    return SyntheticExpert(num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed, f"special{{{2*j},{2*j+1}}}")
+    return SyntheticExpert(
+        num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed, f"special{{{2 * j},{2 * j + 1}}}"
+    )
 
 
 EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_dependence")
 
 
 def make_experts(
-    kind: str,
-    num_experts: int = 1,
-    num_classes: int = 10,
-    p: float = 0.95,
-    seed: int = 0,
+    kind: str, num_experts: int = 1, num_classes: int = 10, p: float = 0.95, seed: int = 0
 ) -> list[SyntheticExpert]:
     """The paper's expert committees (L2D paper Sec. 5.2-5.4); expert j gets seed ``seed + j`` so
     the experts' noise is independent.

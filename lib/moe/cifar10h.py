@@ -42,7 +42,7 @@ claim holds when the robust methods' mean drop exceeds the non-robust methods' b
 margin, does not hold when it falls short by more, and is inconclusive in between."""
 
 PAPER_BEST_OVERALL_ECE: str = (
-    "\"It achieves the best overall CIFAR-10H ECE (0.013)\" (§6.3; the digits from another public text of the paper)"
+    '"It achieves the best overall CIFAR-10H ECE (0.013)" (§6.3; the digits from another public text of the paper)'
 )
 """The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table."""
 
@@ -54,11 +54,13 @@ def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
     uniform sample of the test set, ``all``).
     """
     real = cfg["data"] == "real"
-    return (f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
-            f"{'CIFAR-10 / CIFAR-10H' if real else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
-            f"{sizes['test']} test ({sizes['hard']} hard"
-            + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
-            + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}")
+    return (
+        f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
+        f"{'CIFAR-10 / CIFAR-10H' if real else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
+        f"{sizes['test']} test ({sizes['hard']} hard"
+        + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
+        + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}"
+    )
 
 
 def by_agreement(predictions: Mapping[str, Mapping[str, np.ndarray]], human: np.ndarray) -> pd.DataFrame:
@@ -76,14 +78,23 @@ def by_agreement(predictions: Mapping[str, Mapping[str, np.ndarray]], human: np.
     for m, p in predictions.items():
         reps = len(p["conf"]) // len(human)
         if reps < 1 or reps * len(human) != len(p["conf"]):
-            raise ValueError(f"predictions: {m!r} has {len(p['conf'])} predictions, not a multiple of {len(human)} images")
+            raise ValueError(
+                f"predictions: {m!r} has {len(p['conf'])} predictions, not a multiple of {len(human)} images"
+            )
         b = np.tile(bin_of, reps)
         for i, name in enumerate(AGREEMENT_NAMES):
             sel = b == i
             if sel.any():
-                rows.append({"method": m, "agreement": name, "bin": i, "n": int(sel.sum()) // reps,
-                             "confidence": float(np.asarray(p["conf"])[sel].mean()),
-                             "accuracy": float(np.asarray(p["correct"])[sel].mean())})
+                rows.append(
+                    {
+                        "method": m,
+                        "agreement": name,
+                        "bin": i,
+                        "n": int(sel.sum()) // reps,
+                        "confidence": float(np.asarray(p["conf"])[sel].mean()),
+                        "accuracy": float(np.asarray(p["correct"])[sel].mean()),
+                    }
+                )
     return pd.DataFrame(rows, columns=["method", "agreement", "bin", "n", "confidence", "accuracy"])
 
 
@@ -99,8 +110,14 @@ def confidence_frame(predictions: Mapping[str, Mapping[str, np.ndarray]], hard_m
     return pd.concat(parts, ignore_index=True)
 
 
-def disagreement_examples(vanilla: Mapping[str, np.ndarray], robust: Mapping[str, np.ndarray], human: np.ndarray,
-                          hard_mask: np.ndarray, classes: Sequence[str], n: int) -> tuple[np.ndarray, list[str]]:
+def disagreement_examples(
+    vanilla: Mapping[str, np.ndarray],
+    robust: Mapping[str, np.ndarray],
+    human: np.ndarray,
+    hard_mask: np.ndarray,
+    classes: Sequence[str],
+    n: int,
+) -> tuple[np.ndarray, list[str]]:
     """The ``n`` hard images where Vanilla MoE is most confident relative to Robust MoE (Figure E.2).
 
     Uses the first seed's predictions; returns the image indices and one caption each (the human
@@ -126,10 +143,22 @@ def hard_share_table(info: Mapping[str, float], real: bool) -> pd.DataFrame:
     """The paper's hard share of the test set beside ours (full test set and 'all' sample)."""
     what, share, sentence = PAPER_COUNTS["cifar10h_hard"]
     full = f"{info['hard_fraction_full_test']:.4f}" if real else "synthetic data"
-    sample = (f"{info.get('hard_fraction_all_sample', info.get('hard_fraction_full_test', 0.0)):.4f}"
-              if real else "synthetic data")
-    return pd.DataFrame([{"quantity": what, "paper": f"{share:.4f}", "paper's sentence": sentence,
-                          "ours (full test set)": full, "ours ('all' sample)": sample}])
+    sample = (
+        f"{info.get('hard_fraction_all_sample', info.get('hard_fraction_full_test', 0.0)):.4f}"
+        if real
+        else "synthetic data"
+    )
+    return pd.DataFrame(
+        [
+            {
+                "quantity": what,
+                "paper": f"{share:.4f}",
+                "paper's sentence": sentence,
+                "ours (full test set)": full,
+                "ours ('all' sample)": sample,
+            }
+        ]
+    )
 
 
 def agreement_claim(agreement: pd.DataFrame, margin: float = CONFIDENCE_DROP_MARGIN) -> list[dict[str, str]]:
@@ -144,11 +173,15 @@ def agreement_claim(agreement: pd.DataFrame, margin: float = CONFIDENCE_DROP_MAR
         return []
     diff = float(robust_drop.mean() - plain_drop.mean())
     verdict = "held" if diff > margin else ("did not hold" if diff < -margin else "inconclusive at this scale")
-    return [{"claim": "robust methods lower confidence more as human agreement falls (Fig. 3)",
-             "paper": "non-robust baselines stay near-confident on the least agreed images",
-             "ours": f"confidence drop high->low agreement: robust {robust_drop.mean():.3f}, "
-                     f"non-robust {plain_drop.mean():.3f}",
-             "verdict": verdict}]
+    return [
+        {
+            "claim": "robust methods lower confidence more as human agreement falls (Fig. 3)",
+            "paper": "non-robust baselines stay near-confident on the least agreed images",
+            "ours": f"confidence drop high->low agreement: robust {robust_drop.mean():.3f}, "
+            f"non-robust {plain_drop.mean():.3f}",
+            "verdict": verdict,
+        }
+    ]
 
 
 def best_overall_ece_claim(summary: pd.DataFrame) -> list[dict[str, str]]:
@@ -160,17 +193,24 @@ def best_overall_ece_claim(summary: pd.DataFrame) -> list[dict[str, str]]:
         return []
     best = others.loc[others["ece"].idxmin()]
     rf_e, rf_se = float(rf_row["ece"].iloc[0]), float(rf_row["ece_se"].iloc[0])
-    return [{
-        "claim": "Robust Filtered has the best overall ECE",
-        "paper": PAPER_BEST_OVERALL_ECE,
-        "ours": f"Robust Filtered {fmt(rf_e, rf_se)}; best other {METHOD_LABELS[best['method']]} "
-                f"{fmt(best['ece'], best['ece_se'])}",
-        "verdict": compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
-    }]
+    return [
+        {
+            "claim": "Robust Filtered has the best overall ECE",
+            "paper": PAPER_BEST_OVERALL_ECE,
+            "ours": f"Robust Filtered {fmt(rf_e, rf_se)}; best other {METHOD_LABELS[best['method']]} "
+            f"{fmt(best['ece'], best['ece_se'])}",
+            "verdict": compare(rf_e, rf_se, float(best["ece"]), float(best["ece_se"])),
+        }
+    ]
 
 
-def cifar10h_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], agreement: pd.DataFrame,
-                    chance: float, paper_accuracy: float = REFERENCE_CIFAR10H_ACCURACY) -> tuple[pd.DataFrame, str]:
+def cifar10h_claims(
+    summary: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]],
+    agreement: pd.DataFrame,
+    chance: float,
+    paper_accuracy: float = REFERENCE_CIFAR10H_ACCURACY,
+) -> tuple[pd.DataFrame, str]:
     """Every claim of the CIFAR-10H page, gated by the book's accuracy floor.
 
     Claims (i)-(iv) and MoCaE's equal accuracy on the hard subset
@@ -181,6 +221,5 @@ def cifar10h_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
     claims = moe_claims(summary, records, subset="hard", subset_name="hard (low-agreement)")
     rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(summary)
     rows = report.claims_table(rows).to_dict("records")
-    gated, why = report.gate_claims(rows, accuracy=best_accuracy(summary), paper_accuracy=paper_accuracy,
-                                    chance=chance)
+    gated, why = report.gate_claims(rows, accuracy=best_accuracy(summary), paper_accuracy=paper_accuracy, chance=chance)
     return report.claims_table(gated), why

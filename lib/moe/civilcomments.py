@@ -57,11 +57,17 @@ def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
     if data is None:
         return "not run: CivilComments (WILDS) is not available on this machine"
     sizes = data.sizes()
-    return (("tiny random 1-layer BERT (smoke only)" if cfg["backbone"] == exp.TINY_TEXT
-             else f"{cfg['backbone'][5:]} (or its offline fallback, named below)") + "; "
-            f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
-            f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
-            f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}")
+    return (
+        (
+            "tiny random 1-layer BERT (smoke only)"
+            if cfg["backbone"] == exp.TINY_TEXT
+            else f"{cfg['backbone'][5:]} (or its offline fallback, named below)"
+        )
+        + "; "
+        f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
+        f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
+        f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}"
+    )
 
 
 def run(configs: Sequence[Any], data: TextBundle, train: bool) -> list[dict[str, Any]]:
@@ -73,8 +79,12 @@ def run(configs: Sequence[Any], data: TextBundle, train: bool) -> list[dict[str,
         return exp.run_methods(configs, data, train=train)
 
 
-def group_table(records: Sequence[Mapping[str, Any]], predictions: Mapping[str, Mapping[str, np.ndarray]],
-                test_groups: Mapping[str, Any], groups: Sequence[str]) -> pd.DataFrame:
+def group_table(
+    records: Sequence[Mapping[str, Any]],
+    predictions: Mapping[str, Mapping[str, np.ndarray]],
+    test_groups: Mapping[str, Any],
+    groups: Sequence[str],
+) -> pd.DataFrame:
     """ECE and accuracy per method and identity group, averaged over seeds (Figure 2).
 
     ECE comes from each record's per-group evaluation (``metrics["groups"]``); accuracy is
@@ -88,10 +98,15 @@ def group_table(records: Sequence[Mapping[str, Any]], predictions: Mapping[str, 
         label = METHOD_LABELS[rec["method"]]
         for g, block in (rec["metrics"].get("groups") or {}).items():
             rows.append({"method": label, "group": g, "ece": block["ece"], "n": block["n"]})
-    group_ece = (pd.DataFrame(rows, columns=["method", "group", "ece", "n"])
-                 .groupby(["method", "group"], as_index=False)[["ece", "n"]].mean())
-    masks = {g: np.asarray(test_groups[g].numpy() if hasattr(test_groups[g], "numpy") else test_groups[g]).astype(bool)
-             for g in groups}
+    group_ece = (
+        pd.DataFrame(rows, columns=["method", "group", "ece", "n"])
+        .groupby(["method", "group"], as_index=False)[["ece", "n"]]
+        .mean()
+    )
+    masks = {
+        g: np.asarray(test_groups[g].numpy() if hasattr(test_groups[g], "numpy") else test_groups[g]).astype(bool)
+        for g in groups
+    }
     acc_rows = []
     for m, p in predictions.items():
         for g in groups:
@@ -99,8 +114,9 @@ def group_table(records: Sequence[Mapping[str, Any]], predictions: Mapping[str, 
             mask = np.tile(masks[g], reps)
             if mask.any():
                 acc_rows.append({"method": m, "group": g, "accuracy": float(np.asarray(p["correct"])[mask].mean())})
-    return group_ece.merge(pd.DataFrame(acc_rows, columns=["method", "group", "accuracy"]),
-                           on=["method", "group"], how="left")
+    return group_ece.merge(
+        pd.DataFrame(acc_rows, columns=["method", "group", "accuracy"]), on=["method", "group"], how="left"
+    )
 
 
 def group_ece_published(groups: pd.DataFrame) -> dict[str, float]:
@@ -119,14 +135,23 @@ def group_claim(groups: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> list[
     wins = int((both["robust"] < both["plain"] - margin).sum())
     losses = int((both["robust"] > both["plain"] + margin).sum())
     verdict = "held" if wins == len(both) else ("did not hold" if losses > 0 else "inconclusive at this scale")
-    return [{"claim": "robust methods lower ECE in every identity group (Fig. 2)",
-             "paper": "consistent reduction across the eight groups",
-             "ours": f"lower by > {margin:g} in {wins} of {len(both)} groups, higher by > {margin:g} in {losses}",
-             "verdict": verdict}]
+    return [
+        {
+            "claim": "robust methods lower ECE in every identity group (Fig. 2)",
+            "paper": "consistent reduction across the eight groups",
+            "ours": f"lower by > {margin:g} in {wins} of {len(both)} groups, higher by > {margin:g} in {losses}",
+            "verdict": verdict,
+        }
+    ]
 
 
-def civilcomments_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], groups: pd.DataFrame,
-                         chance: float, paper_accuracy: float = PAPER_CIVIL_BEST_ACCURACY) -> tuple[pd.DataFrame, str]:
+def civilcomments_claims(
+    summary: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]],
+    groups: pd.DataFrame,
+    chance: float,
+    paper_accuracy: float = PAPER_CIVIL_BEST_ACCURACY,
+) -> tuple[pd.DataFrame, str]:
     """Every claim of the CivilComments page, gated by the book's accuracy floor.
 
     Claims (i)-(iv) and MoCaE's equal accuracy on the identity-mentioning comments
@@ -136,6 +161,5 @@ def civilcomments_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, A
     """
     claims = moe_claims(summary, records, subset="hard", subset_name="identity-mentioning")
     rows = report.claims_table(claims.to_dict("records") + group_claim(groups)).to_dict("records")
-    gated, why = report.gate_claims(rows, accuracy=best_accuracy(summary), paper_accuracy=paper_accuracy,
-                                    chance=chance)
+    gated, why = report.gate_claims(rows, accuracy=best_accuracy(summary), paper_accuracy=paper_accuracy, chance=chance)
     return report.claims_table(gated), why

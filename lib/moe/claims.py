@@ -47,7 +47,9 @@ def compare(a: float, a_se: float, b: float, b_se: float, margin: float = 0.01) 
     return "inconclusive at this scale"
 
 
-def _best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True) -> tuple[str, float, float]:
+def _best(
+    summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True
+) -> tuple[str, float, float]:
     sub = summary[(summary["subset"] == subset) & summary["method"].isin(methods)].dropna(subset=[metric])
     if sub.empty:
         return "", float("nan"), float("nan")
@@ -74,8 +76,13 @@ def best_accuracy(summary: pd.DataFrame) -> float:
     return float(acc.max()) if len(acc) else float("nan")
 
 
-def moe_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]] = (), subset: str = "hard",
-               subset_name: str = "hard", margin: float = 0.01) -> pd.DataFrame:
+def moe_claims(
+    summary: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]] = (),
+    subset: str = "hard",
+    subset_name: str = "hard",
+    margin: float = 0.01,
+) -> pd.DataFrame:
     """The paper's claims (i)-(iv) (book/moe/overview) judged from ``summary`` (:func:`lib.moe.tables.summarize`), plus MoCaE's
     accuracy equalling Vanilla's (checked on the ``records`` themselves).
 
@@ -91,12 +98,14 @@ def moe_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]] = (),
     rows: list[dict[str, Any]] = []
     rb, rb_e, rb_se = _best(summary, ROBUST, subset, "ece")
     nb, nb_e, nb_se = _best(summary, NON_ROBUST, subset, "ece")
-    rows.append({
-        "claim": f"(i) robust objectives lower ECE on {subset_name} data",
-        "paper": PAPER_SAYS[0],
-        "ours": f"best robust {L.get(rb, '—')} {fmt(rb_e, rb_se)} vs best non-robust {L.get(nb, '—')} {fmt(nb_e, nb_se)}",
-        "verdict": compare(rb_e, rb_se, nb_e, nb_se, margin),
-    })
+    rows.append(
+        {
+            "claim": f"(i) robust objectives lower ECE on {subset_name} data",
+            "paper": PAPER_SAYS[0],
+            "ours": f"best robust {L.get(rb, '—')} {fmt(rb_e, rb_se)} vs best non-robust {L.get(nb, '—')} {fmt(nb_e, nb_se)}",
+            "verdict": compare(rb_e, rb_se, nb_e, nb_se, margin),
+        }
+    )
     get = lambda m, s, k: _value(summary, m, s, k)  # noqa: E731
     v, v_se = get("vanilla", subset, "ece")
     mc, mc_se = get("mocae", subset, "ece")
@@ -105,36 +114,44 @@ def moe_claims(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]] = (),
     verdict = "inconclusive at this scale"
     if all(np.isfinite(x) for x in (gain_mocae, gain_robust)):
         verdict = compare(-gain_robust, rb_se, -gain_mocae, mc_se, margin)
-    rows.append({
-        "claim": "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
-        "paper": PAPER_SAYS[1],
-        "ours": f"{subset_name} ECE gain over Vanilla: MoCaE {fmt(gain_mocae)}, best robust {fmt(gain_robust)}",
-        "verdict": verdict,
-    })
+    rows.append(
+        {
+            "claim": "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
+            "paper": PAPER_SAYS[1],
+            "ours": f"{subset_name} ECE gain over Vanilla: MoCaE {fmt(gain_mocae)}, best robust {fmt(gain_robust)}",
+            "verdict": verdict,
+        }
+    )
     rf, rf_se = get("robust_filtered", "all", "accuracy")
     r, r_se = get("robust", "all", "accuracy")
-    rows.append({
-        "claim": "(iii) Robust Filtered trades less accuracy than Robust MoE",
-        "paper": PAPER_SAYS[2],
-        "ours": f"accuracy: Robust Filtered {fmt(rf, rf_se)}, Robust MoE {fmt(r, r_se)}",
-        "verdict": compare(-rf, rf_se, -r, r_se, margin),
-    })
+    rows.append(
+        {
+            "claim": "(iii) Robust Filtered trades less accuracy than Robust MoE",
+            "paper": PAPER_SAYS[2],
+            "ours": f"accuracy: Robust Filtered {fmt(rf, rf_se)}, Robust MoE {fmt(r, r_se)}",
+            "verdict": compare(-rf, rf_se, -r, r_se, margin),
+        }
+    )
     rb2, rb2_e, rb2_se = _best(summary, ROBUST, subset, "ece_ts")
     nb2, nb2_e, nb2_se = _best(summary, NON_ROBUST, subset, "ece_ts")
-    rows.append({
-        "claim": "(iv) the gains survive temperature scaling",
-        "paper": PAPER_SAYS[3],
-        "ours": f"{subset_name} ECE+TS: best robust {L.get(rb2, '—')} {fmt(rb2_e, rb2_se)} vs best non-robust {L.get(nb2, '—')} {fmt(nb2_e, nb2_se)}",
-        "verdict": compare(rb2_e, rb2_se, nb2_e, nb2_se, margin),
-    })
+    rows.append(
+        {
+            "claim": "(iv) the gains survive temperature scaling",
+            "paper": PAPER_SAYS[3],
+            "ours": f"{subset_name} ECE+TS: best robust {L.get(rb2, '—')} {fmt(rb2_e, rb2_se)} vs best non-robust {L.get(nb2, '—')} {fmt(nb2_e, nb2_se)}",
+            "verdict": compare(rb2_e, rb2_se, nb2_e, nb2_se, margin),
+        }
+    )
     eq = mocae_accuracy_check(records)
     if eq is not None:
-        rows.append({
-            "claim": "MoCaE's accuracy equals Vanilla MoE's",
-            "paper": "identical in every cell of every table (printed to 3 decimals)",
-            "ours": f"largest |difference| over runs and subsets: {eq:.4f}",
-            "verdict": "held" if eq < MOCAE_ACC_TOL else "did not hold",
-        })
+        rows.append(
+            {
+                "claim": "MoCaE's accuracy equals Vanilla MoE's",
+                "paper": "identical in every cell of every table (printed to 3 decimals)",
+                "ours": f"largest |difference| over runs and subsets: {eq:.4f}",
+                "verdict": "held" if eq < MOCAE_ACC_TOL else "did not hold",
+            }
+        )
     return claims_table(rows)
 
 
@@ -167,10 +184,13 @@ def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
     """
     rows = summary if subset is None else summary[summary["subset"] == subset]
     publish("methods", sorted(set(summary["method"])))
-    publish("table", {
-        (r.method if subset is not None else f"{r.method}/{r.subset}"): {m: float(getattr(r, m)) for m in METRICS}
-        for r in rows.itertuples()
-    })
+    publish(
+        "table",
+        {
+            (r.method if subset is not None else f"{r.method}/{r.subset}"): {m: float(getattr(r, m)) for m in METRICS}
+            for r in rows.itertuples()
+        },
+    )
     publish("mocae_accuracy_diff", mocae_accuracy_check(records))
 
 

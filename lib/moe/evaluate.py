@@ -39,26 +39,12 @@ import torch
 
 from lib.calibration.posthoc import fit_temperature
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
-from lib.validation import (
-    ArrayLike,
-    check_choice,
-    check_finite,
-    check_labels,
-    check_ndim,
-    check_same_length,
-    to_tensor,
-)
+from lib.validation import ArrayLike, check_choice, check_finite, check_labels, check_ndim, check_same_length, to_tensor
 
 N_BINS = 15  # ECE bins (App. D.5)
 FITS = ("paper", "converged")  # lib.calibration.posthoc.FIT_PROTOCOLS, the paper's first
 
-__all__ = [
-    "FITS",
-    "N_BINS",
-    "evaluate",
-    "fit_expert_temperatures",
-    "mocae_calibrate",
-]
+__all__ = ["FITS", "N_BINS", "evaluate", "fit_expert_temperatures", "mocae_calibrate"]
 
 
 # --- MoCaE's per-expert temperatures (App. D.1) ----------------------------------------------------
@@ -145,9 +131,14 @@ def mocae_calibrate(
 
 
 def evaluate(
-    val_probs: torch.Tensor, val_y: torch.Tensor, test_probs: torch.Tensor, test_y: torch.Tensor,
-    hard_mask: torch.Tensor, test_routing: torch.Tensor | None = None,
-    groups: Mapping[str, torch.Tensor] | None = None, all_mask: torch.Tensor | None = None,
+    val_probs: torch.Tensor,
+    val_y: torch.Tensor,
+    test_probs: torch.Tensor,
+    test_y: torch.Tensor,
+    hard_mask: torch.Tensor,
+    test_routing: torch.Tensor | None = None,
+    groups: Mapping[str, torch.Tensor] | None = None,
+    all_mask: torch.Tensor | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities.
 
@@ -181,7 +172,10 @@ def evaluate(
     }
     if test_routing is not None:
         ent = routing_entropy(test_routing.double()).numpy()
-        metrics["routing_entropy"] = {"all": float(ent[keep].mean()), "hard": float(ent[hard].mean()) if hard.any() else None}
+        metrics["routing_entropy"] = {
+            "all": float(ent[keep].mean()),
+            "hard": float(ent[hard].mean()) if hard.any() else None,
+        }
     if groups:
         metrics["groups"] = {}
         for g, m in groups.items():

@@ -41,8 +41,21 @@ METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
 
 # TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).
 _TRAIN_KEYS: tuple[str, ...] = (
-    "dataset", "epochs", "batch_size", "lr", "weight_decay", "lam", "num_experts", "router_hidden",
-    "backbone", "width", "pretrained", "max_length", "augment", "threads", "eval_batch_size",
+    "dataset",
+    "epochs",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "lam",
+    "num_experts",
+    "router_hidden",
+    "backbone",
+    "width",
+    "pretrained",
+    "max_length",
+    "augment",
+    "threads",
+    "eval_batch_size",
 )
 
 
@@ -64,17 +77,19 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
 
 
 def train_configs(
-    settings: Mapping[str, Any], methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+    settings: Mapping[str, Any],
+    methods: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
     **changes: Any,
 ) -> list[Any]:
-    """The :class:`lib.moe.train.TrainConfig` grid of a notebook scale: every method x seed.
+    """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale: every method x seed.
 
     ``settings`` is ``lib.config.settings(name, scale)``; its keys named like TrainConfig fields
     (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
     settings' ``methods``/``seeds``; ``changes`` override fields (e.g. ``lam=4.0``, ``warmup_epochs=1``).
     Progress bars are off (notebook output stays small).
     """
-    from lib.moe.train import TrainConfig
+    from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
         raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
@@ -120,8 +135,9 @@ def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nda
     return p.max(axis=1), (p.argmax(axis=1) == y).astype(np.int64)
 
 
-def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all",
-                       all_mask: Any = None) -> dict[str, dict[str, np.ndarray]]:
+def pooled_predictions(
+    records: Sequence[Mapping[str, Any]], subset: str = "all", all_mask: Any = None
+) -> dict[str, dict[str, np.ndarray]]:
     """Test predictions per method pooled over seeds (lib.moe.train.load_predictions): for each method
     label, ``probs``, ``labels``, ``conf``, ``correct`` and ``seed`` on ``subset`` ("all"/"hard").
     ``all_mask`` (the data bundle's, one bool per test point) restricts "all" to the
@@ -146,10 +162,16 @@ def pooled_predictions(records: Sequence[Mapping[str, Any]], subset: str = "all"
         labels = pred["labels"].astype(np.int64)[keep]
         conf, correct = top_label(probs, labels)
         seed = r.seed
-        d = out.setdefault(METHOD_LABELS.get(r.method, r.method),
-                           {"probs": [], "labels": [], "conf": [], "correct": [], "seed": []})
-        for k, v in (("probs", probs), ("labels", labels), ("conf", conf), ("correct", correct),
-                     ("seed", np.full(len(labels), seed))):
+        d = out.setdefault(
+            METHOD_LABELS.get(r.method, r.method), {"probs": [], "labels": [], "conf": [], "correct": [], "seed": []}
+        )
+        for k, v in (
+            ("probs", probs),
+            ("labels", labels),
+            ("conf", conf),
+            ("correct", correct),
+            ("seed", np.full(len(labels), seed)),
+        ):
             d[k].append(v)
     return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
 
@@ -179,8 +201,16 @@ def tiny_text_model() -> str:
         return str(path)
     tok = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=512))
+    model = BertModel(
+        BertConfig(
+            vocab_size=tok.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=512,
+        )
+    )
     path.mkdir(parents=True, exist_ok=True)
     with no_hf_progress_bars():
         model.save_pretrained(path)

@@ -63,7 +63,11 @@ __all__ = [
 
 
 def fgr_batch(
-    x: torch.Tensor, mean: Any, std: Any, frac: float = 0.05, qualities: Sequence[int] = DEFAULT_QUALITIES,
+    x: torch.Tensor,
+    mean: Any,
+    std: Any,
+    frac: float = 0.05,
+    qualities: Sequence[int] = DEFAULT_QUALITIES,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
@@ -77,9 +81,9 @@ def fgr_batch(
     return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
 
 
-
-def soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS,
-             temperature: float = SOFT_ECE_TEMPERATURE) -> torch.Tensor:
+def soft_ece(
+    probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS, temperature: float = SOFT_ECE_TEMPERATURE
+) -> torch.Tensor:
     """Differentiable soft-binned ECE (FGR's calibration loss; Karandikar et al. 2021).
 
     conf = max prob, centres c_b = (b + 0.5)/n_bins, membership u_ib = softmax_b(-(conf_i - c_b)^2 / T),
@@ -150,11 +154,13 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
     both = torch.stack([loss_a, loss_b.to(loss_a.dtype)])
     eye = torch.eye(2, dtype=both.dtype, device=both.device)
     grads = torch.autograd.grad(both, list(params), grad_outputs=eye, is_grads_batched=True, allow_unused=True)
-    return [torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)]
+    return [
+        torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)
+    ]
 
 
 def rectified_gradients(
-    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1,
+    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """FGR's update from :func:`two_gradients`' [g_m; g_c] per parameter: per member, over all its
     parameters as one flat vector, g_m - min(<g_m,g_c>, 0)/||g_c||^2 g_c (:func:`rectify`).
@@ -236,9 +242,14 @@ def fgr_step(
     }
 
 
-def _fgr_losses(out: Any, main_rows: torch.Tensor | None, labels: torch.Tensor,
-                main_fn: Callable[[Any, torch.Tensor], torch.Tensor], n_bins: int = SOFT_ECE_BINS,
-                temperature: float = SOFT_ECE_TEMPERATURE) -> tuple[torch.Tensor, torch.Tensor]:
+def _fgr_losses(
+    out: Any,
+    main_rows: torch.Tensor | None,
+    labels: torch.Tensor,
+    main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    n_bins: int = SOFT_ECE_BINS,
+    temperature: float = SOFT_ECE_TEMPERATURE,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """FGR's two losses on one model's output of the one forward: ``main_fn`` on the rows
     ``main_rows`` (``None``: unfiltered inputs, every row) and soft ECE on the first B rows."""
     loss_main = main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
@@ -249,8 +260,11 @@ def _fgr_losses(out: Any, main_rows: torch.Tensor | None, labels: torch.Tensor,
 
 
 def stacked_fgr_gradients(
-    out: Any, main_rows: Sequence[torch.Tensor | None], labels: Sequence[torch.Tensor],
-    main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]], params: Sequence[torch.Tensor],
+    out: Any,
+    main_rows: Sequence[torch.Tensor | None],
+    labels: Sequence[torch.Tensor],
+    main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
+    params: Sequence[torch.Tensor],
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """FGR's update for a stack of N models (leading dimension N of ``params`` and of ``out``, the
     stacked forward on each member's :func:`fgr_batch`): member i's main loss
@@ -264,10 +278,14 @@ def stacked_fgr_gradients(
     return update, loss
 
 
-def stack_step(main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, mean: Any = None, std: Any = None,
-               filter_inputs: bool = True,
-               inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
-               ) -> StackStep:
+def stack_step(
+    main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    start: int,
+    mean: Any = None,
+    std: Any = None,
+    filter_inputs: bool = True,
+    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> StackStep:
     """FGR's step for a stacked model (:class:`lib.engine.stack.StackStep`): from epoch ``start``
     (after warmup) a member forwards :func:`fgr_batch` of its batch (``filter_inputs=False`` or no
     ``mean``/``std``: the batch itself) and the stack's update is :func:`stacked_fgr_gradients`
@@ -279,6 +297,8 @@ def stack_step(main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int,
         raise ValueError(f"start: must be a non-negative integer, got {start!r}")
     inputs = inputs_fn if filter_inputs else None
     if inputs is None and filter_inputs and mean is not None and std is not None:
+
         def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             return fgr_batch(x, mean, std, generator=g)  # fgr_step's defaults
+
     return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)

@@ -20,11 +20,21 @@ from lib.engine import progress as live
 from lib.engine.runs import Run, RunMissing, training
 from lib.engine.stack import fit_stack
 from lib.moe.methods import FGR_METHODS
-from lib.moe.train import GROUP, TrainConfig, compute_run, finish_run, prepare_run, run_config, train_run
+from lib.moe.config import TrainConfig
+from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
 from lib.validation import check_int
 
-__all__ = ["CPU_STACK", "MAX_STACK", "auto_stack", "fit_count", "member_bytes", "run_grid", "stack_groups",
-           "train_stacked"]
+__all__ = [
+    "CPU_STACK",
+    "MAX_STACK",
+    "auto_stack",
+    "fit_count",
+    "member_bytes",
+    "run_grid",
+    "stack_groups",
+    "train_stacked",
+]
+
 
 def _available(configs: Sequence[TrainConfig], data: Bundle) -> list[dict[str, Any]]:
     out = []
@@ -134,9 +144,13 @@ def auto_stack(cfg: TrainConfig, data: Bundle) -> int:
     return fit_count(free, need)
 
 
-def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | None = None,
-                  on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
-                  log: Callable[[str], None] | None = None) -> list[TrainConfig]:
+def train_stacked(
+    configs: Sequence[TrainConfig],
+    data: Bundle,
+    stack: int | None = None,
+    on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[TrainConfig]:
     """Train the unfinished ``configs`` (no ``mocae``) in as few stacks as the device holds; return
     those it trained.
 
@@ -156,16 +170,22 @@ def train_stacked(configs: Sequence[TrainConfig], data: Bundle, stack: int | Non
     sizes: dict[tuple[Any, ...], int] = {}
     todo = [c for cfgs in by_start.values() for c in cfgs]
     left = sum(c.epochs - e for e, cfgs in by_start.items() for c in cfgs)
-    with live.session(f"{data.name}: {len(todo)} runs", left, runs=len(todo),
-                      enabled=any(c.progress for c in todo)):  # one line for the grid
+    with live.session(
+        f"{data.name}: {len(todo)} runs", left, runs=len(todo), enabled=any(c.progress for c in todo)
+    ):  # one line for the grid
         _train_groups(by_start, data, stack, sizes, trained, on_done, log)
     return trained
 
 
-def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: int | None,
-                  sizes: dict[tuple[Any, ...], int], trained: list[TrainConfig],
-                  on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
-                  log: Callable[[str], None] | None) -> None:
+def _train_groups(
+    by_start: dict[int, list[TrainConfig]],
+    data: Bundle,
+    stack: int | None,
+    sizes: dict[tuple[Any, ...], int],
+    trained: list[TrainConfig],
+    on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
+    log: Callable[[str], None] | None,
+) -> None:
     """:func:`train_stacked`'s loop over the stacks; appends to ``trained`` as runs finish."""
     for cfgs in by_start.values():
         for c in cfgs:
@@ -186,8 +206,10 @@ def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: i
                 if not ready:
                     continue
                 if log is not None:
-                    log(f"{data.name}: training {len(ready)} run(s) as one stack: "
-                        + ", ".join(f"{c.method}/s{c.seed}" for c in ready))
+                    log(
+                        f"{data.name}: training {len(ready)} run(s) as one stack: "
+                        + ", ".join(f"{c.method}/s{c.seed}" for c in ready)
+                    )
                 if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
                     rec = runs[0].save_result(compute_run(ready[0], data, runs[0]))
                     runs[0].clear_checkpoint()
@@ -199,9 +221,15 @@ def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: i
                 prs = [prepare_run(c, data, stacked=True) for c in ready]
                 c0, dev = ready[0], prs[0].device
                 fits = fit_stack(
-                    [pr.member(run) for pr, run in zip(prs, runs)], prs[0].prep.train, c0.epochs,
-                    optimizer_factory=prs[0].optimizer, scheduler_factory=prs[0].scheduler,
-                    batch_size=c0.batch_size, device=dev, amp=c0.amp, progress=c0.progress,
+                    [pr.member(run) for pr, run in zip(prs, runs)],
+                    prs[0].prep.train,
+                    c0.epochs,
+                    optimizer_factory=prs[0].optimizer,
+                    scheduler_factory=prs[0].scheduler,
+                    batch_size=c0.batch_size,
+                    device=dev,
+                    amp=c0.amp,
+                    progress=c0.progress,
                     desc=f"{data.name} stack of {len(ready)}",
                 )
                 for pr, run, fitted, c in zip(prs, runs, fits, ready):
@@ -213,8 +241,9 @@ def _train_groups(by_start: dict[int, list[TrainConfig]], data: Bundle, stack: i
                         on_done(c, rec)
 
 
-def _split(cfgs: Sequence[TrainConfig], stack: int | None,
-           sizes: dict[tuple[Any, ...], int]) -> list[list[TrainConfig]]:
+def _split(
+    cfgs: Sequence[TrainConfig], stack: int | None, sizes: dict[tuple[Any, ...], int]
+) -> list[list[TrainConfig]]:
     """:func:`stack_groups` with one size for all (``stack``) or a size per stack key (``sizes``)."""
     if stack is not None:
         return stack_groups(cfgs, stack)
@@ -224,8 +253,9 @@ def _split(cfgs: Sequence[TrainConfig], stack: int | None,
     return out
 
 
-def run_grid(configs: Sequence[TrainConfig], data: Bundle, stack: int | None = 8,
-             train: bool = True) -> list[dict[str, Any]]:
+def run_grid(
+    configs: Sequence[TrainConfig], data: Bundle, stack: int | None = 8, train: bool = True
+) -> list[dict[str, Any]]:
     """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
 
     Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one;

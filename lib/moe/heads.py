@@ -92,12 +92,7 @@ class MoEHead(nn.Module):
     """
 
     def __init__(
-        self,
-        in_features: int,
-        num_classes: int,
-        num_experts: int = 4,
-        router_hidden: int = 128,
-        routing: str = "soft",
+        self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128, routing: str = "soft"
     ) -> None:
         super().__init__()
         _check_sizes(in_features, num_classes, num_experts, router_hidden)

@@ -52,11 +52,7 @@ JPEG_CHROMA = (
     (99, 99, 99, 99, 99, 99, 99, 99),
 )
 # JFIF (ITU-T T.871) RGB -> YCbCr; Cb and Cr are offset by 128.
-RGB_TO_YCBCR = (
-    (0.299, 0.587, 0.114),
-    (-0.168736, -0.331264, 0.5),
-    (0.5, -0.418688, -0.081312),
-)
+RGB_TO_YCBCR = ((0.299, 0.587, 0.114), (-0.168736, -0.331264, 0.5), (0.5, -0.418688, -0.081312))
 YCBCR_OFFSET = (0.0, 128.0, 128.0)
 
 __all__ = [
@@ -134,8 +130,10 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
         images = images.float()
     check_finite(images, "images")
     if images.numel() and (images.min() < 0 or images.max() > 255):
-        raise ValueError(f"images: values must lie in [0, 255] (uint8 scale), got "
-                         f"[{float(images.min()):.4g}, {float(images.max()):.4g}]")
+        raise ValueError(
+            f"images: values must lie in [0, 255] (uint8 scale), got "
+            f"[{float(images.min()):.4g}, {float(images.max()):.4g}]"
+        )
     b = images.shape[0]
     q = to_tensor(quality, "quality").reshape(-1)
     if q.numel() not in (1, b):

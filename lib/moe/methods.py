@@ -46,13 +46,23 @@ LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[..., "torch.Tensor | None"]
 
 __all__ = [
-    "METHODS", "TRAINED_METHODS", "ROBUST_METHODS", "WARMUP_METHODS", "FGR_METHODS", "WARMUP_FRACTION",
-    "MethodConfig", "Runner", "build_backbone", "build_model", "objective", "method_step",
+    "METHODS",
+    "TRAINED_METHODS",
+    "ROBUST_METHODS",
+    "WARMUP_METHODS",
+    "FGR_METHODS",
+    "WARMUP_FRACTION",
+    "MethodConfig",
+    "Runner",
+    "build_backbone",
+    "build_model",
+    "objective",
+    "method_step",
 ]
 
 
 class MethodConfig(Protocol):
-    """What a method needs of its run's config (:class:`lib.moe.train.TrainConfig` has it; a Protocol,
+    """What a method needs of its run's config (:class:`lib.moe.config.TrainConfig` has it; a Protocol,
     so this module does not import the one that imports it)."""
 
     method: str
@@ -126,7 +136,9 @@ class Runner(nn.Module):
             return self.model.head(h.float())
 
 
-_robust = partial(robust_moe_loss, validate=False)  # module-level name so tests can observe when the robust loss is used
+_robust = partial(
+    robust_moe_loss, validate=False
+)  # module-level name so tests can observe when the robust loss is used
 
 
 def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
@@ -135,15 +147,20 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
     if not robust_active or method not in ROBUST_METHODS:
         return l.mean()
     if method == "robust_filtered":
-        mask = routing_relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs,
-                                     validate=False)
+        mask = routing_relevant_mask(
+            l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs, validate=False
+        )
         return robust_filtered_loss(l, mask, lam, validate=False)
     return _robust(l, lam)  # robust; fgr_robust's main loss
 
 
 def method_step(
-    cfg: MethodConfig, device: torch.device, mean: Sequence[float] | None, std: Sequence[float] | None,
-    filter_inputs: bool = True, fgr_inputs: Callable[..., Any] | None = None,
+    cfg: MethodConfig,
+    device: torch.device,
+    mean: Sequence[float] | None,
+    std: Sequence[float] | None,
+    filter_inputs: bool = True,
+    fgr_inputs: Callable[..., Any] | None = None,
 ) -> tuple[LossFn, StepFn | None]:
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
@@ -163,13 +180,24 @@ def method_step(
     def main(out: Any, y: torch.Tensor) -> torch.Tensor:
         return objective(method, out, y, lam, robust_active=True)
 
-    def step_fn(m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer,
-                epoch: int, gen: torch.Generator) -> torch.Tensor | None:
+    def step_fn(
+        m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer, epoch: int, gen: torch.Generator
+    ) -> torch.Tensor | None:
         if epoch < warmup:
             return None  # ERM warmup: the default single-forward step
         with autocast(device, cfg.amp):
-            info = fgr_step(m, main, inputs, y, opt, mean=mean, std=std, generator=gen, filter_inputs=filter_inputs,
-                           inputs_fn=fgr_inputs)
+            info = fgr_step(
+                m,
+                main,
+                inputs,
+                y,
+                opt,
+                mean=mean,
+                std=std,
+                generator=gen,
+                filter_inputs=filter_inputs,
+                inputs_fn=fgr_inputs,
+            )
         return info["loss_main"]
 
     return loss_fn, step_fn

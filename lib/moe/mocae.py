@@ -38,8 +38,7 @@ def _check_expert_inputs(expert_logits: torch.Tensor, routing: torch.Tensor) -> 
     check_probs(routing, "routing")
     if tuple(routing.shape) != tuple(expert_logits.shape[:2]):
         raise ValueError(
-            f"routing: expected shape (N, K) = {tuple(expert_logits.shape[:2])}, "
-            f"got {tuple(routing.shape)}"
+            f"routing: expected shape (N, K) = {tuple(expert_logits.shape[:2])}, got {tuple(routing.shape)}"
         )
 
 

@@ -32,8 +32,9 @@ def moe_items(page: str, configs: Sequence[Any], target: str | None = None) -> l
         tag = f"{page}{'/' + target if target else ''}/{c.method}/lam{c.lam}/w{c.warmup}/s{c.seed}"
         if tag not in seen:  # the sweeps of the sensitivity page share a point
             seen.add(tag)
-            items.append(Item(page, tag, c.seed, c.epochs, c.method, config=c, target=target,
-                              post_hoc=c.method == "mocae"))
+            items.append(
+                Item(page, tag, c.seed, c.epochs, c.method, config=c, target=target, post_hoc=c.method == "mocae")
+            )
     return items
 
 
@@ -76,6 +77,7 @@ def _cifar10h_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
 
 def _civilcomments_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
     from lib.data.locate import DataNotFoundError
+
     data, why = civilcomments.load_data(cfg)
     if data is None:
         raise DataNotFoundError(why)
@@ -94,8 +96,14 @@ def _run_one(item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
     return train_run(item.config, data)
 
 
-def _run_grid(items: Sequence[Item], data: Any, stack: int | None, on_done: OnDone, log: Callable[[str], None],
-              max_stack: int | None = None) -> None:
+def _run_grid(
+    items: Sequence[Item],
+    data: Any,
+    stack: int | None,
+    on_done: OnDone,
+    log: Callable[[str], None],
+    max_stack: int | None = None,
+) -> None:
     """The whole grid at once on the stacked engine (``max_stack`` caps the stack: text runs train
     one at a time)."""
     from lib.moe.grid import train_stacked
@@ -104,9 +112,13 @@ def _run_grid(items: Sequence[Item], data: Any, stack: int | None, on_done: OnDo
     configs = [it.config for it in items]
     if max_stack is not None:
         stack = min(stack or max_stack, max_stack)
-    train_stacked(configs, data, stack=stack, log=log,
-                  on_done=lambda cfg, rec: on_done(by_config.get(id(cfg)) or
-                                                   next(it for it in items if it.config == cfg), rec))
+    train_stacked(
+        configs,
+        data,
+        stack=stack,
+        log=log,
+        on_done=lambda cfg, rec: on_done(by_config.get(id(cfg)) or next(it for it in items if it.config == cfg), rec),
+    )
 
 
 def _moe_table(name: str, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
@@ -122,19 +134,65 @@ def _sweep_table(name: str, items: Sequence[Item], got: Mapping[str, dict[str, A
 _TRAINED = dict(run_one=_run_one, run_grid=_run_grid, unit="seeds")
 
 PAGES: tuple[Page, ...] = (
-    Page("routing_theory", "moe", "Routing and calibration under shift: sections 3-5, Appendices B-C",
-         claims=theory_claims.theory_claims, paper_numbers=paper.PAPER_TABLE5),
-    Page("cifar10h", "moe", "CIFAR-10H: Table 1, Figures 3 and E.6", runs=_cifar10h_runs, data=_cifar10h_data,
-         table=_moe_table, claims=cifar10h.cifar10h_claims, paper_numbers=paper.PAPER_STATEMENTS["cifar10h"],
-         rank=0, bench="cifar10h", **_TRAINED),
-    Page("sensitivity", "moe", "Sensitivity to lambda and warmup: Figures E.7, E.8, Table 5", runs=_sensitivity_runs,
-         data=_cifar10h_data, table=_sweep_table, claims=sensitivity.sensitivity_claims,
-         paper_numbers=paper.PAPER_TABLE5, rank=1, bench="cifar10h", **{**_TRAINED, "unit": "runs"}),
-    Page("civilcomments", "moe", "CivilComments: Table 3, Figure 2", runs=_civilcomments_runs,
-         data=_civilcomments_data, table=_moe_table, claims=civilcomments.civilcomments_claims,
-         paper_numbers=paper.PAPER_STATEMENTS["civilcomments"], rank=4, needs=("transformers",),
-         **{**_TRAINED, "run_grid": partial(_run_grid, max_stack=1)}),
-    Page("pacs", "moe", "PACS: Table 2, Figures D.1 and E.5", runs=_pacs_runs, data=_pacs_data, table=_moe_table,
-         claims=claims.moe_claims, paper_numbers=paper.PAPER_PACS, targets=PACS_TARGETS, rank=5,
-         needs=("timm", "PIL"), bench="pacs-224", **_TRAINED),
+    Page(
+        "routing_theory",
+        "moe",
+        "Routing and calibration under shift: sections 3-5, Appendices B-C",
+        claims=theory_claims.theory_claims,
+        paper_numbers=paper.PAPER_TABLE5,
+    ),
+    Page(
+        "cifar10h",
+        "moe",
+        "CIFAR-10H: Table 1, Figures 3 and E.6",
+        runs=_cifar10h_runs,
+        data=_cifar10h_data,
+        table=_moe_table,
+        claims=cifar10h.cifar10h_claims,
+        paper_numbers=paper.PAPER_STATEMENTS["cifar10h"],
+        rank=0,
+        bench="cifar10h",
+        **_TRAINED,
+    ),
+    Page(
+        "sensitivity",
+        "moe",
+        "Sensitivity to lambda and warmup: Figures E.7, E.8, Table 5",
+        runs=_sensitivity_runs,
+        data=_cifar10h_data,
+        table=_sweep_table,
+        claims=sensitivity.sensitivity_claims,
+        paper_numbers=paper.PAPER_TABLE5,
+        rank=1,
+        bench="cifar10h",
+        **{**_TRAINED, "unit": "runs"},
+    ),
+    Page(
+        "civilcomments",
+        "moe",
+        "CivilComments: Table 3, Figure 2",
+        runs=_civilcomments_runs,
+        data=_civilcomments_data,
+        table=_moe_table,
+        claims=civilcomments.civilcomments_claims,
+        paper_numbers=paper.PAPER_STATEMENTS["civilcomments"],
+        rank=4,
+        needs=("transformers",),
+        **{**_TRAINED, "run_grid": partial(_run_grid, max_stack=1)},
+    ),
+    Page(
+        "pacs",
+        "moe",
+        "PACS: Table 2, Figures D.1 and E.5",
+        runs=_pacs_runs,
+        data=_pacs_data,
+        table=_moe_table,
+        claims=claims.moe_claims,
+        paper_numbers=paper.PAPER_PACS,
+        targets=PACS_TARGETS,
+        rank=5,
+        needs=("timm", "PIL"),
+        bench="pacs-224",
+        **_TRAINED,
+    ),
 )

@@ -43,25 +43,41 @@ PAPER_CIVIL_BEST_ACCURACY = 0.915
 REFERENCE_CIFAR10H_ACCURACY = 0.90
 
 # (quantity, method, subset, metric, paper value or None, exact sentence of the paper)
-_S137 = ("On CIFAR-10H, the Vanilla MoE and MoCaE have hard-subset ECEs of […] and […], comparable to "
-         "the Single Expert value of […]. Robust MoE reduces this to […], and FGR+Robust further reduces it to […].")
-_S139 = ("Per-expert calibration does deliver a modest ECE improvement over Vanilla on the full distribution "
-         "(e.g., CIFAR-10H ECE goes from […] to […], CivilComments ECE from […] to […]), and a similarly "
-         "modest improvement on hard subsets (CIFAR-10H Hard ECE goes from […] to […], CivilComments Hard ECE "
-         "from […] to […]).")
-_S143 = ("On CIFAR-10H hard examples, the best non-robust ECE+TS is […] from MoCaE, whereas Robust MoE and "
-         "FGR+Robust achieve […] and […].")
-_S141 = ("Robust Filtered mitigates this tradeoff [...]. It achieves the best overall CIFAR-10H ECE ([…]), the "
-         "best CivilComments accuracy ([…]), and the best PACS-Sketch accuracy ([…]), while maintaining much lower "
-         "ECE than the non-robust MoE baselines.")
-_S141b = ("This is visible on CIFAR-10H and PACS-Art, where Robust MoE lowers hard-subset calibration error but "
-          "loses accuracy relative to the strongest non-robust classifier.")
-_S_ACC = ("Because MoCaE only rescales each expert's probabilities and does not change the underlying mixture "
-          "model, its accuracy is identical to Vanilla MoE in every cell of every table.")
-_C137 = ("On CivilComments, Robust MoE and Robust Filtered reduce hard-subset ECE from […] for Vanilla MoE and "
-         "[…] for MoCaE to […] and […], while slightly improving hard-subset accuracy.")
-_C143 = ("On CivilComments hard examples, Robust MoE and Robust Filtered achieve ECE+TS values of […] and […], "
-         "compared with […] for Vanilla MoE, […] for MoCaE, and […] for FGR.")
+_S137 = (
+    "On CIFAR-10H, the Vanilla MoE and MoCaE have hard-subset ECEs of […] and […], comparable to "
+    "the Single Expert value of […]. Robust MoE reduces this to […], and FGR+Robust further reduces it to […]."
+)
+_S139 = (
+    "Per-expert calibration does deliver a modest ECE improvement over Vanilla on the full distribution "
+    "(e.g., CIFAR-10H ECE goes from […] to […], CivilComments ECE from […] to […]), and a similarly "
+    "modest improvement on hard subsets (CIFAR-10H Hard ECE goes from […] to […], CivilComments Hard ECE "
+    "from […] to […])."
+)
+_S143 = (
+    "On CIFAR-10H hard examples, the best non-robust ECE+TS is […] from MoCaE, whereas Robust MoE and "
+    "FGR+Robust achieve […] and […]."
+)
+_S141 = (
+    "Robust Filtered mitigates this tradeoff [...]. It achieves the best overall CIFAR-10H ECE ([…]), the "
+    "best CivilComments accuracy ([…]), and the best PACS-Sketch accuracy ([…]), while maintaining much lower "
+    "ECE than the non-robust MoE baselines."
+)
+_S141b = (
+    "This is visible on CIFAR-10H and PACS-Art, where Robust MoE lowers hard-subset calibration error but "
+    "loses accuracy relative to the strongest non-robust classifier."
+)
+_S_ACC = (
+    "Because MoCaE only rescales each expert's probabilities and does not change the underlying mixture "
+    "model, its accuracy is identical to Vanilla MoE in every cell of every table."
+)
+_C137 = (
+    "On CivilComments, Robust MoE and Robust Filtered reduce hard-subset ECE from […] for Vanilla MoE and "
+    "[…] for MoCaE to […] and […], while slightly improving hard-subset accuracy."
+)
+_C143 = (
+    "On CivilComments hard examples, Robust MoE and Robust Filtered achieve ECE+TS values of […] and […], "
+    "compared with […] for Vanilla MoE, […] for MoCaE, and […] for FGR."
+)
 
 PAPER_STATEMENTS: dict[str, list[tuple[str, str, str, str, float | None, str]]] = {
     "cifar10h": [
@@ -97,33 +113,55 @@ PAPER_STATEMENTS: dict[str, list[tuple[str, str, str, str, float | None, str]]] 
 
 # Counts of the data that survived the extraction (App. D.2 / D.5), beside the data a page used.
 PAPER_COUNTS: dict[str, tuple[str, float, str]] = {
-    "cifar10h_hard": ("hard share of the CIFAR-10H test set", 327 / 10000,
-                      "The hard subset contains 327 of the 10000 test images"),
-    "civilcomments_hard": ("hard share of the CivilComments test set", 0.41,
-                           "Of the test set, roughly 41% (55,000 comments) mention at least one identity group."),
+    "cifar10h_hard": (
+        "hard share of the CIFAR-10H test set",
+        327 / 10000,
+        "The hard subset contains 327 of the 10000 test images",
+    ),
+    "civilcomments_hard": (
+        "hard share of the CivilComments test set",
+        0.41,
+        "Of the test set, roughly 41% (55,000 comments) mention at least one identity group.",
+    ),
 }
 
 # The paper's Table 2 (mean over 5 seeds): (accuracy, ECE, ECE+TS) per target.
 PAPER_PACS: dict[str, dict[str, tuple[float, float, float]]] = {
     "photo": {
-        "single": (.943, .031, .024), "vanilla": (.941, .033, .026), "mocae": (.941, .027, .018),
-        "fgr": (.940, .035, .027), "robust": (.931, .018, .019), "robust_filtered": (.930, .016, .013),
-        "fgr_robust": (.928, .016, .017),
+        "single": (0.943, 0.031, 0.024),
+        "vanilla": (0.941, 0.033, 0.026),
+        "mocae": (0.941, 0.027, 0.018),
+        "fgr": (0.940, 0.035, 0.027),
+        "robust": (0.931, 0.018, 0.019),
+        "robust_filtered": (0.930, 0.016, 0.013),
+        "fgr_robust": (0.928, 0.016, 0.017),
     },
     "art_painting": {
-        "single": (.780, .128, .106), "vanilla": (.767, .141, .118), "mocae": (.767, .119, .094),
-        "fgr": (.768, .143, .122), "robust": (.692, .088, .071), "robust_filtered": (.732, .075, .057),
-        "fgr_robust": (.732, .061, .045),
+        "single": (0.780, 0.128, 0.106),
+        "vanilla": (0.767, 0.141, 0.118),
+        "mocae": (0.767, 0.119, 0.094),
+        "fgr": (0.768, 0.143, 0.122),
+        "robust": (0.692, 0.088, 0.071),
+        "robust_filtered": (0.732, 0.075, 0.057),
+        "fgr_robust": (0.732, 0.061, 0.045),
     },
     "cartoon": {
-        "single": (.730, .166, .140), "vanilla": (.732, .171, .146), "mocae": (.732, .147, .119),
-        "fgr": (.728, .175, .150), "robust": (.723, .108, .088), "robust_filtered": (.718, .135, .113),
-        "fgr_robust": (.698, .134, .113),
+        "single": (0.730, 0.166, 0.140),
+        "vanilla": (0.732, 0.171, 0.146),
+        "mocae": (0.732, 0.147, 0.119),
+        "fgr": (0.728, 0.175, 0.150),
+        "robust": (0.723, 0.108, 0.088),
+        "robust_filtered": (0.718, 0.135, 0.113),
+        "fgr_robust": (0.698, 0.134, 0.113),
     },
     "sketch": {
-        "single": (.637, .217, .230), "vanilla": (.667, .183, .189), "mocae": (.667, .190, .195),
-        "fgr": (.667, .176, .187), "robust": (.666, .033, .072), "robust_filtered": (.670, .065, .093),
-        "fgr_robust": (.660, .072, .105),
+        "single": (0.637, 0.217, 0.230),
+        "vanilla": (0.667, 0.183, 0.189),
+        "mocae": (0.667, 0.190, 0.195),
+        "fgr": (0.667, 0.176, 0.187),
+        "robust": (0.666, 0.033, 0.072),
+        "robust_filtered": (0.670, 0.065, 0.093),
+        "fgr_robust": (0.660, 0.072, 0.105),
     },
 }
 
@@ -155,18 +193,24 @@ def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[st
     for quantity, method, subset, metric, value, sentence in PAPER_STATEMENTS[page]:
         sel = summary[(summary["method"] == method) & (summary["subset"] == subset)]
         ours = float(sel[metric].iloc[0]) if len(sel) and metric in sel else np.nan
-        rows.append({
-            "quantity": quantity,
-            "method": labels.get(method, method),
-            "paper": LOST if value is None else f"{value:.3f}",
-            "ours": "not run" if not np.isfinite(ours) else f"{ours:.3f}",
-            "paper's sentence": sentence,
-            "source of the paper's value": "—" if value is None else (OTHER_TEXT if sentence == _S141 else OURS_TEXT),
-        })
+        rows.append(
+            {
+                "quantity": quantity,
+                "method": labels.get(method, method),
+                "paper": LOST if value is None else f"{value:.3f}",
+                "ours": "not run" if not np.isfinite(ours) else f"{ours:.3f}",
+                "paper's sentence": sentence,
+                "source of the paper's value": "—"
+                if value is None
+                else (OTHER_TEXT if sentence == _S141 else OURS_TEXT),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def support_claims(support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0, tol: float = 0.05) -> list[dict[str, str]]:
+def support_claims(
+    support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0, tol: float = 0.05
+) -> list[dict[str, str]]:
     """Table 5's two checkable statements, with verdicts computed from ``support`` (columns ``lam``,
     ``perplexity``, ``fraction``, ``ratio_bound``: lib.moe.robust.effective_support averaged per lambda)
     against the paper's ``paper`` (``PAPER_TABLE5`` above):
@@ -176,8 +220,10 @@ def support_claims(support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0,
 
     Returns claim rows for lib.report.claims_table.
     """
-    for name, df, cols in (("support", support, ("lam", "fraction", "perplexity", "ratio_bound")),
-                           ("paper", paper, ("lam", "fraction", "perplexity", "ratio_bound"))):
+    for name, df, cols in (
+        ("support", support, ("lam", "fraction", "perplexity", "ratio_bound")),
+        ("paper", paper, ("lam", "fraction", "perplexity", "ratio_bound")),
+    ):
         if not isinstance(df, pd.DataFrame) or not set(cols) <= set(df.columns) or df.empty:
             raise ValueError(f"{name}: expected a non-empty DataFrame with columns {cols}")
     check_positive(tol, "tol")
@@ -191,13 +237,17 @@ def support_claims(support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0,
     o, pp = ours.loc[lam], ref.loc[lam]
     close = abs(float(o["fraction"]) - float(pp["fraction"])) <= tol
     return [
-        {"claim": "the effective support falls monotonically as lambda grows (Table 5)",
-         "paper": "\"the mapping is monotone and smooth in [lambda]\" (App. D.6)",
-         "ours": f"fractions {', '.join(f'{v:.3f}' for v in s['fraction'])} at lambda {', '.join(f'{v:g}' for v in s['lam'])}",
-         "verdict": "held" if mono else "did not hold"},
-        {"claim": f"lambda = {lam:g} keeps about {float(pp['fraction']):.0%} effective support at n = 128",
-         "paper": f"Table 5: {float(pp['perplexity']):.1f}/128 = {float(pp['fraction']):.1%}, ratio {float(pp['ratio_bound']):.1f}",
-         "ours": f"simulated losses: {float(o['perplexity']):.1f}/128 = {float(o['fraction']):.1%}, ratio "
-                 f"{float(o['ratio_bound']):.2f} (held if within {tol:.0%} of the paper's)",
-         "verdict": "held" if close else "did not hold"},
+        {
+            "claim": "the effective support falls monotonically as lambda grows (Table 5)",
+            "paper": '"the mapping is monotone and smooth in [lambda]" (App. D.6)',
+            "ours": f"fractions {', '.join(f'{v:.3f}' for v in s['fraction'])} at lambda {', '.join(f'{v:g}' for v in s['lam'])}",
+            "verdict": "held" if mono else "did not hold",
+        },
+        {
+            "claim": f"lambda = {lam:g} keeps about {float(pp['fraction']):.0%} effective support at n = 128",
+            "paper": f"Table 5: {float(pp['perplexity']):.1f}/128 = {float(pp['fraction']):.1%}, ratio {float(pp['ratio_bound']):.1f}",
+            "ours": f"simulated losses: {float(o['perplexity']):.1f}/128 = {float(o['fraction']):.1%}, ratio "
+            f"{float(o['ratio_bound']):.2f} (held if within {tol:.0%} of the paper's)",
+            "verdict": "held" if close else "did not hold",
+        },
     ]

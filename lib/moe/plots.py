@@ -41,10 +41,13 @@ def calibration_gap_chart(
     x = alt.X(f"{level}:Q", title="aggregate prediction q", scale=alt.Scale(domain=[0, 1]))
     col = alt.Color(f"{color}:N", title=color)
     tip = [level, measured, se, predicted, color]
-    pts = base.mark_point(filled=True, size=50).encode(x=x, y=alt.Y(f"{measured}:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip)
+    pts = base.mark_point(filled=True, size=50).encode(
+        x=x, y=alt.Y(f"{measured}:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip
+    )
     rules = base.mark_rule().encode(x=x, y="_lo:Q", y2="_hi:Q", color=col)
     pred = base.mark_point(shape="diamond", size=140, filled=False, strokeWidth=2).encode(
-        x=x, y=f"{predicted}:Q", color=col, tooltip=tip)
+        x=x, y=f"{predicted}:Q", color=col, tooltip=tip
+    )
     zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="gray", strokeDash=[4, 4]).encode(y="y:Q")
     return alt.layer(zero, rules, pts, pred).properties(title=title, width=width, height=height)
 
@@ -69,17 +72,22 @@ def confidence_histograms(
     counts = data.groupby([facet, method, "bin"]).size().rename("count").reset_index()
     counts["share"] = counts["count"] / counts.groupby([facet, method])["count"].transform("sum")
     counts["confidence"] = (counts["bin"] + 0.5) / n_bins
-    return alt.Chart(counts).mark_line(point=True).encode(
-        x=alt.X("confidence:Q", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("share:Q", title="share of predictions"),
-        color=alt.Color(f"{method}:N"),
-        tooltip=[facet, method, "confidence", "share", "count"],
-    ).properties(width=width, height=height).facet(column=alt.Column(f"{facet}:N", title=None)).properties(title=title)
+    return (
+        alt.Chart(counts)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("confidence:Q", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("share:Q", title="share of predictions"),
+            color=alt.Color(f"{method}:N"),
+            tooltip=[facet, method, "confidence", "share", "count"],
+        )
+        .properties(width=width, height=height)
+        .facet(column=alt.Column(f"{facet}:N", title=None))
+        .properties(title=title)
+    )
 
 
-def image_strip(
-    images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4
-) -> alt.ConcatChart:
+def image_strip(images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4) -> alt.ConcatChart:
     """Small images (uint8 (N, 3, H, W) or (N, H, W, 3)) with a caption under each, as altair image
     marks holding PNG data URIs (rendered offline by vl-convert)."""
     import base64
@@ -97,15 +105,26 @@ def image_strip(
     charts = []
     for img, cap in zip(arr, captions):
         buf = io.BytesIO()
-        Image.fromarray(np.ascontiguousarray(img.astype(np.uint8))).resize((size, size), Image.NEAREST).save(buf, format="PNG")
+        Image.fromarray(np.ascontiguousarray(img.astype(np.uint8))).resize((size, size), Image.NEAREST).save(
+            buf, format="PNG"
+        )
         url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
         lines = str(cap).split("\n")
-        pic = alt.Chart(pd.DataFrame({"x": [0.5], "y": [0.5], "url": [url]})).mark_image(width=size, height=size).encode(
-            x=alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[0, 1])), url="url:N",
-        ).properties(width=size, height=size)
-        text = alt.Chart(pd.DataFrame({"line": lines, "row": range(len(lines))})).mark_text(
-            fontSize=9, align="center").encode(
-            y=alt.Y("row:O", axis=None), text="line:N").properties(width=size + 40, height=12 * len(lines))
+        pic = (
+            alt.Chart(pd.DataFrame({"x": [0.5], "y": [0.5], "url": [url]}))
+            .mark_image(width=size, height=size)
+            .encode(
+                x=alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, 1])),
+                y=alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[0, 1])),
+                url="url:N",
+            )
+            .properties(width=size, height=size)
+        )
+        text = (
+            alt.Chart(pd.DataFrame({"line": lines, "row": range(len(lines))}))
+            .mark_text(fontSize=9, align="center")
+            .encode(y=alt.Y("row:O", axis=None), text="line:N")
+            .properties(width=size + 40, height=12 * len(lines))
+        )
         charts.append(alt.vconcat(pic, text, spacing=2))
     return alt.concat(*charts, columns=int(columns)).configure_view(stroke=None)

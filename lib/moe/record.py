@@ -31,8 +31,12 @@ class SubsetMetrics:
     @classmethod
     def from_dict(cls, block: Mapping[str, Any]) -> SubsetMetrics:
         """Read a record's ``metrics[subset]`` block."""
-        return cls(n=int(block.get("n") or 0), accuracy=float(block["accuracy"]), ece=float(block["ece"]),
-                   **{k: (None if block.get(k) is None else float(block[k])) for k in ("ece_ts", "nll", "nll_ts", "brier")})
+        return cls(
+            n=int(block.get("n") or 0),
+            accuracy=float(block["accuracy"]),
+            ece=float(block["ece"]),
+            **{k: (None if block.get(k) is None else float(block[k])) for k in ("ece_ts", "nll", "nll_ts", "brier")},
+        )
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,10 @@ class MoERecord:
         if isinstance(rec, MoERecord):
             return rec
         if not isinstance(rec, Mapping) or "metrics" not in rec or "method" not in rec:
-            raise ValueError("records: expected result records from lib.moe.train.train_run "
-                             f"(with 'method' and 'metrics'), got {type(rec).__name__}")
+            raise ValueError(
+                "records: expected result records from lib.moe.train.train_run "
+                f"(with 'method' and 'metrics'), got {type(rec).__name__}"
+            )
         train = (rec.get("config") or {}).get("train") or {}
         metrics = rec["metrics"]
         try:
@@ -76,10 +82,20 @@ class MoERecord:
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"records: run {rec.get('key')} has an unreadable metrics block ({err})") from None
         return cls(
-            key=str(rec.get("key", "")), version=int(rec.get("version") or 0), method=str(rec["method"]),
-            seed=int(train.get("seed", 0)), lam=train.get("lam"), warmup_epochs=train.get("warmup_epochs"),
-            epochs=train.get("epochs"), backbone=rec.get("backbone"), pretrained=bool(rec.get("pretrained")),
-            device=rec.get("device"), date=(rec.get("provenance") or {}).get("date"),
-            train_seconds=(rec.get("wall_time") or {}).get("train"), subsets=subsets,
-            routing_entropy=dict(metrics.get("routing_entropy") or {}), metrics=metrics, raw=rec,
+            key=str(rec.get("key", "")),
+            version=int(rec.get("version") or 0),
+            method=str(rec["method"]),
+            seed=int(train.get("seed", 0)),
+            lam=train.get("lam"),
+            warmup_epochs=train.get("warmup_epochs"),
+            epochs=train.get("epochs"),
+            backbone=rec.get("backbone"),
+            pretrained=bool(rec.get("pretrained")),
+            device=rec.get("device"),
+            date=(rec.get("provenance") or {}).get("date"),
+            train_seconds=(rec.get("wall_time") or {}).get("train"),
+            subsets=subsets,
+            routing_entropy=dict(metrics.get("routing_entropy") or {}),
+            metrics=metrics,
+            raw=rec,
         )

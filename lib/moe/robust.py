@@ -31,14 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lib.validation import (
-    check_finite,
-    check_ndim,
-    check_number,
-    check_positive,
-    check_same_length,
-    to_tensor,
-)
+from lib.validation import check_finite, check_ndim, check_number, check_positive, check_same_length, to_tensor
 
 DEFAULT_LAM = 2.0
 
@@ -121,7 +114,9 @@ def _weights(w: object, name: str = "w") -> torch.Tensor:
     if not t.is_floating_point():
         t = t.double()
     if t.ndim not in (1, 2):
-        raise ValueError(f"{name}: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"{name}: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}"
+        )
     if t.shape[-1] == 0:
         raise ValueError(f"{name}: is empty")
     check_finite(t, name)
@@ -193,7 +188,8 @@ def routing_relevant_mask(
     loop) skips every input check (see the module docstring)."""
     if validate:
         mix_loss, expert_losses, routing, expert_probs, mix_probs = _check_mask_inputs(
-            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold)
+            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold
+        )
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
@@ -201,9 +197,15 @@ def routing_relevant_mask(
         return (regret > regret_threshold) | (disagreement > disagree_threshold)
 
 
-def _check_mask_inputs(mix_loss: object, expert_losses: object, routing: object, expert_probs: object,
-                       mix_probs: object, regret_threshold: float, disagree_threshold: float
-                       ) -> tuple[torch.Tensor, ...]:
+def _check_mask_inputs(
+    mix_loss: object,
+    expert_losses: object,
+    routing: object,
+    expert_probs: object,
+    mix_probs: object,
+    regret_threshold: float,
+    disagree_threshold: float,
+) -> tuple[torch.Tensor, ...]:
     """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
     expert_losses = to_tensor(expert_losses, "expert_losses")
@@ -214,8 +216,12 @@ def _check_mask_inputs(mix_loss: object, expert_losses: object, routing: object,
     check_ndim(routing, 2, "routing", "N examples x K experts")
     check_ndim(expert_probs, 3, "expert_probs", "N x K experts x C classes")
     check_ndim(mix_probs, 2, "mix_probs", "N examples x C classes")
-    for name, arr in (("expert_losses", expert_losses), ("routing", routing),
-                      ("expert_probs", expert_probs), ("mix_probs", mix_probs)):
+    for name, arr in (
+        ("expert_losses", expert_losses),
+        ("routing", routing),
+        ("expert_probs", expert_probs),
+        ("mix_probs", mix_probs),
+    ):
         check_finite(arr, name)
         check_same_length(mix_loss, arr, "mix_loss", name)
     k = expert_losses.shape[1]

@@ -136,10 +136,7 @@ class RoutedPopulation:
 
 
 def two_configuration_example(
-    levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8),
-    overlap: float = 0.6,
-    overlap_mass: float = 0.5,
-    delta: float = 0.1,
+    levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8), overlap: float = 0.6, overlap_mass: float = 0.5, delta: float = 0.1
 ) -> RoutedPopulation:
     """The section 4.2 example: at each prediction level q, configurations with the same aggregate
     prediction q but different outcome frequencies, in balancing proportions.
@@ -167,9 +164,7 @@ def two_configuration_example(
     check_positive(delta, "delta")
     eps = delta * overlap_mass / (1 - overlap_mass)
     if (lv + delta > 1).any() or (lv - eps < 0).any() or (lv <= 0).any() or (lv >= 1).any():
-        raise ValueError(
-            f"levels: every level q needs q + delta <= 1 and q - eps >= 0 (delta={delta}, eps={eps:.4g})"
-        )
+        raise ValueError(f"levels: every level q needs q + delta <= 1 and q - eps >= 0 (delta={delta}, eps={eps:.4g})")
     rows_r, rows_eta, rows_pi, rows_f, kinds = [], [], [], [], []
     per_level = 1.0 / lv.size
     for q in lv:
@@ -185,14 +180,15 @@ def two_configuration_example(
             rows_f.append((q, q))
             kinds.append(kind)
     return RoutedPopulation(
-        pi=np.array(rows_pi), eta=np.array(rows_eta), routing=np.array(rows_r), experts=np.array(rows_f),
+        pi=np.array(rows_pi),
+        eta=np.array(rows_eta),
+        routing=np.array(rows_r),
+        experts=np.array(rows_f),
         kind=np.array(kinds, dtype=object),
     )
 
 
-def calibrated_experts(
-    pi: object, eta: object, routing: object, groups: object
-) -> np.ndarray:
+def calibrated_experts(pi: object, eta: object, routing: object, groups: object) -> np.ndarray:
     """Expert predictions calibrated on their routing-weighted views by construction.
 
     ``groups`` (N, K) integer: expert k reports, on every cell of group g, the routing-weighted mean

@@ -46,13 +46,17 @@ def sweep_configs(cfg: Mapping[str, Any], warmups: Sequence[int]) -> list[Any]:
             raise ValueError(f"cfg: missing {key!r}")
     lam_cfgs = exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"], lam=0.0)
     lam_cfgs = [c.replace(lam=float(lam)) for lam in cfg["lams"] for c in lam_cfgs]
-    warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups
-                 for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])]
+    warm_cfgs = [
+        c.replace(warmup_epochs=int(w))
+        for w in warmups
+        for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])
+    ]
     return [*exp.train_configs(cfg, methods=["vanilla"]), *lam_cfgs, *warm_cfgs]
 
 
-def split_sweeps(frame: pd.DataFrame, cfg: Mapping[str, Any],
-                 warmups: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def split_sweeps(
+    frame: pd.DataFrame, cfg: Mapping[str, Any], warmups: Sequence[int]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The results frame's reference (Vanilla MoE), lambda-sweep and warmup-sweep runs."""
     robust_runs = frame["method"] == "robust"
     ref = frame[frame["method"] == "vanilla"]
@@ -61,30 +65,42 @@ def split_sweeps(frame: pd.DataFrame, cfg: Mapping[str, Any],
     return ref, lam_frame, warm_frame
 
 
-def sweep_published(hard: pd.DataFrame, overall: pd.DataFrame, key: str,
-                    as_int: bool = False) -> dict[str, dict[str, float]]:
+def sweep_published(
+    hard: pd.DataFrame, overall: pd.DataFrame, key: str, as_int: bool = False
+) -> dict[str, dict[str, float]]:
     """Hard ECE and overall accuracy per sweep point, keyed by the point as text."""
     if len(hard) != len(overall):
         raise ValueError(f"hard, overall: {len(hard)} and {len(overall)} rows differ")
-    return {str(int(k) if as_int else k): {"hard_ece": float(e), "accuracy": float(a)}
-            for k, e, a in zip(hard[key], hard["ece"], overall["accuracy"])}
+    return {
+        str(int(k) if as_int else k): {"hard_ece": float(e), "accuracy": float(a)}
+        for k, e, a in zip(hard[key], hard["ece"], overall["accuracy"])
+    }
 
 
 def sweep_table(lam_hard: pd.DataFrame, lam_all: pd.DataFrame, ref_sum: pd.DataFrame) -> pd.DataFrame:
     """The lambda sweep's numbers with Vanilla MoE (ERM) as the reference row."""
     cols = {"ece": "hard ECE", "ece_se": "se", "ece_ts": "hard ECE+TS"}
-    return pd.concat([
-        lam_hard[["lam", "ece", "ece_se", "ece_ts"]].rename(columns=cols)
-        .merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam"),
-        pd.DataFrame({"lam": ["ERM (Vanilla MoE)"],
-                      "hard ECE": ref_sum[ref_sum.subset == "hard"]["ece"].values,
-                      "hard ECE+TS": ref_sum[ref_sum.subset == "hard"]["ece_ts"].values,
-                      "accuracy": ref_sum[ref_sum.subset == "all"]["accuracy"].values}),
-    ], ignore_index=True)
+    return pd.concat(
+        [
+            lam_hard[["lam", "ece", "ece_se", "ece_ts"]]
+            .rename(columns=cols)
+            .merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam"),
+            pd.DataFrame(
+                {
+                    "lam": ["ERM (Vanilla MoE)"],
+                    "hard ECE": ref_sum[ref_sum.subset == "hard"]["ece"].values,
+                    "hard ECE+TS": ref_sum[ref_sum.subset == "hard"]["ece_ts"].values,
+                    "accuracy": ref_sum[ref_sum.subset == "all"]["accuracy"].values,
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
 
 
-def tilted_support(probs: np.ndarray, labels: np.ndarray, lam: float,
-                   batch: int = SUPPORT_BATCH) -> dict[str, float] | None:
+def tilted_support(
+    probs: np.ndarray, labels: np.ndarray, lam: float, batch: int = SUPPORT_BATCH
+) -> dict[str, float] | None:
     """Effective support (:func:`lib.moe.robust.effective_support`) of ``softmax(lam * loss)`` over
     batches of ``batch`` examples' cross-entropy losses; None when fewer than one batch."""
     if probs.ndim != 2 or len(probs) != len(labels):
@@ -128,7 +144,10 @@ def near_best(sweep: pd.DataFrame, key: str, value: float) -> tuple[str, str]:
         verdict = "did not hold"
     else:
         verdict = INCONCLUSIVE
-    return verdict, f"{key}={value:g}: hard ECE {moe_tables.fmt(ece)}; lowest at {key}={best[key]:g}: {moe_tables.fmt(best['ece'])}"
+    return (
+        verdict,
+        f"{key}={value:g}: hard ECE {moe_tables.fmt(ece)}; lowest at {key}={best[key]:g}: {moe_tables.fmt(best['ece'])}",
+    )
 
 
 def shrinking_support(support: pd.DataFrame) -> tuple[str, np.ndarray]:
@@ -147,19 +166,32 @@ def warmup_target(epochs: int) -> int:
     return round(PAPER_WARMUP_FRACTION * epochs)
 
 
-def sensitivity_claims(lam_hard: pd.DataFrame, warm_hard: pd.DataFrame, support: pd.DataFrame,
-                       epochs: int) -> list[dict[str, str]]:
+def sensitivity_claims(
+    lam_hard: pd.DataFrame, warm_hard: pd.DataFrame, support: pd.DataFrame, epochs: int
+) -> list[dict[str, str]]:
     """The page's three claim rows (before the accuracy floor) for :func:`lib.report.claims_table`."""
     lam_verdict, lam_text = near_best(lam_hard, "lam", PAPER_LAMBDA)
     warm_verdict, warm_text = near_best(warm_hard, "warmup_epochs", warmup_target(epochs))
     sup_verdict, fr = shrinking_support(support)
     return [
-        {"claim": "lambda = 2 is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.7",
-         "ours": lam_text, "verdict": lam_verdict},
-        {"claim": "a 40% warmup is at (or within noise of) the lowest hard ECE", "paper": "Fig. E.8 (20 of 50 epochs)",
-         "ours": warm_text, "verdict": warm_verdict},
-        {"claim": "the effective support shrinks as lambda grows", "paper": "Table 5 (95.6% at 0.5 ... 51.3% at 5)",
-         "ours": "fractions " + ", ".join(f"{v:.3f}" for v in fr), "verdict": sup_verdict},
+        {
+            "claim": "lambda = 2 is at (or within noise of) the lowest hard ECE",
+            "paper": "Fig. E.7",
+            "ours": lam_text,
+            "verdict": lam_verdict,
+        },
+        {
+            "claim": "a 40% warmup is at (or within noise of) the lowest hard ECE",
+            "paper": "Fig. E.8 (20 of 50 epochs)",
+            "ours": warm_text,
+            "verdict": warm_verdict,
+        },
+        {
+            "claim": "the effective support shrinks as lambda grows",
+            "paper": "Table 5 (95.6% at 0.5 ... 51.3% at 5)",
+            "ours": "fractions " + ", ".join(f"{v:.3f}" for v in fr),
+            "verdict": sup_verdict,
+        },
     ]
 
 
@@ -178,9 +210,16 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     rows = []
     for idx in hard.index:
         n = int((planned == idx).sum())
-        rows.append({"method": exp.METHOD_LABELS.get(idx[0], idx[0]), "lambda": idx[1], "warmup": idx[2],
-                     "hard ECE": moe_tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                     "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
-                     if idx in overall.index else "—",
-                     "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds"})
+        rows.append(
+            {
+                "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
+                "lambda": idx[1],
+                "warmup": idx[2],
+                "hard ECE": moe_tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                if idx in overall.index
+                else "—",
+                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds",
+            }
+        )
     return pd.DataFrame(rows)

@@ -27,9 +27,12 @@ from lib.moe.record import MoERecord
 from lib.validation import check_choice
 
 COLUMN_LABELS: dict[tuple[str, str], str] = {
-    ("all", "accuracy"): "Accuracy", ("hard", "accuracy"): "Hard Accuracy",
-    ("all", "ece"): "ECE", ("all", "ece_ts"): "ECE+TS",
-    ("hard", "ece"): "Hard ECE", ("hard", "ece_ts"): "Hard ECE+TS",
+    ("all", "accuracy"): "Accuracy",
+    ("hard", "accuracy"): "Hard Accuracy",
+    ("all", "ece"): "ECE",
+    ("all", "ece_ts"): "ECE+TS",
+    ("hard", "ece"): "Hard ECE",
+    ("hard", "ece_ts"): "Hard ECE+TS",
 }
 
 
@@ -43,15 +46,26 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             block = r.subsets.get(subset)
             if block is None:
                 continue
-            rows.append({
-                "method": r.method, "label": METHOD_LABELS.get(r.method, r.method),
-                "seed": r.seed, "subset": subset, "n": block.n,
-                **{m: getattr(block, m) for m in (*METRICS, "nll")},
-                "routing_entropy": r.routing_entropy.get(subset),
-                "lam": r.lam, "warmup_epochs": r.warmup_epochs, "epochs": r.epochs,
-                "backbone": r.backbone, "pretrained": r.pretrained,
-                "device": r.device, "date": r.date, "key": r.key, "train_seconds": r.train_seconds,
-            })
+            rows.append(
+                {
+                    "method": r.method,
+                    "label": METHOD_LABELS.get(r.method, r.method),
+                    "seed": r.seed,
+                    "subset": subset,
+                    "n": block.n,
+                    **{m: getattr(block, m) for m in (*METRICS, "nll")},
+                    "routing_entropy": r.routing_entropy.get(subset),
+                    "lam": r.lam,
+                    "warmup_epochs": r.warmup_epochs,
+                    "epochs": r.epochs,
+                    "backbone": r.backbone,
+                    "pretrained": r.pretrained,
+                    "device": r.device,
+                    "date": r.date,
+                    "key": r.key,
+                    "train_seconds": r.train_seconds,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -70,10 +84,11 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Seq
     for k in keys:
         if k not in frame.columns:
             raise ValueError(f"by: column {k!r} not in frame")
-    out = frame.groupby(keys, sort=False).agg(
-        **{m: (m, "mean") for m in metrics}, **{f"{m}_se": (m, _se) for m in metrics},
-        seeds=("seed", "nunique"),
-    ).reset_index()
+    out = (
+        frame.groupby(keys, sort=False)
+        .agg(**{m: (m, "mean") for m in metrics}, **{f"{m}_se": (m, _se) for m in metrics}, seeds=("seed", "nunique"))
+        .reset_index()
+    )
     return out
 
 
@@ -110,7 +125,9 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
     return pd.DataFrame(rows)
 
 
-def beside_paper(summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard") -> pd.DataFrame:
+def beside_paper(
+    summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard"
+) -> pd.DataFrame:
     """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's (a Table 2 column
     of ``lib.moe.paper.PAPER_PACS``), one row per method.
     """
@@ -141,16 +158,25 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         if r.method != "vanilla" or "mocae_converged" not in r.metrics:
             continue
         m, seed = r.metrics, r.seed
-        for variant, block in (("Vanilla MoE", m), ("MoCaE, paper's fit (LBFGS lr 0.01 x 50)", m["mocae"]),
-                               ("MoCaE, converged fit", m["mocae_converged"])):
+        for variant, block in (
+            ("Vanilla MoE", m),
+            ("MoCaE, paper's fit (LBFGS lr 0.01 x 50)", m["mocae"]),
+            ("MoCaE, converged fit", m["mocae_converged"]),
+        ):
             temps = block.get("expert_temperatures")
             for sub in SUBSETS:
                 b = block.get(sub) or {}
-                rows.append({
-                    "seed": seed, "variant": variant, "subset": sub, "accuracy": b.get("accuracy"),
-                    "ece": b.get("ece"), "ece_ts": b.get("ece_ts"),
-                    "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
-                })
+                rows.append(
+                    {
+                        "seed": seed,
+                        "variant": variant,
+                        "subset": sub,
+                        "accuracy": b.get("accuracy"),
+                        "ece": b.get("ece"),
+                        "ece_ts": b.get("ece_ts"),
+                        "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -162,12 +188,20 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
     rows = []
     for r in map(MoERecord.from_record, records):
-        rows.append({
-            "method": METHOD_LABELS.get(r.method, r.method), "seed": r.seed,
-            "backbone": r.backbone, "pretrained": r.pretrained, "epochs": r.epochs, "device": r.device,
-            "date": r.date, "code": f"v{r.version}", "train_min": round((r.train_seconds or 0) / 60, 2),
-            "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
-        })
+        rows.append(
+            {
+                "method": METHOD_LABELS.get(r.method, r.method),
+                "seed": r.seed,
+                "backbone": r.backbone,
+                "pretrained": r.pretrained,
+                "epochs": r.epochs,
+                "device": r.device,
+                "date": r.date,
+                "code": f"v{r.version}",
+                "train_min": round((r.train_seconds or 0) / 60, 2),
+                "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -177,8 +211,14 @@ def with_mocae(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     queue publishes it inside the Vanilla record)."""
     from lib.moe.train import mocae_view
 
-    return [*map(dict, records), *({**r, **mocae_view(r)} for r in records
-                                   if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae"))]
+    return [
+        *map(dict, records),
+        *(
+            {**r, **mocae_view(r)}
+            for r in records
+            if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")
+        ),
+    ]
 
 
 def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:

@@ -74,8 +74,9 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
         if mass <= 0:
             continue
         rate = (q[m] * pop.eta[m]).sum() / mass
-        rows.append({"level": float(level), "mass": float(mass), "outcome_rate": float(rate),
-                     "residual": float(rate - level)})
+        rows.append(
+            {"level": float(level), "mass": float(mass), "outcome_rate": float(rate), "residual": float(rate - level)}
+        )
     return pd.DataFrame(rows)
 
 
@@ -100,9 +101,7 @@ def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
     return ratio[region]
 
 
-def configuration_reweighting(
-    pop: RoutedPopulation, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
-) -> np.ndarray:
+def configuration_reweighting(pop: RoutedPopulation, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Density ratio rho(Z) of a configuration reweighting (Prop. 4.1): ``fn(routing, experts)``
     maps (N, K) router weights and expert predictions to (N,) non-negative values, normalised so that
     E_P[rho] = 1. Being a function of Z = (r, f), it leaves P(Y | Z) unchanged.
@@ -145,8 +144,14 @@ def predicted_gap(pop: RoutedPopulation, rho: object, routing: str = "soft") -> 
         den = (pop.pi[m] * w[m]).sum() / pm
         if den <= 0:
             continue
-        rows.append({"level": float(level), "p_mass": float(pm), "q_mass": float(den * pm / total),
-                     "predicted": float(num / den)})
+        rows.append(
+            {
+                "level": float(level),
+                "p_mass": float(pm),
+                "q_mass": float(den * pm / total),
+                "predicted": float(num / den),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -201,8 +206,14 @@ def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str =
         m = p == level
         k = int(m.sum())
         rate = float(yy[m].mean())
-        rows.append({"level": float(level), "n": k, "measured": rate - float(level),
-                     "se": float(np.sqrt(max(rate * (1 - rate), 1e-12) / k))})
+        rows.append(
+            {
+                "level": float(level),
+                "n": k,
+                "measured": rate - float(level),
+                "se": float(np.sqrt(max(rate * (1 - rate), 1e-12) / k)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -236,11 +247,13 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     r = pop.weights(routing)
     rows = []
     for k in range(pop.num_experts):
-        rows.append({
-            "expert": k + 1,
-            "alignment": float((q * r[:, k] * np.abs(eta - p)).sum()),
-            "cauchy_schwarz": float(np.sqrt((q * r[:, k] ** 2).sum()) * np.sqrt(sq)),
-            "squared_residual": float(np.sqrt(sq)),
-            "cross_entropy": float(np.sqrt(ce)),
-        })
+        rows.append(
+            {
+                "expert": k + 1,
+                "alignment": float((q * r[:, k] * np.abs(eta - p)).sum()),
+                "cauchy_schwarz": float(np.sqrt((q * r[:, k] ** 2).sum()) * np.sqrt(sq)),
+                "squared_residual": float(np.sqrt(sq)),
+                "cross_entropy": float(np.sqrt(ce)),
+            }
+        )
     return pd.DataFrame(rows)

@@ -62,8 +62,9 @@ CVAR_ALPHAS: tuple[float, ...] = (0.1, 0.5, 0.9)
 
 def random_population(routing: str, seed: int) -> RoutedPopulation:
     """The page's random mixture (:data:`RANDOM_CELLS` cells, :data:`RANDOM_EXPERTS` experts)."""
-    return routed_population.random_population(n_cells=RANDOM_CELLS, num_experts=RANDOM_EXPERTS,
-                                               n_groups=RANDOM_GROUPS, routing=routing, seed=seed)
+    return routed_population.random_population(
+        n_cells=RANDOM_CELLS, num_experts=RANDOM_EXPERTS, n_groups=RANDOM_GROUPS, routing=routing, seed=seed
+    )
 
 
 def training_checks(pop: RoutedPopulation) -> dict[str, float]:
@@ -93,13 +94,19 @@ def region_draws(hard: RoutedPopulation, soft: RoutedPopulation, n_draws: int, s
         omega = rng.dirichlet(np.full(RANDOM_EXPERTS, REGION_CONCENTRATION))
         hard_res = moe_theory.calibration_residuals(hard, "hard", moe_theory.region_reweighting(hard, omega))
         soft_res = moe_theory.calibration_residuals(soft, "soft", moe_theory.region_reweighting(soft, omega))
-        rows.append({"draw": i, "hard: max |residual|": hard_res.residual.abs().max(),
-                     "soft: max |residual|": soft_res.residual.abs().max()})
+        rows.append(
+            {
+                "draw": i,
+                "hard: max |residual|": hard_res.residual.abs().max(),
+                "soft: max |residual|": soft_res.residual.abs().max(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def soft_gap_sweep(pop: RoutedPopulation, betas: Sequence[float], n_samples: int, overlap_mass: float,
-                   delta: float, seed: int) -> tuple[pd.DataFrame, dict[float, tuple[np.ndarray, np.ndarray]]]:
+def soft_gap_sweep(
+    pop: RoutedPopulation, betas: Sequence[float], n_samples: int, overlap_mass: float, delta: float, seed: int
+) -> tuple[pd.DataFrame, dict[float, tuple[np.ndarray, np.ndarray]]]:
     """Eq. (4)'s predicted residual per level and entropy tilt beta, its closed form, the residual
     measured on ``n_samples`` draws from the tilted distribution and its z-score; also the draws."""
     gap_rows, samples = [], {}
@@ -169,8 +176,11 @@ def identity_checks(losses: torch.Tensor, lams: Sequence[float]) -> dict[str, fl
             for alpha in CVAR_ALPHAS:
                 slack = float(robust.entropic_risk(flat, lam) + np.log(1 / alpha) / lam - robust.cvar(flat, alpha))
                 cvar_slack = min(cvar_slack, slack)
-    return {KL_IDENTITY: id_err, "eq. 16: |autograd - formula|": grad_err,
-            "eq. 19: min of R + log(1/alpha)/lam - CVaR (must be >= 0)": cvar_slack}
+    return {
+        KL_IDENTITY: id_err,
+        "eq. 16: |autograd - formula|": grad_err,
+        "eq. 19: min of R + log(1/alpha)/lam - CVaR (must be >= 0)": cvar_slack,
+    }
 
 
 def simulated_support(losses: torch.Tensor, lams: Sequence[float]) -> pd.DataFrame:
@@ -184,15 +194,23 @@ def multiaccuracy_table(pop: RoutedPopulation, betas: Sequence[float]) -> tuple[
     smallest slack of the chain (alignment <= Cauchy-Schwarz <= squared residual <= cross-entropy)."""
     parts = []
     for beta in betas:
-        t = moe_theory.multiaccuracy_bound(pop, moe_theory.configuration_reweighting(pop, moe_theory.entropy_tilt(beta)))
+        t = moe_theory.multiaccuracy_bound(
+            pop, moe_theory.configuration_reweighting(pop, moe_theory.entropy_tilt(beta))
+        )
         t.insert(0, "beta", beta)
         parts.append(t)
     table = pd.concat(parts, ignore_index=True)
-    slack = float(np.min(np.stack([
-        table["cauchy_schwarz"] - table["alignment"],
-        table["squared_residual"] - table["cauchy_schwarz"],
-        table["cross_entropy"] - table["squared_residual"],
-    ])))
+    slack = float(
+        np.min(
+            np.stack(
+                [
+                    table["cauchy_schwarz"] - table["alignment"],
+                    table["squared_residual"] - table["cauchy_schwarz"],
+                    table["cross_entropy"] - table["squared_residual"],
+                ]
+            )
+        )
+    )
     return table, slack
 
 
@@ -201,30 +219,50 @@ def held(ok: bool) -> str:
     return "held" if ok else "did not hold"
 
 
-def theory_claims(checks: Mapping[str, float], hard_region_gap: float, n_region_draws: int,
-                  gaps: pd.DataFrame, kl_error: float, support: pd.DataFrame,
-                  chain_slack: float) -> list[dict[str, Any]]:
+def theory_claims(
+    checks: Mapping[str, float],
+    hard_region_gap: float,
+    n_region_draws: int,
+    gaps: pd.DataFrame,
+    kl_error: float,
+    support: pd.DataFrame,
+    chain_slack: float,
+) -> list[dict[str, Any]]:
     """The page's claim rows for :func:`lib.report.claims_table` from the checks above."""
     soft_train = checks["aggregate residual, soft"]
     disagreement = checks["largest |eta - p| of a single configuration"]
     soft_break = float(gaps[gaps["beta"] > 0]["predicted"].abs().min())
     max_z = float(gaps["z"].abs().max())
     return [
-        {"claim": "hard routing stays calibrated under every region reweighting",
-         "paper": "section 3.2", "ours": f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
-         "verdict": held(hard_region_gap < EXACT_TOL)},
-        {"claim": "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
-         "paper": "section 4.2", "ours": f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
-         "verdict": held(soft_train < EXACT_TOL and disagreement > BREAK_MIN)},
-        {"claim": "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
-         "paper": "Prop. 4.1, eq. (4)",
-         "ours": f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
-         "verdict": held(soft_break > BREAK_MIN and max_z < Z_AGREEMENT)},
-        {"claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
-         "paper": "eq. (7)", "ours": f"max error {kl_error:.1e}", "verdict": held(kl_error < EXACT_TOL)},
+        {
+            "claim": "hard routing stays calibrated under every region reweighting",
+            "paper": "section 3.2",
+            "ours": f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
+            "verdict": held(hard_region_gap < EXACT_TOL),
+        },
+        {
+            "claim": "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
+            "paper": "section 4.2",
+            "ours": f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
+            "verdict": held(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
+        },
+        {
+            "claim": "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
+            "paper": "Prop. 4.1, eq. (4)",
+            "ours": f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
+            "verdict": held(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
+        },
+        {
+            "claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
+            "paper": "eq. (7)",
+            "ours": f"max error {kl_error:.1e}",
+            "verdict": held(kl_error < EXACT_TOL),
+        },
         *moe_paper.support_claims(support, moe_paper.PAPER_TABLE5, lam=PAPER_LAMBDA),
-        {"claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
-         "paper": "Appendix C (Cauchy-Schwarz bound)",
-         "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
-         "verdict": held(chain_slack >= -CHAIN_TOL)},
+        {
+            "claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
+            "paper": "Appendix C (Cauchy-Schwarz bound)",
+            "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
+            "verdict": held(chain_slack >= -CHAIN_TOL),
+        },
     ]

@@ -3,8 +3,8 @@
 Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and Appendix D
 (Table 4 settings, evaluation).
 
-* :class:`TrainConfig` -- one run (dataset, method, epochs, seed, ...); the methods, their networks
-  and per-step objectives are :mod:`lib.moe.methods`.
+* :class:`lib.moe.config.TrainConfig` -- one run (dataset, method, epochs, seed, ...); the methods,
+  their networks and per-step objectives are :mod:`lib.moe.methods`.
 * :func:`train_run` -- one run through :func:`lib.engine.loop.fit`, cached by config, data and code
   version (:mod:`lib.engine.runs`), resumable; the record holds config, per-epoch history, metrics
   on all and hard test points (:mod:`lib.moe.evaluate`), wall time, device and provenance; test
@@ -18,7 +18,6 @@ The cosine schedule spans all epochs, warmup included.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,94 +33,32 @@ from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import FitResult, fit, predict
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine.runs import Run, cached_run, load_artifact, provenance, training
+from lib.moe.config import TrainConfig
 from lib.moe.evaluate import evaluate, mocae_calibrate
 from lib.moe.methods import (
-    FGR_METHODS, METHODS, WARMUP_FRACTION, WARMUP_METHODS, Inputs, LossFn, StepFn, Runner, build_backbone,
-    build_model, method_step, objective,
+    FGR_METHODS,
+    WARMUP_METHODS,
+    Inputs,
+    LossFn,
+    StepFn,
+    Runner,
+    build_backbone,
+    build_model,
+    method_step,
+    objective,
 )
-from lib.validation import check_choice, check_positive
 
 GROUP = "moe"  # lib.engine.runs group of paper-1 runs
 
 __all__ = [
-    "TrainConfig", "compute_run", "train_run", "finish_run", "load_predictions", "run_config", "backbone_identity", "prepare_run",
+    "compute_run",
+    "train_run",
+    "finish_run",
+    "load_predictions",
+    "run_config",
+    "backbone_identity",
+    "prepare_run",
 ]
-
-
-# Fields that change how fast a run goes but not what it computes: left out of the cache key.
-_RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_size")
-
-
-@dataclass
-class TrainConfig:
-    """One training run of paper 1 (section 5, App. D.4 and its Table 4). Defaults: the CIFAR-10H row.
-
-    ``backbone``: "cifar_resnet18" (width ``width``), "imagenet_resnet18" (``pretrained``),
-    "text:<hf name>" (lib.nets.backbones.text_encoder with ``text_fallback``) or "tiny_cnn" (smoke scale).
-    ``warmup_epochs=None`` means 40% of ``epochs`` for robust methods and FGR, 0 otherwise.
-    ``image_size=None`` takes the data's size; ``padding=None`` is size/8 (4 at 32 px, 28 at 224 px).
-    """
-
-    dataset: str = "cifar10h"
-    method: str = "vanilla"
-    epochs: int = 50
-    warmup_epochs: int | None = None
-    batch_size: int = 128
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    lam: float = 2.0
-    num_experts: int = 4
-    router_hidden: int = 128
-    seed: int = 0
-    backbone: str = "cifar_resnet18"
-    width: int = 64
-    pretrained: bool = False
-    text_fallback: bool = True
-    max_length: int = 128
-    image_size: int | None = None
-    padding: int | None = None
-    augment: bool = True
-    device: str = "auto"
-    amp: bool = True
-    channels_last: bool = True
-    compile: bool = False
-    num_workers: int = 0  # unused: batches come from device tensors, no DataLoader workers
-    threads: int | None = None
-    eval_batch_size: int = 512
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        check_choice(self.method, METHODS, "method")
-        for name in ("epochs", "batch_size", "num_experts", "router_hidden", "width", "max_length", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
-        if self.warmup_epochs is not None and not 0 <= self.warmup_epochs <= self.epochs:
-            raise ValueError(f"warmup_epochs: must lie in [0, epochs={self.epochs}], got {self.warmup_epochs!r}")
-        check_positive(self.lr, "lr")
-        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        check_positive(self.lam, "lam", allow_zero=True)
-
-    @property
-    def warmup(self) -> int:
-        """Number of ERM warmup epochs actually used."""
-        if self.method not in WARMUP_METHODS:
-            return 0
-        if self.warmup_epochs is not None:
-            return self.warmup_epochs
-        return int(round(WARMUP_FRACTION * self.epochs))
-
-    def key(self) -> dict[str, Any]:
-        """The config fields that determine the result (runtime-only fields dropped)."""
-        d = dataclasses.asdict(self)
-        for f in _RUNTIME_FIELDS:
-            d.pop(f, None)
-        d["warmup_epochs"] = self.warmup
-        return d
-
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes`` applied."""
-        return dataclasses.replace(self, **changes)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,19 +96,28 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
             raise ValueError(f"backbone: {cfg.backbone!r} has no .tokenizer; text data needs a text backbone")
         enc = lambda t: tokenize(t, tok, cfg.max_length)  # noqa: E731
         return _Prepared(
-            train=(enc(data.train_texts), data.train_y), val=(enc(data.val_texts), data.val_y),
-            test=(enc(data.test_texts), data.test_y), is_text=True,
+            train=(enc(data.train_texts), data.train_y),
+            val=(enc(data.val_texts), data.val_y),
+            test=(enc(data.test_texts), data.test_y),
+            is_text=True,
         )
     if getattr(data, "kind", "images") == "features":  # frozen feature vectors: no pixels, no augmentation
-        return _Prepared(train=(data.train_x, data.train_y), val=(data.val_x, data.val_y),
-                         test=(data.test_x, data.test_y), fgr_inputs=data.fgr_inputs)
+        return _Prepared(
+            train=(data.train_x, data.train_y),
+            val=(data.val_x, data.val_y),
+            test=(data.test_x, data.test_y),
+            fgr_inputs=data.fgr_inputs,
+        )
     size = int(data.train_x.shape[-1])
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")
     mean, std = _image_stats(cfg, data.train_x)
     return _Prepared(
-        train=(data.train_x, data.train_y), val=(data.val_x, data.val_y), test=(data.test_x, data.test_y),
-        mean=mean, std=std,
+        train=(data.train_x, data.train_y),
+        val=(data.val_x, data.val_y),
+        test=(data.test_x, data.test_y),
+        mean=mean,
+        std=std,
     )
 
 
@@ -181,7 +127,7 @@ def backbone_identity(cfg: TrainConfig) -> str:
     if backbones.family(cfg.backbone) == "imagenet" and cfg.pretrained:
         return cfg.backbone + "/" + ("pretrained" if backbones.weights_available(cfg.backbone) else "random-init")
     if backbones.family(cfg.backbone) == "text":
-        name = cfg.backbone[len("text:"):]
+        name = cfg.backbone[len("text:") :]
         if cfg.text_fallback and not backbones.text_model_available(name):
             return "text:all-MiniLM-L6-v2 (fallback)"
     return cfg.backbone
@@ -219,11 +165,23 @@ class PreparedRun:
         if cfg.method in FGR_METHODS:
             from lib.moe.fgr import stack_step
 
-            step = stack_step(lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True), cfg.warmup,
-                              self.prep.mean, self.prep.std, filter_inputs=not self.prep.is_text,
-                              inputs_fn=self.prep.fgr_inputs)
-        return Member(model=self.runner, loss_fn=self.loss_fn, seed=cfg.seed, transform=self.transform, run=run,
-                      step=step, callbacks=(self.mark,))
+            step = stack_step(
+                lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True),
+                cfg.warmup,
+                self.prep.mean,
+                self.prep.std,
+                filter_inputs=not self.prep.is_text,
+                inputs_fn=self.prep.fgr_inputs,
+            )
+        return Member(
+            model=self.runner,
+            loss_fn=self.loss_fn,
+            seed=cfg.seed,
+            transform=self.transform,
+            run=run,
+            step=step,
+            callbacks=(self.mark,),
+        )
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         """AdamW (App. D.4: lr, weight decay of the config)."""
@@ -255,8 +213,13 @@ def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> Prepar
     backbone = build_backbone(cfg)
     prep = _prepare(cfg, data, backbone)
     pixels = not prep.is_text and prep.mean is not None
-    sample = {k: v[:2] for k, v in prep.train[0].items()} if prep.is_text else to_float(
-        prep.train[0][:2], prep.mean, prep.std) if pixels else prep.train[0][:2]
+    sample = (
+        {k: v[:2] for k, v in prep.train[0].items()}
+        if prep.is_text
+        else to_float(prep.train[0][:2], prep.mean, prep.std)
+        if pixels
+        else prep.train[0][:2]
+    )
     model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
     use_cl = cfg.channels_last and device.type == "cuda" and pixels and (STACK_CHANNELS_LAST or not stacked)
     if use_cl:
@@ -276,8 +239,9 @@ def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> Prepar
         def eval_prep(xb: torch.Tensor) -> torch.Tensor:
             return to_float(xb, mean, std, channels_last=use_cl)
 
-    loss_fn, step_fn = method_step(cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text,
-                                    fgr_inputs=prep.fgr_inputs)
+    loss_fn, step_fn = method_step(
+        cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text, fgr_inputs=prep.fgr_inputs
+    )
     return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn)
 
 
@@ -295,47 +259,76 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     groups = getattr(data, "test_groups", None)
     routing = test["routing"] if cfg.method != "single" else None
     all_mask = getattr(data, "all_mask", None)
-    metrics, test_p = evaluate(val["probs"], data.val_y, test["probs"], data.test_y, data.hard_mask, routing, groups,
-                               all_mask=all_mask)
+    metrics, test_p = evaluate(
+        val["probs"], data.val_y, test["probs"], data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
+    )
     arrays = {"probs": test_p.astype(np.float16)}
     if cfg.method == "vanilla":  # MoCaE is post hoc on the same trained model (see train_run)
         mv, mt, temps = mocae_calibrate(val, data.val_y, test)
-        metrics["mocae"], mocae_p = evaluate(mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups,
-                                             all_mask=all_mask)
+        metrics["mocae"], mocae_p = evaluate(
+            mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
+        )
         metrics["mocae"]["expert_temperatures"] = temps
         # the earlier definition (converged per-expert temperatures), kept as a diagnostic
         mv, mt, temps = mocae_calibrate(val, data.val_y, test, fit="converged")
-        metrics["mocae_converged"], _ = evaluate(mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups,
-                                                 all_mask=all_mask)
+        metrics["mocae_converged"], _ = evaluate(
+            mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
+        )
         metrics["mocae_converged"]["expert_temperatures"] = temps
         arrays["probs_mocae"] = mocae_p.astype(np.float16)
     eval_seconds = time.perf_counter() - t0
-    run.save_arrays("predictions", **arrays, labels=data.test_y.numpy().astype(np.int16),
-                    hard=data.hard_mask.numpy().astype(bool), routing=test["routing"].numpy().astype(np.float16),
-                    temperature=np.float32(metrics["temperature"]))
+    run.save_arrays(
+        "predictions",
+        **arrays,
+        labels=data.test_y.numpy().astype(np.int16),
+        hard=data.hard_mask.numpy().astype(bool),
+        routing=test["routing"].numpy().astype(np.float16),
+        temperature=np.float32(metrics["temperature"]),
+    )
     model = pr.runner.model
     return {
-        "method": cfg.method, "dataset": cfg.dataset, "history": fitted.history, "metrics": metrics,
-        "wall_time": {"train": fitted.wall_time, "eval": eval_seconds}, "resumed_from": fitted.resumed_from,
+        "method": cfg.method,
+        "dataset": cfg.dataset,
+        "history": fitted.history,
+        "metrics": metrics,
+        "wall_time": {"train": fitted.wall_time, "eval": eval_seconds},
+        "resumed_from": fitted.resumed_from,
         "device": device_name(device),
-        "data": {"name": data.name, "source": data.source, "sizes": data.sizes(),
-                 "normalization": {"mean": list(pr.prep.mean or ()), "std": list(pr.prep.std or ())}},
+        "data": {
+            "name": data.name,
+            "source": data.source,
+            "sizes": data.sizes(),
+            "normalization": {"mean": list(pr.prep.mean or ()), "std": list(pr.prep.std or ())},
+        },
         "backbone": getattr(model.backbone, "name", cfg.backbone),
         "pretrained": bool(getattr(model.backbone, "pretrained", False)),
         "provenance": provenance(device),
     }
 
 
-def compute_run(cfg: TrainConfig, data: Bundle, run: Run,
-                callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
+def compute_run(
+    cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]] = ()
+) -> dict[str, Any]:
     """Train (resuming from ``run``'s checkpoint) and evaluate one run alone through
     :func:`lib.engine.loop.fit`; returns its record (not yet saved: :func:`train_run` caches it)."""
     pr = prepare_run(cfg, data)
     fitted = fit(
-        pr.runner, pr.loss_fn, pr.prep.train, cfg.epochs, optimizer_factory=pr.optimizer,
-        scheduler_factory=pr.scheduler, run=run, batch_size=cfg.batch_size, seed=cfg.seed, device=pr.device,
-        transform=pr.transform, step_fn=pr.step_fn, amp=cfg.amp, callbacks=[pr.mark, *callbacks],
-        progress=cfg.progress, desc=f"{data.name} {cfg.method} s{cfg.seed}",
+        pr.runner,
+        pr.loss_fn,
+        pr.prep.train,
+        cfg.epochs,
+        optimizer_factory=pr.optimizer,
+        scheduler_factory=pr.scheduler,
+        run=run,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        device=pr.device,
+        transform=pr.transform,
+        step_fn=pr.step_fn,
+        amp=cfg.amp,
+        callbacks=[pr.mark, *callbacks],
+        progress=cfg.progress,
+        desc=f"{data.name} {cfg.method} s{cfg.seed}",
     )
     return finish_run(pr, data, run, fitted)
 
@@ -348,15 +341,26 @@ def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
     # The paper states MoCaE's accuracy equals Vanilla's: recorded so the page can check the claim.
     metrics["vanilla_accuracy"] = {s: base["metrics"][s].get("accuracy") for s in ("all", "hard")}
     keep = ("dataset", "history", "wall_time", "resumed_from", "device", "data", "backbone", "provenance")
-    return {"method": "mocae", **{k: base.get(k) for k in keep}, "metrics": metrics,
-            "pretrained": base.get("pretrained", False), "trained_as": {"method": "vanilla", "key": base["key"]}}
+    return {
+        "method": "mocae",
+        **{k: base.get(k) for k in keep},
+        "metrics": metrics,
+        "pretrained": base.get("pretrained", False),
+        "trained_as": {"method": "vanilla", "key": base["key"]},
+    }
 
 
 def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
     """The MoCaE record: :func:`mocae_view` of its Vanilla run, with the mixture's predictions."""
     preds = load_predictions(base)
-    run.save_arrays("predictions", probs=preds["probs_mocae"], labels=preds["labels"], hard=preds["hard"],
-                    routing=preds["routing"], temperature=np.float32(base["metrics"]["mocae"]["temperature"]))
+    run.save_arrays(
+        "predictions",
+        probs=preds["probs_mocae"],
+        labels=preds["labels"],
+        hard=preds["hard"],
+        routing=preds["routing"],
+        temperature=np.float32(base["metrics"]["mocae"]["temperature"]),
+    )
     return mocae_view(base)
 
 

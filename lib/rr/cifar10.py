@@ -23,8 +23,18 @@ from lib.rr import losses as rw
 from lib.rr import weights as rwt
 from lib.engine.runs import training
 from lib.rr import experiment as rx
+from lib.rr.claims import reweighted_claims
 
-PUBLISHED_METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts", "conf_gap", "temperature")
+PUBLISHED_METRICS: tuple[str, ...] = (
+    "accuracy",
+    "ece",
+    "ece_a",
+    "cwece",
+    "ece_ts",
+    "cwece_ts",
+    "conf_gap",
+    "temperature",
+)
 """The metrics published per loss as ``rr_<loss>_<metric>``."""
 
 GRADIENT_CLAIM: str = "the inverse focal gradient turns positive for gamma above about 3.5"
@@ -41,8 +51,9 @@ CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
 
 
-def smoothed_cdf_curves(n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS,
-                        seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def smoothed_cdf_curves(
+    n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS, seed: int = 0
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The AU loss's smoothed CDF over ``n_bins`` equal bins for each ``nu`` beside the empirical CDF,
     of ``n`` MSP-like scores (1 - Beta(0.6, 4): most near 1), on 201 points of [0, 1] (cf. Fig. 5)."""
     rng = np.random.default_rng(seed)
@@ -55,13 +66,18 @@ def smoothed_cdf_curves(n: int = 512, n_bins: int = 15, nus: tuple[float, ...] =
     return grid.numpy(), curves
 
 
-def reliability_diagrams(records: Mapping[str, Any], metrics: Mapping[str, Mapping[str, float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def reliability_diagrams(
+    records: Mapping[str, Any], metrics: Mapping[str, Mapping[str, float]]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per loss of Table 2: the test confidences and correctness of its run, labelled with its ECE x100."""
     diagrams = {}
     for name in rx.TABLE_LOSSES:
         lg = rx.run_logits(records[name])
         pt = softmax(lg["test"].astype(np.float64), axis=1)
-        diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (pt.max(1), pt.argmax(1) == lg["test_y"])
+        diagrams[f"{rx.LABELS[name]} (ECE {100 * metrics[name]['ece']:.2f})"] = (
+            pt.max(1),
+            pt.argmax(1) == lg["test_y"],
+        )
     return diagrams
 
 
@@ -72,8 +88,12 @@ def published_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, f
 
 def csf_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """The AU loss with each confidence score function: test ECE x100 and accuracy (cf. Fig. 3)."""
-    return pd.DataFrame([{"CSF": rx.LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "accuracy": metrics[n]["accuracy"]}
-                         for n in rx.CSF_LOSSES])
+    return pd.DataFrame(
+        [
+            {"CSF": rx.LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "accuracy": metrics[n]["accuracy"]}
+            for n in rx.CSF_LOSSES
+        ]
+    )
 
 
 def au_sweep(cfg: Mapping[str, Any], data: Mapping[str, Any], train: bool) -> pd.DataFrame:
@@ -88,8 +108,14 @@ def au_sweep(cfg: Mapping[str, Any], data: Mapping[str, Any], train: bool) -> pd
                 rec = rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v)
             lg = rx.run_logits(rec)
             pv = softmax(lg["val"].astype(np.float64), axis=1)
-            rows.append({"coverage": kappa, "nu": v, "val ECE x100": 100 * ece(pv, lg["val_y"]),
-                         "val accuracy": float((pv.argmax(1) == lg["val_y"]).mean())})
+            rows.append(
+                {
+                    "coverage": kappa,
+                    "nu": v,
+                    "val ECE x100": 100 * ece(pv, lg["val_y"]),
+                    "val accuracy": float((pv.argmax(1) == lg["val_y"]).mean()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -101,8 +127,18 @@ def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper_row: str)
     if paper_row == "resnet50":
         return rx.paper_comparison({k: metrics[k] for k in rx.TABLE_LOSSES})
     row = rw.PAPER_CIFAR10[paper_row]
-    return pd.DataFrame([{"loss": rx.LABELS[k], "paper accuracy": row["accuracy"][k], "ours accuracy": 100 * metrics[k]["accuracy"],
-                          "paper ECE": row["ece"][k], "ours ECE": 100 * metrics[k]["ece"]} for k in rx.TABLE_LOSSES]).set_index("loss")
+    return pd.DataFrame(
+        [
+            {
+                "loss": rx.LABELS[k],
+                "paper accuracy": row["accuracy"][k],
+                "ours accuracy": 100 * metrics[k]["accuracy"],
+                "paper ECE": row["ece"][k],
+                "ours ECE": 100 * metrics[k]["ece"],
+            }
+            for k in rx.TABLE_LOSSES
+        ]
+    ).set_index("loss")
 
 
 def gradient_claim(threshold: float) -> dict[str, Any]:
@@ -110,23 +146,33 @@ def gradient_claim(threshold: float) -> dict[str, Any]:
     (:func:`lib.rr.weights.inverse_focal_gamma_threshold`) is about 3.5
     (within :data:`GRADIENT_THRESHOLD_RANGE`)."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
-    return {"claim": GRADIENT_CLAIM, "paper": "gamma > 3.5 (App. C.2, E.1)", "ours": f"threshold {threshold:.2f} (analytic)",
-            "verdict": "held" if lo <= threshold <= hi else "did not hold"}
+    return {
+        "claim": GRADIENT_CLAIM,
+        "paper": "gamma > 3.5 (App. C.2, E.1)",
+        "ours": f"threshold {threshold:.2f} (analytic)",
+        "verdict": "held" if lo <= threshold <= hi else "did not hold",
+    }
 
 
-def page_claims(metrics: Mapping[str, Mapping[str, float]], threshold: float, tol: float,
-                paper_row: str) -> tuple[list[dict[str, Any]], str]:
-    """The page's claims (:func:`lib.rr.experiment.reweighted_claims` against ``paper_row``
+def page_claims(
+    metrics: Mapping[str, Mapping[str, float]], threshold: float, tol: float, paper_row: str
+) -> tuple[list[dict[str, Any]], str]:
+    """The page's claims (:func:`lib.rr.claims.reweighted_claims` against ``paper_row``
     and :func:`gradient_claim`), gated by the book's accuracy floor on XE's accuracy against the
     paper's XE accuracy in the same row (:func:`lib.report.gate_claims`). Returns the rows and the
     sentence saying which case of the floor applied."""
     if paper_row not in rw.PAPER_CIFAR10:
         raise ValueError(f"paper_row: {paper_row!r} is not one of {list(rw.PAPER_CIFAR10)}")
-    rows = rx.reweighted_claims(metrics, tol=tol, row=paper_row)
+    rows = reweighted_claims(metrics, tol=tol, row=paper_row)
     rows.append(gradient_claim(threshold))
     paper_acc = rw.PAPER_CIFAR10[paper_row]["accuracy"]["xe"] / 100
-    return report.gate_claims(rows, accuracy=metrics["xe"]["accuracy"], paper_accuracy=paper_acc,
-                              chance=1 / N_CLASSES, exempt=[GRADIENT_CLAIM])
+    return report.gate_claims(
+        rows,
+        accuracy=metrics["xe"]["accuracy"],
+        paper_accuracy=paper_acc,
+        chance=1 / N_CLASSES,
+        exempt=[GRADIENT_CLAIM],
+    )
 
 
 def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
@@ -136,8 +182,11 @@ def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]
     ``None`` when no compared loss is published."""
     from lib.rr.record import LossRecord
 
-    metrics = {it.method: LossRecord.from_record(got[it.id]).metrics for it in items
-               if it.method in rx.TABLE_LOSSES and it.id in got}
+    metrics = {
+        it.method: LossRecord.from_record(got[it.id]).metrics
+        for it in items
+        if it.method in rx.TABLE_LOSSES and it.id in got
+    }
     if not metrics:
         return None
     table = rx.loss_table(metrics)

@@ -14,8 +14,8 @@ runs:
   head: a scaled-down stand-in, said so on the pages). Cached by config and data.
 * :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
   confidence gap, before and after temperature scaling fitted on the validation split.
-* :func:`loss_table`, :func:`paper_comparison`, :func:`reweighted_claims`, :func:`released_claims`
-  -- tables and claims computed from the numbers.
+* :func:`loss_table`, :func:`paper_comparison` -- tables computed from the numbers (the claims
+  judged from them: :mod:`lib.rr.claims`).
 """
 
 from __future__ import annotations
@@ -55,8 +55,15 @@ LOSS_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
 TABLE_LOSSES: tuple[str, ...] = ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au")
 CSF_LOSSES: tuple[str, ...] = ("au", "au_margin", "au_entropy")
 LABELS: dict[str, str] = {
-    "xe": "XE", "fl53": "FL-53", "inverse_focal": "Inv. FL", "dual_focal": "Dual", "kde_xe": "KDE-XE",
-    "aurc": "AURC", "au": "AU (MSP)", "au_margin": "AU (margin)", "au_entropy": "AU (neg. entropy)",
+    "xe": "XE",
+    "fl53": "FL-53",
+    "inverse_focal": "Inv. FL",
+    "dual_focal": "Dual",
+    "kde_xe": "KDE-XE",
+    "aurc": "AURC",
+    "au": "AU (MSP)",
+    "au_margin": "AU (margin)",
+    "au_entropy": "AU (neg. entropy)",
 }
 
 # The paper's CIFAR-10 numbers (x100): Table 2 (accuracy, ECE), Table 1 (cwECE, +TS) and Table 4
@@ -64,19 +71,28 @@ LABELS: dict[str, str] = {
 PAPER_RESNET50: dict[str, dict[str, float]] = {
     "xe": {"accuracy": 94.51, "ece": 3.00, "cwece": 0.665, "cwece_ts": 0.597, "ece_a": 2.97, "ece_a_ts": 2.60},
     "fl53": {"accuracy": 93.58, "ece": 3.98, "cwece": 0.881, "cwece_ts": 0.497, "ece_a": 3.92, "ece_a_ts": 1.71},
-    "inverse_focal": {"accuracy": 94.36, "ece": 4.05, "cwece": 0.849, "cwece_ts": 0.778, "ece_a": 4.03, "ece_a_ts": 3.64},
+    "inverse_focal": {
+        "accuracy": 94.36,
+        "ece": 4.05,
+        "cwece": 0.849,
+        "cwece_ts": 0.778,
+        "ece_a": 4.03,
+        "ece_a_ts": 3.64,
+    },
     "dual_focal": {"accuracy": 94.09, "ece": 1.27, "cwece": 0.478, "cwece_ts": 0.466, "ece_a": 1.21, "ece_a_ts": 0.94},
     "kde_xe": {"accuracy": 94.46, "ece": 3.09, "cwece": 0.677, "cwece_ts": 0.605, "ece_a": 3.07, "ece_a_ts": 2.66},
     "aurc": {"accuracy": 93.32, "ece": 2.53, "cwece": 0.575, "cwece_ts": 0.577, "ece_a": 2.42, "ece_a_ts": 2.41},
     "au": {"accuracy": 92.52, "ece": 1.69, "cwece": 0.581, "cwece_ts": 0.495, "ece_a": 1.35, "ece_a_ts": 1.04},
 }
 PAPER_PRERESNET56: dict[str, dict[str, float]] = {
-    "xe": {"accuracy": 93.97, "ece": 2.62}, "au": {"accuracy": 92.75, "ece": 0.92},
+    "xe": {"accuracy": 93.97, "ece": 2.62},
+    "au": {"accuracy": 92.75, "ece": 0.92},
 }
 
 
-def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 15,
-              gamma: float | None = None) -> Callable[[Any, Any], torch.Tensor]:
+def make_loss(
+    name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 15, gamma: float | None = None
+) -> Callable[[Any, Any], torch.Tensor]:
     """The loss ``name`` (a key of ``LOSS_SPECS``) as ``(logits, labels) -> scalar``; the AU
     variants take ``coverage`` (kappa), ``nu`` and ``n_bins`` (M); ``gamma`` overrides the focal
     variants' gamma (App. Table 2 per architecture)."""
@@ -90,12 +106,11 @@ def make_loss(name: str, coverage: float = 0.8, nu: float = 0.1, n_bins: int = 1
     return rw.get_loss(base, **kw)
 
 
-
 # --------------------------------------------------------------------------------------------
 # Metrics
 # --------------------------------------------------------------------------------------------
 def evaluate_logits(
-    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece",
+    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
 ) -> dict[str, float]:
     """Test metrics before and after temperature scaling (T fitted on the validation logits by
     ``ts_criterion``, ``lib.calibration.posthoc.fit_temperature``: "ece" as paper 4 picks T, or "nll"): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
@@ -107,8 +122,12 @@ def evaluate_logits(
 
     zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
     yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
-    T = fit_temperature(to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64),
-                        criterion=ts_criterion, n_bins=n_bins)
+    T = fit_temperature(
+        to_numpy(val_logits, "val_logits"),
+        to_numpy(val_y, "val_y", dtype=np.int64),
+        criterion=ts_criterion,
+        n_bins=n_bins,
+    )
     out: dict[str, float] = {"temperature": float(T)}
     for suffix, temp in (("", 1.0), ("_ts", T)):
         p = np.asarray(apply_temperature(zt, temp), dtype=np.float64)
@@ -126,7 +145,9 @@ def evaluate_logits(
 TS_BOTH_KEYS: tuple[str, ...] = ("temperature", "ece_ts", "ece_a_ts", "cwece_ts", "cwece_a_ts", "nll_ts", "conf_gap_ts")
 
 
-def evaluate_logits_both(val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15) -> dict[str, float]:
+def evaluate_logits_both(
+    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15
+) -> dict[str, float]:
     """:func:`evaluate_logits` with T fitted both ways on the same validation logits: the keys of
     ``ts_criterion="ece"`` (paper 4's choice) as they are, and the temperature-scaled keys of
     ``ts_criterion="nll"`` (papers 1-3) with suffix ``_nll`` (``temperature_nll``, ``ece_ts_nll``, ...,
@@ -141,22 +162,47 @@ def evaluate_logits_both(val_logits: Any, val_y: Any, test_logits: Any, test_y: 
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
-RUN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "milestones", "warmup",
-            "head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
+RUN_KEYS = (
+    "mode",
+    "arch",
+    "width",
+    "epochs",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "milestones",
+    "warmup",
+    "head_hidden",
+    "head_epochs",
+    "head_lr",
+    "backbone_epochs",
+    "n_backbone",
+)
 
 
-def loss_config(name: str, cfg: Mapping[str, Any], seed: int = 0, coverage: float | None = None,
-                nu: float | None = None) -> dict[str, Any]:
+def loss_config(
+    name: str, cfg: Mapping[str, Any], seed: int = 0, coverage: float | None = None, nu: float | None = None
+) -> dict[str, Any]:
     """What determines one :func:`run_loss` run besides its data: the loss, seed, AU coverage and
     smoothing (``None``: the scale's), the bins and the scale's training settings (``RUN_KEYS``, gammas)."""
-    return {"loss": name, "seed": int(seed), "coverage": float(cfg["coverage"] if coverage is None else coverage),
-            "nu": float(cfg["nu"] if nu is None else nu), "n_bins": cfg["n_bins"], **{k: cfg[k] for k in RUN_KEYS},
-            **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg}}
+    return {
+        "loss": name,
+        "seed": int(seed),
+        "coverage": float(cfg["coverage"] if coverage is None else coverage),
+        "nu": float(cfg["nu"] if nu is None else nu),
+        "n_bins": cfg["n_bins"],
+        **{k: cfg[k] for k in RUN_KEYS},
+        **{k: cfg[k] for k in ("gamma_dual_focal", "gamma_inverse_focal") if k in cfg},
+    }
 
 
 def run_loss(
-    name: str, cfg: Mapping[str, Any], data: Mapping[str, Any], seed: int = 0,
-    coverage: float | None = None, nu: float | None = None,
+    name: str,
+    cfg: Mapping[str, Any],
+    data: Mapping[str, Any],
+    seed: int = 0,
+    coverage: float | None = None,
+    nu: float | None = None,
 ) -> dict[str, Any]:
     """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config + data):
     the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
@@ -179,8 +225,15 @@ def run_loss(
         else:
             torch.manual_seed(seed)  # the initial weights (as lib.l2d.cifar10 does)
             net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
-            net, hist = imt.fit_images(net, loss, (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"]),
-                                   {**cfg, "schedule": "multistep"}, r, seed=seed)
+            net, hist = imt.fit_images(
+                net,
+                loss,
+                (data["train_x"], data["train_y"]),
+                (data["val_x"], data["val_y"]),
+                {**cfg, "schedule": "multistep"},
+                r,
+                seed=seed,
+            )
             zv, zt = imt.predict_logits(net, data["val_x"]), imt.predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}
@@ -198,11 +251,21 @@ def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
     return load_artifact(LossRecord.from_record(record).raw, "logits")
 
 
-
 # --------------------------------------------------------------------------------------------
 # Tables and claims
 # --------------------------------------------------------------------------------------------
-TABLE_METRICS = ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "ece_ts", "ece_a_ts", "cwece_ts", "temperature", "conf_gap")
+TABLE_METRICS = (
+    "accuracy",
+    "ece",
+    "ece_a",
+    "cwece",
+    "cwece_a",
+    "ece_ts",
+    "ece_a_ts",
+    "cwece_ts",
+    "temperature",
+    "conf_gap",
+)
 
 
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
@@ -219,7 +282,9 @@ def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True)
     return pd.DataFrame(rows).set_index("loss")
 
 
-def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50) -> pd.DataFrame:
+def paper_comparison(
+    metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50
+) -> pd.DataFrame:
     """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS."""
     rows = []
     for name, m in metrics.items():
@@ -230,107 +295,3 @@ def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper: Mapping[
             row[f"{k} (paper)"] = p.get(k, float("nan"))
         rows.append(row)
     return pd.DataFrame(rows).set_index("loss")
-
-
-CLAIM_TOL: float = 0.005
-"""ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
-
-FINE_TOL_FACTOR: float = 5.0
-"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers -- they are judged
-within ``tol / FINE_TOL_FACTOR``."""
-
-AU_ACCURACY_COST: float = 0.025
-"""'AU loss costs little accuracy' holds when the AU run is at most this far (2.5 points) below XE
-(Table 2: 92.52 vs 94.51 on ResNet-50, 2 points)."""
-
-RELEASED_ECE_TOL: float = 0.01
-"""A released run's ECE is 'as in Table 2' when within this (one point) of the paper's."""
-
-
-def _verdict(diff: float, tol: float) -> str:
-    """'held' if ``diff`` > ``tol``, 'did not hold' if ``diff`` < -``tol``, else inconclusive."""
-    if diff > tol:
-        return "held"
-    if diff < -tol:
-        return "did not hold"
-    return "inconclusive at this scale"
-
-
-def reweighted_claims(metrics: Mapping[str, Mapping[str, float]], tol: float = CLAIM_TOL,
-                      row: str = "resnet50") -> list[dict[str, Any]]:
-    """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
-    :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
-    'inconclusive at this scale'. Claims whose losses are missing are skipped. The "paper" column
-    quotes Table 2's ``row`` (a key of ``lib.rr.losses.PAPER_CIFAR10``: the architecture the page
-    compares with); class-wise ECE is in Table 1, which has a ResNet-50 row only.
-    """
-    check_choice(row, tuple(rw.PAPER_CIFAR10), "row")
-    rows: list[dict[str, Any]] = []
-    m = metrics
-    ref = rw.PAPER_CIFAR10[row]
-    arch, acc, ece_ = ref["label"], ref["accuracy"], ref["ece"]
-
-    def add(claim: str, paper: str, ours: str, verdict: str) -> None:
-        rows.append({"claim": claim, "paper": paper, "ours": ours, "verdict": verdict})
-
-    if "au" in m and "xe" in m:
-        add("AU loss has lower ECE than XE", f"{ece_['au']:.2f} vs {ece_['xe']:.2f} ({arch}, Table 2, x100)",
-            f"{100 * m['au']['ece']:.2f} vs {100 * m['xe']['ece']:.2f}", _verdict(m["xe"]["ece"] - m["au"]["ece"], tol))
-        cw = PAPER_RESNET50
-        add("AU loss has lower cwECE than XE", f"{cw['au']['cwece']:.3f} vs {cw['xe']['cwece']:.3f} (ResNet-50, Table 1, x100)"
-            + ("" if row == "resnet50" else f"; Table 1 has no {arch} row"),
-            f"{100 * m['au']['cwece']:.3f} vs {100 * m['xe']['cwece']:.3f}",
-            _verdict(m["xe"]["cwece"] - m["au"]["cwece"], tol / FINE_TOL_FACTOR))
-        gap = m["xe"]["accuracy"] - m["au"]["accuracy"]
-        add(f"AU loss costs little accuracy (at most {100 * AU_ACCURACY_COST:g} points below XE)",
-            f"{acc['au']:.2f} vs {acc['xe']:.2f} ({arch}, Table 2)",
-            f"{100 * m['au']['accuracy']:.2f} vs {100 * m['xe']['accuracy']:.2f}",
-            _verdict(AU_ACCURACY_COST - gap, 0.0))
-    if "fl53" in m or "focal" in m:
-        k = "fl53" if "fl53" in m else "focal"
-        add("focal loss leaves the model overconfident (mean confidence > accuracy)", "overconfident (Fig. 2)",
-            f"confidence - accuracy = {100 * m[k]['conf_gap']:+.2f}", _verdict(m[k]["conf_gap"], tol))
-    for k, label in (("inverse_focal", "inverse focal"), ("aurc", "AURC")):
-        if k in m:
-            add(f"{label} loss leaves the model underconfident", "underconfident (Fig. 2)",
-                f"confidence - accuracy = {100 * m[k]['conf_gap']:+.2f}", _verdict(-m[k]["conf_gap"], tol))
-    if "xe" in m:
-        add("temperature scaling lowers XE's ECE", "lower in Tables 1 and 4",
-            f"{100 * m['xe']['ece']:.2f} -> {100 * m['xe']['ece_ts']:.2f}", _verdict(m["xe"]["ece"] - m["xe"]["ece_ts"], tol / FINE_TOL_FACTOR))
-    return rows
-
-
-# The released files' loss names -> the names used here (the released "focal" run is taken to be
-# the paper's focal baseline, FL-53; the file does not say which gamma it used).
-RELEASED_NAMES: dict[str, str] = {
-    "ce": "xe", "focal": "fl53", "dual_focal": "dual_focal", "inverse_focal": "inverse_focal",
-    "ece_kde": "kde_xe", "aurc": "aurc",
-}
-
-
-def released_claims(
-    metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50,
-    tol: float = RELEASED_ECE_TOL,
-) -> list[dict[str, Any]]:
-    """Claims checkable on the released ResNet-50 logits: each run's ECE within ``tol`` (one
-    point) of the paper's Table 2, and dual focal's ECE the lowest of the released runs (as in
-    Table 2's ResNet-50 row)."""
-    rows: list[dict[str, Any]] = []
-    for name, m in metrics.items():
-        if name not in paper:
-            continue
-        diff = abs(100 * m["ece"] - paper[name]["ece"]) / 100
-        rows.append({
-            "claim": f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
-            "paper": f"{paper[name]['ece']:.2f}", "ours": f"{100 * m['ece']:.2f}",
-            "verdict": "held" if diff <= tol else "did not hold",
-        })
-    if "dual_focal" in metrics and len(metrics) > 1:
-        best = min(metrics, key=lambda k: metrics[k]["ece"])
-        rows.append({
-            "claim": "dual focal has the lowest ECE of the released runs",
-            "paper": "Dual 1.27 lowest in the ResNet-50 row (AU aside)",
-            "ours": f"lowest: {LABELS.get(best, best)} ({100 * metrics[best]['ece']:.2f})",
-            "verdict": "held" if best == "dual_focal" else "did not hold",
-        })
-    return rows

@@ -34,14 +34,7 @@ import torch
 from lib.rr import losses as rw
 from lib.calibration.posthoc import lbfgs_minimize
 from lib.calibration.metrics import ece, nll
-from lib.validation import (
-    ArrayLike,
-    check_choice,
-    check_int,
-    check_logits_labels,
-    check_positive,
-    to_numpy,
-)
+from lib.validation import ArrayLike, check_choice, check_int, check_logits_labels, check_positive, to_numpy
 
 #: the focal-family losses whose gamma is cross-validated -> their ``lib.rr.losses.get_loss``
 #: name. Dual focal is computed as the released code computes it, as in the paper's runs (and the
@@ -174,8 +167,17 @@ def gamma_curve(
         zm = m(zv)
         p = np.exp(zm - zm.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        rows.append({"loss": loss, "map": kind, "gamma": g, "nll": nll(p, yv), "ece": ece(p, yv, n_bins),
-                     "accuracy": float((p.argmax(1) == yv).mean()), "temperature": m.temperature})
+        rows.append(
+            {
+                "loss": loss,
+                "map": kind,
+                "gamma": g,
+                "nll": nll(p, yv),
+                "ece": ece(p, yv, n_bins),
+                "accuracy": float((p.argmax(1) == yv).mean()),
+                "temperature": m.temperature,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -272,10 +274,16 @@ def gamma_table(
     rows = []
     for criterion, by_map in chosen.items():
         for kind, per_map in by_map.items():
-            rows.append({"chosen by": f"ours: {kind} scaling, by {criterion}",
-                         **{name: per_map.get(name, float("nan")) for name in losses}})
+            rows.append(
+                {
+                    "chosen by": f"ours: {kind} scaling, by {criterion}",
+                    **{name: per_map.get(name, float("nan")) for name in losses},
+                }
+            )
     for (dataset, model), gammas in paper.items():
-        rows.append({"chosen by": f"paper: {dataset} {model}", **{name: gammas.get(name, float("nan")) for name in losses}})
+        rows.append(
+            {"chosen by": f"paper: {dataset} {model}", **{name: gammas.get(name, float("nan")) for name in losses}}
+        )
     return pd.DataFrame(rows).set_index("chosen by")
 
 
@@ -291,9 +299,20 @@ def gamma_claims(cv: pd.DataFrame, kind: str = "temperature", threshold: float =
     claim = f"inverse focal: every gamma >= {threshold:g} has a higher validation NLL than every gamma below it"
     paper = "App. Fig. 4a (Tiny-ImageNet, trained networks): gamma >= 4 consistently underperform"
     if low.empty or high.empty:
-        return [{"claim": claim, "paper": paper, "ours": f"no gamma on one side of {threshold:g} ({kind} map)",
-                 "verdict": "inconclusive at this scale"}]
+        return [
+            {
+                "claim": claim,
+                "paper": paper,
+                "ours": f"no gamma on one side of {threshold:g} ({kind} map)",
+                "verdict": "inconclusive at this scale",
+            }
+        ]
     lo_worst, hi_best = float(low["nll"].max()), float(high["nll"].min())
-    return [{"claim": claim, "paper": paper,
-             "ours": f"{kind} map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}",
-             "verdict": "held" if hi_best > lo_worst else "did not hold"}]
+    return [
+        {
+            "claim": claim,
+            "paper": paper,
+            "ours": f"{kind} map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}",
+            "verdict": "held" if hi_best > lo_worst else "did not hold",
+        }
+    ]

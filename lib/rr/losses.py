@@ -50,6 +50,7 @@ __all__ = [
     "get_loss",
 ]
 
+
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
@@ -175,16 +176,11 @@ def dual_focal_loss(
     return reduce_loss(-w * logpt, reduction)
 
 
-
 # --------------------------------------------------------------------------------------------
 # AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.rr.weights
 # --------------------------------------------------------------------------------------------
 def aurc_loss(
-    logits: ArrayLike,
-    labels: ArrayLike,
-    csf: str = "msp",
-    weights: str = "log",
-    reduction: str = "mean",
+    logits: ArrayLike, labels: ArrayLike, csf: str = "msp", weights: str = "log", reduction: str = "mean"
 ) -> torch.Tensor:
     """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
     2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
@@ -198,7 +194,6 @@ def aurc_loss(
     s = csf_values(csf, logp.exp())
     w = aurc_weights(s.detach(), weights)
     return reduce_loss(-w * logpt, reduction)
-
 
 
 def au_loss(
@@ -233,7 +228,6 @@ def au_loss(
     return reduce_loss(-beta * logpt, reduction)
 
 
-
 # --------------------------------------------------------------------------------------------
 # KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde
 # --------------------------------------------------------------------------------------------
@@ -265,7 +259,6 @@ def kde_xe_loss(
     return -logpt.mean() + weight * (term.detach() if released else term)
 
 
-
 # --------------------------------------------------------------------------------------------
 # The paper's CIFAR-10 numbers, per architecture
 # --------------------------------------------------------------------------------------------
@@ -274,21 +267,54 @@ def kde_xe_loss(
 # (released logits; cpu-scale comparison) and the WRN-28-10 trained at paper scale.
 PAPER_CIFAR10: dict[str, dict[str, Any]] = {
     "resnet50": {
-        "label": "ResNet-50", "gamma_dual_focal": 5.0, "gamma_inverse_focal": 2.0, "coverage": 0.88,
-        "accuracy": {"xe": 94.51, "fl53": 93.58, "inverse_focal": 94.36, "dual_focal": 94.09,
-                     "kde_xe": 94.46, "aurc": 93.32, "au": 92.52},
-        "ece": {"xe": 3.00, "fl53": 3.98, "inverse_focal": 4.05, "dual_focal": 1.27,
-                "kde_xe": 3.09, "aurc": 2.53, "au": 1.69},
+        "label": "ResNet-50",
+        "gamma_dual_focal": 5.0,
+        "gamma_inverse_focal": 2.0,
+        "coverage": 0.88,
+        "accuracy": {
+            "xe": 94.51,
+            "fl53": 93.58,
+            "inverse_focal": 94.36,
+            "dual_focal": 94.09,
+            "kde_xe": 94.46,
+            "aurc": 93.32,
+            "au": 92.52,
+        },
+        "ece": {
+            "xe": 3.00,
+            "fl53": 3.98,
+            "inverse_focal": 4.05,
+            "dual_focal": 1.27,
+            "kde_xe": 3.09,
+            "aurc": 2.53,
+            "au": 1.69,
+        },
     },
     "wrn": {
-        "label": "WRN-28-10", "gamma_dual_focal": 2.6, "gamma_inverse_focal": 1.5, "coverage": 0.8,
-        "accuracy": {"xe": 95.88, "fl53": 95.49, "inverse_focal": 95.98, "dual_focal": 95.74,
-                     "kde_xe": 95.84, "aurc": 94.93, "au": 95.32},
-        "ece": {"xe": 1.99, "fl53": 5.74, "inverse_focal": 2.44, "dual_focal": 3.96,
-                "kde_xe": 2.05, "aurc": 1.88, "au": 1.54},
+        "label": "WRN-28-10",
+        "gamma_dual_focal": 2.6,
+        "gamma_inverse_focal": 1.5,
+        "coverage": 0.8,
+        "accuracy": {
+            "xe": 95.88,
+            "fl53": 95.49,
+            "inverse_focal": 95.98,
+            "dual_focal": 95.74,
+            "kde_xe": 95.84,
+            "aurc": 94.93,
+            "au": 95.32,
+        },
+        "ece": {
+            "xe": 1.99,
+            "fl53": 5.74,
+            "inverse_focal": 2.44,
+            "dual_focal": 3.96,
+            "kde_xe": 2.05,
+            "aurc": 1.88,
+            "au": 1.54,
+        },
     },
 }
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,13 +21,27 @@ def cifar10_runs(cfg: Mapping[str, Any], target: str | None = None) -> list[Item
     """Every run of the CIFAR-10 page at the settings ``cfg``: seed 0 of each loss of the tables and
     the confidence-score comparison, then the AU sweep's other points; id
     ``losses_cifar10/<loss>/k<coverage>/nu<nu>/s0``, its config :func:`lib.rr.experiment.loss_config`."""
-    runs = [(experiment.loss_config(name, cfg), name)
-            for name in dict.fromkeys([*experiment.TABLE_LOSSES, *experiment.CSF_LOSSES])]
-    runs += [(experiment.loss_config("au", cfg, coverage=float(k), nu=float(v)), AU_SWEEP)
-             for k in cfg["coverages"] for v in cfg["nus"]
-             if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))]
-    return [Item("losses_cifar10", f"losses_cifar10/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s0", 0, int(cfg["epochs"]),
-                 label, config=c) for c, label in runs]
+    runs = [
+        (experiment.loss_config(name, cfg), name)
+        for name in dict.fromkeys([*experiment.TABLE_LOSSES, *experiment.CSF_LOSSES])
+    ]
+    runs += [
+        (experiment.loss_config("au", cfg, coverage=float(k), nu=float(v)), AU_SWEEP)
+        for k in cfg["coverages"]
+        for v in cfg["nus"]
+        if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))
+    ]
+    return [
+        Item(
+            "losses_cifar10",
+            f"losses_cifar10/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s0",
+            0,
+            int(cfg["epochs"]),
+            label,
+            config=c,
+        )
+        for c, label in runs
+    ]
 
 
 def _image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
@@ -46,9 +60,23 @@ def _table(name: str, items: Any, got: Any) -> Any:
 
 
 PAGES: tuple[Page, ...] = (
-    Page("losses_released_logits", "rr", "The released ResNet-50 logits: Tables 1-2 (as released), gamma selection",
-         claims=released.page_claims, paper_numbers=experiment.PAPER_RESNET50),
-    Page("losses_cifar10", "rr", "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6", runs=cifar10_runs,
-         data=_image_data, run_one=_run_one, table=_table, claims=cifar10.page_claims,
-         paper_numbers=losses.PAPER_CIFAR10, rank=3),
+    Page(
+        "losses_released_logits",
+        "rr",
+        "The released ResNet-50 logits: Tables 1-2 (as released), gamma selection",
+        claims=released.page_claims,
+        paper_numbers=experiment.PAPER_RESNET50,
+    ),
+    Page(
+        "losses_cifar10",
+        "rr",
+        "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6",
+        runs=cifar10_runs,
+        data=_image_data,
+        run_one=_run_one,
+        table=_table,
+        claims=cifar10.page_claims,
+        paper_numbers=losses.PAPER_CIFAR10,
+        rank=3,
+    ),
 )

@@ -17,8 +17,14 @@ from typing import Any
 from lib.engine.records import RunOrigin, check_record, origin_fields, record_number, require_keys
 
 # The metrics of lib.rr.experiment.evaluate_logits: each before and after temperature scaling.
-METRICS: tuple[str, ...] = ("temperature", *(f"{m}{suffix}" for suffix in ("", "_ts") for m in (
-    "accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")))
+METRICS: tuple[str, ...] = (
+    "temperature",
+    *(
+        f"{m}{suffix}"
+        for suffix in ("", "_ts")
+        for m in ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")
+    ),
+)
 CONFIG_KEYS: tuple[str, ...] = ("loss", "seed", "coverage", "nu")
 
 __all__ = ["LossRecord"]
@@ -56,15 +62,20 @@ class LossRecord(RunOrigin):
         run, config = check_record(rec, "a paper-4 run record", "lib.rr.experiment.run_loss", CONFIG_KEYS)
         block = rec.get("metrics")
         if not isinstance(block, Mapping):
-            raise ValueError(f"records: run {run} has no metrics block (got {type(block).__name__}); a record of "
-                             "run_loss keeps the metrics of lib.rr.experiment.evaluate_logits")
+            raise ValueError(
+                f"records: run {run} has no metrics block (got {type(block).__name__}); a record of "
+                "run_loss keeps the metrics of lib.rr.experiment.evaluate_logits"
+            )
         require_keys(block, METRICS, run, "lib.rr.experiment.evaluate_logits")
         backbone = rec.get("backbone_test_accuracy")
         return cls(
-            loss=str(config["loss"]), seed=int(record_number(config["seed"], run, "config.seed")),
+            loss=str(config["loss"]),
+            seed=int(record_number(config["seed"], run, "config.seed")),
             coverage=record_number(config["coverage"], run, "config.coverage"),
-            nu=record_number(config["nu"], run, "config.nu"), mode=config.get("mode"),
+            nu=record_number(config["nu"], run, "config.nu"),
+            mode=config.get("mode"),
             metrics={k: record_number(v, run, f"metrics.{k}") for k, v in block.items()},
             backbone_test_accuracy=None if backbone is None else record_number(backbone, run, "backbone_test_accuracy"),
-            **origin_fields(rec), raw=rec,
+            **origin_fields(rec),
+            raw=rec,
         )

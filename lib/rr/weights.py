@@ -189,9 +189,7 @@ def _check_nu(nu: float) -> float:
     return float(nu)
 
 
-def smoothed_cdf(
-    scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None
-) -> torch.Tensor:
+def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None) -> torch.Tensor:
     """Bin-based smoothed CDF (reweighted-risk paper eq. 21):
 
     G(s) = (1/n) sum_m h_m sigmoid((s - c_m) / nu), h_m = #{i : e_m <= s_i < e_{m+1}} (the last bin
@@ -374,8 +372,9 @@ def inverse_focal_gamma_threshold() -> float:
     """
     from scipy.optimize import minimize_scalar
 
-    res = minimize_scalar(lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded",
-                          options={"xatol": 1e-10})
+    res = minimize_scalar(
+        lambda t: (1 + t) / (-t * math.log(t)), bounds=(1e-6, 1 - 1e-6), method="bounded", options={"xatol": 1e-10}
+    )
     return float(res.fun)
 
 
@@ -395,4 +394,3 @@ def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -
     else:
         w, mean = -np.log1p(-x), 1.0  # int_0^1 -ln(1 - t) dt = 1
     return w / mean if normalize else w
-

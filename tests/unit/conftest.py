@@ -18,8 +18,7 @@ def _moe_frame(values: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
         n = len(next(iter(metrics.values())))
         for s in range(n):
             for subset in ("all", "hard"):
-                rows.append({"method": method, "seed": s, "subset": subset,
-                             **{k: v[s] for k, v in metrics.items()}})
+                rows.append({"method": method, "seed": s, "subset": subset, **{k: v[s] for k, v in metrics.items()}})
     return pd.DataFrame(rows)
 
 
@@ -52,15 +51,30 @@ def _l2d_fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd
     for seed in range(4):
         for j in (1, 4, 8):
             for s, slope in (("softmax", softmax_slope), ("ova", ova_slope)):
-                rows.append({"experiment": "experts", "value": j, "surrogate": s, "seed": seed,
-                             "ece": 0.05 + slope * j + 0.001 * rng.standard_normal(),
-                             "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
-                             "ece_random_expert": 0.05})
+                rows.append(
+                    {
+                        "experiment": "experts",
+                        "value": j,
+                        "surrogate": s,
+                        "seed": seed,
+                        "ece": 0.05 + slope * j + 0.001 * rng.standard_normal(),
+                        "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                        "ece_random_expert": 0.05,
+                    }
+                )
         for p in (0.2, 0.95):
             for s, rise in (("softmax", softmax_slope * 20), ("ova", ova_slope * 20)):
-                rows.append({"experiment": "dependence", "value": p, "surrogate": s, "seed": seed,
-                             "ece": 0.05, "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
-                             "ece_random_expert": 0.05 + rise * p + 0.001 * rng.standard_normal()})
+                rows.append(
+                    {
+                        "experiment": "dependence",
+                        "value": p,
+                        "surrogate": s,
+                        "seed": seed,
+                        "ece": 0.05,
+                        "system_accuracy": 0.9 + (acc_gap if s == "ova" else 0.0),
+                        "ece_random_expert": 0.05 + rise * p + 0.001 * rng.standard_normal(),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -75,11 +89,33 @@ def l2d_fake_runs() -> Callable[[float, float, float], pd.DataFrame]:
 def tiny_image_cfg() -> Mapping[str, Any]:
     """Settings of a seconds-long end-to-end image run (tiny CNN, synthetic 8 px images); read-only
     (shared by the session: copy it with ``dict(...)`` to change a setting)."""
-    return MappingProxyType({
-        "data": "synthetic", "n_train": 64, "n_val": 32, "n_test": 32, "image_size": 8, "mode": "end_to_end",
-        "arch": "tiny_cnn", "width": 4, "epochs": 1, "lr": 0.05, "weight_decay": 5e-4, "batch_size": 32,
-        "milestones": [60], "warmup": 0, "head_hidden": 0, "head_epochs": 0, "head_lr": 0.0,
-        "backbone_epochs": 0, "n_backbone": 0, "coverage": 0.8, "nu": 0.1, "n_bins": 15, "threads": 1})
+    return MappingProxyType(
+        {
+            "data": "synthetic",
+            "n_train": 64,
+            "n_val": 32,
+            "n_test": 32,
+            "image_size": 8,
+            "mode": "end_to_end",
+            "arch": "tiny_cnn",
+            "width": 4,
+            "epochs": 1,
+            "lr": 0.05,
+            "weight_decay": 5e-4,
+            "batch_size": 32,
+            "milestones": [60],
+            "warmup": 0,
+            "head_hidden": 0,
+            "head_epochs": 0,
+            "head_lr": 0.0,
+            "backbone_epochs": 0,
+            "n_backbone": 0,
+            "coverage": 0.8,
+            "nu": 0.1,
+            "n_bins": 15,
+            "threads": 1,
+        }
+    )
 
 
 def _natural_images(b: int = 4, h: int = 32, w: int = 32, seed: int = 0) -> Any:

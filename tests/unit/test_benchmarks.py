@@ -20,10 +20,12 @@ def test_round_robin_times_known_sleeps_and_calls_each_function_alike():
         def fn() -> None:
             calls[name] += 1
             time.sleep(seconds)
+
         return fn
 
-    t = bm.time_round_robin({"short": sleeper("short", 0.002), "long": sleeper("long", 0.02)},
-                            min_repeats=4, budget_s=0.0, warmup=1)
+    t = bm.time_round_robin(
+        {"short": sleeper("short", 0.002), "long": sleeper("long", 0.02)}, min_repeats=4, budget_s=0.0, warmup=1
+    )
     assert len(t["short"]["wall"]) == len(t["long"]["wall"]) == 4
     assert calls == {"short": 5, "long": 5}  # one warm-up round + four timed rounds
     assert min(t["long"]["wall"]) >= 0.02 and min(t["short"]["wall"]) >= 0.002
@@ -33,8 +35,9 @@ def test_round_robin_times_known_sleeps_and_calls_each_function_alike():
 
 def test_round_robin_syncs_around_every_call_and_validates():
     log = []
-    bm.time_round_robin({"f": lambda: log.append("call")}, min_repeats=2, budget_s=0.0, warmup=0,
-                        sync=lambda: log.append("sync"))
+    bm.time_round_robin(
+        {"f": lambda: log.append("call")}, min_repeats=2, budget_s=0.0, warmup=0, sync=lambda: log.append("sync")
+    )
     assert log == ["sync", "sync", "call", "sync", "sync", "call", "sync"]
     with pytest.raises(ValueError, match="fns"):
         bm.time_round_robin({})
@@ -45,7 +48,7 @@ def test_round_robin_syncs_around_every_call_and_validates():
 @pytest.mark.parametrize("power", [1.0, 2.0])
 def test_scaling_exponent_recovers_a_power_law(power):
     n = np.array([128, 256, 512, 1024, 2048])
-    table = pd.DataFrame({"loss": "a", "n": n, "median_s": 3e-7 * n ** power})
+    table = pd.DataFrame({"loss": "a", "n": n, "median_s": 3e-7 * n**power})
     assert bm.scaling_exponent(table, "a") == pytest.approx(power, abs=1e-9)
     # n log n lies between the two and approaches 1 at large n
     nlogn = pd.DataFrame({"loss": "b", "n": n, "median_s": n * np.log(n)})
@@ -58,7 +61,7 @@ def test_scaling_exponent_recovers_a_power_law(power):
 
 
 def test_loss_scaling_rows_and_size_limits():
-    losses = {"xe": torch.nn.functional.cross_entropy, "sq": lambda z, y: (z ** 2).mean()}
+    losses = {"xe": torch.nn.functional.cross_entropy, "sq": lambda z, y: (z**2).mean()}
     table = bm.loss_scaling(losses, [16, 64], num_classes=3, budget_s=0.0, min_repeats=2, max_n={"sq": 16})
     assert list(zip(table["loss"], table["n"])) == [("xe", 16), ("sq", 16), ("xe", 64)]
     assert (table["repeats"] == 2).all() and (table["min_s"] <= table["median_s"]).all()
@@ -69,12 +72,14 @@ def test_loss_scaling_rows_and_size_limits():
 
 
 def test_method_costs_ratios_and_references():
-    record = {"results": {
-        "vanilla": {"sec_per_step_median": 2.0},
-        "robust_filtered": {"sec_per_step_median": 2.2},
-        "robust_filtered_ref": {"sec_per_step_median": 3.0},
-        "fgr": {"sec_per_step_median": 4.0},
-    }}
+    record = {
+        "results": {
+            "vanilla": {"sec_per_step_median": 2.0},
+            "robust_filtered": {"sec_per_step_median": 2.2},
+            "robust_filtered_ref": {"sec_per_step_median": 3.0},
+            "fgr": {"sec_per_step_median": 4.0},
+        }
+    }
     t = bm.method_costs(record).set_index("method")
     assert list(t.index) == ["vanilla", "robust_filtered", "fgr"]
     assert t.loc["robust_filtered", "x vanilla"] == pytest.approx(1.1)
@@ -109,13 +114,15 @@ def test_stacked_epoch_benchmark_runs_a_tiny_stack_and_projects_the_grid():
     import importlib.util
 
     from lib.config import repo_root
-    from lib.moe.train import TrainConfig
+    from lib.moe.config import TrainConfig
 
     spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
     be = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(be)
     cfg = TrainConfig(method="vanilla", backbone="tiny_cnn", width=8, batch_size=8, amp=False, progress=False)
-    out = be.bench_stack("cifar10h", cfg, 3, 16, 4, epoch_images=80, steps=2, warmup_steps=1, device=torch.device("cpu"))
+    out = be.bench_stack(
+        "cifar10h", cfg, 3, 16, 4, epoch_images=80, steps=2, warmup_steps=1, device=torch.device("cpu")
+    )
     assert out["stack"] == 3 and out["images_per_second"] == pytest.approx(3 * 8 / out["seconds_per_step"])
     assert out["stack_epoch_seconds"] == pytest.approx(10 * out["seconds_per_step"])  # 80 images / batch 8
     assert out["run_epoch_seconds"] == pytest.approx(out["stack_epoch_seconds"] / 3)

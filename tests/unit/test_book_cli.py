@@ -49,7 +49,9 @@ def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str
 
 def test_parameters_are_checked_and_converted() -> None:
     assert book.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
-        "epochs": 3, "target": "sketch"}
+        "epochs": 3,
+        "target": "sketch",
+    }
     assert book.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
     assert book.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
     with pytest.raises(ValueError, match=r"epoch: not a parameter of notebook 'pacs'.*did you mean 'epochs'\?"):
@@ -120,15 +122,19 @@ def test_kernels_run_without_progress_bars(fake_papermill, tmp_path) -> None:
 def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
     """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
-        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+            "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')"
+        )
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
     nbformat.write(nb, str(source))
     with book._quiet_kernel_env():
-        papermill.execute_notebook(str(source), str(out), kernel_name="python3", progress_bar=False,
-                                   cwd=str(repo_root()))
+        papermill.execute_notebook(
+            str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
+        )
     outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
     assert [o.get("text") for o in outputs] == ["done\n"]
 
@@ -143,18 +149,21 @@ def test_used_in_index_is_generated_from_the_pages_code() -> None:
     assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs
 
 
-@pytest.mark.parametrize(("name", "params", "message"), [
-    ("calibration", {"seed": "-1"}, "seed: must be >= 0"),
-    ("calibration", {"n_bins": -4}, "n_bins: must be >= 0"),
-    ("cascading", {"n_splits": "-1"}, "n_splits: must be >= 0"),
-    ("l2d_gaussians", {"seeds": "-2"}, "seeds: must be >= 0"),
-    ("cleaning", {"noise_rate": float("nan")}, "noise_rate: must be a finite number"),
-    ("cleaning", {"noise_rate": "nan"}, "noise_rate: expected float"),
-    ("cleaning", {"noise_rate": 1.5}, "noise_rate: must be a fraction in"),
-    ("losses_cifar10", {"coverage": float("inf")}, "coverage: must be a finite number"),
-    ("losses_released_logits", {"n_bins": 0}, r"n_bins: must be > 0 \(the notebook's default is 15\)"),
-    ("pacs", {"train": "maybe"}, "train: unknown value 'maybe'"),
-])
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("calibration", {"seed": "-1"}, "seed: must be >= 0"),
+        ("calibration", {"n_bins": -4}, "n_bins: must be >= 0"),
+        ("cascading", {"n_splits": "-1"}, "n_splits: must be >= 0"),
+        ("l2d_gaussians", {"seeds": "-2"}, "seeds: must be >= 0"),
+        ("cleaning", {"noise_rate": float("nan")}, "noise_rate: must be a finite number"),
+        ("cleaning", {"noise_rate": "nan"}, "noise_rate: expected float"),
+        ("cleaning", {"noise_rate": 1.5}, "noise_rate: must be a fraction in"),
+        ("losses_cifar10", {"coverage": float("inf")}, "coverage: must be a finite number"),
+        ("losses_released_logits", {"n_bins": 0}, r"n_bins: must be > 0 \(the notebook's default is 15\)"),
+        ("pacs", {"train": "maybe"}, "train: unknown value 'maybe'"),
+    ],
+)
 def test_parameter_values_are_checked(name, params, message) -> None:
     """The rules every way of running a page applies (python -m lib run here, lib.page in a notebook)."""
     with pytest.raises(ValueError, match=message):
@@ -163,6 +172,8 @@ def test_parameter_values_are_checked(name, params, message) -> None:
 
 def test_good_values_pass_unchanged() -> None:
     assert book.check_parameters("cleaning", "smoke", {"noise_rate": 0.0, "n_bins": 10}) == {
-        "noise_rate": 0.0, "n_bins": 10}
+        "noise_rate": 0.0,
+        "n_bins": 10,
+    }
     assert book.check_parameters("losses_released_logits", "smoke", {"n_bins": "20"}) == {"n_bins": 20}
     assert book.check_parameters("pacs", "smoke", {"train": "no", "epochs": 0}) == {"train": "no", "epochs": 0}

@@ -95,7 +95,7 @@ EMPTY_Z, EMPTY_Y = torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)
         (lambda: l2d.ova_l2d_loss(EMPTY_Z, EMPTY_Y, torch.zeros(0, 1)), "logits"),
         (lambda: reweighted.focal_loss(EMPTY_Z, EMPTY_Y), "logits"),
         (lambda: reweighted.get_loss("xe")(EMPTY_Z, EMPTY_Y), "logits"),
-        (lambda: cascade.advantage_table(np.array([0.0, 1.7]), 3, [.5, .6], [.7, .8], [1, 0], [1, 1]), "bins"),
+        (lambda: cascade.advantage_table(np.array([0.0, 1.7]), 3, [0.5, 0.6], [0.7, 0.8], [1, 0], [1, 1]), "bins"),
         (lambda: confidence.fit_confidence("none", Z, Y + 0.5), "labels"),
         (lambda: confidence.model_outputs(Z, Y, [0.5, 1, 2], [3, 4]), "cal_idx"),
         (lambda: confidence.model_outputs(Z, Y, [0, 1, 2], [3, 4.5]), "test_idx"),
@@ -110,7 +110,7 @@ EMPTY_Z, EMPTY_Y = torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)
         (lambda: cascade.random_curve(0.5, 0.9, 0), "n_points"),
         (lambda: reweighted_weights.loss_gradient("focal", [0.5], gamma="2"), "gamma"),
         (lambda: cleaning.ranking_curve(np.arange(10), np.zeros(10, bool), n_points=0), "n_points"),
-        (lambda: cascade.advantage_table(np.zeros(2, int), 0, [.5, .6], [.7, .8], [1, 0], [1, 1]), "n_bins"),
+        (lambda: cascade.advantage_table(np.zeros(2, int), 0, [0.5, 0.6], [0.7, 0.8], [1, 0], [1, 1]), "n_bins"),
         (lambda: jpeg.jpeg_filter(torch.full((1, 3, 8, 8), 300.0), 50), "images"),
         (lambda: jpeg.jpeg_filter(torch.full((1, 3, 8, 8), -5.0), 50), "images"),
         (lambda: l2d.coverage_per_expert(torch.zeros(0, 4), 3), "logits"),
@@ -134,7 +134,7 @@ def test_issue25_valid_inputs_keep_their_numbers() -> None:
     # one example keeps its mean: -log softmax(2, 0)_0 = log(1 + e^-2)
     one = reweighted.get_loss("xe")(torch.tensor([[2.0, 0.0]]), torch.tensor([0]))
     assert one.item() == pytest.approx(np.log1p(np.exp(-2.0)))
-    table = cascade.advantage_table(np.array([0.0, 2.0]), 3, [.5, .6], [.7, .8], [1, 0], [1, 1])
+    table = cascade.advantage_table(np.array([0.0, 2.0]), 3, [0.5, 0.6], [0.7, 0.8], [1, 0], [1, 1])
     assert table["count"].tolist() == [1, 0, 1] and table["advantage"][0] == pytest.approx(0.2)
     noisy, flipped = cleaning.inject_symmetric_noise(np.array([0, 1, 2] * 10), np.int64(3), 0.5)
     assert flipped.sum() == 15 and np.all(noisy[flipped] != np.array([0, 1, 2] * 10)[flipped])

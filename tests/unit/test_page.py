@@ -16,10 +16,12 @@ def _notebook(path, middle: str = "x = 1"):
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('scale: str = "cpu"\nseed: int = 0\nn_bins: int = 0')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params,
-                nbformat.v4.new_code_cell('from lib import page\npage.start("calibration", globals())'),
-                nbformat.v4.new_code_cell(middle),
-                nbformat.v4.new_code_cell('page.finish("calibration")')]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell('from lib import page\npage.start("calibration", globals())'),
+        nbformat.v4.new_code_cell(middle),
+        nbformat.v4.new_code_cell('page.finish("calibration")'),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(path))
     return path
@@ -28,8 +30,14 @@ def _notebook(path, middle: str = "x = 1"):
 def _run(tmp_path, middle="x = 1", **parameters):
     out = tmp_path / "out.ipynb"
     try:
-        papermill.execute_notebook(str(_notebook(tmp_path / "in.ipynb", middle)), str(out), parameters=parameters,
-                                   cwd=str(repo_root()), progress_bar=False, kernel_name="python3")
+        papermill.execute_notebook(
+            str(_notebook(tmp_path / "in.ipynb", middle)),
+            str(out),
+            parameters=parameters,
+            cwd=str(repo_root()),
+            progress_bar=False,
+            kernel_name="python3",
+        )
         error = None
     except PapermillExecutionError as err:
         error = err
@@ -42,17 +50,20 @@ def _notice(nb) -> str:
 
 
 def test_injected_names_are_read_from_papermills_cell():
-    ns = {"In": ["", "# Parameters\nsede = 3\nscale = \"smoke\"\n", "import x"]}
+    ns = {"In": ["", '# Parameters\nsede = 3\nscale = "smoke"\n', "import x"]}
     assert page.injected_names(ns) == ["sede", "scale"] and page.injected_names({}) == []
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"sede": 3}, "sede: not a parameter of notebook 'calibration'.*did you mean 'seed'"),
-    ({"seed": -1}, "seed: must be >= 0"),
-    ({"n_bins": -4}, "n_bins: must be >= 0"),
-    ({"n_bins": float("nan")}, "n_bins: expected int"),
-    ({"scale": "huge"}, "scale: unknown value"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"sede": 3}, "sede: not a parameter of notebook 'calibration'.*did you mean 'seed'"),
+        ({"seed": -1}, "seed: must be >= 0"),
+        ({"n_bins": -4}, "n_bins: must be >= 0"),
+        ({"n_bins": float("nan")}, "n_bins: expected int"),
+        ({"scale": "huge"}, "scale: unknown value"),
+    ],
+)
 def test_start_refuses_bad_parameters_in_the_namespace(params, message):
     ns = {"scale": "smoke", "seed": 0, "n_bins": 0, **params}
     ns["In"] = ["", "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())]

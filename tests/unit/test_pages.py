@@ -24,8 +24,7 @@ def test_every_notebook_has_one_page_in_its_papers_package() -> None:
 
 def test_the_queue_order_is_the_issue_23_priority() -> None:
     # CIFAR-10H and its sweeps first, then the WRN pages, then the text and PACS pages (issue 23)
-    assert pages.queued_names() == ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments",
-                                    "pacs")
+    assert pages.queued_names() == ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
 
 
 def test_an_unknown_page_or_target_is_named() -> None:
@@ -51,11 +50,22 @@ def test_sensitivity_plans_each_sweep_point_once() -> None:
     page, cfg = pages.get("sensitivity"), settings("sensitivity", "smoke")
     # smoke: lams [0.5, 2, 5] at warmup 1, warmups [0, 1, 2] (all <= 2 epochs) at lambda 2, one seed;
     # (lambda 2, warmup 1) is in both sweeps: 1 vanilla + 3 + 3 - 1 = 6 runs
-    assert (cfg["lams"], cfg["warmups"], cfg["lam"], cfg["warmup"], cfg["epochs"]) == ([0.5, 2.0, 5.0], [0, 1, 2], 2.0, 1, 2)
+    assert (cfg["lams"], cfg["warmups"], cfg["lam"], cfg["warmup"], cfg["epochs"]) == (
+        [0.5, 2.0, 5.0],
+        [0, 1, 2],
+        2.0,
+        1,
+        2,
+    )
     runs = page.plan("smoke")
     assert len(runs) == 6
     assert sorted((it.method, it.config.lam, it.config.warmup_epochs) for it in runs if it.method == "robust") == [
-        ("robust", 0.5, 1), ("robust", 2.0, 0), ("robust", 2.0, 1), ("robust", 2.0, 2), ("robust", 5.0, 1)]
+        ("robust", 0.5, 1),
+        ("robust", 2.0, 0),
+        ("robust", 2.0, 1),
+        ("robust", 2.0, 2),
+        ("robust", 5.0, 1),
+    ]
     short = {**cfg, "epochs": 1}  # a warmup longer than the run is not planned
     assert max(it.config.warmup_epochs for it in page.runs(short, None) if it.method == "robust") == 1
 
@@ -112,8 +122,10 @@ def test_registry_keeps_notebook_tools_out() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; import lib.pages as p; p.all_pages(); "
-            "bad = [m for m in ('papermill', 'altair', 'nbformat', 'myst_nb', 'IPython') if m in sys.modules]; "
-            "print(bad); sys.exit(bool(bad))")
+    code = (
+        "import sys; import lib.pages as p; p.all_pages(); "
+        "bad = [m for m in ('papermill', 'altair', 'nbformat', 'myst_nb', 'IPython') if m in sys.modules]; "
+        "print(bad); sys.exit(bool(bad))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(repo_root()), capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -56,8 +56,10 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     assert "fgr" not in methods and "mocae" in methods  # MoCaE derives from the published Vanilla run
     assert len(methods) == len(exp.train_configs(cfg)) - 1
     made_here = list((tmp_path / "cache").glob("runs/moe/*/*"))
-    assert [p.name for p in made_here if p.name != ".lock"] in (["predictions.npz", "result.json"],
-                                                                 ["result.json", "predictions.npz"])  # MoCaE's only
+    assert [p.name for p in made_here if p.name != ".lock"] in (
+        ["predictions.npz", "result.json"],
+        ["result.json", "predictions.npz"],
+    )  # MoCaE's only
     with training(False), pytest.raises(RunMissing):
         from lib.moe.train import train_run
 
@@ -90,7 +92,8 @@ def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None
     got = q.run_queue(["losses_cifar10"], minutes=30, scale="smoke", log=lambda s: None)
     plan = q.plan(["losses_cifar10"], "smoke")
     assert len(got) == len(plan) and len({it.config["loss"] for it in plan}) == len(
-        set(rx.TABLE_LOSSES) | set(rx.CSF_LOSSES))
+        set(rx.TABLE_LOSSES) | set(rx.CSF_LOSSES)
+    )
     table = paper_scale.table("losses_cifar10", scale="smoke")
     assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
     xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].config['coverage']}/nu{plan[0].config['nu']}/s0"]

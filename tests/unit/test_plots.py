@@ -89,12 +89,14 @@ def test_reliability_grid_has_one_diagram_per_entry() -> None:
 
 
 def test_line_chart_with_band_and_yerr() -> None:
-    df = pd.DataFrame({
-        "experts": [1, 2, 4, 8] * 2,
-        "ece": [0.02, 0.04, 0.08, 0.12, 0.02, 0.02, 0.03, 0.02],
-        "se": [0.01] * 8,
-        "method": ["softmax"] * 4 + ["ova"] * 4,
-    })
+    df = pd.DataFrame(
+        {
+            "experts": [1, 2, 4, 8] * 2,
+            "ece": [0.02, 0.04, 0.08, 0.12, 0.02, 0.02, 0.03, 0.02],
+            "se": [0.01] * 8,
+            "method": ["softmax"] * 4 + ["ova"] * 4,
+        }
+    )
     plain = plots.line_chart(df, "experts", "ece", color="method").to_dict()
     assert plain["mark"]["type"] == "line"
     assert plain["encoding"]["x"] == {"field": "experts", "type": "quantitative", "title": "experts"}
@@ -124,12 +126,14 @@ def test_line_chart_log_axes() -> None:
 
 
 def test_bar_chart_grouped_with_error_rules() -> None:
-    df = pd.DataFrame({
-        "target": ["photo", "photo", "sketch", "sketch"],
-        "method": ["Vanilla", "Robust", "Vanilla", "Robust"],
-        "ece": [0.033, 0.018, 0.183, 0.033],
-        "se": [0.002, 0.005, 0.017, 0.017],
-    })
+    df = pd.DataFrame(
+        {
+            "target": ["photo", "photo", "sketch", "sketch"],
+            "method": ["Vanilla", "Robust", "Vanilla", "Robust"],
+            "ece": [0.033, 0.018, 0.183, 0.033],
+            "se": [0.002, 0.005, 0.017, 0.017],
+        }
+    )
     chart = plots.bar_chart(df, "target", "ece", color="method", yerr="se", sort=["sketch", "photo"])
     spec = chart.to_dict()
     bars, rules = spec["layer"]
@@ -173,7 +177,6 @@ def test_paper4_plot_helpers_draw_their_data():
     assert any(isinstance(d, pd.DataFrame) and d.equals(df) for d in (hm.data, *(layer.data for layer in hm.layer)))
 
 
-
 def _svg_width(chart) -> float:
     import re
 
@@ -184,13 +187,22 @@ def _svg_width(chart) -> float:
 def test_grids_and_side_by_side_charts_fit_the_book_width(columns: int) -> None:
     """Seven reliability panels (paper 1's methods) and Figure 3's two charts with a shared legend
     below fit the page's text column (BOOK_WIDTH) at their natural size, so nothing is scaled down."""
-    names = ["Single Expert", "Vanilla MoE", "MoCaE", "FGR", "Robust MoE", "Robust Filtered (identity)",
-             "FGR + Robust (identity)"]
+    names = [
+        "Single Expert",
+        "Vanilla MoE",
+        "MoCaE",
+        "FGR",
+        "Robust MoE",
+        "Robust Filtered (identity)",
+        "FGR + Robust (identity)",
+    ]
     grid = plots.reliability_grid({n: _calibrated(seed=i) for i, n in enumerate(names)}, columns=columns)
     assert _svg_width(grid) <= plots.BOOK_WIDTH
     df = pd.DataFrame([{"method": n, "bin": b, "y": 0.1 * b} for n in names for b in range(4)])
-    pair = plots.legend_below(plots.line_chart(df, "bin", "y", color="method", width=300)
-                              | plots.line_chart(df, "bin", "y", color="method", width=300))
+    pair = plots.legend_below(
+        plots.line_chart(df, "bin", "y", color="method", width=300)
+        | plots.line_chart(df, "bin", "y", color="method", width=300)
+    )
     assert pair.to_dict()["config"]["legend"]["orient"] == "bottom"
     assert _svg_width(pair) <= plots.BOOK_WIDTH
     with pytest.raises(ValueError, match="columns"):

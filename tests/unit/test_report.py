@@ -26,10 +26,13 @@ def test_accuracy_floor_hand_computed():
 
 
 def test_gate_claims_below_floor_makes_model_claims_inconclusive():
-    rows, note = report.gate_claims(ROWS, accuracy=0.5, paper_accuracy=0.945, chance=0.1,
-                                    exempt=["gradient threshold"])
-    assert [r["verdict"] for r in rows] == ["inconclusive at this scale", "inconclusive at this scale",
-                                            "held", "not run: data unavailable"]
+    rows, note = report.gate_claims(ROWS, accuracy=0.5, paper_accuracy=0.945, chance=0.1, exempt=["gradient threshold"])
+    assert [r["verdict"] for r in rows] == [
+        "inconclusive at this scale",
+        "inconclusive at this scale",
+        "held",
+        "not run: data unavailable",
+    ]
     assert "did not hold" in rows[1]["ours"] and rows[1]["ours"].startswith("gap -0.01")
     assert "did not learn" in note and "0.776" in note
     assert ROWS[0]["verdict"] == "held"  # the input is not modified
@@ -59,6 +62,7 @@ def test_chance_accuracy_is_the_most_frequent_class_rate():
     assert report.chance_accuracy([0, 1, 2, 3, 3, 2, 1, 0]) == pytest.approx(0.25)
     assert report.chance_accuracy(np.array([0, 0, 0, 1, 0, 0, 0, 0])) == pytest.approx(7 / 8)
     import torch
+
     assert report.chance_accuracy(torch.tensor([1, 1, 0])) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="labels"):
         report.chance_accuracy([])

@@ -16,11 +16,7 @@ def test_probs_must_sum_to_one_and_message_says_so() -> None:
 
 @pytest.mark.parametrize(
     ("value", "pattern"),
-    [
-        (np.array([0.2, 0.8]), "expected 2-D"),
-        (np.array([[np.nan, 1.0]]), "NaN"),
-        (np.array([[-0.5, 1.5]]), "negative"),
-    ],
+    [(np.array([0.2, 0.8]), "expected 2-D"), (np.array([[np.nan, 1.0]]), "NaN"), (np.array([[-0.5, 1.5]]), "negative")],
 )
 def test_probs_shape_nan_negative(value, pattern) -> None:
     with pytest.raises(ValueError, match=f"probs: .*{pattern}"):

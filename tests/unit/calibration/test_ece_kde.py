@@ -57,12 +57,16 @@ def test_select_bandwidth_maximizes_the_leave_one_out_likelihood():
     f, y, _ = _kde_data(60, 1.0, 2)
     h = kde.select_bandwidth(f)
     assert h in kde.BANDWIDTH_GRID
+
     # leave-one-out log-likelihood by brute force (scipy's Dirichlet density) at h and neighbours
     def loo(bw):
         total = 0.0
         for j in range(len(f)):
-            dens = [stats.dirichlet.pdf(np.clip(f[j], 1e-10, None) / np.clip(f[j], 1e-10, None).sum(),
-                                        f[i] / bw + 1) for i in range(len(f)) if i != j]
+            dens = [
+                stats.dirichlet.pdf(np.clip(f[j], 1e-10, None) / np.clip(f[j], 1e-10, None).sum(), f[i] / bw + 1)
+                for i in range(len(f))
+                if i != j
+            ]
             total += math.log(np.mean(dens))
         return total
 

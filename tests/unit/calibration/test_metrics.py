@@ -152,6 +152,7 @@ def test_mass_ece_hand_example() -> None:
 
 # --- classwise ECE ------------------------------------------------------------------------------
 
+
 # Hand example, 2 bins (0, .5], (.5, 1]:
 #   probs [.7 .2 .1] y0 | [.2 .6 .2] y2 | [.1 .3 .6] y2 | [.5 .25 .25] y1
 # class 0: p = .7 .2 .1 .5, targets 1 0 0 0: bin0 {.2 .1 .5}: |0 - .8| ; bin1 {.7}: |1 - .7|
@@ -177,7 +178,7 @@ def test_classwise_ece_of_calibrated_data_is_small() -> None:
 def test_reliability_table_counts_means_and_wilson_intervals() -> None:
     rng = np.random.default_rng(5)
     conf = rng.random(500)
-    outcome = (rng.random(500) < conf ** 2).astype(int)
+    outcome = (rng.random(500) < conf**2).astype(int)
     table = reliability_table(conf, outcome, n_bins=10)
     assert list(table.columns[:8]) == ["bin", "lo", "hi", "count", "conf", "acc", "acc_lo", "acc_hi"]
     assert len(table) == 10 and table["count"].sum() == 500

@@ -154,9 +154,7 @@ def test_fit_platt_recovers_known_parameters() -> None:
 
 
 def test_apply_platt_closed_form() -> None:
-    assert apply_platt(np.array([0.0, 1.0]), 2.0, -1.0) == pytest.approx(
-        [1 / (1 + np.e), 1 / (1 + np.exp(-1))]
-    )
+    assert apply_platt(np.array([0.0, 1.0]), 2.0, -1.0) == pytest.approx([1 / (1 + np.e), 1 / (1 + np.exp(-1))])
 
 
 # --- histogram binning --------------------------------------------------------------------------
@@ -182,6 +180,7 @@ def test_histogram_binning_on_calibrated_data_is_monotone_and_near_identity() ->
     idx = np.searchsorted(hb.edges[1:-1], conf, side="left")
     means = np.array([conf[idx == b].mean() for b in range(10)])
     assert np.max(np.abs(hb.values - means)) < 0.03
+
 
 # --- bad input ----------------------------------------------------------------------------------
 def test_bad_input_raises_naming_the_argument() -> None:
@@ -219,8 +218,15 @@ def test_fixed_step_lbfgs_closed_form_on_a_quadratic(lr, iters):
     x1 = x0 - lr * min(1.0, 1.0 / abs(g0)) * g0
     expected = m + (x1 - m) * (1 - lr) ** (iters - 1)
     x = torch.tensor([x0], dtype=torch.float64, requires_grad=True)
-    lbfgs_minimize(lambda: 0.5 * a * (x[0] - m) ** 2, [x], lr=lr, max_iter=iters, line_search=False,
-                   tolerance_grad=1e-7, tolerance_change=1e-9)
+    lbfgs_minimize(
+        lambda: 0.5 * a * (x[0] - m) ** 2,
+        [x],
+        lr=lr,
+        max_iter=iters,
+        line_search=False,
+        tolerance_grad=1e-7,
+        tolerance_change=1e-9,
+    )
     assert float(x.detach()[0]) == pytest.approx(expected, rel=1e-9)
 
 

@@ -45,15 +45,20 @@ def test_monotonicity_of_hand_made_tables():
     mono = K.monotonicity(tables)
     assert mono.loc["up", "spearman"] == pytest.approx(1) and mono.loc["up", "non_decreasing_steps"] == 1
     assert mono.loc["down", "spearman"] == pytest.approx(-1)
-    assert mono.loc["down", "non_decreasing_steps"] == pytest.approx(1 / 3)  # only the 0.01 drop is within the tolerance
+    assert mono.loc["down", "non_decreasing_steps"] == pytest.approx(
+        1 / 3
+    )  # only the 0.01 drop is within the tolerance
 
 
 def test_published_key_and_paper_table():
     assert K.published_key("llama-3.1-8b-instruct") == "8b_instruct"
     assert K.published_key("resnet50-ce (CIFAR-10)") == "resnet50_ce"
-    rows = [{"model": m, "split": sp, "stage": st, "T": 1.0, "accuracy": 0.5, "ece": e}
-            for m, stages in (("s", ("before", "after TS", "after Platt")), ("v", ("before", "after TS")))
-            for sp in K.SPLITS for e, st in enumerate(stages, 1)]
+    rows = [
+        {"model": m, "split": sp, "stage": st, "T": 1.0, "accuracy": 0.5, "ece": e}
+        for m, stages in (("s", ("before", "after TS", "after Platt")), ("v", ("before", "after TS")))
+        for sp in K.SPLITS
+        for e, st in enumerate(stages, 1)
+    ]
     results = pd.DataFrame(rows)
     table = K.paper_table(results, "s", "v")
     assert table.iloc[0]["ours test after"] == 3 and table.iloc[1]["ours test after"] == 2

@@ -12,8 +12,12 @@ from lib.ccc.confidence import ModelOutputs
 def outputs(conf_cal, correct_cal, conf_test=None, correct_test=None) -> ModelOutputs:
     conf_test = conf_cal if conf_test is None else conf_test
     correct_test = correct_cal if correct_test is None else correct_test
-    return ModelOutputs(np.asarray(conf_cal, float), np.asarray(correct_cal, bool),
-                          np.asarray(conf_test, float), np.asarray(correct_test, bool))
+    return ModelOutputs(
+        np.asarray(conf_cal, float),
+        np.asarray(correct_cal, bool),
+        np.asarray(conf_test, float),
+        np.asarray(correct_test, bool),
+    )
 
 
 # --- apgr ---------------------------------------------------------------------------------------
@@ -33,13 +37,16 @@ def test_apgr_closed_forms():
     assert C.apgr(c[::-1], (0.5 + 0.3 * c)[::-1], 0.5, 0.8) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(cost=[0.0, 0.5], performance=[0.1, 0.2], weak=0.1, strong=0.2), "span"),
-    (dict(cost=[0.0, 1.2], performance=[0.1, 0.2], weak=0.1, strong=0.2), "cost"),
-    (dict(cost=[0.0, 1.0], performance=[0.1, 0.2, 0.3], weak=0.1, strong=0.2), "lengths"),
-    (dict(cost=[0.0, 1.0], performance=[0.1, np.nan], weak=0.1, strong=0.2), "performance"),
-    (dict(cost=[0.0, 1.0], performance=[0.1, 0.1], weak=0.1, strong=0.1), "strong"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(cost=[0.0, 0.5], performance=[0.1, 0.2], weak=0.1, strong=0.2), "span"),
+        (dict(cost=[0.0, 1.2], performance=[0.1, 0.2], weak=0.1, strong=0.2), "cost"),
+        (dict(cost=[0.0, 1.0], performance=[0.1, 0.2, 0.3], weak=0.1, strong=0.2), "lengths"),
+        (dict(cost=[0.0, 1.0], performance=[0.1, np.nan], weak=0.1, strong=0.2), "performance"),
+        (dict(cost=[0.0, 1.0], performance=[0.1, 0.1], weak=0.1, strong=0.1), "strong"),
+    ],
+)
 def test_apgr_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         C.apgr(**kwargs)

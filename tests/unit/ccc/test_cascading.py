@@ -37,17 +37,30 @@ def test_main_apgr_and_ablations_shapes(grid):
     abl = ccc.ablations(grid, ["temperature"], [10, 2])
     by_cal, by_bins = ccc.ablation_means(abl)
     assert list(by_bins.index) == ["2", "10"]  # numeric order, not text order
-    assert by_cal["temperature"] == pytest.approx(main.query("pair == 'instruct' and method == 'CC (TS)'")["apgr"].mean())
+    assert by_cal["temperature"] == pytest.approx(
+        main.query("pair == 'instruct' and method == 'CC (TS)'")["apgr"].mean()
+    )
 
 
 def test_published_and_paper_table_read_the_means():
-    main = pd.DataFrame({"split": [0, 1] * 5, "pair": ["instruct"] * 6 + ["base"] * 4,
-                         "method": ["CC (TS)"] * 2 + ["UC"] * 2 + ["RC"] * 2 + ["CC (TS)"] * 2 + ["UC"] * 2,
-                         "apgr": [0.7, 0.8, 0.6, 0.6, 0.4, 0.6, 0.9, 0.7, 0.5, 0.5]})
+    main = pd.DataFrame(
+        {
+            "split": [0, 1] * 5,
+            "pair": ["instruct"] * 6 + ["base"] * 4,
+            "method": ["CC (TS)"] * 2 + ["UC"] * 2 + ["RC"] * 2 + ["CC (TS)"] * 2 + ["UC"] * 2,
+            "apgr": [0.7, 0.8, 0.6, 0.6, 0.4, 0.6, 0.9, 0.7, 0.5, 0.5],
+        }
+    )
     by_cal = pd.Series({"temperature": 0.75})
     by_bins = pd.Series({"5": 0.7, "15": 0.75})
-    shift = pd.DataFrame({"target": ["a", "a", "b"], "setting": ["shifted (x)", "in-distribution", "shifted (x)"],
-                          "method": ["CC (TS)"] * 3, "apgr": [0.62, 0.1, 0.58]})
+    shift = pd.DataFrame(
+        {
+            "target": ["a", "a", "b"],
+            "setting": ["shifted (x)", "in-distribution", "shifted (x)"],
+            "method": ["CC (TS)"] * 3,
+            "apgr": [0.62, 0.1, 0.58],
+        }
+    )
     pub = ccc.cascading_published(main, by_cal, by_bins, shift)
     assert pub["apgr_cc"] == 0.75 and pub["apgr_rc"] == 0.5 and pub["apgr_cc_base"] == 0.8
     assert pub["apgr_shift_min"] == 0.58  # the in-distribution row is not a shifted one

@@ -77,16 +77,17 @@ def test_bins_partition_the_flagged_samples_as_the_paper_says():
     6-9 rank above every flagged sample for A), so nothing is flagged."""
     y = np.zeros(10, int)
     pred = np.r_[np.ones(6, int), np.zeros(4, int)]
-    conf_a = np.array([.10, .20, .30, .40, .50, .60, .91, .92, .93, .94])
-    conf_b = np.array([.15, .25, .35, .55, .20, .65, .91, .92, .93, .94])
+    conf_a = np.array([0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.91, 0.92, 0.93, 0.94])
+    conf_b = np.array([0.15, 0.25, 0.35, 0.55, 0.20, 0.65, 0.91, 0.92, 0.93, 0.94])
     paper = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3)
     np.testing.assert_array_equal(np.flatnonzero(paper), [5])
     whole = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3, pool="all")
     assert not whole.any()
     # k = n_bins keeps every flagged sample either way (the basic rule)
     for pool in K.BIN_POOLS:
-        np.testing.assert_array_equal(K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=3, n_bins=3, pool=pool),
-                                      pred != y)
+        np.testing.assert_array_equal(
+            K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=3, n_bins=3, pool=pool), pred != y
+        )
 
 
 def test_confident_learning_refuses_in_sample_use():

@@ -25,9 +25,16 @@ def test_route_grid_rows_are_bounded_by_the_oracle():
 
 
 def test_gains_and_published_from_hand_made_rows():
-    res = pd.DataFrame({"pair": ["a", "a", "b"], "split": [0, 1, 0],
-                        "first alone": [0.8, 0.7, 0.5], "second alone": [0.75, 0.72, 0.6],
-                        "routed (TS, bins on first)": [0.82, 0.71, 0.65], "routed (TS, joint bins)": [0.8, 0.72, 0.6]})
+    res = pd.DataFrame(
+        {
+            "pair": ["a", "a", "b"],
+            "split": [0, 1, 0],
+            "first alone": [0.8, 0.7, 0.5],
+            "second alone": [0.75, 0.72, 0.6],
+            "routed (TS, bins on first)": [0.82, 0.71, 0.65],
+            "routed (TS, joint bins)": [0.8, 0.72, 0.6],
+        }
+    )
     g = S.gains(res)
     assert g.loc["a", ("gain (bins on first)", "mean")] == pytest.approx((0.02 - 0.01) / 2)
     assert g.loc["a", ("gain (bins on first)", "min")] == pytest.approx(-0.01)

@@ -12,8 +12,12 @@ from lib.ccc.same_size_routing import same_size_route
 def outputs(conf_cal, correct_cal, conf_test=None, correct_test=None) -> ModelOutputs:
     conf_test = conf_cal if conf_test is None else conf_test
     correct_test = correct_cal if correct_test is None else correct_test
-    return ModelOutputs(np.asarray(conf_cal, float), np.asarray(correct_cal, bool),
-                          np.asarray(conf_test, float), np.asarray(correct_test, bool))
+    return ModelOutputs(
+        np.asarray(conf_cal, float),
+        np.asarray(correct_cal, bool),
+        np.asarray(conf_test, float),
+        np.asarray(correct_test, bool),
+    )
 
 
 def test_same_size_routing_picks_the_better_model_per_bin():

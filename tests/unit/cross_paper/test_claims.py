@@ -11,14 +11,23 @@ from lib.cross_paper.study import long_table
 SMALL, LARGE = "small", "large"
 
 
-def _table(ts: float = 0.05, other: float = 0.08, mixture_ts: float = 0.03, platt: float = 0.04,
-           apgr: float = 0.7) -> pd.DataFrame:
+def _table(
+    ts: float = 0.05, other: float = 0.08, mixture_ts: float = 0.03, platt: float = 0.04, apgr: float = 0.7
+) -> pd.DataFrame:
     rows = [
         long_table("over-confidence", "mmlu", {"none": 0.19, "temperature": ts}),
         long_table("over-confidence", "cifar", {"none": 0.10, "temperature": ts}),
-        long_table("shift", SMALL, {"none": 0.20, "temperature (other subjects)": other, "temperature (same subjects)": 0.06}),
-        long_table("shift", LARGE, {"none": 0.20, "temperature (other subjects)": other, "temperature (same subjects)": 0.06}),
-        long_table("routing", cpc.MIXTURE, {"none": 0.1, "per-expert temperature": 0.05, "temperature on the mixture": mixture_ts}),
+        long_table(
+            "shift", SMALL, {"none": 0.20, "temperature (other subjects)": other, "temperature (same subjects)": 0.06}
+        ),
+        long_table(
+            "shift", LARGE, {"none": 0.20, "temperature (other subjects)": other, "temperature (same subjects)": 0.06}
+        ),
+        long_table(
+            "routing",
+            cpc.MIXTURE,
+            {"none": 0.1, "per-expert temperature": 0.05, "temperature on the mixture": mixture_ts},
+        ),
         long_table("deferral", f"P({LARGE} is right)", {"none": 0.15, "platt": platt}),
         long_table("deferral", f"cascade {SMALL} -> {LARGE}", {"none": 0.6, "temperature": apgr}, metric="APGR"),
     ]

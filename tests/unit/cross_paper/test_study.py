@@ -48,10 +48,12 @@ def test_posthoc_scaling_of_calibrated_logits_changes_little() -> None:
 
 
 def test_best_fix_picks_lowest_ece_and_highest_apgr() -> None:
-    table = pd.concat([
-        xp.long_table("a", "d", {"none": 0.3, "x": 0.1, "y": 0.2}),
-        xp.long_table("b", "d", {"none": 0.6, "x": 0.7, "y": 0.65}, metric="APGR"),
-    ])
+    table = pd.concat(
+        [
+            xp.long_table("a", "d", {"none": 0.3, "x": 0.1, "y": 0.2}),
+            xp.long_table("b", "d", {"none": 0.6, "x": 0.7, "y": 0.65}, metric="APGR"),
+        ]
+    )
     fixes = xp.best_fix(table).set_index("failure")
     assert fixes.loc["a", "best method"] == "x" and fixes.loc["a", "uncorrected"] == 0.3
     assert fixes.loc["b", "best method"] == "x" and fixes.loc["b", "best value"] == 0.7

@@ -26,8 +26,12 @@ def test_crop_keeps_shape_and_is_a_shifted_zero_padded_window():
     padded = np.zeros((5, 3, 6 + 2 * p, 7 + 2 * p), np.uint8)
     padded[:, :, p:-p, p:-p] = x.numpy()
     for i in range(5):
-        hits = [(dy, dx) for dy in range(2 * p + 1) for dx in range(2 * p + 1)
-                if np.array_equal(out[i].numpy(), padded[i, :, dy:dy + 6, dx:dx + 7])]
+        hits = [
+            (dy, dx)
+            for dy in range(2 * p + 1)
+            for dx in range(2 * p + 1)
+            if np.array_equal(out[i].numpy(), padded[i, :, dy : dy + 6, dx : dx + 7])
+        ]
         assert hits, f"image {i} is not a window of its padded copy"
     # the centre offset is the identity; offset (0, 0) shifts down-right and fills zeros
     centre = crop_at(x, p, torch.full((5,), p), torch.full((5,), p))
@@ -61,7 +65,9 @@ def test_channels_last_changes_layout_not_values():
     x = torch.randint(0, 256, (4, 3, 5, 6), dtype=torch.uint8)
     plain = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
     nhwc = to_float(x, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3), channels_last=True)
-    assert nhwc.is_contiguous(memory_format=torch.channels_last) and not plain.is_contiguous(memory_format=torch.channels_last)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and not plain.is_contiguous(
+        memory_format=torch.channels_last
+    )
     assert torch.equal(nhwc, plain)
     assert nhwc.stride()[1] == 1  # channels are the innermost dimension
 

@@ -20,7 +20,11 @@ def test_cifar10h_counts_and_hard_subset():
     b = load_cifar10h(n_train=900, n_test=1000, seed=0)
     sizes = b.sizes()
     # every hard image kept; "all" is the uniform sample of 1,000
-    assert sizes["hard"] == 327 and sizes["all"] == 1000 and sizes["test"] == 1000 + 327 - int((b.hard_mask & b.all_mask).sum())
+    assert (
+        sizes["hard"] == 327
+        and sizes["all"] == 1000
+        and sizes["test"] == 1000 + 327 - int((b.hard_mask & b.all_mask).sum())
+    )
     assert b.info["hard_fraction_full_test"] == pytest.approx(327 / 10000)
     idx = np.asarray(b.info["test_index"])
     official = np.load(SHARED / "cifar10" / "test_labels.npy")
@@ -44,7 +48,9 @@ def test_natural_test_subset_keeps_the_natural_proportion_and_all_hard():
     k = int(hard[idx][all_mask].sum())
     assert abs(k - 65.4) < 5 * 7.1
     # over many draws the mean share matches 3.27% (the sample is uniform, not stratified)
-    shares = [hard[i][m].mean() for i, m in (natural_test_subset(hard, 2000, np.random.default_rng(s)) for s in range(200))]
+    shares = [
+        hard[i][m].mean() for i, m in (natural_test_subset(hard, 2000, np.random.default_rng(s)) for s in range(200))
+    ]
     assert np.mean(shares) == pytest.approx(0.0327, abs=0.002)
     with pytest.raises(ValueError, match="n_test"):
         natural_test_subset(hard, 0, np.random.default_rng(0))

@@ -38,7 +38,10 @@ def test_synthetic_mmlu_structure_and_generative_model():
         assert acc == pytest.approx(expected, abs=0.03)
     tidy = d.tidy()
     assert len(tidy) == 4 * 4000 and set(tidy["model"]) == set(M.MODELS)
-    assert M.synthetic_mmlu(50, seed=2).logits[M.MODELS[0]].tolist() == M.synthetic_mmlu(50, seed=2).logits[M.MODELS[0]].tolist()
+    assert (
+        M.synthetic_mmlu(50, seed=2).logits[M.MODELS[0]].tolist()
+        == M.synthetic_mmlu(50, seed=2).logits[M.MODELS[0]].tolist()
+    )
 
 
 def test_synthetic_temperature_is_the_overconfidence_factor():
@@ -68,15 +71,18 @@ def test_mmlu_loader_rejects_misaligned_logits(tmp_path):
     folder = tmp_path / "mmlu-llama31"
     folder.mkdir()
     (folder / "questions.csv").write_text(
-        "subject,row,question,A,B,C,D,answer\nanatomy,0,q0,a,b,c,d,A\nanatomy,1,q1,a,b,c,d,C\n")
+        "subject,row,question,A,B,C,D,answer\nanatomy,0,q0,a,b,c,d,A\nanatomy,1,q1,a,b,c,d,C\n"
+    )
     (folder / "logits_llama-3.1-8b-base.csv").write_text(
-        "subject,row,logit_A,logit_B,logit_C,logit_D\nanatomy,1,1,2,3,4\nanatomy,0,4,3,2,1\n")
+        "subject,row,logit_A,logit_B,logit_C,logit_D\nanatomy,1,1,2,3,4\nanatomy,0,4,3,2,1\n"
+    )
     d = M.load_mmlu(tmp_path, models=("llama-3.1-8b-base",))
     # Rows are aligned by (subject, row), not by file order.
     np.testing.assert_array_equal(d.logits["llama-3.1-8b-base"], [[4, 3, 2, 1], [1, 2, 3, 4]])
     np.testing.assert_array_equal(d.labels, [0, 2])
     (folder / "logits_llama-3.1-8b-base.csv").write_text(
-        "subject,row,logit_A,logit_B,logit_C,logit_D\nanatomy,0,1,2,3,4\nanatomy,2,4,3,2,1\n")
+        "subject,row,logit_A,logit_B,logit_C,logit_D\nanatomy,0,1,2,3,4\nanatomy,2,4,3,2,1\n"
+    )
     with pytest.raises(ValueError, match="models"):
         M.load_mmlu(tmp_path, models=("llama-3.1-8b-base",))
 

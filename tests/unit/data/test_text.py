@@ -15,8 +15,11 @@ def _fake_wilds(root, n_train=40, n_test=12):
     """A tiny csv in the WILDS civilcomments_v1.0 layout (all_data_with_identities.csv)."""
     rows = []
     for i in range(n_train + n_test):
-        row = {"comment_text": f"comment {i}", "toxicity": (i % 4) / 4 + 0.01,
-               "split": "train" if i < n_train else "test"}
+        row = {
+            "comment_text": f"comment {i}",
+            "toxicity": (i % 4) / 4 + 0.01,
+            "split": "train" if i < n_train else "test",
+        }
         for j, g in enumerate(IDENTITY_GROUPS):
             row[g] = 1.0 if (i % 9) == j else 0.0
         rows.append(row)
@@ -71,8 +74,10 @@ def test_tokenize_pads_and_truncates():
         def __call__(self, texts, padding, truncation, max_length, return_tensors):
             ids = [[1] + [5] * min(len(t.split()), max_length - 1) for t in texts]
             L = max(map(len, ids))
-            return {"input_ids": torch.tensor([i + [0] * (L - len(i)) for i in ids]),
-                    "attention_mask": torch.tensor([[1] * len(i) + [0] * (L - len(i)) for i in ids])}
+            return {
+                "input_ids": torch.tensor([i + [0] * (L - len(i)) for i in ids]),
+                "attention_mask": torch.tensor([[1] * len(i) + [0] * (L - len(i)) for i in ids]),
+            }
 
     enc = tokenize(["a b c", "a"], Tok(), max_length=8)
     assert enc["input_ids"].shape == (2, 4) and enc["attention_mask"].sum().item() == 6

@@ -47,8 +47,13 @@ def _record(dirs, key="k1", group="g", code="abc", checksum="c1"):
     folder = dirs / "cache" / "runs" / group / art.cache_folder(key, code)
     folder.mkdir(parents=True)
     art.savez(folder / "pred.npz", arrays)
-    rec = {"group": group, "key": key, "code_fingerprint": code, "checksum": checksum,
-           "artifacts": {"pred": {"sha256": art.sha256_file(folder / "pred.npz"), "file": "pred.npz"}}}
+    rec = {
+        "group": group,
+        "key": key,
+        "code_fingerprint": code,
+        "checksum": checksum,
+        "artifacts": {"pred": {"sha256": art.sha256_file(folder / "pred.npz"), "file": "pred.npz"}},
+    }
     return rec, arrays, folder
 
 

@@ -27,9 +27,19 @@ def _train(run: Run | None, epochs: int = 5, callbacks=()) -> nn.Module:
     model = nn.Linear(4, 3)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
-    fit(model, lambda out, yb, e: nn.functional.cross_entropy(out, yb), (x, y), epochs,
-        optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05), run=run, batch_size=8, device="cpu",
-        amp=False, progress=False, callbacks=callbacks)
+    fit(
+        model,
+        lambda out, yb, e: nn.functional.cross_entropy(out, yb),
+        (x, y),
+        epochs,
+        optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05),
+        run=run,
+        batch_size=8,
+        device="cpu",
+        amp=False,
+        progress=False,
+        callbacks=callbacks,
+    )
     return model
 
 
@@ -120,8 +130,14 @@ def test_select_best_and_early_stopping_as_callbacks(tmp_path, monkeypatch):
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
     run = Run("test", {"what": "early stopping"})
-    kw = dict(optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05), run=run, batch_size=8, device="cpu",
-              amp=False, progress=False)
+    kw = dict(
+        optimizer_factory=lambda p: torch.optim.AdamW(p, lr=0.05),
+        run=run,
+        batch_size=8,
+        device="cpu",
+        amp=False,
+        progress=False,
+    )
     loss = lambda out, yb, e: nn.functional.cross_entropy(out, yb)  # noqa: E731
     model = build()
     best = SelectBest(lambda m: next(scores))

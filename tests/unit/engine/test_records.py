@@ -21,11 +21,24 @@ def test_numbers_are_read_and_wrong_types_named() -> None:
 
 
 def test_origin_of_a_cached_and_of_a_published_record() -> None:
-    rec = {"key": "k1", "group": "rr_losses", "version": 2, "provenance": {"device": "cuda", "date": "2026-11-23"},
-           "history": [{"epoch": 1, "seconds": 1.5}, {"epoch": 2, "seconds": 2.0}]}
-    assert origin_fields(rec) == {"key": "k1", "group": "rr_losses", "version": 2, "device": "cuda",
-                                  "date": "2026-11-23", "epochs_run": 2, "train_seconds": 3.5, "plan_id": None,
-                                  "queue_seconds": None}
+    rec = {
+        "key": "k1",
+        "group": "rr_losses",
+        "version": 2,
+        "provenance": {"device": "cuda", "date": "2026-11-23"},
+        "history": [{"epoch": 1, "seconds": 1.5}, {"epoch": 2, "seconds": 2.0}],
+    }
+    assert origin_fields(rec) == {
+        "key": "k1",
+        "group": "rr_losses",
+        "version": 2,
+        "device": "cuda",
+        "date": "2026-11-23",
+        "epochs_run": 2,
+        "train_seconds": 3.5,
+        "plan_id": None,
+        "queue_seconds": None,
+    }
     published = {**rec, "history": [{"epoch": 1}], "queue": {"id": "p/xe/s0", "seconds": 60.0}}
     got = origin_fields(published)
     assert (got["plan_id"], got["queue_seconds"], got["epochs_run"], got["train_seconds"]) == ("p/xe/s0", 60.0, 1, None)

@@ -66,8 +66,14 @@ def test_damaged_result_is_reported_and_recomputed(damage) -> None:
     rec = runs.cached_run("demo", {"seed": 5}, lambda r: calls.append(1) or {"metric": 0.25})
     path = runs.Run("demo", {"seed": 5}).result_path
     text = path.read_text()
-    path.write_text({"empty": "", "truncated": text[: len(text) // 2], "garbage": "\x00\x01 not json",
-                     "edited": text.replace("0.25", "0.99")}[damage])
+    path.write_text(
+        {
+            "empty": "",
+            "truncated": text[: len(text) // 2],
+            "garbage": "\x00\x01 not json",
+            "edited": text.replace("0.25", "0.99"),
+        }[damage]
+    )
     with pytest.warns(runs.CorruptEntryWarning, match=str(path.parent.name)):
         again = runs.cached_run("demo", {"seed": 5}, lambda r: calls.append(2) or {"metric": 0.25})
     assert calls == [1, 2] and again["metric"] == rec["metric"]
@@ -157,8 +163,13 @@ def test_lib_silences_tqdm_ipywidgets_warning_only():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         importlib.reload(lib)
-        warnings.warn_explicit("IProgress not found. Please update jupyter and ipywidgets.", UserWarning,
-                               "tqdm/autonotebook.py", 1, module="tqdm.autonotebook")
+        warnings.warn_explicit(
+            "IProgress not found. Please update jupyter and ipywidgets.",
+            UserWarning,
+            "tqdm/autonotebook.py",
+            1,
+            module="tqdm.autonotebook",
+        )
         warnings.warn_explicit("another warning from tqdm", UserWarning, "tqdm/std.py", 1, module="tqdm.std")
     assert [str(w.message) for w in caught] == ["another warning from tqdm"]
 
@@ -211,6 +222,7 @@ def _probe_compute(calls):
         importlib.reload(probe_code)
         calls.append(run.code)
         return {"value": probe_code.value(0.999)}
+
     return compute
 
 

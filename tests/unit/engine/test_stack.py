@@ -9,7 +9,8 @@ import torch
 from lib.data.synthetic import synthetic_images
 from lib.engine.runs import Run
 from lib.moe.grid import run_grid, stack_groups
-from lib.moe.train import GROUP, TrainConfig, load_predictions, run_config, train_run
+from lib.moe.config import TrainConfig
+from lib.moe.train import GROUP, load_predictions, run_config, train_run
 
 torch.set_num_threads(2)
 
@@ -20,8 +21,20 @@ def data():
 
 
 def tiny(method: str, seed: int = 0, **kw) -> TrainConfig:
-    base = dict(dataset="synthetic", method=method, seed=seed, epochs=2, warmup_epochs=1, batch_size=16,
-                backbone="tiny_cnn", width=4, lr=3e-3, num_experts=2, router_hidden=8, progress=False)
+    base = dict(
+        dataset="synthetic",
+        method=method,
+        seed=seed,
+        epochs=2,
+        warmup_epochs=1,
+        batch_size=16,
+        backbone="tiny_cnn",
+        width=4,
+        lr=3e-3,
+        num_experts=2,
+        router_hidden=8,
+        progress=False,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -81,11 +94,21 @@ def test_one_run_of_a_stack_resumes_alone(data, tmp_path, monkeypatch):
 
 
 def test_stack_groups_split_by_architecture_and_size():
-    cfgs = [tiny("single", 0), tiny("vanilla", 0), tiny("fgr", 0), tiny("vanilla", 1), tiny("single", 1),
-            tiny("vanilla", 2, epochs=3)]
+    cfgs = [
+        tiny("single", 0),
+        tiny("vanilla", 0),
+        tiny("fgr", 0),
+        tiny("vanilla", 1),
+        tiny("single", 1),
+        tiny("vanilla", 2, epochs=3),
+    ]
     groups = stack_groups(cfgs, stack=2)
-    assert [[c.method for c in g] for g in groups] == [["single", "single"], ["vanilla", "vanilla"], ["fgr"],
-                                                      ["vanilla"]]
+    assert [[c.method for c in g] for g in groups] == [
+        ["single", "single"],
+        ["vanilla", "vanilla"],
+        ["fgr"],
+        ["vanilla"],
+    ]
     fgr = [tiny("fgr", 0), tiny("fgr_robust", 1), tiny("fgr", 2, warmup_epochs=0), tiny("fgr_robust", 3)]
     assert [[c.seed for c in g] for g in stack_groups(fgr, stack=4)] == [[0, 1, 3], [2]]  # FGR with FGR, same warmup
     with pytest.raises(ValueError, match="stack"):

@@ -29,8 +29,14 @@ def test_older_entries_count_as_one_accepted_fingerprint(tmp_path, monkeypatch):
     import json
 
     path = tmp_path / "versions.json"
-    path.write_text(json.dumps({"moe": {"version": 4, "fingerprint": "abc", "modules": []},
-                                "l2d_cifar10": {"version": 2, "accepted": ["x", "y"], "modules": []}}))
+    path.write_text(
+        json.dumps(
+            {
+                "moe": {"version": 4, "fingerprint": "abc", "modules": []},
+                "l2d_cifar10": {"version": 2, "accepted": ["x", "y"], "modules": []},
+            }
+        )
+    )
     monkeypatch.setattr(versions, "VERSIONS_FILE", path)
     assert versions.code_version("moe") == 4 and versions.accepted_fingerprints("moe") == ("abc",)
     assert versions.accepted_fingerprints("l2d_cifar10") == ("x", "y")
@@ -60,7 +66,8 @@ def test_canonical_form_is_the_same_on_every_python():
     tree = ast.parse("def f(x):\n    return x\n")
     assert versions.canonical(tree) == (
         "Module(body=[FunctionDef(name='f',args=arguments(args=[arg(arg='x')]),"
-        "body=[Return(value=Name(id='x',ctx=Load()))])])")
+        "body=[Return(value=Name(id='x',ctx=Load()))])])"
+    )
     node = ast.parse("def g(): pass").body[0]
     node.extra = []  # a field a later Python adds empty: not written out
     node._fields = (*node._fields, "extra")

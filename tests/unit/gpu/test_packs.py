@@ -74,8 +74,14 @@ def test_partial_pacs_and_missing_data_are_refused(tmp_path, monkeypatch):
         packs.pack("pacs", max_mib=1, out=tmp_path / "out")
     assert not (tmp_path / "out").exists()
     env = {**os.environ, "PYTHONPATH": str(repo_root()), "CALIBOOK_DATA": str(data)}
-    r = subprocess.run([sys.executable, "-m", "lib", "pack", "pacs", "--max-mib", "1"], env=env,
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "lib", "pack", "pacs", "--max-mib", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "partial PACS" in r.stderr
 
 

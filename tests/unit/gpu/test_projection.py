@@ -11,9 +11,11 @@ from lib.gpu import projection as pj
 CUDA = {
     "device": "NVIDIA H100 80GB HBM3",
     "results": [{"name": "cifar10h", "method": m, "epoch_seconds": 6.0} for m in ("vanilla", "fgr")],
-    "stacked": [{"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 1.0, "channels_last": False},
-                {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 3.0, "channels_last": True},
-                {"name": "cifar10h", "method": "fgr", "stack": 8, "run_epoch_seconds": 2.0, "channels_last": False}],
+    "stacked": [
+        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 1.0, "channels_last": False},
+        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 3.0, "channels_last": True},
+        {"name": "cifar10h", "method": "fgr", "stack": 8, "run_epoch_seconds": 2.0, "channels_last": False},
+    ],
 }
 
 
@@ -33,8 +35,13 @@ def test_minutes_and_windows_from_a_stacked_cuda_benchmark(tmp_path, monkeypatch
 
 
 def test_without_a_cuda_benchmark_the_projection_says_cpu_extrapolated():
-    b = pj.bench({"device": "CPU (x86_64, 2 threads)", "results": [
-        {"name": "cifar10h", "method": "vanilla", "epoch_seconds": 700.0}]}, "epoch_cpu.json")
+    b = pj.bench(
+        {
+            "device": "CPU (x86_64, 2 threads)",
+            "results": [{"name": "cifar10h", "method": "vanilla", "epoch_seconds": 700.0}],
+        },
+        "epoch_cpu.json",
+    )
     assert b.cpu_extrapolated
     text = pj.describe(q.plan(["cifar10h", "l2d_cifar10"], "paper"), b)
     assert "cpu-extrapolated" in text and "window(s)  " not in text and "(no benchmark)" in text

@@ -49,8 +49,10 @@ def test_smoke_queue_runs_the_l2d_and_losses_pages_one_at_a_time(results):
     plan = q.plan(["l2d_cifar10", "losses_cifar10"], "smoke")
     assert len(got) == len(plan) and all(it.done for it in plan)
     losses = [json.loads(p.read_text()) for p in got if "/rr_losses/" in str(p)]
-    assert losses and all(p.with_name(f"{r['key']}.logits.npz").exists()
-                          for p, r in zip([p for p in got if "/rr_losses/" in str(p)], losses))
+    assert losses and all(
+        p.with_name(f"{r['key']}.logits.npz").exists()
+        for p, r in zip([p for p in got if "/rr_losses/" in str(p)], losses)
+    )
     assert q.run_queue(["l2d_cifar10", "losses_cifar10"], minutes=30, scale="smoke") == []
     # a run of another config under the same plan id does not count as done
     it = next(i for i in plan if i.page == "losses_cifar10")
@@ -74,4 +76,3 @@ def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(result
     said = []
     assert q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=said.append) == []
     assert said and said[0].startswith("skipped civilcomments: ")
-

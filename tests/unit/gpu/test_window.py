@@ -65,8 +65,11 @@ def test_a_deadline_stops_at_an_epoch_boundary_and_the_next_call_resumes(results
     from lib.moe import experiment as exp
 
     data = exp.cifar10h_data(lib.config.settings("cifar10h", "smoke"))
-    epoch = {m: (Run(mt.GROUP, mt.run_config(it.config, data)).load_checkpoint() or {}).get("epoch")
-             for m, it in items.items() if m != "single"}
+    epoch = {
+        m: (Run(mt.GROUP, mt.run_config(it.config, data)).load_checkpoint() or {}).get("epoch")
+        for m, it in items.items()
+        if m != "single"
+    }
     assert epoch == {"vanilla": 1, "robust": 1, "robust_filtered": 1, "fgr": None, "fgr_robust": None}
     got = q.run_queue(["cifar10h"], scale="smoke", clock=clock, deadline=clock.t + 1000.0, log=said.append)
     recs = {r["method"]: r for r in (json.loads(p.read_text()) for p in got)}
@@ -116,8 +119,7 @@ def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monk
         q.import_results(nested, "smoke")
 
 
-def test_the_window_command_exports_what_it_published_when_an_error_ends_it(results, tmp_path, capsys,
-                                                                            monkeypatch):
+def test_the_window_command_exports_what_it_published_when_an_error_ends_it(results, tmp_path, capsys, monkeypatch):
     """The Single Expert (trained alone) is published, then the first stack fails: the command exits
     1 with one line and its archive holds the published record."""
     import lib.moe.grid as grid
@@ -127,8 +129,20 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
 
     monkeypatch.setattr(grid, "fit_stack", boom)
     out = tmp_path / "r.tgz"
-    code = window.main(["cifar10h", "--scale", "smoke", "--minutes", "5", "--no-selftest",
-                        "--export", str(out), "--packs", str(tmp_path / "packs")])
+    code = window.main(
+        [
+            "cifar10h",
+            "--scale",
+            "smoke",
+            "--minutes",
+            "5",
+            "--no-selftest",
+            "--export",
+            str(out),
+            "--packs",
+            str(tmp_path / "packs"),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1 and captured.err.count("\n") == 1 and "RuntimeError: CUDA error" in captured.err
     assert "exported 1 record(s)" in captured.out
@@ -174,21 +188,32 @@ def test_the_paper_command_runs_without_the_notebook_tools(results, tmp_path):
     """In a subprocess where papermill, altair, nbformat, myst_nb and dill cannot be imported: the
     dry run, and a whole (deadline-cut) window with its self-test and export, exit 0."""
     env = {**os.environ, "PYTHONPATH": str(lib.config.repo_root())}
-    run = lambda *a: subprocess.run([sys.executable, "-c", BLOCKER, *a], env=env, capture_output=True,  # noqa: E731
-                                    text=True, timeout=300)
+
+    def run(*a: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", BLOCKER, *a], env=env, capture_output=True, text=True, timeout=300)
+
     dry = run("paper", "cifar10h", "--scale", "smoke", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     out = tmp_path / "w.tgz"
-    win = run("paper", "cifar10h", "--scale", "smoke", "--minutes", "0.001", "--export", str(out),
-              "--packs", str(tmp_path / "packs"))
+    win = run(
+        "paper",
+        "cifar10h",
+        "--scale",
+        "smoke",
+        "--minutes",
+        "0.001",
+        "--export",
+        str(out),
+        "--packs",
+        str(tmp_path / "packs"),
+    )
     assert win.returncode == 0, win.stderr
     assert "self-test: 4 runs stacked = alone" in win.stdout and Path(out).exists()
     bad = run("pack", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
-def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch,
-                                                                                    without_data):
+def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch, without_data):
     def missing(cfg, target):
         raise FileNotFoundError("cifar10: not in any of the places searched")
 
@@ -198,4 +223,3 @@ def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requeste
     assert said == ["skipped l2d_cifar10: cifar10: not in any of the places searched"]
     with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
         q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
-

@@ -19,15 +19,18 @@ def bhattacharyya(i: int, j: int) -> float:
     m = gm.GAUSSIAN_MEANS[i] - gm.GAUSSIAN_MEANS[j]
     si, sj = gm.GAUSSIAN_COVS[i], gm.GAUSSIAN_COVS[j]
     s = (si + sj) / 2
-    return float(m @ np.linalg.solve(s, m) / 8
-                 + 0.5 * math.log(np.linalg.det(s) / math.sqrt(np.linalg.det(si) * np.linalg.det(sj))))
+    return float(
+        m @ np.linalg.solve(s, m) / 8
+        + 0.5 * math.log(np.linalg.det(s) / math.sqrt(np.linalg.det(si) * np.linalg.det(sj)))
+    )
 
 
 def log_density(X: np.ndarray, k: int) -> np.ndarray:
     mu, cov = gm.GAUSSIAN_MEANS[k], gm.GAUSSIAN_COVS[k]
     d = X - mu
     return -0.5 * np.einsum("ni,ij,nj->n", d, np.linalg.inv(cov), d) - 0.5 * math.log(
-        (2 * math.pi) ** 2 * np.linalg.det(cov))
+        (2 * math.pi) ** 2 * np.linalg.det(cov)
+    )
 
 
 def test_gaussian_picture():

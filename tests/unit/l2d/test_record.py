@@ -53,8 +53,11 @@ def test_a_runner_record_reads_as_typed_fields(made) -> None:
 def test_result_row_publishes_the_same_numbers_as_the_record(made) -> None:
     rec, point, _ = made
     row = l2d_results.result_row(point, rec)
-    assert row == {**point, **{c: float(rec[c]) for c in l2d_results.RESULT_COLUMNS[:-1]},
-                   "ece_random_expert": float(rec["ece_per_expert"][0])}
+    assert row == {
+        **point,
+        **{c: float(rec[c]) for c in l2d_results.RESULT_COLUMNS[:-1]},
+        "ece_random_expert": float(rec["ece_per_expert"][0]),
+    }
     assert l2d_results.result_row(point, L2DRecord.from_record(rec)) == row
     with pytest.raises(ValueError, match=r"record: run \w+ is the point .*'surrogate': 'ova'.*, not .*'softmax'"):
         l2d_results.result_row({**point, "surrogate": "softmax"}, rec)
@@ -70,20 +73,24 @@ def test_a_published_copy_reads_back_the_same(made, dirs) -> None:
     here = L2DRecord.from_record(rec)
     assert (back.plan_id, back.queue_seconds) == ("l2d_cifar10/specialized/2/ova/s0", 12.5)
     assert {k: getattr(back, k) for k in ("point", "ece_per_expert", "coverage", "system_accuracy", "key")} == {
-        k: getattr(here, k) for k in ("point", "ece_per_expert", "coverage", "system_accuracy", "key")}
+        k: getattr(here, k) for k in ("point", "ece_per_expert", "coverage", "system_accuracy", "key")
+    }
     assert l2d_results.result_row(point, back.raw) == l2d_results.result_row(point, rec)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r.pop("ece_per_expert"), r"run \w+ lacks the metrics ece_per_expert"),
-    (lambda r: (r.pop("ece"), r.pop("coverage")), r"lacks the metrics ece, coverage"),
-    (lambda r: r.update(system_accuracy="0.9"), r"system_accuracy = '0.9' \(str\), expected a number"),
-    (lambda r: r.update(defer_rate=True), r"defer_rate = True \(bool\), expected a number"),
-    (lambda r: r.update(ece_per_expert=0.2), r"ece_per_expert = 0.2, expected a non-empty list of numbers"),
-    (lambda r: r["ece_per_expert"].__setitem__(1, None), r"ece_per_expert\[1\] = None"),
-    (lambda r: r.update(coverage=[1.0, 0.0]), r"2 experts in ece_per_expert but 2 coverage entries"),
-    (lambda r: r["config"].pop("surrogate"), r"run \w+ is not a paper-2 run record: its 'config' must hold"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r.pop("ece_per_expert"), r"run \w+ lacks the metrics ece_per_expert"),
+        (lambda r: (r.pop("ece"), r.pop("coverage")), r"lacks the metrics ece, coverage"),
+        (lambda r: r.update(system_accuracy="0.9"), r"system_accuracy = '0.9' \(str\), expected a number"),
+        (lambda r: r.update(defer_rate=True), r"defer_rate = True \(bool\), expected a number"),
+        (lambda r: r.update(ece_per_expert=0.2), r"ece_per_expert = 0.2, expected a non-empty list of numbers"),
+        (lambda r: r["ece_per_expert"].__setitem__(1, None), r"ece_per_expert\[1\] = None"),
+        (lambda r: r.update(coverage=[1.0, 0.0]), r"2 experts in ece_per_expert but 2 coverage entries"),
+        (lambda r: r["config"].pop("surrogate"), r"run \w+ is not a paper-2 run record: its 'config' must hold"),
+    ],
+)
 def test_a_malformed_record_is_refused_naming_the_run_and_the_problem(made, change, message) -> None:
     rec = copy.deepcopy(made[0])
     change(rec)
@@ -112,12 +119,24 @@ def test_a_gaussians_record_reads_through_run_grid(tmp_path, monkeypatch) -> Non
     from lib.l2d import gaussians as l2d_gaussians
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    cfg = {"n_train": 80, "n_val": 40, "n_test": 60, "hidden": [8], "epochs": 2, "lr": 0.05, "batch_size": 32,
-           "patience": 2, "weight_decay": 0.0}
+    cfg = {
+        "n_train": 80,
+        "n_val": 40,
+        "n_test": 60,
+        "hidden": [8],
+        "epochs": 2,
+        "lr": 0.05,
+        "batch_size": 32,
+        "patience": 2,
+        "weight_decay": 0.0,
+    }
     rec = l2d_gaussians.run_gaussian("dependence", 0.5, "softmax", 1, cfg)
     r = L2DRecord.from_record(rec)
     assert (r.group, r.point, r.epochs_run, r.train_seconds) == (
-        "l2d_gaussians", {"experiment": "dependence", "value": 0.5, "surrogate": "softmax", "seed": 1},
-        rec["epochs_run"], None)
+        "l2d_gaussians",
+        {"experiment": "dependence", "value": 0.5, "surrogate": "softmax", "seed": 1},
+        rec["epochs_run"],
+        None,
+    )
     runs = l2d_results.run_grid([r.point], lambda e, v, s, seed: l2d_gaussians.run_gaussian(e, v, s, seed, cfg))
     assert runs.iloc[0]["ece_random_expert"] == rec["ece_per_expert"][0] and len(r.coverage) == 5

@@ -11,8 +11,9 @@ from lib.l2d import results as lr
 
 
 def test_summarize_matches_numpy():
-    df = pd.DataFrame({"experiment": "experts", "value": [1, 1, 1], "surrogate": "ova", "seed": [0, 1, 2],
-                       "ece": [0.1, 0.2, 0.6]})
+    df = pd.DataFrame(
+        {"experiment": "experts", "value": [1, 1, 1], "surrogate": "ova", "seed": [0, 1, 2], "ece": [0.1, 0.2, 0.6]}
+    )
     s = lr.summarize(df, metrics=["ece"])
     assert s["ece"].iloc[0] == pytest.approx(0.3)
     assert s["ece_sd"].iloc[0] == pytest.approx(np.std([0.1, 0.2, 0.6], ddof=1))

@@ -12,7 +12,6 @@ import torch
 from lib.l2d import surrogates as l2d
 
 
-
 pytestmark = pytest.mark.usefixtures("float64")  # double precision (tests/conftest.py)
 
 
@@ -37,8 +36,9 @@ def population_loss(loss_fn, g: torch.Tensor, x: int) -> torch.Tensor:
 
 def minimize(loss_fn, x: int) -> torch.Tensor:
     g = torch.zeros(1, K + J, requires_grad=True)
-    opt = torch.optim.LBFGS([g], lr=1, max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14,
-                            line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [g], lr=1, max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         opt.zero_grad()
@@ -116,6 +116,7 @@ def test_ova_estimates_independent_of_other_experts():
     # Softmax (eq. 2): p_{⊥1}, p_{⊥2} all move when expert 3's logit moves (shared normalizer) ...
     p, p2 = torch.softmax(z, 1)[:, K:], torch.softmax(z2, 1)[:, K:]
     assert (p2[:, :2] < p[:, :2] - 1e-3).all()
+
     # ... and eq. 2 couples the experts through sum_j' p_{⊥j'}: holding the probability p_{⊥1}
     # fixed while p_{⊥3} grows (taking mass from the classes) raises expert 1's estimate.
     def eq2(pd):
@@ -137,8 +138,9 @@ def test_softmax_estimate_depends_on_other_experts_during_training():
     c = torch.tensor([[True, False]])
     z = torch.tensor([[1.0, 0.0, -1.0, 0.2, 0.1]], requires_grad=True)
     z2 = torch.tensor([[1.0, 0.0, -1.0, 0.2, 3.1]], requires_grad=True)
-    gs = [torch.autograd.grad(fn(v, y, c), v)[0][0, K] for fn in (l2d.softmax_l2d_loss, l2d.ova_l2d_loss)
-          for v in (z, z2)]
+    gs = [
+        torch.autograd.grad(fn(v, y, c), v)[0][0, K] for fn in (l2d.softmax_l2d_loss, l2d.ova_l2d_loss) for v in (z, z2)
+    ]
     assert abs(float(gs[0] - gs[1])) > 1e-2  # softmax: expert 1's gradient moved
     assert float(gs[2]) == float(gs[3])  # OvA: identical
 
@@ -156,12 +158,20 @@ def test_losses_finite_for_extreme_logits():
 
 
 def test_defer_decisions_system_accuracy_coverage():
-    z = torch.tensor([
-        [3.0, 1.0, 0.0, 2.0, 1.0],  # classifier (pred 0)
-        [0.0, 1.0, 0.0, 2.0, 1.5],  # defer to expert 0
-        [0.0, 1.0, 0.0, 0.5, 4.0],  # defer to expert 1
-        [2.0, 0.0, 0.0, 2.0, 1.0],  # exact tie g_0 = g_perp1 = 2 -> defer (paper App. B: r* = 0 only if strictly better)
-    ])
+    z = torch.tensor(
+        [
+            [3.0, 1.0, 0.0, 2.0, 1.0],  # classifier (pred 0)
+            [0.0, 1.0, 0.0, 2.0, 1.5],  # defer to expert 0
+            [0.0, 1.0, 0.0, 0.5, 4.0],  # defer to expert 1
+            [
+                2.0,
+                0.0,
+                0.0,
+                2.0,
+                1.0,
+            ],  # exact tie g_0 = g_perp1 = 2 -> defer (paper App. B: r* = 0 only if strictly better)
+        ]
+    )
     pred, defer_to = l2d.defer_decisions(z, K)
     assert pred.tolist() == [0, 1, 1, 0]
     assert defer_to.tolist() == [-1, 0, 1, 0]

@@ -33,8 +33,10 @@ def test_by_agreement_bins_and_pools_seeds() -> None:
 
 def _agreement(robust_low: float, plain_low: float) -> pd.DataFrame:
     # confidence 0.95 on the most agreed bin for every method; the least agreed bin differs
-    preds = {"Robust MoE": _preds([robust_low, 0.9, 0.9, 0.95], [1] * 4),
-             "Vanilla MoE": _preds([plain_low, 0.9, 0.9, 0.95], [1] * 4)}
+    preds = {
+        "Robust MoE": _preds([robust_low, 0.9, 0.9, 0.95], [1] * 4),
+        "Vanilla MoE": _preds([plain_low, 0.9, 0.9, 0.95], [1] * 4),
+    }
     return c10.by_agreement(preds, HUMAN)
 
 
@@ -51,9 +53,11 @@ def test_agreement_claim_holds_fails_and_is_inconclusive() -> None:
 def test_best_overall_ece_claim(robust_wins_summary, moe_frame) -> None:
     # Robust MoE (0.055) beats Robust Filtered (0.07) beyond the noise
     assert c10.best_overall_ece_claim(robust_wins_summary)[0]["verdict"] == "did not hold"
-    vals = {"vanilla": {"accuracy": [0.9, 0.9], "ece": [0.20, 0.21], "ece_ts": [0.1, 0.1]},
-            "robust": {"accuracy": [0.9, 0.9], "ece": [0.10, 0.11], "ece_ts": [0.1, 0.1]},
-            "robust_filtered": {"accuracy": [0.9, 0.9], "ece": [0.01, 0.02], "ece_ts": [0.1, 0.1]}}
+    vals = {
+        "vanilla": {"accuracy": [0.9, 0.9], "ece": [0.20, 0.21], "ece_ts": [0.1, 0.1]},
+        "robust": {"accuracy": [0.9, 0.9], "ece": [0.10, 0.11], "ece_ts": [0.1, 0.1]},
+        "robust_filtered": {"accuracy": [0.9, 0.9], "ece": [0.01, 0.02], "ece_ts": [0.1, 0.1]},
+    }
     row = c10.best_overall_ece_claim(moe_tables.summarize(moe_frame(vals)))[0]
     assert row["verdict"] == "held"
     assert "best other Robust MoE" in row["ours"]
@@ -93,7 +97,9 @@ def test_hard_share_and_examples() -> None:
 def test_scale_summary_names_the_sample_only_when_there_is_one() -> None:
     cfg = {"backbone": "cifar_resnet18", "width": 8, "data": "synthetic", "epochs": 2, "seeds": [0, 1]}
     sizes = {"train": 100, "val": 20, "test": 50, "hard": 5}
-    assert c10.scale_summary(cfg, sizes) == ("cifar_resnet18 (width 8), trained from scratch; SYNTHETIC images: "
-                                             "100 train, 20 val, 50 test (5 hard); 2 epochs; seeds [0, 1]")
+    assert c10.scale_summary(cfg, sizes) == (
+        "cifar_resnet18 (width 8), trained from scratch; SYNTHETIC images: "
+        "100 train, 20 val, 50 test (5 hard); 2 epochs; seeds [0, 1]"
+    )
     text = c10.scale_summary({**cfg, "data": "real"}, {**sizes, "all": 30})
     assert "CIFAR-10 / CIFAR-10H: 100 train" in text and "(5 hard; 'all' = uniform sample of 30)" in text

@@ -16,8 +16,10 @@ def _groups(robust: list[float], plain: list[float]) -> pd.DataFrame:
 
 
 def test_group_table_means_ece_and_recomputes_accuracy() -> None:
-    records = [{"method": "vanilla", "metrics": {"groups": {"a": {"ece": 0.1, "n": 2}, "b": {"ece": 0.3, "n": 1}}}},
-               {"method": "vanilla", "metrics": {"groups": {"a": {"ece": 0.2, "n": 2}}}}]
+    records = [
+        {"method": "vanilla", "metrics": {"groups": {"a": {"ece": 0.1, "n": 2}, "b": {"ece": 0.3, "n": 1}}}},
+        {"method": "vanilla", "metrics": {"groups": {"a": {"ece": 0.2, "n": 2}}}},
+    ]
     # two seeds of three test comments; group a = comments 0 and 1, group b = comment 2
     preds = {"Vanilla MoE": {"correct": np.array([1, 0, 1, 1, 1, 0])}}
     masks = {"a": np.array([True, True, False]), "b": np.array([False, False, True])}
@@ -26,8 +28,10 @@ def test_group_table_means_ece_and_recomputes_accuracy() -> None:
     assert table.loc["b", "ece"] == pytest.approx(0.3)
     assert table.loc["a", "accuracy"] == pytest.approx(0.75)  # 1, 0, 1, 1
     assert table.loc["b", "accuracy"] == pytest.approx(0.5)  # 1, 0
-    assert civ.group_ece_published(table.reset_index()) == {"Vanilla MoE/a": pytest.approx(0.15),
-                                                            "Vanilla MoE/b": pytest.approx(0.3)}
+    assert civ.group_ece_published(table.reset_index()) == {
+        "Vanilla MoE/a": pytest.approx(0.15),
+        "Vanilla MoE/b": pytest.approx(0.3),
+    }
     with pytest.raises(ValueError, match="groups"):
         civ.group_table(records, preds, masks, [])
 
@@ -56,8 +60,14 @@ def test_civilcomments_claims_gate_against_the_majority_rate(robust_wins_summary
 
 
 def test_load_data_and_scale_summary() -> None:
-    smoke = {"data": "synthetic", "n_train": 60, "backbone": "text:tiny-random-bert", "epochs": 1, "lr": 0.001,
-             "seeds": [0]}
+    smoke = {
+        "data": "synthetic",
+        "n_train": 60,
+        "backbone": "text:tiny-random-bert",
+        "epochs": 1,
+        "lr": 0.001,
+        "seeds": [0],
+    }
     data, missing = civ.load_data(smoke)
     assert missing is None
     sizes = data.sizes()

@@ -24,8 +24,14 @@ def test_moe_claims_verdicts_follow_the_numbers(robust_wins_summary, moe_frame) 
     claims = moe_claims.moe_claims(robust_wins_summary).set_index("claim")["verdict"].tolist()
     assert claims == ["held", "held", "held", "held"]
     # flip: robust methods worse than the baselines
-    vals = {m: {"accuracy": [0.9, 0.9], "ece": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3],
-                "ece_ts": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3]} for m in exp.METHODS}
+    vals = {
+        m: {
+            "accuracy": [0.9, 0.9],
+            "ece": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3],
+            "ece_ts": [0.05, 0.05] if m in moe_claims.NON_ROBUST else [0.3, 0.3],
+        }
+        for m in exp.METHODS
+    }
     flipped = moe_claims.moe_claims(moe_tables.summarize(moe_frame(vals)))
     assert flipped.verdict.iloc[0] == "did not hold"
     assert flipped.verdict.iloc[3] == "did not hold"
@@ -38,8 +44,14 @@ def test_moe_claims_verdicts_follow_the_numbers(robust_wins_summary, moe_frame) 
 
 
 def test_mocae_accuracy_check_and_claim_row(robust_wins_summary) -> None:
-    rec = {"method": "mocae", "metrics": {"all": {"accuracy": 0.8, "ece": 0.1}, "hard": {"accuracy": 0.5, "ece": 0.2},
-                                           "vanilla_accuracy": {"all": 0.8, "hard": 0.45}}}
+    rec = {
+        "method": "mocae",
+        "metrics": {
+            "all": {"accuracy": 0.8, "ece": 0.1},
+            "hard": {"accuracy": 0.5, "ece": 0.2},
+            "vanilla_accuracy": {"all": 0.8, "hard": 0.45},
+        },
+    }
     assert moe_claims.mocae_accuracy_check([rec]) == pytest.approx(0.05)
     assert moe_claims.mocae_accuracy_check([{"method": "vanilla", "metrics": {}}]) is None
     claims = moe_claims.moe_claims(robust_wins_summary, [rec])

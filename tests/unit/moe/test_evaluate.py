@@ -9,14 +9,7 @@ import torch
 from lib.calibration.posthoc import fit_temperature
 from lib.calibration.metrics import bin_edges
 from lib.moe.mocae import mocae_probs
-from lib.moe.evaluate import (
-    T_MAX,
-    T_MIN,
-    _metric_block,
-    evaluate,
-    fit_expert_temperatures,
-    mocae_calibrate,
-)
+from lib.moe.evaluate import T_MAX, T_MIN, _metric_block, evaluate, fit_expert_temperatures, mocae_calibrate
 
 
 def paper_temperature(logits, labels, **kw):
@@ -71,7 +64,9 @@ def test_expert_temperatures_are_clamped():
     n = 400
     y = torch.arange(n) % 4
     sharp = 0.01 * torch.nn.functional.one_hot(y, 4).double()  # right but shy: T* -> 0
-    noise = torch.randn(n, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 5  # unrelated: T* -> inf
+    noise = (
+        torch.randn(n, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 5
+    )  # unrelated: T* -> inf
     temps = fit_expert_temperatures(torch.stack([sharp, noise], dim=1), y, fit="converged")
     assert temps[0] == T_MIN and temps[1] == T_MAX
 
@@ -148,6 +143,7 @@ def test_evaluate_all_mask_hard_mask_and_temperature():
     m, probs = evaluate(vp, vy, tp, ty, hard, all_mask=keep)
     assert m["all"]["n"] == 300 and m["hard"]["n"] == 100
     from lib.calibration.posthoc import probs_to_logits
+
     vnp = vp.double().numpy()
     vnp = vnp / vnp.sum(1, keepdims=True)
     assert m["temperature"] == pytest.approx(paper_temperature(probs_to_logits(vnp), vy.numpy()), rel=1e-9)

@@ -9,8 +9,16 @@ from lib.moe import experiment as exp
 
 
 def test_train_configs_grid() -> None:
-    settings = {"methods": ["vanilla", "robust"], "seeds": [0, 1, 2], "epochs": 3, "lr": 0.01,
-                "backbone": "tiny_cnn", "width": 8, "n_train": 100, "data": "synthetic"}
+    settings = {
+        "methods": ["vanilla", "robust"],
+        "seeds": [0, 1, 2],
+        "epochs": 3,
+        "lr": 0.01,
+        "backbone": "tiny_cnn",
+        "width": 8,
+        "n_train": 100,
+        "data": "synthetic",
+    }
     cfgs = exp.train_configs(settings, lam=4.0)
     assert len(cfgs) == 6
     assert {(c.method, c.seed) for c in cfgs} == {(m, s) for m in ("vanilla", "robust") for s in (0, 1, 2)}

@@ -10,7 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.moe.fgr import fgr_batch, fgr_step, rectified_gradients, rectify, soft_ece, stacked_fgr_gradients, two_gradients
+from lib.moe.fgr import (
+    fgr_batch,
+    fgr_step,
+    rectified_gradients,
+    rectify,
+    soft_ece,
+    stacked_fgr_gradients,
+    two_gradients,
+)
 from lib.moe.jpeg import filter_batch
 from lib.moe.heads import MoEHead, MoEModel, mixture_nll
 from lib.moe.robust import robust_moe_loss
@@ -108,7 +116,7 @@ def test_fgr_step_applies_the_rectified_gradient(robust: bool, natural_images) -
     torch.manual_seed(0)
     mean, std = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
     model = MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5)).double()
-    x = ((natural_images(20, 16, 16, seed=3) / 255 - 0.5) / 0.25)
+    x = (natural_images(20, 16, 16, seed=3) / 255 - 0.5) / 0.25
     y = torch.randint(0, 3, (20,))
 
     def loss_fn(out, labels):
@@ -150,8 +158,14 @@ def test_fgr_batch_holds_both_branches(natural_images) -> None:
 def test_two_gradients_equal_two_backward_passes() -> None:
     """One batched backward gives each loss's gradient (here through BatchNorm in training mode)."""
     torch.manual_seed(1)
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-                              torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3), torch.nn.Linear(3, 3)).double()
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 6 * 6, 3),
+        torch.nn.Linear(3, 3),
+    ).double()
     x, y = torch.randn(10, 3, 8, 8, dtype=torch.float64), torch.randint(0, 3, (10,))
     params = list(net.parameters())
     out = net(x)
@@ -203,8 +217,16 @@ def test_fgr_step_updates_batchnorm_once_over_both_branches(natural_images) -> N
     backbone.out_features = 6
     model = MoEModel(backbone, MoEHead(6, 3, num_experts=2, router_hidden=4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    fgr_step(model, lambda o, t: mixture_nll(o, t).mean(), x, y, opt, mean=mean, std=std,
-             generator=torch.Generator().manual_seed(5))
+    fgr_step(
+        model,
+        lambda o, t: mixture_nll(o, t).mean(),
+        x,
+        y,
+        opt,
+        mean=mean,
+        std=std,
+        generator=torch.Generator().manual_seed(5),
+    )
     x_cat, _ = fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(5))
     bn = backbone[0]
     assert int(bn.num_batches_tracked) == 1
@@ -234,7 +256,9 @@ def test_stacked_fgr_gradients_equal_each_member_alone(natural_images) -> None:
     from lib.engine.stack import _register
 
     _register(type(base(xs[0])))
-    out = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)))(params, buffers, torch.stack([x for x, _ in inputs]))
+    out = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)))(
+        params, buffers, torch.stack([x for x, _ in inputs])
+    )
     plist = list(params.values())
     update, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys, main, plist)
     assert loss.shape == (2,)
@@ -247,7 +271,9 @@ def test_fgr_step_needs_normalization_for_images() -> None:
     model = MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="mean"):
-        fgr_step(model, lambda o, y: mixture_nll(o, y).mean(), torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long), opt)
+        fgr_step(
+            model, lambda o, y: mixture_nll(o, y).mean(), torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long), opt
+        )
 
 
 class _DictEncoder(torch.nn.Module):

@@ -99,15 +99,16 @@ def test_filter_batch_replaces_five_percent(natural_images) -> None:
     mean, std = torch.tensor([0.49, 0.48, 0.45]), torch.tensor([0.25, 0.24, 0.26])
     raw = natural_images(40).float() / 255
     x = (raw - mean[:, None, None]) / std[:, None, None]
-    out, idx = filter_batch(x, mean, std, frac=0.05, generator=torch.Generator().manual_seed(0),
-                            return_indices=True)
+    out, idx = filter_batch(x, mean, std, frac=0.05, generator=torch.Generator().manual_seed(0), return_indices=True)
     assert len(idx) == 2  # max(1, int(0.05 * 40))
     changed = (out != x).flatten(1).any(1)
     assert changed.nonzero().flatten().sort().values.tolist() == sorted(idx.tolist())
     # Each replaced image is the renormalized JPEG filter of the original at one of 15/18/25.
     for i in idx.tolist():
-        candidates = [((jpeg_filter(raw[i : i + 1] * 255, q)[0] / 255) - mean[:, None, None]) / std[:, None, None]
-                      for q in (15, 18, 25)]
+        candidates = [
+            ((jpeg_filter(raw[i : i + 1] * 255, q)[0] / 255) - mean[:, None, None]) / std[:, None, None]
+            for q in (15, 18, 25)
+        ]
         assert min((out[i] - c).abs().max().item() for c in candidates) < 1e-4
     assert int((filter_batch(x[:8], mean, std) != x[:8]).flatten(1).any(1).sum()) == 1  # max(1, 0)
     with pytest.raises(ValueError, match="frac"):

@@ -10,14 +10,24 @@ import torch
 import lib.moe.methods as methods
 from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import objective
-from lib.moe.train import TrainConfig
+from lib.moe.config import TrainConfig
 
 torch.set_num_threads(2)
 
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
-    base = dict(dataset="synthetic", method=method, epochs=epochs, batch_size=32, backbone="tiny_cnn",
-                width=4, lr=3e-3, num_experts=2, router_hidden=8, progress=False)
+    base = dict(
+        dataset="synthetic",
+        method=method,
+        epochs=epochs,
+        batch_size=32,
+        backbone="tiny_cnn",
+        width=4,
+        lr=3e-3,
+        num_experts=2,
+        router_hidden=8,
+        progress=False,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -44,8 +54,12 @@ def test_sync_free_losses_equal_lib_robust():
         ("vanilla", l.mean()),
         ("robust", robust_moe_loss(l, 2.0)),
         ("fgr_robust", robust_moe_loss(l, 2.0)),
-        ("robust_filtered", robust_filtered_loss(
-            l, routing_relevant_mask(l, expert_nll(out, y), out.routing, out.expert_probs, out.probs), 2.0)),
+        (
+            "robust_filtered",
+            robust_filtered_loss(
+                l, routing_relevant_mask(l, expert_nll(out, y), out.routing, out.expert_probs, out.probs), 2.0
+            ),
+        ),
     ):
         mine = objective(method, out, y, 2.0, robust_active=True)
         assert mine.item() == pytest.approx(ref.item(), rel=1e-12)
@@ -75,8 +89,10 @@ class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
     file and line) and answered with a zero; on CUDA each would be a host synchronisation."""
 
     DATA_DEPENDENT = {
-        torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default,
-        torch.ops.aten._unique2.default, torch.ops.aten.unique_consecutive.default,
+        torch.ops.aten.nonzero.default,
+        torch.ops.aten.masked_select.default,
+        torch.ops.aten._unique2.default,
+        torch.ops.aten.unique_consecutive.default,
         torch.ops.aten.repeat_interleave.Tensor,
     }
 
@@ -92,13 +108,16 @@ class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        on_meta = any(isinstance(a, torch.Tensor) and a.device.type == "meta"
-                      for a in torch.utils._pytree.tree_leaves((args, kwargs)))
+        on_meta = any(
+            isinstance(a, torch.Tensor) and a.device.type == "meta"
+            for a in torch.utils._pytree.tree_leaves((args, kwargs))
+        )
         if on_meta and func is torch.ops.aten._local_scalar_dense.default:
             self.reads.append(self._where())
             return False if args[0].dtype == torch.bool else 0
         bool_index = func is torch.ops.aten.index.Tensor and any(
-            i is not None and i.dtype == torch.bool for i in args[1])
+            i is not None and i.dtype == torch.bool for i in args[1]
+        )
         if on_meta and (func in self.DATA_DEPENDENT or bool_index):
             self.reads.append(f"{func} at {self._where()}")
         return func(*args, **kwargs)
@@ -122,10 +141,16 @@ def test_training_steps_never_wait_for_the_device(method):
     reads = _HostReads()
     with reads:
         fit = fit_classifier(
-            model, loss_fn, (x, y), cfg.epochs, step_fn=step_fn,
+            model,
+            loss_fn,
+            (x, y),
+            cfg.epochs,
+            step_fn=step_fn,
             optimizer_factory=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=1e-4),
             scheduler_factory=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs),
-            batch_size=8, device=meta, progress=False,
+            batch_size=8,
+            device=meta,
+            progress=False,
             transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
         )
     assert len(fit.history) == cfg.epochs  # warmup epochs (ERM) and robust/FGR epochs both ran
@@ -151,12 +176,20 @@ def test_compiled_backbone_trains_like_the_eager_one():
         torch.manual_seed(0)
         model = methods.build_model(cfg, 3)
         fit_classifier(
-            methods.Runner(model, compile_backbone=compiled), loss_fn, (x, y), 1,
-            optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1), batch_size=8, device="cpu",
-            progress=False, transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
+            methods.Runner(model, compile_backbone=compiled),
+            loss_fn,
+            (x, y),
+            1,
+            optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1),
+            batch_size=8,
+            device="cpu",
+            progress=False,
+            transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
         )
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
-    assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in methods.build_model(cfg, 3).parameters()]))
+    assert not torch.equal(
+        weights[0], torch.cat([p.detach().flatten() for p in methods.build_model(cfg, 3).parameters()])
+    )
     torch.testing.assert_close(weights[1], weights[0], rtol=1e-4, atol=1e-5)
     assert cfg.replace(compile=True).key() == cfg.key()
 

@@ -18,9 +18,15 @@ def _svg(chart) -> str:
 
 
 def test_calibration_gap_chart_draws_two_standard_error_rules() -> None:
-    df = pd.DataFrame({"level": [0.2, 0.5, 0.8] * 2, "measured": [0.01, -0.02, 0.03, 0.0, 0.05, -0.01],
-                       "se": [0.01, 0.02, 0.005, 0.01, 0.01, 0.01], "predicted": [0.0, -0.01, 0.02, 0.0, 0.04, 0.0],
-                       "shift": ["none"] * 3 + ["strong"] * 3})
+    df = pd.DataFrame(
+        {
+            "level": [0.2, 0.5, 0.8] * 2,
+            "measured": [0.01, -0.02, 0.03, 0.0, 0.05, -0.01],
+            "se": [0.01, 0.02, 0.005, 0.01, 0.01, 0.01],
+            "predicted": [0.0, -0.01, 0.02, 0.0, 0.04, 0.0],
+            "shift": ["none"] * 3 + ["strong"] * 3,
+        }
+    )
     chart = moe_plots.calibration_gap_chart(df, title="t")
     zero, rules, pts, pred = chart.layer
     data = rules.data
@@ -37,8 +43,9 @@ def test_calibration_gap_chart_draws_two_standard_error_rules() -> None:
 
 def test_confidence_histograms_shares_sum_to_one_per_method_and_panel() -> None:
     rng = np.random.default_rng(0)
-    df = pd.DataFrame({"conf": np.r_[rng.random(98), 0.0, 1.0], "method": ["A", "B"] * 50,
-                       "subset": ["easy"] * 60 + ["hard"] * 40})
+    df = pd.DataFrame(
+        {"conf": np.r_[rng.random(98), 0.0, 1.0], "method": ["A", "B"] * 50, "subset": ["easy"] * 60 + ["hard"] * 40}
+    )
     chart = moe_plots.confidence_histograms(df, n_bins=5)
     counts = chart.data
     assert counts.groupby(["subset", "method"])["share"].sum().to_numpy() == pytest.approx(1.0)

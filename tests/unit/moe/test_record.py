@@ -6,12 +6,21 @@ from lib.moe.record import MoERecord, SubsetMetrics
 
 
 def _record(**over):
-    rec = {"key": "k1", "version": 3, "method": "robust", "backbone": "cifar_resnet18", "device": "cuda",
-           "config": {"train": {"seed": 2, "lam": 2.0, "warmup_epochs": 20, "epochs": 50}},
-           "provenance": {"date": "2026-11-23"}, "wall_time": {"train": 120.0},
-           "metrics": {"all": {"n": 10000, "accuracy": 0.9, "ece": 0.02, "ece_ts": 0.01, "nll": 0.3},
-                       "hard": {"n": 327, "accuracy": 0.5, "ece": 0.1},
-                       "routing_entropy": {"all": 1.1, "hard": 1.3}}}
+    rec = {
+        "key": "k1",
+        "version": 3,
+        "method": "robust",
+        "backbone": "cifar_resnet18",
+        "device": "cuda",
+        "config": {"train": {"seed": 2, "lam": 2.0, "warmup_epochs": 20, "epochs": 50}},
+        "provenance": {"date": "2026-11-23"},
+        "wall_time": {"train": 120.0},
+        "metrics": {
+            "all": {"n": 10000, "accuracy": 0.9, "ece": 0.02, "ece_ts": 0.01, "nll": 0.3},
+            "hard": {"n": 327, "accuracy": 0.5, "ece": 0.1},
+            "routing_entropy": {"all": 1.1, "hard": 1.3},
+        },
+    }
     rec.update(over)
     return rec
 

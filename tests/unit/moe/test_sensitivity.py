@@ -70,8 +70,10 @@ def test_tilted_support_shrinks_with_lambda() -> None:
 def test_sweep_published_and_table() -> None:
     hard = pd.DataFrame({"lam": [0.5, 2.0], "ece": [0.1, 0.2], "ece_se": [0.0, 0.0], "ece_ts": [0.05, 0.06]})
     overall = pd.DataFrame({"lam": [0.5, 2.0], "accuracy": [0.8, 0.7], "accuracy_se": [0.0, 0.0]})
-    assert ms.sweep_published(hard, overall, "lam") == {"0.5": {"hard_ece": 0.1, "accuracy": 0.8},
-                                                         "2.0": {"hard_ece": 0.2, "accuracy": 0.7}}
+    assert ms.sweep_published(hard, overall, "lam") == {
+        "0.5": {"hard_ece": 0.1, "accuracy": 0.8},
+        "2.0": {"hard_ece": 0.2, "accuracy": 0.7},
+    }
     with pytest.raises(ValueError, match="hard, overall"):
         ms.sweep_published(hard, overall.iloc[:1], "lam")
     ref = pd.DataFrame({"subset": ["hard", "all"], "ece": [0.3, 0.2], "ece_ts": [0.1, 0.1], "accuracy": [0.6, 0.9]})

@@ -31,10 +31,19 @@ def test_fmt_paper_style() -> None:
 
 
 def test_mocae_fit_table_reads_both_variants() -> None:
-    block = {"all": {"accuracy": 0.9, "ece": 0.05, "ece_ts": 0.04}, "hard": {"accuracy": 0.5, "ece": 0.3, "ece_ts": 0.2}}
-    rec = {"method": "vanilla", "config": {"train": {"seed": 3}},
-           "metrics": {**block, "mocae": {**block, "expert_temperatures": [1.1, 1.3]},
-                       "mocae_converged": {**block, "expert_temperatures": [1.5, 2.5]}}}
+    block = {
+        "all": {"accuracy": 0.9, "ece": 0.05, "ece_ts": 0.04},
+        "hard": {"accuracy": 0.5, "ece": 0.3, "ece_ts": 0.2},
+    }
+    rec = {
+        "method": "vanilla",
+        "config": {"train": {"seed": 3}},
+        "metrics": {
+            **block,
+            "mocae": {**block, "expert_temperatures": [1.1, 1.3]},
+            "mocae_converged": {**block, "expert_temperatures": [1.5, 2.5]},
+        },
+    }
     t = moe_tables.mocae_fit_table([rec])
     assert len(t) == 6 and set(t.seed) == {3}
     assert t.loc[t.variant == "MoCaE, converged fit", "expert T"].iloc[0] == "1.50-2.50"
@@ -54,10 +63,16 @@ def test_paper_table_and_beside_paper_layout(robust_wins_summary) -> None:
 
 
 def test_results_frame_one_row_per_subset(moe_frame) -> None:
-    rec = {"method": "robust", "key": "k", "config": {"train": {"seed": 3, "lam": 2.0}},
-           "metrics": {"all": {"n": 10, "accuracy": 0.7, "ece": 0.1, "ece_ts": 0.05, "nll": 0.9},
-                       "hard": {"n": 2, "accuracy": 0.5, "ece": 0.2, "ece_ts": 0.1, "nll": 1.2},
-                       "routing_entropy": {"all": 1.0, "hard": 1.1}}}
+    rec = {
+        "method": "robust",
+        "key": "k",
+        "config": {"train": {"seed": 3, "lam": 2.0}},
+        "metrics": {
+            "all": {"n": 10, "accuracy": 0.7, "ece": 0.1, "ece_ts": 0.05, "nll": 0.9},
+            "hard": {"n": 2, "accuracy": 0.5, "ece": 0.2, "ece_ts": 0.1, "nll": 1.2},
+            "routing_entropy": {"all": 1.0, "hard": 1.1},
+        },
+    }
     f = moe_tables.results_frame([rec])
     assert list(f.subset) == ["all", "hard"] and list(f.seed) == [3, 3]
     assert f.loc[f.subset == "hard", "routing_entropy"].iloc[0] == 1.1

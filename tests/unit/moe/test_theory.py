@@ -106,8 +106,13 @@ def test_multiaccuracy_bound_by_hand_on_one_cell():
     from lib.moe.routed_population import RoutedPopulation
 
     # one cell: r = (0.6, 0.4), f = (0.5, 0.25) -> p = 0.4; eta = 0.7
-    pop = RoutedPopulation(pi=np.array([1.0]), eta=np.array([0.7]), routing=np.array([[0.6, 0.4]]),
-                           experts=np.array([[0.5, 0.25]]), kind=np.array(["x"], dtype=object))
+    pop = RoutedPopulation(
+        pi=np.array([1.0]),
+        eta=np.array([0.7]),
+        routing=np.array([[0.6, 0.4]]),
+        experts=np.array([[0.5, 0.25]]),
+        kind=np.array(["x"], dtype=object),
+    )
     t = multiaccuracy_bound(pop)
     sq = (0.7 - 0.4) ** 2 + 0.7 * 0.3  # E[(Y - p)^2] = 0.3
     ce = -(0.7 * np.log(0.4) + 0.3 * np.log(0.6))

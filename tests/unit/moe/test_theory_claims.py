@@ -22,8 +22,15 @@ def _checks(soft_train: float, disagreement: float) -> dict[str, float]:
 
 
 def test_claims_hold_on_exact_residuals_and_the_papers_support() -> None:
-    rows = theory.theory_claims(_checks(1e-15, 0.1), 1e-14, 5, _gaps([0.0, 0.05, -0.08], [0.3, -1.0, 2.0]),
-                                1e-12, moe_paper.PAPER_TABLE5.copy(), 0.0)
+    rows = theory.theory_claims(
+        _checks(1e-15, 0.1),
+        1e-14,
+        5,
+        _gaps([0.0, 0.05, -0.08], [0.3, -1.0, 2.0]),
+        1e-12,
+        moe_paper.PAPER_TABLE5.copy(),
+        0.0,
+    )
     assert {r["verdict"] for r in rows} == {"held"}
     assert len(report.claims_table(rows)) == len(rows) == 7
 
@@ -32,8 +39,9 @@ def test_claims_fail_on_miscalibration_disagreement_and_broken_bounds() -> None:
     support = moe_paper.PAPER_TABLE5.copy()
     support["fraction"] = support["fraction"].to_numpy()[::-1]  # rises with lambda, far from 72.8% at 2
     support.loc[support["lam"] == 2.0, "fraction"] = 0.2
-    rows = theory.theory_claims(_checks(1e-3, 0.001), 1e-3, 5, _gaps([0.0, 0.005, 0.08], [0.0, 9.0, 1.0]),
-                                1e-6, support, -1e-6)
+    rows = theory.theory_claims(
+        _checks(1e-3, 0.001), 1e-3, 5, _gaps([0.0, 0.005, 0.08], [0.0, 9.0, 1.0]), 1e-6, support, -1e-6
+    )
     assert {r["verdict"] for r in rows} == {"did not hold"}
 
 

@@ -14,7 +14,8 @@ import lib.moe.train as train
 from lib.data.synthetic import synthetic_images
 from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import METHODS
-from lib.moe.train import TrainConfig, load_predictions, train_run
+from lib.moe.config import TrainConfig
+from lib.moe.train import load_predictions, train_run
 
 torch.set_num_threads(2)
 
@@ -31,8 +32,18 @@ def data():
 
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
-    base = dict(dataset="synthetic", method=method, epochs=epochs, batch_size=32, backbone="tiny_cnn",
-                width=4, lr=3e-3, num_experts=2, router_hidden=8, progress=False)
+    base = dict(
+        dataset="synthetic",
+        method=method,
+        epochs=epochs,
+        batch_size=32,
+        backbone="tiny_cnn",
+        width=4,
+        lr=3e-3,
+        num_experts=2,
+        router_hidden=8,
+        progress=False,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -120,8 +131,9 @@ def test_each_method_runs_one_epoch_with_finite_metrics(method, data, cache):
         for k in ("accuracy", "ece", "ece_ts", "nll", "brier"):
             assert math.isfinite(block[k]), (method, split, k)
         assert 0 <= block["accuracy"] <= 1 and 0 <= block["ece"] <= 1
-    assert rec["history"][0]["objective"] == ("erm" if method in ("single", "vanilla", "mocae") else
-                                              "fgr" if method.startswith("fgr") else "robust")
+    assert rec["history"][0]["objective"] == (
+        "erm" if method in ("single", "vanilla", "mocae") else "fgr" if method.startswith("fgr") else "robust"
+    )
     preds = load_predictions(rec)
     assert preds["probs"].dtype == np.float16 and preds["probs"].shape == (64, 3)
     np.testing.assert_array_equal(preds["labels"], data.test_y.numpy())
@@ -167,18 +179,31 @@ def test_fit_classifier_cosine_schedule_and_learning(tmp_path):
     model = nn.Linear(2, 2)
     run = Run("test", {"t": 1}, root=tmp_path)
     res = fit_classifier(
-        model, lambda out, yy, e: nn.functional.cross_entropy(out, yy), (x, y), 5,
+        model,
+        lambda out, yy, e: nn.functional.cross_entropy(out, yy),
+        (x, y),
+        5,
         optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.5),
         scheduler_factory=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5),
-        run=run, batch_size=64, device="cpu", progress=False,
+        run=run,
+        batch_size=64,
+        device="cpu",
+        progress=False,
     )
     lrs = [h["lr"] for h in res.history]
     assert lrs == pytest.approx([0.5 * (1 + math.cos(math.pi * e / 5)) / 2 for e in range(5)])
     assert res.history[-1]["loss"] < res.history[0]["loss"] < math.log(2) + 0.2
     w = model.weight.detach().clone()
     again = fit_classifier(
-        model, lambda out, yy, e: nn.functional.cross_entropy(out, yy), (x, y), 5,
-        optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.5), run=run, batch_size=64, device="cpu", progress=False,
+        model,
+        lambda out, yy, e: nn.functional.cross_entropy(out, yy),
+        (x, y),
+        5,
+        optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.5),
+        run=run,
+        batch_size=64,
+        device="cpu",
+        progress=False,
     )
     assert again.resumed_from == 5 and torch.equal(model.weight, w)
 
@@ -189,14 +214,20 @@ def test_inputs_are_validated(data):
     with pytest.raises(ValueError, match="data"):
         train_run(tiny(), object())
     with pytest.raises(ValueError, match="epochs"):
-        fit_classifier(nn.Linear(2, 2), lambda o, y, e: o.sum(), (torch.zeros(2, 2), torch.zeros(2)), 0,
-                       optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1))
+        fit_classifier(
+            nn.Linear(2, 2),
+            lambda o, y, e: o.sum(),
+            (torch.zeros(2, 2), torch.zeros(2)),
+            0,
+            optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1),
+        )
 
 
 def test_cache_key_records_which_backbone_a_run_really_gets(monkeypatch) -> None:
     """A from-scratch fallback must never be reused for a run that could load pretrained weights."""
     import lib.nets.backbones as backbones
-    from lib.moe.train import TrainConfig, backbone_identity
+    from lib.moe.config import TrainConfig
+    from lib.moe.train import backbone_identity
 
     cfg = TrainConfig(dataset="pacs", method="vanilla", backbone="imagenet_resnet18", pretrained=True)
     monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: False)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.nets import backbones
-from lib.nets.backbones import cifar_resnet18, imagenet_resnet18, mlp, text_encoder, wide_resnet
+from lib.nets.backbones import cifar_resnet18, imagenet_resnet18, mlp, text_encoder
 
 
 def _n_params(m: torch.nn.Module) -> int:
@@ -52,24 +52,6 @@ def test_cifar_resnet18_width_scales_channels() -> None:
     assert net(torch.randn(3, 3, 32, 32)).shape == (3, 32)
     with pytest.raises(ValueError, match="width"):
         cifar_resnet18(width=0)
-
-
-def test_wide_resnet_parameter_count_and_outputs() -> None:
-    # WRN-28-10 has 36.5M parameters (Zagoruyko & Komodakis 2016, Table 1); WRN-28-2 1.47M. Only the
-    # small one is built here, for speed.
-    net = wide_resnet(28, 2, num_classes=10)
-    assert _n_params(net) == pytest.approx(1.467e6, rel=0.005)
-    net11 = wide_resnet(28, 2, num_classes=11, dropout=0.3)  # K = 10 classes + J = 1 expert
-    assert net11.out_features == 11
-    # The classifier grows by exactly one row of (64 * k) weights + 1 bias per extra output.
-    assert _n_params(net11) - _n_params(net) == 64 * 2 + 1
-    net11.eval()
-    with torch.no_grad():
-        assert net11(torch.randn(2, 3, 32, 32)).shape == (2, 11)
-    with pytest.raises(ValueError, match="depth"):
-        wide_resnet(27, 2, num_classes=10)
-    with pytest.raises(ValueError, match="num_classes"):
-        wide_resnet(28, 2)
 
 
 def test_mlp_is_four_layers() -> None:
@@ -182,6 +164,13 @@ def test_family_names_the_kind_of_every_spec() -> None:
     from lib.nets.backbones import BACKBONES, family
 
     got = {s: family(s) for s in BACKBONES}
-    assert got == {"tiny_cnn": "cifar", "cifar_resnet18": "cifar", "resnet18": "cifar", "imagenet_resnet18": "imagenet",
-                   "imagenet_efficientnet_lite0": "imagenet", "features:<extractor>": "features",
-                   "wrn-<depth>-<k>": "wrn", "text:<name>": "text"}
+    assert got == {
+        "tiny_cnn": "cifar",
+        "cifar_resnet18": "cifar",
+        "resnet18": "cifar",
+        "imagenet_resnet18": "imagenet",
+        "imagenet_efficientnet_lite0": "imagenet",
+        "features:<extractor>": "features",
+        "wrn-<depth>-<k>": "wrn",
+        "text:<name>": "text",
+    }

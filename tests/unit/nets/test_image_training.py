@@ -31,7 +31,6 @@ def test_image_data_prefixes_hold_every_class():
     assert imt.image_data(cfg)["tag"] == data["tag"]
 
 
-
 def test_bad_input_raises_naming_argument():
     with pytest.raises(ValueError, match="data"):
         imt.image_data({"data": "imagenet", "n_train": 10, "n_val": 10, "n_test": 10, "image_size": 8})

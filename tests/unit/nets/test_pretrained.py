@@ -19,13 +19,27 @@ HAS_WEIGHTS = lite0_available()
 
 
 def test_mapping_renames_in_order_and_skips_batch_counters() -> None:
-    src = OrderedDict([("_conv_stem.weight", torch.ones(4, 3, 3, 3)), ("_bn0.weight", torch.full((4,), 2.0)),
-                       ("_bn0.num_batches_tracked", torch.tensor(7)), ("_fc.weight", torch.full((2, 4), 3.0))])
-    dst = OrderedDict([("conv_stem.weight", torch.zeros(4, 3, 3, 3)), ("bn1.weight", torch.zeros(4)),
-                       ("bn1.num_batches_tracked", torch.tensor(0)), ("classifier.weight", torch.zeros(2, 4))])
+    src = OrderedDict(
+        [
+            ("_conv_stem.weight", torch.ones(4, 3, 3, 3)),
+            ("_bn0.weight", torch.full((4,), 2.0)),
+            ("_bn0.num_batches_tracked", torch.tensor(7)),
+            ("_fc.weight", torch.full((2, 4), 3.0)),
+        ]
+    )
+    dst = OrderedDict(
+        [
+            ("conv_stem.weight", torch.zeros(4, 3, 3, 3)),
+            ("bn1.weight", torch.zeros(4)),
+            ("bn1.num_batches_tracked", torch.tensor(0)),
+            ("classifier.weight", torch.zeros(2, 4)),
+        ]
+    )
     out = map_efficientnet_keys(src, dst)
     assert list(out) == ["conv_stem.weight", "bn1.weight", "classifier.weight"]
-    assert torch.equal(out["bn1.weight"], src["_bn0.weight"]) and torch.equal(out["classifier.weight"], src["_fc.weight"])
+    assert torch.equal(out["bn1.weight"], src["_bn0.weight"]) and torch.equal(
+        out["classifier.weight"], src["_fc.weight"]
+    )
 
 
 def test_mapping_refuses_other_architectures() -> None:

@@ -22,8 +22,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, obj
     (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n")
     tok = transformers.DistilBertTokenizer(vocab_file=str(folder / "vocab.txt"))
     torch.manual_seed(0)
-    cfg = transformers.DistilBertConfig(vocab_size=len(WORDS), dim=16, hidden_dim=32, n_layers=2, n_heads=2,
-                                        max_position_embeddings=32)
+    cfg = transformers.DistilBertConfig(
+        vocab_size=len(WORDS), dim=16, hidden_dim=32, n_layers=2, n_heads=2, max_position_embeddings=32
+    )
     model = transformers.DistilBertModel(cfg).eval()
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -65,8 +66,11 @@ def test_mean_pooling_averages_over_the_attention_mask(tiny) -> None:
         assert torch.allclose(enc(input_ids=ids, attention_mask=mask)[0], got[0], atol=1e-6)
     # no mask given: every token counts
     with torch.no_grad():
-        assert torch.allclose(enc(input_ids=batch["input_ids"])[1],
-                              model(input_ids=batch["input_ids"]).last_hidden_state[1].mean(0), atol=1e-6)
+        assert torch.allclose(
+            enc(input_ids=batch["input_ids"])[1],
+            model(input_ids=batch["input_ids"]).last_hidden_state[1].mean(0),
+            atol=1e-6,
+        )
 
 
 def test_encode_is_tokenize_then_forward_without_gradient(tiny) -> None:

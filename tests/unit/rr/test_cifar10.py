@@ -12,15 +12,27 @@ from lib.rr import cifar10 as C
 
 
 def metrics(acc: float) -> dict[str, dict[str, float]]:
-    base = {"accuracy": acc, "ece": 0.03, "ece_a": 0.03, "cwece": 0.006, "cwece_a": 0.006, "ece_ts": 0.01,
-            "ece_a_ts": 0.01, "cwece_ts": 0.005, "conf_gap": 0.02, "temperature": 1.5}
+    base = {
+        "accuracy": acc,
+        "ece": 0.03,
+        "ece_a": 0.03,
+        "cwece": 0.006,
+        "cwece_a": 0.006,
+        "ece_ts": 0.01,
+        "ece_a_ts": 0.01,
+        "cwece_ts": 0.005,
+        "conf_gap": 0.02,
+        "temperature": 1.5,
+    }
     return {k: dict(base) for k in (*rx.TABLE_LOSSES, *rx.CSF_LOSSES)}
 
 
 def test_gradient_claim_holds_inside_the_range_only():
     lo, hi = C.GRADIENT_THRESHOLD_RANGE
     assert C.gradient_claim(3.5)["verdict"] == "held" and C.gradient_claim(hi)["verdict"] == "held"
-    assert C.gradient_claim(lo - 0.01)["verdict"] == "did not hold" and C.gradient_claim(4.5)["verdict"] == "did not hold"
+    assert (
+        C.gradient_claim(lo - 0.01)["verdict"] == "did not hold" and C.gradient_claim(4.5)["verdict"] == "did not hold"
+    )
 
 
 def test_page_claims_gate_on_xe_accuracy_but_spare_the_gradient_claim():

@@ -41,12 +41,14 @@ def test_gamma_zero_is_temperature_scaling(loss):
 def _focal_temperature(z: np.ndarray, y: np.ndarray, gamma: float) -> float:
     """argmin_T mean_i -(1 - p_t)^gamma log p_t with p = softmax(z / T), by a bounded 1-D search
     written from the definition (independent of lib)."""
+
     def objective(log_t: float) -> float:
         logpt = log_softmax(z / math.exp(log_t), axis=1)[np.arange(len(y)), y]
-        return float(np.mean(-(-np.expm1(logpt)) ** gamma * logpt))
+        return float(np.mean(-((-np.expm1(logpt)) ** gamma) * logpt))
 
-    res = minimize_scalar(objective, bounds=(math.log(0.05), math.log(20.0)), method="bounded",
-                          options={"xatol": 1e-10})
+    res = minimize_scalar(
+        objective, bounds=(math.log(0.05), math.log(20.0)), method="bounded", options={"xatol": 1e-10}
+    )
     return math.exp(res.x)
 
 
@@ -98,11 +100,18 @@ def test_vector_scaling_nests_temperature_scaling():
 
 
 def test_select_gamma_takes_the_fold_mean_and_the_smallest_on_ties():
-    cv = pd.DataFrame({
-        "loss": ["focal"] * 6, "map": ["temperature"] * 6, "fold": [0, 0, 0, 1, 1, 1],
-        "gamma": [0.0, 1.0, 2.0] * 2, "nll": [0.30, 0.20, 0.25, 0.30, 0.40, 0.25],
-        "ece": [0.05, 0.03, 0.03, 0.05, 0.03, 0.03], "accuracy": [0.9] * 6, "temperature": [1.0] * 6,
-    })
+    cv = pd.DataFrame(
+        {
+            "loss": ["focal"] * 6,
+            "map": ["temperature"] * 6,
+            "fold": [0, 0, 0, 1, 1, 1],
+            "gamma": [0.0, 1.0, 2.0] * 2,
+            "nll": [0.30, 0.20, 0.25, 0.30, 0.40, 0.25],
+            "ece": [0.05, 0.03, 0.03, 0.05, 0.03, 0.03],
+            "accuracy": [0.9] * 6,
+            "temperature": [1.0] * 6,
+        }
+    )
     assert rg.select_gamma(cv) == {"temperature": {"focal": 2.0}}  # means 0.30, 0.30, 0.25
     assert rg.select_gamma(cv, "ece") == {"temperature": {"focal": 1.0}}  # tie at 0.03: smaller gamma
     summary = rg.summarize_folds(cv).set_index("gamma")
@@ -125,8 +134,21 @@ def test_paper_values_and_the_table():
 
 
 def _inverse_focal_cv(nll_by_gamma: dict[float, float]) -> pd.DataFrame:
-    return pd.DataFrame([{"loss": "inverse_focal", "map": "temperature", "fold": 0, "gamma": g, "nll": v,
-                          "ece": 0.0, "accuracy": 0.9, "temperature": 1.0} for g, v in nll_by_gamma.items()])
+    return pd.DataFrame(
+        [
+            {
+                "loss": "inverse_focal",
+                "map": "temperature",
+                "fold": 0,
+                "gamma": g,
+                "nll": v,
+                "ece": 0.0,
+                "accuracy": 0.9,
+                "temperature": 1.0,
+            }
+            for g, v in nll_by_gamma.items()
+        ]
+    )
 
 
 def test_gamma_claims_follow_the_curve():
@@ -136,8 +158,10 @@ def test_gamma_claims_follow_the_curve():
     assert bad[0]["verdict"] == "did not hold"
     short = rg.gamma_claims(_inverse_focal_cv({0.0: 0.30, 2.0: 0.35}))
     assert short[0]["verdict"] == "inconclusive at this scale"
-    assert rg.gamma_claims(_inverse_focal_cv({0.0: 0.3, 5.0: 0.4}), kind="vector")[0]["verdict"] == \
-        "inconclusive at this scale"
+    assert (
+        rg.gamma_claims(_inverse_focal_cv({0.0: 0.3, 5.0: 0.4}), kind="vector")[0]["verdict"]
+        == "inconclusive at this scale"
+    )
 
 
 def test_bad_input_raises_naming_argument():

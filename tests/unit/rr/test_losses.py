@@ -33,10 +33,10 @@ def test_focal_gamma0_is_cross_entropy_and_formulas():
     torch.testing.assert_close(rw.focal_loss(z, y, 0), F.cross_entropy(z, y))
     torch.testing.assert_close(rw.inverse_focal_loss(z, y, 0), F.cross_entropy(z, y))
     pt = torch.softmax(z, 1)[torch.arange(len(y)), y]
-    torch.testing.assert_close(rw.focal_loss(z, y, 2.0), (-(1 - pt) ** 2 * pt.log()).mean())
-    torch.testing.assert_close(rw.inverse_focal_loss(z, y, 1.5), (-(1 + pt) ** 1.5 * pt.log()).mean())
+    torch.testing.assert_close(rw.focal_loss(z, y, 2.0), (-((1 - pt) ** 2) * pt.log()).mean())
+    torch.testing.assert_close(rw.inverse_focal_loss(z, y, 1.5), (-((1 + pt) ** 1.5) * pt.log()).mean())
     gam = torch.where(pt < 0.2, 5.0, 3.0)
-    torch.testing.assert_close(rw.focal_loss(z, y, "fl53"), (-(1 - pt) ** gam * pt.log()).mean())
+    torch.testing.assert_close(rw.focal_loss(z, y, "fl53"), (-((1 - pt) ** gam) * pt.log()).mean())
     assert (pt < 0.2).any() and (pt >= 0.2).any()
 
 
@@ -74,20 +74,23 @@ def test_dual_focal_intended_and_eqs34_35():
     pj = p.masked_fill(F.one_hot(y, 4).bool(), -1).max(1).values
     gamma = 3.0
     intended = rw.dual_focal_loss(z, y, gamma, reduction="none")
-    torch.testing.assert_close(intended, -(1 - pt + pj) ** gamma * pt.log())
+    torch.testing.assert_close(intended, -((1 - pt + pj) ** gamma) * pt.log())
     eq35 = rw.dual_focal_loss(z, y, gamma, variant="eqs34_35", reduction="none")
     differ = ~torch.isclose(intended, eq35, rtol=1e-12, atol=0)
     assert torch.equal(differ, pt < pj)
     assert (pt < pj).sum() > 20 and (pt >= pj).sum() > 20
-    torch.testing.assert_close(eq35[pt < pj], (-(1 - pt) ** gamma * pt.log())[pt < pj])
+    torch.testing.assert_close(eq35[pt < pj], (-((1 - pt) ** gamma) * pt.log())[pt < pj])
 
 
-@pytest.mark.parametrize("label,weights", [
-    # p = (0.5, 0.3, 0.2): (eq. 33, eqs. 34-35, released) weight bases 1 - p_t + p_j, by hand
-    (0, (1 - 0.5 + 0.3, 1 - 0.5 + 0.3, 1 - 0.5 + 0.3)),  # true class on top: all three agree
-    (1, (1 - 0.3 + 0.5, 1 - 0.3, 1 - 0.3 + 0.2)),        # middle: released takes 0.2 (below p_t)
-    (2, (1 - 0.2 + 0.5, 1 - 0.2, 1 - 0.2 + 0.0)),        # smallest: released has nothing below
-])
+@pytest.mark.parametrize(
+    "label,weights",
+    [
+        # p = (0.5, 0.3, 0.2): (eq. 33, eqs. 34-35, released) weight bases 1 - p_t + p_j, by hand
+        (0, (1 - 0.5 + 0.3, 1 - 0.5 + 0.3, 1 - 0.5 + 0.3)),  # true class on top: all three agree
+        (1, (1 - 0.3 + 0.5, 1 - 0.3, 1 - 0.3 + 0.2)),  # middle: released takes 0.2 (below p_t)
+        (2, (1 - 0.2 + 0.5, 1 - 0.2, 1 - 0.2 + 0.0)),  # smallest: released has nothing below
+    ],
+)
 def test_dual_focal_variants_hand_computed(label, weights):
     probs = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
     z, y = probs.log(), torch.tensor([label])
@@ -97,11 +100,14 @@ def test_dual_focal_variants_hand_computed(label, weights):
         got = float(rw.dual_focal_loss(z, y, gamma, variant=variant))
         assert got == pytest.approx(-(base**gamma) * math.log(pt), rel=1e-12), variant
     assert float(rw.dual_focal_loss(z, y, gamma, as_released=True)) == pytest.approx(
-        -(weights[2] ** gamma) * math.log(pt), rel=1e-12)
+        -(weights[2] ** gamma) * math.log(pt), rel=1e-12
+    )
     assert float(rw.get_loss("dual_focal_released", gamma=gamma)(z, y)) == pytest.approx(
-        -(weights[2] ** gamma) * math.log(pt), rel=1e-12)
+        -(weights[2] ** gamma) * math.log(pt), rel=1e-12
+    )
     assert float(rw.get_loss("dual_focal_eqs34_35", gamma=gamma)(z, y)) == pytest.approx(
-        -(weights[1] ** gamma) * math.log(pt), rel=1e-12)
+        -(weights[1] ** gamma) * math.log(pt), rel=1e-12
+    )
 
 
 def test_dual_focal_released_skips_a_tie_with_the_true_class():
@@ -111,7 +117,8 @@ def test_dual_focal_released_skips_a_tie_with_the_true_class():
     z, y = probs.log(), torch.tensor([0])
     assert float(rw.dual_focal_loss(z, y, 3.0)) == pytest.approx(-math.log(0.4), rel=1e-12)
     assert float(rw.dual_focal_loss(z, y, 3.0, variant="released")) == pytest.approx(
-        -(0.8**3) * math.log(0.4), rel=1e-12)
+        -(0.8**3) * math.log(0.4), rel=1e-12
+    )
     with pytest.raises(ValueError, match="variant"):
         rw.dual_focal_loss(z, y, 3.0, variant="paper")
     with pytest.raises(ValueError, match="as_released"):
@@ -191,12 +198,24 @@ def test_kde_xe_is_cross_entropy_plus_weighted_ece_kde():
 # ---------------------------------------------------------------------------------------------
 # Robustness, dispatch and bad input
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name,kw", [
-    ("xe", {}), ("fl53", {}), ("focal", {"gamma": 0.5}), ("inverse_focal", {"gamma": 2}),
-    ("dual_focal", {"gamma": 4}), ("dual_focal", {"as_released": True}),
-    ("dual_focal_released", {"gamma": 4}), ("dual_focal_eqs34_35", {}), ("kde_xe", {}),
-    ("aurc", {}), ("au", {}), ("au", {"csf": "negative_entropy"}), ("au", {"csf": "softmax_margin"}),
-])
+@pytest.mark.parametrize(
+    "name,kw",
+    [
+        ("xe", {}),
+        ("fl53", {}),
+        ("focal", {"gamma": 0.5}),
+        ("inverse_focal", {"gamma": 2}),
+        ("dual_focal", {"gamma": 4}),
+        ("dual_focal", {"as_released": True}),
+        ("dual_focal_released", {"gamma": 4}),
+        ("dual_focal_eqs34_35", {}),
+        ("kde_xe", {}),
+        ("aurc", {}),
+        ("au", {}),
+        ("au", {"csf": "negative_entropy"}),
+        ("au", {"csf": "softmax_margin"}),
+    ],
+)
 def test_losses_finite_for_extreme_logits(name, kw):
     g = torch.Generator().manual_seed(0)
     z = (torch.randint(0, 2, (64, 10), generator=g) * 2 - 1).double() * 1e4
@@ -212,8 +231,20 @@ def test_get_loss_binds_arguments():
     z, y = _batch()
     torch.testing.assert_close(rw.get_loss("focal", gamma=0)(z, y), F.cross_entropy(z, y))
     torch.testing.assert_close(rw.get_loss("xe")(z, y), F.cross_entropy(z, y))
-    assert set(rw.LOSSES) == {"xe", "fl53", "focal", "inverse_focal", "dual_focal", "dual_focal_eqs34_35",
-                              "dual_focal_released", "kde_xe", "kde_xe_released", "aurc", "au", "au_released"}
+    assert set(rw.LOSSES) == {
+        "xe",
+        "fl53",
+        "focal",
+        "inverse_focal",
+        "dual_focal",
+        "dual_focal_eqs34_35",
+        "dual_focal_released",
+        "kde_xe",
+        "kde_xe_released",
+        "aurc",
+        "au",
+        "au_released",
+    }
 
 
 def test_bad_input_raises_naming_argument():
@@ -297,8 +328,10 @@ def test_au_released_uses_the_epoch_histogram():
     G = lambda x: float((torch.sigmoid((x - centres) / nu) * counts).sum() / 6)  # noqa: E731
     tau = 0.5  # the 2nd smallest of the batch (coverage 0.5 of 4)
     lo, hi = 1 / 7, 6 / 7
-    want = [-math.log(1 - min(max(G(tau), lo), hi)) if v >= tau else -math.log(1 - min(max(G(v), lo), hi))
-            for v in s.tolist()]
+    want = [
+        -math.log(1 - min(max(G(tau), lo), hi)) if v >= tau else -math.log(1 - min(max(G(v), lo), hi))
+        for v in s.tolist()
+    ]
     assert beta.tolist() == pytest.approx(want, rel=1e-9)
     # the batch-only estimate (the paper's Algorithm 1) differs when earlier batches are counted
     assert not torch.allclose(beta, au_weights(s, coverage=0.5, nu=nu, n_bins=64))

@@ -64,18 +64,25 @@ def test_a_published_copy_reads_back_the_same_with_its_logits(made, dirs) -> Non
     shutil.rmtree(dirs / "cache")  # only the published copy is left
     back = LossRecord.from_record(read_record(path))
     assert (back.plan_id, back.queue_seconds, back.key, back.metrics) == (
-        "losses_cifar10/au/k0.7/nu0.05/s0", 3.0, rec["key"], rec["metrics"])
+        "losses_cifar10/au/k0.7/nu0.05/s0",
+        3.0,
+        rec["key"],
+        rec["metrics"],
+    )
     assert rx.run_logits(back)["test"].shape == (32, 10)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r["metrics"].pop("ece_ts"), r"run \w+ lacks the metrics ece_ts"),
-    (lambda r: r.pop("metrics"), r"run \w+ has no metrics block \(got NoneType\)"),
-    (lambda r: r.update(metrics=[0.1]), r"has no metrics block \(got list\)"),
-    (lambda r: r["metrics"].update(ece="low"), r"metrics.ece = 'low' \(str\), expected a number"),
-    (lambda r: r["config"].update(seed="0"), r"config.seed = '0' \(str\), expected a number"),
-    (lambda r: r["config"].pop("nu"), r"run \w+ is not a paper-4 run record: its 'config' must hold loss, seed"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["metrics"].pop("ece_ts"), r"run \w+ lacks the metrics ece_ts"),
+        (lambda r: r.pop("metrics"), r"run \w+ has no metrics block \(got NoneType\)"),
+        (lambda r: r.update(metrics=[0.1]), r"has no metrics block \(got list\)"),
+        (lambda r: r["metrics"].update(ece="low"), r"metrics.ece = 'low' \(str\), expected a number"),
+        (lambda r: r["config"].update(seed="0"), r"config.seed = '0' \(str\), expected a number"),
+        (lambda r: r["config"].pop("nu"), r"run \w+ is not a paper-4 run record: its 'config' must hold loss, seed"),
+    ],
+)
 def test_a_malformed_record_is_refused_naming_the_run_and_the_problem(made, change, message) -> None:
     rec = copy.deepcopy(made[0])
     change(rec)

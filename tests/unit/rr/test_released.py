@@ -24,9 +24,14 @@ def test_dual_focal_weights_match_the_formula_on_correct_examples():
 
 def test_failed_run_claim_is_inconclusive_and_quotes_the_paper():
     rows = R.failed_run_claims({"inverse_focal": 0.1})
-    assert rows == [{"claim": "inverse focal loss: accuracy and ECE as in Table 2", "paper": "94.36 / 4.05",
-                     "ours": "released run is degenerate (10.00% accuracy): a failed run",
-                     "verdict": "inconclusive at this scale"}]
+    assert rows == [
+        {
+            "claim": "inverse focal loss: accuracy and ECE as in Table 2",
+            "paper": "94.36 / 4.05",
+            "ours": "released run is degenerate (10.00% accuracy): a failed run",
+            "verdict": "inconclusive at this scale",
+        }
+    ]
     assert R.failed_run_claims({}) == []
 
 
@@ -52,6 +57,6 @@ def test_reliability_diagrams_use_the_given_examples_untempered():
     z = np.array([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0]])
     y = np.array([0, 0, 1])
     d = R.reliability_diagrams({"xe": z}, y, np.array([1, 2]), {"xe": {"ece": 0.1234}})
-    (label, (conf, correct)), = d.items()
+    ((label, (conf, correct)),) = d.items()
     assert label == "XE (ECE 12.34)"
     assert conf == pytest.approx([1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(-2.0))]) and list(correct) == [False, False]

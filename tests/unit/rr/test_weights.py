@@ -59,8 +59,9 @@ def test_aurc_harmonic_weights_equal_empirical_aurc():
     w = rwt.aurc_weights(s, weights="harmonic").numpy()
     assert float(np.mean(w * losses)) == pytest.approx(area, rel=1e-12)
     # ties share the largest rank
-    np.testing.assert_allclose(rwt.aurc_weights(np.array([0.5, 0.5, 0.2])).numpy(),
-                               -np.log(1 - np.array([3, 3, 1]) / 4))
+    np.testing.assert_allclose(
+        rwt.aurc_weights(np.array([0.5, 0.5, 0.2])).numpy(), -np.log(1 - np.array([3, 3, 1]) / 4)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,8 +80,9 @@ def test_smoothed_cdf_matches_eq21_and_is_monotone():
     np.testing.assert_allclose(got, expect, rtol=1e-10)
     assert np.all(np.diff(got) >= 0)
     assert got.min() >= 0 and got.max() <= 1
-    np.testing.assert_allclose(rwt.smoothed_cdf(s, edges, 0.1).numpy(),
-                               (h[None] / (1 + np.exp(-(s[:, None] - c[None]) / 0.1))).sum(1) / len(s))
+    np.testing.assert_allclose(
+        rwt.smoothed_cdf(s, edges, 0.1).numpy(), (h[None] / (1 + np.exp(-(s[:, None] - c[None]) / 0.1))).sum(1) / len(s)
+    )
 
 
 def test_smoothed_cdf_converges_to_empirical_cdf():
@@ -159,13 +161,18 @@ def _autograd(fn, p: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0, 5.0])
 def test_gradients_match_autograd_of_the_definitions(gamma):
     np.testing.assert_allclose(rwt.loss_gradient("xe", P), _autograd(lambda t: -torch.log(t), P), rtol=1e-10)
-    np.testing.assert_allclose(rwt.loss_gradient("focal", P, gamma),
-                               _autograd(lambda t: -(1 - t) ** gamma * torch.log(t), P), rtol=1e-9)
-    np.testing.assert_allclose(rwt.loss_gradient("inverse_focal", P, gamma),
-                               _autograd(lambda t: -(1 + t) ** gamma * torch.log(t), P), rtol=1e-9)
+    np.testing.assert_allclose(
+        rwt.loss_gradient("focal", P, gamma), _autograd(lambda t: -((1 - t) ** gamma) * torch.log(t), P), rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        rwt.loss_gradient("inverse_focal", P, gamma),
+        _autograd(lambda t: -((1 + t) ** gamma) * torch.log(t), P),
+        rtol=1e-9,
+    )
     g = torch.tensor(np.where(P < 0.2, 5.0, 3.0))
-    np.testing.assert_allclose(rwt.loss_gradient("fl53", P), _autograd(lambda t: -(1 - t) ** g * torch.log(t), P),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        rwt.loss_gradient("fl53", P), _autograd(lambda t: -((1 - t) ** g) * torch.log(t), P), rtol=1e-9
+    )
 
 
 def test_inverse_focal_gradient_turns_positive_exactly_above_the_threshold():
