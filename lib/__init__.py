@@ -5,7 +5,7 @@ Where things live (the book's API page lists every module):
 * one package per paper -- :mod:`lib.moe` (paper 1), :mod:`lib.l2d` (paper 2), :mod:`lib.ccc`
   (paper 3), :mod:`lib.rr` (paper 4) and :mod:`lib.cross_paper` -- each holding the paper's methods,
   its pages' tables, claims and the paper's numbers, and a ``pages`` module with one
-  :class:`lib.pages.Page` per notebook;
+  :class:`lib.page.Page` per notebook;
 * the shared layers: :mod:`lib.engine` (the one training loop, stacked runs, the run cache),
   :mod:`lib.calibration` (metrics and post-hoc calibrators), :mod:`lib.nets` (backbones and offline
   ImageNet weights), :mod:`lib.data` (loaders, cached features, augmentation);

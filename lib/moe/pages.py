@@ -18,7 +18,7 @@ from lib.engine.plan import Item
 from lib.moe import cifar10h, civilcomments, claims, paper, sensitivity, theory_claims
 from lib.page import OnDone, Page
 
-__all__ = ["PACS_TARGETS", "PAGES", "moe_items"]
+__all__ = ["PACS_TARGETS", "PAGES", "moe_items", "sensitivity_warmups"]
 
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 

@@ -58,6 +58,7 @@ __all__ = [
     "run_config",
     "backbone_identity",
     "prepare_run",
+    "mocae_view",
 ]
 
 

@@ -51,7 +51,7 @@ def reweighted_claims(
     metrics: Mapping[str, Mapping[str, float]], tol: float = CLAIM_TOL, row: str = "resnet50"
 ) -> list[dict[str, Any]]:
     """The paper's claims (section 5 and Figure 2) judged from ``metrics[loss]`` (fractions, from
-    :func:`evaluate_logits`); differences within ``tol`` (default half an ECE point) are
+    :func:`lib.rr.experiment.evaluate_logits`); differences within ``tol`` (default half an ECE point) are
     'inconclusive at this scale'. Claims whose losses are missing are skipped. The "paper" column
     quotes Table 2's ``row`` (a key of ``lib.rr.losses.PAPER_CIFAR10``: the architecture the page
     compares with); class-wise ECE is in Table 1, which has a ResNet-50 row only.
