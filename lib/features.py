@@ -222,8 +222,9 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
     training rows are followed by the features of the same training images mirrored left-right
     (augmentation at feature level; validation and test rows stay unmirrored), each mirrored row
-    carrying the filtered copies of its unmirrored image. Features are standardized with the training rows' clean
-    (unmirrored) mean and standard deviation. What is computed shows as one progress line
+    carrying the filtered copies of its unmirrored image (off in ``lib/scales.toml``: on the doubled
+    rows FGR's soft-ECE gradient overflowed to NaN for the photo target). Features are standardized
+    with the training rows' clean (unmirrored) mean and standard deviation. What is computed shows as one progress line
     (:mod:`lib.engine.progress`, none when all is cached). Raises ``RuntimeError`` when the
     extractor's weights are absent."""
     from lib.augment import IMAGENET_MEAN, IMAGENET_STD

