@@ -88,7 +88,8 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
 def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> Any:
     """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
     features of ``backbone`` (:func:`lib.features.pacs_features`, when ``backbone.frozen``: size
-    ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``) or the images (:func:`lib.data.images.load_pacs`)."""
+    ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
+    or the images (:func:`lib.data.images.load_pacs`)."""
     n = int(cfg.get("n_per_domain") or 0) or None
     if cfg.get("data") != "real":
         from lib.data.synthetic import synthetic_pacs_domains
