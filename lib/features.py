@@ -245,7 +245,8 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     dim = FEATURE_EXTRACTORS[extractor]
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
-    def feats(domain: str, copy: int | None, line: progress.Line, mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def feats(domain: str, copy: int | None, line: progress.Line,
+              mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
         x, y, root = pacs_domain(domain, size, data_dir)
         quality = None
         tag = hashlib.sha256(root.encode()).hexdigest()[:6]
