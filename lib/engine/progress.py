@@ -1,15 +1,20 @@
-"""One live progress line for long training: epochs, runs, time left; one final line stays.
+"""One live progress line for long work: epochs (or images), runs, time left; one final line stays.
 
 Every training loop of the engine reports finished epochs here instead of drawing a bar per epoch.
 A grid of runs (:func:`lib.moe.grid.train_stacked`) opens one :func:`session` for all its epochs, so
-the whole grid is one line. Where the line goes:
+the whole grid is one line; feature extraction (:mod:`lib.data.features`) counts images the same way.
+Where the line goes:
 
 * in a Jupyter kernel (a page run by papermill or in JupyterLab): one output updated in place
   (``IPython.display`` with a ``display_id``), so the saved page keeps one final line, not hundreds
-  of updates;
-* in a terminal: one line on stderr rewritten in place (``\\r``) at most every ``interval`` seconds,
-  ended with a newline;
-* into a file or a pipe (a GPU machine's captured output): a whole line at most once a minute.
+  of updates; and also the terminal that started the kernel (papermill's, without
+  ``--log-output``): ipykernel sends the kernel's ``sys.stderr`` to the notebook but its
+  ``fileno()`` is a copy of the kernel's original standard error, inherited from the process that
+  launched it, and what is written there reaches that terminal and never the saved page;
+* in a terminal: one line on stderr rewritten in place (``\\r``, then erase to the end of the line)
+  at most every ``interval`` seconds, ended with a newline;
+* into a file or a pipe (a GPU machine's captured output, ``papermill ... 2> log``): a whole line at
+  most once a minute.
 
 ``TQDM_DISABLE=1`` (what the book runner sets in its kernels) or ``enabled=False`` switches it off.
 """
@@ -23,7 +28,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session"]
+__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "LOG_INTERVAL"]
+
+LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
+_ERASE = "\x1b[K"  # ANSI: erase to the end of the line (what a longer line drawn before left)
 
 
 def format_eta(seconds: float) -> str:
@@ -45,49 +53,102 @@ def _kernel_display() -> Any | None:
     return IPython.display
 
 
-class Line:
-    """The progress of ``epochs`` epochs over ``runs`` runs, shown as one line (see the module docstring)."""
+def _kernel_terminal_fd() -> int | None:
+    """Inside a kernel: the file descriptor of the kernel's original standard error (ipykernel's
+    ``OutStream.fileno()``, a copy made before it redirected fd 2 into the notebook), where the
+    terminal that launched the kernel reads; None when there is none (``sys.stderr`` is the
+    process's own, or ipykernel does not watch the descriptors, e.g. under pytest)."""
+    stream = sys.stderr
+    if stream is None or stream is sys.__stderr__:
+        return None
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return fd if isinstance(fd, int) and not isinstance(fd, bool) and fd >= 0 else None
 
-    def __init__(self, desc: str, epochs: int, runs: int = 1, interval: float = 2.0, enabled: bool = True) -> None:
-        self.desc, self.epochs, self.runs, self.interval = desc, max(int(epochs), 1), max(int(runs), 1), interval
+
+class _Terminal:
+    """Where the line is written as text: a file descriptor (the kernel's terminal) or a stream
+    (``sys.stderr`` outside a kernel); a terminal is rewritten in place, anything else gets whole
+    lines at most every :data:`LOG_INTERVAL` seconds."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        try:
+            self.tty = os.isatty(fd) if fd is not None else bool(getattr(sys.stderr, "isatty", lambda: False)())
+        except OSError:
+            self.tty = False
+        self.shown = -1e9
+
+    def due(self, interval: float, final: bool) -> bool:
+        """Whether a line should be written now (``interval`` for a terminal, a minute otherwise)."""
+        return final or time.monotonic() - self.shown >= (interval if self.tty else max(interval, LOG_INTERVAL))
+
+    def write(self, line: str, final: bool) -> None:
+        self.shown = time.monotonic()
+        text = ("\r" + line + _ERASE + ("\n" if final else "")) if self.tty else line + "\n"
+        try:
+            if self.fd is not None:
+                os.write(self.fd, text.encode("utf-8", "replace"))
+            else:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+        except (OSError, ValueError):  # a closed terminal: the line only goes missing there
+            self.fd, self.tty = None, False
+
+
+class Line:
+    """The progress of ``epochs`` units (``unit``, "epoch" by default) over ``runs`` runs, shown as
+    one line (see the module docstring)."""
+
+    def __init__(self, desc: str, epochs: int, runs: int = 1, interval: float = 2.0, enabled: bool = True,
+                 unit: str = "epoch") -> None:
+        self.desc, self.epochs, self.runs, self.interval = desc, max(int(epochs), 0), max(int(runs), 1), interval
+        self.unit = unit
         self.enabled = enabled and os.environ.get("TQDM_DISABLE", "") not in ("1", "True", "true")
         self.done_epochs, self.done_runs, self.start, self.shown = 0, 0, time.monotonic(), -1e9
         self._display = _kernel_display() if self.enabled else None
         self._handle: Any = None
-        self._tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
-        if self._display is None and not self._tty:
-            self.interval = max(self.interval, 60.0)  # captured output: a line a minute, not hundreds
+        self._terminal: _Terminal | None = None
+        if self.enabled:
+            fd = _kernel_terminal_fd() if self._display is not None else None
+            self._terminal = _Terminal(fd) if self._display is None or fd is not None else None
 
     def text(self) -> str:
-        """The line: what, epochs done of all, runs done of all, elapsed and time left."""
+        """The line: what, units done of all, runs done of all, elapsed and time left."""
         spent = time.monotonic() - self.start
         eta = spent / self.done_epochs * (self.epochs - self.done_epochs) if self.done_epochs else None
         left = f", ~{format_eta(eta)} left" if eta is not None and self.done_epochs < self.epochs else ""
         runs = f", {self.done_runs}/{self.runs} runs" if self.runs > 1 else ""
-        return f"{self.desc}: epoch {self.done_epochs}/{self.epochs}{runs}, {format_eta(spent)}{left}"
+        return f"{self.desc}: {self.unit} {self.done_epochs}/{max(self.epochs, 1)}{runs}, {format_eta(spent)}{left}"
+
+    def add(self, epochs: int) -> None:
+        """Add ``epochs`` units to the total (work found on the way, e.g. what is not cached); a line
+        opened with 0 units grows this way."""
+        self.epochs += max(int(epochs), 0)
 
     def update(self, epochs: int = 1, runs: int = 0, final: bool = False) -> None:
-        """Count ``epochs`` more epochs and ``runs`` more finished runs; redraw if due (always when ``final``)."""
+        """Count ``epochs`` more units and ``runs`` more finished runs; redraw if due (always when ``final``)."""
         self.done_epochs = min(self.done_epochs + int(epochs), self.epochs)
         self.done_runs = min(self.done_runs + int(runs), self.runs)
-        if not self.enabled or (not final and time.monotonic() - self.shown < self.interval):
+        if not self.enabled:
             return
-        self.shown = time.monotonic()
-        line = self.text()
-        if self._display is not None:
+        line = None
+        if self._display is not None and (final or time.monotonic() - self.shown >= self.interval):
+            self.shown = time.monotonic()
+            line = self.text()
             if self._handle is None:
                 self._handle = self._display.display({"text/plain": line}, raw=True, display_id=True)
             else:
                 self._handle.update({"text/plain": line}, raw=True)
-        elif self._tty:
-            sys.stderr.write("\r" + line + ("\n" if final else ""))
-            sys.stderr.flush()
-        else:
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
+        if self._terminal is not None and self._terminal.due(self.interval, final):
+            self._terminal.write(line or self.text(), final)
 
-    def close(self) -> None:
-        """Draw the final line (the one that stays)."""
+    def close(self, quiet_if_idle: bool = False) -> None:
+        """Draw the final line (the one that stays); none with ``quiet_if_idle`` when nothing was counted."""
+        if quiet_if_idle and not self.done_epochs and not self.done_runs:
+            return
         self.update(0, final=True)
 
 
@@ -95,19 +156,21 @@ _ACTIVE: list[Line] = []
 
 
 @contextlib.contextmanager
-def session(desc: str, epochs: int, runs: int = 1, enabled: bool = True) -> Iterator[Line]:
-    """One line for ``epochs`` epochs of ``runs`` runs; training loops inside report to it (nested
-    sessions report to the outermost one)."""
+def session(desc: str, epochs: int, runs: int = 1, enabled: bool = True, unit: str = "epoch",
+            quiet_if_idle: bool = False) -> Iterator[Line]:
+    """One line for ``epochs`` units (``unit``) of ``runs`` runs; loops inside report to it (nested
+    sessions report to the outermost one). ``quiet_if_idle``: no final line if nothing was counted
+    (all of it was cached, say)."""
     if _ACTIVE:
         yield _ACTIVE[0]
         return
-    line = Line(desc, epochs, runs, enabled=enabled)
+    line = Line(desc, epochs, runs, enabled=enabled, unit=unit)
     _ACTIVE.append(line)
     try:
         yield line
     finally:
         _ACTIVE.pop()
-        line.close()
+        line.close(quiet_if_idle)
 
 
 def epoch_done(n_epochs: int = 1) -> None:

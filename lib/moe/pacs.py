@@ -78,7 +78,9 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
     if not pretrained:
         differs.append("no ImageNet weights at all: the paper starts from ImageNet weights")
     if frozen:
-        differs.append("the backbone is frozen (the paper fine-tunes it) and no augmentation is used")
+        aug = ("the only augmentation is a left-right mirrored copy of each training image, whose features are "
+               "extra training rows" if cfg.get("flip") else "no augmentation is used")
+        differs.append(f"the backbone is frozen (the paper fine-tunes it) and {aug}")
     return PacsBackbone(spec, pretrained, frozen, "efficientnet_lite0" if lite else "resnet18", f"{net}, {how}",
                         "; ".join(differs) or "none: the paper's backbone and initialisation")
 
@@ -86,7 +88,8 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
 def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> Any:
     """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
     features of ``backbone`` (:func:`lib.data.features.pacs_features`, when ``backbone.frozen``: size
-    ``image_size``, ``filtered_copies`` JPEG copies for FGR) or the images (:func:`lib.data.images.load_pacs`)."""
+    ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
+    or the images (:func:`lib.data.images.load_pacs`)."""
     n = int(cfg.get("n_per_domain") or 0) or None
     if cfg.get("data") != "real":
         from lib.data.synthetic import synthetic_pacs_domains
@@ -96,7 +99,8 @@ def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> An
         from lib.data.features import pacs_features
 
         return pacs_features(target, size=int(cfg["image_size"]), n_per_domain=n,
-                             copies=int(cfg.get("filtered_copies", 1)), extractor=backbone.extractor, seed=0)
+                             copies=int(cfg.get("filtered_copies", 1)), extractor=backbone.extractor, seed=0,
+                             flip=bool(cfg.get("flip", False)))
     from lib.data.images import load_pacs
 
     return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)

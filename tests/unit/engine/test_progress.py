@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import os
+import pty
 import sys
 import types
 
@@ -58,3 +61,124 @@ def test_in_a_kernel_the_line_is_one_display_updated_in_place(monkeypatch):
         with progress.session("boom", epochs=1):
             raise ZeroDivisionError("boom")
     assert progress._ACTIVE == []
+
+
+def _fake_kernel(monkeypatch, shown):
+    """A stand-in for IPython inside a kernel: ``display`` and its in-place updates are recorded."""
+
+    class Handle:
+        def update(self, obj, raw):
+            shown.append(("update", obj["text/plain"]))
+
+    def display(obj, raw, display_id):
+        shown.append(("display", obj["text/plain"]))
+        return Handle()
+
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    ipython.display = types.SimpleNamespace(display=display)
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", ipython.display)
+
+
+class _KernelStderr:
+    """What ipykernel makes of ``sys.stderr``: a stream into the notebook whose ``fileno()`` is the
+    kernel's original standard error (here: the write end of a pipe or a pseudo-terminal)."""
+
+    def __init__(self, fd):
+        self.fd, self.text = fd, []
+
+    def fileno(self):
+        return self.fd
+
+    def write(self, s):
+        self.text.append(s)
+
+    def flush(self):
+        pass
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        try:
+            b = os.read(fd, 65536)
+        except OSError:  # a pseudo-terminal whose other end closed
+            break
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks).decode()
+
+
+def test_in_a_kernel_the_line_also_reaches_the_terminal_that_started_it_not_the_page(monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    shown: list[tuple[str, str]] = []
+    _fake_kernel(monkeypatch, shown)
+    master, slave = pty.openpty()  # papermill run from a terminal: the kernel's stderr is that terminal
+    stream = _KernelStderr(slave)
+    monkeypatch.setattr(sys, "stderr", stream)
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    with progress.session("page", epochs=3):
+        for _ in range(3):
+            clock[0] += 5.0  # past the 2 s interval: every update is drawn
+            progress.epoch_done()
+    os.close(slave)
+    term = _read_all(master).replace("\r\n", "\n")  # the terminal shows a newline as \r\n
+    os.close(master)
+    assert stream.text == []  # nothing went into the notebook's stream
+    assert [k for k, _ in shown].count("display") == 1 and shown[-1][1].startswith("page: epoch 3/3, ")
+    # the terminal: each update rewrites the line in place (\r ... erase to end of line), one final newline
+    draws = term.split("\r")[1:]
+    assert len(draws) == 4 and all("\x1b[K" in d for d in draws)
+    assert [d.split(":")[1].split(",")[0] for d in draws] == [" epoch 1/3", " epoch 2/3", " epoch 3/3", " epoch 3/3"]
+    assert term.count("\n") == 1 and term.endswith("\n")
+
+
+def test_in_a_kernel_a_captured_terminal_gets_a_line_a_minute(monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    _fake_kernel(monkeypatch, [])
+    r, w = os.pipe()  # papermill ... 2> log: not a terminal
+    monkeypatch.setattr(sys, "stderr", _KernelStderr(w))
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    with progress.session("grid", epochs=100) as line:
+        for _ in range(100):
+            clock[0] += 3.0  # 300 s in all
+            line.update(1)
+    os.close(w)
+    lines = _read_all(r).splitlines()
+    os.close(r)
+    assert "\r" not in "".join(lines)
+    # at 3 s, 63 s, 123 s, 183 s, 243 s (a minute apart), then the final line
+    assert len(lines) == 6 and lines[-1].startswith("grid: epoch 100/100, ")
+
+
+def test_in_a_kernel_without_a_terminal_only_the_display_is_drawn(monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    shown: list[tuple[str, str]] = []
+    _fake_kernel(monkeypatch, shown)
+
+    class NoFd(_KernelStderr):
+        def fileno(self):
+            raise io.UnsupportedOperation("fileno")  # ipykernel not watching the descriptors (pytest)
+
+    monkeypatch.setattr(sys, "stderr", NoFd(-1))
+    with progress.session("page", epochs=1):
+        progress.epoch_done()
+    assert sys.stderr.text == [] and shown[-1][1].startswith("page: epoch 1/1, ")
+
+
+def test_a_growing_line_counts_units_and_stays_silent_when_idle(capsys, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    with progress.session("features", 0, unit="image", quiet_if_idle=True):
+        pass  # everything cached: nothing counted, nothing drawn
+    assert capsys.readouterr().err == ""
+    with progress.session("features", 0, unit="image", quiet_if_idle=True) as line:
+        line.add(300)
+        line.update(128)
+        line.add(200)
+        line.update(372)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("features: image 128/300, ") and lines[-1].startswith("features: image 500/500, ")

@@ -27,6 +27,22 @@ def test_cpu_scale_offline_freezes_the_packaged_efficientnet(machine) -> None:
     assert b.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
 
 
+def test_cpu_scale_mirrors_the_training_images_and_says_so(machine, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lib.data.features as feats
+    from lib.moe.pacs import pacs_data
+
+    machine(hub=False, lite=True)
+    cfg = settings("pacs", "cpu")
+    asked: list[dict] = []
+    monkeypatch.setattr(feats, "pacs_features", lambda target, **kw: asked.append({"target": target, **kw}) or "bundle")
+    for flip in (True, False):
+        b = pacs_backbone({**cfg, "flip": flip})
+        assert pacs_data({**cfg, "flip": flip}, "sketch", b) == "bundle" and asked[-1]["flip"] is flip
+        assert ("mirrored copy of each training image" in b.differs) is flip
+        assert ("no augmentation is used" in b.differs) is not flip
+    assert asked[-1]["target"] == "sketch" and asked[-1]["size"] == cfg["image_size"]
+
+
 def test_paper_scale_fine_tunes_and_never_claims_missing_weights(machine) -> None:
     machine(hub=False, lite=True)
     b = pacs_backbone(settings("pacs", "paper"))
