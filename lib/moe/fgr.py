@@ -111,8 +111,11 @@ def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperatur
     u = F.softmax(-((conf[:, None] - centres[None, :]) ** 2) / temperature, dim=1)  # (N, B)
     mass = u.sum(dim=0)  # n * prop_b
     gap = (u * (correct - conf)[:, None]).sum(dim=0)  # mass_b * (acc_b - conf_b)
-    # prop_b (acc_b - conf_b)^2 = gap_b^2 / (n mass_b); an empty bin contributes 0.
-    sq = (gap.pow(2) / (n * mass.clamp_min(torch.finfo(probs.dtype).tiny))).sum()
+    # prop_b (acc_b - conf_b)^2 = gap_b^2 / (n mass_b); an empty bin contributes 0. |gap_b| <= mass_b, so
+    # a bin lighter than eps adds < eps / n: its mass is clamped at eps, not at tiny, because for
+    # mass_b in (tiny, sqrt(tiny)) the backward's mass_b^2 underflows to 0 and the gradient is 0/0 = NaN
+    # (one prediction at confidence 0.96 with T = 0.01 did it; tests/unit/moe/test_fgr.py).
+    sq = (gap.pow(2) / (n * mass.clamp_min(torch.finfo(probs.dtype).eps))).sum()
     return torch.sqrt(sq.clamp_min(torch.finfo(probs.dtype).eps ** 2))
 
 

@@ -304,3 +304,17 @@ def test_fgr_step_on_unfiltered_inputs_matches_the_definition() -> None:
     fgr_step(model, lambda o, t: mixture_nll(o, t).mean(), batch, y, torch.optim.SGD(params, lr=1.0))
     step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert torch.allclose(step, rectify(gm, gc), atol=1e-10)
+
+
+def test_soft_ece_gradient_is_finite_where_a_bin_is_nearly_empty() -> None:
+    """One prediction at confidence 0.96-0.97 (T = 0.01, 15 bins) leaves bin 0 a mass of ~1e-31: its
+    square underflows in float32, and clamping the mass at ``tiny`` gave a 0/0 = NaN gradient. The value
+    still equals the hard-bin definition's limit (|acc - conf| of the one prediction)."""
+    from lib.moe.fgr import SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE, soft_ece
+
+    for c in torch.linspace(0.95, 0.975, 11).tolist():
+        p = torch.tensor([[c, 1 - c]], requires_grad=True)
+        v = soft_ece(p, torch.tensor([0]), SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
+        (g,) = torch.autograd.grad(v, p)
+        assert torch.isfinite(g).all(), c
+        assert float(v) == pytest.approx(1 - c, abs=1e-6)  # one sample: sqrt((1 - conf)^2)
