@@ -37,7 +37,15 @@ from torch import nn
 from lib.data.bundle import TensorSplits
 from lib.validation import check_int
 
-__all__ = ["cached_array", "extract", "FeatureBundle", "FeatureInput", "FEATURE_EXTRACTORS", "pacs_features", "FEATURE_FRAC"]
+__all__ = [
+    "cached_array",
+    "extract",
+    "FeatureBundle",
+    "FeatureInput",
+    "FEATURE_EXTRACTORS",
+    "pacs_features",
+    "FEATURE_FRAC",
+]
 
 FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.moe.jpeg.filtered_rows' default frac)
 
@@ -59,7 +67,6 @@ class FeatureInput(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x[:, : self.out_features]
-
 
 
 def _features_dir() -> Path:
@@ -106,8 +113,15 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
     return arr.astype(np.float32)
 
 
-def extract(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-            quality: Any = None, batch_size: int = 128, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+def extract(
+    model: torch.nn.Module,
+    images: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    quality: Any = None,
+    batch_size: int = 128,
+    on_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """Features of uint8 ``images`` (N, 3, H, W): optionally JPEG-filtered at ``quality`` (one
     number, or one per image; :func:`lib.moe.jpeg.jpeg_filter` on the 0..255 pixels), normalized with ``mean``/``std``, through
     ``model`` in evaluation mode without gradients, ``batch_size`` at a time; ``on_batch(n)`` is
@@ -123,10 +137,10 @@ def extract(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[float],
     out = []
     with torch.inference_mode():
         for i in range(0, len(images), batch_size):
-            xb = images[i:i + batch_size].float()
+            xb = images[i : i + batch_size].float()
             if quality is not None:
                 q = torch.as_tensor(quality, dtype=torch.float32).reshape(-1)
-                xb = jpeg_filter(xb, q if q.numel() == 1 else q[i:i + batch_size]).clamp(0, 255)
+                xb = jpeg_filter(xb, q if q.numel() == 1 else q[i : i + batch_size]).clamp(0, 255)
             out.append(model((xb / 255.0 - m) / s).float())
             if on_batch is not None:
                 on_batch(len(xb))
@@ -157,8 +171,10 @@ class FeatureBundle(TensorSplits):
         check_int(self.copies, "copies", minimum=0)
         width = (1 + self.copies) * self.dim
         if self.train_x.ndim != 2 or self.train_x.shape[1] != width:
-            raise ValueError(f"train_x: expected (N, {width}) rows (clean + {self.copies} filtered blocks of "
-                             f"{self.dim}), got {tuple(self.train_x.shape)}")
+            raise ValueError(
+                f"train_x: expected (N, {width}) rows (clean + {self.copies} filtered blocks of "
+                f"{self.dim}), got {tuple(self.train_x.shape)}"
+            )
         for name in ("val_x", "test_x"):
             x = getattr(self, name)
             if x.ndim != 2 or x.shape[1] != self.dim:
@@ -166,7 +182,9 @@ class FeatureBundle(TensorSplits):
 
     def fingerprint(self) -> str:
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""
-        h = hashlib.sha256(f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}".encode())
+        h = hashlib.sha256(
+            f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}".encode()
+        )
         for t in (self.train_y, self.val_y, self.test_y, self.hard_mask):
             h.update(t.cpu().numpy().tobytes())
         for x in (self.train_x, self.test_x):
@@ -174,7 +192,9 @@ class FeatureBundle(TensorSplits):
             h.update(flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes())
         return h.hexdigest()[:12]
 
-    def fgr_inputs(self, x: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def fgr_inputs(
+        self, x: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """FGR's one-forward input on a batch of training rows (B, (1 + copies) dim), as
         :func:`lib.moe.fgr.fgr_batch` builds it for images: the B rows, then m = max(1, int(0.05 B))
         random rows whose first ``dim`` columns are replaced by one of their image's filtered copies
@@ -209,10 +229,18 @@ def _extractor(name: str) -> tuple[Callable[[], nn.Module], str]:
     raise ValueError(f"extractor: unknown {name!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")
 
 
-def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
-                  qualities: Sequence[int] = (15, 18, 25), copies: int = 1, extractor: str = "efficientnet_lite0",
-                  val_frac: float = 0.1, seed: int = 0, data_dir: str | None = None,
-                  flip: bool = False) -> FeatureBundle:
+def pacs_features(
+    target: str,
+    size: int = 160,
+    n_per_domain: int | None = None,
+    qualities: Sequence[int] = (15, 18, 25),
+    copies: int = 1,
+    extractor: str = "efficientnet_lite0",
+    val_frac: float = 0.1,
+    seed: int = 0,
+    data_dir: str | None = None,
+    flip: bool = False,
+) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` (EfficientNet-Lite0 by
     default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
     px, with the split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and
@@ -245,8 +273,9 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     dim = FEATURE_EXTRACTORS[extractor]
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
-    def feats(domain: str, copy: int | None, line: progress.Line,
-              mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def feats(
+        domain: str, copy: int | None, line: progress.Line, mirror: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         x, y, root = pacs_domain(domain, size, data_dir)
         quality = None
         tag = hashlib.sha256(root.encode()).hexdigest()[:6]
@@ -262,8 +291,14 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
             if not model:
                 model.append(build())
             line.add(len(y))
-            return extract(model[0], x.flip(-1) if mirror else x, IMAGENET_MEAN, IMAGENET_STD, quality=quality,
-                           on_batch=line.update)
+            return extract(
+                model[0],
+                x.flip(-1) if mirror else x,
+                IMAGENET_MEAN,
+                IMAGENET_STD,
+                quality=quality,
+                on_batch=line.update,
+            )
 
         return cached_array(key, compute), y.numpy()
 
@@ -271,8 +306,9 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     blocks: list[np.ndarray] = []
     mirrored: list[np.ndarray] = []
     ys = []
-    with progress.session(f"PACS features ({extractor}, {size} px, target {target})", 0, unit="image",
-                          quiet_if_idle=True) as line:
+    with progress.session(
+        f"PACS features ({extractor}, {size} px, target {target})", 0, unit="image", quiet_if_idle=True
+    ) as line:
         for d in PACS_DOMAINS:
             if d == target:
                 continue
@@ -306,15 +342,38 @@ def pacs_features(target: str, size: int = 160, n_per_domain: int | None = None,
     def labels(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.asarray(a, dtype=np.int64))
 
-    filt = (f"; source images also JPEG-filtered ({copies} cop{'y' if copies == 1 else 'ies'}, each image at a "
-            f"quality drawn from {list(qualities)}) for FGR") if copies else ""
+    filt = (
+        (
+            f"; source images also JPEG-filtered ({copies} cop{'y' if copies == 1 else 'ies'}, each image at a "
+            f"quality drawn from {list(qualities)}) for FGR"
+        )
+        if copies
+        else ""
+    )
     mirror = "; training images also mirrored left-right (features of both, same labels)" if flip else ""
     return FeatureBundle(
-        name=f"pacs-{target}-features", train_x=norm(train_rows), train_y=labels(train_labels),
-        val_x=norm(src[val_idx, :dim]), val_y=labels(src_y[val_idx]), test_x=norm(te), test_y=labels(te_y),
-        hard_mask=torch.ones(len(te_y), dtype=torch.bool), classes=PACS_CLASSES,
+        name=f"pacs-{target}-features",
+        train_x=norm(train_rows),
+        train_y=labels(train_labels),
+        val_x=norm(src[val_idx, :dim]),
+        val_y=labels(src_y[val_idx]),
+        test_x=norm(te),
+        test_y=labels(te_y),
+        hard_mask=torch.ones(len(te_y), dtype=torch.bool),
+        classes=PACS_CLASSES,
         source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images{filt}{mirror}",
-        dim=dim, copies=copies, qualities=qualities, extractor=f"{extractor}/{weights}/{size}px",
-        info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target], "val_frac": val_frac,
-              "seed": seed, "n_per_domain": n_per_domain, "size": size, "extractor": extractor, "flip": flip},
+        dim=dim,
+        copies=copies,
+        qualities=qualities,
+        extractor=f"{extractor}/{weights}/{size}px",
+        info={
+            "target": target,
+            "sources": [d for d in PACS_DOMAINS if d != target],
+            "val_frac": val_frac,
+            "seed": seed,
+            "n_per_domain": n_per_domain,
+            "size": size,
+            "extractor": extractor,
+            "flip": flip,
+        },
     )

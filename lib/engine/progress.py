@@ -102,8 +102,9 @@ class Line:
     """The progress of ``epochs`` units (``unit``, "epoch" by default) over ``runs`` runs, shown as
     one line (see the module docstring)."""
 
-    def __init__(self, desc: str, epochs: int, runs: int = 1, interval: float = 2.0, enabled: bool = True,
-                 unit: str = "epoch") -> None:
+    def __init__(
+        self, desc: str, epochs: int, runs: int = 1, interval: float = 2.0, enabled: bool = True, unit: str = "epoch"
+    ) -> None:
         self.desc, self.epochs, self.runs, self.interval = desc, max(int(epochs), 0), max(int(runs), 1), interval
         self.unit = unit
         self.enabled = enabled and os.environ.get("TQDM_DISABLE", "") not in ("1", "True", "true")
@@ -156,8 +157,9 @@ _ACTIVE: list[Line] = []
 
 
 @contextlib.contextmanager
-def session(desc: str, epochs: int, runs: int = 1, enabled: bool = True, unit: str = "epoch",
-            quiet_if_idle: bool = False) -> Iterator[Line]:
+def session(
+    desc: str, epochs: int, runs: int = 1, enabled: bool = True, unit: str = "epoch", quiet_if_idle: bool = False
+) -> Iterator[Line]:
     """One line for ``epochs`` units (``unit``) of ``runs`` runs; loops inside report to it (nested
     sessions report to the outermost one). ``quiet_if_idle``: no final line if nothing was counted
     (all of it was cached, say)."""

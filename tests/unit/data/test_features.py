@@ -53,7 +53,9 @@ def test_extract_normalizes_and_filters() -> None:
 
     q = np.array([10, 50, 90, 10, 50])
     ff = extract(_MeanPool(), images, mean, std, quality=q, batch_size=2)
-    want = ((jpeg_filter(images.float(), torch.tensor(q, dtype=torch.float32)).clamp(0, 255) / 255 - m) / s).mean(dim=(2, 3))
+    want = ((jpeg_filter(images.float(), torch.tensor(q, dtype=torch.float32)).clamp(0, 255) / 255 - m) / s).mean(
+        dim=(2, 3)
+    )
     assert np.allclose(ff, want.numpy(), atol=1e-4) and not np.allclose(ff, f)
     with pytest.raises(ValueError, match="images"):
         extract(_MeanPool(), images.float(), mean, std)
@@ -62,16 +64,30 @@ def test_extract_normalizes_and_filters() -> None:
 def _bundle(n: int = 200, dim: int = 6, copies: int = 2, seed: int = 0) -> FeatureBundle:
     g = torch.Generator().manual_seed(seed)
     centres = 3 * torch.randn(3, dim, generator=g)
+
     def draw(k: int) -> tuple[torch.Tensor, torch.Tensor]:
         y = torch.randint(0, 3, (k,), generator=g)
         return centres[y] + torch.randn(k, dim, generator=g), y
+
     x, y = draw(n)
     blocks = [x] + [x + 0.1 * (c + 1) for c in range(copies)]  # filtered copy c: shifted by 0.1 (c + 1)
     vx, vy = draw(60)
     tx, ty = draw(60)
-    return FeatureBundle(name="toy-features", train_x=torch.cat(blocks, 1), train_y=y, val_x=vx, val_y=vy,
-                         test_x=tx, test_y=ty, hard_mask=torch.ones(60, dtype=torch.bool),
-                         classes=("a", "b", "c"), source="toy", dim=dim, copies=copies, qualities=(15, 25))
+    return FeatureBundle(
+        name="toy-features",
+        train_x=torch.cat(blocks, 1),
+        train_y=y,
+        val_x=vx,
+        val_y=vy,
+        test_x=tx,
+        test_y=ty,
+        hard_mask=torch.ones(60, dtype=torch.bool),
+        classes=("a", "b", "c"),
+        source="toy",
+        dim=dim,
+        copies=copies,
+        qualities=(15, 25),
+    )
 
 
 def test_fgr_inputs_put_a_filtered_copy_in_front_of_five_percent_of_the_rows() -> None:
@@ -86,7 +102,7 @@ def test_fgr_inputs_put_a_filtered_copy_in_front_of_five_percent_of_the_rows() -
         row = out[int(main[i])]
         shift = (row[: b.dim] - x[i, : b.dim]).mean().item()
         assert min(abs(shift - 0.1), abs(shift - 0.2)) < 1e-5  # one of the image's own filtered copies
-        assert torch.equal(row[b.dim:], x[i, b.dim:])
+        assert torch.equal(row[b.dim :], x[i, b.dim :])
     unfiltered = [i for i in range(64) if i not in set(filtered_src.tolist())]
     assert torch.equal(main[unfiltered], torch.tensor(unfiltered))
     plain = _bundle(copies=0)
@@ -102,8 +118,9 @@ def test_bundle_and_backbone_validate_their_shapes() -> None:
         FeatureBundle(**{**b.__dict__, "test_x": b.test_x[:, :3]})
     assert b.fingerprint() != _bundle(seed=1).fingerprint() and b.sizes()["hard"] == 60
     body = FeatureInput("efficientnet_lite0")
-    assert body.out_features == 1280 and torch.equal(body(torch.arange(2 * 2560.0).view(2, 2560)),
-                                                     torch.arange(2 * 2560.0).view(2, 2560)[:, :1280])
+    assert body.out_features == 1280 and torch.equal(
+        body(torch.arange(2 * 2560.0).view(2, 2560)), torch.arange(2 * 2560.0).view(2, 2560)[:, :1280]
+    )
     with pytest.raises(ValueError, match="extractor"):
         FeatureInput("vgg")
 
@@ -119,9 +136,19 @@ def test_every_method_trains_on_features_through_the_engine(monkeypatch: pytest.
     seen = []
     real = FeatureBundle.fgr_inputs
     monkeypatch.setattr(FeatureBundle, "fgr_inputs", lambda self, x, g=None: seen.append(x.shape) or real(self, x, g))
-    settings = {"dataset": "toy", "epochs": 4, "batch_size": 32, "lr": 0.01, "backbone": "features:toy",
-                "pretrained": True, "augment": False, "num_experts": 2, "router_hidden": 8, "methods": list(exp.METHODS),
-                "seeds": [0]}
+    settings = {
+        "dataset": "toy",
+        "epochs": 4,
+        "batch_size": 32,
+        "lr": 0.01,
+        "backbone": "features:toy",
+        "pretrained": True,
+        "augment": False,
+        "num_experts": 2,
+        "router_hidden": 8,
+        "methods": list(exp.METHODS),
+        "seeds": [0],
+    }
     records = exp.run_methods(exp.train_configs(settings), data, stack=8)
     accs = {r["method"]: r["metrics"]["all"]["accuracy"] for r in records}
     assert set(accs) == set(exp.METHODS)
@@ -139,8 +166,13 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, int
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     sizes = {"photo": 20, "art_painting": 16, "cartoon": 24, "sketch": 12}
     gen = torch.Generator().manual_seed(0)
-    domains = {d: (torch.randint(0, 256, (n, 3, 8, 8), generator=gen, dtype=torch.uint8),
-                   torch.randint(0, 7, (n,), generator=gen)) for d, n in sizes.items()}
+    domains = {
+        d: (
+            torch.randint(0, 256, (n, 3, 8, 8), generator=gen, dtype=torch.uint8),
+            torch.randint(0, 7, (n,), generator=gen),
+        )
+        for d, n in sizes.items()
+    }
     monkeypatch.setattr(files, "pacs_domain", lambda d, size, data_dir=None: (*domains[d], "/fake/pacs"))
     weight = torch.randn(192, 1280, generator=gen) / 16
     seen: dict[str, int] = {"images": 0}
@@ -156,8 +188,9 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, int
     return seen
 
 
-def test_pacs_features_mirror_the_training_images_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_pacs_features_mirror_the_training_images_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.features import pacs_features
 
@@ -183,7 +216,7 @@ def test_pacs_features_mirror_the_training_images_only(monkeypatch: pytest.Monke
     raw = torch.from_numpy(extract(seen["model"], src_x, IMAGENET_MEAN, IMAGENET_STD))
     raw_m = torch.from_numpy(extract(seen["model"], src_x.flip(-1), IMAGENET_MEAN, IMAGENET_STD))
     perm = np.random.default_rng(0).permutation(60)
-    train_idx = np.sort(perm[int(round(0.1 * 60)):])
+    train_idx = np.sort(perm[int(round(0.1 * 60)) :])
     mu, sd = raw[train_idx].mean(0), raw[train_idx].std(0, unbiased=False) + 1e-6
     expect = (raw_m[train_idx].half().float() - mu) / sd  # cached as float16
     torch.testing.assert_close(flipped.train_x[n:, :1280], expect, atol=2e-2, rtol=1e-2)

