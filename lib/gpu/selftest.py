@@ -34,7 +34,7 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
     from lib.engine.device import resolve_device
     from lib.engine.loop import fit, predict
     from lib.engine.stack import fit_stack
-    from lib.moe.config import TrainConfig
+    from lib.moe.config import tiny_config
     from lib.moe.train import prepare_run
 
     dev = resolve_device(device)
@@ -43,22 +43,9 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
         return f"self-test: passed before on this machine ({mark.name})"
     t0 = time.perf_counter()
     data = synthetic_images(n_train=64, n_val=16, n_test=32, size=8, num_classes=3, seed=0)
-    base = dict(
-        dataset="selftest",
-        epochs=2,
-        warmup_epochs=1,
-        batch_size=16,
-        backbone="tiny_cnn",
-        width=4,
-        lr=3e-3,
-        num_experts=2,
-        router_hidden=8,
-        progress=False,
-        device=str(dev),
-    )
     worst = 0.0
     for pair in ((("vanilla", 0), ("robust", 1)), (("fgr", 0), ("fgr_robust", 1))):
-        cfgs = [TrainConfig(method=m, seed=s, **base) for m, s in pair]
+        cfgs = [tiny_config(m, s, dataset="selftest", device=str(dev)) for m, s in pair]
         alone = []
         for c in cfgs:
             pr = prepare_run(c, data)

@@ -10,7 +10,7 @@ from typing import Any
 from lib.moe.methods import METHODS, WARMUP_FRACTION, WARMUP_METHODS
 from lib.validation import check_choice, check_positive
 
-__all__ = ["TrainConfig"]
+__all__ = ["TINY", "TrainConfig", "tiny_config"]
 
 # Fields that change how fast a run goes but not what it computes: left out of the cache key.
 _RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_size")
@@ -86,3 +86,16 @@ class TrainConfig:
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+TINY: dict[str, Any] = dict(
+    dataset="synthetic", epochs=2, warmup_epochs=1, batch_size=16, backbone="tiny_cnn", width=4, lr=3e-3, num_experts=2
+)
+"""The fields every tiny run shares (``tiny_config`` adds router width 8 and no progress line)."""
+
+
+def tiny_config(method: str = "vanilla", seed: int = 0, **changes: Any) -> TrainConfig:
+    """A run that trains in seconds on a CPU: a 3-layer CNN of width 4 under 2 experts, 2 epochs (one of
+    ERM warmup), batch 16 (``TINY``). The engine's self-test (:mod:`lib.gpu.selftest`) and the unit
+    tests use it; ``changes`` override any field."""
+    return TrainConfig(**{**TINY, "router_hidden": 8, "progress": False, "method": method, "seed": seed, **changes})

@@ -9,7 +9,7 @@ import torch
 from lib.data.synthetic import synthetic_images
 from lib.engine.runs import Run
 from lib.moe.grid import run_grid, stack_groups
-from lib.moe.config import TrainConfig
+from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import GROUP, load_predictions, run_config, train_run
 
 torch.set_num_threads(2)
@@ -21,21 +21,7 @@ def data():
 
 
 def tiny(method: str, seed: int = 0, **kw) -> TrainConfig:
-    base = dict(
-        dataset="synthetic",
-        method=method,
-        seed=seed,
-        epochs=2,
-        warmup_epochs=1,
-        batch_size=16,
-        backbone="tiny_cnn",
-        width=4,
-        lr=3e-3,
-        num_experts=2,
-        router_hidden=8,
-        progress=False,
-    )
-    return TrainConfig(**{**base, **kw})
+    return tiny_config(method, seed, **kw)
 
 
 CONFIGS = [tiny("vanilla", 0), tiny("robust", 1), tiny("fgr", 0), tiny("robust_filtered", 2), tiny("fgr_robust", 3)]

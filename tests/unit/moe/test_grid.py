@@ -11,7 +11,7 @@ from lib.data.synthetic import synthetic_images
 from lib.engine import deadline
 from lib.engine.runs import Run
 from lib.moe.grid import CPU_STACK, auto_stack, fit_count, run_grid, stack_groups, train_stacked
-from lib.moe.config import TrainConfig
+from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import GROUP, load_predictions, run_config, train_run
 
 torch.set_num_threads(2)
@@ -28,21 +28,7 @@ def bf16(monkeypatch):
 
 
 def resnet(method: str, seed: int, **kw) -> TrainConfig:
-    base = dict(
-        dataset="synthetic",
-        method=method,
-        seed=seed,
-        epochs=2,
-        warmup_epochs=1,
-        batch_size=16,
-        backbone="cifar_resnet18",
-        width=4,
-        lr=3e-3,
-        num_experts=2,
-        router_hidden=8,
-        progress=False,
-    )
-    return TrainConfig(**{**base, **kw})
+    return tiny_config(method, seed, **{"backbone": "cifar_resnet18", **kw})
 
 
 # 8 members of one stack: three methods x seeds, another lambda, another warmup (all the plain step)

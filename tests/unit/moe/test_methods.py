@@ -10,26 +10,13 @@ import torch
 import lib.moe.methods as methods
 from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import objective
-from lib.moe.config import TrainConfig
+from lib.moe.config import TrainConfig, tiny_config
 
 torch.set_num_threads(2)
 
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
-    base = dict(
-        dataset="synthetic",
-        method=method,
-        epochs=epochs,
-        batch_size=32,
-        backbone="tiny_cnn",
-        width=4,
-        lr=3e-3,
-        num_experts=2,
-        router_hidden=8,
-        progress=False,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return tiny_config(method, **{"epochs": epochs, "batch_size": 32, "warmup_epochs": None, **kw})
 
 
 def _fake_output(n=16, k=3, c=4, seed=0):

@@ -14,7 +14,7 @@ import lib.moe.train as train
 from lib.data.synthetic import synthetic_images
 from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import METHODS
-from lib.moe.config import TrainConfig
+from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import load_predictions, train_run
 
 torch.set_num_threads(2)
@@ -32,20 +32,7 @@ def data():
 
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
-    base = dict(
-        dataset="synthetic",
-        method=method,
-        epochs=epochs,
-        batch_size=32,
-        backbone="tiny_cnn",
-        width=4,
-        lr=3e-3,
-        num_experts=2,
-        router_hidden=8,
-        progress=False,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return tiny_config(method, **{"epochs": epochs, "batch_size": 32, "warmup_epochs": None, **kw})
 
 
 def _metrics_close(a: dict, b: dict) -> None:
