@@ -56,7 +56,7 @@ class Page:
     * ``run_one(item, cfg, data)`` -- train (or load from the cache) one run and return its record;
     * ``run_grid(items, data, stack, on_done, log)`` -- optional: train a whole grid at once
       (paper 1's stacked engine); without it :meth:`train` runs them one by one;
-    * ``table(name, items, got)`` -- the paper-scale table from the published records ``got``
+    * ``table(items, got)`` -- the paper-scale table (``None`` when nothing is in) from the published records ``got``
       (plan id -> record) of the planned ``items``;
     * ``rank`` -- its place in the paper-scale queue (lower first), ``unit`` -- what coverage counts
       ("seeds" or "runs"), ``needs`` -- modules the training machine must have beyond the engine's,
@@ -73,7 +73,7 @@ class Page:
     data: Callable[[Mapping[str, Any], str | None], Any] | None = None
     run_one: Callable[[Item, Mapping[str, Any], Any], dict[str, Any]] | None = None
     run_grid: Callable[[Sequence[Item], Any, int | None, OnDone, Callable[[str], None]], None] | None = None
-    table: Callable[[str, Sequence[Item], Mapping[str, dict[str, Any]]], Any] | None = None
+    table: Callable[[Sequence[Item], Mapping[str, dict[str, Any]]], Any] | None = None
     claims: Callable[..., Any] | None = None
     paper_numbers: Any = None
     targets: tuple[str | None, ...] = (None,)

@@ -68,15 +68,14 @@ def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.D
 
 
 def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame:
-    from lib.engine.plan import coverage as counts
+    from lib.engine.plan import coverage as count, coverage_text
 
-    unit = get_page(page).unit
-    out = pd.DataFrame(
-        [{"method": m, "published": k, "planned": n} for m, (k, n) in counts(items, got).items()],
-        columns=["method", "published", "planned"],
+    counts = count(items, got)
+    text = coverage_text(counts, get_page(page).unit)
+    return pd.DataFrame(
+        [{"method": m, "published": k, "planned": n, "coverage": text[m]} for m, (k, n) in counts.items()],
+        columns=["method", "published", "planned", "coverage"],
     )
-    out["coverage"] = [f"{k} of {n} {unit}" for k, n in zip(out["published"], out["planned"])]
-    return out
 
 
 def coverage_cell(page: str, reading: bool, scale: str, target: str | None = None) -> pd.DataFrame | str:
@@ -133,7 +132,7 @@ def table(page: str, target: str | None = None, scale: str = "paper") -> pd.Data
 
 
 def _table(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame | str:
-    out = get_page(page).table(page, items, got)
+    out = get_page(page).table(items, got)
     return none_yet(page) if out is None else out
 
 

@@ -91,7 +91,6 @@ cfg
 # %%
 records = exp.run_methods(PAGE.configs(cfg), data, train=TRAIN)
 paper_scale.require(records, "sensitivity")
-records = list({r["key"]: r for r in records}.values())  # a run in both sweeps counts once
 frame = moe_tables.results_frame(records)
 ref, lam_frame, warm_frame = moe_sensitivity.split_sweeps(frame, cfg, warmups)
 report.show(moe_tables.provenance_table(records))

@@ -47,10 +47,6 @@ def _run_one(item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
     return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
 
 
-def _table(name: str, items: Any, got: Any) -> Any:
-    return results.paper_scale_table(items, got)
-
-
 PAGES: tuple[Page, ...] = (
     Page("l2d_gaussians", "l2d", "Mixture of Gaussians: Figure 1, top row", claims=claims.gaussians_claims),
     Page(
@@ -60,7 +56,7 @@ PAGES: tuple[Page, ...] = (
         runs=cifar10_runs,
         data=_image_data,
         run_one=_run_one,
-        table=_table,
+        table=results.paper_scale_table,
         claims=claims.cifar_claims,
         paper_numbers=claims.PAPER_CIFAR,
         rank=2,

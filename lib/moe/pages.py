@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from lib.engine.plan import Item
-from lib.moe import cifar10h, civilcomments, claims, paper, sensitivity, theory_claims
+from lib.moe import cifar10h, civilcomments, claims, paper, sensitivity, tables, theory_claims
 from lib.page import OnDone, Page
 
 __all__ = ["PACS_TARGETS", "PAGES", "moe_items", "sensitivity_warmups"]
@@ -109,27 +109,15 @@ def _run_grid(
     one at a time)."""
     from lib.moe.grid import train_stacked
 
-    by_config = {id(it.config): it for it in items}
-    configs = [it.config for it in items]
     if max_stack is not None:
         stack = min(stack or max_stack, max_stack)
     train_stacked(
-        configs,
+        [it.config for it in items],
         data,
         stack=stack,
         log=log,
-        on_done=lambda cfg, rec: on_done(by_config.get(id(cfg)) or next(it for it in items if it.config == cfg), rec),
+        on_done=lambda cfg, rec: on_done(next(it for it in items if it.config == cfg), rec),
     )
-
-
-def _moe_table(name: str, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
-    from lib.moe.tables import paper_scale_table
-
-    return paper_scale_table(items, got)
-
-
-def _sweep_table(name: str, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
-    return sensitivity.paper_scale_sweep_table(items, got)
 
 
 _TRAINED = dict(run_one=_run_one, run_grid=_run_grid, unit="seeds")
@@ -148,7 +136,7 @@ PAGES: tuple[Page, ...] = (
         "CIFAR-10H: Table 1, Figures 3 and E.6",
         runs=_cifar10h_runs,
         data=_cifar10h_data,
-        table=_moe_table,
+        table=tables.paper_scale_table,
         claims=cifar10h.cifar10h_claims,
         paper_numbers=paper.PAPER_STATEMENTS["cifar10h"],
         rank=0,
@@ -161,7 +149,7 @@ PAGES: tuple[Page, ...] = (
         "Sensitivity to lambda and warmup: Figures E.7, E.8, Table 5",
         runs=_sensitivity_runs,
         data=_cifar10h_data,
-        table=_sweep_table,
+        table=sensitivity.paper_scale_sweep_table,
         claims=sensitivity.sensitivity_claims,
         paper_numbers=paper.PAPER_TABLE5,
         rank=1,
@@ -174,7 +162,7 @@ PAGES: tuple[Page, ...] = (
         "CivilComments: Table 3, Figure 2",
         runs=_civilcomments_runs,
         data=_civilcomments_data,
-        table=_moe_table,
+        table=tables.paper_scale_table,
         claims=civilcomments.civilcomments_claims,
         paper_numbers=paper.PAPER_STATEMENTS["civilcomments"],
         rank=4,
@@ -187,7 +175,7 @@ PAGES: tuple[Page, ...] = (
         "PACS: Table 2, Figures D.1 and E.5",
         runs=_pacs_runs,
         data=_pacs_data,
-        table=_moe_table,
+        table=tables.paper_scale_table,
         claims=claims.moe_claims,
         paper_numbers=paper.PAPER_PACS,
         targets=PACS_TARGETS,

@@ -55,10 +55,6 @@ def _run_one(item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
     return experiment.run_loss(c["loss"], cfg, data, seed=item.seed, coverage=c["coverage"], nu=c["nu"])
 
 
-def _table(name: str, items: Any, got: Any) -> Any:
-    return cifar10.paper_scale_table(items, got)
-
-
 PAGES: tuple[Page, ...] = (
     Page(
         "losses_released_logits",
@@ -74,7 +70,7 @@ PAGES: tuple[Page, ...] = (
         runs=cifar10_runs,
         data=_image_data,
         run_one=_run_one,
-        table=_table,
+        table=cifar10.paper_scale_table,
         claims=cifar10.page_claims,
         paper_numbers=losses.PAPER_CIFAR10,
         rank=3,
