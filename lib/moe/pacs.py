@@ -100,7 +100,7 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
             "the only augmentation is a left-right mirrored copy of each training image, whose features are "
             "extra training rows"
             if cfg.get("flip")
-            else "no augmentation is used"
+            else "the images are not augmented (the paper crops and flips them)"
         )
         differs.append(f"the backbone is frozen (the paper fine-tunes it) and {aug}")
     return PacsBackbone(

@@ -227,3 +227,28 @@ def test_pacs_features_mirror_the_training_images_only(
     assert seen["images"] == before + 120 and capsys.readouterr().err == ""  # only this test's own two
     with pytest.raises(ValueError, match="flip"):
         pacs_features("sketch", size=32, flip="yes")  # type: ignore[arg-type]
+
+
+def test_pacs_features_count_every_uncached_image_before_the_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The progress total is known before extraction starts (its time left holds from the first
+    image): every image of every feature file not yet cached, the cached ones not counted."""
+    from lib.data import features as feats
+    from lib.engine import progress
+
+    _fake_pacs(monkeypatch, tmp_path)
+    totals: list[int] = []
+    real = progress.session
+
+    def spy(desc: str, epochs: int, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        totals.append(epochs)
+        return real(desc, epochs, *args, **kw)
+
+    monkeypatch.setattr(progress, "session", spy)
+    feats.pacs_features("sketch", size=32, copies=1)
+    feats.pacs_features("sketch", size=32, copies=2, flip=True)  # new: a second filtered copy, mirrored rows
+    feats.pacs_features("sketch", size=32, copies=2, flip=True)  # all cached
+    # sources 20+16+24 = 60 images, target 12: clean all (72) + one filtered copy of the sources (60);
+    # then only the second copy (60) and the mirrored sources (60); then nothing
+    assert totals == [132, 120, 0]
