@@ -17,7 +17,9 @@ engine (:mod:`lib.moe.grid`, backbone ``"features"``: identity on feature vector
   the features of its JPEG-filtered images, drawn as :func:`lib.moe.jpeg.filtered_rows` draws them
   (max(1, int(0.05 B)) random rows, a quality per row from ``qualities``).
 * :func:`pacs_features` -- leave-one-domain-out PACS as a FeatureBundle (the split of
-  :func:`lib.data.images.load_pacs`).
+  :func:`lib.data.images.load_pacs`): pooled features, or with the ``efficientnet_lite0_blocks``
+  extractor the last stage's activations, the rows of a fine-tuned head convolution
+  (:mod:`lib.nets.lite0_split`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ __all__ = [
     "FeatureBundle",
     "FeatureInput",
     "FEATURE_EXTRACTORS",
+    "STAGE_EXTRACTORS",
+    "feature_dim",
     "pacs_features",
     "FEATURE_FRAC",
 ]
@@ -52,6 +56,22 @@ FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.moe.jpeg.filtered_rows' de
 
 
 FEATURE_EXTRACTORS: dict[str, int] = {"efficientnet_lite0": 1280, "resnet18": 512}  # name -> feature dimension
+# Extractors of intermediate activations (rows for a trainable tail, lib.nets.lite0_split), not pooled
+# features: the row width depends on the image size, and the rows are not standardized (the tail's
+# pretrained weights expect the network's own activations).
+STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks",)
+
+
+def feature_dim(extractor: str, size: int) -> int:
+    """Width of one clean row of ``extractor``'s features of ``size`` px images."""
+    if extractor in STAGE_EXTRACTORS:
+        from lib.nets.lite0_split import blocks_dim
+
+        return blocks_dim(size)
+    if extractor not in FEATURE_EXTRACTORS:
+        valid = ", ".join([*FEATURE_EXTRACTORS, *STAGE_EXTRACTORS])
+        raise ValueError(f"extractor: unknown {extractor!r}; valid: {valid}")
+    return FEATURE_EXTRACTORS[extractor]
 
 
 class FeatureInput(nn.Module):
@@ -242,11 +262,16 @@ def _extractor(name: str) -> tuple[Callable[[], nn.Module], str]:
         from lib.nets.pretrained import efficientnet_lite0, lite0_fingerprint
 
         return (lambda: efficientnet_lite0(pretrained=True)), lite0_fingerprint()
+    if name == "efficientnet_lite0_blocks":
+        from lib.nets.lite0_split import Lite0Stem
+        from lib.nets.pretrained import lite0_fingerprint
+
+        return (lambda: Lite0Stem(pretrained=True)), lite0_fingerprint()
     if name == "resnet18":
         from lib.nets.backbones import IMAGENET_RESNET18_HUB_ID, imagenet_resnet18
 
         return (lambda: imagenet_resnet18(pretrained=True)), IMAGENET_RESNET18_HUB_ID.replace("/", "-")
-    raise ValueError(f"extractor: unknown {name!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")
+    raise ValueError(f"extractor: unknown {name!r}; valid: {', '.join([*FEATURE_EXTRACTORS, *STAGE_EXTRACTORS])}")
 
 
 def pacs_features(
@@ -270,8 +295,10 @@ def pacs_features(
     from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
     training rows are followed by the features of the same training images mirrored left-right
     (augmentation at feature level; validation and test rows stay unmirrored), each mirrored row
-    carrying the filtered copies of its unmirrored image. Features are standardized
-    with the training rows' clean (unmirrored) mean and standard deviation. What is computed shows as one progress line
+    carrying the filtered copies of its unmirrored image. Pooled features are standardized
+    with the training rows' clean (unmirrored) mean and standard deviation; the activations of a
+    ``STAGE_EXTRACTORS`` extractor (``efficientnet_lite0_blocks``: the input of a fine-tuned tail,
+    :class:`lib.nets.lite0_split.Lite0Tail`) are kept as the network computed them. What is computed shows as one progress line
     (:mod:`lib.engine.progress`, none when all is cached) whose total, counted before the first image,
     is every image not yet cached, so its time left holds from the start. Raises ``RuntimeError`` when the
     extractor's weights are absent."""
@@ -289,8 +316,8 @@ def pacs_features(
     qualities = tuple(int(q) for q in qualities)
     if copies and not qualities:
         raise ValueError("qualities: is empty but copies > 0")
+    dim = feature_dim(extractor, size)
     build, weights = _extractor(extractor)
-    dim = FEATURE_EXTRACTORS[extractor]
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
     def job(domain: str, copy: int | None, mirror: bool = False) -> tuple[str, Any]:
@@ -361,8 +388,9 @@ def pacs_features(
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
-    mu = src[train_idx, :dim].mean(0)
-    sd = src[train_idx, :dim].std(0) + 1e-6
+    raw = extractor in STAGE_EXTRACTORS
+    mu = np.float32(0.0) if raw else src[train_idx, :dim].mean(0)
+    sd = np.float32(1.0) if raw else src[train_idx, :dim].std(0) + 1e-6
     train_rows, train_labels = src[train_idx], src_y[train_idx]
     if flip:
         train_rows = np.concatenate([train_rows, np.concatenate(mirrored)[train_idx]])

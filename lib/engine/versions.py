@@ -45,6 +45,7 @@ GROUP_MODULES: dict[str, tuple[str, ...]] = {
     "moe": (
         *_ENGINE,
         "lib.nets.text",
+        "lib.nets.lite0_split",
         "lib.engine.stack",
         "lib.moe.train",
         "lib.moe.config",

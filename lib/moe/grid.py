@@ -281,4 +281,21 @@ def run_grid(
         trained[Run(GROUP, run_config(t, data)).key] = t
     if (stack is None or stack > 1) and getattr(data, "kind", "images") != "text":
         train_stacked(list(trained.values()), data, stack=stack)
-    return [train_run(c, data) for c in configs]
+    runs = {key: Run(GROUP, run_config(t, data)) for key, t in trained.items()}
+    todo = {key for key, run in runs.items() if not run.done}
+    left = sum(trained[k].epochs - _checkpoint_epoch(runs[k]) for k in todo)
+    out = []
+    with live.session(
+        f"{data.name}: {len(todo)} runs",
+        left,
+        runs=len(todo),
+        enabled=any(trained[k].progress for k in todo),
+        quiet_if_idle=True,
+    ):  # one line for the runs trained one by one (each run's loop reports to it)
+        for c in configs:
+            out.append(train_run(c, data))
+            key = Run(GROUP, run_config(c.replace(method="vanilla") if c.method == "mocae" else c, data)).key
+            if key in todo:
+                todo.discard(key)
+                live.run_done()
+    return out

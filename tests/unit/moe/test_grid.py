@@ -134,3 +134,27 @@ def test_a_stack_cut_after_its_last_epoch_is_only_evaluated_on_the_next_call(dat
     assert done == GRID[:2]
     for a, b in zip(full, _probs([train_run(c, data) for c in GRID[:2]])):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_runs_trained_one_by_one_share_one_progress_line(data, tmp_path, monkeypatch):
+    """stack=1 (the PACS cpu page): one line counts every run's epochs and the runs done, instead of
+    a line per run; a grid that is all cached opens a line that stays silent."""
+    from lib.engine import progress
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    lines: list[progress.Line] = []
+    real = progress.Line.__init__
+
+    def spy(self, *a, **k):  # type: ignore[no-untyped-def]
+        real(self, *a, **k)
+        lines.append(self)
+
+    monkeypatch.setattr(progress.Line, "__init__", spy)
+    grid_ = [resnet("vanilla", 0, progress=True), resnet("mocae", 0, progress=True), resnet("robust", 1, progress=True)]
+    run_grid(grid_, data, stack=1)
+    assert len(lines) == 1  # MoCaE trains nothing: its Vanilla run is counted once
+    line = lines[0]
+    assert (line.epochs, line.runs, line.done_epochs, line.done_runs) == (4, 2, 4, 2)
+    run_grid(grid_, data, stack=1)
+    assert len(lines) == 2 and (lines[1].epochs, lines[1].done_epochs, lines[1].done_runs) == (0, 0, 0)

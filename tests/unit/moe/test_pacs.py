@@ -20,12 +20,21 @@ def machine(monkeypatch: pytest.MonkeyPatch):
     return set_
 
 
-def test_cpu_scale_offline_freezes_the_packaged_efficientnet(machine) -> None:
+def test_cpu_scale_offline_tunes_the_head_conv_of_the_packaged_efficientnet(machine) -> None:
     machine(hub=False, lite=True)
-    b = pacs_backbone(settings("pacs", "cpu"))
+    cfg = settings("pacs", "cpu")
+    b = pacs_backbone(cfg)
     assert (b.spec, b.pretrained, b.frozen, b.init) == ("imagenet_efficientnet_lite0", True, True, "pretrained")
-    assert "EfficientNet-Lite0" in b.label and "ResNet-18" in b.differs and "frozen" in b.differs
-    assert b.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
+    assert b.extractor == "efficientnet_lite0_blocks" and b.tail == "tail:efficientnet_lite0:224"
+    assert "EfficientNet-Lite0" in b.label and "ResNet-18" in b.differs and "head convolution" in b.differs
+    assert b.train_changes() == {"backbone": "tail:efficientnet_lite0:224", "pretrained": True, "augment": False}
+    # without tune_head_conv the whole network is frozen: heads on pooled features
+    frozen = pacs_backbone({**cfg, "tune_head_conv": False})
+    assert frozen.tail == "" and frozen.extractor == "efficientnet_lite0" and "frozen (the paper" in frozen.differs
+    assert frozen.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
+    # the paper's ResNet-18 from the hub has no split: frozen pooled features
+    machine(hub=True, lite=True)
+    assert pacs_backbone(cfg).tail == "" and pacs_backbone(cfg).extractor == "resnet18"
 
 
 def test_cpu_scale_says_whether_the_training_images_are_mirrored(machine, monkeypatch: pytest.MonkeyPatch) -> None:

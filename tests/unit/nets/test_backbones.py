@@ -171,6 +171,17 @@ def test_family_names_the_kind_of_every_spec() -> None:
         "imagenet_resnet18": "imagenet",
         "imagenet_efficientnet_lite0": "imagenet",
         "features:<extractor>": "features",
+        "tail:efficientnet_lite0:<size>": "features",
         "wrn-<depth>-<k>": "wrn",
         "text:<name>": "text",
     }
+
+
+def test_build_names_a_bad_tail_spec() -> None:
+    from lib.nets.backbones import build
+
+    net = build("tail:efficientnet_lite0:64", num_classes=7)
+    assert net(torch.zeros(2, 320 * 2 * 2)).shape == (2, 7)
+    for bad in ("tail:efficientnet_lite0", "tail:resnet18:224", "tail:efficientnet_lite0:x"):
+        with pytest.raises(ValueError, match="spec: .* is not 'tail:efficientnet_lite0:<image size>'"):
+            build(bad)
