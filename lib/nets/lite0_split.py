@@ -2,14 +2,14 @@
 
 Fine-tuning the whole ImageNet network on PACS, as the paper does, takes a GPU. Frozen features
 (:mod:`lib.data.features`) cost one pass over the images, but a frozen network keeps its ImageNet
-view of a sketch: MoE heads on them reach about .44-.50 on the sketch target (the paper: .64-.67).
+view of a sketch, and on the sketch target the mixtures' routers send sketches to the wrong experts.
 In between: the network up to the end of its last inverted-residual stage stays frozen and is run
 once per image (its activations cached, :func:`lib.data.features.pacs_features` with the
 ``efficientnet_lite0_blocks`` extractor), and every run fine-tunes the rest -- the 1x1 head
 convolution (320 to 1280 channels) and its BatchNorm, 0.41 M of the network's 3.4 M feature
 parameters -- with its MoE head. An epoch over the PACS source domains then takes seconds on two
-cores. (Also fine-tuning the last stage raised sketch accuracy no further in our runs and took
-three times as long.)
+cores. (Fine-tuning the last stage as well raised sketch accuracy further in a stand-alone test,
+but an epoch took about three times as long: beyond the PACS page's ten-minute budget.)
 
 * :class:`Lite0Stem` -- images (ImageNet-normalized) to the last stage's activations, flattened to rows.
 * :class:`Lite0Tail` -- such rows (the first :func:`blocks_dim` columns of a row) to the 1280-d
