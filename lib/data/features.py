@@ -8,7 +8,8 @@ engine (:mod:`lib.moe.grid`, backbone ``"features"``: identity on feature vector
 
 * :class:`FeatureInput` -- the ``"features:<extractor>"`` backbone (:func:`lib.nets.backbones.build`).
 * :func:`cached_array` -- one float16 array on disk under ``<cache>/features`` with a SHA-256
-  sidecar; a missing, truncated or altered file is detected and recomputed.
+  sidecar; a missing, truncated or altered file is detected and recomputed (:func:`load_cached`:
+  what is already there, computing nothing).
 * :func:`extract` -- features of uint8 images, optionally JPEG-filtered first (lib.moe.jpeg).
 * :class:`FeatureBundle` -- a :class:`lib.data.bundle.Bundle` of ``kind == "features"``: training
   rows hold the clean features followed by the features of the same image JPEG-filtered at each of
@@ -41,7 +42,7 @@ from lib.validation import check_int
 
 __all__ = [
     "cached_array",
-    "is_cached",
+    "load_cached",
     "extract",
     "FeatureBundle",
     "FeatureInput",
@@ -122,10 +123,12 @@ def _load_valid(path: Path, meta: Path) -> np.ndarray | None:
     return None
 
 
-def is_cached(key: str, folder: Path | None = None) -> bool:
-    """Whether :func:`cached_array` would load ``key`` from disk (present, intact) instead of computing it."""
+def load_cached(key: str, folder: Path | None = None) -> np.ndarray | None:
+    """The array :func:`cached_array` would load for ``key`` (float32; present and intact on disk),
+    else None: what is already computed, without computing anything."""
     folder = folder or _features_dir()
-    return _load_valid(folder / f"{key}.npy", folder / f"{key}.json") is not None
+    arr = _load_valid(folder / f"{key}.npy", folder / f"{key}.json")
+    return None if arr is None else arr.astype(np.float32)
 
 
 def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | None = None) -> np.ndarray:
@@ -136,9 +139,9 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
         raise ValueError(f"key: expected a non-empty file name without '/', got {key!r}")
     folder = folder or _features_dir()
     path, meta = folder / f"{key}.npy", folder / f"{key}.json"
-    arr = _load_valid(path, meta)
-    if arr is not None:
-        return arr.astype(np.float32)
+    found = load_cached(key, folder)
+    if found is not None:
+        return found
     arr = np.asarray(compute(), dtype=np.float16)
     tmp = path.with_name(f"{key}.{os.getpid()}.tmp.npy")
     np.save(tmp, arr)
@@ -320,10 +323,19 @@ def pacs_features(
     build, weights = _extractor(extractor)
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
+    domains: dict[str, tuple[torch.Tensor, str]] = {}  # labels and data folder, read once per domain
+    cached: dict[str, np.ndarray] = {}  # features found on disk (verified once, while counting what is left)
+
+    def info(domain: str) -> tuple[torch.Tensor, str]:
+        if domain not in domains:
+            _, y, root = pacs_domain(domain, size, data_dir)
+            domains[domain] = (y, root)
+        return domains[domain]
+
     def job(domain: str, copy: int | None, mirror: bool = False) -> tuple[str, Any]:
         """The cache key of one domain's features (clean, JPEG copy ``copy`` or mirrored) and the
         per-image JPEG qualities of a copy (None when clean)."""
-        x, y, root = pacs_domain(domain, size, data_dir)
+        y, root = info(domain)
         quality = None
         tag = hashlib.sha256(root.encode()).hexdigest()[:6]
         key = f"pacs_{tag}_{domain}_{size}px_{extractor}-{weights}"
@@ -338,12 +350,15 @@ def pacs_features(
     def feats(
         domain: str, copy: int | None, line: progress.Line, mirror: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        x, y, _ = pacs_domain(domain, size, data_dir)
+        y = info(domain)[0]
         key, quality = job(domain, copy, mirror)
+        if key in cached:
+            return cached.pop(key), y.numpy()
 
         def compute() -> np.ndarray:
             if not model:
                 model.append(build())
+            x = pacs_domain(domain, size, data_dir)[0]  # the images: only to compute what is not cached
             return extract(
                 model[0],
                 x.flip(-1) if mirror else x,
@@ -359,7 +374,14 @@ def pacs_features(
     plan = [(d, None, False) for d in PACS_DOMAINS]
     plan += [(d, c, False) for d in sources for c in range(copies)]
     plan += [(d, None, True) for d in sources] if flip else []
-    todo = sum(len(pacs_domain(d, size, data_dir)[1]) for d, c, m in plan if not is_cached(job(d, c, m)[0]))
+    todo = 0
+    for d, c, m in plan:
+        key = job(d, c, m)[0]
+        arr = load_cached(key)
+        if arr is None:
+            todo += len(info(d)[0])
+        else:
+            cached[key] = arr
 
     rng = np.random.default_rng(seed)
     blocks: list[np.ndarray] = []

@@ -275,26 +275,26 @@ def run_grid(
     check_bundle(data)
     if not train:
         return _available(configs, data)
-    trained = {}
+    keys, runs = [], {}  # each config's run key (MoCaE's: its Vanilla run's); key -> (config trained, run)
     for c in configs:
         t = c.replace(method="vanilla") if c.method == "mocae" else c
-        trained[Run(GROUP, run_config(t, data)).key] = t
+        run = Run(GROUP, run_config(t, data))
+        keys.append(run.key)
+        runs.setdefault(run.key, (t, run))
     if (stack is None or stack > 1) and getattr(data, "kind", "images") != "text":
-        train_stacked(list(trained.values()), data, stack=stack)
-    runs = {key: Run(GROUP, run_config(t, data)) for key, t in trained.items()}
-    todo = {key for key, run in runs.items() if not run.done}
-    left = sum(trained[k].epochs - _checkpoint_epoch(runs[k]) for k in todo)
+        train_stacked([t for t, _ in runs.values()], data, stack=stack)
+    todo = {key for key, (_, run) in runs.items() if not run.done}
+    left = sum(runs[k][0].epochs - _checkpoint_epoch(runs[k][1]) for k in todo)
     out = []
     with live.session(
         f"{data.name}: {len(todo)} runs",
         left,
         runs=len(todo),
-        enabled=any(trained[k].progress for k in todo),
+        enabled=any(runs[k][0].progress for k in todo),
         quiet_if_idle=True,
     ):  # one line for the runs trained one by one (each run's loop reports to it)
-        for c in configs:
+        for c, key in zip(configs, keys):
             out.append(train_run(c, data))
-            key = Run(GROUP, run_config(c.replace(method="vanilla") if c.method == "mocae" else c, data)).key
             if key in todo:
                 todo.discard(key)
                 live.run_done()
