@@ -36,7 +36,7 @@ NOTICE = (
     "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`)."
 )
 
-__all__ = ["NOTICE", "OnDone", "Page", "finish", "injected_names", "start"]
+__all__ = ["NOTICE", "OnDone", "Page", "finish", "image_data", "injected_names", "start"]
 
 OnDone = Callable[[Item, dict[str, Any]], None]
 """Called with each planned run and its record as soon as the run is finished."""
@@ -126,6 +126,17 @@ class Page:
         for it in items:
             deadline.check(0.0, f"the runs of {self.name}")
             on_done(it, self.run_one(it, cfg, data))
+
+
+def image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
+    """``Page.data`` of the pages that train image networks on CIFAR-10 (papers 2 and 4):
+    :func:`lib.nets.image_training.image_data` of the settings ``cfg``, imported on call so that the
+    page registry stays free of torch. These pages have no targets (``target`` must be None)."""
+    if target is not None:
+        raise ValueError(f"target: the CIFAR-10 image pages have no targets, got {target!r}")
+    from lib.nets.image_training import image_data as load
+
+    return load(cfg)
 
 
 def _display_id(name: str) -> str:

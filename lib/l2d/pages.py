@@ -9,7 +9,7 @@ from typing import Any
 
 from lib.engine.plan import Item
 from lib.l2d import claims, results
-from lib.page import Page
+from lib.page import Page, image_data
 
 __all__ = ["PAGES", "cifar10_runs"]
 
@@ -34,12 +34,6 @@ def cifar10_runs(cfg: Mapping[str, Any], target: str | None = None) -> list[Item
     ]
 
 
-def _image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
-    from lib.nets.image_training import image_data
-
-    return image_data(cfg)
-
-
 def _run_one(item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
     from lib.l2d.cifar10 import run_cifar
 
@@ -54,7 +48,7 @@ PAGES: tuple[Page, ...] = (
         "l2d",
         "CIFAR-10 with synthetic experts: Figure 1, bottom row; Figure 2",
         runs=cifar10_runs,
-        data=_image_data,
+        data=image_data,
         run_one=_run_one,
         table=results.paper_scale_table,
         claims=claims.cifar_claims,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lib.engine.plan import Item
-from lib.page import Page
+from lib.page import Page, image_data
 from lib.rr import cifar10, experiment, losses, released
 
 __all__ = ["AU_SWEEP", "PAGES", "cifar10_runs"]
@@ -44,12 +44,6 @@ def cifar10_runs(cfg: Mapping[str, Any], target: str | None = None) -> list[Item
     ]
 
 
-def _image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
-    from lib.nets.image_training import image_data
-
-    return image_data(cfg)
-
-
 def _run_one(item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
     c = item.config
     return experiment.run_loss(c["loss"], cfg, data, seed=item.seed, coverage=c["coverage"], nu=c["nu"])
@@ -68,7 +62,7 @@ PAGES: tuple[Page, ...] = (
         "rr",
         "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6",
         runs=cifar10_runs,
-        data=_image_data,
+        data=image_data,
         run_one=_run_one,
         table=cifar10.paper_scale_table,
         claims=cifar10.page_claims,

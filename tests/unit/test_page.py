@@ -85,3 +85,15 @@ def test_an_interrupted_page_says_so_and_a_finished_one_does_not(tmp_path):
     assert error is None and _notice(nb) == ""
     first = next(c for c in nb.cells if "page.start" in c.source)
     assert [o.output_type for o in first.outputs] == ["display_data"]  # the (emptied) notice alone
+
+
+def test_image_data_loads_the_scales_images_and_refuses_a_target():
+    from lib.config import settings
+
+    cfg = settings("losses_cifar10", "smoke")
+    data = page.image_data(cfg)
+    n = cfg["n_train"]
+    assert data["train_x"].shape[0] == n and data["train_x"].dtype.is_floating_point is False
+    assert data["num_classes"] == 10
+    with pytest.raises(ValueError, match="target: the CIFAR-10 image pages have no targets"):
+        page.image_data(cfg, "sketch")

@@ -38,20 +38,7 @@ def test_nested_sessions_report_to_one_line_that_ends_with_one_final_line(capsys
 def test_in_a_kernel_the_line_is_one_display_updated_in_place(monkeypatch):
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     shown: list[tuple[str, str]] = []
-
-    class Handle:
-        def update(self, obj, raw):
-            shown.append(("update", obj["text/plain"]))
-
-    def display(obj, raw, display_id):
-        shown.append(("display", obj["text/plain"]))
-        return Handle()
-
-    ipython = types.ModuleType("IPython")
-    ipython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
-    ipython.display = types.SimpleNamespace(display=display)
-    monkeypatch.setitem(sys.modules, "IPython", ipython)
-    monkeypatch.setitem(sys.modules, "IPython.display", ipython.display)
+    _fake_kernel(monkeypatch, shown)
     with progress.session("page", epochs=3):
         for _ in range(3):
             progress.epoch_done()

@@ -17,19 +17,9 @@ def test_gaussian_splits_cut_one_draw_in_order():
     np.testing.assert_array_equal(np.concatenate([splits[k][1] for k in ("train", "val", "test")]), y)
 
 
-def test_tiny_run_is_cached(tmp_path, monkeypatch):
+def test_tiny_run_is_cached(tmp_path, monkeypatch, tiny_gaussians):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    cfg = {
-        "n_train": 80,
-        "n_val": 40,
-        "n_test": 60,
-        "hidden": [8],
-        "epochs": 2,
-        "lr": 0.05,
-        "batch_size": 32,
-        "patience": 2,
-        "weight_decay": 0.0,
-    }
+    cfg = tiny_gaussians
     out = lg.run_gaussian("experts", 2, "ova", 0, cfg)
     assert len(out["ece_per_expert"]) == 2 and 0 <= out["system_accuracy"] <= 1 and out["epochs_run"] <= 2
     assert lg.run_gaussian("experts", 2, "ova", 0, cfg) == out

@@ -114,22 +114,12 @@ def test_optional_metrics_and_nan_are_kept_as_measured(made) -> None:
     assert r.frac_estimate_above_1 is None and r.train_seconds is None
 
 
-def test_a_gaussians_record_reads_through_run_grid(tmp_path, monkeypatch) -> None:
+def test_a_gaussians_record_reads_through_run_grid(tmp_path, monkeypatch, tiny_gaussians) -> None:
     """The mixture-of-Gaussians runner's records (no history: ``epochs_run``) are paper-2 records too."""
     from lib.l2d import gaussians as l2d_gaussians
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    cfg = {
-        "n_train": 80,
-        "n_val": 40,
-        "n_test": 60,
-        "hidden": [8],
-        "epochs": 2,
-        "lr": 0.05,
-        "batch_size": 32,
-        "patience": 2,
-        "weight_decay": 0.0,
-    }
+    cfg = tiny_gaussians
     rec = l2d_gaussians.run_gaussian("dependence", 0.5, "softmax", 1, cfg)
     r = L2DRecord.from_record(rec)
     assert (r.group, r.point, r.epochs_run, r.train_seconds) == (
