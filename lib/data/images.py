@@ -67,13 +67,11 @@ class ImageBundle(TensorSplits):
     def image_size(self) -> int:
         return int(self.train_x.shape[-1])
 
-    def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard test images (and "all": the images of the
-        natural-proportion sample, when the test set carries an ``all_mask``)."""
-        out = super().sizes()
-        if self.all_mask is not None:
-            out["all"] = int(self.all_mask.sum())
-        return out
+    @property
+    def test_images(self) -> torch.Tensor:
+        """The test images (``test_x``; a :class:`lib.data.features.FeatureBundle` keeps them apart
+        from its rows), for figures."""
+        return self.test_x
 
     def fingerprint(self) -> str:
         """A short hash of the bundle's name, sizes, labels and hard mask (part of run cache keys)."""

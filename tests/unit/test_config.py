@@ -37,3 +37,13 @@ def test_scale_overrides_common_and_overrides_are_checked(tmp_path, monkeypatch)
 def test_build_dir_rejects_unknown_scale() -> None:
     with pytest.raises(ValueError, match="scale"):
         config.build_dir("huge")
+
+
+def test_the_sensitivity_page_trains_on_the_cifar10h_pages_cpu_activations() -> None:
+    """Both pages' cpu scale start from the same frozen network on the same images, so the cached
+    activations of one serve the other (lib.data.cifar_features keys them by the images)."""
+    a, b = config.settings("cifar10h", "cpu"), config.settings("sensitivity", "cpu")
+    for key in ("data", "backbone", "pretrained", "features", "image_size", "n_train", "n_test", "augment"):
+        assert a[key] == b[key], key
+    assert a["features"] and a["backbone"] == f"tail:efficientnet_lite0:{a['image_size']}"
+    assert not any(config.settings(p, "paper")["features"] for p in ("cifar10h", "sensitivity"))

@@ -103,3 +103,13 @@ def test_scale_summary_names_the_sample_only_when_there_is_one() -> None:
     )
     text = c10.scale_summary({**cfg, "data": "real"}, {**sizes, "all": 30})
     assert "CIFAR-10 / CIFAR-10H: 100 train" in text and "(5 hard; 'all' = uniform sample of 30)" in text
+
+
+def test_the_summary_names_the_frozen_imagenet_network_of_real_data_only() -> None:
+    cfg = {"backbone": "tail:efficientnet_lite0:224", "width": 8, "data": "real", "features": True, "image_size": 224}
+    text = c10.network_summary(cfg)
+    assert text.startswith("EfficientNet-Lite0 (ImageNet weights") and "upsampled to 224 px" in text
+    assert "the paper trains a CIFAR ResNet-18 from scratch" in text
+    # synthetic data (smoke) or no features: the network is trained from scratch, as the spec says
+    assert c10.network_summary({**cfg, "data": "synthetic"}).endswith("(width 8), trained from scratch")
+    assert c10.network_summary({**cfg, "features": False}).endswith("trained from scratch")

@@ -1,0 +1,215 @@
+"""Leave-one-domain-out PACS as frozen ImageNet features (:mod:`lib.data.features`): the PACS page's
+data at ``cpu`` scale.
+
+* :func:`pacs_features` -- the split of :func:`lib.data.images.load_pacs` as a
+  :class:`lib.data.features.FeatureBundle`: pooled features, or with the ``efficientnet_lite0_blocks``
+  extractor the last stage's activations, the rows of a fine-tuned head convolution
+  (:mod:`lib.nets.lite0_split`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lib.data.features import (
+    STAGE_EXTRACTORS,
+    FeatureBundle,
+    cached_array,
+    extract,
+    extractor_model,
+    feature_dim,
+    load_cached,
+)
+from lib.validation import check_int
+
+__all__ = ["pacs_features"]
+
+
+def pacs_features(
+    target: str,
+    size: int = 160,
+    n_per_domain: int | None = None,
+    qualities: Sequence[int] = (15, 18, 25),
+    copies: int = 1,
+    extractor: str = "efficientnet_lite0",
+    val_frac: float = 0.1,
+    seed: int = 0,
+    data_dir: str | None = None,
+    flip: bool = False,
+) -> FeatureBundle:
+    """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` (EfficientNet-Lite0 by
+    default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
+    px, with the split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and
+    ``n_per_domain`` draws). Each domain's features are computed once for all its images and cached
+    (:func:`cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
+    source images also get ``copies`` JPEG-filtered versions, each image at a quality drawn once
+    from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
+    training rows are followed by the features of the same training images mirrored left-right
+    (augmentation at feature level; validation and test rows stay unmirrored), each mirrored row
+    carrying the filtered copies of its unmirrored image. Pooled features are standardized
+    with the training rows' clean (unmirrored) mean and standard deviation; the activations of a
+    ``STAGE_EXTRACTORS`` extractor (``efficientnet_lite0_blocks``: the input of a fine-tuned tail,
+    :class:`lib.nets.lite0_split.Lite0Tail`) are kept as the network computed them. What is computed shows as one progress line
+    (:mod:`lib.engine.progress`, none when all is cached) whose total, counted before the first image,
+    is every image not yet cached, so its time left holds from the start. Raises ``RuntimeError`` when the
+    extractor's weights are absent."""
+    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+    from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
+    from lib.engine import progress
+
+    target = resolve_pacs_domain(target)
+    check_int(size, "size", minimum=32)
+    check_int(copies, "copies", minimum=0)
+    if not 0 < float(val_frac) < 1:
+        raise ValueError(f"val_frac: must lie in (0, 1), got {val_frac!r}")
+    if not isinstance(flip, bool):
+        raise ValueError(f"flip: expected a bool, got {flip!r}")
+    qualities = tuple(int(q) for q in qualities)
+    if copies and not qualities:
+        raise ValueError("qualities: is empty but copies > 0")
+    dim = feature_dim(extractor, size)
+    build, weights = extractor_model(extractor)
+    model: list[nn.Module] = []  # built on first need: a warm cache never loads it
+
+    domains: dict[str, tuple[torch.Tensor, str]] = {}  # labels and data folder, read once per domain
+    cached: dict[str, np.ndarray] = {}  # features found on disk (verified once, while counting what is left)
+
+    def info(domain: str) -> tuple[torch.Tensor, str]:
+        if domain not in domains:
+            _, y, root = pacs_domain(domain, size, data_dir)
+            domains[domain] = (y, root)
+        return domains[domain]
+
+    def job(domain: str, copy: int | None, mirror: bool = False) -> tuple[str, Any]:
+        """The cache key of one domain's features (clean, JPEG copy ``copy`` or mirrored) and the
+        per-image JPEG qualities of a copy (None when clean)."""
+        y, root = info(domain)
+        quality = None
+        tag = hashlib.sha256(root.encode()).hexdigest()[:6]
+        key = f"pacs_{tag}_{domain}_{size}px_{extractor}-{weights}"
+        if copy is not None:
+            draw = np.random.default_rng([seed, PACS_DOMAINS.index(domain), copy])
+            quality = np.asarray(qualities)[draw.integers(len(qualities), size=len(y))]
+            key += f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}"
+        if mirror:
+            key += "_flip"
+        return key, quality
+
+    def feats(
+        domain: str, copy: int | None, line: progress.Line, mirror: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        y = info(domain)[0]
+        key, quality = job(domain, copy, mirror)
+        if key in cached:
+            return cached.pop(key), y.numpy()
+
+        def compute() -> np.ndarray:
+            if not model:
+                model.append(build())
+            x = pacs_domain(domain, size, data_dir)[0]  # the images: only to compute what is not cached
+            return extract(
+                model[0],
+                x.flip(-1) if mirror else x,
+                IMAGENET_MEAN,
+                IMAGENET_STD,
+                quality=quality,
+                on_batch=line.update,
+            )
+
+        return cached_array(key, compute), y.numpy()
+
+    sources = [d for d in PACS_DOMAINS if d != target]
+    plan = [(d, None, False) for d in PACS_DOMAINS]
+    plan += [(d, c, False) for d in sources for c in range(copies)]
+    plan += [(d, None, True) for d in sources] if flip else []
+    todo = 0
+    for d, c, m in plan:
+        key = job(d, c, m)[0]
+        arr = load_cached(key)
+        if arr is None:
+            todo += len(info(d)[0])
+        else:
+            cached[key] = arr
+
+    rng = np.random.default_rng(seed)
+    blocks: list[np.ndarray] = []
+    mirrored: list[np.ndarray] = []
+    ys = []
+    with progress.session(
+        f"PACS features ({extractor}, {size} px, target {target})", todo, unit="image", quiet_if_idle=True
+    ) as line:
+        for d in PACS_DOMAINS:
+            if d == target:
+                continue
+            clean, y = feats(d, None, line)
+            keep = np.arange(len(y))
+            if n_per_domain is not None and n_per_domain < len(y):
+                keep = np.sort(rng.choice(len(y), n_per_domain, replace=False))
+            filtered = [feats(d, c, line)[0][keep] for c in range(copies)]
+            blocks.append(np.concatenate([clean[keep]] + filtered, axis=1))
+            if flip:
+                mirrored.append(np.concatenate([feats(d, None, line, mirror=True)[0][keep]] + filtered, axis=1))
+            ys.append(y[keep])
+        te, te_y = feats(target, None, line)
+    src, src_y = np.concatenate(blocks), np.concatenate(ys)
+    perm = np.random.default_rng(seed).permutation(len(src_y))
+    n_val = max(1, int(round(val_frac * len(src_y))))
+    val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    if n_per_domain is not None and n_per_domain < len(te_y):
+        keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
+        te, te_y = te[keep], te_y[keep]
+    raw = extractor in STAGE_EXTRACTORS
+    mu = np.float32(0.0) if raw else src[train_idx, :dim].mean(0)
+    sd = np.float32(1.0) if raw else src[train_idx, :dim].std(0) + 1e-6
+    train_rows, train_labels = src[train_idx], src_y[train_idx]
+    if flip:
+        train_rows = np.concatenate([train_rows, np.concatenate(mirrored)[train_idx]])
+        train_labels = np.concatenate([train_labels, train_labels])
+
+    def norm(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(((a.reshape(len(a), -1, dim) - mu) / sd).reshape(len(a), -1).astype(np.float32))
+
+    def labels(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(a, dtype=np.int64))
+
+    filt = (
+        (
+            f"; source images also JPEG-filtered ({copies} cop{'y' if copies == 1 else 'ies'}, each image at a "
+            f"quality drawn from {list(qualities)}) for FGR"
+        )
+        if copies
+        else ""
+    )
+    mirror = "; training images also mirrored left-right (features of both, same labels)" if flip else ""
+    return FeatureBundle(
+        name=f"pacs-{target}-features",
+        train_x=norm(train_rows),
+        train_y=labels(train_labels),
+        val_x=norm(src[val_idx, :dim]),
+        val_y=labels(src_y[val_idx]),
+        test_x=norm(te),
+        test_y=labels(te_y),
+        hard_mask=torch.ones(len(te_y), dtype=torch.bool),
+        classes=PACS_CLASSES,
+        source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images{filt}{mirror}",
+        dim=dim,
+        copies=copies,
+        qualities=qualities,
+        extractor=f"{extractor}/{weights}/{size}px",
+        info={
+            "target": target,
+            "sources": [d for d in PACS_DOMAINS if d != target],
+            "val_frac": val_frac,
+            "seed": seed,
+            "n_per_domain": n_per_domain,
+            "size": size,
+            "extractor": extractor,
+            "flip": flip,
+        },
+    )
