@@ -47,7 +47,7 @@ def pacs_features(
     default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
     px, with the split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and
     ``n_per_domain`` draws). Each domain's features are computed once for all its images and cached
-    (:func:`cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
+    (:func:`lib.data.features.cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
     source images also get ``copies`` JPEG-filtered versions, each image at a quality drawn once
     from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
     training rows are followed by the features of the same training images mirrored left-right
