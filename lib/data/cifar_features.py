@@ -23,10 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import STAGE_EXTRACTORS, FeatureBundle, cached_array, extract, extractor_model, feature_dim
+from lib.data.features import STAGE_EXTRACTORS, FeatureBundle, cached_array, extract, feature_source
 from lib.data.features import load_cached
 from lib.data.images import ImageBundle
-from lib.validation import check_int
 
 __all__ = ["cifar10h_features"]
 
@@ -60,13 +59,7 @@ def cifar10h_features(
 
     if not isinstance(images, ImageBundle) or images.name != "cifar10h":
         raise ValueError("images: expected the CIFAR-10H ImageBundle of lib.data.images.load_cifar10h")
-    check_int(size, "size", minimum=32)
-    check_int(copies, "copies", minimum=0)
-    qualities = tuple(int(q) for q in qualities)
-    if copies and not qualities:
-        raise ValueError("qualities: is empty but copies > 0")
-    dim = feature_dim(extractor, size)
-    build, weights = extractor_model(extractor)
+    qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
     splits = {"train": images.train_x, "val": images.val_x, "test": images.test_x}
     tags = {s: _images_tag(x) for s, x in splits.items()}

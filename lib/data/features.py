@@ -48,6 +48,7 @@ __all__ = [
     "STAGE_EXTRACTORS",
     "feature_dim",
     "extractor_model",
+    "feature_source",
     "FEATURE_FRAC",
 ]
 
@@ -268,6 +269,22 @@ class FeatureBundle(TensorSplits):
         rows[:, :d] = torch.gather(rows, 1, cols)
         main[idx.cpu()] = b + torch.arange(m)
         return torch.cat([x.detach(), rows]), main.to(x.device)
+
+
+def feature_source(
+    extractor: str, size: int, copies: int, qualities: Sequence[int]
+) -> tuple[tuple[int, ...], int, Callable[[], nn.Module], str]:
+    """What a feature data set (:mod:`lib.data.pacs_features`, :mod:`lib.data.cifar_features`) checks
+    and needs first: ``copies`` (JPEG copies per image, >= 0) with their ``qualities`` (not empty when
+    there are copies), ``size`` (px); returns (qualities as a tuple, the row width of one clean
+    block, the extractor's builder, its weights tag) -- :func:`extractor_model`."""
+    check_int(size, "size", minimum=32)
+    check_int(copies, "copies", minimum=0)
+    qualities = tuple(int(q) for q in qualities)
+    if copies and not qualities:
+        raise ValueError("qualities: is empty but copies > 0")
+    build, weights = extractor_model(extractor)
+    return qualities, feature_dim(extractor, size), build, weights
 
 
 def extractor_model(name: str) -> tuple[Callable[[], nn.Module], str]:

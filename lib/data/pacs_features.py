@@ -17,16 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import (
-    STAGE_EXTRACTORS,
-    FeatureBundle,
-    cached_array,
-    extract,
-    extractor_model,
-    feature_dim,
-    load_cached,
-)
-from lib.validation import check_int
+from lib.data.features import STAGE_EXTRACTORS, FeatureBundle, cached_array, extract, feature_source, load_cached
 
 __all__ = ["pacs_features"]
 
@@ -64,17 +55,11 @@ def pacs_features(
     from lib.engine import progress
 
     target = resolve_pacs_domain(target)
-    check_int(size, "size", minimum=32)
-    check_int(copies, "copies", minimum=0)
     if not 0 < float(val_frac) < 1:
         raise ValueError(f"val_frac: must lie in (0, 1), got {val_frac!r}")
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
-    qualities = tuple(int(q) for q in qualities)
-    if copies and not qualities:
-        raise ValueError("qualities: is empty but copies > 0")
-    dim = feature_dim(extractor, size)
-    build, weights = extractor_model(extractor)
+    qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
     domains: dict[str, tuple[torch.Tensor, str]] = {}  # labels and data folder, read once per domain

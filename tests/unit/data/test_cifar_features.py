@@ -42,7 +42,7 @@ def _cifar(n_train: int = 12, n_val: int = 4, n_test: int = 6, seed: int = 0) ->
 def _fake_extractor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, object]:
     """A fixed random linear map of the (normalized, 32 px) image to the 320 columns of a 32 px
     stage activation; counts the images it sees."""
-    import lib.data.cifar_features as cf
+    from lib.data import features
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     weight = torch.randn(3 * 32 * 32, 320, generator=torch.Generator().manual_seed(3)) / 64
@@ -53,7 +53,7 @@ def _fake_extractor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str
             seen["images"] = int(seen["images"]) + len(x)  # type: ignore[call-overload]
             return x.flatten(1) @ weight
 
-    monkeypatch.setattr(cf, "extractor_model", lambda name: (Linear, "fake"))
+    monkeypatch.setattr(features, "extractor_model", lambda name: (Linear, "fake"))
     return seen
 
 
@@ -98,19 +98,13 @@ def test_rows_are_the_upsampled_images_activations_with_a_jpeg_copy_behind(
     assert seen["images"] == 12 + 4 + 6 + 12
 
 
-def test_features_are_computed_once_per_image_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_features_are_computed_once_per_image_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, progress_totals: list[int]
+) -> None:
     from lib.data import cifar_features as cf
-    from lib.engine import progress
 
     seen = _fake_extractor(monkeypatch, tmp_path)
-    totals: list[int] = []
-    real = progress.session
-
-    def spy(desc: str, epochs: int, *args: object, **kw: object):  # type: ignore[no-untyped-def]
-        totals.append(epochs)
-        return real(desc, epochs, *args, **kw)
-
-    monkeypatch.setattr(progress, "session", spy)
+    totals = progress_totals
     b = _cifar()
     first = cf.cifar10h_features(b, size=32, copies=1)
     again = cf.cifar10h_features(b, size=32, copies=1)

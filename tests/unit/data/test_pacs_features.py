@@ -17,7 +17,7 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, int
     """PACS with 8x8 random images per domain and a fixed random linear 'extractor' (192 -> 1280),
     so features can be recomputed by hand; returns how many images each extraction saw."""
     import lib.data.image_files as files
-    import lib.data.pacs_features as feats
+    from lib.data import features
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     sizes = {"photo": 20, "art_painting": 16, "cartoon": 24, "sketch": 12}
@@ -38,7 +38,7 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, int
             seen["images"] += len(x)
             return x.flatten(1) @ weight
 
-    monkeypatch.setattr(feats, "extractor_model", lambda name: (Linear, "fake"))
+    monkeypatch.setattr(features, "extractor_model", lambda name: (Linear, "fake"))
     seen["domains"] = domains  # type: ignore[assignment]
     seen["model"] = Linear()  # type: ignore[assignment]
     return seen
@@ -86,22 +86,14 @@ def test_pacs_features_mirror_the_training_images_only(
 
 
 def test_pacs_features_count_every_uncached_image_before_the_first(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, progress_totals: list[int]
 ) -> None:
     """The progress total is known before extraction starts (its time left holds from the first
     image): every image of every feature file not yet cached, the cached ones not counted."""
     from lib.data import pacs_features as feats
-    from lib.engine import progress
 
     _fake_pacs(monkeypatch, tmp_path)
-    totals: list[int] = []
-    real = progress.session
-
-    def spy(desc: str, epochs: int, *args: object, **kw: object):  # type: ignore[no-untyped-def]
-        totals.append(epochs)
-        return real(desc, epochs, *args, **kw)
-
-    monkeypatch.setattr(progress, "session", spy)
+    totals = progress_totals
     feats.pacs_features("sketch", size=32, copies=1)
     feats.pacs_features("sketch", size=32, copies=2, flip=True)  # new: a second filtered copy, mirrored rows
     feats.pacs_features("sketch", size=32, copies=2, flip=True)  # all cached
