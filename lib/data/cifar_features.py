@@ -23,8 +23,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import STAGE_EXTRACTORS, FeatureBundle, cached_array, extract, feature_source
-from lib.data.features import load_cached
+from lib.data.features import (
+    FeatureBundle,
+    cached_array,
+    extract,
+    feature_source,
+    jpeg_copy,
+    load_cached,
+    row_normalizer,
+)
 from lib.data.images import ImageBundle
 
 __all__ = ["cifar10h_features"]
@@ -62,28 +69,28 @@ def cifar10h_features(
     qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
     splits = {"train": images.train_x, "val": images.val_x, "test": images.test_x}
-    tags = {s: _images_tag(x) for s, x in splits.items()}
+    tags = {s: _images_tag(x) for s, x in splits.items()}  # each split's images hashed once
 
     def job(split: str, copy: int | None) -> tuple[str, np.ndarray | None]:
-        x = splits[split]
+        """The cache key of one split's features (clean or JPEG copy ``copy``) and a copy's qualities."""
         key = f"cifar10_{tags[split]}_{size}px_{extractor}-{weights}"
         if copy is None:
             return key, None
-        draw = np.random.default_rng([seed, copy])
-        quality = np.asarray(qualities)[draw.integers(len(qualities), size=len(x))]
-        return key + f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}", quality
+        suffix, quality = jpeg_copy(qualities, len(splits[split]), seed, copy)
+        return key + suffix, quality
 
     plan = [("train", None), ("val", None), ("test", None)] + [("train", c) for c in range(copies)]
-    found = {job(s, c)[0]: load_cached(job(s, c)[0]) for s, c in plan}
-    todo = sum(len(splits[s]) for s, c in plan if found[job(s, c)[0]] is None)
+    jobs = {(s, c): job(s, c) for s, c in plan}
+    found = {sc: load_cached(key) for sc, (key, _) in jobs.items()}  # verified once, before counting
+    todo = sum(len(splits[s]) for (s, c), arr in found.items() if arr is None)
     out: dict[tuple[str, int | None], np.ndarray] = {}
     with progress.session(
         f"CIFAR-10 features ({extractor}, {size} px)", todo, unit="image", quiet_if_idle=True
     ) as line:
         for s, c in plan:
-            key, quality = job(s, c)
-            if found[key] is not None:
-                out[s, c] = found[key]
+            key, quality = jobs[s, c]
+            if found[s, c] is not None:
+                out[s, c] = found[s, c]
                 continue
 
             def compute(x: torch.Tensor = splits[s], q: np.ndarray | None = quality) -> np.ndarray:
@@ -93,12 +100,7 @@ def cifar10h_features(
 
             out[s, c] = cached_array(key, compute)
     train = np.concatenate([out["train", None]] + [out["train", c] for c in range(copies)], axis=1)
-    raw = extractor in STAGE_EXTRACTORS
-    mu = np.float32(0.0) if raw else out["train", None].mean(0)
-    sd = np.float32(1.0) if raw else out["train", None].std(0) + 1e-6
-
-    def norm(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(((a.reshape(len(a), -1, dim) - mu) / sd).reshape(len(a), -1).astype(np.float32))
+    norm = row_normalizer(out["train", None], extractor, dim)
 
     filt = (
         f"; training images also JPEG-filtered ({copies} cop{'y' if copies == 1 else 'ies'}, each at a quality "

@@ -49,6 +49,8 @@ __all__ = [
     "feature_dim",
     "extractor_model",
     "feature_source",
+    "jpeg_copy",
+    "row_normalizer",
     "FEATURE_FRAC",
 ]
 
@@ -285,6 +287,32 @@ def feature_source(
         raise ValueError("qualities: is empty but copies > 0")
     build, weights = extractor_model(extractor)
     return qualities, feature_dim(extractor, size), build, weights
+
+
+def jpeg_copy(
+    qualities: Sequence[int], n: int, seed: int, copy: int, stream: Sequence[int] = ()
+) -> tuple[str, np.ndarray]:
+    """JPEG copy ``copy`` of ``n`` images in a feature data set: the cache-key suffix of its features
+    and each image's quality, drawn from ``qualities`` by ``numpy.random.default_rng([seed, *stream, copy])``
+    (``stream`` tells apart image sets that share a seed, e.g. PACS's domains)."""
+    draw = np.random.default_rng([seed, *stream, copy])
+    quality = np.asarray(qualities)[draw.integers(len(qualities), size=n)]
+    return f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}", quality
+
+
+def row_normalizer(clean: np.ndarray, extractor: str, dim: int) -> Callable[[np.ndarray], torch.Tensor]:
+    """How a feature data set turns its arrays into rows: pooled features standardized, block by
+    block of ``dim`` columns, with the mean and standard deviation of the ``clean`` training rows;
+    the activations of a ``STAGE_EXTRACTORS`` extractor kept as the network computed them (the
+    tail's pretrained weights expect them). Returns float32 tensors."""
+    raw = extractor in STAGE_EXTRACTORS
+    mu = np.float32(0.0) if raw else clean.mean(0)
+    sd = np.float32(1.0) if raw else clean.std(0) + 1e-6
+
+    def norm(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(((a.reshape(len(a), -1, dim) - mu) / sd).reshape(len(a), -1).astype(np.float32))
+
+    return norm
 
 
 def extractor_model(name: str) -> tuple[Callable[[], nn.Module], str]:

@@ -17,7 +17,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import STAGE_EXTRACTORS, FeatureBundle, cached_array, extract, feature_source, load_cached
+from lib.data.features import (
+    FeatureBundle,
+    cached_array,
+    extract,
+    feature_source,
+    jpeg_copy,
+    load_cached,
+    row_normalizer,
+)
 
 __all__ = ["pacs_features"]
 
@@ -79,9 +87,8 @@ def pacs_features(
         tag = hashlib.sha256(root.encode()).hexdigest()[:6]
         key = f"pacs_{tag}_{domain}_{size}px_{extractor}-{weights}"
         if copy is not None:
-            draw = np.random.default_rng([seed, PACS_DOMAINS.index(domain), copy])
-            quality = np.asarray(qualities)[draw.integers(len(qualities), size=len(y))]
-            key += f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}"
+            suffix, quality = jpeg_copy(qualities, len(y), seed, copy, stream=(PACS_DOMAINS.index(domain),))
+            key += suffix
         if mirror:
             key += "_flip"
         return key, quality
@@ -149,16 +156,11 @@ def pacs_features(
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
-    raw = extractor in STAGE_EXTRACTORS
-    mu = np.float32(0.0) if raw else src[train_idx, :dim].mean(0)
-    sd = np.float32(1.0) if raw else src[train_idx, :dim].std(0) + 1e-6
+    norm = row_normalizer(src[train_idx, :dim], extractor, dim)
     train_rows, train_labels = src[train_idx], src_y[train_idx]
     if flip:
         train_rows = np.concatenate([train_rows, np.concatenate(mirrored)[train_idx]])
         train_labels = np.concatenate([train_labels, train_labels])
-
-    def norm(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(((a.reshape(len(a), -1, dim) - mu) / sd).reshape(len(a), -1).astype(np.float32))
 
     def labels(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.asarray(a, dtype=np.int64))

@@ -183,11 +183,13 @@ def backbone_summary(cfg: Mapping[str, Any]) -> str:
     )
 
 
-def _pretrained_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`backbone_features` of EfficientNet-Lite0's ImageNet weights: its pooled 1280-d features
-    of the images upsampled to ``feature_size`` px (:func:`lib.data.features.extract`), cached by
-    data and size; ``backbone_test_accuracy`` is that of a linear probe (multinomial logistic
-    regression, LBFGS, on the standardized head-split features)."""
+def _pretrained_run(
+    cfg: Mapping[str, Any], data: Mapping[str, Any]
+) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
+    """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's
+    ImageNet weights: its pooled 1280-d features of the images upsampled to ``feature_size`` px
+    (:func:`lib.data.features.extract`), keyed by data and size; ``backbone_test_accuracy`` is that
+    of a linear probe (multinomial logistic regression, LBFGS, on the standardized head-split features)."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.features import extract, extractor_model
     from lib.engine import progress
@@ -224,10 +226,7 @@ def _pretrained_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dic
             acc = float((probe(z["test_x"]).argmax(1) == torch.as_tensor(arrays["test_y"])).float().mean())
         return {"weights": weights, "backbone_test_accuracy": acc}
 
-    record = cached_run("rr_backbone", config, compute)
-    out = load_artifact(record, "features")
-    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
-    return out
+    return config, compute
 
 
 def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -238,8 +237,17 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     ``"efficientnet_lite0"`` nothing is trained: the features are EfficientNet-Lite0's ImageNet
     features of the images upsampled to ``feature_size`` px, computed once and cached.
     """
-    if cfg["arch"] == PRETRAINED_ARCH:
-        return _pretrained_features(cfg, data)
+    config, compute = _pretrained_run(cfg, data) if cfg["arch"] == PRETRAINED_ARCH else _trained_run(cfg, data)
+    record = cached_run("rr_backbone", config, compute)
+    out = load_artifact(record, "features")
+    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
+    return out
+
+
+def _trained_run(
+    cfg: Mapping[str, Any], data: Mapping[str, Any]
+) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
+    """The cached run (config, compute) of :func:`backbone_features` for a backbone trained here."""
     config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
 
     def compute(r: Run) -> dict[str, Any]:
@@ -270,10 +278,7 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
         acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
         return {"history": hist, "backbone_test_accuracy": acc}
 
-    record = cached_run("rr_backbone", config, compute)
-    out = load_artifact(record, "features")
-    out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
-    return out
+    return config, compute
 
 
 def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
