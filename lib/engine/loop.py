@@ -25,11 +25,34 @@ from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.runs import Run
 from lib.validation import check_choice, check_int
 
-__all__ = ["Callback", "EarlyStopping", "FitResult", "SelectBest", "fit", "predict"]
+__all__ = ["Callback", "Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]
 
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[[nn.Module, Inputs, torch.Tensor, torch.optim.Optimizer, int, torch.Generator], "torch.Tensor | None"]
+
+
+class Diverged(ArithmeticError):
+    """Training produced non-finite outputs at epoch ``epoch`` (1-based): the weights are lost, so
+    the run has no result to report but the fact (raised by :func:`finite_outputs`)."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"training diverged: non-finite outputs in epoch {epoch}")
+        self.epoch = epoch
+
+
+def finite_outputs(loss_fn: LossFn) -> LossFn:
+    """``loss_fn`` that first checks the model's outputs and raises :class:`Diverged` (with the
+    1-based epoch) when any is NaN or infinite, instead of the loss's own error. The check reads one
+    boolean per step: a device sync on CUDA, so meant for CPU-scale runs whose divergence is a result
+    (a grid of loss settings), not for every paper-scale step."""
+
+    def checked(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
+        if isinstance(out, torch.Tensor) and not bool(torch.isfinite(out).all()):
+            raise Diverged(epoch + 1)
+        return loss_fn(out, y, epoch)
+
+    return checked
 
 
 class Callback(Protocol):

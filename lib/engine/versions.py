@@ -82,7 +82,13 @@ GROUP_MODULES: dict[str, tuple[str, ...]] = {
         "lib.l2d.gaussian_mixture",
         "lib.calibration.metrics",
     ),
-    "rr_backbone": (*_ENGINE, "lib.nets.image_training"),
+    "rr_backbone": (
+        *_ENGINE,
+        "lib.nets.image_training",
+        "lib.nets.lite0_split",
+        "lib.nets.lite0_tuning",
+        "lib.data.features",
+    ),
     "rr_losses": (
         *_ENGINE,
         "lib.rr.experiment",

@@ -108,7 +108,7 @@ def train_l2d(
     ``patience`` epochs without improvement (L2D paper Sec. 5.1); the best weights are restored.
     Returns the model and the per-epoch history (``loss`` = train, ``val_loss``).
     """
-    from lib.engine.loop import EarlyStopping, SelectBest, fit, predict
+    from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, predict
 
     check_choice(surrogate, SURROGATES, "surrogate")
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("patience", patience)):
@@ -122,7 +122,7 @@ def train_l2d(
     best = SelectBest(lambda m: float(loss(predict(m, val.x, batch_size=4096, amp=False), val_t)))
     fitted = fit(
         model,
-        lambda z, t, _e: loss(z, t),
+        finite_outputs(lambda z, t, _e: loss(z, t)),  # a diverging head says so (lib.engine.loop.Diverged)
         (train.x, train.targets),
         int(epochs),
         optimizer_factory=lambda p: torch.optim.SGD(

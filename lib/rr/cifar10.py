@@ -24,6 +24,7 @@ from lib.rr import weights as rwt
 from lib.engine.runs import training
 from lib.rr import experiment as rx
 from lib.rr.claims import reweighted_claims
+from lib.rr.record import LossRecord
 
 PUBLISHED_METRICS: tuple[str, ...] = (
     "accuracy",
@@ -98,14 +99,20 @@ def csf_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
 
 def au_sweep(cfg: Mapping[str, Any], data: Mapping[str, Any], train: bool) -> pd.DataFrame:
     """Validation ECE x100 and accuracy of the AU loss (MSP) over the ``cfg["coverages"]`` x
-    ``cfg["nus"]`` grid (cf. Fig. 6); one cached run each, trained only if ``train``."""
+    ``cfg["nus"]`` grid (cf. Fig. 6), with the head's accuracy on its own training features at
+    ``mode="features"`` (else NaN); one cached run each, trained only if ``train``. A run that
+    diverged has NaN in the metric columns and its epoch in ``diverged epoch`` (else NaN)."""
     from lib.calibration.metrics import ece
 
     rows = []
     for kappa in cfg["coverages"]:
         for v in cfg["nus"]:
             with training(train):
-                rec = rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v)
+                rec = LossRecord.from_record(rx.run_loss("au", cfg, data, seed=0, coverage=kappa, nu=v))
+            if rec.diverged_epoch is not None:
+                rows.append({"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan,
+                             "train accuracy": np.nan, "diverged epoch": float(rec.diverged_epoch)})  # fmt: skip
+                continue
             lg = rx.run_logits(rec)
             pv = softmax(lg["val"].astype(np.float64), axis=1)
             rows.append(
@@ -114,9 +121,45 @@ def au_sweep(cfg: Mapping[str, Any], data: Mapping[str, Any], train: bool) -> pd
                     "nu": v,
                     "val ECE x100": 100 * ece(pv, lg["val_y"]),
                     "val accuracy": float((pv.argmax(1) == lg["val_y"]).mean()),
+                    "train accuracy": np.nan if rec.train_accuracy is None else rec.train_accuracy,
+                    "diverged epoch": np.nan,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
+    """What the AU loss's heads fitted, in Markdown, computed from the runs: the training accuracy of
+    the AU (MSP) head beside cross-entropy's, that of each sweep point, and the sweep's diverged
+    points. Empty where the records keep no training accuracy (end-to-end runs, published copies).
+
+    Why it can be low (eq. 36, :func:`lib.rr.weights.au_weights`): the gradient flows through
+    G(s_i) for the samples below the batch's coverage threshold, and d beta_i / d s_i > 0, so every
+    step also lowers their confidence score, against their cross-entropy."""
+    au, xe = records.get("au"), records.get("xe")
+    if au is None or xe is None or au.train_accuracy is None or xe.train_accuracy is None:
+        return ""
+    fitted = sweep.dropna(subset=["train accuracy"])
+    points = ", ".join(
+        f"{r['train accuracy']:.3f} at κ = {r['coverage']:g}, ν = {r['nu']:g}" for r in fitted.to_dict("records")
+    )
+    gone = sweep[sweep["diverged epoch"].notna()]
+    out = (
+        f"**What the AU heads fitted.** The AU (MSP) head classifies {au.train_accuracy:.3f} of its own "
+        f"training images correctly (κ = {au.coverage:g}, ν = {au.nu:g}); the cross-entropy head "
+        f"{xe.train_accuracy:.3f}. The loss's gradient flows through G(s_i) for the samples below the "
+        "batch's coverage threshold (eq. 36), and their weight grows with their confidence, so every "
+        "step also pushes their confidence down, against their cross-entropy: a head over fixed "
+        "features can leave them unlearnt. "
+    )
+    if points:
+        out += f"Training accuracy over the sweep: {points}."
+    if len(gone):
+        where = ", ".join(
+            f"κ = {r['coverage']:g}, ν = {r['nu']:g} (epoch {r['diverged epoch']:.0f})" for r in gone.to_dict("records")
+        )
+        out += f" Diverged (non-finite outputs; left blank above): {where}."
+    return out
 
 
 def paper_comparison(metrics: Mapping[str, Mapping[str, float]], paper_row: str) -> pd.DataFrame:

@@ -29,8 +29,9 @@ import torch
 
 from lib.rr import losses as rw
 from lib.engine.runs import Run, cached_run, load_artifact
+from lib.engine.loop import Diverged
 from lib.nets import image_training as imt
-from lib.rr.record import LossRecord
+from lib.rr.record import METRICS, LossRecord
 from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
@@ -206,7 +207,10 @@ def run_loss(
 ) -> dict[str, Any]:
     """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config + data):
     the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
-    and test logits (see :func:`run_logits`)."""
+    and test logits (see :func:`run_logits`). At ``mode="features"`` it also holds the head's
+    accuracy on its own training features (``train_accuracy``); a head that diverges
+    (:class:`lib.engine.loop.Diverged`) leaves a record of NaN metrics with ``diverged_epoch`` and no
+    logits."""
     check_choice(cfg["mode"], MODES, "mode")
     config = {**loss_config(name, cfg, seed, coverage, nu), "data": data["tag"]}
     kappa, nu_ = config["coverage"], config["nu"]
@@ -217,11 +221,21 @@ def run_loss(
         if cfg["mode"] == "features":
             feats = imt.backbone_features(cfg, data)
             f = imt.standardize(feats)
-            head = imt.train_head(f["head_x"], torch.as_tensor(feats["head_y"]), loss, cfg, data["num_classes"], seed)
+            extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
+            y_head = torch.as_tensor(feats["head_y"])
+            try:
+                head = imt.train_head(f["head_x"], y_head, loss, cfg, data["num_classes"], seed)
+            except Diverged as err:  # a result of the loss's settings (the AU sweep's steepest nu): said, not hidden
+                return {
+                    "loss": name,
+                    "metrics": dict.fromkeys(METRICS, float("nan")),
+                    "diverged_epoch": err.epoch,
+                    **extra,
+                }
             with torch.no_grad():
                 zv, zt = head(f["val_x"]), head(f["test_x"])
+                extra["train_accuracy"] = float((head(f["head_x"]).argmax(1) == y_head).float().mean())
             yv, yt = feats["val_y"], feats["test_y"]
-            extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
         else:
             torch.manual_seed(seed)  # the initial weights (as lib.l2d.cifar10 does)
             net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])

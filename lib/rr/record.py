@@ -39,7 +39,9 @@ class LossRecord(RunOrigin):
     ECE, adaptive and class-wise ECE, NLL, confidence gap, each with a ``_ts`` twin after temperature
     scaling, and the temperature; fractions) to a float: the mapping the tables
     (:func:`lib.rr.experiment.loss_table`, ``reweighted_claims``) take per loss.
-    ``backbone_test_accuracy`` is the frozen backbone's at ``mode="features"``; ``epochs_run`` and
+    ``backbone_test_accuracy`` is the frozen backbone's at ``mode="features"``, ``train_accuracy``
+    the head's on its own training features there, and ``diverged_epoch`` the epoch in which a head
+    diverged (its metrics are then NaN); ``epochs_run`` and
     ``train_seconds`` come from the training history of an end-to-end run, ``plan_id`` and
     ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
     absent values are ``None``. ``raw`` is the record itself (for its ``logits`` artifact)."""
@@ -52,6 +54,8 @@ class LossRecord(RunOrigin):
     metrics: Mapping[str, float]
     backbone_test_accuracy: float | None
     raw: Mapping[str, Any] = field(repr=False)
+    train_accuracy: float | None = None
+    diverged_epoch: int | None = None
 
     @classmethod
     def from_record(cls, rec: Any) -> LossRecord:
@@ -67,7 +71,7 @@ class LossRecord(RunOrigin):
                 "run_loss keeps the metrics of lib.rr.experiment.evaluate_logits"
             )
         require_keys(block, METRICS, run, "lib.rr.experiment.evaluate_logits")
-        backbone = rec.get("backbone_test_accuracy")
+        backbone, train, diverged = (rec.get(k) for k in ("backbone_test_accuracy", "train_accuracy", "diverged_epoch"))
         return cls(
             loss=str(config["loss"]),
             seed=int(record_number(config["seed"], run, "config.seed")),
@@ -78,4 +82,6 @@ class LossRecord(RunOrigin):
             backbone_test_accuracy=None if backbone is None else record_number(backbone, run, "backbone_test_accuracy"),
             **origin_fields(rec),
             raw=rec,
+            train_accuracy=None if train is None else record_number(train, run, "train_accuracy"),
+            diverged_epoch=None if diverged is None else int(record_number(diverged, run, "diverged_epoch")),
         )

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from lib.engine import deadline
-from lib.engine.loop import fit
+from lib.engine.loop import Diverged, finite_outputs, fit
 from lib.engine.runs import Run
 
 
@@ -148,3 +148,26 @@ def test_select_best_and_early_stopping_as_callbacks(tmp_path, monkeypatch):
         torch.testing.assert_close(v, snapshots[2][k])
     again = fit(build(), loss, (x, y), 10, callbacks=[SelectBest(lambda m: 0.0), EarlyStopping(patience=2)], **kw)
     assert again.resumed_from == 4 and again.stopped_at == 4 and len(again.history) == 4
+
+
+def test_finite_outputs_passes_finite_losses_through_and_names_the_diverging_epoch():
+    """A model whose weights blow up (SGD with a huge learning rate on a quadratic) turns its outputs
+    infinite after the first step; the guarded loss then raises Diverged for epoch 1 (1-based),
+    instead of the loss's own error. Finite outputs give the plain loss's value."""
+
+    def square(out, yb, e):
+        return (out**2).mean()
+
+    out, yb = torch.tensor([[1.0, -2.0]]), torch.zeros(1)
+    assert float(finite_outputs(square)(out, yb, 0)) == pytest.approx(2.5)
+    with pytest.raises(Diverged, match="epoch 3") as err:
+        finite_outputs(square)(torch.tensor([[1.0, math.nan]]), yb, 2)
+    assert err.value.epoch == 3
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    x = torch.randn(32, 4)
+    with pytest.raises(Diverged) as err:
+        fit(model, finite_outputs(square), (x, torch.zeros(32)), 3,
+            optimizer_factory=lambda p: torch.optim.SGD(p, lr=1e30), batch_size=8, device="cpu", amp=False,
+            progress=False)  # fmt: skip
+    assert err.value.epoch == 1

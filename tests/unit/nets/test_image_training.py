@@ -60,7 +60,7 @@ def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypa
 
     monkeypatch.setattr(features, "extractor_model", lambda name: (MeanColour, "fake"))
     data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
-    cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16}
+    cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 0, "tune_lr": 0.0}
     f = imt.backbone_features(cfg, data)
     assert seen == {"images": 100 + 20 + 40, "sizes": {(16, 16)}}
     m, s = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
@@ -75,3 +75,47 @@ def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypa
     )
     scratch = {"arch": "resnet18", "width": 16, "n_backbone": 5000, "backbone_epochs": 5}
     assert imt.backbone_summary(scratch) == "resnet18 (width 16) trained with XE on 5000 images for 5 epochs and frozen"
+
+
+def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classifier(monkeypatch, tmp_path):
+    """With tune_epochs > 0 the network comes from lib.nets.lite0_tuning.tuned_lite0, given the first
+    n_backbone training images only; the other images' features are that network's, the cache key
+    records the tuning, and backbone_test_accuracy is the tuned classifier's accuracy on the test
+    features (here a fake: mean colour, and a classifier that always says class 3)."""
+    from torch import nn
+
+    from lib.data import features
+    from lib.nets import lite0_tuning
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    got = {}
+
+    class MeanColour(nn.Module):
+        out_features = 3
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean((2, 3))
+
+    def fake_tuned(images, labels, num_classes, size, epochs, lr, run=None, seed=0, on_batch=None):
+        got.update(n=len(images), labels=labels.clone(), epochs=epochs, lr=lr, size=size)
+        always3 = nn.Linear(3, num_classes)
+        with torch.no_grad():
+            always3.weight.zero_()
+            always3.bias.copy_(torch.eye(num_classes)[3])
+        return MeanColour(), always3
+
+    monkeypatch.setattr(lite0_tuning, "tuned_lite0", fake_tuned)
+    monkeypatch.setattr(features, "extractor_model", lambda name: (MeanColour, "fake"))
+    data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
+    cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 2, "tune_lr": 1e-3}
+    f = imt.backbone_features(cfg, data)
+    assert got["n"] == 20 and got["epochs"] == 2 and got["lr"] == 1e-3 and got["size"] == 16
+    assert torch.equal(got["labels"], data["train_y"][:20])
+    assert f["head_x"].shape == (100, 3)
+    assert f["backbone_test_accuracy"] == pytest.approx(float((data["test_y"] == 3).float().mean()))
+    got.clear()
+    imt.backbone_features(cfg, data)
+    assert got == {}  # cached: not tuned again
+    imt.backbone_features({**cfg, "tune_lr": 3e-3}, data)
+    assert got["lr"] == 3e-3  # the tuning is part of the key
+    assert "fine-tuned with XE for 2 epochs on 20 images" in imt.backbone_summary(cfg)
