@@ -61,7 +61,8 @@ FEATURE_EXTRACTORS: dict[str, int] = {"efficientnet_lite0": 1280, "resnet18": 51
 # Extractors of intermediate activations (rows for a trainable tail, lib.nets.lite0_split), not pooled
 # features: the row width depends on the image size, and the rows are not standardized (the tail's
 # pretrained weights expect the network's own activations).
-STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks",)
+STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks", "efficientnet_lite0_last_stage")
+_STAGE_CUTS = {"efficientnet_lite0_blocks": "head", "efficientnet_lite0_last_stage": "last_stage"}  # lite0_split.CUTS
 
 
 def feature_dim(extractor: str, size: int) -> int:
@@ -69,7 +70,7 @@ def feature_dim(extractor: str, size: int) -> int:
     if extractor in STAGE_EXTRACTORS:
         from lib.nets.lite0_split import blocks_dim
 
-        return blocks_dim(size)
+        return blocks_dim(size, _STAGE_CUTS[extractor])
     if extractor not in FEATURE_EXTRACTORS:
         valid = ", ".join([*FEATURE_EXTRACTORS, *STAGE_EXTRACTORS])
         raise ValueError(f"extractor: unknown {extractor!r}; valid: {valid}")
@@ -317,16 +318,17 @@ def row_normalizer(clean: np.ndarray, extractor: str, dim: int) -> Callable[[np.
 
 def extractor_model(name: str) -> tuple[Callable[[], nn.Module], str]:
     """(build, weights tag) of feature extractor ``name``: the package's EfficientNet-Lite0 (pooled, or its
-    stages for a fine-tuned tail) or the paper's timm ResNet-18 from the hub (its id as the tag)."""
+    stages up to a tail's cut: ``efficientnet_lite0_blocks`` all seven, ``efficientnet_lite0_last_stage``
+    the first six) or the paper's timm ResNet-18 from the hub (its id as the tag)."""
     if name == "efficientnet_lite0":
         from lib.nets.pretrained import efficientnet_lite0, lite0_fingerprint
 
         return (lambda: efficientnet_lite0(pretrained=True)), lite0_fingerprint()
-    if name == "efficientnet_lite0_blocks":
+    if name in STAGE_EXTRACTORS:
         from lib.nets.lite0_split import Lite0Stem
         from lib.nets.pretrained import lite0_fingerprint
 
-        return (lambda: Lite0Stem(pretrained=True)), lite0_fingerprint()
+        return (lambda: Lite0Stem(pretrained=True, cut=_STAGE_CUTS[name])), lite0_fingerprint()
     if name == "resnet18":
         from lib.nets.backbones import IMAGENET_RESNET18_HUB_ID, imagenet_resnet18
 

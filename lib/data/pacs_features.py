@@ -41,6 +41,7 @@ def pacs_features(
     seed: int = 0,
     data_dir: str | None = None,
     flip: bool = False,
+    tune: tuple[int, float] | None = None,
 ) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` (EfficientNet-Lite0 by
     default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
@@ -57,7 +58,14 @@ def pacs_features(
     :class:`lib.nets.lite0_split.Lite0Tail`) are kept as the network computed them. What is computed shows as one progress line
     (:mod:`lib.engine.progress`, none when all is cached) whose total, counted before the first image,
     is every image not yet cached, so its time left holds from the start. Raises ``RuntimeError`` when the
-    extractor's weights are absent."""
+    extractor's weights are absent.
+
+    ``tune = (epochs, lr)`` (with the ``efficientnet_lite0_last_stage`` extractor) fine-tunes
+    EfficientNet-Lite0's last stage and head convolution once, with cross-entropy, on the clean
+    training rows of the source domains (:func:`lib.nets.lite0_tuning.tune_tail`; never the target's
+    images, nor the validation rows), then freezes it: every row (clean, JPEG copies, target) becomes
+    the tuned network's pooled 1280-d features, standardized as pooled features are. The tuned rows
+    are cached, keyed by the stage activations' keys, the split and the tuning."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
     from lib.engine import progress
@@ -68,6 +76,12 @@ def pacs_features(
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
     qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
+    if tune is not None and extractor != "efficientnet_lite0_last_stage":
+        raise ValueError(f"tune: needs the extractor 'efficientnet_lite0_last_stage', got {extractor!r}")
+    if tune is not None and not (isinstance(tune, (tuple, list)) and len(tune) == 2):
+        raise ValueError(f"tune: expected (epochs, lr), got {tune!r}")
+    if tune is not None and flip:
+        raise ValueError("flip: mirrored rows are not supported with tune")
     model: list[nn.Module] = []  # built on first need: a warm cache never loads it
 
     domains: dict[str, tuple[torch.Tensor, str]] = {}  # labels and data folder, read once per domain
@@ -156,6 +170,17 @@ def pacs_features(
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
+    if tune is not None:
+        key = hashlib.sha256(
+            repr(
+                ([job(d, c, m)[0] for d, c, m in plan], target, val_frac, seed, n_per_domain, flip, tuple(tune))
+            ).encode()
+        ).hexdigest()[:16]
+        src, te, dim = _tuned_rows(src, src_y, te, train_idx, dim, size, tune, f"pacs_tuned_{key}", len(PACS_CLASSES))
+        extractor = "efficientnet_lite0"  # the rows are now pooled features: standardized as such
+        weights = (
+            f"{weights}, last stage and head convolution fine-tuned on the sources ({tune[0]} epochs, lr {tune[1]:g})"
+        )
     norm = row_normalizer(src[train_idx, :dim], extractor, dim)
     train_rows, train_labels = src[train_idx], src_y[train_idx]
     if flip:
@@ -200,3 +225,44 @@ def pacs_features(
             "flip": flip,
         },
     )
+
+
+def _tuned_rows(
+    src: np.ndarray,
+    src_y: np.ndarray,
+    te: np.ndarray,
+    train_idx: np.ndarray,
+    dim: int,
+    size: int,
+    tune: tuple[int, float],
+    key: str,
+    num_classes: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The source rows (each block of ``dim`` stage-activation columns: clean, then JPEG copies) and
+    the target rows as pooled features of EfficientNet-Lite0 with its last stage and head convolution
+    fine-tuned (:func:`lib.nets.lite0_tuning.tune_tail`) on the clean blocks of the ``train_idx``
+    rows; cached under ``key`` (source and target arrays). Returns (source rows, target rows, 1280)."""
+    from lib.engine import progress
+    from lib.nets.lite0_tuning import tail_features, tune_tail
+
+    epochs, lr = int(tune[0]), float(tune[1])
+    found = load_cached(f"{key}_src"), load_cached(f"{key}_target")
+    if found[0] is not None and found[1] is not None:
+        return found[0], found[1], found[1].shape[1]
+    tuned: list[nn.Module] = []
+
+    def tail() -> nn.Module:
+        if not tuned:
+            rows = torch.from_numpy(src[train_idx, :dim].astype(np.float16))
+            with progress.session(f"PACS: fine-tuning Lite0's last stage ({epochs} epochs)", 1, unit="tuning") as line:
+                tuned.append(tune_tail(rows, torch.from_numpy(src_y[train_idx]), num_classes, size, epochs, lr)[0])
+                line.update(1)
+        return tuned[0]
+
+    def rows_of(a: np.ndarray) -> np.ndarray:
+        blocks = [torch.from_numpy(a[:, b * dim : (b + 1) * dim]) for b in range(a.shape[1] // dim)]
+        return np.concatenate([tail_features(tail(), x) for x in blocks], axis=1)
+
+    out_src = cached_array(f"{key}_src", lambda: rows_of(src))
+    out_te = cached_array(f"{key}_target", lambda: rows_of(te))
+    return out_src, out_te, out_te.shape[1]

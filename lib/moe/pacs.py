@@ -33,7 +33,9 @@ class PacsBackbone:
     """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name),
     ``pretrained`` (ImageNet weights actually loaded), ``frozen`` (heads on cached features),
     ``extractor`` (the feature extractor's name when frozen), ``tail`` (the trainable head convolution
-    on cached last-stage activations, a :func:`lib.nets.backbones.build` name, or "") and
+    on cached last-stage activations, a :func:`lib.nets.backbones.build` name, or ""), ``tune``
+    ((epochs, lr) of the one fine-tuning of EfficientNet-Lite0's last stage on the source domains
+    before it is frozen, or None) and
     ``label``/``differs`` (what the page says: the network, and how it differs from the paper's)."""
 
     spec: str
@@ -43,13 +45,15 @@ class PacsBackbone:
     label: str
     differs: str
     tail: str = ""
+    tune: tuple[int, float] | None = None
 
     def train_changes(self) -> dict[str, Any]:
         """TrainConfig fields for :func:`lib.moe.experiment.train_configs`."""
         if self.tail:
             return {"backbone": self.tail, "pretrained": True, "augment": False}
         if self.frozen:
-            return {"backbone": f"features:{self.extractor}", "pretrained": True, "augment": False}
+            pooled = "efficientnet_lite0" if self.tune else self.extractor  # a tuned network's rows are pooled features
+            return {"backbone": f"features:{pooled}", "pretrained": True, "augment": False}
         return {"backbone": self.spec, "pretrained": self.pretrained}
 
     @property
@@ -88,9 +92,20 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         )
     )
     frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
-    tail = f"tail:efficientnet_lite0:{int(cfg['image_size'])}" if frozen and lite and cfg.get("tune_head_conv") else ""
+    tune = (int(cfg["tune_epochs"]), float(cfg["tune_lr"])) if frozen and lite and cfg.get("tune_epochs") else None
+    tail = (
+        f"tail:efficientnet_lite0:{int(cfg['image_size'])}"
+        if frozen and lite and cfg.get("tune_head_conv") and tune is None
+        else ""
+    )
     how = (
         (
+            f"its last stage and head convolution fine-tuned once with cross-entropy on the source domains' "
+            f"training images ({tune[0]} epochs, Adam lr {tune[1]:g}), then frozen: every method's MoE head "
+            "trains on its cached features"
+        )
+        if tune
+        else (
             "all seven stages frozen (their activations cached), the 1x1 head convolution fine-tuned "
             "with every method's MoE head"
         )
@@ -115,7 +130,11 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
             else "the images are not augmented (the paper crops and flips them)"
         )
         part = (
-            "only the 1x1 head convolution and its BatchNorm (0.41 M of 3.4 M feature parameters) are fine-tuned, "
+            "only the last stage and the head convolution (1.0 M of 3.4 M feature parameters) are fine-tuned, "
+            "once and with cross-entropy, and the methods train only their MoE heads (the paper fine-tunes the "
+            "whole network with each method)"
+            if tune
+            else "only the 1x1 head convolution and its BatchNorm (0.41 M of 3.4 M feature parameters) are fine-tuned, "
             "the rest is frozen (the paper fine-tunes the whole network)"
             if tail
             else "the backbone is frozen (the paper fine-tunes it)"
@@ -125,10 +144,15 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         spec,
         pretrained,
         frozen,
-        ("efficientnet_lite0_blocks" if tail else "efficientnet_lite0") if lite else "resnet18",
+        (
+            ("efficientnet_lite0_last_stage" if tune else "efficientnet_lite0_blocks" if tail else "efficientnet_lite0")
+            if lite
+            else "resnet18"
+        ),
         f"{net}, {how}",
         "; ".join(differs) or "none: the paper's backbone and initialisation",
         tail,
+        tune,
     )
 
 
@@ -153,6 +177,7 @@ def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> An
             extractor=backbone.extractor,
             seed=0,
             flip=bool(cfg.get("flip", False)),
+            tune=backbone.tune,
         )
     from lib.data.images import load_pacs
 

@@ -10,9 +10,14 @@ pages' accuracy floors. Fine-tuning Lite0's last stage and head convolution for 
 cross-entropy head on 10,000 other images to .800 (measured; the head convolution alone: .777), at
 about 16 s an epoch on two cores.
 
-* :func:`tuned_lite0` -- fine-tune :class:`lib.nets.lite0_split.Lite0Tail` (``cut = "last_stage"``)
-  with a linear classifier through the engine (:func:`lib.engine.loop.fit`), and return the whole
-  network, frozen (stem then tuned tail), with the classifier.
+* :func:`tune_tail` -- fine-tune :class:`lib.nets.lite0_split.Lite0Tail` (``cut = "last_stage"``)
+  with a linear classifier through the engine (:func:`lib.engine.loop.fit`) on cached stem
+  activations; :func:`tail_features` -- the tuned tail's pooled features of such activations.
+* :func:`tuned_lite0` -- the same from images: the whole network, frozen (stem then tuned tail),
+  with the classifier.
+
+The PACS page does the same once per target on the source domains' images
+(:func:`lib.data.pacs_features.pacs_features` with ``tune``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from torch import nn
 from lib.engine.runs import Run
 from lib.validation import check_int, check_positive
 
-__all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tuned_lite0"]
+__all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tail_features", "tune_tail", "tuned_lite0"]
 
 TUNE_BATCH_SIZE = 64
 """Batch size of the fine-tuning (as the CIFAR-10H page's runs at ``cpu`` scale)."""
@@ -36,8 +41,8 @@ TUNE_WEIGHT_DECAY = 1e-4
 """Adam's weight decay in the fine-tuning (as the CIFAR-10H page's)."""
 
 
-def tuned_lite0(
-    images: torch.Tensor,
+def tune_tail(
+    rows: torch.Tensor,
     labels: torch.Tensor,
     num_classes: int,
     size: int,
@@ -45,37 +50,34 @@ def tuned_lite0(
     lr: float,
     run: Run | None = None,
     seed: int = 0,
-    on_batch: Callable[[int], None] | None = None,
 ) -> tuple[nn.Module, nn.Linear]:
-    """EfficientNet-Lite0 with the package's ImageNet weights, its last stage and head convolution
-    fine-tuned with cross-entropy (Adam, ``lr``, weight decay :data:`TUNE_WEIGHT_DECAY`, batch
-    :data:`TUNE_BATCH_SIZE`, ``epochs`` epochs, no augmentation) together with a linear classifier
-    on ``images`` (uint8, (N, 3, H, W), upsampled to ``size`` px) and ``labels``. The frozen part
-    (:class:`lib.nets.lite0_split.Lite0Stem`, ``cut = "last_stage"``) sees each image once
-    (``on_batch`` is told each batch's images); training checkpoints to ``run`` and resumes.
-    Returns (the whole network in evaluation mode, images to 1280-d pooled features; the classifier)."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.features import extract
+    """EfficientNet-Lite0's last stage and head convolution (:class:`lib.nets.lite0_split.Lite0Tail`,
+    ``cut = "last_stage"``, the package's ImageNet weights) fine-tuned with cross-entropy (Adam,
+    ``lr``, weight decay :data:`TUNE_WEIGHT_DECAY`, batch :data:`TUNE_BATCH_SIZE`, ``epochs`` epochs,
+    no augmentation) together with a linear classifier, on ``rows`` (the stem's activations of
+    ``size`` px images, :class:`lib.nets.lite0_split.Lite0Stem` with ``cut = "last_stage"``; any float
+    dtype) and ``labels``; ``epochs = 0`` leaves the package's weights. Training checkpoints to ``run``
+    and resumes. Returns (the tail, frozen, in evaluation mode; the classifier, likewise)."""
     from lib.engine.loop import fit
-    from lib.nets.lite0_split import Lite0Stem, Lite0Tail
+    from lib.nets.lite0_split import Lite0Tail, blocks_dim
 
     check_int(epochs, "epochs", minimum=0)
     check_positive(lr, "lr")
-    if len(images) != len(labels):
-        raise ValueError(f"labels: {len(labels)} labels for {len(images)} images")
-    if epochs and len(images) < TUNE_BATCH_SIZE:
-        raise ValueError(f"images: {len(images)} images, fewer than one batch of {TUNE_BATCH_SIZE}")
-    stem = Lite0Stem(pretrained=True, cut="last_stage")
-    rows = torch.from_numpy(
-        extract(stem, images, IMAGENET_MEAN, IMAGENET_STD, on_batch=on_batch, size=size).astype(np.float16)
-    )  # half precision: 10,000 images at 224 px take 188 MB instead of 376
+    if len(rows) != len(labels):
+        raise ValueError(f"labels: {len(labels)} labels for {len(rows)} images")
+    if rows.ndim != 2 or rows.shape[1] < blocks_dim(size, "last_stage"):
+        raise ValueError(
+            f"rows: expected (N, >= {blocks_dim(size, 'last_stage')}) last-stage activations of {size} px images, "
+            f"got {tuple(rows.shape)}"
+        )
+    if epochs and len(rows) < TUNE_BATCH_SIZE:
+        raise ValueError(f"images: {len(rows)} images, fewer than one batch of {TUNE_BATCH_SIZE}")
     torch.manual_seed(seed)  # the classifier's initial weights
     tail = Lite0Tail(size, pretrained=True, cut="last_stage")
     classifier = nn.Linear(tail.out_features, num_classes)
-    model = nn.Sequential(tail, classifier)
     if epochs:  # the engine wants one epoch at least; none leaves the package's weights
         fit(
-            model,
+            nn.Sequential(tail, classifier),
             lambda out, y, _epoch: F.cross_entropy(out, y),
             (rows, labels.long()),
             epochs,
@@ -89,6 +91,50 @@ def tuned_lite0(
             progress=False,
             drop_last=True,
         )
+    return tail.eval().requires_grad_(False), classifier.eval().requires_grad_(False)
+
+
+def tail_features(tail: nn.Module, rows: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """The 1280-d pooled features of ``tail`` (from :func:`tune_tail`) for stem ``rows``, ``batch_size``
+    rows at a time, without gradients. Returns (N, 1280) float32."""
+    check_int(batch_size, "batch_size")
+    out = [np.zeros((0, int(tail.out_features)), np.float32)]
+    with torch.inference_mode():
+        for i in range(0, len(rows), batch_size):
+            out.append(tail(rows[i : i + batch_size].float()).float().numpy())
+    return np.concatenate(out)
+
+
+def tuned_lite0(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    size: int,
+    epochs: int,
+    lr: float,
+    run: Run | None = None,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[nn.Module, nn.Linear]:
+    """:func:`tune_tail` on uint8 ``images`` (N, 3, H, W), upsampled to ``size`` px: the frozen part
+    (:class:`lib.nets.lite0_split.Lite0Stem`, ``cut = "last_stage"``) sees each image once
+    (``on_batch`` is told each batch's images), its activations kept in half precision. Returns (the
+    whole network in evaluation mode, images to 1280-d pooled features; the classifier)."""
+    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+    from lib.data.features import extract
+    from lib.nets.lite0_split import Lite0Stem
+
+    check_int(epochs, "epochs", minimum=0)
+    check_positive(lr, "lr")
+    if len(images) != len(labels):
+        raise ValueError(f"labels: {len(labels)} labels for {len(images)} images")
+    if epochs and len(images) < TUNE_BATCH_SIZE:
+        raise ValueError(f"images: {len(images)} images, fewer than one batch of {TUNE_BATCH_SIZE}")
+    stem = Lite0Stem(pretrained=True, cut="last_stage")
+    rows = torch.from_numpy(
+        extract(stem, images, IMAGENET_MEAN, IMAGENET_STD, on_batch=on_batch, size=size).astype(np.float16)
+    )  # half precision: 10,000 images at 224 px take 188 MB instead of 376
+    tail, classifier = tune_tail(rows, labels, num_classes, size, epochs, lr, run=run, seed=seed)
     network = nn.Sequential(stem, tail).eval().requires_grad_(False)
     network.out_features = tail.out_features  # type: ignore[assignment]
-    return network, classifier.eval().requires_grad_(False)
+    return network, classifier

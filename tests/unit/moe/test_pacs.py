@@ -32,6 +32,11 @@ def test_cpu_scale_offline_tunes_the_head_conv_of_the_packaged_efficientnet(mach
     frozen = pacs_backbone({**cfg, "tune_head_conv": False})
     assert frozen.tail == "" and frozen.extractor == "efficientnet_lite0" and "frozen (the paper" in frozen.differs
     assert frozen.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
+    # tune_epochs > 0: the last stage tuned once on the sources, then heads on its pooled features
+    tuned = pacs_backbone({**cfg, "tune_epochs": 3, "tune_lr": 1e-3})
+    assert tuned.tune == (3, 1e-3) and tuned.tail == "" and tuned.extractor == "efficientnet_lite0_last_stage"
+    assert tuned.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
+    assert "fine-tuned once with cross-entropy on the source domains" in tuned.label and b.tune is None
     # the paper's ResNet-18 from the hub has no split: frozen pooled features
     machine(hub=True, lite=True)
     assert pacs_backbone(cfg).tail == "" and pacs_backbone(cfg).extractor == "resnet18"
@@ -48,6 +53,7 @@ def test_cpu_scale_says_whether_the_training_images_are_mirrored(machine, monkey
     for flip in (True, False):
         b = pacs_backbone({**cfg, "flip": flip})
         assert pacs_data({**cfg, "flip": flip}, "sketch", b) == "bundle" and asked[-1]["flip"] is flip
+        assert asked[-1]["tune"] is None
         assert ("mirrored copy of each training image" in b.differs) is flip
         assert ("the images are not augmented" in b.differs) is not flip
     assert asked[-1]["target"] == "sketch" and asked[-1]["size"] == cfg["image_size"]
