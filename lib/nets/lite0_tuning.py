@@ -41,6 +41,16 @@ TUNE_WEIGHT_DECAY = 1e-4
 """Adam's weight decay in the fine-tuning (as the CIFAR-10H page's)."""
 
 
+def _check_tuning(n_images: int, n_labels: int, epochs: int, lr: float) -> None:
+    """The checks shared by :func:`tune_tail` and :func:`tuned_lite0`, each naming its argument."""
+    check_int(epochs, "epochs", minimum=0)
+    check_positive(lr, "lr")
+    if n_images != n_labels:
+        raise ValueError(f"labels: {n_labels} labels for {n_images} images")
+    if epochs and n_images < TUNE_BATCH_SIZE:
+        raise ValueError(f"images: {n_images} images, fewer than one batch of {TUNE_BATCH_SIZE}")
+
+
 def tune_tail(
     rows: torch.Tensor,
     labels: torch.Tensor,
@@ -61,17 +71,12 @@ def tune_tail(
     from lib.engine.loop import fit
     from lib.nets.lite0_split import Lite0Tail, blocks_dim
 
-    check_int(epochs, "epochs", minimum=0)
-    check_positive(lr, "lr")
-    if len(rows) != len(labels):
-        raise ValueError(f"labels: {len(labels)} labels for {len(rows)} images")
+    _check_tuning(len(rows), len(labels), epochs, lr)
     if rows.ndim != 2 or rows.shape[1] < blocks_dim(size, "last_stage"):
         raise ValueError(
             f"rows: expected (N, >= {blocks_dim(size, 'last_stage')}) last-stage activations of {size} px images, "
             f"got {tuple(rows.shape)}"
         )
-    if epochs and len(rows) < TUNE_BATCH_SIZE:
-        raise ValueError(f"images: {len(rows)} images, fewer than one batch of {TUNE_BATCH_SIZE}")
     torch.manual_seed(seed)  # the classifier's initial weights
     tail = Lite0Tail(size, pretrained=True, cut="last_stage")
     classifier = nn.Linear(tail.out_features, num_classes)
@@ -124,12 +129,7 @@ def tuned_lite0(
     from lib.data.features import extract
     from lib.nets.lite0_split import Lite0Stem
 
-    check_int(epochs, "epochs", minimum=0)
-    check_positive(lr, "lr")
-    if len(images) != len(labels):
-        raise ValueError(f"labels: {len(labels)} labels for {len(images)} images")
-    if epochs and len(images) < TUNE_BATCH_SIZE:
-        raise ValueError(f"images: {len(images)} images, fewer than one batch of {TUNE_BATCH_SIZE}")
+    _check_tuning(len(images), len(labels), epochs, lr)  # before the costly extraction
     stem = Lite0Stem(pretrained=True, cut="last_stage")
     rows = torch.from_numpy(
         extract(stem, images, IMAGENET_MEAN, IMAGENET_STD, on_batch=on_batch, size=size).astype(np.float16)
