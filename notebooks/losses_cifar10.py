@@ -209,6 +209,7 @@ plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validatio
 # runs above (heads over fixed features only: end-to-end runs keep no training accuracy).
 
 # %%
+report.publish("rr_train_accuracy", {k: r.train_accuracy for k, r in records.items() if r.train_accuracy is not None})
 report.show(rc.au_fit_note(records, sweep))
 
 # %% [markdown]

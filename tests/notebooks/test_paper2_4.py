@@ -49,16 +49,21 @@ def test_l2d_cifar10_smoke(smoke_published) -> None:
     assert out["cifar_claims"] and set(out["cifar_claims"].values()) <= set(VERDICTS)
 
 
+TRAINED_LOSSES = ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au", "au_margin", "au_entropy")
+
+
 def test_losses_cifar10_smoke(smoke_published) -> None:
     out = smoke_published("losses_cifar10")
     assert out["scale_summary"].startswith("smoke: synthetic images")
     assert out["rr_inverse_focal_gamma_threshold"] == pytest.approx(3.5911, abs=1e-3)
-    for name in ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au", "au_margin", "au_entropy"):
+    for name in TRAINED_LOSSES:
         for key in ("accuracy", "ece", "ece_a", "cwece", "ece_ts", "cwece_ts"):
             assert _unit(out[f"rr_{name}_{key}"]), (name, key)
         assert out[f"rr_{name}_temperature"] > 0
         assert -1 <= out[f"rr_{name}_conf_gap"] <= 1
     assert len(out["rr_sweep_val_ece"]) == 2 and all(0 <= v <= 100 for v in out["rr_sweep_val_ece"])
+    assert set(out["rr_train_accuracy"]) == set(TRAINED_LOSSES)  # heads on features: each keeps its fit
+    assert all(_unit(v) for v in out["rr_train_accuracy"].values())
     assert set(out["rr_claims"].values()) <= set(VERDICTS)
     assert out["rr_claims"]["the inverse focal gradient turns positive for gamma above about 3.5"] == "held"
 
