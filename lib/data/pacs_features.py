@@ -254,9 +254,10 @@ def _tuned_rows(
     def tail() -> nn.Module:
         if not tuned:
             rows = torch.from_numpy(src[train_idx, :dim].astype(np.float16))
-            with progress.session(f"PACS: fine-tuning Lite0's last stage ({epochs} epochs)", 1, unit="tuning") as line:
+            with progress.session(
+                "PACS: fine-tuning Lite0's last stage and head convolution", epochs, quiet_if_idle=True
+            ):
                 tuned.append(tune_tail(rows, torch.from_numpy(src_y[train_idx]), num_classes, size, epochs, lr)[0])
-                line.update(1)
         return tuned[0]
 
     def rows_of(a: np.ndarray) -> np.ndarray:

@@ -210,19 +210,24 @@ def _pretrained_run(
 
     def compute(r: Run) -> dict[str, Any]:
         parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
-        total = sum(map(len, parts.values())) + (nb if tune else 0)
-        with progress.session(f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", total, unit="image") as line:
-            if tune:
-                from lib.nets.lite0_tuning import tuned_lite0
+        if tune:  # its own progress lines: the tuning images, then the epochs
+            from lib.nets.lite0_tuning import tuned_lite0
 
-                net, classifier = tuned_lite0(
-                    data["train_x"][:nb], data["train_y"][:nb], data["num_classes"], size, tune, float(cfg["tune_lr"]),
-                    run=r, on_batch=line.update,
-                )  # fmt: skip
-                weights = extractor_model(PRETRAINED_ARCH)[1]
-            else:
-                build, weights = extractor_model(PRETRAINED_ARCH)
-                net = build()
+            net, classifier = tuned_lite0(
+                data["train_x"][:nb],
+                data["train_y"][:nb],
+                data["num_classes"],
+                size,
+                tune,
+                float(cfg["tune_lr"]),
+                run=r,
+            )
+            weights = extractor_model(PRETRAINED_ARCH)[1]
+        else:
+            build, weights = extractor_model(PRETRAINED_ARCH)
+            net = build()
+        total = sum(map(len, parts.values()))
+        with progress.session(f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", total, unit="image") as line:
             arrays = {
                 f"{k}_x": extract(net, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
                 for k, x in parts.items()

@@ -22,7 +22,6 @@ The PACS page does the same once per target on the source domains' images
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -119,22 +118,27 @@ def tuned_lite0(
     lr: float,
     run: Run | None = None,
     seed: int = 0,
-    on_batch: Callable[[int], None] | None = None,
 ) -> tuple[nn.Module, nn.Linear]:
     """:func:`tune_tail` on uint8 ``images`` (N, 3, H, W), upsampled to ``size`` px: the frozen part
-    (:class:`lib.nets.lite0_split.Lite0Stem`, ``cut = "last_stage"``) sees each image once
-    (``on_batch`` is told each batch's images), its activations kept in half precision. Returns (the
-    whole network in evaluation mode, images to 1280-d pooled features; the classifier)."""
+    (:class:`lib.nets.lite0_split.Lite0Stem`, ``cut = "last_stage"``) sees each image once, its
+    activations kept in half precision. Two progress lines (:mod:`lib.engine.progress`): the images
+    through the frozen part, then the fine-tuning's epochs. Returns (the whole network in evaluation
+    mode, images to 1280-d pooled features; the classifier)."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
     from lib.data.features import extract
+    from lib.engine import progress
     from lib.nets.lite0_split import Lite0Stem
 
     _check_tuning(len(images), len(labels), epochs, lr)  # before the costly extraction
     stem = Lite0Stem(pretrained=True, cut="last_stage")
-    rows = torch.from_numpy(
-        extract(stem, images, IMAGENET_MEAN, IMAGENET_STD, on_batch=on_batch, size=size).astype(np.float16)
-    )  # half precision: 10,000 images at 224 px take 188 MB instead of 376
-    tail, classifier = tune_tail(rows, labels, num_classes, size, epochs, lr, run=run, seed=seed)
+    with progress.session(f"EfficientNet-Lite0 up to its last stage ({size} px)", len(images), unit="image") as line:
+        rows = torch.from_numpy(
+            extract(stem, images, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size).astype(np.float16)
+        )  # half precision: 10,000 images at 224 px take 188 MB instead of 376
+    with progress.session("fine-tuning its last stage and head convolution", epochs, quiet_if_idle=True):
+        tail, classifier = tune_tail(
+            rows, labels, num_classes, size, epochs, lr, run=run, seed=seed
+        )  # fit counts epochs
     network = nn.Sequential(stem, tail).eval().requires_grad_(False)
     network.out_features = tail.out_features  # type: ignore[assignment]
     return network, classifier

@@ -36,11 +36,13 @@ def test_no_epochs_is_the_pretrained_network() -> None:
     assert classifier.out_features == 3 and net.out_features == 1280
 
 
-def test_fine_tuning_changes_only_the_tail_and_fits_the_images() -> None:
+def test_fine_tuning_changes_only_the_tail_and_fits_the_images(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     x, y = _images()
-    seen: list[int] = []
-    net, classifier = tuned_lite0(x, y, num_classes=3, size=64, epochs=10, lr=3e-3, on_batch=seen.append)
-    assert sum(seen) == len(x)  # the frozen part saw each image once
+    net, classifier = tuned_lite0(x, y, num_classes=3, size=64, epochs=10, lr=3e-3)
+    final = [line.split("\r")[-1] for line in capsys.readouterr().err.splitlines()]
+    assert any("up to its last stage (64 px): image 128/128" in line for line in final)  # each image once
+    assert any("fine-tuning its last stage and head convolution: epoch 10/10" in line for line in final)
     stem, tail = net
     whole = efficientnet_lite0(pretrained=True)
     for name, p in stem.state_dict().items():  # frozen: the package's weights
