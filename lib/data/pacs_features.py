@@ -246,10 +246,7 @@ def _tuned_rows(
     from lib.nets.lite0_tuning import tail_features, tune_tail
 
     epochs, lr = int(tune[0]), float(tune[1])
-    found = load_cached(f"{key}_src"), load_cached(f"{key}_target")
-    if found[0] is not None and found[1] is not None:
-        return found[0], found[1], found[1].shape[1]
-    tuned: list[nn.Module] = []
+    tuned: list[nn.Module] = []  # tuned on first need: when both arrays are cached, never
 
     def tail() -> nn.Module:
         if not tuned:

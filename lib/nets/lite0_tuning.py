@@ -16,12 +16,12 @@ about 16 s an epoch on two cores.
 * :func:`tuned_lite0` -- the same from images: the whole network, frozen (stem then tuned tail),
   with the classifier.
 
-The PACS page does the same once per target on the source domains' images
-(:func:`lib.data.pacs_features.pacs_features` with ``tune``).
+PACS features can do the same once per target on the source domains' images
+(:func:`lib.data.pacs_features.pacs_features` with ``tune``); measured there, it did not help, and
+no PACS scale uses it.
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 import torch
@@ -100,13 +100,12 @@ def tune_tail(
 
 def tail_features(tail: nn.Module, rows: torch.Tensor, batch_size: int = 256) -> np.ndarray:
     """The 1280-d pooled features of ``tail`` (from :func:`tune_tail`) for stem ``rows``, ``batch_size``
-    rows at a time, without gradients. Returns (N, 1280) float32."""
-    check_int(batch_size, "batch_size")
-    out = [np.zeros((0, int(tail.out_features)), np.float32)]
-    with torch.inference_mode():
-        for i in range(0, len(rows), batch_size):
-            out.append(tail(rows[i : i + batch_size].float()).float().numpy())
-    return np.concatenate(out)
+    rows at a time, without gradients (the engine's :func:`lib.engine.loop.predict`). Returns (N, 1280)
+    float32."""
+    from lib.engine.loop import predict
+
+    out = predict(tail, rows, device="cpu", batch_size=batch_size, prep=lambda xb: xb.float(), amp=False)
+    return out.numpy().reshape(len(rows), int(tail.out_features))
 
 
 def tuned_lite0(
