@@ -50,8 +50,8 @@ def test_pages_load_nothing_from_the_internet(html: Path) -> None:
 
 def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None:
     """What a reader sees: no page shows a warning, an error, a stderr block (library noise such
-    as tqdm's IProgress warning), a progress bar ("decoding PACS ... it/s") or a local path, and
-    no table cell is cut short with '...'."""
+    as tqdm's IProgress warning), a progress bar ("decoding PACS ... it/s"), a local path or a
+    message as a quoted Python string, and no table cell is cut short with '...'."""
     import json
 
     from lib.book import executed_path
@@ -67,6 +67,9 @@ def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None
                     noisy.append(f"{name} cell {i}: {text[:120]!r}")
                 if re.search(r"\d+it/s|s/it\]|\d+%\|", text) or local in text:
                     noisy.append(f"{name} cell {i} shows progress or a local path: {text[:120]!r}")
+                plain = set(out.get("data", {})) == {"text/plain"}
+                if plain and text.startswith(("'", '"')):  # a message shown as a quoted Python repr
+                    noisy.append(f"{name} cell {i} shows a string repr (use lib.report.show): {text[:120]!r}")
     assert not noisy, "pages print warnings or errors:\n" + "\n".join(noisy)
     cut = [p.stem for p in (html / "notebooks").glob("*.html") if "...</td>" in p.read_text()]
     assert not cut, f"pages with truncated table cells: {cut}"

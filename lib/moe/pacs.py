@@ -12,6 +12,8 @@ The paper fine-tunes an ImageNet ResNet-18 (timm, weights from the Hugging Face 
   output (:mod:`lib.nets.lite0_split`).
 * :func:`pacs_data` -- the bundle a scale trains on: synthetic domains (smoke), PACS images
   (fine-tuning) or PACS as frozen features (:func:`lib.data.pacs_features.pacs_features`).
+* :func:`pacs_claims` -- the page's claims for one target, gated by the book's accuracy floor against
+  the paper's best accuracy on that target, with chance the target's majority-class rate.
 
 The same choice serves the page and the paper-scale queue (:mod:`lib.gpu.queue`), so the plan and the
 runs name the same backbone.
@@ -19,11 +21,13 @@ runs name the same backbone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PacsBackbone", "pacs_backbone", "pacs_data", "PAPER_BACKBONE"]
+import pandas as pd
+
+__all__ = ["PacsBackbone", "pacs_backbone", "pacs_claims", "pacs_data", "PAPER_BACKBONE"]
 
 PAPER_BACKBONE = "ResNet-18 (timm resnet18.a1_in1k, ImageNet-pretrained, 11.7 M parameters, 512-d features), fine-tuned"
 
@@ -182,3 +186,37 @@ def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> An
     from lib.data.images import load_pacs
 
     return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)
+
+
+def pacs_claims(
+    summary: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]],
+    target: str,
+    test_labels: Any,
+    paper_numbers: Mapping[str, tuple[float, float, float]],
+) -> tuple[pd.DataFrame, str, bool]:
+    """Every claim of the PACS page for held-out ``target``, gated by the book's accuracy floor.
+
+    Claims (i)-(iv) and MoCaE's equal accuracy on the whole target domain (which is also the hard
+    set; :func:`lib.moe.claims.moe_claims`). The gate (:func:`lib.report.gate_claims`) compares our
+    best method's accuracy (:func:`lib.moe.claims.best_accuracy`) with the paper's best on this
+    target (the largest accuracy of ``paper_numbers``, method -> (acc, ECE, ECE+TS) of Table 2),
+    above chance: the majority-class rate of ``test_labels`` (:func:`lib.report.chance_accuracy`;
+    PACS's targets are imbalanced, e.g. 816 of sketch's 3,929 images are horses: .208, not 1/7).
+    Every claim depends on the trained model, so none is exempt. Returns the claims table, the
+    gate's sentence and whether the floor was met.
+    """
+    from lib import report
+    from lib.moe.claims import best_accuracy, moe_claims
+
+    if not isinstance(paper_numbers, Mapping) or not paper_numbers:
+        raise ValueError("paper_numbers: expected the paper's (acc, ECE, ECE+TS) per method for this target")
+    paper_best = max(float(v[0]) for v in paper_numbers.values())
+    chance = report.chance_accuracy(test_labels)
+    claims = moe_claims(summary, records, subset="all", subset_name=f"held-out {target}")
+    accuracy = best_accuracy(summary)
+    accuracy = accuracy if accuracy == accuracy else 0.0  # no finite accuracy: treated as not learned
+    gated, why = report.gate_claims(
+        claims.to_dict("records"), accuracy=accuracy, paper_accuracy=paper_best, chance=chance
+    )
+    return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_best, chance)

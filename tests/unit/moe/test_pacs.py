@@ -101,3 +101,21 @@ def test_fine_tuning_run_records_the_packaged_backbone(monkeypatch: pytest.Monke
     b = pacs_backbone(cfg)
     (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
     assert rec["pretrained"] is False and "resnet18" in rec["backbone"] and "random init" in rec["backbone"]
+
+
+def test_pacs_claims_gate_against_the_targets_majority_rate(robust_wins_summary) -> None:
+    from lib.moe.pacs import pacs_claims
+
+    paper = {"single": (1.0, 0.2, 0.2), "robust": (0.97, 0.03, 0.07)}  # the paper's best accuracy: 1.0
+    balanced = [c for c in range(7) for _ in range(10)]  # chance 1/7: floor 1/7 + 0.8 x 6/7 = 0.829
+    claims, why, met = pacs_claims(robust_wins_summary, (), "sketch", balanced, paper)
+    assert list(claims.columns) == ["claim", "paper", "ours", "verdict"]
+    assert claims["verdict"].tolist()[:4] == ["held"] * 4  # (i)-(iv); best accuracy 0.905 >= 0.829
+    assert met and "chance 0.143" in why and "held-out sketch" in claims["claim"].iloc[0]
+    # 60 of 100 test images in one class: chance 0.6, floor 0.6 + 0.8 x 0.4 = 0.92 > 0.905 (1/7 would pass)
+    skewed = [0] * 60 + [c for c in range(1, 7) for _ in range(7)][:40]
+    gated, why, met = pacs_claims(robust_wins_summary, (), "sketch", skewed, paper)
+    assert not met and set(gated["verdict"]) == {"inconclusive at this scale"}
+    assert "chance 0.600" in why and "floor 0.920" in why
+    with pytest.raises(ValueError, match="paper_numbers"):
+        pacs_claims(robust_wins_summary, (), "sketch", balanced, {})
