@@ -172,7 +172,7 @@ l2d_claims.cifar_paper_table(published)
 # WRN-40-4 in {cite}`zagoruyko2016wrn`).
 
 # %%
-claims, why = l2d_claims.cifar_claims(runs)
+claims, why = l2d_claims.cifar_claims(runs, data["test_y"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("cifar_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})

@@ -245,7 +245,7 @@ rc.paper_comparison(metrics, cfg["paper_row"]).round(3)
 # trained model.
 
 # %%
-claims, why = rc.page_claims(metrics, threshold, cfg["claim_tol"], cfg["paper_row"])
+claims, why = rc.page_claims(metrics, threshold, cfg["claim_tol"], cfg["paper_row"], data["test_y"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("rr_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})

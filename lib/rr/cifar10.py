@@ -44,9 +44,6 @@ GRADIENT_CLAIM: str = "the inverse focal gradient turns positive for gamma above
 GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""
 
-N_CLASSES: int = 10
-"""CIFAR-10's classes -- chance accuracy is 1 / N_CLASSES for the accuracy floor."""
-
 
 CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
@@ -198,12 +195,14 @@ def gradient_claim(threshold: float) -> dict[str, Any]:
 
 
 def page_claims(
-    metrics: Mapping[str, Mapping[str, float]], threshold: float, tol: float, paper_row: str
+    metrics: Mapping[str, Mapping[str, float]], threshold: float, tol: float, paper_row: str, test_labels: Any
 ) -> tuple[list[dict[str, Any]], str]:
     """The page's claims (:func:`lib.rr.claims.reweighted_claims` against ``paper_row``
     and :func:`gradient_claim`), gated by the book's accuracy floor on XE's accuracy against the
-    paper's XE accuracy in the same row (:func:`lib.report.gate_claims`). Returns the rows and the
-    sentence saying which case of the floor applied."""
+    paper's XE accuracy in the same row (:func:`lib.report.gate_claims`), chance the majority-class
+    rate of ``test_labels`` (:func:`lib.report.chance_accuracy`: 1/10 on the whole test set, a little
+    more on a random part of it). Returns the rows and the sentence saying which case of the floor
+    applied."""
     if paper_row not in rw.PAPER_CIFAR10:
         raise ValueError(f"paper_row: {paper_row!r} is not one of {list(rw.PAPER_CIFAR10)}")
     rows = reweighted_claims(metrics, tol=tol, row=paper_row)
@@ -213,7 +212,7 @@ def page_claims(
         rows,
         accuracy=metrics["xe"]["accuracy"],
         paper_accuracy=paper_acc,
-        chance=1 / N_CLASSES,
+        chance=report.chance_accuracy(test_labels),
         exempt=[GRADIENT_CLAIM],
     )
 

@@ -13,10 +13,16 @@ from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 
 def test_cifar_claims_are_judged_above_the_floor_and_inconclusive_below(l2d_fake_runs):
     runs = l2d_fake_runs(0.03, 0.0, 0.01)
-    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=C.CIFAR_REFERENCE_ACCURACY))
+    balanced = np.repeat(np.arange(10), 5)  # chance 1/10: floor 0.1 + 0.8 x (0.9 - 0.1) = 0.74
+    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=C.CIFAR_REFERENCE_ACCURACY), balanced)
     assert why.startswith("The model is judged") and {r["verdict"] for r in rows} == {"held"}
-    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=0.2))
+    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=0.2), balanced)
     assert "did not learn" in why and {r["verdict"] for r in rows} == {"inconclusive at this scale"}
+    # chance is the test labels' majority rate: 0.75 passes a balanced set's 0.74, not 0.3 + 0.8 x 0.6 = 0.78
+    assert C.cifar_claims(runs.assign(classifier_accuracy=0.75), balanced)[1].startswith("The model is judged")
+    skewed = np.r_[np.zeros(15, int), np.repeat(np.arange(1, 10), 4)[:35]]  # 30% in class 0
+    rows, why = C.cifar_claims(runs.assign(classifier_accuracy=0.75), skewed)
+    assert "chance 0.300" in why and {r["verdict"] for r in rows} == {"inconclusive at this scale"}
 
 
 def test_gaussians_claims_use_the_bayes_accuracy_as_reference(l2d_fake_runs):
