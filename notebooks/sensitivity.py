@@ -57,7 +57,6 @@ page.start("sensitivity", globals())
 # The settings for this scale come from the one shared config, and the page says what produced its numbers.
 
 # %%
-import pandas as pd
 import torch
 
 from lib import paper_scale, pages, plots, report
@@ -165,7 +164,7 @@ table5.round(3)
 #
 # ## Which claims held at this scale
 #
-# The rules live in `lib.moe.sensitivity.sensitivity_claims`: $\lambda = 2$ and a 40% warmup
+# The rules live in `lib.moe.sensitivity.sensitivity_claims` (gated by `page_claims`): $\lambda = 2$ and a 40% warmup
 # hold when at the sweep's lowest hard ECE and fail when another point is lower beyond noise; the
 # support claim holds when the fraction falls strictly with $\lambda$.
 # A difference counts when it exceeds twice its standard error (or 0.01 with a single seed). Whether
@@ -176,13 +175,9 @@ table5.round(3)
 # the two sweeps.
 
 # %%
-claims = report.claims_table(moe_sensitivity.sensitivity_claims(lam_hard, warm_hard, support, cfg["epochs"]))
-rows, why = report.gate_claims(claims.to_dict("records"),
-                               accuracy=float(pd.concat([lam_all["accuracy"], warm_all["accuracy"]]).max()),
-                               paper_accuracy=moe_paper.REFERENCE_CIFAR10H_ACCURACY,
-                               chance=report.chance_accuracy(data.test_y))
+claims, why = moe_sensitivity.page_claims(lam_hard, lam_all, warm_hard, warm_all, support, cfg["epochs"],
+                                          chance=report.chance_accuracy(data.test_y))
 report.show(report.floor_rule() + " " + why)
-claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))
 claims
 

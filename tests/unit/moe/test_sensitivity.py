@@ -80,3 +80,16 @@ def test_sweep_published_and_table() -> None:
     table = ms.sweep_table(hard, overall, ref)
     assert list(table["lam"]) == [0.5, 2.0, "ERM (Vanilla MoE)"]
     assert table["hard ECE"].iloc[-1] == 0.3 and table["accuracy"].iloc[-1] == 0.9
+
+
+def test_page_claims_gate_on_the_best_robust_accuracy_of_both_sweeps() -> None:
+    lam = _sweep("lam", [0.5, 2.0, 5.0], [0.08, 0.02, 0.07], [0.005, 0.005, 0.005])
+    warm = _sweep("warmup_epochs", [0, 20, 40], [0.09, 0.02, 0.08], [0.005, 0.005, 0.005])
+    support = _support([0.95, 0.73, 0.51])
+    # reference 0.90, chance 0.1: floor 0.1 + 0.8 x 0.8 = 0.74; the best of both sweeps counts
+    lam_all, warm_all = pd.DataFrame({"accuracy": [0.60, 0.70]}), pd.DataFrame({"accuracy": [0.75, 0.50]})
+    claims, why = ms.page_claims(lam, lam_all, warm, warm_all, support, 50, chance=0.1)
+    assert claims["verdict"].tolist() == ["held"] * 3 and "accuracy 0.750 against the floor 0.740" in why
+    warm_all = pd.DataFrame({"accuracy": [0.73, float("nan")]})
+    claims, why = ms.page_claims(lam, lam_all, warm, warm_all, support, 50, chance=0.1)
+    assert set(claims["verdict"]) == {"inconclusive at this scale"} and "did not learn" in why
