@@ -207,7 +207,7 @@ def page_claims(
     """The page's claims (:func:`sensitivity_claims`), gated by the book's accuracy floor
     (:func:`lib.report.gate_claims`): the accuracy judged is the best Robust MoE accuracy on all test
     points over both sweeps (``lam_all``, ``warm_all``), against the reference CIFAR-10H accuracy
-    (:data:`lib.moe.paper.REFERENCE_CIFAR10H_ACCURACY`, our choice: the paper's were lost) above
+    (``lib.moe.paper.REFERENCE_CIFAR10H_ACCURACY``, our choice: the paper's were lost) above
     ``chance`` (the test labels' majority rate). Returns the claims table and the gate's sentence."""
     from lib import report
     from lib.moe.paper import REFERENCE_CIFAR10H_ACCURACY
