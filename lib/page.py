@@ -1,10 +1,13 @@
-"""A page of the book: its definition (:class:`Page`), and its first and last code cells.
+"""A page of the book: the base class every page module subclasses (:class:`Page`), and its first and last code cells.
 
-Every notebook has one :class:`Page`, kept in its paper's package (``lib/<paper>/pages.py``) and
-found by name in the registry :mod:`lib.pages`. The page's notebook, the paper-scale queue
-(:mod:`lib.gpu.queue`) and the paper-scale tables (:mod:`lib.paper_scale`) all read it: which runs it
-trains at a scale (its plan), on which data, how one run or the whole grid trains, the paper-scale
-table, the claims and the paper's numbers.
+Every notebook ``notebooks/<name>.py`` has one page module ``lib/<paper>/pages/<name>.py`` holding
+one :class:`Page` subclass and its instance ``PAGE``; the registry :mod:`lib.pages` finds it by
+name. The page's notebook, the paper-scale queue (:mod:`lib.gpu.queue`) and the paper-scale tables
+(:mod:`lib.paper_scale`) call the same methods: which runs it trains at a scale (:meth:`Page.runs`),
+on which data (:meth:`Page.data`), how one run or the whole grid trains (:meth:`Page.run_one`,
+:meth:`Page.train`), the paper-scale table (:meth:`Page.table`), and the paper's numbers
+(:attr:`Page.paper_numbers`). A page with no training runs (its numbers come from released logits or
+from closed forms) keeps only its name, paper and title here, and its page module holds its methods.
 
 However a page is run -- ``python -m lib run``, the README's ``papermill`` command, or a notebook
 opened in Jupyter -- its first code cell calls :func:`start` and its last code cell :func:`finish`:
@@ -26,8 +29,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from lib.engine.plan import Item
 
@@ -36,51 +38,42 @@ NOTICE = (
     "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`)."
 )
 
-__all__ = ["NOTICE", "OnDone", "Page", "finish", "image_data", "injected_names", "start"]
+__all__ = ["NOTICE", "OnDone", "Page", "finish", "injected_names", "start"]
 
 OnDone = Callable[[Item, dict[str, Any]], None]
 """Called with each planned run and its record as soon as the run is finished."""
 
 
-@dataclass(frozen=True)
 class Page:
     """One notebook of the book, as its notebook, the queue and the paper-scale tables read it.
 
-    ``name`` is the notebook (``notebooks/<name>.py``) and its settings (``[<name>.*]`` in
-    ``lib/scales.toml``); ``paper`` the package it belongs to; ``title`` what it reproduces.
-    Pages with paper-scale runs also have:
-
-    * ``runs(cfg, target)`` -- the run plan of a scale's settings ``cfg`` (and PACS ``target``):
-      every :class:`~lib.engine.plan.Item` the page shows, post-hoc ones (MoCaE) included;
-    * ``data(cfg, target)`` -- the data those runs train on (``FileNotFoundError`` when missing);
-    * ``run_one(item, cfg, data)`` -- train (or load from the cache) one run and return its record;
-    * ``run_grid(items, data, stack, on_done, log)`` -- optional: train a whole grid at once
-      (paper 1's stacked engine); without it :meth:`train` runs them one by one;
-    * ``table(items, got)`` -- the paper-scale table (``None`` when nothing is in) from the published records ``got``
-      (plan id -> record) of the planned ``items``;
-    * ``rank`` -- its place in the paper-scale queue (lower first), ``unit`` -- what coverage counts
-      ("seeds" or "runs"), ``needs`` -- modules the training machine must have beyond the engine's,
-      ``bench`` -- the benchmark data set its epochs are projected from.
-
-    ``claims`` (the function judging the page's claims) and ``paper_numbers`` (the paper's numbers it
-    quotes beside ours) are there for every page that has them.
+    A subclass sets ``name`` (the notebook ``notebooks/<name>.py`` and its settings ``[<name>.*]`` in
+    ``lib/scales.toml``), ``paper`` (the package it belongs to) and ``title`` (what it reproduces).
+    A page with paper-scale runs also overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or
+    :meth:`train`, paper 1's whole grids) and :meth:`table`, and sets ``rank`` (its place in the
+    queue, lower first), ``unit`` (what coverage counts: "seeds" or "runs"), ``needs`` (modules the
+    training machine must have beyond the engine's), ``bench`` (the benchmark data set its epochs are
+    projected from) and ``targets`` (PACS's held-out domains; ``(None,)`` elsewhere).
+    ``paper_numbers`` holds the paper's numbers the page quotes beside ours.
     """
 
-    name: str
-    paper: str
-    title: str
-    runs: Callable[[Mapping[str, Any], str | None], list[Item]] | None = None
-    data: Callable[[Mapping[str, Any], str | None], Any] | None = None
-    run_one: Callable[[Item, Mapping[str, Any], Any], dict[str, Any]] | None = None
-    run_grid: Callable[[Sequence[Item], Any, int | None, OnDone, Callable[[str], None]], None] | None = None
-    table: Callable[[Sequence[Item], Mapping[str, dict[str, Any]]], Any] | None = None
-    claims: Callable[..., Any] | None = None
-    paper_numbers: Any = None
-    targets: tuple[str | None, ...] = (None,)
-    unit: str = "runs"
-    rank: int | None = None
-    needs: tuple[str, ...] = ()
-    bench: str | None = None
+    name: ClassVar[str]
+    paper: ClassVar[str]
+    title: ClassVar[str]
+    targets: ClassVar[tuple[str | None, ...]] = (None,)
+    unit: ClassVar[str] = "runs"
+    rank: ClassVar[int | None] = None
+    needs: ClassVar[tuple[str, ...]] = ()
+    bench: ClassVar[str | None] = None
+    paper_numbers: ClassVar[Any] = None
+
+    def __repr__(self) -> str:
+        return f"<page {self.name} ({self.paper}): {self.title}>"
+
+    @property
+    def has_runs(self) -> bool:
+        """Whether the page plans runs of its own (it overrides :meth:`runs`)."""
+        return type(self).runs is not Page.runs
 
     def settings(self, scale: str, **overrides: Any) -> dict[str, Any]:
         """The page's settings at ``scale`` (:func:`lib.config.settings`)."""
@@ -88,20 +81,41 @@ class Page:
 
         return settings(self.name, scale, **overrides)
 
+    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
+        """The run plan at the settings ``cfg`` (and PACS ``target``): every
+        :class:`~lib.engine.plan.Item` the page shows, post-hoc ones (MoCaE) included."""
+        raise ValueError(f"page: {self.name} has no runs")
+
+    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
+        """The data the runs train on (``FileNotFoundError`` when missing)."""
+        raise ValueError(f"page: {self.name} has no runs to train")
+
+    def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
+        """Train (or load from the cache) one planned run and return its record."""
+        raise ValueError(f"page: {self.name} has no runs to train")
+
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
+        """The paper-scale table of the planned ``items`` from the published records ``got`` (plan id
+        -> record); ``None`` when nothing is in (or the page has no paper-scale runs)."""
+        return None
+
+    def check_target(self, target: str | None) -> None:
+        """``ValueError`` unless ``target`` is one of the page's :attr:`targets`."""
+        if target not in self.targets:
+            raise ValueError(f"target: {self.name} has no target {target!r}; it has {self.targets}")
+
     def plan(self, scale: str = "paper", target: str | None = None) -> list[Item]:
         """The runs the queue trains for this page at ``scale`` (every target, or ``target``), in
         plan order; post-hoc runs are left out (they come with the record they are made from)."""
-        if self.runs is None:
+        if not self.has_runs:
             return []
-        if target is not None and target not in self.targets:
-            raise ValueError(f"target: {self.name} has no target {target!r}; it has {self.targets}")
+        if target is not None:
+            self.check_target(target)
         cfg = self.settings(scale)
         return [it for t in self.targets if target in (None, t) for it in self.runs(cfg, t) if not it.post_hoc]
 
     def configs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Any]:
         """The configs of every run the page shows at the settings ``cfg`` (its notebook's grid)."""
-        if self.runs is None:
-            raise ValueError(f"page: {self.name} has no runs")
         return [it.config for it in self.runs(cfg, target)]
 
     def train(
@@ -113,30 +127,16 @@ class Page:
         on_done: OnDone = lambda it, rec: None,
         log: Callable[[str], None] = print,
     ) -> None:
-        """Train (or load) ``items`` of this page on ``data``: the whole grid at once through
-        ``run_grid`` where the page has one, else one run at a time (no run starts past the
-        deadline of :mod:`lib.engine.deadline`); ``on_done`` gets each finished run's record."""
+        """Train (or load) ``items`` of this page on ``data`` one run at a time through
+        :meth:`run_one` (no run starts past the deadline of :mod:`lib.engine.deadline`); ``on_done``
+        gets each finished run's record. Paper 1's pages override this to train whole grids stacked."""
         from lib.engine import deadline
 
-        if self.run_grid is not None:
-            self.run_grid(items, data, stack, on_done, log)
-            return
-        if self.run_one is None:
+        if not self.has_runs:
             raise ValueError(f"page: {self.name} has no runs to train")
         for it in items:
             deadline.check(0.0, f"the runs of {self.name}")
             on_done(it, self.run_one(it, cfg, data))
-
-
-def image_data(cfg: Mapping[str, Any], target: str | None = None) -> Any:
-    """``Page.data`` of the pages that train image networks on CIFAR-10 (papers 2 and 4):
-    :func:`lib.nets.image_training.image_data` of the settings ``cfg``, imported on call so that the
-    page registry stays free of torch. These pages have no targets (``target`` must be None)."""
-    if target is not None:
-        raise ValueError(f"target: the CIFAR-10 image pages have no targets, got {target!r}")
-    from lib.nets.image_training import image_data as load
-
-    return load(cfg)
 
 
 def _display_id(name: str) -> str:

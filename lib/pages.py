@@ -1,7 +1,7 @@
 """The registry of the book's pages: one :class:`~lib.page.Page` per notebook, by name.
 
-Each paper's package keeps its pages in ``lib/<paper>/pages.py``; this module gathers them (and the
-book's own performance page) so that the queue (:mod:`lib.gpu.queue`) and the paper-scale tables
+Each page lives in its own module, ``lib/<paper>/pages/<notebook>.py`` (its instance ``PAGE``); this
+module lists those modules once, so that the queue (:mod:`lib.gpu.queue`) and the paper-scale tables
 (:mod:`lib.paper_scale`) are loops over pages, never a list of page names of their own.
 
 * :func:`get` -- a page by name (``ValueError`` naming the known pages otherwise).
@@ -11,22 +11,45 @@ book's own performance page) so that the queue (:mod:`lib.gpu.queue`) and the pa
 
 from __future__ import annotations
 
+import importlib
+from functools import cache
+
 from lib.page import Page
 
-__all__ = ["all_pages", "get", "queued", "queued_names"]
+__all__ = ["PAGE_MODULES", "PerformancePage", "all_pages", "get", "queued", "queued_names"]
 
-PERFORMANCE = Page("performance", "book", "What things cost: the engine's epoch times and the loss-scaling benchmark")
+#: The page modules, paper by paper, in the book's order (the notebook is the module's last name).
+PAGE_MODULES: tuple[str, ...] = (
+    "lib.moe.pages.routing_theory",
+    "lib.moe.pages.cifar10h",
+    "lib.moe.pages.sensitivity",
+    "lib.moe.pages.civilcomments",
+    "lib.moe.pages.pacs",
+    "lib.l2d.pages.l2d_gaussians",
+    "lib.l2d.pages.l2d_cifar10",
+    "lib.ccc.pages.calibration",
+    "lib.ccc.pages.cascading",
+    "lib.ccc.pages.same_size",
+    "lib.ccc.pages.cleaning",
+    "lib.rr.pages.losses_released_logits",
+    "lib.rr.pages.losses_cifar10",
+    "lib.cross_paper.pages.cross_paper",
+)
 
 
+class PerformancePage(Page):
+    """The book's own page on what things cost (``notebooks/performance.py``; its code is
+    :mod:`lib.benchmarks`)."""
+
+    name = "performance"
+    paper = "book"
+    title = "What things cost: the engine's epoch times and the loss-scaling benchmark"
+
+
+@cache
 def all_pages() -> tuple[Page, ...]:
     """Every page of the book, paper by paper (then the book's own)."""
-    from lib.ccc import pages as ccc
-    from lib.cross_paper import pages as cross
-    from lib.l2d import pages as l2d
-    from lib.moe import pages as moe
-    from lib.rr import pages as rr
-
-    return (*moe.PAGES, *l2d.PAGES, *ccc.PAGES, *rr.PAGES, *cross.PAGES, PERFORMANCE)
+    return (*(importlib.import_module(m).PAGE for m in PAGE_MODULES), PerformancePage())
 
 
 def get(name: str) -> Page:
@@ -39,7 +62,7 @@ def get(name: str) -> Page:
 
 def queued() -> tuple[Page, ...]:
     """The pages with paper-scale runs, in the queue's priority order (``rank``)."""
-    return tuple(sorted((p for p in all_pages() if p.rank is not None), key=lambda p: p.rank))
+    return tuple(sorted((p for p in all_pages() if p.rank is not None), key=lambda p: p.rank or 0))
 
 
 def queued_names() -> tuple[str, ...]:

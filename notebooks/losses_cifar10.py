@@ -73,7 +73,7 @@ from lib.nets import image_training as imt
 from lib.rr import experiment as rx
 from lib.rr import cifar10 as rc
 from lib.engine.runs import training
-from lib.rr.pages import AU_SWEEP
+from lib.rr.pages.losses_cifar10 import AU_SWEEP
 from lib.rr.record import LossRecord
 
 plots.use_offline_renderer()

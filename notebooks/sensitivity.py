@@ -65,7 +65,7 @@ from lib.moe import cifar10h as moe_cifar10h
 from lib.moe import paper as moe_paper
 from lib.moe import sensitivity as moe_sensitivity
 from lib.moe import tables as moe_tables
-from lib.moe.pages import sensitivity_warmups
+from lib.moe.pages.sensitivity import sensitivity_warmups
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()

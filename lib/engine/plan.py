@@ -1,6 +1,6 @@
 """Planned runs: one :class:`Item` per run a page trains, the unit of the paper-scale queue.
 
-A page's run plan (:attr:`lib.page.Page.runs`) lists :class:`Item`\\ s; the queue trains and publishes
+A page's run plan (:meth:`lib.page.Page.runs`) lists :class:`Item`\\ s; the queue trains and publishes
 them, the paper-scale tables count them, and :func:`matches` says whether a published record is the
 run an item plans (same plan id and same config).
 """

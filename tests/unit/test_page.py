@@ -91,9 +91,11 @@ def test_image_data_loads_the_scales_images_and_refuses_a_target():
     from lib.config import settings
 
     cfg = settings("losses_cifar10", "smoke")
-    data = page.image_data(cfg)
+    from lib.pages import get
+
+    data = get("losses_cifar10").data(cfg)
     n = cfg["n_train"]
     assert data["train_x"].shape[0] == n and data["train_x"].dtype.is_floating_point is False
     assert data["num_classes"] == 10
-    with pytest.raises(ValueError, match="target: the CIFAR-10 image pages have no targets"):
-        page.image_data(cfg, "sketch")
+    with pytest.raises(ValueError, match="target: losses_cifar10 has no target 'sketch'"):
+        get("losses_cifar10").data(cfg, "sketch")

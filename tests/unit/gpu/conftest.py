@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,11 @@ def without_data(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[..., Any
     real = q.get_page
 
     def patch(missing: Callable[..., Any]) -> None:
-        monkeypatch.setattr(q, "get_page", lambda name: dataclasses.replace(real(name), data=missing))
+        def page(name: str) -> Any:
+            out = copy.copy(real(name))
+            out.data = missing  # an instance attribute shadows the page's method
+            return out
+
+        monkeypatch.setattr(q, "get_page", page)
 
     return patch

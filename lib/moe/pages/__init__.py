@@ -1,0 +1,73 @@
+"""Paper 1's pages, one module per notebook (``lib/moe/pages/<notebook>.py``), and what the pages
+with trained runs share: :func:`moe_items` (a grid of configs as plan items) and :class:`MoEPage`
+(a whole grid trained at once on the stacked engine, :func:`lib.moe.grid.train_stacked`, with
+MoCaE made post hoc from each Vanilla MoE run: its plan item is ``post_hoc`` and the queue publishes
+it inside the Vanilla record)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from lib.engine.plan import Item
+from lib.page import OnDone, Page
+
+__all__ = ["PACS_TARGETS", "MoEPage", "moe_items"]
+
+PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
+
+
+def moe_items(page: str, configs: Sequence[Any], target: str | None = None) -> list[Item]:
+    """Plan items of paper-1 ``configs`` (TrainConfigs), one per distinct run: id
+    ``<page>[/<target>]/<method>/lam<lam>/w<warmup>/s<seed>``; MoCaE items are ``post_hoc``."""
+    items: list[Item] = []
+    seen: set[str] = set()
+    for c in configs:
+        tag = f"{page}{'/' + target if target else ''}/{c.method}/lam{c.lam}/w{c.warmup}/s{c.seed}"
+        if tag not in seen:  # the sweeps of the sensitivity page share a point
+            seen.add(tag)
+            items.append(
+                Item(page, tag, c.seed, c.epochs, c.method, config=c, target=target, post_hoc=c.method == "mocae")
+            )
+    return items
+
+
+class MoEPage(Page):
+    """A paper-1 page with trained runs: one run through :func:`lib.moe.train.train_run`, a grid
+    through the stacked engine (``max_stack`` caps the stack: text runs train one at a time)."""
+
+    paper = "moe"
+    unit = "seeds"
+    max_stack: ClassVar[int | None] = None
+
+    def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
+        from lib.moe.train import train_run
+
+        return train_run(item.config, data)
+
+    def train(
+        self,
+        items: Sequence[Item],
+        cfg: Mapping[str, Any],
+        data: Any,
+        stack: int | None = None,
+        on_done: OnDone = lambda it, rec: None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        """The whole grid at once on the stacked engine."""
+        from lib.moe.grid import train_stacked
+
+        if self.max_stack is not None:
+            stack = min(stack or self.max_stack, self.max_stack)
+        train_stacked(
+            [it.config for it in items],
+            data,
+            stack=stack,
+            log=log,
+            on_done=lambda c, rec: on_done(next(it for it in items if it.config == c), rec),
+        )
+
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
+        from lib.moe import tables
+
+        return tables.paper_scale_table(items, got)
