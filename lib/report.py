@@ -62,6 +62,13 @@ def publish_scale(scale: str, summary: str) -> str:
 
 VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale", "not run: data unavailable")
 
+NOT_TESTABLE = "not testable from the paper's table"
+"""The ``paper_own`` verdict of a claim whose paper reports no seeds or errors to judge it by."""
+
+KINDS: tuple[str, ...] = ("claim", "numerical check")
+"""A row of a claims table is one of the paper's empirical claims, or a check that holds by theorem
+or construction (an identity, a closed form): the latter are shown apart, never counted as held claims."""
+
 
 def verdict(held: bool | None) -> str:
     """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell)."""
@@ -70,10 +77,47 @@ def verdict(held: bool | None) -> str:
     return VERDICTS[0] if held else VERDICTS[1]
 
 
+def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) -> str:
+    """The book's one symmetric rule for "``diff`` > 0" (the claim's effect, signed so that positive
+    supports it): "held" when ``diff`` exceeds the noise, "did not hold" when ``-diff`` does, else
+    "inconclusive at this scale". The noise is ``max(2 * se, margin)``: two standard errors of the
+    difference where seeds give one (``se``; pass the paired SE when both sides share their seeds),
+    and at least ``margin``, the smallest effect the claim is about. With one seed (``se`` None or
+    NaN) only ``margin`` decides. The same evidence that counts for a claim counts against it.
+    """
+    for value, name in ((diff, "diff"), (margin, "margin")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{name}: must be a number, got {value!r}")
+    if not math.isfinite(margin) or margin < 0:
+        raise ValueError(f"margin: must be a finite number >= 0, got {margin!r}")
+    if se is not None and (isinstance(se, bool) or not isinstance(se, numbers.Real) or se < 0):
+        raise ValueError(f"se: must be a number >= 0 (or None), got {se!r}")
+    if not math.isfinite(diff):
+        return VERDICTS[2]
+    noise = max(2.0 * float(se), margin) if se is not None and math.isfinite(se) else margin
+    if diff > noise:
+        return VERDICTS[0]
+    if -diff > noise:
+        return VERDICTS[1]
+    return VERDICTS[2]
+
+
+def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
+    """:func:`two_se_verdict` of per-seed differences ``diffs`` (paired: the same seeds on both
+    sides): their mean against two standard errors of the mean (none with a single seed)."""
+    arr = np.asarray(list(diffs), dtype=float)
+    if arr.size == 0:
+        raise ValueError("diffs: must not be empty")
+    se = float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size >= 2 else None
+    return two_se_verdict(float(arr.mean()), se, margin)
+
+
 def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A page's claims table: one row per claim with ``claim``, ``paper`` (what the paper reports,
     quoted), ``ours`` (this run's numbers, as text) and ``verdict`` (one of ``VERDICTS``,
-    computed by the caller from the numbers, never typed in).
+    computed by the caller from the numbers, never typed in); optionally ``paper_own`` (the same
+    rule applied to the paper's own table: a verdict, or :data:`NOT_TESTABLE`) and ``kind`` (one of
+    :data:`KINDS`, default "claim").
     """
     out = []
     for r in rows:
@@ -82,8 +126,25 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 raise ValueError(f"rows: every row needs {key!r}")
         if r["verdict"] not in VERDICTS:
             raise ValueError(f"rows: verdict {r['verdict']!r} is not one of {VERDICTS}")
-        out.append({"claim": r["claim"], "paper": r.get("paper", ""), "ours": r["ours"], "verdict": r["verdict"]})
-    return pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict"])
+        own = r.get("paper_own", "")
+        if own and own not in (*VERDICTS[:3], NOT_TESTABLE):
+            raise ValueError(f"rows: paper_own {own!r} is not a verdict nor {NOT_TESTABLE!r}")
+        kind = r.get("kind", KINDS[0])
+        if kind not in KINDS:
+            raise ValueError(f"rows: kind {kind!r} is not one of {KINDS}")
+        out.append(
+            {
+                "claim": r["claim"],
+                "paper": r.get("paper", ""),
+                "ours": r["ours"],
+                "verdict": r["verdict"],
+                "paper_own": own,
+                "kind": kind,
+            }
+        )
+    table = pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict", "paper_own", "kind"])
+    optional = [c for c, default in (("paper_own", ""), ("kind", KINDS[0])) if (table[c] == default).all()]
+    return table.drop(columns=optional)  # the optional columns show only where a row uses them
 
 
 # --- one rule for models that did not learn ------------------------------------------------------

@@ -108,3 +108,40 @@ def test_show_keeps_a_meaningful_index(monkeypatch):
     assert "Robust MoE" in shown[-1].to_html()
     report.show(pd.DataFrame({"x": [1.0]}))  # numbers only: shown as the frame itself
     assert isinstance(shown[-1], pd.DataFrame)
+
+
+def test_two_se_verdict_is_symmetric_and_uses_the_larger_of_noise_and_margin() -> None:
+    from lib.report import paired_verdict, two_se_verdict
+
+    assert two_se_verdict(0.05, 0.01) == "held"  # 0.05 > 2 x 0.01
+    assert two_se_verdict(-0.05, 0.01) == "did not hold"  # the same evidence, against
+    assert two_se_verdict(0.015, 0.01) == "inconclusive at this scale"  # within two SE
+    assert two_se_verdict(0.05, None, margin=0.01) == "held"  # one seed: the margin alone
+    assert two_se_verdict(0.005, None, margin=0.01) == "inconclusive at this scale"
+    assert two_se_verdict(0.05, 0.001, margin=0.1) == "inconclusive at this scale"  # the margin is a floor
+    assert two_se_verdict(float("nan"), 0.01) == "inconclusive at this scale"
+    # paired: per-seed differences 0.04, 0.05, 0.06 -> mean .05, SE .01/sqrt(3) ~ .0058
+    assert paired_verdict([0.04, 0.05, 0.06]) == "held"
+    assert paired_verdict([-0.04, -0.05, -0.06]) == "did not hold"
+    assert paired_verdict([0.1, -0.08, 0.02]) == "inconclusive at this scale"
+    with pytest.raises(ValueError, match="margin: must be a finite number >= 0"):
+        two_se_verdict(0.1, 0.01, margin=-1)
+    with pytest.raises(ValueError, match="diffs: must not be empty"):
+        paired_verdict([])
+
+
+def test_claims_table_shows_the_papers_own_verdict_and_kind_only_where_used() -> None:
+    from lib.report import NOT_TESTABLE, claims_table
+
+    plain = claims_table([{"claim": "a", "ours": "1", "verdict": "held"}])
+    assert list(plain.columns) == ["claim", "paper", "ours", "verdict"]
+    rows = [
+        {"claim": "a", "ours": "1", "verdict": "held", "paper_own": NOT_TESTABLE},
+        {"claim": "b", "ours": "2", "verdict": "did not hold", "paper_own": "held", "kind": "numerical check"},
+    ]
+    full = claims_table(rows)
+    assert list(full.columns) == ["claim", "paper", "ours", "verdict", "paper_own", "kind"]
+    with pytest.raises(ValueError, match="paper_own 'yes'"):
+        claims_table([{"claim": "a", "ours": "1", "verdict": "held", "paper_own": "yes"}])
+    with pytest.raises(ValueError, match="kind 'theorem'"):
+        claims_table([{"claim": "a", "ours": "1", "verdict": "held", "kind": "theorem"}])
