@@ -345,6 +345,9 @@ def stage(scale: str) -> Path:
         api.read_text() + "\n## Where each function is used\n\nGenerated from the pages' code by "
         "{py:obj}`lib.book.used_in_index` when the book is built.\n\n" + used_in_index(names) + "\n"
     )
+    from lib.ledger import LEDGER_TABLE, ledger_markdown
+
+    (site / LEDGER_TABLE).write_text(ledger_markdown(scale, names, build_dir(scale).parent))
     (site / SCALES_TABLE).write_text(
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m lib book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"

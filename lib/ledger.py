@@ -1,0 +1,172 @@
+"""The claims ledger ("What held"): every claim of the four papers on one page, built from the claims
+each page published when it ran (never typed in).
+
+Each page publishes its claims table (``report.publish("claims", rows)``: ``claim``, ``paper``,
+``ours``, ``verdict`` and, where the page judges them, ``paper_own`` and ``kind``). The ledger reads
+the executed copies of a build (``build/<scale>/notebooks``) and lays out, per claim:
+
+* **the paper's own table, same rule** (``paper_own``): the book's rule applied to the paper's numbers
+  where the paper reports seeds or errors, else "not testable from the paper's table";
+* **ours at this build's scale** (``verdict``);
+* **ours at paper scale**: the verdict the page published in a paper-scale build
+  (``build/paper/notebooks``) when there is one, with how much of the plan the GPU runs in ``results/``
+  cover; else how many runs are published ("0 of 30 runs": nothing to judge yet);
+* **why they differ**: one line derived from the three (:func:`why`).
+
+Checks that hold by theorem or construction (``kind == "numerical check"``) are listed apart.
+:func:`ledger_markdown` is called by :func:`lib.book.stage`; the book includes its output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lib.report import NOT_TESTABLE, VERDICTS
+
+__all__ = ["LEDGER_TABLE", "ledger_markdown", "ledger_rows", "why"]
+
+LEDGER_TABLE = Path("book") / "_ledger_table.md"
+"""The generated table, included by ``book/ledger.md``."""
+
+HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = VERDICTS
+_BELOW_FLOOR = "accuracy below the floor"
+
+
+def why(paper_own: str, ours: str, ours_text: str, paper_scale: str) -> str:
+    """One line on why the paper's own verdict and ours differ (or that they agree), derived from
+    the verdicts and what the page wrote in its ``ours`` cell; never typed per claim."""
+    if ours == NOT_RUN:
+        return "the data this page needs was not available in this build"
+    if _BELOW_FLOOR in ours_text:
+        return "our model is below the book's accuracy floor at this scale, so the claim is not judged"
+    if not paper_own:
+        return "the page does not weigh the paper's own numbers for this claim"
+    if paper_own == NOT_TESTABLE:
+        if ours == INCONCLUSIVE:
+            return "the paper reports no errors to judge by, and our runs are within noise"
+        return "the paper reports no errors to judge by; ours is the only test"
+    if paper_own == ours:
+        return "agree"
+    if ours == INCONCLUSIVE:
+        return "our runs at this scale are within noise where the paper's numbers decide"
+    if paper_own == INCONCLUSIVE:
+        return "the paper's own numbers are within noise; ours decide at this scale"
+    return "opposite verdicts: our scale (data, network, epochs) differs from the paper's"
+
+
+def ledger_rows(
+    names: Sequence[str],
+    published: Callable[[str], Mapping[str, Any] | None],
+    paper_published: Callable[[str], Mapping[str, Any] | None] = lambda name: None,
+    coverage: Callable[[str], str] = lambda name: "",
+) -> list[dict[str, str]]:
+    """One row per published claim of the pages ``names`` (in order): ``page``, ``kind``, ``claim``,
+    ``paper_own``, ``ours``, ``paper_scale``, ``why``. ``published(name)`` gives a page's published
+    values at this build's scale (``None``: not executed), ``paper_published(name)`` those of a
+    paper-scale build, ``coverage(name)`` the GPU runs in ``results/`` ("" for pages without runs)."""
+    rows: list[dict[str, str]] = []
+    for name in names:
+        got = published(name)
+        if got is None:
+            rows.append(
+                {
+                    "page": name,
+                    "kind": "claim",
+                    "claim": "(page not executed in this build)",
+                    "paper_own": "",
+                    "ours": "",
+                    "paper_scale": "",
+                    "why": "",
+                }  # fmt: skip
+            )
+            continue
+        claims = got.get("claims")
+        if not isinstance(claims, list):
+            rows.append(
+                {
+                    "page": name,
+                    "kind": "claim",
+                    "claim": "(the page publishes no claims table)",
+                    "paper_own": "",
+                    "ours": "",
+                    "paper_scale": "",
+                    "why": "",
+                }  # fmt: skip
+            )
+            continue
+        at_paper = {str(r.get("claim")): r for r in ((paper_published(name) or {}).get("claims") or [])}
+        cov = coverage(name)
+        for r in claims:
+            if not isinstance(r, Mapping) or "claim" not in r or "verdict" not in r:
+                raise ValueError(f"published: page {name!r} has a claims row without claim/verdict: {r!r}")
+            text = str(r["claim"])
+            paper_row = at_paper.get(text)
+            if paper_row is not None:
+                scale_cell = f"{paper_row['verdict']} ({cov})" if cov else str(paper_row["verdict"])
+            else:
+                scale_cell = f"no paper-scale build yet ({cov} published)" if cov else "—"
+            own = str(r.get("paper_own") or "")
+            rows.append(
+                {
+                    "page": name,
+                    "kind": str(r.get("kind") or "claim"),
+                    "claim": text,
+                    "paper_own": own or "—",
+                    "ours": str(r["verdict"]),
+                    "paper_scale": scale_cell,
+                    "why": why(own, str(r["verdict"]), str(r.get("ours", "")), scale_cell),
+                }
+            )
+    return rows
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
+    """The ledger of a build at ``scale`` as Markdown tables (claims, then numerical checks), read
+    from the executed notebooks under ``build_root/<scale>/notebooks`` (and ``build_root/paper``)."""
+    from lib.report import read_published
+
+    def reader(at: str) -> Callable[[str], Mapping[str, Any] | None]:
+        def read(name: str) -> Mapping[str, Any] | None:
+            path = build_root / at / "notebooks" / f"{name}.ipynb"
+            return read_published(path) if path.exists() else None
+
+        return read
+
+    rows = ledger_rows(names, reader(scale), reader("paper") if scale != "paper" else reader(scale), _coverage)
+    out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
+    for kind, title in (("claim", "Claims"), ("numerical check", "Numerical checks (hold by theorem or construction)")):
+        chosen = [r for r in rows if r["kind"] == kind]
+        if not chosen:
+            continue
+        out += [f"### {title}", ""]
+        out += [
+            "| page | claim | the paper's own table, same rule | ours, this scale | ours, paper scale | why they differ |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in chosen:
+            link = f"[{r['page']}](../notebooks/{r['page']}.ipynb)"
+            cells = [r["claim"], r["paper_own"], r["ours"], r["paper_scale"], r["why"]]
+            out.append(f"| {link} | " + " | ".join(_cell(c) for c in cells) + " |")
+        held = sum(r["ours"] == HELD for r in chosen)
+        out += ["", f"{held} of {len(chosen)} held at this scale.", ""]
+    return "\n".join(out) + "\n"
+
+
+def _coverage(name: str) -> str:
+    """ "k of n runs" of the page's paper-scale plan published in ``results/`` ("" for pages without
+    runs or when the plan cannot be read)."""
+    from lib.pages import get
+
+    page = get(name)
+    if not page.has_runs:
+        return ""
+    from lib.paper_scale import coverage
+
+    frame = coverage(name)
+    return f"{int(frame['published'].sum())} of {int(frame['planned'].sum())} runs"

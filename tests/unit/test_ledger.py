@@ -1,0 +1,79 @@
+"""lib.ledger: the claims ledger is built from what pages published, verdicts side by side, and
+numerical checks apart; every "why" line follows from the verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lib.ledger import ledger_markdown, ledger_rows, why
+from lib.report import NOT_TESTABLE
+
+ROWS = [
+    {"claim": "A beats B", "paper": "yes", "ours": "+.05", "verdict": "held", "paper_own": "held"},
+    {
+        "claim": "C beats D",
+        "paper": "yes",
+        "ours": "-.01",
+        "verdict": "inconclusive at this scale",
+        "paper_own": "held",
+    },  # fmt: skip
+    {"claim": "E beats F", "paper": "yes", "ours": "+.2", "verdict": "did not hold", "paper_own": NOT_TESTABLE},
+    {"claim": "tilt -> mean", "paper": "", "ours": "1e-9", "verdict": "held", "kind": "numerical check"},
+]
+
+
+def test_rows_keep_each_published_claim_with_its_three_verdicts() -> None:
+    rows = ledger_rows(
+        ["p", "q"],
+        lambda n: {"claims": ROWS} if n == "p" else None,
+        paper_published=lambda n: {"claims": [{"claim": "A beats B", "verdict": "did not hold"}]},
+        coverage=lambda n: "3 of 9 runs" if n == "p" else "",
+    )
+    assert [r["claim"] for r in rows] == [*(r["claim"] for r in ROWS), "(page not executed in this build)"]
+    first = rows[0]
+    assert (first["paper_own"], first["ours"], first["paper_scale"]) == ("held", "held", "did not hold (3 of 9 runs)")
+    assert rows[1]["paper_scale"] == "no paper-scale build yet (3 of 9 runs published)"
+    assert rows[1]["why"] == "our runs at this scale are within noise where the paper's numbers decide"
+    assert rows[2]["why"] == "the paper reports no errors to judge by; ours is the only test"
+    assert rows[3]["kind"] == "numerical check" and rows[3]["paper_own"] == "—"
+
+
+def test_why_follows_from_the_verdicts() -> None:
+    assert why("held", "held", "", "") == "agree"
+    assert why("inconclusive at this scale", "held", "", "").startswith("the paper's own numbers are within noise")
+    assert why("held", "did not hold", "", "").startswith("opposite verdicts")
+    assert why("held", "inconclusive at this scale", "x [computed verdict 'held' not used: accuracy below the floor]",
+               "").startswith("our model is below")  # fmt: skip
+    assert why("", "not run: data unavailable", "", "").startswith("the data this page needs")
+
+
+def test_a_bad_published_row_is_named() -> None:
+    with pytest.raises(ValueError, match="page 'p' has a claims row without claim/verdict"):
+        ledger_rows(["p"], lambda n: {"claims": [{"claim": "x"}]})
+
+
+def _executed(path: Path, values: dict) -> None:
+    """A notebook whose outputs carry ``values`` as myst_nb glue does (scrapbook metadata)."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("glue")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={"text/plain": repr(v)}, metadata={"scrapbook": {"name": k, "mime_prefix": ""}}
+        )
+        for k, v in values.items()
+    ]
+    nb.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) -> None:
+    _executed(tmp_path / "smoke" / "notebooks" / "calibration.ipynb", {"claims": ROWS})
+    md = ledger_markdown("smoke", ["calibration"], tmp_path)
+    claims, checks = md.split("### Numerical checks")
+    assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
+    assert "1 of 3 held at this scale." in claims and "1 of 1 held" in checks
+    assert "[calibration](../notebooks/calibration.ipynb)" in claims
