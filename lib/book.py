@@ -307,6 +307,50 @@ def used_in_index(names: list[str] | None = None) -> str:
     return "\n".join(rows)
 
 
+#: The API page's sections: a package of ``lib`` and its title, in the page's order; modules directly
+#: under ``lib`` come last, under "The book's own modules".
+API_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("calibration", "Metrics and post-hoc calibration (all papers)"),
+    ("moe", "Paper 1: mixture of experts"),
+    ("l2d", "Paper 2: learning to defer"),
+    ("ccc", "Paper 3: calibration, cascading and cleaning"),
+    ("rr", "Paper 4: reweighted risk"),
+    ("cross_paper", "Across the papers"),
+    ("nets", "Networks"),
+    ("data", "Data"),
+    ("features", "Features (networks applied to data, cached)"),
+    ("engine", "The engine"),
+    ("gpu", "Paper scale on a GPU"),
+)
+
+
+def api_sections() -> str:
+    """The API page's module sections, generated from the files under ``lib/`` (so the page lists
+    every module and never one that is gone): one ``automodule`` per module, packages first."""
+    root = repo_root() / "lib"
+    known = {pkg for pkg, _ in API_SECTIONS}
+    unknown = sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists() and p.name not in known)
+    if unknown:
+        raise ValueError(f"lib: packages without a section on the API page (lib.book.API_SECTIONS): {unknown}")
+
+    def modules(folder: Path, prefix: str) -> list[str]:
+        out = [prefix] if (folder / "__init__.py").exists() else []
+        for path in sorted(folder.iterdir()):
+            if path.suffix == ".py" and path.stem not in ("__init__", "__main__"):
+                out.append(f"{prefix}.{path.stem}")
+            elif path.is_dir() and (path / "__init__.py").exists():
+                out += modules(path, f"{prefix}.{path.name}")
+        return out
+
+    parts = [(title, modules(root / pkg, f"lib.{pkg}")) for pkg, title in API_SECTIONS if (root / pkg).is_dir()]
+    top = [f"lib.{p.stem}" for p in sorted(root.glob("*.py")) if p.stem not in ("__init__", "__main__")]
+    parts.append(("The book's own modules", ["lib", *top]))
+    text = []
+    for title, mods in parts:
+        text += [f"## {title}", "", "```{eval-rst}", *(f".. automodule:: {m}" for m in mods), "```", ""]
+    return "\n".join(text)
+
+
 def _scales_table(scale: str, names: list[str]) -> str:
     from lib.report import read_published
 
@@ -342,7 +386,10 @@ def stage(scale: str) -> Path:
         _append_references(staged)
     api = site / "book" / "api.md"
     api.write_text(
-        api.read_text() + "\n## Where each function is used\n\nGenerated from the pages' code by "
+        api.read_text()
+        + "\n"
+        + api_sections()
+        + "\n## Where each function is used\n\nGenerated from the pages' code by "
         "{py:obj}`lib.book.used_in_index` when the book is built.\n\n" + used_in_index(names) + "\n"
     )
     from lib.ledger import LEDGER_TABLE, ledger_markdown
