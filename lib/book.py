@@ -273,21 +273,34 @@ def lib_references(notebook: Path) -> list[str]:
     return sorted(set(found))
 
 
-def _append_references(notebook: Path) -> None:
-    """Add a closing cell to a staged notebook linking every ``lib`` function it uses (API page)."""
+def _stage_notebook(notebook: Path) -> None:
+    """Prepare a staged notebook for the reader: papermill's injected ``# Parameters`` cell is removed
+    from the rendered page (tag ``remove-cell``; the real parameters cell stays), and a closing cell
+    links its page class and every ``lib`` function it uses to the API page (and from there to
+    their source)."""
     import nbformat
 
+    from lib.pages import get
+
     refs = lib_references(notebook)
-    if not refs:
-        return
+    try:
+        page = type(get(notebook.stem))
+        refs = [f"{page.__module__}.{page.__qualname__}", *refs]
+    except ValueError:  # not a page of the book (a copy under another name)
+        pass
     nb = nbformat.read(str(notebook), as_version=4)
-    links = "\n".join(f"- {{py:obj}}`{name}`" for name in refs)
-    nb.cells.append(
-        nbformat.v4.new_markdown_cell(
-            "## `lib` functions used on this page\n\nEach links to its documentation on the "
-            f"[API page](../book/api.md):\n\n{links}\n"
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.setdefault("metadata", {})["tags"] = [*tags, "remove-cell"]
+    if refs:
+        links = "\n".join(f"- {{py:obj}}`{name}`" for name in refs)
+        nb.cells.append(
+            nbformat.v4.new_markdown_cell(
+                "## `lib` code used on this page\n\nEach links to its documentation on the "
+                f"[API page](../book/api.md), and from there to its source:\n\n{links}\n"
+            )
         )
-    )
     nbformat.write(nb, str(notebook))
 
 
@@ -383,7 +396,7 @@ def stage(scale: str) -> Path:
         executed = executed_path(name, scale)
         staged = site / "notebooks" / f"{name}.ipynb"
         shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb", staged)
-        _append_references(staged)
+        _stage_notebook(staged)
     api = site / "book" / "api.md"
     api.write_text(
         api.read_text()

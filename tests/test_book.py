@@ -24,7 +24,8 @@ def html(smoke_notebook) -> Path:
 
 
 def test_every_toc_page_is_built(html: Path) -> None:
-    pages = ["book/intro", "book/start_here", "book/scales", "book/data", "book/api", "book/bibliography"]
+    pages = ["book/intro", "book/start_here", "book/ledger", "book/scales", "book/data", "book/api"]
+    pages += ["book/bibliography"]
     pages += [f"book/{p}/overview" for p in ("moe", "l2d", "ccc", "rr")]
     pages += [f"notebooks/{n}" for n in notebook_names()]
     missing = [p for p in pages if not (html / f"{p}.html").exists()]
@@ -38,6 +39,43 @@ def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:
     assert "smoke:" in text
     assert "not executed in this build" not in text
     assert "paper-scale GPU runs published" in text  # what results/ holds, per training page
+
+
+def test_the_ledger_lists_every_page_that_judges_claims(html: Path) -> None:
+    """The ledger is built from what the pages published: every page whose executed copy publishes
+    a claims table has rows there, linked to the page; none says it was not executed."""
+    from lib.book import executed_path
+    from lib.report import read_published
+
+    text = (html / "book" / "ledger.html").read_text()
+    assert "not executed in this build" not in text
+    assert "held at this scale." in text
+    for name in notebook_names():
+        claims = read_published(executed_path(name, "smoke")).get("claims")
+        if isinstance(claims, list) and claims:
+            assert f"{name}.html" in text, f"the ledger has no row of {name}"
+            assert str(claims[0]["claim"]).split("<")[0][:30] in text.replace("&#39;", "'").replace("&amp;", "&")
+    assert "ledger.html" in (html / "book" / "intro.html").read_text(), "the intro does not link the ledger"
+
+
+def test_setup_cells_are_hidden_and_code_links_to_its_source(html: Path) -> None:
+    """A reader sees neither papermill's injected parameters nor cells tagged ``remove-cell``
+    (``page.start`` / ``page.finish``); every page links the ``lib`` code it uses to its source."""
+    import json
+
+    from lib.book import executed_path
+
+    for name in notebook_names():
+        page = (html / "notebooks" / f"{name}.html").read_text()
+        assert "# Parameters" not in page, f"{name} shows papermill's injected parameters"
+        nb = json.loads(executed_path(name, "smoke").read_text())
+        for cell in nb["cells"]:
+            if "remove-cell" in cell.get("metadata", {}).get("tags", []):
+                first = "".join(cell["source"]).strip().splitlines()[0]
+                assert first not in page, f"{name} shows a hidden cell: {first!r}"
+    sources = html / "_modules" / "lib"
+    assert (sources / "page.html").exists(), "no highlighted source pages (sphinx.ext.viewcode)"
+    assert "_modules/lib/" in (html / "book" / "api.html").read_text(), "the API page links no source"
 
 
 def test_pages_load_nothing_from_the_internet(html: Path) -> None:
