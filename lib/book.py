@@ -320,8 +320,6 @@ def used_in_index(names: list[str] | None = None) -> str:
     return "\n".join(rows)
 
 
-#: The API page's sections: a package of ``lib`` and its title, in the page's order; modules directly
-#: under ``lib`` come last, under "The book's own modules".
 API_SECTIONS: tuple[tuple[str, str], ...] = (
     ("calibration", "Metrics and post-hoc calibration (all papers)"),
     ("moe", "Paper 1: mixture of experts"),
@@ -335,6 +333,8 @@ API_SECTIONS: tuple[tuple[str, str], ...] = (
     ("engine", "The engine"),
     ("gpu", "Paper scale on a GPU"),
 )
+"""Each package of ``lib`` with its section title on the API page, in the page's order (modules
+directly under ``lib`` come last, under "The book's own modules")."""
 
 
 def api_sections() -> str:

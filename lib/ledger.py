@@ -144,7 +144,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         chosen = [r for r in rows if r["kind"] == kind]
         if not chosen:
             continue
-        out += [f"### {title}", ""]
+        out += [f"## {title}", ""]
         out += [
             "| page | claim | the paper's own table, same rule | ours, this scale | ours, paper scale | why they differ |",
             "|---|---|---|---|---|---|",

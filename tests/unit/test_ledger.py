@@ -73,7 +73,7 @@ def _executed(path: Path, values: dict) -> None:
 def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) -> None:
     _executed(tmp_path / "smoke" / "notebooks" / "calibration.ipynb", {"claims": ROWS})
     md = ledger_markdown("smoke", ["calibration"], tmp_path)
-    claims, checks = md.split("### Numerical checks")
+    claims, checks = md.split("## Numerical checks")
     assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
     assert "1 of 3 held at this scale." in claims and "1 of 1 held" in checks
     assert "[calibration](../notebooks/calibration.ipynb)" in claims
