@@ -132,6 +132,10 @@ filtered.round(4)
 # %%
 lessons.rectify_table()
 
+# %% [markdown]
+# One example, two experts with logits $(2, 0, 0)$ and $(0, 2, 0)$ routed $0.7 / 0.3$: tempering the
+# second expert ($T_2 = 10$) flattens its vote; sharpening the first ($T_1 = 0.5$) strengthens its own.
+
 # %%
 lessons.mocae_table([(1.0, 1.0), (1.0, 10.0), (0.5, 1.0)]).round(4)
 

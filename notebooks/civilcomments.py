@@ -69,6 +69,12 @@ from lib.moe.pages import civilcomments
 torch.set_num_threads(2)
 plots.use_offline_renderer()
 
+# %% [markdown]
+# Three losses, tilted at growing $\lambda$ (the row $\lambda = 0$ is their mean), and Robust
+# Filtered's set $S$ on three examples with two experts routed half and half: the second is in $S$
+# (its experts disagree); the third has the highest loss, but both experts are wrong alike, so no
+# routing can fix it and it stays out.
+
 # %%
 print(lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0]).round(3).to_string(index=False))
 filtered, loss, closed_form = lessons.filtered_set_table(lam=2.0)

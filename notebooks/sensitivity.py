@@ -121,6 +121,9 @@ lam_hard, lam_all = lam_sum[lam_sum["subset"] == "hard"], lam_sum[lam_sum["subse
  | plots.line_chart(lam_all, x="lam", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs lambda",
                     x_title="lambda", width=290))
 
+# %% [markdown]
+# The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
+
 # %%
 report.publish("lam_sweep", sensitivity.sweep_published(lam_hard, lam_all, "lam"))
 sensitivity.sweep_table(lam_hard, lam_all, tables.summarize(ref, by=("method",))).round(4)

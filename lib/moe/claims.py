@@ -202,6 +202,19 @@ def moe_claims(
     return report.claims_table(rows)
 
 
+def gate(
+    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame, paper_accuracy: float, chance: float
+) -> tuple[pd.DataFrame, str, bool]:
+    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+    the best mean accuracy of ``frame`` (:func:`best_accuracy`; none finite counts as not learned)
+    against ``paper_accuracy`` above ``chance``. Every paper-1 claim depends on the trained model, so
+    none is exempt. Returns the claims table, the gate's sentence and whether the floor was met."""
+    accuracy = best_accuracy(summarize(frame))
+    accuracy = accuracy if accuracy == accuracy else 0.0
+    gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
+    return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_accuracy, chance)
+
+
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     """Largest |accuracy(MoCaE) - accuracy(Vanilla)| over MoCaE records (lib.moe.train stores the
     Vanilla accuracy of the same trained model in each MoCaE record); None without MoCaE runs.

@@ -21,7 +21,7 @@ from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import MARGIN, best, best_accuracy, diff_text, moe_claims, paired, verdict_of
+from lib.moe.claims import MARGIN, best, diff_text, gate, moe_claims, paired, verdict_of
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.tables import summarize
 
@@ -266,9 +266,7 @@ class Cifar10hPage(MoEPage):
         on the trained model, so none is exempt. Returns the claims table and the gate's sentence."""
         claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
         rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
-        accuracy = best_accuracy(summarize(frame))
-        gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
-        return report.claims_table(gated), why
+        return gate(rows, frame, paper_accuracy, chance)[:2]
 
 
 PAGE = Cifar10hPage()

@@ -23,11 +23,10 @@ from lib.data.text import TextBundle, load_civilcomments
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import best_accuracy, moe_claims, verdict_of
+from lib.moe.claims import gate, moe_claims, verdict_of
 from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
-from lib.moe.tables import summarize
 
 __all__ = ["PAGE", "CivilCommentsPage", "group_claim", "group_frame", "group_table", "load_data"]
 
@@ -188,9 +187,7 @@ class CivilCommentsPage(MoEPage):
         imbalanced). Returns the claims table and the gate's sentence (:func:`lib.report.gate_claims`)."""
         claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
         rows = claims.to_dict("records") + group_claim(group_frame(records))
-        accuracy = best_accuracy(summarize(frame))
-        gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
-        return report.claims_table(gated), why
+        return gate(rows, frame, paper_accuracy, chance)[:2]
 
 
 PAGE = CivilCommentsPage()

@@ -23,11 +23,10 @@ import pandas as pd
 from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
-from lib.moe.claims import PaperRow, best_accuracy, moe_claims
+from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
-from lib.moe.tables import summarize
 
-__all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone", "paper_means"]
+__all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone"]
 
 PAPER_BACKBONE = (
     "ResNet-18 (torchvision, ImageNet weights IMAGENET1K_V1 as the paper's code loads them, "
@@ -54,11 +53,6 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
 }
 """The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
 (accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain."""
-
-
-def paper_means(target: str) -> dict[str, tuple[float, float, float]]:
-    """Table 2's means for ``target``: method -> (accuracy, ECE, ECE+TS)."""
-    return {m: (r[0], r[2], r[4]) for m, r in PAPER_TABLE2[target].items()}
 
 
 @dataclass(frozen=True)
@@ -252,14 +246,8 @@ class PacsPage(MoEPage):
         table, the gate's sentence and whether the floor was met."""
         self.check_target(target)
         paper_best = max(r[0] for r in PAPER_TABLE2[target].values())
-        chance = report.chance_accuracy(test_labels)
         claims = moe_claims(frame, records, subset="all", subset_name=f"held-out {target}", paper=PAPER_TABLE2[target])
-        accuracy = best_accuracy(summarize(frame))
-        accuracy = accuracy if accuracy == accuracy else 0.0  # no finite accuracy: treated as not learned
-        gated, why = report.gate_claims(
-            claims.to_dict("records"), accuracy=accuracy, paper_accuracy=paper_best, chance=chance
-        )
-        return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_best, chance)
+        return gate(claims.to_dict("records"), frame, paper_best, report.chance_accuracy(test_labels))
 
 
 PAGE = PacsPage()
