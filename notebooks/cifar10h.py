@@ -71,11 +71,11 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic images) | cpu (default: subset, few epochs) | paper (GPU, Table 4)
+scale: str = "cpu"  # smoke (seconds, synthetic) | cpu (default: subset) | paper (GPU)
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 width: int = 0  # cifar_resnet18 width (64 in the paper); 0 keeps the scale's value
-lam: float = 2.0  # the robust methods' lambda (the paper's 2); at 0 their tilt is the mean: plain ERM
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+lam: float = 2.0  # robust methods' lambda (paper: 2); near 0 the tilt is the mean (ERM)
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
 from lib import page
@@ -148,8 +148,10 @@ lessons.mocae_table([(1.0, 1.0), (1.0, 10.0), (0.5, 1.0)]).round(4)
 # reuses the Vanilla MoE network. What runs, on what data, for how long:
 
 # %%
-cfg = cifar10h.PAGE.settings(scale, epochs=epochs or None, width=width or None, lam=float(lam))
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+cfg = cifar10h.PAGE.settings(
+    scale, epochs=epochs or None, width=width or None, lam=float(lam)
+)
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 data = cifar10h.PAGE.data(cfg)
 report.show(report.publish_scale(scale, cifar10h.scale_summary(cfg, data.sizes())))
@@ -175,16 +177,17 @@ tables.paper_table(summary)
 # legible at the page's width).
 
 # %%
-pred_all = experiment.pooled_predictions(records, "all", all_mask=data.all_mask)  # natural-proportion sample
+# "all": the natural-proportion sample; pred_test: every evaluated test image
+pred_all = experiment.pooled_predictions(records, "all", all_mask=data.all_mask)
 pred_hard = experiment.pooled_predictions(records, "hard")
-pred_test = experiment.pooled_predictions(records, "all")  # every evaluated test image
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()}, columns=3)
+pred_test = experiment.pooled_predictions(records, "all")
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_all.items()})
 
 # %% [markdown]
 # The same diagrams on the hard subset only.
 
 # %%
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()}, columns=3)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items()})
 
 # %% [markdown]
 # ## Figure 3: confidence and accuracy by human agreement
@@ -195,18 +198,18 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred_hard.items
 # %%
 human = data.human_probs.numpy()
 by_agreement = cifar10h.by_agreement(pred_test, human)
-x_title = "human agreement bin (0: < 0.5 ... 3: >= 0.9)"
+bins = "human agreement bin (0: < 0.5 ... 3: >= 0.9)"
+style = dict(x="bin", color="method", x_title=bins, width=300)
 plots.legend_below(
-    plots.line_chart(by_agreement, x="bin", y="confidence", color="method", title="Mean confidence",
-                     x_title=x_title, width=300)
-    | plots.line_chart(by_agreement, x="bin", y="accuracy", color="method", title="Accuracy",
-                       x_title=x_title, width=300))
+    plots.line_chart(by_agreement, y="confidence", title="Mean confidence", **style)
+    | plots.line_chart(by_agreement, y="accuracy", title="Accuracy", **style))
 
 # %% [markdown]
 # The numbers behind the figure (counts are images per bin).
 
 # %%
-by_agreement.pivot_table(index="method", columns="agreement", values=["confidence", "accuracy"]).round(3)
+values = ["confidence", "accuracy"]
+by_agreement.pivot_table(index="method", columns="agreement", values=values).round(3)
 
 # %% [markdown]
 # ## Figure E.3: where the confidence goes, easy vs hard images
@@ -214,7 +217,8 @@ by_agreement.pivot_table(index="method", columns="agreement", values=["confidenc
 # The share of predictions in each confidence bin, per method, on easy and on hard images.
 
 # %%
-moe_plots.confidence_histograms(cifar10h.confidence_frame(pred_test, data.hard_mask.numpy()))
+hard_mask = data.hard_mask.numpy()
+moe_plots.confidence_histograms(cifar10h.confidence_frame(pred_test, hard_mask))
 
 # %% [markdown]
 # ## Figure E.2: hard images where Vanilla MoE and Robust MoE disagree most in confidence
@@ -225,9 +229,10 @@ moe_plots.confidence_histograms(cifar10h.confidence_frame(pred_test, data.hard_m
 # %%
 van, rob = pred_test.get("Vanilla MoE"), pred_test.get("Robust MoE")
 if van is not None and rob is not None:
-    pick, captions = cifar10h.disagreement_examples(van, rob, human, data.hard_mask.numpy(), data.classes,
-                                                    cfg["n_examples"])
-    chart = moe_plots.image_strip(data.test_images[pick].numpy(), captions, columns=min(4, len(pick)))
+    pick, captions = cifar10h.disagreement_examples(
+        van, rob, human, hard_mask, data.classes, cfg["n_examples"])
+    images = data.test_images[pick].numpy()
+    chart = moe_plots.image_strip(images, captions, columns=min(4, len(pick)))
 else:
     chart = "Vanilla MoE or Robust MoE was not run at this scale."
 report.show(chart)
@@ -241,7 +246,8 @@ report.show(chart)
 
 # %%
 mocae_fits = tables.mocae_fit_table(records)
-report.show(mocae_fits.round(4) if not mocae_fits.empty else "This run's records carry no converged MoCaE variant.")
+none = "This run's records carry no converged MoCaE variant."
+report.show(mocae_fits.round(4) if not mocae_fits.empty else none)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -285,7 +291,8 @@ frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
 
 # %%
 agreement = cifar10h.by_agreement(pred_test, human, per_seed=True)
-claims, why = cifar10h.PAGE.claims(frame, records, agreement, chance=report.chance_accuracy(data.test_y))
+chance = report.chance_accuracy(data.test_y)
+claims, why = cifar10h.PAGE.claims(frame, records, agreement, chance=chance)
 report.show(report.floor_rule() + " " + why)
 report.publish("claims", claims.to_dict("records"))
 report.show(claims)

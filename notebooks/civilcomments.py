@@ -48,10 +48,10 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, SYNTHETIC comments, CI only) | cpu (default: real data subset) | paper (GPU)
+scale: str = "cpu"  # smoke (SYNTHETIC comments, CI) | cpu (default: real subset) | paper (GPU)
 epochs: int = 0  # fine-tuning epochs; 0 keeps the scale's value
-data_dir: str = ""  # folder holding civilcomments_v1.0/ ("": search $CALIBOOK_DATA, ../shared/data, cache)
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+data_dir: str = ""  # folder with civilcomments_v1.0/ ("": $CALIBOOK_DATA, ../shared/data, cache)
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
 from lib import page
@@ -76,7 +76,8 @@ plots.use_offline_renderer()
 # routing can fix it and it stays out.
 
 # %%
-print(lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0]).round(3).to_string(index=False))
+tilt = lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0])
+print(tilt.round(3).to_string(index=False))
 filtered, loss, closed_form = lessons.filtered_set_table(lam=2.0)
 print(f"robust_filtered_loss = {loss:.4f}; mean(l) + sum_S w l = {closed_form:.4f}")
 filtered.round(3)
@@ -95,7 +96,7 @@ filtered.round(3)
 
 # %%
 cfg = civilcomments.PAGE.settings(scale, epochs=epochs or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 data, missing = civilcomments.load_data(cfg, data_dir)
 report.show(report.publish_scale(scale, civilcomments.scale_summary(cfg, data)))
 report.publish("data_available", data is not None)
@@ -105,6 +106,7 @@ if data is not None:
     paper_scale.require(records, "civilcomments")
     frame = tables.results_frame(records)
     summary = tables.summarize(frame)
+NOT_RUN = "Not run: data unavailable (see above)."
 report.show(data.source if data is not None else f"**Not run: data unavailable.** {missing}")
 
 # %% [markdown]
@@ -117,7 +119,7 @@ if data is not None:
     table3 = tables.paper_table(summary)
     moe_claims.publish_results(summary, records)
 else:
-    table3 = "Not run: data unavailable (see above)."
+    table3 = NOT_RUN
 report.show(table3)
 
 # %% [markdown]
@@ -131,13 +133,13 @@ if data is not None:
     pred = experiment.pooled_predictions(records, "all")
     groups = civilcomments.group_table(records, pred, data.test_groups, IDENTITY_GROUPS)
     report.publish("group_ece", civilcomments.group_ece_published(groups))
-    sort = list(IDENTITY_GROUPS)
-    chart = (plots.bar_chart(groups.dropna(subset=["ece"]), x="group", y="ece", color="method", sort=sort,
-                             title="ECE per identity group", width=420)
-             & plots.bar_chart(groups.dropna(subset=["accuracy"]), x="group", y="accuracy", color="method",
-                               sort=sort, title="Accuracy per identity group", width=420))
+    style = dict(x="group", color="method", sort=list(IDENTITY_GROUPS), width=420)
+    chart = (plots.bar_chart(groups.dropna(subset=["ece"]), y="ece", title="ECE per group",
+                             **style)
+             & plots.bar_chart(groups.dropna(subset=["accuracy"]), y="accuracy",
+                               title="Accuracy per group", **style))
 else:
-    chart = "Not run: data unavailable (see above)."
+    chart = NOT_RUN
 report.show(chart)
 
 # %% [markdown]
@@ -148,11 +150,12 @@ report.show(chart)
 # %%
 if data is not None:
     hard = experiment.pooled_predictions(records, "hard")
-    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"]) for m, p in pred.items()}, columns=3)
-             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"]) for m, p in hard.items()},
-                                      columns=3))
+    chart = (plots.reliability_grid({f"{m} (all)": (p["conf"], p["correct"])
+                                     for m, p in pred.items()})
+             & plots.reliability_grid({f"{m} (identity)": (p["conf"], p["correct"])
+                                       for m, p in hard.items()}))
 else:
-    chart = "Not run: data unavailable (see above)."
+    chart = NOT_RUN
 report.show(chart)
 
 # %% [markdown]
@@ -163,8 +166,11 @@ report.show(chart)
 # another public text of the paper and is quoted with that source.
 
 # %%
-report.show(paper.beside_paper_statements(summary, "civilcomments", experiment.METHOD_LABELS) if data is not None
-            else "Not run: data unavailable (see above).")
+labels = experiment.METHOD_LABELS
+statements = NOT_RUN
+if data is not None:
+    statements = paper.beside_paper_statements(summary, "civilcomments", labels)
+report.show(statements)
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -181,7 +187,8 @@ report.show(paper.beside_paper_statements(summary, "civilcomments", experiment.M
 
 # %%
 if data is not None:
-    claims, why = civilcomments.PAGE.claims(frame, records, chance=report.chance_accuracy(data.test_y))
+    chance = report.chance_accuracy(data.test_y)
+    claims, why = civilcomments.PAGE.claims(frame, records, chance=chance)
     report.show(report.floor_rule() + " " + why)
 else:
     report.show(report.floor_rule())
@@ -203,7 +210,7 @@ report.show(paper_scale.paper_section("civilcomments", scale))
 # ## Where the numbers came from
 
 # %%
-backbones, provenance = tables.provenance_table(records) if records else ("No runs.", None)
+backbones, provenance = tables.provenance_table(records)
 report.show(backbones)
 provenance
 

@@ -48,10 +48,10 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic domains) | cpu (default: frozen ImageNet features, minutes) | paper (GPU)
-target: str = "photo"  # held-out domain: photo | art_painting (or art) | cartoon | sketch
+scale: str = "cpu"  # smoke (synthetic domains) | cpu (default: cached ImageNet features) | paper
+target: str = "photo"  # held-out: photo | art_painting (or art) | cartoon | sketch
 epochs: int = 0  # training epochs; 0 keeps the scale's value
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
 from lib import page
@@ -79,7 +79,8 @@ plots.use_offline_renderer()
 # routing can fix it and it stays out.
 
 # %%
-print(lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0]).round(3).to_string(index=False))
+tilt = lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0])
+print(tilt.round(3).to_string(index=False))
 filtered, loss, closed_form = lessons.filtered_set_table(lam=2.0)
 print(f"robust_filtered_loss = {loss:.4f}; mean(l) + sum_S w l = {closed_form:.4f}")
 filtered.round(3)
@@ -95,25 +96,26 @@ filtered.round(3)
 # %%
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
 cfg = pacs.PAGE.settings(scale, epochs=epochs or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 BACKBONE = pacs.pacs_backbone(cfg)
 data = pacs.PAGE.data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
 report.publish("target", TARGET)
-report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init, "differs_from_paper": BACKBONE.differs})
+report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init,
+                            "differs_from_paper": BACKBONE.differs})
 report.show(report.publish_scale(
     scale,
     f"target {TARGET}; {BACKBONE.label}; {'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
-    f"{cfg['image_size']} px: {sizes['train']} train, {sizes['val']} val (sources), {sizes['test']} test "
-    f"(target); {cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}",
+    f"{cfg['image_size']} px: {sizes['train']} train, {sizes['val']} val (sources), "
+    f"{sizes['test']} test (target); {cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}",
 ))
-report.show(f"**Paper's network:** {pacs.PAPER_BACKBONE}. **How ours differs:** {BACKBONE.differs}.")
+report.show(f"**Paper's network:** {pacs.PAPER_BACKBONE}. **Ours differs:** {BACKBONE.differs}.")
 records = pacs.PAGE.run(cfg, data, TARGET, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = tables.results_frame(records)
 summary = tables.summarize(frame)
-report.show(paper_scale.coverage_cell("pacs", reading=not TRAIN, scale=scale, target=TARGET))
+report.show(paper_scale.coverage_cell("pacs", not TRAIN, scale=scale, target=TARGET))
 
 # %% [markdown]
 # ## Table 2 for this target: ours beside the paper's
@@ -132,7 +134,7 @@ report.show(tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all"
 
 # %%
 pred = experiment.pooled_predictions(records, "all")
-plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, columns=4)
+plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 4)
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -174,7 +176,7 @@ if REAL:
     examples, example_captions = pacs_examples(size=cfg["image_size"])
     figure_d1 = image_strip(examples.numpy(), example_captions, columns=3)
 else:
-    figure_d1 = "Figure D.1 needs the real PACS images; this scale uses synthetic domains."
+    figure_d1 = "Figure D.1 needs the real PACS images; this scale's domains are synthetic."
 report.show(figure_d1)
 
 # %% [markdown]

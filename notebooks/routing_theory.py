@@ -47,7 +47,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, CI) | cpu (default) | paper (more samples); no training at any scale
+scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more samples); no training
 seed: int = 0  # seed of the samples and random populations
 
 # %% tags=["remove-cell"]
@@ -72,7 +72,8 @@ plots.use_offline_renderer()
 cfg = routing_theory.PAGE.settings(scale)
 report.show(report.publish_scale(
     scale,
-    f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples per shift, "
+    f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples "
+    f"per shift, "
     f"{cfg['n_batches']} simulated loss batches of {cfg['batch_size']}, seed {seed}",
 ))
 
@@ -86,7 +87,8 @@ report.show(report.publish_scale(
 
 # %%
 pop = routed_population.two_configuration_example(
-    levels=cfg["levels"], overlap=cfg["overlap"], overlap_mass=cfg["overlap_mass"], delta=cfg["delta"]
+    levels=cfg["levels"], overlap=cfg["overlap"], overlap_mass=cfg["overlap_mass"],
+    delta=cfg["delta"],
 )
 pop.tidy().round(4).head(4)
 
@@ -96,7 +98,8 @@ pop.tidy().round(4).head(4)
 
 # %%
 train_checks = routing_theory.training_checks(pop)
-report.publish("training_residual_max", routing_theory.training_residual_max(train_checks))
+residual_max = routing_theory.training_residual_max(train_checks)
+report.publish("training_residual_max", residual_max)
 pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
@@ -108,7 +111,8 @@ pd.Series(train_checks, name="value").to_frame()
 # %%
 rand_soft = routing_theory.random_population("soft", seed)
 identity = routed_population.disagreement_identity(rand_soft)
-report.publish("disagreement_identity_gap", abs(identity["covariance"] - identity["disagreement"]))
+gap = abs(identity["covariance"] - identity["disagreement"])
+report.publish("disagreement_identity_gap", gap)
 pd.Series(identity, name="value").to_frame()
 
 # %% [markdown]
@@ -119,7 +123,8 @@ pd.Series(identity, name="value").to_frame()
 # contrast, the same reweightings applied to a soft mixture of calibrated experts.
 
 # %%
-region = routing_theory.region_draws(routing_theory.random_population("hard", seed), rand_soft, cfg["n_region_draws"], seed)
+rand_hard = routing_theory.random_population("hard", seed)
+region = routing_theory.region_draws(rand_hard, rand_soft, cfg["n_region_draws"], seed)
 hard_region_gap = float(region["hard: max |residual|"].max())
 report.publish("hard_region_gap_max", hard_region_gap)
 region.describe().loc[["mean", "max"]]
@@ -132,17 +137,19 @@ region.describe().loc[["mean", "max"]]
 # eq. (4)'s prediction from $P$ alone, then draw samples from $Q$ and measure the residual per level.
 
 # %%
-gaps, samples = routing_theory.soft_gap_sweep(pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
+gaps, samples = routing_theory.soft_gap_sweep(
+    pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
 for name, value in routing_theory.gap_published(gaps).items():
     report.publish(name, value)
-gaps[["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]].round(4)
+columns = ["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]
+gaps[columns].round(4)
 
 # %% [markdown]
 # The measured residuals (points, ±2 standard errors) sit on eq. (4)'s predictions (diamonds); the
 # unshifted distribution ($\beta = 0$) stays calibrated.
 
 # %%
-moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
+moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured")
 
 # %% [markdown]
 # The hard-routed mixture of the same experts, under the *same* tilt computed from its own (one-hot)
@@ -177,8 +184,9 @@ plots.reliability_grid(
 
 # %%
 losses = routing_theory.simulated_losses(cfg["n_batches"], cfg["batch_size"], seed)
-plots.line_chart(routing_theory.weights_by_rank(losses[0], cfg["lams"]), x="rank", y="n * w", color="lambda", points=False,
-                 title="Tilted weights n w_i, examples sorted by loss", x_title="loss rank")
+weights = routing_theory.weights_by_rank(losses[0], cfg["lams"])
+plots.line_chart(weights, x="rank", y="n * w", color="lambda", points=False,
+                 title="Tilted weights n w_i, sorted by loss", x_title="loss rank")
 
 # %% [markdown]
 # The KL identity (eq. 7), the gradient (eq. 16) and the CVaR bound (eq. 19) hold on every batch:
@@ -198,7 +206,8 @@ pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 
 # %%
 support = routing_theory.simulated_support(losses, cfg["lams"])
-table5 = support.merge(sensitivity.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours, simulated)", " (paper)"))
+suffixes = (" (ours, simulated)", " (paper)")
+table5 = support.merge(sensitivity.PAPER_TABLE5, on="lam", how="left", suffixes=suffixes)
 ours_lam2 = support.set_index("lam").loc[routing_theory.PAPER_LAMBDA]
 report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
@@ -236,8 +245,9 @@ multiacc.round(4)
 # compares different trained checkpoints, which the sensitivity page does.
 
 # %%
-checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, cfg["n_region_draws"], gaps,
-                                    robust_checks[routing_theory.KL_IDENTITY], support, chain_slack)
+kl_error = robust_checks[routing_theory.KL_IDENTITY]
+checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, cfg["n_region_draws"],
+                                    gaps, kl_error, support, chain_slack)
 report.publish("claims", checks.to_dict("records"))
 report.show(checks)
 

@@ -50,9 +50,9 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic images) | cpu (default: small subset, few epochs, 1 seed) | paper (GPU)
+scale: str = "cpu"  # smoke (seconds, synthetic) | cpu (default: subset, 1 seed) | paper (GPU)
 epochs: int = 0  # training epochs; 0 keeps the scale's value
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
 from lib import page
@@ -76,8 +76,9 @@ plots.use_offline_renderer()
 # %%
 losses = torch.tensor([0.1, 0.5, 2.0])
 tilt = lessons.tilt_table(losses, lams=[0.0, 0.5, 2.0, 5.0])
-tilt["effective fraction"] = [robust.effective_support(robust.tilted_weights(losses, lam))["fraction"]
-                              for lam in tilt["lambda"]]
+weights = [robust.tilted_weights(losses, lam) for lam in tilt["lambda"]]
+support_of = [robust.effective_support(w) for w in weights]
+tilt["effective fraction"] = [s["fraction"] for s in support_of]
 tilt.round(4)
 
 # %% [markdown]
@@ -90,7 +91,7 @@ tilt.round(4)
 
 # %%
 cfg = sensitivity.PAGE.settings(scale, epochs=epochs or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 data = sensitivity.PAGE.data(cfg)
 sizes = data.sizes()
@@ -98,8 +99,9 @@ warmups = sensitivity.sensitivity_warmups(cfg)
 report.show(report.publish_scale(
     scale,
     f"Robust MoE, {cifar10h.network_summary(cfg)}; "
-    f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['test']} test "
-    f"({sizes['hard']} hard); {cfg['epochs']} epochs; lambda in {cfg['lams']} (warmup {cfg['warmup']}), "
+    f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, "
+    f"{sizes['test']} test ({sizes['hard']} hard); {cfg['epochs']} epochs; "
+    f"lambda in {cfg['lams']} (warmup {cfg['warmup']}), "
     f"warmup in {warmups} (lambda {cfg['lam']}); seeds {cfg['seeds']}",
 ))
 records = sensitivity.PAGE.run(cfg, data, train=TRAIN)
@@ -116,17 +118,20 @@ report.show(paper_scale.coverage_cell("sensitivity", reading=not TRAIN, scale=sc
 
 # %%
 lam_sum = tables.summarize(lam_frame, by=("lam",))
-lam_hard, lam_all = lam_sum[lam_sum["subset"] == "hard"], lam_sum[lam_sum["subset"] == "all"]
-(plots.line_chart(lam_hard, x="lam", y="ece", yerr="ece_se", title="Hard ECE vs lambda", x_title="lambda", width=290)
- | plots.line_chart(lam_all, x="lam", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs lambda",
-                    x_title="lambda", width=290))
+lam_hard = lam_sum[lam_sum["subset"] == "hard"]
+lam_all = lam_sum[lam_sum["subset"] == "all"]
+style = dict(x="lam", x_title="lambda", width=290)
+(plots.line_chart(lam_hard, y="ece", yerr="ece_se", title="Hard ECE vs lambda", **style)
+ | plots.line_chart(lam_all, y="accuracy", yerr="accuracy_se", title="Accuracy vs lambda",
+                    **style))
 
 # %% [markdown]
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
 
 # %%
 report.publish("lam_sweep", sensitivity.sweep_published(lam_hard, lam_all, "lam"))
-sensitivity.sweep_table(lam_hard, lam_all, tables.summarize(ref, by=("method",))).round(4)
+reference = tables.summarize(ref, by=("method",))
+sensitivity.sweep_table(lam_hard, lam_all, reference).round(4)
 
 # %% [markdown]
 # ## Figure E.8: the warmup sweep
@@ -135,13 +140,14 @@ sensitivity.sweep_table(lam_hard, lam_all, tables.summarize(ref, by=("method",))
 
 # %%
 warm_sum = tables.summarize(warm_frame, by=("warmup_epochs",))
-warm_hard, warm_all = warm_sum[warm_sum["subset"] == "hard"], warm_sum[warm_sum["subset"] == "all"]
-report.publish("warmup_sweep", sensitivity.sweep_published(warm_hard, warm_all, "warmup_epochs", as_int=True))
-x_title = f"warmup epochs (of {cfg['epochs']})"
-(plots.line_chart(warm_hard, x="warmup_epochs", y="ece", yerr="ece_se", title="Hard ECE vs warmup",
-                  x_title=x_title, width=290)
- | plots.line_chart(warm_all, x="warmup_epochs", y="accuracy", yerr="accuracy_se", title="Accuracy (all) vs warmup",
-                    x_title=x_title, width=290))
+warm_hard = warm_sum[warm_sum["subset"] == "hard"]
+warm_all = warm_sum[warm_sum["subset"] == "all"]
+warm = sensitivity.sweep_published(warm_hard, warm_all, "warmup_epochs", as_int=True)
+report.publish("warmup_sweep", warm)
+style = dict(x="warmup_epochs", x_title=f"warmup epochs (of {cfg['epochs']})", width=290)
+(plots.line_chart(warm_hard, y="ece", yerr="ece_se", title="Hard ECE vs warmup", **style)
+ | plots.line_chart(warm_all, y="accuracy", yerr="accuracy_se", title="Accuracy vs warmup",
+                    **style))
 
 # %% [markdown]
 # ## Table 5 from our trained models
@@ -154,7 +160,8 @@ x_title = f"warmup epochs (of {cfg['epochs']})"
 support = sensitivity.support_frame(records, lam_frame["key"])
 support_mean = sensitivity.support_table(support)
 report.publish("table5", {str(r.lam): float(r.fraction) for r in support_mean.itertuples()})
-support_mean.merge(sensitivity.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours)", " (paper)")).round(3)
+paper5 = sensitivity.PAPER_TABLE5
+support_mean.merge(paper5, on="lam", how="left", suffixes=(" (ours)", " (paper)")).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale

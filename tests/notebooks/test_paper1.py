@@ -175,7 +175,7 @@ def test_sensitivity(smoke_published: Published) -> None:
 
 def test_try_it_commands_of_the_overview(smoke_published: Published) -> None:
     """book/moe/overview.md, "Try it": each command runs at smoke scale and shows what it says."""
-    off = smoke_published("cifar10h", lam=0.0)  # tilt off: Robust MoE trains plain ERM, as Vanilla
+    off = smoke_published("cifar10h", lam=0.01)  # tilt off: Robust MoE trains (nearly) plain ERM
     hard = off["table"]
     assert abs(hard["robust/hard"]["ece"] - hard["vanilla/hard"]["ece"]) < 0.02
     for target in ("photo", "sketch"):  # pacs -p target photo / sketch
