@@ -26,7 +26,7 @@ from lib.moe import experiment as exp
 from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
 
-__all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone"]
+__all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone", "tradeoff_points"]
 
 PAPER_BACKBONE = (
     "ResNet-18 (torchvision, ImageNet weights IMAGENET1K_V1 as the paper's code loads them, "
@@ -186,6 +186,16 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         tail,
         tune,
     )
+
+
+def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each method's accuracy and ECE on the held-out ``target``, ours (mean and SE over seeds, from
+    :func:`lib.moe.tables.summarize`) and the paper's (Table 2), for :func:`lib.moe.plots.tradeoff_chart`."""
+    ours = summary[summary["subset"] == "all"].assign(method=lambda d: d["method"].map(exp.METHOD_LABELS))
+    paper = pd.DataFrame(
+        [{"method": exp.METHOD_LABELS[m], "accuracy": r[0], "ece": r[2]} for m, r in PAPER_TABLE2[target].items()]
+    )
+    return ours[["method", "ece", "ece_se", "accuracy", "accuracy_se"]], paper
 
 
 class PacsPage(MoEPage):
