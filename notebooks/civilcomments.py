@@ -63,7 +63,8 @@ import torch
 
 from lib import paper_scale, plots, report
 from lib.data.text import IDENTITY_GROUPS
-from lib.moe import claims as moe_claims, experiment, lessons, paper, tables
+from lib.moe import experiment, lessons, paper, tables
+from lib.moe.claims import not_run_claims, publish_results
 from lib.moe.pages import civilcomments
 
 torch.set_num_threads(2)
@@ -117,7 +118,7 @@ report.show(data.source if data is not None else f"**Not run: data unavailable.*
 # %%
 if data is not None:
     table3 = tables.paper_table(summary)
-    moe_claims.publish_results(summary, records)
+    publish_results(summary, records)
 else:
     table3 = NOT_RUN
 report.show(table3)
@@ -192,7 +193,7 @@ if data is not None:
     report.show(report.floor_rule() + " " + why)
 else:
     report.show(report.floor_rule())
-    claims = moe_claims.not_run_claims()
+    claims = not_run_claims()
 report.publish("claims", claims.to_dict("records"))
 report.show(claims)
 
