@@ -47,39 +47,35 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, CI) | cpu (default) | paper (more samples); no training at any scale
+scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more samples); no training
 seed: int = 0  # seed of the samples and random populations
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
-
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("routing_theory", globals())
 
-# %% [markdown]
-# The settings for this scale come from the one shared config, and the page says what produced its numbers.
-
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 
-from lib import config, plots, report
+from lib import plots, report
 from lib.moe import plots as moe_plots
-from lib.moe import theory as moe_theory
-from lib.moe import routed_population
-from lib.moe import paper as moe_paper
-from lib.moe import theory_claims as theory
+from lib.moe import routed_population, theory
+from lib.moe.pages import routing_theory, sensitivity
 
 plots.use_offline_renderer()
-cfg = config.settings("routing_theory", scale)
-report.publish_scale(
+
+# %% [markdown]
+# What this scale computes:
+
+# %%
+cfg = routing_theory.PAGE.settings(scale)
+report.show(report.publish_scale(
     scale,
-    f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples per shift, "
+    f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples "
+    f"per shift, "
     f"{cfg['n_batches']} simulated loss batches of {cfg['batch_size']}, seed {seed}",
-)
-cfg
+))
 
 # %% [markdown]
 # ## 1. Two configurations with the same prediction
@@ -91,7 +87,8 @@ cfg
 
 # %%
 pop = routed_population.two_configuration_example(
-    levels=cfg["levels"], overlap=cfg["overlap"], overlap_mass=cfg["overlap_mass"], delta=cfg["delta"]
+    levels=cfg["levels"], overlap=cfg["overlap"], overlap_mass=cfg["overlap_mass"],
+    delta=cfg["delta"],
 )
 pop.tidy().round(4).head(4)
 
@@ -100,8 +97,9 @@ pop.tidy().round(4).head(4)
 # soft and the hard mixture are calibrated; the largest residuals are zero up to rounding.
 
 # %%
-train_checks = theory.training_checks(pop)
-report.publish("training_residual_max", theory.training_residual_max(train_checks))
+train_checks = routing_theory.training_checks(pop)
+residual_max = routing_theory.training_residual_max(train_checks)
+report.publish("training_residual_max", residual_max)
 pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
@@ -111,9 +109,10 @@ pd.Series(train_checks, name="value").to_frame()
 # the identity on a random soft mixture whose experts are calibrated by construction.
 
 # %%
-rand_soft = theory.random_population("soft", seed)
+rand_soft = routing_theory.random_population("soft", seed)
 identity = routed_population.disagreement_identity(rand_soft)
-report.publish("disagreement_identity_gap", abs(identity["covariance"] - identity["disagreement"]))
+gap = abs(identity["covariance"] - identity["disagreement"])
+report.publish("disagreement_identity_gap", gap)
 pd.Series(identity, name="value").to_frame()
 
 # %% [markdown]
@@ -124,7 +123,8 @@ pd.Series(identity, name="value").to_frame()
 # contrast, the same reweightings applied to a soft mixture of calibrated experts.
 
 # %%
-region = theory.region_draws(theory.random_population("hard", seed), rand_soft, cfg["n_region_draws"], seed)
+rand_hard = routing_theory.random_population("hard", seed)
+region = routing_theory.region_draws(rand_hard, rand_soft, cfg["n_region_draws"], seed)
 hard_region_gap = float(region["hard: max |residual|"].max())
 report.publish("hard_region_gap_max", hard_region_gap)
 region.describe().loc[["mean", "max"]]
@@ -137,17 +137,19 @@ region.describe().loc[["mean", "max"]]
 # eq. (4)'s prediction from $P$ alone, then draw samples from $Q$ and measure the residual per level.
 
 # %%
-gaps, samples = theory.soft_gap_sweep(pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
-for name, value in theory.gap_published(gaps).items():
+gaps, samples = routing_theory.soft_gap_sweep(
+    pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
+for name, value in routing_theory.gap_published(gaps).items():
     report.publish(name, value)
-gaps[["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]].round(4)
+columns = ["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]
+gaps[columns].round(4)
 
 # %% [markdown]
 # The measured residuals (points, ±2 standard errors) sit on eq. (4)'s predictions (diamonds); the
 # unshifted distribution ($\beta = 0$) stays calibrated.
 
 # %%
-moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured residual")
+moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured")
 
 # %% [markdown]
 # The hard-routed mixture of the same experts, under the *same* tilt computed from its own (one-hot)
@@ -156,9 +158,9 @@ moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured r
 
 # %%
 beta_max = max(cfg["betas"])
-cells0, y0 = moe_theory.sample(pop, cfg["n_samples"], None, seed=seed + 1)
-hard_rho = moe_theory.region_reweighting(pop, theory.HARD_SHIFT_OMEGA)
-cells_h, y_h = moe_theory.sample(pop, cfg["n_samples"], hard_rho, seed=seed + 2)
+cells0, y0 = theory.sample(pop, cfg["n_samples"], None, seed=seed + 1)
+hard_rho = theory.region_reweighting(pop, routing_theory.HARD_SHIFT_OMEGA)
+cells_h, y_h = theory.sample(pop, cfg["n_samples"], hard_rho, seed=seed + 2)
 cells_s, y_s = samples[beta_max]
 p_soft, p_hard = pop.prediction("soft"), pop.prediction("hard")
 plots.reliability_grid(
@@ -181,17 +183,18 @@ plots.reliability_grid(
 # tilted weights $n\,w_i$ sorted by loss, for several $\lambda$.
 
 # %%
-losses = theory.simulated_losses(cfg["n_batches"], cfg["batch_size"], seed)
-plots.line_chart(theory.weights_by_rank(losses[0], cfg["lams"]), x="rank", y="n * w", color="lambda", points=False,
-                 title="Tilted weights n w_i, examples sorted by loss", x_title="loss rank")
+losses = routing_theory.simulated_losses(cfg["n_batches"], cfg["batch_size"], seed)
+weights = routing_theory.weights_by_rank(losses[0], cfg["lams"])
+plots.line_chart(weights, x="rank", y="n * w", color="lambda", points=False,
+                 title="Tilted weights n w_i, sorted by loss", x_title="loss rank")
 
 # %% [markdown]
 # The KL identity (eq. 7), the gradient (eq. 16) and the CVaR bound (eq. 19) hold on every batch:
 # we report the largest violation over all batches and $\lambda > 0$.
 
 # %%
-robust_checks = theory.identity_checks(losses, cfg["lams"])
-report.publish("kl_identity_max_error", robust_checks[theory.KL_IDENTITY])
+robust_checks = routing_theory.identity_checks(losses, cfg["lams"])
+report.publish("kl_identity_max_error", robust_checks[routing_theory.KL_IDENTITY])
 pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 
 # %% [markdown]
@@ -202,9 +205,10 @@ pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 # Table 5, which was measured on CIFAR-10H training batches of trained Robust MoE checkpoints.
 
 # %%
-support = theory.simulated_support(losses, cfg["lams"])
-table5 = support.merge(moe_paper.PAPER_TABLE5, on="lam", how="left", suffixes=(" (ours, simulated)", " (paper)"))
-ours_lam2 = support.set_index("lam").loc[theory.PAPER_LAMBDA]
+support = routing_theory.simulated_support(losses, cfg["lams"])
+suffixes = (" (ours, simulated)", " (paper)")
+table5 = support.merge(sensitivity.PAPER_TABLE5, on="lam", how="left", suffixes=suffixes)
+ours_lam2 = support.set_index("lam").loc[routing_theory.PAPER_LAMBDA]
 report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
 
@@ -220,27 +224,32 @@ table5.round(3)
 # tilt $\beta$ and expert, the worst alignment and the three bounds (each must be at most the next).
 
 # %%
-multiacc, chain_slack = theory.multiaccuracy_table(pop, cfg["betas"])
+multiacc, chain_slack = routing_theory.multiaccuracy_table(pop, cfg["betas"])
 report.publish("multiaccuracy_min_slack", chain_slack)
 multiacc.round(4)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
 #
-# The theory claims have no numbers in the paper beyond Table 5 (section 5, beside ours); the
-# comparison is the claims table.
+# The theory has no numbers in the paper beyond Table 5 (section 5, beside ours).
 #
-# ## Which claims held at this scale
+# ## Numerical checks
 #
-# Verdicts are computed from the numbers above by `lib.moe.theory_claims.theory_claims`:
-# exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as zero, a miscalibration counts
-# when it exceeds 0.01 (`BREAK_MIN`), and a measured residual agrees with eq. (4) when it lies within
-# 4.5 standard errors (`Z_AGREEMENT`).
+# Everything on this page holds by theorem or by construction when the code is right, so each row
+# below is a *numerical check* of the book's code against the paper's mathematics, not an empirical
+# claim of the paper (the pages that train models judge those). Computed from the numbers above by
+# `routing_theory.PAGE.claims`: exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as
+# zero, a miscalibration counts when it exceeds 0.01 (`BREAK_MIN`), and a measured residual agrees
+# with eq. (4) when it lies within 4.5 standard errors (`Z_AGREEMENT`). The support falls with
+# $\lambda$ here by calculus (the same simulated losses at every $\lambda$); the paper's Table 5
+# compares different trained checkpoints, which the sensitivity page does.
 
 # %%
-claims = report.claims_table(theory.theory_claims(
-    train_checks, hard_region_gap, cfg["n_region_draws"], gaps, robust_checks[theory.KL_IDENTITY], support, chain_slack))
-claims
+kl_error = robust_checks[routing_theory.KL_IDENTITY]
+checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, cfg["n_region_draws"],
+                                    gaps, kl_error, support, chain_slack)
+report.publish("claims", checks.to_dict("records"))
+report.show(checks)
 
 # %% [markdown]
 # ## References
@@ -249,8 +258,5 @@ claims
 # {cite}`dawid1982calibrated`; entropic (tilted) risk {cite}`li2023tilted`; CVaR
 # {cite}`rockafellar2000cvar`.
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
-
-# %%
+# %% tags=["remove-cell"]
 page.finish("routing_theory")

@@ -6,9 +6,8 @@ Methods: :mod:`~lib.moe.heads` (the MoE head and its per-example losses), :mod:`
 :mod:`~lib.moe.train`, :mod:`~lib.moe.grid` (grids trained stacked), :mod:`~lib.moe.evaluate`,
 :mod:`~lib.moe.record`, :mod:`~lib.moe.theory` and :mod:`~lib.moe.routed_population` (sections 3-5).
 
-Pages: :mod:`~lib.moe.pages` (one :class:`~lib.page.Page` per notebook), :mod:`~lib.moe.experiment`
-(data and run grids), :mod:`~lib.moe.tables`, :mod:`~lib.moe.claims`, :mod:`~lib.moe.paper` (the
-paper's numbers), and the page modules :mod:`~lib.moe.cifar10h`, :mod:`~lib.moe.pacs`,
-:mod:`~lib.moe.civilcomments`, :mod:`~lib.moe.sensitivity`, :mod:`~lib.moe.theory_claims`;
-figures in :mod:`~lib.moe.plots`.
+Pages: one module per notebook, ``lib.moe.pages.<notebook>`` (its plan, data, tables, claims and
+the paper's numbers it quotes), on what they share: :mod:`~lib.moe.experiment` (data and run grids),
+:mod:`~lib.moe.tables`, :mod:`~lib.moe.claims` (claims (i)-(iv)), :mod:`~lib.moe.paper` (the paper's
+sentences), :mod:`~lib.moe.lessons` (the methods on tiny batches); figures in :mod:`~lib.moe.plots`.
 """

@@ -1,10 +1,13 @@
-"""Paper 1's claims judged from the numbers, and the numbers the pages publish for their tests.
+"""Paper 1's claims (i)-(iv), shared by the CIFAR-10H, PACS and CivilComments pages, judged from
+the runs' per-seed numbers, and the numbers those pages publish for their tests.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 6. The claims (i)-(iv) of book/moe/overview, and MoCaE's accuracy equalling Vanilla's, are
-judged as "held", "did not hold" or "inconclusive at this scale" from the summaries of
-:mod:`lib.moe.tables` (:func:`compare`, :func:`moe_claims`); :func:`lib.report.claims_table`
-lays them out.
+Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1), section 6. Every claim is
+judged by the book's one symmetric rule (:func:`lib.report.paired_verdict`): the per-seed
+differences of the two sides (every method runs the same seeds, and MoCaE is Vanilla MoE's own
+network recalibrated, so the pairs share their seed) against two standard errors of their mean,
+and at least :data:`MARGIN`. The same rule weighs a paper's own table where it prints means and
+standard errors (PACS, Table 2): there the pairs are not printed, so the standard error of a
+difference is the two printed ones combined, sqrt(se_a^2 + se_b^2) (:func:`lib.report.two_se_verdict`).
 """
 
 from __future__ import annotations
@@ -16,55 +19,74 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib import report
 from lib.moe.experiment import METHOD_LABELS, METRICS
 from lib.moe.record import MoERecord
-from lib.moe.tables import fmt
-from lib.report import VERDICTS, claims_table, publish
+from lib.moe.tables import fmt, summarize
 from lib.validation import check_choice
 
 ROBUST: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
 NON_ROBUST: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr")
-# The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
-# the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of
-# tempered experts can move the argmax, so exact equality is not implied; lib.moe.evaluate.)
+
+MARGIN: float = 0.01
+"""The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
+with several the noise bar is max(2 SE, MARGIN) (:func:`lib.report.two_se_verdict`)."""
+
 MOCAE_ACC_TOL = 5e-4
+"""The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
+the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
+experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)"""
 
-
-def compare(a: float, a_se: float, b: float, b_se: float, margin: float = 0.01) -> str:
-    """Is ``a`` lower than ``b``? 'held' when b - a exceeds the noise, 'did not hold' when a - b
-    does, else 'inconclusive at this scale'. Noise = 2 * sqrt(se_a^2 + se_b^2) when both standard
-    errors exist (>= 2 seeds), else the fixed ``margin`` (one seed gives no error estimate).
-    """
-    vals = (a, b)
-    if any(v is None or not np.isfinite(v) for v in vals):
-        return "inconclusive at this scale"
-    ses = [s for s in (a_se, b_se) if s is not None and np.isfinite(s)]
-    noise = 2 * math.sqrt(sum(s * s for s in ses)) if len(ses) == 2 else margin
-    if b - a > noise:
-        return "held"
-    if a - b > noise:
-        return "did not hold"
-    return "inconclusive at this scale"
-
-
-def _best(
-    summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True
-) -> tuple[str, float, float]:
-    sub = summary[(summary["subset"] == subset) & summary["method"].isin(methods)].dropna(subset=[metric])
-    if sub.empty:
-        return "", float("nan"), float("nan")
-    row = sub.loc[sub[metric].idxmin() if lowest else sub[metric].idxmax()]
-    return str(row["method"]), float(row[metric]), float(row[f"{metric}_se"])
-
-
-# What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
-# when the page could not run (not_run_claims).
 PAPER_SAYS: tuple[str, ...] = (
     "a robust method has the lowest hard/shifted ECE in every table",
     "MoCaE improves ECE only modestly over Vanilla MoE",
     "Robust Filtered keeps more accuracy (e.g. best PACS-Sketch accuracy)",
     "robust methods remain best on hard/shifted ECE+TS",
 )
+"""What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
+when the page could not run (:func:`not_run_claims`)."""
+
+CLAIMS: tuple[str, ...] = (
+    "(i) robust objectives lower ECE on {subset} data",
+    "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
+    "(iii) Robust Filtered trades less accuracy than Robust MoE",
+    "(iv) the gains survive temperature scaling",
+)
+
+PaperRow = tuple[float, float, float, float, float, float]
+"""A method's row of a paper table: accuracy, its SE, ECE, its SE, ECE+TS, its SE."""
+
+
+def seed_values(frame: pd.DataFrame, method: str, subset: str, metric: str) -> pd.Series:
+    """``metric`` of ``method`` on ``subset``, one value per seed (indexed by seed)."""
+    rows = frame[(frame["method"] == method) & (frame["subset"] == subset)]
+    return rows.set_index("seed")[metric].dropna().astype(float)
+
+
+def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.ndarray:
+    """Per-seed differences ``metric(a) - metric(b)`` on ``subset`` over the seeds both ran."""
+    va, vb = seed_values(frame, a, subset, metric), seed_values(frame, b, subset, metric)
+    seeds = va.index.intersection(vb.index)
+    return (va[seeds] - vb[seeds]).to_numpy()
+
+
+def diff_text(diffs: np.ndarray) -> str:
+    """'.043 ± .006 (3 seeds)': the mean paired difference and its SE (none with one seed)."""
+    se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else None
+    return f"{fmt(float(diffs.mean()), se)} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
+
+
+def verdict_of(diffs: np.ndarray, margin: float = MARGIN) -> str:
+    """:func:`lib.report.paired_verdict` of ``diffs``; inconclusive when no seed has both sides."""
+    return report.paired_verdict(diffs, margin) if len(diffs) else report.VERDICTS[2]
+
+
+def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True) -> str:
+    """The method of ``methods`` with the lowest (or highest) mean ``metric`` on ``subset``; "" if none."""
+    sub = summary[(summary["subset"] == subset) & summary["method"].isin(methods)].dropna(subset=[metric])
+    if sub.empty:
+        return ""
+    return str(sub.loc[sub[metric].idxmin() if lowest else sub[metric].idxmax()]["method"])
 
 
 def best_accuracy(summary: pd.DataFrame) -> float:
@@ -76,90 +98,121 @@ def best_accuracy(summary: pd.DataFrame) -> float:
     return float(acc.max()) if len(acc) else float("nan")
 
 
+def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str, margin: float = MARGIN) -> str:
+    """The same rule on a paper's table of means and SEs: "``metric``(a) - ``metric``(b) > 0"
+    against two combined SEs (and ``margin``); :data:`lib.report.NOT_TESTABLE` without a table."""
+    if not paper or a not in paper or b not in paper:
+        return report.NOT_TESTABLE
+    col = 2 * METRICS.index(metric)
+    (ma, sa), (mb, sb) = paper[a][col : col + 2], paper[b][col : col + 2]
+    return report.two_se_verdict(ma - mb, math.sqrt(sa * sa + sb * sb), margin)
+
+
+def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], metric: str) -> str:
+    col = 2 * METRICS.index(metric)
+    got = [m for m in methods if paper and m in paper]
+    return min(got, key=lambda m: paper[m][col]) if got else ""  # type: ignore[index]
+
+
 def moe_claims(
-    summary: pd.DataFrame,
+    frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]] = (),
     subset: str = "hard",
     subset_name: str = "hard",
-    margin: float = 0.01,
+    paper: Mapping[str, PaperRow] | None = None,
+    margin: float = MARGIN,
 ) -> pd.DataFrame:
-    """The paper's claims (i)-(iv) (book/moe/overview) judged from ``summary`` (:func:`lib.moe.tables.summarize`), plus MoCaE's
-    accuracy equalling Vanilla's (checked on the ``records`` themselves).
+    """The paper's claims (i)-(iv) (book/moe/overview) from the per-seed ``frame``
+    (:func:`lib.moe.tables.results_frame`), plus MoCaE's accuracy equalling Vanilla's (on the
+    ``records`` themselves). Each row's effect is signed so that positive supports the claim:
 
-    (i) the best robust method has lower ECE on the ``subset`` than the best non-robust one;
-    (ii) MoCaE's ECE gain over Vanilla is smaller than the best robust method's;
-    (iii) Robust Filtered loses less accuracy than Robust MoE (higher accuracy on all points);
-    (iv) (i) still holds after temperature scaling (ECE+TS).
+    (i) the best non-robust method's ``subset`` ECE minus the best robust method's (best by mean);
+    (ii) the best robust method's ECE gain over Vanilla minus MoCaE's, i.e. ECE(MoCaE) - ECE(robust);
+    (iii) Robust Filtered's accuracy on all points minus Robust MoE's;
+    (iv) (i) on ECE+TS.
 
-    Whether the models learned enough to be judged is the page's call, with the book's one rule
-    (:func:`lib.report.gate_claims` on :func:`best_accuracy`).
+    ``paper`` (method -> :data:`PaperRow` on ``subset``: PACS's Table 2) gives each row ``paper_own``,
+    the same rule on the paper's numbers; without it the paper's own verdict is "not testable".
+    Whether the models learned enough to be judged is the page's call (:func:`lib.report.gate_claims`).
     """
+    summary = summarize(frame)
     L = METHOD_LABELS
     rows: list[dict[str, Any]] = []
-    rb, rb_e, rb_se = _best(summary, ROBUST, subset, "ece")
-    nb, nb_e, nb_se = _best(summary, NON_ROBUST, subset, "ece")
-    rows.append(
-        {
-            "claim": f"(i) robust objectives lower ECE on {subset_name} data",
-            "paper": PAPER_SAYS[0],
-            "ours": f"best robust {L.get(rb, '—')} {fmt(rb_e, rb_se)} vs best non-robust {L.get(nb, '—')} {fmt(nb_e, nb_se)}",
-            "verdict": compare(rb_e, rb_se, nb_e, nb_se, margin),
-        }
+    for metric, claim, says in (
+        ("ece", CLAIMS[0].format(subset=subset_name), PAPER_SAYS[0]),
+        ("ece_ts", CLAIMS[3], PAPER_SAYS[3]),
+    ):
+        rb, nb = best(summary, ROBUST, subset, metric), best(summary, NON_ROBUST, subset, metric)
+        d = paired(frame, nb, rb, subset, metric)
+        rows.append(
+            {
+                "claim": claim,
+                "paper": says,
+                "ours": f"{subset_name} {'ECE' if metric == 'ece' else 'ECE+TS'}: best non-robust "
+                f"{L.get(nb, '—')} minus best robust {L.get(rb, '—')} = {diff_text(d) if len(d) else '—'}",
+                "verdict": verdict_of(d, margin),
+                "paper_own": paper_verdict(
+                    paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
+                ),
+            }
+        )
+    rb = best(summary, ROBUST, subset, "ece")
+    gain_mocae, gain_robust = (
+        paired(frame, "vanilla", "mocae", subset, "ece"),
+        paired(frame, "vanilla", rb, subset, "ece"),
     )
-    get = lambda m, s, k: _value(summary, m, s, k)  # noqa: E731
-    v, v_se = get("vanilla", subset, "ece")
-    mc, mc_se = get("mocae", subset, "ece")
-    gain_mocae = v - mc
-    gain_robust = v - rb_e
-    verdict = "inconclusive at this scale"
-    if all(np.isfinite(x) for x in (gain_mocae, gain_robust)):
-        verdict = compare(-gain_robust, rb_se, -gain_mocae, mc_se, margin)
-    rows.append(
+    d = paired(frame, "mocae", rb, subset, "ece")
+    rows.insert(
+        1,
         {
-            "claim": "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
+            "claim": CLAIMS[1],
             "paper": PAPER_SAYS[1],
-            "ours": f"{subset_name} ECE gain over Vanilla: MoCaE {fmt(gain_mocae)}, best robust {fmt(gain_robust)}",
-            "verdict": verdict,
-        }
+            "ours": f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae) if len(gain_mocae) else '—'}, "
+            f"best robust {L.get(rb, '—')} {diff_text(gain_robust) if len(gain_robust) else '—'}; "
+            f"difference {diff_text(d) if len(d) else '—'}",
+            "verdict": verdict_of(d, margin),
+            "paper_own": paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece", margin),
+        },
     )
-    rf, rf_se = get("robust_filtered", "all", "accuracy")
-    r, r_se = get("robust", "all", "accuracy")
-    rows.append(
+    d = paired(frame, "robust_filtered", "robust", "all", "accuracy")
+    rows.insert(
+        2,
         {
-            "claim": "(iii) Robust Filtered trades less accuracy than Robust MoE",
+            "claim": CLAIMS[2],
             "paper": PAPER_SAYS[2],
-            "ours": f"accuracy: Robust Filtered {fmt(rf, rf_se)}, Robust MoE {fmt(r, r_se)}",
-            "verdict": compare(-rf, rf_se, -r, r_se, margin),
-        }
-    )
-    rb2, rb2_e, rb2_se = _best(summary, ROBUST, subset, "ece_ts")
-    nb2, nb2_e, nb2_se = _best(summary, NON_ROBUST, subset, "ece_ts")
-    rows.append(
-        {
-            "claim": "(iv) the gains survive temperature scaling",
-            "paper": PAPER_SAYS[3],
-            "ours": f"{subset_name} ECE+TS: best robust {L.get(rb2, '—')} {fmt(rb2_e, rb2_se)} vs best non-robust {L.get(nb2, '—')} {fmt(nb2_e, nb2_se)}",
-            "verdict": compare(rb2_e, rb2_se, nb2_e, nb2_se, margin),
-        }
+            "ours": f"accuracy, Robust Filtered minus Robust MoE: {diff_text(d) if len(d) else '—'}",
+            "verdict": verdict_of(d, margin),
+            "paper_own": paper_verdict(paper, "robust_filtered", "robust", "accuracy", margin),
+        },
     )
     eq = mocae_accuracy_check(records)
     if eq is not None:
+        own = report.NOT_TESTABLE
+        if paper and {"mocae", "vanilla"} <= set(paper):
+            own = report.verdict(abs(paper["mocae"][0] - paper["vanilla"][0]) < MOCAE_ACC_TOL)
         rows.append(
             {
                 "claim": "MoCaE's accuracy equals Vanilla MoE's",
                 "paper": "identical in every cell of every table (printed to 3 decimals)",
                 "ours": f"largest |difference| over runs and subsets: {eq:.4f}",
-                "verdict": "held" if eq < MOCAE_ACC_TOL else "did not hold",
+                "verdict": report.verdict(eq < MOCAE_ACC_TOL),
+                "paper_own": own,
             }
         )
-    return claims_table(rows)
+    return report.claims_table(rows)
 
 
-def _value(summary: pd.DataFrame, method: str, subset: str, metric: str) -> tuple[float, float]:
-    row = summary[(summary["method"] == method) & (summary["subset"] == subset)]
-    if row.empty:
-        return float("nan"), float("nan")
-    return float(row[metric].iloc[0]), float(row[f"{metric}_se"].iloc[0])
+def gate(
+    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame, paper_accuracy: float, chance: float
+) -> tuple[pd.DataFrame, str, bool]:
+    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+    the best mean accuracy of ``frame`` (:func:`best_accuracy`; none finite counts as not learned)
+    against ``paper_accuracy`` above ``chance``. Every paper-1 claim depends on the trained model, so
+    none is exempt. Returns the claims table, the gate's sentence and whether the floor was met."""
+    accuracy = best_accuracy(summarize(frame))
+    accuracy = accuracy if accuracy == accuracy else 0.0
+    gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
+    return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_accuracy, chance)
 
 
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
@@ -183,25 +236,22 @@ def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
     subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`).
     """
     rows = summary if subset is None else summary[summary["subset"] == subset]
-    publish("methods", sorted(set(summary["method"])))
-    publish(
+    report.publish("methods", sorted(set(summary["method"])))
+    report.publish(
         "table",
         {
             (r.method if subset is not None else f"{r.method}/{r.subset}"): {m: float(getattr(r, m)) for m in METRICS}
             for r in rows.itertuples()
         },
     )
-    publish("mocae_accuracy_diff", mocae_accuracy_check(records))
+    report.publish("mocae_accuracy_diff", mocae_accuracy_check(records))
 
 
 def not_run_claims(reason: str = "not run: data unavailable") -> pd.DataFrame:
     """The claims table of a page whose data is missing: every claim marked ``reason``, with what
     the paper reports for it (``PAPER_SAYS``) all the same."""
-    check_choice(reason, VERDICTS, "reason")
-    names = [
-        "(i) robust objectives lower ECE on hard data",
-        "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
-        "(iii) Robust Filtered trades less accuracy than Robust MoE",
-        "(iv) the gains survive temperature scaling",
-    ]
-    return claims_table([{"claim": n, "paper": p, "ours": "—", "verdict": reason} for n, p in zip(names, PAPER_SAYS)])
+    check_choice(reason, report.VERDICTS, "reason")
+    names = [c.format(subset="hard") for c in CLAIMS]
+    return report.claims_table(
+        [{"claim": n, "paper": p, "ours": "—", "verdict": reason} for n, p in zip(names, PAPER_SAYS)]
+    )

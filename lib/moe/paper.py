@@ -5,13 +5,10 @@ The text extraction of the paper dropped the digits of Tables 1 and 3 and of the
 them. So for each quantity the CIFAR-10H and CivilComments pages report, ``PAPER_STATEMENTS`` holds
 the paper's exact sentence (with "[…]" where a number was lost) and the paper's value where it
 survived, and :func:`beside_paper_statements` puts our number from the run next to it. Two tables
-survived whole: PACS Table 2 (``PAPER_PACS``, set beside ours by
-:func:`lib.moe.tables.beside_paper`) and the lambda sensitivity of Appendix D.6, Table 5
-(``PAPER_TABLE5``). Nothing here is a number we typed in as the paper's unless the paper's text
+survived whole, each kept by its page: PACS Table 2 (``lib.moe.pages.pacs.PAPER_TABLE2``, with its
+standard errors) and the lambda sensitivity of Appendix D.6, Table 5
+(``lib.moe.pages.sensitivity.PAPER_TABLE5``). Nothing here is a number we typed in as the paper's unless the paper's text
 still carries it.
-
-Table 5 (App. D.6, effective support of the tilted weights) survived; :func:`support_claims` judges
-its two checkable statements from our numbers.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib.validation import check_choice, check_positive
+from lib.validation import check_choice
 
 LOST = "lost in the text extraction"
 
@@ -37,10 +34,6 @@ OURS_TEXT = "our text of the paper"
 # The paper's best CivilComments accuracy (Robust Filtered, §6.3; source OTHER_TEXT): the accuracy the
 # CivilComments page's floor is measured against (lib.report.gate_claims).
 PAPER_CIVIL_BEST_ACCURACY = 0.915
-# Table 1's CIFAR-10H accuracies were lost everywhere; the CIFAR-10H and sensitivity pages measure
-# their floor against this reference, OUR CHOICE (as the L2D CIFAR-10 page does): below what a
-# ResNet-18 reaches on CIFAR-10 (about 0.93-0.95 in 50 epochs).
-REFERENCE_CIFAR10H_ACCURACY = 0.90
 
 # (quantity, method, subset, metric, paper value or None, exact sentence of the paper)
 _S137 = (
@@ -125,58 +118,6 @@ PAPER_COUNTS: dict[str, tuple[str, float, str]] = {
     ),
 }
 
-# The paper's Table 2 (mean over 5 seeds): (accuracy, ECE, ECE+TS) per target.
-PAPER_PACS: dict[str, dict[str, tuple[float, float, float]]] = {
-    "photo": {
-        "single": (0.943, 0.031, 0.024),
-        "vanilla": (0.941, 0.033, 0.026),
-        "mocae": (0.941, 0.027, 0.018),
-        "fgr": (0.940, 0.035, 0.027),
-        "robust": (0.931, 0.018, 0.019),
-        "robust_filtered": (0.930, 0.016, 0.013),
-        "fgr_robust": (0.928, 0.016, 0.017),
-    },
-    "art_painting": {
-        "single": (0.780, 0.128, 0.106),
-        "vanilla": (0.767, 0.141, 0.118),
-        "mocae": (0.767, 0.119, 0.094),
-        "fgr": (0.768, 0.143, 0.122),
-        "robust": (0.692, 0.088, 0.071),
-        "robust_filtered": (0.732, 0.075, 0.057),
-        "fgr_robust": (0.732, 0.061, 0.045),
-    },
-    "cartoon": {
-        "single": (0.730, 0.166, 0.140),
-        "vanilla": (0.732, 0.171, 0.146),
-        "mocae": (0.732, 0.147, 0.119),
-        "fgr": (0.728, 0.175, 0.150),
-        "robust": (0.723, 0.108, 0.088),
-        "robust_filtered": (0.718, 0.135, 0.113),
-        "fgr_robust": (0.698, 0.134, 0.113),
-    },
-    "sketch": {
-        "single": (0.637, 0.217, 0.230),
-        "vanilla": (0.667, 0.183, 0.189),
-        "mocae": (0.667, 0.190, 0.195),
-        "fgr": (0.667, 0.176, 0.187),
-        "robust": (0.666, 0.033, 0.072),
-        "robust_filtered": (0.670, 0.065, 0.093),
-        "fgr_robust": (0.660, 0.072, 0.105),
-    },
-}
-
-# Appendix D.6, Table 5: lambda -> perplexity of the tilted weights on CIFAR-10H training batches of
-# 128 (trained Robust MoE checkpoint at each lambda), effective fraction, ratio bound 1/alpha, top-k.
-PAPER_TABLE5 = pd.DataFrame(
-    {
-        "lam": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
-        "perplexity": [122.4, 115.6, 106.6, 93.2, 83.4, 80.1, 67.4, 65.6],
-        "fraction": [0.956, 0.903, 0.833, 0.728, 0.651, 0.626, 0.526, 0.513],
-        "ratio_bound": [1.0, 1.1, 1.2, 1.4, 1.5, 1.6, 1.9, 2.0],
-        "top_k": [128, 117, 107, 92, 86, 80, 68, 64],
-    }
-)
-
 
 def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One row per quantity the paper states for ``page`` ("cifar10h" or "civilcomments"): the
@@ -206,48 +147,3 @@ def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[st
             }
         )
     return pd.DataFrame(rows)
-
-
-def support_claims(
-    support: pd.DataFrame, paper: pd.DataFrame, lam: float = 2.0, tol: float = 0.05
-) -> list[dict[str, str]]:
-    """Table 5's two checkable statements, with verdicts computed from ``support`` (columns ``lam``,
-    ``perplexity``, ``fraction``, ``ratio_bound``: lib.moe.robust.effective_support averaged per lambda)
-    against the paper's ``paper`` (``PAPER_TABLE5`` above):
-
-    * the effective fraction falls monotonically in lambda ("the mapping is monotone and smooth");
-    * at ``lam`` the fraction is within ``tol`` of the paper's (72.8% at lambda = 2).
-
-    Returns claim rows for lib.report.claims_table.
-    """
-    for name, df, cols in (
-        ("support", support, ("lam", "fraction", "perplexity", "ratio_bound")),
-        ("paper", paper, ("lam", "fraction", "perplexity", "ratio_bound")),
-    ):
-        if not isinstance(df, pd.DataFrame) or not set(cols) <= set(df.columns) or df.empty:
-            raise ValueError(f"{name}: expected a non-empty DataFrame with columns {cols}")
-    check_positive(tol, "tol")
-    s = support.sort_values("lam")
-    steps = np.diff(s["fraction"].to_numpy())
-    mono = bool((steps < 0).all())
-    ours = s.set_index("lam")
-    ref = paper.set_index("lam")
-    if lam not in ours.index or lam not in ref.index:
-        raise ValueError(f"lam: {lam} must be a lambda of both support and paper")
-    o, pp = ours.loc[lam], ref.loc[lam]
-    close = abs(float(o["fraction"]) - float(pp["fraction"])) <= tol
-    return [
-        {
-            "claim": "the effective support falls monotonically as lambda grows (Table 5)",
-            "paper": '"the mapping is monotone and smooth in [lambda]" (App. D.6)',
-            "ours": f"fractions {', '.join(f'{v:.3f}' for v in s['fraction'])} at lambda {', '.join(f'{v:g}' for v in s['lam'])}",
-            "verdict": "held" if mono else "did not hold",
-        },
-        {
-            "claim": f"lambda = {lam:g} keeps about {float(pp['fraction']):.0%} effective support at n = 128",
-            "paper": f"Table 5: {float(pp['perplexity']):.1f}/128 = {float(pp['fraction']):.1%}, ratio {float(pp['ratio_bound']):.1f}",
-            "ours": f"simulated losses: {float(o['perplexity']):.1f}/128 = {float(o['fraction']):.1%}, ratio "
-            f"{float(o['ratio_bound']):.2f} (held if within {tol:.0%} of the paper's)",
-            "verdict": "held" if close else "did not hold",
-        },
-    ]

@@ -1,4 +1,5 @@
-"""Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips.
+"""Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips,
+the accuracy-calibration trade-off of the methods.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
 section 4 (eq. 4) and Appendix E (Figs. E.2, E.3). The shared chart kinds (reliability diagrams,
@@ -128,3 +129,33 @@ def image_strip(images: ArrayLike, captions: Sequence[str], size: int = 96, colu
         )
         charts.append(alt.vconcat(pic, text, spacing=2))
     return alt.concat(*charts, columns=int(columns)).configure_view(stroke=None)
+
+
+def tradeoff_chart(
+    ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "Accuracy vs ECE", width: int = 360
+) -> alt.LayerChart:
+    """Each method's accuracy against its ECE (claims (i) and (iii) are about this trade-off): ours
+    as filled points with +-2 s.e. bars where there are seeds, the paper's (``paper``, same columns,
+    optional) as hollow squares. Columns: ``method``, ``ece``, ``accuracy`` and, for ours,
+    ``ece_se`` and ``accuracy_se`` (NaN with one seed)."""
+    check_columns(ours, method="method", ece="ece", accuracy="accuracy", ece_se="ece_se", accuracy_se="accuracy_se")
+    data = ours.assign(_x0=ours["ece"] - 2 * ours["ece_se"].fillna(0), _x1=ours["ece"] + 2 * ours["ece_se"].fillna(0))
+    x, y = (
+        alt.X("ece:Q", title="ECE (lower is better)"),
+        alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
+    )
+    col = alt.Color("method:N", title="method")
+    layers = [
+        alt.Chart(data).mark_rule().encode(x="_x0:Q", x2="_x1:Q", y=y, color=col),
+        alt.Chart(data)
+        .mark_point(filled=True, size=70)
+        .encode(x=x, y=y, color=col, tooltip=["method", "ece", "accuracy"]),
+    ]
+    if paper is not None:
+        check_columns(paper, method="method", ece="ece", accuracy="accuracy")
+        layers.append(
+            alt.Chart(paper)
+            .mark_square(filled=False, size=90, strokeWidth=2)
+            .encode(x=x, y=y, color=col, tooltip=["method", "ece", "accuracy"])
+        )
+    return alt.layer(*layers).properties(title=title, width=width, height=240)

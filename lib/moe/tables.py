@@ -8,10 +8,10 @@ section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.mo
 * :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
   subset), mean +- standard error over seeds, formatted like the paper's tables (:func:`fmt`);
 * :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper,
-  ``lib.moe.paper.PAPER_PACS``; Tables 1 and 3 lost their numbers in text
+  ``lib.moe.pages.pacs.PAPER_TABLE2``; Tables 1 and 3 lost their numbers in text
   extraction, so there is nothing to quote for them);
 * :func:`mocae_fit_table` -- MoCaE with the paper's partial temperature fit and with converged ones;
-* :func:`provenance_table` -- where every number came from.
+* :func:`provenance_table` -- where every number came from (one line and one row per method).
 """
 
 from __future__ import annotations
@@ -125,11 +125,10 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
     return pd.DataFrame(rows)
 
 
-def beside_paper(
-    summary: pd.DataFrame, paper: Mapping[str, tuple[float, float, float]], subset: str = "hard"
-) -> pd.DataFrame:
-    """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's (a Table 2 column
-    of ``lib.moe.paper.PAPER_PACS``), one row per method.
+def beside_paper(summary: pd.DataFrame, paper: Mapping[str, Sequence[float]], subset: str = "hard") -> pd.DataFrame:
+    """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's, one row per method:
+    ``paper`` maps a method to (accuracy, SE, ECE, SE, ECE+TS, SE) as a table prints them (PACS's
+    Table 2 for one target, ``lib.moe.pages.pacs.PAPER_TABLE2``).
     """
     check_choice(subset, SUBSETS, "subset")
     rows = []
@@ -141,7 +140,7 @@ def beside_paper(
         for i, metric in enumerate(METRICS):
             label = {"accuracy": "Acc", "ece": "ECE", "ece_ts": "ECE+TS"}[metric]
             row[f"{label} (ours)"] = fmt(ours[metric].iloc[0], ours[f"{metric}_se"].iloc[0]) if not ours.empty else "—"
-            row[f"{label} (paper)"] = fmt(paper[m][i]) if m in paper else "—"
+            row[f"{label} (paper)"] = fmt(paper[m][2 * i], paper[m][2 * i + 1]) if m in paper else "—"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -180,10 +179,10 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Where every number came from: method, seed, backbone (and whether pretrained), device, date,
-    epochs, training minutes, and whether the record was committed (results/) or computed here.
-    """
+def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.DataFrame]:
+    """Where every number came from, compactly: one sentence naming the backbone(s) once, and one row
+    per method (seeds, epochs, device, date, code version, training minutes summed over its seeds,
+    and whether the records were committed GPU results in ``results/`` or computed here)."""
     from lib.engine.runs import is_committed
 
     rows = []
@@ -192,17 +191,30 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             {
                 "method": METHOD_LABELS.get(r.method, r.method),
                 "seed": r.seed,
-                "backbone": r.backbone,
-                "pretrained": r.pretrained,
+                "backbone": f"{r.backbone} ({'ImageNet-pretrained' if r.pretrained else 'random init'})",
                 "epochs": r.epochs,
                 "device": r.device,
-                "date": r.date,
+                "date": str(r.date)[:10],
                 "code": f"v{r.version}",
-                "train_min": round((r.train_seconds or 0) / 60, 2),
-                "source": "committed GPU result (results/)" if is_committed(r.raw) else "computed here (cache)",
+                "train_min": (r.train_seconds or 0) / 60,
+                "source": "results/ (GPU)" if is_committed(r.raw) else "computed here",
             }
         )
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return "No runs.", frame
+    line = "Backbone: " + "; ".join(dict.fromkeys(frame["backbone"])) + "."
+    join = lambda v: ", ".join(dict.fromkeys(map(str, v)))  # noqa: E731
+    table = frame.groupby("method", sort=False).agg(
+        seeds=("seed", join),
+        epochs=("epochs", join),
+        device=("device", join),
+        date=("date", join),
+        code=("code", join),
+        train_min=("train_min", lambda v: round(float(v.sum()), 2)),
+        source=("source", join),
+    )
+    return line, table.reset_index()
 
 
 def with_mocae(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -28,21 +28,30 @@ def moe_frame() -> Callable[[dict[str, dict[str, list[float]]]], pd.DataFrame]:
     return _moe_frame
 
 
+ROBUST_WINS: dict[str, dict[str, list[float]]] = {
+    "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
+    "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
+    "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
+    "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
+    "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
+    "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
+    "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
+}
+"""Two seeds of paper-1 runs in which the robust methods clearly win on ECE (the paper's claims hold)."""
+
+
+@pytest.fixture()
+def robust_wins_frame() -> pd.DataFrame:
+    """The per-seed rows of :data:`ROBUST_WINS` (lib.moe.tables.results_frame's shape)."""
+    return _moe_frame(ROBUST_WINS)
+
+
 @pytest.fixture()
 def robust_wins_summary() -> pd.DataFrame:
-    """A paper-1 summary in which the robust methods clearly win on ECE (the paper's claims hold)."""
+    """:data:`ROBUST_WINS` summarised (lib.moe.tables.summarize)."""
     from lib.moe import tables as moe_tables
 
-    vals = {
-        "single": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "vanilla": {"accuracy": [0.90, 0.91], "ece": [0.20, 0.21], "ece_ts": [0.15, 0.16]},
-        "mocae": {"accuracy": [0.90, 0.91], "ece": [0.19, 0.20], "ece_ts": [0.15, 0.15]},
-        "fgr": {"accuracy": [0.90, 0.90], "ece": [0.22, 0.22], "ece_ts": [0.16, 0.16]},
-        "robust": {"accuracy": [0.85, 0.86], "ece": [0.05, 0.06], "ece_ts": [0.05, 0.06]},
-        "robust_filtered": {"accuracy": [0.89, 0.90], "ece": [0.07, 0.07], "ece_ts": [0.07, 0.07]},
-        "fgr_robust": {"accuracy": [0.88, 0.88], "ece": [0.06, 0.07], "ece_ts": [0.06, 0.06]},
-    }
-    return moe_tables.summarize(_moe_frame(vals))
+    return moe_tables.summarize(_moe_frame(ROBUST_WINS))
 
 
 def _l2d_fake_runs(softmax_slope: float, ova_slope: float, acc_gap: float) -> pd.DataFrame:

@@ -143,7 +143,7 @@ def test_used_in_index_is_generated_from_the_pages_code() -> None:
     index = book.used_in_index(["pacs", "calibration"])
     lines = index.splitlines()
     assert lines[0].startswith("| `lib` function")
-    row = next(line for line in lines if "`lib.moe.pacs.pacs_backbone`" in line)
+    row = next(line for line in lines if "`lib.moe.pages.pacs.pacs_backbone`" in line)
     assert "[pacs](../notebooks/pacs.ipynb)" in row and "calibration" not in row
     refs = set(book.lib_references(repo_root() / "notebooks" / "pacs.ipynb"))
     assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs

@@ -71,3 +71,22 @@ class MoEPage(Page):
         from lib.moe import tables
 
         return tables.paper_scale_table(items, got)
+
+    def run(
+        self, cfg: Mapping[str, Any], data: Any, target: str | None = None, train: bool = True
+    ) -> list[dict[str, Any]]:
+        """The records of every run the page shows at the settings ``cfg`` (and PACS ``target``), in
+        plan order, MoCaE's made post hoc from its Vanilla run. With ``train`` the unfinished runs
+        train first through :meth:`train`, the queue's path; without it (paper scale) only the runs
+        published in ``results/`` or cached are read. Numerical RuntimeWarnings are silenced."""
+        import warnings
+
+        from lib.moe.grid import run_grid
+
+        items = self.runs(cfg, target)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if train:
+                todo = [it for it in items if not it.post_hoc]
+                self.train(todo, cfg, data, stack=cfg.get("stack") or None, log=lambda line: None)
+            return run_grid([it.config for it in items], data, train=False)

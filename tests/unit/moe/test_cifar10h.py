@@ -1,4 +1,4 @@
-"""lib.moe.cifar10h: the CIFAR-10H page's agreement table, its two own claims and the gate."""
+"""lib.moe.pages.cifar10h: the CIFAR-10H page's agreement table, its two own claims and the gate."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.moe import cifar10h as c10
-from lib.moe import tables as moe_tables
+from lib.moe.pages import cifar10h as c10
 
 # four test images, one per agreement bin: largest human probabilities 0.4, 0.6, 0.8, 1.0
 HUMAN = np.array([[0.4, 0.3, 0.3], [0.6, 0.4, 0.0], [0.8, 0.2, 0.0], [1.0, 0.0, 0.0]])
@@ -32,48 +31,50 @@ def test_by_agreement_bins_and_pools_seeds() -> None:
 
 
 def _agreement(robust_low: float, plain_low: float) -> pd.DataFrame:
-    # confidence 0.95 on the most agreed bin for every method; the least agreed bin differs
+    # confidence 0.95 on the most agreed bin for every method; the least agreed bin differs (one seed)
     preds = {
-        "Robust MoE": _preds([robust_low, 0.9, 0.9, 0.95], [1] * 4),
-        "Vanilla MoE": _preds([plain_low, 0.9, 0.9, 0.95], [1] * 4),
+        "Robust MoE": {**_preds([robust_low, 0.9, 0.9, 0.95], [1] * 4), "seed": np.zeros(4)},
+        "Vanilla MoE": {**_preds([plain_low, 0.9, 0.9, 0.95], [1] * 4), "seed": np.zeros(4)},
     }
-    return c10.by_agreement(preds, HUMAN)
+    return c10.by_agreement(preds, HUMAN, per_seed=True)
 
 
 def test_agreement_claim_holds_fails_and_is_inconclusive() -> None:
     assert c10.agreement_claim(_agreement(0.55, 0.90))[0]["verdict"] == "held"  # drops 0.40 vs 0.05
     assert c10.agreement_claim(_agreement(0.90, 0.55))[0]["verdict"] == "did not hold"
     assert c10.agreement_claim(_agreement(0.90, 0.91))[0]["verdict"] == "inconclusive at this scale"
-    # margin: the robust drop (0.05) exceeds the plain one (0.04) by 0.01, which counts below a 0.005 margin
+    # margin: the robust drop (0.05) exceeds the plain one (0.04) by 0.01, which counts above a 0.005 margin
     assert c10.agreement_claim(_agreement(0.90, 0.91), margin=0.005)[0]["verdict"] == "held"
     only_robust = _agreement(0.5, 0.9)
     assert c10.agreement_claim(only_robust[only_robust["method"] == "Robust MoE"]) == []
+    assert c10.agreement_claim(_agreement(0.55, 0.90))[0]["paper_own"] == "not testable from the paper's table"
 
 
-def test_best_overall_ece_claim(robust_wins_summary, moe_frame) -> None:
+def test_best_overall_ece_claim(robust_wins_frame, moe_frame) -> None:
     # Robust MoE (0.055) beats Robust Filtered (0.07) beyond the noise
-    assert c10.best_overall_ece_claim(robust_wins_summary)[0]["verdict"] == "did not hold"
+    assert c10.best_overall_ece_claim(robust_wins_frame)[0]["verdict"] == "did not hold"
     vals = {
         "vanilla": {"accuracy": [0.9, 0.9], "ece": [0.20, 0.21], "ece_ts": [0.1, 0.1]},
         "robust": {"accuracy": [0.9, 0.9], "ece": [0.10, 0.11], "ece_ts": [0.1, 0.1]},
         "robust_filtered": {"accuracy": [0.9, 0.9], "ece": [0.01, 0.02], "ece_ts": [0.1, 0.1]},
     }
-    row = c10.best_overall_ece_claim(moe_tables.summarize(moe_frame(vals)))[0]
+    row = c10.best_overall_ece_claim(moe_frame(vals))[0]
     assert row["verdict"] == "held"
-    assert "best other Robust MoE" in row["ours"]
+    assert "best other, Robust MoE" in row["ours"]
     del vals["robust_filtered"]
-    assert c10.best_overall_ece_claim(moe_tables.summarize(moe_frame(vals))) == []
+    assert c10.best_overall_ece_claim(moe_frame(vals)) == []
 
 
-def test_cifar10h_claims_gates_every_claim(robust_wins_summary) -> None:
+def test_cifar10h_claims_gates_every_claim(robust_wins_frame) -> None:
     agreement = _agreement(0.55, 0.90)
-    claims, why = c10.cifar10h_claims(robust_wins_summary, (), agreement, chance=0.1)
-    assert list(claims.columns) == ["claim", "paper", "ours", "verdict"]
+    claims, why = c10.PAGE.claims(robust_wins_frame, (), agreement, chance=0.1)
+    assert list(claims.columns) == ["claim", "paper", "ours", "verdict", "paper_own"]
     assert len(claims) == 6  # (i)-(iv), Figure 3, best overall ECE
     assert claims["verdict"].tolist() == ["held"] * 5 + ["did not hold"]
+    assert set(claims["paper_own"]) == {"not testable from the paper's table"}  # Table 1's digits were lost
     assert why.startswith("The model is judged")
     # best accuracy 0.905 < floor 0.6 + 0.8 x (1.0 - 0.6) = 0.92: every verdict becomes inconclusive
-    gated, why = c10.cifar10h_claims(robust_wins_summary, (), agreement, chance=0.6, paper_accuracy=1.0)
+    gated, why = c10.PAGE.claims(robust_wins_frame, (), agreement, chance=0.6, paper_accuracy=1.0)
     assert set(gated["verdict"]) == {"inconclusive at this scale"}
     assert "did not learn enough" in why
 

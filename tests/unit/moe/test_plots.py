@@ -72,3 +72,19 @@ def test_image_strip_takes_either_channel_layout() -> None:
         moe_plots.image_strip(imgs, ["a"])
     with pytest.raises(ValueError, match="images"):
         moe_plots.image_strip(imgs[0], ["a"])
+
+
+def test_tradeoff_chart_draws_ours_with_two_se_bars_and_the_papers_points(robust_wins_summary) -> None:
+    from lib.moe.pages.pacs import tradeoff_points
+
+    ours, paper = tradeoff_points(robust_wins_summary, "sketch")
+    assert set(ours["method"]) == set(paper["method"]) and "Robust MoE" in set(ours["method"])
+    assert paper.set_index("method").loc["Robust MoE", "ece"] == 0.033  # Table 2, sketch
+    chart = moe_plots.tradeoff_chart(ours, paper, title="t")
+    bars = pd.DataFrame(chart.layer[0].data)
+    row = bars[bars["method"] == "Robust MoE"].iloc[0]
+    assert row["_x1"] - row["_x0"] == pytest.approx(4 * row["ece_se"])
+    _svg(chart)
+    _svg(moe_plots.tradeoff_chart(ours))  # ours alone (no paper table)
+    with pytest.raises(ValueError):
+        moe_plots.tradeoff_chart(ours.drop(columns="ece_se"))

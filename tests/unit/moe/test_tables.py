@@ -7,7 +7,7 @@ import math
 import pytest
 
 from lib.moe import experiment as exp
-from lib.moe import paper as moe_paper
+from lib.moe.pages.pacs import PAPER_TABLE2
 from lib.moe import tables as moe_tables
 
 
@@ -56,10 +56,10 @@ def test_paper_table_and_beside_paper_layout(robust_wins_summary) -> None:
     assert list(t["Method"]) == [exp.METHOD_LABELS[m] for m in exp.METHODS]
     assert list(t.columns[1:7]) == ["Accuracy", "Hard Accuracy", "ECE", "ECE+TS", "Hard ECE", "Hard ECE+TS"]
     assert t.loc[t.Method == "Robust MoE", "Hard ECE"].iloc[0] == ".055 ± .005"
-    b = moe_tables.beside_paper(s, moe_paper.PAPER_PACS["sketch"], subset="all")
-    assert b.loc[b.Method == "Robust MoE", "ECE (paper)"].iloc[0] == ".033"
+    b = moe_tables.beside_paper(s, PAPER_TABLE2["sketch"], subset="all")
+    assert b.loc[b.Method == "Robust MoE", "ECE (paper)"].iloc[0] == ".033 ± .017"
     with pytest.raises(ValueError, match="subset"):
-        moe_tables.beside_paper(s, moe_paper.PAPER_PACS["sketch"], subset="easy")
+        moe_tables.beside_paper(s, PAPER_TABLE2["sketch"], subset="easy")
 
 
 def test_results_frame_one_row_per_subset(moe_frame) -> None:
@@ -76,3 +76,24 @@ def test_results_frame_one_row_per_subset(moe_frame) -> None:
     f = moe_tables.results_frame([rec])
     assert list(f.subset) == ["all", "hard"] and list(f.seed) == [3, 3]
     assert f.loc[f.subset == "hard", "routing_entropy"].iloc[0] == 1.1
+
+
+def test_provenance_names_the_backbone_once_and_sums_minutes_per_method() -> None:
+    def rec(method: str, seed: int, seconds: float) -> dict:
+        return {
+            "method": method,
+            "backbone": "tiny_cnn",
+            "pretrained": False,
+            "device": "cpu",
+            "provenance": {"date": "2026-11-25T10:00:00"},
+            "version": 3,
+            "wall_time": {"train": seconds},
+            "config": {"train": {"seed": seed, "epochs": 2}},
+            "metrics": {"all": {"accuracy": 0.5, "ece": 0.1}},
+        }
+
+    line, table = moe_tables.provenance_table([rec("vanilla", 0, 60), rec("vanilla", 1, 120), rec("robust", 0, 30)])
+    assert line == "Backbone: tiny_cnn (random init)."
+    assert table["method"].tolist() == ["Vanilla MoE", "Robust MoE"]
+    assert table["seeds"].tolist() == ["0, 1", "0"] and table["train_min"].tolist() == [3.0, 0.5]
+    assert table["source"].tolist() == ["computed here"] * 2 and table["date"].iloc[0] == "2026-11-25"

@@ -1,4 +1,4 @@
-"""The routing-theory page's claim rules on hand-made numbers, and its checks on small populations."""
+"""The routing-theory page's numerical checks on hand-made numbers, and its computations on small populations."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lib import report
 from lib.moe import routed_population
-from lib.moe import paper as moe_paper
-from lib.moe import theory_claims as theory
+from lib.moe.pages import routing_theory as theory
+from lib.moe.pages.sensitivity import PAPER_TABLE5
 
 
 def _gaps(predicted: list[float], z: list[float]) -> pd.DataFrame:
@@ -22,27 +21,21 @@ def _checks(soft_train: float, disagreement: float) -> dict[str, float]:
 
 
 def test_claims_hold_on_exact_residuals_and_the_papers_support() -> None:
-    rows = theory.theory_claims(
-        _checks(1e-15, 0.1),
-        1e-14,
-        5,
-        _gaps([0.0, 0.05, -0.08], [0.3, -1.0, 2.0]),
-        1e-12,
-        moe_paper.PAPER_TABLE5.copy(),
-        0.0,
+    rows = theory.PAGE.claims(
+        _checks(1e-15, 0.1), 1e-14, 5, _gaps([0.0, 0.05, -0.08], [0.3, -1.0, 2.0]), 1e-12, PAPER_TABLE5.copy(), 0.0
     )
-    assert {r["verdict"] for r in rows} == {"held"}
-    assert len(report.claims_table(rows)) == len(rows) == 7
+    assert set(rows["verdict"]) == {"held"} and len(rows) == 6
+    # every row holds by theorem or construction: a numerical check, never an empirical claim
+    assert set(rows["kind"]) == {"numerical check"}
 
 
 def test_claims_fail_on_miscalibration_disagreement_and_broken_bounds() -> None:
-    support = moe_paper.PAPER_TABLE5.copy()
-    support["fraction"] = support["fraction"].to_numpy()[::-1]  # rises with lambda, far from 72.8% at 2
-    support.loc[support["lam"] == 2.0, "fraction"] = 0.2
-    rows = theory.theory_claims(
+    support = PAPER_TABLE5.copy()
+    support["fraction"] = support["fraction"].to_numpy()[::-1]  # rises with lambda
+    rows = theory.PAGE.claims(
         _checks(1e-3, 0.001), 1e-3, 5, _gaps([0.0, 0.005, 0.08], [0.0, 9.0, 1.0]), 1e-6, support, -1e-6
     )
-    assert {r["verdict"] for r in rows} == {"did not hold"}
+    assert set(rows["verdict"]) == {"did not hold"}
 
 
 def test_section_4_2_example_is_calibrated_on_p_but_not_per_configuration() -> None:
@@ -82,3 +75,13 @@ def test_robust_identities_and_support_on_simulated_losses() -> None:
 def test_multiaccuracy_chain_holds_on_the_example() -> None:
     table, slack = theory.multiaccuracy_table(routed_population.two_configuration_example(), [0.0, 2.0])
     assert set(table["beta"]) == {0.0, 2.0} and slack >= -theory.CHAIN_TOL
+
+
+def test_support_check_and_bad_input() -> None:
+    good = PAPER_TABLE5[["lam", "perplexity", "fraction", "ratio_bound"]].copy()
+    assert theory.support_check(good)["verdict"] == "held"
+    bad = good.copy()
+    bad.loc[bad.lam == 2.0, "fraction"] = 0.95  # breaks monotonicity
+    assert theory.support_check(bad)["verdict"] == "did not hold"
+    with pytest.raises(ValueError, match="support"):
+        theory.support_check(pd.DataFrame())
