@@ -47,12 +47,15 @@ scale: str = "cpu"  # smoke (synthetic images) | cpu (fine-tuned ImageNet networ
 seeds: int = 0  # number of seeds (0 means the scale default)
 train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("l2d_cifar10", globals())
 
-# %% tags=["remove-cell"]
 import time
 
 import pandas as pd
@@ -231,6 +234,9 @@ report.show(paper_scale.paper_section("l2d_cifar10", scale))
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`,
 # {cite}`zagoruyko2016wrn`, {cite}`krizhevsky2009cifar`
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
 
 # %% tags=["remove-cell"]
 page.finish("l2d_cifar10")

@@ -41,12 +41,15 @@ scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: minutes on a laptop) |
 seeds: int = 0  # number of seeds (0 means the scale default)
 epochs: int = 0  # maximum training epochs (0 means the scale default); early stopping ends most runs sooner
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("l2d_gaussians", globals())
 
-# %% tags=["remove-cell"]
 import time
 
 import pandas as pd
@@ -208,6 +211,9 @@ report.show(claims)
 # ## References
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end, so the "did not finish" notice at the top is removed.
 
 # %% tags=["remove-cell"]
 page.finish("l2d_gaussians")
