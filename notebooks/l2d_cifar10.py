@@ -106,14 +106,15 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # whose logits are $\log p$, so that each column has a one-line closed form beside it.
 
 # %%
-p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # classes 1-2, experts 1-2
-g, y, right = p.log(), torch.tensor([0, 0]), torch.tensor([[True, False], [False, False]])
+p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # 2 classes, 2 experts
+g, y = p.log(), torch.tensor([0, 0])
+right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
+phi = torch.where(right, 1 + 1 / p[:, 2:], 1 + p[:, 2:]).log().sum(1)
 pd.DataFrame({
     "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
-    "  -log p_y - sum_j 1[m_j = y] log p_perp_j": -p[:, 0].log() - (right * p[:, 2:].log()).sum(1),
+    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -p[:, 0].log() - (right * p[:, 2:].log()).sum(1),
     "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
-    "  log(1 + 1/p_y) + log(1 + p_2) + sum_j phi_j": (1 + 1 / p[:, 0]).log() + (1 + p[:, 1]).log()
-    + torch.where(right, 1 + 1 / p[:, 2:], 1 + p[:, 2:]).log().sum(1),
+    "  log(1 + 1/p_y) + log(1 + p_2) + sum_j phi_j": (1 + 1 / p[:, 0]).log() + (1 + p[:, 1]).log() + phi,
     "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
     "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
     "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],

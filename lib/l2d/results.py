@@ -82,6 +82,14 @@ class L2DPage(Page):
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         return paper_scale_table(items, got)
 
+    @staticmethod
+    def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
+        """:func:`l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+        the classifier part's mean accuracy against the ``reference`` accuracy, chance the
+        majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
+        accuracy = float(runs["classifier_accuracy"].mean())
+        return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
+
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
     """One row of :meth:`L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the

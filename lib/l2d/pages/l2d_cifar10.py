@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib import report
 from lib.engine.plan import Item
 from lib.l2d.cifar10 import cifar_config, run_cifar
 from lib.l2d.experiment import EXPERIMENTS, SURROGATES
-from lib.l2d.results import L2DPage, l2d_claims, pick
+from lib.l2d.results import L2DPage, pick
 
 __all__ = ["CIFAR_REFERENCE_ACCURACY", "PAGE", "PAPER_CIFAR", "SWEEP_METRICS", "L2DCifar10Page"]
 
@@ -116,15 +115,9 @@ class L2DCifar10Page(L2DPage):
         )
 
     def claims(self, runs: pd.DataFrame, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
-        """:func:`lib.l2d.results.l2d_claims`, gated on the classifier part's mean accuracy against
-        :data:`CIFAR_REFERENCE_ACCURACY`, chance the majority-class rate of the test ``labels``
-        (:func:`lib.report.chance_accuracy`: 1/10 on the whole test set, a little more on a random part)."""
-        return report.gate_claims(
-            l2d_claims(runs),
-            accuracy=float(runs["classifier_accuracy"].mean()),
-            paper_accuracy=CIFAR_REFERENCE_ACCURACY,
-            chance=report.chance_accuracy(labels),
-        )
+        """:func:`lib.l2d.results.l2d_claims` gated against :data:`CIFAR_REFERENCE_ACCURACY`, chance the
+        majority-class rate of the test ``labels`` (1/10 on the whole test set, a little more on a part)."""
+        return self.gated_claims(runs, CIFAR_REFERENCE_ACCURACY, labels)
 
 
 PAGE = L2DCifar10Page()

@@ -16,12 +16,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import multivariate_normal
 
-from lib import report
 from lib.engine.plan import Item
 from lib.l2d.experiment import SURROGATES
 from lib.l2d.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
 from lib.l2d.gaussians import run_gaussian
-from lib.l2d.results import L2DPage, l2d_claims, pick
+from lib.l2d.results import L2DPage, pick
 
 __all__ = ["BAYES_SAMPLES", "BAYES_SEED", "PAGE", "L2DGaussiansPage"]
 
@@ -102,15 +101,10 @@ class L2DGaussiansPage(L2DPage):
         return pd.DataFrame(rows, columns=["quantity", "paper", "ours"])
 
     def claims(self, runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
-        """:func:`lib.l2d.results.l2d_claims`, gated on the classifier part's mean accuracy against
-        the Bayes classifier's ``bayes_acc`` (the best any model can do; the paper states none),
-        chance the most frequent cluster's share in ``labels``."""
-        return report.gate_claims(
-            l2d_claims(runs),
-            accuracy=float(runs["classifier_accuracy"].mean()),
-            paper_accuracy=bayes_acc,
-            chance=report.chance_accuracy(labels),
-        )
+        """:func:`lib.l2d.results.l2d_claims` gated against the Bayes classifier's accuracy
+        ``bayes_acc`` (the best any model can do; the paper states none), chance the most frequent
+        cluster's share in ``labels``."""
+        return self.gated_claims(runs, bayes_acc, labels)
 
 
 PAGE = L2DGaussiansPage()

@@ -371,9 +371,11 @@ class LossesCifar10Page(Page):
         )
 
     @staticmethod
-    def published(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-        """``rr_<loss>_<metric>`` for every loss and metric of :data:`PUBLISHED_METRICS`."""
-        return {f"rr_{name}_{key}": float(m[key]) for name, m in metrics.items() for key in PUBLISHED_METRICS}
+    def published(
+        metrics: Mapping[str, Mapping[str, float]], prefix: str = "rr", keys: Sequence[str] = PUBLISHED_METRICS
+    ) -> dict[str, float]:
+        """``<prefix>_<loss>_<metric>`` for every loss and metric of ``keys``."""
+        return {f"{prefix}_{name}_{key}": float(m[key]) for name, m in metrics.items() for key in keys}
 
     @staticmethod
     def csf_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
@@ -474,6 +476,37 @@ class LossesCifar10Page(Page):
             )
             out += f" Diverged (non-finite outputs; left blank above): {where}."
         return out
+
+    @staticmethod
+    def tradeoff_chart(metrics: Mapping[str, Mapping[str, float]], row: str) -> Any:
+        """Accuracy against ECE (x100) per loss of the tables: ours (mean over seeds) beside the
+        paper's ``row`` of Table 2, the trade-off the AU claims are about."""
+        import altair as alt
+
+        paper = PAPER_CIFAR10[row]
+        points = pd.DataFrame(
+            [
+                {"loss": LABELS[k], "ECE x100": e, "accuracy": a, "source": who}
+                for k in TABLE_LOSSES
+                if k in metrics
+                for who, e, a in (
+                    ("ours", 100 * metrics[k]["ece"], 100 * metrics[k]["accuracy"]),
+                    (f"paper ({paper['label']}, Table 2)", paper["ece"][k], paper["accuracy"][k]),
+                )
+            ]
+        )
+        base = alt.Chart(points).encode(
+            x=alt.X("ECE x100:Q", scale=alt.Scale(zero=False)),
+            y=alt.Y("accuracy:Q", scale=alt.Scale(zero=False), title="accuracy x100"),
+        )
+        chart = base.mark_point(filled=True, size=60) + base.mark_text(dx=6, align="left", fontSize=10).encode(
+            text="loss:N"
+        )
+        return (
+            chart.properties(width=250, height=200)
+            .facet(column=alt.Column("source:N", title=None))
+            .resolve_scale(x="independent", y="independent")
+        )
 
     def claims(
         self,

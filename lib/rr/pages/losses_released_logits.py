@@ -27,6 +27,7 @@ from lib.page import Page
 from lib.rr import gamma as rg
 from lib.rr import losses as rw
 from lib.rr.experiment import LABELS
+from lib.rr.pages import losses_cifar10
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
 from lib.validation import check_choice, check_positive
 
@@ -57,18 +58,7 @@ a quarter of it; further off by as much, it is not."""
 SYNTHETIC_LOSSES: tuple[str, ...] = ("ce", "focal", "dual_focal", "ece_kde", "aurc")
 """The runs the synthetic (smoke) logits stand in for, named as the released files."""
 
-PUBLISHED_METRICS: tuple[str, ...] = (
-    "accuracy",
-    "ece",
-    "ece_a",
-    "cwece",
-    "ece_ts",
-    "cwece_ts",
-    "temperature",
-    "conf_gap",
-    "temperature_nll",
-    "ece_ts_nll",
-)
+PUBLISHED_METRICS: tuple[str, ...] = (*losses_cifar10.PUBLISHED_METRICS, "temperature_nll", "ece_ts_nll")
 """The metrics published per run as ``released_<run>_<metric>``."""
 
 DUAL_FOCAL_READINGS: tuple[tuple[str, str], ...] = (
@@ -152,7 +142,7 @@ class ReleasedLogitsPage(Page):
     @staticmethod
     def published(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """``released_<run>_<metric>`` for every run and metric of :data:`PUBLISHED_METRICS`."""
-        return {f"released_{name}_{key}": float(m[key]) for name, m in metrics.items() for key in PUBLISHED_METRICS}
+        return losses_cifar10.LossesCifar10Page.published(metrics, "released", PUBLISHED_METRICS)
 
     @staticmethod
     def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
