@@ -79,8 +79,20 @@ class L2DPage(Page):
             )
         return pd.DataFrame(rows)
 
-    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
-        return paper_scale_table(items, got)
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
+        """The sweeps from the published records ``got`` (plan id -> record) of the planned ``items``:
+        per (experiment, value, surrogate) the expert ECE, system accuracy and the random expert's
+        ECE (means over the published seeds) and the runs published of those planned."""
+        rows = [result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+        if not rows:
+            return None
+        table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
+        planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
+        table["coverage"] = [
+            f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+            for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
+        ]
+        return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
 
     @staticmethod
     def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
@@ -223,20 +235,3 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
         report.paired_verdict(diff + OVA_ACCURACY_TOL, OVA_ACCURACY_TOL / 2),
     )
     return rows
-
-
-def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
-    """Paper 2's sweeps from the published records ``got`` (plan id -> record) of the planned
-    ``items``: per (experiment, value, surrogate) the expert ECE, system accuracy and the random
-    expert's ECE (mean over the published seeds, :func:`summarize`) with the runs published of those
-    planned; ``None`` when nothing is published."""
-    rows = [result_row(it.extra["point"], L2DRecord.from_record(got[it.id])) for it in items if it.id in got]
-    if not rows:
-        return None
-    table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
-    planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
-    table["coverage"] = [
-        f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
-        for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
-    ]
-    return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
