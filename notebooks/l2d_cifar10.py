@@ -43,9 +43,9 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic images) | cpu (fine-tuned ImageNet network + L2D heads) | paper (WRN-28-4, GPU)
+scale: str = "cpu"  # smoke (synthetic) | cpu (ImageNet network + L2D heads) | paper (WRN-28-4)
 seeds: int = 0  # number of seeds (0 means the scale default)
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% [markdown] tags=["remove-cell"]
 # The parameters are checked first (a misspelled name or a bad value stops the page here in one
@@ -76,7 +76,7 @@ torch.set_num_threads(2)
 # %%
 PAGE = pages.get("l2d_cifar10")
 cfg = PAGE.settings(scale, seeds=seeds or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: the GPU runs in results/
 report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 
 # %% [markdown]
@@ -106,15 +106,15 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # whose logits are $\log p$, so that each column has a one-line closed form beside it.
 
 # %%
-p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # 2 classes, 2 experts
+p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
 g, y = p.log(), torch.tensor([0, 0])
 right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
-phi = torch.where(right, 1 + 1 / p[:, 2:], 1 + p[:, 2:]).log().sum(1)
+phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
 pd.DataFrame({
     "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
-    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -p[:, 0].log() - (right * p[:, 2:].log()).sum(1),
+    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
     "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
-    "  log(1 + 1/p_y) + log(1 + p_2) + sum_j phi_j": (1 + 1 / p[:, 0]).log() + (1 + p[:, 1]).log() + phi,
+    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
     "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
     "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
     "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
@@ -138,8 +138,8 @@ data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     feats = image_training.backbone_features(cfg, data)
-    report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
-    print(f"backbone test accuracy: {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
+    acc = report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
+    print(f"backbone test accuracy: {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the L2D heads are small: one thread each is fastest
 
 # %% [markdown]
@@ -167,7 +167,7 @@ summary.round(4)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
 ])
 
 # %% [markdown]
@@ -176,8 +176,8 @@ l2d_plots.l2d_panels(summary, [
 
 # %%
 l2d_plots.l2d_panels(summary, [
-    ("specialized", "ece", "number of specialized experts", "expert ECE (mean over experts)"),
-    ("specialized", "system_accuracy", "number of specialized experts", "system accuracy"),
+    ("specialized", "ece", "specialized experts", "expert ECE (mean over experts)"),
+    ("specialized", "system_accuracy", "specialized experts", "system accuracy"),
 ])
 
 # %% [markdown]
@@ -217,7 +217,7 @@ claims, why = PAGE.claims(runs, data["test_y"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("claims", claims.to_dict("records"))
-report.publish("cifar_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
+report.publish("cifar_claims", dict(zip(claims["claim"], claims["verdict"])))
 report.show(claims)
 
 # %% [markdown]

@@ -37,9 +37,9 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: minutes on a laptop) | paper (more seeds)
+scale: str = "cpu"  # smoke (seconds, CI) | cpu (minutes on a laptop) | paper (more seeds)
 seeds: int = 0  # number of seeds (0 means the scale default)
-epochs: int = 0  # maximum training epochs (0 means the scale default); early stopping ends most runs sooner
+epochs: int = 0  # most training epochs (0: the scale default); early stopping ends most runs
 
 # %% [markdown] tags=["remove-cell"]
 # The parameters are checked first (a misspelled name or a bad value stops the page here in one
@@ -100,15 +100,15 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # whose logits are $\log p$, so that each column has a one-line closed form beside it.
 
 # %%
-p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # 2 classes, 2 experts
+p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
 g, y = p.log(), torch.tensor([0, 0])
 right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
-phi = torch.where(right, 1 + 1 / p[:, 2:], 1 + p[:, 2:]).log().sum(1)
+phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
 pd.DataFrame({
     "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
-    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -p[:, 0].log() - (right * p[:, 2:].log()).sum(1),
+    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
     "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
-    "  log(1 + 1/p_y) + log(1 + p_2) + sum_j phi_j": (1 + 1 / p[:, 0]).log() + (1 + p[:, 1]).log() + phi,
+    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
     "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
     "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
     "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
@@ -128,7 +128,8 @@ pd.DataFrame({
 
 # %%
 x_show, y_show, cluster_show = gaussian_mixture(2000, seed=0)
-l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
+title = "Our mixture of Gaussians (cf. Figure 3)"
+l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title=title)
 
 # %% [markdown]
 # How separable the clusters are: the accuracy of the Bayes classifier between each pair, from the
@@ -137,7 +138,8 @@ l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title="Our mixt
 # %%
 bayes, bayes_acc, yb = PAGE.bayes_accuracy()
 report.publish("gauss_bayes_accuracy", bayes_acc)
-report.publish("gauss_pair_bayes", {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")})
+pairs = {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")}
+report.publish("gauss_pair_bayes", pairs)
 bayes
 
 # %% [markdown]
@@ -162,7 +164,7 @@ summary.round(4)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
 ])
 
 # %% [markdown]
@@ -200,7 +202,7 @@ claims, why = PAGE.claims(runs, bayes_acc, yb)
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
 report.publish("claims", claims.to_dict("records"))
-report.publish("gauss_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
+report.publish("gauss_claims", dict(zip(claims["claim"], claims["verdict"])))
 report.show(claims)
 
 # %% [markdown]
