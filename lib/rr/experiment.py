@@ -14,8 +14,6 @@ runs:
   head: a scaled-down stand-in, said so on the pages). Cached by config and data.
 * :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
   confidence gap, before and after temperature scaling fitted on the validation split.
-* :func:`loss_table`, :func:`paper_comparison` -- tables computed from the numbers (the claims
-  judged from them: :mod:`lib.rr.claims`).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from lib.rr import losses as rw
@@ -65,29 +62,6 @@ LABELS: dict[str, str] = {
     "au": "AU (MSP)",
     "au_margin": "AU (margin)",
     "au_entropy": "AU (neg. entropy)",
-}
-
-# The paper's CIFAR-10 numbers (x100): Table 2 (accuracy, ECE), Table 1 (cwECE, +TS) and Table 4
-# (adaptive ECE, +TS), ResNet-50 row; Table 2 PreResNet-56 row.
-PAPER_RESNET50: dict[str, dict[str, float]] = {
-    "xe": {"accuracy": 94.51, "ece": 3.00, "cwece": 0.665, "cwece_ts": 0.597, "ece_a": 2.97, "ece_a_ts": 2.60},
-    "fl53": {"accuracy": 93.58, "ece": 3.98, "cwece": 0.881, "cwece_ts": 0.497, "ece_a": 3.92, "ece_a_ts": 1.71},
-    "inverse_focal": {
-        "accuracy": 94.36,
-        "ece": 4.05,
-        "cwece": 0.849,
-        "cwece_ts": 0.778,
-        "ece_a": 4.03,
-        "ece_a_ts": 3.64,
-    },
-    "dual_focal": {"accuracy": 94.09, "ece": 1.27, "cwece": 0.478, "cwece_ts": 0.466, "ece_a": 1.21, "ece_a_ts": 0.94},
-    "kde_xe": {"accuracy": 94.46, "ece": 3.09, "cwece": 0.677, "cwece_ts": 0.605, "ece_a": 3.07, "ece_a_ts": 2.66},
-    "aurc": {"accuracy": 93.32, "ece": 2.53, "cwece": 0.575, "cwece_ts": 0.577, "ece_a": 2.42, "ece_a_ts": 2.41},
-    "au": {"accuracy": 92.52, "ece": 1.69, "cwece": 0.581, "cwece_ts": 0.495, "ece_a": 1.35, "ece_a_ts": 1.04},
-}
-PAPER_PRERESNET56: dict[str, dict[str, float]] = {
-    "xe": {"accuracy": 93.97, "ece": 2.62},
-    "au": {"accuracy": 92.75, "ece": 0.92},
 }
 
 
@@ -263,49 +237,3 @@ def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
     :class:`lib.rr.record.LossRecord`.
     """
     return load_artifact(LossRecord.from_record(record).raw, "logits")
-
-
-# --------------------------------------------------------------------------------------------
-# Tables and claims
-# --------------------------------------------------------------------------------------------
-TABLE_METRICS = (
-    "accuracy",
-    "ece",
-    "ece_a",
-    "cwece",
-    "cwece_a",
-    "ece_ts",
-    "ece_a_ts",
-    "cwece_ts",
-    "temperature",
-    "conf_gap",
-)
-
-
-def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
-    """One row per loss (``metrics[name]`` from :func:`evaluate_logits`), columns
-    ``TABLE_METRICS``, x100 except the temperature when ``percent`` (the paper's unit).
-    """
-    rows = []
-    for name, m in metrics.items():
-        row = {"loss": LABELS.get(name, name)}
-        for k in TABLE_METRICS:
-            v = float(m[k])
-            row[k] = v if (k == "temperature" or not percent) else 100 * v
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("loss")
-
-
-def paper_comparison(
-    metrics: Mapping[str, Mapping[str, float]], paper: Mapping[str, Mapping[str, float]] = PAPER_RESNET50
-) -> pd.DataFrame:
-    """Ours beside the paper's (x100): accuracy, ECE, adaptive ECE, cwECE, cwECE+TS, ECE^a+TS."""
-    rows = []
-    for name, m in metrics.items():
-        p = paper.get(name, {})
-        row = {"loss": LABELS.get(name, name)}
-        for k in ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts"):
-            row[f"{k} (ours)"] = 100 * float(m[k if k != "accuracy" else "accuracy"])
-            row[f"{k} (paper)"] = p.get(k, float("nan"))
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("loss")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -285,34 +284,3 @@ def gamma_table(
             {"chosen by": f"paper: {dataset} {model}", **{name: gammas.get(name, float("nan")) for name in losses}}
         )
     return pd.DataFrame(rows).set_index("chosen by")
-
-
-def gamma_claims(cv: pd.DataFrame, kind: str = "temperature", threshold: float = 4.0) -> list[dict[str, Any]]:
-    """App. Figure 4a's observation judged on our curve (``kind`` map): every inverse-focal gamma
-    >= ``threshold`` has a higher fold-mean validation NLL than every gamma below it. 'Inconclusive
-    at this scale' when the grid has no gamma on one side or the map was not run."""
-    check_choice(kind, MAPS, "kind")
-    check_positive(threshold, "threshold")
-    summary = summarize_folds(cv)
-    part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == kind)]
-    low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
-    claim = f"inverse focal: every gamma >= {threshold:g} has a higher validation NLL than every gamma below it"
-    paper = "App. Fig. 4a (Tiny-ImageNet, trained networks): gamma >= 4 consistently underperform"
-    if low.empty or high.empty:
-        return [
-            {
-                "claim": claim,
-                "paper": paper,
-                "ours": f"no gamma on one side of {threshold:g} ({kind} map)",
-                "verdict": "inconclusive at this scale",
-            }
-        ]
-    lo_worst, hi_best = float(low["nll"].max()), float(high["nll"].min())
-    return [
-        {
-            "claim": claim,
-            "paper": paper,
-            "ours": f"{kind} map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}",
-            "verdict": "held" if hi_best > lo_worst else "did not hold",
-        }
-    ]

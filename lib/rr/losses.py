@@ -45,7 +45,6 @@ __all__ = [
     "aurc_loss",
     "au_loss",
     "kde_xe_loss",
-    "PAPER_CIFAR10",
     "LOSSES",
     "get_loss",
 ]
@@ -257,64 +256,6 @@ def kde_xe_loss(
     probs = F.softmax(z, dim=1)
     term = ece_kde(probs, y, bandwidth, p, mode)
     return -logpt.mean() + weight * (term.detach() if released else term)
-
-
-# --------------------------------------------------------------------------------------------
-# The paper's CIFAR-10 numbers, per architecture
-# --------------------------------------------------------------------------------------------
-# Table 2 (accuracy, ECE; x100, mean of three seeds) and Appendix Table 2 (selected gammas) of the
-# reweighted-risk paper, for the two CIFAR-10 architectures the book trains or reads: the ResNet-50
-# (released logits; cpu-scale comparison) and the WRN-28-10 trained at paper scale.
-PAPER_CIFAR10: dict[str, dict[str, Any]] = {
-    "resnet50": {
-        "label": "ResNet-50",
-        "gamma_dual_focal": 5.0,
-        "gamma_inverse_focal": 2.0,
-        "coverage": 0.88,
-        "accuracy": {
-            "xe": 94.51,
-            "fl53": 93.58,
-            "inverse_focal": 94.36,
-            "dual_focal": 94.09,
-            "kde_xe": 94.46,
-            "aurc": 93.32,
-            "au": 92.52,
-        },
-        "ece": {
-            "xe": 3.00,
-            "fl53": 3.98,
-            "inverse_focal": 4.05,
-            "dual_focal": 1.27,
-            "kde_xe": 3.09,
-            "aurc": 2.53,
-            "au": 1.69,
-        },
-    },
-    "wrn": {
-        "label": "WRN-28-10",
-        "gamma_dual_focal": 2.6,
-        "gamma_inverse_focal": 1.5,
-        "coverage": 0.8,
-        "accuracy": {
-            "xe": 95.88,
-            "fl53": 95.49,
-            "inverse_focal": 95.98,
-            "dual_focal": 95.74,
-            "kde_xe": 95.84,
-            "aurc": 94.93,
-            "au": 95.32,
-        },
-        "ece": {
-            "xe": 1.99,
-            "fl53": 5.74,
-            "inverse_focal": 2.44,
-            "dual_focal": 3.96,
-            "kde_xe": 2.05,
-            "aurc": 1.88,
-            "au": 1.54,
-        },
-    },
-}
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,14 +13,37 @@ import math
 
 import pytest
 
+import nbformat
+
 from lib import config
-from lib.report import VERDICTS
+from lib.book import executed_path
+from lib.report import KINDS, NOT_TESTABLE, VERDICTS
 
 pytestmark = pytest.mark.notebook
 
 
 def _unit(x: float) -> bool:
     return isinstance(x, float) and math.isfinite(x) and 0.0 <= x <= 1.0
+
+
+def _claims(out: dict) -> list[dict]:
+    """The page's published claims table: rows with a verdict, the paper's own and a kind."""
+    rows = out["claims"]
+    assert rows and all(r["verdict"] in VERDICTS and r.get("kind", KINDS[0]) in KINDS for r in rows)
+    return rows
+
+
+def _lesson(name: str, shown: str) -> None:
+    """The executed page shows its formula functions' output (``shown``: text of that output) and
+    hides its setup cells (page.start / page.finish) in the book."""
+    nb = nbformat.read(executed_path(name, "smoke"), as_version=4)
+    text = "".join(
+        str(o.get("data", {}).get("text/plain", "")) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+    assert shown in text, f"{name}: the method cell's output is not on the page"
+    for call in ("page.start(", "page.finish("):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and call in c.source)
+        assert "remove-cell" in cell.metadata.get("tags", []), f"{name}: {call} is not hidden"
 
 
 def test_l2d_gaussians_smoke(smoke_published) -> None:
@@ -36,6 +59,8 @@ def test_l2d_gaussians_smoke(smoke_published) -> None:
     for s in ("softmax", "ova"):
         assert _unit(out[f"gauss_random_ece_{s}_hi"])
     assert out["gauss_claims"] and set(out["gauss_claims"].values()) <= set(VERDICTS)
+    assert {r["paper_own"] for r in _claims(out)} == {NOT_TESTABLE}  # the paper's figures are plots
+    _lesson("l2d_gaussians", "softmax estimate, expert 1")
 
 
 def test_l2d_cifar10_smoke(smoke_published) -> None:
@@ -47,6 +72,8 @@ def test_l2d_cifar10_smoke(smoke_published) -> None:
     assert all(_unit(v) for v in out["cifar_all_ece"]) and all(_unit(v) for v in out["cifar_all_accuracy"])
     assert _unit(out["cifar_backbone_test_accuracy"])
     assert out["cifar_claims"] and set(out["cifar_claims"].values()) <= set(VERDICTS)
+    assert len(_claims(out)) == 7 and out["scale_summary"].endswith("; 1 seed")
+    _lesson("l2d_cifar10", "p_perp_1 / (1 - p_perp_1 - p_perp_2)")
 
 
 TRAINED_LOSSES = ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au", "au_margin", "au_entropy")
@@ -66,6 +93,10 @@ def test_losses_cifar10_smoke(smoke_published) -> None:
     assert all(_unit(v) for v in out["rr_train_accuracy"].values())
     assert set(out["rr_claims"].values()) <= set(VERDICTS)
     assert out["rr_claims"]["the inverse focal gradient turns positive for gamma above about 3.5"] == "held"
+    checks = [r for r in _claims(out) if r["kind"] == KINDS[1]]
+    assert [r["claim"] for r in checks] == ["the inverse focal gradient turns positive for gamma above about 3.5"]
+    assert "AU coverage 0.88" in out["scale_summary"]  # Table 3's ResNet-50 coverage, the row compared with
+    _lesson("losses_cifar10", "focal, gamma 0")
 
 
 def test_losses_released_logits_smoke(smoke_published) -> None:
@@ -99,7 +130,34 @@ def test_losses_released_logits_smoke(smoke_published) -> None:
     for kind in cfg["gamma_maps"]:
         same = [v for k, v in at0.items() if k.startswith(f"{kind}/")]
         assert len(same) == len(cfg["gamma_losses"]) and max(same) - min(same) < 1e-9
-    assert "inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it" in out["released_claims"]
+    assert (
+        "inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it"
+        in out["released_claims"]
+    )
+    kinds = {r["claim"]: r["kind"] for r in _claims(out)}
+    assert kinds["inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it"] == KINDS[1]
+
+
+# --- the overviews' "Try it" commands, at smoke scale -------------------------------------------
+
+
+def test_try_it_more_seeds_and_fewer_epochs_on_the_mixture(smoke_published) -> None:
+    """book/l2d/overview.md: ``-p seeds 2`` and ``-p epochs 30`` on l2d_gaussians."""
+    out = smoke_published("l2d_gaussians", seeds=2)
+    assert out["gauss_runs"] == 2 * smoke_published("l2d_gaussians")["gauss_runs"]
+    assert "2 seeds" in out["scale_summary"] and all("2 seeds" in r["ours"] for r in _claims(out))
+    out = smoke_published("l2d_gaussians", epochs=30)
+    assert "up to 30 epochs" in out["scale_summary"] and len(_claims(out)) == 5
+
+
+def test_try_it_the_au_coverage_moves_only_the_au_runs(smoke_published) -> None:
+    """book/rr/overview.md: ``python -m lib run losses_cifar10 -p coverage 0.5``."""
+    out, base = smoke_published("losses_cifar10", coverage=0.5), smoke_published("losses_cifar10")
+    assert "AU coverage 0.5," in out["scale_summary"]
+    assert out["rr_xe_ece"] == base["rr_xe_ece"]  # cross-entropy ignores the coverage (same seed, same head)
+    assert out["rr_au_ece"] != base["rr_au_ece"]
+    out = smoke_published("losses_cifar10", nu=1.0)
+    assert "nu 1;" in out["scale_summary"] and out["rr_xe_ece"] == base["rr_xe_ece"]
 
 
 def test_losses_cifar10_reads_published_runs_and_trains_nothing(smoke_notebook, tmp_path, monkeypatch) -> None:

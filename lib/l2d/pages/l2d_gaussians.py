@@ -1,23 +1,110 @@
-"""The mixture-of-Gaussians page (``notebooks/l2d_gaussians.py``): paper 2's Figure 1, top row."""
+"""The mixture-of-Gaussians page (``notebooks/l2d_gaussians.py``): paper 2's Figure 1, top row, and
+Figure 3 (the data).
+
+Its plan is every (experiment, value, surrogate, seed) point of the two sweeps, one cached run of
+:func:`lib.l2d.gaussians.run_gaussian` each (a few seconds on a CPU: never queued); its claims are
+:func:`lib.l2d.results.l2d_claims`, gated by the book's accuracy floor against the Bayes
+classifier's accuracy on the mixture (:meth:`L2DGaussiansPage.bayes_accuracy`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from lib.l2d import claims
-from lib.page import Page
+import numpy as np
+import pandas as pd
+from scipy.stats import multivariate_normal
 
-__all__ = ["PAGE", "L2DGaussiansPage"]
+from lib.engine.plan import Item
+from lib.l2d.experiment import SURROGATES
+from lib.l2d.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
+from lib.l2d.gaussians import run_gaussian
+from lib.l2d.results import L2DPage, pick
+
+__all__ = ["BAYES_SAMPLES", "BAYES_SEED", "PAGE", "L2DGaussiansPage"]
+
+BAYES_SAMPLES: int = 40000
+"""Monte Carlo draw of the mixture on which the Bayes classifier's accuracy is measured."""
+
+BAYES_SEED: int = 123
+"""Seed of that draw (apart from every training seed)."""
 
 
-class L2DGaussiansPage(Page):
+class L2DGaussiansPage(L2DPage):
     name = "l2d_gaussians"
     paper = "l2d"
     title = "Mixture of Gaussians: Figure 1, top row"
+    experiments = ("experts", "dependence")
 
-    def claims(self, *args: Any, **kwargs: Any) -> Any:
-        """The page's claims (:func:`lib.l2d.claims.gaussians_claims`)."""
-        return claims.gaussians_claims(*args, **kwargs)
+    def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any = None) -> dict[str, Any]:
+        """One cached run; its data are drawn from the mixture inside the run (its seed's draw)."""
+        p = item.extra["point"]
+        return run_gaussian(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg)
+
+    def scale_line(self, cfg: Mapping[str, Any]) -> str:
+        """The scale line: what the plan runs, on what."""
+        return (
+            f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
+            f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
+            f"(patience {cfg['patience']}), {cfg['seeds']} seeds, experts 1..{max(cfg['num_experts'])}"
+        )
+
+    @staticmethod
+    def bayes_accuracy(n: int = BAYES_SAMPLES, seed: int = BAYES_SEED) -> tuple[pd.DataFrame, float, np.ndarray]:
+        """How separable the mixture's clusters are: the Bayes classifier's accuracy between each pair
+        of clusters and overall, from the known densities on a draw of ``n`` points; also the draw's labels."""
+        xb, yb, _ = gaussian_mixture(n, seed=seed)
+        dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
+        pairs = []
+        for a in range(4):
+            for b in range(a + 1, 4):
+                m = (yb == a) | (yb == b)
+                pred = np.where(dens[m, a] >= dens[m, b], a, b)
+                pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
+        return pd.DataFrame(pairs), float((dens.argmax(1) == yb).mean()), yb
+
+    def published(self, summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
+        """The page's published means: expert ECE at the fewest and most experts, system accuracy at
+        the most, and the random expert's ECE at the lowest and highest quality, per surrogate."""
+        lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
+        lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
+        published = {}
+        for s in SURROGATES:
+            published[f"gauss_ece_{s}_j{lo_j}"] = pick(summary, "experts", lo_j, s, "ece")
+            published[f"gauss_ece_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "ece")
+            published[f"gauss_acc_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "system_accuracy")
+            published[f"gauss_random_ece_{s}_lo"] = pick(summary, "dependence", lo_p, s, "ece_random_expert")
+            published[f"gauss_random_ece_{s}_hi"] = pick(summary, "dependence", hi_p, s, "ece_random_expert")
+        return published
+
+    def paper_table(self, published: Mapping[str, float], cfg: Mapping[str, Any]) -> pd.DataFrame:
+        """Figure 1's top row as the paper's plots show it (quoted) beside our means (:meth:`published`)."""
+        lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
+        lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
+
+        def ends(lo: str, hi: str) -> str:
+            return f"{published[lo]:.3f} -> {published[hi]:.3f}"
+
+        rows = [
+            (f"softmax expert ECE, {lo_j} -> {hi_j} experts", "rises (Fig. 1a)",
+             ends(f"gauss_ece_softmax_j{lo_j}", f"gauss_ece_softmax_j{hi_j}")),
+            (f"OvA expert ECE, {lo_j} -> {hi_j} experts", "roughly flat (Fig. 1a)",
+             ends(f"gauss_ece_ova_j{lo_j}", f"gauss_ece_ova_j{hi_j}")),
+            (f"random expert's softmax ECE, p = {lo_p} -> {hi_p}", "rises above 0.4 (Fig. 1c)",
+             ends("gauss_random_ece_softmax_lo", "gauss_random_ece_softmax_hi")),
+            (f"random expert's OvA ECE, p = {lo_p} -> {hi_p}", "nearly flat (Fig. 1c)",
+             ends("gauss_random_ece_ova_lo", "gauss_random_ece_ova_hi")),
+            (f"system accuracy with {hi_j} experts (softmax / OvA)", "OvA slightly higher (Fig. 1b)",
+             f"{published[f'gauss_acc_softmax_j{hi_j}']:.3f} / {published[f'gauss_acc_ova_j{hi_j}']:.3f}"),
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=["quantity", "paper", "ours"])
+
+    def claims(self, runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
+        """:func:`lib.l2d.results.l2d_claims` gated against the Bayes classifier's accuracy
+        ``bayes_acc`` (the best any model can do; the paper states none), chance the most frequent
+        cluster's share in ``labels``."""
+        return self.gated_claims(runs, bayes_acc, labels)
 
 
 PAGE = L2DGaussiansPage()

@@ -114,7 +114,7 @@ def test_optional_metrics_and_nan_are_kept_as_measured(made) -> None:
     assert r.frac_estimate_above_1 is None and r.train_seconds is None
 
 
-def test_a_gaussians_record_reads_through_run_grid(tmp_path, monkeypatch, tiny_gaussians) -> None:
+def test_a_gaussians_record_reads_through_the_pages_rows(tmp_path, monkeypatch, tiny_gaussians) -> None:
     """The mixture-of-Gaussians runner's records (no history: ``epochs_run``) are paper-2 records too."""
     from lib.l2d import gaussians as l2d_gaussians
 
@@ -128,5 +128,5 @@ def test_a_gaussians_record_reads_through_run_grid(tmp_path, monkeypatch, tiny_g
         rec["epochs_run"],
         None,
     )
-    runs = l2d_results.run_grid([r.point], lambda e, v, s, seed: l2d_gaussians.run_gaussian(e, v, s, seed, cfg))
-    assert runs.iloc[0]["ece_random_expert"] == rec["ece_per_expert"][0] and len(r.coverage) == 5
+    row = l2d_results.result_row(r.point, rec)
+    assert row["ece_random_expert"] == rec["ece_per_expert"][0] and len(r.coverage) == 5

@@ -15,6 +15,8 @@ from scipy.special import log_softmax, softmax
 from lib.rr import losses as rw
 from lib.calibration.posthoc import apply_temperature, fit_temperature
 from lib.rr import gamma as rg
+from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10
+from lib.rr.pages.losses_released_logits import ReleasedLogitsPage
 from lib.calibration.metrics import nll
 
 
@@ -122,8 +124,8 @@ def test_select_gamma_takes_the_fold_mean_and_the_smallest_on_ties():
 def test_paper_values_and_the_table():
     t2 = rg.PAPER_SELECTED_GAMMAS
     for key, row in (("resnet50", ("CIFAR-10", "ResNet-50")), ("wrn", ("CIFAR-10", "WRN"))):
-        assert t2[row]["dual_focal"] == rw.PAPER_CIFAR10[key]["gamma_dual_focal"]
-        assert t2[row]["inverse_focal"] == rw.PAPER_CIFAR10[key]["gamma_inverse_focal"]
+        assert t2[row]["dual_focal"] == PAPER_CIFAR10[key]["gamma_dual_focal"]
+        assert t2[row]["inverse_focal"] == PAPER_CIFAR10[key]["gamma_inverse_focal"]
     chosen = {"temperature": {"focal": 0.0, "inverse_focal": 0.5, "dual_focal": 1.0}}
     table = rg.gamma_table({"NLL": chosen})
     assert list(table.columns) == ["focal", "inverse_focal", "dual_focal"]
@@ -151,50 +153,12 @@ def _inverse_focal_cv(nll_by_gamma: dict[float, float]) -> pd.DataFrame:
     )
 
 
-def test_gamma_claims_follow_the_curve():
-    held = rg.gamma_claims(_inverse_focal_cv({0.0: 0.30, 3.5: 0.35, 4.0: 0.36, 5.0: 0.40}))
-    assert held[0]["verdict"] == "held"
-    bad = rg.gamma_claims(_inverse_focal_cv({0.0: 0.30, 3.5: 0.37, 4.0: 0.36, 5.0: 0.40}))
-    assert bad[0]["verdict"] == "did not hold"
-    short = rg.gamma_claims(_inverse_focal_cv({0.0: 0.30, 2.0: 0.35}))
-    assert short[0]["verdict"] == "inconclusive at this scale"
-    assert (
-        rg.gamma_claims(_inverse_focal_cv({0.0: 0.3, 5.0: 0.4}), kind="vector")[0]["verdict"]
-        == "inconclusive at this scale"
-    )
-
-
-def test_bad_input_raises_naming_argument():
-    z, y = _draw(40, 3, 1.0, 7)
-    with pytest.raises(ValueError, match="kind"):
-        rg.fit_logit_map(z, y, rw.get_loss("xe"), "matrix")
-    with pytest.raises(ValueError, match="loss"):
-        rg.gamma_curve(z, y, z, y, "au", [0.0])
-    with pytest.raises(ValueError, match="gammas"):
-        rg.gamma_curve(z, y, z, y, "focal", [])
-    with pytest.raises(ValueError, match="gammas"):
-        rg.gamma_curve(z, y, z, y, "focal", [-1.0])
-    with pytest.raises(ValueError, match="gammas"):
-        rg.gamma_curve(z, y, z, y, "focal", [1.0, 1.0])
-    with pytest.raises(ValueError, match="val_labels"):
-        rg.gamma_curve(z, y, z, y + 3, "focal", [0.0])
-    with pytest.raises(ValueError, match="fit_logits"):
-        rg.gamma_curve(z[:, 0], y, z, y, "focal", [0.0])
-    with pytest.raises(ValueError, match="val_logits"):
-        rg.gamma_curve(z, y, z[:, :2], y.clip(0, 1), "focal", [0.0])
-    with pytest.raises(ValueError, match="n_folds"):
-        rg.gamma_cross_validation(z, y, [0.0], n_folds=1)
-    with pytest.raises(ValueError, match="n_folds"):
-        rg.fold_indices(5, 6)
-    with pytest.raises(ValueError, match="losses"):
-        rg.gamma_cross_validation(z, y, [0.0], losses=("focal", "hinge"))
-    with pytest.raises(ValueError, match="maps"):
-        rg.gamma_cross_validation(z, y, [0.0], maps="temperature")
-    with pytest.raises(ValueError, match="criterion"):
-        rg.select_gamma(_inverse_focal_cv({0.0: 0.3}), "brier")
-    with pytest.raises(ValueError, match="cv"):
-        rg.summarize_folds(pd.DataFrame())
-    with pytest.raises(ValueError, match="chosen"):
-        rg.gamma_table({})
-    with pytest.raises(ValueError, match="logits"):
-        rg.LogitMap("temperature", np.ones(3), np.zeros(3))(np.ones((2, 4)))
+def test_gamma_check_follows_the_curve_and_is_a_numerical_check():
+    check = ReleasedLogitsPage.gamma_check
+    held = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.35, 4.0: 0.36, 5.0: 0.40}))
+    assert held["verdict"] == "held" and held["kind"] == "numerical check"
+    bad = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.37, 4.0: 0.36, 5.0: 0.40}))
+    assert bad["verdict"] == "did not hold"
+    short = check(_inverse_focal_cv({0.0: 0.30, 2.0: 0.35}))
+    assert short["verdict"] == "inconclusive at this scale"
+    assert check(_inverse_focal_cv({0.0: 0.3, 5.0: 0.4}), kind="vector")["verdict"] == "inconclusive at this scale"

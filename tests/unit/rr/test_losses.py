@@ -275,18 +275,20 @@ def test_bad_input_raises_naming_argument():
 
 
 def test_paper_rows_match_the_scales_config():
-    """The paper-scale config's gammas and row are the WRN ones of App. Table 2 / Table 2, and the
-    cpu scale's the ResNet-50 ones: architecture, gammas and quoted row agree."""
+    """The paper-scale config's gammas, coverage and row are the WRN ones of App. Table 2, Table 3 and
+    Tables 1, 2 and 4, and the cpu scale's the ResNet-50 ones: architecture, settings and quoted row agree."""
     from lib import config
+    from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10
 
     for scale in ("smoke", "cpu", "paper"):
         cfg = config.settings("losses_cifar10", scale)
-        row = rw.PAPER_CIFAR10[cfg["paper_row"]]
+        row = PAPER_CIFAR10[cfg["paper_row"]]
         assert cfg["gamma_dual_focal"] == row["gamma_dual_focal"]
         assert cfg["gamma_inverse_focal"] == row["gamma_inverse_focal"]
+        assert cfg["coverage"] == row["coverage"]  # Table 3 for the row compared with (cpu: ResNet-50's 0.88)
     paper = config.settings("losses_cifar10", "paper")
     assert paper["arch"].startswith("wrn") and paper["paper_row"] == "wrn"
-    assert paper["coverage"] == rw.PAPER_CIFAR10["wrn"]["coverage"]
+    assert paper["coverage"] == PAPER_CIFAR10["wrn"]["coverage"]
 
 
 def test_kde_xe_released_is_cross_entropy_in_its_gradient():

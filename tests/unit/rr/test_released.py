@@ -1,11 +1,13 @@
-"""lib.rr.released on hand-made logits and metrics whose answers are known."""
+"""lib.rr.pages.losses_released_logits on hand-made logits and metrics whose answers are known."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lib.rr import released as R
+from lib.report import NOT_TESTABLE
+from lib.rr.pages.losses_released_logits import PAGE as R
+from lib.rr.pages.losses_released_logits import PUBLISHED_METRICS
 
 
 def test_dual_focal_weights_match_the_formula_on_correct_examples():
@@ -30,20 +32,47 @@ def test_failed_run_claim_is_inconclusive_and_quotes_the_paper():
             "paper": "94.36 / 4.05",
             "ours": "released run is degenerate (10.00% accuracy): a failed run",
             "verdict": "inconclusive at this scale",
+            "paper_own": NOT_TESTABLE,
         }
     ]
     assert R.failed_run_claims({}) == []
 
 
+def test_released_claims_hold_fail_and_are_inconclusive_by_their_margins():
+    def ece(**e: float) -> dict:
+        return {k: {"ece": v} for k, v in e.items()}
+
+    # XE's 3.00 in Table 2: 3.2 is within a point, 3.9 on the boundary band, 5.62 (the released XE) far off
+    verdicts = [R.released_claims(ece(xe=v))[0]["verdict"] for v in (0.032, 0.039, 0.0562)]
+    assert verdicts == ["held", "inconclusive at this scale", "did not hold"]
+    lowest = {r["claim"]: r for r in R.released_claims(ece(dual_focal=0.013, xe=0.03, aurc=0.025))}
+    row = lowest["dual focal has the lowest ECE of the released runs"]
+    assert (row["verdict"], row["paper_own"]) == ("held", "held")  # Table 2: Dual 1.27, next AURC 2.53
+    assert R.released_claims(ece(dual_focal=0.024, aurc=0.025))[-1]["verdict"] == "inconclusive at this scale"
+    assert R.released_claims(ece(dual_focal=0.04, aurc=0.025))[-1]["verdict"] == "did not hold"
+
+
+def test_the_outlier_note_says_where_xe_stands():
+    y = np.zeros(100, dtype=int)
+    good, bad = np.zeros((100, 2)), np.zeros((100, 2))
+    good[:95, 0] = bad[:90, 0] = 1.0  # 95% and 90% correct
+    good[95:, 1] = bad[90:, 1] = 1.0
+    note = R.outlier_note({"xe": bad, "kde_xe": good, "aurc": good}, y)
+    assert note.startswith("**The XE run is an outlier**: its accuracy 90.00% is 5.00 points below")
+    assert "FL-53" in note
+    assert "is not below" in R.outlier_note({"xe": good, "aurc": bad}, y)
+
+
 def test_published_metrics_and_tables():
-    m = {k: float(i) for i, k in enumerate(R.PUBLISHED_METRICS)}
-    pub = R.published_metrics({"xe": m})
-    assert len(pub) == len(R.PUBLISHED_METRICS) and pub["released_xe_ece"] == 1.0
+    m = {k: float(i) for i, k in enumerate(PUBLISHED_METRICS)}
+    pub = R.published({"xe": m})
+    assert len(pub) == len(PUBLISHED_METRICS) and pub["released_xe_ece"] == 1.0
     t = R.temperature_table({"xe": m})
     assert t.loc["xe", "T (NLL fit)"] == m["temperature_nll"]
     z = np.array([[1.0, 0.0], [0.0, 1.0]])
     acc = R.accuracy_table({"xe": z}, np.array([0, 0]), {"inverse_focal": 0.1})
     assert list(acc["test accuracy"]) == [0.5, 0.1] and acc["loss"].iloc[1].endswith("(failed run)")
+    assert list(acc.iloc[:, 2]) == [0.9451, 0.9436]  # Table 2's XE and Inv. FL
 
 
 def test_load_logits_synthetic_and_validation():
