@@ -47,32 +47,40 @@
 # {py:func}`lib.calibration.metrics.binary_ece`: each bin is 0.4 off, so ECE = 0.4; with one bin
 # it is |mean confidence - accuracy| = |0.75 - 0.75| = 0.
 
+# %%
+from lib.calibration.metrics import binary_ece
+from lib.calibration.posthoc import apply_temperature
+
+conf, right = [0.6, 0.6, 0.9, 0.9], [1, 1, 1, 0]
+{"ECE, 2 bins": binary_ece(conf, right, 2, binning="mass"),
+ "ECE, 1 bin": binary_ece(conf, right, 1, binning="mass"),
+ "softmax([2, 0] / T), T = 1, 100": [
+     apply_temperature([2.0, 0.0], t).round(3).tolist() for t in (1.0, 100.0)]}
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
 seed: int = 0  # seed of the calibration/test split
 n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("calibration", globals())
 
-# %% tags=["remove-cell"]
 from lib import plots, report
-from lib.calibration.metrics import binary_ece
-from lib.calibration.posthoc import apply_temperature
 from lib.ccc import plots as ccc_plots
 from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.calibration import PAGE
 
 plots.use_offline_renderer()
-
-# %%
-conf, right = [0.6, 0.6, 0.9, 0.9], [1, 1, 1, 0]
-{"ECE, 2 bins": binary_ece(conf, right, 2, binning="mass"),
- "ECE, 1 bin": binary_ece(conf, right, 1, binning="mass"),
- "softmax([2, 0] / T), T = 1 and 100": [apply_temperature([2.0, 0.0], t).round(3).tolist()
-                                        for t in (1.0, 100.0)]}
 
 # %% [markdown]
 # ## Settings and data
@@ -94,7 +102,9 @@ report.show(released_runs_note(["ce"], REAL))
 
 # %%
 res = PAGE.run(cfg, models)
-res["results"].pivot_table(index=["model", "T"], columns=["split", "stage"], values="ece").round(4)
+ece = res["results"].pivot_table(
+    index=["model", "T"], columns=["split", "stage"], values="ece")
+ece.round(4)
 
 # %% [markdown]
 # Reliability diagrams (equal-count bins, 95% Wilson intervals): accuracy against mean confidence
@@ -150,6 +160,9 @@ for key, value in PAGE.published(res).items():
 # ## References
 # {cite}`ccc2025`, {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`grattafiori2024llama3`.
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
 # %% tags=["remove-cell"]
 page.finish("calibration")

@@ -50,32 +50,43 @@
 # so bin 1 stays on the small model first; then {py:func}`lib.ccc.cascade.apgr` on the overview's
 # exercise (0.625 by hand) and on the random line (0.5).
 
+# %%
+from lib.ccc import cascade
+from lib.report import show
+
+tiny = cascade.advantage_table(
+    bins=[0, 0, 1, 1], n_bins=2,
+    conf_small=[0.5, 0.6, 0.8, 0.9], conf_large=[0.9, 0.8, 0.85, 0.95],
+    correct_small=[0, 1, 1, 1], correct_large=[1, 1, 1, 1])
+show(tiny[["bin", "conf_small", "conf_large", "advantage"]].round(3))
+cost = [0, 0.5, 1]
+{"APGR of the exercise": cascade.apgr(cost, [0.6, 0.75, 0.8], weak=0.6, strong=0.8),
+ "APGR of the random line": cascade.apgr(cost, [0.6, 0.7, 0.8], weak=0.6, strong=0.8)}
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (more splits)
-n_bins: int = 0  # equal-count bins on the small model's confidence; 0 keeps the scale's value
-n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (20 splits)
+n_bins: int = 0  # equal-count bins on the small model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("cascading", globals())
 
-# %% tags=["remove-cell"]
 from lib import plots, report
-from lib.ccc import cascade
 from lib.ccc import plots as ccc_plots
 from lib.ccc.pages import cascading
 from lib.ccc.pages.cascading import PAGE
 
 plots.use_offline_renderer()
-
-# %%
-tiny = cascade.advantage_table(bins=[0, 0, 1, 1], n_bins=2, conf_small=[0.5, 0.6, 0.8, 0.9],
-                               conf_large=[0.9, 0.8, 0.85, 0.95], correct_small=[0, 1, 1, 1],
-                               correct_large=[1, 1, 1, 1])
-report.show(tiny[["bin", "conf_small", "conf_large", "advantage"]].round(3))
-{"APGR of the exercise": cascade.apgr([0, 0.5, 1], [0.60, 0.75, 0.80], weak=0.60, strong=0.80),
- "APGR of the random line": cascade.apgr([0, 0.5, 1], [0.60, 0.70, 0.80], weak=0.60, strong=0.80)}
 
 # %% [markdown]
 # ## Settings and data
@@ -93,7 +104,8 @@ res = PAGE.run(cfg, PAGE.data(cfg))
 # the test half: at each rate a random subset goes to the 70B model).
 
 # %%
-plots.legend_below(ccc_plots.cascade_chart(cascading.first_split_curves(res["grid"])), columns=3)
+curves = cascading.first_split_curves(res["grid"])
+plots.legend_below(ccc_plots.cascade_chart(curves), columns=3)
 
 # %% [markdown]
 # Does the calibrated confidence advantage on the calibration half track the accuracy advantage?
@@ -122,7 +134,8 @@ res["abl"].groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4
 # in-distribution row splits that category in halves instead.
 
 # %%
-res["shift"].pivot_table(index="target", columns=["setting", "method"], values="apgr").round(4)
+shift = res["shift"]
+shift.pivot_table(index="target", columns=["setting", "method"], values="apgr").round(4)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -160,6 +173,9 @@ cfg
 # ## References
 # {cite}`ccc2025`, {cite}`ong2025routellm`, {cite}`platt1999`, {cite}`zadrozny2001histogram`,
 # {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
 # %% tags=["remove-cell"]
 page.finish("cascading")

@@ -46,17 +46,35 @@
 # with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
 # label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
 
+# %%
+import numpy as np
+
+from lib.ccc import cleaning
+
+label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 1]
+conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
+args = conf_a, pred_a, conf_b, pred_b, label
+flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
+{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()}
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-noise_rate: float = 0.0  # fraction of CIFAR-10 labels flipped; 0 keeps the scale's value (0.05)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+noise_rate: float = 0.0  # share of CIFAR-10 labels flipped; 0: the scale's (0.05)
 n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("cleaning", globals())
 
-# %% tags=["remove-cell"]
 import numpy as np
 import pandas as pd
 
@@ -67,12 +85,6 @@ from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.cleaning import PAGE
 
 plots.use_offline_renderer()
-
-# %%
-label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 1]
-conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
-{f"k = {k}": np.flatnonzero(cleaning.calibrated_flags(conf_a, pred_a, conf_b, pred_b, label, k, 2))
- for k in (1, 2)}
 
 # %% [markdown]
 # ## Settings and data
@@ -86,7 +98,8 @@ cfg = PAGE.settings(scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
 report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
 report.show(released_runs_note(cfg["resnet_losses"], cfg["data"] == "real"))
 res = PAGE.run(cfg, PAGE.data(cfg))
-{"examples": len(res["labels"]), "flipped": int(res["is_noisy"].sum()), "accuracy": res["accuracy"]}
+{"examples": len(res["labels"]), "flipped": int(res["is_noisy"].sum()),
+ "accuracy": res["accuracy"]}
 
 # %% [markdown]
 # ## CIFAR-10 with injected noise
@@ -96,8 +109,9 @@ res = PAGE.run(cfg, PAGE.data(cfg))
 
 # %%
 a, b = cfg["resnet_losses"]
-curves = pd.concat([res["ours"].assign(method=f"ours: {a} + {b}, top-k bins"), *res["cl_curves"]])
-ccc_plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise")
+ours = res["ours"].assign(method=f"ours: {a} + {b}, top-k bins")
+title = f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise"
+ccc_plots.precision_detection_chart(pd.concat([ours, *res["cl_curves"]]), title=title)
 
 # %% [markdown]
 # Our rule's points, one per k, and Confident Learning's flagged sets
@@ -164,6 +178,9 @@ cfg
 # ## References
 # {cite}`ccc2025`, {cite}`northcutt2021cl`, {cite}`krizhevsky2009cifar`, {cite}`he2016resnet`,
 # {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
 # %% tags=["remove-cell"]
 page.finish("cleaning")

@@ -44,16 +44,35 @@
 # {py:func}`lib.cross_paper.pages.cross_paper.mixture_ece` on synthetic logits three times too
 # sharp: there per-expert and global temperature scaling are the same method, so their ECEs agree.
 
+# %%
+import numpy as np
+import pandas as pd
+
+from lib.cross_paper.pages import cross_paper as xp
+
+rng = np.random.default_rng(0)
+z = rng.normal(size=(600, 1, 4)) * 2
+y = np.array([rng.choice(4, p=p) for p in xp.softmax(z[:, 0])])
+one = xp.mixture_ece(3 * z, y, np.ones((600, 1)), np.arange(300), np.arange(300, 600))
+pd.Series(one).round(4).to_frame("test half")
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic logits, CI) | cpu (default: real logits) | paper (same as cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
 seed: int = 0  # seed of the calibration/test split
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("cross_paper", globals())
 
-# %% tags=["remove-cell"]
 import numpy as np
 import pandas as pd
 
@@ -63,13 +82,6 @@ from lib.cross_paper.pages import cross_paper as xp
 from lib.cross_paper.pages.cross_paper import PAGE
 
 plots.use_offline_renderer()
-
-# %%
-rng = np.random.default_rng(0)
-z = rng.normal(size=(600, 1, 4)) * 2
-y = np.array([rng.choice(4, p=p) for p in xp.softmax(z[:, 0])])
-one = xp.mixture_ece(3 * z, y, np.ones((600, 1)), np.arange(300), np.arange(300, 600))
-pd.Series(one).round(4).to_frame("test half")
 
 # %% [markdown]
 # ## Settings and data
@@ -90,7 +102,12 @@ table = res["table"]
 # model and the cross-entropy ResNet-50 (the released XE run above).
 
 # %%
-table.query("failure == 'over-confidence'").pivot(index="method", columns="data", values="value").round(4)
+def by_method(failure: str):
+    rows = table.query("failure == @failure")
+    return rows.pivot(index="method", columns="data", values="value").round(4)
+
+
+by_method("over-confidence")
 
 # %% [markdown]
 # ## Shift: calibrate on some subjects, test on others
@@ -98,7 +115,7 @@ table.query("failure == 'over-confidence'").pivot(index="method", columns="data"
 # compared with a temperature fitted on the humanities' own calibration half.
 
 # %%
-table.query("failure == 'shift'").pivot(index="method", columns="data", values="value").round(4)
+by_method("shift")
 
 # %% [markdown]
 # ## Routing: a soft mixture of separately trained experts
@@ -173,6 +190,9 @@ cfg
 # {cite}`platt1999`, {cite}`zadrozny2001histogram`, {cite}`oksuz2024mocae`, {cite}`wong2026moe`,
 # {cite}`verma2022l2dcalibration`, {cite}`ccc2025`; the full list is on the
 # [references page](../book/bibliography.md).
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
 # %% tags=["remove-cell"]
 page.finish("cross_paper")

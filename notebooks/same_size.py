@@ -37,35 +37,44 @@
 # that each model is right on the half where it is the more confident: routing is then perfect
 # (accuracy 1, against 0.5 for each model alone).
 
+# %%
+import numpy as np
+
+from lib.ccc.cascade import same_size_route
+from lib.ccc.confidence import ModelOutputs
+from lib.report import show
+
+high = np.arange(8) >= 4  # the first model is sure and right on these four
+first = ModelOutputs(np.where(high, 0.9, 0.4), high, np.where(high, 0.9, 0.4), high)
+second = ModelOutputs(np.full(8, 0.7), ~high, np.full(8, 0.7), ~high)
+r = same_size_route(first, second, n_bins=2)
+show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
+{"routed": r.accuracy, "first alone": r.acc_first, "second alone": r.acc_second}
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-n_bins: int = 0  # equal-count bins on the first model's confidence; 0 keeps the scale's value
-n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+n_bins: int = 0  # equal-count bins on the first model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
 from lib import page
 
 page.start("same_size", globals())
 
-# %% tags=["remove-cell"]
-import numpy as np
-
 from lib import plots, report
 from lib.ccc import plots as ccc_plots
-from lib.ccc.cascade import same_size_route
-from lib.ccc.confidence import ModelOutputs
 from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.same_size import PAGE
 
 plots.use_offline_renderer()
-
-# %%
-high = np.arange(8) >= 4  # the first model is sure and right on these four
-first = ModelOutputs(np.where(high, 0.9, 0.4), high, np.where(high, 0.9, 0.4), high)
-second = ModelOutputs(np.full(8, 0.7), ~high, np.full(8, 0.7), ~high)
-r = same_size_route(first, second, n_bins=2)
-report.show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
-{"routed": r.accuracy, "first alone": r.acc_first, "second alone": r.acc_second}
 
 # %% [markdown]
 # ## Settings and data
@@ -135,6 +144,9 @@ cfg
 # ## References
 # {cite}`ccc2025`, {cite}`grattafiori2024llama3`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`mukhoti2020focal`.
+
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
 # %% tags=["remove-cell"]
 page.finish("same_size")

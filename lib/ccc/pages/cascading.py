@@ -212,7 +212,8 @@ def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
     against two paired SEs of the difference between the highest and the lowest setting."""
     sub = abl[abl["ablation"] == ablation]
     means = sub.groupby("setting")["apgr"].mean()
-    hi, lo = _per_split(sub, setting=means.idxmax()), _per_split(sub, setting=means.idxmin())
+    order = means.sort_values(kind="stable").index  # the lowest and the highest, distinct even in a tie
+    hi, lo = _per_split(sub, setting=order[-1]), _per_split(sub, setting=order[0])
     d = hi - lo
     se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else None
     spread = float(means.max() - means.min())

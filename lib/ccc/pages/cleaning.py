@@ -34,8 +34,12 @@ RANKED_POINTS: int = 30
 """Points along each truncated Confident Learning ranking (its precision-detection curve)."""
 
 TOP_BIN_PRECISION_MIN: float = 0.95
-"""'The most confident bins flag almost only real errors' -- precision at k = 1 above this (our bar;
-the paper gives no number for the top bin)."""
+"""'The most confident bins flag almost only real errors' -- precision at k = :data:`TOP_K` above this
+(our bar; the paper gives no number for the top bins)."""
+
+TOP_K: int = 3
+"""The most confident bins of that claim: the top 3 of 15 (a fifth). The top bin alone holds too few
+flags (19 of 10,000 CIFAR-10 labels) for any bar near 0.95 to be told from noise."""
 
 PAPER_CLEANING_PRECISION: float = 0.665
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""
@@ -149,13 +153,12 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     n = curve["n_flagged"].to_numpy()
     hits = prec * n
     n_noisy = float(hits[-1] / det[-1]) if det[-1] > 0 else 0.0
-    if n[0] == 0 or n[-1] == 0:
-        falls, top = report.VERDICTS[2], report.VERDICTS[2]
-    else:
-        falls = report.two_se_verdict(
-            prec[0] - prec[-1], math.hypot(precision_se(prec[0], n[0]), precision_se(prec[-1], n[-1]))
-        )
-        top = report.two_se_verdict(prec[0] - TOP_BIN_PRECISION_MIN, precision_se(prec[0], n[0]))
+    t = min(TOP_K, len(curve)) - 1  # the row of k = TOP_K
+    falls = report.VERDICTS[2]
+    if n[0] > 0 and n[-1] > 0:
+        se = math.hypot(precision_se(prec[0], n[0]), precision_se(prec[-1], n[-1]))
+        falls = report.two_se_verdict(prec[0] - prec[-1], se)
+    top = report.two_se_verdict(prec[t] - TOP_BIN_PRECISION_MIN, precision_se(prec[t], int(n[t])))
     reached = compare[compare["cl_reaches"]].merge(curve[["k", "n_flagged"]], on="k")
 
     def versus_cl(r: pd.Series) -> str:
@@ -183,9 +186,10 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
             "verdict": every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
         },
         {
-            "claim": f"the most confident bins flag almost only real errors (precision at k = 1 > {TOP_BIN_PRECISION_MIN})",
-            "paper": f"no number in the paper for the top bin; the {TOP_BIN_PRECISION_MIN} bar is our choice",
-            "ours": f"{prec[0]:.3f} on {int(n[0])} flags (SE {precision_se(prec[0], int(n[0])):.3f})",
+            "claim": "the most confident bins flag almost only real errors "
+            f"(precision at k = {t + 1} > {TOP_BIN_PRECISION_MIN})",
+            "paper": f"no number in the paper for the top bins; the {TOP_BIN_PRECISION_MIN} bar is our choice",
+            "ours": f"{prec[t]:.3f} on {int(n[t])} flags (SE {precision_se(prec[t], int(n[t])):.3f})",
             "verdict": top,
         },
     ]

@@ -247,7 +247,7 @@ def _numbers(**numbers: float) -> str:
 
 
 def training_loss_rows(losses: pd.DataFrame) -> list[pd.DataFrame]:
-    """The long-table rows of :func:`lib.cross_paper.study.training_loss_ece`, each loss's ECE
+    """The long-table rows of :func:`training_loss_ece`, each loss's ECE
     before temperature scaling (cross-entropy's as "none") and after it."""
     return [
         long_table(

@@ -54,7 +54,9 @@ def test_monotonicity_of_hand_made_tables():
     mono = K.monotonicity(tables)
     assert mono.loc["up", "spearman"] == pytest.approx(1) and mono.loc["up", "non_decreasing_steps"] == 1
     assert mono.loc["down", "spearman"] == pytest.approx(-1) and mono.loc["down", "bins"] == 4
-    assert mono.loc["down", "non_decreasing_steps"] == pytest.approx(1 / 3)  # only the 0.01 drop is within the tolerance
+    assert mono.loc["down", "non_decreasing_steps"] == pytest.approx(
+        1 / 3
+    )  # only the 0.01 drop is within the tolerance
 
 
 def test_published_key_paper_table_and_published():
