@@ -76,7 +76,7 @@ from lib import page
 page.start("calibration", globals())
 
 from lib import plots, report
-from lib.ccc import plots as ccc_plots
+from lib.ccc.plots import ccc_reliability_grid
 from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.calibration import PAGE
 
@@ -111,7 +111,7 @@ ece.round(4)
 # per bin, before and after calibration, on the calibration and the held-out half.
 
 # %%
-ccc_plots.ccc_reliability_grid(res["tables"], column="split", row="model", width=140)
+ccc_reliability_grid(res["tables"], column="split", row="model", width=140)
 
 # %% [markdown]
 # Claim 1, "higher confidence, higher accuracy": the Spearman rank correlation between a bin's mean

@@ -82,7 +82,7 @@ from lib import page
 page.start("cascading", globals())
 
 from lib import plots, report
-from lib.ccc import plots as ccc_plots
+from lib.ccc.plots import advantage_chart, cascade_chart
 from lib.ccc.pages import cascading
 from lib.ccc.pages.cascading import PAGE
 
@@ -105,14 +105,14 @@ res = PAGE.run(cfg, PAGE.data(cfg))
 
 # %%
 curves = cascading.first_split_curves(res["grid"])
-plots.legend_below(ccc_plots.cascade_chart(curves), columns=3)
+plots.legend_below(cascade_chart(curves), columns=3)
 
 # %% [markdown]
 # Does the calibrated confidence advantage on the calibration half track the accuracy advantage?
 # Points near the diagonal mean the two models' confidences are comparable (instruct pair, split 0).
 
 # %%
-ccc_plots.advantage_chart(cascading.advantage_frame(res["grid"]))
+advantage_chart(cascading.advantage_frame(res["grid"]))
 
 # %% [markdown]
 # APGR of CC, UC and RC for both pairs, mean and standard deviation over the splits. RC routes a

@@ -80,7 +80,7 @@ import pandas as pd
 
 from lib import plots, report
 from lib.ccc import cleaning
-from lib.ccc import plots as ccc_plots
+from lib.ccc.plots import precision_detection_chart
 from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.cleaning import PAGE
 
@@ -111,7 +111,7 @@ res = PAGE.run(cfg, PAGE.data(cfg))
 a, b = cfg["resnet_losses"]
 ours = res["ours"].assign(method=f"ours: {a} + {b}, top-k bins")
 title = f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise"
-ccc_plots.precision_detection_chart(pd.concat([ours, *res["cl_curves"]]), title=title)
+precision_detection_chart(pd.concat([ours, *res["cl_curves"]]), title=title)
 
 # %% [markdown]
 # Our rule's points, one per k, and Confident Learning's flagged sets

@@ -48,12 +48,13 @@
 import numpy as np
 import pandas as pd
 
-from lib.cross_paper.pages import cross_paper as xp
+from lib.cross_paper.pages import cross_paper
 
 rng = np.random.default_rng(0)
 z = rng.normal(size=(600, 1, 4)) * 2
-y = np.array([rng.choice(4, p=p) for p in xp.softmax(z[:, 0])])
-one = xp.mixture_ece(3 * z, y, np.ones((600, 1)), np.arange(300), np.arange(300, 600))
+y = np.array([rng.choice(4, p=p) for p in cross_paper.softmax(z[:, 0])])
+cal, test = np.arange(300), np.arange(300, 600)
+one = cross_paper.mixture_ece(3 * z, y, np.ones((600, 1)), cal, test)
 pd.Series(one).round(4).to_frame("test half")
 
 # %% [markdown]
@@ -78,7 +79,7 @@ import pandas as pd
 
 from lib import plots, report
 from lib.ccc.pages import released_runs_note
-from lib.cross_paper.pages import cross_paper as xp
+from lib.cross_paper.pages import cross_paper
 from lib.cross_paper.pages.cross_paper import PAGE
 
 plots.use_offline_renderer()
@@ -147,7 +148,7 @@ res["losses"].round(4)
 # (lower ECE; higher APGR), and every method's value in the chart.
 
 # %%
-report.show(xp.best_fix(table).round(4))
+report.show(cross_paper.best_fix(table).round(4))
 plots.method_comparison_chart(table)
 
 # %% [markdown]

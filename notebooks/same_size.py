@@ -70,7 +70,7 @@ from lib import page
 page.start("same_size", globals())
 
 from lib import plots, report
-from lib.ccc import plots as ccc_plots
+from lib.ccc.plots import cascade_chart
 from lib.ccc.pages import released_runs_note
 from lib.ccc.pages.same_size import PAGE
 
@@ -101,7 +101,7 @@ res["summary"].round(4)
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.legend_below(ccc_plots.cascade_chart(res["curves"], width=170), columns=3)
+plots.legend_below(cascade_chart(res["curves"], width=170), columns=3)
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and worst split.
