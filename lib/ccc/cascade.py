@@ -288,7 +288,7 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
 
 def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
     """An upper bound on the standard error of a cascade's APGR on the test half (routing fixed by
-    the calibration half): sqrt(d / n) / |acc_large - acc_small|, d the share of the n test examples
+    the calibration half): sqrt(d / n) / abs(acc_large - acc_small), d the share of the n test examples
     where exactly one of the two models is right.
 
     For a fixed routing, P(c) - P_weak = (1/n) sum_i sent_i(c) (k_large,i - k_small,i): each term is

@@ -115,8 +115,8 @@ def calibrated_flags(
 def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
     """(precision, detection) of ``flags`` against the ground-truth ``is_noisy``.
 
-    precision = |flagged & noisy| / |flagged| (1.0 when nothing is flagged, by convention);
-    detection (recall) = |flagged & noisy| / |noisy|.
+    precision = #(flagged and noisy) / #flagged (1.0 when nothing is flagged, by convention);
+    detection (recall) = #(flagged and noisy) / #noisy.
     """
     f, t = _flags(flags, "flags"), _flags(is_noisy, "is_noisy")
     check_same_length(f, t, "flags", "is_noisy")

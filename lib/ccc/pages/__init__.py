@@ -24,7 +24,7 @@ __all__ = ["ece_se", "every", "released_runs_note"]
 def ece_se(n: int) -> float:
     """The standard error of a binned ECE on ``n`` examples, at most about ``0.5 / sqrt(n)``.
 
-    ECE = sum_b (n_b / n) |acc_b - conf_b|; with the bins fixed, each bin's accuracy is a mean of
+    ECE = sum_b (n_b / n) abs(acc_b - conf_b); with the bins fixed, each bin's accuracy is a mean of
     n_b outcomes (variance <= 1 / (4 n_b)) and bins are independent, so the weighted sum has
     variance <= sum_b (n_b / n)^2 / (4 n_b) = 1 / (4 n). The same bar serves a difference of two
     ECEs on the same rows (their errors are positively correlated, so it is conservative there).

@@ -22,7 +22,28 @@ from lib.ccc.pages import every
 from lib.data import mmlu
 from lib.page import Page
 
-__all__ = ["PAGE", "CascadeGrid", "CascadingPage", "cascading_claims"]
+__all__ = [
+    "ABLATION_RANGE_MAX",
+    "APGR_PAPER_TOL",
+    "PAGE",
+    "PAIRS",
+    "PAPER_APGR_BY_BINS",
+    "PAPER_APGR_BY_CALIBRATOR",
+    "PAPER_APGR_CC",
+    "PAPER_APGR_MF_ROUTER",
+    "RANDOM_APGR",
+    "CascadeGrid",
+    "CascadingPage",
+    "ablation_means",
+    "ablations",
+    "advantage_frame",
+    "build_grid",
+    "cascading_claims",
+    "first_split_curves",
+    "main_apgr",
+    "shift_apgr",
+    "shifted_cc",
+]
 
 PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),
@@ -46,11 +67,11 @@ RANDOM_APGR: float = 0.5
 """The expected APGR of random routing (RC), by definition of APGR."""
 
 APGR_PAPER_TOL: float = 0.03
-"""'CC APGR on MMLU is about 0.70': ours within this of the paper's 0.7013."""
+"""How close to the paper's 0.7013 our CC APGR must be for "CC APGR on MMLU is about 0.70"."""
 
 ABLATION_RANGE_MAX: float = 0.02
-"""'Insensitive to the calibrator / number of bins': the APGR range over the settings below this
-(the paper's ranges: 0.0007 over calibrators, 0.0127 over 5-100 bins)."""
+"""The APGR range over the settings must be below this for "insensitive to the calibrator" (or "to
+the number of bins"); the paper's ranges are 0.0007 over calibrators and 0.0127 over 5-100 bins."""
 
 
 @dataclass

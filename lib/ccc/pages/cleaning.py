@@ -22,7 +22,23 @@ from lib.ccc.pages import every
 from lib.data import logits, mmlu
 from lib.page import Page
 
-__all__ = ["PAGE", "CleaningPage", "cleaning_claims", "compare_at_detection", "confident_learning"]
+__all__ = [
+    "MMLU_PAIRS",
+    "PAGE",
+    "PAPER_CLEANING_PRECISION",
+    "PAPER_CL_PRECISION",
+    "RANKED_POINTS",
+    "TOP_BIN_PRECISION_MIN",
+    "TOP_K",
+    "CleaningPage",
+    "cleaning_claims",
+    "compare_at_detection",
+    "confident_learning",
+    "mmlu_flag_counts",
+    "mmlu_flags",
+    "precision_se",
+    "top_flagged",
+]
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),
@@ -38,8 +54,8 @@ TOP_BIN_PRECISION_MIN: float = 0.95
 (our bar; the paper gives no number for the top bins)."""
 
 TOP_K: int = 3
-"""The most confident bins of that claim: the top 3 of 15 (a fifth). The top bin alone holds too few
-flags (19 of 10,000 CIFAR-10 labels) for any bar near 0.95 to be told from noise."""
+"""How many of the most confident bins that claim reads (3 of 15, a fifth). The top bin alone holds
+too few flags (19 of 10,000 CIFAR-10 labels) for any bar near 0.95 to be told from noise."""
 
 PAPER_CLEANING_PRECISION: float = 0.665
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""

@@ -18,7 +18,22 @@ from lib.ccc import cascade, confidence
 from lib.ccc.pages import every
 from lib.page import Page
 
-__all__ = ["PAGE", "SameSizePage", "route_grid", "same_size_claims"]
+__all__ = [
+    "NOISE_GAIN",
+    "NOISE_TS_UC",
+    "PAGE",
+    "PAPER_SAME_SIZE",
+    "PUBLISHED_KEYS",
+    "SAME_SIZE_PAPER_SAYS",
+    "TS",
+    "UNCAL",
+    "SameSizePage",
+    "gains",
+    "route_grid",
+    "same_size_claims",
+    "split_gains",
+    "summary",
+]
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
@@ -35,10 +50,18 @@ PAPER_SAME_SIZE: list[tuple[str, str, str]] = [
 ]
 """The paper's same-size pairs -- (pair, single models, routed pair) (sec. 3.3, Table 2)."""
 
-TS, UNCAL = "routed (TS, bins on first)", "routed (uncalibrated, bins on first)"
-NOISE_GAIN, NOISE_TS_UC = "test-set SE of the gain", "test-set SE of TS - uncalibrated"
-"""Per split, the standard error that the finite test half alone puts on a paired accuracy difference,
-sqrt(d / n) with d the share of its n examples where the two sides' correctness differs."""
+TS: str = "routed (TS, bins on first)"
+"""The column of the routed pair's accuracy (temperature scaling, bins on the first model)."""
+
+UNCAL: str = "routed (uncalibrated, bins on first)"
+"""The column of the same routing on uncalibrated confidences."""
+
+NOISE_GAIN: str = "test-set SE of the gain"
+"""The column of the standard error the finite test half alone puts on a split's gain, sqrt(d / n),
+d the share of its n examples where the routed pair and the better model differ in correctness."""
+
+NOISE_TS_UC: str = "test-set SE of TS - uncalibrated"
+"""The same for calibrated against uncalibrated routing."""
 
 
 def route_grid(
