@@ -62,7 +62,7 @@ conf, right = [0.6, 0.6, 0.9, 0.9], [1, 1, 1, 0]
 # `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
 seed: int = 0  # seed of the calibration/test split
 n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
 

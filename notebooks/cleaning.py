@@ -62,7 +62,7 @@ flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
 # `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
 noise_rate: float = 0.0  # share of CIFAR-10 labels flipped; 0: the scale's (0.05)
 n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
 

@@ -62,7 +62,7 @@ pd.Series(one).round(4).to_frame("test half")
 # `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
 seed: int = 0  # seed of the calibration/test split
 
 # %% [markdown] tags=["remove-cell"]

@@ -56,7 +56,7 @@ show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
 # `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (= cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
 n_bins: int = 0  # equal-count bins on the first model's confidence; 0: the scale's
 n_splits: int = 0  # random calibration/test splits; 0: the scale's
 
