@@ -22,23 +22,9 @@ from lib.ccc.pages import every
 from lib.data import logits, mmlu
 from lib.page import Page
 
-__all__ = [
-    "MMLU_PAIRS",
-    "PAGE",
-    "PAPER_CLEANING_PRECISION",
-    "PAPER_CL_PRECISION",
-    "RANKED_POINTS",
-    "TOP_BIN_PRECISION_MIN",
-    "TOP_K",
-    "CleaningPage",
-    "cleaning_claims",
-    "compare_at_detection",
-    "confident_learning",
-    "mmlu_flag_counts",
-    "mmlu_flags",
-    "precision_se",
-    "top_flagged",
-]
+__all__ = ["MMLU_PAIRS", "PAGE", "PAPER_CLEANING_PRECISION", "PAPER_CL_PRECISION", "RANKED_POINTS"]
+__all__ += ["TOP_BIN_PRECISION_MIN", "TOP_K", "CleaningPage", "cleaning_claims", "compare_at_detection"]
+__all__ += ["confident_learning", "mmlu_flag_counts", "mmlu_flags", "precision_se", "top_flagged"]
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),
