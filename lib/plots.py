@@ -320,7 +320,7 @@ def heatmap(
 
 def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 150) -> alt.ConcatChart:
     """One bar chart per (failure, data) panel: each method's value, from a long ``table`` with
-    columns ``failure, data, method, metric, value`` (:func:`lib.cross_paper.study.long_table`).
+    columns ``failure, data, method, metric, value`` (:func:`lib.cross_paper.pages.cross_paper.long_table`).
     The defaults (two panels a row, method names beside each) fit ``BOOK_WIDTH``."""
     check_columns(table, failure="failure", data="data", method="method", metric="metric", value="value")
     panels = []

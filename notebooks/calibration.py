@@ -31,84 +31,87 @@
 # all 14,042 MMLU test questions {cite}`hendrycks2021mmlu`, and a ResNet-50 {cite}`he2016resnet`
 # trained with cross-entropy on CIFAR-10 (standing in for the paper's ImageNet model, which is not
 # available offline). ECE uses equal-count bins as the paper does (section 2.1); the paper does not
-# state their number for Table 1, so we use 15, its cascade default (Table 5). On MMLU we show both
-# calibrators: Platt scaling on the answer token's logit (the paper's, see below) and temperature
-# scaling of the four letters' logits.
+# state their number for Table 1, so we use 15, its cascade default (Table 5).
+#
+# ## The method
+# A model gives each example its top-1 confidence $\hat p_i$ and is right or not ($k_i \in \{0,1\}$).
+# Sort the confidences into $B$ equal-count bins $S_1, \dots, S_B$; then
+#
+# $$\mathrm{ECE} = \sum_{b=1}^{B} \frac{|S_b|}{n}\,\Big|\,\mathrm{acc}(S_b) - \mathrm{conf}(S_b)\Big|,$$
+#
+# where $|S_b|/n$ weighs each bin by its share of examples, $\mathrm{acc}(S_b)$ is the share right
+# in the bin and $\mathrm{conf}(S_b)$ its mean confidence. Temperature scaling divides the logits by
+# one $T > 0$ fitted by NLL on the calibration half, $\hat p_i = \max_c \mathrm{softmax}(z_i / T)_c$;
+# Platt scaling maps the answer token's logit $s_i$ to $\sigma(a s_i + b)$, $a, b$ fitted by NLL
+# to correctness. Four examples, two bins, computed by
+# {py:func}`lib.calibration.metrics.binary_ece`: each bin is 0.4 off, so ECE = 0.4; with one bin
+# it is |mean confidence - accuracy| = |0.75 - 0.75| = 0.
+
+# %%
+from lib.calibration.metrics import binary_ece
+from lib.calibration.posthoc import apply_temperature
+
+conf, right = [0.6, 0.6, 0.9, 0.9], [1, 1, 1, 0]
+{"ECE, 2 bins": binary_ece(conf, right, 2, binning="mass"),
+ "ECE, 1 bin": binary_ece(conf, right, 1, binning="mass"),
+ "softmax([2, 0] / T), T = 1, 100": [
+     apply_temperature([2.0, 0.0], t).round(3).tolist() for t in (1.0, 100.0)]}
 
 # %% [markdown]
 # ## Parameters
-# Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
 seed: int = 0  # seed of the calibration/test split
 n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("calibration", globals())
 
-# %% [markdown]
-# The settings for this scale come from the one shared config, and the page says what produced its numbers.
-
-# %%
-from lib import config, plots, report
-from lib.ccc import plots as ccc_plots
-from lib.data import logits as resnet_data
-from lib.data import mmlu
-from lib.ccc import calibration as ccc_calibration
-from lib.ccc import claims as ccc_claims
+from lib import plots, report
+from lib.ccc.plots import ccc_reliability_grid
+from lib.ccc.pages import released_runs_note
+from lib.ccc.pages.calibration import PAGE
 
 plots.use_offline_renderer()
-cfg = config.settings("calibration", scale, seed=seed, n_bins=n_bins or None)
+
+# %% [markdown]
+# ## Settings and data
+# Each model's (N, C) logits with its labels; MMLU confidences are the softmax over the four answer
+# letters (paper 3, section 2.1).
+
+# %%
+cfg = PAGE.settings(scale, seed=seed, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
-report.publish_scale(
-    scale,
-    "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 (CE) CIFAR-10 test logits, "
-    f"split seed {cfg['seed']}" if REAL else
-    f"synthetic logits ({cfg['n_synthetic']} examples, lib.data.mmlu.synthetic_mmlu), seed {cfg['seed']}",
-)
-cfg
+report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+models = PAGE.data(cfg)
+report.show(released_runs_note(["ce"], REAL))
 
 # %% [markdown]
-# Load the logits: each model's (N, C) logits with the labels; MMLU confidences are the softmax over
-# the four answer letters (paper 3, section 2.1).
-
-# %%
-if REAL:
-    data = mmlu.load_mmlu()
-    resnet_logits, resnet_labels = resnet_data.load_resnet50_logits(cfg["resnet_loss"])
-else:
-    data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-    z, resnet_labels = resnet_data.synthetic_resnet_logits(cfg["n_synthetic"], (cfg["resnet_loss"],), seed=cfg["seed"])
-    resnet_logits = z[cfg["resnet_loss"]]
-models = {m: (data.logits[m], data.labels) for m in data.models}
-models[f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"] = (resnet_logits, resnet_labels)
-{m: z.shape for m, (z, _) in models.items()}
-
-# %% [markdown]
+# ## ECE before and after, on both halves
 # Split each set in half, fit the calibrators on the calibration half, and measure ECE before and
-# after on both halves; keep the reliability tables for the diagrams. Temperature scaling fits T by
-# NLL; Platt scaling (MMLU only) fits sigmoid(a s + b) by NLL to correctness, with s the logit of
-# the answer token -- the paper's "logit at the sampled token" (section 2.1), as an MMLU answer is
-# the single greedy letter (`lib.ccc.confidence.fit_confidence("platt")`).
+# after on both halves. Platt scaling (MMLU only) uses the answer token's logit -- the paper's "logit
+# at the sampled token" (section 2.1), as an MMLU answer is the single greedy letter.
 
 # %%
-results, tables = ccc_calibration.ece_grid(models, data.models, cfg["n_bins"], cfg["seed"])
-ece_table = results.pivot_table(index=["model", "T"], columns=["split", "stage"], values="ece").round(4)
-ece_table
+res = PAGE.run(cfg, models)
+ece = res["results"].pivot_table(
+    index=["model", "T"], columns=["split", "stage"], values="ece")
+ece.round(4)
 
 # %% [markdown]
-# Reliability diagrams (15 equal-count bins, 95% Wilson intervals): accuracy against mean confidence
+# Reliability diagrams (equal-count bins, 95% Wilson intervals): accuracy against mean confidence
 # per bin, before and after calibration, on the calibration and the held-out half.
 
 # %%
-ccc_plots.ccc_reliability_grid(tables, column="split", row="model", width=140)
+ccc_reliability_grid(res["tables"], column="split", row="model", width=140)
 
 # %% [markdown]
 # Claim 1, "higher confidence, higher accuracy": the Spearman rank correlation between a bin's mean
@@ -116,18 +119,7 @@ ccc_plots.ccc_reliability_grid(tables, column="split", row="model", width=140)
 # (uncalibrated confidences, held-out half).
 
 # %%
-mono = ccc_calibration.monotonicity(tables)
-mono.round(3)
-
-# %% [markdown]
-# Publish the numbers the tests and the landing page read.
-
-# %%
-SMALL = "llama-3.1-8b-instruct"
-published = ccc_calibration.calibration_published(results, mono, SMALL)
-for key, value in published.items():
-    report.publish(key, value)
-published
+res["mono"].round(3)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -138,29 +130,39 @@ published
 # on both halves) is comparable.
 
 # %%
-ccc_calibration.paper_table(results, SMALL, f"resnet50-{cfg['resnet_loss']} (CIFAR-10)").round(4).T
+PAGE.paper_table(res).round(4).T
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.ccc.claims.calibration_claims`.
+# Each verdict is computed from the numbers above by the rules of
+# {py:func}`lib.ccc.pages.calibration.calibration_claims`: the book's one symmetric rule
+# (`lib.report.two_se_verdict`) with the noise of each number -- an ECE on $n$ examples varies by
+# about $0.5/\sqrt{n}$ ({py:func}`lib.ccc.pages.ece_se`), a Spearman correlation on $B$ bins by
+# $1.06/\sqrt{B-3}$ on Fisher's z scale -- so a difference inside the noise is "inconclusive".
+# The paper reports no errors, so its own table cannot be judged by the same rule.
 
 # %%
-ece = {(split, stage): {m: ccc_calibration.ece(results, m, split, stage) for m in models}
-       for split, stage in (("held-out half", "before"), ("held-out half", "after TS"), ("calibration half", "after TS"))}
-claims = report.claims_table(ccc_claims.calibration_claims(
-    float(mono["spearman"].min()), ece["held-out half", "before"], ece["held-out half", "after TS"],
-    ece["calibration half", "after TS"], ccc_calibration.ece(results, SMALL, "held-out half", "after Platt"), SMALL))
+claims = PAGE.claims(res)
+report.publish("claims", claims.to_dict("records"))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
+
+# %% [markdown]
+# ## Provenance
+# The numbers the tests and the landing page read.
+
+# %%
+for key, value in PAGE.published(res).items():
+    report.publish(key, value)
+{k: v for k, v in cfg.items() if k != "n_synthetic" or not REAL}
 
 # %% [markdown]
 # ## References
 # {cite}`ccc2025`, {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`grattafiori2024llama3`.
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("calibration")

@@ -31,54 +31,72 @@
 # We use the released zero-shot logits of Llama-3.1 8B and 70B {cite}`grattafiori2024llama3` on all
 # 14,042 MMLU questions {cite}`hendrycks2021mmlu`, for the instruct pair and the base pair. The MF
 # router needs a pretrained checkpoint and an embedding service, so it is not run here.
+#
+# ## The method
+# Calibrate both models on the calibration half. Cut the small model's calibrated confidence into
+# $B$ equal-count bins $S_1, \dots, S_B$ and give each bin its **calibrated advantage**
+#
+# $$a_b = \frac{1}{|S_b|}\sum_{i \in S_b} \big(\hat p^{\,\mathrm{large}}_i - \hat p^{\,\mathrm{small}}_i\big),$$
+#
+# how much more sure the large model is on the questions of that bin. Keeping the $k$ bins with the
+# smallest $a_b$ on the small model and sending the rest to the large one gives one point (cost $c$ =
+# share sent to the large model, accuracy $P(c)$) for each $k = 0..B$. **APGR** scores the curve:
+#
+# $$\mathrm{APGR} = \int_0^1 \frac{P(c) - P_\mathrm{weak}}{P_\mathrm{strong} - P_\mathrm{weak}}\,dc,$$
+#
+# where $P_\mathrm{weak}$ and $P_\mathrm{strong}$ are the two models alone; routing at random gives
+# the straight line, $r(c) = c$, so APGR = 1/2. Below, two bins by
+# {py:func}`lib.ccc.cascade.advantage_table`: the large model adds 0.30 in bin 0 and 0.05 in bin 1,
+# so bin 1 stays on the small model first; then {py:func}`lib.ccc.cascade.apgr` on the overview's
+# exercise (0.625 by hand) and on the random line (0.5).
+
+# %%
+from lib.ccc import cascade
+from lib.report import show
+
+tiny = cascade.advantage_table(
+    bins=[0, 0, 1, 1], n_bins=2,
+    conf_small=[0.5, 0.6, 0.8, 0.9], conf_large=[0.9, 0.8, 0.85, 0.95],
+    correct_small=[0, 1, 1, 1], correct_large=[1, 1, 1, 1])
+show(tiny[["bin", "conf_small", "conf_large", "advantage"]].round(3))
+cost = [0, 0.5, 1]
+{"APGR of the exercise": cascade.apgr(cost, [0.6, 0.75, 0.8], weak=0.6, strong=0.8),
+ "APGR of the random line": cascade.apgr(cost, [0.6, 0.7, 0.8], weak=0.6, strong=0.8)}
 
 # %% [markdown]
 # ## Parameters
-# Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (more splits)
-n_bins: int = 0  # equal-count bins on the small model's confidence; 0 keeps the scale's value
-n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (20 splits)
+n_bins: int = 0  # equal-count bins on the small model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("cascading", globals())
 
-# %% [markdown]
-# Settings for this scale, and what produced the numbers.
-
-# %%
-from lib import config, plots, report
-from lib.ccc import plots as ccc_plots
-from lib.data import mmlu
-from lib.ccc import cascading as ccc
-from lib.ccc import claims as ccc_claims
+from lib import plots, report
+from lib.ccc.plots import advantage_chart, cascade_chart
+from lib.ccc.pages import cascading
+from lib.ccc.pages.cascading import PAGE
 
 plots.use_offline_renderer()
-cfg = config.settings("cascading", scale, n_bins=n_bins or None, n_splits=n_splits or None)
-REAL = cfg["data"] == "real"
-report.publish_scale(
-    scale,
-    (f"MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {cfg['n_splits']} random half splits" if REAL
-     else f"synthetic MMLU ({cfg['n_synthetic']} questions), {cfg['n_splits']} splits"),
-)
-data = mmlu.load_mmlu() if REAL else mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-cfg
 
 # %% [markdown]
-# For every split, calibrator and model of the two pairs (`lib.ccc.cascading.PAIRS`), compute the
-# top-1 confidence and correctness on the calibration and test halves once (``"none"`` is UC);
-# every curve below reuses them.
+# ## Settings and data
+# For every split, calibrator and model of the two pairs, the top-1 confidence and correctness on
+# the calibration and test halves are computed once (``"none"`` is UC); every curve reuses them.
 
 # %%
-grid = ccc.build_grid(data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
-len(grid.outputs)
+cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
+report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+res = PAGE.run(cfg, PAGE.data(cfg))
 
 # %% [markdown]
 # The cascade curves of the first split: accuracy on the test half against the fraction of
@@ -86,31 +104,29 @@ len(grid.outputs)
 # the test half: at each rate a random subset goes to the 70B model).
 
 # %%
-plots.legend_below(ccc_plots.cascade_chart(ccc.first_split_curves(grid)), columns=3)
+curves = cascading.first_split_curves(res["grid"])
+plots.legend_below(cascade_chart(curves), columns=3)
 
 # %% [markdown]
 # Does the calibrated confidence advantage on the calibration half track the accuracy advantage?
 # Points near the diagonal mean the two models' confidences are comparable (instruct pair, split 0).
 
 # %%
-ccc_plots.advantage_chart(ccc.advantage_frame(grid))
+advantage_chart(cascading.advantage_frame(res["grid"]))
 
 # %% [markdown]
 # APGR of CC, UC and RC for both pairs, mean and standard deviation over the splits. RC routes a
 # random subset at each rate (one draw per split); its expectation is exactly 0.5.
 
 # %%
-main = ccc.main_apgr(grid)
-main.groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
+res["main"].groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Ablations on the instruct pair (paper Tables 4-5): the calibrator (15 bins) and the number of bins
 # (temperature scaling). Platt scaling fits the logit of the answer token, as paper 3 does (sec. 2.1).
 
 # %%
-abl = ccc.ablations(grid, cfg["calibrators"], cfg["bins_ablation"])
-by_cal, by_bins = ccc.ablation_means(abl)
-abl.groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
+res["abl"].groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Distribution shift. MMLU-Adversarial is not available offline, so as a stand-in we calibrate and
@@ -118,17 +134,8 @@ abl.groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
 # in-distribution row splits that category in halves instead.
 
 # %%
-shift = ccc.shift_apgr(data, cfg["shift_calibrate_on"], cfg["n_bins"], cfg["seed"])
+shift = res["shift"]
 shift.pivot_table(index="target", columns=["setting", "method"], values="apgr").round(4)
-
-# %% [markdown]
-# Publish the numbers the tests and the landing page read.
-
-# %%
-published = ccc.cascading_published(main, by_cal, by_bins, shift)
-for key, value in published.items():
-    report.publish(key, value)
-published
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -136,27 +143,39 @@ published
 # instruct pair, means over our splits.
 
 # %%
-ccc.paper_table(main, by_cal, by_bins).round(4)
+PAGE.paper_table(res).round(4)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.ccc.claims.cascading_claims`.
+# Each verdict is computed from the numbers above by
+# {py:func}`lib.ccc.pages.cascading.cascading_claims`, with the book's one symmetric rule: CC, UC
+# and the ablation settings are scored on the same splits, so each comparison is the mean of the
+# per-split differences against two of their standard errors (`lib.report.paired_verdict`); "for
+# both pairs" holds only if it holds for each and fails if it fails for either. The paper reports
+# no errors for APGR, so its own table cannot be judged by the same rule.
 
 # %%
-shift_cc = ccc.shifted_cc(shift).set_index("target")["apgr"]
-claims = report.claims_table(ccc_claims.cascading_claims(
-    main.groupby(["pair", "method"])["apgr"].mean(), by_cal.to_dict(), by_bins.to_dict(), shift_cc.to_dict()))
+claims = PAGE.claims(res)
+report.publish("claims", claims.to_dict("records"))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
+
+# %% [markdown]
+# ## Provenance
+# The numbers the tests and the landing page read, and the settings.
+
+# %%
+for key, value in PAGE.published(res).items():
+    report.publish(key, value)
+cfg
 
 # %% [markdown]
 # ## References
 # {cite}`ccc2025`, {cite}`ong2025routellm`, {cite}`platt1999`, {cite}`zadrozny2001histogram`,
 # {cite}`guo2017calibration`, {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("cascading")

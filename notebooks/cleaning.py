@@ -20,148 +20,124 @@
 # *Paper 3, sections 2.3 and 3.5, Table 3 and Fig. 6* {cite}`ccc2025`. **What the paper claims:**
 # flag a label when two models' top-1 predictions both disagree with it and both calibrated
 # confidences fall in the top-k of 15 equal-count bins, the bins partitioning *the flagged samples*
-# (those both models disagree with; "we partition the flagged samples into 15 equal-count bins",
-# section 3.5), as this page does (`lib.ccc.cleaning.calibrated_flags`, `pool="flagged"`; an earlier
-# version binned the whole pool, kept as `pool="all"`). Lowering the confidence threshold (raising k)
-# raises the detection rate and lowers the precision, and at the same detection rate the rule is
-# more precise than Confident Learning (CL) {cite}`northcutt2021cl`. On ImageNet the paper's
-# manual check finds 66.5% of its uniquely flagged images mislabelled against 53.7% for CL.
+# ("we partition the flagged samples into 15 equal-count bins", section 3.5). Lowering the
+# confidence threshold (raising k) raises the detection rate and lowers the precision, and at the
+# same detection rate the rule is more precise than Confident Learning (CL) {cite}`northcutt2021cl`.
+# On ImageNet the paper's manual check finds 66.5% of its uniquely flagged images mislabelled
+# against 53.7% for CL.
 #
 # Without annotators we measure precision where the truth is known: we inject 5% symmetric label
 # noise into CIFAR-10 {cite}`krizhevsky2009cifar` and score the flags of two ResNet-50s
 # {cite}`he2016resnet` against the injected flips. On MMLU {cite}`hendrycks2021mmlu` we list the
 # questions that Llama-3.1 70B and 8B {cite}`grattafiori2024llama3` both answer differently from the
 # key with high confidence -- candidates for a wrong key, not verified ones.
+#
+# ## The method
+# With predictions $\hat y^A_i, \hat y^B_i$, calibrated confidences $\hat p^A_i, \hat p^B_i$ and the
+# given label $y_i$, the **two-model score** flags example $i$ at level $k$ when
+#
+# $$\hat y^A_i \ne y_i \;\wedge\; \hat y^B_i \ne y_i \;\wedge\; \mathrm{bin}_B(\hat p^A_i) > B - k
+# \;\wedge\; \mathrm{bin}_B(\hat p^B_i) > B - k,$$
+#
+# where the first two terms are the basic rule (both models contradict the label) and the last two
+# keep only the examples both models are among the most sure about, $\mathrm{bin}_B$ being the
+# equal-count bin (1 = least sure, $B$ = most sure) among the flagged examples. $k = B$ is the basic
+# rule; $k = 1$ the strictest. Below, {py:func}`lib.ccc.cleaning.calibrated_flags` on six examples
+# with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
+# label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
+
+# %%
+import numpy as np
+
+from lib.ccc import cleaning
+
+label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 1]
+conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
+args = conf_a, pred_a, conf_b, pred_b, label
+flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
+{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()}
 
 # %% [markdown]
 # ## Parameters
-# Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-noise_rate: float = 0.0  # fraction of CIFAR-10 labels flipped; 0 keeps the scale's value (0.05)
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
+noise_rate: float = 0.0  # share of CIFAR-10 labels flipped; 0: the scale's (0.05)
 n_bins: int = 0  # equal-count confidence bins; 0 keeps the scale's value
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("cleaning", globals())
 
-# %% [markdown]
-# Settings for this scale, and what produced the numbers.
-
-# %%
 import numpy as np
 import pandas as pd
 
-from lib import config, plots, report
-from lib.ccc import plots as ccc_plots
+from lib import plots, report
 from lib.ccc import cleaning
-from lib.data import logits as resnet_data
-from lib.data import mmlu
-from lib.ccc import claims as ccc_claims
-from lib.ccc import cleaning_study as ccc_cleaning
+from lib.ccc.plots import precision_detection_chart
+from lib.ccc.pages import released_runs_note
+from lib.ccc.pages.cleaning import PAGE
 
 plots.use_offline_renderer()
-cfg = config.settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
-REAL = cfg["data"] == "real"
-report.publish_scale(
-    scale,
-    (f"CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])} test logits with {cfg['noise_rate']:.0%} injected "
-     f"symmetric noise (seed {cfg['seed']}); MMLU x Llama-3.1 70B/8B") if REAL else
-    f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['noise_rate']:.0%} noise, seed {cfg['seed']}",
-)
-cfg
+
+# %% [markdown]
+# ## Settings and data
+# Flip exactly 5% of the CIFAR-10 test labels to a uniformly drawn other class (the ground truth of
+# which labels are wrong), calibrate each model by temperature scaling on the noisy labels,
+# cross-fitted over folds so that no example's own label shapes its probabilities (Confident
+# Learning needs out-of-sample probabilities; both methods get the same ones).
+
+# %%
+cfg = PAGE.settings(scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
+report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+report.show(released_runs_note(cfg["resnet_losses"], cfg["data"] == "real"))
+res = PAGE.run(cfg, PAGE.data(cfg))
+{"examples": len(res["labels"]), "flipped": int(res["is_noisy"].sum()),
+ "accuracy": res["accuracy"]}
 
 # %% [markdown]
 # ## CIFAR-10 with injected noise
-# Flip exactly 5% of the test labels to a uniformly drawn other class; `is_noisy` is the ground truth.
-
-# %%
-if REAL:
-    rz, clean_labels = resnet_data.load_resnet50_pair(tuple(cfg["resnet_losses"]))
-else:
-    rz, clean_labels = resnet_data.synthetic_resnet_logits(cfg["n_synthetic"], tuple(cfg["resnet_losses"]), seed=cfg["seed"])
-labels, is_noisy = cleaning.inject_symmetric_noise(clean_labels, 10, cfg["noise_rate"], seed=cfg["seed"])
-{"examples": len(labels), "flipped": int(is_noisy.sum())}
-
-# %% [markdown]
-# Calibrate each model by temperature scaling on the (noisy) labels, cross-fitted over folds so that
-# no example's own label shapes its probabilities -- Confident Learning needs out-of-sample
-# probabilities, and we give both methods the same ones.
-
-# %%
-a, b = cfg["resnet_losses"]
-probs = {m: cleaning.cross_fitted_probs(rz[m], labels, cfg["n_folds"], seed=cfg["seed"]) for m in (a, b)}
-conf = {m: p.max(1) for m, p in probs.items()}
-pred = {m: p.argmax(1) for m, p in probs.items()}
-{m: float(np.mean(pred[m] == clean_labels)) for m in probs}
-
-# %% [markdown]
 # The calibrated rule for k = 1..B (k = B is the basic two-model rule), and Confident Learning
 # through `cleanlab` on each model's probabilities and on their average: its flagged set (one point)
 # and its self-confidence ranking truncated at every length (a curve).
 
 # %%
-ours = cleaning.calibrated_rule_curve(conf[a], pred[a], conf[b], pred[b], labels, is_noisy, cfg["n_bins"])
-cl_points, cl_curves = ccc_cleaning.confident_learning(
-    {f"CL ({a})": probs[a], f"CL ({b})": probs[b], "CL (average of both)": (probs[a] + probs[b]) / 2}, labels, is_noisy)
-curves = pd.concat([ours.assign(method=f"ours: {a} + {b}, top-k bins"), *cl_curves], ignore_index=True)
-ccc_plots.precision_detection_chart(curves, title=f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise")
+a, b = cfg["resnet_losses"]
+ours = res["ours"].assign(method=f"ours: {a} + {b}, top-k bins")
+title = f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise"
+precision_detection_chart(pd.concat([ours, *res["cl_curves"]]), title=title)
 
 # %% [markdown]
-# Our rule's points, one per k.
+# Our rule's points, one per k, and Confident Learning's flagged sets
+# (`filter_by="confident_learning"`), one point per input.
 
 # %%
-ours[["k", "n_flagged", "precision", "detection"]].round(4)
-
-# %% [markdown]
-# Confident Learning's flagged sets (`filter_by="confident_learning"`), one point per input.
-
-# %%
-cl_points.round(4)
+report.show(res["ours"][["k", "n_flagged", "precision", "detection"]].round(4))
+res["cl_points"].round(4)
 
 # %% [markdown]
 # At the detection rate of each of our points, the precision of CL's best ranked curve (linear
 # interpolation along detection) -- the paper's "at the same detection rate" comparison.
 
 # %%
-compare = ccc_cleaning.compare_at_detection(ours, cl_curves)
-compare.round(4)
+res["compare"].round(4)
 
 # %% [markdown]
 # ## MMLU: questions both models confidently answer differently from the key
 # Cross-fitted temperature scaling on the MMLU key for each model, then the same rule for the
-# instruct pair (70B, 8B) and the base pair.
+# instruct pair (70B, 8B) and the base pair: questions flagged at k = 1, 3, 5 and B, then the top
+# flagged questions of the instruct pair (k = 3), most confident first. These are candidates; MMLU
+# has known key errors, but each row needs a human check.
 
 # %%
-data = mmlu.load_mmlu() if REAL else mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-mp = {m: cleaning.cross_fitted_probs(data.logits[m], data.labels, cfg["n_folds"], seed=cfg["seed"]) for m in data.models}
-flag_instruct = ccc_cleaning.mmlu_flags(mp, data.labels, "instruct", 3, cfg["n_bins"])
-both_pairs = int((flag_instruct & ccc_cleaning.mmlu_flags(mp, data.labels, "base", 3, cfg["n_bins"])).sum())
-ccc_cleaning.mmlu_flag_counts(mp, data.labels, cfg["n_bins"])
-
-# %% [markdown]
-# The top flagged questions of the instruct pair (k = 3), most confident first: the question, the
-# key and both models' answers with their calibrated confidences. These are candidates; MMLU has
-# known key errors, but each row needs a human check.
-
-# %%
-top = ccc_cleaning.top_flagged(data, mp, flag_instruct, cfg["top_questions"])
-top.style.hide(axis="index") if len(top) else top
-
-# %% [markdown]
-# Publish the numbers the tests and the landing page read.
-
-# %%
-published = ccc_cleaning.cleaning_published(ours, cl_points, int(flag_instruct.sum()), both_pairs)
-for key, value in published.items():
-    report.publish(key, value)
-published
+report.show(res["flag_counts"])
+res["top"].style.hide(axis="index") if len(res["top"]) else res["top"]
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -169,15 +145,19 @@ published
 # injected noise on CIFAR-10, so only the ordering (ours above CL) is comparable.
 
 # %%
-ccc_claims.cleaning_paper_table(float(ours.loc[ours["k"] == 3, "precision"].iloc[0]), float(cl_points["precision"].max())).round(4)
+PAGE.paper_table(res).round(4)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above by the rules and thresholds of
-# `lib.ccc.claims.cleaning_claims`.
+# Each verdict is computed from the numbers above by
+# {py:func}`lib.ccc.pages.cleaning.cleaning_claims`, with the book's one symmetric rule: a
+# precision on $n$ flags varies by about $\sqrt{\tilde p(1-\tilde p)/(n+4)}$ (the plus-four
+# rule), and a difference inside two such errors is "inconclusive". The paper's Table 3 gives no
+# flag counts, so its own numbers cannot be judged by the same rule.
 
 # %%
-claims = report.claims_table(ccc_claims.cleaning_claims(ours, compare))
+claims = PAGE.claims(res)
+report.publish("claims", claims.to_dict("records"))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
 
@@ -186,12 +166,21 @@ claims
 # temperature scaling does not change which labels this rule flags; it matters for the cascade
 # (which compares confidences across models) and for Confident Learning's per-class thresholds.
 #
+# ## Provenance
+# The numbers the tests and the landing page read, and the settings.
+
+# %%
+for key, value in PAGE.published(res).items():
+    report.publish(key, value)
+cfg
+
+# %% [markdown]
 # ## References
 # {cite}`ccc2025`, {cite}`northcutt2021cl`, {cite}`krizhevsky2009cifar`, {cite}`he2016resnet`,
 # {cite}`hendrycks2021mmlu`, {cite}`grattafiori2024llama3`.
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("cleaning")

@@ -33,67 +33,82 @@
 # | routing | 1 | does calibrating each expert calibrate a soft mixture of them? |
 # | deferral | 2, 3 | can we estimate when *another* model is right, and route on it? |
 # | training loss | 4 | how far do reweighted training losses get before post-hoc scaling? |
-
-# %% [markdown]
-# ## Parameters
-# `scale` picks the data: `smoke` uses synthetic logits made in code, `cpu` and `paper` the real
-# logits (the whole chapter takes under a minute on a laptop).
-
-# %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic logits, CI) | cpu (default: real logits) | paper (same as cpu)
-seed: int = 0  # seed of the calibration/test split
-
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
-
-# %%
-from lib import page
-
-page.start("cross_paper", globals())
-
-# %% [markdown]
-# The settings for this scale come from `lib/scales.toml`; the data loaders say what is missing if
-# the logits are not on disk.
+#
+# ## The methods
+# Every fix here is post hoc and fitted on a calibration half: temperature scaling divides the
+# logits by one $T$ ($\hat p = \mathrm{softmax}(z/T)$), Platt scaling fits $\sigma(a s + b)$ to
+# correctness, histogram binning replaces each confidence by its bin's accuracy, and MoCaE gives each
+# expert $k$ of a mixture $p = \sum_k r_k\, \mathrm{softmax}(z_k / T_k)$ its own $T_k$. Each is judged
+# by the test-half ECE (or APGR for the cascade, see [Cascading](cascading.ipynb)). Below, a mixture
+# of one expert with routing weight 1, computed by
+# {py:func}`lib.cross_paper.pages.cross_paper.mixture_ece` on synthetic logits three times too
+# sharp: there per-expert and global temperature scaling are the same method, so their ECEs agree.
 
 # %%
 import numpy as np
 import pandas as pd
 
-from lib import config, plots, report
-from lib.ccc.cascade import split_halves
-from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
-from lib.data.mmlu import load_mmlu, synthetic_mmlu
-from lib.cross_paper import study as xp
-from lib.cross_paper import claims as cross_paper_claims
+from lib.cross_paper.pages import cross_paper
+
+rng = np.random.default_rng(0)
+z = rng.normal(size=(600, 1, 4)) * 2
+y = np.array([rng.choice(4, p=p) for p in cross_paper.softmax(z[:, 0])])
+cal, test = np.arange(300), np.arange(300, 600)
+one = cross_paper.mixture_ece(3 * z, y, np.ones((600, 1)), cal, test)
+pd.Series(one).round(4).to_frame("test half")
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
+# %% tags=["parameters"]
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
+seed: int = 0  # seed of the calibration/test split
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
+
+# %% tags=["remove-cell"]
+from lib import page
+
+page.start("cross_paper", globals())
+
+import numpy as np
+import pandas as pd
+
+from lib import plots, report
+from lib.ccc.pages import released_runs_note
+from lib.cross_paper.pages import cross_paper
+from lib.cross_paper.pages.cross_paper import PAGE
 
 plots.use_offline_renderer()
-cfg = config.settings("cross_paper", scale)
-if cfg["synthetic"]:
-    mmlu = synthetic_mmlu(n=cfg["n_synthetic"], seed=seed)
-    resnets, cifar_labels = synthetic_resnet_logits(n=cfg["n_synthetic"], losses=tuple(cfg["losses"]), seed=seed)
-else:
-    mmlu = load_mmlu()
-    resnets, cifar_labels = load_resnet50_pair(tuple(cfg["losses"]))
-source = "synthetic logits (smoke test only)" if cfg["synthetic"] else "real MMLU Llama-3.1 and ResNet-50 CIFAR-10 logits"
-report.publish_scale(scale, f"{source}; {len(mmlu)} MMLU questions, {len(cifar_labels)} CIFAR-10 images; no training")
-small, large = cfg["small_model"], cfg["large_model"]
-mmlu_cal, mmlu_test = split_halves(len(mmlu), seed=seed)
-cifar_cal, cifar_test = split_halves(len(cifar_labels), seed=seed)
-rows = []
+
+# %% [markdown]
+# ## Settings and data
+# `scale` picks the data: `smoke` uses synthetic logits made in code, `cpu` and `paper` the real
+# logits (the whole chapter takes under a minute on a laptop).
+
+# %%
+cfg = PAGE.settings(scale, seed=seed)
+data = PAGE.data(cfg)
+report.show(report.publish_scale(scale, PAGE.scale_summary(cfg, data)))
+report.show(released_runs_note(cfg["losses"], not cfg["synthetic"]))
+res = PAGE.run(cfg, data)
+table = res["table"]
 
 # %% [markdown]
 # ## Over-confidence: post-hoc scaling on held-out data
-# Fit each post-hoc calibrator on one half and measure top-label ECE on the other, for the
-# large instruct model and the cross-entropy ResNet-50.
+# Each post-hoc calibrator fitted on one half, top-label ECE on the other, for the large instruct
+# model and the cross-entropy ResNet-50 (the released XE run above).
 
 # %%
-for data, logits, labels, cal, test in (
-    (large, mmlu.logits[large], mmlu.labels, mmlu_cal, mmlu_test),
-    ("ResNet-50 (cross-entropy)", resnets["ce"], cifar_labels, cifar_cal, cifar_test),
-):
-    rows.append(xp.long_table("over-confidence", data, xp.posthoc_ece(logits, labels, cal, test)))
-pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round(4)
+def by_method(failure: str):
+    rows = table.query("failure == @failure")
+    return rows.pivot(index="method", columns="data", values="value").round(4)
+
+
+by_method("over-confidence")
 
 # %% [markdown]
 # ## Shift: calibrate on some subjects, test on others
@@ -101,13 +116,7 @@ pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round
 # compared with a temperature fitted on the humanities' own calibration half.
 
 # %%
-category = mmlu.questions["category"].to_numpy()
-src = np.flatnonzero(category == "stem")
-tgt = np.flatnonzero(category == "humanities")
-tgt_cal, tgt_test = (tgt[half] for half in split_halves(len(tgt), seed=seed))
-for model in (small, large):
-    rows.append(xp.long_table("shift", model, xp.shift_ece(mmlu.logits[model], mmlu.labels, src, tgt, tgt_cal, tgt_test)))
-pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round(4)
+by_method("shift")
 
 # %% [markdown]
 # ## Routing: a soft mixture of separately trained experts
@@ -115,11 +124,7 @@ pd.concat(rows[-2:]).pivot(index="method", columns="data", values="value").round
 # router that favours the more confident expert (a stand-in for paper 1's learned router).
 
 # %%
-experts = np.stack([resnets[k] for k in cfg["losses"]], axis=1)
-routing = xp.confidence_routing(experts)
-mix = xp.mixture_ece(experts, cifar_labels, routing, cifar_cal, cifar_test)
-rows.append(xp.long_table("routing", cross_paper_claims.MIXTURE, {k: v for k, v in mix.items() if not k.startswith("accuracy")}))
-pd.Series(mix).round(4).to_frame("test half")
+pd.Series(res["mix"]).round(4).to_frame("test half")
 
 # %% [markdown]
 # ## Deferral: is the other model right?
@@ -127,9 +132,7 @@ pd.Series(mix).round(4).to_frame("test half")
 # small-to-large cascade on uncalibrated vs calibrated confidence (APGR: 0.5 is random routing).
 
 # %%
-rows.append(xp.long_table("deferral", f"P({large} is right)", xp.other_model_correctness_ece(mmlu.logits[large], mmlu.labels, mmlu_cal, mmlu_test)))
-rows.append(xp.long_table("deferral", f"cascade {small} -> {large}", xp.cascade_apgr(mmlu.logits[small], mmlu.logits[large], mmlu.labels, mmlu_cal, mmlu_test), metric="APGR"))
-pd.concat(rows[-2:])[["data", "method", "metric", "value"]].round(4)
+table.query("failure == 'deferral'")[["data", "method", "metric", "value"]].round(4)
 
 # %% [markdown]
 # ## Training loss: reweighted risks before and after temperature scaling
@@ -137,37 +140,28 @@ pd.concat(rows[-2:])[["data", "method", "metric", "value"]].round(4)
 # authors (the degenerate inverse-focal run is left out).
 
 # %%
-losses = xp.training_loss_ece(resnets, cifar_labels, cifar_cal, cifar_test)
-rows.extend(cross_paper_claims.training_loss_rows(losses))
-losses.round(4)
+res["losses"].round(4)
 
 # %% [markdown]
 # ## Which method fixes which failure
-# The table is computed from the numbers above: for every failure mode, the uncorrected value and
-# the method that did best on the test half (lower ECE; higher APGR).
+# For every failure mode, the uncorrected value and the method that did best on the test half
+# (lower ECE; higher APGR), and every method's value in the chart.
 
 # %%
-table = pd.concat(rows, ignore_index=True)
-fixes = xp.best_fix(table)
-report.publish("best_fix", fixes[["failure", "data", "best method"]].to_dict("records"))
-for name, ece in cross_paper_claims.overconfidence_published(table).items():
-    report.publish(name, ece)
-fixes.round(4)
-
-# %% [markdown]
-# The chart shows every method's test-half value per failure mode.
-
-# %%
+report.show(cross_paper.best_fix(table).round(4))
 plots.method_comparison_chart(table)
 
 # %% [markdown]
 # ## Which expectations held
 # Each row states what the papers lead one to expect on these data; the verdict is computed from
-# the numbers above (`lib.cross_paper.claims`).
+# the numbers above by {py:func}`lib.cross_paper.pages.cross_paper.cross_paper_claims`, with the
+# book's one symmetric rule: an ECE on $n$ test examples varies by about $0.5/\sqrt{n}$
+# ({py:func}`lib.ccc.pages.ece_se`), an APGR by at most {py:func}`lib.ccc.cascade.apgr_se`, and a
+# difference inside two such errors is "inconclusive".
 
 # %%
-claims = cross_paper_claims.cross_paper_claims(table, mix, losses, small, large)
-report.publish("claims", claims[["claim", "verdict"]].to_dict("records"))
+claims = PAGE.claims(res, cfg)
+report.publish("claims", claims.to_dict("records"))
 claims
 
 # %% [markdown]
@@ -182,6 +176,15 @@ claims
 # model is right needs its own calibration; training losses change calibration before post-hoc
 # scaling, which then narrows their differences.
 #
+# ## Provenance
+# The numbers the tests and the landing page read, and the settings.
+
+# %%
+for key, value in PAGE.published(res).items():
+    report.publish(key, value)
+cfg
+
+# %% [markdown]
 # ## References
 #
 # {cite}`hendrycks2021mmlu`, {cite}`zhou2025reweighted`, {cite}`guo2017calibration`,
@@ -189,8 +192,8 @@ claims
 # {cite}`verma2022l2dcalibration`, {cite}`ccc2025`; the full list is on the
 # [references page](../book/bibliography.md).
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("cross_paper")

@@ -26,64 +26,65 @@
 # We test the claim on three real pairs: Llama-3.1 8B base with 8B instruct and 70B base with 70B
 # instruct on MMLU {cite}`grattafiori2024llama3,hendrycks2021mmlu`, and two ResNet-50s trained on
 # CIFAR-10 with cross-entropy and with focal loss {cite}`he2016resnet,mukhoti2020focal`.
+#
+# ## The method
+# The cascade's bins and advantages ([Cascading](cascading.ipynb)), with no cost to save: cut the
+# first model's calibrated confidence into $B$ equal-count bins on the calibration half, compute each
+# bin's advantage $a_b$ = mean second-model confidence - mean first-model confidence, and send a test
+# example to the second model exactly when its bin has $a_b > 0$. Each example goes to the model
+# that is more sure where it falls, so the pair can beat both models only if their calibrated
+# confidences are comparable. Below, {py:func}`lib.ccc.cascade.same_size_route` on a pair built so
+# that each model is right on the half where it is the more confident: routing is then perfect
+# (accuracy 1, against 0.5 for each model alone).
+
+# %%
+import numpy as np
+
+from lib.ccc.cascade import same_size_route
+from lib.ccc.confidence import ModelOutputs
+from lib.report import show
+
+high = np.arange(8) >= 4  # the first model is sure and right on these four
+first = ModelOutputs(np.where(high, 0.9, 0.4), high, np.where(high, 0.9, 0.4), high)
+second = ModelOutputs(np.full(8, 0.7), ~high, np.full(8, 0.7), ~high)
+r = same_size_route(first, second, n_bins=2)
+show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
+{"routed": r.accuracy, "first alone": r.acc_first, "second alone": r.acc_second}
 
 # %% [markdown]
 # ## Parameters
-# Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic logits) | cpu (default: all real logits) | paper (same as cpu)
-n_bins: int = 0  # equal-count bins on the first model's confidence; 0 keeps the scale's value
-n_splits: int = 0  # random calibration/test splits averaged over; 0 keeps the scale's value
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
+n_bins: int = 0  # equal-count bins on the first model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
 
-# %% [markdown]
-# The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
-# until the last cell has run, a notice below says that the page did not finish.
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
 
-# %%
+# %% tags=["remove-cell"]
 from lib import page
 
 page.start("same_size", globals())
 
-# %% [markdown]
-# Settings for this scale, and what produced the numbers.
-
-# %%
-from lib import config, plots, report
-from lib.ccc import plots as ccc_plots
-from lib.data import logits as resnet_data
-from lib.data import mmlu
-from lib.ccc import claims as ccc_claims
-from lib.ccc import same_size as ccc_same_size
+from lib import plots, report
+from lib.ccc.plots import cascade_chart
+from lib.ccc.pages import released_runs_note
+from lib.ccc.pages.same_size import PAGE
 
 plots.use_offline_renderer()
-cfg = config.settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
-REAL = cfg["data"] == "real"
-report.publish_scale(
-    scale,
-    (f"MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])}, "
-     f"{cfg['n_splits']} random half splits") if REAL else
-    f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['n_splits']} splits",
-)
-cfg
 
 # %% [markdown]
-# Load the three pairs as (logits of the first model, logits of the second, labels).
+# ## Settings and data
+# The three pairs as (logits of the first model, logits of the second, labels).
 
 # %%
-if REAL:
-    data = mmlu.load_mmlu()
-    rz, ry = resnet_data.load_resnet50_pair(tuple(cfg["resnet_losses"]))
-else:
-    data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-    rz, ry = resnet_data.synthetic_resnet_logits(cfg["n_synthetic"], tuple(cfg["resnet_losses"]), seed=cfg["seed"])
-a, b = cfg["resnet_losses"]
-PAIRS = {
-    "MMLU 8B base + 8B instruct": (data.logits["llama-3.1-8b-base"], data.logits["llama-3.1-8b-instruct"], data.labels),
-    "MMLU 70B base + 70B instruct": (data.logits["llama-3.1-70b-base"], data.logits["llama-3.1-70b-instruct"], data.labels),
-    f"CIFAR-10 ResNet-50 {a} + {b}": (rz[a], rz[b], ry),
-}
-list(PAIRS)
+cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
+report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+pairs = PAGE.data(cfg)
+report.show(released_runs_note(cfg["resnet_losses"], cfg["data"] == "real"))
 
 # %% [markdown]
 # For each pair and split: temperature-scale both models on the calibration half, then route each
@@ -92,32 +93,21 @@ list(PAIRS)
 # and with the same rule on uncalibrated confidences.
 
 # %%
-res, curves = ccc_same_size.route_grid(PAIRS, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
-summary = ccc_same_size.summary(res)
-summary.round(4)
+res = PAGE.run(cfg, pairs)
+res["summary"].round(4)
 
 # %% [markdown]
 # The cascade curves of the first split (x: fraction of examples on the first model). A curve that
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.legend_below(ccc_plots.cascade_chart(curves, width=170), columns=3)  # fits the page
+plots.legend_below(cascade_chart(res["curves"], width=170), columns=3)
 
 # %% [markdown]
-# Gain of the routed pair over the better single model, mean and spread over the splits.
+# Gain of the routed pair over the better single model, mean and worst split.
 
 # %%
-gains = ccc_same_size.gains(res)
-gains.round(4)
-
-# %% [markdown]
-# Publish the numbers the tests and the landing page read.
-
-# %%
-published = ccc_same_size.same_size_published(list(PAIRS), summary, gains)
-for key, value in published.items():
-    report.publish(key, value)
-published
+res["gains"].round(4)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -125,25 +115,38 @@ published
 # for the size of the effect and set ours beside them.
 
 # %%
-ccc_claims.same_size_paper_table(summary, list(PAIRS))
+PAGE.paper_table(res)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Each verdict is computed from the numbers above by the rules of
-# `lib.ccc.claims.same_size_claims`.
+# Each verdict is computed from the per-split numbers by
+# {py:func}`lib.ccc.pages.same_size.same_size_claims`, with the book's one symmetric rule: both
+# sides of each comparison share the splits, so the mean per-split difference is judged against two
+# of its standard errors (`lib.report.paired_verdict`). The paper reports no errors, so its own
+# table cannot be judged by the same rule.
 
 # %%
-claims = report.claims_table(ccc_claims.same_size_claims(gains, summary, list(PAIRS)))
+claims = PAGE.claims(res)
+report.publish("claims", claims.to_dict("records"))
 report.publish("claims_held", int((claims["verdict"] == "held").sum()))
 claims
+
+# %% [markdown]
+# ## Provenance
+# The numbers the tests and the landing page read, and the settings.
+
+# %%
+for key, value in PAGE.published(res).items():
+    report.publish(key, value)
+cfg
 
 # %% [markdown]
 # ## References
 # {cite}`ccc2025`, {cite}`grattafiori2024llama3`, {cite}`hendrycks2021mmlu`, {cite}`he2016resnet`,
 # {cite}`mukhoti2020focal`.
 
-# %% [markdown]
-# The page ran to its end, so the "did not finish" notice at the top is removed.
+# %% [markdown] tags=["remove-cell"]
+# The page ran to its end: remove the "did not finish" notice.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("same_size")

@@ -1,10 +1,12 @@
 """Paper 3, calibration, cascading and cleaning: its methods and its pages.
 
-Methods: :mod:`~lib.ccc.confidence` (calibrated top-1 confidence), :mod:`~lib.ccc.cascade` (the
-calibrated-advantage cascade, APGR), :mod:`~lib.ccc.same_size_routing`, :mod:`~lib.ccc.cleaning`
-(two-model label cleaning).
-
-Pages: :mod:`~lib.ccc.pages`, :mod:`~lib.ccc.calibration`, :mod:`~lib.ccc.cascading`,
-:mod:`~lib.ccc.same_size`, :mod:`~lib.ccc.cleaning_study`, :mod:`~lib.ccc.claims`; figures in
+Methods (what the book teaches): :mod:`~lib.ccc.confidence` (a model's calibrated top-1
+confidence), :mod:`~lib.ccc.cascade` (equal-count bins, the calibrated confidence advantage, the
+cascade curve, APGR, and routing between two models of the same size), :mod:`~lib.ccc.cleaning`
+(the two-model label-cleaning rule, noise injection, Confident Learning); figures in
 :mod:`~lib.ccc.plots`.
+
+Pages, one module per notebook: :mod:`lib.ccc.pages.calibration`, :mod:`lib.ccc.pages.cascading`,
+:mod:`lib.ccc.pages.same_size`, :mod:`lib.ccc.pages.cleaning` (each with its data, run, tables,
+claims and the paper's numbers).
 """

@@ -8,7 +8,8 @@ first k bins on the small model and sending the rest to the large one gives one 
 on the small model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the
 small model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random
 routing: the straight line between the two models). Cascades are scored by APGR (paper 3, appendix
-A.1, eqs. 1-2). Routing between two models of the same size is :mod:`lib.ccc.same_size_routing`.
+A.1, eqs. 1-2). Routing between two models of the same size (section 3.3) is :func:`same_size_route`:
+the same bins and advantages, each test example sent to the model its bin favours.
 """
 
 from __future__ import annotations
@@ -283,3 +284,70 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
     order = np.argsort(c, kind="stable")
     r = (p[order] - weak) / (strong - weak)
     return float(np.trapezoid(r, c[order]))
+
+
+def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
+    """An upper bound on the standard error of a cascade's APGR on the test half (routing fixed by
+    the calibration half): sqrt(d / n) / abs(acc_large - acc_small), d the share of the n test examples
+    where exactly one of the two models is right.
+
+    For a fixed routing, P(c) - P_weak = (1/n) sum_i sent_i(c) (k_large,i - k_small,i): each term is
+    non-zero only where the models disagree, so its variance is at most d / n; r(c) divides by the
+    gap, and APGR, an average of r(c) over c, has an SD no larger than the largest r(c)'s.
+    """
+    ks, kl = (
+        _bool_vector(small.correct_test, "small.correct_test"),
+        _bool_vector(large.correct_test, "large.correct_test"),
+    )
+    check_same_length(ks, kl, "small.correct_test", "large.correct_test")
+    gap = abs(float(kl.mean()) - float(ks.mean()))
+    if ks.size == 0 or gap < 1e-12:
+        raise ValueError("large: must differ in accuracy from small on a non-empty test half")
+    return float(np.sqrt(np.mean(ks != kl) / ks.size) / gap)
+
+
+# --- routing between two models of the same size (section 3.3) ------------------------------------
+
+
+@dataclass
+class RouteResult:
+    """Same-size routing: accuracy of the routed pair and of each model alone (test half), the share
+    sent to the second model, the per-bin table, and whether each routed test example is right."""
+
+    accuracy: float
+    acc_first: float
+    acc_second: float
+    frac_second: float
+    table: pd.DataFrame
+    correct: np.ndarray
+
+    @property
+    def gain(self) -> float:
+        """Accuracy beyond the better of the two models."""
+        return self.accuracy - max(self.acc_first, self.acc_second)
+
+
+def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first") -> RouteResult:
+    """Route each test example to the model with the higher calibrated confidence in its bin.
+
+    ``binning="first"``: B equal-count bins on the first model's calibrated confidence (the
+    cascade's bins), route to the second model where its advantage a_b > 0. ``"joint"``: B x B
+    cells (equal-count bins on each model's confidence), route per cell by the sign of the mean
+    confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
+    """
+    n_bins = check_bins(n_bins)
+    check_choice(binning, ("first", "joint"), "binning")
+    e1 = equal_count_bins(first.conf_cal, n_bins)
+    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
+    n_cells = n_bins
+    if binning == "joint":
+        e2 = equal_count_bins(second.conf_cal, n_bins)
+        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
+        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
+        n_cells = n_bins * n_bins
+    table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
+    adv = np.nan_to_num(table["advantage"].to_numpy(), nan=0.0)
+    to_second = adv[c_test] > 0
+    correct = np.where(to_second, second.correct_test, first.correct_test)
+    table["test_count"] = np.bincount(c_test, minlength=n_cells)
+    return RouteResult(float(correct.mean()), first.acc_test, second.acc_test, float(to_second.mean()), table, correct)

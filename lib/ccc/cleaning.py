@@ -115,8 +115,8 @@ def calibrated_flags(
 def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
     """(precision, detection) of ``flags`` against the ground-truth ``is_noisy``.
 
-    precision = |flagged & noisy| / |flagged| (1.0 when nothing is flagged, by convention);
-    detection (recall) = |flagged & noisy| / |noisy|.
+    precision = #(flagged and noisy) / #flagged (1.0 when nothing is flagged, by convention);
+    detection (recall) = #(flagged and noisy) / #noisy.
     """
     f, t = _flags(flags, "flags"), _flags(is_noisy, "is_noisy")
     check_same_length(f, t, "flags", "is_noisy")
@@ -138,6 +138,7 @@ def calibrated_rule_curve(
     pool: str = "flagged",
 ) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
+    n_bins = check_int(n_bins, "n_bins", minimum=1)  # 0 bins would be an empty curve
     rows = []
     for k in range(1, n_bins + 1):
         f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)

@@ -4,7 +4,7 @@ calibrators fitted on a calibration half, and a model's confidence and correctne
 Paper: "When Models Know When They Do Not Know: Calibration, Cascading, and Cleaning"
 (paper 3). The calibrators themselves are :mod:`lib.calibration.posthoc`'s;
 here each becomes a map from logits to the confidence of the predicted class, the quantity cascades
-(:mod:`lib.ccc.cascade`) and same-size routing (:mod:`lib.ccc.same_size_routing`) compare across models.
+(:mod:`lib.ccc.cascade`) and same-size routing (:func:`lib.ccc.cascade.same_size_route`) compare across models.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The cross-paper chapter: the four papers' calibration methods on the same logits.
 
-:mod:`~lib.cross_paper.study` computes the comparison, :mod:`~lib.cross_paper.claims` judges its
-expectations; :mod:`~lib.cross_paper.pages` holds its :class:`~lib.page.Page`.
+Its one page, :mod:`lib.cross_paper.pages.cross_paper`, holds the comparison, its claims and the
+numbers it publishes.
 """

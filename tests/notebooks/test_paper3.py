@@ -3,11 +3,14 @@
 The synthetic data (lib.data.mmlu.synthetic_mmlu) is calibrated by construction for the base
 models and overconfident (logits x kappa) for the instruct ones, so some outcomes must hold:
 temperature scaling lowers the instruct model's ECE, and calibrated cascading beats random routing.
+Each page opens with its method computed on a tiny batch, hides its setup cells, and publishes its
+claims table; the overview's "Try it" commands run.
 """
 
 from __future__ import annotations
 
-import ast
+import re
+import shlex
 from pathlib import Path
 
 import nbformat
@@ -15,43 +18,35 @@ import pytest
 
 from lib import report
 from lib.book import execute_notebook
+from lib.config import repo_root
 
+PAGES = ("calibration", "cascading", "same_size", "cleaning")
 
-def published(path: Path) -> dict:
-    """Numbers glued by the executed notebook (lib.report.read_published), tolerating glue's
-    mime-prefixed encoding ("application/papermill.record/text/plain") if the reader misses it."""
-    found = report.read_published(path)
-    if found:
-        return found
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            meta = out.get("metadata", {}).get("scrapbook")
-            if meta:
-                text = out.get("data", {}).get(meta.get("mime_prefix", "") + "text/plain")
-                if text is not None:
-                    try:
-                        found[meta["name"]] = ast.literal_eval("".join(text))
-                    except (ValueError, SyntaxError):
-                        found[meta["name"]] = "".join(text)
-    return found
+#: What each page's first visible code cell (its method on a tiny batch) must print.
+FORMULA_OUTPUT = {
+    "calibration": "'ECE, 2 bins': 0.4",
+    "cascading": "'APGR of the exercise': 0.625",
+    "same_size": "'routed': 1.0",
+    "cleaning": "'k = 1': array([4])",
+}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cache: dict[str, dict] = {}
+    cache: dict[str, Path] = {}
 
-    def _run(name: str) -> dict:
-        if name not in cache:
+    def _run(name: str, **params) -> Path:
+        tag = name + "".join(f"-{k}={v}" for k, v in sorted(params.items()))
+        if tag not in cache:
             out = tmp_path_factory.mktemp(name) / f"{name}.ipynb"
-            cache[name] = published(execute_notebook(name, scale="smoke", output=out, progress=False))
-        return cache[name]
+            cache[tag] = execute_notebook(name, scale="smoke", parameters=params, output=out, progress=False)
+        return cache[tag]
 
     return _run
 
 
 def test_calibration_smoke(run):
-    p = run("calibration")
+    p = report.read_published(run("calibration"))
     assert p["scale_summary"].startswith("smoke")
     assert p["ece_after"] < p["ece_before"]  # instruct models are overconfident by construction
     for key in ("ece_8b_base_test_after", "ece_70b_instruct_test_after", "ece_resnet50_ce_test_after"):
@@ -60,7 +55,7 @@ def test_calibration_smoke(run):
 
 
 def test_cascading_smoke(run):
-    p = run("cascading")
+    p = report.read_published(run("cascading"))
     for key in ("apgr_cc", "apgr_uc", "apgr_cc_base", "apgr_uc_base", "apgr_shift_min"):
         assert 0 <= p[key] <= 1, key
     assert p["apgr_rc"] == pytest.approx(0.5, abs=0.05)  # one random routing draw per split; E[APGR] = 0.5
@@ -71,21 +66,60 @@ def test_cascading_smoke(run):
 
 
 def test_same_size_smoke(run):
-    p = run("same_size")
+    p = report.read_published(run("same_size"))
     for key in ("mmlu_8b", "mmlu_70b", "cifar10"):
         acc = p[f"same_size_acc_{key}"]
         assert all(0 <= v <= 1 for v in acc.values())
         # Routing can never beat the oracle that picks whichever model is right.
         assert acc["routed (TS, bins on first)"] <= acc["oracle (either right)"] + 1e-9
         assert p[f"same_size_gain_{key}"] == pytest.approx(
-            acc["routed (TS, bins on first)"] - max(acc["first alone"], acc["second alone"]), abs=2e-3)
+            acc["routed (TS, bins on first)"] - max(acc["first alone"], acc["second alone"]), abs=2e-3
+        )
 
 
 def test_cleaning_smoke(run):
-    p = run("cleaning")
+    p = report.read_published(run("cleaning"))
     prec, det = p["cleaning_precisions"], p["cleaning_detections"]
     assert all(0 <= v <= 1 for v in prec + det)
     assert all(b >= a - 1e-12 for a, b in zip(det, det[1:]))  # detection grows with k
     assert det[-1] == p["cleaning_detection_basic"] and prec[0] == p["cleaning_precision_k1"]
     assert 0 <= p["cl_precision"] <= 1 and 0 <= p["cl_detection"] <= 1
     assert p["mmlu_flagged_both_pairs_k3"] <= p["mmlu_flagged_instruct_k3"]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_teaches_its_method_hides_setup_and_publishes_claims(run, name):
+    path = run(name)
+    claims = report.read_published(path)["claims"]
+    assert claims and all(set(c) >= {"claim", "paper", "ours", "verdict", "paper_own"} for c in claims)
+    assert all(c["verdict"] in report.VERDICTS for c in claims)
+    cells = [c for c in nbformat.read(str(path), as_version=4).cells if c.cell_type == "code"]
+    setup = [c for c in cells if "page.start(" in c.source or "page.finish(" in c.source]
+    assert len(setup) == 2 and all("remove-cell" in c.metadata.get("tags", []) for c in setup)
+    shown = [
+        c for c in cells if not set(c.metadata.get("tags", [])) & {"remove-cell", "parameters", "injected-parameters"}
+    ]
+    first = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in shown[0].outputs)
+    assert FORMULA_OUTPUT[name] in first, first
+    lines = [line for c in cells for line in c.source.splitlines() if line.strip()]
+    assert len(lines) <= 110 and max(len(line) for line in lines) <= 88  # thin notebooks, code fits the column
+
+
+def try_it_commands() -> list[tuple[str, dict[str, object]]]:
+    """The overview's "Try it" commands as (page, parameters)."""
+    text = (repo_root() / "book" / "ccc" / "overview.md").read_text()
+    section = text.split("## Try it", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for cmd in re.findall(r"`(python -m lib run [^`]+)`", section):
+        words = shlex.split(cmd)[4:]
+        params = {words[i + 1]: float(words[i + 2]) if "." in words[i + 2] else int(words[i + 2])
+                  for i in range(1, len(words), 3)}  # fmt: skip
+        out.append((words[0], params))
+    return out
+
+
+def test_try_it_commands_run_at_smoke_scale(run):
+    commands = try_it_commands()
+    assert len(commands) >= 2
+    for name, params in commands:
+        assert report.read_published(run(name, **params))["scale_summary"].startswith("smoke"), (name, params)

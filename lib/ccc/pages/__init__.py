@@ -1,2 +1,82 @@
-"""Paper 3's pages, one module per notebook (``lib/ccc/pages/<notebook>.py``). None trains on a
-GPU: the paper's models' logits and predictions are loaded, not trained."""
+"""Paper 3's pages, one module per notebook (``lib/ccc/pages/<notebook>.py``), and what they share.
+
+None trains on a GPU: the paper's models' logits and predictions are loaded, not trained. Shared
+here (the cross-paper chapter uses them too):
+
+* :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
+* :func:`every` -- the verdict of a claim made "for every model/pair" from the parts' verdicts;
+* :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
+  about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from lib.report import VERDICTS
+
+__all__ = ["ece_se", "every", "released_runs_note"]
+
+
+def ece_se(n: int) -> float:
+    """The standard error of a binned ECE on ``n`` examples, at most about ``0.5 / sqrt(n)``.
+
+    ECE = sum_b (n_b / n) abs(acc_b - conf_b); with the bins fixed, each bin's accuracy is a mean of
+    n_b outcomes (variance <= 1 / (4 n_b)) and bins are independent, so the weighted sum has
+    variance <= sum_b (n_b / n)^2 / (4 n_b) = 1 / (4 n). The same bar serves a difference of two
+    ECEs on the same rows (their errors are positively correlated, so it is conservative there).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n: must be a positive integer (examples), got {n!r}")
+    return 0.5 / math.sqrt(int(n))
+
+
+def every(verdicts: Iterable[str]) -> str:
+    """A claim "for every X" from each X's verdict: "did not hold" if any part did not hold, "held"
+    if every part held, else "inconclusive at this scale" (symmetric: one clear failure is as
+    decisive against the claim as all clear successes are for it)."""
+    got = list(verdicts)
+    if not got:
+        raise ValueError("verdicts: need at least one")
+    if VERDICTS[1] in got:
+        return VERDICTS[1]
+    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
+
+
+def released_runs_note(used: Sequence[str], real: bool) -> str:
+    """The sentences a page owes its reader when it reads paper 4's released ResNet-50 CIFAR-10
+    logits (``used``: the loss names it reads; ``real``: whether it read the real files, not the
+    smoke scale's synthetic stand-ins). Accuracies are computed from the files, never typed in."""
+    from scipy.special import softmax
+
+    from lib.calibration.metrics import ece
+    from lib.data import logits
+
+    if real:
+        runs = {loss: logits.load_resnet50_logits(loss) for loss in logits.LOSSES if loss not in logits.DEGENERATE}
+        acc = {k: float((z.argmax(1) == y).mean()) for k, (z, y) in runs.items()}
+        xe_ece = ece(softmax(runs["ce"][0], axis=1), runs["ce"][1])
+        others = min(v for k, v in acc.items() if k != "ce")
+        numbers = (
+            f"{acc['ce']:.2%} accuracy, ECE {xe_ece:.2%}, against at least {others:.2%} for every other released run"
+        )
+    else:
+        numbers = "at this scale synthetic logits stand in for it; at cpu scale its accuracy is printed here"
+    text = ""
+    if "ce" in used:
+        text += (
+            '**The XE model here is an outlier.** "The XE model" on this page is paper 4\'s released '
+            f"cross-entropy run (`ce`, seed 40; {numbers}): a weaker and more over-confident ResNet-50 "
+            "than the paper's own XE row, so what this page finds for it need not hold for a typical "
+            "cross-entropy model."
+        )
+    if "focal" in used:
+        text += (
+            " The released `focal` file is assumed to be FL-53 (focal loss with gamma 5 where the true "
+            "class's probability is below 0.2, else 3; Mukhoti et al. 2020): the file does not say which "
+            "focal variant it holds."
+        )
+    return text.strip()

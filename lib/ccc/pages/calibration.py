@@ -1,24 +1,300 @@
-"""The calibration page (``notebooks/calibration.py``): paper 3, Calibration of one model: Section 3, Figure 1."""
+"""The calibration page (``notebooks/calibration.py``): paper 3, section 3.1, Table 1 and Figure 1.
+
+For every model, :meth:`CalibrationPage.run` splits the examples in halves, fits temperature scaling
+(and, for the MMLU models, Platt scaling on the answer-token logit) on the calibration half and
+measures the top-label ECE with equal-count bins before and after on both halves, keeping the
+reliability tables; :func:`monotonicity` asks whether accuracy rises with confidence. The page's
+published numbers, the paper's Table 1 beside ours and the claims (:func:`calibration_claims`) are
+methods of the page.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from lib.ccc import claims
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from lib import report
+from lib.calibration.metrics import binary_ece, reliability_table
+from lib.calibration.posthoc import apply_temperature, fit_temperature
+from lib.ccc import cascade, confidence
+from lib.ccc.pages import ece_se, every
 from lib.page import Page
 
-__all__ = ["PAGE", "CalibrationPage"]
+__all__ = ["PAGE", "CalibrationPage", "HALVES_ECE_TOL", "MONOTONE_STEP_TOL", "PAPER_ECE_MMLU"]
+__all__ += ["PAPER_ECE_VISION", "SMALL", "SPEARMAN_MIN", "SPLITS", "calibration_claims", "ece_grid", "ece_of"]
+__all__ += ["monotonicity", "published_key"]
+
+SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
+"""The two halves and their short names in the published keys."""
+
+MONOTONE_STEP_TOL: float = 0.02
+"""A step between adjacent bins counts as non-decreasing if accuracy drops by at most this."""
+
+SPEARMAN_MIN: float = 0.9
+"""'Accuracy increases with confidence' is judged against this Spearman correlation between a bin's
+mean confidence and its accuracy, for every model (the paper shows a plot only)."""
+
+HALVES_ECE_TOL: float = 0.02
+"""The held-out ECE after TS must lie within this of the calibration half's for "calibration fitted on
+one half holds on the other" (the paper: 0.0913 vs 0.0901 on MMLU)."""
+
+PAPER_ECE_MMLU: dict[str, float] = {
+    "paper cal before": 0.1902,
+    "paper cal after": 0.0913,
+    "paper test before": 0.1830,
+    "paper test after": 0.0901,
+}
+"""The paper's MMLU LLaMA-8B-Instruct ECE, before and after Platt scaling, both halves (Table 1)."""
+
+PAPER_ECE_VISION: dict[str, float] = {
+    "paper cal before": 0.2617,
+    "paper cal after": 0.0271,
+    "paper test before": 0.2624,
+    "paper test after": 0.0296,
+}
+"""The paper's ImageNet EVA02-L ECE, before and after calibration, both halves (Table 1)."""
+
+SMALL: str = "llama-3.1-8b-instruct"
+"""The MMLU model of the paper's Table 1 row."""
+
+
+def ece_grid(
+    models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: Collection[str], n_bins: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt,
+    on the calibration and the held-out half of one random split (``seed``).
+
+    Returns ``results`` (model, split, stage, T, accuracy, ece, n) and the reliability tables of
+    every (model, split, stage) stacked with those three columns added.
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins: need an integer >= 1, got {n_bins!r}")
+    rows, tables = [], []
+    for name, (z, y) in models.items():
+        cal, test = cascade.split_halves(len(y), seed=seed)
+        T = fit_temperature(z[cal], y[cal], criterion="nll")
+        platt = confidence.fit_confidence("platt", z[cal], y[cal]) if name in platt_models else None
+        for split, idx in zip(SPLITS, (cal, test)):
+            correct = z[idx].argmax(1) == y[idx]
+            stages = [
+                ("before", apply_temperature(z[idx], 1.0).max(1)),
+                ("after TS", apply_temperature(z[idx], T).max(1)),
+            ]
+            if platt is not None:
+                stages.append(("after Platt", platt(z[idx])))
+            for stage, conf in stages:
+                ece = binary_ece(conf, correct, n_bins, binning="mass")  # top-label ECE
+                rows.append(
+                    {"model": name, "split": split, "stage": stage, "T": T, "accuracy": float(np.mean(correct)),
+                     "ece": ece, "n": len(idx)}
+                )  # fmt: skip
+                t = reliability_table(conf, correct, n_bins, binning="mass")
+                tables.append(t.assign(model=name, split=split, stage=stage))
+    return pd.DataFrame(rows), pd.concat(tables, ignore_index=True)
+
+
+def ece_of(results: pd.DataFrame, model: str, split: str, stage: str) -> float:
+    """One ECE of :func:`ece_grid`'s results."""
+    sel = results[(results["model"] == model) & (results["split"] == split) & (results["stage"] == stage)]
+    if sel.empty:
+        raise ValueError(f"model, split, stage: no result for {(model, split, stage)!r}")
+    return float(sel["ece"].iloc[0])
+
+
+def monotonicity(tables: pd.DataFrame, split: str = "held-out half", stage: str = "before") -> pd.DataFrame:
+    """Per model: the Spearman correlation between a bin's mean confidence and its accuracy, the
+    share of adjacent bins where accuracy does not drop by more than :data:`MONOTONE_STEP_TOL`, and
+    the number of bins."""
+    out = []
+    for name in tables["model"].unique():
+        sel = (tables["model"] == name) & (tables["split"] == split) & (tables["stage"] == stage)
+        t = tables[sel].dropna(subset=["acc"])
+        out.append(
+            {
+                "model": name,
+                "spearman": float(spearmanr(t["conf"], t["acc"]).statistic),
+                "non_decreasing_steps": float(np.mean(np.diff(t["acc"].to_numpy()) >= -MONOTONE_STEP_TOL)),
+                "bins": len(t),
+            }
+        )
+    return pd.DataFrame(out).set_index("model")
+
+
+def published_key(model: str) -> str:
+    """A model's short name in the published keys: "llama-3.1-8b-instruct" -> "8b_instruct"."""
+    return model.split(" ")[0].replace("llama-3.1-", "").replace("-", "_").replace(".", "")
+
+
+def calibration_claims(
+    spearman: float,
+    bins: int,
+    before_test: Mapping[str, float],
+    after_test: Mapping[str, float],
+    after_cal: Mapping[str, float],
+    platt_test: float,
+    n: Mapping[str, tuple[int, int]],
+) -> list[dict[str, Any]]:
+    """The page's four claims, each by :func:`lib.report.two_se_verdict`.
+
+    ``spearman``: the smallest Spearman correlation over models, on ``bins`` bins; ``before_test``,
+    ``after_test``, ``after_cal``: ECE per model (held-out before/after TS, calibration half after
+    TS); ``platt_test``: the small model's held-out ECE after Platt; ``n``: per model, the
+    (calibration, held-out) sizes. Instruct models (name contains "instruct") are the
+    overconfident ones. Noise bars: the Fisher-z SE of a Spearman correlation on ``bins`` points,
+    1.06 / sqrt(bins - 3) (Fieller, Hartley and Pearson 1957), and :func:`lib.ccc.pages.ece_se` of
+    each ECE. The paper reports no errors, so ``paper_own`` is not testable for any.
+    """
+    if not (set(before_test) == set(after_test) == set(after_cal) == set(n)) or SMALL not in after_test:
+        raise ValueError(f"before_test, after_test, after_cal, n: need the same models, including {SMALL!r}")
+    if bins < 4:
+        raise ValueError(f"bins: need at least 4 bins for a Spearman noise bar, got {bins}")
+    overconf = [m for m in after_test if "instruct" in m]
+    z_se = 1.06 / math.sqrt(bins - 3)
+
+    def halves(m: str) -> str:
+        se = math.hypot(ece_se(n[m][0]), ece_se(n[m][1]))
+        return report.two_se_verdict(HALVES_ECE_TOL - abs(after_test[m] - after_cal[m]), se)
+
+    rows = [
+        {
+            "claim": f"accuracy increases with confidence (Spearman > {SPEARMAN_MIN} across bins, every model)",
+            "paper": "'the accuracy consistently increases with confidence across all bins' (sec. 3.1, Fig. 1; plot only)",
+            "ours": f"min Spearman {spearman:.3f} on {bins} bins (Fisher-z SE {z_se:.2f})",
+            "verdict": report.two_se_verdict(math.atanh(min(spearman, 1 - 1e-12)) - math.atanh(SPEARMAN_MIN), z_se),
+        },
+        {
+            "claim": "TS lowers held-out ECE for the overconfident (instruct) models",
+            "paper": f"MMLU 8B-Instruct test ECE {PAPER_ECE_MMLU['paper test before']:.4f} -> "
+            f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, calibrated with Platt scaling)",
+            "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
+            "verdict": every(report.two_se_verdict(before_test[m] - after_test[m], ece_se(n[m][1])) for m in overconf),
+        },
+        {
+            "claim": "calibration fitted on one half holds on the other "
+            f"(held-out ECE after TS within {HALVES_ECE_TOL} of the calibration half's)",
+            "paper": f"after: {PAPER_ECE_MMLU['paper cal after']:.4f} (validation) vs "
+            f"{PAPER_ECE_MMLU['paper test after']:.4f} (test) on MMLU, {PAPER_ECE_VISION['paper cal after']:.4f} vs "
+            f"{PAPER_ECE_VISION['paper test after']:.4f} on ImageNet (Table 1)",
+            "ours": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in after_test),
+            "verdict": every(halves(m) for m in after_test),
+        },
+        {
+            "claim": "MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",
+            "paper": f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, test half)",
+            "ours": f"Platt {platt_test:.4f} (TS {after_test[SMALL]:.4f}), ECE SE {ece_se(n[SMALL][1]):.4f}",
+            "verdict": report.two_se_verdict(PAPER_ECE_MMLU["paper test after"] - platt_test, ece_se(n[SMALL][1])),
+        },
+    ]
+    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
 class CalibrationPage(Page):
+    """Paper 3's calibration page: ECE before/after calibration on two halves, and monotonicity."""
+
     name = "calibration"
     paper = "ccc"
     title = "Calibration of one model: Section 3, Figure 1"
-    paper_numbers = {"mmlu": claims.PAPER_ECE_MMLU, "vision": claims.PAPER_ECE_VISION}
+    paper_numbers = {"mmlu": PAPER_ECE_MMLU, "vision": PAPER_ECE_VISION}
 
-    def claims(self, *args: Any, **kwargs: Any) -> Any:
-        """The page's claims (:func:`lib.ccc.claims.calibration_claims`)."""
-        return claims.calibration_claims(*args, **kwargs)
+    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
+        """What produced the page's numbers, in one line."""
+        if cfg["data"] == "real":
+            return (
+                "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 "
+                f"({cfg['resnet_loss'].upper()}) CIFAR-10 test logits, split seed {cfg['seed']}"
+            )
+        return f"synthetic logits ({cfg['n_synthetic']} examples, lib.data.mmlu.synthetic_mmlu), seed {cfg['seed']}"
+
+    def vision(self, cfg: Mapping[str, Any]) -> str:
+        """The name of the vision model in the page's tables."""
+        return f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"
+
+    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each model's (logits, labels): the MMLU models, then the CIFAR-10 ResNet-50."""
+        from lib.data import logits, mmlu
+
+        if cfg["data"] == "real":
+            data = mmlu.load_mmlu()
+            rz, ry = logits.load_resnet50_logits(cfg["resnet_loss"])
+        else:
+            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
+            z, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], (cfg["resnet_loss"],), seed=cfg["seed"])
+            rz = z[cfg["resnet_loss"]]
+        models = {m: (data.logits[m], data.labels) for m in data.models}
+        models[self.vision(cfg)] = (rz, ry)
+        return models
+
+    def run(self, cfg: Mapping[str, Any], models: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+        """The page's numbers: ``results`` and ``tables`` of :func:`ece_grid` (Platt on the MMLU
+        models, every model but the vision one) and ``mono`` (:func:`monotonicity`)."""
+        mmlu_models = [m for m in models if m != self.vision(cfg)]
+        results, tables = ece_grid(models, mmlu_models, cfg["n_bins"], cfg["seed"])
+        return {"results": results, "tables": tables, "mono": monotonicity(tables), "vision": self.vision(cfg)}
+
+    def published(self, res: Mapping[str, Any]) -> dict[str, float]:
+        """Every model's ECE before/after TS on both halves, the small model's held-out ECE
+        before/after TS and after Platt, and the minimum Spearman."""
+        results, published = res["results"], {}
+        for name in results["model"].unique():
+            for split, s in SPLITS.items():
+                for stage, st in (("before", "before"), ("after TS", "after")):
+                    published[f"ece_{published_key(name)}_{s}_{st}"] = round(ece_of(results, name, split, stage), 4)
+        published["ece_before"] = round(ece_of(results, SMALL, "held-out half", "before"), 4)
+        published["ece_after"] = round(ece_of(results, SMALL, "held-out half", "after TS"), 4)
+        for split, s in SPLITS.items():
+            published[f"ece_platt_8b_instruct_{s}"] = round(ece_of(results, SMALL, split, "after Platt"), 4)
+        published["min_spearman"] = round(float(res["mono"]["spearman"].min()), 3)
+        return published
+
+    def paper_table(self, res: Mapping[str, Any]) -> pd.DataFrame:
+        """The paper's Table 1 (MMLU 8B-Instruct with Platt scaling; ImageNet EVA02-L) beside ours:
+        the small MMLU model after Platt and after TS, and the vision model after TS."""
+        results = res["results"]
+
+        def ours(model: str, after: str) -> dict[str, float]:
+            return {
+                f"ours {s} {st}": ece_of(results, model, split, stage)
+                for split, s in SPLITS.items()
+                for st, stage in (("before", "before"), ("after", after))
+            }
+
+        return pd.DataFrame(
+            [
+                {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_ECE_MMLU,
+                 **ours(SMALL, "after Platt")},
+                {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(SMALL, "after TS")},
+                {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", **PAPER_ECE_VISION,
+                 **ours(res["vision"], "after TS")},
+            ]
+        ).set_index("row")  # fmt: skip
+
+    def claims(self, res: Mapping[str, Any]) -> pd.DataFrame:
+        """The claims table (:func:`calibration_claims` on this run's numbers)."""
+        results, mono = res["results"], res["mono"]
+        models = list(results["model"].unique())
+
+        def per_model(split: str, stage: str) -> dict[str, float]:
+            return {m: ece_of(results, m, split, stage) for m in models}
+
+        sizes = results.drop_duplicates(["model", "split"]).pivot(index="model", columns="split", values="n")
+        n = {m: (int(sizes.loc[m, "calibration half"]), int(sizes.loc[m, "held-out half"])) for m in models}
+        worst = mono["spearman"].idxmin()
+        return report.claims_table(
+            calibration_claims(
+                float(mono.loc[worst, "spearman"]),
+                int(mono.loc[worst, "bins"]),
+                per_model("held-out half", "before"),
+                per_model("held-out half", "after TS"),
+                per_model("calibration half", "after TS"),
+                ece_of(results, SMALL, "held-out half", "after Platt"),
+                n,
+            )
+        )
 
 
 PAGE = CalibrationPage()

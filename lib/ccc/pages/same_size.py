@@ -1,24 +1,247 @@
-"""The same size page (``notebooks/same_size.py``): paper 3, Routing between models of the same size: Section 3.3."""
+"""The same-size page (``notebooks/same_size.py``): paper 3, section 3.3 (Fig. 2b-c, Table 2).
+
+:meth:`SameSizePage.run` routes each example of a pair of equally large models by the calibrated
+confidence advantage of its bin (:func:`lib.ccc.cascade.same_size_route`), over random splits: bins
+on the first model and joint bins, calibrated and not, against each model alone and the oracle.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lib.ccc import claims
+import numpy as np
+import pandas as pd
+
+from lib import report
+from lib.ccc import cascade, confidence
+from lib.ccc.pages import every
 from lib.page import Page
 
-__all__ = ["PAGE", "SameSizePage"]
+__all__ = ["NOISE_GAIN", "NOISE_TS_UC", "PAGE", "PAPER_SAME_SIZE", "PUBLISHED_KEYS", "SAME_SIZE_PAPER_SAYS"]
+__all__ += ["TS", "UNCAL", "SameSizePage", "gains", "route_grid", "same_size_claims", "split_gains"]
+__all__ += ["summary"]
+
+PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
+"""The published short names of the page's three pairs, in the page's order."""
+
+SAME_SIZE_PAPER_SAYS: str = (
+    "DeiT-B + TinyViT (~82% each) reach 'up to 90%' (sec. 3.3, Fig. 2b-c); EVA02-L pair 90.116% (Table 2); "
+    "Qwen-32B + LLaMA-70B on MMLU 'further performance gains' (Fig. 3f, no number)"
+)
+"""What the paper reports for same-size routing (quoted in the claims table)."""
+
+PAPER_SAME_SIZE: list[tuple[str, str, str]] = [
+    ("ImageNet DeiT-B + TinyViT", "~82% each", "up to 90%"),
+    ("ImageNet EVA02-L (M38M) + EVA02-L (IN22k)", "below 90.116%", "90.116%"),
+]
+"""The paper's same-size pairs -- (pair, single models, routed pair) (sec. 3.3, Table 2)."""
+
+TS: str = "routed (TS, bins on first)"
+"""The column of the routed pair's accuracy (temperature scaling, bins on the first model)."""
+
+UNCAL: str = "routed (uncalibrated, bins on first)"
+"""The column of the same routing on uncalibrated confidences."""
+
+NOISE_GAIN: str = "test-set SE of the gain"
+"""The column of the standard error the finite test half alone puts on a split's gain, sqrt(d / n),
+d the share of its n examples where the routed pair and the better model differ in correctness."""
+
+NOISE_TS_UC: str = "test-set SE of TS - uncalibrated"
+"""The same for calibrated against uncalibrated routing."""
+
+
+def route_grid(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    n_splits: int,
+    n_bins: int,
+    joint_bins: int,
+    seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For each named (logits of the first model, logits of the second, labels) and split (seed
+    ``seed + s``): test accuracies of each model alone, the oracle, routing with TS by bins on the
+    first model, by ``joint_bins`` x ``joint_bins`` joint bins, uncalibrated, and the best point of the
+    TS cascade curve, and the test-set noise of the two comparisons the claims make (:data:`NOISE_GAIN`,
+    :data:`NOISE_TS_UC`), one row each. Also the CC / UC / RC curves of split 0 (one frame, ``panel`` =
+    pair)."""
+    if n_splits < 1:
+        raise ValueError(f"n_splits: need at least 1, got {n_splits}")
+    rows, curves = [], []
+    for pair, (z1, z2, y) in pairs.items():
+        for s in range(n_splits):
+            cal, test = cascade.split_halves(len(y), seed=seed + s)
+            out = {
+                c: (confidence.model_outputs(z1, y, cal, test, c), confidence.model_outputs(z2, y, cal, test, c))
+                for c in ("temperature", "none")
+            }
+            first, second = out["temperature"]
+            cc = cascade.cascade_curve(first, second, n_bins)
+            ts, un = cascade.same_size_route(first, second, n_bins), cascade.same_size_route(*out["none"], n_bins)
+            best = first.correct_test if first.acc_test >= second.acc_test else second.correct_test
+            rows.append(
+                {
+                    "pair": pair,
+                    "split": s,
+                    "first alone": first.acc_test,
+                    "second alone": second.acc_test,
+                    "oracle (either right)": float(np.mean(first.correct_test | second.correct_test)),
+                    TS: ts.accuracy,
+                    "routed (TS, joint bins)": cascade.same_size_route(first, second, joint_bins, "joint").accuracy,
+                    UNCAL: un.accuracy,
+                    "best point of the TS curve": cc.best_accuracy(),
+                    NOISE_GAIN: float(np.sqrt(np.mean(ts.correct != best) / len(best))),
+                    NOISE_TS_UC: float(np.sqrt(np.mean(ts.correct != un.correct) / len(best))),
+                }
+            )
+            if s == 0:
+                uc = cascade.cascade_curve(*out["none"], n_bins)
+                rc = cascade.random_curve(first.acc_test, second.acc_test, n_bins + 1)
+                for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
+                    curves.append(cur.to_frame(name).assign(panel=pair))
+    return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
+
+
+def summary(res: pd.DataFrame) -> pd.DataFrame:
+    """Mean of every accuracy of :func:`route_grid` over the splits, one row per pair."""
+    return res.drop(columns=["split", NOISE_GAIN, NOISE_TS_UC]).groupby("pair").mean()
+
+
+def split_gains(res: pd.DataFrame) -> pd.DataFrame:
+    """Per split: the gain of routing (bins on first, joint bins) over the better single model."""
+    best = res[["first alone", "second alone"]].max(axis=1)
+    return pd.DataFrame(
+        {
+            "pair": res["pair"],
+            "split": res["split"],
+            "gain (bins on first)": res[TS] - best,
+            "gain (joint bins)": res["routed (TS, joint bins)"] - best,
+        }
+    )
+
+
+def gains(res: pd.DataFrame) -> pd.DataFrame:
+    """:func:`split_gains`' mean and minimum per pair (columns (gain, "mean"/"min"))."""
+    g = split_gains(res)
+    return g.groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
+
+
+def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
+    """:func:`lib.report.two_se_verdict` of the mean per-split difference, its SE the larger of the
+    splits' (paired) and the test half's own (splits share most of their examples, so their spread
+    alone understates the noise of a finite test set)."""
+    se = float(diffs.std(ddof=1) / np.sqrt(diffs.size)) if diffs.size >= 2 else 0.0
+    return report.two_se_verdict(float(diffs.mean()), max(se, float(np.mean(test_se))))
+
+
+def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
+    """One claim per pair (routing with bins on the first model beats the better single model) and
+    one on calibration (TS routing beats uncalibrated routing, for every pair:
+    :func:`lib.ccc.pages.every`), from the per-split rows of :func:`route_grid`. Each comparison is
+    the mean per-split difference against two SEs, the larger of the paired SE over splits and the
+    test half's own (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). The paper reports no errors, so
+    ``paper_own`` is not testable."""
+    if set(pairs) != set(res["pair"]):
+        raise ValueError("pairs: must name exactly the pairs of res")
+    g = split_gains(res)
+    rows, helps = [], []
+    for pair in pairs:
+        r = res[res["pair"] == pair].sort_values("split")
+        d = g[g["pair"] == pair].sort_values("split")["gain (bins on first)"].to_numpy()
+        rows.append(
+            {
+                "claim": f"{pair}: calibrated routing beats both models (bins on the first model)",
+                "paper": SAME_SIZE_PAPER_SAYS,
+                "ours": f"gain {d.mean():+.4f} (worst of {d.size} splits {d.min():+.4f}; test-set SE "
+                f"{r[NOISE_GAIN].mean():.4f})",
+                "verdict": _verdict(d, r[NOISE_GAIN].to_numpy()),
+            }
+        )
+        helps.append(
+            (r[TS].mean(), r[UNCAL].mean(), _verdict((r[TS] - r[UNCAL]).to_numpy(), r[NOISE_TS_UC].to_numpy()))
+        )
+    rows.append(
+        {
+            "claim": "calibration helps same-size routing (TS beats uncalibrated, every pair)",
+            "paper": "not in the paper as a same-size comparison (it routes by calibrated confidence only); "
+            "our added check",
+            "ours": ", ".join(f"{a:.4f} vs {b:.4f}" for a, b, _ in helps),
+            "verdict": every(v for _, _, v in helps),
+        }
+    )
+    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
 class SameSizePage(Page):
+    """Paper 3's same-size page: does routing two equally good models beat both?"""
+
     name = "same_size"
     paper = "ccc"
     title = "Routing between models of the same size: Section 3.3"
-    paper_numbers = claims.PAPER_SAME_SIZE
+    paper_numbers = PAPER_SAME_SIZE
 
-    def claims(self, *args: Any, **kwargs: Any) -> Any:
-        """The page's claims (:func:`lib.ccc.claims.same_size_claims`)."""
-        return claims.same_size_claims(*args, **kwargs)
+    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
+        """What produced the page's numbers, in one line."""
+        if cfg["data"] == "real":
+            return (
+                f"MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])}, "
+                f"{cfg['n_splits']} random half splits"
+            )
+        return f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['n_splits']} splits"
+
+    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[Any, Any, Any]]:
+        """The three pairs as (logits of the first model, logits of the second, labels)."""
+        from lib.data import logits, mmlu
+
+        losses = tuple(cfg["resnet_losses"])
+        if cfg["data"] == "real":
+            data = mmlu.load_mmlu()
+            rz, ry = logits.load_resnet50_pair(losses)
+        else:
+            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
+            rz, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], losses, seed=cfg["seed"])
+        a, b = losses
+        z, y = data.logits, data.labels
+        return {
+            "MMLU 8B base + 8B instruct": (z["llama-3.1-8b-base"], z["llama-3.1-8b-instruct"], y),
+            "MMLU 70B base + 70B instruct": (z["llama-3.1-70b-base"], z["llama-3.1-70b-instruct"], y),
+            f"CIFAR-10 ResNet-50 {a} + {b}": (rz[a], rz[b], ry),
+        }
+
+    def run(self, cfg: Mapping[str, Any], pairs: Mapping[str, tuple[Any, Any, Any]]) -> dict[str, Any]:
+        """The page's numbers: per-split ``res``, the split-0 ``curves``, ``summary`` and ``gains``."""
+        res, curves = route_grid(pairs, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
+        return {"res": res, "curves": curves, "summary": summary(res), "gains": gains(res), "pairs": list(pairs)}
+
+    def published(self, out: Mapping[str, Any]) -> dict[str, Any]:
+        """The numbers the page publishes, keyed by :data:`PUBLISHED_KEYS` in the order of the pairs."""
+        pairs, summ, gain = out["pairs"], out["summary"], out["gains"]
+        if len(pairs) != len(PUBLISHED_KEYS):
+            raise ValueError(f"pairs: need {len(PUBLISHED_KEYS)} pairs, got {len(pairs)}")
+        published = {}
+        for pair, key in zip(pairs, PUBLISHED_KEYS):
+            published[f"same_size_gain_{key}"] = round(float(gain.loc[pair, ("gain (bins on first)", "mean")]), 4)
+            published[f"same_size_gain_joint_{key}"] = round(float(gain.loc[pair, ("gain (joint bins)", "mean")]), 4)
+            published[f"same_size_acc_{key}"] = {k: round(float(v), 4) for k, v in summ.loc[pair].items()}
+        return published
+
+    def paper_table(self, out: Mapping[str, Any]) -> pd.DataFrame:
+        """The paper's pairs and ours, in the page's order, accuracies as text."""
+        s = out["summary"]
+        ours = [
+            (
+                pair,
+                f"{max(s.loc[pair, 'first alone'], s.loc[pair, 'second alone']):.2%} (ours, better one)",
+                f"{s.loc[pair, TS]:.2%} (ours)",
+            )
+            for pair in out["pairs"]
+        ]
+        return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index(
+            "pair"
+        )
+
+    def claims(self, out: Mapping[str, Any]) -> pd.DataFrame:
+        """The claims table (:func:`same_size_claims` on this run's per-split rows)."""
+        return report.claims_table(same_size_claims(out["res"], out["pairs"]))
 
 
 PAGE = SameSizePage()

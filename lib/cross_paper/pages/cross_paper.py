@@ -1,24 +1,458 @@
 """The cross-paper page (``notebooks/cross_paper.py``): the four papers' calibration methods on the
-same logits."""
+same logits.
+
+Every function takes logits already on disk (MMLU answer-letter logits of four Llama-3.1 models,
+the reweighted-risk authors' ResNet-50 CIFAR-10 logits) or their synthetic stand-ins, splits them
+into a calibration half and a test half, and returns a tidy table of test-half numbers. The failure
+modes compared are those the papers study: over-confidence (all papers), a shift between the
+calibration and test data (papers 1 and 3), a soft mixture of experts (paper 1), estimating whether
+another model/expert is right (papers 2 and 3) and the training loss (paper 4).
+:meth:`CrossPaperPage.run` computes them all into one long table (``failure, data, method, metric,
+value``, :func:`long_table`), and :func:`cross_paper_claims` judges what the papers lead one to
+expect on those data.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
-from lib.cross_paper import claims
-from lib.page import Page
+import numpy as np
+import pandas as pd
+from scipy.special import softmax as scipy_softmax
 
-__all__ = ["PAGE", "CrossPaperPage"]
+from lib import report
+from lib.calibration.metrics import accuracy, binary_ece, ece
+from lib.calibration.posthoc import fit_platt, fit_temperature, probs_to_logits
+from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
+from lib.ccc.confidence import fit_confidence, model_outputs
+from lib.ccc.pages import ece_se, every
+from lib.moe.claims import MOCAE_ACC_TOL
+from lib.moe.mocae import fit_expert_temperatures, mocae_probs
+from lib.page import Page
+from lib.validation import check_ndim, check_same_length
+
+__all__ = ["HIGHER_IS_BETTER", "MIXTURE", "PAGE", "POSTHOC", "RANDOM_ROUTING_APGR", "CrossPaperPage"]
+__all__ += ["best_fix", "cascade_apgr", "confidence_routing", "cross_paper_claims", "long_table"]
+__all__ += ["mixture_ece", "other_model_correctness_ece", "overconfidence_published", "posthoc_ece"]
+__all__ += ["shift_ece", "softmax", "table_value", "training_loss_ece", "training_loss_rows"]
+
+POSTHOC = ("none", "temperature", "platt", "histogram")
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Row-wise softmax of ``logits / temperature`` (scipy's numerically stable softmax)."""
+    return scipy_softmax(logits / temperature, axis=1)
+
+
+def _top1(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    return (logits.argmax(axis=1) == labels).astype(np.float64)
+
+
+def posthoc_ece(
+    logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15
+) -> dict[str, float]:
+    """Test-half top-label ECE after each post-hoc calibrator fitted on the calibration half.
+
+    ``temperature`` (Guo et al. 2017; all four papers), ``platt`` and ``histogram`` (paper 3's
+    ablation) via :func:`lib.ccc.confidence.fit_confidence`; ``none`` is the raw max softmax.
+    """
+    correct = _top1(logits, labels)[test_idx]
+    out = {}
+    for name in POSTHOC:
+        conf = fit_confidence(name, logits[cal_idx], labels[cal_idx])(logits[test_idx])
+        out[name] = binary_ece(conf, correct, n_bins=n_bins)
+    return out
+
+
+def shift_ece(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    source: np.ndarray,
+    target: np.ndarray,
+    target_cal: np.ndarray,
+    target_test: np.ndarray,
+) -> dict[str, float]:
+    """ECE on the target's test rows: raw, TS fitted on the source (shifted), TS fitted in-domain.
+
+    Paper 3 section 3.4 calibrates on one distribution and cascades on another; paper 1 asks the
+    same of MoE calibration under shift. ``source`` and the two target index sets are disjoint.
+    """
+    y = labels[target_test]
+    t_shift = fit_temperature(logits[source], labels[source])
+    t_in = fit_temperature(logits[target_cal], labels[target_cal])
+    z = logits[target_test]
+    return {
+        "none": ece(softmax(z), y),
+        "temperature (other subjects)": ece(softmax(z, t_shift), y),
+        "temperature (same subjects)": ece(softmax(z, t_in), y),
+    }
+
+
+def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np.ndarray:
+    """An input-dependent soft router: r_k proportional to exp(sharpness * conf_k(x)).
+
+    A stand-in for a learned router (paper 1's router is an MLP on the backbone's feature): the
+    more confident expert gets more weight, and experts overlap wherever confidences are close.
+    """
+    conf = np.stack([softmax(expert_logits[:, k]).max(axis=1) for k in range(expert_logits.shape[1])], 1)
+    return softmax(sharpness * conf)
+
+
+def mixture_ece(
+    expert_logits: np.ndarray, labels: np.ndarray, routing: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
+) -> dict[str, float]:
+    """Soft mixture p = sum_k r_k softmax(z_k / T_k): test ECE of four ways to calibrate it.
+
+    ``none``: vanilla mixture. ``per-expert temperature``: MoCaE (one T_k per expert, paper 1's
+    diagnostic baseline). ``temperature on the mixture``: one scalar T on log p (paper 1's ECE+TS).
+    ``both``: MoCaE followed by a scalar T. A scalar T on log p keeps the vanilla mixture's argmax
+    (so its accuracy); per-expert temperatures reweight the experts and can move it.
+    """
+    check_ndim(expert_logits, 3, "expert_logits", "N x K experts x C classes")
+    check_same_length(expert_logits, labels, "expert_logits", "labels")
+    k = expert_logits.shape[1]
+    zc, zt, yc, yt = expert_logits[cal_idx], expert_logits[test_idx], labels[cal_idx], labels[test_idx]
+    rc, rt = routing[cal_idx], routing[test_idx]
+    temps = fit_expert_temperatures(zc, yc, rc)
+    vanilla_c, vanilla_t = mocae_probs(zc, rc, np.ones(k)), mocae_probs(zt, rt, np.ones(k))
+    mocae_c, mocae_t = mocae_probs(zc, rc, temps), mocae_probs(zt, rt, temps)
+    t_mix = fit_temperature(probs_to_logits(vanilla_c), yc)
+    t_both = fit_temperature(probs_to_logits(mocae_c), yc)
+    return {
+        "none": ece(vanilla_t, yt),
+        "per-expert temperature": ece(mocae_t, yt),
+        "temperature on the mixture": ece(softmax(probs_to_logits(vanilla_t), t_mix), yt),
+        "both": ece(softmax(probs_to_logits(mocae_t), t_both), yt),
+        "accuracy (vanilla)": accuracy(vanilla_t, yt),
+        "accuracy (per-expert temperature)": accuracy(mocae_t, yt),
+    }
+
+
+def other_model_correctness_ece(
+    logits_other: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
+) -> dict[str, float]:
+    """How well P(the other model/expert is right | x) is estimated, as binary ECE on the test half.
+
+    The deferral question of paper 2 and the routing signal of paper 3: ``none`` uses the other
+    model's raw confidence, ``platt`` a logistic fit of its correctness on the calibration half
+    (a one-vs-all style estimate that depends on that model alone), ``temperature`` its TS
+    confidence.
+    """
+    correct = _top1(logits_other, labels)
+    p = softmax(logits_other)
+    conf = np.clip(p.max(axis=1), 1e-12, 1 - 1e-12)
+    logodds = np.log(conf) - np.log1p(-conf)
+    a, b = fit_platt(logodds[cal_idx], correct[cal_idx])
+    t = fit_temperature(logits_other[cal_idx], labels[cal_idx])
+    return {
+        "none": binary_ece(conf[test_idx], correct[test_idx]),
+        "temperature": binary_ece(softmax(logits_other[test_idx], t).max(axis=1), correct[test_idx]),
+        "platt": binary_ece(1 / (1 + np.exp(-(a * logodds[test_idx] + b))), correct[test_idx]),
+    }
+
+
+def cascade_apgr(
+    logits_small: np.ndarray,
+    logits_large: np.ndarray,
+    labels: np.ndarray,
+    cal_idx: np.ndarray,
+    test_idx: np.ndarray,
+    n_bins: int = 15,
+) -> tuple[dict[str, float], float]:
+    """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3),
+    and the noise bar of the calibrated one (:func:`lib.ccc.cascade.apgr_se`)."""
+    out, se = {}, math.nan
+    for label, calibrator in (("none", "none"), ("temperature", "temperature")):
+        small = model_outputs(logits_small, labels, cal_idx, test_idx, calibrator)
+        large = model_outputs(logits_large, labels, cal_idx, test_idx, calibrator)
+        out[label] = cascade_curve(small, large, n_bins=n_bins).apgr()
+        se = apgr_se(small, large)
+    return out, se
+
+
+def training_loss_ece(
+    logits_by_loss: dict[str, np.ndarray], labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
+) -> pd.DataFrame:
+    """Test ECE of models trained with different losses (paper 4), before and after TS."""
+    rows = []
+    for loss, z in logits_by_loss.items():
+        t = fit_temperature(z[cal_idx], labels[cal_idx])
+        y = labels[test_idx]
+        rows.append(
+            {
+                "loss": loss,
+                "accuracy": accuracy(softmax(z[test_idx]), y),
+                "ECE": ece(softmax(z[test_idx]), y),
+                "ECE after TS": ece(softmax(z[test_idx], t), y),
+                "T": t,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def long_table(failure: str, data: str, values: dict[str, float], metric: str = "ECE") -> pd.DataFrame:
+    """One failure mode's numbers as rows ``failure, data, method, metric, value``."""
+    return pd.DataFrame(
+        [
+            {"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
+            for m, v in values.items()
+        ]
+    )
+
+
+HIGHER_IS_BETTER = ("APGR", "accuracy")
+
+
+def best_fix(table: pd.DataFrame) -> pd.DataFrame:
+    """Per failure mode: the uncorrected value, the best method and its value, from ``table``.
+
+    Lower is better except for the metrics in ``HIGHER_IS_BETTER``.
+    """
+    rows = []
+    for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):
+        raw = grp.loc[grp["method"] == "none", "value"]
+        best = grp.loc[grp["value"].idxmax() if metric in HIGHER_IS_BETTER else grp["value"].idxmin()]
+        rows.append(
+            {
+                "failure": failure,
+                "data": data,
+                "metric": metric,
+                "uncorrected": float(raw.iloc[0]) if len(raw) else float("nan"),
+                "best method": best["method"],
+                "best value": float(best["value"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+RANDOM_ROUTING_APGR: float = 0.5
+"""The APGR of routing at random between the two models of a cascade (paper 3); a cascade routed on
+calibrated confidence is expected to exceed it."""
+
+MIXTURE: str = "mixture of ResNet-50s"
+"""The ``data`` name of the routing rows (a soft mixture of the ResNet-50s trained with each loss)."""
+
+_TABLE_COLUMNS = ("failure", "data", "method", "value")
+
+
+def table_value(table: pd.DataFrame, failure: str, data: str, method: str) -> float:
+    """The one value of ``table`` at (failure, data, method)."""
+    sel = table[(table.failure == failure) & (table.data == data) & (table.method == method)]
+    if sel.empty:
+        raise ValueError(f"table: no row for {(failure, data, method)!r}")
+    return float(sel["value"].iloc[0])
+
+
+def _numbers(**numbers: float) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in numbers.items())
+
+
+def training_loss_rows(losses: pd.DataFrame) -> list[pd.DataFrame]:
+    """The long-table rows of :func:`training_loss_ece`, each loss's ECE
+    before temperature scaling (cross-entropy's as "none") and after it."""
+    return [
+        long_table(
+            "training loss",
+            "ResNet-50 CIFAR-10",
+            {"none" if r["loss"] == "ce" else r["loss"]: r["ECE"], f"{r['loss']} + temperature": r["ECE after TS"]},
+        )
+        for _, r in losses.iterrows()
+    ]
+
+
+def overconfidence_published(table: pd.DataFrame) -> dict[str, float]:
+    """The page's published over-confidence ECEs (the first data set's raw ECE and its ECE after temperature scaling)."""
+    over = table.query("failure == 'over-confidence'")
+    return {
+        "ece_overconfidence_raw": float(over[over.method == "none"]["value"].iloc[0]),
+        "ece_overconfidence_ts": float(over[over.method == "temperature"]["value"].iloc[0]),
+    }
+
+
+def cross_paper_claims(
+    table: pd.DataFrame,
+    mix: Mapping[str, float],
+    losses: pd.DataFrame,
+    small: str,
+    large: str,
+    n_test: Mapping[str, int],
+    cascade_se: float,
+) -> list[dict[str, Any]]:
+    """The page's seven expectations, each judged from the numbers by :func:`lib.report.two_se_verdict`.
+
+    ``table`` is the page's long table; ``mix`` the mixture's numbers (:func:`mixture_ece`, with both
+    accuracies); ``losses`` the table of :func:`training_loss_ece`; ``small`` and ``large`` the two
+    MMLU models; ``n_test`` the test-half sizes under the keys "mmlu", "cifar" and "shift" (noise
+    bars :func:`lib.ccc.pages.ece_se`; a spread of two ECEs against a spread of two others: twice
+    it); ``cascade_se`` the APGR's noise bar (:func:`lib.ccc.cascade.apgr_se`). The MoCaE accuracy
+    claim is one about printed decimals (paper 1's), judged without a noise bar. None is a claim of
+    one paper's own table, so ``paper_own`` is not testable.
+    """
+    missing = set(_TABLE_COLUMNS) - set(table.columns)
+    if missing:
+        raise ValueError(f"table: missing columns {sorted(missing)}")
+    for key in ("accuracy (vanilla)", "accuracy (per-expert temperature)"):
+        if key not in mix:
+            raise ValueError(f"mix: needs {key!r}")
+    if set(n_test) != {"mmlu", "cifar", "shift"}:
+        raise ValueError("n_test: needs the test sizes 'mmlu', 'cifar' and 'shift'")
+
+    def value(failure: str, data: str, method: str) -> float:
+        return table_value(table, failure, data, method)
+
+    se = {k: ece_se(v) for k, v in n_test.items()}
+    over_data = list(table.query("failure == 'over-confidence'")["data"].unique())
+    over = {d: (value("over-confidence", d, "none"), value("over-confidence", d, "temperature")) for d in over_data}
+    over_se = dict(zip(over_data, (se["mmlu"], se["cifar"])))
+    shift = {
+        m: (
+            value("shift", m, "temperature (other subjects)"),
+            value("shift", m, "temperature (same subjects)"),
+            value("shift", m, "none"),
+        )
+        for m in (small, large)
+    }
+    per_expert = value("routing", MIXTURE, "per-expert temperature")
+    mixture_ts = value("routing", MIXTURE, "temperature on the mixture")
+    defer, casc = f"P({large} is right)", f"cascade {small} -> {large}"
+    acc_vanilla, acc_expert = mix["accuracy (vanilla)"], mix["accuracy (per-expert temperature)"]
+    spread_before = float(losses["ECE"].max() - losses["ECE"].min())
+    spread_after = float(losses["ECE after TS"].max() - losses["ECE after TS"].min())
+    v = report.two_se_verdict
+    rows = [
+        {
+            "claim": "Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
+            "paper": "paper 3: MMLU ECE 0.19 -> 0.09",
+            "ours": "; ".join(f"{d}: {_numbers(raw=a, TS=b)}" for d, (a, b) in over.items()),
+            "verdict": every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
+        },
+        {
+            "claim": "Under a subject shift, a temperature from other subjects still helps, but less than one "
+            "from the same subjects",
+            "paper": "papers 1 and 3: calibration degrades under shift",
+            "ours": "; ".join(f"{m}: {_numbers(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
+            "verdict": every(every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()),
+        },
+        {
+            "claim": "Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on "
+            "the mixture",
+            "paper": "paper 1: per-expert calibration is not enough",
+            "ours": _numbers(per_expert=per_expert, mixture_TS=mixture_ts),
+            "verdict": v(per_expert - mixture_ts, se["cifar"]),
+        },
+        {
+            "claim": "Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
+            "paper": 'paper 1: MoCaE\'s accuracy "is identical to Vanilla MoE in every cell of every table" (a '
+            "finding printed to 3 decimals, not a consequence of the method: per-expert temperatures can move "
+            "the mixture's argmax)",
+            "ours": _numbers(vanilla=acc_vanilla, per_expert=acc_expert),
+            "verdict": v(MOCAE_ACC_TOL - abs(acc_vanilla - acc_expert)),
+        },
+        {
+            "claim": "A model-specific fit (Platt) estimates when another model is right better than its raw "
+            "confidence",
+            "paper": "paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
+            "ours": _numbers(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
+            "verdict": v(value("deferral", defer, "none") - value("deferral", defer, "platt"), se["mmlu"]),
+        },
+        {
+            "claim": "A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
+            "paper": "paper 3: MMLU APGR 0.70",
+            "ours": _numbers(
+                APGR_uncalibrated=value("deferral", casc, "none"),
+                APGR_calibrated=value("deferral", casc, "temperature"),
+                SE=cascade_se,
+            ),
+            "verdict": v(value("deferral", casc, "temperature") - RANDOM_ROUTING_APGR, cascade_se),
+        },
+        {
+            "claim": "After temperature scaling, the spread of ECE across training losses shrinks",
+            "paper": "paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
+            "ours": _numbers(spread_before=spread_before, spread_after=spread_after),
+            "verdict": v(spread_before - spread_after, 2 * se["cifar"]),
+        },
+    ]
+    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
 class CrossPaperPage(Page):
+    """The cross-paper chapter: five failure modes, the four papers' fixes, on the same logits."""
+
     name = "cross_paper"
     paper = "cross_paper"
     title = "The four papers' calibration methods on the same logits"
 
-    def claims(self, *args: Any, **kwargs: Any) -> Any:
-        """The page's claims (:func:`lib.cross_paper.claims.cross_paper_claims`)."""
-        return claims.cross_paper_claims(*args, **kwargs)
+    def scale_summary(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+        """What produced the page's numbers, in one line."""
+        source = (
+            "synthetic logits (smoke test only)"
+            if cfg["synthetic"]
+            else "real MMLU Llama-3.1 and ResNet-50 CIFAR-10 logits"
+        )
+        return f"{source}; {len(data['mmlu'])} MMLU questions, {len(data['cifar_labels'])} CIFAR-10 images; no training"
+
+    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
+        """The MMLU data (``mmlu``) and the ResNet-50s' CIFAR-10 logits (``resnets``, ``cifar_labels``)."""
+        from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
+        from lib.data.mmlu import load_mmlu, synthetic_mmlu
+
+        if cfg["synthetic"]:
+            resnets, y = synthetic_resnet_logits(n=cfg["n_synthetic"], losses=tuple(cfg["losses"]), seed=cfg["seed"])
+            return {
+                "mmlu": synthetic_mmlu(n=cfg["n_synthetic"], seed=cfg["seed"]),
+                "resnets": resnets,
+                "cifar_labels": y,
+            }
+        resnets, y = load_resnet50_pair(tuple(cfg["losses"]))
+        return {"mmlu": load_mmlu(), "resnets": resnets, "cifar_labels": y}
+
+    def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+        """Every failure mode's numbers: the long ``table``, the ``mix`` numbers, the ``losses``
+        table, the test sizes ``n_test`` and the cascade's noise bar ``cascade_se``."""
+        mmlu, resnets, y = data["mmlu"], data["resnets"], data["cifar_labels"]
+        small, large, seed = cfg["small_model"], cfg["large_model"], cfg["seed"]
+        m_cal, m_test = split_halves(len(mmlu), seed=seed)
+        c_cal, c_test = split_halves(len(y), seed=seed)
+        rows = [
+            long_table("over-confidence", large, posthoc_ece(mmlu.logits[large], mmlu.labels, m_cal, m_test)),
+            long_table("over-confidence", "ResNet-50 (cross-entropy)", posthoc_ece(resnets["ce"], y, c_cal, c_test)),
+        ]
+        category = mmlu.questions["category"].to_numpy()
+        src, tgt = np.flatnonzero(category == "stem"), np.flatnonzero(category == "humanities")
+        t_cal, t_test = (tgt[half] for half in split_halves(len(tgt), seed=seed))
+        for model in (small, large):
+            rows.append(long_table("shift", model, shift_ece(mmlu.logits[model], mmlu.labels, src, tgt, t_cal, t_test)))
+        experts = np.stack([resnets[k] for k in cfg["losses"]], axis=1)
+        mix = mixture_ece(experts, y, confidence_routing(experts), c_cal, c_test)
+        rows.append(long_table("routing", MIXTURE, {k: v for k, v in mix.items() if not k.startswith("accuracy")}))
+        rows.append(long_table(
+            "deferral", f"P({large} is right)", other_model_correctness_ece(mmlu.logits[large], mmlu.labels, m_cal, m_test)
+        ))  # fmt: skip
+        apgrs, cascade_se = cascade_apgr(mmlu.logits[small], mmlu.logits[large], mmlu.labels, m_cal, m_test)
+        rows.append(long_table("deferral", f"cascade {small} -> {large}", apgrs, metric="APGR"))
+        losses = training_loss_ece(resnets, y, c_cal, c_test)
+        rows.extend(training_loss_rows(losses))
+        return {
+            "table": pd.concat(rows, ignore_index=True), "mix": mix, "losses": losses, "cascade_se": cascade_se,
+            "n_test": {"mmlu": len(m_test), "cifar": len(c_test), "shift": len(t_test)},
+        }  # fmt: skip
+
+    def published(self, res: Mapping[str, Any]) -> dict[str, Any]:
+        """The best fix per failure mode and the over-confidence ECEs."""
+        fixes = best_fix(res["table"])
+        return {"best_fix": fixes[["failure", "data", "best method"]].to_dict("records"),
+                **overconfidence_published(res["table"])}  # fmt: skip
+
+    def claims(self, res: Mapping[str, Any], cfg: Mapping[str, Any]) -> pd.DataFrame:
+        """The claims table (:func:`cross_paper_claims` on this run's numbers)."""
+        return report.claims_table(
+            cross_paper_claims(
+                res["table"], res["mix"], res["losses"], cfg["small_model"], cfg["large_model"], res["n_test"],
+                res["cascade_se"],
+            )
+        )  # fmt: skip
 
 
 PAGE = CrossPaperPage()

@@ -161,3 +161,37 @@ def test_random_routing_expectation_is_the_straight_line():
     assert abs(apgrs.mean() - 0.5) < 4 * apgrs.std() / np.sqrt(len(apgrs))
     with pytest.raises(ValueError, match="correct_large"):
         C.random_routing_curve(ks, kl[:10])
+
+
+def _outputs(conf_cal, correct_cal, conf_test=None, correct_test=None) -> ModelOutputs:
+    conf_test = conf_cal if conf_test is None else conf_test
+    correct_test = correct_cal if correct_test is None else correct_test
+    return ModelOutputs(
+        np.asarray(conf_cal, float), np.asarray(correct_cal, bool), np.asarray(conf_test, float),
+        np.asarray(correct_test, bool),
+    )  # fmt: skip
+
+
+def test_same_size_routing_picks_the_better_model_per_bin():
+    """Model 1 right on its confident half, model 2 right on the other half: routing is perfect."""
+    n = 200
+    conf1 = (np.arange(n) + 0.5) / n
+    high = conf1 > 0.5
+    first = _outputs(np.where(high, 0.9 + 0.05 * conf1, 0.3 * conf1), high)
+    second = _outputs(np.where(high, 0.2, 0.9), ~high)
+    res = C.same_size_route(first, second, n_bins=4)
+    assert res.accuracy == pytest.approx(1.0) and res.correct.all()
+    assert res.acc_first == pytest.approx(0.5) and res.acc_second == pytest.approx(0.5)
+    assert res.frac_second == pytest.approx(0.5)
+    assert res.gain == pytest.approx(0.5)
+
+
+def test_apgr_se_is_sqrt_disagreement_over_n_divided_by_the_gap():
+    # 100 test rows: the small model right on 60, the large on 80, disagreeing on 20 (0 of 100 both wrong
+    # where the small one is right): d = 0.2, gap 0.2 -> sqrt(0.2 / 100) / 0.2
+    ks = np.r_[np.ones(60), np.zeros(40)].astype(bool)
+    kl = np.r_[np.ones(80), np.zeros(20)].astype(bool)
+    small, large = _outputs([0.5] * 100, ks), _outputs([0.5] * 100, kl)
+    assert C.apgr_se(small, large) == pytest.approx(np.sqrt(0.2 / 100) / 0.2)
+    with pytest.raises(ValueError, match="large"):
+        C.apgr_se(small, small)

@@ -1,5 +1,6 @@
-"""lib.ccc.cascading: the cascading grid's tables agree with lib.ccc.cascade called directly, and the
-published numbers and the paper table follow from those tables."""
+"""lib.ccc.pages.cascading: the grid's tables agree with lib.ccc.cascade called directly, the
+published numbers and the paper table follow from those tables, and each claim can hold, fail and
+be inconclusive at the number of splits each scale plans."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.ccc import cascade
-from lib.ccc import confidence
+from lib.ccc import cascade, confidence
+from lib.ccc.pages import cascading as ccc
+from lib.ccc.pages.cascading import PAGE
+from lib.config import settings
 from lib.data import mmlu
-from lib.ccc import cascading as ccc
+from lib.report import VERDICTS, claims_table
+
+HELD, FAILED, UNSURE = VERDICTS[:3]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,10 @@ def test_published_and_paper_table_read_the_means():
             "apgr": [0.7, 0.8, 0.6, 0.6, 0.4, 0.6, 0.9, 0.7, 0.5, 0.5],
         }
     )
-    by_cal = pd.Series({"temperature": 0.75})
-    by_bins = pd.Series({"5": 0.7, "15": 0.75})
+    abl = pd.DataFrame(
+        {"split": [0, 0, 0], "ablation": ["calibrator", "bins", "bins"], "setting": ["temperature", "15", "5"],
+         "apgr": [0.75, 0.75, 0.7]}
+    )  # fmt: skip
     shift = pd.DataFrame(
         {
             "target": ["a", "a", "b"],
@@ -61,10 +68,12 @@ def test_published_and_paper_table_read_the_means():
             "apgr": [0.62, 0.1, 0.58],
         }
     )
-    pub = ccc.cascading_published(main, by_cal, by_bins, shift)
+    res = {"main": main, "abl": abl, "shift": shift}
+    pub = PAGE.published(res)
     assert pub["apgr_cc"] == 0.75 and pub["apgr_rc"] == 0.5 and pub["apgr_cc_base"] == 0.8
     assert pub["apgr_shift_min"] == 0.58  # the in-distribution row is not a shifted one
-    table = ccc.paper_table(main, by_cal, by_bins)
+    assert list(pub["apgr_by_bins"]) == ["5", "15"]
+    table = PAGE.paper_table(res)
     assert table.loc["TS, 15 bins", "paper"] == ccc.PAPER_APGR_BY_BINS[15] and table.loc["TS, 15 bins", "ours"] == 0.75
     assert np.isnan(table.loc["TS, 50 bins", "ours"])  # a setting not run stays empty
     assert table.loc["random routing (RC)", "ours"] == 0.5
@@ -73,3 +82,55 @@ def test_published_and_paper_table_read_the_means():
 def test_build_grid_validates():
     with pytest.raises(ValueError, match="n_splits"):
         ccc.build_grid(mmlu.synthetic_mmlu(50), [], n_splits=0, n_bins=5, seed=0)
+
+
+def _frames(k: int, cc: float, uc: float, spread: float, sd: float, base_uc: float | None = None):
+    """Per-split APGR of k splits, with split noise of a known size: split s moves CC by +sd (-1)^s
+    and UC by the opposite, so their paired differences have mean cc - uc (plus 2 sd / k for odd k)
+    and an SE near 2 sd / sqrt(k); two calibrators and two bin counts ``spread`` apart move likewise."""
+    a = sd * (-1.0) ** np.arange(k)
+    rows = [
+        pd.DataFrame({"split": range(k), "pair": p, "method": m, "apgr": mean + sign * a})
+        for p in ("instruct", "base")
+        for m, mean, sign in (
+            ("CC (TS)", cc, 1),
+            ("UC", base_uc if p == "base" and base_uc else uc, -1),
+            ("RC", 0.5, 0),
+        )
+    ]
+    abl = [
+        pd.DataFrame({"split": range(k), "ablation": kind, "setting": name, "apgr": cc + d + sign * a})
+        for kind, names in (("calibrator", ("temperature", "platt")), ("bins", ("5", "15")))
+        for name, d, sign in zip(names, (0.0, spread), (1, -1))
+    ]
+    return pd.concat(rows), pd.concat(abl)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_cascading_claims_can_hold_fail_and_be_inconclusive(scale):
+    k = settings("cascading", scale)["n_splits"]
+
+    def verdicts(cc, uc, spread, sd, shift):
+        main, abl = _frames(k, cc, uc, spread, sd)
+        return list(claims_table(ccc.cascading_claims(main, abl, {"x": shift, "y": shift + 0.1}))["verdict"])
+
+    assert verdicts(0.70, 0.60, 0.001, 1e-4, 0.65) == [HELD] * 6
+    assert verdicts(0.40, 0.60, 0.2, 1e-4, 0.40) == [FAILED] * 6
+    # CC 0.004 above UC, above random by 0.004, the settings ABLATION_RANGE_MAX apart, all against
+    # split noise of 0.05: nothing is decided ("about 0.70" plainly fails: 0.504 is far from 0.7013)
+    noisy = verdicts(0.504, 0.50, ccc.ABLATION_RANGE_MAX, 0.05, 0.504)
+    assert noisy == [UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]
+
+
+def test_cc_beats_uc_is_judged_pair_by_pair():
+    shift = {"x": 0.7}
+    for base_uc, expected in ((0.8, FAILED), (0.7, UNSURE), (0.6, HELD)):  # instruct: CC 0.7 vs UC 0.6
+        main, abl = _frames(5, 0.7, 0.6, 0.0, 1e-3, base_uc=base_uc)
+        assert claims_table(ccc.cascading_claims(main, abl, shift))["verdict"].iloc[1] == expected, base_uc
+
+
+def test_page_runs_on_synthetic_logits_and_publishes_claims():
+    cfg = settings("cascading", "smoke", n_synthetic=600, n_splits=2)
+    res = PAGE.run(cfg, PAGE.data(cfg))
+    claims = PAGE.claims(res)
+    assert len(claims) == 6 and set(claims["paper_own"]) == {"not testable from the paper's table"}

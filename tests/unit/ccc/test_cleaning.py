@@ -146,3 +146,10 @@ def test_confident_learning_finds_obvious_flips():
     assert K.precision_detection(flags, is_noisy) == (1.0, 1.0)
     ranked = K.confident_learning_flags(p, noisy, out_of_sample=True, return_ranked=True)
     assert set(ranked) == set(np.flatnonzero(is_noisy))
+
+
+def test_calibrated_rule_curve_names_a_bad_bin_count():
+    conf, pred, y, noisy = [0.9, 0.8], [1, 1], [0, 0], [True, False]
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="n_bins"):
+            K.calibrated_rule_curve(conf, pred, conf, pred, y, noisy, n_bins=bad)

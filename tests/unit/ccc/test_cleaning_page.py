@@ -1,0 +1,99 @@
+"""lib.ccc.pages.cleaning on hand-made curves and probabilities whose answers are known, and its
+claims where each verdict is known (held, did not hold, inconclusive)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.ccc.pages import cleaning as K
+from lib.ccc.pages.cleaning import PAGE
+from lib.config import settings
+from lib.report import VERDICTS, claims_table
+
+HELD, FAILED, UNSURE = VERDICTS[:3]
+
+
+def test_compare_at_detection_interpolates_the_best_curve():
+    worse = pd.DataFrame({"detection": [0.0, 1.0], "precision": [0.5, 0.5]})
+    best = pd.DataFrame({"detection": [0.0, 0.5], "precision": [1.0, 0.8]})  # more precise, but area 0.45 < 0.5
+    best_area = float(np.trapezoid(best["precision"], best["detection"]))
+    worse_area = float(np.trapezoid(worse["precision"], worse["detection"]))
+    assert worse_area > best_area  # so "worse" (larger area) is the one compared against
+    ours = pd.DataFrame({"k": [1, 2], "detection": [0.25, 0.75], "precision": [0.9, 0.6]})
+    out = K.compare_at_detection(ours, [best, worse])
+    assert list(out["cl_precision"]) == [0.5, 0.5] and list(out["cl_reaches"]) == [True, True]
+    out2 = K.compare_at_detection(ours, [best])
+    assert out2["cl_precision"].iloc[0] == pytest.approx(0.9) and list(out2["cl_reaches"]) == [True, False]
+    with pytest.raises(ValueError, match="cl_curves"):
+        K.compare_at_detection(ours, [])
+
+
+def test_confident_learning_finds_flipped_labels_of_confident_probabilities():
+    rng = np.random.default_rng(0)
+    true = np.repeat(np.arange(3), 40)
+    probs = np.full((120, 3), 0.02)
+    probs[np.arange(120), true] = 0.96
+    labels = true.copy()
+    noisy = np.zeros(120, bool)
+    noisy[rng.choice(120, 12, replace=False)] = True
+    labels[noisy] = (true[noisy] + 1) % 3
+    points, curves = K.confident_learning({"cl": probs}, labels, noisy)
+    assert points.loc[0, "precision"] == 1.0 and points.loc[0, "detection"] == 1.0
+    assert points.loc[0, "n_flagged"] == 12 and curves[0]["method"].iloc[0] == "cl, ranked"
+
+
+def test_published_reads_first_and_last_points():
+    res = {
+        "ours": pd.DataFrame({"k": [1, 2, 3], "precision": [1.0, 0.8, 0.61234], "detection": [0.1, 0.5, 0.9]}),
+        "cl_points": pd.DataFrame({"precision": [0.5, 0.7], "detection": [0.4, 0.6]}),
+        "flag_instruct": np.array([True] * 7),
+        "both_pairs": 3,
+    }
+    pub = PAGE.published(res)
+    assert pub["cleaning_precision_k1"] == 1.0 and pub["cleaning_precision_basic"] == 0.6123
+    assert pub["cl_precision"] == 0.7 and pub["mmlu_flagged_both_pairs_k3"] == 3
+    assert list(PAGE.paper_table(res)["ours"]) == [0.61234, 0.7]
+
+
+def test_mmlu_flags_validates_pair():
+    with pytest.raises(ValueError, match="pair"):
+        K.mmlu_flags({}, np.zeros(3, int), "chat", 1, 5)
+
+
+def test_precision_se_is_the_plus_four_rule():
+    assert K.precision_se(1.0, 0) == pytest.approx(0.25)  # no flags: p~ = 1/2 on 4 pseudo-flags
+    assert K.precision_se(1.0, 96) == pytest.approx(math.sqrt(0.98 * 0.02 / 100))
+
+
+def _verdicts(n: int, p1: float, pb: float, ours: float, cl: float) -> list[str]:
+    """A curve from n / 4 flags at k = 1 (precision p1) over ``n`` at k = 3 (precision ``ours``) to
+    20 n at k = 4 = B (precision pb), against CL at ``cl`` + (p1 - ours) and ``cl`` where CL's
+    curve reaches."""
+    curve = pd.DataFrame({"k": [1, 2, 3, 4], "n_flagged": [n // 4, n // 2, n, 20 * n],
+                          "precision": [p1, ours, ours, pb], "detection": [0.05, 0.1, 0.3, 0.9]})  # fmt: skip
+    compare = curve.assign(cl_precision=[cl - (ours - p1), cl, cl, 0.0], cl_reaches=[True, True, True, False])
+    compare = compare[["k", "detection", "precision", "cl_precision", "cl_reaches"]]  # as compare_at_detection
+    return list(claims_table(K.cleaning_claims(curve, compare))["verdict"])
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_cleaning_claims_can_hold_fail_and_be_inconclusive(scale):
+    # one noise draw at every scale; the top 3 bins hold about 90 flags (smoke: 20,000 synthetic
+    # labels; cpu and paper: CIFAR-10's 10,000), their precision one of those 90
+    assert settings("cleaning", scale)["n_synthetic"] >= 20000 or settings("cleaning", scale)["data"] == "real"
+    n = 90
+    assert _verdicts(n, 1.0, 0.5, 1.0, 0.7) == [HELD] * 3
+    assert _verdicts(n, 0.5, 0.9, 0.5, 0.9) == [FAILED] * 3
+    assert _verdicts(8, 0.95, 0.92, 0.93, 0.92) == [UNSURE] * 3  # 2 to 8 flags decide nothing
+
+
+def test_page_runs_on_synthetic_logits_and_publishes_claims():
+    cfg = settings("cleaning", "smoke", n_synthetic=800)
+    res = PAGE.run(cfg, PAGE.data(cfg))
+    claims = PAGE.claims(res)
+    assert len(claims) == 3 and set(claims["verdict"]) <= set(VERDICTS[:3])
+    assert res["both_pairs"] <= int(res["flag_instruct"].sum())

@@ -1,0 +1,38 @@
+"""lib.ccc.pages: the ECE noise bar, the "for every" verdict and the released-runs note."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.calibration.metrics import binary_ece
+from lib.ccc.pages import ece_se, every, released_runs_note
+from lib.report import VERDICTS
+
+HELD, FAILED, UNSURE = VERDICTS[:3]
+
+
+def test_ece_se_is_half_over_root_n_and_bounds_the_spread_of_a_calibrated_models_ece():
+    assert ece_se(10_000) == pytest.approx(0.005)
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.3, 1.0, 2000)  # calibrated: right with probability conf
+    draws = [binary_ece(conf, rng.random(2000) < conf, 15, binning="mass") for _ in range(200)]
+    assert np.std(draws) < ece_se(2000)
+    for bad in (0, -3, 1.5, True):
+        with pytest.raises(ValueError, match="n"):
+            ece_se(bad)
+
+
+def test_every_is_symmetric():
+    assert every([HELD, HELD]) == HELD
+    assert every([HELD, FAILED]) == FAILED and every([UNSURE, FAILED]) == FAILED
+    assert every([HELD, UNSURE]) == UNSURE
+    with pytest.raises(ValueError, match="verdicts"):
+        every([])
+
+
+def test_released_runs_note_names_the_xe_outlier_and_the_fl53_assumption():
+    note = released_runs_note(["ce", "focal"], real=False)
+    assert "outlier" in note and "FL-53" in note and "synthetic" in note
+    assert "FL-53" not in released_runs_note(["ce", "dual_focal"], real=False)
+    assert released_runs_note(["dual_focal"], real=False) == ""

@@ -1,0 +1,138 @@
+"""lib.cross_paper.pages.cross_paper: its methods against identities that must hold whatever the data,
+and its claims where each verdict is known (held, did not hold, inconclusive)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.config import settings
+from lib.cross_paper.pages import cross_paper as xp
+from lib.cross_paper.pages.cross_paper import PAGE
+from lib.report import VERDICTS, claims_table
+
+HELD, FAILED, UNSURE = VERDICTS[:3]
+
+
+def _logits(n: int, k: int, c: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k, c)) * 2
+    labels = np.array([rng.choice(c, p=xp.softmax(z[i, 0][None])[0]) for i in range(n)])
+    return z, labels
+
+
+def test_softmax_rows_sum_to_one_and_temperature_flattens() -> None:
+    z = np.array([[2.0, 0.0, -1.0]])
+    p1, p2 = xp.softmax(z), xp.softmax(z, 2.0)
+    assert np.allclose(p1.sum(1), 1) and p2.max() < p1.max()
+    assert np.allclose(p1, np.exp(z) / np.exp(z).sum())
+
+
+def test_one_expert_mixture_per_expert_scaling_equals_global_scaling() -> None:
+    # With K = 1 and routing 1, MoCaE's p = softmax(z / T_1) is temperature scaling itself.
+    z, y = _logits(600, 1, 4, seed=0)
+    z = z * 3  # over-confident: labels come from softmax(z/3)
+    routing = np.ones((600, 1))
+    cal, test = np.arange(300), np.arange(300, 600)
+    out = xp.mixture_ece(z, y, routing, cal, test)
+    assert out["per-expert temperature"] == pytest.approx(out["temperature on the mixture"], abs=2e-3)
+    assert out["per-expert temperature"] < out["none"]
+    assert out["accuracy (vanilla)"] == out["accuracy (per-expert temperature)"]
+
+
+def test_confidence_routing_favours_the_confident_expert() -> None:
+    z = np.array([[[5.0, 0.0], [0.1, 0.0]]])  # expert 0 confident, expert 1 not
+    r = xp.confidence_routing(z, sharpness=10.0)
+    assert np.allclose(r.sum(1), 1) and r[0, 0] > r[0, 1]
+
+
+def test_posthoc_scaling_of_calibrated_logits_changes_little() -> None:
+    z, y = _logits(4000, 1, 5, seed=1)
+    cal, test = np.arange(2000), np.arange(2000, 4000)
+    out = xp.posthoc_ece(z[:, 0], y, cal, test)
+    assert set(out) == set(xp.POSTHOC)
+    assert out["temperature"] < 0.04 and out["none"] < 0.04
+
+
+def test_best_fix_picks_lowest_ece_and_highest_apgr() -> None:
+    table = pd.concat(
+        [
+            xp.long_table("a", "d", {"none": 0.3, "x": 0.1, "y": 0.2}),
+            xp.long_table("b", "d", {"none": 0.6, "x": 0.7, "y": 0.65}, metric="APGR"),
+        ]
+    )
+    fixes = xp.best_fix(table).set_index("failure")
+    assert fixes.loc["a", "best method"] == "x" and fixes.loc["a", "uncorrected"] == 0.3
+    assert fixes.loc["b", "best method"] == "x" and fixes.loc["b", "best value"] == 0.7
+
+
+SMALL, LARGE = "small", "large"
+N = {"mmlu": 7021, "cifar": 5000, "shift": 2352}  # the test halves at cpu scale (shift: humanities' half)
+
+
+def _table(d: float) -> pd.DataFrame:
+    """Every comparison the claims make, ``d`` in favour of the expectation (negative: against)."""
+    rows = [
+        xp.long_table("over-confidence", "mmlu", {"none": 0.10, "temperature": 0.10 - d}),
+        xp.long_table("over-confidence", "cifar", {"none": 0.10, "temperature": 0.10 - d}),
+        *[
+            xp.long_table("shift", m, {"none": 0.2, "temperature (other subjects)": 0.2 - d,
+                                       "temperature (same subjects)": 0.2 - 2 * d})
+            for m in (SMALL, LARGE)
+        ],
+        xp.long_table("routing", xp.MIXTURE, {"none": 0.1, "per-expert temperature": 0.05,
+                                               "temperature on the mixture": 0.05 - d}),
+        xp.long_table("deferral", f"P({LARGE} is right)", {"none": 0.15, "platt": 0.15 - d}),
+        xp.long_table("deferral", f"cascade {SMALL} -> {LARGE}", {"none": 0.6, "temperature": 0.5 + d}, metric="APGR"),
+    ]  # fmt: skip
+    return pd.concat(rows, ignore_index=True)
+
+
+def _verdicts(d: float, acc_moved: float = 0.0, n: dict[str, int] = N) -> list[str]:
+    before, after = [0.05 + max(d, 0), 0.05], [0.05 + max(-d, 0), 0.05]  # the spread shrinks by d
+    losses = pd.DataFrame({"loss": ["ce", "focal"], "ECE": before, "ECE after TS": after})
+    mix = {"accuracy (vanilla)": 0.9, "accuracy (per-expert temperature)": 0.9 + acc_moved}
+    rows = xp.cross_paper_claims(_table(d), mix, losses, SMALL, LARGE, n, cascade_se=0.01)
+    return list(claims_table(rows)["verdict"])
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_cross_paper_claims_can_hold_fail_and_be_inconclusive(scale):
+    # one split at every scale: the test halves of cpu and paper (N), or of the smoke scale's synthetic logits
+    cfg = settings("cross_paper", scale)
+    half = cfg["n_synthetic"] // 2
+    n = {"mmlu": half, "cifar": half, "shift": half // 4} if cfg["synthetic"] else N  # a quarter are humanities
+    assert _verdicts(0.08, n=n) == [HELD] * 7
+    assert _verdicts(-0.08, acc_moved=0.01, n=n) == [FAILED] * 7
+    noisy = _verdicts(0.002, acc_moved=0.0006, n=n)  # inside two standard errors of every number
+    assert noisy == [UNSURE, UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]  # accuracy: printed decimals
+
+
+def test_claims_validate_their_inputs() -> None:
+    losses = pd.DataFrame({"loss": ["ce"], "ECE": [0.1], "ECE after TS": [0.05]})
+    mix = {"accuracy (vanilla)": 0.9, "accuracy (per-expert temperature)": 0.9}
+    with pytest.raises(ValueError, match="table"):
+        xp.table_value(_table(0.1), "shift", "nobody", "none")
+    with pytest.raises(ValueError, match="mix"):
+        xp.cross_paper_claims(_table(0.1), {}, losses, SMALL, LARGE, N, 0.01)
+    with pytest.raises(ValueError, match="n_test"):
+        xp.cross_paper_claims(_table(0.1), mix, losses, SMALL, LARGE, {"mmlu": 9}, 0.01)
+    with pytest.raises(ValueError, match="table"):
+        xp.cross_paper_claims(_table(0.1).drop(columns="value"), mix, losses, SMALL, LARGE, N, 0.01)
+
+
+def test_published_values_and_training_loss_rows() -> None:
+    losses = pd.DataFrame({"loss": ["ce", "focal"], "ECE": [0.10, 0.02], "ECE after TS": [0.03, 0.02]})
+    rows = pd.concat(xp.training_loss_rows(losses), ignore_index=True)
+    assert rows["method"].tolist() == ["none", "ce + temperature", "focal", "focal + temperature"]
+    table = _table(0.05)
+    assert xp.overconfidence_published(table) == {"ece_overconfidence_raw": 0.1, "ece_overconfidence_ts": 0.05}
+
+
+def test_page_runs_on_synthetic_logits() -> None:
+    cfg = settings("cross_paper", "smoke", n_synthetic=800)
+    data = PAGE.data(cfg)
+    res = PAGE.run(cfg, data)
+    assert set(res["table"]["failure"]) == {"over-confidence", "shift", "routing", "deferral", "training loss"}
+    claims = PAGE.claims(res, cfg)
+    assert len(claims) == 7 and set(claims["paper_own"]) == {"not testable from the paper's table"}
+    assert PAGE.scale_summary(cfg, data).startswith("synthetic logits")
