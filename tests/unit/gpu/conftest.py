@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,16 @@ def without_data(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[..., Any
 
     real = q.get_page
 
+    class WithoutData:
+        """A page whose ``data`` is ``missing``; every other name is the page's own."""
+
+        def __init__(self, page: Any, missing: Callable[..., Any]) -> None:
+            self.page, self.data = page, missing
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.page, name)
+
     def patch(missing: Callable[..., Any]) -> None:
-        monkeypatch.setattr(q, "get_page", lambda name: dataclasses.replace(real(name), data=missing))
+        monkeypatch.setattr(q, "get_page", lambda name: WithoutData(real(name), missing))
 
     return patch

@@ -8,6 +8,7 @@ import pytest
 import lib.config
 import lib.engine.runs
 import lib.gpu.queue as q
+from lib.gpu.projection import describe
 
 
 def test_plan_orders_pages_then_seeds_and_refuses_unknown_pages(results):
@@ -18,7 +19,7 @@ def test_plan_orders_pages_then_seeds_and_refuses_unknown_pages(results):
     assert len({it.id for it in items}) == len(items)
     with pytest.raises(ValueError, match="pages"):
         q.plan(["nope"])
-    assert "cifar10h" in q.describe(items) and "left" in q.describe(items)
+    assert "cifar10h" in describe(items) and "left" in describe(items)
 
 
 def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, tmp_path):
@@ -66,7 +67,7 @@ def test_civilcomments_runs_one_at_a_time_and_is_skipped_without_its_data(result
     the queue says so and goes on instead of failing the window."""
     got = q.run_queue(["civilcomments"], minutes=30, scale="smoke", log=lambda s: None)
     assert len(got) == len(q.plan(["civilcomments"], "smoke")) == 6
-    assert "one at a time" in q.describe(q.plan(["civilcomments"], "smoke"))
+    assert "one at a time" in describe(q.plan(["civilcomments"], "smoke"))
 
     def missing(cfg, target):
         raise FileNotFoundError("civilcomments: not in any of the places searched")
