@@ -132,8 +132,10 @@ def import_results(sources: Path | Sequence[Path], scale: str = "paper") -> list
         found = [(f, p, s) for s in sources for f in _folders(s, stack) for p in _records(f, s)]
         if not found:
             return []
-        today = {it.id: it for it in plan(PAGES, scale)}
-        accepted = [(path, _check(path, folder, today, scale)) for folder, path, _source in found]
+        recs = [(folder, path, read_record(path)) for folder, path, _source in found]
+        named = {((rec or {}).get("queue") or {}).get("page") for _f, _p, rec in recs}
+        today = {it.id: it for it in plan([p for p in PAGES if p in named], scale)}  # only the pages in
+        accepted = [(path, _check(path, folder, rec, today, scale)) for folder, path, rec in recs]
         copied = []
         for path, rec in accepted:
             out = results_dir() / rec["queue"]["page"] / rec["group"]
@@ -143,10 +145,9 @@ def import_results(sources: Path | Sequence[Path], scale: str = "paper") -> list
         return copied
 
 
-def _check(path: Path, folder: Path, today: dict[str, Any], scale: str) -> dict[str, Any]:
-    """The record at ``path`` when it may be imported at ``scale``; else ``ValueError`` saying why."""
+def _check(path: Path, folder: Path, rec: dict[str, Any] | None, today: dict[str, Any], scale: str) -> dict[str, Any]:
+    """The record ``rec`` read at ``path`` when it may be imported at ``scale``; else ``ValueError`` saying why."""
     name = path.relative_to(folder)
-    rec = read_record(path)
     if rec is None:
         raise ValueError(f"{name}: damaged or unsigned record; not imported")
     made_at = (rec.get("queue") or {}).get("scale")

