@@ -161,12 +161,13 @@ class _Log:
     process's stderr (progress lines, warnings) goes to the file only, as whole lines."""
 
     def __init__(self, path: str | None) -> None:
-        self.path, self.file, self.stderr = path, None, sys.stderr
+        self.path, self.stderr = path, sys.stderr
+        self.file: IO[str] | None = None
 
     def __enter__(self) -> _Log:
         if self.path:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self.file: IO[str] | None = open(self.path, "a", buffering=1)  # noqa: SIM115 - closed in __exit__
+            self.file = open(self.path, "a", buffering=1)  # noqa: SIM115 - closed in __exit__
             sys.stderr = self.file
         return self
 
@@ -181,8 +182,10 @@ class _Log:
             self.file.close()
 
 
-def _window(args: argparse.Namespace, pages: list[str], explicit: bool, say: _Log, published: list[Path]) -> None:
-    start = time.monotonic()
+def _window(
+    args: argparse.Namespace, pages: list[str], explicit: bool, say: _Log, published: list[Path], start: float
+) -> None:
+    """The call after parsing: machine, packs, data, self-test, training (``start``: when the command began)."""
     say(machine())
     lacking = missing(pages if explicit else [])
     if lacking:
@@ -253,11 +256,12 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lib paper``: see the module docstring. Returns the exit code (0, 1 failed, 2 bad input)."""
+    start = time.monotonic()
     args = _parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a killed call still exports
     try:
-        return _main(args)
+        return _main(args, start)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, before)
@@ -278,7 +282,7 @@ def _imported(got: Sequence[Path]) -> str:
     return f"imported {len(recs)} record{'' if len(recs) == 1 else 's'} ({len(got)} files) into results/{made}"
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, start: float) -> int:
     """:func:`main` after parsing: the command, every error one line."""
     published: list[Path] = []
     try:
@@ -301,7 +305,7 @@ def _main(args: argparse.Namespace) -> int:
             raise ValueError(f"pages: unknown page {unknown[0]!r}; the queue knows {', '.join(PAGES)}")
         with _Log(args.log) as say:
             try:
-                _window(args, pages, explicit, say, published)
+                _window(args, pages, explicit, say, published, start)
             finally:
                 if args.export:
                     out = transfer.export(published, Path(args.export))
