@@ -22,7 +22,10 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
-Writes ``bench/results/epoch_<device>.json``.
+Writes ``bench/results/epoch_<device>.json`` (and a copy into ``--out DIR``: what a GPU call brings
+back); prints one line per measurement. ``--scale smoke`` times a few steps of the smoke scale's tiny
+CNN instead (the recipe's rehearsal, ``epoch_smoke-<device>.json``, only into ``--out`` when given: no projection
+reads it).
 
     .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps of Vanilla MoE
     python bench/bench_epoch.py                           # on a GPU: every method, 200/100 steps
@@ -56,7 +59,7 @@ from lib.moe.methods import (  # noqa: E402
     build_model,
     method_step,
 )
-from lib.moe.config import TrainConfig  # noqa: E402
+from lib.moe.config import TINY, TrainConfig  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 
@@ -79,6 +82,18 @@ def _forward_flops(model: torch.nn.Module, size: int) -> float:
         model.cpu()(x)
     model.train()
     return float(fc.get_total_flops())
+
+
+def _line(r: dict) -> str:
+    """One measurement as one line (a GPU call brings back only the end of its output)."""
+    what = f"{r['name']} {r['method']}" + (f" stack {r['stack']}" if "stack" in r else " alone")
+    peak = f", {100 * r['fraction_of_peak']:.1f}% of bf16 peak" if r.get("fraction_of_peak") else ""
+    epoch = r.get("run_epoch_seconds", r.get("epoch_seconds"))
+    layout = ", channels_last" if r.get("channels_last") else ""
+    return (
+        f"bench {what}{layout}: {r['seconds_per_step'] * 1e3:.1f} ms/step, {r['images_per_second']:.0f} images/s, "
+        f"{epoch:.2f} s per run-epoch{peak}"
+    )
 
 
 def _seconds(device: torch.device, work: Callable[[], object]) -> float:
@@ -186,7 +201,7 @@ def bench(
         "channels_last": use_cl,
         "compile": cfg.compile,
     }
-    print(json.dumps(out, indent=1))
+    print(_line(out), flush=True)
     return out
 
 
@@ -258,7 +273,7 @@ def bench_stack(
         "amp_bf16": bool(cfg.amp and device.type == "cuda"),
         "channels_last": bool(channels_last and device.type == "cuda"),
     }
-    print(json.dumps(out, indent=1))
+    print(_line(out), flush=True)
     return out
 
 
@@ -313,18 +328,31 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-pacs", action="store_true")
     ap.add_argument("--stack", type=int, default=0, help="also time stacks of this many runs (CIFAR-10H)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the JSON into this folder (a GPU call's $OUT)")
+    ap.add_argument("--scale", choices=("paper", "smoke"), default="paper", help="smoke: the tiny CNN, a few steps")
     args = ap.parse_args()
+    smoke = args.scale == "smoke"
     device = resolve_device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads or torch.get_num_threads())
     gpu = device.type == "cuda"
-    c_steps = args.cifar_steps or (200 if gpu else 6)
-    p_steps = args.pacs_steps or (100 if gpu else 2)
+    c_steps = 2 if smoke else args.cifar_steps or (200 if gpu else 6)
+    p_steps = 1 if smoke else args.pacs_steps or (100 if gpu else 2)
+    size = 8 if smoke else 32
     methods = args.methods or (list(TRAINED) if gpu else ["vanilla"])
-    tag = "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
+    tag = ("smoke-" if smoke else "") + (
+        "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
+    )
     path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
+    cifar_fields = (
+        {k: TINY[k] for k in ("backbone", "width", "batch_size", "num_experts", "router_hidden")}
+        if smoke
+        else dict(backbone="cifar_resnet18", width=64, batch_size=128)
+    )
     results: list[dict] = []
     stacked: list[dict] = []
+    # where the JSON goes: bench/results (committed from a GPU) and --out; a smoke run only to --out if given
+    folders = [args.out] if smoke and args.out else [path.parent, *([args.out] if args.out else [])]
 
     def save() -> None:  # after every measurement: a call cut at its time limit keeps what it measured
         out = {
@@ -344,24 +372,17 @@ def main() -> None:
                 table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None
             ),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".part")
-        tmp.write_text(json.dumps(out, indent=1))
-        tmp.replace(path)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = (folder / path.name).with_suffix(".part")
+            tmp.write_text(json.dumps(out, indent=1))
+            tmp.replace(folder / path.name)
 
     for method in methods:
-        cifar = TrainConfig(
-            method=method,
-            backbone="cifar_resnet18",
-            width=64,
-            batch_size=128,
-            lr=1e-3,
-            compile=args.compile,
-            progress=False,
-        )
-        results.append(bench("cifar10h", cifar, 32, 10, 45000, c_steps, 20 if gpu else 2, device))
+        cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
+        results.append(bench("cifar10h", cifar, size, 10, 45000, c_steps, 20 if gpu else 1 if smoke else 2, device))
         save()
-        if not args.skip_pacs:
+        if not args.skip_pacs and not smoke:
             pacs = TrainConfig(
                 method=method,
                 backbone="imagenet_resnet18",
@@ -375,23 +396,15 @@ def main() -> None:
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
             save()
     for method in methods if args.stack > 1 else []:
-        cifar = TrainConfig(
-            method=method,
-            backbone="cifar_resnet18",
-            width=64,
-            batch_size=128,
-            lr=1e-3,
-            compile=args.compile,
-            progress=False,
-        )
+        cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
         for cl in (False, True) if gpu else (False,):  # both layouts inside stacks on a GPU
             stacked.append(
                 bench_stack(
-                    "cifar10h", cifar, args.stack, 32, 10, 45000, c_steps, 20 if gpu else 1, device, channels_last=cl
+                    "cifar10h", cifar, args.stack, size, 10, 45000, c_steps, 20 if gpu else 1, device, channels_last=cl
                 )
             )
             save()
-    print(f"wrote {path}")
+    print(f"wrote {', '.join(str(f / path.name) for f in folders)}")
 
 
 if __name__ == "__main__":

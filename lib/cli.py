@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from lib.config import DEFAULT_SCALE, SCALES
+from lib.config import DEFAULT_SCALE, SCALES, repo_root
 
 PROG = "python -m lib"
 
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "paper",
         help="the paper-scale queue: plan, train a window, export, import (python -m lib paper --help; lib.gpu.window)",
     )
-    pk = sub.add_parser("pack", help="write a dataset as chunks that fit one GPU-machine transfer")
+    pk = sub.add_parser("pack", help="write a dataset as a compressed pack that one GPU-machine call carries")
     pk.add_argument("dataset", help="cifar10h, pacs, cifar10, mmlu or resnet50-logits")
     pk.add_argument(
         "--max-mib",
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_pack(args: argparse.Namespace) -> int:
     """``pack``: the dataset's files as numbered chunks under .packs/ (lib.gpu.packs)."""
-    from lib.gpu.packs import pack
+    from lib.gpu.packs import check_carry, pack
 
     try:
         parts = pack(args.dataset, args.max_mib)
@@ -112,8 +112,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
         raise ValueError(f"dataset: {err}") from None
     for p in parts:
         print(p)
-    size = sum(p.stat().st_size for p in parts) / 2**20
-    print(f"{len(parts) - 1} chunk(s), {size:.1f} MiB: carry one chunk and manifest.json per call (results/README.md)")
+    folder = parts[-1].parent.relative_to(repo_root())
+    print(check_carry([str(folder)]) + f": carry {folder} whole in every call (results/README.md)")
     return 0
 
 
@@ -134,10 +134,13 @@ def error_message(err: BaseException) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["paper"]:  # the queue has its own options (lib.gpu.queue.main)
-        from lib.gpu.queue import main as queue_main
+    if argv[:1] == ["paper"]:  # the queue has its own options (lib.gpu.window)
+        # tqdm reads TQDM_* once, when imported: its bars (JPEG decoding) would fill a GPU call's short
+        # output with carriage-return updates; the window's own progress lines stay (lib.engine.progress)
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        from lib.gpu.window import main as window_main
 
-        return queue_main(argv[1:])
+        return window_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     before = os.environ.get("CALIBOOK_DEBUG")

@@ -1,8 +1,9 @@
 """Paper-scale results on the pages: what the queue has published, how much of the plan it covers,
 and whether a page reads results or trains.
 
-The paper-scale runs are trained on a GPU by the queue (:mod:`lib.gpu.queue`) a window at a time and
-published to ``results/<page>/``. A page at ``scale="paper"`` reads them and trains nothing unless
+The paper-scale runs are trained on a GPU a window at a time and published to ``results/<page>/``;
+what is there, and which runs a page plans, is read through :mod:`lib.results` (this module knows
+nothing of the GPU window code). A page at ``scale="paper"`` reads them and trains nothing unless
 its ``train`` parameter says so (:func:`should_train`); every page at a smaller scale also shows the
 published paper-scale table beside its own (:func:`table`, :func:`records`), with "k of n
 seeds" for each method while the plan is only partly done (:func:`coverage`).
@@ -15,7 +16,12 @@ from typing import Any
 
 import pandas as pd
 
+from lib.config import SCALES
+from lib.engine.plan import coverage as count
+from lib.engine.plan import coverage_text
 from lib.pages import get as get_page
+from lib.report import publish
+from lib.results import PAGES, plan
 from lib.validation import check_choice
 
 TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
@@ -37,8 +43,6 @@ __all__ = [
 def should_train(train: str, scale: str) -> bool:
     """A page's ``train`` parameter: ``"auto"`` trains below paper scale and only reads published
     results at paper scale (a GPU's work); ``"yes"`` trains what is missing; ``"no"`` never trains."""
-    from lib.config import SCALES
-
     check_choice(train, TRAIN_CHOICES, "train")
     check_choice(scale, SCALES, "scale")
     return train == "yes" or (train == "auto" and scale != "paper")
@@ -47,8 +51,6 @@ def should_train(train: str, scale: str) -> bool:
 def _plan(page: str, scale: str, target: str | None) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """The planned runs of ``page`` (and ``target``) at ``scale`` and the published records that
     are those runs (same plan id and config), by plan id."""
-    from lib.gpu.queue import PAGES, plan
-
     check_choice(page, PAGES, "page")
     items = [it for it in plan([page], scale) if target is None or it.target == target]
     return items, {it.id: it.record for it in items if it.record is not None}
@@ -68,8 +70,6 @@ def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.D
 
 
 def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame:
-    from lib.engine.plan import coverage as count, coverage_text
-
     counts = count(items, got)
     text = coverage_text(counts, get_page(page).unit)
     return pd.DataFrame(
@@ -82,8 +82,6 @@ def coverage_cell(page: str, reading: bool, scale: str, target: str | None = Non
     """A page's "how much of the plan" cell: when it reads published runs (``reading``), the
     :func:`coverage` table at its ``scale``, published as ``coverage`` (method -> "k of n");
     otherwise (it trained) a sentence, and ``coverage`` is published empty."""
-    from lib.report import publish
-
     if not reading:
         publish("coverage", {})
         return "Every run above was trained (or loaded from the local cache) at this scale."
@@ -140,8 +138,6 @@ def paper_section(page: str, page_scale: str, target: str | None = None) -> pd.D
     """A page's "Paper scale" section: below paper scale, the table of its published paper-scale runs
     (:func:`table`: the page's own layout);
     at paper scale, a sentence (the page's own tables are those). Publishes ``paper_scale_runs``."""
-    from lib.report import publish
-
     items, got = _plan(page, "paper", target)
     publish("paper_scale_runs", len(got))
     if page_scale == "paper":

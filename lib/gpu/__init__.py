@@ -1,10 +1,15 @@
-"""Paper-scale runs on a lent GPU: the queue, one command per window, and what travels to and from it.
+"""Paper-scale runs on a lent GPU: the window code, at the top of the layers (no notebook imports it).
 
-* :mod:`lib.gpu.queue` -- every paper-scale run of the book's pages (:mod:`lib.pages`), trained a
-  window at a time under a hard deadline and published to ``results/``.
-* :mod:`lib.gpu.window` -- ``python -m lib paper``: one command per call of a window.
-* :mod:`lib.gpu.packs` -- data sets as chunks small enough for one transfer each.
-* :mod:`lib.gpu.transfer` -- a window's records out in one archive and back into ``results/``.
-* :mod:`lib.gpu.projection` -- GPU-minutes and windows the plan needs, from committed benchmarks.
+Imports point one way: :mod:`~lib.gpu.window` (the command) uses the others; the queue uses the
+projection and the transfer; the transfer and the pages' paper-scale sections read ``results/``
+through :mod:`lib.results`.
+
+* :mod:`lib.gpu.window` -- ``python -m lib paper``: one command per call to the machine.
+* :mod:`lib.gpu.recipe` -- the steps of a window (``results/README.md`` shows them; a test rehearses them).
+* :mod:`lib.gpu.queue` -- every paper-scale run of the book's pages (:mod:`lib.pages`), trained a call at
+  a time under a hard deadline and published to ``results/``.
+* :mod:`lib.gpu.packs` -- data sets as compressed packs that one call carries.
+* :mod:`lib.gpu.transfer` -- a call's records out in archives and back into ``results/``.
+* :mod:`lib.gpu.projection` -- GPU-minutes and windows the plan needs, and the runs one call can finish.
 * :mod:`lib.gpu.selftest` -- a few-second check of the stacked engine on the machine.
 """

@@ -1,19 +1,19 @@
-"""Data that travels: a dataset's files as numbered chunks small enough for one transfer each.
+"""Data that travels: a dataset's files as a compressed pack that one call to the GPU machine carries.
 
-A GPU machine receives only the working tree, at most 64 MiB per transfer, and not the data beside
-it. ``python -m lib pack DATASET`` writes the files a page needs (as found by
-:mod:`lib.data.locate`: ``$CALIBOOK_DATA``, ``../shared/data``, the local cache) into one tar
-stream cut into chunks ``.packs/<dataset>/part-NNN.bin`` with a ``manifest.json`` (SHA-256 of every
-chunk and of the whole). :func:`unpack` joins and verifies the chunks and extracts them into the
-local data cache, where every loader looks; the queue unpacks all complete packs before it runs.
-The files are packed as they are (JPEG folders, zip, ``.npy``): already compressed, and smaller
-than decoded arrays. See ``results/README.md`` for sending the chunks over consecutive transfers.
+A GPU machine receives only the working tree and the ignored paths a call names, at most 64 MiB per
+call, and not the data beside it; it is fresh at every call. ``python -m lib pack NAME`` writes the
+folders a page needs (as found by :mod:`lib.data.locate`: ``$CALIBOOK_DATA``, ``../shared/data``, the
+local cache) into one gzip-compressed tar stream cut into chunks ``.packs/<name>/part-NNN.bin`` with
+a ``manifest.json`` (SHA-256 of every chunk and of the whole). CIFAR-10's 60,000 small JPEGs repeat
+the same ~600 header bytes, so its pack is a third of the files' size and, with the tree and
+``results/``, fits one call: every call carries the whole pack.
 
-Chunks are sized so one chunk, the working tree and ``results/`` fit one transfer together
-(:func:`chunk_budget_mib`). On the GPU machine :func:`gather` copies the chunks carried by each
-call into a folder that outlives the call (``--packs``, ``$CALIBOOK_PACKS``, default ``/tmp/packs``),
-and :func:`unpack_all` unpacks every pack complete there. A pack of PACS must hold every domain
-with every class folder non-empty: partial data is refused when packing.
+Chunks are sized when packing, from the tree and ``results/`` as they are then
+(:func:`chunk_budget_mib`); :func:`check_carry` (``python -m lib paper --carry PATH ...``, run here
+before every call) refuses a call whose tree and carried paths exceed 64 MiB, or that carries part
+of a pack, before anything is sent. On the machine :func:`unpack_all` joins and verifies every pack
+carried and extracts it into the local data cache, where every loader looks; a missing chunk is
+named as such. A pack of PACS must hold every domain with every class folder non-empty.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import shutil
 import subprocess
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from lib.config import repo_root, results_dir
+from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS
 from lib.data.locate import candidate_roots, local_data_cache
 
 #: pack name -> folders (relative to a data root) that its pages need.
@@ -40,19 +40,18 @@ PACKS: dict[str, tuple[str, ...]] = {
 }
 
 #: What one call to the GPU machine carries at most (working tree and carried paths together), and
-#: what is kept free beside a chunk, the tree and results/ (the archive written back, metadata).
+#: what is kept free beside a chunk, the tree and results/ when packing (results published later).
 CALL_MIB = 64.0
-MARGIN_MIB = 2.0
-DEFAULT_PERSISTENT = Path("/tmp/packs")
+MARGIN_MIB = 4.0
+MIB = 2**20
 
 __all__ = [
     "CALL_MIB",
     "PACKS",
+    "check_carry",
     "chunk_budget_mib",
-    "gather",
     "pack",
     "packs_dir",
-    "persistent_dir",
     "tree_bytes",
     "unpack",
     "unpack_all",
@@ -79,7 +78,7 @@ def tree_bytes(root: Path | None = None) -> int:
 
 def chunk_budget_mib(call_mib: float = CALL_MIB, margin_mib: float = MARGIN_MIB, tree: int | None = None) -> float:
     """The largest chunk that fits one call beside the working tree (and results/) and a margin."""
-    left = call_mib - margin_mib - (tree_bytes() if tree is None else tree) / 2**20
+    left = call_mib - margin_mib - (tree_bytes() if tree is None else tree) / MIB
     if left < 1:
         raise ValueError(
             f"call_mib: the working tree ({(call_mib - margin_mib - left):.1f} MiB with the margin) "
@@ -88,15 +87,8 @@ def chunk_budget_mib(call_mib: float = CALL_MIB, margin_mib: float = MARGIN_MIB,
     return float(int(left))
 
 
-def persistent_dir(given: str | Path | None = None) -> Path:
-    """Where chunks are kept on the GPU machine between calls: ``given``, ``$CALIBOOK_PACKS``, or /tmp/packs."""
-    return Path(given or os.environ.get("CALIBOOK_PACKS") or DEFAULT_PERSISTENT)
-
-
 def _check_pacs(folder: Path) -> None:
     """Refuse partial PACS: every domain, every class folder, none empty."""
-    from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS
-
     missing = [
         f"{d}/{c}"
         for d in PACS_DOMAINS
@@ -125,8 +117,9 @@ def _find(folder: str) -> Path:
 
 
 def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> list[Path]:
-    """Write pack ``name`` as chunks of at most ``max_mib`` MiB (``None``: :func:`chunk_budget_mib`,
-    what fits one call beside the tree); returns the chunk and manifest paths."""
+    """Write pack ``name`` (gzip-compressed) as chunks of at most ``max_mib`` MiB (``None``:
+    :func:`chunk_budget_mib`, what fits one call beside the tree now); returns the chunks and the
+    manifest. A pack in more than one chunk cannot travel in one call."""
     if name not in PACKS:
         raise ValueError(f"name: unknown pack {name!r}; valid: {', '.join(PACKS)}")
     budget = chunk_budget_mib()
@@ -134,14 +127,14 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
         max_mib = budget
     if not isinstance(max_mib, (int, float)) or not 0 < max_mib <= budget:
         raise ValueError(
-            f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / 2**20:.1f} MiB tree "
+            f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / MIB:.1f} MiB tree "
             f"and results/ fit one {CALL_MIB:g} MiB call), got {max_mib!r}"
         )
     found = {folder: _find(folder) for folder in PACKS[name]}
     if name == "pacs":
         _check_pacs(found["pacs"])
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
         for folder, path in found.items():
             tar.add(path, arcname=folder)
     blob = buf.getvalue()
@@ -149,7 +142,7 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("part-*.bin"):
         old.unlink()
-    size = int(max_mib * 2**20)
+    size = int(max_mib * MIB)
     parts = []
     for i in range(0, max(len(blob), 1), size):
         p = dest / f"part-{i // size:03d}.bin"
@@ -166,14 +159,24 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
     return [*parts, dest / "manifest.json"]
 
 
+def _manifest(folder: Path) -> dict:
+    mpath = folder / "manifest.json"
+    if not mpath.exists():
+        raise FileNotFoundError(
+            f"{mpath} missing: pack {folder.name!r} was not sent (python -m lib pack {folder.name})"
+        )
+    return json.loads(mpath.read_text())
+
+
+def _missing_chunks(folder: Path) -> list[str]:
+    return [p["file"] for p in _manifest(folder)["parts"] if not (folder / p["file"]).exists()]
+
+
 def unpack(name: str, src: Path | None = None, dest: Path | None = None) -> Path:
     """Join and verify the chunks of pack ``name`` and extract them into the local data cache (or
     ``dest``); a missing or damaged chunk raises ``FileNotFoundError``/``ValueError`` naming it."""
     folder = (src or packs_dir()) / name
-    mpath = folder / "manifest.json"
-    if not mpath.exists():
-        raise FileNotFoundError(f"{mpath} missing: pack {name!r} was not sent (python -m lib pack {name})")
-    manifest = json.loads(mpath.read_text())
+    manifest = _manifest(folder)
     blob = b""
     for part in manifest["parts"]:
         p = folder / part["file"]
@@ -181,50 +184,67 @@ def unpack(name: str, src: Path | None = None, dest: Path | None = None) -> Path
             raise FileNotFoundError(f"{p} missing: send every chunk of pack {name!r}")
         data = p.read_bytes()
         if hashlib.sha256(data).hexdigest() != part["sha256"]:
-            raise ValueError(f"{p}: damaged chunk (SHA-256 differs from {mpath.name})")
+            raise ValueError(f"{p}: damaged chunk (SHA-256 differs from manifest.json)")
         blob += data
     if hashlib.sha256(blob).hexdigest() != manifest["sha256"]:
-        raise ValueError(f"pack {name!r}: the joined chunks do not match {mpath}")
+        raise ValueError(f"pack {name!r}: the joined chunks do not match {folder / 'manifest.json'}")
     target = dest or local_data_cache()
-    with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:
         tar.extractall(target, filter="data")
     return target
 
 
-def _complete(folder: Path) -> tuple[bool, str]:
-    """Whether the chunks of the pack in ``folder`` are all there, and a line saying so."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    have = [p["file"] for p in manifest["parts"] if (folder / p["file"]).exists()]
-    n = len(manifest["parts"])
-    return len(have) == n, f"pack {folder.name}: {len(have)} of {n} chunks in {folder.parent}"
+def unpack_all(src: Path | None = None) -> list[str]:
+    """Unpack every pack under ``src`` (``.packs/``) not in the data cache yet (a marker per pack
+    holds the SHA-256 it was unpacked from); one line per pack. A pack that lacks chunks raises
+    ``ValueError`` naming them: a call carries every chunk of what it trains on."""
+    lines: list[str] = []
+    for mpath in sorted(Path(src or packs_dir()).glob("*/manifest.json")):
+        name, manifest = mpath.parent.name, json.loads(mpath.read_text())
+        lacking = _missing_chunks(mpath.parent)
+        if lacking:
+            raise ValueError(
+                f"packs: pack {name} lacks {', '.join(lacking)} (this call carried "
+                f"{len(manifest['parts']) - len(lacking)} of its {len(manifest['parts'])} chunks); "
+                f"carry .packs/{name} whole (results/README.md)"
+            )
+        marker = local_data_cache() / f".pack-{name}.sha256"
+        if marker.exists() and marker.read_text() == manifest["sha256"]:
+            lines.append(f"pack {name}: in the data cache already (sha256 {manifest['sha256'][:12]})")
+            continue
+        unpack(name, mpath.parent.parent)
+        marker.write_text(manifest["sha256"])
+        lines.append(
+            f"pack {name}: {manifest['bytes'] / MIB:.1f} MiB unpacked into the data cache (sha256 {manifest['sha256'][:12]})"
+        )
+    return lines
 
 
-def gather(src: Path | None = None, persistent: Path | None = None) -> list[str]:
-    """Copy the chunks and manifests carried under ``src`` (``.packs/``) into ``persistent`` (kept
-    between calls on the GPU machine); return a line per pack found there saying how complete it is."""
-    src = src or packs_dir()
-    persistent = persistent_dir(persistent)
-    for f in sorted(src.glob("*/*")) if src.is_dir() else []:
-        if f.is_file() and (f.name == "manifest.json" or f.name.startswith("part-")):
-            dest = persistent / f.parent.name / f.name
-            if not dest.exists() or dest.stat().st_size != f.stat().st_size or f.name == "manifest.json":
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, dest)
-    return [_complete(m.parent)[1] for m in sorted(persistent.glob("*/manifest.json"))] if persistent.is_dir() else []
-
-
-def unpack_all(src: Path | None = None, *more: Path) -> list[str]:
-    """Unpack every complete pack under ``src`` (``.packs/``) and the folders ``more`` whose folders
-    are not in the data cache yet; incomplete packs are left for a later call."""
-    done: list[str] = []
-    for root in [src or packs_dir(), *more]:
-        for mpath in sorted(Path(root).glob("*/manifest.json")):
-            name = mpath.parent.name
-            folders = json.loads(mpath.read_text())["folders"]
-            if name in done or all((local_data_cache() / f).is_dir() for f in folders):
-                continue
-            if not _complete(mpath.parent)[0]:
-                continue
-            unpack(name, Path(root))
-            done.append(name)
-    return done
+def check_carry(carry: Sequence[str], root: Path | None = None) -> str:
+    """Check a call that carries the ignored paths ``carry`` (relative to the repository root) beside
+    the tree: every pack it carries is whole (manifest and every chunk) and all of it fits
+    :data:`CALL_MIB`. Returns one line with the sizes; raises ``ValueError`` saying what is wrong."""
+    root = root or repo_root()
+    files: set[Path] = set()
+    for c in carry:
+        p = root / c
+        if not p.exists():
+            raise ValueError(f"carry: {c} does not exist here (python -m lib pack NAME writes .packs/NAME)")
+        files |= {p} if p.is_file() else {f for f in p.rglob("*") if f.is_file()}
+    for folder in sorted({f.parent for f in files if f.name == "manifest.json" or f.name.startswith("part-")}):
+        lacking = [
+            n for n in ["manifest.json", *(q["file"] for q in _manifest(folder)["parts"])] if folder / n not in files
+        ]
+        if lacking:
+            raise ValueError(
+                f"carry: pack {folder.name} lacks {', '.join(lacking)}: carry .packs/{folder.name} whole "
+                "(a call carries every chunk of what it trains on)"
+            )
+    tree, carried = tree_bytes(root), sum(f.stat().st_size for f in files)
+    line = f"carry: tree {tree / MIB:.1f} MiB + {' '.join(carry) or 'nothing'} {carried / MIB:.1f} MiB = {(tree + carried) / MIB:.1f} MiB of {CALL_MIB:g}"
+    if tree + carried > CALL_MIB * MIB:
+        raise ValueError(
+            f"{line}: the call would be refused. Carry fewer packs per call, or keep results/ out of the "
+            "tree ($CALIBOOK_RESULTS) until it fits"
+        )
+    return line

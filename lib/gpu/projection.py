@@ -1,11 +1,17 @@
-"""How long the paper-scale plan takes on the device, from committed epoch benchmarks.
+"""How long the paper-scale plan takes on the device, and how many runs one call can finish.
 
 ``python -m lib paper --dry-run`` prints, per page, the runs done and left, the GPU-minutes left and
-the 30-minute windows they need. Epoch times come from ``bench/results/epoch_cuda-*.json``
-(``python bench/bench_epoch.py --stack N`` on the GPU) when one is committed, stacked figures
-first; otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated`` (minutes
-on that CPU, not on a GPU). Stacking is taken into account: a stack of N runs costs what the
-benchmark measured for N runs trained as one model.
+the windows they need, counted with the training minutes the recipe (:mod:`lib.gpu.recipe`) leaves
+per window. Epoch times come from ``bench/results/epoch_cuda-*.json`` (``python bench/bench_epoch.py
+--stack N`` on the GPU: call 1 of the recipe) when one is committed, stacked figures first;
+otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated`` (minutes on that
+CPU, not on a GPU). A run's epoch in a stack of k runs costs what the benchmark measured alone (k = 1)
+and per run in its stack of N, linearly in between (:func:`member_epoch_seconds`).
+
+The same figures size a call's stacks (:func:`fit_batch`): the queue hands a page only the runs
+whose stacks, trained one after the other as the stacked engine groups them
+(:func:`lib.moe.grid.stack_groups`), end inside the call's training minutes: a run cut by a
+deadline would lose its checkpoints with the machine.
 """
 
 from __future__ import annotations
@@ -13,28 +19,43 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lib.config import repo_root
+from lib.gpu.recipe import FIRST_WINDOW, WINDOW_MINUTES, training_minutes
+from lib.moe.grid import stack_groups
+from lib.moe.train import STACK_CHANNELS_LAST
+from lib.nets.backbones import family
+from lib.pages import get as get_page
 
-#: Training minutes one 30-minute window yields -- calls of <= 10 minutes training ~9 each, less the
-#: machine's start, the first call's self-test and data unpacking.
-WINDOW_TRAIN_MINUTES = 25.0
-WARMUP_FRACTION = 0.4  # as lib.moe.methods: robust/FGR runs spend 40% of their epochs in ERM
+#: Training minutes one window yields: the recipe's later windows (two training calls).
+WINDOW_TRAIN_MINUTES = training_minutes()
 
-__all__ = ["Bench", "WINDOW_TRAIN_MINUTES", "bench", "describe", "page_minutes", "windows"]
+__all__ = [
+    "Bench",
+    "WINDOW_TRAIN_MINUTES",
+    "batch_seconds",
+    "bench",
+    "describe",
+    "fit_batch",
+    "member_epoch_seconds",
+    "page_minutes",
+    "windows",
+]
 
 
 @dataclass
 class Bench:
-    """Seconds per epoch of one run by (dataset, method) (in a stack of ``stack`` runs where
-    measured stacked), where they come from, and whether they are CPU figures extrapolated."""
+    """Seconds per epoch of one run by (dataset, method): ``epoch_seconds`` in a stack of ``stack``
+    runs (where measured stacked, else alone) and ``alone`` (trained alone); where they come from,
+    and whether they are CPU figures extrapolated."""
 
     epoch_seconds: dict[tuple[str, str], float]
     stack: int
     source: str
     cpu_extrapolated: bool
+    alone: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
@@ -47,77 +68,116 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
             return Bench({}, 1, "no benchmark", True)
         results, source = json.loads(files[-1].read_text()), files[-1].name
     cpu = not str(results.get("device", "")).lower().startswith(("nvidia", "cuda")) and "cuda" not in source
-    per: dict[tuple[str, str], float] = {}
-    stack = 1
-    from lib.moe.train import STACK_CHANNELS_LAST  # the layout stacks train with
-
     stacked = [r for r in results.get("stacked") or [] if bool(r.get("channels_last")) == STACK_CHANNELS_LAST] or list(
         results.get("stacked") or []
-    )
+    )  # the layout stacks train with
+    per: dict[tuple[str, str], float] = {}
+    stack = 1
     for r in stacked:
         per.setdefault((r["name"], r["method"]), float(r["run_epoch_seconds"]))
         stack = max(stack, int(r.get("stack", 1)))
-    for r in results.get("results", []):
-        per.setdefault((r["name"], r["method"]), float(r["epoch_seconds"]))
-    return Bench(per, stack, f"{source} ({results.get('device', '?')})", cpu)
+    alone = {(r["name"], r["method"]): float(r["epoch_seconds"]) for r in results.get("results", [])}
+    for k, v in alone.items():
+        per.setdefault(k, v)
+    return Bench(per, stack, f"{source} ({results.get('device', '?')})", cpu, alone)
 
 
-def _run_seconds(b: Bench, dataset: str, method: str, epochs: int, warmup: int) -> float | None:
+def _lookup(table: Mapping[tuple[str, str], float], dataset: str, method: str) -> float | None:
     # an unmeasured method costs what its step kind costs: FGR's step for fgr_robust, Vanilla's otherwise
-    v = (
-        b.epoch_seconds.get((dataset, method))
-        or (b.epoch_seconds.get((dataset, "fgr")) if "fgr" in method else None)
-        or b.epoch_seconds.get((dataset, "vanilla"))
+    return (
+        table.get((dataset, method))
+        or (table.get((dataset, "fgr")) if "fgr" in method else None)
+        or table.get((dataset, "vanilla"))
     )
+
+
+def member_epoch_seconds(b: Bench, dataset: str, method: str, k: int | None = None) -> float | None:
+    """Seconds one run of ``method`` adds to an epoch of a stack of ``k`` runs (``None``: the stack
+    measured): measured alone at k = 1 and per run in a stack of ``b.stack``, linear in between."""
+    stacked, alone = _lookup(b.epoch_seconds, dataset, method), _lookup(b.alone, dataset, method)
+    if k is None or alone is None or stacked is None or b.stack <= 1 or k >= b.stack:
+        return stacked
+    return alone + (stacked - alone) * (max(k, 1) - 1) / (b.stack - 1)
+
+
+def _run_seconds(b: Bench, dataset: str, cfg: Any, k: int | None = None) -> float | None:
+    """Seconds one run of ``cfg`` adds to its stack of ``k`` (robust/FGR: warmup epochs at Vanilla's step)."""
+    v = member_epoch_seconds(b, dataset, cfg.method, k)
     if v is None:
         return None
-    erm = b.epoch_seconds.get((dataset, "vanilla"), v)
-    return warmup * erm + (epochs - warmup) * v
+    erm = member_epoch_seconds(b, dataset, "vanilla", k) or v
+    return cfg.warmup * erm + (cfg.epochs - cfg.warmup) * v
 
 
 def page_minutes(items: Sequence[Any], b: Bench) -> float | None:
     """Training minutes of the runs ``items`` (one page) on the benchmark's device, stacked as measured;
     ``None`` when the benchmark covers none of them (the WRN and text pages)."""
-    from lib.pages import get
-
     total, known = 0.0, False
     for it in items:
-        cfg = it.config
-        dataset = get(it.page).bench  # the benchmark data set the page's epochs are measured on
-        if not dataset or not hasattr(cfg, "warmup"):
+        dataset = get_page(it.page).bench  # the benchmark data set the page's epochs are measured on
+        if not dataset or not hasattr(it.config, "warmup"):
             continue
-        sec = _run_seconds(b, dataset, cfg.method, cfg.epochs, cfg.warmup)
+        sec = _run_seconds(b, dataset, it.config)
         if sec is not None:
             total, known = total + sec, True
     return total / 60 if known else None
 
 
+def batch_seconds(b: Bench, dataset: str, configs: Sequence[Any], stack: int) -> float | None:
+    """Seconds the stacked engine takes for ``configs`` in stacks of at most ``stack``, trained one
+    stack after another (each as long as its slowest member times its size); ``None`` unmeasured."""
+    total = 0.0
+    for group in stack_groups(configs, stack):
+        secs = [_run_seconds(b, dataset, c, len(group)) for c in group]
+        if any(s is None for s in secs):
+            return None
+        total += len(group) * max(secs)  # type: ignore[type-var]
+    return total
+
+
+def fit_batch(
+    items: Sequence[Any], b: Bench, dataset: str, seconds: float, cap: int | None = None
+) -> tuple[list[Any], int, float] | None:
+    """The longest head of ``items`` (plan order) whose stacks (at most ``cap`` runs, else as many as
+    the head holds) end within ``seconds``: (runs, stack size, seconds), with no runs when not even
+    the first fits; ``None`` when the benchmark does not cover them."""
+    best: tuple[list[Any], int, float] = ([], 1, 0.0)
+    for k in range(1, len(items) + 1):
+        n = min(k, cap) if cap else k
+        secs = batch_seconds(b, dataset, [it.config for it in items[:k]], n)
+        if secs is None:
+            return None
+        if secs > seconds:
+            break
+        best = (list(items[:k]), n, secs)
+    return best
+
+
 def windows(minutes: float, per_window: float = WINDOW_TRAIN_MINUTES) -> int:
-    """30-minute windows needed for ``minutes`` of training (``per_window`` training minutes each)."""
+    """Windows needed for ``minutes`` of training (``per_window`` training minutes each)."""
     if not per_window > 0:
         raise ValueError(f"per_window: must be positive, got {per_window!r}")
     return math.ceil(max(minutes, 0.0) / per_window - 1e-9)
 
 
-def describe(items: Sequence[Any], b: Bench | None = None) -> str:
-    """The plan as text: one line per page with runs done and left, minutes left and windows."""
+def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[str, str] | None = None) -> str:
+    """The plan as text: one line per page with runs done and left, minutes left and windows
+    (``unplanned``: pages that could not be planned here, and why)."""
     b = b or bench()
     unit = "CPU-minutes, cpu-extrapolated" if b.cpu_extrapolated else "GPU-minutes"
     lines = [
         f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
-        f"{WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window"
+        f"{WINDOW_TRAIN_MINUTES:g} training minutes per {WINDOW_MINUTES:g}-minute window "
+        f"({training_minutes(FIRST_WINDOW):g} in the first; results/README.md)"
     ]
     grand = 0.0
-    from lib.nets.backbones import family
-    from lib.pages import get
-
     for page in dict.fromkeys(it.page for it in items):
         its = [it for it in items if it.page == page]
         left = [it for it in its if not it.done]
         mins = page_minutes(left, b)
-        how = "stacked" if get(page).bench else "one at a time"  # the benchmarked pages train stacked
+        how = "stacked" if get_page(page).bench else "one at a time"  # the benchmarked pages train stacked
         if mins is None:
-            cost = "    (no benchmark)"
+            cost = "    (no benchmark: each run must end inside one call)"
         else:
             grand += mins
             cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {windows(mins):3d} window(s)")
@@ -127,12 +187,13 @@ def describe(items: Sequence[Any], b: Bench | None = None) -> str:
             # which ImageNet network, and never "pretrained" without weights
             lines.append(f"    backbone {c.backbone} ({'pretrained' if c.pretrained else 'scratch'})")
         lines += [f"    {it.id}" for it in left[:3]] + ([f"    ... {len(left) - 3} more"] if len(left) > 3 else [])
+    lines += [f"{page:15s} not planned here: {why}" for page, why in (unplanned or {}).items()]
     lines.append(
         f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), "
         + (
-            "GPU windows unknown: run `python3 bench/bench_epoch.py --stack 8` on the GPU and commit its JSON"
+            "GPU windows unknown: run call 1 of results/README.md (the CUDA benchmark) and commit its JSON"
             if b.cpu_extrapolated
-            else f"{windows(grand)} window(s) of 30 minutes"
+            else f"{windows(grand)} window(s) of {WINDOW_MINUTES:g} minutes"
         )
     )
     return "\n".join(lines)

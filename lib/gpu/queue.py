@@ -1,25 +1,23 @@
-"""The paper-scale queue: every paper-scale run of the book, run a GPU window at a time.
+"""The paper-scale queue: every paper-scale run of the book, trained a call at a time on a lent GPU.
 
-``python -m lib paper [PAGE ...] [--minutes M] [--dry-run] [--export F.tgz] [--import F.tgz|DIR]``
-(the command line and the window around it: :mod:`lib.gpu.window`).
+``python -m lib paper [PAGE ...]`` (:mod:`lib.gpu.window`) runs it on the machine.
 
-* :func:`plan` lists every run of the chosen pages at a scale (paper by default) in priority order:
-  pages cifar10h, sensitivity, l2d_cifar10, losses_cifar10, civilcomments, pacs (four targets; last);
-  inside them seed 0 of every method first, then the next seeds. (CivilComments needs the WILDS
-  data and a DistilBERT on the machine that runs it.) Runs already in ``results/`` are marked done.
-* :func:`run_queue` trains what is not done: the whole grid of a page (and PACS target) at once,
-  in as few stacks as the device holds (:func:`lib.moe.grid.train_stacked`), under a hard deadline
-  (:mod:`lib.engine.deadline`: no epoch starts that would end after it; every run resumes from its
-  checkpoint on the next call), and publishes every finished run at once (:func:`publish`):
-  ``results/<page>/<group>/<key>.json`` (the verified record, with the command and seconds) and
-  ``<key>.<artifact>.npz``; never checkpoints or data. Runs finished in the local cache but not
-  yet in ``results/`` (a window cut short) are published on the next call.
-* :func:`import_results` copies results made by this queue elsewhere (a folder or a ``.tgz``) into
-  ``results/`` after checking each record's checksum, artifact hashes, code version and config
-  against today's plan.
+* The plan (:func:`lib.results.plan`) lists every run of the chosen pages at a scale in priority
+  order: pages cifar10h, sensitivity, l2d_cifar10, losses_cifar10, civilcomments, pacs (four
+  targets; last); inside them seed 0 of every method first. Runs already in ``results/`` are done.
+* :func:`load_data` loads the data of each page (and PACS target) with runs left, saying its
+  fingerprint (what the records' keys hold), or why a page cannot run here.
+* :func:`run_queue` trains what is not done under a hard deadline (:mod:`lib.engine.deadline`), page
+  by page, and publishes every finished run at once (:func:`publish`):
+  ``results/<page>/<group>/<key>.json`` (the verified record, with the plan id, scale, command and
+  seconds) and ``<key>.<artifact>.npz``; never checkpoints or data. Given a benchmark of this
+  device (:mod:`lib.gpu.projection`), a benchmarked page gets only the runs whose stacks end inside
+  the time left (a fresh machine at every call: a run cut by the deadline is lost); an
+  out-of-memory error halves the stack and goes on. Runs finished in the local cache but not yet in
+  ``results/`` are published on the next call.
 
-The queue knows no page: it loops over the registry's pages (:func:`lib.pages.queued`), each
-:class:`~lib.page.Page` giving its plan, data and how its grid trains (paper 1's pages stacked,
+The queue knows no page: it loops over the registry's pages (:mod:`lib.pages`), each
+:class:`~lib.page.Page` giving its plan, data and how its runs train (paper 1's pages stacked,
 paper 2's and paper 4's WRN runs one at a time), the same definitions its notebook reads, so a page
 finds the queue's runs by key.
 """
@@ -31,29 +29,28 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from lib.config import results_dir
 from lib.engine import deadline as window_deadline
 from lib.engine.plan import Item, matches
-from lib.engine.runs import artifact_paths, atomic_write, read_record, sign, training
-from lib.engine.versions import made_by_current_code
-from lib.page import Page
+from lib.engine.runs import RunMissing, artifact_paths, atomic_write, read_record, sign, training
+from lib.gpu.projection import Bench, fit_batch
+from lib.gpu.transfer import record_bytes
 from lib.pages import get as get_page
-from lib.pages import queued_names
-
-#: Priority order -- paper 1's CIFAR-10H and its sensitivity sweeps first, PACS last (issue 23):
-#: the pages' ``rank`` (:func:`lib.pages.queued`).
-PAGES: tuple[str, ...] = queued_names()
+from lib.results import PAGES, plan, published
 
 __all__ = [
-    "Item",
     "PAGES",
+    "Item",
     "PageSkipped",
-    "describe",
-    "import_results",
+    "cannot_run",
+    "data_fingerprint",
+    "load_data",
     "matches",
     "plan",
     "publish",
@@ -62,51 +59,20 @@ __all__ = [
     "run_queue",
 ]
 
+Log = Callable[[str], None]
+
 
 class PageSkipped(ValueError):
-    """A page the queue was asked for by name cannot run here (its data is missing)."""
+    """A page the queue was asked for by name cannot run here (its data or weights are missing)."""
 
 
-def published(page: str) -> dict[str, dict[str, Any]]:
-    """Verified records under ``results/<page>/`` by their plan id (records of older code versions
-    are left out: their runs are planned again)."""
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted((results_dir() / page).glob("*/*.json")):
-        rec = read_record(path)
-        if rec is not None and "queue" in rec and made_by_current_code(rec):
-            out[rec["queue"]["id"]] = rec
-    return out
-
-
-def plan(pages: Sequence[str] = PAGES, scale: str = "paper") -> list[Item]:
-    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each
-    holding its published record (``record``; ``done``) when ``results/`` has it."""
-    for p in pages:
-        if p not in PAGES:
-            raise ValueError(f"pages: unknown page {p!r}; the queue knows {', '.join(PAGES)}")
-    items: list[Item] = []
-    for p in [p for p in PAGES if p in pages]:
-        got = published(p)
-        page_items = get_page(p).plan(scale)
-        for it in page_items:
-            rec = got.get(it.id)
-            it.record = rec if rec is not None and matches(it, rec) else None
-        items += sorted(page_items, key=lambda it: it.seed)  # stable: seed 0 of everything first
-    return items
-
-
-def describe(items: Sequence[Item]) -> str:
-    """The plan as text with projected GPU-minutes and windows per page (:func:`lib.gpu.projection.describe`)."""
-    from lib.gpu.projection import describe as _describe
-
-    return _describe(items)
-
-
-def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | None = None) -> Path:
+def publish(
+    record: dict[str, Any], page: str, item_id: str, seconds: float | None = None, scale: str | None = None
+) -> Path:
     """Copy a finished run (record and its artifacts) to ``results/<page>/<group>/``, adding the
-    queue's provenance (plan id, command, seconds) and re-signing the record. Atomic (each file is
-    written beside its place and renamed; the record last, so it never names a missing artifact) and
-    idempotent (a run published already under this plan id is left as it is)."""
+    queue's provenance (plan id, scale, command, seconds) and re-signing the record. Atomic (each file
+    is written beside its place and renamed; the record last, so it never names a missing artifact)
+    and idempotent (a run published already under this plan id is left as it is)."""
     out = results_dir() / page / record["group"]
     path = out / f"{record['key']}.json"
     old = read_record(path) if path.exists() else None
@@ -120,19 +86,64 @@ def publish(record: dict[str, Any], page: str, item_id: str, seconds: float | No
     for name in record.get("artifacts", {}):
         src = next(p for p in artifact_paths(record, name) if p.exists())
         atomic_write(out / f"{record['key']}.{name}.npz", lambda tmp, src=src: shutil.copyfile(src, tmp))
-    body = sign({**record, "queue": {"id": item_id, "page": page, "command": " ".join(sys.argv), "seconds": seconds}})
+    queue = {"id": item_id, "page": page, "command": " ".join(sys.argv), "seconds": seconds}
+    body = sign({**record, "queue": {**queue, "scale": scale} if scale else queue})
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body, indent=1, sort_keys=True)))
     return path
 
 
+def cannot_run(items: Sequence[Item], cfg: Mapping[str, Any]) -> str | None:
+    """Why the planned ``items`` of one page must not train here, or ``None``: a page whose settings
+    ask for ImageNet weights plans a run from scratch where the weights are missing (PACS without
+    ``.weights``), and the home side would refuse that record."""
+    if cfg.get("pretrained") and any(getattr(it.config, "pretrained", True) is False for it in items):
+        return (
+            "its settings ask for ImageNet weights, which are not on this machine, so its runs would train "
+            "from scratch; carry .weights (python -m lib.nets.pretrained here; results/README.md)"
+        )
+    return None
+
+
+def data_fingerprint(data: Any) -> str:
+    """What identifies ``data`` in the records' keys: a bundle's fingerprint, or a data dict's tag."""
+    if hasattr(data, "fingerprint"):
+        return f"{getattr(data, 'name', '?')} {data.fingerprint()}"
+    return str(data.get("tag", "?")) if isinstance(data, Mapping) else type(data).__name__
+
+
+def load_data(
+    items: Sequence[Item], scale: str, strict: bool = False, log: Log = print
+) -> dict[tuple[str, str | None], Any]:
+    """The data of every page (and target) of ``items``, by (page, target), each loaded once with a
+    line saying its fingerprint. A page whose data is missing, or which :func:`cannot_run` here, is
+    left out with a line, or, with ``strict`` (pages asked for by name), raises :class:`PageSkipped`."""
+    out: dict[tuple[str, str | None], Any] = {}
+    for key in dict.fromkeys((it.page, it.target) for it in items):
+        page = get_page(key[0])
+        cfg = page.settings(scale)
+        why = cannot_run([it for it in items if (it.page, it.target) == key], cfg)
+        if why is None:
+            t0 = time.monotonic()
+            try:
+                out[key] = page.data(cfg, key[1])
+            except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had
+                why = str(err).splitlines()[0] + " (a call carries the packs of its pages: results/README.md)"
+        if why is not None:
+            if strict:
+                raise PageSkipped(f"pages: {key[0]} cannot run here: {why}")
+            log(f"skipped {key[0]}: {why}")
+            continue
+        where = f"{key[0]}{'/' + key[1] if key[1] else ''}"
+        log(f"data {where}: {data_fingerprint(out[key])} ({time.monotonic() - t0:.0f} s)")
+    return out
+
+
 def _publish_finished(
-    page: Page, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path], log: Any
+    page: Any, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path], log: Log, scale: str
 ) -> set[str]:
     """Publish every run of ``batch`` finished in the local cache (or under another page of
-    ``results/``) that this page has not published yet: a window cut short loses nothing. Returns
+    ``results/``) that this page has not published yet: a call cut short loses nothing. Returns
     the plan ids of the runs of ``batch`` that are finished."""
-    from lib.engine.runs import RunMissing
-
     have = {(p.parent.parent.name, p.stem) for p in done}  # (page, key): pages may share a run
     finished: set[str] = set()
     with training(False):
@@ -144,10 +155,55 @@ def _publish_finished(
             finished.add(it.id)
             if (it.page, rec["key"]) in have:
                 continue
-            done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
+            done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale))
             have.add((it.page, rec["key"]))
             log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
     return finished
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    return isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
+
+
+def _train(
+    page: Any,
+    left: list[Item],
+    cfg: Any,
+    data: Any,
+    stack: int | None,
+    sizing: Bench | None,
+    on_done: Callable[[Item, dict[str, Any]], None],
+    finished: set[str],
+    log: Log,
+) -> None:
+    """Train ``left`` (one page and target): in batches whose stacks end before the deadline when
+    ``sizing`` covers the page, else all at once; an out-of-memory error halves the stack."""
+    cap = stack
+    while left:
+        batch, n = left, cap
+        fit = fit_batch(left, sizing, page.bench, window_deadline.remaining(), cap) if sizing and page.bench else None
+        if fit is not None:
+            batch, n, secs = fit
+            if not batch:
+                one = fit_batch(left[:1], sizing, page.bench, math.inf) or ([], 1, math.nan)
+                raise window_deadline.DeadlineReached(
+                    f"{left[0].id}: ~{one[2] / 60:.1f} min to train, {window_deadline.remaining() / 60:.1f} min "
+                    f"left; it is the first of the next call"
+                )
+            log(f"{page.name}: {len(batch)} run(s) in stacks of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
+        try:
+            page.train(batch, cfg, data, stack=n, on_done=on_done, log=log)
+        except Exception as err:
+            size = n or len(batch)
+            if not _out_of_memory(err) or size <= 1:
+                raise
+            cap = size // 2
+            log(f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            left = [it for it in left if it.id not in finished]
+            continue
+        left = [it for it in left if it not in batch and it.id not in finished]
 
 
 def run_queue(
@@ -155,71 +211,66 @@ def run_queue(
     minutes: float = 25.0,
     scale: str = "paper",
     stack: int | None = None,
-    log: Any = print,
-    clock: Any = time.monotonic,
+    log: Log = print,
+    clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
     strict: bool = False,
     published_out: list[Path] | None = None,
+    data: Mapping[tuple[str, str | None], Any] | None = None,
+    sizing: Bench | None = None,
+    max_bytes: int | None = None,
 ) -> list[Path]:
     """Train and publish the unfinished runs of ``pages`` in priority order by a hard deadline; return
     the published files.
 
     The deadline is ``deadline`` (on ``clock``) or ``minutes`` from now: no epoch starts that would
-    end after it (:mod:`lib.engine.deadline`); what finished is published, every unfinished run keeps
-    its checkpoint and the next call resumes. Each page (and PACS target) trains as one grid,
-    stacked ``stack`` runs at a time (``None``: as many as the device holds). A page whose data is
-    missing is skipped with a message, or, with ``strict`` (pages asked for by name), raises
-    :class:`PageSkipped`. ``published_out`` (a list) receives each published path as it is written,
-    so a caller keeps them when an error ends the window."""
+    end after it; what finished is published, an unfinished run keeps its checkpoint on this machine.
+    Each page (and PACS target) trains as one grid, stacked ``stack`` runs at a time (``None``: the
+    page's way), or, with ``sizing`` (a benchmark of this device), in batches whose stacks end in
+    the time left. ``data`` holds what :func:`load_data` loaded (pages missing from it are skipped);
+    without it each page's data is loaded here. A page that cannot run here is skipped with a
+    message, or, with ``strict`` (pages asked for by name), raises :class:`PageSkipped`. Training
+    stops once ``max_bytes`` are published (what a call can bring back). ``published_out`` (a list)
+    receives each published path as it is written, so a caller keeps them when an error ends the call."""
     if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not math.isfinite(minutes) or minutes <= 0:
         raise ValueError(f"minutes: must be a positive number of minutes, got {minutes!r}")
     if stack is not None and (not isinstance(stack, int) or isinstance(stack, bool) or stack < 1):
         raise ValueError(f"stack: must be a positive integer (runs trained at once), got {stack!r}")
     at = deadline if deadline is not None else clock() + 60 * float(minutes)
-    todo = [it for it in plan(pages, scale) if not it.done]
+    unplanned: dict[str, str] = {}
+    todo = [it for it in plan(pages, scale, unplanned) if not it.done]
+    for name, why in unplanned.items():
+        if strict:
+            raise PageSkipped(f"pages: {name} cannot be planned here: {why}")
+        log(f"skipped {name}: {why}")
+    if data is None:
+        data = load_data(todo, scale, strict, log)
     done: list[Path] = published_out if published_out is not None else []
     first = len(done)
     with window_deadline.deadline(at, clock):
         try:
-            while todo:
+            for key in dict.fromkeys((it.page, it.target) for it in todo):
+                if key not in data:
+                    continue
+                if max_bytes is not None and record_bytes(done[first:]) >= max_bytes:
+                    raise window_deadline.DeadlineReached(
+                        f"the call published {record_bytes(done[first:]) / 2**20:.1f} MiB, what it can bring back"
+                    )
                 window_deadline.check(0.0, "the queue")
-                key = (todo[0].page, todo[0].target)
                 batch = [it for it in todo if (it.page, it.target) == key]  # the whole grid of the page
                 page = get_page(key[0])
                 cfg = page.settings(scale)
-                try:
-                    data = page.data(cfg, key[1])
-                except FileNotFoundError as err:  # e.g. CivilComments where WILDS cannot be had
-                    if strict:
-                        raise PageSkipped(f"pages: {key[0]} cannot run here: {err}") from None
-                    log(f"skipped {key[0]}: {err}")
-                    todo = [it for it in todo if it.page != key[0]]
-                    continue
                 started = time.monotonic()
-                finished = _publish_finished(page, batch, cfg, data, started, done, log)  # before, not yet published
-                left = [it for it in batch if it.id not in finished]
+                finished = _publish_finished(page, batch, cfg, data[key], started, done, log, scale)
 
-                def on_done(it: Item, rec: dict[str, Any], started: float = started) -> None:
-                    done.append(publish(rec, it.page, it.id, seconds=time.monotonic() - started))
+                def on_done(it: Item, rec: dict[str, Any], started: float = started, finished: set = finished) -> None:
+                    done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale))
+                    finished.add(it.id)
                     log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 
-                page.train(left, cfg, data, stack=stack, on_done=on_done, log=log)
-                _publish_finished(page, batch, cfg, data, started, done, log)  # e.g. runs of another process
-                todo = [it for it in todo if it not in batch]
+                left = [it for it in batch if it.id not in finished]
+                _train(page, left, cfg, data[key], stack, sizing, on_done, finished, log)
+                _publish_finished(page, batch, cfg, data[key], started, done, log, scale)  # e.g. another process's
         except window_deadline.DeadlineReached as stop:
             log(f"deadline: {stop}")
     return done[first:]
-
-
-def import_results(folder: Path, scale: str = "paper") -> list[Path]:
-    """Take in results made by this queue elsewhere, a folder or a ``.tgz`` (:func:`lib.gpu.transfer.import_results`)."""
-    from lib.gpu.transfer import import_results as _import
-
-    return _import(folder, scale)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lib paper``: see :func:`lib.gpu.window.main`."""
-    from lib.gpu.window import main as window_main
-
-    return window_main(argv)

@@ -15,6 +15,12 @@ from pathlib import Path
 import torch
 
 from lib.config import cache_dir
+from lib.data.synthetic import synthetic_images
+from lib.engine.device import resolve_device
+from lib.engine.loop import fit, predict
+from lib.engine.stack import fit_stack
+from lib.moe.config import tiny_config
+from lib.moe.train import prepare_run
 
 TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 rounds batched convolutions differently)
 
@@ -30,13 +36,6 @@ def marker(device: torch.device) -> Path:
 def run_selftest(device: str = "auto", force: bool = False) -> str:
     """Run the self-test (unless its :func:`marker` exists and not ``force``); return one line saying
     what was checked, or raise ``RuntimeError`` naming the member that differs."""
-    from lib.data.synthetic import synthetic_images
-    from lib.engine.device import resolve_device
-    from lib.engine.loop import fit, predict
-    from lib.engine.stack import fit_stack
-    from lib.moe.config import tiny_config
-    from lib.moe.train import prepare_run
-
     dev = resolve_device(device)
     mark = marker(dev)
     if mark.exists() and not force:

@@ -1,19 +1,23 @@
-"""One GPU window, one command per call: ``python -m lib paper`` (plan, train to a deadline, export, import).
+"""One call to a lent GPU machine, one command: ``python -m lib paper`` (plan, train, export, import).
 
 A lent GPU machine runs commands of at most 10 minutes, receives the working tree (plus carried
-ignored paths, 64 MiB per call) and nothing else, and has python3 with torch but not the book's
-notebook tools. One call is one command::
+ignored paths, 64 MiB per call) and nothing else, is fresh at every call, and has python3 with torch
+but not the book's notebook tools. ``results/README.md`` holds the recipe (:mod:`lib.gpu.recipe`);
+one training call is one command::
 
-    python3 -m lib paper cifar10h --minutes 9 --export "$OUT/results.tgz"
+    python3 -m lib paper cifar10h sensitivity --minutes 9 --log "$OUT/window.log" --export "$OUT/results.tgz"
 
-which, in order: checks the machine has what the command needs (one line naming what is missing);
-copies the data chunks carried under ``.packs/`` into a folder that outlives the call (``--packs``,
-``$CALIBOOK_PACKS``, default ``/tmp/packs``) and unpacks every complete pack; runs the engine's
-few-second self-test on first use (:mod:`lib.gpu.selftest`, a marker file after); trains the unfinished
-runs by the hard deadline (:func:`lib.gpu.queue.run_queue`); and writes every record it published into
-one archive, also when the deadline or an error ends it. Back home, ``python -m lib paper --import
-results.tgz`` takes the archive in (a folder works too). Errors exit non-zero with one line
-(``--debug``: the traceback). This module imports no notebook tooling (papermill, altair, nbformat).
+which, in order: says the machine's Python, torch, numpy and Pillow and its device; checks the
+machine has the modules the command needs; unpacks every data pack the call carried (naming any
+missing chunk); loads each page's data, saying its fingerprint (pages named that cannot run here
+stop the call); runs the engine's few-second self-test (:mod:`lib.gpu.selftest`); trains the
+unfinished runs by the deadline, in stacks sized to end inside it (:func:`lib.gpu.queue.run_queue`);
+and writes every record it published into archives, also when the deadline or an error ends it.
+With ``--log`` the progress lines go to that file and the output keeps the summary. Without pages,
+every page that can run here does. ``--prepare`` stops before training; ``--dry-run`` prints the
+plan; ``--carry PATH ...`` checks here what a call would carry; ``--import`` takes archives in.
+Errors exit non-zero with one line (``--debug``: the traceback). This module imports no notebook
+tooling (papermill, altair, nbformat).
 """
 
 from __future__ import annotations
@@ -21,23 +25,34 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import platform
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from lib.config import SCALES
+from lib.engine.device import device_name, resolve_device
+from lib.gpu import packs, projection, queue, transfer
+from lib.gpu.recipe import reserve_seconds
+from lib.gpu.selftest import run_selftest
+from lib.pages import get as get_page
+from lib.results import PAGES, plan
 
 PROG = "python -m lib paper"
-#: Seconds kept free before ``--minutes`` runs out (at most a fifth of them): evaluating and publishing
-#: the last stack, the export. A stack cut in its evaluation loses nothing: its runs keep their last
-#: epoch's checkpoints and are evaluated on the next call.
-RESERVE_SECONDS = 90.0
 TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
-#: What every window needs; a page adds its own (:attr:`lib.page.Page.needs`).
+#: What every call needs; a page adds its own (``Page.needs``).
 NEEDS: tuple[str, ...] = ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm")
+#: What a call's archives may hold together (64 MiB come back, the log and the benchmark beside them).
+CALL_BYTES = 48 * 2**20
 
-__all__ = ["NEEDS", "main", "missing", "parse_minutes", "parse_stack"]
+__all__ = ["CALL_BYTES", "NEEDS", "machine", "main", "missing", "parse_minutes", "parse_stack"]
 
 
 def parse_minutes(text: str) -> float:
@@ -63,15 +78,12 @@ def parse_stack(text: str) -> int:
 
 
 def missing(pages: Sequence[str]) -> list[str]:
-    """What this machine lacks to train ``pages``: Python older than 3.10, modules not importable."""
+    """What this machine lacks for every call and to train ``pages``: Python older than 3.10,
+    modules not importable, a torch without ``torch.func`` stacking."""
     out = [] if sys.version_info >= (3, 10) else [f"Python >= 3.10 (this is {sys.version.split()[0]})"]
-    from lib.pages import get
-
-    for needs in (NEEDS, *(get(p).needs for p in pages)):
+    for needs in (NEEDS, *(get_page(p).needs for p in pages)):
         out += [m for m in needs if importlib.util.find_spec(m) is None and m not in out]
     if "torch" not in out:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             major, minor = (int(v) for v in version("torch").split(".")[:2])
         except (PackageNotFoundError, ValueError):
@@ -79,6 +91,23 @@ def missing(pages: Sequence[str]) -> list[str]:
         if (major, minor) < TORCH_MIN:
             out.append(f"torch >= {TORCH_MIN[0]}.{TORCH_MIN[1]} (torch.func stacking; this is {major}.{minor})")
     return out
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def machine() -> str:
+    """One line: Python, torch (and its CUDA), numpy and Pillow versions and the device (what the home
+    side needs to trust the records: the data's decoding and the engine's numbers depend on them)."""
+    cuda = f" (CUDA {torch.version.cuda})" if torch.version.cuda else ""
+    return (
+        f"machine: Python {platform.python_version()}, torch {torch.__version__}{cuda}, numpy {_version('numpy')}, "
+        f"Pillow {_version('Pillow')}; device {device_name(resolve_device('auto'))}"
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,15 +118,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from lib.gpu.queue import PAGES
-
-    ap = _Parser(prog=PROG, description="The paper-scale queue: plan, train a window, import.")
-    ap.add_argument("pages", nargs="*", help=f"pages (default: all, in this priority order): {', '.join(PAGES)}")
+    ap = _Parser(prog=PROG, description="The paper-scale queue: plan, train a call, export, import.")
+    ap.add_argument(
+        "pages", nargs="*", help=f"pages (default: every one that can run here, in this order): {', '.join(PAGES)}"
+    )
     ap.add_argument(
         "--minutes",
         type=parse_minutes,
         default=9.0,
-        help="return by this many minutes: no epoch starts that would end after it (default 9)",
+        help="return by this many minutes: stacks that would end after it do not start (default 9)",
     )
     ap.add_argument("--dry-run", action="store_true", help="print the plan with projected GPU-minutes and windows")
     ap.add_argument("--scale", default="paper", help="paper (default); smoke: a tiny end-to-end check")
@@ -105,54 +134,119 @@ def _parser() -> argparse.ArgumentParser:
         "--stack",
         type=parse_stack,
         default=None,
-        help="runs trained at once as one stacked model (default: as many as the device holds)",
+        help="most runs trained at once as one stacked model (default: what ends in time, by the CUDA benchmark)",
     )
-    ap.add_argument("--import", dest="import_from", metavar="TGZ_OR_DIR", help="take in results made elsewhere")
-    ap.add_argument("--export", metavar="TGZ", help="write every record this call published into one archive")
     ap.add_argument(
-        "--packs",
-        metavar="DIR",
-        help="where data chunks are kept between calls (default: $CALIBOOK_PACKS or /tmp/packs)",
+        "--import",
+        dest="import_from",
+        nargs="+",
+        metavar="TGZ_OR_DIR",
+        help="take in results made elsewhere: archives, folders of records, or the folder a call brought back",
     )
+    ap.add_argument("--export", metavar="TGZ", help="write every record this call published into archives")
+    ap.add_argument("--log", metavar="FILE", help="also write every line, and the progress lines only, to this file")
+    ap.add_argument("--carry", nargs="+", metavar="PATH", help="check here what a call carrying these paths sends")
     ap.add_argument("--no-selftest", action="store_true", help="skip the engine self-test")
     ap.add_argument(
         "--prepare",
         action="store_true",
-        help="only check the machine, gather and unpack the packs and run the self-test",
+        help="only check the machine, unpack the packs, load the data and run the self-test",
     )
     ap.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return ap
 
 
-def _window(
-    args: argparse.Namespace,
-    pages: list[str],
-    explicit: bool,
-    log: Callable[[str], None],
-    published: list[Path],
-    start: float,
-) -> None:
-    from lib.gpu import packs
-    from lib.gpu.queue import describe, plan, run_queue
+class _Log:
+    """The call's lines: to stdout and, with ``path``, to that file too; inside the block the
+    process's stderr (progress lines, warnings) goes to the file only, as whole lines."""
 
-    lacking = missing(pages if explicit else ["*"])
+    def __init__(self, path: str | None) -> None:
+        self.path, self.stderr = path, sys.stderr
+        self.file: IO[str] | None = None
+
+    def __enter__(self) -> _Log:
+        if self.path:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.path, "a", buffering=1)  # noqa: SIM115 - closed in __exit__
+            sys.stderr = self.file
+        return self
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        if self.file is not None:
+            self.file.write(line + "\n")
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr = self.stderr
+        if self.file is not None:
+            self.file.close()
+
+
+def _window(
+    args: argparse.Namespace, pages: list[str], explicit: bool, say: _Log, published: list[Path], start: float
+) -> None:
+    """The call after parsing: machine, packs, data, self-test, training (``start``: when the command began)."""
+    say(machine())
+    lacking = missing(pages if explicit else [])
     if lacking:
         raise ValueError(f"machine: missing {', '.join(lacking)} (pip install them, or pick other pages)")
-    for line in packs.gather(persistent=packs.persistent_dir(args.packs)):
-        log(line)
-    for name in packs.unpack_all(packs.packs_dir(), packs.persistent_dir(args.packs)):
-        log(f"unpacked {name} into the data cache")
+    for p in [] if explicit else list(pages):
+        if missing([p]):
+            say(f"skipped {p}: this machine lacks {', '.join(missing([p]))}")
+            pages.remove(p)
+    for line in packs.unpack_all():
+        say(line)
+    unplanned: dict[str, str] = {}
+    items = [it for it in plan(pages, args.scale, unplanned) if not it.done]
+    for p, why in unplanned.items():
+        if explicit:
+            raise ValueError(f"pages: {p} cannot be planned here: {why}")
+        say(f"skipped {p}: {why}")
+    if not items:
+        say(f"nothing to do: every planned run of {', '.join(pages) or 'no page'} is in results/")
+        return
+    data = queue.load_data(items, args.scale, strict=explicit, log=say)
+    sizing = _sizing(args, [p for p, _ in data])
     if not args.no_selftest:
-        from lib.gpu.selftest import run_selftest
-
-        log(run_selftest())
+        say(run_selftest())
+    say(f"setup: {time.monotonic() - start:.0f} s")
     if args.prepare:
         return
-    at = start + max(60 * args.minutes - min(RESERVE_SECONDS, 12 * args.minutes), 1.0)
-    run_queue(
-        pages, args.minutes, args.scale, args.stack, log=log, deadline=at, strict=explicit, published_out=published
+    at = start + max(60 * args.minutes - reserve_seconds(args.minutes), 1.0)
+    queue.run_queue(
+        [p for p in pages if p not in unplanned],
+        args.minutes,
+        args.scale,
+        args.stack,
+        log=say,
+        deadline=at,
+        strict=explicit,
+        published_out=published,
+        data=data,
+        sizing=sizing,
+        max_bytes=CALL_BYTES,
     )
-    log(describe(plan(pages, args.scale)))
+    left = [it for it in plan([p for p in pages if p not in unplanned], args.scale) if not it.done]
+    say(
+        f"left: {len(left)} run(s) of {', '.join(dict.fromkeys(it.page for it in left)) or 'nothing'}; training ended at {time.monotonic() - start:.0f} s"
+    )
+
+
+def _sizing(args: argparse.Namespace, pages: Sequence[str]) -> projection.Bench | None:
+    """The benchmark that sizes this call's stacks: the committed CUDA one at paper scale on a GPU.
+    Without one there, a benchmarked page needs ``--stack`` (stacks sized by memory alone may not
+    end in a call, and a fresh machine loses what did not end)."""
+    if args.scale != "paper" or not torch.cuda.is_available():
+        return None
+    b = projection.bench()
+    if not b.cpu_extrapolated:
+        return b
+    if args.stack is None and any(get_page(p).bench for p in pages):
+        raise ValueError(
+            "stack: no CUDA benchmark is committed (bench/results/epoch_cuda-*.json) to size stacks by: run "
+            "call 1 of results/README.md first, or pass --stack N"
+        )
+    return None
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -163,8 +257,7 @@ def _terminated(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lib paper``: see the module docstring. Returns the exit code (0, 1 failed, 2 bad input)."""
     start = time.monotonic()
-    ap = _parser()
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a killed call still exports
     try:
@@ -174,33 +267,50 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, before)
 
 
+def _imported(got: Sequence[Path]) -> str:
+    """What an import took in: records, files, and the scales and data the records were made at."""
+    recs = [r for r in (queue.read_record(p) for p in got if p.suffix == ".json") if r is not None]
+    data = {
+        f"{d.get('name')} {d.get('fingerprint')}"
+        for r in recs
+        if isinstance(d := (r.get("config") or {}).get("data"), dict) and "fingerprint" in d
+    }
+    scales = sorted({str((r.get("queue") or {}).get("scale")) for r in recs})
+    made = (
+        f"; made at scale {', '.join(scales)}" + (f" on data {', '.join(sorted(data))}" if data else "") if recs else ""
+    )
+    return f"imported {len(recs)} record{'' if len(recs) == 1 else 's'} ({len(got)} files) into results/{made}"
+
+
 def _main(args: argparse.Namespace, start: float) -> int:
     """:func:`main` after parsing: the command, every error one line."""
     published: list[Path] = []
     try:
-        from lib.config import SCALES
-        from lib.gpu.queue import PAGES, describe, import_results, plan
-
         if args.scale not in SCALES:
             raise ValueError(f"scale: must be one of {', '.join(SCALES)}, got {args.scale!r}")
+        if args.import_from:
+            print(_imported(transfer.import_results([Path(p) for p in args.import_from], args.scale)))
+            return 0
+        if args.carry:
+            print(packs.check_carry(args.carry))
+            return 0
         explicit = bool(args.pages)
         pages = list(args.pages) or list(PAGES)
-        if args.import_from:
-            got = import_results(Path(args.import_from), args.scale)
-            print(f"imported {len([p for p in got if p.suffix == '.json'])} record(s) ({len(got)} files) into results/")
-            return 0
-        items = plan(pages, args.scale)
         if args.dry_run:
-            print(describe(items))
+            unplanned: dict[str, Any] = {}
+            print(projection.describe(plan(pages, args.scale, unplanned), unplanned=unplanned))
             return 0
-        try:
-            _window(args, pages, explicit, lambda s: print(s, flush=True), published, start)
-        finally:
-            if args.export:
-                from lib.gpu.transfer import export
-
-                n = export(published, Path(args.export))
-                print(f"exported {n} record(s) to {args.export}", flush=True)
+        unknown = [p for p in pages if p not in PAGES]
+        if unknown:
+            raise ValueError(f"pages: unknown page {unknown[0]!r}; the queue knows {', '.join(PAGES)}")
+        with _Log(args.log) as say:
+            try:
+                _window(args, pages, explicit, say, published, start)
+            finally:
+                if args.export:
+                    out = transfer.export(published, Path(args.export))
+                    mib = sum(p.stat().st_size for p in out) / 2**20
+                    say(f"exported {len(published)} record(s), {mib:.1f} MiB, to {', '.join(p.name for p in out)}")
     except Exception as err:  # noqa: BLE001 - every error is one line (--debug: the traceback)
         if args.debug:
             raise

@@ -1,5 +1,8 @@
 """lib.paper_scale: a page reads what the queue published, counts the seeds, trains nothing."""
 
+import subprocess
+import sys
+
 import pytest
 
 import lib.config
@@ -109,3 +112,17 @@ def test_paper_section_says_which_tables_a_page_shows(results) -> None:
     assert "ran at paper scale" in paper_scale.paper_section("pacs", "paper", target="sketch")
     assert paper_scale.coverage_cell("cifar10h", reading=False, scale="cpu").startswith("Every run above")
     assert set(paper_scale.coverage_cell("cifar10h", reading=True, scale="paper")["coverage"]) == {"0 of 5 seeds"}
+
+
+def test_pages_read_results_without_the_gpu_window_code() -> None:
+    """lib.paper_scale (what notebooks import) reads results/ through lib.results and loads no lib.gpu module."""
+    code = "import sys, lib.paper_scale; print(sorted(m for m in sys.modules if m.startswith('lib.gpu')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(lib.config.repo_root())},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "[]"

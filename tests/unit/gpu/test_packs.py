@@ -1,5 +1,6 @@
-"""lib.gpu.packs: chunks sized to the call budget, gathered across calls into a persistent folder,
-unpacked only when complete; partial PACS and missing data are refused with one line."""
+"""lib.gpu.packs: packs compressed and sized to the call budget, unpacked only when whole (a missing
+chunk named), checked here before a call (64 MiB, whole packs); partial PACS and missing data are
+refused with one line."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from lib.config import repo_root
 def test_the_chunk_budget_leaves_room_for_the_tree_and_results(monkeypatch, tmp_path):
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     assert packs.chunk_budget_mib(tree=0) == packs.CALL_MIB - packs.MARGIN_MIB
-    assert packs.chunk_budget_mib(tree=10 * 2**20) == 52.0  # 64 - 2 - 10
+    assert packs.chunk_budget_mib(tree=10 * 2**20) == 50.0  # 64 - 4 - 10
     with pytest.raises(ValueError, match="no room"):
         packs.chunk_budget_mib(tree=63 * 2**20)
     tree = packs.tree_bytes()
@@ -42,24 +43,49 @@ def _data(tmp_path, monkeypatch):
     return payload
 
 
-def test_chunks_sent_over_several_calls_are_gathered_and_unpacked_once_complete(tmp_path, monkeypatch):
+def test_a_call_unpacks_a_whole_pack_once_and_names_the_chunks_it_lacks(tmp_path, monkeypatch):
     payload = _data(tmp_path, monkeypatch)
     parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "made")
-    chunks, manifest = parts[:-1], parts[-1]
-    persistent = tmp_path / "persist"
-    for i, chunk in enumerate(chunks):  # one call per chunk: .packs/ holds that chunk and the manifest
-        carried = tmp_path / f"call{i}" / ".packs" / "cifar10h"
-        carried.mkdir(parents=True)
-        (carried / chunk.name).write_bytes(chunk.read_bytes())
-        (carried / "manifest.json").write_text(manifest.read_text())
-        lines = packs.gather(carried.parent, persistent)
-        assert lines == [f"pack cifar10h: {i + 1} of {len(chunks)} chunks in {persistent}"]
-        done = packs.unpack_all(carried.parent, persistent)
-        assert done == ([] if i + 1 < len(chunks) else ["cifar10h"])  # partial packs wait
+    chunks = parts[:-1]
+    assert len(chunks) >= 3  # random bytes do not compress
+    lacking = tmp_path / "lacking"  # a call that carried only the first chunk and the manifest
+    (lacking / "cifar10h").mkdir(parents=True)
+    for f in (chunks[0], parts[-1]):
+        (lacking / "cifar10h" / f.name).write_bytes(f.read_bytes())
+    names = ", ".join(c.name for c in chunks[1:])
+    with pytest.raises(ValueError, match=f"pack cifar10h lacks {names} .this call carried 1 of its {len(chunks)}"):
+        packs.unpack_all(lacking)
+    lines = packs.unpack_all(tmp_path / "made")
+    assert len(lines) == 1 and "unpacked into the data cache" in lines[0]
     from lib.data.locate import local_data_cache
 
     assert (local_data_cache() / "cifar10h" / "x.bin").read_bytes() == payload
-    assert packs.unpack_all(persistent) == []  # already in the data cache
+    assert "in the data cache already" in packs.unpack_all(tmp_path / "made")[0]  # a warm machine: once
+
+
+def test_the_check_before_a_call_refuses_part_of_a_pack_and_more_than_a_call_carries(tmp_path, monkeypatch):
+    """Sizes by hand: a tree of one 1000-byte file; the carried pack is its chunks and manifest."""
+    _data(tmp_path, monkeypatch)
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "tree" / "results"))
+    tree = tmp_path / "tree"
+    (tree / "a.txt").parent.mkdir(parents=True)
+    (tree / "a.txt").write_bytes(b"x" * 1000)
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tree / ".packs")
+    carried = sum(p.stat().st_size for p in parts)
+    line = packs.check_carry([".packs/cifar10h"], tree)
+    assert line == (
+        f"carry: tree {1000 / 2**20:.1f} MiB + .packs/cifar10h {carried / 2**20:.1f} MiB = "
+        f"{(1000 + carried) / 2**20:.1f} MiB of 64"
+    )
+    with pytest.raises(ValueError, match="pack cifar10h lacks part-001.bin"):
+        packs.check_carry([".packs/cifar10h/manifest.json", ".packs/cifar10h/part-000.bin"], tree)
+    with pytest.raises(ValueError, match="lacks manifest.json"):
+        packs.check_carry([f".packs/cifar10h/{p.name}" for p in parts[:-1]], tree)
+    with pytest.raises(ValueError, match="does not exist here"):
+        packs.check_carry([".weights"], tree)
+    (tree / "big.bin").write_bytes(b"\0" * (64 * 2**20 - 1000 - carried + 1))  # one byte over
+    with pytest.raises(ValueError, match="of 64: the call would be refused"):
+        packs.check_carry([".packs/cifar10h"], tree)
 
 
 def test_partial_pacs_and_missing_data_are_refused(tmp_path, monkeypatch):
@@ -100,6 +126,7 @@ def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
     payload = _data(tmp_path, monkeypatch)
     parts = packs.pack("cifar10h", max_mib=0.1, out=tmp_path / "packs")
     assert len(parts) >= 4 and all(p.stat().st_size <= 0.1 * 2**20 for p in parts[:-1])
+    assert json.loads(parts[-1].read_text())["bytes"] > 300_000  # gzip adds a little to random bytes
     out = packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "back")
     assert (out / "cifar10h" / "x.bin").read_bytes() == payload and (out / "cifar10" / "y.txt").read_text() == "hello"
     parts[1].write_bytes(b"damaged")

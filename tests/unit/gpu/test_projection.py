@@ -1,12 +1,15 @@
-"""lib.gpu.projection: GPU-minutes and windows per page from a CUDA benchmark (stacked figures first),
-and "cpu-extrapolated" where only the CPU one exists."""
+"""lib.gpu.projection: GPU-minutes and windows per page from a CUDA benchmark (stacked figures first)
+and the recipe's training minutes, "cpu-extrapolated" where only the CPU one exists, and the runs one
+call can finish (stack sizes from the measured epoch times)."""
 
 from __future__ import annotations
 
 import pytest
 
-import lib.gpu.queue as q
 from lib.gpu import projection as pj
+from lib.gpu import recipe
+from lib.moe.config import tiny_config
+from lib.results import plan
 
 CUDA = {
     "device": "NVIDIA H100 80GB HBM3",
@@ -24,14 +27,18 @@ def test_minutes_and_windows_from_a_stacked_cuda_benchmark(tmp_path, monkeypatch
     b = pj.bench(CUDA, "epoch_cuda-H100.json")
     assert not b.cpu_extrapolated and b.stack == 8
     assert b.epoch_seconds[("cifar10h", "vanilla")] == 1.0  # the layout the stacks use (no channels_last)
-    items = q.plan(["cifar10h"], "paper")
+    items = plan(["cifar10h"], "paper")
     # by hand: 5 seeds x 50 epochs; single, vanilla, robust, robust_filtered at the vanilla figure (1 s);
     # fgr and fgr_robust 20 warmup epochs at 1 s and 30 at 2 s
     want = 5 * (4 * 50 * 1.0 + 2 * (20 * 1.0 + 30 * 2.0)) / 60
     assert pj.page_minutes(items, b) == pytest.approx(want)
     text = pj.describe(items, b)
-    assert "GPU-minutes" in text and f"~{want:8.1f} min    {pj.windows(want)} window(s)" in text
-    assert pj.windows(25.0) == 1 and pj.windows(25.1) == 2 and pj.windows(0) == 0
+    assert "GPU-minutes" in text and f"~{want:8.1f} min  {pj.windows(want):3d} window(s)" in text
+    # windows count the training minutes the recipe leaves: two calls of --minutes 9, each less a
+    # minute of setup and 1.5 kept to evaluate and export
+    assert pj.WINDOW_TRAIN_MINUTES == 2 * (9 - recipe.SETUP_MINUTES - recipe.RESERVE_MINUTES) == 13.0
+    assert pj.windows(13.0) == 1 and pj.windows(13.1) == 2 and pj.windows(0) == 0
+    assert f"{pj.WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window" in text
 
 
 def test_without_a_cuda_benchmark_the_projection_says_cpu_extrapolated():
@@ -43,5 +50,42 @@ def test_without_a_cuda_benchmark_the_projection_says_cpu_extrapolated():
         "epoch_cpu.json",
     )
     assert b.cpu_extrapolated
-    text = pj.describe(q.plan(["cifar10h", "l2d_cifar10"], "paper"), b)
-    assert "cpu-extrapolated" in text and "window(s)  " not in text and "(no benchmark)" in text
+    text = pj.describe(plan(["cifar10h", "l2d_cifar10"], "paper"), b)
+    assert "cpu-extrapolated" in text and "window(s)  " not in text and "(no benchmark" in text
+
+
+def test_a_member_costs_its_alone_time_at_one_and_its_stacked_share_at_the_measured_size():
+    b = pj.bench(CUDA, "epoch_cuda-H100.json")
+    assert pj.member_epoch_seconds(b, "cifar10h", "vanilla", 1) == 6.0
+    assert pj.member_epoch_seconds(b, "cifar10h", "vanilla", 8) == 1.0
+    assert pj.member_epoch_seconds(b, "cifar10h", "vanilla", 64) == 1.0
+    assert pj.member_epoch_seconds(b, "cifar10h", "fgr", 3) == pytest.approx(6.0 + (2.0 - 6.0) * 2 / 7)
+    assert pj.member_epoch_seconds(b, "cifar10h", "robust", 8) == 1.0  # Vanilla's step
+    assert pj.member_epoch_seconds(b, "pacs-224", "vanilla", 8) is None
+
+
+def test_a_batch_is_the_longest_head_of_the_plan_whose_stacks_end_in_the_time_left():
+    """Three runs of 10 epochs: Vanilla seeds 0 and 1 (one stack) and FGR seed 0 (a stack of its own,
+    warmup 4). By hand, in stacks of 2: Vanilla's stack 2 x 10 x (6 - 5/7) s = 105.7 s; FGR alone
+    4 x 6 + 6 x 6 = 60 s."""
+    b = pj.bench(CUDA, "epoch_cuda-H100.json")
+    van = [tiny_config("vanilla", s, epochs=10, warmup_epochs=0) for s in (0, 1)]
+    fgr = tiny_config("fgr", 0, epochs=10, warmup_epochs=4)
+
+    class It:
+        def __init__(self, c):
+            self.config = c
+
+    items = [It(van[0]), It(van[1]), It(fgr)]
+    two = 2 * 10 * (6.0 - 5.0 / 7)
+    assert pj.batch_seconds(b, "cifar10h", van, 2) == pytest.approx(two)
+    assert pj.batch_seconds(b, "cifar10h", van, 1) == pytest.approx(2 * 10 * 6.0)  # two stacks of one
+    assert pj.batch_seconds(b, "cifar10h", [fgr], 8) == pytest.approx(60.0)
+    runs, n, secs = pj.fit_batch(items, b, "cifar10h", two + 60.0)
+    assert runs == items and n == 3 and secs == pytest.approx(two + 60.0)
+    runs, n, secs = pj.fit_batch(items, b, "cifar10h", two + 59.0)  # FGR would end too late
+    assert runs == items[:2] and n == 2
+    assert pj.fit_batch(items, b, "cifar10h", 59.0)[0] == []  # not even one run
+    runs, n, _ = pj.fit_batch(items, b, "cifar10h", 1e9, cap=1)  # an out-of-memory cap: stacks of one
+    assert runs == items and n == 1
+    assert pj.fit_batch(items, b, "pacs-224", 1e9) is None  # no figures for PACS: not sized

@@ -1,26 +1,25 @@
-"""lib.gpu.window, lib.gpu.transfer and the queue's deadline: one command per call that cannot waste a window.
+"""lib.gpu.window and the queue's deadline: one command per call that cannot waste a call.
 
-A window is cut by a hard deadline at an epoch boundary (fake clock), resumes on the next call,
-publishes what a cut window left in the cache, exports what it published into one archive that
-imports back, and runs with the notebook tools absent; bad input is one line and a non-zero exit.
+A call is cut by a hard deadline at an epoch boundary (fake clock) and resumes where it stopped;
+with a benchmark of the device it trains only the runs whose stacks end in the time left; an
+out-of-memory error halves the stack; it publishes what a cut call left in the cache, exports what
+it published, and runs with the optional packages absent (no page named, too); PACS without its
+weights is refused; bad input is one line and a non-zero exit.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
+import torch
 
 import lib.config
 import lib.gpu.queue as q
-from lib.gpu import transfer
-from lib.gpu import window
 from lib.engine.runs import Run
+from lib.gpu import projection, transfer, window
 
 
 @pytest.fixture()
@@ -78,11 +77,82 @@ def test_a_deadline_stops_at_an_epoch_boundary_and_the_next_call_resumes(results
     assert all(it.done for it in q.plan(["cifar10h"], "smoke"))
 
 
+def _ten_seconds_an_epoch(monkeypatch, clock):
+    import lib.moe.train as mt
+
+    real = mt.PreparedRun.mark
+
+    def mark(self, epoch, entry, m):
+        real(self, epoch, entry, m)
+        clock.t += 10.0
+
+    monkeypatch.setattr(mt.PreparedRun, "mark", mark)
+
+
+def test_with_a_benchmark_only_runs_whose_stacks_end_in_time_start(results, two_epochs, monkeypatch):
+    """Every run's epoch takes 10 s (fake clock) and the benchmark says so. Plan order: Single
+    Expert, Vanilla, FGR, Robust, Robust Filtered, FGR + Robust, 2 epochs each. With 70 s left the
+    first three (three stacks of one, 60 s) fit, Robust would share Vanilla's stack (80 s): the call
+    trains those three, then stops before Robust with 10 s left, and no run is left half-trained."""
+    clock = FakeClock()
+    _ten_seconds_an_epoch(monkeypatch, clock)
+    b = projection.Bench({("cifar10h", "vanilla"): 10.0}, 8, "test", False, {("cifar10h", "vanilla"): 10.0})
+    said: list[str] = []
+    got = q.run_queue(["cifar10h"], scale="smoke", clock=clock, deadline=70.0, log=said.append, sizing=b)
+    assert [json.loads(p.read_text())["method"] for p in got] == ["single", "vanilla", "fgr"]
+    assert clock.t == pytest.approx(60.0)
+    assert "cifar10h: 3 run(s) in stacks of at most 3, ~1.0 min (test)" in said
+    assert said[-1] == (
+        "deadline: cifar10h/robust/lam2.0/w1/s0: ~0.3 min to train, 0.2 min left; it is the first of the next call"
+    )
+    from lib.moe import experiment as exp
+    import lib.moe.train as mt
+
+    data = exp.cifar10h_data(lib.config.settings("cifar10h", "smoke"))
+    left = [it for it in q.plan(["cifar10h"], "smoke") if not it.done]
+    assert [Run(mt.GROUP, mt.run_config(it.config, data)).load_checkpoint() for it in left] == [None] * 3
+
+
+def test_an_out_of_memory_error_halves_the_stack_and_goes_on(results, monkeypatch):
+    """A device that holds one run at a time: stacks of 8, 4 and 2 run out of memory, stacks of one
+    train every run."""
+    import lib.moe.grid as grid
+
+    real = grid.fit_stack
+
+    def fit_stack(members, *a, **k):
+        if len(members) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(members, *a, **k)
+
+    monkeypatch.setattr(grid, "fit_stack", fit_stack)
+    said: list[str] = []
+    got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
+    assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
+    assert [s for s in said if "out of memory" in s] == [
+        f"cifar10h: out of memory in a stack of up to {n}: stacks of {n // 2} from here" for n in (8, 4, 2)
+    ]
+
+
+def test_pacs_without_its_weights_is_refused_not_planned_from_scratch(results, monkeypatch):
+    import lib.nets.backbones as bb
+
+    monkeypatch.setattr(bb, "weights_available", lambda spec: False)
+    items = q.plan(["pacs"], "paper")
+    assert {it.config.pretrained for it in items} == {False}  # what the plan would be without .weights
+    with pytest.raises(q.PageSkipped, match="pacs cannot run here: its settings ask for ImageNet weights"):
+        q.load_data(items, "paper", strict=True)
+    said: list[str] = []
+    assert q.load_data(items, "paper", log=said.append) == {} and said[0].startswith("skipped pacs: ")
+    monkeypatch.setattr(bb, "weights_available", lambda spec: spec == "imagenet_efficientnet_lite0")
+    assert q.cannot_run(q.plan(["pacs"], "paper"), lib.config.settings("pacs", "paper")) is None
+
+
 def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monkeypatch, tmp_path):
     first = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     import shutil
 
-    shutil.rmtree(results)  # the window ended before it published (its runs are in the cache)
+    shutil.rmtree(results)  # the call ended before it published (its runs are in the cache)
     import lib.moe.grid as grid
 
     monkeypatch.setattr(grid, "fit_stack", lambda *a, **k: pytest.fail("trained a finished run again"))
@@ -90,38 +160,25 @@ def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monk
     assert sorted(p.name for p in again) == sorted(p.name for p in first)
     stamp = [p.stat().st_mtime_ns for p in again]
     rec = json.loads(again[0].read_text())
+    assert rec["queue"]["scale"] == "smoke"
     assert q.publish(rec, "cifar10h", rec["queue"]["id"]) == again[0]  # idempotent: left as it is
     assert [p.stat().st_mtime_ns for p in again] == stamp
     assert not list(results.rglob("*.tmp"))  # atomic writes leave no temporary files
 
     # export what was published into one archive; it imports back into an empty results/
     archive = tmp_path / "out" / "results.tgz"
-    assert transfer.export(again, archive) == 6
+    assert transfer.export(again, archive) == [archive]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert all(n.startswith("cifar10h/moe/") for n in names) and len(names) == 12  # record + predictions
     shutil.rmtree(results)
-    copied = q.import_results(archive, "smoke")
+    copied = transfer.import_results(archive, "smoke")
     assert len(copied) == 12 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
-
-    # an empty archive, an empty folder and a folder one level off are refused with the reason
-    empty = tmp_path / "empty.tgz"
-    with tarfile.open(empty, "w:gz"):
-        pass
-    with pytest.raises(ValueError, match="holds no records"):
-        q.import_results(empty, "smoke")
-    (tmp_path / "nothing").mkdir()
-    with pytest.raises(ValueError, match="holds no records"):
-        q.import_results(tmp_path / "nothing", "smoke")
-    nested = tmp_path / "nested"
-    shutil.copytree(results, nested / "results")
-    with pytest.raises(ValueError, match="one level deeper"):
-        q.import_results(nested, "smoke")
 
 
 def test_the_window_command_exports_what_it_published_when_an_error_ends_it(results, tmp_path, capsys, monkeypatch):
     """The Single Expert (trained alone) is published, then the first stack fails: the command exits
-    1 with one line and its archive holds the published record."""
+    1 with one line and its archive holds the published record; its log holds every line."""
     import lib.moe.grid as grid
 
     def boom(*a, **k):
@@ -129,25 +186,35 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
 
     monkeypatch.setattr(grid, "fit_stack", boom)
     out = tmp_path / "r.tgz"
-    code = window.main(
-        [
-            "cifar10h",
-            "--scale",
-            "smoke",
-            "--minutes",
-            "5",
-            "--no-selftest",
-            "--export",
-            str(out),
-            "--packs",
-            str(tmp_path / "packs"),
-        ]
-    )
+    log = tmp_path / "OUT" / "window.log"
+    argv = ["cifar10h", "--scale", "smoke", "--minutes", "5", "--no-selftest", "--export", str(out), "--log", str(log)]
+    code = window.main(argv)
     captured = capsys.readouterr()
     assert code == 1 and captured.err.count("\n") == 1 and "RuntimeError: CUDA error" in captured.err
-    assert "exported 1 record(s)" in captured.out
+    assert "exported 1 record(s)" in captured.out and captured.out.startswith("machine: Python ")
+    assert log.read_text().startswith(captured.out)  # the same lines, then whatever went to stderr
     with tarfile.open(out) as tar:
         assert len([n for n in tar.getnames() if n.endswith(".json")]) == 1
+
+
+def test_with_a_log_progress_goes_to_the_file_and_the_output_keeps_whole_lines(results, tmp_path, capsys, monkeypatch):
+    """A data set whose loading draws a carriage-return bar on stderr (as tqdm does): with --log the
+    bar lands in the log file, the call's output has none."""
+    from lib.moe import experiment as exp
+
+    real = exp.cifar10h_data
+
+    def drawing(cfg):
+        for pct in (0, 50, 100):
+            sys.stderr.write(f"\rdecoding JPEGs: {pct}%")
+        return real(cfg)
+
+    monkeypatch.setattr(exp, "cifar10h_data", drawing)
+    log = tmp_path / "OUT" / "window.log"
+    assert window.main(["cifar10h", "--scale", "smoke", "--prepare", "--no-selftest", "--log", str(log)]) == 0
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out + captured.err and "data cifar10h: synthetic-images " in captured.out
+    assert b"\rdecoding JPEGs: 100%" in log.read_bytes()
 
 
 def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys, without_data):
@@ -159,58 +226,20 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(results, monkeypatch, capsys,
         assert err.count("\n") == 1 and "error: argument --" in err
     assert window.main(["--import", str(results / "nowhere")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert window.main(["nope", "--dry-run"]) == 2
+    assert "unknown page 'nope'" in capsys.readouterr().err
 
     def missing(cfg, target):
         raise FileNotFoundError("cifar10h: not in any of the places searched")
 
-    without_data(missing)  # a requested page without its data fails the call
-    assert window.main(["cifar10h", "--scale", "smoke", "--no-selftest", "--minutes", "5"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cifar10h cannot run here" in err
+    without_data(missing)  # a requested page without its data fails the call, before the self-test
+    assert window.main(["cifar10h", "--scale", "smoke", "--minutes", "5"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "cifar10h cannot run here" in captured.err
+    assert "self-test" not in captured.out
     monkeypatch.setattr(window, "missing", lambda pages: ["timm"])
     assert window.main(["pacs", "--scale", "smoke", "--no-selftest"]) == 2
     assert "missing timm" in capsys.readouterr().err
-
-
-BLOCKER = """
-import sys
-BLOCKED = ("papermill", "altair", "nbformat", "myst_nb", "dill")  # not on the lent GPU machines
-for name in BLOCKED:
-    sys.modules[name] = None  # import raises ImportError, as if not installed
-from lib.cli import main
-code = main(sys.argv[1:])
-assert all(sys.modules.get(name) is None for name in BLOCKED)
-sys.exit(code)
-"""
-
-
-def test_the_paper_command_runs_without_the_notebook_tools(results, tmp_path):
-    """In a subprocess where papermill, altair, nbformat, myst_nb and dill cannot be imported: the
-    dry run, and a whole (deadline-cut) window with its self-test and export, exit 0."""
-    env = {**os.environ, "PYTHONPATH": str(lib.config.repo_root())}
-
-    def run(*a: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", BLOCKER, *a], env=env, capture_output=True, text=True, timeout=300)
-
-    dry = run("paper", "cifar10h", "--scale", "smoke", "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    out = tmp_path / "w.tgz"
-    win = run(
-        "paper",
-        "cifar10h",
-        "--scale",
-        "smoke",
-        "--minutes",
-        "0.001",
-        "--export",
-        str(out),
-        "--packs",
-        str(tmp_path / "packs"),
-    )
-    assert win.returncode == 0, win.stderr
-    assert "self-test: 4 runs stacked = alone" in win.stdout and Path(out).exists()
-    bad = run("pack", "nope")
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
 def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requested(results, monkeypatch, without_data):
@@ -220,6 +249,9 @@ def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requeste
     without_data(missing)
     said: list[str] = []
     assert q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append) == []
-    assert said == ["skipped l2d_cifar10: cifar10: not in any of the places searched"]
+    assert said == [
+        "skipped l2d_cifar10: cifar10: not in any of the places searched "
+        "(a call carries the packs of its pages: results/README.md)"
+    ]
     with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
         q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
