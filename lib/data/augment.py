@@ -64,7 +64,7 @@ def epoch_generator(seed: int, epoch: int, stream: int = 0) -> torch.Generator:
 
 def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Copy a small CPU tensor to ``device`` without blocking the host (pinned memory on CUDA), for
-    the per-step random numbers of augmentation and of FGR's filter (lib.moe.fgr, lib.moe.jpeg)."""
+    the per-step random numbers of augmentation and of FGR's filter (lib.moe.fgr, lib.data.jpeg)."""
     if device.type == "cuda" and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)

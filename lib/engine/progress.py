@@ -2,7 +2,7 @@
 
 Every training loop of the engine reports finished epochs here instead of drawing a bar per epoch.
 A grid of runs (:func:`lib.moe.grid.train_stacked`) opens one :func:`session` for all its epochs, so
-the whole grid is one line; feature extraction (:mod:`lib.data.features`) counts images the same way.
+the whole grid is one line; feature extraction (:mod:`lib.features.frozen`) counts images the same way.
 Where the line goes:
 
 * in a Jupyter kernel (a page run by papermill or in JupyterLab): one output updated in place

@@ -11,7 +11,7 @@ The paper fine-tunes an ImageNet ResNet-18 (timm, weights from the Hugging Face 
   only its stages are frozen and every run fine-tunes the 1x1 head convolution on their cached
   output (:mod:`lib.nets.lite0_split`).
 * :func:`pacs_data` -- the bundle a scale trains on: synthetic domains (smoke), PACS images
-  (fine-tuning) or PACS as frozen features (:func:`lib.data.pacs_features.pacs_features`).
+  (fine-tuning) or PACS as frozen features (:func:`lib.features.pacs_features.pacs_features`).
 * :func:`pacs_claims` -- the page's claims for one target, gated by the book's accuracy floor against
   the paper's best accuracy on that target, with chance the target's majority-class rate.
 
@@ -162,7 +162,7 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
 
 def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> Any:
     """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
-    features of ``backbone`` (:func:`lib.data.pacs_features.pacs_features`, when ``backbone.frozen``: size
+    features of ``backbone`` (:func:`lib.features.pacs_features.pacs_features`, when ``backbone.frozen``: size
     ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
     or the images (:func:`lib.data.images.load_pacs`)."""
     n = int(cfg.get("n_per_domain") or 0) or None
@@ -171,7 +171,7 @@ def pacs_data(cfg: Mapping[str, Any], target: str, backbone: PacsBackbone) -> An
 
         return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
     if backbone.frozen:
-        from lib.data.pacs_features import pacs_features
+        from lib.features.pacs_features import pacs_features
 
         return pacs_features(
             target,

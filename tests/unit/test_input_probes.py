@@ -77,7 +77,7 @@ def test_system_accuracy_is_a_number_on_valid_input() -> None:
 from lib.calibration import ece_kde  # noqa: E402
 from lib.ccc import confidence  # noqa: E402
 from lib.moe import heads as moe  # noqa: E402
-from lib.moe import jpeg  # noqa: E402
+from lib.data import jpeg  # noqa: E402
 from lib.rr import weights as reweighted_weights  # noqa: E402
 
 EDGES = np.linspace(0, 1, 6)

@@ -43,7 +43,7 @@ def test_cpu_scale_offline_tunes_the_head_conv_of_the_packaged_efficientnet(mach
 
 
 def test_cpu_scale_says_whether_the_training_images_are_mirrored(machine, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lib.data.pacs_features as feats
+    import lib.features.pacs_features as feats
     from lib.moe.pacs import pacs_data
 
     machine(hub=False, lite=True)
