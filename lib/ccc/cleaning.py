@@ -191,7 +191,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
 
     The logits must themselves be out-of-sample (e.g. test-set outputs of a trained model).
     """
-    from lib.calibration.posthoc import apply_temperature, fit_temperature
+    from lib.calibration.posthoc import TemperatureScaler
 
     z = to_numpy(logits, "logits")
     y = _ints(labels, "labels")
@@ -203,8 +203,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
     fold = np.random.default_rng(seed).permutation(z.shape[0]) % n_folds
     out = np.empty_like(z)
     for f in range(n_folds):
-        T = fit_temperature(z[fold != f], y[fold != f])
-        out[fold == f] = apply_temperature(z[fold == f], T)
+        out[fold == f] = TemperatureScaler().fit(z[fold != f], y[fold != f])(z[fold == f])
     return out
 
 

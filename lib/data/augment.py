@@ -20,7 +20,6 @@ integers per batch are copied to the device without a host sync.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import torch
 
@@ -240,10 +239,3 @@ class BatchIterator:
             else:
                 idx = order[lo:hi]
                 yield _index(self.x, idx), self.y[idx]
-
-
-def describe(x: Any) -> str:
-    """A short shape description of a tensor or dict of tensors (for logs)."""
-    if isinstance(x, Mapping):
-        return "{" + ", ".join(f"{k}: {tuple(v.shape)}" for k, v in x.items()) + "}"
-    return str(tuple(x.shape))

@@ -37,7 +37,7 @@ CONF, OUTCOME = P.max(1), (P.argmax(1) == Y).astype(float)
         (lambda: metrics.reliability_table(CONF, OUTCOME, n_bins=10**9), "n_bins"),
         (lambda: l2d.system_accuracy(np.zeros((0, 3)), np.zeros(0, int), np.zeros((0, 1)), 2), "logits"),
         (lambda: l2d.system_accuracy(np.zeros((2, 3)), [0, 1], np.array([[np.nan], [0.0]]), 2), "expert_preds"),
-        (lambda: calibrate.fit_temperature(Z * 1e6, Y), "logits"),
+        (lambda: calibrate.TemperatureScaler().fit(Z * 1e6, Y), "logits"),
     ],
 )
 def test_bad_input_raises_a_value_error_naming_the_argument(call, argument) -> None:
@@ -63,7 +63,7 @@ def test_low_precision_probabilities_are_accepted() -> None:
 
 def test_uninformative_labels_still_fit_to_the_bound_without_error() -> None:
     # labels unrelated to moderate logits: the optimum is uniform (T -> infinity), not a scale problem
-    T = calibrate.fit_temperature(RNG.normal(size=(500, 4)) * 5, RNG.integers(0, 4, 500))
+    T = calibrate.TemperatureScaler().fit(RNG.normal(size=(500, 4)) * 5, RNG.integers(0, 4, 500)).temperature
     assert np.isfinite(T) and T > 5
 
 
