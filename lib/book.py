@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from lib.config import SCALES, build_dir, repo_root
+from lib.engine import progress as live
 from lib.validation import check_choice, close_matches
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
@@ -161,6 +162,7 @@ def execute_notebook(
     parameters: dict[str, Any] | None = None,
     output: Path | None = None,
     progress: bool = True,
+    place: str = "",
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
 
@@ -169,8 +171,11 @@ def execute_notebook(
     (``build/<scale>/notebooks/<name>.ipynb`` by default) only on success, so a failed run never
     overwrites the last good page; the failed copy is kept beside it as ``<name>.failed.ipynb``
     and papermill's ``PapermillExecutionError`` is raised. The kernel runs with the repository root
-    as working directory and with progress bars off (``TQDM_DISABLE``,
-    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page.
+    as working directory and with third-party progress bars off (``TQDM_DISABLE``,
+    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page. With ``progress``
+    the terminal shows papermill's bar of cells, labelled with the page and its ``place`` in a list
+    ("3/15"), and the page's own progress line (epochs, runs, images, time left:
+    :mod:`lib.engine.progress` in ``terminal`` mode, prefixed likewise), which never enters the page.
     """
     import papermill as pm
 
@@ -182,16 +187,18 @@ def execute_notebook(
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    start = time.time()
+    label = f"{place} {name}".strip()
+    start = time.monotonic()
+    print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
-        with _quiet_kernel_env():
+        with _quiet_kernel_env({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"}):
             pm.execute_notebook(
                 str(source),
                 str(tmp),
                 parameters=params,
                 cwd=str(repo_root()),
                 kernel_name="python3",
-                progress_bar=progress,
+                progress_bar={"desc": label, "disable": False} if progress else False,
                 log_output=False,
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
@@ -199,22 +206,25 @@ def execute_notebook(
             os.replace(tmp, out.with_name(f"{out.stem}.failed.ipynb"))
         raise
     os.replace(tmp, out)
-    print(f"[calibook] {name} ({scale}) ran in {time.time() - start:.0f} s -> {out}", flush=True)
+    print(f"[calibook] {label} ({scale}) ran in {live.format_eta(time.monotonic() - start)} -> {out}", flush=True)
     return out
 
 
-QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
 
 
 @contextlib.contextmanager
-def _quiet_kernel_env() -> Iterator[None]:
-    """Environment of the papermill kernel (inherited from this process): no progress bars.
+def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Iterator[None]:
+    """Environment of the papermill kernel (inherited from this process), with ``extra`` on top:
+    no third-party progress bars in the page, and lib's own progress line on the terminal only.
 
     tqdm (lib.data.image_files, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
-    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``. Restored afterwards.
+    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``; :mod:`lib.engine.progress` reads
+    ``CALIBOOK_PROGRESS`` (and its prefix). Restored afterwards.
     """
-    saved = {k: os.environ.get(k) for k in QUIET_KERNEL_ENV}
-    os.environ.update(QUIET_KERNEL_ENV)
+    env = {**QUIET_KERNEL_ENV, **(extra or {})}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
@@ -366,8 +376,34 @@ def build_book(scale: str, strict: bool = True) -> Path:
 
 
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
-    """Execute every notebook (or those in ``only``) at ``scale``, in book order."""
+    """Execute every notebook (or those in ``only``) at ``scale``, in book order, each shown with its
+    place in the list (:func:`execute_notebook`); at the end, or when a page fails or the build is
+    interrupted, a table of the pages with their time (:func:`timing_table`)."""
     names = only or notebook_names()
     for name in names:
         check_notebook(name)
-    return [execute_notebook(name, scale) for name in names]
+    out, rows = [], []
+    try:
+        for i, name in enumerate(names, 1):
+            start = time.monotonic()
+            try:
+                out.append(execute_notebook(name, scale, place=f"{i}/{len(names)}"))
+            except BaseException:
+                rows.append((name, time.monotonic() - start, "failed"))
+                raise
+            rows.append((name, time.monotonic() - start, "ran"))
+    finally:
+        print(timing_table(rows, scale, len(names)), flush=True)
+    return out
+
+
+def timing_table(rows: list[tuple[str, float, str]], scale: str, planned: int) -> str:
+    """The book build's closing table: one line per page (name, time, "ran" or "failed"), the
+    total, and how many of the ``planned`` pages did not run."""
+    width = max([len(name) for name, _, _ in rows] + [len("total")])
+    lines = [f"[calibook] pages at {scale} scale:"]
+    lines += [f"  {name:<{width}}  {live.format_eta(sec):>7}  {status}" for name, sec, status in rows]
+    lines.append(f"  {'total':<{width}}  {live.format_eta(sum(sec for _, sec, _ in rows)):>7}")
+    if planned > len(rows):
+        lines.append(f"  ({planned - len(rows)} of {planned} pages not run)")
+    return "\n".join(lines)

@@ -35,7 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engine": {"data"},
     "nets": {"data", "engine"},
     "features": {"data", "engine", "nets"},
-    "presentation": {"calibration"},
+    "presentation": {"calibration", "engine"},
     "papers": {"calibration", "data", "engine", "nets", "features", "presentation"},
 }
 MAY_IMPORT["cross_paper"] = MAY_IMPORT["papers"] | {"papers"}
