@@ -30,6 +30,7 @@ from lib.validation import (
     check_finite,
     check_int,
     check_logits_labels,
+    check_number,
     check_ndim,
     check_positive,
     check_probs,
@@ -346,9 +347,7 @@ def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
     """sigmoid(a s + b); returns the same kind (numpy/torch) as ``scores``."""
     s = to_tensor(scores, "scores")
     check_finite(s, "scores")
-    for value, name in ((a, "a"), (b, "b")):
-        if not np.isfinite(value):
-            raise ValueError(f"{name}: must be finite, got {value!r}")
+    a, b = check_number(a, "a"), check_number(b, "b")
     if not s.is_floating_point():
         s = s.to(torch.float64)
     return same_kind(torch.sigmoid(a * s + b), scores)

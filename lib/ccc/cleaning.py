@@ -20,6 +20,7 @@ import pandas as pd
 
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_choice,
     check_int,
     check_labels,
@@ -138,6 +139,7 @@ def calibrated_rule_curve(
     pool: str = "flagged",
 ) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
+    n_bins = check_bins(n_bins)  # 0 bins would be an empty table
     rows = []
     for k in range(1, n_bins + 1):
         f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)

@@ -154,9 +154,12 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
     for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
         if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
             raise ValueError(f"{name}: must be a scalar tensor")
+    params = list(params)
+    if not params or not all(isinstance(p, torch.Tensor) for p in params):
+        raise ValueError("params: expected a non-empty sequence of tensors (the parameters to differentiate)")
     both = torch.stack([loss_a, loss_b.to(loss_a.dtype)])
     eye = torch.eye(2, dtype=both.dtype, device=both.device)
-    grads = torch.autograd.grad(both, list(params), grad_outputs=eye, is_grads_batched=True, allow_unused=True)
+    grads = torch.autograd.grad(both, params, grad_outputs=eye, is_grads_batched=True, allow_unused=True)
     return [
         torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)
     ]
