@@ -164,23 +164,27 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
     ]
 
 
-def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
-    """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
+def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -> list:
+    """The outputs of one code cell run by papermill in a real kernel, in lib.book's kernel environment."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
-            "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')"
-        )
-    ]
+    nb.cells = [nbformat.v4.new_code_cell(code)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
     nbformat.write(nb, str(source))
-    with book._quiet_kernel_env():
+    with book._quiet_kernel_env(extra):
         papermill.execute_notebook(
             str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
         )
-    outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
+    return nbformat.read(str(out), as_version=4).cells[0].outputs
+
+
+def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
+    """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
+    outputs = _run_in_a_kernel(
+        tmp_path,
+        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')",
+    )
     assert [o.get("text") for o in outputs] == ["done\n"]
 
 
@@ -230,20 +234,9 @@ def test_a_real_kernel_sends_the_pages_progress_line_to_the_terminal_not_the_pag
     prefix, and the saved page holds only the cell's own output. (ipykernel keeps the original
     standard error only outside pytest: it reads PYTEST_CURRENT_TEST, which the kernel would inherit.)"""
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "from lib.engine import progress\nwith progress.session('probe grid', 4, runs=2) as line:\n"
-            "    line.update(4, runs=2)\nprint('done')"
-        )
-    ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
-    nbformat.write(nb, str(source))
-    with book._quiet_kernel_env({progress.PREFIX: "[1/1 t] "}):
-        papermill.execute_notebook(
-            str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
-        )
-    outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
+    code = "from lib.engine import progress\nwith progress.session('probe grid', 4, runs=2) as line:\n"
+    outputs = _run_in_a_kernel(
+        tmp_path, code + "    line.update(4, runs=2)\nprint('done')", {progress.PREFIX: "[1/1 t] "}
+    )
     assert [o.get("text") for o in outputs] == ["done\n"]
     assert "[1/1 t] probe grid: epoch 4/4, 2/2 runs, " in capfd.readouterr().err
