@@ -7,8 +7,9 @@ Where things live (the book's API page lists every module):
   its pages' tables, claims and the paper's numbers, and a ``pages`` module with one
   :class:`lib.page.Page` per notebook;
 * the shared layers: :mod:`lib.engine` (the one training loop, stacked runs, the run cache),
-  :mod:`lib.calibration` (metrics and post-hoc calibrators), :mod:`lib.nets` (backbones and offline
-  ImageNet weights), :mod:`lib.data` (loaders, cached features, augmentation);
+  :mod:`lib.calibration` (metrics and post-hoc calibrators), :mod:`lib.data` (loaders, augmentation,
+  the JPEG filter), :mod:`lib.nets` (backbones, frozen extractors and offline ImageNet weights),
+  :mod:`lib.features` (networks applied to data, cached);
 * the book's plumbing: :mod:`lib.pages` (the registry of pages), :mod:`lib.config` (scales),
   :mod:`lib.page` (a page's first and last cell), :mod:`lib.report`, :mod:`lib.plots`,
   :mod:`lib.paper_scale` (published GPU runs on the pages), :mod:`lib.gpu` (the paper-scale queue

@@ -20,139 +20,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lib.config import SCALES, build_dir, repo_root
-from lib.validation import check_choice, close_matches
+from lib.engine import progress as live
+from lib.notebooks import check_notebook, check_parameters, notebook_names
+from lib.validation import check_choice
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
 SCALES_TABLE = Path("book") / "_scales_table.md"  # included by book/intro.md and book/scales.md
 
 
-def notebook_names() -> list[str]:
-    """Notebook names in table-of-contents order (entries of ``_toc.yml`` under ``notebooks/``)."""
-    toc = yaml.safe_load((repo_root() / "_toc.yml").read_text())
-    names: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            file = node.get("file")
-            if isinstance(file, str) and file.startswith("notebooks/"):
-                names.append(file.split("/", 1)[1])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc)
-    return names
-
-
-def check_notebook(name: str) -> Path:
-    """Path of ``notebooks/<name>.ipynb``; unknown names raise ``ValueError`` listing valid ones."""
-    check_choice(name, notebook_names(), "notebook")
-    return repo_root() / "notebooks" / f"{name}.ipynb"
-
-
 def executed_path(name: str, scale: str) -> Path:
     """Where the executed copy of notebook ``name`` at ``scale`` is written."""
     return build_dir(scale) / "notebooks" / f"{name}.ipynb"
-
-
-def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
-    """The parameters cell of ``notebooks/<name>.ipynb``: ``{name: {inferred_type_name, default, help}}``.
-
-    Read with ``papermill.inspect_notebook`` (what ``papermill --help-notebook`` prints), so a
-    parameter papermill cannot parse is missing here too, and tests/unit/test_book_cli.py fails.
-    """
-    import papermill as pm
-
-    return dict(pm.inspect_notebook(str(check_notebook(name))))
-
-
-def _convert(name: str, raw: str, type_name: str) -> Any:
-    """A ``-p`` string as a value of the parameters cell's type (``str`` stays a string)."""
-    import ast
-
-    if type_name == "str":
-        return raw
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        value = raw
-    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if type(value).__name__ != type_name:
-        raise ValueError(f"{name}: expected {type_name} (the notebook's parameters cell), got {raw!r}")
-    return value
-
-
-def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    """Check notebook parameters before anything runs; returns them converted to their types.
-
-    Each name must be in the notebook's parameters cell (a misspelling gets the closest name,
-    difflib); ``scale`` is refused (it has its own option); string values (the command line's)
-    are converted to the cell's type and other values must have it. Numbers must be finite and not
-    negative (every numeric parameter is a count, a seed, a rate or "0 keeps the scale's value"),
-    positive where the cell's default is positive (``n_bins: int = 15``), at most 1 for the
-    fractions ``coverage`` and ``noise_rate``; ``train`` is auto, yes or no. Raises ``ValueError``
-    naming the parameter. :func:`lib.page.start` applies the same checks inside a notebook.
-    """
-    from lib.config import notebooks_with_settings, settings
-
-    check_choice(scale, SCALES, "scale")
-    declared = notebook_parameters(name)
-    scaled = settings(name, scale) if name in notebooks_with_settings() else {}
-    out: dict[str, Any] = {}
-    for key, value in parameters.items():
-        if key == "scale":
-            raise ValueError("scale: set it with --scale (or the scale argument), not as a parameter")
-        if key not in declared:
-            valid = ", ".join(k for k in declared if k != "scale") or "none"
-            raise ValueError(
-                f"{key}: not a parameter of notebook {name!r} (its parameters: {valid}){close_matches(key, declared)}"
-            )
-        type_name = declared[key]["inferred_type_name"]
-        value = _convert(key, value, type_name) if isinstance(value, str) else value
-        if (
-            type_name in ("int", "float", "bool")
-            and type(value).__name__ != type_name
-            and not (type_name == "float" and isinstance(value, int) and not isinstance(value, bool))
-        ):
-            raise ValueError(f"{key}: expected {type_name} (the notebook's parameters cell), got {value!r}")
-        _check_value(key, value, declared[key], scaled.get(key))
-        out[key] = value
-    return out
-
-
-FRACTIONS = ("coverage", "noise_rate")  # parameters that are fractions in [0, 1]
-CHOICES = {"train": ("auto", "yes", "no")}
-
-
-def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) -> None:
-    """The value rules of :func:`check_parameters` for one parameter."""
-    import ast
-    import math
-
-    if key in CHOICES:
-        check_choice(value, CHOICES[key], key)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return
-    if not math.isfinite(value):
-        raise ValueError(f"{key}: must be a finite number, got {value!r}")
-    where = f"lib/scales.toml sets it to {scaled!r}" if scaled is not None else "0 keeps the scale's value"
-    if value < 0:
-        raise ValueError(f"{key}: must be >= 0 ({where}), got {value!r}")
-    try:
-        default = ast.literal_eval(declared.get("default", "0"))
-    except (ValueError, SyntaxError):
-        default = 0
-    if isinstance(default, int | float) and default > 0 and value == 0:
-        raise ValueError(f"{key}: must be > 0 (the notebook's default is {default!r}), got {value!r}")
-    if key in FRACTIONS and value > 1:
-        raise ValueError(f"{key}: must be a fraction in [0, 1], got {value!r}")
 
 
 def execute_notebook(
@@ -161,6 +41,7 @@ def execute_notebook(
     parameters: dict[str, Any] | None = None,
     output: Path | None = None,
     progress: bool = True,
+    place: str = "",
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
 
@@ -169,8 +50,11 @@ def execute_notebook(
     (``build/<scale>/notebooks/<name>.ipynb`` by default) only on success, so a failed run never
     overwrites the last good page; the failed copy is kept beside it as ``<name>.failed.ipynb``
     and papermill's ``PapermillExecutionError`` is raised. The kernel runs with the repository root
-    as working directory and with progress bars off (``TQDM_DISABLE``,
-    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page.
+    as working directory and with third-party progress bars off (``TQDM_DISABLE``,
+    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page. With ``progress``
+    the terminal shows papermill's bar of cells, labelled with the page and its ``place`` in a list
+    ("3/15"), and the page's own progress line (epochs, runs, images, time left:
+    :mod:`lib.engine.progress` in ``terminal`` mode, prefixed likewise), which never enters the page.
     """
     import papermill as pm
 
@@ -182,16 +66,18 @@ def execute_notebook(
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    start = time.time()
+    label = f"{place} {name}".strip()
+    start = time.monotonic()
+    print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
-        with _quiet_kernel_env():
+        with _quiet_kernel_env({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"}):
             pm.execute_notebook(
                 str(source),
                 str(tmp),
                 parameters=params,
                 cwd=str(repo_root()),
                 kernel_name="python3",
-                progress_bar=progress,
+                progress_bar={"desc": label, "disable": False} if progress else False,
                 log_output=False,
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
@@ -199,22 +85,25 @@ def execute_notebook(
             os.replace(tmp, out.with_name(f"{out.stem}.failed.ipynb"))
         raise
     os.replace(tmp, out)
-    print(f"[calibook] {name} ({scale}) ran in {time.time() - start:.0f} s -> {out}", flush=True)
+    print(f"[calibook] {label} ({scale}) ran in {live.format_eta(time.monotonic() - start)} -> {out}", flush=True)
     return out
 
 
-QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
 
 
 @contextlib.contextmanager
-def _quiet_kernel_env() -> Iterator[None]:
-    """Environment of the papermill kernel (inherited from this process): no progress bars.
+def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Iterator[None]:
+    """Environment of the papermill kernel (inherited from this process), with ``extra`` on top:
+    no third-party progress bars in the page, and lib's own progress line on the terminal only.
 
     tqdm (lib.data.image_files, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
-    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``. Restored afterwards.
+    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``; :mod:`lib.engine.progress` reads
+    ``CALIBOOK_PROGRESS`` (and its prefix). Restored afterwards.
     """
-    saved = {k: os.environ.get(k) for k in QUIET_KERNEL_ENV}
-    os.environ.update(QUIET_KERNEL_ENV)
+    env = {**QUIET_KERNEL_ENV, **(extra or {})}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
@@ -429,8 +318,34 @@ def build_book(scale: str, strict: bool = True) -> Path:
 
 
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
-    """Execute every notebook (or those in ``only``) at ``scale``, in book order."""
+    """Execute every notebook (or those in ``only``) at ``scale``, in book order, each shown with its
+    place in the list (:func:`execute_notebook`); at the end, or when a page fails or the build is
+    interrupted, a table of the pages with their time (:func:`timing_table`)."""
     names = only or notebook_names()
     for name in names:
         check_notebook(name)
-    return [execute_notebook(name, scale) for name in names]
+    out, rows = [], []
+    try:
+        for i, name in enumerate(names, 1):
+            start = time.monotonic()
+            try:
+                out.append(execute_notebook(name, scale, place=f"{i}/{len(names)}"))
+            except BaseException:
+                rows.append((name, time.monotonic() - start, "failed"))
+                raise
+            rows.append((name, time.monotonic() - start, "ran"))
+    finally:
+        print(timing_table(rows, scale, len(names)), flush=True)
+    return out
+
+
+def timing_table(rows: list[tuple[str, float, str]], scale: str, planned: int) -> str:
+    """The book build's closing table: one line per page (name, time, "ran" or "failed"), the
+    total, and how many of the ``planned`` pages did not run."""
+    width = max([len(name) for name, _, _ in rows] + [len("total")])
+    lines = [f"[calibook] pages at {scale} scale:"]
+    lines += [f"  {name:<{width}}  {live.format_eta(sec):>7}  {status}" for name, sec, status in rows]
+    lines.append(f"  {'total':<{width}}  {live.format_eta(sum(sec for _, sec, _ in rows)):>7}")
+    if planned > len(rows):
+        lines.append(f"  ({planned - len(rows)} of {planned} pages not run)")
+    return "\n".join(lines)

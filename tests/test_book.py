@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lib.book import build_book, notebook_names
+from lib.book import build_book
+from lib.notebooks import notebook_names
 from lib.config import repo_root
 
 pytestmark = pytest.mark.book

@@ -113,13 +113,15 @@ def select_bandwidth(probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID,
     select it this way; their code also divides by h, which we do not: the kernel is a normalized
     density already).
     """
+    if isinstance(grid, str | bytes) or not hasattr(grid, "__len__") or len(grid) == 0:
+        raise ValueError(f"grid: expected a non-empty sequence of bandwidths > 0, got {grid!r}")
+    grid = tuple(check_positive(h, "grid") for h in grid)
     f = _kde_inputs(probs, mode).detach().to(torch.float64)
     x = _kde_points(f, mode)
     n = x.shape[0]
     eye = torch.eye(n, dtype=torch.bool, device=x.device)
-    best_h, best_ll = float(grid[0]), -math.inf
+    best_h, best_ll = grid[0], -math.inf
     for h in grid:
-        check_positive(h, "grid")
         log_k = _log_dirichlet_kernel(x, x, float(h)).masked_fill(eye, float("-inf"))
         ll = float((torch.logsumexp(log_k, dim=1) - math.log(n - 1)).sum())
         if ll > best_ll:

@@ -1,16 +1,13 @@
 """Post-hoc calibrators of one model: temperature scaling, Platt scaling and histogram binning (all four papers).
 
 * Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted on held-out
-  data, by LBFGS on the NLL with T = exp(t) (papers 1-3; paper 1's partial protocol fit with
-  ``protocol="paper"``) or by minimising the ECE (paper 4). Every LBFGS fit of the book runs
-  :func:`lbfgs_minimize`. For a mixture of experts the "logits" are log(mixture probs)
-  (:func:`probs_to_logits`).
+  data -- :class:`TemperatureScaler`, the book's one temperature fitter: one LBFGS fit on T
+  (:func:`lbfgs_minimize`), with the papers' protocols (the converged NLL minimiser of papers 1-3,
+  paper 1's partial fit, paper 4's ECE search) and MoCaE's per-expert temperatures (paper 1) as its
+  options. For a mixture of experts the "logits" are log(mixture probs) (:func:`probs_to_logits`).
 * Platt scaling (Platt 1999): P(outcome = 1) = sigmoid(a s + b), fitted by maximum likelihood.
 * Histogram binning (Zadrozny & Elkan 2001): the calibrated value of a confidence is the accuracy of
   its equal-count bin on the calibration data.
-
-The per-expert temperatures of a mixture of experts (MoCaE, paper 1) are :mod:`lib.moe.mocae`'s; they
-share this module's LBFGS fit on log temperatures (:func:`fit_log_temperatures`).
 
 Inputs are numpy arrays or torch tensors, validated with :mod:`lib.validation`. Functions returning
 probabilities return the same kind (numpy or torch) as the logits they were given.
@@ -29,9 +26,11 @@ from lib.calibration.metrics import bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
     check_bins,
+    check_choice,
     check_finite,
     check_int,
     check_logits_labels,
+    check_number,
     check_ndim,
     check_positive,
     check_probs,
@@ -42,20 +41,21 @@ from lib.validation import (
 )
 
 EPS = 1e-12
-T_FIT_BOUNDS = (1e-6, 1e6)  # search range of fit_temperature (see the check at its end)
-PAPER_LR, PAPER_ITERS = 0.01, 50  # paper 1's LBFGS temperature fit (App. D.5 / its public code)
+T_FIT_BOUNDS = (1e-6, 1e6)  # TemperatureScaler's search range without bounds (see the check at its fit's end)
+PAPER_LR = 0.01  # paper 1's LBFGS temperature fit: 50 iterations at this rate (App. D.5 / its public code)
 FIT_PROTOCOLS: tuple[str, ...] = ("converged", "paper")
+TS_CRITERIA: tuple[str, ...] = ("nll", "ece")
+ECE_T_RANGE: tuple[float, float] = (0.05, 20.0)  # search range of the ECE criterion
+LBFGS_RESTARTS = 5  # the converged fit calls LBFGS again while a call still lowers the NLL
 
 __all__ = [
     "HistogramBinning",
     "apply_platt",
     "apply_temperature",
     "FIT_PROTOCOLS",
-    "PAPER_ITERS",
     "PAPER_LR",
-    "fit_log_temperatures",
+    "TemperatureScaler",
     "fit_platt",
-    "fit_temperature",
     "lbfgs_minimize",
     "probs_to_logits",
     "same_kind",
@@ -80,8 +80,7 @@ def lbfgs_minimize(
 ) -> None:
     """Minimise ``loss_fn()`` over ``params`` (leaf tensors with ``requires_grad``, updated in
     place) with torch's LBFGS: the one optimiser behind every temperature fit of the book
-    (:func:`fit_temperature` with both protocols, :func:`fit_log_temperatures` for MoCaE's
-    per-expert temperatures, and paper 4's logit maps in lib.rr.gamma).
+    (:class:`TemperatureScaler` with both protocols, and paper 4's logit maps in lib.rr.gamma).
 
     ``line_search=True`` uses a strong-Wolfe line search, so ``lr`` = 1 is the quasi-Newton step;
     ``line_search=False`` moves exactly ``lr`` times the LBFGS direction each iteration (the first
@@ -124,130 +123,137 @@ def lbfgs_minimize(
         prev = cur
 
 
-def fit_log_temperatures(
-    nll_fn: Callable[[torch.Tensor], torch.Tensor],
-    num: int,
-    max_iter: int,
-    lr: float,
-    device: torch.device,
-    bounds: tuple[float, float] = T_FIT_BOUNDS,
-    restarts: int = 5,
-) -> torch.Tensor:
-    """Minimise ``nll_fn(T)`` over T = exp(t) (a vector of ``num`` temperatures, from T = 1) with
-    :func:`lbfgs_minimize` (strong-Wolfe line search): the converged fit of :func:`fit_temperature`
-    and of :func:`lib.moe.mocae.fit_expert_temperatures`.
+class TemperatureScaler:
+    """Temperature scaling (Guo et al. 2017): p = softmax(z / T), one T > 0 fitted on held-out data.
 
-    T is kept in ``bounds`` by clamping t inside the objective: beyond a bound the loss is flat,
-    the gradient vanishes and LBFGS stops there. The NLL is convex in 1/T, hence unimodal in t,
-    so the clamped minimiser is the unconstrained one projected onto the bounds. (Without the
-    bound, labels unrelated to the logits send T to infinity and a long step to T = 0 gives NaN.)
-    """
-    if not (0 < bounds[0] < bounds[1] < math.inf):
-        raise ValueError(f"bounds: expected 0 < low < high < inf, got {bounds!r}")
-    lo, hi = math.log(bounds[0]), math.log(bounds[1])
-    t = torch.zeros(num, dtype=torch.float64, device=device, requires_grad=True)
+    One fit (:meth:`fit`), on T itself, from T = 1, in float64; the papers' protocols are its options:
 
-    def temps() -> torch.Tensor:
-        return torch.exp(t.clamp(lo, hi))
-
-    # torch scales every trial step by ``lr``, so with the line search lr = 1 (the quasi-Newton
-    # step) is the natural default: measured on 8,000 x 5 logits it converges in about 10
-    # evaluations, versus about 190 with the lr = 0.01 of Guo et al.'s public code (which also
-    # reaches the optimum here only thanks to the restarts).
-    lbfgs_minimize(lambda: nll_fn(temps()), [t], lr=lr, max_iter=max_iter, restarts=restarts)
-    return temps().detach()
-
-
-def _paper_fit(z: torch.Tensor, y: torch.Tensor, lr: float, max_iter: int) -> float:
-    """Paper 1's protocol (App. D.5): LBFGS without line search on T itself from T = 1, torch's
-    default tolerances; floored at 1e-3 so that a pathological step cannot give T <= 0."""
-    temp = torch.tensor([1.0], dtype=torch.float64, device=z.device, requires_grad=True)
-    lbfgs_minimize(
-        lambda: torch.nn.functional.cross_entropy(z / temp[0], y),
-        [temp],
-        lr=lr,
-        max_iter=max_iter,
-        line_search=False,
-        tolerance_grad=1e-7,
-        tolerance_change=1e-9,
-    )
-    return max(float(temp.detach()[0]), 1e-3)
-
-
-# --- temperature scaling ------------------------------------------------------------------------
-
-
-TS_CRITERIA: tuple[str, ...] = ("nll", "ece")
-ECE_T_RANGE: tuple[float, float] = (0.05, 20.0)  # search range of the ECE criterion
-
-
-def fit_temperature(
-    logits: ArrayLike,
-    labels: ArrayLike,
-    max_iter: int = 50,
-    lr: float | None = None,
-    criterion: str = "nll",
-    n_bins: int = 15,
-    protocol: str = "converged",
-) -> float:
-    """Fit the temperature T > 0 of p = softmax(z / T) on held-out (logits, labels).
-
-    * ``criterion="nll"`` (Guo et al. 2017; paper 1, App. D.5: "minimizing the validation
-      cross-entropy with LBFGS (50 iterations)"): T minimises mean_i -log softmax(z_i / T)_{y_i}.
-      One LBFGS run of at most ``max_iter`` = 50 iterations on t = log T (so T stays positive;
-      paper 1's code steps on T itself with lr 0.01 and no line search), with a strong-Wolfe line
-      search and lr = 1 in float64: the NLL is convex in 1/T, and on 10,000 x 10 logits this
-      reaches the minimum in about 10 evaluations, well inside the 50 iterations.
+    * ``criterion="nll"``, ``protocol="converged"`` (papers 1-3): T minimises the validation NLL,
+      mean_i -log softmax(z_i / T)_{y_i}, by :func:`lbfgs_minimize` with a strong-Wolfe line search
+      and ``lr`` = 1 (the quasi-Newton step), to the float64 precision of the NLL (convex in 1/T, so
+      unimodal in T: about 10 evaluations on 10,000 x 10 logits).
+    * ``protocol="paper"`` (paper 1, App. D.5: "LBFGS (50 iterations, learning rate 0.01)", the rate
+      restored from its public code): the same LBFGS *without* line search and ``lr`` = 0.01, so
+      each step is 0.01 x the quasi-Newton step and 50 iterations stop well short of the minimiser
+      (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol).
     * ``criterion="ece"`` (paper 4, Tables 1 and 4: "the temperature T is selected by minimizing
-      ECE"): T minimises the top-label ECE with ``n_bins`` equal-width bins (``lib.calibration.metrics.ece``).
-      That objective is piecewise constant in T, so instead of a gradient method (paper 4's code
-      runs LBFGS on a binned ECE loss) we search log T on a grid of 241 points over
-      [0.05, 20], then 101 points within one grid step of the best; the smallest ECE wins (the
-      first on ties). ``max_iter`` and ``lr`` apply to ``"nll"`` only.
+      ECE"): T minimises the top-label ECE with ``n_bins`` equal-width bins
+      (:func:`lib.calibration.metrics.ece`). The ECE is piecewise constant in T, so instead of a
+      gradient method (paper 4's code runs LBFGS on a binned ECE loss) log T is searched on a grid
+      of 241 points over [0.05, 20], then 101 points within one grid step of the best; the
+      smallest ECE wins (the first on ties).
 
-    ``protocol`` (NLL only): ``"converged"`` (default) is the minimiser above (``lr`` default 1);
-    ``"paper"`` is paper 1's protocol (App. D.5: "LBFGS (50 iterations, learning rate 0.01)", the
-    rate restored from its public code): LBFGS *without* line search on T itself from T = 1, so
-    each step is ``lr`` (default 0.01) times the quasi-Newton step and 50 iterations stop well
-    short of the minimiser (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol);
-    the result is floored at 1e-3.
+    T stays in ``bounds`` through a clamp inside the objective: beyond a bound the loss is flat and
+    LBFGS stops there, which (the NLL being unimodal in T) equals clamping the unconstrained
+    minimiser. Without ``bounds`` the range is [1e-6, 1e6], and a fit that ends at its top while z / T
+    is still far from 0 raises: the logits are on an extreme scale. Given ``bounds`` are a clamp
+    (MoCaE's [0.1, 10], paper 1 section 6.2).
 
-    Dividing by a positive T never changes the argmax, so accuracy is unchanged. For an MoE pass
-    ``probs_to_logits(mixture_probs)``.
+    Logits (N, C) get one T (a float); expert logits (N, K, C) get one T per expert (a float64
+    array of K), each fitted on its own expert's logits over every example, exactly as K separate
+    fits. ``weights`` (N,) or, per expert, (N, K) weight the examples of the NLL (MoCaE's
+    routing-weighted variant). Dividing by T > 0 never changes the argmax. For a mixture of experts
+    pass ``probs_to_logits(mixture_probs)``. Calling the fitted scaler on logits returns
+    softmax(z / T) (:func:`apply_temperature`; per expert, each expert's own T).
     """
-    z = to_tensor(logits, "logits")
-    y = to_tensor(labels, "labels")
-    check_logits_labels(z, y)
-    if z.shape[0] == 0:
-        raise ValueError("logits: is empty (0 examples)")
-    if criterion not in TS_CRITERIA:
-        raise ValueError(f"criterion: unknown value {criterion!r}; valid values are {TS_CRITERIA}")
-    if protocol not in FIT_PROTOCOLS:
-        raise ValueError(f"protocol: unknown value {protocol!r}; valid values are {FIT_PROTOCOLS}")
-    if protocol == "paper" and criterion != "nll":
-        raise ValueError(f"protocol: 'paper' fits the NLL only, got criterion={criterion!r}")
-    max_iter = check_int(max_iter, "max_iter")
-    n_bins = check_int(n_bins, "n_bins")
-    lr = (PAPER_LR if protocol == "paper" else 1.0) if lr is None else lr
-    check_positive(lr, "lr")
-    z = z.detach().to(torch.float64)
-    y = y.detach().to(device=z.device, dtype=torch.long)
-    if criterion == "ece":
-        return _fit_temperature_ece(z.cpu().numpy(), y.cpu().numpy(), n_bins)
-    if protocol == "paper":
-        return _paper_fit(z, y, lr, max_iter)
 
-    def nll_fn(temp: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(z / temp[0], y)
-
-    T = float(fit_log_temperatures(nll_fn, 1, max_iter, lr, z.device, restarts=1)[0])
-    # At the upper bound with z / T still far from 0, the bound (not the data) stopped the fit.
-    if T >= 1e6 / 1.01 and float(z.abs().max()) / T > 1e-3:
-        raise ValueError(
-            f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
-            f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale; rescale them"
+    def __init__(
+        self,
+        criterion: str = "nll",
+        protocol: str = "converged",
+        *,
+        max_iter: int = 50,
+        lr: float | None = None,
+        n_bins: int = 15,
+        bounds: tuple[float, float] | None = None,
+    ) -> None:
+        check_choice(criterion, TS_CRITERIA, "criterion")
+        check_choice(protocol, FIT_PROTOCOLS, "protocol")
+        if protocol == "paper" and criterion != "nll":
+            raise ValueError(f"protocol: 'paper' fits the NLL only, got criterion={criterion!r}")
+        lo, hi = T_FIT_BOUNDS if bounds is None else bounds
+        if not (isinstance(lo, int | float) and isinstance(hi, int | float) and 0 < lo < 1 < hi < math.inf):
+            raise ValueError(f"bounds: expected (low, high) with 0 < low < 1 < high < inf, got {bounds!r}")
+        self.criterion, self.protocol, self.bounds, self.clamp = (
+            criterion,
+            protocol,
+            (float(lo), float(hi)),
+            bounds is not None,
         )
-    return T
+        self.max_iter, self.n_bins = check_int(max_iter, "max_iter"), check_bins(n_bins)
+        self.lr = check_positive((PAPER_LR if protocol == "paper" else 1.0) if lr is None else lr, "lr")
+        self.temperature: float | np.ndarray | None = None
+
+    def fit(self, logits: ArrayLike, labels: ArrayLike, weights: ArrayLike | None = None) -> TemperatureScaler:
+        """Fit T on (``logits`` (N, C) or expert logits (N, K, C), ``labels`` (N,)); returns the scaler."""
+        z, y = to_tensor(logits, "logits"), to_tensor(labels, "labels")
+        experts = z.ndim == 3
+        if z.ndim not in (2, 3) or (experts and z.shape[1] == 0):
+            raise ValueError(f"logits: expected (N, C) logits or (N, K, C) expert logits, got shape {tuple(z.shape)}")
+        check_logits_labels(z[:, 0] if experts else z, y)
+        check_finite(z, "logits")
+        if z.shape[0] == 0:
+            raise ValueError("logits: is empty (0 examples)")
+        z, y = z.detach().to(torch.float64), y.detach().to(device=z.device, dtype=torch.long)
+        w = None if weights is None else to_tensor(weights, "weights").detach().to(z.device, torch.float64)
+        if w is not None:
+            if self.criterion != "nll":
+                raise ValueError("weights: only the NLL criterion weighs examples")
+            if tuple(w.shape) != tuple(z.shape[: 1 + experts]) or not torch.isfinite(w).all() or (w < 0).any():
+                raise ValueError(f"weights: expected finite weights >= 0 of shape {tuple(z.shape[: 1 + experts])}")
+        if not experts:
+            self.temperature = self._fit_one(z, y, w)
+        else:
+            self.temperature = np.array(
+                [self._fit_one(z[:, k], y, None if w is None else w[:, k]) for k in range(z.shape[1])]
+            )
+        return self
+
+    def __call__(self, logits: ArrayLike) -> ArrayLike:
+        """softmax(z / T) with the fitted T (per expert for (N, K, C) expert logits)."""
+        if self.temperature is None:
+            raise ValueError("TemperatureScaler: call fit(logits, labels) first")
+        if isinstance(self.temperature, float):
+            return apply_temperature(logits, self.temperature)
+        z = to_tensor(logits, "logits")
+        check_ndim(z, 3, "logits", f"N examples x {len(self.temperature)} experts x C classes")
+        t = torch.as_tensor(self.temperature, dtype=torch.float64)[:, None]
+        return same_kind(torch.softmax(z.to(torch.float64) / t, dim=-1), logits)
+
+    def _fit_one(self, z: torch.Tensor, y: torch.Tensor, w: torch.Tensor | None) -> float:
+        lo, hi = self.bounds
+        if self.criterion == "ece":
+            return _ece_search(
+                z.cpu().numpy(), y.cpu().numpy(), self.n_bins, (max(lo, ECE_T_RANGE[0]), min(hi, ECE_T_RANGE[1]))
+            )
+        if w is not None and float(w.sum()) <= 0:
+            raise ValueError("weights: sum to 0 (an expert with no weighted example)")
+        temp = torch.ones(1, dtype=torch.float64, device=z.device, requires_grad=True)
+
+        def nll() -> torch.Tensor:
+            zt = z / temp.clamp(lo, hi)[0]
+            if w is None:
+                return torch.nn.functional.cross_entropy(zt, y)
+            return -(w * torch.log_softmax(zt, -1).gather(1, y[:, None])[:, 0]).sum() / w.sum()
+
+        paper = self.protocol == "paper"
+        lbfgs_minimize(
+            nll,
+            [temp],
+            lr=self.lr,
+            max_iter=self.max_iter,
+            line_search=not paper,
+            tolerance_grad=1e-7 if paper else 1e-14,  # paper: torch's defaults; else the NLL's precision
+            tolerance_change=1e-9 if paper else 1e-20,
+            restarts=1 if paper else LBFGS_RESTARTS,
+        )
+        T = float(temp.detach().clamp(lo, hi)[0])
+        if not self.clamp and not paper and T >= hi / 1.01 and float(z.abs().max()) / T > 1e-3:
+            raise ValueError(
+                f"logits: the fitted temperature reached its search bound T = {T:.3g} while z / T is "
+                f"still up to {float(z.abs().max()) / T:.3g}: the logits are on an extreme scale; rescale them"
+            )
+        return T
 
 
 def _top_label_ece(z: np.ndarray, correct: np.ndarray, T: float, n_bins: int) -> float:
@@ -259,9 +265,10 @@ def _top_label_ece(z: np.ndarray, correct: np.ndarray, T: float, n_bins: int) ->
     return float(np.abs(gap).sum() / len(conf))
 
 
-def _fit_temperature_ece(z: np.ndarray, y: np.ndarray, n_bins: int) -> float:
+def _ece_search(z: np.ndarray, y: np.ndarray, n_bins: int, t_range: tuple[float, float]) -> float:
+    """The ECE criterion's grid search of log T over ``t_range`` (:class:`TemperatureScaler`)."""
     correct = (z.argmax(axis=1) == y).astype(np.float64)
-    lo, hi = np.log(ECE_T_RANGE[0]), np.log(ECE_T_RANGE[1])
+    lo, hi = np.log(t_range[0]), np.log(t_range[1])
     coarse = np.linspace(lo, hi, 241)
     errs = [_top_label_ece(z, correct, float(np.exp(t)), n_bins) for t in coarse]
     step = coarse[1] - coarse[0]
@@ -340,9 +347,7 @@ def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
     """sigmoid(a s + b); returns the same kind (numpy/torch) as ``scores``."""
     s = to_tensor(scores, "scores")
     check_finite(s, "scores")
-    for value, name in ((a, "a"), (b, "b")):
-        if not np.isfinite(value):
-            raise ValueError(f"{name}: must be finite, got {value!r}")
+    a, b = check_number(a, "a"), check_number(b, "b")
     if not s.is_floating_point():
         s = s.to(torch.float64)
     return same_kind(torch.sigmoid(a * s + b), scores)

@@ -242,6 +242,7 @@ def random_routing_curve(
     n_points = check_int(n_points, "n_points")
     if n_points < 2:
         raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
+    seed = check_int(seed, "seed", minimum=0)
     n = ks.shape[0]
     if n == 0:
         raise ValueError("correct_small: is empty (0 examples)")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_choice,
     check_int,
     check_labels,
@@ -138,7 +139,7 @@ def calibrated_rule_curve(
     pool: str = "flagged",
 ) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
-    n_bins = check_int(n_bins, "n_bins", minimum=1)  # 0 bins would be an empty curve
+    n_bins = check_bins(n_bins)  # 0 bins would be an empty table
     rows = []
     for k in range(1, n_bins + 1):
         f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)
@@ -192,7 +193,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
 
     The logits must themselves be out-of-sample (e.g. test-set outputs of a trained model).
     """
-    from lib.calibration.posthoc import apply_temperature, fit_temperature
+    from lib.calibration.posthoc import TemperatureScaler
 
     z = to_numpy(logits, "logits")
     y = _ints(labels, "labels")
@@ -204,8 +205,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
     fold = np.random.default_rng(seed).permutation(z.shape[0]) % n_folds
     out = np.empty_like(z)
     for f in range(n_folds):
-        T = fit_temperature(z[fold != f], y[fold != f])
-        out[fold == f] = apply_temperature(z[fold == f], T)
+        out[fold == f] = TemperatureScaler().fit(z[fold != f], y[fold != f])(z[fold == f])
     return out
 
 

@@ -34,7 +34,7 @@ def fit_confidence(
 ) -> Callable[[ArrayLike], np.ndarray]:
     """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
 
-    ``"temperature"``: max softmax(z / T), T from :func:`lib.calibration.posthoc.fit_temperature` (NLL).
+    ``"temperature"``: max softmax(z / T), T from :class:`lib.calibration.posthoc.TemperatureScaler` (NLL).
     ``"platt"``: sigmoid(a s + b) with s = the logit of the predicted answer, z_{argmax}, fit to
     top-1 correctness by NLL (paper 3, section 2.1: the mean of the logits at the sampled tokens of
     the output sequence; an MMLU answer is one token, the greedy letter, so s is its logit).
@@ -45,7 +45,7 @@ def fit_confidence(
     the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
     them changes the prediction (argmax).
     """
-    from lib.calibration.posthoc import HistogramBinning, fit_platt, fit_temperature
+    from lib.calibration.posthoc import HistogramBinning, TemperatureScaler, fit_platt
 
     check_choice(name, CALIBRATORS, "name")
     z = to_numpy(logits, "logits")
@@ -67,7 +67,7 @@ def fit_confidence(
     if name == "none":
         return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)
     if name == "temperature":
-        T = fit_temperature(z, y)
+        T = TemperatureScaler().fit(z, y).temperature
         return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
     if name == "platt":
         a, b = fit_platt(z.max(axis=1), correct)

@@ -20,7 +20,6 @@ integers per batch are copied to the device without a host sync.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import torch
 
@@ -64,7 +63,7 @@ def epoch_generator(seed: int, epoch: int, stream: int = 0) -> torch.Generator:
 
 def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Copy a small CPU tensor to ``device`` without blocking the host (pinned memory on CUDA), for
-    the per-step random numbers of augmentation and of FGR's filter (lib.moe.fgr, lib.moe.jpeg)."""
+    the per-step random numbers of augmentation and of FGR's filter (lib.moe.fgr, lib.data.jpeg)."""
     if device.type == "cuda" and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
@@ -240,10 +239,3 @@ class BatchIterator:
             else:
                 idx = order[lo:hi]
                 yield _index(self.x, idx), self.y[idx]
-
-
-def describe(x: Any) -> str:
-    """A short shape description of a tensor or dict of tensors (for logs)."""
-    if isinstance(x, Mapping):
-        return "{" + ", ".join(f"{k}: {tuple(v.shape)}" for k, v in x.items()) + "}"
-    return str(tuple(x.shape))

@@ -50,7 +50,7 @@ class Bundle(Protocol):
 @dataclass
 class TensorSplits:
     """The fields and counts shared by the tensor bundles (:class:`lib.data.images.ImageBundle`,
-    :class:`lib.data.features.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
+    :class:`lib.features.frozen.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
 
     name: str
     train_x: torch.Tensor

@@ -69,7 +69,7 @@ class ImageBundle(TensorSplits):
 
     @property
     def test_images(self) -> torch.Tensor:
-        """The test images (``test_x``; a :class:`lib.data.features.FeatureBundle` keeps them apart
+        """The test images (``test_x``; a :class:`lib.features.frozen.FeatureBundle` keeps them apart
         from its rows), for figures."""
         return self.test_x
 

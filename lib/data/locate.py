@@ -4,8 +4,9 @@ Search order: an explicit argument, the environment variable ``CALIBOOK_DATA``, 
 beside the repository, the local cache (``<cache>/data``), then the official download (HF
 ``datasets``, torchvision or WILDS) when online. A place counts only when it holds what the loader
 needs (``needs``: files that must be there and not be empty), so an empty or half-copied folder
-does not shadow a complete copy further down the list. An explicit argument that does not exist at
-all is a typo, not a place to skip: it raises :class:`DataNotFoundError` naming it. When nothing works,
+does not shadow a complete copy further down the list. An explicit argument is the one place
+searched: one that does not exist, or holds no usable copy, raises :class:`DataNotFoundError`
+naming it and what it lacks, never falling back to another place. When nothing works,
 :class:`DataNotFoundError` names the dataset, every place searched (an unset ``CALIBOOK_DATA``
 included) and how to get the data; the book's data page (``book/data.md``) lists every dataset.
 A file that is found but cannot be read raises :class:`DamagedDataError` naming the file.
@@ -46,11 +47,10 @@ def local_data_cache() -> Path:
     return path
 
 
-def candidate_roots(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
-    """The data roots in search order, each with a label for messages (never a home path)."""
+def candidate_roots() -> list[tuple[str, Path]]:
+    """The data roots searched without an explicit one, in order, each with a label for messages
+    (never a home path)."""
     roots: list[tuple[str, Path]] = []
-    if explicit not in (None, ""):  # "" is a notebook's "search as usual" (data_dir: str = "")
-        roots.append(("explicit argument", Path(explicit)))
     if os.environ.get(DATA_ENV):
         roots.append((f"${DATA_ENV}", Path(os.environ[DATA_ENV])))
     roots.append(("../shared/data", shared_data_dir()))
@@ -89,31 +89,36 @@ def locate(
 ) -> Path:
     """Return the path of ``relpath`` (a file or folder) for ``dataset``.
 
-    ``explicit`` may point at the file itself or at a data root holding ``relpath``. A place is
+    ``explicit`` may point at the file itself or at a data root holding ``relpath``; when given, it is
+    the only place looked at (see the module docstring). A place is
     used only when it holds ``needs`` (globs relative to ``relpath``, e.g. ``("questions.csv",)``;
     by default a non-empty file or folder). ``download``, if given, is called with the local cache
     folder and must return the downloaded path; its failure (offline, no such file) is reported
     together with the places searched.
     """
-    if explicit not in (None, "") and not Path(explicit).exists():
+    if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
+        if not Path(explicit).exists():
+            raise DataNotFoundError(
+                f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
+                f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache"
+            )
+        problems = [(p, _missing(p, needs)) for p in (Path(explicit) / relpath, Path(explicit))]
+        usable = next((p for p, problem in problems if not problem), None)
+        if usable is not None:
+            return usable
         raise DataNotFoundError(
-            f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
-            f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache"
+            f"data root {explicit}: holds no usable copy of dataset {dataset!r} ({problems[0][0]}: "
+            f"{problems[0][1]}); give a folder holding {relpath}, or none to search ${DATA_ENV}, "
+            f"../shared/data and the cache. How to get it: {how_to_get or DATA_PAGE}"
         )
     tried: list[str] = []
-    for label, root in candidate_roots(explicit):
-        paths = [root / relpath]
-        if label == "explicit argument":
-            paths.append(root)  # the explicit argument may name the file or folder itself
-        problems = []
-        for path in paths:
-            problem = _missing(path, needs)
-            if not problem:
-                return path
-            problems.append(problem)
-        tried.append(f"{label}: {root / relpath} ({problems[0]})")
+    for label, root in candidate_roots():
+        problem = _missing(root / relpath, needs)
+        if not problem:
+            return root / relpath
+        tried.append(f"{label}: {root / relpath} ({problem})")
     if not os.environ.get(DATA_ENV):
-        tried.insert(1 if explicit not in (None, "") else 0, f"${DATA_ENV}: not set")
+        tried.insert(0, f"${DATA_ENV}: not set")
     reason = ""
     if download is not None:
         if hub_offline():

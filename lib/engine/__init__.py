@@ -14,6 +14,8 @@
 * :mod:`lib.engine.records` -- the checks and provenance fields shared by the typed views of paper
   2's and paper 4's run records (:mod:`lib.l2d.record`, :mod:`lib.rr.record`; paper 1's is
   :mod:`lib.moe.record`); the records themselves stay dicts on disk and in the cache.
-* :mod:`lib.engine.versions` -- the code version of each group of runs and its accepted fingerprints.
+* :mod:`lib.engine.versions` -- the code version of each group of runs and its accepted fingerprints,
+  the fingerprint computed from the import closure of the modules that make its runs
+  (:mod:`lib.engine.imports`, the import graph of lib read from the source).
 * :mod:`lib.engine.device` -- device, precision and random state.
 """

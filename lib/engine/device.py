@@ -38,7 +38,7 @@ def device_name(device: str | torch.device | None = None) -> str:
 def autocast(device: str | torch.device, bf16: bool = False) -> Any:
     """bf16 autocast on CUDA when ``bf16``; otherwise autocast switched off, which is a no-op context
     on device types without autocast (such as the meta device of the host-sync test). The paper-1
-    runs use it with ``bf16`` around the backbone and without around the MoE head and losses; lib.moe.jpeg
+    runs use it with ``bf16`` around the backbone and without around the MoE head and losses; lib.data.jpeg
     filters in full precision inside a bf16 step."""
     dev = torch.device(device)
     if bf16 and (dev.type == "cuda" or (dev.type == "cpu" and os.environ.get("CALIBOOK_CPU_BF16") == "1")):

@@ -2,7 +2,7 @@
 
 Every training loop of the engine reports finished epochs here instead of drawing a bar per epoch.
 A grid of runs (:func:`lib.moe.grid.train_stacked`) opens one :func:`session` for all its epochs, so
-the whole grid is one line; feature extraction (:mod:`lib.data.features`) counts images the same way.
+the whole grid is one line; feature extraction (:mod:`lib.features.frozen`) counts images the same way.
 Where the line goes:
 
 * in a Jupyter kernel (a page run by papermill or in JupyterLab): one output updated in place
@@ -16,7 +16,11 @@ Where the line goes:
 * into a file or a pipe (a GPU machine's captured output, ``papermill ... 2> log``): a whole line at
   most once a minute.
 
-``TQDM_DISABLE=1`` (what the book runner sets in its kernels) or ``enabled=False`` switches it off.
+``CALIBOOK_PROGRESS=terminal`` (what the book runner, :mod:`lib.book`, sets in its kernels) keeps the
+line out of the page and sends it to the terminal only, after the text of
+``CALIBOOK_PROGRESS_PREFIX`` (the runner's "[3/15 cifar10h] ": which page, where in the list).
+``CALIBOOK_PROGRESS=off``, ``TQDM_DISABLE=1`` (without ``CALIBOOK_PROGRESS=terminal``) or
+``enabled=False`` switches it off.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "LOG_INTERVAL"]
+__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "LOG_INTERVAL", "MODE", "PREFIX"]
 
 LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
 _ERASE = "\x1b[K"  # ANSI: erase to the end of the line (what a longer line drawn before left)
+MODE = "CALIBOOK_PROGRESS"  # environment: "terminal" (never in a page) or "off"; unset: page and terminal
+PREFIX = "CALIBOOK_PROGRESS_PREFIX"  # environment: text before the line on the terminal
 
 
 def format_eta(seconds: float) -> str:
@@ -107,14 +113,17 @@ class Line:
     ) -> None:
         self.desc, self.epochs, self.runs, self.interval = desc, max(int(epochs), 0), max(int(runs), 1), interval
         self.unit = unit
-        self.enabled = enabled and os.environ.get("TQDM_DISABLE", "") not in ("1", "True", "true")
+        mode, quiet = os.environ.get(MODE, ""), os.environ.get("TQDM_DISABLE", "") in ("1", "True", "true")
+        self.enabled = enabled and mode != "off" and (mode == "terminal" or not quiet)
+        self.prefix = os.environ.get(PREFIX, "")
         self.done_epochs, self.done_runs, self.start, self.shown = 0, 0, time.monotonic(), -1e9
-        self._display = _kernel_display() if self.enabled else None
+        kernel = _kernel_display() if self.enabled else None
+        self._display = kernel if mode != "terminal" else None
         self._handle: Any = None
         self._terminal: _Terminal | None = None
         if self.enabled:
-            fd = _kernel_terminal_fd() if self._display is not None else None
-            self._terminal = _Terminal(fd) if self._display is None or fd is not None else None
+            fd = _kernel_terminal_fd() if kernel is not None else None
+            self._terminal = _Terminal(fd) if kernel is None or fd is not None else None
 
     def text(self) -> str:
         """The line: what, units done of all, runs done of all, elapsed and time left."""
@@ -144,7 +153,7 @@ class Line:
             else:
                 self._handle.update({"text/plain": line}, raw=True)
         if self._terminal is not None and self._terminal.due(self.interval, final):
-            self._terminal.write(line or self.text(), final)
+            self._terminal.write(self.prefix + (line or self.text()), final)
 
     def close(self, quiet_if_idle: bool = False) -> None:
         """Draw the final line (the one that stays); none with ``quiet_if_idle`` when nothing was counted."""

@@ -62,6 +62,7 @@ from lib.engine.artifacts import (
     sha256_file,
     warn,
 )
+from lib.engine.device import device_name
 from lib.engine.versions import accepted_fingerprints, code_version, live_fingerprint
 
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
@@ -149,8 +150,6 @@ def git_commit() -> str:
 
 def provenance(device: str | torch.device | None = None) -> dict[str, Any]:
     """Where and when a result was computed: device, date, git commit, library versions."""
-    from lib.engine.device import device_name
-
     return {
         "device": device_name(device),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -1,9 +1,14 @@
 """Code versions of the run groups: the cache follows the live code, committed results follow versions.json.
 
-Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and the list of modules whose
-code determines its results (``GROUP_MODULES``). A module's fingerprint hashes its syntax tree without
-docstrings (editing prose changes nothing); a group's fingerprint combines those of its modules, so
-an edit of one module changes only the groups that list it.
+Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and a fingerprint of the code
+that determines its results, computed, never listed: the modules of lib that make the group's runs (those
+calling ``cached_run(GROUP, ...)`` or ``Run(GROUP, ...)``, :func:`run_makers`) and everything they import
+within lib, at the top or inside a function (:func:`group_modules`, :mod:`lib.engine.imports`). A
+module's fingerprint hashes its syntax tree without docstrings (editing prose changes nothing); a
+group's combines those of its modules, so an edit of one module changes exactly the groups whose runs
+import it, and a module a run path starts to import counts from then on. The one module left out is
+the cache itself, :mod:`lib.engine.runs` (and what only it imports: this module among them): it stores
+results and makes none; a change of what it stores changes its ``RECORD_FORMAT``, part of every key.
 
 Two rules keep results honest:
 
@@ -32,75 +37,13 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import importlib.util
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_ENGINE = ("lib.engine.loop", "lib.engine.device", "lib.data.augment", "lib.nets.backbones", "lib.nets.wrn")
+from lib.engine import imports
 
-#: group -> modules whose code determines the group's results.
-GROUP_MODULES: dict[str, tuple[str, ...]] = {
-    "moe": (
-        *_ENGINE,
-        "lib.nets.text",
-        "lib.nets.lite0_split",
-        "lib.engine.stack",
-        "lib.moe.train",
-        "lib.moe.config",
-        "lib.moe.methods",
-        "lib.moe.evaluate",
-        "lib.moe.heads",
-        "lib.moe.robust",
-        "lib.moe.fgr",
-        "lib.moe.jpeg",
-        "lib.calibration.posthoc",
-        "lib.moe.mocae",
-        "lib.calibration.metrics",
-    ),
-    "l2d_gaussians": (
-        *_ENGINE,
-        "lib.l2d.experiment",
-        "lib.l2d.gaussians",
-        "lib.l2d.cifar10",
-        "lib.l2d.results",
-        "lib.l2d.surrogates",
-        "lib.l2d.synthetic_experts",
-        "lib.l2d.gaussian_mixture",
-        "lib.calibration.metrics",
-    ),
-    "l2d_cifar10": (
-        *_ENGINE,
-        "lib.l2d.experiment",
-        "lib.l2d.gaussians",
-        "lib.l2d.cifar10",
-        "lib.l2d.results",
-        "lib.nets.image_training",
-        "lib.l2d.surrogates",
-        "lib.l2d.synthetic_experts",
-        "lib.l2d.gaussian_mixture",
-        "lib.calibration.metrics",
-    ),
-    "rr_backbone": (
-        *_ENGINE,
-        "lib.nets.image_training",
-        "lib.nets.lite0_split",
-        "lib.nets.lite0_tuning",
-        "lib.data.features",
-    ),
-    "rr_losses": (
-        *_ENGINE,
-        "lib.rr.experiment",
-        "lib.nets.image_training",
-        "lib.rr.losses",
-        "lib.rr.weights",
-        "lib.calibration.ece_kde",
-        "lib.calibration.posthoc",
-        "lib.moe.mocae",
-        "lib.calibration.metrics",
-    ),
-}
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 
 
@@ -173,17 +116,16 @@ def canonical(node: object) -> str:
 
 
 _BY_SOURCE: dict[str, str] = {}  # SHA-256 of a module's bytes -> its fingerprint (parsing is the cost)
+_TABLES: dict[tuple[Path, str], dict[str, tuple[tuple[str, ...], str]]] = {}  # (root, tree digest) -> groups
+_CALLS: dict[tuple[str, Path | None, int], list[ast.Call]] = {}  # (module, root, id of its tree) -> calls
+_MAKERS = ("cached_run", "Run")  # the two ways lib.engine.runs makes a run of a group
+_RUNS = "lib.engine.runs"  # the cache: it stores results, makes none (a change of what it stores is RECORD_FORMAT)
 
 
-def module_fingerprint(module: str) -> str:
+def module_fingerprint(module: str, root: Path | None = None) -> str:
     """SHA-256 (16 hex digits) of a module's syntax tree without docstrings or comments, read from
     the file as it is now (an edit made while Python runs counts at once)."""
-    if not isinstance(module, str) or not module:
-        raise ValueError(f"module: expected a module name, got {module!r}")
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"module: {module!r} not found")
-    source = Path(spec.origin).read_bytes()
+    source = imports.module_file(module, root).read_bytes()
     digest = hashlib.sha256(source).hexdigest()
     if digest not in _BY_SOURCE:
         tree = _strip_docstrings(ast.parse(source))
@@ -191,39 +133,132 @@ def module_fingerprint(module: str) -> str:
     return _BY_SOURCE[digest]
 
 
-def fingerprint(group: str) -> str:
-    """The combined fingerprint of the live code of ``group``."""
-    if group not in GROUP_MODULES:
-        raise ValueError(f"group: unknown {group!r}; known: {sorted(GROUP_MODULES)}")
-    parts = [f"{m}:{module_fingerprint(m)}" for m in GROUP_MODULES[group]]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+def _constant(module: str, name: str, root: Path | None) -> str | None:
+    """The string a top-level ``name = "..."`` of ``module`` (or one it imports) holds, else None."""
+    for node in imports.parse(module, root).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        value = getattr(node, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Constant):
+            return value.value if isinstance(value.value, str) else None
+    source, attr = imports.bindings(module, root).get(name, ("", None))
+    return _constant(source, attr, root) if attr else None
+
+
+def _group_of(module: str, call: ast.Call, root: Path | None) -> str | None:
+    """The group a call of ``cached_run``/``Run`` names: a literal or a module constant."""
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "group"), None)
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.Name):
+        return _constant(module, arg.id, root)
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
+        source, attr = imports.bindings(module, root).get(arg.value.id, ("", ""))
+        return _constant(source, arg.attr, root) if source and attr is None else None
+    return None
+
+
+def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
+    """The calls of lib.engine.runs' ``cached_run`` or ``Run`` in ``module`` (cached by its content)."""
+    tree = imports.parse(module, root)
+    if (module, root, id(tree)) not in _CALLS:
+        bound = imports.bindings(module, root)
+        makers = {n for n, (m, a) in bound.items() if m == _RUNS and a in _MAKERS}
+        aliases = {n for n, (m, a) in bound.items() if m == _RUNS and a is None}
+        _CALLS[module, root, id(tree)] = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and (
+                (isinstance(node.func, ast.Name) and node.func.id in makers)
+                or (
+                    isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _MAKERS
+                    and getattr(node.func.value, "id", None) in aliases
+                )
+            )
+        ]
+    return _CALLS[module, root, id(tree)]
+
+
+def run_makers(root: Path | None = None) -> dict[str, tuple[str, ...]]:
+    """group -> the modules of lib that make its runs, found in the source: those that call
+    :func:`lib.engine.runs.cached_run` or :class:`lib.engine.runs.Run` with the group as a string
+    literal or a module constant. A call whose group cannot be read that way raises."""
+    out: dict[str, set[str]] = {}
+    for module in imports.lib_modules(root):
+        if module == _RUNS or _RUNS not in imports.imported(module, root):
+            continue
+        for node in _maker_calls(module, root):
+            group = _group_of(module, node, root)
+            if group is None:
+                raise ValueError(
+                    f"{module}, line {node.lineno}: the group of this run is not a string literal or a module "
+                    "constant, so its code cannot be fingerprinted"
+                )
+            out.setdefault(group, set()).add(module)
+    return {g: tuple(sorted(m)) for g, m in sorted(out.items())}
+
+
+def _table(root: Path | None = None) -> dict[str, tuple[tuple[str, ...], str]]:
+    """group -> (the import closure of the modules that make its runs, its fingerprint), for the code
+    under ``root`` as it is now (recomputed only when a file of lib changed)."""
+    base = (root or imports.SOURCE_ROOT).resolve()
+    files = sorted((base / imports.PACKAGE).rglob("*.py"))
+    tree = hashlib.sha256(b"".join(str(p).encode() + hashlib.sha256(p.read_bytes()).digest() for p in files))
+    key = (base, tree.hexdigest())
+    if key not in _TABLES:
+        table = {}
+        for group, makers in run_makers(base).items():
+            modules = imports.closure(makers, base, skip=(_RUNS,))
+            parts = [f"{m}:{module_fingerprint(m, base)}" for m in modules]
+            table[group] = (modules, hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16])
+        _TABLES.clear()
+        _TABLES[key] = table
+    return _TABLES[key]
+
+
+def group_modules(group: str, root: Path | None = None) -> tuple[str, ...]:
+    """The modules whose code determines ``group``'s results: the import closure (within lib) of
+    the modules that make its runs (:func:`run_makers`, :func:`lib.engine.imports.closure`)."""
+    table = _table(root)
+    if group not in table:
+        raise ValueError(f"group: unknown {group!r}; known: {sorted(table)}")
+    return table[group][0]
+
+
+def fingerprint(group: str, root: Path | None = None) -> str:
+    """The combined fingerprint of the live code of ``group`` (every module of :func:`group_modules`)."""
+    group_modules(group, root)
+    return _table(root)[group][1]
 
 
 def live_fingerprint(group: str) -> str:
     """:func:`fingerprint` of a known group, ``""`` for a group without code of its own (tests)."""
-    return fingerprint(group) if group in GROUP_MODULES else ""
+    return _table()[group][1] if group in _table() else ""
 
 
 def stale_groups() -> list[str]:
     """Groups whose live fingerprint is not accepted in ``versions.json``."""
-    return [g for g in GROUP_MODULES if fingerprint(g) not in accepted_fingerprints(g)]
+    return [g for g in _table() if fingerprint(g) not in accepted_fingerprints(g)]
 
 
 def update(bump: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
     """Accept today's fingerprints; a group in ``bump`` starts a new version with only today's."""
     rec = _recorded()
+    table = _table()
     for g in bump:
-        if g not in GROUP_MODULES:
-            raise ValueError(f"bump: unknown group {g!r}; known: {sorted(GROUP_MODULES)}")
+        if g not in table:
+            raise ValueError(f"bump: unknown group {g!r}; known: {sorted(table)}")
     out: dict[str, dict[str, object]] = {}
-    for g in GROUP_MODULES:
+    for g, (modules, live) in table.items():
         old = rec.get(g, {})
-        live = fingerprint(g)
         version = int(old.get("version", 1)) + (1 if g in bump else 0)  # type: ignore[call-overload]
         accepted = [] if g in bump else list(old.get("accepted", []))  # type: ignore[call-overload]
         if live not in accepted:
             accepted.append(live)
-        out[g] = {"version": version, "accepted": accepted, "modules": list(GROUP_MODULES[g])}
+        out[g] = {"version": version, "accepted": accepted, "modules": list(modules)}
     VERSIONS_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     return out
 

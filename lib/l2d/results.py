@@ -1,7 +1,6 @@
 """What paper 2's two pages share: one table row per run, means and standard errors over seeds, the
-paper's claims judged from those numbers (Figures 1-2), and :class:`L2DPage`, the base of both
-pages (:mod:`lib.l2d.pages.l2d_gaussians`, :mod:`lib.l2d.pages.l2d_cifar10`): its plan is every
-(experiment, value, surrogate, seed) point of :func:`lib.l2d.experiment.grid`, one run each.
+paper's claims judged from those numbers (Figures 1-2). The pages' base is
+:class:`lib.l2d.pages.L2DPage`.
 
 Paper: "Calibration of multi-expert learning to defer" (paper 2), Sec. 5.2-5.4, Figures 1-2.
 """
@@ -15,11 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lib import report
-from lib.engine.plan import Item
-from lib.engine.runs import training
-from lib.l2d.experiment import grid
 from lib.l2d.record import POINT_KEYS, L2DRecord
-from lib.page import Page
 
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
@@ -42,69 +37,8 @@ holds when acc(OvA) - acc(softmax) lies above -OVA_ACCURACY_TOL by more than two
 at least OVA_ACCURACY_TOL / 2 (equal accuracies hold), fails when it lies below by as much."""
 
 
-class L2DPage(Page):
-    """A paper-2 page: one run per grid point of its ``experiments``, id
-    ``<page>/<experiment>/<value>/<surrogate>/s<seed>``, the point in ``extra["point"]``. A subclass
-    sets ``experiments`` and :meth:`run_one` (and :meth:`data` where its runs share data)."""
-
-    experiments: tuple[str, ...] = ()
-
-    def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
-        """What determines one run besides its data (the grid point by default)."""
-        return dict(point)
-
-    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
-        return [
-            Item(
-                self.name,
-                f"{self.name}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
-                int(p["seed"]),
-                int(cfg["epochs"]),
-                p["surrogate"],
-                config=self.config(p, cfg),
-                extra={"point": p},
-            )
-            for p in grid(cfg, self.experiments)
-        ]
-
-    def run(self, cfg: Mapping[str, Any], data: Any = None, train: bool = True) -> pd.DataFrame:
-        """Every planned run (trained through :meth:`run_one` as the queue trains them, or loaded
-        from the cache and ``results/``; none trained unless ``train``): one row per run, the point
-        and ``RESULT_COLUMNS`` (:func:`result_row`)."""
-        rows: list[dict[str, Any]] = []
-        with training(train):
-            self.train(
-                self.runs(cfg), cfg, data, on_done=lambda it, rec: rows.append(result_row(it.extra["point"], rec))
-            )
-        return pd.DataFrame(rows)
-
-    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
-        """The sweeps from the published records ``got`` (plan id -> record) of the planned ``items``:
-        per (experiment, value, surrogate) the expert ECE, system accuracy and the random expert's
-        ECE (means over the published seeds) and the runs published of those planned."""
-        rows = [result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
-        if not rows:
-            return None
-        table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
-        planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
-        table["coverage"] = [
-            f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
-            for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
-        ]
-        return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
-
-    @staticmethod
-    def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
-        """:func:`l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
-        the classifier part's mean accuracy against the ``reference`` accuracy, chance the
-        majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
-        accuracy = float(runs["classifier_accuracy"].mean())
-        return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
-
-
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
-    """One row of :meth:`L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the
+    """One row of :meth:`lib.l2d.pages.L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the
     metrics (``RESULT_COLUMNS``) of its run ``record``, read through
     :meth:`lib.l2d.record.L2DRecord.from_record` (``ValueError`` if the record is another point's);
     ``ece_random_expert`` is expert 0's ECE."""
@@ -162,7 +96,7 @@ def _seeds(x: np.ndarray) -> str:
 
 def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
     """The paper's claims (paper 2, Sec. 5.2-5.4), each judged from the runs in ``df`` (one row per
-    run, as :meth:`L2DPage.run` returns) by the book's one symmetric rule
+    run, as :meth:`lib.l2d.pages.L2DPage.run` returns) by the book's one symmetric rule
     (:func:`lib.report.paired_verdict`: per-seed differences, both surrogates sharing each seed's
     data and experts, against two standard errors and at least a margin). Rows ``claim``, ``paper``,
     ``ours``, ``verdict``, ``paper_own`` (the paper gives plots only: :data:`lib.report.NOT_TESTABLE`).

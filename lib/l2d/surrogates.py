@@ -222,5 +222,9 @@ def expert_calibration_error(
         raise ValueError(f"estimates and expert_correct: shapes differ ({est.shape} vs {ok.shape})")
     if np.isnan(est).any():
         raise ValueError("estimates: contains NaN values")
+    if (est < 0).any():
+        raise ValueError(f"estimates: probabilities must be >= 0, got a minimum of {float(est.min()):.4g}")
+    if not np.isin(ok, (0, 1)).all():
+        raise ValueError("expert_correct: values must be 0 or 1 (or booleans)")
     est = np.clip(est, 0.0, 1.0)  # +inf (an overflowed eq. 2) clips to 1 as well
     return float(np.mean([binary_ece(est[:, j], ok[:, j], n_bins, binning) for j in range(est.shape[1])]))

@@ -7,7 +7,7 @@ the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
 * **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.calibration.metrics.ece``), on all test points and on
   the hard subset, each binned on its own ("restricting the sum to test points in the subset before
   binning", D.5).
-* **Temperature fit** (``lib.calibration.posthoc.fit_temperature(..., protocol="paper")``): "LBFGS (50 iterations, learning rate 0.01)" on the
+* **Temperature fit** (``lib.calibration.posthoc.TemperatureScaler(protocol="paper")``): "LBFGS (50 iterations, learning rate 0.01)" on the
   validation cross-entropy (D.5; the rate's digits were lost in the paper's text and are restored
   from the public code). The temperature T itself is the parameter, starting at 1, and torch's LBFGS
   runs without a line search, so every step is 0.01 x the quasi-Newton step: 50 iterations move T
@@ -37,41 +37,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from lib.calibration.posthoc import fit_temperature
+from lib.calibration.posthoc import TemperatureScaler, apply_temperature, probs_to_logits
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
-from lib.validation import ArrayLike, check_choice, check_finite, check_labels, check_ndim, check_same_length, to_tensor
+from lib.validation import check_choice
 
 N_BINS = 15  # ECE bins (App. D.5)
 FITS = ("paper", "converged")  # lib.calibration.posthoc.FIT_PROTOCOLS, the paper's first
 
-__all__ = ["FITS", "N_BINS", "evaluate", "fit_expert_temperatures", "mocae_calibrate"]
-
-
-# --- MoCaE's per-expert temperatures (App. D.1) ----------------------------------------------------
-
-
-def fit_expert_temperatures(expert_logits: ArrayLike, labels: ArrayLike, fit: str = "paper") -> np.ndarray:
-    """MoCaE's per-expert temperatures (App. D.1): T_k fitted on expert k's own logits z_k over all
-    validation examples (unweighted by the router), then clamped to [0.1, 10].
-
-    ``fit="paper"``: lib.calibration.posthoc.fit_temperature with ``protocol="paper"`` (LBFGS lr 0.01 x 50,
-    as the paper); ``"converged"``: the NLL minimiser (``protocol="converged"``), one expert at a
-    time. Returns a float64 array of K temperatures. (:func:`lib.moe.mocae.fit_expert_temperatures`
-    fits the converged T_k jointly, within the clamp, optionally routing-weighted: the same optimum
-    up to LBFGS's tolerance, about 1e-6 relative; the cross-paper page uses that one.)
-    """
-    check_choice(fit, FITS, "fit")
-    z = to_tensor(expert_logits, "expert_logits")
-    y = to_tensor(labels, "labels")
-    check_ndim(z, 3, "expert_logits", "N examples x K experts x C classes")
-    check_finite(z, "expert_logits")
-    check_labels(y, int(z.shape[2]), "labels")
-    check_same_length(z, y, "expert_logits", "labels")
-    if z.shape[0] == 0:
-        raise ValueError("expert_logits: is empty (0 examples)")
-    z = z.detach().to(torch.float64)
-    temps = [fit_temperature(z[:, k], y, protocol=fit) for k in range(z.shape[1])]
-    return np.clip(np.asarray(temps, dtype=np.float64), T_MIN, T_MAX)
+__all__ = ["FITS", "N_BINS", "evaluate", "mocae_calibrate"]
 
 
 # --- metrics --------------------------------------------------------------------------------------
@@ -106,24 +79,26 @@ def _renorm(p: torch.Tensor) -> np.ndarray:
 
 
 def _scaled(probs: np.ndarray, T: float) -> np.ndarray:
-    from lib.calibration.posthoc import apply_temperature, probs_to_logits
-
     return np.asarray(apply_temperature(probs_to_logits(probs), T), dtype=np.float64)
 
 
 def mocae_calibrate(
     val: Mapping[str, torch.Tensor], val_y: torch.Tensor, test: Mapping[str, torch.Tensor], fit: str = "paper"
 ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """MoCaE (App. D.1): per-expert temperatures fitted on validation (:func:`fit_expert_temperatures`),
-    test and validation mixtures p = sum_k r_k softmax(z_k / T_k) in probability space.
+    """MoCaE (App. D.1): per-expert temperatures T_k fitted on validation, each on expert k's own
+    logits over every validation example (unweighted by the router) by ``fit`` ("paper": the
+    paper's partial fit, as the paper; "converged": the NLL minimiser), clamped to [0.1, 10]
+    (:class:`lib.calibration.posthoc.TemperatureScaler` on the expert logits); test and
+    validation mixtures p = sum_k r_k softmax(z_k / T_k) in probability space.
 
     ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe.train's
     ``predict`` returns. Returns (val probs, test probs, temperatures).
     """
+    check_choice(fit, FITS, "fit")
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
             raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")
-    temps = fit_expert_temperatures(val["expert_logits"].double(), val_y, fit=fit)
+    temps = TemperatureScaler(protocol=fit, bounds=(T_MIN, T_MAX)).fit(val["expert_logits"].double(), val_y).temperature
     t = torch.as_tensor(temps, dtype=torch.float64)
     val_p = mocae_probs(val["expert_logits"].double(), val["routing"].double(), t)
     test_p = mocae_probs(test["expert_logits"].double(), test["routing"].double(), t)
@@ -145,11 +120,10 @@ def evaluate(
     ``all``: accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask`` (default: every
     test point; the CIFAR-10H cpu subset passes its natural-proportion sample, lib.data.images);
     ``hard``: the same on the points in ``hard_mask``. ECE+TS uses the paper's partial fit
-    (``fit_temperature(..., protocol="paper")``) on log validation mixture probs; ``ece_ts_converged`` the NLL
+    (``TemperatureScaler(protocol="paper")``) on log validation mixture probs; ``ece_ts_converged`` the NLL
     minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
     Returns (metrics, test probs as float64).
     """
-    from lib.calibration.posthoc import probs_to_logits
     from lib.calibration.metrics import ece
     from lib.moe.heads import routing_entropy
 
@@ -161,8 +135,8 @@ def evaluate(
     if keep.shape != y.shape:
         raise ValueError(f"all_mask: expected shape {y.shape}, got {keep.shape}")
     val_z = probs_to_logits(val_np)
-    T = fit_temperature(val_z, val_y.numpy(), protocol="paper")
-    T_conv = fit_temperature(val_z, val_y.numpy())
+    T = TemperatureScaler(protocol="paper").fit(val_z, val_y.numpy()).temperature
+    T_conv = TemperatureScaler().fit(val_z, val_y.numpy()).temperature
     test_ts, test_conv = _scaled(test_np, T), _scaled(test_np, T_conv)
     metrics: dict[str, Any] = {
         "all": _metric_block(test_np[keep], test_ts[keep], y[keep], test_conv[keep]),

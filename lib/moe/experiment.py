@@ -68,7 +68,7 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
     """The CIFAR-10 / CIFAR-10H bundle a scale asks for: the real images (``cfg["data"] == "real"``,
     subsets ``n_train``/``n_test``, 0 meaning all), with ``features`` set their frozen
     EfficientNet-Lite0 activations at ``image_size`` px and ``filtered_copies`` JPEG copies for FGR
-    (:func:`lib.data.cifar_features.cifar10h_features`, ``cpu`` scale) or, at smoke scale,
+    (:func:`lib.features.cifar_features.cifar10h_features`, ``cpu`` scale) or, at smoke scale,
     synthetic images of the same shape."""
     from lib.data.images import load_cifar10h
     from lib.data.synthetic import synthetic_images
@@ -77,7 +77,7 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
         images = load_cifar10h(n_train=cfg["n_train"] or None, n_test=cfg["n_test"] or None, seed=0)
         if not cfg.get("features"):
             return images
-        from lib.data.cifar_features import cifar10h_features
+        from lib.features.cifar_features import cifar10h_features
 
         return cifar10h_features(images, size=int(cfg["image_size"]), copies=int(cfg.get("filtered_copies", 1)))
     return synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)

@@ -5,7 +5,7 @@ Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as th
 Each step after warmup:
 
 1. replace max(1, int(0.05 B)) images of the batch with a JPEG-like filtered copy
-   (:mod:`lib.moe.jpeg`, quality drawn from {15, 18, 25});
+   (:mod:`lib.data.jpeg`, quality drawn from {15, 18, 25});
 2. main gradient g_m from the main loss on the filtered batch (cross-entropy of the mixture for FGR,
    robust_moe_loss for FGR + Robust);
 3. calibration gradient g_c from soft ECE on the original batch;
@@ -41,7 +41,7 @@ from torch import nn
 
 from lib.data.augment import to_device_async
 from lib.engine.stack import StackStep, take_rows
-from lib.moe.jpeg import DEFAULT_QUALITIES, filtered_rows
+from lib.data.jpeg import DEFAULT_QUALITIES, filtered_rows
 from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
 
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
@@ -71,7 +71,7 @@ def fgr_batch(
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
-    images) followed by the m filtered copies of :func:`lib.moe.jpeg.filtered_rows` (same draw for the
+    images) followed by the m filtered copies of :func:`lib.data.jpeg.filtered_rows` (same draw for the
     same ``generator``), and the (B,) row index on ``x.device`` that reads the filtered batch out of
     it (row i, or B + j where image i is the j-th filtered one)."""
     rows, idx = filtered_rows(x, mean, std, frac=frac, qualities=qualities, generator=generator)
@@ -154,9 +154,12 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
     for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
         if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
             raise ValueError(f"{name}: must be a scalar tensor")
+    params = list(params)
+    if not params or not all(isinstance(p, torch.Tensor) for p in params):
+        raise ValueError("params: expected a non-empty sequence of tensors (the parameters to differentiate)")
     both = torch.stack([loss_a, loss_b.to(loss_a.dtype)])
     eye = torch.eye(2, dtype=both.dtype, device=both.device)
-    grads = torch.autograd.grad(both, list(params), grad_outputs=eye, is_grads_batched=True, allow_unused=True)
+    grads = torch.autograd.grad(both, params, grad_outputs=eye, is_grads_batched=True, allow_unused=True)
     return [
         torch.zeros((2, *p.shape), dtype=p.dtype, device=p.device) if g is None else g for p, g in zip(params, grads)
     ]
@@ -205,7 +208,7 @@ def fgr_step(
     ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
     are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
     builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
-    :meth:`lib.data.features.FeatureBundle.fgr_inputs`).
+    :meth:`lib.features.frozen.FeatureBundle.fgr_inputs`).
 
     Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
     the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""

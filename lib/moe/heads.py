@@ -89,6 +89,9 @@ class MoEHead(nn.Module):
 
     ``routing="soft"`` uses r = softmax(W2 relu(W1 h)); ``routing="hard"`` replaces r by the one-hot
     argmax of r (the hard-routed mixture of section 4.1; not differentiable in the router).
+    Features of another floating dtype (float64 from numpy, say) are valid: they are cast to the
+    head's parameter dtype, so the probabilities are those of the cast features (tested); integer
+    or non-finite features raise.
     """
 
     def __init__(

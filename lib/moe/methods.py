@@ -166,7 +166,7 @@ def method_step(
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
     for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.moe.fgr.fgr_step` after warmup (one
     forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space);
-    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.data.features`). Neither
+    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.features.frozen`). Neither
     function synchronises with the host. Used by :func:`lib.moe.train.train_run` and bench/bench_epoch.py."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 

@@ -68,11 +68,19 @@ def _lam(lam: float) -> float:
     return float(lam)
 
 
+def _tilted(l: torch.Tensor, lam: float) -> torch.Tensor:
+    """lam * l, checked to be finite: past float range the softmax of it is NaN (inf - inf)."""
+    z = lam * l
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError(f"lam: {lam:g} x the largest loss ({float(l.abs().max()):.3g}) overflows; use a smaller lam")
+    return z
+
+
 def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
     l = _losses(losses)
     lam = _lam(lam)
-    return F.softmax(lam * l, dim=0)
+    return F.softmax(_tilted(l, lam), dim=0)
 
 
 def _vector(t: object, name: str) -> torch.Tensor:
@@ -94,7 +102,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
     lam = _lam(lam)
     if lam == 0.0:
         return l.mean()
-    return (F.softmax(lam * l, dim=0) * l).sum()
+    return (F.softmax(_tilted(l, lam) if validate else lam * l, dim=0) * l).sum()
 
 
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
@@ -106,7 +114,7 @@ def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     lam = _lam(lam)
     if lam == 0.0:
         return l.mean()
-    return (torch.logsumexp(lam * l, dim=0) - math.log(l.shape[0])) / lam
+    return (torch.logsumexp(_tilted(l, lam), dim=0) - math.log(l.shape[0])) / lam
 
 
 def _weights(w: object, name: str = "w") -> torch.Tensor:

@@ -75,7 +75,7 @@ class _Prepared:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     is_text: bool = False
-    fgr_inputs: Callable[..., Any] | None = None  # frozen features (lib.data.features): FGR's filtered rows
+    fgr_inputs: Callable[..., Any] | None = None  # frozen features (lib.features.frozen): FGR's filtered rows
 
 
 def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:

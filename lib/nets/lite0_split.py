@@ -1,10 +1,10 @@
 """EfficientNet-Lite0 cut before its head convolution, so that a CPU can fine-tune that layer.
 
 Fine-tuning the whole ImageNet network on PACS, as the paper does, takes a GPU. Frozen features
-(:mod:`lib.data.features`) cost one pass over the images, but a frozen network keeps its ImageNet
+(:mod:`lib.features.frozen`) cost one pass over the images, but a frozen network keeps its ImageNet
 view of a sketch, and on the sketch target the mixtures' routers send sketches to the wrong experts.
 In between: the network up to the end of its last inverted-residual stage stays frozen and is run
-once per image (its activations cached, :func:`lib.data.pacs_features.pacs_features` with the
+once per image (its activations cached, :func:`lib.features.pacs_features.pacs_features` with the
 ``efficientnet_lite0_blocks`` extractor), and every run fine-tunes the rest -- the 1x1 head
 convolution (320 to 1280 channels) and its BatchNorm, 0.41 M of the network's 3.4 M feature
 parameters -- with its MoE head. An epoch over the PACS source domains then takes seconds on two
@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lib.nets.pretrained import LITE0_FEATURES, efficientnet_lite0
 from lib.validation import check_int
 
 __all__ = ["BLOCKS_CHANNELS", "CUTS", "Lite0Stem", "Lite0Tail", "blocks_dim"]
@@ -61,8 +62,6 @@ class Lite0Stem(nn.Module):
     for 224 px; the row width follows the input size."""
 
     def __init__(self, pretrained: bool = True, cut: str = "head") -> None:
-        from lib.nets.pretrained import efficientnet_lite0
-
         super().__init__()
         net = efficientnet_lite0(pretrained=pretrained)
         stages = len(net.blocks) - (cut == "last_stage")
@@ -82,8 +81,6 @@ class Lite0Tail(nn.Module):
     ``pretrained``; ``out_features`` = 1280."""
 
     def __init__(self, size: int = 224, pretrained: bool = True, cut: str = "head") -> None:
-        from lib.nets.pretrained import LITE0_FEATURES, efficientnet_lite0
-
         super().__init__()
         self.dim, self.grid, self.channels = blocks_dim(size, cut), size // 32, CUTS[cut]
         net = efficientnet_lite0(pretrained=pretrained)

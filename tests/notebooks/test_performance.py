@@ -1,4 +1,10 @@
-"""Smoke run of the performance page: live loss timings and the committed benchmark results."""
+"""Smoke run of the performance page: live loss timings and the committed benchmark results.
+
+The live timings depend on the machine and its load, so nothing here asserts on their values:
+the page's structure, and the arithmetic on the committed (fixed) benchmark results. The scaling
+exponent's arithmetic is tested on fixed tables in tests/unit/test_benchmarks.py."""
+
+import math
 
 import pytest
 
@@ -14,7 +20,7 @@ def test_performance_publishes_timings_and_claims(smoke_published) -> None:
     assert out["timed_sizes"] == cfg["sizes"]
     assert out["kde_max_n"] == max(n for n in cfg["sizes"] if n <= cfg["kde_max_n"])
     assert set(out["exponents"]) == set(out["timed_losses"]) and len(out["timed_losses"]) == 4
-    assert all(-1.0 < k < 3.5 for k in out["exponents"].values())
+    assert all(isinstance(k, float) and math.isfinite(k) for k in out["exponents"].values())
     assert [int(n) for n in out["au_over_aurc"]] == cfg["sizes"] and all(v > 0 for v in out["au_over_aurc"].values())
     # The training-step ratios are the committed benchmark's, recomputed.
     costs = bm.method_costs(bm.bench_results("methods_cpu")).set_index("method")

@@ -3,7 +3,6 @@ the committed-result readers compute the ratios the page shows."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pandas as pd
@@ -13,24 +12,32 @@ import torch
 from lib import benchmarks as bm
 
 
-def test_round_robin_times_known_sleeps_and_calls_each_function_alike():
+def test_round_robin_times_each_call_on_both_clocks_and_calls_each_function_alike(monkeypatch):
+    """On a fake clock each call advances by a known wall and CPU time: the timer records exactly
+    those, one warm-up round untimed, and keeps adding rounds while the budget lasts (no real clock,
+    so the verdict does not depend on the machine's load)."""
+    clock = {"wall": 0.0, "cpu": 0.0}
     calls = {"short": 0, "long": 0}
 
-    def sleeper(name: str, seconds: float):
+    def work(name: str, wall: float, cpu: float):
         def fn() -> None:
             calls[name] += 1
-            time.sleep(seconds)
+            clock["wall"] += wall
+            clock["cpu"] += cpu
 
         return fn
 
-    t = bm.time_round_robin(
-        {"short": sleeper("short", 0.002), "long": sleeper("long", 0.02)}, min_repeats=4, budget_s=0.0, warmup=1
-    )
-    assert len(t["short"]["wall"]) == len(t["long"]["wall"]) == 4
+    monkeypatch.setattr(bm.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(bm.time, "process_time", lambda: clock["cpu"])
+    fns = {"short": work("short", 0.002, 0.002), "long": work("long", 0.02, 0.0)}  # "long" sleeps
+    t = bm.time_round_robin(fns, min_repeats=4, budget_s=0.0, warmup=1)
     assert calls == {"short": 5, "long": 5}  # one warm-up round + four timed rounds
-    assert min(t["long"]["wall"]) >= 0.02 and min(t["short"]["wall"]) >= 0.002
-    assert np.median(t["long"]["wall"]) > 5 * np.median(t["short"]["wall"])
-    assert max(t["long"]["cpu"]) < 0.015  # sleeping costs wall time, not CPU time
+    assert t["short"]["wall"] == pytest.approx([0.002] * 4) and t["long"]["wall"] == pytest.approx([0.02] * 4)
+    assert t["short"]["cpu"] == pytest.approx([0.002] * 4) and t["long"]["cpu"] == [0.0] * 4
+    # a round costs 0.022 s: a 0.05 s budget takes three rounds (0.044 s left room for a third)
+    t = bm.time_round_robin(fns, min_repeats=2, budget_s=0.05, warmup=0)
+    assert len(t["short"]["wall"]) == 3
+    assert len(bm.time_round_robin(fns, min_repeats=2, budget_s=10.0, max_repeats=6, warmup=0)["long"]["wall"]) == 6
 
 
 def test_round_robin_syncs_around_every_call_and_validates():

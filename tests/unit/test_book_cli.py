@@ -11,26 +11,27 @@ import papermill
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
-from lib import book, cli
+from lib import book, cli, notebooks
 from lib.config import repo_root
+from lib.engine import progress
 
 
 def test_notebook_names_follow_the_toc() -> None:
-    names = book.notebook_names()
+    names = notebooks.notebook_names()
     assert names[:2] == ["routing_theory", "cifar10h"]
     assert "pacs" in names and len(names) == len(set(names))
 
 
 def test_unknown_notebook_and_scale_are_refused() -> None:
     with pytest.raises(ValueError, match="notebook: unknown value 'pacz'.*'pacs'.*did you mean 'pacs'"):
-        book.check_notebook("pacz")
+        notebooks.check_notebook("pacz")
     with pytest.raises(ValueError, match="scale: unknown value"):
         book.execute_notebook("pacs", scale="huge")
     with pytest.raises(SystemExit):
         cli.main(["run", "pacs", "--scale", "huge"])
 
 
-@pytest.mark.parametrize("name", book.notebook_names())
+@pytest.mark.parametrize("name", notebooks.notebook_names())
 def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str) -> None:
     """`papermill --help-notebook` (papermill.inspect_notebook) lists every assignment of the
     parameters cell; its type-hint regex skips annotations like `int | None`."""
@@ -39,7 +40,7 @@ def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str
     assigned = [n.target.id for n in ast.parse(cell.source).body if isinstance(n, ast.AnnAssign)]
     plain = [n for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
     assert not plain, f"{name}: parameters without a type hint"
-    shown = book.notebook_parameters(name)
+    shown = notebooks.notebook_parameters(name)
     assert list(shown) == assigned, f"{name}: papermill shows {list(shown)}, the cell assigns {assigned}"
     for key, p in shown.items():
         assert p["inferred_type_name"] in ("str", "int", "float", "bool"), (name, key, p)
@@ -48,22 +49,22 @@ def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str
 
 
 def test_parameters_are_checked_and_converted() -> None:
-    assert book.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
+    assert notebooks.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
         "epochs": 3,
         "target": "sketch",
     }
-    assert book.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
-    assert book.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
+    assert notebooks.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
+    assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
     with pytest.raises(ValueError, match=r"epoch: not a parameter of notebook 'pacs'.*did you mean 'epochs'\?"):
-        book.check_parameters("pacs", "smoke", {"epoch": "3"})
+        notebooks.check_parameters("pacs", "smoke", {"epoch": "3"})
     with pytest.raises(ValueError, match="epochs: expected int"):
-        book.check_parameters("pacs", "smoke", {"epochs": "abc"})
+        notebooks.check_parameters("pacs", "smoke", {"epochs": "abc"})
     with pytest.raises(ValueError, match="epochs: expected int"):
-        book.check_parameters("pacs", "smoke", {"epochs": 2.5})
+        notebooks.check_parameters("pacs", "smoke", {"epochs": 2.5})
     with pytest.raises(ValueError, match="epochs: must be >= 0"):
-        book.check_parameters("pacs", "smoke", {"epochs": "-2"})
+        notebooks.check_parameters("pacs", "smoke", {"epochs": "-2"})
     with pytest.raises(ValueError, match="scale: set it with --scale"):
-        book.check_parameters("pacs", "smoke", {"scale": "huge"})
+        notebooks.check_parameters("pacs", "smoke", {"scale": "huge"})
 
 
 @pytest.fixture()
@@ -72,7 +73,8 @@ def fake_papermill(monkeypatch):
     calls: list[dict] = []
 
     def run(source, output, parameters, **kw):
-        calls.append({"parameters": parameters, "env": {k: os.environ.get(k) for k in book.QUIET_KERNEL_ENV}})
+        env = {k: os.environ.get(k) for k in (*book.QUIET_KERNEL_ENV, progress.PREFIX)}
+        calls.append({"parameters": parameters, "env": env, "progress_bar": kw.get("progress_bar")})
         Path(output).write_text(json.dumps({"ran": parameters}))
         if parameters.get("target") == "mars":
             raise PapermillExecutionError(3, 1, "src", "ValueError", "target: unknown PACS domain 'mars'", [])
@@ -112,30 +114,77 @@ def test_cli_prints_a_failing_cell_as_one_message(fake_papermill, monkeypatch, t
     assert "Traceback" not in err and not (tmp_path / "pacs.ipynb").exists()
 
 
-def test_kernels_run_without_progress_bars(fake_papermill, tmp_path) -> None:
+def test_kernels_run_without_progress_bars_in_the_page(fake_papermill, tmp_path, capsys) -> None:
+    """Third-party bars are off in the kernel; lib's own line goes to the terminal only, after the
+    page and its place in the list, beside papermill's bar of cells labelled the same; with
+    progress=False nothing is drawn."""
     before = os.environ.get("TQDM_DISABLE")
+    book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", place="2/5")
+    quiet = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    assert fake_papermill[0]["env"] == {**quiet, progress.MODE: "terminal", progress.PREFIX: "[2/5 pacs] "}
+    assert fake_papermill[0]["progress_bar"] == {"desc": "2/5 pacs", "disable": False}
+    assert os.environ.get("TQDM_DISABLE") == before and progress.PREFIX not in os.environ  # restored
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "[calibook] 2/5 pacs (smoke): running" and out[1].startswith("[calibook] 2/5 pacs (smoke) ran in ")
     book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", progress=False)
-    assert fake_papermill[0]["env"] == {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    assert os.environ.get("TQDM_DISABLE") == before  # restored
+    assert fake_papermill[1]["env"] == {**quiet, progress.MODE: "off", progress.PREFIX: None}
+    assert fake_papermill[1]["progress_bar"] is False
+
+
+def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(monkeypatch, capsys) -> None:
+    clock = [0.0]
+    seen = []
+
+    def fake_execute(name, scale, place=""):
+        seen.append((name, scale, place))
+        clock[0] += {"a": 42.0, "b": 3725.0, "c": 5.0}[name]
+        if name == "c":
+            raise PapermillExecutionError(1, 1, "src", "ValueError", "bad", [])
+        return Path(f"{name}.ipynb")
+
+    monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "execute_notebook", fake_execute)
+    monkeypatch.setattr(book.time, "monotonic", lambda: clock[0])
+    assert book.execute_all("cpu", ["a", "b"]) == [Path("a.ipynb"), Path("b.ipynb")]
+    assert seen == [("a", "cpu", "1/2"), ("b", "cpu", "2/2")]
+    assert capsys.readouterr().out.splitlines() == [
+        "[calibook] pages at cpu scale:",
+        "  a          42s  ran",
+        "  b        1h02m  ran",
+        "  total    1h02m",
+    ]
+    with pytest.raises(PapermillExecutionError):  # a failing page: the table still comes, and says so
+        book.execute_all("cpu", ["a", "c", "b"])
+    assert capsys.readouterr().out.splitlines() == [
+        "[calibook] pages at cpu scale:",
+        "  a          42s  ran",
+        "  c           5s  failed",
+        "  total      47s",
+        "  (1 of 3 pages not run)",
+    ]
+
+
+def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -> list:
+    """The outputs of one code cell run by papermill in a real kernel, in lib.book's kernel environment."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
+    nbformat.write(nb, str(source))
+    with book._quiet_kernel_env(extra):
+        papermill.execute_notebook(
+            str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
+        )
+    return nbformat.read(str(out), as_version=4).cells[0].outputs
 
 
 def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
     """tqdm in a page run by lib.book (the kernel inherits TQDM_DISABLE) writes nothing."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
-            "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')"
-        )
-    ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
-    nbformat.write(nb, str(source))
-    with book._quiet_kernel_env():
-        papermill.execute_notebook(
-            str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
-        )
-    outputs = nbformat.read(str(out), as_version=4).cells[0].outputs
+    outputs = _run_in_a_kernel(
+        tmp_path,
+        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')",
+    )
     assert [o.get("text") for o in outputs] == ["done\n"]
 
 
@@ -167,13 +216,27 @@ def test_used_in_index_is_generated_from_the_pages_code() -> None:
 def test_parameter_values_are_checked(name, params, message) -> None:
     """The rules every way of running a page applies (python -m lib run here, lib.page in a notebook)."""
     with pytest.raises(ValueError, match=message):
-        book.check_parameters(name, "smoke", params)
+        notebooks.check_parameters(name, "smoke", params)
 
 
 def test_good_values_pass_unchanged() -> None:
-    assert book.check_parameters("cleaning", "smoke", {"noise_rate": 0.0, "n_bins": 10}) == {
+    assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": 0.0, "n_bins": 10}) == {
         "noise_rate": 0.0,
         "n_bins": 10,
     }
-    assert book.check_parameters("losses_released_logits", "smoke", {"n_bins": "20"}) == {"n_bins": 20}
-    assert book.check_parameters("pacs", "smoke", {"train": "no", "epochs": 0}) == {"train": "no", "epochs": 0}
+    assert notebooks.check_parameters("losses_released_logits", "smoke", {"n_bins": "20"}) == {"n_bins": 20}
+    assert notebooks.check_parameters("pacs", "smoke", {"train": "no", "epochs": 0}) == {"train": "no", "epochs": 0}
+
+
+def test_a_real_kernel_sends_the_pages_progress_line_to_the_terminal_not_the_page(tmp_path, capfd, monkeypatch) -> None:
+    """The kernel's lib.engine.progress line (terminal mode, as lib.book runs kernels) reaches the
+    standard error the kernel inherited -- the terminal that runs the book -- after the runner's
+    prefix, and the saved page holds only the cell's own output. (ipykernel keeps the original
+    standard error only outside pytest: it reads PYTEST_CURRENT_TEST, which the kernel would inherit.)"""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    code = "from lib.engine import progress\nwith progress.session('probe grid', 4, runs=2) as line:\n"
+    outputs = _run_in_a_kernel(
+        tmp_path, code + "    line.update(4, runs=2)\nprint('done')", {progress.PREFIX: "[1/1 t] "}
+    )
+    assert [o.get("text") for o in outputs] == ["done\n"]
+    assert "[1/1 t] probe grid: epoch 4/4, 2/2 runs, " in capfd.readouterr().err

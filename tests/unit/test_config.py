@@ -41,7 +41,7 @@ def test_build_dir_rejects_unknown_scale() -> None:
 
 def test_the_sensitivity_page_trains_on_the_cifar10h_pages_cpu_activations() -> None:
     """Both pages' cpu scale start from the same frozen network on the same images, so the cached
-    activations of one serve the other (lib.data.cifar_features keys them by the images)."""
+    activations of one serve the other (lib.features.cifar_features keys them by the images)."""
     a, b = config.settings("cifar10h", "cpu"), config.settings("sensitivity", "cpu")
     for key in ("data", "backbone", "pretrained", "features", "image_size", "n_train", "n_test", "augment"):
         assert a[key] == b[key], key

@@ -7,7 +7,7 @@ import pkgutil
 import re
 
 import lib
-from lib.book import notebook_names
+from lib.notebooks import notebook_names
 
 MODULES = [
     importlib.import_module(m.name)

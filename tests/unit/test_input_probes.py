@@ -37,7 +37,7 @@ CONF, OUTCOME = P.max(1), (P.argmax(1) == Y).astype(float)
         (lambda: metrics.reliability_table(CONF, OUTCOME, n_bins=10**9), "n_bins"),
         (lambda: l2d.system_accuracy(np.zeros((0, 3)), np.zeros(0, int), np.zeros((0, 1)), 2), "logits"),
         (lambda: l2d.system_accuracy(np.zeros((2, 3)), [0, 1], np.array([[np.nan], [0.0]]), 2), "expert_preds"),
-        (lambda: calibrate.fit_temperature(Z * 1e6, Y), "logits"),
+        (lambda: calibrate.TemperatureScaler().fit(Z * 1e6, Y), "logits"),
     ],
 )
 def test_bad_input_raises_a_value_error_naming_the_argument(call, argument) -> None:
@@ -63,7 +63,7 @@ def test_low_precision_probabilities_are_accepted() -> None:
 
 def test_uninformative_labels_still_fit_to_the_bound_without_error() -> None:
     # labels unrelated to moderate logits: the optimum is uniform (T -> infinity), not a scale problem
-    T = calibrate.fit_temperature(RNG.normal(size=(500, 4)) * 5, RNG.integers(0, 4, 500))
+    T = calibrate.TemperatureScaler().fit(RNG.normal(size=(500, 4)) * 5, RNG.integers(0, 4, 500)).temperature
     assert np.isfinite(T) and T > 5
 
 
@@ -77,7 +77,7 @@ def test_system_accuracy_is_a_number_on_valid_input() -> None:
 from lib.calibration import ece_kde  # noqa: E402
 from lib.ccc import confidence  # noqa: E402
 from lib.moe import heads as moe  # noqa: E402
-from lib.moe import jpeg  # noqa: E402
+from lib.data import jpeg  # noqa: E402
 from lib.rr import weights as reweighted_weights  # noqa: E402
 
 EDGES = np.linspace(0, 1, 6)
@@ -147,3 +147,81 @@ def test_issue25_valid_inputs_keep_their_numbers() -> None:
     img = torch.full((1, 3, 8, 8), 128.0)
     assert torch.allclose(jpeg.jpeg_filter(img.to(torch.uint8), 50), jpeg.jpeg_filter(img, 50))
     assert l2d.coverage_per_expert(torch.tensor([[5.0, 0.0, 0.0, 9.0]]), 3).tolist() == [0.0, 1.0]
+
+
+# ---- issue 40: the last unclear and silent probes ----------------------------------------------------
+
+from lib.ccc import cascade as ccc_cascade  # noqa: E402
+from lib.moe import fgr  # noqa: E402
+
+_W = torch.ones(2, requires_grad=True)
+_CORRECT_A, _CORRECT_B = [1, 0, 1, 1], [1, 1, 0, 1]
+_FLAGS = (np.array([0.9, 0.8, 0.7]), [0, 1, 1], np.array([0.6, 0.9, 0.8]), [0, 1, 0], [1, 1, 0], [True, False, True])
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: calibrate.apply_platt(CONF, a="1", b=0.0), "a"),
+        (lambda: calibrate.apply_platt(CONF, a=None, b=0.0), "a"),
+        (lambda: calibrate.apply_platt(CONF, a=1.0, b=float("nan")), "b"),
+        (lambda: fgr.two_gradients((_W**2).sum(), _W.sum(), params=[]), "params"),
+        (lambda: ece_kde.select_bandwidth(P, grid=()), "grid"),
+        (lambda: ece_kde.select_bandwidth(P, grid=(0.1, -1.0)), "grid"),
+        (lambda: reweighted_weights.loss_weight("focal", [0.1, 0.5], gamma=-1), "gamma"),
+        (lambda: reweighted_weights.loss_weight("focal", [0.1, np.nan]), "p"),
+        (lambda: ccc_cascade.random_routing_curve(_CORRECT_A, _CORRECT_B, seed=-1), "seed"),
+        (lambda: robust.robust_moe_loss([1.0, 2.0], lam=1e308), "lam"),
+        (lambda: robust.tilted_weights([1.0, 2.0], lam=1e308), "lam"),
+        (lambda: robust.entropic_risk([1.0, 2.0], lam=1e308), "lam"),
+        (lambda: l2d.expert_calibration_error(np.full((4, 1), -0.5), np.ones((4, 1))), "estimates"),
+        (lambda: l2d.expert_calibration_error(np.full((4, 1), 0.5), np.full((4, 1), 2.0)), "expert_correct"),
+        (lambda: cleaning.calibrated_rule_curve(*_FLAGS, n_bins=0), "n_bins"),
+    ],
+)
+def test_issue40_bad_input_raises_one_line_naming_the_argument(call, argument) -> None:
+    with pytest.raises(ValueError, match=rf"^{argument}\b") as err:
+        call()
+    assert "\n" not in str(err.value)
+
+
+def test_issue40_valid_neighbours_keep_their_values() -> None:
+    """The inputs next to each refused one still give the values of the definitions."""
+    assert calibrate.apply_platt(np.array([0.0]), np.int64(2), np.float32(-1.0))[0] == pytest.approx(1 / (1 + np.e))
+    ga, gb = fgr.two_gradients((_W**2).sum(), _W.sum(), params=iter([_W]))[0]  # any iterable of tensors
+    assert ga.tolist() == [2.0, 2.0] and gb.tolist() == [1.0, 1.0]
+    assert ece_kde.select_bandwidth(P, grid=[0.05]) == 0.05
+    assert reweighted_weights.loss_weight("focal", [0.5], gamma=0).tolist() == [1.0]  # gamma = 0: no reweighting
+    curve = ccc_cascade.random_routing_curve(_CORRECT_A, _CORRECT_B, n_points=2, seed=0)
+    assert curve.accuracy.tolist() == pytest.approx([0.75, 0.75])  # all on the large model, then all on the small
+    # lam x losses within float range: the softmax weights put everything on the largest loss
+    assert float(robust.robust_moe_loss([1.0, 2.0], lam=1e300)) == pytest.approx(2.0)
+    # estimates above 1 (the softmax surrogate's eq. 2) are clipped to 1, as the paper does
+    assert l2d.expert_calibration_error(np.full((4, 1), 1.5), np.ones((4, 1))) == pytest.approx(0.0)
+    table = cleaning.calibrated_rule_curve(*_FLAGS, n_bins=1)
+    assert table["k"].tolist() == [1]
+
+
+def test_issue40_moe_head_takes_float64_features_as_their_float32_cast() -> None:
+    """MoEHead on float64 input is valid by design (features from numpy are float64): the features
+    are cast to the head's parameter dtype, so the output is the float32 features' output."""
+    head = moe.MoEHead(4, 3)
+    h = torch.randn(6, 4, dtype=torch.float64)
+    out = head(h)
+    assert out.probs.dtype == torch.float32
+    torch.testing.assert_close(out.probs, head(h.float()).probs, rtol=0, atol=0)
+
+
+def test_issue40_an_explicit_root_without_the_data_raises_and_never_falls_back(tmp_path) -> None:
+    """load_resnet50_logits(root=<empty folder>) names the folder, even where ../shared/data has the
+    logits; a root that holds them is read."""
+    from lib.data.locate import DataNotFoundError
+    from lib.data.logits import load_resnet50_logits
+
+    with pytest.raises(DataNotFoundError, match=r"^data root .*: holds no usable copy of dataset 'cifar10-resnet50"):
+        load_resnet50_logits("ce", root=tmp_path)
+    folder = tmp_path / "cifar10-resnet50-logits"
+    folder.mkdir()
+    np.savez(folder / "resnet50_ce_test.npz", logits=np.eye(3, 10), targets=np.arange(3))
+    z, y = load_resnet50_logits("ce", root=tmp_path)
+    assert z.shape == (3, 10) and y.tolist() == [0, 1, 2]

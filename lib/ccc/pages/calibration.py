@@ -20,7 +20,7 @@ from scipy.stats import spearmanr
 
 from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
-from lib.calibration.posthoc import apply_temperature, fit_temperature
+from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
 from lib.ccc.pages import ece_se, every
 from lib.page import Page
@@ -77,7 +77,7 @@ def ece_grid(
     rows, tables = [], []
     for name, (z, y) in models.items():
         cal, test = cascade.split_halves(len(y), seed=seed)
-        T = fit_temperature(z[cal], y[cal], criterion="nll")
+        T = TemperatureScaler().fit(z[cal], y[cal]).temperature
         platt = confidence.fit_confidence("platt", z[cal], y[cal]) if name in platt_models else None
         for split, idx in zip(SPLITS, (cal, test)):
             correct = z[idx].argmax(1) == y[idx]

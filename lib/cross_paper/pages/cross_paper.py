@@ -24,12 +24,12 @@ from scipy.special import softmax as scipy_softmax
 
 from lib import report
 from lib.calibration.metrics import accuracy, binary_ece, ece
-from lib.calibration.posthoc import fit_platt, fit_temperature, probs_to_logits
+from lib.calibration.posthoc import TemperatureScaler, fit_platt, probs_to_logits
 from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
 from lib.ccc.pages import ece_se, every
 from lib.moe.claims import MOCAE_ACC_TOL
-from lib.moe.mocae import fit_expert_temperatures, mocae_probs
+from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
 from lib.validation import check_ndim, check_same_length
 
@@ -80,8 +80,8 @@ def shift_ece(
     same of MoE calibration under shift. ``source`` and the two target index sets are disjoint.
     """
     y = labels[target_test]
-    t_shift = fit_temperature(logits[source], labels[source])
-    t_in = fit_temperature(logits[target_cal], labels[target_cal])
+    t_shift = TemperatureScaler().fit(logits[source], labels[source]).temperature
+    t_in = TemperatureScaler().fit(logits[target_cal], labels[target_cal]).temperature
     z = logits[target_test]
     return {
         "none": ece(softmax(z), y),
@@ -115,11 +115,11 @@ def mixture_ece(
     k = expert_logits.shape[1]
     zc, zt, yc, yt = expert_logits[cal_idx], expert_logits[test_idx], labels[cal_idx], labels[test_idx]
     rc, rt = routing[cal_idx], routing[test_idx]
-    temps = fit_expert_temperatures(zc, yc, rc)
+    temps = TemperatureScaler(bounds=(T_MIN, T_MAX)).fit(zc, yc).temperature
     vanilla_c, vanilla_t = mocae_probs(zc, rc, np.ones(k)), mocae_probs(zt, rt, np.ones(k))
     mocae_c, mocae_t = mocae_probs(zc, rc, temps), mocae_probs(zt, rt, temps)
-    t_mix = fit_temperature(probs_to_logits(vanilla_c), yc)
-    t_both = fit_temperature(probs_to_logits(mocae_c), yc)
+    t_mix = TemperatureScaler().fit(probs_to_logits(vanilla_c), yc).temperature
+    t_both = TemperatureScaler().fit(probs_to_logits(mocae_c), yc).temperature
     return {
         "none": ece(vanilla_t, yt),
         "per-expert temperature": ece(mocae_t, yt),
@@ -145,7 +145,7 @@ def other_model_correctness_ece(
     conf = np.clip(p.max(axis=1), 1e-12, 1 - 1e-12)
     logodds = np.log(conf) - np.log1p(-conf)
     a, b = fit_platt(logodds[cal_idx], correct[cal_idx])
-    t = fit_temperature(logits_other[cal_idx], labels[cal_idx])
+    t = TemperatureScaler().fit(logits_other[cal_idx], labels[cal_idx]).temperature
     return {
         "none": binary_ece(conf[test_idx], correct[test_idx]),
         "temperature": binary_ece(softmax(logits_other[test_idx], t).max(axis=1), correct[test_idx]),
@@ -178,7 +178,7 @@ def training_loss_ece(
     """Test ECE of models trained with different losses (paper 4), before and after TS."""
     rows = []
     for loss, z in logits_by_loss.items():
-        t = fit_temperature(z[cal_idx], labels[cal_idx])
+        t = TemperatureScaler().fit(z[cal_idx], labels[cal_idx]).temperature
         y = labels[test_idx]
         rows.append(
             {

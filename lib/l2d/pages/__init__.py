@@ -1,1 +1,80 @@
-"""Paper 2's pages, one module per notebook (``lib/l2d/pages/<notebook>.py``)."""
+"""Paper 2's pages, one module per notebook (``lib/l2d/pages/<notebook>.py``), and their base
+:class:`L2DPage`: its plan is every (experiment, value, surrogate, seed) point of
+:func:`lib.l2d.experiment.grid`, one run each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lib import report
+from lib.engine.plan import Item
+from lib.engine.runs import training
+from lib.l2d.experiment import grid
+from lib.l2d.results import l2d_claims, result_row, summarize
+from lib.page import Page
+
+__all__ = ["L2DPage"]
+
+
+class L2DPage(Page):
+    """A paper-2 page: one run per grid point of its ``experiments``, id
+    ``<page>/<experiment>/<value>/<surrogate>/s<seed>``, the point in ``extra["point"]``. A subclass
+    sets ``experiments`` and :meth:`run_one` (and :meth:`data` where its runs share data)."""
+
+    experiments: tuple[str, ...] = ()
+
+    def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+        """What determines one run besides its data (the grid point by default)."""
+        return dict(point)
+
+    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
+        """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
+        return [
+            Item(
+                self.name,
+                f"{self.name}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
+                int(p["seed"]),
+                int(cfg["epochs"]),
+                p["surrogate"],
+                config=self.config(p, cfg),
+                extra={"point": p},
+            )
+            for p in grid(cfg, self.experiments)
+        ]
+
+    def run(self, cfg: Mapping[str, Any], data: Any = None, train: bool = True) -> pd.DataFrame:
+        """Every planned run (trained through :meth:`run_one` as the queue trains them, or loaded
+        from the cache and ``results/``; none trained unless ``train``): one row per run, the point
+        and ``RESULT_COLUMNS`` (:func:`result_row`)."""
+        rows: list[dict[str, Any]] = []
+        with training(train):
+            self.train(
+                self.runs(cfg), cfg, data, on_done=lambda it, rec: rows.append(result_row(it.extra["point"], rec))
+            )
+        return pd.DataFrame(rows)
+
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
+        """The sweeps from the published records ``got`` (plan id -> record) of the planned ``items``:
+        per (experiment, value, surrogate) the expert ECE, system accuracy and the random expert's
+        ECE (means over the published seeds) and the runs published of those planned."""
+        rows = [result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
+        if not rows:
+            return None
+        table = summarize(pd.DataFrame(rows), metrics=["ece", "system_accuracy", "ece_random_expert"])
+        planned = pd.DataFrame([it.extra["point"] for it in items]).groupby(["experiment", "value", "surrogate"]).size()
+        table["coverage"] = [
+            f"{int(n)} of {int(planned.loc[(e, v, s)])} runs"
+            for e, v, s, n in zip(table["experiment"], table["value"], table["surrogate"], table["seeds"])
+        ]
+        return table[["experiment", "value", "surrogate", "ece", "system_accuracy", "ece_random_expert", "coverage"]]
+
+    @staticmethod
+    def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
+        """:func:`l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+        the classifier part's mean accuracy against the ``reference`` accuracy, chance the
+        majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
+        accuracy = float(runs["classifier_accuracy"].mean())
+        return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))

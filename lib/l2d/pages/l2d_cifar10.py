@@ -18,7 +18,8 @@ import pandas as pd
 from lib.engine.plan import Item
 from lib.l2d.cifar10 import cifar_config, run_cifar
 from lib.l2d.experiment import EXPERIMENTS, SURROGATES
-from lib.l2d.results import L2DPage, pick
+from lib.l2d.pages import L2DPage
+from lib.l2d.results import pick
 
 __all__ = ["CIFAR_REFERENCE_ACCURACY", "PAGE", "PAPER_CIFAR", "SWEEP_METRICS", "L2DCifar10Page"]
 

@@ -20,7 +20,8 @@ from lib.engine.plan import Item
 from lib.l2d.experiment import SURROGATES
 from lib.l2d.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
 from lib.l2d.gaussians import run_gaussian
-from lib.l2d.results import L2DPage, pick
+from lib.l2d.pages import L2DPage
+from lib.l2d.results import pick
 
 __all__ = ["BAYES_SAMPLES", "BAYES_SEED", "PAGE", "L2DGaussiansPage"]
 

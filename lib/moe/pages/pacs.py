@@ -215,7 +215,7 @@ class PacsPage(MoEPage):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
-        features of the scale's backbone (:func:`lib.data.pacs_features.pacs_features`: size
+        features of the scale's backbone (:func:`lib.features.pacs_features.pacs_features`: size
         ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
         or the images (:func:`lib.data.images.load_pacs`)."""
         if target is None:
@@ -227,7 +227,7 @@ class PacsPage(MoEPage):
             return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
         backbone = pacs_backbone(cfg)
         if backbone.frozen:
-            from lib.data.pacs_features import pacs_features
+            from lib.features.pacs_features import pacs_features
 
             return pacs_features(
                 target,

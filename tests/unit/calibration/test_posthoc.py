@@ -10,15 +10,19 @@ import torch
 
 from lib.calibration.posthoc import (
     HistogramBinning,
+    TemperatureScaler,
     apply_platt,
     apply_temperature,
     fit_platt,
-    fit_log_temperatures,
-    fit_temperature,
     lbfgs_minimize,
     probs_to_logits,
 )
 from lib.calibration.metrics import accuracy, ece, nll
+
+
+def fit_temperature(logits, labels, **options) -> float:
+    """The fitted T of a TemperatureScaler with ``options`` (one T for (N, C) logits)."""
+    return TemperatureScaler(**options).fit(logits, labels).temperature
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -251,23 +255,51 @@ def test_converged_fit_hits_the_closed_form_optimum(q, a):
         assert fit_temperature(z, y, protocol="paper", lr=1.0, max_iter=200) == pytest.approx(t_star, rel=1e-5)
 
 
-def test_fit_log_temperatures_separate_fits_and_bounds():
-    """A separable sum of two binary problems: each temperature is its own closed-form optimum, and
-    a bound below the optimum returns the bound (the NLL is unimodal in log T)."""
-    z1, y1, t1 = _binary_case(0.8, 3.0)
-    z2, y2, t2 = _binary_case(0.7, 0.4)
-    zz = torch.as_tensor(np.stack([z1, z2], 1))
-    yy = torch.as_tensor(np.stack([y1, y2], 1))
-
-    def nll(temps: torch.Tensor) -> torch.Tensor:
-        logp = torch.log_softmax(zz / temps[None, :, None], dim=-1)
-        return -logp.gather(-1, yy[..., None]).squeeze(-1).mean(0).sum()
-
-    got = fit_log_temperatures(nll, 2, 50, 1.0, torch.device("cpu"))
-    assert got.tolist() == pytest.approx([t1, t2], rel=1e-6)
+def test_per_expert_temperatures_are_separate_fits_each_at_its_closed_form():
+    """Expert logits (N, K, C): one T per expert, exactly the fit of that expert alone, each its
+    closed-form optimum; given bounds clamp the optimum (the NLL is unimodal in T), and the paper's
+    partial fit runs per expert too."""
+    z1, y, t1 = _binary_case(0.8, 3.0)
+    z2, _, t2 = _binary_case(0.8, 0.4)  # same labels, another scale: T scales with the logits
+    zz = np.stack([z1, z2], 1)
+    got = TemperatureScaler().fit(zz, y).temperature
+    assert got.shape == (2,) and got.tolist() == pytest.approx([t1, t2], rel=1e-6)
+    assert got.tolist() == [fit_temperature(z1, y), fit_temperature(z2, y)]
     assert t1 > 2.0 > t2
-    clamped = fit_log_temperatures(nll, 2, 50, 1.0, torch.device("cpu"), bounds=(0.1, 2.0))
+    clamped = TemperatureScaler(bounds=(0.1, 2.0)).fit(zz, y).temperature
     assert clamped.tolist() == pytest.approx([2.0, t2], rel=1e-6)
+    paper = TemperatureScaler(protocol="paper").fit(zz, y).temperature
+    assert paper.tolist() == [fit_temperature(z1, y, protocol="paper"), fit_temperature(z2, y, protocol="paper")]
+    # applied per expert: softmax(z_k / T_k)
+    probs = TemperatureScaler().fit(zz, y)(zz)
+    assert np.allclose(probs[:, 1], _softmax(z2 / got[1]))
+
+
+def test_logits_scaled_by_a_known_factor_scale_the_temperature():
+    """NLL(T; c z) = NLL(T / c; z), so the minimiser of c z is c times that of z."""
+    z, y = _data_at_temperature(1.5, n=4000, seed=21)
+    t = fit_temperature(z, y)
+    for c in (0.25, 4.0):
+        assert fit_temperature(c * z, y) == pytest.approx(c * t, rel=1e-5)
+
+
+def test_a_temperature_of_one_is_the_identity_and_calibrated_logits_keep_it():
+    z, y = _data_at_temperature(1.0, n=20_000, seed=22)
+    scaler = TemperatureScaler()
+    scaler.temperature = 1.0
+    assert np.array_equal(scaler(z), apply_temperature(z, 1.0)) and np.allclose(scaler(z), _softmax(z))
+    assert fit_temperature(z, y) == pytest.approx(1.0, rel=0.03)  # labels drawn from softmax(z)
+
+
+def test_weights_are_repeated_examples():
+    """Integer weights give the fit of the data with each example repeated that many times."""
+    z, y = _data_at_temperature(0.7, n=600, seed=23)
+    w = np.random.default_rng(24).integers(0, 4, size=600)
+    weighted = TemperatureScaler().fit(z, y, weights=w).temperature
+    assert weighted == pytest.approx(fit_temperature(np.repeat(z, w, 0), np.repeat(y, w)), rel=1e-6)
+    zz = np.stack([z, 2 * z], 1)
+    per_expert = TemperatureScaler().fit(zz, y, weights=np.stack([w, np.ones(600)], 1)).temperature
+    assert per_expert.tolist() == pytest.approx([weighted, 2 * fit_temperature(z, y)], rel=1e-6)
 
 
 def test_fitter_and_protocol_arguments_are_checked():
@@ -282,4 +314,16 @@ def test_fitter_and_protocol_arguments_are_checked():
     with pytest.raises(ValueError, match="params"):
         lbfgs_minimize(lambda: (x**2).sum(), [x.detach()])
     with pytest.raises(ValueError, match="bounds"):
-        fit_log_temperatures(lambda t: t.sum(), 1, 5, 1.0, torch.device("cpu"), bounds=(2.0, 1.0))
+        TemperatureScaler(bounds=(2.0, 1.0))
+    with pytest.raises(ValueError, match="weights"):
+        TemperatureScaler().fit(z, y, weights=np.ones(3))
+    with pytest.raises(ValueError, match="weights"):
+        TemperatureScaler().fit(z, y, weights=-np.ones(10))
+    with pytest.raises(ValueError, match="weights"):
+        TemperatureScaler("ece").fit(z, y, weights=np.ones(10))
+    with pytest.raises(ValueError, match="weights"):
+        TemperatureScaler().fit(z, y, weights=np.zeros(10))
+    with pytest.raises(ValueError, match="fit"):
+        TemperatureScaler()(z)
+    with pytest.raises(ValueError, match="logits"):
+        TemperatureScaler().fit(np.zeros((4, 2, 3, 1)), [0, 1, 2, 0])

@@ -45,11 +45,13 @@ def test_synthetic_mmlu_structure_and_generative_model():
 
 
 def test_synthetic_temperature_is_the_overconfidence_factor():
-    from lib.calibration.posthoc import fit_temperature
+    from lib.calibration.posthoc import TemperatureScaler
 
     d = M.synthetic_mmlu(6000, seed=3)
     for m in ("llama-3.1-8b-instruct", "llama-3.1-8b-base"):
-        assert fit_temperature(d.logits[m], d.labels) == pytest.approx(M.SYNTHETIC_MODELS[m][1], rel=0.1)
+        assert TemperatureScaler().fit(d.logits[m], d.labels).temperature == pytest.approx(
+            M.SYNTHETIC_MODELS[m][1], rel=0.1
+        )
 
 
 def test_synthetic_resnet_logits_pairable():

@@ -169,3 +169,36 @@ def test_a_growing_line_counts_units_and_stays_silent_when_idle(capsys, monkeypa
         line.update(372)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("features: image 128/300, ") and lines[-1].startswith("features: image 500/500, ")
+
+
+def test_terminal_mode_keeps_the_line_out_of_the_page_and_prefixes_it(monkeypatch):
+    """CALIBOOK_PROGRESS=terminal (the book runner's kernels, which also set TQDM_DISABLE): no
+    display in the page, the line on the kernel's terminal after the runner's prefix."""
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.setenv(progress.MODE, "terminal")
+    monkeypatch.setenv(progress.PREFIX, "[3/15 pacs] ")
+    shown: list[tuple[str, str]] = []
+    _fake_kernel(monkeypatch, shown)
+    r, w = os.pipe()
+    stream = _KernelStderr(w)
+    monkeypatch.setattr(sys, "stderr", stream)
+    with progress.session("grid", epochs=2, runs=2) as line:
+        line.update(2, runs=2)
+    os.close(w)
+    lines = _read_all(r).splitlines()
+    os.close(r)
+    assert shown == [] and stream.text == []  # nothing in the page
+    assert len(lines) == 2 and all(x.startswith("[3/15 pacs] grid: epoch 2/2, 2/2 runs, ") for x in lines)
+
+
+def test_terminal_mode_outside_a_kernel_and_off(capsys, monkeypatch):
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.setenv(progress.MODE, "terminal")
+    with progress.session("features", 3, unit="image") as line:
+        line.update(3)
+    assert capsys.readouterr().err.splitlines()[-1].startswith("features: image 3/3, ")
+    monkeypatch.setenv(progress.MODE, "off")
+    monkeypatch.delenv("TQDM_DISABLE")
+    with progress.session("features", 3, unit="image") as line:
+        line.update(3)
+    assert capsys.readouterr().err == ""

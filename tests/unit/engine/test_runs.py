@@ -197,29 +197,38 @@ def test_training_off_computes_nothing_and_names_the_missing_run() -> None:
 # ---- the cache follows the code (issue 25) ---------------------------------------------------------
 
 
-def _code_group(tmp_path, monkeypatch, clamp: str):
-    """A run group 'probe' whose results come from a module written under tmp_path (as a user edits lib)."""
-    import sys
-
-    from lib.engine import versions
-
-    mod = tmp_path / "mods" / "probe_code.py"
-    mod.parent.mkdir(exist_ok=True)
-    mod.write_text(f"CLAMP = {clamp}\n\ndef value(x):\n    return min(x, CLAMP)\n")
-    monkeypatch.syspath_prepend(str(mod.parent))
-    monkeypatch.setitem(versions.GROUP_MODULES, "probe", ("probe_code",))
-    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "versions.json")
-    sys.modules.pop("probe_code", None)
+def _write_group(src, name: str, group: str, body: str):
+    """lib/<name>.py under the source tree ``src``: a module that makes the runs of ``group``."""
+    mod = src / "lib" / f"{name}.py"
+    mod.write_text(
+        f"from lib.engine.runs import cached_run\n\n{body}\n\n\ndef make(compute):\n    return cached_run({group!r}, {{}}, compute)\n"
+    )
     return mod
+
+
+def _code_group(tmp_path, monkeypatch, clamp: str):
+    """A run group 'probe' made by a module of a lib written under tmp_path (as a user edits lib): its
+    fingerprint is computed from that tree as it is now."""
+    from lib.engine import imports, versions
+
+    src = tmp_path / "src"
+    (src / "lib" / "engine").mkdir(parents=True, exist_ok=True)
+    for init in ("lib/__init__.py", "lib/engine/__init__.py", "lib/engine/runs.py"):
+        (src / init).write_text("")
+    monkeypatch.setattr(imports, "SOURCE_ROOT", src)
+    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "versions.json")
+    return _write_group(src, "probe_code", "probe", f"CLAMP = {clamp}\n\n\ndef value(x):\n    return min(x, CLAMP)")
 
 
 def _probe_compute(calls):
     def compute(run):
-        import importlib
+        import importlib.util
 
-        import probe_code
+        from lib.engine import imports
 
-        importlib.reload(probe_code)
+        spec = importlib.util.spec_from_file_location("probe_code", imports.SOURCE_ROOT / "lib" / "probe_code.py")
+        probe_code = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe_code)
         calls.append(run.code)
         return {"value": probe_code.value(0.999)}
 
@@ -243,15 +252,11 @@ def test_an_edit_of_code_a_run_depends_on_is_never_served_from_the_cache(tmp_pat
 
 
 def test_an_edit_of_another_groups_code_keeps_this_groups_cache(tmp_path, monkeypatch) -> None:
-    from lib.engine import versions
-
     _code_group(tmp_path, monkeypatch, "0.9")
-    other = tmp_path / "mods" / "other_code.py"
-    other.write_text("X = 1\n")
-    monkeypatch.setitem(versions.GROUP_MODULES, "other", ("other_code",))
+    other = _write_group(tmp_path / "src", "other_code", "other", "X = 1")
     calls = []
     runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
-    other.write_text("X = 2\n")
+    other.write_text(other.read_text().replace("X = 1", "X = 2"))
     runs.cached_run("probe", {"seed": 0}, _probe_compute(calls))
     assert len(calls) == 1
 

@@ -44,17 +44,138 @@ def test_older_entries_count_as_one_accepted_fingerprint(tmp_path, monkeypatch):
     assert versions.update()["moe"]["accepted"] == ["abc", versions.fingerprint("moe")]
 
 
-def test_module_fingerprint_follows_the_file_as_it_is_now(tmp_path, monkeypatch):
-    mod = tmp_path / "fp_probe_mod.py"
+def test_module_fingerprint_follows_the_file_as_it_is_now(tmp_path):
+    mod = tmp_path / "lib" / "fp_probe_mod.py"
+    mod.parent.mkdir()
     mod.write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    first = versions.module_fingerprint("fp_probe_mod")
+    first = versions.module_fingerprint("lib.fp_probe_mod", tmp_path)
     mod.write_text('"""doc"""\nX = 1\n')
-    assert versions.module_fingerprint("fp_probe_mod") == first
+    assert versions.module_fingerprint("lib.fp_probe_mod", tmp_path) == first
     mod.write_text("X = 2\n")
-    assert versions.module_fingerprint("fp_probe_mod") != first
+    assert versions.module_fingerprint("lib.fp_probe_mod", tmp_path) != first
     with pytest.raises(ValueError, match="module"):
-        versions.module_fingerprint("")
+        versions.module_fingerprint("", tmp_path)
+
+
+# ---- the groups and their code are read from the source (issue 38) -------------------------------
+
+
+def _tree(tmp_path, files: dict[str, str]):
+    for name, text in {"lib/__init__.py": "", "lib/engine/__init__.py": "", "lib/engine/runs.py": "", **files}.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_run_makers_are_the_modules_that_call_cached_run_or_run_with_a_group(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "lib/a.py": 'from lib.engine.runs import cached_run\n\n\ndef f(c):\n    return cached_run("ga", {}, c)\n',
+            "lib/b.py": 'GROUP = "gb"\n',
+            "lib/c.py": "from lib.b import GROUP\nfrom lib.engine import runs\n\n\ndef f():\n    return runs.Run(GROUP, {})\n",
+            "lib/d.py": "import lib.b as b\n\n\ndef f():\n    from lib.engine.runs import Run as R\n\n    return R(b.GROUP, {})\n",
+            "lib/e.py": "def Run(group, config):\n    return group\n\n\nRun(1, {})\n",  # not lib.engine.runs' Run
+        },
+    )
+    assert versions.run_makers(root) == {"ga": ("lib.a",), "gb": ("lib.c", "lib.d")}
+    (root / "lib/f.py").write_text(
+        "from lib.engine.runs import cached_run\n\n\ndef f(g, c):\n    return cached_run(g, {}, c)\n"
+    )
+    with pytest.raises(ValueError, match=r"lib\.f, line 5: the group of this run is not a string literal"):
+        versions.run_makers(root)
+
+
+def test_a_groups_modules_are_the_import_closure_of_its_makers(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "lib/maker.py": "from lib.engine.runs import cached_run\nfrom lib import helper\n\n\n"
+            'def f(c):\n    return cached_run("g", {}, c)\n',
+            "lib/helper.py": "def h():\n    from lib.deep import X\n\n    return X\n",
+            "lib/deep.py": "X = 1\n",
+            "lib/unrelated.py": "import lib.deep\n",
+        },
+    )
+    assert versions.group_modules("g", root) == (
+        "lib",
+        "lib.deep",
+        "lib.engine",  # the cache, lib.engine.runs, stores results and makes none: left out
+        "lib.helper",
+        "lib.maker",
+    )
+    first = versions.fingerprint("g", root)
+    (root / "lib/unrelated.py").write_text("import lib.deep\n\nY = 2\n")
+    assert versions.fingerprint("g", root) == first
+    (root / "lib/deep.py").write_text('"""Prose changes no result."""\n\nX = 1\n')
+    assert versions.fingerprint("g", root) == first
+    (root / "lib/deep.py").write_text("X = 2\n")  # two imports away, inside a function
+    assert versions.fingerprint("g", root) != first
+    with pytest.raises(ValueError, match="group: unknown 'h'"):
+        versions.fingerprint("h", root)
+
+
+# A module on each group's run path, named by hand from what each group computes (not read from the
+# code under test), and modules no run imports: the pages' plots, paper 3's cascades, the book's CLI,
+# and the cache (it stores results, makes none; what it stores is versioned by RECORD_FORMAT).
+ON_RUN_PATH = {
+    "moe": ("lib/moe/heads.py", "lib/moe/grid.py", "lib/engine/stack.py", "lib/calibration/posthoc.py"),
+    "l2d_gaussians": ("lib/l2d/surrogates.py", "lib/l2d/gaussians.py", "lib/nets/backbones.py"),
+    "l2d_cifar10": ("lib/l2d/surrogates.py", "lib/nets/wrn.py", "lib/nets/image_training.py"),
+    "rr_backbone": ("lib/nets/image_training.py", "lib/nets/pretrained.py", "lib/engine/loop.py"),
+    "rr_losses": ("lib/rr/losses.py", "lib/rr/weights.py", "lib/calibration/ece_kde.py"),
+}
+UNRELATED = ("lib/plots.py", "lib/ccc/cascade.py", "lib/cli.py", "lib/moe/tables.py", "lib/engine/runs.py")
+
+
+@pytest.fixture(scope="module")
+def lib_copy(tmp_path_factory):
+    import shutil
+
+    from lib.engine import imports
+
+    root = tmp_path_factory.mktemp("src")
+    shutil.copytree(imports.SOURCE_ROOT / "lib", root / "lib", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _edited(root, rel: str, text: str) -> dict[str, str]:
+    path = root / rel
+    before = path.read_text()
+    path.write_text(before + text)
+    try:
+        return {g: versions.fingerprint(g, root) for g in versions.run_makers(root)}
+    finally:
+        path.write_text(before)
+
+
+def test_an_edit_on_each_groups_run_path_changes_its_key_and_only_where_imported(lib_copy):
+    today = {g: versions.fingerprint(g, lib_copy) for g in versions.run_makers(lib_copy)}
+    assert set(today) == set(ON_RUN_PATH)
+    for group, paths in ON_RUN_PATH.items():
+        for rel in paths:
+            after = _edited(lib_copy, rel, "\n_PROBE = 1\n")
+            assert after[group] != today[group], f"editing {rel} left {group}'s fingerprint as it was"
+            module = rel.removesuffix(".py").replace("/", ".")
+            assert {g for g in today if after[g] != today[g]} == {
+                g for g in today if module in versions.group_modules(g, lib_copy)
+            }
+    for rel in UNRELATED:
+        assert _edited(lib_copy, rel, "\n_PROBE = 1\n") == today, f"editing {rel} changed a run group's key"
+    assert _edited(lib_copy, "lib/moe/heads.py", "\n\n# a comment\n") == today
+
+
+def test_a_module_a_run_path_starts_to_import_counts_from_then_on(lib_copy):
+    rel = "lib/rr/losses.py"
+    before = (lib_copy / rel).read_text()
+    try:
+        (lib_copy / rel).write_text(before + "\n\ndef _probe():\n    import lib.plots\n\n    return lib.plots\n")
+        assert "lib.plots" in versions.group_modules("rr_losses", lib_copy)
+        first = versions.fingerprint("rr_losses", lib_copy)
+        assert _edited(lib_copy, "lib/plots.py", "\n_PROBE = 1\n")["rr_losses"] != first
+    finally:
+        (lib_copy / rel).write_text(before)
 
 
 def test_canonical_form_is_the_same_on_every_python():

@@ -6,10 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from lib.calibration.posthoc import fit_temperature
+from lib.calibration.posthoc import TemperatureScaler
 from lib.calibration.metrics import bin_edges
 from lib.moe.mocae import mocae_probs
-from lib.moe.evaluate import T_MAX, T_MIN, _metric_block, evaluate, fit_expert_temperatures, mocae_calibrate
+from lib.moe.evaluate import T_MAX, T_MIN, _metric_block, evaluate, mocae_calibrate
+
+
+def fit_temperature(logits, labels, **options):
+    """The fitted T of a TemperatureScaler with ``options``."""
+    return TemperatureScaler(**options).fit(logits, labels).temperature
+
+
+def fit_expert_temperatures(expert_logits, labels, fit="paper"):
+    """MoCaE's per-expert temperatures as lib.moe.evaluate.mocae_calibrate fits them."""
+    return TemperatureScaler(protocol=fit, bounds=(T_MIN, T_MAX)).fit(expert_logits, labels).temperature
 
 
 def paper_temperature(logits, labels, **kw):
@@ -157,9 +167,9 @@ def test_evaluate_all_mask_hard_mask_and_temperature():
 def test_validation_errors_name_the_argument():
     z = torch.zeros(4, 2, 3)
     with pytest.raises(ValueError, match="fit"):
-        fit_expert_temperatures(z, [0, 1, 2, 0], fit="best")
-    with pytest.raises(ValueError, match="expert_logits"):
-        fit_expert_temperatures(torch.zeros(4, 3), [0, 1, 2, 0])
+        mocae_calibrate(
+            {"expert_logits": z, "routing": torch.full((4, 2), 0.5)}, torch.tensor([0, 1, 2, 0]), {}, fit="best"
+        )
     with pytest.raises(ValueError, match="lr"):
         paper_temperature(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), lr=0.0)
     with pytest.raises(ValueError, match="logits"):

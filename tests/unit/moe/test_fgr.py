@@ -19,7 +19,7 @@ from lib.moe.fgr import (
     stacked_fgr_gradients,
     two_gradients,
 )
-from lib.moe.jpeg import filter_batch
+from lib.data.jpeg import filter_batch
 from lib.moe.heads import MoEHead, MoEModel, mixture_nll
 from lib.moe.robust import robust_moe_loss
 

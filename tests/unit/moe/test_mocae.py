@@ -1,5 +1,6 @@
-"""Tests for lib.moe.mocae: the plain mixture at unit temperatures, per-expert fits that equal single-expert
-fits, the clamp, and routing-weighted fits."""
+"""Tests for lib.moe.mocae: the plain mixture at unit temperatures, and MoCaE's per-expert temperatures
+(lib.calibration.posthoc.TemperatureScaler on expert logits within MoCaE's clamp): fits that equal
+single-expert fits, the clamp, and routing-weighted fits."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from lib.calibration.posthoc import fit_temperature
-from lib.moe.mocae import fit_expert_temperatures, mocae_probs
+from lib.calibration.posthoc import TemperatureScaler
+from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
+
+
+def fit_temperature(logits, labels) -> float:
+    return TemperatureScaler().fit(logits, labels).temperature
+
+
+def fit_expert_temperatures(expert_logits, labels, weights=None) -> np.ndarray:
+    """MoCaE's per-expert temperatures as the cross-paper page fits them (converged, clamped)."""
+    return TemperatureScaler(bounds=(T_MIN, T_MAX)).fit(expert_logits, labels, weights).temperature
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -46,8 +56,7 @@ def test_expert_temperatures_match_single_expert_fits() -> None:
     base = rng.normal(size=(n, c)) * 3.0
     y = _sample_labels(_softmax(base), rng)
     z = np.stack([base * t for t in true], axis=1)  # softmax(z_k / t_k) = softmax(base)
-    r = _routing(n, 3, rng)
-    temps = fit_expert_temperatures(z, y, r)
+    temps = fit_expert_temperatures(z, y)
     for k in range(3):
         assert temps[k] == pytest.approx(fit_temperature(z[:, k], y), rel=1e-4)
         assert temps[k] == pytest.approx(true[k], rel=0.06)
@@ -60,7 +69,7 @@ def test_expert_temperatures_are_clamped() -> None:
     noise = rng.normal(size=(n, c)) * 5.0  # unrelated to the labels: best T is huge
     tiny = np.eye(c)[y] * 1e-3  # always right but nearly uniform: best T is tiny
     z = np.stack([noise, tiny], axis=1)
-    temps = fit_expert_temperatures(z, y, _routing(n, 2, rng))
+    temps = fit_expert_temperatures(z, y)
     assert temps[0] == pytest.approx(10.0) and temps[1] == pytest.approx(0.1)
     assert np.all((temps >= 0.1) & (temps <= 10.0))
 
@@ -76,8 +85,8 @@ def test_routing_weighted_expert_temperatures() -> None:
     scale = np.where(first, 0.5, 4.0)[:, None]
     z = np.stack([base * scale, base], axis=1)
     r = np.stack([first.astype(float), 1 - first.astype(float)], axis=1)
-    weighted = fit_expert_temperatures(z, y, r, weighting="routing")
-    plain = fit_expert_temperatures(z, y, r)
+    weighted = fit_expert_temperatures(z, y, weights=r)
+    plain = fit_expert_temperatures(z, y)
     assert weighted[0] == pytest.approx(0.5, rel=0.06)
     assert 0.6 < plain[0] < 3.5
 
@@ -86,7 +95,7 @@ def test_routing_weighted_expert_temperatures() -> None:
 def test_bad_input_raises_naming_the_argument() -> None:
     ez = np.zeros((4, 2, 3))
     r = np.full((4, 2), 0.5)
-    with pytest.raises(ValueError, match="routing"):
+    with pytest.raises(ValueError, match="weights"):
         fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 3), 1 / 3))
     with pytest.raises(ValueError, match="routing"):
         mocae_probs(ez, np.full((4, 2), 0.7), [1.0, 1.0])
@@ -96,5 +105,5 @@ def test_bad_input_raises_naming_the_argument() -> None:
         mocae_probs(ez, r, [1.0, -1.0])
     with pytest.raises(ValueError, match="expert_logits"):
         mocae_probs(np.zeros((4, 3)), r, [1.0, 1.0])
-    with pytest.raises(ValueError, match="weighting"):
-        fit_expert_temperatures(ez, [0, 1, 2, 0], r, weighting="soft")
+    with pytest.raises(ValueError, match="weights"):
+        fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 2), np.nan))

@@ -44,7 +44,7 @@ def test_cpu_scale_offline_tunes_the_head_conv_of_the_packaged_efficientnet(mach
 
 
 def test_cpu_scale_says_whether_the_training_images_are_mirrored(machine, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lib.data.pacs_features as feats
+    import lib.features.pacs_features as feats
 
     machine(hub=False, lite=True)
     cfg = settings("pacs", "cpu")

@@ -46,7 +46,6 @@ def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypa
     import torch.nn.functional as F
     from torch import nn
 
-    from lib.data import features
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
@@ -58,7 +57,7 @@ def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypa
             seen["sizes"].add(tuple(x.shape[-2:]))
             return x.mean((2, 3))
 
-    monkeypatch.setattr(features, "extractor_model", lambda name: (MeanColour, "fake"))
+    monkeypatch.setattr(imt, "extractor_model", lambda name: (MeanColour, "fake"))
     data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
     cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 0, "tune_lr": 0.0}
     f = imt.backbone_features(cfg, data)
@@ -84,9 +83,6 @@ def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classif
     features (here a fake: mean colour, and a classifier that always says class 3)."""
     from torch import nn
 
-    from lib.data import features
-    from lib.nets import lite0_tuning
-
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     got = {}
 
@@ -104,8 +100,8 @@ def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classif
             always3.bias.copy_(torch.eye(num_classes)[3])
         return MeanColour(), always3
 
-    monkeypatch.setattr(lite0_tuning, "tuned_lite0", fake_tuned)
-    monkeypatch.setattr(features, "extractor_model", lambda name: (MeanColour, "fake"))
+    monkeypatch.setattr(imt, "tuned_lite0", fake_tuned)
+    monkeypatch.setattr(imt, "extractor_model", lambda name: (MeanColour, "fake"))
     data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
     cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 2, "tune_lr": 1e-3}
     f = imt.backbone_features(cfg, data)

@@ -24,7 +24,7 @@ def _images(n: int = 128, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _features(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.features import extract
+    from lib.nets.extractors import extract
 
     return torch.as_tensor(extract(net, x, IMAGENET_MEAN, IMAGENET_STD, size=64))
 

@@ -13,7 +13,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, softmax
 
 from lib.rr import losses as rw
-from lib.calibration.posthoc import apply_temperature, fit_temperature
+from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.rr import gamma as rg
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10
 from lib.rr.pages.losses_released_logits import ReleasedLogitsPage
@@ -34,7 +34,7 @@ def test_gamma_zero_is_temperature_scaling(loss):
     zf, yf = _draw(3000, 5, 2.0, 0)  # over-confident logits: T near 2
     zv, yv = _draw(2000, 5, 2.0, 1)
     row = rg.gamma_curve(zf, yf, zv, yv, loss, [0.0]).iloc[0]
-    T = fit_temperature(zf, yf)  # LBFGS on the NLL (lib.calibration.posthoc)
+    T = TemperatureScaler().fit(zf, yf).temperature  # LBFGS on the NLL (lib.calibration.posthoc)
     assert row["temperature"] == pytest.approx(T, rel=1e-5)
     assert row["nll"] == pytest.approx(nll(apply_temperature(zv, T), yv), rel=1e-8)
     assert 1.7 < T < 2.3

@@ -1,4 +1,4 @@
-"""CIFAR-10 / CIFAR-10H as frozen ImageNet features (:mod:`lib.data.features`): the CIFAR-10H page's
+"""CIFAR-10 / CIFAR-10H as frozen ImageNet features (:mod:`lib.features.frozen`): the CIFAR-10H page's
 data at ``cpu`` scale.
 
 The paper trains a CIFAR ResNet-18 from scratch on 45,000 images for 50 epochs. On two cores a
@@ -10,7 +10,7 @@ activations are cached, and every run fine-tunes the head convolution
 
 * :func:`cifar10h_features` -- an :class:`lib.data.images.ImageBundle` of CIFAR-10H (train,
   validation and test images, the hard mask, the "all" sample and the human labels) as a
-  :class:`lib.data.features.FeatureBundle` with the same split, plus ``copies`` JPEG-filtered
+  :class:`lib.features.frozen.FeatureBundle` with the same split, plus ``copies`` JPEG-filtered
   copies of each training image for FGR (filtered at 32 px, as FGR filters the paper's images).
 """
 
@@ -23,16 +23,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import (
-    FeatureBundle,
-    cached_array,
-    extract,
-    feature_source,
-    jpeg_copy,
-    load_cached,
-    row_normalizer,
-)
+from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.images import ImageBundle
+from lib.engine import progress
+from lib.features.frozen import FeatureBundle, cached_array, feature_source, jpeg_copy, load_cached, row_normalizer
+from lib.nets.extractors import extract
 
 __all__ = ["cifar10h_features"]
 
@@ -51,8 +46,8 @@ def cifar10h_features(
     seed: int = 0,
 ) -> FeatureBundle:
     """``images`` (the :class:`lib.data.images.ImageBundle` of :func:`lib.data.images.load_cifar10h`)
-    as frozen features of ``extractor`` at ``size`` px (:func:`lib.data.features.extract` upsamples
-    each image). Each split's features are cached once (:func:`lib.data.features.cached_array`),
+    as frozen features of ``extractor`` at ``size`` px (:func:`lib.nets.extractors.extract` upsamples
+    each image). Each split's features are cached once (:func:`lib.features.frozen.cached_array`),
     keyed by a hash of its images, the size, the extractor's weights and the filtering; training rows
     carry ``copies`` JPEG-filtered copies after the clean features, each image at a quality drawn
     from ``qualities`` (fixed ``seed`` per copy). Stage activations (``STAGE_EXTRACTORS``) are kept as
@@ -61,9 +56,6 @@ def cifar10h_features(
     computed shows as one progress line whose total is every image not yet cached. Raises
     ``ValueError`` for a bundle that is not CIFAR-10H images, ``RuntimeError`` when the extractor's
     weights are absent."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.engine import progress
-
     if not isinstance(images, ImageBundle) or images.name != "cifar10h":
         raise ValueError("images: expected the CIFAR-10H ImageBundle of lib.data.images.load_cifar10h")
     qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)

@@ -1,4 +1,4 @@
-"""Tests of lib.data.pacs_features: PACS as frozen features (mirrored training rows, the cache, the
+"""Tests of lib.features.pacs_features: PACS as frozen features (mirrored training rows, the cache, the
 progress line's total), with a fake linear extractor whose features can be recomputed by hand."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from lib.data.features import extract
+from lib.nets.extractors import extract
 
 
 def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, times: int = 1) -> dict[str, int]:
     """PACS with 8x8 random images per domain and a fixed random linear 'extractor' (192 -> 1280),
     so features can be recomputed by hand; returns how many images each extraction saw."""
-    import lib.data.image_files as files
-    from lib.data import features
+    from lib.features import frozen as features
+    from lib.features import pacs_features as module
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     sizes = {"photo": 20 * times, "art_painting": 16 * times, "cartoon": 24 * times, "sketch": 12 * times}
@@ -29,7 +29,7 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, times: int = 1) 
         )
         for d, n in sizes.items()
     }
-    monkeypatch.setattr(files, "pacs_domain", lambda d, size, data_dir=None: (*domains[d], "/fake/pacs"))
+    monkeypatch.setattr(module, "pacs_domain", lambda d, size, data_dir=None: (*domains[d], "/fake/pacs"))
     pooled, stage = torch.randn(192, 1280, generator=gen) / 16, torch.randn(192, 192, generator=gen) / 16
     seen: dict[str, int] = {"images": 0}
 
@@ -56,7 +56,7 @@ def test_pacs_features_mirror_the_training_images_only(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.pacs_features import pacs_features
+    from lib.features.pacs_features import pacs_features
 
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     seen = _fake_pacs(monkeypatch, tmp_path)
@@ -98,7 +98,7 @@ def test_pacs_features_count_every_uncached_image_before_the_first(
 ) -> None:
     """The progress total is known before extraction starts (its time left holds from the first
     image): every image of every feature file not yet cached, the cached ones not counted."""
-    from lib.data import pacs_features as feats
+    from lib.features import pacs_features as feats
 
     _fake_pacs(monkeypatch, tmp_path)
     totals = progress_totals
@@ -117,7 +117,7 @@ def test_a_tuned_network_learns_from_the_sources_training_rows_only_and_makes_ev
     training images (not the validation rows, not the target), and every row of the bundle is that
     tuned network's pooled features, standardized with the clean training rows; computed once."""
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.pacs_features import pacs_features
+    from lib.features.pacs_features import pacs_features
     from lib.nets import lite0_tuning
     from lib.nets.pretrained import lite0_available
 
@@ -126,13 +126,14 @@ def test_a_tuned_network_learns_from_the_sources_training_rows_only_and_makes_ev
     seen = _fake_pacs(monkeypatch, tmp_path, times=2)
     calls: list[tuple[torch.Tensor, torch.Tensor, nn.Module]] = []
     real_tune = lite0_tuning.tune_tail
+    from lib.features import pacs_features as module
 
     def spy(rows, labels, *args, **kwargs):
         tail, classifier = real_tune(rows, labels, *args, **kwargs)
         calls.append((rows.float(), labels, tail))
         return tail, classifier
 
-    monkeypatch.setattr(lite0_tuning, "tune_tail", spy)
+    monkeypatch.setattr(module, "tune_tail", spy)
     bundle = pacs_features("sketch", size=32, copies=1, extractor="efficientnet_lite0_last_stage", tune=(1, 1e-3))
     ((rows, labels, tail),) = calls
     assert bundle.dim == 1280 and bundle.train_x.shape == (len(bundle.train_y), 2 * 1280)

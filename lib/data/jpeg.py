@@ -16,6 +16,7 @@ floating point.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -24,7 +25,6 @@ import torch
 import torch.nn.functional as F
 
 from lib.data.augment import to_device_async
-from lib.engine.device import autocast
 from lib.validation import check_finite, check_ndim, check_positive, to_tensor
 
 BLOCK = 8
@@ -151,7 +151,8 @@ def _jpeg_filter(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
 
     # Autocast off: the DCT, the rounding to quantization steps and the colour transforms need full
     # precision even when the training step runs under bf16/fp16 autocast.
-    with torch.no_grad(), autocast(dev):
+    off = torch.autocast(dev.type, enabled=False) if torch.amp.is_autocast_available(dev.type) else nullcontext()
+    with torch.no_grad(), off:
         ycc = torch.einsum("ij,bjhw->bihw", m, images) + offset - 128.0  # level shift as in JPEG
         pad_h, pad_w = (-h) % BLOCK, (-w) % BLOCK
         if pad_h or pad_w:

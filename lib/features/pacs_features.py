@@ -1,8 +1,8 @@
-"""Leave-one-domain-out PACS as frozen ImageNet features (:mod:`lib.data.features`): the PACS page's
+"""Leave-one-domain-out PACS as frozen ImageNet features (:mod:`lib.features.frozen`): the PACS page's
 data at ``cpu`` scale.
 
 * :func:`pacs_features` -- the split of :func:`lib.data.images.load_pacs` as a
-  :class:`lib.data.features.FeatureBundle`: pooled features, or with the ``efficientnet_lite0_blocks``
+  :class:`lib.features.frozen.FeatureBundle`: pooled features, or with the ``efficientnet_lite0_blocks``
   extractor the last stage's activations, the rows of a fine-tuned head convolution
   (:mod:`lib.nets.lite0_split`).
 """
@@ -17,15 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.features import (
-    FeatureBundle,
-    cached_array,
-    extract,
-    feature_source,
-    jpeg_copy,
-    load_cached,
-    row_normalizer,
-)
+from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
+from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
+from lib.engine import progress
+from lib.features.frozen import FeatureBundle, cached_array, feature_source, jpeg_copy, load_cached, row_normalizer
+from lib.nets.extractors import extract
+from lib.nets.lite0_tuning import tail_features, tune_tail
 
 __all__ = ["pacs_features"]
 
@@ -47,7 +44,7 @@ def pacs_features(
     default, :mod:`lib.nets.pretrained`; or the paper's ResNet-18 when its hub weights load) at ``size``
     px, with the split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and
     ``n_per_domain`` draws). Each domain's features are computed once for all its images and cached
-    (:func:`lib.data.features.cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
+    (:func:`lib.features.frozen.cached_array`, keyed by data folder, domain, size, extractor weights and filtering);
     source images also get ``copies`` JPEG-filtered versions, each image at a quality drawn once
     from ``qualities`` (fixed seed per domain and copy): FGR's filtered copies. With ``flip`` the
     training rows are followed by the features of the same training images mirrored left-right
@@ -66,10 +63,6 @@ def pacs_features(
     images, nor the validation rows), then freezes it: every row (clean, JPEG copies, target) becomes
     the tuned network's pooled 1280-d features, standardized as pooled features are. The tuned rows
     are cached, keyed by the stage activations' keys, the split and the tuning."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
-    from lib.engine import progress
-
     target = resolve_pacs_domain(target)
     if not 0 < float(val_frac) < 1:
         raise ValueError(f"val_frac: must lie in (0, 1), got {val_frac!r}")
@@ -242,9 +235,6 @@ def _tuned_rows(
     the target rows as pooled features of EfficientNet-Lite0 with its last stage and head convolution
     fine-tuned (:func:`lib.nets.lite0_tuning.tune_tail`) on the clean blocks of the ``train_idx``
     rows; cached under ``key`` (source and target arrays). Returns (source rows, target rows, 1280)."""
-    from lib.engine import progress
-    from lib.nets.lite0_tuning import tail_features, tune_tail
-
     epochs, lr = int(tune[0]), float(tune[1])
     tuned: list[nn.Module] = []  # tuned on first need: when both arrays are cached, never
 

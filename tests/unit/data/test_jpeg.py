@@ -1,4 +1,4 @@
-"""Tests of lib.moe.jpeg (FGR's JPEG-like DCT filter, paper 1 App. D.1) against the math of the DCT,
+"""Tests of lib.data.jpeg (FGR's JPEG-like DCT filter, paper 1 App. D.1) against the math of the DCT,
 the JPEG tables and Parseval's identity."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from scipy.fft import dctn
 
-from lib.moe.jpeg import (
+from lib.data.jpeg import (
     JPEG_CHROMA,
     JPEG_LUMA,
     RGB_TO_YCBCR,

@@ -1,4 +1,4 @@
-"""Tests of lib.data.cifar_features: CIFAR-10H as frozen stage activations of upsampled images, with a
+"""Tests of lib.features.cifar_features: CIFAR-10H as frozen stage activations of upsampled images, with a
 fake linear extractor whose rows can be recomputed by hand (upsampling, ImageNet normalization, JPEG)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from torch import nn
 
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.images import ImageBundle
-from lib.moe.jpeg import jpeg_filter
+from lib.data.jpeg import jpeg_filter
 
 
 def _cifar(n_train: int = 12, n_val: int = 4, n_test: int = 6, seed: int = 0) -> ImageBundle:
@@ -42,7 +42,7 @@ def _cifar(n_train: int = 12, n_val: int = 4, n_test: int = 6, seed: int = 0) ->
 def _fake_extractor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, object]:
     """A fixed random linear map of the (normalized, 32 px) image to the 320 columns of a 32 px
     stage activation; counts the images it sees."""
-    from lib.data import features
+    from lib.features import frozen as features
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     weight = torch.randn(3 * 32 * 32, 320, generator=torch.Generator().manual_seed(3)) / 64
@@ -70,7 +70,7 @@ def _by_hand(x: torch.Tensor, weight: torch.Tensor, quality: np.ndarray | None =
 def test_rows_are_the_upsampled_images_activations_with_a_jpeg_copy_behind(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from lib.data.cifar_features import cifar10h_features
+    from lib.features.cifar_features import cifar10h_features
 
     seen = _fake_extractor(monkeypatch, tmp_path)
     b = _cifar()
@@ -101,7 +101,7 @@ def test_rows_are_the_upsampled_images_activations_with_a_jpeg_copy_behind(
 def test_features_are_computed_once_per_image_set(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, progress_totals: list[int]
 ) -> None:
-    from lib.data import cifar_features as cf
+    from lib.features import cifar_features as cf
 
     seen = _fake_extractor(monkeypatch, tmp_path)
     totals = progress_totals
@@ -120,7 +120,7 @@ def test_features_are_computed_once_per_image_set(
 
 
 def test_bad_input_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from lib.data.cifar_features import cifar10h_features
+    from lib.features.cifar_features import cifar10h_features
 
     _fake_extractor(monkeypatch, tmp_path)
     b = _cifar()

@@ -1,4 +1,4 @@
-"""Tests of lib.data.features: the on-disk feature cache (corruption detected), extraction, FGR's filtered
+"""Tests of lib.features.frozen: the on-disk feature cache (corruption detected), extraction, FGR's filtered
 rows on frozen features, and every paper-1 method training on a feature bundle through the engine."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from lib.data.features import FeatureBundle, FeatureInput, cached_array, extract
+from lib.features.frozen import FeatureBundle, cached_array
+from lib.nets.extractors import FeatureInput, extract
 
 
 def test_cached_array_computes_once_and_recomputes_a_corrupt_file(tmp_path: Path) -> None:
@@ -49,7 +50,7 @@ def test_extract_normalizes_and_filters() -> None:
     f = extract(_MeanPool(), images, mean, std, batch_size=2)
     m, s = torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
     assert np.allclose(f, ((images.float() / 255 - m) / s).mean(dim=(2, 3)).numpy(), atol=1e-5)
-    from lib.moe.jpeg import jpeg_filter
+    from lib.data.jpeg import jpeg_filter
 
     q = np.array([10, 50, 90, 10, 50])
     ff = extract(_MeanPool(), images, mean, std, quality=q, batch_size=2)
@@ -156,10 +157,10 @@ def test_bundle_and_backbone_validate_their_shapes() -> None:
 def test_every_method_trains_on_features_through_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
-    import lib.data.features as features
+    from lib.nets import extractors
     from lib.moe import experiment as exp
 
-    monkeypatch.setitem(features.FEATURE_EXTRACTORS, "toy", 6)
+    monkeypatch.setitem(extractors.FEATURE_EXTRACTORS, "toy", 6)
     data = _bundle()
     seen = []
     real = FeatureBundle.fgr_inputs

@@ -1,4 +1,4 @@
-"""Shared fixtures of the data tests."""
+"""Shared fixtures of the feature tests."""
 
 import pytest
 
