@@ -45,7 +45,7 @@ def execute_notebook(
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
 
-    Parameters are checked first (:func:`check_parameters`), so a misspelled name or a wrong type
+    Parameters are checked first (:func:`lib.notebooks.check_parameters`), so a misspelled name or a wrong type
     fails before any work. The notebook runs into a temporary file that replaces the executed copy
     (``build/<scale>/notebooks/<name>.ipynb`` by default) only on success, so a failed run never
     overwrites the last good page; the failed copy is kept beside it as ``<name>.failed.ipynb``

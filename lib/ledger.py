@@ -164,7 +164,7 @@ def _coverage(name: str) -> str:
     from lib.pages import get
 
     page = get(name)
-    if not page.has_runs:
+    if page.rank is None:  # no paper-scale runs in the queue (released logits, closed forms, cpu-only)
         return ""
     from lib.paper_scale import coverage
 

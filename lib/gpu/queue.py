@@ -3,8 +3,9 @@
 ``python -m lib paper [PAGE ...]`` (:mod:`lib.gpu.window`) runs it on the machine.
 
 * The plan (:func:`lib.results.plan`) lists every run of the chosen pages at a scale in priority
-  order: pages cifar10h, sensitivity, l2d_cifar10, losses_cifar10, civilcomments, pacs (four
-  targets; last); inside them seed 0 of every method first. Runs already in ``results/`` are done.
+  order (the pages' ``rank``: claims per GPU-minute): cifar10h, sensitivity, pacs (four targets),
+  civilcomments, then the WRN pages l2d_cifar10 and losses_cifar10; inside them seed 0 of every
+  method first. Runs already in ``results/`` are done.
 * :func:`load_data` loads the data of each page (and PACS target) with runs left, saying its
   fingerprint (what the records' keys hold), or why a page cannot run here.
 * :func:`run_queue` trains what is not done under a hard deadline (:mod:`lib.engine.deadline`), page

@@ -23,11 +23,12 @@ from lib.validation import check_int
 
 __all__ = ["FEATURE_EXTRACTORS", "STAGE_EXTRACTORS", "STAGE_CUTS", "FeatureInput", "extract", "feature_dim"]
 
-FEATURE_EXTRACTORS: dict[str, int] = {"efficientnet_lite0": 1280, "resnet18": 512}  # name -> feature dimension
-# Extractors of intermediate activations (rows for a trainable tail, lib.nets.lite0_split), not pooled
-# features: the row width depends on the image size, and the rows are not standardized (the tail's
-# pretrained weights expect the network's own activations).
+FEATURE_EXTRACTORS: dict[str, int] = {"efficientnet_lite0": 1280, "resnet18": 512}
+"""The extractors of pooled features, by name, with their feature dimension."""
 STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks", "efficientnet_lite0_last_stage")
+"""Extractors of intermediate activations (rows for a trainable tail, lib.nets.lite0_split), not pooled
+features: the row width depends on the image size, and the rows are not standardized (the tail's
+pretrained weights expect the network's own activations)."""
 STAGE_CUTS = {"efficientnet_lite0_blocks": "head", "efficientnet_lite0_last_stage": "last_stage"}
 """Each stage extractor's cut of the network (:data:`lib.nets.lite0_split.CUTS`)."""
 

@@ -38,7 +38,7 @@ class LossRecord(RunOrigin):
     ``metrics`` maps every metric of :func:`lib.rr.experiment.evaluate_logits` (accuracy,
     ECE, adaptive and class-wise ECE, NLL, confidence gap, each with a ``_ts`` twin after temperature
     scaling, and the temperature; fractions) to a float: the mapping the tables
-    (:func:`lib.rr.experiment.loss_table`, ``reweighted_claims``) take per loss.
+    (:func:`lib.rr.pages.losses_cifar10.loss_table`, ``reweighted_claims``) take per loss.
     ``backbone_test_accuracy`` is the frozen backbone's at ``mode="features"``, ``train_accuracy``
     the head's on its own training features there, and ``diverged_epoch`` the epoch in which a head
     diverged (its metrics are then NaN); ``epochs_run`` and

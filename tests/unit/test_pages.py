@@ -22,9 +22,9 @@ def test_every_notebook_has_one_page_in_its_papers_package() -> None:
             assert __import__(f"lib.{p.paper}.pages.{p.name}", fromlist=["PAGE"]).PAGE is p, p.name
 
 
-def test_the_queue_order_is_the_issue_23_priority() -> None:
-    # CIFAR-10H and its sweeps first, then the WRN pages, then the text and PACS pages (issue 23)
-    assert pages.queued_names() == ("cifar10h", "sensitivity", "l2d_cifar10", "losses_cifar10", "civilcomments", "pacs")
+def test_the_queue_goes_by_claims_per_gpu_minute() -> None:
+    # paper 1's small nets first (CIFAR-10H, its sweeps, PACS, CivilComments), the WRN plans (GPU-hours) last
+    assert pages.queued_names() == ("cifar10h", "sensitivity", "pacs", "civilcomments", "l2d_cifar10", "losses_cifar10")
 
 
 def test_an_unknown_page_or_target_is_named() -> None:

@@ -25,7 +25,22 @@ from lib.ccc import cascade, confidence
 from lib.ccc.pages import ece_se, every
 from lib.page import Page
 
-__all__ = ["PAGE", "CalibrationPage", "HALVES_ECE_TOL", "MONOTONE_STEP_TOL", "PAPER_ECE_MMLU"]
+__all__ = [
+    "CalibrationPage",
+    "HALVES_ECE_TOL",
+    "MONOTONE_STEP_TOL",
+    "PAGE",
+    "PAPER_ECE_MMLU",
+    "PAPER_ECE_VISION",
+    "SMALL",
+    "SPEARMAN_MIN",
+    "SPLITS",
+    "calibration_claims",
+    "ece_grid",
+    "ece_of",
+    "monotonicity",
+    "published_key",
+]
 __all__ += ["PAPER_ECE_VISION", "SMALL", "SPEARMAN_MIN", "SPLITS", "calibration_claims", "ece_grid", "ece_of"]
 __all__ += ["monotonicity", "published_key"]
 

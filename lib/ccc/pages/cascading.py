@@ -22,7 +22,28 @@ from lib.ccc.pages import every
 from lib.data import mmlu
 from lib.page import Page
 
-__all__ = ["ABLATION_RANGE_MAX", "APGR_PAPER_TOL", "PAGE", "PAIRS", "PAPER_APGR_BY_BINS"]
+__all__ = [
+    "ABLATION_RANGE_MAX",
+    "APGR_PAPER_TOL",
+    "CascadeGrid",
+    "CascadingPage",
+    "PAGE",
+    "PAIRS",
+    "PAPER_APGR_BY_BINS",
+    "PAPER_APGR_BY_CALIBRATOR",
+    "PAPER_APGR_CC",
+    "PAPER_APGR_MF_ROUTER",
+    "RANDOM_APGR",
+    "ablation_means",
+    "ablations",
+    "advantage_frame",
+    "build_grid",
+    "cascading_claims",
+    "first_split_curves",
+    "main_apgr",
+    "shift_apgr",
+    "shifted_cc",
+]
 __all__ += ["PAPER_APGR_BY_CALIBRATOR", "PAPER_APGR_CC", "PAPER_APGR_MF_ROUTER", "RANDOM_APGR", "CascadeGrid"]
 __all__ += ["CascadingPage", "ablation_means", "ablations", "advantage_frame", "build_grid"]
 __all__ += ["cascading_claims", "first_split_curves", "main_apgr", "shift_apgr", "shifted_cc"]

@@ -22,7 +22,23 @@ from lib.ccc.pages import every
 from lib.data import logits, mmlu
 from lib.page import Page
 
-__all__ = ["MMLU_PAIRS", "PAGE", "PAPER_CLEANING_PRECISION", "PAPER_CL_PRECISION", "RANKED_POINTS"]
+__all__ = [
+    "CleaningPage",
+    "MMLU_PAIRS",
+    "PAGE",
+    "PAPER_CLEANING_PRECISION",
+    "PAPER_CL_PRECISION",
+    "RANKED_POINTS",
+    "TOP_BIN_PRECISION_MIN",
+    "TOP_K",
+    "cleaning_claims",
+    "compare_at_detection",
+    "confident_learning",
+    "mmlu_flag_counts",
+    "mmlu_flags",
+    "precision_se",
+    "top_flagged",
+]
 __all__ += ["TOP_BIN_PRECISION_MIN", "TOP_K", "CleaningPage", "cleaning_claims", "compare_at_detection"]
 __all__ += ["confident_learning", "mmlu_flag_counts", "mmlu_flags", "precision_se", "top_flagged"]
 

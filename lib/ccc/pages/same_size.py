@@ -18,7 +18,22 @@ from lib.ccc import cascade, confidence
 from lib.ccc.pages import every
 from lib.page import Page
 
-__all__ = ["NOISE_GAIN", "NOISE_TS_UC", "PAGE", "PAPER_SAME_SIZE", "PUBLISHED_KEYS", "SAME_SIZE_PAPER_SAYS"]
+__all__ = [
+    "NOISE_GAIN",
+    "NOISE_TS_UC",
+    "PAGE",
+    "PAPER_SAME_SIZE",
+    "PUBLISHED_KEYS",
+    "SAME_SIZE_PAPER_SAYS",
+    "SameSizePage",
+    "TS",
+    "UNCAL",
+    "gains",
+    "route_grid",
+    "same_size_claims",
+    "split_gains",
+    "summary",
+]
 __all__ += ["TS", "UNCAL", "SameSizePage", "gains", "route_grid", "same_size_claims", "split_gains"]
 __all__ += ["summary"]
 

@@ -33,7 +33,28 @@ from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
 from lib.validation import check_ndim, check_same_length
 
-__all__ = ["HIGHER_IS_BETTER", "MIXTURE", "PAGE", "POSTHOC", "RANDOM_ROUTING_APGR", "CrossPaperPage"]
+__all__ = [
+    "CrossPaperPage",
+    "HIGHER_IS_BETTER",
+    "MIXTURE",
+    "PAGE",
+    "POSTHOC",
+    "RANDOM_ROUTING_APGR",
+    "best_fix",
+    "cascade_apgr",
+    "confidence_routing",
+    "cross_paper_claims",
+    "long_table",
+    "mixture_ece",
+    "other_model_correctness_ece",
+    "overconfidence_published",
+    "posthoc_ece",
+    "shift_ece",
+    "softmax",
+    "table_value",
+    "training_loss_ece",
+    "training_loss_rows",
+]
 __all__ += ["best_fix", "cascade_apgr", "confidence_routing", "cross_paper_claims", "long_table"]
 __all__ += ["mixture_ece", "other_model_correctness_ece", "overconfidence_published", "posthoc_ece"]
 __all__ += ["shift_ece", "softmax", "table_value", "training_loss_ece", "training_loss_rows"]

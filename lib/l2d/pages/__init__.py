@@ -22,7 +22,7 @@ __all__ = ["L2DPage"]
 class L2DPage(Page):
     """A paper-2 page: one run per grid point of its ``experiments``, id
     ``<page>/<experiment>/<value>/<surrogate>/s<seed>``, the point in ``extra["point"]``. A subclass
-    sets ``experiments`` and :meth:`run_one` (and :meth:`data` where its runs share data)."""
+    sets ``experiments`` and :meth:`~lib.page.Page.run_one` (and :meth:`~lib.page.Page.data` where its runs share data)."""
 
     experiments: tuple[str, ...] = ()
 
@@ -46,9 +46,9 @@ class L2DPage(Page):
         ]
 
     def run(self, cfg: Mapping[str, Any], data: Any = None, train: bool = True) -> pd.DataFrame:
-        """Every planned run (trained through :meth:`run_one` as the queue trains them, or loaded
+        """Every planned run (trained through :meth:`~lib.page.Page.run_one` as the queue trains them, or loaded
         from the cache and ``results/``; none trained unless ``train``): one row per run, the point
-        and ``RESULT_COLUMNS`` (:func:`result_row`)."""
+        and ``RESULT_COLUMNS`` (:func:`~lib.l2d.results.result_row`)."""
         rows: list[dict[str, Any]] = []
         with training(train):
             self.train(
@@ -73,7 +73,7 @@ class L2DPage(Page):
 
     @staticmethod
     def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
-        """:func:`l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
+        """:func:`~lib.l2d.results.l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
         the classifier part's mean accuracy against the ``reference`` accuracy, chance the
         majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
         accuracy = float(runs["classifier_accuracy"].mean())

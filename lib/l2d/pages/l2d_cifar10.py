@@ -53,7 +53,7 @@ class L2DCifar10Page(L2DPage):
     paper = "l2d"
     title = "CIFAR-10 with synthetic experts: Figure 1, bottom row; Figure 2"
     paper_numbers = PAPER_CIFAR
-    rank = 2
+    rank = 4
     experiments = EXPERIMENTS
 
     def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,25 @@ from lib.moe.claims import MARGIN, best, diff_text, gate, moe_claims, paired, ve
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.tables import summarize
 
-__all__ = ["PAGE", "REFERENCE_ACCURACY", "Cifar10hPage"]
+__all__ = [
+    "AGREEMENT_EDGES",
+    "AGREEMENT_NAMES",
+    "CONFIDENCE_DROP_MARGIN",
+    "Cifar10hPage",
+    "NON_ROBUST_LABELS",
+    "PAGE",
+    "PAPER_BEST_OVERALL_ECE",
+    "REFERENCE_ACCURACY",
+    "ROBUST_LABELS",
+    "agreement_claim",
+    "best_overall_ece_claim",
+    "by_agreement",
+    "confidence_frame",
+    "disagreement_examples",
+    "hard_share_table",
+    "network_summary",
+    "scale_summary",
+]
 
 REFERENCE_ACCURACY: float = 0.90
 """The accuracy the CIFAR-10H and sensitivity pages' floor is measured against: **our choice**, not

@@ -28,7 +28,19 @@ from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
 
-__all__ = ["PAGE", "CivilCommentsPage", "group_claim", "group_frame", "group_table", "load_data"]
+__all__ = [
+    "CivilCommentsPage",
+    "GROUP_ECE_MARGIN",
+    "PAGE",
+    "PLAIN_LABELS",
+    "ROBUST_LABELS",
+    "group_claim",
+    "group_ece_published",
+    "group_frame",
+    "group_table",
+    "load_data",
+    "scale_summary",
+]
 
 GROUP_ECE_MARGIN: float = 0.01
 """The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
@@ -160,7 +172,7 @@ class CivilCommentsPage(MoEPage):
     name = "civilcomments"
     title = "CivilComments: Table 3, Figure 2"
     paper_numbers = paper_text.PAPER_STATEMENTS["civilcomments"]
-    rank = 4
+    rank = 3
     needs = ("transformers",)
     max_stack = 1
 

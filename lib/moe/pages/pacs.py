@@ -203,7 +203,7 @@ class PacsPage(MoEPage):
     title = "PACS: Table 2, Figures D.1 and E.5"
     paper_numbers = PAPER_TABLE2
     targets = PACS_TARGETS
-    rank = 5
+    rank = 2
     needs = ("timm", "PIL")
     bench = "pacs-224"
 

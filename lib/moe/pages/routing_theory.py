@@ -26,7 +26,34 @@ from lib.moe.pages.sensitivity import PAPER_TABLE5
 from lib.moe.routed_population import RoutedPopulation
 from lib.page import Page
 
-__all__ = ["PAGE", "RoutingTheoryPage"]
+__all__ = [
+    "BREAK_MIN",
+    "CHAIN_TOL",
+    "CVAR_ALPHAS",
+    "EXACT_TOL",
+    "HARD_SHIFT_OMEGA",
+    "KL_IDENTITY",
+    "PAGE",
+    "PAPER_LAMBDA",
+    "RANDOM_CELLS",
+    "RANDOM_EXPERTS",
+    "RANDOM_GROUPS",
+    "REGION_CONCENTRATION",
+    "RoutingTheoryPage",
+    "Z_AGREEMENT",
+    "gap_published",
+    "identity_checks",
+    "multiaccuracy_table",
+    "random_population",
+    "region_draws",
+    "simulated_losses",
+    "simulated_support",
+    "soft_gap_sweep",
+    "support_check",
+    "training_checks",
+    "training_residual_max",
+    "weights_by_rank",
+]
 
 EXACT_TOL: float = 1e-9
 """Exact population residuals (and the eq. 7 error) below this count as zero."""

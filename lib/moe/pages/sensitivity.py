@@ -27,7 +27,30 @@ from lib.moe.pages.cifar10h import REFERENCE_ACCURACY
 from lib.moe.tables import fmt
 from lib.moe.train import load_predictions
 
-__all__ = ["PAGE", "PAPER_TABLE5", "SensitivityPage", "sensitivity_warmups"]
+__all__ = [
+    "LOSS_CLIP",
+    "NEAR_TOL",
+    "PAGE",
+    "PAPER_LAMBDA",
+    "PAPER_TABLE5",
+    "PAPER_WARMUP_FRACTION",
+    "SUPPORT_BATCH",
+    "SUPPORT_MARGIN",
+    "SensitivityPage",
+    "near_best",
+    "paper_scale_sweep_table",
+    "sensitivity_claims",
+    "sensitivity_warmups",
+    "shrinking_support",
+    "split_sweeps",
+    "support_frame",
+    "support_table",
+    "sweep_configs",
+    "sweep_published",
+    "sweep_table",
+    "tilted_support",
+    "warmup_target",
+]
 
 NEAR_TOL: float = 0.02
 """How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
@@ -296,7 +319,7 @@ class SensitivityPage(MoEPage):
         """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps
         (:func:`split_sweeps`) and the per-seed support (:func:`support_frame`), gated by the book's
         accuracy floor (:func:`lib.report.gate_claims`): the accuracy judged is the best mean Robust
-        MoE accuracy on all test points over both sweeps, against :data:`REFERENCE_ACCURACY` (our
+        MoE accuracy on all test points over both sweeps, against :data:`~lib.moe.pages.cifar10h.REFERENCE_ACCURACY` (our
         choice: the paper's were lost) above ``chance``. Returns the claims table and the gate's sentence."""
         hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
         overall = pd.concat(

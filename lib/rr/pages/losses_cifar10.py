@@ -33,11 +33,21 @@ from lib.rr.record import LossRecord
 from lib.validation import check_choice
 
 __all__ = [
+    "AU_ACCURACY_COST",
     "AU_SWEEP",
+    "CDF_NUS",
+    "CLAIM_TOL",
+    "FINE_TOL_FACTOR",
+    "GRADIENT_CHECK",
+    "GRADIENT_THRESHOLD_RANGE",
+    "LossesCifar10Page",
     "PAGE",
     "PAPER_CIFAR10",
-    "LossesCifar10Page",
+    "PUBLISHED_METRICS",
+    "TABLE_METRICS",
+    "gradient_check",
     "loss_table",
+    "mean_metrics",
     "paper_comparison",
     "reweighted_claims",
 ]
@@ -281,7 +291,7 @@ class LossesCifar10Page(Page):
     paper = "rr"
     title = "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6"
     paper_numbers = PAPER_CIFAR10
-    rank = 3
+    rank = 5
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         """Each loss of the tables and of the confidence-score comparison, seed by seed

@@ -31,7 +31,18 @@ from lib.rr.pages import losses_cifar10
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
 from lib.validation import check_choice, check_positive
 
-__all__ = ["PAGE", "RELEASED_NAMES", "ReleasedLogitsPage"]
+__all__ = [
+    "DUAL_FOCAL_READINGS",
+    "FAILED_RUN_ACCURACY",
+    "GAMMA_CHECK",
+    "PAGE",
+    "PAPER",
+    "PUBLISHED_METRICS",
+    "RELEASED_ECE_TOL",
+    "RELEASED_NAMES",
+    "ReleasedLogitsPage",
+    "SYNTHETIC_LOSSES",
+]
 
 PAPER = PAPER_CIFAR10["resnet50"]
 """The paper's ResNet-50 row (Tables 1, 2 and 4): the architecture of the released logits."""
