@@ -63,7 +63,7 @@ import torch
 
 from lib import paper_scale, pages, plots, report
 from lib.l2d import plots as l2d_plots
-from lib.l2d import results, surrogates
+from lib.l2d import results
 from lib.nets import image_training
 
 plots.use_offline_renderer()
@@ -82,44 +82,17 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # %% [markdown]
 # ## The method: two surrogates and the estimates they imply
 #
-# A model has $K$ class outputs $g_1, \dots, g_K$ and one deferral output $g_{\perp j}$ per expert
-# $j = 1, \dots, J$; with $p = \mathrm{softmax}(g)$ over all $K + J$ outputs, the **softmax
-# surrogate** {cite}`mozannar2020l2d` is
-#
-# $$\Psi_{\mathrm{SM}}(g; x, y, m) = -\log p_y - \sum_{j=1}^{J} \mathbb{1}[m_j = y] \log p_{\perp j},$$
-#
-# the first term a cross-entropy on the label, the second rewarding deferral to every expert that is
-# right on this example. The **one-vs-all surrogate** {cite}`verma2022ova` gives each output its own
-# logistic loss $\phi(t) = \log(1 + e^{-t})$:
-#
-# $$\Psi_{\mathrm{OvA}} = \phi(g_y) + \sum_{k \ne y} \phi(-g_k)
-#   + \sum_{j=1}^{J} \Big[\phi(-g_{\perp j}) + \mathbb{1}[m_j = y]\big(\phi(g_{\perp j}) - \phi(-g_{\perp j})\big)\Big],$$
-#
-# a binary classifier of "class $k$ is the label" per class and of "expert $j$ is right" per expert.
-# Each implies an estimate of $P(m_j = y \mid x)$: softmax
-# $\hat P_j = p_{\perp j} / (1 - \sum_{j'} p_{\perp j'})$ (eq. 2, which can exceed 1), OvA
-# $\hat P_j = \sigma(g_{\perp j})$ (eq. 3). The page measures the ECE of these estimates against
-# whether each expert was right. The book computes them with
-# {py:func}`~lib.l2d.surrogates.softmax_l2d_loss`, {py:func}`~lib.l2d.surrogates.ova_l2d_loss`,
-# {py:func}`~lib.l2d.surrogates.expert_correctness_softmax` and
-# {py:func}`~lib.l2d.surrogates.expert_correctness_ova`; below, on two examples with $K = J = 2$
-# whose logits are $\log p$, so that each column has a one-line closed form beside it.
+# With $p = \mathrm{softmax}(g)$ over $K$ class outputs and one deferral output per expert, the
+# **softmax surrogate** {cite}`mozannar2020l2d` is a cross-entropy on the label plus
+# $-\sum_j \mathbb{1}[m_j = y] \log p_{\perp j}$, and its estimate of "expert $j$ is right" is
+# $p_{\perp j} / (1 - \sum_{j'} p_{\perp j'})$ (eq. 2, which can exceed 1); the **one-vs-all
+# surrogate** {cite}`verma2022ova` gives every output its own logistic loss, and its estimate is
+# $\sigma(g_{\perp j})$ (eq. 3). Both are derived term by term on the
+# [mixture-of-Gaussians page](l2d_gaussians.ipynb); the same two examples, each row beside its
+# closed form ({py:func}`~lib.l2d.pages.L2DPage.method_table`):
 
 # %%
-p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
-g, y = p.log(), torch.tensor([0, 0])
-right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
-phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
-pd.DataFrame({
-    "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
-    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
-    "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
-    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
-    "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
-    "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
-    "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
-    "  sigmoid(log p_perp_1) = p_perp_1 / (1 + p_perp_1)": p[:, 2] / (1 + p[:, 2]),
-}, index=["example 1", "example 2"]).T.round(4)
+PAGE.method_table()
 
 # %% [markdown]
 # Each indented row is the closed form of the row above it ($\phi_j$: $\log(1 + 1/p_{\perp j})$ if

@@ -57,7 +57,7 @@ import torch
 
 from lib import pages, plots, report
 from lib.l2d import plots as l2d_plots
-from lib.l2d import results, surrogates
+from lib.l2d import results
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 
 plots.use_offline_renderer()
@@ -100,20 +100,7 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # whose logits are $\log p$, so that each column has a one-line closed form beside it.
 
 # %%
-p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
-g, y = p.log(), torch.tensor([0, 0])
-right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
-phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
-pd.DataFrame({
-    "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
-    "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
-    "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
-    "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
-    "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
-    "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
-    "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
-    "  sigmoid(log p_perp_1) = p_perp_1 / (1 + p_perp_1)": p[:, 2] / (1 + p[:, 2]),
-}, index=["example 1", "example 2"]).T.round(4)
+PAGE.method_table()
 
 # %% [markdown]
 # Each indented row is the closed form of the row above it ($\phi_j$: $\log(1 + 1/p_{\perp j})$ if

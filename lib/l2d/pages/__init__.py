@@ -8,10 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+import torch
 
 from lib import report
 from lib.engine.plan import Item
 from lib.engine.runs import training
+from lib.l2d import surrogates
 from lib.l2d.experiment import grid
 from lib.l2d.results import l2d_claims, result_row, summarize
 from lib.page import Page
@@ -78,3 +80,26 @@ class L2DPage(Page):
         majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
         accuracy = float(runs["classifier_accuracy"].mean())
         return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
+
+    @staticmethod
+    def method_table() -> pd.DataFrame:
+        """Both surrogates and both correctness estimates (:mod:`lib.l2d.surrogates`) on two examples
+        with K = J = 2 whose logits are log p, each row followed by its one-line closed form (phi_j:
+        log(1 + 1/p_perp_j) if expert j is right, log(1 + p_perp_j) if not)."""
+        p = torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.6, 0.2, 0.1, 0.1]])  # K = J = 2
+        g, y = p.log(), torch.tensor([0, 0])
+        right = torch.tensor([[True, False], [False, False]])  # 1[m_j = y]
+        phi = torch.where(right, 1 / p[:, 2:], p[:, 2:]).log1p().sum(1)  # sum_j phi_j
+        rows = {
+            "softmax loss": surrogates.softmax_l2d_loss(g, y, right, reduction="none"),
+            "  -log p_y - sum_j 1[m_j=y] log p_perp_j": -(g[:, 0] + (right * g[:, 2:]).sum(1)),
+            "OvA loss": surrogates.ova_l2d_loss(g, y, right, reduction="none"),
+            "  log(1+1/p_y) + log(1+p_2) + sum_j phi_j": (1 / p[:, 0]).log1p() + p[:, 1].log1p() + phi,
+            "softmax estimate, expert 1": surrogates.expert_correctness_softmax(g, 2)[:, 0],
+            "  p_perp_1 / (1 - p_perp_1 - p_perp_2)": p[:, 2] / (1 - p[:, 2:].sum(1)),
+            "OvA estimate, expert 1": surrogates.expert_correctness_ova(g, 2)[:, 0],
+            "  sigmoid(log p_perp_1) = p_perp_1 / (1 + p_perp_1)": p[:, 2] / (1 + p[:, 2]),
+        }
+        return pd.DataFrame({k: v.detach().numpy() for k, v in rows.items()}, index=["example 1", "example 2"]).T.round(
+            4
+        )
