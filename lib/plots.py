@@ -30,9 +30,9 @@ BOOK_WIDTH = 740
 column); grids and side-by-side charts are sized to fit it, so their labels stay legible."""
 
 
-def use_offline_renderer() -> str:
+def use_offline_renderer() -> None:
     """Set up a page's output: render altair charts as inline SVG through vl-convert (no CDN, no
-    internet) and return the renderer's name; lift altair's 5,000-row limit for inline data; show
+    internet); lift altair's 5,000-row limit for inline data; show
     text cells of pandas tables in full (claims tables hold sentences that pandas would cut at 50
     characters).
 
@@ -47,7 +47,6 @@ def use_offline_renderer() -> str:
         bundle = bundle[0]
     if "image/svg+xml" not in (bundle or {}):
         raise RuntimeError("altair's svg renderer did not produce image/svg+xml; is vl-convert-python installed?")
-    return "svg"
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
