@@ -41,8 +41,6 @@ __all__ = [
     "monotonicity",
     "published_key",
 ]
-__all__ += ["PAPER_ECE_VISION", "SMALL", "SPEARMAN_MIN", "SPLITS", "calibration_claims", "ece_grid", "ece_of"]
-__all__ += ["monotonicity", "published_key"]
 
 SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
 """The two halves and their short names in the published keys."""

@@ -44,9 +44,6 @@ __all__ = [
     "shift_apgr",
     "shifted_cc",
 ]
-__all__ += ["PAPER_APGR_BY_CALIBRATOR", "PAPER_APGR_CC", "PAPER_APGR_MF_ROUTER", "RANDOM_APGR", "CascadeGrid"]
-__all__ += ["CascadingPage", "ablation_means", "ablations", "advantage_frame", "build_grid"]
-__all__ += ["cascading_claims", "first_split_curves", "main_apgr", "shift_apgr", "shifted_cc"]
 
 PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),

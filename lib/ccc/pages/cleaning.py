@@ -39,8 +39,6 @@ __all__ = [
     "precision_se",
     "top_flagged",
 ]
-__all__ += ["TOP_BIN_PRECISION_MIN", "TOP_K", "CleaningPage", "cleaning_claims", "compare_at_detection"]
-__all__ += ["confident_learning", "mmlu_flag_counts", "mmlu_flags", "precision_se", "top_flagged"]
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),

@@ -34,8 +34,6 @@ __all__ = [
     "split_gains",
     "summary",
 ]
-__all__ += ["TS", "UNCAL", "SameSizePage", "gains", "route_grid", "same_size_claims", "split_gains"]
-__all__ += ["summary"]
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""

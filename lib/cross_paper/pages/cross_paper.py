@@ -55,9 +55,6 @@ __all__ = [
     "training_loss_ece",
     "training_loss_rows",
 ]
-__all__ += ["best_fix", "cascade_apgr", "confidence_routing", "cross_paper_claims", "long_table"]
-__all__ += ["mixture_ece", "other_model_correctness_ece", "overconfidence_published", "posthoc_ece"]
-__all__ += ["shift_ece", "softmax", "table_value", "training_loss_ece", "training_loss_rows"]
 
 POSTHOC = ("none", "temperature", "platt", "histogram")
 
