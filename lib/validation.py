@@ -63,6 +63,19 @@ def to_tensor(x: ArrayLike, name: str, dtype: torch.dtype | None = None) -> torc
         raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
 
 
+def to_float_tensor(
+    x: ArrayLike, name: str, ndim: int, what: str = "", dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """:func:`to_tensor`, integer input cast to ``dtype`` (default: torch's default dtype), checked to
+    have ``ndim`` dimensions (``what`` describes them) and finite values."""
+    t = to_tensor(x, name)
+    if not t.is_floating_point():
+        t = t.to(dtype or torch.get_default_dtype())
+    check_ndim(t, ndim, name, what)
+    check_finite(t, name)
+    return t
+
+
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(x.shape)
 
