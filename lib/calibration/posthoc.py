@@ -303,17 +303,18 @@ def probs_to_logits(probs: ArrayLike) -> ArrayLike:
 # --- Platt scaling ------------------------------------------------------------------------------
 
 
-def _scores_outcomes(scores: ArrayLike, outcomes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    s = to_numpy(scores, "scores")
-    o = to_numpy(outcomes, "outcomes")
-    check_ndim(s, 1, "scores")
-    check_finite(s, "scores")
-    check_ndim(o, 1, "outcomes")
-    check_same_length(s, o, "scores", "outcomes")
+def _scores_outcomes(
+    scores: ArrayLike, outcomes: ArrayLike, names: tuple[str, str] = ("scores", "outcomes")
+) -> tuple[np.ndarray, np.ndarray]:
+    s, o = to_numpy(scores, names[0]), to_numpy(outcomes, names[1])
+    check_ndim(s, 1, names[0])
+    check_finite(s, names[0])
+    check_ndim(o, 1, names[1])
+    check_same_length(s, o, *names)
     if s.shape[0] == 0:
-        raise ValueError("scores: is empty (0 examples)")
+        raise ValueError(f"{names[0]}: is empty (0 examples)")
     if not np.all((o == 0) | (o == 1)):
-        raise ValueError("outcomes: values must be 0 or 1 (or booleans)")
+        raise ValueError(f"{names[1]}: values must be 0 or 1 (or booleans)")
     return s, o
 
 
@@ -372,15 +373,8 @@ class HistogramBinning:
         self.counts: np.ndarray | None = None
 
     def fit(self, conf: ArrayLike, outcome: ArrayLike) -> "HistogramBinning":
-        c = to_numpy(conf, "conf")
-        o = to_numpy(outcome, "outcome")
+        c, o = _scores_outcomes(conf, outcome, ("conf", "outcome"))
         check_unit_interval(c, "conf")
-        check_ndim(o, 1, "outcome")
-        check_same_length(c, o, "conf", "outcome")
-        if c.shape[0] == 0:
-            raise ValueError("conf: is empty (0 examples)")
-        if not np.all((o == 0) | (o == 1)):
-            raise ValueError("outcome: values must be 0 or 1 (or booleans)")
         edges = bin_edges(c, self.n_bins, "mass")
         idx = bin_index(c, edges)
         counts = np.bincount(idx, minlength=self.n_bins)
