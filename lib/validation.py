@@ -187,6 +187,22 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
             raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
 
 
+def to_unit_vector(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a 1-D float64 numpy array of finite values in [0, 1] (:func:`check_unit_interval`)."""
+    arr = to_numpy(x, name)
+    check_unit_interval(arr, name)
+    return arr
+
+
+def to_flags(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a 1-D boolean numpy array, or raise naming ``name`` unless each value is 0/1 or a bool."""
+    arr = to_numpy(x, name)
+    check_ndim(arr, 1, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: values must be 0/1 or booleans")
+    return arr.astype(bool)
+
+
 def check_number(
     value: Any,
     name: str,
