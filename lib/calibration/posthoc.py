@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from lib.calibration.metrics import bin_edges, bin_index
+from lib.calibration.metrics import _conf_outcome, bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
     check_bins,
@@ -303,18 +303,17 @@ def probs_to_logits(probs: ArrayLike) -> ArrayLike:
 # --- Platt scaling ------------------------------------------------------------------------------
 
 
-def _scores_outcomes(
-    scores: ArrayLike, outcomes: ArrayLike, names: tuple[str, str] = ("scores", "outcomes")
-) -> tuple[np.ndarray, np.ndarray]:
-    s, o = to_numpy(scores, names[0]), to_numpy(outcomes, names[1])
-    check_ndim(s, 1, names[0])
-    check_finite(s, names[0])
-    check_ndim(o, 1, names[1])
-    check_same_length(s, o, *names)
+def _scores_outcomes(scores: ArrayLike, outcomes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    s = to_numpy(scores, "scores")
+    o = to_numpy(outcomes, "outcomes")
+    check_ndim(s, 1, "scores")
+    check_finite(s, "scores")
+    check_ndim(o, 1, "outcomes")
+    check_same_length(s, o, "scores", "outcomes")
     if s.shape[0] == 0:
-        raise ValueError(f"{names[0]}: is empty (0 examples)")
+        raise ValueError("scores: is empty (0 examples)")
     if not np.all((o == 0) | (o == 1)):
-        raise ValueError(f"{names[1]}: values must be 0 or 1 (or booleans)")
+        raise ValueError("outcomes: values must be 0 or 1 (or booleans)")
     return s, o
 
 
@@ -373,8 +372,7 @@ class HistogramBinning:
         self.counts: np.ndarray | None = None
 
     def fit(self, conf: ArrayLike, outcome: ArrayLike) -> "HistogramBinning":
-        c, o = _scores_outcomes(conf, outcome, ("conf", "outcome"))
-        check_unit_interval(c, "conf")
+        c, o = _conf_outcome(conf, outcome)
         edges = bin_edges(c, self.n_bins, "mass")
         idx = bin_index(c, edges)
         counts = np.bincount(idx, minlength=self.n_bins)
