@@ -85,11 +85,6 @@ def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.
     return (t[t.columns.max()] - t[t.columns.min()]).to_numpy()
 
 
-def _se(x: np.ndarray) -> float | None:
-    """The standard error of the mean of ``x`` (``None`` with one value: one seed gives none)."""
-    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) >= 2 else None
-
-
 def _seeds(x: np.ndarray) -> str:
     return f"{len(x)} seed{'s' if len(x) != 1 else ''}"
 
@@ -139,7 +134,7 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
             f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
             "flat",
             f"rise {m_ova:+.3f} ({_seeds(ova)}; softmax {np.mean(sm):+.3f})",
-            report.two_se_verdict(flat_tol - abs(m_ova), _se(ova), flat_tol / 3),
+            report.two_se_verdict(flat_tol - abs(m_ova), report.standard_error(ova), flat_tol / 3),
         )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")

@@ -235,10 +235,8 @@ def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
     means = sub.groupby("setting")["apgr"].mean()
     order = means.sort_values(kind="stable").index  # the lowest and the highest, distinct even in a tie
     hi, lo = _per_split(sub, setting=order[-1]), _per_split(sub, setting=order[0])
-    d = hi - lo
-    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else None
     spread = float(means.max() - means.min())
-    return report.two_se_verdict(ABLATION_RANGE_MAX - spread, se), f"range {spread:.4f}"
+    return report.two_se_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(hi - lo)), f"range {spread:.4f}"
 
 
 def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:

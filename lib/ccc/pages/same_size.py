@@ -142,7 +142,7 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
     """:func:`lib.report.two_se_verdict` of the mean per-split difference, its SE the larger of the
     splits' (paired) and the test half's own (splits share most of their examples, so their spread
     alone understates the noise of a finite test set)."""
-    se = float(diffs.std(ddof=1) / np.sqrt(diffs.size)) if diffs.size >= 2 else 0.0
+    se = report.standard_error(diffs) or 0.0
     return report.two_se_verdict(float(diffs.mean()), max(se, float(np.mean(test_se))))
 
 
