@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,18 @@ def standard_error(values: Any) -> float | None:
     fewer than two values (one seed gives none)."""
     arr = np.asarray(values)
     return float(arr.std(ddof=1) / np.sqrt(arr.size)) if arr.size >= 2 else None
+
+
+def every(verdicts: Iterable[str]) -> str:
+    """A claim "for every X" from each X's verdict: "did not hold" if any part did not hold, "held"
+    if every part held, else "inconclusive at this scale" (symmetric: one clear failure is as
+    decisive against the claim as all clear successes are for it)."""
+    got = list(verdicts)
+    if not got:
+        raise ValueError("verdicts: need at least one")
+    if VERDICTS[1] in got:
+        return VERDICTS[1]
+    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
 
 
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:

@@ -140,12 +140,11 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")
         ova = _rise(df, "dependence", "ova", "ece_random_expert")
         parts = (report.paired_verdict(sm, ECE_MARGIN), report.paired_verdict(sm - ova, ECE_MARGIN))
-        both = parts[0] if parts[0] == parts[1] else report.VERDICTS[2]
         add(
             "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
             "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
             f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f} ({_seeds(sm)})",
-            report.VERDICTS[1] if report.VERDICTS[1] in parts else both,
+            report.every(parts),
         )
         top = _per_seed(df, "dependence", "softmax", "ece_random_expert")
         top = top[top.columns.max()].to_numpy()

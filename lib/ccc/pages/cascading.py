@@ -18,7 +18,6 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import every
 from lib.data import mmlu
 from lib.page import Page
 
@@ -245,7 +244,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
 
     Every rule is symmetric with the noise of the splits: CC and UC (and the ablation settings) are
     scored on the same splits, so their differences are paired (:func:`lib.report.paired_verdict`);
-    "for both pairs" is :func:`lib.ccc.pages.every`; the shift rows are one split each, judged
+    "for both pairs" is :func:`lib.report.every`; the shift rows are one split each, judged
     against two split-to-split SDs of CC's APGR on the instruct pair. The paper reports no errors
     for APGR, so ``paper_own`` is not testable.
     """
@@ -267,7 +266,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
             "paper": f"MMLU CC {PAPER_APGR_CC:.4f} vs random 0.5 (App. A.1, Table 4); the paper's pair is "
             "LLaMA-8B -> 70B only",
             "ours": ", ".join(f"{p} {cc[p].mean():.4f}" for p in PAIRS) + f" (means of {k} splits)",
-            "verdict": every(report.paired_verdict(cc[p] - RANDOM_APGR) for p in PAIRS),
+            "verdict": report.every(report.paired_verdict(cc[p] - RANDOM_APGR) for p in PAIRS),
         },
         {
             "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
@@ -278,7 +277,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
                 f"{(cc[p] - uc[p]).std(ddof=1) / np.sqrt(k) if k >= 2 else float('nan'):.4f})"
                 for p in PAIRS
             ),
-            "verdict": every(report.paired_verdict(cc[p] - uc[p]) for p in PAIRS),
+            "verdict": report.every(report.paired_verdict(cc[p] - uc[p]) for p in PAIRS),
         },
         {
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
