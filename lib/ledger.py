@@ -69,31 +69,16 @@ def ledger_rows(
     rows: list[dict[str, str]] = []
     for name in names:
         got = published(name)
-        if got is None:
-            rows.append(
-                {
-                    "page": name,
-                    "kind": "claim",
-                    "claim": "(page not executed in this build)",
-                    "paper_own": "",
-                    "ours": "",
-                    "paper_scale": "",
-                    "why": "",
-                }  # fmt: skip
-            )
-            continue
-        claims = got.get("claims")
+        claims = None if got is None else got.get("claims")
         if not isinstance(claims, list):
+            missing = "(page not executed in this build)" if got is None else "(the page publishes no claims table)"
             rows.append(
                 {
                     "page": name,
                     "kind": "claim",
-                    "claim": "(the page publishes no claims table)",
-                    "paper_own": "",
-                    "ours": "",
-                    "paper_scale": "",
-                    "why": "",
-                }  # fmt: skip
+                    "claim": missing,
+                    **dict.fromkeys(("paper_own", "ours", "paper_scale", "why"), ""),
+                }
             )
             continue
         at_paper = {str(r.get("claim")): r for r in ((paper_published(name) or {}).get("claims") or [])}

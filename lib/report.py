@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +102,32 @@ def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) ->
     return VERDICTS[2]
 
 
+def standard_error(values: Any) -> float | None:
+    """The standard error of the mean of the array ``values``: std (ddof 1) / sqrt(n); ``None`` with
+    fewer than two values (one seed gives none)."""
+    arr = np.asarray(values)
+    return float(arr.std(ddof=1) / np.sqrt(arr.size)) if arr.size >= 2 else None
+
+
+def every(verdicts: Iterable[str]) -> str:
+    """A claim "for every X" from each X's verdict: "did not hold" if any part did not hold, "held"
+    if every part held, else "inconclusive at this scale" (symmetric: one clear failure is as
+    decisive against the claim as all clear successes are for it)."""
+    got = list(verdicts)
+    if not got:
+        raise ValueError("verdicts: need at least one")
+    if VERDICTS[1] in got:
+        return VERDICTS[1]
+    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
+
+
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
     """:func:`two_se_verdict` of per-seed differences ``diffs`` (paired: the same seeds on both
     sides): their mean against two standard errors of the mean (none with a single seed)."""
     arr = np.asarray(list(diffs), dtype=float)
     if arr.size == 0:
         raise ValueError("diffs: must not be empty")
-    se = float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size >= 2 else None
-    return two_se_verdict(float(arr.mean()), se, margin)
+    return two_se_verdict(float(arr.mean()), standard_error(arr), margin)
 
 
 def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

@@ -63,6 +63,19 @@ def to_tensor(x: ArrayLike, name: str, dtype: torch.dtype | None = None) -> torc
         raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
 
 
+def to_float_tensor(
+    x: ArrayLike, name: str, ndim: int, what: str = "", dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """:func:`to_tensor`, integer input cast to ``dtype`` (default: torch's default dtype), checked to
+    have ``ndim`` dimensions (``what`` describes them) and finite values."""
+    t = to_tensor(x, name)
+    if not t.is_floating_point():
+        t = t.to(dtype or torch.get_default_dtype())
+    check_ndim(t, ndim, name, what)
+    check_finite(t, name)
+    return t
+
+
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(x.shape)
 
@@ -172,6 +185,22 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
         hi = float(x.max()) if _shape(x)[0] else 0.0
         if lo < 0 or hi > 1:
             raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
+
+
+def to_unit_vector(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a 1-D float64 numpy array of finite values in [0, 1] (:func:`check_unit_interval`)."""
+    arr = to_numpy(x, name)
+    check_unit_interval(arr, name)
+    return arr
+
+
+def to_flags(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a 1-D boolean numpy array, or raise naming ``name`` unless each value is 0/1 or a bool."""
+    arr = to_numpy(x, name)
+    check_ndim(arr, 1, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: values must be 0/1 or booleans")
+    return arr.astype(bool)
 
 
 def check_number(

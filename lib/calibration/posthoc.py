@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from lib.calibration.metrics import bin_edges, bin_index
+from lib.calibration.metrics import _conf_outcome, bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
     check_bins,
@@ -372,15 +372,7 @@ class HistogramBinning:
         self.counts: np.ndarray | None = None
 
     def fit(self, conf: ArrayLike, outcome: ArrayLike) -> "HistogramBinning":
-        c = to_numpy(conf, "conf")
-        o = to_numpy(outcome, "outcome")
-        check_unit_interval(c, "conf")
-        check_ndim(o, 1, "outcome")
-        check_same_length(c, o, "conf", "outcome")
-        if c.shape[0] == 0:
-            raise ValueError("conf: is empty (0 examples)")
-        if not np.all((o == 0) | (o == 1)):
-            raise ValueError("outcome: values must be 0 or 1 (or booleans)")
+        c, o = _conf_outcome(conf, outcome)
         edges = bin_edges(c, self.n_bins, "mass")
         idx = bin_index(c, edges)
         counts = np.bincount(idx, minlength=self.n_bins)

@@ -21,6 +21,8 @@ import pandas as pd
 
 from lib.ccc.confidence import ModelOutputs
 from lib.validation import (
+    to_unit_vector,
+    to_flags,
     ArrayLike,
     check_bins,
     check_choice,
@@ -42,20 +44,6 @@ def _vector(x: ArrayLike, name: str, dtype: type = np.float64) -> np.ndarray:
     check_ndim(arr, 1, name)
     check_finite(arr.astype(np.float64), name)
     return arr
-
-
-def _unit_vector(x: ArrayLike, name: str) -> np.ndarray:
-    arr = _vector(x, name)
-    if arr.size and (arr.min() < 0 or arr.max() > 1):
-        raise ValueError(f"{name}: values must lie in [0, 1], got [{arr.min():.4g}, {arr.max():.4g}]")
-    return arr
-
-
-def _bool_vector(x: ArrayLike, name: str) -> np.ndarray:
-    arr = _vector(x, name)
-    if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name}: values must be 0/1 or booleans")
-    return arr.astype(bool)
 
 
 # --- splitting ----------------------------------------------------------------------------------
@@ -85,14 +73,14 @@ def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
     """
     from lib.calibration.metrics import bin_edges
 
-    return bin_edges(_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
+    return bin_edges(to_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
 
 
 def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
     """Bin of each confidence for half-open bins (edges[b], edges[b+1]] (:func:`lib.calibration.metrics.bin_index`)."""
     from lib.calibration.metrics import bin_index
 
-    return bin_index(_unit_vector(conf, "conf"), edges)
+    return bin_index(to_unit_vector(conf, "conf"), edges)
 
 
 def advantage_table(
@@ -108,8 +96,8 @@ def advantage_table(
     Empty bins get NaN statistics."""
     n_bins = check_bins(n_bins)
     b = to_int_array(bins, "bins")  # 1.7 is no bin (a cast would truncate it to 1)
-    cs, cl = _unit_vector(conf_small, "conf_small"), _unit_vector(conf_large, "conf_large")
-    ks, kl = _bool_vector(correct_small, "correct_small"), _bool_vector(correct_large, "correct_large")
+    cs, cl = to_unit_vector(conf_small, "conf_small"), to_unit_vector(conf_large, "conf_large")
+    ks, kl = to_flags(correct_small, "correct_small"), to_flags(correct_large, "correct_large")
     for arr, nm in ((cs, "conf_small"), (cl, "conf_large"), (ks, "correct_small"), (kl, "correct_large")):
         check_same_length(b, arr, "bins", nm)
     if b.size and (b.min() < 0 or b.max() >= n_bins):
@@ -236,8 +224,8 @@ def random_routing_curve(
     exactly 0.5 (paper 3, App. A.1: "a random routing baseline corresponds to 0.5"); one draw
     scatters around it by how often the two models disagree. ``order`` holds the random order.
     """
-    ks = _bool_vector(correct_small, "correct_small")
-    kl = _bool_vector(correct_large, "correct_large")
+    ks = to_flags(correct_small, "correct_small")
+    kl = to_flags(correct_large, "correct_large")
     check_same_length(ks, kl, "correct_small", "correct_large")
     n_points = check_int(n_points, "n_points")
     if n_points < 2:
@@ -296,10 +284,7 @@ def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
     non-zero only where the models disagree, so its variance is at most d / n; r(c) divides by the
     gap, and APGR, an average of r(c) over c, has an SD no larger than the largest r(c)'s.
     """
-    ks, kl = (
-        _bool_vector(small.correct_test, "small.correct_test"),
-        _bool_vector(large.correct_test, "large.correct_test"),
-    )
+    ks, kl = (to_flags(small.correct_test, "small.correct_test"), to_flags(large.correct_test, "large.correct_test"))
     check_same_length(ks, kl, "small.correct_test", "large.correct_test")
     gap = abs(float(kl.mean()) - float(ks.mean()))
     if ks.size == 0 or gap < 1e-12:

@@ -19,6 +19,9 @@ import numpy as np
 import pandas as pd
 
 from lib.validation import (
+    to_unit_vector,
+    to_flags,
+    to_int_array,
     ArrayLike,
     check_bins,
     check_choice,
@@ -34,27 +37,9 @@ from lib.validation import (
 
 
 def _ints(x: ArrayLike, name: str) -> np.ndarray:
-    arr = to_numpy(x, name)
+    arr = to_int_array(x, name)
     check_ndim(arr, 1, name)
-    if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-        raise ValueError(f"{name}: must hold integers")
-    return arr.astype(np.int64)
-
-
-def _conf(x: ArrayLike, name: str) -> np.ndarray:
-    arr = to_numpy(x, name)
-    check_ndim(arr, 1, name)
-    if not np.all(np.isfinite(arr)) or (arr.size and (arr.min() < 0 or arr.max() > 1)):
-        raise ValueError(f"{name}: values must be finite and lie in [0, 1]")
     return arr
-
-
-def _flags(x: ArrayLike, name: str) -> np.ndarray:
-    arr = to_numpy(x, name)
-    check_ndim(arr, 1, name)
-    if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name}: values must be 0/1 or booleans")
-    return arr.astype(bool)
 
 
 def basic_flags(pred_a: ArrayLike, pred_b: ArrayLike, labels: ArrayLike) -> np.ndarray:
@@ -72,7 +57,7 @@ def confidence_bins(conf: ArrayLike, n_bins: int = 15) -> np.ndarray:
     """Equal-count bin (0 = least confident .. n_bins - 1) of each confidence over the pool."""
     from lib.calibration.metrics import bin_edges, bin_index
 
-    c = _conf(conf, "conf")
+    c = to_unit_vector(conf, "conf")
     return bin_index(c, bin_edges(c, n_bins, "mass"))
 
 
@@ -101,7 +86,7 @@ def calibrated_flags(
         raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
     check_choice(pool, BIN_POOLS, "pool")
     flags = basic_flags(pred_a, pred_b, labels)
-    ca, cb = _conf(conf_a, "conf_a"), _conf(conf_b, "conf_b")
+    ca, cb = to_unit_vector(conf_a, "conf_a"), to_unit_vector(conf_b, "conf_b")
     check_same_length(ca, flags, "conf_a", "labels")
     check_same_length(cb, flags, "conf_b", "labels")
     top = n_bins - k
@@ -119,7 +104,7 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
     precision = #(flagged and noisy) / #flagged (1.0 when nothing is flagged, by convention);
     detection (recall) = #(flagged and noisy) / #noisy.
     """
-    f, t = _flags(flags, "flags"), _flags(is_noisy, "is_noisy")
+    f, t = to_flags(flags, "flags"), to_flags(is_noisy, "is_noisy")
     check_same_length(f, t, "flags", "is_noisy")
     if not t.any():
         raise ValueError("is_noisy: no example is noisy, detection is undefined")
@@ -152,7 +137,7 @@ def ranking_curve(ranked: ArrayLike, is_noisy: ArrayLike, n_points: int = 50) ->
     """Precision/detection of the top-m of a ranked list of flagged indices, for m on a grid."""
     n_points = check_int(n_points, "n_points")  # 0 points would be an empty table
     r = _ints(ranked, "ranked")
-    t = _flags(is_noisy, "is_noisy")
+    t = to_flags(is_noisy, "is_noisy")
     if r.size and (r.min() < 0 or r.max() >= t.shape[0]):
         raise ValueError(f"ranked: indices must lie in [0, {t.shape[0]})")
     rows = []

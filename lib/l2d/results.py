@@ -85,11 +85,6 @@ def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.
     return (t[t.columns.max()] - t[t.columns.min()]).to_numpy()
 
 
-def _se(x: np.ndarray) -> float | None:
-    """The standard error of the mean of ``x`` (``None`` with one value: one seed gives none)."""
-    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) >= 2 else None
-
-
 def _seeds(x: np.ndarray) -> str:
     return f"{len(x)} seed{'s' if len(x) != 1 else ''}"
 
@@ -139,18 +134,17 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
             f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
             "flat",
             f"rise {m_ova:+.3f} ({_seeds(ova)}; softmax {np.mean(sm):+.3f})",
-            report.two_se_verdict(flat_tol - abs(m_ova), _se(ova), flat_tol / 3),
+            report.two_se_verdict(flat_tol - abs(m_ova), report.standard_error(ova), flat_tol / 3),
         )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")
         ova = _rise(df, "dependence", "ova", "ece_random_expert")
         parts = (report.paired_verdict(sm, ECE_MARGIN), report.paired_verdict(sm - ova, ECE_MARGIN))
-        both = parts[0] if parts[0] == parts[1] else report.VERDICTS[2]
         add(
             "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
             "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
             f"rise softmax {np.mean(sm):+.3f}, OvA {np.mean(ova):+.3f} ({_seeds(sm)})",
-            report.VERDICTS[1] if report.VERDICTS[1] in parts else both,
+            report.every(parts),
         )
         top = _per_seed(df, "dependence", "softmax", "ece_random_expert")
         top = top[top.columns.max()].to_numpy()

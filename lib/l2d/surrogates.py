@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.validation import (
+    to_float_tensor,
     check_nonempty,
     reduce_loss,
     ArrayLike,
@@ -44,12 +45,7 @@ __all__ = [
 # Input handling
 # --------------------------------------------------------------------------------------------
 def _logits(logits: ArrayLike) -> torch.Tensor:
-    x = to_tensor(logits, "logits")
-    if not x.is_floating_point():
-        x = x.to(torch.get_default_dtype())
-    check_ndim(x, 2, "logits", "N examples x (K classes + J experts)")
-    check_finite(x, "logits")
-    return x
+    return to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
 
 
 def _check_num_classes(num_classes: int, width: int) -> int:

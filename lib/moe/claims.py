@@ -72,8 +72,7 @@ def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.
 
 def diff_text(diffs: np.ndarray) -> str:
     """'.043 ± .006 (3 seeds)': the mean paired difference and its SE (none with one seed)."""
-    se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else None
-    return f"{fmt(float(diffs.mean()), se)} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
+    return f"{fmt(float(diffs.mean()), report.standard_error(diffs))} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
 
 
 def verdict_of(diffs: np.ndarray, margin: float = MARGIN) -> str:

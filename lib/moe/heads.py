@@ -17,7 +17,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import check_choice, check_finite, check_labels, check_ndim, check_same_length, to_tensor
+from lib.validation import (
+    check_choice,
+    check_finite,
+    check_labels,
+    check_ndim,
+    check_same_length,
+    to_float_tensor,
+    to_tensor,
+)
 
 PROB_CLAMP = 1e-12
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
@@ -190,11 +198,7 @@ def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
 
 def routing_entropy(routing: torch.Tensor) -> torch.Tensor:
     """Per-example entropy -sum_k r_k log r_k of the routing weights (nats), shape (N,)."""
-    routing = to_tensor(routing, "routing")
-    if not routing.is_floating_point():
-        routing = routing.double()
-    check_ndim(routing, 2, "routing", "N examples x K experts")
-    check_finite(routing, "routing")
+    routing = to_float_tensor(routing, "routing", 2, "N examples x K experts", torch.float64)
     if (routing < -1e-6).any() or ((routing.sum(1) - 1).abs() > 1e-4).any():
         raise ValueError("routing: rows must be non-negative and sum to 1")
     return -torch.special.xlogy(routing, routing).sum(dim=1)

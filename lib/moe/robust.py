@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -59,15 +58,6 @@ def _losses(losses: object, name: str = "losses", allow_empty: bool = False) -> 
     return t
 
 
-def _lam(lam: float) -> float:
-    if isinstance(lam, torch.Tensor):
-        lam = float(lam)
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
-        raise ValueError(f"lam: must be a number >= 0, got {lam!r}")
-    lam = check_positive(lam, "lam", allow_zero=True)
-    return float(lam)
-
-
 def _tilted(l: torch.Tensor, lam: float) -> torch.Tensor:
     """lam * l, checked to be finite: past float range the softmax of it is NaN (inf - inf)."""
     z = lam * l
@@ -79,7 +69,7 @@ def _tilted(l: torch.Tensor, lam: float) -> torch.Tensor:
 def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
     l = _losses(losses)
-    lam = _lam(lam)
+    lam = check_positive(lam, "lam", allow_zero=True)
     return F.softmax(_tilted(l, lam), dim=0)
 
 
@@ -99,7 +89,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
     ``losses``, which would synchronise the host with the device (see the module docstring).
     """
     l = _losses(losses) if validate else _vector(losses, "losses")
-    lam = _lam(lam)
+    lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
         return l.mean()
     return (F.softmax(_tilted(l, lam) if validate else lam * l, dim=0) * l).sum()
@@ -111,7 +101,7 @@ def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     lam == 0 returns the mean (the limit).
     """
     l = _losses(losses)
-    lam = _lam(lam)
+    lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
         return l.mean()
     return (torch.logsumexp(_tilted(l, lam), dim=0) - math.log(l.shape[0])) / lam
@@ -270,6 +260,6 @@ def robust_filtered_loss(
         if not torch.all((mask == 0) | (mask == 1)):
             raise ValueError("mask: must be boolean (or 0/1)")
         mask = mask.bool()
-    lam = _lam(lam)
+    lam = check_positive(lam, "lam", allow_zero=True)
     tilted = torch.where(mask.to(l.device), lam * l, torch.full_like(l, -1e9))
     return l.mean() + (F.softmax(tilted, dim=0) * l).sum()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from lib import report
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS, SUBSETS
 from lib.moe.record import MoERecord
 from lib.validation import check_choice
@@ -70,8 +71,8 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def _se(values: pd.Series) -> float:
-    v = values.dropna().to_numpy(dtype=float)
-    return float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
+    se = report.standard_error(values.dropna().to_numpy(dtype=float))
+    return float("nan") if se is None else se
 
 
 def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Sequence[str] = METRICS) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import softmax as scipy_softmax
 
 from lib.rr import losses as rw
 from lib.calibration.posthoc import lbfgs_minimize
@@ -164,8 +165,7 @@ def gamma_curve(
     for g in _check_gammas(gammas):
         m = fit_logit_map(zf, yf, rw.get_loss(GAMMA_LOSSES[loss], gamma=g), kind)
         zm = m(zv)
-        p = np.exp(zm - zm.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
+        p = scipy_softmax(zm, axis=1)  # exp(z - max) / sum
         rows.append(
             {
                 "loss": loss,

@@ -23,13 +23,12 @@ import torch.nn.functional as F
 from lib.calibration.ece_kde import ece_kde
 from lib.rr.weights import CSFS, EpochHistogram, au_weights, aurc_weights, csf_values
 from lib.validation import (
+    to_float_tensor,
     ArrayLike,
     check_nonempty,
     check_choice,
-    check_finite,
     check_keywords,
     check_labels,
-    check_ndim,
     check_open_unit,
     check_positive,
     check_same_length,
@@ -54,12 +53,8 @@ __all__ = [
 # Helpers
 # --------------------------------------------------------------------------------------------
 def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, torch.Tensor]:
-    z = to_tensor(logits, "logits")
-    if not z.is_floating_point():
-        z = z.to(torch.get_default_dtype())
-    check_ndim(z, 2, "logits", "N examples x C classes")
+    z = to_float_tensor(logits, "logits", 2, "N examples x C classes")
     check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
-    check_finite(z, "logits")
     y = to_tensor(labels, "labels")
     check_labels(y, z.shape[1], "labels")
     check_same_length(z, y, "logits", "labels")

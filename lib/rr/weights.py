@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from lib.validation import (
+    to_float_tensor,
     ArrayLike,
     check_choice,
     check_finite,
@@ -132,11 +133,7 @@ def csf(name: str, probs: ArrayLike) -> Any:
 # AURC weights (eq. 7)
 # --------------------------------------------------------------------------------------------
 def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
-    s = to_tensor(scores, name)
-    if not s.is_floating_point():
-        s = s.to(torch.get_default_dtype())
-    check_ndim(s, 1, name, "one confidence score per example")
-    check_finite(s, name)
+    s = to_float_tensor(scores, name, 1, "one confidence score per example")
     if s.shape[0] < 2:
         raise ValueError(f"{name}: need at least 2 scores, got {s.shape[0]}")
     return s

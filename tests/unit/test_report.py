@@ -145,3 +145,10 @@ def test_claims_table_shows_the_papers_own_verdict_and_kind_only_where_used() ->
         claims_table([{"claim": "a", "ours": "1", "verdict": "held", "paper_own": "yes"}])
     with pytest.raises(ValueError, match="kind 'theorem'"):
         claims_table([{"claim": "a", "ours": "1", "verdict": "held", "kind": "theorem"}])
+
+
+def test_standard_error_hand_computed():
+    # values 1, 2, 3: sample std 1, so SE = 1 / sqrt(3); one value gives none
+    assert report.standard_error(np.array([1.0, 2.0, 3.0])) == pytest.approx(1 / np.sqrt(3), rel=1e-15)
+    assert report.standard_error(np.array([4.0, 4.0])) == 0.0
+    assert report.standard_error(np.array([7.0])) is None

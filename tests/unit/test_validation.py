@@ -113,3 +113,26 @@ def test_check_nonempty_names_the_argument() -> None:
     for empty in (np.zeros((0, 3)), torch.zeros(0), np.float64(1.0)):
         with pytest.raises(ValueError, match="^logits: is empty"):
             v.check_nonempty(empty, "logits")
+
+
+def test_to_float_tensor_casts_integers_and_checks_shape_and_values() -> None:
+    t = v.to_float_tensor([1, 2, 3], "x", 1)
+    assert t.dtype == torch.get_default_dtype() and t.tolist() == [1.0, 2.0, 3.0]
+    assert v.to_float_tensor(np.array([[1, 0]]), "x", 2, dtype=torch.float64).dtype == torch.float64
+    half = torch.tensor([0.5], dtype=torch.float16)
+    assert v.to_float_tensor(half, "x", 1) is half  # floats pass through untouched
+    with pytest.raises(ValueError, match=r"^z: expected 2-D array \(rows x cols\)"):
+        v.to_float_tensor([1.0, 2.0], "z", 2, "rows x cols")
+    with pytest.raises(ValueError, match="^z: contains NaN"):
+        v.to_float_tensor([1.0, float("nan")], "z", 1)
+
+
+def test_to_unit_vector_and_to_flags() -> None:
+    assert v.to_unit_vector([0, 0.5, 1], "c").tolist() == [0.0, 0.5, 1.0]
+    with pytest.raises(ValueError, match=r"^c: values must lie in \[0, 1\]"):
+        v.to_unit_vector([0.2, 1.5], "c")
+    assert v.to_flags([1, 0, True], "f").tolist() == [True, False, True]
+    with pytest.raises(ValueError, match="^f: values must be 0/1 or booleans"):
+        v.to_flags([0, 2], "f")
+    with pytest.raises(ValueError, match="^f: expected 1-D"):
+        v.to_flags([[0, 1]], "f")

@@ -4,7 +4,6 @@ None trains on a GPU: the paper's models' logits and predictions are loaded, not
 here (the cross-paper chapter uses them too):
 
 * :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
-* :func:`every` -- the verdict of a claim made "for every model/pair" from the parts' verdicts;
 * :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
   about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
 """
@@ -12,13 +11,11 @@ here (the cross-paper chapter uses them too):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from lib.report import VERDICTS
-
-__all__ = ["ece_se", "every", "released_runs_note"]
+__all__ = ["ece_se", "released_runs_note"]
 
 
 def ece_se(n: int) -> float:
@@ -32,18 +29,6 @@ def ece_se(n: int) -> float:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n: must be a positive integer (examples), got {n!r}")
     return 0.5 / math.sqrt(int(n))
-
-
-def every(verdicts: Iterable[str]) -> str:
-    """A claim "for every X" from each X's verdict: "did not hold" if any part did not hold, "held"
-    if every part held, else "inconclusive at this scale" (symmetric: one clear failure is as
-    decisive against the claim as all clear successes are for it)."""
-    got = list(verdicts)
-    if not got:
-        raise ValueError("verdicts: need at least one")
-    if VERDICTS[1] in got:
-        return VERDICTS[1]
-    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
 
 
 def released_runs_note(used: Sequence[str], real: bool) -> str:

@@ -22,7 +22,7 @@ from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import ece_se, every
+from lib.ccc.pages import ece_se
 from lib.page import Page
 
 __all__ = [
@@ -41,8 +41,6 @@ __all__ = [
     "monotonicity",
     "published_key",
 ]
-__all__ += ["PAPER_ECE_VISION", "SMALL", "SPEARMAN_MIN", "SPLITS", "calibration_claims", "ece_grid", "ece_of"]
-__all__ += ["monotonicity", "published_key"]
 
 SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
 """The two halves and their short names in the published keys."""
@@ -187,7 +185,9 @@ def calibration_claims(
             "paper": f"MMLU 8B-Instruct test ECE {PAPER_ECE_MMLU['paper test before']:.4f} -> "
             f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, calibrated with Platt scaling)",
             "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
-            "verdict": every(report.two_se_verdict(before_test[m] - after_test[m], ece_se(n[m][1])) for m in overconf),
+            "verdict": report.every(
+                report.two_se_verdict(before_test[m] - after_test[m], ece_se(n[m][1])) for m in overconf
+            ),
         },
         {
             "claim": "calibration fitted on one half holds on the other "
@@ -196,7 +196,7 @@ def calibration_claims(
             f"{PAPER_ECE_MMLU['paper test after']:.4f} (test) on MMLU, {PAPER_ECE_VISION['paper cal after']:.4f} vs "
             f"{PAPER_ECE_VISION['paper test after']:.4f} on ImageNet (Table 1)",
             "ours": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in after_test),
-            "verdict": every(halves(m) for m in after_test),
+            "verdict": report.every(halves(m) for m in after_test),
         },
         {
             "claim": "MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",

@@ -18,7 +18,6 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import every
 from lib.data import mmlu
 from lib.page import Page
 
@@ -44,9 +43,6 @@ __all__ = [
     "shift_apgr",
     "shifted_cc",
 ]
-__all__ += ["PAPER_APGR_BY_CALIBRATOR", "PAPER_APGR_CC", "PAPER_APGR_MF_ROUTER", "RANDOM_APGR", "CascadeGrid"]
-__all__ += ["CascadingPage", "ablation_means", "ablations", "advantage_frame", "build_grid"]
-__all__ += ["cascading_claims", "first_split_curves", "main_apgr", "shift_apgr", "shifted_cc"]
 
 PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),
@@ -238,10 +234,8 @@ def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
     means = sub.groupby("setting")["apgr"].mean()
     order = means.sort_values(kind="stable").index  # the lowest and the highest, distinct even in a tie
     hi, lo = _per_split(sub, setting=order[-1]), _per_split(sub, setting=order[0])
-    d = hi - lo
-    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else None
     spread = float(means.max() - means.min())
-    return report.two_se_verdict(ABLATION_RANGE_MAX - spread, se), f"range {spread:.4f}"
+    return report.two_se_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(hi - lo)), f"range {spread:.4f}"
 
 
 def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:
@@ -250,7 +244,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
 
     Every rule is symmetric with the noise of the splits: CC and UC (and the ablation settings) are
     scored on the same splits, so their differences are paired (:func:`lib.report.paired_verdict`);
-    "for both pairs" is :func:`lib.ccc.pages.every`; the shift rows are one split each, judged
+    "for both pairs" is :func:`lib.report.every`; the shift rows are one split each, judged
     against two split-to-split SDs of CC's APGR on the instruct pair. The paper reports no errors
     for APGR, so ``paper_own`` is not testable.
     """
@@ -272,7 +266,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
             "paper": f"MMLU CC {PAPER_APGR_CC:.4f} vs random 0.5 (App. A.1, Table 4); the paper's pair is "
             "LLaMA-8B -> 70B only",
             "ours": ", ".join(f"{p} {cc[p].mean():.4f}" for p in PAIRS) + f" (means of {k} splits)",
-            "verdict": every(report.paired_verdict(cc[p] - RANDOM_APGR) for p in PAIRS),
+            "verdict": report.every(report.paired_verdict(cc[p] - RANDOM_APGR) for p in PAIRS),
         },
         {
             "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
@@ -283,7 +277,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
                 f"{(cc[p] - uc[p]).std(ddof=1) / np.sqrt(k) if k >= 2 else float('nan'):.4f})"
                 for p in PAIRS
             ),
-            "verdict": every(report.paired_verdict(cc[p] - uc[p]) for p in PAIRS),
+            "verdict": report.every(report.paired_verdict(cc[p] - uc[p]) for p in PAIRS),
         },
         {
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",

@@ -18,7 +18,6 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cleaning
-from lib.ccc.pages import every
 from lib.data import logits, mmlu
 from lib.page import Page
 
@@ -39,8 +38,6 @@ __all__ = [
     "precision_se",
     "top_flagged",
 ]
-__all__ += ["TOP_BIN_PRECISION_MIN", "TOP_K", "CleaningPage", "cleaning_claims", "compare_at_detection"]
-__all__ += ["confident_learning", "mmlu_flag_counts", "mmlu_flags", "precision_se", "top_flagged"]
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),
@@ -162,7 +159,7 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     Noise bars: :func:`precision_se` of each precision (one noise draw, so a precision is a
     proportion over the flags); CL's precision at the same detection rests on about as many flags
     (detection x noisy labels / precision). "Across the entire detection range" is
-    :func:`lib.ccc.pages.every` over the points CL's curve reaches. The paper's Table 3 gives no
+    :func:`lib.report.every` over the points CL's curve reaches. The paper's Table 3 gives no
     flag counts, so ``paper_own`` is not testable.
     """
     if len(curve) == 0:
@@ -201,7 +198,7 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
             f"{PAPER_CLEANING_PRECISION} vs CL {PAPER_CL_PRECISION} (Table 3, ImageNet)",
             "ours": f"of {len(cl_verdicts)} points: {counts[report.VERDICTS[0]]} more precise, "
             f"{counts[report.VERDICTS[1]]} less, {counts[report.VERDICTS[2]]} within the noise",
-            "verdict": every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
+            "verdict": report.every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
         },
         {
             "claim": "the most confident bins flag almost only real errors "

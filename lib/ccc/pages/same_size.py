@@ -15,7 +15,6 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import every
 from lib.page import Page
 
 __all__ = [
@@ -34,8 +33,6 @@ __all__ = [
     "split_gains",
     "summary",
 ]
-__all__ += ["TS", "UNCAL", "SameSizePage", "gains", "route_grid", "same_size_claims", "split_gains"]
-__all__ += ["summary"]
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
@@ -144,14 +141,14 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
     """:func:`lib.report.two_se_verdict` of the mean per-split difference, its SE the larger of the
     splits' (paired) and the test half's own (splits share most of their examples, so their spread
     alone understates the noise of a finite test set)."""
-    se = float(diffs.std(ddof=1) / np.sqrt(diffs.size)) if diffs.size >= 2 else 0.0
+    se = report.standard_error(diffs) or 0.0
     return report.two_se_verdict(float(diffs.mean()), max(se, float(np.mean(test_se))))
 
 
 def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
     """One claim per pair (routing with bins on the first model beats the better single model) and
     one on calibration (TS routing beats uncalibrated routing, for every pair:
-    :func:`lib.ccc.pages.every`), from the per-split rows of :func:`route_grid`. Each comparison is
+    :func:`lib.report.every`), from the per-split rows of :func:`route_grid`. Each comparison is
     the mean per-split difference against two SEs, the larger of the paired SE over splits and the
     test half's own (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). The paper reports no errors, so
     ``paper_own`` is not testable."""
@@ -180,7 +177,7 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
             "paper": "not in the paper as a same-size comparison (it routes by calibrated confidence only); "
             "our added check",
             "ours": ", ".join(f"{a:.4f} vs {b:.4f}" for a, b, _ in helps),
-            "verdict": every(v for _, _, v in helps),
+            "verdict": report.every(v for _, _, v in helps),
         }
     )
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]

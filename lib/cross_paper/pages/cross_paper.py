@@ -27,7 +27,7 @@ from lib.calibration.metrics import accuracy, binary_ece, ece
 from lib.calibration.posthoc import TemperatureScaler, fit_platt, probs_to_logits
 from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
-from lib.ccc.pages import ece_se, every
+from lib.ccc.pages import ece_se
 from lib.moe.claims import MOCAE_ACC_TOL
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
@@ -55,9 +55,6 @@ __all__ = [
     "training_loss_ece",
     "training_loss_rows",
 ]
-__all__ += ["best_fix", "cascade_apgr", "confidence_routing", "cross_paper_claims", "long_table"]
-__all__ += ["mixture_ece", "other_model_correctness_ece", "overconfidence_published", "posthoc_ece"]
-__all__ += ["shift_ece", "softmax", "table_value", "training_loss_ece", "training_loss_rows"]
 
 POSTHOC = ("none", "temperature", "platt", "histogram")
 
@@ -347,14 +344,16 @@ def cross_paper_claims(
             "claim": "Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
             "paper": "paper 3: MMLU ECE 0.19 -> 0.09",
             "ours": "; ".join(f"{d}: {_numbers(raw=a, TS=b)}" for d, (a, b) in over.items()),
-            "verdict": every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
+            "verdict": report.every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
         },
         {
             "claim": "Under a subject shift, a temperature from other subjects still helps, but less than one "
             "from the same subjects",
             "paper": "papers 1 and 3: calibration degrades under shift",
             "ours": "; ".join(f"{m}: {_numbers(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
-            "verdict": every(every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()),
+            "verdict": report.every(
+                report.every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()
+            ),
         },
         {
             "claim": "Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on "

@@ -149,20 +149,13 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
     if not verdicts:
         return []
     count = {v: sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3]}
-    verdict = (
-        report.VERDICTS[0]
-        if count[report.VERDICTS[0]] == len(verdicts)
-        else report.VERDICTS[1]
-        if count[report.VERDICTS[1]]
-        else report.VERDICTS[2]
-    )
     return [
         {
             "claim": "robust methods lower ECE in every identity group (Fig. 2)",
             "paper": "consistent reduction across the eight groups",
             "ours": f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
             f"{count[report.VERDICTS[1]]}, inconclusive in {count[report.VERDICTS[2]]} (margin {margin:g})",
-            "verdict": verdict,
+            "verdict": report.every(verdicts.values()),
             "paper_own": report.NOT_TESTABLE,
         }
     ]

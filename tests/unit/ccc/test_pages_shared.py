@@ -1,4 +1,4 @@
-"""lib.ccc.pages: the ECE noise bar, the "for every" verdict and the released-runs note."""
+"""lib.ccc.pages: the ECE noise bar and the released-runs note; lib.report.every, the "for every" verdict."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from lib.calibration.metrics import binary_ece
-from lib.ccc.pages import ece_se, every, released_runs_note
+from lib.ccc.pages import ece_se, released_runs_note
+from lib.report import every
 from lib.report import VERDICTS
 
 HELD, FAILED, UNSURE = VERDICTS[:3]
