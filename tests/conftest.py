@@ -26,6 +26,7 @@ def smoke_notebook() -> Callable[..., Path]:
     from lib import book
 
     def run(name: str, **params: Any) -> Path:
+        params = {k: v for k, v in params.items() if not _is_default(name, k, v)}  # one run per distinct page
         tag = name + "".join(f"-{k}={v}" for k, v in sorted(params.items()))
         if tag not in _EXECUTED:
             output = None
@@ -35,6 +36,22 @@ def smoke_notebook() -> Callable[..., Path]:
         return _EXECUTED[tag]
 
     return run
+
+
+def _is_default(name: str, key: str, value: Any) -> bool:
+    """Whether ``value`` is the default of parameter ``key`` in the notebook's parameters cell (a
+    run with it is the default run: ``-p target photo`` on the PACS page, whose default is photo)."""
+    import ast
+
+    from lib.notebooks import notebook_parameters
+
+    declared = notebook_parameters(name).get(key)
+    if declared is None:
+        return False
+    try:
+        return ast.literal_eval(declared["default"]) == value
+    except (ValueError, SyntaxError):
+        return False
 
 
 @pytest.fixture(scope="session")

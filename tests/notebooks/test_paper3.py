@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from lib import report
-from lib.book import execute_notebook
 from lib.config import repo_root
 
 PAGES = ("calibration", "cascading", "same_size", "cleaning")
@@ -32,17 +30,9 @@ FORMULA_OUTPUT = {
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    cache: dict[str, Path] = {}
-
-    def _run(name: str, **params) -> Path:
-        tag = name + "".join(f"-{k}={v}" for k, v in sorted(params.items()))
-        if tag not in cache:
-            out = tmp_path_factory.mktemp(name) / f"{name}.ipynb"
-            cache[tag] = execute_notebook(name, scale="smoke", parameters=params, output=out, progress=False)
-        return cache[tag]
-
-    return _run
+def run(smoke_notebook):
+    """The session's smoke runs (shared with the book build's test: each page executes once)."""
+    return smoke_notebook
 
 
 def test_calibration_smoke(run):
