@@ -79,6 +79,7 @@ def execute_notebook(
                 kernel_name="python3",
                 progress_bar={"desc": label, "disable": False} if progress else False,
                 log_output=False,
+                shutdown_kernel="immediate",  # every output is in by then; a graceful stop waits ~2 s
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
         if tmp.exists():
