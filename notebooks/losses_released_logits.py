@@ -51,8 +51,8 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic logits made in code) | cpu and paper (the released logits)
-n_bins: int = 15  # bins of every binned calibration error (15 as in the released evaluation code; the paper text gives no count)
+scale: str = "cpu"  # smoke (synthetic logits) | cpu and paper (the released logits)
+n_bins: int = 15  # bins of every binned error (as the released code; paper: none)
 
 # %% [markdown] tags=["remove-cell"]
 # The parameters are checked first (a misspelled name or a bad value stops the page here in one
@@ -80,8 +80,9 @@ PAGE = pages.get("losses_released_logits")
 cfg = PAGE.settings(scale, n_bins=n_bins)
 report.show(report.publish_scale(
     scale,
-    "released ResNet-50 CIFAR-10 test logits (10,000, seed 40), T fitted on a fixed random half, metrics on the other"
-    if cfg["source"] == "released" else f"synthetic 10-class logits ({cfg['n_synthetic']} examples) made in code",
+    "released ResNet-50 CIFAR-10 test logits (10,000, seed 40), T fitted on a fixed "
+    "random half, metrics on the other" if cfg["source"] == "released"
+    else f"synthetic 10-class logits ({cfg['n_synthetic']} examples) made in code",
 ))
 
 # %% [markdown]
@@ -106,7 +107,9 @@ PAGE.accuracy_table(logits, targets, failed)
 # %%
 calib, evaluation = cascade.split_halves(len(targets), seed=cfg["split_seed"])
 metrics = {
-    name: experiment.evaluate_logits_both(z[calib], targets[calib], z[evaluation], targets[evaluation], n_bins=cfg["n_bins"])
+    name: experiment.evaluate_logits_both(
+        z[calib], targets[calib], z[evaluation], targets[evaluation],
+        n_bins=cfg["n_bins"])
     for name, z in logits.items()
 }
 PAGE.temperature_table(metrics).round(4)
@@ -141,8 +144,11 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # `dual_focal`, `dual_focal_eqs34_35` and `dual_focal_released`.
 
 # %%
-dual_table = PAGE.dual_focal_weights(logits["dual_focal"][evaluation], targets[evaluation])
-report.publish("released_dual_focal_weights_misclassified", {k: round(v, 4) for k, v in dual_table["mean weight, misclassified"].items()})
+dual_table = PAGE.dual_focal_weights(logits["dual_focal"][evaluation],
+                                     targets[evaluation])
+misclassified = dual_table["mean weight, misclassified"]
+report.publish("released_dual_focal_weights_misclassified",
+               {k: round(v, 4) for k, v in misclassified.items()})
 dual_table.round(4)
 
 # %% [markdown]
@@ -187,8 +193,9 @@ comparison.round(3)
 
 # %%
 z_xe, y_cal = logits["xe"][calib], targets[calib]
-cv = gamma.gamma_cross_validation(z_xe, y_cal, cfg["gammas"], losses=cfg["gamma_losses"], maps=cfg["gamma_maps"],
-                               n_folds=cfg["gamma_folds"], seed=cfg["split_seed"], n_bins=cfg["n_bins"])
+cv = gamma.gamma_cross_validation(
+    z_xe, y_cal, cfg["gammas"], losses=cfg["gamma_losses"], maps=cfg["gamma_maps"],
+    n_folds=cfg["gamma_folds"], seed=cfg["split_seed"], n_bins=cfg["n_bins"])
 gamma_summary = gamma.summarize_folds(cv)
 for key, value in PAGE.gamma_published(cv, cfg["gamma_criterion"]).items():
     report.publish(key, value)
@@ -201,10 +208,11 @@ gamma_summary.pivot_table(index="gamma", columns=["map", "loss"], values="nll").
 gamma_chart = None
 for kind in cfg["gamma_maps"]:
     part = gamma_summary[gamma_summary["map"] == kind]
-    row = (plots.line_chart(part, "gamma", "nll", color="loss", yerr="nll_se", title=f"{kind} scaling",
-                            y_title="validation NLL", width=290)
-           | plots.line_chart(part, "gamma", "ece", color="loss", yerr="ece_se", title=f"{kind} scaling",
-                              y_title="validation ECE", width=290))
+    style = dict(color="loss", title=f"{kind} scaling", width=290)
+    row = (plots.line_chart(part, "gamma", "nll", yerr="nll_se",
+                            y_title="validation NLL", **style)
+           | plots.line_chart(part, "gamma", "ece", yerr="ece_se",
+                              y_title="validation ECE", **style))
     gamma_chart = row if gamma_chart is None else gamma_chart & row
 plots.legend_below(gamma_chart) if gamma_chart is not None else gamma_chart
 
@@ -212,7 +220,8 @@ plots.legend_below(gamma_chart) if gamma_chart is not None else gamma_chart
 # Our chosen $\gamma$ per map (by validation NLL, and by validation ECE) above the paper's App. Table 2; NaN where the paper lists none.
 
 # %%
-gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]), "ECE": gamma.select_gamma(cv, "ece")})
+gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]),
+                   "ECE": gamma.select_gamma(cv, "ece")})
 
 # %% [markdown]
 # ## Which claims held
@@ -226,7 +235,8 @@ gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]), "ECE":
 rows = PAGE.claims(metrics, cv, failed, tol=cfg["claim_tol"])
 claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))
-report.publish("released_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
+report.publish("released_claims",
+               {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
 report.show(claims[claims["kind"] == "claim"].drop(columns="kind"))
 
 # %% [markdown]
