@@ -123,7 +123,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
 
         return read
 
-    rows = ledger_rows(names, reader(scale), reader("paper") if scale != "paper" else reader(scale), _coverage)
+    rows = ledger_rows(names, reader(scale), reader("paper"), _coverage)
     out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
     for kind, title in (("claim", "Claims"), ("numerical check", "Numerical checks (hold by theorem or construction)")):
         chosen = [r for r in rows if r["kind"] == kind]
