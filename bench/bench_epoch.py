@@ -39,6 +39,7 @@ import json
 import platform
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -277,6 +278,28 @@ def bench_stack(
     return out
 
 
+def measured(path: Path, methods: list[str], stack: int) -> bool:
+    """Whether the benchmark at ``path`` holds stacks of ``stack`` runs of every one of ``methods``
+    (a stack that failed there counts as not measured: it is tried again)."""
+    try:
+        done = {(r["method"], int(r.get("stack", 1))) for r in json.loads(path.read_text()).get("stacked") or []}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return stack > 1 and all((m, stack) in done for m in methods)
+
+
+def stack_failure(method: str, stack: int, channels_last: bool, err: BaseException) -> dict:
+    """A stack that raised, as the JSON records it: what was stacked and the error's first line."""
+    text = str(err).strip().splitlines()
+    return {
+        "name": "cifar10h",
+        "method": method,
+        "stack": stack,
+        "channels_last": channels_last,
+        "error": f"{type(err).__name__}: {text[0] if text else ''}".strip(": "),
+    }
+
+
 def layout_ratios(stacked: list[dict]) -> dict[str, float]:
     """Per method: seconds per stacked step with channels_last over without (> 1: channels_last costs
     more inside stacks, as vmap's fallback for ``as_strided_`` does on the CPU)."""
@@ -330,6 +353,11 @@ def main() -> None:
     ap.add_argument("--stack", type=int, default=0, help="also time stacks of this many runs (CIFAR-10H)")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON into this folder (a GPU call's $OUT)")
     ap.add_argument("--scale", choices=("paper", "smoke"), default="paper", help="smoke: the tiny CNN, a few steps")
+    ap.add_argument(
+        "--unless-measured",
+        action="store_true",
+        help="do nothing when bench/results already holds this device's stacks of --stack for every method",
+    )
     args = ap.parse_args()
     smoke = args.scale == "smoke"
     device = resolve_device(args.device)
@@ -344,6 +372,9 @@ def main() -> None:
         "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
     )
     path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
+    if args.unless_measured and measured(path, methods, args.stack):
+        print(f"bench: {path.name} holds stacks of {args.stack} of {', '.join(methods)} already; nothing to measure")
+        return
     cifar_fields = (
         {k: TINY[k] for k in ("backbone", "width", "batch_size", "num_experts", "router_hidden")}
         if smoke
@@ -351,6 +382,7 @@ def main() -> None:
     )
     results: list[dict] = []
     stacked: list[dict] = []
+    failed: list[dict] = []  # stacks that raised: method, stack, layout and the error's first line
     # where the JSON goes: bench/results (committed from a GPU) and --out; a smoke run only to --out if given
     folders = [args.out] if smoke and args.out else [path.parent, *([args.out] if args.out else [])]
 
@@ -367,6 +399,7 @@ def main() -> None:
             "results": results,
             "table1_grid": table1_projection(results),
             "stacked": stacked,
+            "stacked_failed": failed,
             "stack_channels_last_ratio": layout_ratios(stacked),
             "table1_grid_stacked": (
                 table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None
@@ -398,11 +431,15 @@ def main() -> None:
     for method in methods if args.stack > 1 else []:
         cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
         for cl in (False, True) if gpu else (False,):  # both layouts inside stacks on a GPU
-            stacked.append(
-                bench_stack(
-                    "cifar10h", cifar, args.stack, size, 10, 45000, c_steps, 20 if gpu else 1, device, channels_last=cl
+            warm = 20 if gpu else 1
+            try:
+                stacked.append(
+                    bench_stack("cifar10h", cifar, args.stack, size, 10, 45000, c_steps, warm, device, channels_last=cl)
                 )
-            )
+            except Exception as err:  # noqa: BLE001 - a stack this device cannot train is a result, said in full
+                traceback.print_exc()
+                failed.append(stack_failure(method, args.stack, cl, err))
+                print(f"bench cifar10h {method} stack {args.stack}: FAILED {failed[-1]['error']}", flush=True)
             save()
     print(f"wrote {', '.join(str(f / path.name) for f in folders)}")
 

@@ -128,8 +128,10 @@ def to_float(
         raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
     if min(std) <= 0:
         raise ValueError(f"std: must be > 0, got {tuple(std)}")
-    m = torch.tensor(mean, dtype=dtype, device=x.device).view(1, -1, 1, 1) * 255.0
-    s = torch.tensor(std, dtype=dtype, device=x.device).view(1, -1, 1, 1) * 255.0
+    # built on the host and copied without a host sync (a tensor made from a list on CUDA is a blocking
+    # copy: the H200 benchmark counted two of them per training step)
+    m = to_device_async(torch.tensor(mean, dtype=dtype).view(1, -1, 1, 1) * 255.0, x.device)
+    s = to_device_async(torch.tensor(std, dtype=dtype).view(1, -1, 1, 1) * 255.0, x.device)
     out = (x.to(dtype) - m) / s
     if channels_last:
         out = out.contiguous(memory_format=torch.channels_last)

@@ -1,9 +1,9 @@
 """How long the paper-scale plan takes on the device, and how many runs one call can finish.
 
 ``python -m lib paper --dry-run`` prints, per page, the runs done and left, the GPU-minutes left and
-the windows they need, counted with the training minutes the recipe (:mod:`lib.gpu.recipe`) leaves
-per window. Epoch times come from ``bench/results/epoch_cuda-*.json`` (``python bench/bench_epoch.py
---stack N`` on the GPU: call 1 of the recipe) when one is committed, stacked figures first;
+the GPU sessions they need, counted with the training minutes the recipe (:mod:`lib.gpu.recipe`)
+leaves per session. Epoch times come from ``bench/results/epoch_cuda-*.json`` (``python bench/bench_epoch.py
+--stack N`` on the GPU: the start of the recipe's call) when one is committed, stacked figures first;
 otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated`` (minutes on that
 CPU, not on a GPU). A run's epoch in a stack of k runs costs what the benchmark measured alone (k = 1)
 and per run in its stack of N, linearly in between (:func:`member_epoch_seconds`).
@@ -23,25 +23,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lib.config import repo_root
-from lib.gpu.recipe import FIRST_WINDOW, WINDOW_MINUTES, training_minutes
+from lib.gpu.recipe import SESSION_MINUTES, training_minutes
 from lib.moe.grid import stack_groups
 from lib.moe.train import STACK_CHANNELS_LAST
 from lib.nets.backbones import family
 from lib.pages import get as get_page
 
-#: Training minutes one window yields: the recipe's later windows (two training calls).
-WINDOW_TRAIN_MINUTES = training_minutes()
+#: Training minutes one GPU session yields: the recipe's one call.
+SESSION_TRAIN_MINUTES = training_minutes()
 
 __all__ = [
     "Bench",
-    "WINDOW_TRAIN_MINUTES",
+    "SESSION_TRAIN_MINUTES",
     "batch_seconds",
     "bench",
     "describe",
     "fit_batch",
     "member_epoch_seconds",
     "page_minutes",
-    "windows",
+    "sessions",
 ]
 
 
@@ -153,22 +153,22 @@ def fit_batch(
     return best
 
 
-def windows(minutes: float, per_window: float = WINDOW_TRAIN_MINUTES) -> int:
-    """Windows needed for ``minutes`` of training (``per_window`` training minutes each)."""
-    if not per_window > 0:
-        raise ValueError(f"per_window: must be positive, got {per_window!r}")
-    return math.ceil(max(minutes, 0.0) / per_window - 1e-9)
+def sessions(minutes: float, per_session: float = SESSION_TRAIN_MINUTES) -> int:
+    """GPU sessions needed for ``minutes`` of training (``per_session`` training minutes each)."""
+    if not per_session > 0:
+        raise ValueError(f"per_session: must be positive, got {per_session!r}")
+    return math.ceil(max(minutes, 0.0) / per_session - 1e-9)
 
 
 def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[str, str] | None = None) -> str:
-    """The plan as text: one line per page with runs done and left, minutes left and windows
+    """The plan as text: one line per page with runs done and left, minutes left and GPU sessions
     (``unplanned``: pages that could not be planned here, and why)."""
     b = b or bench()
     unit = "CPU-minutes, cpu-extrapolated" if b.cpu_extrapolated else "GPU-minutes"
     lines = [
         f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
-        f"{WINDOW_TRAIN_MINUTES:g} training minutes per {WINDOW_MINUTES:g}-minute window "
-        f"({training_minutes(FIRST_WINDOW):g} in the first; results/README.md)"
+        f"{SESSION_TRAIN_MINUTES:g} training minutes per {SESSION_MINUTES:g}-minute GPU session "
+        "(one call; results/README.md)"
     ]
     grand = 0.0
     for page in dict.fromkeys(it.page for it in items):
@@ -180,7 +180,7 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
             cost = "    (no benchmark: each run must end inside one call)"
         else:
             grand += mins
-            cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {windows(mins):3d} window(s)")
+            cost = f"~{mins:8.1f} min" + ("" if b.cpu_extrapolated else f"  {sessions(mins):3d} session(s)")
         lines.append(f"{page:15s} {len(its) - len(left):4d} done {len(left):4d} left  {cost}  ({how})")
         c = its[0].config
         if hasattr(c, "backbone") and family(c.backbone) == "imagenet":
@@ -191,9 +191,9 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
     lines.append(
         f"{'benchmarked':15s} ~{grand:.1f} min ({unit}), "
         + (
-            "GPU windows unknown: run call 1 of results/README.md (the CUDA benchmark) and commit its JSON"
+            "GPU sessions unknown: run the call of results/README.md (it runs the CUDA benchmark) and commit its JSON"
             if b.cpu_extrapolated
-            else f"{windows(grand)} window(s) of {WINDOW_MINUTES:g} minutes"
+            else f"{sessions(grand)} session(s) of {SESSION_MINUTES:g} minutes"
         )
     )
     return "\n".join(lines)

@@ -178,8 +178,12 @@ def _train(
     log: Log,
 ) -> None:
     """Train ``left`` (one page and target): in batches whose stacks end before the deadline when
-    ``sizing`` covers the page, else all at once; an out-of-memory error halves the stack."""
-    cap = stack
+    ``sizing`` covers the page, else all at once. Without ``stack``, stacks hold at most what the
+    benchmark measured (``sizing.stack``: runs alone where no stack was measured). An out-of-memory
+    error halves the stack; any other error of a stack of several runs is said in one line and the
+    runs go on alone (the H200 benchmark's stacks raised while runs alone trained); an error of a
+    run alone ends the call."""
+    cap = stack if stack is not None or sizing is None or not page.bench else sizing.stack
     while left:
         batch, n = left, cap
         fit = fit_batch(left, sizing, page.bench, window_deadline.remaining(), cap) if sizing and page.bench else None
@@ -196,10 +200,19 @@ def _train(
             page.train(batch, cfg, data, stack=n, on_done=on_done, log=log)
         except Exception as err:
             size = n or len(batch)
-            if not _out_of_memory(err) or size <= 1:
+            if size <= 1 or isinstance(err, window_deadline.DeadlineReached):
                 raise
-            cap = size // 2
-            log(f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here")
+            if not (_out_of_memory(err) or page.bench):  # one-at-a-time pages: their error is the run's
+                raise
+            if _out_of_memory(err):
+                cap = size // 2
+                log(f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here")
+            else:
+                cap = 1
+                first = (str(err).strip().splitlines() or [""])[0]
+                log(
+                    f"{page.name}: a stack of up to {size} failed ({type(err).__name__}: {first}): runs alone from here"
+                )
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             left = [it for it in left if it.id not in finished]

@@ -1,13 +1,15 @@
-"""The recipe of a GPU window as data: what to run here and what each call to the lent machine runs.
+"""The recipe of a GPU session as data: what to run here and what the one call to the lent machine runs.
 
 ``results/README.md`` shows these steps (the block between its ``recipe`` markers is
 :func:`render`'s text: ``python -m lib.gpu.recipe`` rewrites it, and a test fails when the two
-differ), the rehearsal test (``tests/test_window_rehearsal.py``) runs them in order at smoke scale,
-each call in a fresh folder holding only what travels, and the projection
-(:mod:`lib.gpu.projection`) counts the training minutes they leave per call and per window.
+differ), the rehearsal test (``tests/unit/gpu/test_window_rehearsal.py``) runs them in order at smoke
+scale, the call in a fresh folder holding only what travels, and the projection
+(:mod:`lib.gpu.projection`) counts the training minutes they leave per session.
 
-Every call stands alone: it carries the tree (``results/`` included) and every chunk of the data it
-trains on, and assumes a fresh machine (one is kept warm only 30 s after a call).
+A session is lent 15 device minutes in all (starts, idle time and every call), so it makes one call:
+the CUDA benchmark (until this device's stacks are measured), then training. The call carries the
+tree (``results/`` included) and every chunk of the data it trains on, and assumes a fresh machine
+(one is kept warm only 30 s after a call).
 """
 
 from __future__ import annotations
@@ -19,22 +21,26 @@ from pathlib import Path
 
 from lib.config import repo_root
 
-#: Device time one window holds, and what a call costs beside its command: a cold machine's start
-#: with the transfers ("a minute or more"), and the 30 s it is held after the call.
-WINDOW_MINUTES = 30.0
-START_MINUTES = 2.0
+#: Device time a session is lent (all its calls, starts and idle time together), what a call costs
+#: beside its command (a cold machine's start with the transfers: 33 s measured on the H200, and the
+#: 30 s it is held after the call), and what a machine needs left to start at all.
+SESSION_MINUTES = 15.0
+START_MINUTES = 1.0
 IDLE_MINUTES = 0.5
+MIN_START_MINUTES = 4.0
 #: What a training call spends before it trains: the interpreter and imports, unpacking the data,
-#: decoding it and the engine's self-test (an estimate; each call's log prints what it measured).
-SETUP_MINUTES = 1.0
+#: decoding it and the engine's self-test (21 s measured on a cold H200; each call's log says).
+SETUP_MINUTES = 0.5
 #: What a call keeps free before its ``--minutes`` end (at most a fifth of them): evaluating and
 #: publishing the last stack and writing the archive (:mod:`lib.gpu.window` stops training there).
 RESERVE_MINUTES = 1.5
+#: The benchmark's limit inside the call (it saves after every measurement, so a cut keeps them).
+BENCH_SECONDS = 90
 MARKERS = ("<!-- recipe: start (python -m lib.gpu.recipe writes this block) -->", "<!-- recipe: end -->")
 
 __all__ = [
-    "FIRST_WINDOW",
-    "LATER_WINDOW",
+    "CALL",
+    "SESSION",
     "Step",
     "at_scale",
     "readme_block",
@@ -72,43 +78,33 @@ PACK = Step(
     "python -m lib pack cifar10h",
 )
 CHECK = Step(
-    "**Here, before every call**: what the call carries (tree, `results/` and the chunks) fits the 64 MiB "
+    "**Here, before the call**: what the call carries (tree, `results/` and the chunks) fits the 64 MiB "
     "a call takes, and every pack it carries is whole; otherwise it says what to do, and nothing is sent.",
     "python -m lib paper --carry .packs/cifar10h",
 )
-PREPARE = Step(
-    "**Call 1** (first window only): the machine's versions and data fingerprints, the self-test, and the "
-    "CUDA benchmark the projection and the stack sizes read (Vanilla's and FGR's steps, alone and in "
-    "stacks of 8, with and without channels_last).",
-    'python3 -m lib paper --prepare --log "$OUT/window.log" --export "$OUT/results.tgz" && '
-    "PYTHONUNBUFFERED=1 timeout 300 python3 bench/bench_epoch.py --stack 8 --skip-pacs --methods vanilla fgr "
-    '--cifar-steps 100 --out "$OUT"',
+CALL = Step(
+    "**The call** (one per session, 10 minutes): the CUDA benchmark of Vanilla's and FGR's steps, alone "
+    f"and in stacks of 8 (at most {BENCH_SECONDS} s; skipped once this device's stacks are measured), "
+    "then the machine's versions and data fingerprints, the self-test, and CIFAR-10H, then Sensitivity, "
+    "in stacks sized from the benchmark to end, evaluated and exported, inside the call; progress goes "
+    "to `window.log` and `bench.log`, the summary to the output.",
+    f"PYTHONUNBUFFERED=1 timeout {BENCH_SECONDS} python3 bench/bench_epoch.py --stack 8 --skip-pacs --methods "
+    'vanilla fgr --cifar-steps 60 --unless-measured --out "$OUT" >"$OUT/bench.log" 2>&1; '
+    'tail -n 4 "$OUT/bench.log"; python3 -m lib paper cifar10h sensitivity --minutes 8 --log "$OUT/window.log" '
+    '--export "$OUT/results.tgz"',
     call=True,
     carry=(".packs/cifar10h",),
-    timeout_s=480,
-)
-TRAIN = Step(
-    "**A training call** (10 minutes): CIFAR-10H, then Sensitivity, in stacks sized to end, evaluated "
-    "and exported, inside the call; progress goes to `window.log`, the summary to the output.",
-    'python3 -m lib paper cifar10h sensitivity --minutes 9 --log "$OUT/window.log" --export "$OUT/results.tgz"',
-    call=True,
-    carry=(".packs/cifar10h",),
-)
-IMPORT_BENCH = Step(
-    "**Here, after call 1** (`FILES_AT` is the reply's `files_at` folder; an archive with 0 records is "
-    "a normal result):",
-    "python -m lib paper --import FILES_AT && cp FILES_AT/epoch_*.json bench/results/ && "
-    'git add results/ bench/results/ && git commit -q -m "paper-scale window: call 1 (benchmark)"',
 )
 IMPORT = Step(
-    "**Here, after every training call**:",
-    "python -m lib paper --import FILES_AT && git add results/ && "
-    '(git diff --cached --quiet || git commit -q -m "paper-scale results: one training call")',
+    "**Here, after the call** (`FILES_AT` is the reply's `files_at` folder; an archive with 0 records is "
+    "a normal result), then `give_back` at once:",
+    "python -m lib paper --import FILES_AT && (cp FILES_AT/epoch_*.json bench/results/ 2>/dev/null || true) && "
+    "git add results/ bench/results/ && "
+    '(git diff --cached --quiet || git commit -q -m "paper-scale results: one GPU session")',
 )
 
-#: A window's steps in order: the first one measures the machine, every later one trains twice.
-FIRST_WINDOW: tuple[Step, ...] = (PACK, CHECK, PREPARE, IMPORT_BENCH, CHECK, TRAIN, IMPORT)
-LATER_WINDOW: tuple[Step, ...] = (CHECK, TRAIN, IMPORT, CHECK, TRAIN, IMPORT)
+#: A session's steps in order (a later session skips the pack unless the data changed).
+SESSION: tuple[Step, ...] = (PACK, CHECK, CALL, IMPORT)
 
 
 def reserve_seconds(minutes: float) -> float:
@@ -116,7 +112,7 @@ def reserve_seconds(minutes: float) -> float:
     return min(60 * RESERVE_MINUTES, 12 * minutes)
 
 
-def training_minutes(steps: tuple[Step, ...] = LATER_WINDOW) -> float:
+def training_minutes(steps: tuple[Step, ...] = SESSION) -> float:
     """Training minutes ``steps`` leave: each training call's ``--minutes`` less its setup and reserve."""
     return sum(
         max(m - SETUP_MINUTES - reserve_seconds(m) / 60, 0.0)
@@ -142,22 +138,15 @@ def _block(step: Step) -> str:
 
 def render() -> str:
     """The recipe as the Markdown block of ``results/README.md``."""
-    seen: list[Step] = []
-    parts = []
-    for step in FIRST_WINDOW:
-        if step not in seen:
-            parts.append(_block(step))
-            seen.append(step)
-    later = " -> ".join("check" if s is CHECK else "train" if s is TRAIN else "import" for s in LATER_WINDOW)
-    per_call = training_minutes((TRAIN,))
+    parts = [_block(step) for step in SESSION]
     parts.append(
-        f"**Every later window**: {later} (two training calls; each holds at most "
-        f"{TRAIN.device_minutes():g} of the window's {WINDOW_MINUTES:g} device minutes: "
-        f"{TRAIN.timeout_s // 60} to run, about {START_MINUTES:g} to start a fresh machine and send "
-        f"the tree, {IDLE_MINUTES * 60:g} s held after). A training call of `--minutes "
-        f"{TRAIN.minutes():g}` trains about {per_call:g} of them (setup ~{SETUP_MINUTES:g}, "
-        f"{RESERVE_MINUTES:g} kept to evaluate and export): {training_minutes():g} training minutes per "
-        f"later window, {training_minutes(FIRST_WINDOW):g} in the first; `--dry-run` counts windows with these.\n"
+        f"**Why one call**: a session is lent {SESSION_MINUTES:g} device minutes in all; the call holds at most "
+        f"{CALL.device_minutes():g} of them ({CALL.timeout_s // 60} to run, about {START_MINUTES:g} to start a "
+        f"fresh machine and send the tree, {IDLE_MINUTES * 60:g} s held after), and no machine starts with "
+        f"under {MIN_START_MINUTES:g} left. Its `--minutes {CALL.minutes():g}` train about "
+        f"{training_minutes():g} of them (setup ~{SETUP_MINUTES:g}, {RESERVE_MINUTES:g} kept to evaluate and "
+        "export); `--dry-run` counts sessions with these. A run that cannot end inside the call does not "
+        "start (a fresh machine would lose it).\n"
     )
     return "\n".join(parts)
 

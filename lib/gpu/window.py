@@ -3,9 +3,9 @@
 A lent GPU machine runs commands of at most 10 minutes, receives the working tree (plus carried
 ignored paths, 64 MiB per call) and nothing else, is fresh at every call, and has python3 with torch
 but not the book's notebook tools. ``results/README.md`` holds the recipe (:mod:`lib.gpu.recipe`);
-one training call is one command::
+after the benchmark, the call's training is one command::
 
-    python3 -m lib paper cifar10h sensitivity --minutes 9 --log "$OUT/window.log" --export "$OUT/results.tgz"
+    python3 -m lib paper cifar10h sensitivity --minutes 8 --log "$OUT/window.log" --export "$OUT/results.tgz"
 
 which, in order: says the machine's Python, torch, numpy and Pillow and its device; checks the
 machine has the modules the command needs; unpacks every data pack the call carried (naming any

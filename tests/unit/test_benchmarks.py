@@ -136,3 +136,35 @@ def test_stacked_epoch_benchmark_runs_a_tiny_stack_and_projects_the_grid():
     proj = be.table1_projection([{**out, "method": m} for m in be.TRAINED], seeds=5, epochs=50)
     assert proj["stack"] == 3 and proj["runs"] == 5 * len(be.TRAINED)
     assert proj["serial_minutes"] == pytest.approx(5 * len(be.TRAINED) * 50 * out["run_epoch_seconds"] / 60)
+
+
+def test_the_epoch_benchmark_skips_only_stacks_it_measured_and_records_a_failed_one(tmp_path):
+    """``--unless-measured``: a benchmark holding stacks of 8 of every method asked for is not run
+    again; one missing a method, measured at another size, unreadable or whose stacks failed is.
+    A failed stack is recorded with what was stacked and the error's first line."""
+    import importlib.util
+    import json
+
+    from lib.config import repo_root
+
+    spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
+    be = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(be)
+    path = tmp_path / "epoch_cuda-X.json"
+    rows = [{"method": m, "stack": 8} for m in ("vanilla", "fgr")]
+    path.write_text(json.dumps({"stacked": rows}))
+    assert be.measured(path, ["vanilla", "fgr"], 8)
+    assert not be.measured(path, ["vanilla", "fgr"], 4)
+    assert not be.measured(path, ["vanilla", "robust"], 8)
+    path.write_text(json.dumps({"stacked": [], "stacked_failed": rows}))  # the H200's first benchmark
+    assert not be.measured(path, ["vanilla"], 8)
+    path.write_text("{not json")
+    assert not be.measured(path, ["vanilla"], 8) and not be.measured(tmp_path / "absent.json", ["vanilla"], 8)
+    err = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore")
+    assert be.stack_failure("fgr", 8, True, err) == {
+        "name": "cifar10h",
+        "method": "fgr",
+        "stack": 8,
+        "channels_last": True,
+        "error": "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",
+    }

@@ -22,7 +22,7 @@ CUDA = {
 }
 
 
-def test_minutes_and_windows_from_a_stacked_cuda_benchmark(tmp_path, monkeypatch):
+def test_minutes_and_sessions_from_a_stacked_cuda_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     b = pj.bench(CUDA, "epoch_cuda-H100.json")
     assert not b.cpu_extrapolated and b.stack == 8
@@ -33,12 +33,12 @@ def test_minutes_and_windows_from_a_stacked_cuda_benchmark(tmp_path, monkeypatch
     want = 5 * (4 * 50 * 1.0 + 2 * (20 * 1.0 + 30 * 2.0)) / 60
     assert pj.page_minutes(items, b) == pytest.approx(want)
     text = pj.describe(items, b)
-    assert "GPU-minutes" in text and f"~{want:8.1f} min  {pj.windows(want):3d} window(s)" in text
-    # windows count the training minutes the recipe leaves: two calls of --minutes 9, each less a
+    assert "GPU-minutes" in text and f"~{want:8.1f} min  {pj.sessions(want):3d} session(s)" in text
+    # sessions count the training minutes the recipe leaves: one call of --minutes 8, less half a
     # minute of setup and 1.5 kept to evaluate and export
-    assert pj.WINDOW_TRAIN_MINUTES == 2 * (9 - recipe.SETUP_MINUTES - recipe.RESERVE_MINUTES) == 13.0
-    assert pj.windows(13.0) == 1 and pj.windows(13.1) == 2 and pj.windows(0) == 0
-    assert f"{pj.WINDOW_TRAIN_MINUTES:g} training minutes per 30-minute window" in text
+    assert pj.SESSION_TRAIN_MINUTES == 8 - recipe.SETUP_MINUTES - recipe.RESERVE_MINUTES == 6.0
+    assert pj.sessions(6.0) == 1 and pj.sessions(6.1) == 2 and pj.sessions(0) == 0
+    assert f"{pj.SESSION_TRAIN_MINUTES:g} training minutes per 15-minute GPU session" in text
 
 
 def test_without_a_cuda_benchmark_the_projection_says_cpu_extrapolated():
@@ -51,7 +51,7 @@ def test_without_a_cuda_benchmark_the_projection_says_cpu_extrapolated():
     )
     assert b.cpu_extrapolated
     text = pj.describe(plan(["cifar10h", "l2d_cifar10"], "paper"), b)
-    assert "cpu-extrapolated" in text and "window(s)  " not in text and "(no benchmark" in text
+    assert "cpu-extrapolated" in text and "session(s)  " not in text and "(no benchmark" in text
 
 
 def test_a_member_costs_its_alone_time_at_one_and_its_stacked_share_at_the_measured_size():

@@ -134,6 +134,37 @@ def test_an_out_of_memory_error_halves_the_stack_and_goes_on(results, monkeypatc
     ]
 
 
+def test_a_stack_that_fails_otherwise_trains_its_runs_alone_and_says_why(results, monkeypatch):
+    """As on the H200 benchmark: stacks of several runs raise (not out of memory), runs alone train:
+    every run is published, and one line names the error."""
+    import lib.moe.grid as grid
+
+    real = grid.fit_stack
+
+    def fit_stack(members, *a, **k):
+        if len(members) > 1:
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore lines")
+        return real(members, *a, **k)
+
+    monkeypatch.setattr(grid, "fit_stack", fit_stack)
+    said: list[str] = []
+    got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
+    assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
+    assert [s for s in said if "failed" in s] == [
+        "cifar10h: a stack of up to 8 failed (RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED): runs alone from here"
+    ]
+
+
+def test_stacks_hold_at_most_what_the_benchmark_measured(results):
+    """A benchmark that measured runs alone only (the H200's first, its stacks having failed) sizes
+    stacks of one: the queue never stacks more runs than a benchmark showed the device trains."""
+    b = projection.Bench({("cifar10h", "vanilla"): 0.1, ("cifar10h", "fgr"): 0.2}, 1, "test", False)
+    said: list[str] = []
+    q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=said.append, sizing=b)
+    sizes = [s for s in said if "in stacks of at most" in s]
+    assert sizes and all("in stacks of at most 1," in s for s in sizes)
+
+
 def test_pacs_without_its_weights_is_refused_not_planned_from_scratch(results, monkeypatch):
     import lib.nets.backbones as bb
 
@@ -177,14 +208,19 @@ def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monk
 
 
 def test_the_window_command_exports_what_it_published_when_an_error_ends_it(results, tmp_path, capsys, monkeypatch):
-    """The Single Expert (trained alone) is published, then the first stack fails: the command exits
-    1 with one line and its archive holds the published record; its log holds every line."""
+    """The Single Expert (trained alone) is published, then the first stack fails and so does its
+    first run alone: the command exits 1 with one line and its archive holds the published record;
+    its log holds every line."""
     import lib.moe.grid as grid
 
     def boom(*a, **k):
         raise RuntimeError("CUDA error: an illegal memory access")
 
+    real = grid.compute_run
     monkeypatch.setattr(grid, "fit_stack", boom)
+    monkeypatch.setattr(
+        grid, "compute_run", lambda cfg, *a, **k: real(cfg, *a, **k) if cfg.method == "single" else boom()
+    )
     out = tmp_path / "r.tgz"
     log = tmp_path / "OUT" / "window.log"
     argv = ["cifar10h", "--scale", "smoke", "--minutes", "5", "--no-selftest", "--export", str(out), "--log", str(log)]

