@@ -113,46 +113,42 @@ def test_with_a_benchmark_only_runs_whose_stacks_end_in_time_start(results, two_
     assert [Run(mt.GROUP, mt.run_config(it.config, data)).load_checkpoint() for it in left] == [None] * 3
 
 
-def test_an_out_of_memory_error_halves_the_stack_and_goes_on(results, monkeypatch):
-    """A device that holds one run at a time: stacks of 8, 4 and 2 run out of memory, stacks of one
-    train every run."""
+OOM = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+CUDNN = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore lines")
+
+
+@pytest.mark.parametrize(
+    ("error", "lines"),
+    [
+        # a device that holds one run at a time: stacks of 8, 4 and 2 run out of memory
+        (OOM, [f"cifar10h: out of memory in a stack of up to {n}: stacks of {n // 2} from here" for n in (8, 4, 2)]),
+        # as on the H200's benchmark: stacks of several runs raise otherwise; runs alone train
+        (
+            CUDNN,
+            [
+                "cifar10h: a stack of up to 8 failed (RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED): runs alone from here"
+            ],
+        ),
+    ],
+    ids=["out-of-memory halves the stack", "another error: runs alone"],
+)
+def test_a_stack_that_fails_goes_on_in_smaller_stacks_and_says_why(results, monkeypatch, error, lines):
+    """Stacks of several runs raise ``error``, runs alone train: every run is published, and the
+    lines name what happened."""
     import lib.moe.grid as grid
 
     real = grid.fit_stack
 
     def fit_stack(members, *a, **k):
         if len(members) > 1:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            raise error
         return real(members, *a, **k)
 
     monkeypatch.setattr(grid, "fit_stack", fit_stack)
     said: list[str] = []
     got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
     assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
-    assert [s for s in said if "out of memory" in s] == [
-        f"cifar10h: out of memory in a stack of up to {n}: stacks of {n // 2} from here" for n in (8, 4, 2)
-    ]
-
-
-def test_a_stack_that_fails_otherwise_trains_its_runs_alone_and_says_why(results, monkeypatch):
-    """As on the H200 benchmark: stacks of several runs raise (not out of memory), runs alone train:
-    every run is published, and one line names the error."""
-    import lib.moe.grid as grid
-
-    real = grid.fit_stack
-
-    def fit_stack(members, *a, **k):
-        if len(members) > 1:
-            raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore lines")
-        return real(members, *a, **k)
-
-    monkeypatch.setattr(grid, "fit_stack", fit_stack)
-    said: list[str] = []
-    got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
-    assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
-    assert [s for s in said if "failed" in s] == [
-        "cifar10h: a stack of up to 8 failed (RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED): runs alone from here"
-    ]
+    assert [s for s in said if "out of memory" in s or "failed" in s] == lines
 
 
 def test_stacks_hold_at_most_what_the_benchmark_measured(results):
