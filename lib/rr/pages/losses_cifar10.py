@@ -398,6 +398,72 @@ class LossesCifar10Page(Page):
         )
 
     @staticmethod
+    def loss_examples() -> pd.DataFrame:
+        """Each loss per example on four examples whose logits are log p (true class 0), each
+        indented row the closed form of the row above it (paper 4, eqs. 2-3 and 19-22)."""
+        import torch.nn.functional as F
+
+        from lib.rr import losses
+
+        p = torch.tensor([[0.9, 0.05, 0.05], [0.7, 0.2, 0.1], [0.3, 0.55, 0.15], [0.35, 0.33, 0.32]]).double()
+        z, y = p.log(), torch.zeros(4, dtype=torch.long)  # p_t = 0.9, 0.7, 0.3, 0.35
+        xe = F.cross_entropy(z, y, reduction="none")  # -log p_t
+        beta = rwt.au_weights(p.max(1).values, coverage=0.75, n_bins=15, nu=0.1).detach()  # s = MSP
+        rows = {
+            "XE: -log p_t": xe,
+            "focal, gamma 0": losses.focal_loss(z, y, 0.0, reduction="none"),
+            "focal, gamma 3": losses.focal_loss(z, y, 3.0, reduction="none"),
+            "  (1 - p_t)^3 (-log p_t)": (1 - p[:, 0]) ** 3 * xe,
+            "inverse focal, gamma 2": losses.inverse_focal_loss(z, y, 2.0, reduction="none"),
+            "  (1 + p_t)^2 (-log p_t)": (1 + p[:, 0]) ** 2 * xe,
+            "AU weight beta (MSP, kappa 0.75)": beta,
+            "AU loss": losses.au_loss(z, y, coverage=0.75, reduction="none").detach(),  # M 15, nu 0.1
+            "  beta (-log p_t)": beta * xe,
+        }
+        return pd.DataFrame(rows, index=[f"p_t = {v:g}" for v in p[:, 0].tolist()]).T
+
+    @staticmethod
+    def weight_chart() -> Any:
+        """Each loss's sample weight against p_t, normalized to mean 1 (paper 4, Fig. 1)."""
+        from lib import plots
+
+        p = np.linspace(0.01, 0.99, 197)
+        curves = {
+            "focal, gamma 3": rwt.loss_weight("focal", p, 3.0),
+            "inverse focal, gamma 2": rwt.loss_weight("inverse_focal", p, 2.0),
+            "AURC": rwt.loss_weight("aurc", p),
+        }
+        return plots.curves_chart(
+            p, curves, title="sample weight vs p_t (normalized)", y_title="weight", y_domain=(0, 5)
+        )
+
+    @staticmethod
+    def gradient_charts() -> Any:
+        """d loss / d p_t of focal losses and of inverse focal losses for gamma 1..5, side by side
+        (paper 4, App. C.1-C.2, Fig. 1)."""
+        from lib import plots
+
+        p, grad = np.linspace(0.02, 1.0, 197), rwt.loss_gradient
+        focal = {"XE": grad("xe", p), "focal gamma 1": grad("focal", p, 1.0)}
+        focal.update({"focal gamma 3": grad("focal", p, 3.0), "FL-53": grad("fl53", p)})
+        inverse = {f"inverse focal gamma {g}": grad("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)}
+        kw = {"y_title": "d loss / d p_t", "width": 250}
+        left = plots.curves_chart(p, focal, title="focal loss (App. C, Fig. 1a)", y_domain=(-10, 1), **kw)
+        right = plots.curves_chart(
+            p, inverse, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_domain=(-10, 3), **kw
+        )
+        return plots.legend_below(left | right, columns=3)
+
+    @staticmethod
+    def paper_row_line(cfg: Mapping[str, Any]) -> str:
+        """The paper's row this scale compares with, its gammas and coverage, in one line."""
+        row = PAPER_CIFAR10[cfg["paper_row"]]
+        return (
+            f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse "
+            f"{cfg['gamma_inverse_focal']}; coverage {cfg['coverage']} (paper {row['coverage']})"
+        )
+
+    @staticmethod
     def smoothed_cdf_curves(
         n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS, seed: int = 0
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
