@@ -15,37 +15,16 @@ from typing import Any
 import torch
 
 from lib.engine.runs import cached_run
-from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, surrogate_loss, train_l2d
+from lib.nets import image_training as rx
+from lib.l2d import experiment as ex
 from lib.validation import check_choice
 
-CIFAR_KEYS = (
-    "mode",
-    "arch",
-    "width",
-    "epochs",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "warmup",
-    "head_hidden",
-    "head_epochs",
-    "head_lr",
-    "patience",
-    "backbone_epochs",
-    "n_backbone",
-)
+CIFAR_KEYS = (*rx.TRAIN_KEYS, "patience")
 
 
 def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines one :func:`run_cifar` run besides its data: the grid point and the scale's
-    training settings (``CIFAR_KEYS``)."""
-    return {
-        "experiment": experiment,
-        "value": value,
-        "surrogate": surrogate,
-        "seed": int(seed),
-        **{k: cfg[k] for k in CIFAR_KEYS},
-    }
+    """What determines one :func:`run_cifar` run besides its data (``CIFAR_KEYS`` of the scale)."""
+    return ex.point_config(experiment, value, surrogate, seed, cfg, CIFAR_KEYS)
 
 
 def run_cifar(
@@ -60,12 +39,10 @@ def run_cifar(
     Linear-ReLU-Linear head with K + J outputs trained by :func:`lib.l2d.experiment.train_l2d` on the frozen features
     of the shared cross-entropy backbone (``lib.nets.image_training.backbone_features``).
     """
-    from lib.nets import image_training as rx
-
-    check_choice(surrogate, SURROGATES, "surrogate")
+    check_choice(surrogate, ex.SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
     config = {**cifar_config(experiment, value, surrogate, seed, cfg), "data": data["tag"]}
-    experts = committee(experiment, value, "cifar10", seed)
+    experts = ex.committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
 
     def compute(run: Any) -> dict[str, Any]:
@@ -73,35 +50,21 @@ def run_cifar(
             feats = rx.backbone_features(cfg, data)
             f = rx.standardize(feats)
             nb = int(cfg["n_backbone"])
-            tr = annotate(f["head_x"], feats["head_y"], experts, offset=nb)
-            va = annotate(f["val_x"], feats["val_y"], experts, offset=10**6)
-            te = annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
+            tr = ex.annotate(f["head_x"], feats["head_y"], experts, offset=nb)
+            va = ex.annotate(f["val_x"], feats["val_y"], experts, offset=10**6)
+            te = ex.annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
             torch.manual_seed(seed)
             head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
-            head, hist = train_l2d(
-                head,
-                tr,
-                va,
-                surrogate,
-                epochs=int(cfg["head_epochs"]),
-                lr=cfg["head_lr"],
-                weight_decay=cfg["weight_decay"],
-                batch_size=int(cfg["batch_size"]),
-                patience=int(cfg["patience"]),
-                seed=seed,
-            )
-            out = l2d_metrics(batched_logits(head, te.x), te, surrogate)
-            out["epochs_run"] = len(hist)
-            out["backbone_test_accuracy"] = feats["backbone_test_accuracy"]
-            return out
-        tr = annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
-        va = annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
-        te = annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
+            out = ex.train_and_score(head, (tr, va, te), surrogate, cfg, seed, head=True)
+            return {**out, "backbone_test_accuracy": feats["backbone_test_accuracy"]}
+        tr = ex.annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
+        va = ex.annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
+        te = ex.annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
         torch.manual_seed(seed)
         net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
         net, hist = rx.fit_images(
             net,
-            surrogate_loss(surrogate),
+            ex.surrogate_loss(surrogate),
             (data["train_x"], tr.targets),
             (data["val_x"], va.targets),
             {**cfg, "schedule": "cosine", "nesterov": True},
@@ -109,7 +72,7 @@ def run_cifar(
             seed=seed,
             patience=int(cfg["patience"]),
         )
-        out = l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
+        out = ex.l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
         out["history"] = hist
         return out
 

@@ -139,6 +139,28 @@ def train_l2d(
     return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]
 
 
+def train_and_score(
+    model: nn.Module, splits: Sequence[L2DSplit], surrogate: str, cfg: Mapping[str, Any], seed: int, head: bool = False
+) -> dict[str, Any]:
+    """:func:`train_l2d` on the (train, val) of ``splits`` with the scale's settings (the ``head_``
+    epochs and learning rate with ``head``), then :func:`l2d_metrics` on their test split, with ``epochs_run``."""
+    tr, va, te = splits
+    pre = "head_" if head else ""
+    model, hist = train_l2d(
+        model, tr, va, surrogate, epochs=int(cfg[f"{pre}epochs"]), lr=cfg[f"{pre}lr"],
+        weight_decay=cfg["weight_decay"], batch_size=int(cfg["batch_size"]), patience=int(cfg["patience"]), seed=seed,
+    )  # fmt: skip
+    return {**l2d_metrics(batched_logits(model, te.x), te, surrogate), "epochs_run": len(hist)}
+
+
+def point_config(
+    experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], keys: Sequence[str]
+) -> dict[str, Any]:
+    """What determines one run besides its data: the grid point and the scale's settings ``keys``."""
+    point = {"experiment": experiment, "value": value, "surrogate": surrogate, "seed": int(seed)}
+    return {**point, **{k: cfg[k] for k in keys}}
+
+
 def batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's logits on ``x`` in batches of 4096 (full precision): a trained L2D model's outputs."""
     from lib.engine.loop import predict

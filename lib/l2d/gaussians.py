@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from lib.engine.runs import cached_run
-from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, train_l2d
+from lib.l2d.experiment import SURROGATES, annotate, committee, point_config, train_and_score
 from lib.l2d.gaussian_mixture import gaussian_mixture
 from lib.validation import check_choice
 
@@ -41,13 +41,7 @@ def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: 
     from lib.nets.backbones import mlp
 
     check_choice(surrogate, SURROGATES, "surrogate")
-    config = {
-        "experiment": experiment,
-        "value": value,
-        "surrogate": surrogate,
-        "seed": int(seed),
-        **{k: cfg[k] for k in GAUSSIAN_KEYS},
-    }
+    config = point_config(experiment, value, surrogate, seed, cfg, GAUSSIAN_KEYS)
 
     def compute(run: Any) -> dict[str, Any]:
         experts = committee(experiment, value, "gaussians", seed)
@@ -56,20 +50,6 @@ def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: 
         splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
         torch.manual_seed(seed)
         model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
-        model, hist = train_l2d(
-            model,
-            splits["train"],
-            splits["val"],
-            surrogate,
-            epochs=cfg["epochs"],
-            lr=cfg["lr"],
-            batch_size=cfg["batch_size"],
-            patience=cfg["patience"],
-            weight_decay=cfg["weight_decay"],
-            seed=seed,
-        )
-        out = l2d_metrics(batched_logits(model, splits["test"].x), splits["test"], surrogate)
-        out["epochs_run"] = len(hist)
-        return out
+        return train_and_score(model, [splits[k] for k in ("train", "val", "test")], surrogate, cfg, seed)
 
     return cached_run("l2d_gaussians", config, compute)

@@ -136,22 +136,7 @@ def evaluate_logits_both(
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
-RUN_KEYS = (
-    "mode",
-    "arch",
-    "width",
-    "epochs",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "milestones",
-    "warmup",
-    "head_hidden",
-    "head_epochs",
-    "head_lr",
-    "backbone_epochs",
-    "n_backbone",
-)
+RUN_KEYS = (*imt.TRAIN_KEYS, "milestones")
 
 
 def loss_config(

@@ -17,7 +17,7 @@ cross-entropy by a weight; this module holds what those weights are made of and 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,36 +70,6 @@ def _out(x: torch.Tensor, is_np: bool) -> Any:
     return x.detach().cpu().numpy() if is_np else x
 
 
-def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
-    p, is_np = _probs_tensor(probs)
-    return _out(p.max(dim=1).values, is_np)
-
-
-def softmax_margin(probs: ArrayLike) -> Any:
-    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
-    p, is_np = _probs_tensor(probs)
-    if p.shape[1] < 2:
-        raise ValueError("probs: softmax margin needs at least 2 classes")
-    top2 = p.topk(2, dim=1).values
-    return _out(top2[:, 0] - top2[:, 1], is_np)
-
-
-def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
-    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020).
-    """
-    p, is_np = _probs_tensor(probs)
-    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
-    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
-    if normalized:
-        c = p.shape[1]
-        if c < 2:
-            raise ValueError("probs: normalized entropy needs at least 2 classes")
-        s = (math.log(c) + s) / math.log(c)
-    return _out(s, is_np)
-
-
 def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     """CSF ``name`` on already-valid probabilities ``p`` (N, C), with no checks: the hot path of
     ``lib.rr.losses.aurc_loss`` and ``au_loss``, which validate their logits first."""
@@ -108,6 +78,7 @@ def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     if name == "softmax_margin":
         top2 = p.topk(2, dim=1).values
         return top2[:, 0] - top2[:, 1]
+    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
     s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
     if name == "normalized_entropy":
         c = math.log(p.shape[1])
@@ -115,18 +86,40 @@ def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     return s
 
 
-CSFS: dict[str, Callable[[ArrayLike], Any]] = {
-    "msp": msp,
-    "softmax_margin": softmax_margin,
-    "negative_entropy": negative_entropy,
-    "normalized_entropy": lambda probs: negative_entropy(probs, normalized=True),
+#: The confidence score functions by name, each with the paper it comes from.
+CSFS: dict[str, str] = {
+    "msp": "maximum softmax probability max_c p_c (Hendrycks & Gimpel)",
+    "softmax_margin": "softmax margin p_(1) - p_(2) (Belghazi & Lopez-Paz 2021)",
+    "negative_entropy": "negative entropy sum_c p_c log p_c, in [-log C, 0]",
+    "normalized_entropy": "(log C + sum_c p_c log p_c) / log C, in [0, 1] (Liu et al. 2020)",
 }
+_TWO_CLASSES = {"softmax_margin": "softmax margin", "normalized_entropy": "normalized entropy"}
 
 
 def csf(name: str, probs: ArrayLike) -> Any:
-    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C)."""
+    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C): a numpy
+    array for numpy input, a tensor (with its gradient) for a tensor."""
     check_choice(name, tuple(CSFS), "csf")
-    return CSFS[name](probs)
+    p, is_np = _probs_tensor(probs)
+    if name in _TWO_CLASSES and p.shape[1] < 2:
+        raise ValueError(f"probs: {_TWO_CLASSES[name]} needs at least 2 classes")
+    return _out(csf_values(name, p), is_np)
+
+
+def msp(probs: ArrayLike) -> Any:
+    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
+    return csf("msp", probs)
+
+
+def softmax_margin(probs: ArrayLike) -> Any:
+    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
+    return csf("softmax_margin", probs)
+
+
+def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
+    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
+    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020)."""
+    return csf("normalized_entropy" if normalized else "negative_entropy", probs)
 
 
 # --------------------------------------------------------------------------------------------

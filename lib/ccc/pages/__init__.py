@@ -4,6 +4,7 @@ None trains on a GPU: the paper's models' logits and predictions are loaded, not
 here (the cross-paper chapter uses them too):
 
 * :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
+* :func:`logits_data` -- the MMLU logits and paper 4's ResNet-50 logits, or their synthetic stand-ins;
 * :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
   about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ece_se", "released_runs_note"]
+__all__ = ["ece_se", "logits_data", "released_runs_note"]
 
 
 def ece_se(n: int) -> float:
@@ -29,6 +31,18 @@ def ece_se(n: int) -> float:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n: must be a positive integer (examples), got {n!r}")
     return 0.5 / math.sqrt(int(n))
+
+
+def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:
+    """``(mmlu, resnets, labels)``: the MMLU data (:class:`lib.data.mmlu.MMLUData`) and the ResNet-50s'
+    CIFAR-10 logits of ``losses`` with their labels; the files when ``real``, else synthetic stand-ins
+    of ``n_synthetic`` examples (``seed``)."""
+    from lib.data import logits, mmlu
+
+    if real:
+        return (mmlu.load_mmlu(), *logits.load_resnet50_pair(tuple(losses)))
+    resnets, y = logits.synthetic_resnet_logits(n_synthetic, tuple(losses), seed=seed)
+    return mmlu.synthetic_mmlu(n_synthetic, seed=seed), resnets, y
 
 
 def released_runs_note(used: Sequence[str], real: bool) -> str:

@@ -22,7 +22,7 @@ from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import ece_se
+from lib.ccc.pages import ece_se, logits_data
 from lib.page import Page
 
 __all__ = [
@@ -231,17 +231,9 @@ class CalibrationPage(Page):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each model's (logits, labels): the MMLU models, then the CIFAR-10 ResNet-50."""
-        from lib.data import logits, mmlu
-
-        if cfg["data"] == "real":
-            data = mmlu.load_mmlu()
-            rz, ry = logits.load_resnet50_logits(cfg["resnet_loss"])
-        else:
-            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-            z, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], (cfg["resnet_loss"],), seed=cfg["seed"])
-            rz = z[cfg["resnet_loss"]]
+        data, rz, ry = logits_data(cfg["data"] == "real", [cfg["resnet_loss"]], cfg["n_synthetic"], cfg["seed"])
         models = {m: (data.logits[m], data.labels) for m in data.models}
-        models[self.vision(cfg)] = (rz, ry)
+        models[self.vision(cfg)] = (rz[cfg["resnet_loss"]], ry)
         return models
 
     def run(self, cfg: Mapping[str, Any], models: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:

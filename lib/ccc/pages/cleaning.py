@@ -18,7 +18,8 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cleaning
-from lib.data import logits, mmlu
+from lib.ccc.pages import logits_data
+from lib.data import mmlu
 from lib.page import Page
 
 __all__ = [
@@ -231,12 +232,8 @@ class CleaningPage(Page):
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
         """The two ResNet-50s' CIFAR-10 logits with the clean labels (``resnets``, ``labels``) and
         the MMLU data (``mmlu``); synthetic at smoke scale."""
-        losses = tuple(cfg["resnet_losses"])
-        if cfg["data"] == "real":
-            rz, y = logits.load_resnet50_pair(losses)
-            return {"resnets": rz, "labels": y, "mmlu": mmlu.load_mmlu()}
-        rz, y = logits.synthetic_resnet_logits(cfg["n_synthetic"], losses, seed=cfg["seed"])
-        return {"resnets": rz, "labels": y, "mmlu": mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])}
+        md, rz, y = logits_data(cfg["data"] == "real", cfg["resnet_losses"], cfg["n_synthetic"], cfg["seed"])
+        return {"resnets": rz, "labels": y, "mmlu": md}
 
     def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         """Inject the noise, cross-fit the probabilities, trace our rule (``ours``) and CL's

@@ -15,6 +15,7 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
+from lib.ccc.pages import logits_data
 from lib.page import Page
 
 __all__ = [
@@ -202,16 +203,8 @@ class SameSizePage(Page):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[Any, Any, Any]]:
         """The three pairs as (logits of the first model, logits of the second, labels)."""
-        from lib.data import logits, mmlu
-
-        losses = tuple(cfg["resnet_losses"])
-        if cfg["data"] == "real":
-            data = mmlu.load_mmlu()
-            rz, ry = logits.load_resnet50_pair(losses)
-        else:
-            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-            rz, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], losses, seed=cfg["seed"])
-        a, b = losses
+        data, rz, ry = logits_data(cfg["data"] == "real", cfg["resnet_losses"], cfg["n_synthetic"], cfg["seed"])
+        a, b = cfg["resnet_losses"]
         z, y = data.logits, data.labels
         return {
             "MMLU 8B base + 8B instruct": (z["llama-3.1-8b-base"], z["llama-3.1-8b-instruct"], y),

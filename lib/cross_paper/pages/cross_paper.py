@@ -27,7 +27,7 @@ from lib.calibration.metrics import accuracy, binary_ece, ece
 from lib.calibration.posthoc import TemperatureScaler, fit_platt, probs_to_logits
 from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
-from lib.ccc.pages import ece_se
+from lib.ccc.pages import ece_se, logits_data
 from lib.moe.claims import MOCAE_ACC_TOL
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
@@ -415,18 +415,8 @@ class CrossPaperPage(Page):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
         """The MMLU data (``mmlu``) and the ResNet-50s' CIFAR-10 logits (``resnets``, ``cifar_labels``)."""
-        from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
-        from lib.data.mmlu import load_mmlu, synthetic_mmlu
-
-        if cfg["synthetic"]:
-            resnets, y = synthetic_resnet_logits(n=cfg["n_synthetic"], losses=tuple(cfg["losses"]), seed=cfg["seed"])
-            return {
-                "mmlu": synthetic_mmlu(n=cfg["n_synthetic"], seed=cfg["seed"]),
-                "resnets": resnets,
-                "cifar_labels": y,
-            }
-        resnets, y = load_resnet50_pair(tuple(cfg["losses"]))
-        return {"mmlu": load_mmlu(), "resnets": resnets, "cifar_labels": y}
+        mmlu, resnets, y = logits_data(not cfg["synthetic"], cfg["losses"], cfg["n_synthetic"], cfg["seed"])
+        return {"mmlu": mmlu, "resnets": resnets, "cifar_labels": y}
 
     def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         """Every failure mode's numbers: the long ``table``, the ``mix`` numbers, the ``losses``
