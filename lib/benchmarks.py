@@ -259,7 +259,9 @@ def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
         var_name="implementation",
         value_name="time per step / vanilla",
     ).dropna()
-    bars["implementation"] = bars["implementation"].map({"x vanilla": "ours", "reference x vanilla": "reference approach"})
+    bars["implementation"] = bars["implementation"].map(
+        {"x vanilla": "ours", "reference x vanilla": "reference approach"}
+    )
     return bars
 
 

@@ -1,17 +1,7 @@
-"""Sample weights of the reweighted risks, and the analytic weight and gradient curves.
-
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
-(paper 4). The losses of :mod:`lib.rr.losses` multiply each example's
-cross-entropy by a weight; this module holds what those weights are made of and how they behave:
-
-* confidence score functions (CSFs, Appendix Table 1): :func:`msp`, :func:`softmax_margin`,
-  :func:`negative_entropy`, :func:`csf`;
-* rank-based weights: :func:`aurc_weights` (eq. 7), the smoothed bin-based CDF :func:`smoothed_cdf`
-  (eq. 21), the coverage threshold :func:`au_threshold` and the AU weights :func:`au_weights`
-  (eqs. 19, 22), with the released code's epoch histogram :class:`EpochHistogram` as an option;
-* the weights and gradients as functions of the true-class probability, with no training
-  (Figure 1 and Appendix C): :func:`loss_weight`, :func:`loss_gradient`,
-  :func:`inverse_focal_gamma_threshold`.
+"""The sample weights of paper 4's reweighted risks (Zhou et al., "Revisiting Reweighted Risk for
+Calibration"; the losses are :mod:`lib.rr.losses`): confidence score functions (App. Table 1), AURC's
+rank weights (eq. 7), the smoothed CDF (eq. 21) and the AU weights (eqs. 19, 22), and the weights and
+gradients as functions of the true-class probability (Figure 1, Appendix C).
 """
 
 from __future__ import annotations
@@ -226,10 +216,9 @@ def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
 
 
 class EpochHistogram:
-    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins over
-    [0, 1], accumulated over an epoch's batches (Algorithm 1 counts the current batch only).
-    ``update`` adds a batch, ``reset`` starts an epoch; with ``epoch_batches`` it resets itself
-    after that many updates, so a loop without epoch hooks still accumulates per epoch."""
+    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins of
+    [0, 1] over an epoch's batches (Algorithm 1 counts the batch only); it resets itself after
+    ``epoch_batches`` updates."""
 
     def __init__(self, n_bins: int = 64, epoch_batches: int | None = None) -> None:
         self.n_bins = check_int(n_bins, "n_bins")
@@ -267,9 +256,8 @@ def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: floa
 
 
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
-    """tau = the kappa-quantile of the batch scores: the k-th smallest score with
-    k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
-    ``coverage`` = kappa, the fraction of the batch treated as low-confidence (Appendix E.2)."""
+    """tau, the ``coverage`` (kappa) quantile of the batch scores: the k-th smallest, k = max(1,
+    ceil(kappa n)) (Appendix E.2)."""
     s = _scores(scores).detach()
     check_open_unit(coverage, "coverage")
     return _tau(s, coverage)
@@ -294,15 +282,10 @@ def au_weights(
 
     beta_i = -ln(1 - G(tau)) if s_i >= tau else -ln(1 - G(s_i)),
 
-    G the smoothed CDF (eq. 21, ``smoothed_cdf``) clamped to [1/(n+1), n/(n+1)], tau the
-    ``coverage``-quantile of the batch scores (``au_threshold``). The constant C = 1/G(tau) of eq. 19
-    is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
-    G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
-    ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
-
-    ``histogram`` (the released code's variant, not the paper's Algorithm 1): the batch is first
-    added to this :class:`EpochHistogram`, and G uses its counts, accumulated over the epoch so far
-    (its own bins; ``n_bins`` and ``edges`` are then unused), clamped with n = its total.
+    G the smoothed CDF (eq. 21) clamped to [1/(n+1), n/(n+1)], tau from :func:`au_threshold`; eq.
+    19's C = 1/G(tau) is left to the learning rate (``normalize`` applies it). The gradient flows
+    through G(s_i) for s_i < tau only (eq. 36). With ``histogram`` (the released code) G uses its
+    epoch's counts instead of the batch's.
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
@@ -357,9 +340,8 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
 
 
 def inverse_focal_gamma_threshold() -> float:
-    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
-    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
-    """
+    """The smallest gamma for which the inverse focal gradient (C.2) turns positive in (0, 1):
+    min_p (1 + p) / (-p log p)."""
     from scipy.optimize import minimize_scalar
 
     res = minimize_scalar(
