@@ -1,11 +1,6 @@
 """The cascading page (``notebooks/cascading.py``): paper 3, sections 2.2, 3.2 and 3.4, appendix A
-(Tables 4-5): CC, UC and RC over random splits, the calibrator and bin ablations, the shift check.
-
-:meth:`CascadingPage.run` builds one :class:`CascadeGrid` (every split x model x calibrator's top-1
-confidence and correctness on both halves, computed once) and reads its APGR tables from it:
-:func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`. The rule itself (bins, advantages,
-APGR) is :mod:`lib.ccc.cascade`.
-"""
+(Tables 4-5): CC, UC and RC over random splits, the calibrator and bin ablations, the shift check,
+read from one :class:`CascadeGrid` of every model's outputs."""
 
 from __future__ import annotations
 
@@ -75,10 +70,8 @@ the number of bins"); the paper's ranges are 0.0007 over calibrators and 0.0127 
 
 @dataclass
 class CascadeGrid:
-    """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once.
-
-    ``calibrator "none"`` is UC. :meth:`curve` and :meth:`random_routing` read them for one split and pair.
-    """
+    """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once
+    (calibrator ``"none"`` is UC)."""
 
     outputs: dict[tuple[int, str, str], confidence.ModelOutputs]
     n_bins: int
@@ -239,15 +232,10 @@ def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
 
 
 def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:
-    """The page's six claims from the per-split APGR of :func:`main_apgr` (pairs "instruct" and
-    "base"), of :func:`ablations`, and CC's APGR under shift per target category.
-
-    Every rule is symmetric with the noise of the splits: CC and UC (and the ablation settings) are
-    scored on the same splits, so their differences are paired (:func:`lib.report.paired_verdict`);
-    "for both pairs" is :func:`lib.report.every`; the shift rows are one split each, judged
-    against two split-to-split SDs of CC's APGR on the instruct pair. The paper reports no errors
-    for APGR, so ``paper_own`` is not testable.
-    """
+    """The page's six claims from the per-split APGR of :func:`main_apgr`, of :func:`ablations`,
+    and CC's APGR under shift per target: differences over the same splits are paired
+    (:func:`lib.report.paired_verdict`); each shift row, one split, against two split-to-split SDs of
+    CC's APGR. ``paper_own`` is not testable (no errors reported)."""
     if not len(abl) or not len(shift_cc):
         raise ValueError("abl, shift_cc: need at least one setting each")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}

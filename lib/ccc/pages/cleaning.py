@@ -1,11 +1,6 @@
-"""The cleaning page (``notebooks/cleaning.py``): paper 3, sections 2.3 and 3.5 (Fig. 6a, Table 3).
-
-:meth:`CleaningPage.run` injects symmetric label noise into CIFAR-10, cross-fits temperature
-scaling, traces the two-model rule's precision-detection curve (:mod:`lib.ccc.cleaning`) and runs
-Confident Learning on the same probabilities (:func:`confident_learning`), compares the two at equal
-detection (:func:`compare_at_detection`), and flags MMLU questions for a model pair
-(:func:`mmlu_flags`, :func:`top_flagged`).
-"""
+"""The cleaning page (``notebooks/cleaning.py``): paper 3, sections 2.3 and 3.5 (Fig. 6a, Table 3):
+the two-model rule against Confident Learning on CIFAR-10 with injected noise, and MMLU questions
+flagged by a model pair."""
 
 from __future__ import annotations
 
@@ -153,16 +148,9 @@ def top_flagged(
 
 
 def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str, Any]]:
-    """The page's three claims from the rule's curve (``curve``: rows k = 1..B with precision,
-    detection, n_flagged) and its comparison with CL at equal detection (``compare``: precision,
-    cl_precision, cl_reaches per point).
-
-    Noise bars: :func:`precision_se` of each precision (one noise draw, so a precision is a
-    proportion over the flags); CL's precision at the same detection rests on about as many flags
-    (detection x noisy labels / precision). "Across the entire detection range" is
-    :func:`lib.report.every` over the points CL's curve reaches. The paper's Table 3 gives no
-    flag counts, so ``paper_own`` is not testable.
-    """
+    """The page's three claims from the rule's ``curve`` (k = 1..B) and its comparison with CL at
+    equal detection (``compare``), each precision's noise bar :func:`precision_se` (CL's on about as
+    many flags); ``paper_own`` is not testable (Table 3 gives no flag counts)."""
     if len(curve) == 0:
         raise ValueError("curve: needs at least one point")
     prec, det = curve["precision"].to_numpy(), curve["detection"].to_numpy()
