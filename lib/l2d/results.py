@@ -1,9 +1,5 @@
-"""What paper 2's two pages share: one table row per run, means and standard errors over seeds, the
-paper's claims judged from those numbers (Figures 1-2). The pages' base is
-:class:`lib.l2d.pages.L2DPage`.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2), Sec. 5.2-5.4, Figures 1-2.
-"""
+"""What paper 2's two pages share ("Calibration of multi-expert learning to defer", Sec. 5.2-5.4,
+Figures 1-2): one table row per run, means and standard errors over seeds, and the claims."""
 
 from __future__ import annotations
 
@@ -38,10 +34,8 @@ at least OVA_ACCURACY_TOL / 2 (equal accuracies hold), fails when it lies below 
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
-    """One row of :meth:`lib.l2d.pages.L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the
-    metrics (``RESULT_COLUMNS``) of its run ``record``, read through
-    :meth:`lib.l2d.record.L2DRecord.from_record` (``ValueError`` if the record is another point's);
-    ``ece_random_expert`` is expert 0's ECE."""
+    """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (``ValueError`` if the record
+    is another point's)."""
     rec = L2DRecord.from_record(record)
     want = {k: point[k] for k in POINT_KEYS}
     if rec.point != want:
@@ -50,9 +44,7 @@ def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) 
 
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:
-    """Mean, standard deviation and standard error over seeds of each metric, per
-    (experiment, value, surrogate); columns ``<metric>``, ``<metric>_sd``, ``<metric>_se``, ``seeds``.
-    """
+    """Mean, ``_sd`` and ``_se`` over seeds of each metric per (experiment, value, surrogate), and ``seeds``."""
     if df.empty:
         raise ValueError("df: no runs to summarize")
     g = df.groupby(["experiment", "value", "surrogate"], sort=True)
@@ -90,27 +82,16 @@ def _seeds(x: np.ndarray) -> str:
 
 
 def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
-    """The paper's claims (paper 2, Sec. 5.2-5.4), each judged from the runs in ``df`` (one row per
-    run, as :meth:`lib.l2d.pages.L2DPage.run` returns) by the book's one symmetric rule
-    (:func:`lib.report.paired_verdict`: per-seed differences, both surrogates sharing each seed's
-    data and experts, against two standard errors and at least a margin). Rows ``claim``, ``paper``,
-    ``ours``, ``verdict``, ``paper_own`` (the paper gives plots only: :data:`lib.report.NOT_TESTABLE`).
+    """The paper's claims (Sec. 5.2-5.4) from the runs in ``df``, each by
+    :func:`lib.report.paired_verdict` on per-seed differences (both surrogates share each seed):
 
-    * Softmax ECE grows with the number of experts: per seed, ECE(J max) - ECE(J min), margin
-      :data:`ECE_MARGIN`.
-    * OvA stays flat: ``flat_tol`` - |mean rise| against two standard errors of the rise and the
-      margin ``flat_tol`` / 3 ("held" when the rise is within +-``flat_tol`` beyond the noise,
-      "did not hold" when outside it beyond the noise).
-    * Random expert: its softmax ECE rises with the others' quality and rises more than OvA's (both
-      by margin :data:`ECE_MARGIN`; "held" when both hold, "did not hold" when either fails).
-    * Random expert's softmax ECE exceeds :data:`RANDOM_EXPERT_ECE_MIN` at the highest quality
-      (margin :data:`ECE_MARGIN`).
-    * OvA system accuracy is equal or higher: per seed, the mean over all points of
-      acc(OvA) - acc(softmax) + :data:`OVA_ACCURACY_TOL` (OvA may be half a point lower), margin
-      :data:`OVA_ACCURACY_TOL` / 2.
+    * softmax ECE grows with the number of experts (margin :data:`ECE_MARGIN`), OvA's stays within
+      +-``flat_tol``; again for specialized experts (Fig. 2) when run;
+    * the random expert's softmax ECE rises with the others' quality, more than OvA's, and exceeds
+      :data:`RANDOM_EXPERT_ECE_MIN` at the highest;
+    * OvA's system accuracy is at most :data:`OVA_ACCURACY_TOL` below softmax's.
 
-    Specialized experts (Fig. 2) get the first two rows again when present.
-    """
+    The paper gives plots only, so ``paper_own`` is not testable."""
     rows: list[dict[str, Any]] = []
 
     def add(claim: str, paper: str, ours: str, verdict: str) -> None:

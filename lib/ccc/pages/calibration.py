@@ -1,12 +1,6 @@
-"""The calibration page (``notebooks/calibration.py``): paper 3, section 3.1, Table 1 and Figure 1.
-
-For every model, :meth:`CalibrationPage.run` splits the examples in halves, fits temperature scaling
-(and, for the MMLU models, Platt scaling on the answer-token logit) on the calibration half and
-measures the top-label ECE with equal-count bins before and after on both halves, keeping the
-reliability tables; :func:`monotonicity` asks whether accuracy rises with confidence. The page's
-published numbers, the paper's Table 1 beside ours and the claims (:func:`calibration_claims`) are
-methods of the page.
-"""
+"""The calibration page (``notebooks/calibration.py``): paper 3, section 3.1, Table 1 and Figure 1:
+top-label ECE (equal-count bins) before and after temperature (and, on MMLU, Platt) scaling fitted
+on a calibration half, on both halves, and whether accuracy rises with confidence."""
 
 from __future__ import annotations
 
@@ -79,12 +73,9 @@ SMALL: str = "llama-3.1-8b-instruct"
 def ece_grid(
     models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: Collection[str], n_bins: int, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt,
-    on the calibration and the held-out half of one random split (``seed``).
-
-    Returns ``results`` (model, split, stage, T, accuracy, ece, n) and the reliability tables of
-    every (model, split, stage) stacked with those three columns added.
-    """
+    """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt on
+    both halves of one split: ``results`` (model, split, stage, T, accuracy, ece, n) and the stacked
+    reliability tables."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins: need an integer >= 1, got {n_bins!r}")
     rows, tables = [], []
@@ -152,16 +143,10 @@ def calibration_claims(
     platt_test: float,
     n: Mapping[str, tuple[int, int]],
 ) -> list[dict[str, Any]]:
-    """The page's four claims, each by :func:`lib.report.two_se_verdict`.
-
-    ``spearman``: the smallest Spearman correlation over models, on ``bins`` bins; ``before_test``,
-    ``after_test``, ``after_cal``: ECE per model (held-out before/after TS, calibration half after
-    TS); ``platt_test``: the small model's held-out ECE after Platt; ``n``: per model, the
-    (calibration, held-out) sizes. Instruct models (name contains "instruct") are the
-    overconfident ones. Noise bars: the Fisher-z SE of a Spearman correlation on ``bins`` points,
-    1.06 / sqrt(bins - 3) (Fieller, Hartley and Pearson 1957), and :func:`lib.ccc.pages.ece_se` of
-    each ECE. The paper reports no errors, so ``paper_own`` is not testable for any.
-    """
+    """The page's four claims, each by :func:`lib.report.two_se_verdict`, from the smallest
+    ``spearman`` over models on ``bins`` bins (Fisher-z SE 1.06 / sqrt(bins - 3)), the ECEs per model
+    and the small model's ``platt_test`` (SE :func:`lib.ccc.pages.ece_se` on the sizes ``n``); instruct
+    models are the overconfident ones. ``paper_own`` is not testable."""
     if not (set(before_test) == set(after_test) == set(after_cal) == set(n)) or SMALL not in after_test:
         raise ValueError(f"before_test, after_test, after_cal, n: need the same models, including {SMALL!r}")
     if bins < 4:

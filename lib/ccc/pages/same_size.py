@@ -1,9 +1,6 @@
-"""The same-size page (``notebooks/same_size.py``): paper 3, section 3.3 (Fig. 2b-c, Table 2).
-
-:meth:`SameSizePage.run` routes each example of a pair of equally large models by the calibrated
-confidence advantage of its bin (:func:`lib.ccc.cascade.same_size_route`), over random splits: bins
-on the first model and joint bins, calibrated and not, against each model alone and the oracle.
-"""
+"""The same-size page (``notebooks/same_size.py``): paper 3, section 3.3 (Fig. 2b-c, Table 2):
+two equally large models routed by the calibrated confidence advantage of a bin
+(:func:`lib.ccc.cascade.same_size_route`) over random splits, against each alone and the oracle."""
 
 from __future__ import annotations
 
@@ -71,12 +68,10 @@ def route_grid(
     joint_bins: int,
     seed: int,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """For each named (logits of the first model, logits of the second, labels) and split (seed
-    ``seed + s``): test accuracies of each model alone, the oracle, routing with TS by bins on the
-    first model, by ``joint_bins`` x ``joint_bins`` joint bins, uncalibrated, and the best point of the
-    TS cascade curve, and the test-set noise of the two comparisons the claims make (:data:`NOISE_GAIN`,
-    :data:`NOISE_TS_UC`), one row each. Also the CC / UC / RC curves of split 0 (one frame, ``panel`` =
-    pair)."""
+    """Per pair (logits of the first and second model, labels) and split (seed ``seed + s``): test
+    accuracies alone, of the oracle, routed (TS on the first model's bins, on joint bins, uncalibrated),
+    the TS cascade's best, and the test-set noise :data:`NOISE_GAIN`, :data:`NOISE_TS_UC`; and split 0's
+    CC / UC / RC curves."""
     if n_splits < 1:
         raise ValueError(f"n_splits: need at least 1, got {n_splits}")
     rows, curves = [], []
@@ -147,12 +142,8 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
 
 
 def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
-    """One claim per pair (routing with bins on the first model beats the better single model) and
-    one on calibration (TS routing beats uncalibrated routing, for every pair:
-    :func:`lib.report.every`), from the per-split rows of :func:`route_grid`. Each comparison is
-    the mean per-split difference against two SEs, the larger of the paired SE over splits and the
-    test half's own (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). The paper reports no errors, so
-    ``paper_own`` is not testable."""
+    """Per pair, routing beats the better single model; and TS routing beats uncalibrated routing for
+    every pair: each the mean per-split difference by :func:`_verdict`. ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
     g = split_gains(res)
