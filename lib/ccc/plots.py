@@ -8,6 +8,8 @@ altair chart and never displays or saves it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -18,6 +20,23 @@ def _diagonal_layer() -> alt.Chart:
         alt.Chart()
         .mark_rule(color="gray", strokeDash=[4, 4])
         .encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1))
+    )
+
+
+def _method_lines(
+    curves: pd.DataFrame, x: tuple[str, str], y: tuple[str, str], title: str, width: int, **encode: Any
+) -> alt.Chart:
+    """One line per ``method`` of ``y`` against ``x`` in [0, 1] (each a (column, title) pair)."""
+    return (
+        alt.Chart(curves)
+        .mark_line(point=alt.OverlayMarkDef(size=20))
+        .encode(
+            x=alt.X(f"{x[0]}:Q", title=x[1], scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y(f"{y[0]}:Q", title=y[1], scale=alt.Scale(zero=False)),
+            color=alt.Color("method:N", title="method"),
+            **encode,
+        )
+        .properties(width=width, height=width * 0.75, title=title)
     )
 
 
@@ -52,18 +71,11 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
     ``curves``: rows of :meth:`lib.ccc.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
     ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
     """
-    chart = (
-        alt.Chart(curves)
-        .mark_line(point=alt.OverlayMarkDef(size=20))
-        .encode(
-            x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
-            color=alt.Color("method:N", title="method"),
-            strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
-            tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
-        )
-        .properties(width=width, height=width * 0.75, title=title)
-    )
+    chart = _method_lines(
+        curves, ("frac_small", "fraction kept on the small model"), ("accuracy", "accuracy"), title, width,
+        strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
+        tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
+    )  # fmt: skip
     if "panel" in curves.columns:
         return chart.facet(column=alt.Column("panel:N", title=None)).resolve_scale(y="independent")
     return chart
@@ -92,14 +104,5 @@ def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int 
     """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
     ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``)."""
     tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
-    return (
-        alt.Chart(curves)
-        .mark_line(point=alt.OverlayMarkDef(size=20))
-        .encode(
-            x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
-            color=alt.Color("method:N", title="method"),
-            tooltip=tips,
-        )
-        .properties(width=width, height=width * 0.75, title=title)
-    )
+    x = ("detection", "detection rate (recall of noisy labels)")
+    return _method_lines(curves, x, ("precision", "precision"), title, width, tooltip=tips)

@@ -5,6 +5,7 @@ here (the cross-paper chapter uses them too):
 
 * :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
 * :func:`logits_data` -- the MMLU logits and paper 4's ResNet-50 logits, or their synthetic stand-ins;
+* :class:`CCCPage` -- the pages' base: the scale line of real or synthetic data;
 * :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
   about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
 """
@@ -12,12 +13,29 @@ here (the cross-paper chapter uses them too):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ece_se", "logits_data", "released_runs_note"]
+from lib.page import Page
+
+__all__ = ["CCCPage", "ece_se", "logits_data", "released_runs_note"]
+
+
+class CCCPage(Page):
+    """A paper-3 page: its numbers come from real logits or, at smoke scale, synthetic ones; its scale
+    line is ``real_summary`` or ``synthetic_summary`` formatted with the settings (and ``losses``,
+    the ResNet-50s' joined by "/")."""
+
+    paper = "ccc"
+    real_summary: str = ""
+    synthetic_summary: str = ""
+
+    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
+        """What produced the page's numbers, in one line."""
+        line = self.real_summary if cfg["data"] == "real" else self.synthetic_summary
+        return line.format(**cfg, losses="/".join(cfg.get("resnet_losses", ())))
 
 
 def ece_se(n: int) -> float:

@@ -16,8 +16,7 @@ from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import ece_se, logits_data
-from lib.page import Page
+from lib.ccc.pages import CCCPage, ece_se, logits_data
 
 __all__ = [
     "CalibrationPage",
@@ -193,22 +192,18 @@ def calibration_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CalibrationPage(Page):
+class CalibrationPage(CCCPage):
     """Paper 3's calibration page: ECE before/after calibration on two halves, and monotonicity."""
 
     name = "calibration"
-    paper = "ccc"
     title = "Calibration of one model: Section 3, Figure 1"
     paper_numbers = {"mmlu": PAPER_ECE_MMLU, "vision": PAPER_ECE_VISION}
+    real_summary = "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 ({loss}) CIFAR-10 test logits, split seed {seed}"
+    synthetic_summary = "synthetic logits ({n_synthetic} examples, lib.data.mmlu.synthetic_mmlu), seed {seed}"
 
     def scale_summary(self, cfg: Mapping[str, Any]) -> str:
         """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 "
-                f"({cfg['resnet_loss'].upper()}) CIFAR-10 test logits, split seed {cfg['seed']}"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples, lib.data.mmlu.synthetic_mmlu), seed {cfg['seed']}"
+        return super().scale_summary({**cfg, "loss": cfg["resnet_loss"].upper()})
 
     def vision(self, cfg: Mapping[str, Any]) -> str:
         """The name of the vision model in the page's tables."""

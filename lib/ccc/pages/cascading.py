@@ -14,7 +14,7 @@ import pandas as pd
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.page import Page
+from lib.ccc.pages import CCCPage
 
 __all__ = [
     "ABLATION_RANGE_MAX",
@@ -296,24 +296,19 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CascadingPage(Page):
+class CascadingPage(CCCPage):
     """Paper 3's cascading page: CC, UC and RC over splits, the ablations and the shift check."""
 
     name = "cascading"
-    paper = "ccc"
     title = "Cascades by calibrated advantage: Sections 3.2-3.4 (APGR)"
+    real_summary = "MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {n_splits} random half splits"
+    synthetic_summary = "synthetic MMLU ({n_synthetic} questions), {n_splits} splits"
     paper_numbers = {
         "cc": PAPER_APGR_CC,
         "by_calibrator": PAPER_APGR_BY_CALIBRATOR,
         "by_bins": PAPER_APGR_BY_BINS,
         "mf_router": PAPER_APGR_MF_ROUTER,
     }
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return f"MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {cfg['n_splits']} random half splits"
-        return f"synthetic MMLU ({cfg['n_synthetic']} questions), {cfg['n_splits']} splits"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> mmlu.MMLUData:
         """The MMLU logits (synthetic at smoke scale)."""

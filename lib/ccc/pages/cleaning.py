@@ -13,9 +13,8 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cleaning
-from lib.ccc.pages import logits_data
+from lib.ccc.pages import CCCPage, logits_data
 from lib.data import mmlu
-from lib.page import Page
 
 __all__ = [
     "CleaningPage",
@@ -200,22 +199,17 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CleaningPage(Page):
+class CleaningPage(CCCPage):
     """Paper 3's cleaning page: the two-model rule against Confident Learning, and MMLU flags."""
 
     name = "cleaning"
-    paper = "ccc"
     title = "Label cleaning with two models: Section 3.5"
     paper_numbers = {"two_model": PAPER_CLEANING_PRECISION, "confident_learning": PAPER_CL_PRECISION}
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                f"CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])} test logits with {cfg['noise_rate']:.0%} "
-                f"injected symmetric noise (seed {cfg['seed']}); MMLU x Llama-3.1 70B/8B"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['noise_rate']:.0%} noise, seed {cfg['seed']}"
+    real_summary = (
+        "CIFAR-10 ResNet-50 {losses} test logits with {noise_rate:.0%} injected symmetric noise (seed {seed}); "
+        "MMLU x Llama-3.1 70B/8B"
+    )
+    synthetic_summary = "synthetic logits ({n_synthetic} examples), {noise_rate:.0%} noise, seed {seed}"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
         """The two ResNet-50s' CIFAR-10 logits with the clean labels (``resnets``, ``labels``) and

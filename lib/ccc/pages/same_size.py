@@ -12,8 +12,7 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import logits_data
-from lib.page import Page
+from lib.ccc.pages import CCCPage, logits_data
 
 __all__ = [
     "NOISE_GAIN",
@@ -175,22 +174,14 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class SameSizePage(Page):
+class SameSizePage(CCCPage):
     """Paper 3's same-size page: does routing two equally good models beat both?"""
 
     name = "same_size"
-    paper = "ccc"
     title = "Routing between models of the same size: Section 3.3"
     paper_numbers = PAPER_SAME_SIZE
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                f"MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])}, "
-                f"{cfg['n_splits']} random half splits"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['n_splits']} splits"
+    real_summary = "MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {losses}, {n_splits} random half splits"
+    synthetic_summary = "synthetic logits ({n_synthetic} examples), {n_splits} splits"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[Any, Any, Any]]:
         """The three pairs as (logits of the first model, logits of the second, labels)."""

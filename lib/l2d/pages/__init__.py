@@ -34,12 +34,12 @@ class L2DPage(Page):
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
+        tail = "{experiment}/{value}/{surrogate}/s{seed}"
         return [
-            Item(
-                self.name,
-                f"{self.name}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
-                int(p["seed"]),
-                int(cfg["epochs"]),
+            self.item(
+                tail.format(**p),
+                p["seed"],
+                cfg["epochs"],
                 p["surrogate"],
                 config=self.config(p, cfg),
                 extra={"point": p},

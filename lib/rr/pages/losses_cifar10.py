@@ -291,17 +291,8 @@ class LossesCifar10Page(Page):
             for v in cfg["nus"]
             if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))
         ]
-        return [
-            Item(
-                self.name,
-                f"{self.name}/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s{c['seed']}",
-                int(c["seed"]),
-                int(cfg["epochs"]),
-                label,
-                config=c,
-            )
-            for c, label in runs
-        ]
+        tail = "{loss}/k{coverage}/nu{nu}/s{seed}"
+        return [self.item(tail.format(**c), c["seed"], cfg["epochs"], label, config=c) for c, label in runs]
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         from lib.nets.image_training import image_data
