@@ -1,10 +1,5 @@
-"""Paper 3's figures: faceted reliability diagrams, cascade curves, confidence advantage, cleaning precision.
-
-Paper: "When models know when they do not know: calibration, cascading, and cleaning"
-(paper 3), Figs. 1-3 and 6a, section 2.2. The shared chart kinds
-and the offline SVG renderer are :mod:`lib.plots`; like them, every function here returns an
-altair chart and never displays or saves it.
-"""
+"""Paper 3's figures (Figs. 1-3 and 6a): reliability diagrams, cascade curves, the confidence
+advantage and cleaning precision, altair charts like :mod:`lib.plots`'s."""
 
 from __future__ import annotations
 
@@ -43,12 +38,8 @@ def _method_lines(
 def ccc_reliability_grid(
     table: pd.DataFrame, column: str = "split", row: str = "model", width: int = 150
 ) -> alt.FacetChart:
-    """Reliability diagrams (equal-count bins) faceted by ``row`` x ``column``.
-
-    ``table``: rows of :func:`lib.calibration.metrics.reliability_table` (``conf``, ``acc``, ``acc_lo``,
-    ``acc_hi``, ``count``) plus the facet columns and a ``stage`` column ("before"/"after" TS).
-    Paper 3, Fig. 1.
-    """
+    """Reliability diagrams (paper 3, Fig. 1) of :func:`lib.calibration.metrics.reliability_table`
+    rows faceted by ``row`` x ``column``, coloured by ``stage``."""
     data = table.dropna(subset=["conf", "acc"])
     base = alt.Chart().encode(
         x=alt.X("conf:Q", title="mean confidence", scale=alt.Scale(domain=[0, 1])),
@@ -66,11 +57,8 @@ def ccc_reliability_grid(
 
 
 def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
-    """Accuracy against the fraction kept on the small model, one line per ``method``.
-
-    ``curves``: rows of :meth:`lib.ccc.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
-    ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
-    """
+    """Accuracy against the fraction kept on the small model, one line per ``method`` (paper 3,
+    Figs. 2-3), faceted by ``panel`` when there is one."""
     chart = _method_lines(
         curves, ("frac_small", "fraction kept on the small model"), ("accuracy", "accuracy"), title, width,
         strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
@@ -82,10 +70,8 @@ def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> al
 
 
 def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
-    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
-    the diagonal mean the calibrated confidences are comparable across the two models.
-    ``table``: rows of :func:`lib.ccc.cascade.advantage_table` with a ``method`` column.
-    """
+    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): on the
+    diagonal, the calibrated confidences are comparable across the two models."""
     pts = (
         alt.Chart()
         .mark_point(filled=True)

@@ -1,11 +1,5 @@
-"""Paper 2's CIFAR-10 study (Figure 1, bottom row; Figure 2): one cached run per (experiment, value,
-surrogate, seed), end to end at paper scale or as a head on frozen features at cpu/smoke scale.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5.1-5.4, Figures 1-2. The committees, training and metrics are :mod:`lib.l2d.experiment`'s;
-the images, backbone features and the network training are paper 4's
-(:mod:`lib.nets.image_training`).
-"""
+"""Paper 2's CIFAR-10 study (Sec. 5.1-5.4, Figure 1, bottom row; Figure 2): one cached run per
+(experiment, value, surrogate, seed) on paper 4's images and backbone (:mod:`lib.nets.image_training`)."""
 
 from __future__ import annotations
 
@@ -30,15 +24,9 @@ def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: 
 def run_cifar(
     experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], data: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """One cached run of the CIFAR-10 study (``data`` from ``lib.nets.image_training.image_data``).
-
-    ``cfg["mode"]`` = ``"end_to_end"`` (paper scale): the network ``arch`` (WRN-28-4) with K + J
-    outputs trained on the surrogate through ``lib.engine.loop.fit`` (SGD, Nesterov, cosine,
-    weights with the lowest validation surrogate loss kept, early stopping after ``patience`` epochs
-    without improvement, as the paper's Sec. 5.1); ``"features"`` (cpu/smoke): a
-    Linear-ReLU-Linear head with K + J outputs trained by :func:`lib.l2d.experiment.train_l2d` on the frozen features
-    of the shared cross-entropy backbone (``lib.nets.image_training.backbone_features``).
-    """
+    """One cached run of the CIFAR-10 study: at paper scale (``mode="end_to_end"``) the ``arch``
+    (WRN-28-4) with K + J outputs trained end to end (SGD, Nesterov, cosine, early stopping on the
+    validation surrogate loss, Sec. 5.1); below it a head on the shared backbone's frozen features."""
     check_choice(surrogate, ex.SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
     config = {**cifar_config(experiment, value, surrogate, seed, cfg), "data": data["tag"]}

@@ -1,10 +1,5 @@
-"""Paper 2's mixture-of-Gaussians study (Figure 1, top row): train/validation/test draws of the
-4-cluster mixture and one cached run per (experiment, value, surrogate, seed).
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5.1-5.3, Figures 1 and 3. The data are :mod:`lib.l2d.gaussian_mixture`'s; the committees,
-training and metrics are :mod:`lib.l2d.experiment`'s.
-"""
+"""Paper 2's mixture-of-Gaussians study (Sec. 5.1-5.3, Figure 1, top row): draws of the mixture
+(:mod:`lib.l2d.gaussian_mixture`) and one cached run per (experiment, value, surrogate, seed)."""
 
 from __future__ import annotations
 
@@ -35,9 +30,8 @@ def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dic
 
 
 def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """One cached run of the mixture-of-Gaussians study: train the 4-layer MLP (``lib.nets.backbones.mlp``)
-    with ``surrogate`` on the committee of (``experiment``, ``value``) and return test metrics.
-    """
+    """One cached run: the 4-layer MLP trained with ``surrogate`` on the committee of
+    (``experiment``, ``value``), and its test metrics."""
     from lib.nets.backbones import mlp
 
     check_choice(surrogate, SURROGATES, "surrogate")

@@ -1,14 +1,5 @@
-"""Paper 3's pages, one module per notebook (``lib/ccc/pages/<notebook>.py``), and what they share.
-
-None trains on a GPU: the paper's models' logits and predictions are loaded, not trained. Shared
-here (the cross-paper chapter uses them too):
-
-* :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
-* :func:`logits_data` -- the MMLU logits and paper 4's ResNet-50 logits, or their synthetic stand-ins;
-* :class:`CCCPage` -- the pages' base: the scale line of real or synthetic data;
-* :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
-  about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
-"""
+"""Paper 3's pages, one module per notebook, and what they (and the cross-paper chapter) share:
+none trains, the models' logits are loaded."""
 
 from __future__ import annotations
 
@@ -52,9 +43,8 @@ def ece_se(n: int) -> float:
 
 
 def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:
-    """``(mmlu, resnets, labels)``: the MMLU data (:class:`lib.data.mmlu.MMLUData`) and the ResNet-50s'
-    CIFAR-10 logits of ``losses`` with their labels; the files when ``real``, else synthetic stand-ins
-    of ``n_synthetic`` examples (``seed``)."""
+    """``(mmlu, resnets, labels)``: the MMLU data and the ResNet-50s' CIFAR-10 logits of ``losses``;
+    the files when ``real``, else synthetic stand-ins."""
     from lib.data import logits, mmlu
 
     if real:
@@ -64,9 +54,8 @@ def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) 
 
 
 def released_runs_note(used: Sequence[str], real: bool) -> str:
-    """The sentences a page owes its reader when it reads paper 4's released ResNet-50 CIFAR-10
-    logits (``used``: the loss names it reads; ``real``: whether it read the real files, not the
-    smoke scale's synthetic stand-ins). Accuracies are computed from the files, never typed in."""
+    """What a page reading paper 4's released ResNet-50 logits owes its reader about the runs it
+    reads (``used``): the XE run is an outlier, the ``focal`` file is taken to be FL-53."""
     from scipy.special import softmax
 
     from lib.calibration.metrics import ece

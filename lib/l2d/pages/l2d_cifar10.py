@@ -1,11 +1,6 @@
-"""The CIFAR-10 page of paper 2 (``notebooks/l2d_cifar10.py``): Figure 1, bottom row; Figure 2.
-
-Its plan is every (experiment, value, surrogate, seed) point of the three sweeps, one WRN-28-4 run
-each at paper scale (three seeds, as the paper's code), trained one at a time
-(:func:`lib.l2d.cifar10.run_cifar`, the one code path of the notebook and the queue); its claims are
-:func:`lib.l2d.results.l2d_claims`, gated by the book's accuracy floor against
-:data:`CIFAR_REFERENCE_ACCURACY`.
-"""
+"""The CIFAR-10 page of paper 2 (``notebooks/l2d_cifar10.py``): Figure 1, bottom row; Figure 2: one
+:func:`lib.l2d.cifar10.run_cifar` per point of three sweeps (WRN-28-4, three seeds at paper scale),
+the claims gated against :data:`CIFAR_REFERENCE_ACCURACY`."""
 
 from __future__ import annotations
 
