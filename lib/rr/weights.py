@@ -197,10 +197,7 @@ def _smoothed_cdf(s: torch.Tensor, e: torch.Tensor, nu: float, at: torch.Tensor 
     inside = ((sd >= e[0]) & (sd <= e[-1])).to(s.dtype)
     idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)  # e_m <= s < e_{m+1}; s = e_M -> last
     counts = torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
-    centres = (e[:-1] + e[1:]) / 2
-    x = s if at is None else at
-    g = (torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ counts) / s.shape[0]
-    return g.reshape(x.shape)
+    return _counts_cdf(s if at is None else at, e, counts, nu, s.shape[0])
 
 
 def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
@@ -248,11 +245,13 @@ class EpochHistogram:
         return int(self.counts.sum())
 
 
-def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float) -> torch.Tensor:
-    """Eq. 21 with given bin ``counts`` over edges ``e`` (n = their total), at the points ``x``."""
+def _counts_cdf(
+    x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float, n: int | None = None
+) -> torch.Tensor:
+    """Eq. 21 with given bin ``counts`` over edges ``e`` (``n`` by default their total), at the points ``x``."""
     centres = ((e[:-1] + e[1:]) / 2).to(device=x.device, dtype=x.dtype)
     c = counts.to(device=x.device, dtype=x.dtype)
-    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / c.sum()).reshape(x.shape)
+    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / (c.sum() if n is None else n)).reshape(x.shape)
 
 
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:

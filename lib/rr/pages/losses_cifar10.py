@@ -138,14 +138,15 @@ CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
 
 
+def _x100(key: str, value: float, percent: bool = True) -> float:
+    """A metric in the paper's unit (with ``percent``): x100, the temperature as it is."""
+    return float(value) * (1 if key == "temperature" or not percent else 100)
+
+
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
     """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature when ``percent``."""
     rows = [
-        {
-            "loss": LABELS.get(name, name),
-            **{k: float(m[k]) * (1 if k == "temperature" or not percent else 100) for k in TABLE_METRICS},
-        }
-        for name, m in metrics.items()
+        {"loss": LABELS.get(n, n), **{k: _x100(k, m[k], percent) for k in TABLE_METRICS}} for n, m in metrics.items()
     ]
     return pd.DataFrame(rows).set_index("loss")
 
@@ -154,23 +155,12 @@ def paper_comparison(metrics: Mapping[str, Mapping[str, float]], row: str) -> pd
     """Ours beside the paper's ``row`` of :data:`PAPER_CIFAR10` (Tables 1, 2 and 4; x100)."""
     check_choice(row, tuple(PAPER_CIFAR10), "row")
     paper = PAPER_CIFAR10[row]
-    keys = ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts", "temperature")
-    return pd.DataFrame(
-        [
-            {
-                "loss": LABELS.get(name, name),
-                **{
-                    f"{k} ({who})": v
-                    for k in keys
-                    for who, v in (
-                        ("ours", float(m[k]) * (1 if k == "temperature" else 100)),
-                        ("paper", paper[k].get(name, float("nan"))),
-                    )
-                },
-            }
-            for name, m in metrics.items()
-        ]
-    ).set_index("loss")
+    rows = []
+    for name, m in metrics.items():
+        rows.append({"loss": LABELS.get(name, name)})
+        for k in ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts", "temperature"):
+            rows[-1].update({f"{k} (ours)": _x100(k, m[k]), f"{k} (paper)": paper[k].get(name, float("nan"))})
+    return pd.DataFrame(rows).set_index("loss")
 
 
 def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str, dict[str, float]]:
