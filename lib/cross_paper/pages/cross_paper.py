@@ -20,7 +20,7 @@ from scipy.special import softmax as scipy_softmax
 
 from lib import report
 from lib.calibration.metrics import accuracy, binary_ece, ece
-from lib.calibration.posthoc import TemperatureScaler, fit_platt, probs_to_logits
+from lib.calibration.posthoc import TemperatureScaler, probs_to_logits
 from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
 from lib.ccc.pages import ece_se, logits_data
@@ -135,17 +135,11 @@ def other_model_correctness_ece(
 ) -> dict[str, float]:
     """Binary test ECE of three estimates of P(the other model is right | x) (papers 2 and 3): its
     raw confidence, a Platt fit of its correctness, its TS confidence."""
-    correct = _top1(logits_other, labels)
-    p = softmax(logits_other)
-    conf = np.clip(p.max(axis=1), 1e-12, 1 - 1e-12)
-    logodds = np.log(conf) - np.log1p(-conf)
-    a, b = fit_platt(logodds[cal_idx], correct[cal_idx])
-    t = TemperatureScaler().fit(logits_other[cal_idx], labels[cal_idx]).temperature
-    return {
-        "none": binary_ece(conf[test_idx], correct[test_idx]),
-        "temperature": binary_ece(softmax(logits_other[test_idx], t).max(axis=1), correct[test_idx]),
-        "platt": binary_ece(1 / (1 + np.exp(-(a * logodds[test_idx] + b))), correct[test_idx]),
-    }
+    correct, z_test = _top1(logits_other, labels)[test_idx], logits_other[test_idx]
+    out = {"none": binary_ece(np.clip(softmax(z_test).max(axis=1), 1e-12, 1 - 1e-12), correct)}
+    for name, calibrator in (("temperature", "temperature"), ("platt", "platt_logodds")):
+        out[name] = binary_ece(fit_confidence(calibrator, logits_other[cal_idx], labels[cal_idx])(z_test), correct)
+    return out
 
 
 def cascade_apgr(
