@@ -50,16 +50,9 @@ def run_cifar(
         te = ex.annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
         torch.manual_seed(seed)
         net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
-        net, hist = rx.fit_images(
-            net,
-            ex.surrogate_loss(surrogate),
-            (data["train_x"], tr.targets),
-            (data["val_x"], va.targets),
-            {**cfg, "schedule": "cosine", "nesterov": True},
-            run,
-            seed=seed,
-            patience=int(cfg["patience"]),
-        )
+        train, val = (data["train_x"], tr.targets), (data["val_x"], va.targets)
+        loss, settings = ex.surrogate_loss(surrogate), {**cfg, "schedule": "cosine", "nesterov": True}
+        net, hist = rx.fit_images(net, loss, train, val, settings, run, seed=seed, patience=int(cfg["patience"]))
         out = ex.l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
         out["history"] = hist
         return out

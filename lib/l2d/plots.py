@@ -60,17 +60,6 @@ def l2d_panels(
         sub = summary[summary["experiment"] == experiment]
         if sub.empty:
             raise ValueError(f"summary: no rows for experiment {experiment!r}")
-        charts.append(
-            line_chart(
-                sub,
-                "value",
-                metric,
-                color="surrogate",
-                yerr=f"{metric}_se",
-                x_title=x_title,
-                y_title=y_title,
-                width=width,
-                height=height,
-            )
-        )
+        titles = {"x_title": x_title, "y_title": y_title, "width": width, "height": height}
+        charts.append(line_chart(sub, "value", metric, color="surrogate", yerr=f"{metric}_se", **titles))
     return alt.hconcat(*charts)

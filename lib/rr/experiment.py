@@ -181,15 +181,8 @@ def run_loss(
         else:
             torch.manual_seed(seed)  # the initial weights (as lib.l2d.cifar10 does)
             net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
-            net, hist = imt.fit_images(
-                net,
-                loss,
-                (data["train_x"], data["train_y"]),
-                (data["val_x"], data["val_y"]),
-                {**cfg, "schedule": "multistep"},
-                r,
-                seed=seed,
-            )
+            train, val = (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"])
+            net, hist = imt.fit_images(net, loss, train, val, {**cfg, "schedule": "multistep"}, r, seed=seed)
             zv, zt = imt.predict_logits(net, data["val_x"]), imt.predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}
