@@ -121,6 +121,14 @@ class CascadeCurve:
     acc_small: float
     acc_large: float
 
+    @classmethod
+    def unbinned(
+        cls, frac_small: np.ndarray, accuracy: np.ndarray, order: np.ndarray, acc_small: float, acc_large: float
+    ) -> CascadeCurve:
+        """A curve of random routing: no bins (edges on a grid of [0, 1], no table)."""
+        edges = np.linspace(0, 1, len(frac_small))
+        return cls(frac_small, accuracy, order, edges, pd.DataFrame(), float(acc_small), float(acc_large))
+
     @property
     def cost(self) -> np.ndarray:
         return 1.0 - self.frac_small
@@ -175,6 +183,15 @@ def cascade_curve(
     return CascadeCurve(kept_n / n, accuracy, order, edges, table, small.acc_test, large.acc_test)
 
 
+CURVES: tuple[str, ...] = ("CC (calibrated)", "UC (uncalibrated)", "RC (random)")
+"""The methods of a cascade chart, in order: calibrated, uncalibrated and random routing."""
+
+
+def curves_frame(panel: str, *curves: CascadeCurve) -> pd.DataFrame:
+    """The :data:`CURVES` (CC, UC, RC) of one ``panel`` in one frame, for :func:`lib.ccc.plots.cascade_chart`."""
+    return pd.concat([c.to_frame(name).assign(panel=panel) for name, c in zip(CURVES, curves, strict=True)])
+
+
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
     """RC: random routing, expected accuracy on the straight line between the two models."""
     n_points = check_int(n_points, "n_points", minimum=2)
@@ -182,15 +199,7 @@ def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> Casc
     acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
     frac = np.linspace(0.0, 1.0, n_points)
     acc = acc_large + frac * (acc_small - acc_large)
-    return CascadeCurve(
-        frac,
-        acc,
-        np.arange(n_points - 1),
-        np.linspace(0, 1, n_points),
-        pd.DataFrame(),
-        float(acc_small),
-        float(acc_large),
-    )
+    return CascadeCurve.unbinned(frac, acc, np.arange(n_points - 1), acc_small, acc_large)
 
 
 def random_routing_curve(
@@ -214,15 +223,7 @@ def random_routing_curve(
     small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
     large_hits = np.concatenate([[0], np.cumsum(kl[order])])
     accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
-    return CascadeCurve(
-        m / n,
-        accuracy.astype(np.float64),
-        order,
-        np.linspace(0, 1, n_points),
-        pd.DataFrame(),
-        float(ks.mean()),
-        float(kl.mean()),
-    )
+    return CascadeCurve.unbinned(m / n, accuracy.astype(np.float64), order, ks.mean(), kl.mean())
 
 
 def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:

@@ -127,12 +127,7 @@ def first_split_curves(grid: CascadeGrid) -> pd.DataFrame:
     frames = []
     for pair in grid.pairs:
         cc, uc = grid.curve(0, pair, "temperature", grid.n_bins), grid.curve(0, pair, "none", grid.n_bins)
-        for name, cur in (
-            ("CC (calibrated)", cc),
-            ("UC (uncalibrated)", uc),
-            ("RC (random)", grid.random_routing(0, pair)),
-        ):
-            frames.append(cur.to_frame(name).assign(panel=f"8B -> 70B {pair}"))
+        frames.append(cascade.curves_frame(f"8B -> 70B {pair}", cc, uc, grid.random_routing(0, pair)))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -103,8 +103,7 @@ def route_grid(
             if s == 0:
                 uc = cascade.cascade_curve(*out["none"], n_bins)
                 rc = cascade.random_curve(first.acc_test, second.acc_test, n_bins + 1)
-                for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
-                    curves.append(cur.to_frame(name).assign(panel=pair))
+                curves.append(cascade.curves_frame(pair, cc, uc, rc))
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
 
 
