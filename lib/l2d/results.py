@@ -15,22 +15,19 @@ from lib.l2d.record import POINT_KEYS, L2DRecord
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
 ECE_MARGIN: float = 0.02
-"""The smallest ECE effect the claims are about (two ECE points): a rise, a gap or an excess within
-it is "inconclusive" however small the noise, and it alone decides where one seed gives no standard
-error (:func:`lib.report.two_se_verdict`). Our choice: the paper's effects are 0.1-0.4 (Fig. 1)."""
+"""The smallest ECE effect the claims are about (two points; the paper's effects are 0.1-0.4, Fig. 1):
+within it a difference is "inconclusive", and with one seed it alone decides."""
 
 FLAT_TOL: float = 0.03
-"""'OvA expert ECE stays flat' means its rise lies within +-FLAT_TOL (the paper's Fig. 1a/d show
-OvA's ECE flat to the eye; the bar is our choice). The claim holds when |rise| is below FLAT_TOL by
-more than two standard errors and at least FLAT_TOL / 3, fails when it is above by as much."""
+"""'OvA expert ECE stays flat': its rise within +-FLAT_TOL (our bar; Fig. 1a/d show it flat to the
+eye), beyond two SEs and FLAT_TOL / 3."""
 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
 """The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
 OVA_ACCURACY_TOL: float = 0.005
-"""'OvA system accuracy is equal or higher' allows OvA to be lower by at most half a point: the claim
-holds when acc(OvA) - acc(softmax) lies above -OVA_ACCURACY_TOL by more than two standard errors and
-at least OVA_ACCURACY_TOL / 2 (equal accuracies hold), fails when it lies below by as much."""
+"""'OvA system accuracy is equal or higher': OvA at most this (half a point) below softmax, beyond two
+SEs and OVA_ACCURACY_TOL / 2."""
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:

@@ -42,12 +42,10 @@ MONOTONE_STEP_TOL: float = 0.02
 """A step between adjacent bins counts as non-decreasing if accuracy drops by at most this."""
 
 SPEARMAN_MIN: float = 0.9
-"""'Accuracy increases with confidence' is judged against this Spearman correlation between a bin's
-mean confidence and its accuracy, for every model (the paper shows a plot only)."""
+"""The bar on each model's Spearman correlation of a bin's confidence and accuracy (the paper: a plot only)."""
 
 HALVES_ECE_TOL: float = 0.02
-"""The held-out ECE after TS must lie within this of the calibration half's for "calibration fitted on
-one half holds on the other" (the paper: 0.0913 vs 0.0901 on MMLU)."""
+"""How close the held-out ECE after TS must be to the calibration half's (paper: 0.0913 vs 0.0901)."""
 
 PAPER_ECE_MMLU: dict[str, float] = {
     "paper cal before": 0.1902,

@@ -64,8 +64,7 @@ APGR_PAPER_TOL: float = 0.03
 """How close to the paper's 0.7013 our CC APGR must be for "CC APGR on MMLU is about 0.70"."""
 
 ABLATION_RANGE_MAX: float = 0.02
-"""The APGR range over the settings must be below this for "insensitive to the calibrator" (or "to
-the number of bins"); the paper's ranges are 0.0007 over calibrators and 0.0127 over 5-100 bins."""
+"""The APGR range over calibrators (or bins) below which CC is insensitive to them (paper: 0.0007, 0.0127)."""
 
 
 @dataclass

@@ -44,12 +44,10 @@ RANKED_POINTS: int = 30
 """Points along each truncated Confident Learning ranking (its precision-detection curve)."""
 
 TOP_BIN_PRECISION_MIN: float = 0.95
-"""'The most confident bins flag almost only real errors' -- precision at k = :data:`TOP_K` above this
-(our bar; the paper gives no number for the top bins)."""
+"""Our bar for 'the most confident bins flag almost only real errors' (precision at k = :data:`TOP_K`)."""
 
 TOP_K: int = 3
-"""How many of the most confident bins that claim reads (3 of 15, a fifth). The top bin alone holds
-too few flags (19 of 10,000 CIFAR-10 labels) for any bar near 0.95 to be told from noise."""
+"""The most confident bins that claim reads (3 of 15: the top bin alone holds too few flags to judge)."""
 
 PAPER_CLEANING_PRECISION: float = 0.665
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""

@@ -53,8 +53,7 @@ UNCAL: str = "routed (uncalibrated, bins on first)"
 """The column of the same routing on uncalibrated confidences."""
 
 NOISE_GAIN: str = "test-set SE of the gain"
-"""The column of the standard error the finite test half alone puts on a split's gain, sqrt(d / n),
-d the share of its n examples where the routed pair and the better model differ in correctness."""
+"""The column of the test half's own SE of a split's gain, sqrt(d / n), d where the two differ in correctness."""
 
 NOISE_TS_UC: str = "test-set SE of TS - uncalibrated"
 """The same for calibrated against uncalibrated routing."""

@@ -199,8 +199,7 @@ def best_fix(table: pd.DataFrame) -> pd.DataFrame:
 
 
 RANDOM_ROUTING_APGR: float = 0.5
-"""The APGR of routing at random between the two models of a cascade (paper 3); a cascade routed on
-calibrated confidence is expected to exceed it."""
+"""The APGR of random routing between a cascade's two models (paper 3)."""
 
 MIXTURE: str = "mixture of ResNet-50s"
 """The ``data`` name of the routing rows (a soft mixture of the ResNet-50s trained with each loss)."""

@@ -119,17 +119,14 @@ CLAIM_TOL: float = 0.005
 """ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
 
 FINE_TOL_FACTOR: float = 5.0
-"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers -- they are judged
-within ``tol / FINE_TOL_FACTOR``."""
+"""Class-wise ECE and the ECE drop from TS are smaller numbers: judged within ``tol / FINE_TOL_FACTOR``."""
 
 AU_ACCURACY_COST: float = 0.025
-"""'AU loss costs little accuracy' holds when the AU run is less than this far (2.5 points) below XE
-by more than half a point (``CLAIM_TOL``) and two standard errors, fails when it is further below by
-as much (Table 2: 92.52 vs 94.51 on ResNet-50, 2 points)."""
+"""How far below XE the AU loss's accuracy may lie for 'costs little accuracy' (2.5 points; Table 2:
+92.52 vs 94.51 on ResNet-50)."""
 
 GRADIENT_CHECK: str = "the inverse focal gradient turns positive for gamma above about 3.5"
-"""The analytic check (App. C.2, E.1): it holds by calculus, needs no trained model, and is shown
-as a numerical check, apart from the claims."""
+"""The analytic check (App. C.2, E.1): true by calculus, so shown apart from the claims."""
 
 GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""

@@ -48,16 +48,13 @@ RELEASED_NAMES: dict[str, str] = {
     "ece_kde": "kde_xe",
     "aurc": "aurc",
 }
-"""The released files' loss names -> the book's. The released ``focal`` run is **assumed** to be the
-paper's focal baseline, FL-53 (the file does not say which gamma it used)."""
+"""The released files' loss names -> the book's (the ``focal`` file **assumed** to be FL-53)."""
 
 FAILED_RUN_ACCURACY: float = 0.5
-"""A released run whose test accuracy is below this is a failed run (the released inverse-focal
-run is degenerate), not data to calibrate: it is reported, and left out of every calibration number."""
+"""Below this test accuracy a released run failed (inverse focal's): reported, never calibrated."""
 
 RELEASED_ECE_TOL: float = 0.01
-"""A released run's ECE is 'as in Table 2' when within this (one point) of the paper's, by more than
-a quarter of it; further off by as much, it is not."""
+"""A released run's ECE is 'as in Table 2' within this (one point), by more than a quarter of it."""
 
 SYNTHETIC_LOSSES: tuple[str, ...] = ("ce", "focal", "dual_focal", "ece_kde", "aurc")
 """The runs the synthetic (smoke) logits stand in for, named as the released files."""
@@ -73,9 +70,8 @@ DUAL_FOCAL_READINGS: tuple[tuple[str, str], ...] = (
 """The three readings of dual focal loss -- (variant of lib.rr.losses.dual_focal_loss, get_loss name)."""
 
 GAMMA_CHECK: str = "inverse focal: every gamma >= {t:g} has a higher validation NLL than every gamma below it"
-"""The gamma cross-validation's check: it holds for any informative logits (the fitted temperature
-falls with gamma and the NLL is unimodal in it), so it is a numerical check, not a test of App.
-Fig. 4a (trained networks)."""
+"""The gamma cross-validation's numerical check: true for any informative logits (not a test of App.
+Fig. 4a's trained networks)."""
 
 
 class ReleasedLogitsPage(Page):
