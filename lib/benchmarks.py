@@ -34,10 +34,14 @@ __all__ = [
     "BENCH_SCRIPTS",
     "bench_results",
     "result_names",
+    "epoch_table",
     "epoch_times",
+    "grid_projection",
     "loss_scaling",
+    "method_bars",
     "method_costs",
     "scaling_exponent",
+    "scaling_summary",
     "time_round_robin",
 ]
 
@@ -224,3 +228,58 @@ def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
         "fraction_of_peak": "fraction of bf16 peak",
     }
     return pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])
+
+
+def scaling_summary(timing: pd.DataFrame, losses: Sequence[str], n_from: int) -> dict[str, Any]:
+    """What :func:`loss_scaling`'s ``timing`` says about paper 4's Sec. 4.2: each loss's fitted
+    exponent (:func:`scaling_exponent` from ``n_from``, or over its two largest sizes when fewer
+    reach it), the AU loss's time over the AURC loss's per size (``au_over_aurc``), and KDE-XE's
+    over the AU loss's at KDE-XE's largest size (``kde_n``, ``kde_over_au``)."""
+    exponents = {}
+    for name in losses:
+        rows = timing[timing["loss"] == name]
+        n_min = n_from if (rows["n"] >= n_from).sum() >= 2 else int(rows["n"].nlargest(2).min())
+        exponents[name] = round(scaling_exponent(timing, name, n_min=n_min), 3)
+    wide = timing.pivot(index="n", columns="loss", values="median_s")
+    kde_n = int(timing.loc[timing["loss"] == "KDE-XE (kernel)", "n"].max())
+    return {
+        "exponents": exponents,
+        "au_over_aurc": (wide["AU loss (bins)"] / wide["AURC loss (sort)"]).rename("AU / AURC time"),
+        "kde_n": kde_n,
+        "kde_over_au": float(wide.loc[kde_n, "KDE-XE (kernel)"] / wide.loc[kde_n, "AU loss (bins)"]),
+    }
+
+
+def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`method_costs` in long form for a grouped bar chart: each method's step time over
+    Vanilla's, ``ours`` beside the ``reference approach``."""
+    bars = costs.melt(
+        id_vars="method",
+        value_vars=["x vanilla", "reference x vanilla"],
+        var_name="implementation",
+        value_name="time per step / vanilla",
+    ).dropna()
+    bars["implementation"] = bars["implementation"].map(
+        {"x vanilla": "ours", "reference x vanilla": "reference approach"}
+    )
+    return bars
+
+
+def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`epoch_times` indexed by (dataset, method), epochs in minutes, without the bf16 column
+    where no step measured it (a CPU)."""
+    table = epoch_times(record).set_index(["dataset", "method"])
+    table["epoch minutes"] = table.pop("epoch seconds") / 60
+    if table["fraction of bf16 peak"].isna().all():
+        table = table.drop(columns="fraction of bf16 peak")
+    return table
+
+
+def grid_projection(records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """Per device whose epoch record projects Table 1's grid: its runs and projected hours, one run
+    after another (``None`` when no record does)."""
+    grids = {r["device"]: r.get("table1_grid") for r in records.values() if r.get("table1_grid")}
+    if not grids:
+        return None
+    rows = {dev: {"runs": g["runs"], "projected hours": round(g["serial_minutes"] / 60, 1)} for dev, g in grids.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")

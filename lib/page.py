@@ -86,6 +86,10 @@ class Page:
         :class:`~lib.engine.plan.Item` the page shows, post-hoc ones (MoCaE) included."""
         raise ValueError(f"page: {self.name} has no runs")
 
+    def item(self, tail: str, seed: Any, epochs: Any, method: str, **kw: Any) -> Item:
+        """One planned run of this page, plan id ``<page>/<tail>`` (``kw``: the rest of the Item)."""
+        return Item(self.name, f"{self.name}/{tail}", int(seed), int(epochs), method, **kw)
+
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         """The data the runs train on (``FileNotFoundError`` when missing)."""
         raise ValueError(f"page: {self.name} has no runs to train")

@@ -48,9 +48,9 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (SYNTHETIC comments, CI) | cpu (default: real subset) | paper (GPU)
+scale: str = "cpu"  # smoke (SYNTHETIC comments) | cpu (real subset) | paper (GPU)
 epochs: int = 0  # fine-tuning epochs; 0 keeps the scale's value
-data_dir: str = ""  # folder with civilcomments_v1.0/ ("": $CALIBOOK_DATA, ../shared/data, cache)
+data_dir: str = ""  # holds civilcomments_v1.0/ ("": $CALIBOOK_DATA, ../shared/data)
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
@@ -108,7 +108,8 @@ if data is not None:
     frame = tables.results_frame(records)
     summary = tables.summarize(frame)
 NOT_RUN = "Not run: data unavailable (see above)."
-report.show(data.source if data is not None else f"**Not run: data unavailable.** {missing}")
+unavailable = f"**Not run: data unavailable.** {missing}"
+report.show(data.source if data is not None else unavailable)
 
 # %% [markdown]
 # ## Table 3: ours (mean ± standard error over seeds)
@@ -135,8 +136,8 @@ if data is not None:
     groups = civilcomments.group_table(records, pred, data.test_groups, IDENTITY_GROUPS)
     report.publish("group_ece", civilcomments.group_ece_published(groups))
     style = dict(x="group", color="method", sort=list(IDENTITY_GROUPS), width=420)
-    chart = (plots.bar_chart(groups.dropna(subset=["ece"]), y="ece", title="ECE per group",
-                             **style)
+    chart = (plots.bar_chart(groups.dropna(subset=["ece"]), y="ece",
+                             title="ECE per group", **style)
              & plots.bar_chart(groups.dropna(subset=["accuracy"]), y="accuracy",
                                title="Accuracy per group", **style))
 else:

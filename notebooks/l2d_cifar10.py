@@ -43,7 +43,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (ImageNet network + L2D heads) | paper (WRN-28-4)
+scale: str = "cpu"  # smoke (synthetic) | cpu (ImageNet net, L2D heads) | paper (WRN)
 seeds: int = 0  # number of seeds (0 means the scale default)
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
@@ -111,7 +111,8 @@ data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     feats = image_training.backbone_features(cfg, data)
-    acc = report.publish("cifar_backbone_test_accuracy", float(feats["backbone_test_accuracy"]))
+    acc = float(feats["backbone_test_accuracy"])
+    report.publish("cifar_backbone_test_accuracy", acc)
     print(f"backbone test accuracy: {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the L2D heads are small: one thread each is fastest
 
@@ -140,7 +141,8 @@ summary.round(4)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy",
+     "random expert's ECE"),
 ])
 
 # %% [markdown]

@@ -37,9 +37,9 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, CI) | cpu (minutes on a laptop) | paper (more seeds)
+scale: str = "cpu"  # smoke (seconds, CI) | cpu (minutes) | paper (more seeds)
 seeds: int = 0  # number of seeds (0 means the scale default)
-epochs: int = 0  # most training epochs (0: the scale default); early stopping ends most runs
+epochs: int = 0  # most training epochs (0: the scale default); early stopping ends most
 
 # %% [markdown] tags=["remove-cell"]
 # The parameters are checked first (a misspelled name or a bad value stops the page here in one
@@ -151,7 +151,8 @@ summary.round(4)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "the 3 other experts' accuracy", "random expert's ECE"),
+    ("dependence", "ece_random_expert", "the 3 other experts' accuracy",
+     "random expert's ECE"),
 ])
 
 # %% [markdown]

@@ -43,10 +43,10 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic images, seconds) | cpu (fine-tuned ImageNet network + heads) | paper (WRN, GPU)
-coverage: float = 0.0  # AU loss coverage kappa (0 means the scale default: 0.88 below paper scale, 0.8 at it)
+scale: str = "cpu"  # smoke (synthetic, seconds) | cpu (ImageNet net + heads) | paper
+coverage: float = 0.0  # AU loss coverage kappa (0: the scale default, 0.88 or 0.8)
 nu: float = 0.0  # AU loss smoothing nu (0 means the scale default 0.1)
-train: str = "auto"  # auto: train below paper scale, only read results/ at paper scale | yes | no
+train: str = "auto"  # auto (train below paper scale, read results/ at it) | yes | no
 
 # %% [markdown] tags=["remove-cell"]
 # The parameters are checked first (a misspelled name or a bad value stops the page here in one
@@ -59,15 +59,12 @@ page.start("losses_cifar10", globals())
 
 import time
 
-import numpy as np
-import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from lib import paper_scale, pages, plots, report
 from lib.engine.runs import training
 from lib.nets import image_training
-from lib.rr import losses, weights
+from lib.rr import weights
 from lib.rr.pages import losses_cifar10
 
 plots.use_offline_renderer()
@@ -80,7 +77,7 @@ torch.set_num_threads(2)
 # %%
 PAGE = pages.get("losses_cifar10")
 cfg = PAGE.settings(scale, coverage=coverage or None, nu=nu or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads the GPU runs in results/
+TRAIN = paper_scale.should_train(train, scale)  # paper scale reads results/
 report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 
 # %% [markdown]
@@ -106,21 +103,7 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # the closed forms (each indented row recomputes the row above it).
 
 # %%
-p = torch.tensor([[0.9, 0.05, 0.05], [0.7, 0.2, 0.1], [0.3, 0.55, 0.15], [0.35, 0.33, 0.32]]).double()
-z, y = p.log(), torch.zeros(4, dtype=torch.long)  # true class 0: p_t = 0.9, 0.7, 0.3, 0.35
-xe = F.cross_entropy(z, y, reduction="none")  # -log p_t
-beta = weights.au_weights(p.max(1).values, coverage=0.75, n_bins=15, nu=0.1)  # s = MSP
-pd.DataFrame({
-    "XE: -log p_t": xe,
-    "focal, gamma 0": losses.focal_loss(z, y, 0.0, reduction="none"),
-    "focal, gamma 3": losses.focal_loss(z, y, 3.0, reduction="none"),
-    "  (1 - p_t)^3 (-log p_t)": (1 - p[:, 0]) ** 3 * xe,
-    "inverse focal, gamma 2": losses.inverse_focal_loss(z, y, 2.0, reduction="none"),
-    "  (1 + p_t)^2 (-log p_t)": (1 + p[:, 0]) ** 2 * xe,
-    "AU weight beta (MSP, kappa 0.75)": beta.detach(),
-    "AU loss": losses.au_loss(z, y, coverage=0.75, reduction="none").detach(),  # M 15, nu 0.1
-    "  beta (-log p_t)": beta.detach() * xe,
-}, index=[f"p_t = {v:g}" for v in p[:, 0].tolist()]).T.round(4)
+PAGE.loss_examples().round(4)
 
 # %% [markdown]
 # Focal loss with $\gamma = 0$ is cross-entropy, to the last digit (its first two rows); with
@@ -135,30 +118,17 @@ pd.DataFrame({
 # normalized to mean 1 over a uniform $p_t$ (AURC with uniformly distributed scores, $G(p) = p$).
 
 # %%
-p = np.linspace(0.01, 0.99, 197)
-plots.curves_chart(p, {
-    "focal, gamma 3": weights.loss_weight("focal", p, 3.0),
-    "inverse focal, gamma 2": weights.loss_weight("inverse_focal", p, 2.0),
-    "AURC": weights.loss_weight("aurc", p),
-}, title="sample weight vs p_t (normalized)", y_title="weight", y_domain=(0, 5))
+PAGE.weight_chart()
 
 # %% [markdown]
 # The gradients $\partial \ell / \partial p_t$: focal shrinks to 0 as $p_t \to 1$, inverse focal
 # does not, and for large $\gamma$ the inverse focal gradient turns positive (it would push $p_t$ down).
 
 # %%
-p = np.linspace(0.02, 1.0, 197)
-grad_focal = plots.curves_chart(p, {
-    "XE": weights.loss_gradient("xe", p), "focal gamma 1": weights.loss_gradient("focal", p, 1.0),
-    "focal gamma 3": weights.loss_gradient("focal", p, 3.0), "FL-53": weights.loss_gradient("fl53", p),
-}, title="focal loss (App. C, Fig. 1a)", y_title="d loss / d p_t", y_domain=(-10, 1), width=250)
-grad_inv = plots.curves_chart(p, {
-    f"inverse focal gamma {g}": weights.loss_gradient("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)
-}, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_title="d loss / d p_t", y_domain=(-10, 3), width=250)
 threshold = weights.inverse_focal_gamma_threshold()
 report.publish("rr_inverse_focal_gamma_threshold", threshold)
-print(f"inverse focal gradient is positive somewhere in (0, 1) exactly when gamma > {threshold:.3f}")
-plots.legend_below(grad_focal | grad_inv, columns=3)
+print(f"the inverse focal gradient turns positive iff gamma > {threshold:.3f}")
+PAGE.gradient_charts()
 
 # %% [markdown]
 # ## The smoothed CDF (Figure 5)
@@ -168,8 +138,8 @@ plots.legend_below(grad_focal | grad_inv, columns=3)
 
 # %%
 cdf_grid, cdf_curves = PAGE.smoothed_cdf_curves()
-plots.curves_chart(cdf_grid, cdf_curves, title="smoothed CDF of 512 MSP-like scores (cf. Fig. 5)",
-                   x_title="score s", y_title="G(s)")
+title = "smoothed CDF of 512 MSP-like scores (cf. Fig. 5)"
+plots.curves_chart(cdf_grid, cdf_curves, title=title, x_title="score s", y_title="G(s)")
 
 # %% [markdown]
 # ## The run
@@ -187,8 +157,9 @@ data = PAGE.data(cfg, None)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     with training(TRAIN):
-        feats = image_training.backbone_features(cfg, data)  # computed once, cached, shared with the L2D page
-    print(f"backbone: test accuracy {feats['backbone_test_accuracy']:.3f} ({time.time() - t0:.0f} s)")
+        feats = image_training.backbone_features(cfg, data)  # cached, shared with L2D
+    acc = feats["backbone_test_accuracy"]
+    print(f"backbone: test accuracy {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
 runs = PAGE.run(cfg, data, TRAIN)
 by_loss = PAGE.by_loss(runs, cfg)  # loss -> its records, seed by seed
@@ -207,7 +178,8 @@ print(f"training and evaluation: {time.time() - t0:.0f} s")
 # %%
 for key, value in PAGE.published(metrics).items():
     report.publish(key, value)
-losses_cifar10.loss_table({k: metrics[k] for k in losses_cifar10.TABLE_LOSSES}).round(3)
+table_metrics = {k: metrics[k] for k in losses_cifar10.TABLE_LOSSES}
+losses_cifar10.loss_table(table_metrics).round(3)
 
 # %% [markdown]
 # The trade-off the AU claims are about (lower ECE at a small accuracy cost): accuracy against ECE
@@ -232,8 +204,9 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 csf = PAGE.csf_table(metrics)
 for n in losses_cifar10.CSF_LOSSES:
     report.publish(f"rr_csf_{n}_ece", float(metrics[n]["ece"]))
-plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)", width=280) | plots.bar_chart(
-    csf, "CSF", "accuracy", title="AU loss: accuracy by CSF", width=280)
+bar = {"x": "CSF", "width": 280}
+(plots.bar_chart(csf, y="ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)", **bar)
+ | plots.bar_chart(csf, y="accuracy", title="AU loss: accuracy by CSF", **bar))
 
 # %% [markdown]
 # ## Coverage and smoothing (Figure 6)
@@ -243,8 +216,9 @@ plots.bar_chart(csf, "CSF", "ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)"
 # %%
 sweep = PAGE.sweep_table(runs, cfg)
 report.publish("rr_sweep_val_ece", [float(x) for x in sweep["val ECE x100"]])
-plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validation ECE (cf. Fig. 6)") | plots.heatmap(
-    sweep, "coverage", "nu", "val accuracy", title="validation accuracy", fmt=".3f")
+grid = (sweep, "coverage", "nu")
+(plots.heatmap(*grid, "val ECE x100", title="AU loss: validation ECE (cf. Fig. 6)")
+ | plots.heatmap(*grid, "val accuracy", title="validation accuracy", fmt=".3f"))
 
 # %% [markdown]
 # How well the AU heads fit their own training images, beside cross-entropy's, computed from the
@@ -252,7 +226,8 @@ plots.heatmap(sweep, "coverage", "nu", "val ECE x100", title="AU loss: validatio
 
 # %%
 first = {k: recs[0] for k, recs in by_loss.items()}
-report.publish("rr_train_accuracy", {k: r.train_accuracy for k, r in first.items() if r.train_accuracy is not None})
+fitted = {k: r.train_accuracy for k, r in first.items() if r.train_accuracy is not None}
+report.publish("rr_train_accuracy", fitted)
 report.show(PAGE.au_fit_note(first, sweep))
 
 # %% [markdown]
@@ -281,10 +256,8 @@ report.show(PAGE.au_fit_note(first, sweep))
 #   the readings weight misclassified examples.
 
 # %%
-row = losses_cifar10.PAPER_CIFAR10[cfg["paper_row"]]
-print(f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse {cfg['gamma_inverse_focal']}; "
-      f"coverage {cfg['coverage']} (paper {row['coverage']})")
-losses_cifar10.paper_comparison({k: metrics[k] for k in losses_cifar10.TABLE_LOSSES}, cfg["paper_row"]).round(3)
+print(PAGE.paper_row_line(cfg))
+losses_cifar10.paper_comparison(table_metrics, cfg["paper_row"]).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -298,11 +271,13 @@ losses_cifar10.paper_comparison({k: metrics[k] for k in losses_cifar10.TABLE_LOS
 # XE accuracy in the same row.
 
 # %%
-rows, why = PAGE.claims(seeds, threshold, cfg["claim_tol"], cfg["paper_row"], data["test_y"])
+tol, row = cfg["claim_tol"], cfg["paper_row"]
+rows, why = PAGE.claims(seeds, threshold, tol, row, data["test_y"])
 report.show(report.floor_rule() + " " + why)
 claims = report.claims_table(rows)
 report.publish("claims", claims.to_dict("records"))
-report.publish("rr_claims", {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
+verdicts = {r["claim"]: r["verdict"] for r in claims.to_dict("records")}
+report.publish("rr_claims", verdicts)
 report.show(claims[claims["kind"] == "claim"].drop(columns="kind"))
 
 # %% [markdown]

@@ -48,7 +48,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic domains) | cpu (default: cached ImageNet features) | paper
+scale: str = "cpu"  # smoke (synthetic domains) | cpu (default: cached features) | paper
 target: str = "photo"  # held-out: photo | art_painting (or art) | cartoon | sketch
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
@@ -105,11 +105,14 @@ report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init,
                             "differs_from_paper": BACKBONE.differs})
 report.show(report.publish_scale(
     scale,
-    f"target {TARGET}; {BACKBONE.label}; {'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
+    f"target {TARGET}; {BACKBONE.label}; "
+    f"{'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
     f"{cfg['image_size']} px: {sizes['train']} train, {sizes['val']} val (sources), "
-    f"{sizes['test']} test (target); {cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}",
+    f"{sizes['test']} test (target); {cfg['epochs']} epochs, lr {cfg['lr']}; "
+    f"seeds {cfg['seeds']}",
 ))
-report.show(f"**Paper's network:** {pacs.PAPER_BACKBONE}. **Ours differs:** {BACKBONE.differs}.")
+report.show(f"**Paper's network:** {pacs.PAPER_BACKBONE}. "
+            f"**Ours differs:** {BACKBONE.differs}.")
 records = pacs.PAGE.run(cfg, data, TARGET, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = tables.results_frame(records)
@@ -132,7 +135,8 @@ report.show(tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all"
 # hollow squares. The paper's robust methods sit to the left (lower ECE) at a small cost in height.
 
 # %%
-moe_plots.tradeoff_chart(*pacs.tradeoff_points(summary, TARGET), title=f"Held-out {TARGET}")
+points = pacs.tradeoff_points(summary, TARGET)
+moe_plots.tradeoff_chart(*points, title=f"Held-out {TARGET}")
 
 # %% [markdown]
 # ## Figure E.5: reliability diagrams on the held-out domain
@@ -183,7 +187,8 @@ if REAL:
     examples, example_captions = pacs_examples(size=cfg["image_size"])
     figure_d1 = moe_plots.image_strip(examples.numpy(), example_captions, columns=3)
 else:
-    figure_d1 = "Figure D.1 needs the real PACS images; this scale's domains are synthetic."
+    figure_d1 = ("Figure D.1 needs the real PACS images; "
+                 "this scale's domains are synthetic.")
 report.show(figure_d1)
 
 # %% [markdown]

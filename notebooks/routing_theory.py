@@ -47,7 +47,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more samples); no training
+scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more draws); no training
 seed: int = 0  # seed of the samples and random populations
 
 # %% tags=["remove-cell"]
@@ -207,7 +207,8 @@ pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 # %%
 support = routing_theory.simulated_support(losses, cfg["lams"])
 suffixes = (" (ours, simulated)", " (paper)")
-table5 = support.merge(sensitivity.PAPER_TABLE5, on="lam", how="left", suffixes=suffixes)
+paper5 = sensitivity.PAPER_TABLE5
+table5 = support.merge(paper5, on="lam", how="left", suffixes=suffixes)
 ours_lam2 = support.set_index("lam").loc[routing_theory.PAPER_LAMBDA]
 report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
@@ -246,7 +247,8 @@ multiacc.round(4)
 
 # %%
 kl_error = robust_checks[routing_theory.KL_IDENTITY]
-checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, cfg["n_region_draws"],
+draws = cfg["n_region_draws"]
+checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, draws,
                                     gaps, kl_error, support, chain_slack)
 report.publish("claims", checks.to_dict("records"))
 report.show(checks)

@@ -50,7 +50,7 @@
 # Papermill replaces the cell below (tagged `parameters`); `scale` picks the settings in `lib/scales.toml`.
 
 # %% tags=["parameters"]
-scale: str = "cpu"  # smoke (seconds, synthetic) | cpu (default: subset, 1 seed) | paper (GPU)
+scale: str = "cpu"  # smoke (seconds, synthetic) | cpu (subset, 1 seed) | paper (GPU)
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
@@ -99,7 +99,8 @@ warmups = sensitivity.sensitivity_warmups(cfg)
 report.show(report.publish_scale(
     scale,
     f"Robust MoE, {cifar10h.network_summary(cfg)}; "
-    f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: {sizes['train']} train, "
+    f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: "
+    f"{sizes['train']} train, "
     f"{sizes['test']} test ({sizes['hard']} hard); {cfg['epochs']} epochs; "
     f"lambda in {cfg['lams']} (warmup {cfg['warmup']}), "
     f"warmup in {warmups} (lambda {cfg['lam']}); seeds {cfg['seeds']}",
@@ -122,8 +123,8 @@ lam_hard = lam_sum[lam_sum["subset"] == "hard"]
 lam_all = lam_sum[lam_sum["subset"] == "all"]
 style = dict(x="lam", x_title="lambda", width=290)
 (plots.line_chart(lam_hard, y="ece", yerr="ece_se", title="Hard ECE vs lambda", **style)
- | plots.line_chart(lam_all, y="accuracy", yerr="accuracy_se", title="Accuracy vs lambda",
-                    **style))
+ | plots.line_chart(lam_all, y="accuracy", yerr="accuracy_se",
+                    title="Accuracy vs lambda", **style))
 
 # %% [markdown]
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
@@ -144,10 +145,12 @@ warm_hard = warm_sum[warm_sum["subset"] == "hard"]
 warm_all = warm_sum[warm_sum["subset"] == "all"]
 warm = sensitivity.sweep_published(warm_hard, warm_all, "warmup_epochs", as_int=True)
 report.publish("warmup_sweep", warm)
-style = dict(x="warmup_epochs", x_title=f"warmup epochs (of {cfg['epochs']})", width=290)
-(plots.line_chart(warm_hard, y="ece", yerr="ece_se", title="Hard ECE vs warmup", **style)
- | plots.line_chart(warm_all, y="accuracy", yerr="accuracy_se", title="Accuracy vs warmup",
-                    **style))
+x_title = f"warmup epochs (of {cfg['epochs']})"
+style = dict(x="warmup_epochs", x_title=x_title, width=290)
+(plots.line_chart(warm_hard, y="ece", yerr="ece_se", title="Hard ECE vs warmup",
+                  **style)
+ | plots.line_chart(warm_all, y="accuracy", yerr="accuracy_se",
+                    title="Accuracy vs warmup", **style))
 
 # %% [markdown]
 # ## Table 5 from our trained models
@@ -159,9 +162,11 @@ style = dict(x="warmup_epochs", x_title=f"warmup epochs (of {cfg['epochs']})", w
 # %%
 support = sensitivity.support_frame(records, lam_frame["key"])
 support_mean = sensitivity.support_table(support)
-report.publish("table5", {str(r.lam): float(r.fraction) for r in support_mean.itertuples()})
+table5 = {str(r.lam): float(r.fraction) for r in support_mean.itertuples()}
+report.publish("table5", table5)
 paper5 = sensitivity.PAPER_TABLE5
-support_mean.merge(paper5, on="lam", how="left", suffixes=(" (ours)", " (paper)")).round(3)
+suffixes = (" (ours)", " (paper)")
+support_mean.merge(paper5, on="lam", how="left", suffixes=suffixes).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale

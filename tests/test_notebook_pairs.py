@@ -78,3 +78,14 @@ def test_every_scale_is_configured(name: str) -> None:
     assert name in notebooks_with_settings(), f"lib/scales.toml has no entry for {name}"
     keys = [set(settings(name, scale)) for scale in SCALES]
     assert keys[0] == keys[1] == keys[2], f"{name}: scales define different settings: {keys}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_code_fits_the_rendered_column(name: str) -> None:
+    """No code line wider than 88 columns (wider ones scroll sideways in the rendered book, issue
+    #41), and a notebook stays thin: at most 110 code lines, the rest in its page's methods."""
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines() if line.strip()]
+    wide = [line for line in lines if len(line) > 88]
+    assert not wide, f"notebooks/{name}.py: {len(wide)} code lines over 88 columns, e.g. {wide[0]!r}"
+    assert len(lines) <= 110, f"notebooks/{name}.py: {len(lines)} code lines (at most 110)"

@@ -1,15 +1,10 @@
 """Cascading two models with the calibrated confidence advantage (paper 3, sections 2.2 and 3.2-3.4).
 
-Recipe (paper 3, section 3): split the labelled pool into a calibration half and a test half; calibrate
-each model on the calibration half (:mod:`lib.ccc.confidence`); build B equal-count bins on the SMALL
-model's confidence (calibration half); per bin, the confidence advantage a_b = mean(conf_large) -
-mean(conf_small) (and the accuracy advantage, for reference). Sort bins by a_b ascending; keeping the
-first k bins on the small model and sending the rest to the large one gives one point (fraction kept
-on the small model, accuracy on the test half) per k = 0..B. Test examples are assigned to bins by the
-small model's confidence. Baselines: UC (same procedure, uncalibrated confidences), RC (random
-routing: the straight line between the two models). Cascades are scored by APGR (paper 3, appendix
-A.1, eqs. 1-2). Routing between two models of the same size (section 3.3) is :func:`same_size_route`:
-the same bins and advantages, each test example sent to the model its bin favours.
+Each model is calibrated on a calibration half (:mod:`lib.ccc.confidence`); B equal-count bins on the
+small model's confidence are sorted by the confidence advantage a_b = mean(conf_large) -
+mean(conf_small); keeping the first k on the small model gives one point of the cascade curve per k
+(:func:`cascade_curve`), scored by APGR (appendix A.1, eqs. 1-2). Baselines: UC (uncalibrated) and RC
+(random routing). :func:`same_size_route` routes between two models of the same size (section 3.3).
 """
 
 from __future__ import annotations
@@ -66,11 +61,7 @@ def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.n
 
 
 def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
-    """Edges of ``n_bins`` equal-count ("histogram equalization") bins on ``conf_cal``.
-
-    Thin wrapper of :func:`lib.calibration.metrics.bin_edges` with ``binning="mass"`` (one binning for the
-    whole book). Paper 3, section 2.1 ("Sample-based binning").
-    """
+    """Edges of ``n_bins`` equal-count bins on ``conf_cal`` (paper 3, section 2.1, "Sample-based binning")."""
     from lib.calibration.metrics import bin_edges
 
     return bin_edges(to_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
@@ -119,12 +110,8 @@ def advantage_table(
 
 @dataclass
 class CascadeCurve:
-    """A cascade's (fraction on small, accuracy) points for k = 0..B bins kept on the small model.
-
-    ``frac_small[k]``, ``accuracy[k]`` on the test half; ``cost = 1 - frac_small`` (fraction sent to
-    the large model); ``order``: bins in the order they are kept; ``table``: per-bin statistics on
-    the calibration half (plus ``test_count``); ``acc_small``/``acc_large``: the two models alone.
-    """
+    """A cascade's test-half (fraction on small, accuracy) points for k = 0..B bins kept on the small
+    model, the bins' ``order`` and calibration-half ``table``, and the two models' accuracies alone."""
 
     frac_small: np.ndarray
     accuracy: np.ndarray
@@ -133,6 +120,14 @@ class CascadeCurve:
     table: pd.DataFrame
     acc_small: float
     acc_large: float
+
+    @classmethod
+    def unbinned(
+        cls, frac_small: np.ndarray, accuracy: np.ndarray, order: np.ndarray, acc_small: float, acc_large: float
+    ) -> CascadeCurve:
+        """A curve of random routing: no bins (edges on a grid of [0, 1], no table)."""
+        edges = np.linspace(0, 1, len(frac_small))
+        return cls(frac_small, accuracy, order, edges, pd.DataFrame(), float(acc_small), float(acc_large))
 
     @property
     def cost(self) -> np.ndarray:
@@ -160,13 +155,9 @@ class CascadeCurve:
 def cascade_curve(
     small: ModelOutputs, large: ModelOutputs, n_bins: int = 15, order_by: str = "confidence"
 ) -> CascadeCurve:
-    """The cascade curve of paper 3, section 2.2 (Alg. 1) for k = 0..B.
-
-    Bins: equal-count on ``small.conf_cal``; test rows assigned by ``small.conf_test``. Bins are
-    sorted by the calibration half's confidence advantage (``order_by="confidence"``, the method) or
-    accuracy advantage (``"accuracy"``, a reference that uses labels) ascending, ties by bin index;
-    empty bins go last.
-    """
+    """The cascade curve of paper 3, section 2.2 (Alg. 1): bins sorted by the calibration half's
+    confidence advantage (or, as a reference that uses labels, ``order_by="accuracy"``), ties by
+    index, empty bins last."""
     n_bins = check_bins(n_bins)
     check_choice(order_by, ORDERS, "order_by")
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
@@ -192,6 +183,15 @@ def cascade_curve(
     return CascadeCurve(kept_n / n, accuracy, order, edges, table, small.acc_test, large.acc_test)
 
 
+CURVES: tuple[str, ...] = ("CC (calibrated)", "UC (uncalibrated)", "RC (random)")
+"""The methods of a cascade chart, in order: calibrated, uncalibrated and random routing."""
+
+
+def curves_frame(panel: str, *curves: CascadeCurve) -> pd.DataFrame:
+    """The :data:`CURVES` (CC, UC, RC) of one ``panel`` in one frame, for :func:`lib.ccc.plots.cascade_chart`."""
+    return pd.concat([c.to_frame(name).assign(panel=panel) for name, c in zip(CURVES, curves, strict=True)])
+
+
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
     """RC: random routing, expected accuracy on the straight line between the two models."""
     n_points = check_int(n_points, "n_points", minimum=2)
@@ -199,31 +199,15 @@ def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> Casc
     acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
     frac = np.linspace(0.0, 1.0, n_points)
     acc = acc_large + frac * (acc_small - acc_large)
-    return CascadeCurve(
-        frac,
-        acc,
-        np.arange(n_points - 1),
-        np.linspace(0, 1, n_points),
-        pd.DataFrame(),
-        float(acc_small),
-        float(acc_large),
-    )
+    return CascadeCurve.unbinned(frac, acc, np.arange(n_points - 1), acc_small, acc_large)
 
 
 def random_routing_curve(
     correct_small: ArrayLike, correct_large: ArrayLike, n_points: int = 16, seed: int = 0
 ) -> CascadeCurve:
-    """RC on a real model pair: route a random subset of the test examples to the large model.
-
-    One random order of the n test examples (``seed``); for point k = 0..n_points-1 the first
-    m_k = round(k n / (n_points - 1)) examples of that order stay on the small model and the rest
-    go to the large one, so the subsets are nested like a cascade's, and the accuracy at point k
-    mixes the two models' actual correctness:
-    (sum_{i kept} correct_small_i + sum_{i sent} correct_large_i) / n. Its expectation over the
-    order is the straight line acc_large + frac_small (acc_small - acc_large), whose APGR is
-    exactly 0.5 (paper 3, App. A.1: "a random routing baseline corresponds to 0.5"); one draw
-    scatters around it by how often the two models disagree. ``order`` holds the random order.
-    """
+    """RC on a real model pair: in one random order of the test examples (``seed``), the first
+    round(k n / (n_points - 1)) stay on the small model, the rest go to the large one; in expectation
+    the straight line between the two models, whose APGR is 0.5 (paper 3, App. A.1)."""
     ks = to_flags(correct_small, "correct_small")
     kl = to_flags(correct_large, "correct_large")
     check_same_length(ks, kl, "correct_small", "correct_large")
@@ -239,25 +223,13 @@ def random_routing_curve(
     small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
     large_hits = np.concatenate([[0], np.cumsum(kl[order])])
     accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
-    return CascadeCurve(
-        m / n,
-        accuracy.astype(np.float64),
-        order,
-        np.linspace(0, 1, n_points),
-        pd.DataFrame(),
-        float(ks.mean()),
-        float(kl.mean()),
-    )
+    return CascadeCurve.unbinned(m / n, accuracy.astype(np.float64), order, ks.mean(), kl.mean())
 
 
 def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:
-    """Average Performance Gap Recovered (paper 3, appendix A.1, eqs. 1-2; RouteLLM).
-
-    ``cost`` c in [0, 1]: fraction sent to the strong model; ``performance`` P(c). With
-    r(c) = (P(c) - P_weak) / (P_strong - P_weak), APGR = integral_0^1 r(c) dc by the trapezoid
-    rule over the points sorted by cost. The points must span c = 0 and c = 1. Random routing
-    gives 0.5, the weak model alone 0, the strong model at every cost 1.
-    """
+    """Average Performance Gap Recovered (paper 3, appendix A.1, eqs. 1-2): the trapezoid integral
+    over ``cost`` c (the share sent to the strong model, spanning [0, 1]) of
+    r(c) = (P(c) - P_weak) / (P_strong - P_weak), ``performance`` P(c); random routing gives 0.5."""
     c = _vector(cost, "cost")
     p = _vector(performance, "performance")
     check_same_length(c, p, "cost", "performance")
@@ -276,14 +248,9 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
 
 
 def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
-    """An upper bound on the standard error of a cascade's APGR on the test half (routing fixed by
-    the calibration half): sqrt(d / n) / abs(acc_large - acc_small), d the share of the n test examples
-    where exactly one of the two models is right.
-
-    For a fixed routing, P(c) - P_weak = (1/n) sum_i sent_i(c) (k_large,i - k_small,i): each term is
-    non-zero only where the models disagree, so its variance is at most d / n; r(c) divides by the
-    gap, and APGR, an average of r(c) over c, has an SD no larger than the largest r(c)'s.
-    """
+    """An upper bound on the standard error of a cascade's test-half APGR: sqrt(d / n) /
+    abs(acc_large - acc_small), d the share of the n examples where one model alone is right (each
+    term of P(c) - P_weak is non-zero only there)."""
     ks, kl = (to_flags(small.correct_test, "small.correct_test"), to_flags(large.correct_test, "large.correct_test"))
     check_same_length(ks, kl, "small.correct_test", "large.correct_test")
     gap = abs(float(kl.mean()) - float(ks.mean()))
@@ -314,13 +281,9 @@ class RouteResult:
 
 
 def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first") -> RouteResult:
-    """Route each test example to the model with the higher calibrated confidence in its bin.
-
-    ``binning="first"``: B equal-count bins on the first model's calibrated confidence (the
-    cascade's bins), route to the second model where its advantage a_b > 0. ``"joint"``: B x B
-    cells (equal-count bins on each model's confidence), route per cell by the sign of the mean
-    confidence difference. Advantages come from the calibration half only (paper 3, section 3.3).
-    """
+    """Route each test example to the model with the higher calibrated confidence in its bin
+    (paper 3, section 3.3): B bins on the first model (``binning="first"``) or B x B cells on both
+    (``"joint"``), advantages from the calibration half."""
     n_bins = check_bins(n_bins)
     check_choice(binning, ("first", "joint"), "binning")
     e1 = equal_count_bins(first.conf_cal, n_bins)

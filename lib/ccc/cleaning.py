@@ -1,17 +1,8 @@
-"""Finding mislabelled examples with two calibrated models (paper 3, sections 2.3 and 3.5).
-
-* Basic rule: flag an example when both models' top-1 predictions disagree with its label.
-* Calibrated rule: additionally require both models' confidences to fall in their top-k equal-count
-  confidence bins; sweeping k trades precision for detection.
-* Confident Learning (Northcutt et al. 2021), the paper's baseline, through ``cleanlab`` (its
-  confident-joint off-diagonal filter, ``filter_by="confident_learning"``) -- the maintained
-  reference implementation rather than a hand-written copy. Confident Learning needs
-  out-of-sample probabilities: :func:`cross_fitted_probs` makes them by fitting the temperature on
-  the other folds, and :func:`confident_learning_flags` refuses probabilities not declared
-  out-of-sample.
-* Without human verification, precision is measured where ground truth is known: inject symmetric
-  label noise at a known rate (:func:`inject_symmetric_noise`) and score the flags.
-"""
+"""Finding mislabelled examples with two calibrated models (paper 3, sections 2.3 and 3.5): the
+basic rule flags an example both models' predictions disagree with; the calibrated rule also asks
+both confidences to lie in their top-k equal-count bins. The baseline, Confident Learning (Northcutt
+et al. 2021), runs through ``cleanlab`` on out-of-sample probabilities (:func:`cross_fitted_probs`);
+precision is measured against injected label noise (:func:`inject_symmetric_noise`)."""
 
 from __future__ import annotations
 
@@ -74,14 +65,9 @@ def calibrated_flags(
     n_bins: int = 15,
     pool: str = "flagged",
 ) -> np.ndarray:
-    """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins.
-
-    Paper 3, "Cleaning with Calibration": "we partition the flagged samples into 15 equal-count
-    bins", so by default (``pool="flagged"``) each model's bins are built over the samples the basic
-    rule flags; ``pool="all"`` builds them over the whole pool being cleaned (this book's earlier
-    reading). Note: equal-count bins depend only on each model's confidence ranking, so any
-    monotone calibrator of one model (temperature scaling, Platt) leaves these flags unchanged.
-    """
+    """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins,
+    built over the flagged samples (paper 3: "we partition the flagged samples into 15 equal-count
+    bins") or with ``pool="all"`` over the whole pool. Monotone calibrators leave the flags unchanged."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (1 <= k <= n_bins):
         raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
     check_choice(pool, BIN_POOLS, "pool")
@@ -99,11 +85,7 @@ def calibrated_flags(
 
 
 def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
-    """(precision, detection) of ``flags`` against the ground-truth ``is_noisy``.
-
-    precision = #(flagged and noisy) / #flagged (1.0 when nothing is flagged, by convention);
-    detection (recall) = #(flagged and noisy) / #noisy.
-    """
+    """(precision, detection) of ``flags`` against ``is_noisy``; precision 1.0 when nothing is flagged."""
     f, t = to_flags(flags, "flags"), to_flags(is_noisy, "is_noisy")
     check_same_length(f, t, "flags", "is_noisy")
     if not t.any():
@@ -152,11 +134,8 @@ def ranking_curve(ranked: ArrayLike, is_noisy: ArrayLike, n_points: int = 50) ->
 def inject_symmetric_noise(
     labels: ArrayLike, num_classes: int, rate: float, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Flip exactly round(rate * n) labels, chosen at random, each to a uniformly drawn OTHER class.
-
-    Returns ``(noisy_labels, is_noisy)``; every flipped label differs from the original, so
-    ``is_noisy`` is exactly the set of wrong labels.
-    """
+    """Flip exactly round(rate * n) random labels, each to a uniformly drawn other class:
+    ``(noisy_labels, is_noisy)``."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)  # 3.5 classes would make label 3
     y = _ints(labels, "labels")
     check_labels(y, num_classes, "labels")
@@ -173,11 +152,8 @@ def inject_symmetric_noise(
 
 
 def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, seed: int = 0) -> np.ndarray:
-    """Out-of-sample temperature-scaled probabilities: each fold's rows use a temperature fitted on
-    the other folds' (logits, labels), so no row's own label shapes its probabilities.
-
-    The logits must themselves be out-of-sample (e.g. test-set outputs of a trained model).
-    """
+    """Temperature-scaled probabilities whose temperature is fitted on the other folds, so no row's
+    label shapes its own (the logits must be out-of-sample too)."""
     from lib.calibration.posthoc import TemperatureScaler
 
     z = to_numpy(logits, "logits")
@@ -197,15 +173,9 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
 def confident_learning_flags(
     pred_probs: ArrayLike, labels: ArrayLike, *, out_of_sample: bool, return_ranked: bool = False
 ) -> np.ndarray:
-    """Confident Learning label issues via ``cleanlab.filter.find_label_issues``.
-
-    ``pred_probs`` MUST be out-of-sample (each row predicted by a model that did not see that row's
-    label, e.g. :func:`cross_fitted_probs`); Confident Learning's guarantees need it, so callers
-    must say so with ``out_of_sample=True`` and in-sample use is refused. Uses the confident
-    joint's off-diagonal filter (``filter_by="confident_learning"``, CL "Method 2" in paper 3).
-    Returns a boolean mask, or with ``return_ranked`` the flagged indices ranked by self-confidence
-    (most likely issue first) for a precision/detection curve.
-    """
+    """Confident Learning's label issues (``cleanlab.filter.find_label_issues``, the confident
+    joint's off-diagonal filter, CL "Method 2" in paper 3) as a mask, or with ``return_ranked`` the
+    flagged indices by self-confidence. ``pred_probs`` must be out-of-sample (``out_of_sample=True``)."""
     if out_of_sample is not True:
         raise ValueError(
             "out_of_sample: Confident Learning needs out-of-sample pred_probs (e.g. "

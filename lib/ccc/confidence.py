@@ -1,11 +1,6 @@
-"""Calibrated top-1 confidence of one model (paper 3, sections 2.1 and 3): five post-hoc
-calibrators fitted on a calibration half, and a model's confidence and correctness on both halves.
-
-Paper: "When Models Know When They Do Not Know: Calibration, Cascading, and Cleaning"
-(paper 3). The calibrators themselves are :mod:`lib.calibration.posthoc`'s;
-here each becomes a map from logits to the confidence of the predicted class, the quantity cascades
-(:mod:`lib.ccc.cascade`) and same-size routing (:func:`lib.ccc.cascade.same_size_route`) compare across models.
-"""
+"""Calibrated top-1 confidence of one model (paper 3, "When Models Know When They Do Not Know",
+sections 2.1 and 3): the calibrators of :mod:`lib.calibration.posthoc` as maps from logits to the
+predicted class's confidence, fitted on a calibration half."""
 
 from __future__ import annotations
 
@@ -34,17 +29,10 @@ def fit_confidence(
 ) -> Callable[[ArrayLike], np.ndarray]:
     """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
 
-    ``"temperature"``: max softmax(z / T), T from :class:`lib.calibration.posthoc.TemperatureScaler` (NLL).
-    ``"platt"``: sigmoid(a s + b) with s = the logit of the predicted answer, z_{argmax}, fit to
-    top-1 correctness by NLL (paper 3, section 2.1: the mean of the logits at the sampled tokens of
-    the output sequence; an MMLU answer is one token, the greedy letter, so s is its logit).
-    Plain logistic regression on one feature, as paper 3 fits it (``lib.calibration.posthoc.fit_platt``).
-    ``"platt_logodds"``: a variant kept for comparison, s = log(p / (1 - p)) of the top-1 softmax
-    probability over the answer options; unlike the raw logit it sees the other options' logits.
-    ``"histogram"``: :class:`lib.calibration.posthoc.HistogramBinning` with ``n_bins`` equal-count bins on
-    the top-1 probability. ``"none"``: the uncalibrated max softmax (the UC baseline). None of
-    them changes the prediction (argmax).
-    """
+    ``"temperature"``: max softmax(z / T), T by NLL. ``"platt"``: sigmoid(a s + b), s the predicted
+    answer's logit (paper 3, section 2.1: an MMLU answer is one token), fitted to correctness.
+    ``"platt_logodds"``: the same on the top-1 probability's log-odds. ``"histogram"``: ``n_bins``
+    equal-count bins on the top-1 probability. ``"none"``: the raw max softmax (UC). None changes the argmax."""
     from lib.calibration.posthoc import HistogramBinning, TemperatureScaler, fit_platt
 
     check_choice(name, CALIBRATORS, "name")

@@ -1,12 +1,9 @@
-"""Paper 3's figures: faceted reliability diagrams, cascade curves, confidence advantage, cleaning precision.
-
-Paper: "When models know when they do not know: calibration, cascading, and cleaning"
-(paper 3), Figs. 1-3 and 6a, section 2.2. The shared chart kinds
-and the offline SVG renderer are :mod:`lib.plots`; like them, every function here returns an
-altair chart and never displays or saves it.
-"""
+"""Paper 3's figures (Figs. 1-3 and 6a): reliability diagrams, cascade curves, the confidence
+advantage and cleaning precision, altair charts like :mod:`lib.plots`'s."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -21,15 +18,28 @@ def _diagonal_layer() -> alt.Chart:
     )
 
 
+def _method_lines(
+    curves: pd.DataFrame, x: tuple[str, str], y: tuple[str, str], title: str, width: int, **encode: Any
+) -> alt.Chart:
+    """One line per ``method`` of ``y`` against ``x`` in [0, 1] (each a (column, title) pair)."""
+    return (
+        alt.Chart(curves)
+        .mark_line(point=alt.OverlayMarkDef(size=20))
+        .encode(
+            x=alt.X(f"{x[0]}:Q", title=x[1], scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y(f"{y[0]}:Q", title=y[1], scale=alt.Scale(zero=False)),
+            color=alt.Color("method:N", title="method"),
+            **encode,
+        )
+        .properties(width=width, height=width * 0.75, title=title)
+    )
+
+
 def ccc_reliability_grid(
     table: pd.DataFrame, column: str = "split", row: str = "model", width: int = 150
 ) -> alt.FacetChart:
-    """Reliability diagrams (equal-count bins) faceted by ``row`` x ``column``.
-
-    ``table``: rows of :func:`lib.calibration.metrics.reliability_table` (``conf``, ``acc``, ``acc_lo``,
-    ``acc_hi``, ``count``) plus the facet columns and a ``stage`` column ("before"/"after" TS).
-    Paper 3, Fig. 1.
-    """
+    """Reliability diagrams (paper 3, Fig. 1) of :func:`lib.calibration.metrics.reliability_table`
+    rows faceted by ``row`` x ``column``, coloured by ``stage``."""
     data = table.dropna(subset=["conf", "acc"])
     base = alt.Chart().encode(
         x=alt.X("conf:Q", title="mean confidence", scale=alt.Scale(domain=[0, 1])),
@@ -47,33 +57,21 @@ def ccc_reliability_grid(
 
 
 def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
-    """Accuracy against the fraction kept on the small model, one line per ``method``.
-
-    ``curves``: rows of :meth:`lib.ccc.cascade.CascadeCurve.to_frame` (``method``, ``frac_small``,
-    ``accuracy``), optionally with a ``panel`` column to facet on. Paper 3, Figs. 2-3.
-    """
-    chart = (
-        alt.Chart(curves)
-        .mark_line(point=alt.OverlayMarkDef(size=20))
-        .encode(
-            x=alt.X("frac_small:Q", title="fraction kept on the small model", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(zero=False)),
-            color=alt.Color("method:N", title="method"),
-            strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
-            tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
-        )
-        .properties(width=width, height=width * 0.75, title=title)
-    )
+    """Accuracy against the fraction kept on the small model, one line per ``method`` (paper 3,
+    Figs. 2-3), faceted by ``panel`` when there is one."""
+    chart = _method_lines(
+        curves, ("frac_small", "fraction kept on the small model"), ("accuracy", "accuracy"), title, width,
+        strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
+        tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
+    )  # fmt: skip
     if "panel" in curves.columns:
         return chart.facet(column=alt.Column("panel:N", title=None)).resolve_scale(y="independent")
     return chart
 
 
 def advantage_chart(table: pd.DataFrame, width: int = 220) -> alt.Chart:
-    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): points on
-    the diagonal mean the calibrated confidences are comparable across the two models.
-    ``table``: rows of :func:`lib.ccc.cascade.advantage_table` with a ``method`` column.
-    """
+    """Per-bin confidence advantage against accuracy advantage (paper 3, section 2.2): on the
+    diagonal, the calibrated confidences are comparable across the two models."""
     pts = (
         alt.Chart()
         .mark_point(filled=True)
@@ -92,14 +90,5 @@ def precision_detection_chart(curves: pd.DataFrame, title: str = "", width: int 
     """Cleaning precision against detection rate, one line per ``method`` (paper 3, Fig. 6a).
     ``curves``: ``method``, ``detection``, ``precision`` (optionally ``k``, ``n_flagged``)."""
     tips = [c for c in ("method", "k", "n_flagged", "detection", "precision") if c in curves.columns]
-    return (
-        alt.Chart(curves)
-        .mark_line(point=alt.OverlayMarkDef(size=20))
-        .encode(
-            x=alt.X("detection:Q", title="detection rate (recall of noisy labels)", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("precision:Q", title="precision", scale=alt.Scale(zero=False)),
-            color=alt.Color("method:N", title="method"),
-            tooltip=tips,
-        )
-        .properties(width=width, height=width * 0.75, title=title)
-    )
+    x = ("detection", "detection rate (recall of noisy labels)")
+    return _method_lines(curves, x, ("precision", "precision"), title, width, tooltip=tips)

@@ -1,11 +1,5 @@
-"""Paper 2's CIFAR-10 study (Figure 1, bottom row; Figure 2): one cached run per (experiment, value,
-surrogate, seed), end to end at paper scale or as a head on frozen features at cpu/smoke scale.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5.1-5.4, Figures 1-2. The committees, training and metrics are :mod:`lib.l2d.experiment`'s;
-the images, backbone features and the network training are paper 4's
-(:mod:`lib.nets.image_training`).
-"""
+"""Paper 2's CIFAR-10 study (Sec. 5.1-5.4, Figure 1, bottom row; Figure 2): one cached run per
+(experiment, value, surrogate, seed) on paper 4's images and backbone (:mod:`lib.nets.image_training`)."""
 
 from __future__ import annotations
 
@@ -15,57 +9,28 @@ from typing import Any
 import torch
 
 from lib.engine.runs import cached_run
-from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, surrogate_loss, train_l2d
+from lib.nets import image_training as rx
+from lib.l2d import experiment as ex
 from lib.validation import check_choice
 
-CIFAR_KEYS = (
-    "mode",
-    "arch",
-    "width",
-    "epochs",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "warmup",
-    "head_hidden",
-    "head_epochs",
-    "head_lr",
-    "patience",
-    "backbone_epochs",
-    "n_backbone",
-)
+CIFAR_KEYS = (*rx.TRAIN_KEYS, "patience")
 
 
 def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines one :func:`run_cifar` run besides its data: the grid point and the scale's
-    training settings (``CIFAR_KEYS``)."""
-    return {
-        "experiment": experiment,
-        "value": value,
-        "surrogate": surrogate,
-        "seed": int(seed),
-        **{k: cfg[k] for k in CIFAR_KEYS},
-    }
+    """What determines one :func:`run_cifar` run besides its data (``CIFAR_KEYS`` of the scale)."""
+    return ex.point_config(experiment, value, surrogate, seed, cfg, CIFAR_KEYS)
 
 
 def run_cifar(
     experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], data: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """One cached run of the CIFAR-10 study (``data`` from ``lib.nets.image_training.image_data``).
-
-    ``cfg["mode"]`` = ``"end_to_end"`` (paper scale): the network ``arch`` (WRN-28-4) with K + J
-    outputs trained on the surrogate through ``lib.engine.loop.fit`` (SGD, Nesterov, cosine,
-    weights with the lowest validation surrogate loss kept, early stopping after ``patience`` epochs
-    without improvement, as the paper's Sec. 5.1); ``"features"`` (cpu/smoke): a
-    Linear-ReLU-Linear head with K + J outputs trained by :func:`lib.l2d.experiment.train_l2d` on the frozen features
-    of the shared cross-entropy backbone (``lib.nets.image_training.backbone_features``).
-    """
-    from lib.nets import image_training as rx
-
-    check_choice(surrogate, SURROGATES, "surrogate")
+    """One cached run of the CIFAR-10 study: at paper scale (``mode="end_to_end"``) the ``arch``
+    (WRN-28-4) with K + J outputs trained end to end (SGD, Nesterov, cosine, early stopping on the
+    validation surrogate loss, Sec. 5.1); below it a head on the shared backbone's frozen features."""
+    check_choice(surrogate, ex.SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
     config = {**cifar_config(experiment, value, surrogate, seed, cfg), "data": data["tag"]}
-    experts = committee(experiment, value, "cifar10", seed)
+    experts = ex.committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
 
     def compute(run: Any) -> dict[str, Any]:
@@ -73,43 +38,22 @@ def run_cifar(
             feats = rx.backbone_features(cfg, data)
             f = rx.standardize(feats)
             nb = int(cfg["n_backbone"])
-            tr = annotate(f["head_x"], feats["head_y"], experts, offset=nb)
-            va = annotate(f["val_x"], feats["val_y"], experts, offset=10**6)
-            te = annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
+            tr = ex.annotate(f["head_x"], feats["head_y"], experts, offset=nb)
+            va = ex.annotate(f["val_x"], feats["val_y"], experts, offset=10**6)
+            te = ex.annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
             torch.manual_seed(seed)
             head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
-            head, hist = train_l2d(
-                head,
-                tr,
-                va,
-                surrogate,
-                epochs=int(cfg["head_epochs"]),
-                lr=cfg["head_lr"],
-                weight_decay=cfg["weight_decay"],
-                batch_size=int(cfg["batch_size"]),
-                patience=int(cfg["patience"]),
-                seed=seed,
-            )
-            out = l2d_metrics(batched_logits(head, te.x), te, surrogate)
-            out["epochs_run"] = len(hist)
-            out["backbone_test_accuracy"] = feats["backbone_test_accuracy"]
-            return out
-        tr = annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
-        va = annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
-        te = annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
+            out = ex.train_and_score(head, (tr, va, te), surrogate, cfg, seed, head=True)
+            return {**out, "backbone_test_accuracy": feats["backbone_test_accuracy"]}
+        tr = ex.annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
+        va = ex.annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
+        te = ex.annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
         torch.manual_seed(seed)
         net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
-        net, hist = rx.fit_images(
-            net,
-            surrogate_loss(surrogate),
-            (data["train_x"], tr.targets),
-            (data["val_x"], va.targets),
-            {**cfg, "schedule": "cosine", "nesterov": True},
-            run,
-            seed=seed,
-            patience=int(cfg["patience"]),
-        )
-        out = l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
+        train, val = (data["train_x"], tr.targets), (data["val_x"], va.targets)
+        loss, settings = ex.surrogate_loss(surrogate), {**cfg, "schedule": "cosine", "nesterov": True}
+        net, hist = rx.fit_images(net, loss, train, val, settings, run, seed=seed, patience=int(cfg["patience"]))
+        out = ex.l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
         out["history"] = hist
         return out
 

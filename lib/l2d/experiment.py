@@ -1,23 +1,7 @@
-"""Experiments of paper 2 (calibration of multi-expert learning to defer): what both studies share --
-data with expert annotations, training on a surrogate, the metrics of a trained model, the expert
-committees and the grid of runs.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5, Figures 1-3. The losses and estimators are in :mod:`lib.l2d.surrogates`, the experts in
-:mod:`lib.l2d.synthetic_experts`; this module wires them into runs:
-
-* :class:`L2DSplit`, :func:`annotate` -- inputs and labels with the experts' predictions attached.
-* :func:`train_l2d` -- SGD on one surrogate (softmax or OvA) with early stopping on the validation
-  surrogate loss (look-ahead ``patience`` epochs, best weights restored), on in-memory tensors
-  (2-D Gaussian points or frozen image features).
-* :func:`l2d_metrics` -- expert-correctness ECE (mean over experts and per expert, 20 bins as in the
-  paper's reference code), system accuracy, classifier accuracy, deferral rates.
-* :func:`committee`, :func:`grid` -- the experts of one point of an experiment, and every point.
-
-The two studies are :mod:`lib.l2d.gaussians` (Figure 1, top row) and
-:mod:`lib.l2d.cifar10` (Figure 1, bottom row; Figure 2); their tables and the paper's
-claims are in :mod:`lib.l2d.results`.
-"""
+"""What paper 2's two studies share ("Calibration of multi-expert learning to defer", Sec. 5, Figures
+1-3): data with the experts' predictions attached (:func:`annotate`), training on a surrogate with
+early stopping (:func:`train_l2d`), a trained model's metrics (:func:`l2d_metrics`), the expert
+committees and the grid of runs. The studies are :mod:`lib.l2d.gaussians` and :mod:`lib.l2d.cifar10`."""
 
 from __future__ import annotations
 
@@ -102,12 +86,9 @@ def train_l2d(
     patience: int = 20,
     seed: int = 0,
 ) -> tuple[nn.Module, list[dict[str, float]]]:
-    """Train ``model`` (K + J outputs) on one L2D ``surrogate`` ("softmax" or "ova") with SGD
-    (Nesterov momentum, cosine learning rate over ``epochs``) through the book's engine
-    (:func:`lib.engine.loop.fit`), with early stopping on the validation surrogate loss after
-    ``patience`` epochs without improvement (L2D paper Sec. 5.1); the best weights are restored.
-    Returns the model and the per-epoch history (``loss`` = train, ``val_loss``).
-    """
+    """Train ``model`` (K + J outputs) on one L2D ``surrogate`` with SGD (Nesterov, cosine) through
+    :func:`lib.engine.loop.fit`, stopping ``patience`` epochs after the validation surrogate loss last
+    improved (L2D paper Sec. 5.1) with the best weights restored; the model and its history."""
     from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, predict
 
     check_choice(surrogate, SURROGATES, "surrogate")
@@ -139,6 +120,28 @@ def train_l2d(
     return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]
 
 
+def train_and_score(
+    model: nn.Module, splits: Sequence[L2DSplit], surrogate: str, cfg: Mapping[str, Any], seed: int, head: bool = False
+) -> dict[str, Any]:
+    """:func:`train_l2d` on the (train, val) of ``splits`` with the scale's settings (the ``head_``
+    epochs and learning rate with ``head``), then :func:`l2d_metrics` on their test split, with ``epochs_run``."""
+    tr, va, te = splits
+    pre = "head_" if head else ""
+    model, hist = train_l2d(
+        model, tr, va, surrogate, epochs=int(cfg[f"{pre}epochs"]), lr=cfg[f"{pre}lr"],
+        weight_decay=cfg["weight_decay"], batch_size=int(cfg["batch_size"]), patience=int(cfg["patience"]), seed=seed,
+    )  # fmt: skip
+    return {**l2d_metrics(batched_logits(model, te.x), te, surrogate), "epochs_run": len(hist)}
+
+
+def point_config(
+    experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any], keys: Sequence[str]
+) -> dict[str, Any]:
+    """What determines one run besides its data: the grid point and the scale's settings ``keys``."""
+    point = {"experiment": experiment, "value": value, "surrogate": surrogate, "seed": int(seed)}
+    return {**point, **{k: cfg[k] for k in keys}}
+
+
 def batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's logits on ``x`` in batches of 4096 (full precision): a trained L2D model's outputs."""
     from lib.engine.loop import predict
@@ -147,14 +150,10 @@ def batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_BINS) -> dict[str, Any]:
-    """Metrics of one trained L2D model on ``split`` (L2D paper Sec. 5, Figures 1-2):
-
-    ``ece`` = mean over experts of the binned ECE of the surrogate's estimate of P(m_j = y | x)
-    (eq. 2 softmax, eq. 3 OvA; estimates above 1 capped at 1) against the actual correctness;
-    ``ece_per_expert``; ``system_accuracy`` (deferred examples scored by the chosen expert);
-    ``classifier_accuracy``; ``defer_rate`` and ``coverage`` (classifier, expert 1..J);
-    ``frac_estimate_above_1`` (degenerate softmax estimates).
-    """
+    """Metrics of one trained L2D model on ``split`` (L2D paper Sec. 5, Figures 1-2): ``ece``, the
+    mean over experts of the binned ECE of the estimate of P(m_j = y | x) (eq. 2 softmax, eq. 3 OvA)
+    against the correctness, and per expert; ``system_accuracy``, ``classifier_accuracy``,
+    ``defer_rate``, ``coverage`` and ``frac_estimate_above_1``."""
     check_choice(surrogate, SURROGATES, "surrogate")
     z = torch.as_tensor(logits)
     j = split.m.shape[1]
@@ -178,13 +177,9 @@ def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_
 # Committees of the three experiments
 # --------------------------------------------------------------------------------------------
 def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> list[SyntheticExpert]:
-    """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4):
-
-    * ``"experts"``: ``value`` (1..8) experts, oracles on clusters 3-4 (Gaussians) or on the first
-      five classes (CIFAR-10), random elsewhere;
-    * ``"dependence"``: 1 random expert + 3 experts correct with probability ``value`` there;
-    * ``"specialized"`` (CIFAR-10 only): ``value`` (1..5) experts, expert j an oracle on {2j, 2j+1}.
-    """
+    """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4): ``value`` oracles
+    (``"experts"``), 1 random + 3 right with probability ``value`` (``"dependence"``), or ``value``
+    experts each an oracle on two classes (``"specialized"``, CIFAR-10 only)."""
     check_choice(experiment, EXPERIMENTS, "experiment")
     check_choice(dataset, ("gaussians", "cifar10"), "dataset")
     s = 1000 * int(seed) + 17
@@ -207,9 +202,7 @@ def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
 
 
 def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
-    """Every (experiment, value, surrogate, seed) point of the settings ``cfg`` (keys
-    ``num_experts``, ``dependence_p``, ``specialized_experts``, ``seeds``).
-    """
+    """Every (experiment, value, surrogate, seed) point of the settings ``cfg``."""
     return [
         {"experiment": e, "value": v, "surrogate": s, "seed": seed}
         for e in experiments

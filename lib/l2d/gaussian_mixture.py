@@ -1,9 +1,5 @@
-"""The 2-D mixture of four Gaussians of paper 2 (Sec. 5.1 and Fig. 3): fixed means, covariances
-and weights, and a seeded generator of labelled points.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2).
-The paper's generator is not public; this mixture is our own, chosen to match Figure 3's picture.
-"""
+"""The 2-D mixture of four Gaussians of paper 2 (Sec. 5.1 and Fig. 3): the paper's generator is
+not public; this one is ours, chosen to match Figure 3's picture."""
 
 from __future__ import annotations
 
@@ -28,12 +24,8 @@ GAUSSIAN_WEIGHTS: np.ndarray = np.full(4, 0.25)
 
 
 def gaussian_mixture(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw ``n`` points of the 4-cluster 2-D mixture of Gaussians (L2D paper Sec. 5.1, Fig. 3).
-
-    Returns ``(X (n, 2) float32, y (n,) int64, cluster (n,) int64)`` with 0-based cluster ids and
-    y = cluster (the class of a point is the cluster it came from). Means, covariances and weights
-    are the module constants ``GAUSSIAN_MEANS``, ``GAUSSIAN_COVS``, ``GAUSSIAN_WEIGHTS``.
-    """
+    """Draw ``n`` points of the mixture (L2D paper Sec. 5.1, Fig. 3): ``(X (n, 2), y, cluster)``,
+    the class of a point its 0-based cluster."""
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n: must be a positive integer, got {n!r}")
     rng = np.random.default_rng(seed)

@@ -1,10 +1,5 @@
-"""Paper 2's mixture-of-Gaussians study (Figure 1, top row): train/validation/test draws of the
-4-cluster mixture and one cached run per (experiment, value, surrogate, seed).
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Sec. 5.1-5.3, Figures 1 and 3. The data are :mod:`lib.l2d.gaussian_mixture`'s; the committees,
-training and metrics are :mod:`lib.l2d.experiment`'s.
-"""
+"""Paper 2's mixture-of-Gaussians study (Sec. 5.1-5.3, Figure 1, top row): draws of the mixture
+(:mod:`lib.l2d.gaussian_mixture`) and one cached run per (experiment, value, surrogate, seed)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ import numpy as np
 import torch
 
 from lib.engine.runs import cached_run
-from lib.l2d.experiment import SURROGATES, annotate, batched_logits, committee, l2d_metrics, train_l2d
+from lib.l2d.experiment import SURROGATES, annotate, committee, point_config, train_and_score
 from lib.l2d.gaussian_mixture import gaussian_mixture
 from lib.validation import check_choice
 
@@ -35,19 +30,12 @@ def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dic
 
 
 def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """One cached run of the mixture-of-Gaussians study: train the 4-layer MLP (``lib.nets.backbones.mlp``)
-    with ``surrogate`` on the committee of (``experiment``, ``value``) and return test metrics.
-    """
+    """One cached run: the 4-layer MLP trained with ``surrogate`` on the committee of
+    (``experiment``, ``value``), and its test metrics."""
     from lib.nets.backbones import mlp
 
     check_choice(surrogate, SURROGATES, "surrogate")
-    config = {
-        "experiment": experiment,
-        "value": value,
-        "surrogate": surrogate,
-        "seed": int(seed),
-        **{k: cfg[k] for k in GAUSSIAN_KEYS},
-    }
+    config = point_config(experiment, value, surrogate, seed, cfg, GAUSSIAN_KEYS)
 
     def compute(run: Any) -> dict[str, Any]:
         experts = committee(experiment, value, "gaussians", seed)
@@ -56,20 +44,6 @@ def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: 
         splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
         torch.manual_seed(seed)
         model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
-        model, hist = train_l2d(
-            model,
-            splits["train"],
-            splits["val"],
-            surrogate,
-            epochs=cfg["epochs"],
-            lr=cfg["lr"],
-            batch_size=cfg["batch_size"],
-            patience=cfg["patience"],
-            weight_decay=cfg["weight_decay"],
-            seed=seed,
-        )
-        out = l2d_metrics(batched_logits(model, splits["test"].x), splits["test"], surrogate)
-        out["epochs_run"] = len(hist)
-        return out
+        return train_and_score(model, [splits[k] for k in ("train", "val", "test")], surrogate, cfg, seed)
 
     return cached_run("l2d_gaussians", config, compute)

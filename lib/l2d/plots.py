@@ -1,9 +1,5 @@
-"""Paper 2's figures: the mixture-of-Gaussians data and the panels of an L2D study.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2),
-Figures 1-3. The shared chart kinds and the offline SVG renderer are :mod:`lib.plots`; like them,
-every function here returns an altair chart and never displays or saves it.
-"""
+"""Paper 2's figures (Figures 1-3): the mixture-of-Gaussians data and the panels of an L2D study,
+altair charts like :mod:`lib.plots`'s."""
 
 from __future__ import annotations
 
@@ -54,11 +50,9 @@ def gaussian_scatter(
 def l2d_panels(
     summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int | None = None, height: int = 200
 ) -> alt.HConcatChart:
-    """Side-by-side panels of an L2D study (L2D paper Figures 1 and 2): each panel
-    ``(experiment, metric, x title, y title)`` draws ``metric`` against the sweep ``value`` for
-    softmax and OvA with +-1 standard error bands over seeds (columns from
-    ``lib.l2d.results.summarize``). ``width`` defaults to panels that, with the legend
-    beside the last one, fit ``lib.plots.BOOK_WIDTH``."""
+    """Side-by-side panels (L2D paper Figures 1 and 2), each ``(experiment, metric, x title, y title)``:
+    ``metric`` against the sweep ``value`` per surrogate with +-1 SE bands; by default as wide as fits
+    ``lib.plots.BOOK_WIDTH``."""
     if width is None:
         width = max(140, (BOOK_WIDTH - 110 - 75 * len(panels)) // max(1, len(panels)))
     charts = []
@@ -66,17 +60,6 @@ def l2d_panels(
         sub = summary[summary["experiment"] == experiment]
         if sub.empty:
             raise ValueError(f"summary: no rows for experiment {experiment!r}")
-        charts.append(
-            line_chart(
-                sub,
-                "value",
-                metric,
-                color="surrogate",
-                yerr=f"{metric}_se",
-                x_title=x_title,
-                y_title=y_title,
-                width=width,
-                height=height,
-            )
-        )
+        titles = {"x_title": x_title, "y_title": y_title, "width": width, "height": height}
+        charts.append(line_chart(sub, "value", metric, color="surrogate", yerr=f"{metric}_se", **titles))
     return alt.hconcat(*charts)

@@ -1,12 +1,6 @@
 """A paper-2 run record, typed: what :func:`lib.l2d.cifar10.run_cifar` and
-:func:`lib.l2d.gaussians.run_gaussian` return, read as a dataclass.
-
-The run cache and ``results/`` store records as signed JSON dicts (:mod:`lib.engine.runs`, copies
-published by :mod:`lib.gpu.queue`), and the runners keep returning those dicts; the tables
-(:func:`lib.l2d.results.result_row`, the paper-scale section of
-:mod:`lib.paper_scale`) read them through :meth:`L2DRecord.from_record`, which checks the shape
-once and names the run and what is missing, instead of reaching into nested dicts at every use.
-"""
+:func:`lib.l2d.gaussians.run_gaussian` return (signed JSON dicts, :mod:`lib.engine.runs`), read once
+through :meth:`L2DRecord.from_record`, which names the run and what is missing."""
 
 from __future__ import annotations
 
@@ -32,14 +26,9 @@ __all__ = ["L2DRecord"]
 
 @dataclass(frozen=True)
 class L2DRecord(RunOrigin):
-    """One finished paper-2 run: its grid point (experiment, value, surrogate, seed), its test
-    metrics (:func:`lib.l2d.experiment.l2d_metrics`), and where it ran.
-
-    ``ece_per_expert`` has one ECE per expert; ``coverage`` the fractions of test examples kept by
-    the classifier and sent to each expert (one more entry than experts). ``epochs_run`` and
-    ``train_seconds`` come from the run's training history where it keeps one, ``plan_id`` and
-    ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
-    absent values are ``None``. ``raw`` is the record itself (for artifacts)."""
+    """One finished paper-2 run: its grid point, its test metrics (:func:`lib.l2d.experiment.l2d_metrics`;
+    ``coverage`` has one entry more than ``ece_per_expert``), and where it ran
+    (:func:`lib.engine.records.origin_fields`); ``raw`` is the record."""
 
     experiment: str
     value: float

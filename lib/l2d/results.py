@@ -1,9 +1,5 @@
-"""What paper 2's two pages share: one table row per run, means and standard errors over seeds, the
-paper's claims judged from those numbers (Figures 1-2). The pages' base is
-:class:`lib.l2d.pages.L2DPage`.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2), Sec. 5.2-5.4, Figures 1-2.
-"""
+"""What paper 2's two pages share ("Calibration of multi-expert learning to defer", Sec. 5.2-5.4,
+Figures 1-2): one table row per run, means and standard errors over seeds, and the claims."""
 
 from __future__ import annotations
 
@@ -19,29 +15,24 @@ from lib.l2d.record import POINT_KEYS, L2DRecord
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
 ECE_MARGIN: float = 0.02
-"""The smallest ECE effect the claims are about (two ECE points): a rise, a gap or an excess within
-it is "inconclusive" however small the noise, and it alone decides where one seed gives no standard
-error (:func:`lib.report.two_se_verdict`). Our choice: the paper's effects are 0.1-0.4 (Fig. 1)."""
+"""The smallest ECE effect the claims are about (two points; the paper's effects are 0.1-0.4, Fig. 1):
+within it a difference is "inconclusive", and with one seed it alone decides."""
 
 FLAT_TOL: float = 0.03
-"""'OvA expert ECE stays flat' means its rise lies within +-FLAT_TOL (the paper's Fig. 1a/d show
-OvA's ECE flat to the eye; the bar is our choice). The claim holds when |rise| is below FLAT_TOL by
-more than two standard errors and at least FLAT_TOL / 3, fails when it is above by as much."""
+"""'OvA expert ECE stays flat': its rise within +-FLAT_TOL (our bar; Fig. 1a/d show it flat to the
+eye), beyond two SEs and FLAT_TOL / 3."""
 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
 """The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
 OVA_ACCURACY_TOL: float = 0.005
-"""'OvA system accuracy is equal or higher' allows OvA to be lower by at most half a point: the claim
-holds when acc(OvA) - acc(softmax) lies above -OVA_ACCURACY_TOL by more than two standard errors and
-at least OVA_ACCURACY_TOL / 2 (equal accuracies hold), fails when it lies below by as much."""
+"""'OvA system accuracy is equal or higher': OvA at most this (half a point) below softmax, beyond two
+SEs and OVA_ACCURACY_TOL / 2."""
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
-    """One row of :meth:`lib.l2d.pages.L2DPage.run`: the grid ``point`` (experiment, value, surrogate, seed) and the
-    metrics (``RESULT_COLUMNS``) of its run ``record``, read through
-    :meth:`lib.l2d.record.L2DRecord.from_record` (``ValueError`` if the record is another point's);
-    ``ece_random_expert`` is expert 0's ECE."""
+    """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (``ValueError`` if the record
+    is another point's)."""
     rec = L2DRecord.from_record(record)
     want = {k: point[k] for k in POINT_KEYS}
     if rec.point != want:
@@ -50,9 +41,7 @@ def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) 
 
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:
-    """Mean, standard deviation and standard error over seeds of each metric, per
-    (experiment, value, surrogate); columns ``<metric>``, ``<metric>_sd``, ``<metric>_se``, ``seeds``.
-    """
+    """Mean, ``_sd`` and ``_se`` over seeds of each metric per (experiment, value, surrogate), and ``seeds``."""
     if df.empty:
         raise ValueError("df: no runs to summarize")
     g = df.groupby(["experiment", "value", "surrogate"], sort=True)
@@ -90,27 +79,16 @@ def _seeds(x: np.ndarray) -> str:
 
 
 def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
-    """The paper's claims (paper 2, Sec. 5.2-5.4), each judged from the runs in ``df`` (one row per
-    run, as :meth:`lib.l2d.pages.L2DPage.run` returns) by the book's one symmetric rule
-    (:func:`lib.report.paired_verdict`: per-seed differences, both surrogates sharing each seed's
-    data and experts, against two standard errors and at least a margin). Rows ``claim``, ``paper``,
-    ``ours``, ``verdict``, ``paper_own`` (the paper gives plots only: :data:`lib.report.NOT_TESTABLE`).
+    """The paper's claims (Sec. 5.2-5.4) from the runs in ``df``, each by
+    :func:`lib.report.paired_verdict` on per-seed differences (both surrogates share each seed):
 
-    * Softmax ECE grows with the number of experts: per seed, ECE(J max) - ECE(J min), margin
-      :data:`ECE_MARGIN`.
-    * OvA stays flat: ``flat_tol`` - |mean rise| against two standard errors of the rise and the
-      margin ``flat_tol`` / 3 ("held" when the rise is within +-``flat_tol`` beyond the noise,
-      "did not hold" when outside it beyond the noise).
-    * Random expert: its softmax ECE rises with the others' quality and rises more than OvA's (both
-      by margin :data:`ECE_MARGIN`; "held" when both hold, "did not hold" when either fails).
-    * Random expert's softmax ECE exceeds :data:`RANDOM_EXPERT_ECE_MIN` at the highest quality
-      (margin :data:`ECE_MARGIN`).
-    * OvA system accuracy is equal or higher: per seed, the mean over all points of
-      acc(OvA) - acc(softmax) + :data:`OVA_ACCURACY_TOL` (OvA may be half a point lower), margin
-      :data:`OVA_ACCURACY_TOL` / 2.
+    * softmax ECE grows with the number of experts (margin :data:`ECE_MARGIN`), OvA's stays within
+      +-``flat_tol``; again for specialized experts (Fig. 2) when run;
+    * the random expert's softmax ECE rises with the others' quality, more than OvA's, and exceeds
+      :data:`RANDOM_EXPERT_ECE_MIN` at the highest;
+    * OvA's system accuracy is at most :data:`OVA_ACCURACY_TOL` below softmax's.
 
-    Specialized experts (Fig. 2) get the first two rows again when present.
-    """
+    The paper gives plots only, so ``paper_own`` is not testable."""
     rows: list[dict[str, Any]] = []
 
     def add(claim: str, paper: str, ours: str, verdict: str) -> None:

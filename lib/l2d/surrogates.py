@@ -1,14 +1,7 @@
-"""Multi-expert learning to defer (L2D): the surrogate losses, the estimators of expert correctness
-they imply, the deferral rule and the system's metrics (paper 2, Sec. 2-3 and 5).
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2).
-A model outputs K + J logits: g_1..g_K for the classes and g_{⊥1}..g_{⊥J} for deferring to expert j.
-Two consistent surrogates train it: the softmax surrogate of Mozannar & Sontag (2020) and the
-one-vs-all (OvA) surrogate of Verma & Nalisnick (2022). Their estimators of the probability that
-expert j is correct, P(m_j = y | x), differ: the softmax one (eq. 2) couples all experts and can
-exceed 1; the OvA one (eq. 3) is a sigmoid of a single logit. The simulated experts are in
-:mod:`lib.l2d.synthetic_experts`, the 2-D mixture of Gaussians in :mod:`lib.l2d.gaussian_mixture`.
-"""
+"""Multi-expert learning to defer (paper 2, "Calibration of multi-expert learning to defer", Sec. 2-3
+and 5): a model outputs K class logits and J deferral logits g_{⊥j}; the softmax (Mozannar & Sontag
+2020) and one-vs-all (Verma & Nalisnick 2022) surrogates train it, and imply estimators of
+P(m_j = y | x): eq. 2 couples all experts and can exceed 1, eq. 3 is a sigmoid of one logit."""
 
 from __future__ import annotations
 
@@ -92,13 +85,8 @@ def _loss_inputs(
 def softmax_l2d_loss(
     logits: ArrayLike, labels: ArrayLike, expert_correct: ArrayLike, reduction: str = "mean"
 ) -> torch.Tensor:
-    """Softmax L2D surrogate (Mozannar & Sontag 2020, multi-expert form, L2D paper Sec. 2):
-
-    -log softmax(g)_y - sum_j 1[m_j = y] log softmax(g)_{⊥j}, softmax over all K + J outputs.
-
-    ``logits`` (N, K+J), ``labels`` (N,), ``expert_correct`` (N, J) bool; K = columns - J.
-    Returns the batch mean (``reduction="sum"`` or ``"none"`` for the sum or per-example losses).
-    """
+    """Softmax L2D surrogate (Mozannar & Sontag 2020, L2D paper Sec. 2):
+    -log softmax(g)_y - sum_j 1[m_j = y] log softmax(g)_{⊥j}, over all K + J outputs."""
     z, y, ec, k = _loss_inputs(logits, labels, expert_correct)
     logp = F.log_softmax(z, dim=1)
     loss = -logp.gather(1, y[:, None]).squeeze(1) - (ec * logp[:, k:]).sum(dim=1)
@@ -108,13 +96,9 @@ def softmax_l2d_loss(
 def ova_l2d_loss(
     logits: ArrayLike, labels: ArrayLike, expert_correct: ArrayLike, reduction: str = "mean"
 ) -> torch.Tensor:
-    """One-vs-all L2D surrogate (Verma & Nalisnick 2022, multi-expert form, L2D paper Sec. 2):
-
-    phi(g_y) + sum_{k != y} phi(-g_k) + sum_j phi(-g_{⊥j}) + sum_j 1[m_j = y](phi(g_{⊥j}) - phi(-g_{⊥j}))
-
-    with the logistic loss phi(t) = log(1 + exp(-t)) = softplus(-t). The deferral part equals a
-    binary logistic loss of g_{⊥j} against the event "expert j is correct".
-    """
+    """One-vs-all L2D surrogate (Verma & Nalisnick 2022, L2D paper Sec. 2):
+    phi(g_y) + sum_{k != y} phi(-g_k) + sum_j phi(-g_{⊥j}) + sum_j 1[m_j = y](phi(g_{⊥j}) - phi(-g_{⊥j})),
+    phi(t) = softplus(-t)."""
     z, y, ec, k = _loss_inputs(logits, labels, expert_correct)
     g_cls, g_def = z[:, :k], z[:, k:]
     target = F.one_hot(y, k).to(z.dtype)
@@ -128,12 +112,8 @@ def ova_l2d_loss(
 # Estimators of expert correctness and deferral decisions
 # --------------------------------------------------------------------------------------------
 def expert_correctness_softmax(logits: ArrayLike, num_classes: int) -> torch.Tensor:
-    """Softmax estimate of P(m_j = y | x) = p_{⊥j} / (1 - sum_j' p_{⊥j'}) (L2D paper eq. 2).
-
-    Unclipped: it exceeds 1 when the deferral probabilities sum close to 1 (clip only inside ECE).
-    Computed stably as exp(g_{⊥j} - logsumexp_k g_k), because 1 - sum_j' p_{⊥j'} is the total
-    class probability sum_k p_k. Returns an (N, J) tensor (inf only if that ratio overflows).
-    """
+    """Softmax estimate of P(m_j = y | x) = p_{⊥j} / (1 - sum_j' p_{⊥j'}) (L2D paper eq. 2), computed
+    as exp(g_{⊥j} - logsumexp_k g_k); unclipped, it can exceed 1."""
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
     return torch.exp(z[:, k:] - torch.logsumexp(z[:, :k], dim=1, keepdim=True))
@@ -147,13 +127,8 @@ def expert_correctness_ova(logits: ArrayLike, num_classes: int) -> torch.Tensor:
 
 
 def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Classifier prediction and deferral choice (L2D paper Sec. 2, rejector r(x)).
-
-    Returns ``(pred_class, defer_to)``: pred_class = argmax_k g_k; defer_to = argmax_j g_{⊥j} if
-    max_j g_{⊥j} >= max_k g_k, else -1. A tie defers, as in the paper's Bayes rejector (App. B):
-    r*(x) = 0 only if P(y = h*(x) | x) > P(m_j' = y | x) for every j', otherwise argmax_j.
-    Among tied experts the first (lowest j) is chosen.
-    """
+    """``(pred_class, defer_to)``: argmax_k g_k, and argmax_j g_{⊥j} where max_j g_{⊥j} >= max_k g_k
+    (a tie defers, as the Bayes rejector, App. B), else -1."""
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
     cls_max, pred = z[:, :k].max(dim=1)
@@ -163,11 +138,8 @@ def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, 
 
 
 def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLike, num_classes: int) -> float:
-    """Accuracy of the human-AI system: the classifier's prediction, or the chosen expert's
-    prediction where the model defers (L2D paper Sec. 5, Fig. 1 b/e).
-
-    ``expert_preds`` (N, J) integer predictions of the J experts.
-    """
+    """Accuracy of the classifier's prediction, or the chosen expert's (``expert_preds`` (N, J))
+    where the model defers (L2D paper Sec. 5, Fig. 1 b/e)."""
     z = _logits(logits)
     k = _check_num_classes(num_classes, z.shape[1])
     y = to_tensor(labels, "labels")
@@ -190,9 +162,7 @@ def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLik
 
 
 def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
-    """Fractions of examples each decision-maker handles: an array of length J + 1 whose entry 0
-    is the classifier's coverage and entry j (1..J) the fraction deferred to expert j; sums to 1.
-    """
+    """The share of examples the classifier (entry 0) and each expert (1..J) handle."""
     z = _logits(logits)
     check_nonempty(z, "logits")  # zero rows have no coverage (it would read as all zeros)
     k = _check_num_classes(num_classes, z.shape[1])
@@ -204,10 +174,8 @@ def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
 def expert_calibration_error(
     estimates: ArrayLike, expert_correct: ArrayLike, n_bins: int = 20, binning: str = "width"
 ) -> float:
-    """Mean over experts of the binned ECE of the correctness estimate vs actual correctness
-    (L2D paper Sec. 5; the reference code uses 20 bins). Estimates above 1 (softmax eq. 2) are
-    clipped to 1 inside the ECE, as in the paper. ``estimates`` and ``expert_correct`` are (N, J).
-    """
+    """Mean over experts of the binned ECE of the correctness ``estimates`` (N, J), clipped to 1
+    (L2D paper Sec. 5; 20 bins in the reference code)."""
     from lib.calibration.metrics import binary_ece
 
     est = to_numpy(estimates, "estimates")

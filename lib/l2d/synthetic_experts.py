@@ -1,12 +1,6 @@
-"""Simulated experts for multi-expert learning to defer (paper 2, Sec. 5.2-5.4): oracles, random
-and probabilistic experts, the paper's expert committees, and their predictions and correctness.
-
-Paper: "Calibration of multi-expert learning to defer" (paper 2).
-An expert is correct with one probability on its region (a set of classes, or of Gaussian clusters)
-and another elsewhere; when wrong it names one of the other classes uniformly. The noise of every
-expert is a counter-based hash of (seed, example id), so an example gets the same expert answer on
-every call, in any order or batch.
-"""
+"""Simulated experts for multi-expert learning to defer (paper 2, Sec. 5.2-5.4): correct with one
+probability on a region (classes or Gaussian clusters), another elsewhere, a uniform other class when
+wrong; the noise is a counter-based hash of (seed, example id), the same on every call."""
 
 from __future__ import annotations
 
@@ -57,15 +51,9 @@ def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SyntheticExpert:
-    """A simulated expert: correct with probability ``p_in`` on its ``region`` and ``p_out``
-    elsewhere; when wrong it names a class drawn uniformly from the other K - 1 classes.
-
-    The region is a set of classes (or of groups, e.g. Gaussian clusters, when ``group`` is passed
-    to ``__call__``). "Random over all K classes" (the papers' random expert) is the same
-    distribution as p = 1/K with uniform wrong answers, so ``p_out = 1/K`` gives it.
-    Noise depends only on (seed, example index), so repeated calls agree (the reference code redraws
-    it on every call, so runs are reproducible).
-    """
+    """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes, or of
+    ``group`` ids) and ``p_out`` elsewhere (default 1/K, the papers' random expert); when wrong it names
+    one of the other K - 1 classes uniformly."""
 
     num_classes: int
     region: frozenset[int] = field(default_factory=frozenset)
@@ -124,12 +112,8 @@ class SyntheticExpert:
 
 
 def oracle_expert(num_classes: int, lo: int, hi: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the classes lo..hi-1 (``hi`` exclusive), random over all classes elsewhere.
-
-    Exclusive upper end: "the first five classes" of CIFAR-10 are classes 0..4, i.e.
-    ``oracle_expert(10, 0, 5)``. The reference code tests ``y <= k``, which with k = 5 would cover
-    six classes (0..5); we follow the paper's text. Pass ``hi = k + 1`` to reproduce ``y <= k``.
-    """
+    """Oracle on the classes lo..hi-1, random elsewhere: "the first five classes" are 0..4 (the
+    reference code's ``y <= k`` would be ``hi = k + 1``)."""
     if not 0 <= lo < hi <= num_classes:
         raise ValueError(f"lo, hi: need 0 <= lo < hi <= num_classes ({num_classes}), got {lo}, {hi}")
     return SyntheticExpert(num_classes, frozenset(range(lo, hi)), 1.0, None, seed, f"oracle[{lo},{hi})")
@@ -148,11 +132,8 @@ def probabilistic_expert(
 
 
 def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the class pair {2j, 2j+1} (0-based j), random elsewhere (L2D paper Sec. 5.4).
-
-    The paper writes j = 1..5 with classes {2j, 2j+1}; on CIFAR-10's 0-based classes 0..9 that only fits
-    with 0-based j = 0..4, which is what we use (expert j+1 of the paper is oracle on {2j, 2j+1}).
-    """
+    """Oracle on the class pair {2j, 2j+1} (0-based j; the paper's j = 1..5), random elsewhere
+    (L2D paper Sec. 5.4)."""
     if not 0 <= 2 * j + 1 < num_classes:
         raise ValueError(f"j: class pair {{{2 * j}, {2 * j + 1}}} is outside 0..{num_classes - 1}")
     return SyntheticExpert(
@@ -166,20 +147,13 @@ EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_
 def make_experts(
     kind: str, num_experts: int = 1, num_classes: int = 10, p: float = 0.95, seed: int = 0
 ) -> list[SyntheticExpert]:
-    """The paper's expert committees (L2D paper Sec. 5.2-5.4); expert j gets seed ``seed + j`` so
-    the experts' noise is independent.
+    """The paper's expert committees (L2D paper Sec. 5.2-5.4), expert j with seed ``seed + j``:
 
-    * ``"oracle"``: ``num_experts`` (1..8) experts, each an oracle on the first five classes
-      (0..4, exclusive upper end, see ``oracle_expert``) and random over all classes otherwise.
-    * ``"dependence"``: 4 experts: expert 0 random, experts 1..3 correct with probability ``p``
-      (paper: 0.2..0.95) on the first five classes, random otherwise. ``p`` is the correctness
-      probability itself (the reference code's "p then random" would give p + (1 - p)/K).
-    * ``"specialized"``: ``num_experts`` (1..5) experts, expert j an oracle on {2j, 2j+1}.
-    * ``"gaussian"``: the mixture-of-Gaussians committee: ``num_experts`` oracles on clusters 3 and 4
-      (0-based classes 2, 3; class = cluster - 1, see :func:`lib.l2d.gaussian_mixture.gaussian_mixture`),
-      random elsewhere.
-    * ``"gaussian_dependence"``: 1 random + 3 experts correct with probability ``p`` on clusters 3, 4.
-    """
+    * ``"oracle"``: ``num_experts`` oracles on the first five classes, random elsewhere;
+    * ``"dependence"``: expert 0 random, experts 1..3 right with probability ``p`` on the first five
+      classes (the probability itself, not the reference code's p + (1 - p)/K);
+    * ``"specialized"``: ``num_experts`` experts, expert j an oracle on {2j, 2j+1};
+    * ``"gaussian"``, ``"gaussian_dependence"``: the same on Gaussian clusters 3 and 4."""
     check_choice(kind, EXPERT_SETTINGS, "kind")
     if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
         raise ValueError(f"num_experts: must be a positive integer, got {num_experts!r}")

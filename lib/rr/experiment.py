@@ -1,19 +1,10 @@
-"""Experiments of paper 4 (reweighted risk: focal, inverse focal, AURC and the AU loss): the compared
-losses, one cached run per loss, and the tables and claims computed from the runs.
-
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (paper 4),
-Tables 1-2 and 4, Figures 2-3 and 6, Appendices D-E. The losses are in :mod:`lib.rr.losses`, the
-image data and training loops in :mod:`lib.nets.image_training`; this module wires them into
-runs:
-
-* ``LOSS_SPECS`` / :func:`make_loss` -- the compared losses with the paper's settings.
-* :func:`run_loss` -- one loss trained at the scale's ``mode``: ``"end_to_end"`` (paper scale, GPU:
-  the whole network, SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, lr x0.2 at epochs 60/120/160,
-  200 epochs, best validation loss after warmup) or ``"features"`` (cpu and smoke scales: a
-  2-layer head on the features of one frozen cross-entropy backbone, so the loss shapes only the
-  head: a scaled-down stand-in, said so on the pages). Cached by config and data.
-* :func:`evaluate_logits` -- accuracy, ECE, adaptive ECE, cwECE (and adaptive), NLL and the
-  confidence gap, before and after temperature scaling fitted on the validation split.
+"""Paper 4's runs (Zhou et al., "Revisiting Reweighted Risk for Calibration", Tables 1-2 and 4,
+Figures 2-3 and 6, Appendices D-E): the compared losses with the paper's settings (:func:`make_loss`),
+one cached run per loss (:func:`run_loss`: the whole network at paper scale, SGD lr 0.1, momentum 0.9,
+wd 5e-4, batch 128, lr x0.2 at epochs 60/120/160, 200 epochs; below it a 2-layer head on one frozen
+cross-entropy backbone's features, a stand-in in which the loss shapes the head alone) and their
+metrics (:func:`evaluate_logits`). Losses: :mod:`lib.rr.losses`; images and loops:
+:mod:`lib.nets.image_training`.
 """
 
 from __future__ import annotations
@@ -87,11 +78,10 @@ def make_loss(
 def evaluate_logits(
     val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
 ) -> dict[str, float]:
-    """Test metrics before and after temperature scaling (T fitted on the validation logits by
-    ``ts_criterion``, ``lib.calibration.posthoc.TemperatureScaler``: "ece" as paper 4 picks T, or "nll"): ``accuracy``, ``ece`` (equal width), ``ece_a`` (adaptive, equal mass),
-    ``cwece``, ``cwece_a``, ``nll``, ``conf_gap`` = mean confidence - accuracy (> 0 overconfident),
-    the same with suffix ``_ts``, and ``temperature``. Fractions, not x100.
-    """
+    """Test ``accuracy``, ``ece`` (equal width), ``ece_a`` (equal mass), ``cwece``, ``cwece_a``,
+    ``nll``, ``conf_gap`` (mean confidence - accuracy), each also after temperature scaling (``_ts``;
+    T fitted on the validation logits by ``ts_criterion``, "ece" as paper 4 or "nll"), and
+    ``temperature``. Fractions, not x100."""
     from lib.calibration.posthoc import TemperatureScaler, apply_temperature
     from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
 
@@ -122,11 +112,8 @@ TS_BOTH_KEYS: tuple[str, ...] = ("temperature", "ece_ts", "ece_a_ts", "cwece_ts"
 def evaluate_logits_both(
     val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15
 ) -> dict[str, float]:
-    """:func:`evaluate_logits` with T fitted both ways on the same validation logits: the keys of
-    ``ts_criterion="ece"`` (paper 4's choice) as they are, and the temperature-scaled keys of
-    ``ts_criterion="nll"`` (papers 1-3) with suffix ``_nll`` (``temperature_nll``, ``ece_ts_nll``, ...,
-    ``TS_BOTH_KEYS``). Each label says which criterion produced it.
-    """
+    """:func:`evaluate_logits` with T fitted by ECE (paper 4's choice), plus ``TS_BOTH_KEYS`` with T
+    fitted by NLL (papers 1-3) under the suffix ``_nll``."""
     out = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="ece")
     by_nll = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="nll")
     out.update({f"{k}_nll": by_nll[k] for k in TS_BOTH_KEYS})
@@ -136,22 +123,7 @@ def evaluate_logits_both(
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
-RUN_KEYS = (
-    "mode",
-    "arch",
-    "width",
-    "epochs",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "milestones",
-    "warmup",
-    "head_hidden",
-    "head_epochs",
-    "head_lr",
-    "backbone_epochs",
-    "n_backbone",
-)
+RUN_KEYS = (*imt.TRAIN_KEYS, "milestones")
 
 
 def loss_config(
@@ -178,12 +150,9 @@ def run_loss(
     coverage: float | None = None,
     nu: float | None = None,
 ) -> dict[str, Any]:
-    """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config + data):
-    the record holds :func:`evaluate_logits` metrics and, next to it, ``logits.npz`` with validation
-    and test logits (see :func:`run_logits`). At ``mode="features"`` it also holds the head's
-    accuracy on its own training features (``train_accuracy``); a head that diverges
-    (:class:`lib.engine.loop.Diverged`) leaves a record of NaN metrics with ``diverged_epoch`` and no
-    logits."""
+    """Train with loss ``name`` at the scale's ``mode`` and evaluate (cached by config and data): the
+    :func:`evaluate_logits` metrics and the logits beside them (:func:`run_logits`); a head keeps its
+    ``train_accuracy``, and one that diverges a record of NaN metrics with ``diverged_epoch``."""
     check_choice(cfg["mode"], MODES, "mode")
     config = {**loss_config(name, cfg, seed, coverage, nu), "data": data["tag"]}
     kappa, nu_ = config["coverage"], config["nu"]
@@ -212,15 +181,8 @@ def run_loss(
         else:
             torch.manual_seed(seed)  # the initial weights (as lib.l2d.cifar10 does)
             net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
-            net, hist = imt.fit_images(
-                net,
-                loss,
-                (data["train_x"], data["train_y"]),
-                (data["val_x"], data["val_y"]),
-                {**cfg, "schedule": "multistep"},
-                r,
-                seed=seed,
-            )
+            train, val = (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"])
+            net, hist = imt.fit_images(net, loss, train, val, {**cfg, "schedule": "multistep"}, r, seed=seed)
             zv, zt = imt.predict_logits(net, data["val_x"]), imt.predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}
@@ -231,8 +193,6 @@ def run_loss(
 
 
 def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
-    """Validation/test logits and labels saved by :func:`run_loss`, verified against the record
-    (committed copy first); ``record`` is the record :func:`run_loss` returned or its
-    :class:`lib.rr.record.LossRecord`.
-    """
+    """The validation and test logits and labels :func:`run_loss` saved beside ``record`` (or its
+    :class:`lib.rr.record.LossRecord`), verified against it."""
     return load_artifact(LossRecord.from_record(record).raw, "logits")

@@ -1,24 +1,10 @@
 """Choosing the gamma of the focal family by cross-validation: a post-hoc analogue of paper 4's
 selection (Appendix E.1, App. Figure 4, App. Table 2).
 
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration" (paper 4),
-Appendix E.1: "we perform cross-validation to select the optimal gamma value. We hold out 5,000
-images from the training set as a validation set, train on the rest, and choose the best gamma
-based on validation performance i.e. loss". App. Table 2 lists the chosen gammas of dual focal and
-inverse focal loss per model and dataset; App. Figure 4 plots validation performance against gamma
-for inverse focal loss on Tiny-ImageNet ("gamma >= 4 consistently underperform").
-
-The paper trains one network per gamma. Here nothing is retrained: for each gamma a small map on
-the logits of one trained network is fitted by minimizing that gamma's loss, and scored on
-held-out examples (K-fold cross-validation):
-
-* ``"temperature"``: z / T, one parameter (temperature scaling, Guo et al. 2017);
-* ``"vector"``: a per-class scale and bias, z * a + b (vector scaling, Guo et al. 2017).
-
-The loss then shapes only this map, not the network's features: a stand-in for the paper's
-procedure, not a repetition of it. Validation "loss" is read as the validation cross-entropy
-(NLL), the one loss that is comparable across gammas; the ECE is scored beside it.
-"""
+The paper trains one network per gamma and keeps the best by validation loss. Here nothing is
+retrained: for each gamma a map on one network's logits, ``"temperature"`` (z / T) or ``"vector"``
+(z * a + b; Guo et al. 2017), is fitted by minimizing that gamma's loss and scored on held-out
+examples (K-fold), the validation loss read as the NLL (comparable across gammas), the ECE beside it."""
 
 from __future__ import annotations
 
@@ -102,15 +88,9 @@ def fit_logit_map(
     kind: str = "temperature",
     max_iter: int = 100,
 ) -> LogitMap:
-    """Fit a ``kind`` map (``"temperature"`` or ``"vector"``, see the module docstring) on
-    (``logits``, ``labels``) by minimizing ``loss(mapped logits, labels)`` with LBFGS
-    (:func:`lib.calibration.posthoc.lbfgs_minimize`, the book's one temperature fitter: strong-Wolfe line
-    search, float64, one run), the scales parametrized by their logarithm and clamped to [1/100, 100]
-    and the biases to [-100, 100] (beyond the bounds the objective is flat, so the search stops
-    there). The search starts from the identity map (a start from the fit at a neighbouring gamma
-    can stall: the released dual focal loss is not smooth in the map). With cross-entropy and
-    ``"temperature"`` this is temperature scaling fitted by NLL.
-    """
+    """Fit a ``kind`` map on (``logits``, ``labels``) by minimizing ``loss`` with LBFGS
+    (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map, log-scales clamped to
+    [1/100, 100] and biases to [-100, 100]; with cross-entropy and ``"temperature"``, temperature scaling."""
     z, y = _logits_labels(logits, labels)
     check_choice(kind, MAPS, "kind")
     max_iter = check_int(max_iter, "max_iter")
@@ -149,12 +129,9 @@ def gamma_curve(
     kind: str = "temperature",
     n_bins: int = 15,
 ) -> pd.DataFrame:
-    """For each gamma: the ``kind`` map fitted with ``loss`` (a key of ``GAMMA_LOSSES``) at that
-    gamma on the fit split, scored on the validation split. One row per gamma with ``loss``,
-    ``map``, ``gamma``, ``nll`` (validation cross-entropy), ``ece`` (top-label, ``n_bins``
-    equal-width bins, a fraction), ``accuracy`` and ``temperature`` (NaN for vector maps).
-    Every loss at gamma = 0 is cross-entropy, so its row is plain temperature (or vector) scaling.
-    """
+    """For each gamma: the ``kind`` map fitted with ``loss`` (of ``GAMMA_LOSSES``) on the fit split,
+    scored on the validation split: ``nll``, ``ece`` (``n_bins`` equal-width), ``accuracy`` and
+    ``temperature`` (NaN for vector maps), one row each."""
     zf, yf = _logits_labels(fit_logits, fit_labels, "fit_")
     zv, yv = _logits_labels(val_logits, val_labels, "val_")
     if zf.shape[1] != zv.shape[1]:
@@ -200,11 +177,8 @@ def gamma_cross_validation(
     seed: int = 0,
     n_bins: int = 15,
 ) -> pd.DataFrame:
-    """K-fold cross-validation of gamma: for every fold (:func:`fold_indices`), loss and map, the
-    :func:`gamma_curve` fitted on the other folds and scored on this one. Returns the rows of
-    :func:`gamma_curve` with a ``fold`` column (summarize with :func:`summarize_folds`, choose
-    with :func:`select_gamma`).
-    """
+    """K-fold cross-validation of gamma: :func:`gamma_curve` for every fold (:func:`fold_indices`),
+    loss and map, with a ``fold`` column."""
     z, y = _logits_labels(logits, labels)
     if isinstance(losses, str) or not losses:
         raise ValueError(f"losses: expected a non-empty sequence of names, got {losses!r}")
@@ -247,9 +221,8 @@ def _check_cv(cv: pd.DataFrame) -> None:
 
 
 def select_gamma(cv: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
-    """The chosen gamma per map and loss: the grid value with the lowest fold-mean ``criterion``
-    (``"nll"``: the validation cross-entropy, the paper's "validation loss"; or ``"ece"``), the
-    smallest gamma on ties. Returns ``{map: {loss: gamma}}``."""
+    """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties), as
+    ``{map: {loss: gamma}}``."""
     check_choice(criterion, CRITERIA, "criterion")
     summary = summarize_folds(cv)
     out: dict[str, dict[str, float]] = {}
@@ -263,10 +236,8 @@ def gamma_table(
     chosen: Mapping[str, Mapping[str, Mapping[str, float]]],
     paper: Mapping[tuple[str, str], Mapping[str, float]] = PAPER_SELECTED_GAMMAS,
 ) -> pd.DataFrame:
-    """Our chosen gammas above the paper's App. Table 2, one column per loss. ``chosen`` maps a
-    criterion name to the output of :func:`select_gamma` for it, e.g. ``{"NLL": ..., "ECE": ...}``:
-    one row "ours: <map> scaling, by <criterion>" each; then one row per dataset and model of
-    ``paper`` (NaN where the paper lists none, e.g. focal loss, for which it uses FL-53)."""
+    """Our chosen gammas (``chosen``: criterion -> :func:`select_gamma`'s output) above the paper's
+    App. Table 2 rows, one column per loss."""
     if not isinstance(chosen, Mapping) or not chosen or not all(isinstance(v, Mapping) for v in chosen.values()):
         raise ValueError(f"chosen: expected {{criterion: {{map: {{loss: gamma}}}}}}, got {chosen!r}")
     losses = list(dict.fromkeys(name for by_map in chosen.values() for per_map in by_map.values() for name in per_map))

@@ -1,14 +1,8 @@
-"""Reweighted risks for calibration: the focal family, the AURC loss, the AU loss and KDE-XE.
-
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
-(paper 4). Every loss here is a weighted cross-entropy
-mean_i w_i * (-log p_{t,i}) with a different weight w_i: (1 - p_t)^gamma (focal, eq. 2),
-(1 + p_t)^gamma (inverse focal, eq. 3), (1 - p_t + p_j)^gamma (dual focal, eq. 33),
--ln(1 - G(s_i)) (AURC, eq. 7) and beta_i (AU loss, eqs. 19-23). KDE-XE (Popordanoska et al. 2022)
-adds a kernel estimate of the canonical calibration error to cross-entropy instead.
-The rank-based weights and confidence score functions are in :mod:`lib.rr.weights`, the
-kernel calibration error in :mod:`lib.calibration.ece_kde`.
-"""
+"""Reweighted risks for calibration (Zhou et al., "Revisiting Reweighted Risk for Calibration", paper 4):
+each a weighted cross-entropy mean_i w_i (-log p_{t,i}) with w_i = (1 - p_t)^gamma (focal, eq. 2),
+(1 + p_t)^gamma (inverse focal, eq. 3), (1 - p_t + p_j)^gamma (dual focal, eq. 33), -ln(1 - G(s_i))
+(AURC, eq. 7) or beta_i (AU loss, eqs. 19-23); KDE-XE (Popordanoska et al. 2022) adds a kernel
+calibration error instead. The weights are in :mod:`lib.rr.weights`."""
 
 from __future__ import annotations
 
@@ -109,11 +103,8 @@ def focal_loss(
 def inverse_focal_loss(
     logits: ArrayLike, labels: ArrayLike, gamma: float = 2.0, reduction: str = "mean"
 ) -> torch.Tensor:
-    """Inverse focal loss -(1 + p_t)^gamma log p_t (Wang et al. 2021; reweighted-risk paper eq. 3).
-
-    Its derivative in p_t, gamma (1 + p)^(gamma-1) log p - (1 + p)^gamma / p (Appendix C.2), turns
-    positive for large p_t once gamma is above about 3.5-4: such gammas stop pushing p_t up.
-    """
+    """Inverse focal loss -(1 + p_t)^gamma log p_t (Wang et al. 2021; paper 4 eq. 3); for gamma
+    above about 3.5 its gradient turns positive at large p_t (Appendix C.2)."""
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
     w = _pow(1 + logpt.exp(), _check_gamma(gamma))
@@ -133,18 +124,11 @@ def dual_focal_loss(
 ) -> torch.Tensor:
     """Dual focal loss -(1 - p_t + p_j)^gamma log p_t (Tao et al. 2023); ``variant`` picks p_j:
 
-    * ``"eq33"`` (default): p_j = the largest competing probability max_{c != t} p_c, the intended
-      loss (reweighted-risk paper eq. 33).
-    * ``"eqs34_35"``: the reweighted-risk paper's account of the public code (eqs. 34-35): eq. 33
-      where p_t >= p_j, and the focal weight (1 - p_t)^gamma (competitor dropped) where p_t < p_j.
-    * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss, also copied into
-      han678/CalibWeightedRisk) computes: p_j = the largest probability strictly below p_t, or 0
-      if there is none. It equals eq. 33 when the true class is the unique top class and eq. 35 only
-      when p_t is the smallest probability; elsewhere p_j is the next probability below p_t.
-      A class tied with p_t is not "strictly below", so it is skipped.
-
-    ``as_released=True`` is shorthand for ``variant="released"``.
-    """
+    * ``"eq33"`` (default): the largest competing probability (paper 4 eq. 33);
+    * ``"eqs34_35"``: paper 4's account of the public code: eq. 33 where p_t >= p_j, the focal weight
+      (1 - p_t)^gamma where p_t < p_j;
+    * ``"released"`` (``as_released``): what the released code (Linwei94/ICML2023-DualFocalLoss)
+      computes: the largest probability strictly below p_t, or 0."""
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
     if z.shape[1] < 2:
@@ -176,10 +160,8 @@ def dual_focal_loss(
 def aurc_loss(
     logits: ArrayLike, labels: ArrayLike, csf: str = "msp", weights: str = "log", reduction: str = "mean"
 ) -> torch.Tensor:
-    """AURC as a reweighted risk: mean_i w_i CE_i with w_i = -ln(1 - G(s_i)) (eq. 7; Zhou et al.
-    2025), G the empirical CDF of the batch CSF from exact ranks, weights detached
-    (see ``lib.rr.weights.aurc_weights`` for the two finite-sample weight choices).
-    """
+    """AURC as a reweighted risk: mean_i w_i CE_i, w_i = -ln(1 - G(s_i)) (eq. 7), G the batch CSF's
+    empirical CDF from exact ranks, weights detached (:func:`lib.rr.weights.aurc_weights`)."""
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
     if csf == "softmax_margin" and z.shape[1] < 2:
@@ -201,16 +183,10 @@ def au_loss(
     reduction: str = "mean",
     histogram: EpochHistogram | None = None,
 ) -> torch.Tensor:
-    """AU_{P_X_tau} loss (reweighted-risk paper eq. 23): mean_i beta_i * CE_i with beta from
-    ``au_weights`` on the batch CSF s_i = csf(softmax(z_i)); the gradient flows through both the
-    cross-entropy and G(s_i) (eq. 36). O(n M) per batch. Defaults: M = 15 bins (paper; the public
-    code uses 64), nu = 0.1 (CIFAR-10), coverage kappa per Table 3 (0.75-0.88 on CIFAR-10).
-
-    By default G is estimated on the current batch, as the paper's Algorithm 1 says. The released
-    code (from which Table 2's numbers came) instead accumulates a 64-bin histogram over the epoch:
-    pass an :class:`lib.rr.weights.EpochHistogram` as ``histogram`` (or use
-    ``get_loss("au_released", epoch_batches=...)``).
-    """
+    """AU loss (paper 4 eq. 23): mean_i beta_i CE_i, beta from :func:`lib.rr.weights.au_weights` on the
+    batch CSF; the gradient flows through the cross-entropy and G(s_i) (eq. 36). Defaults: M = 15 bins,
+    nu = 0.1, kappa per Table 3. G is the batch's (Algorithm 1); the released code's, accumulated over
+    the epoch, with ``histogram`` (or ``get_loss("au_released", epoch_batches=...)``)."""
     z, y = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
     check_open_unit(coverage, "coverage")
@@ -235,14 +211,8 @@ def kde_xe_loss(
     released: bool = False,
 ) -> torch.Tensor:
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
-    lambda = 0.3 on CIFAR-10, 0.5 on CIFAR-100, reweighted-risk paper Appendix E.1). With
-    ``bandwidth=None`` the bandwidth is re-selected on each (detached) batch.
-
-    ``released=True`` is the reweighted-risk paper's released code: there the ECE^KDE term is
-    turned into a plain number before it is added, so it passes no gradient and training is, in
-    effect, cross-entropy (the loss value still includes the term). Table 2's KDE-XE row came from
-    that code; the default is the loss as defined.
-    """
+    lambda 0.3 on CIFAR-10, paper 4 App. E.1), the bandwidth re-selected per batch by default.
+    ``released`` detaches the term as paper 4's released code does (training is then cross-entropy)."""
     z, y = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
     if not isinstance(released, bool):
@@ -279,12 +249,7 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
 
 def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Tensor]:
     """A loss ``(logits, labels) -> scalar`` by name (one of ``LOSSES``) with its keyword arguments
-    bound, e.g. ``get_loss("au", coverage=0.88)`` or ``get_loss("focal", gamma=3)``. Dual focal
-    comes in three names: ``"dual_focal"`` (eq. 33), ``"dual_focal_eqs34_35"`` (the paper's eqs.
-    34-35) and ``"dual_focal_released"`` (the released code); see ``dual_focal_loss``. Two more
-    released-code variants: ``"kde_xe_released"`` (ECE^KDE term detached) and ``"au_released"``
-    (G from a 64-bin histogram accumulated over the epoch; ``epoch_batches`` = batches per epoch).
-    """
+    bound, e.g. ``get_loss("au", coverage=0.88)``; ``"au_released"`` takes ``epoch_batches``."""
     check_choice(name, tuple(LOSSES), "name")
     fn = LOSSES[name]
     if name == "au_released":  # a fresh epoch histogram per loss: 64 bins, reset every epoch_batches calls

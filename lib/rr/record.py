@@ -1,12 +1,6 @@
-"""A paper-4 run record, typed: what :func:`lib.rr.experiment.run_loss` returns, read as a
-dataclass.
-
-The run cache and ``results/`` store records as signed JSON dicts (:mod:`lib.engine.runs`, copies
-published by :mod:`lib.gpu.queue`), and ``run_loss`` keeps returning those dicts; the losses page, the
-paper-scale table (:mod:`lib.paper_scale`) and :func:`lib.rr.experiment.run_logits` read
-them through :meth:`LossRecord.from_record`, which checks the shape once and names the run and what
-is missing, instead of reaching into nested dicts at every use.
-"""
+"""A paper-4 run record, typed: what :func:`lib.rr.experiment.run_loss` returns (a signed JSON
+dict, :mod:`lib.engine.runs`), read once through :meth:`LossRecord.from_record`, which names the run
+and what is missing."""
 
 from __future__ import annotations
 
@@ -32,19 +26,9 @@ __all__ = ["LossRecord"]
 
 @dataclass(frozen=True)
 class LossRecord(RunOrigin):
-    """One finished paper-4 run: the loss, its seed and AU settings (``coverage`` kappa, ``nu``), its
-    test metrics, and where it ran.
-
-    ``metrics`` maps every metric of :func:`lib.rr.experiment.evaluate_logits` (accuracy,
-    ECE, adaptive and class-wise ECE, NLL, confidence gap, each with a ``_ts`` twin after temperature
-    scaling, and the temperature; fractions) to a float: the mapping the tables
-    (:func:`lib.rr.pages.losses_cifar10.loss_table`, ``reweighted_claims``) take per loss.
-    ``backbone_test_accuracy`` is the frozen backbone's at ``mode="features"``, ``train_accuracy``
-    the head's on its own training features there, and ``diverged_epoch`` the epoch in which a head
-    diverged (its metrics are then NaN); ``epochs_run`` and
-    ``train_seconds`` come from the training history of an end-to-end run, ``plan_id`` and
-    ``queue_seconds`` from the queue's block of a published copy (:func:`lib.engine.records.origin_fields`);
-    absent values are ``None``. ``raw`` is the record itself (for its ``logits`` artifact)."""
+    """One finished paper-4 run: the loss, seed, ``coverage`` and ``nu``, its test ``metrics``
+    (:func:`lib.rr.experiment.evaluate_logits`), the head's ``train_accuracy`` and ``diverged_epoch``
+    where it has them, and where it ran (:func:`lib.engine.records.origin_fields`); ``raw`` is the record."""
 
     loss: str
     seed: int

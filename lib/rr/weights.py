@@ -1,23 +1,13 @@
-"""Sample weights of the reweighted risks, and the analytic weight and gradient curves.
-
-Paper: Zhou et al., "Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss"
-(paper 4). The losses of :mod:`lib.rr.losses` multiply each example's
-cross-entropy by a weight; this module holds what those weights are made of and how they behave:
-
-* confidence score functions (CSFs, Appendix Table 1): :func:`msp`, :func:`softmax_margin`,
-  :func:`negative_entropy`, :func:`csf`;
-* rank-based weights: :func:`aurc_weights` (eq. 7), the smoothed bin-based CDF :func:`smoothed_cdf`
-  (eq. 21), the coverage threshold :func:`au_threshold` and the AU weights :func:`au_weights`
-  (eqs. 19, 22), with the released code's epoch histogram :class:`EpochHistogram` as an option;
-* the weights and gradients as functions of the true-class probability, with no training
-  (Figure 1 and Appendix C): :func:`loss_weight`, :func:`loss_gradient`,
-  :func:`inverse_focal_gamma_threshold`.
+"""The sample weights of paper 4's reweighted risks (Zhou et al., "Revisiting Reweighted Risk for
+Calibration"; the losses are :mod:`lib.rr.losses`): confidence score functions (App. Table 1), AURC's
+rank weights (eq. 7), the smoothed CDF (eq. 21) and the AU weights (eqs. 19, 22), and the weights and
+gradients as functions of the true-class probability (Figure 1, Appendix C).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,36 +60,6 @@ def _out(x: torch.Tensor, is_np: bool) -> Any:
     return x.detach().cpu().numpy() if is_np else x
 
 
-def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
-    p, is_np = _probs_tensor(probs)
-    return _out(p.max(dim=1).values, is_np)
-
-
-def softmax_margin(probs: ArrayLike) -> Any:
-    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
-    p, is_np = _probs_tensor(probs)
-    if p.shape[1] < 2:
-        raise ValueError("probs: softmax margin needs at least 2 classes")
-    top2 = p.topk(2, dim=1).values
-    return _out(top2[:, 0] - top2[:, 1], is_np)
-
-
-def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
-    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020).
-    """
-    p, is_np = _probs_tensor(probs)
-    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
-    s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
-    if normalized:
-        c = p.shape[1]
-        if c < 2:
-            raise ValueError("probs: normalized entropy needs at least 2 classes")
-        s = (math.log(c) + s) / math.log(c)
-    return _out(s, is_np)
-
-
 def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     """CSF ``name`` on already-valid probabilities ``p`` (N, C), with no checks: the hot path of
     ``lib.rr.losses.aurc_loss`` and ``au_loss``, which validate their logits first."""
@@ -108,6 +68,7 @@ def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     if name == "softmax_margin":
         top2 = p.topk(2, dim=1).values
         return top2[:, 0] - top2[:, 1]
+    # 0 log 0 = 0; clamping inside the log keeps the gradient finite where p = 0 exactly
     s = (p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim=1)
     if name == "normalized_entropy":
         c = math.log(p.shape[1])
@@ -115,18 +76,40 @@ def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     return s
 
 
-CSFS: dict[str, Callable[[ArrayLike], Any]] = {
-    "msp": msp,
-    "softmax_margin": softmax_margin,
-    "negative_entropy": negative_entropy,
-    "normalized_entropy": lambda probs: negative_entropy(probs, normalized=True),
+#: The confidence score functions by name, each with the paper it comes from.
+CSFS: dict[str, str] = {
+    "msp": "maximum softmax probability max_c p_c (Hendrycks & Gimpel)",
+    "softmax_margin": "softmax margin p_(1) - p_(2) (Belghazi & Lopez-Paz 2021)",
+    "negative_entropy": "negative entropy sum_c p_c log p_c, in [-log C, 0]",
+    "normalized_entropy": "(log C + sum_c p_c log p_c) / log C, in [0, 1] (Liu et al. 2020)",
 }
+_TWO_CLASSES = {"softmax_margin": "softmax margin", "normalized_entropy": "normalized entropy"}
 
 
 def csf(name: str, probs: ArrayLike) -> Any:
-    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C)."""
+    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C): a numpy
+    array for numpy input, a tensor (with its gradient) for a tensor."""
     check_choice(name, tuple(CSFS), "csf")
-    return CSFS[name](probs)
+    p, is_np = _probs_tensor(probs)
+    if name in _TWO_CLASSES and p.shape[1] < 2:
+        raise ValueError(f"probs: {_TWO_CLASSES[name]} needs at least 2 classes")
+    return _out(csf_values(name, p), is_np)
+
+
+def msp(probs: ArrayLike) -> Any:
+    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
+    return csf("msp", probs)
+
+
+def softmax_margin(probs: ArrayLike) -> Any:
+    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
+    return csf("softmax_margin", probs)
+
+
+def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
+    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
+    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020)."""
+    return csf("normalized_entropy" if normalized else "negative_entropy", probs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,10 +197,7 @@ def _smoothed_cdf(s: torch.Tensor, e: torch.Tensor, nu: float, at: torch.Tensor 
     inside = ((sd >= e[0]) & (sd <= e[-1])).to(s.dtype)
     idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)  # e_m <= s < e_{m+1}; s = e_M -> last
     counts = torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
-    centres = (e[:-1] + e[1:]) / 2
-    x = s if at is None else at
-    g = (torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ counts) / s.shape[0]
-    return g.reshape(x.shape)
+    return _counts_cdf(s if at is None else at, e, counts, nu, s.shape[0])
 
 
 def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
@@ -233,10 +213,9 @@ def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
 
 
 class EpochHistogram:
-    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins over
-    [0, 1], accumulated over an epoch's batches (Algorithm 1 counts the current batch only).
-    ``update`` adds a batch, ``reset`` starts an epoch; with ``epoch_batches`` it resets itself
-    after that many updates, so a loop without epoch hooks still accumulates per epoch."""
+    """The released AU code's G: counts of the detached CSF in ``n_bins`` (64 there) equal bins of
+    [0, 1] over an epoch's batches (Algorithm 1 counts the batch only); it resets itself after
+    ``epoch_batches`` updates."""
 
     def __init__(self, n_bins: int = 64, epoch_batches: int | None = None) -> None:
         self.n_bins = check_int(n_bins, "n_bins")
@@ -266,17 +245,18 @@ class EpochHistogram:
         return int(self.counts.sum())
 
 
-def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float) -> torch.Tensor:
-    """Eq. 21 with given bin ``counts`` over edges ``e`` (n = their total), at the points ``x``."""
+def _counts_cdf(
+    x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float, n: int | None = None
+) -> torch.Tensor:
+    """Eq. 21 with given bin ``counts`` over edges ``e`` (``n`` by default their total), at the points ``x``."""
     centres = ((e[:-1] + e[1:]) / 2).to(device=x.device, dtype=x.dtype)
     c = counts.to(device=x.device, dtype=x.dtype)
-    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / c.sum()).reshape(x.shape)
+    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / (c.sum() if n is None else n)).reshape(x.shape)
 
 
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
-    """tau = the kappa-quantile of the batch scores: the k-th smallest score with
-    k = max(1, ceil(kappa n)) (a selection, not a sort), so at most a kappa fraction lies below tau.
-    ``coverage`` = kappa, the fraction of the batch treated as low-confidence (Appendix E.2)."""
+    """tau, the ``coverage`` (kappa) quantile of the batch scores: the k-th smallest, k = max(1,
+    ceil(kappa n)) (Appendix E.2)."""
     s = _scores(scores).detach()
     check_open_unit(coverage, "coverage")
     return _tau(s, coverage)
@@ -301,15 +281,10 @@ def au_weights(
 
     beta_i = -ln(1 - G(tau)) if s_i >= tau else -ln(1 - G(s_i)),
 
-    G the smoothed CDF (eq. 21, ``smoothed_cdf``) clamped to [1/(n+1), n/(n+1)], tau the
-    ``coverage``-quantile of the batch scores (``au_threshold``). The constant C = 1/G(tau) of eq. 19
-    is absorbed into the learning rate (``normalize=True`` applies it). Gradient flows through
-    G(s_i) for s_i < tau only (eq. 36); tau and the histogram counts are constants.
-    ``edges`` default: see ``_default_edges`` ([0, 1] for scores in [0, 1]).
-
-    ``histogram`` (the released code's variant, not the paper's Algorithm 1): the batch is first
-    added to this :class:`EpochHistogram`, and G uses its counts, accumulated over the epoch so far
-    (its own bins; ``n_bins`` and ``edges`` are then unused), clamped with n = its total.
+    G the smoothed CDF (eq. 21) clamped to [1/(n+1), n/(n+1)], tau from :func:`au_threshold`; eq.
+    19's C = 1/G(tau) is left to the learning rate (``normalize`` applies it). The gradient flows
+    through G(s_i) for s_i < tau only (eq. 36). With ``histogram`` (the released code) G uses its
+    epoch's counts instead of the batch's.
     """
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
@@ -364,9 +339,8 @@ def loss_gradient(name: str, p: Any, gamma: float = 2.0) -> np.ndarray:
 
 
 def inverse_focal_gamma_threshold() -> float:
-    """The smallest gamma for which the inverse focal gradient turns positive somewhere in (0, 1):
-    min over p of (1 + p) / (-p log p) (from setting the C.2 gradient to zero), found numerically.
-    """
+    """The smallest gamma for which the inverse focal gradient (C.2) turns positive in (0, 1):
+    min_p (1 + p) / (-p log p)."""
     from scipy.optimize import minimize_scalar
 
     res = minimize_scalar(

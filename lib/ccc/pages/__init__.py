@@ -1,21 +1,32 @@
-"""Paper 3's pages, one module per notebook (``lib/ccc/pages/<notebook>.py``), and what they share.
-
-None trains on a GPU: the paper's models' logits and predictions are loaded, not trained. Shared
-here (the cross-paper chapter uses them too):
-
-* :func:`ece_se` -- the noise bar of a binned ECE measured on ``n`` examples;
-* :func:`released_runs_note` -- what a page that reads paper 4's released ResNet-50 logits must say
-  about them (the XE run is an outlier; the ``focal`` file is assumed to be FL-53).
-"""
+"""Paper 3's pages, one module per notebook, and what they (and the cross-paper chapter) share:
+none trains, the models' logits are loaded."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ece_se", "released_runs_note"]
+from lib.page import Page
+
+__all__ = ["CCCPage", "ece_se", "logits_data", "released_runs_note"]
+
+
+class CCCPage(Page):
+    """A paper-3 page: its numbers come from real logits or, at smoke scale, synthetic ones; its scale
+    line is ``real_summary`` or ``synthetic_summary`` formatted with the settings (and ``losses``,
+    the ResNet-50s' joined by "/")."""
+
+    paper = "ccc"
+    real_summary: str = ""
+    synthetic_summary: str = ""
+
+    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
+        """What produced the page's numbers, in one line."""
+        line = self.real_summary if cfg["data"] == "real" else self.synthetic_summary
+        return line.format(**cfg, losses="/".join(cfg.get("resnet_losses", ())))
 
 
 def ece_se(n: int) -> float:
@@ -31,10 +42,20 @@ def ece_se(n: int) -> float:
     return 0.5 / math.sqrt(int(n))
 
 
+def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:
+    """``(mmlu, resnets, labels)``: the MMLU data and the ResNet-50s' CIFAR-10 logits of ``losses``;
+    the files when ``real``, else synthetic stand-ins."""
+    from lib.data import logits, mmlu
+
+    if real:
+        return (mmlu.load_mmlu(), *logits.load_resnet50_pair(tuple(losses)))
+    resnets, y = logits.synthetic_resnet_logits(n_synthetic, tuple(losses), seed=seed)
+    return mmlu.synthetic_mmlu(n_synthetic, seed=seed), resnets, y
+
+
 def released_runs_note(used: Sequence[str], real: bool) -> str:
-    """The sentences a page owes its reader when it reads paper 4's released ResNet-50 CIFAR-10
-    logits (``used``: the loss names it reads; ``real``: whether it read the real files, not the
-    smoke scale's synthetic stand-ins). Accuracies are computed from the files, never typed in."""
+    """What a page reading paper 4's released ResNet-50 logits owes its reader about the runs it
+    reads (``used``): the XE run is an outlier, the ``focal`` file is taken to be FL-53."""
     from scipy.special import softmax
 
     from lib.calibration.metrics import ece

@@ -1,12 +1,6 @@
-"""The calibration page (``notebooks/calibration.py``): paper 3, section 3.1, Table 1 and Figure 1.
-
-For every model, :meth:`CalibrationPage.run` splits the examples in halves, fits temperature scaling
-(and, for the MMLU models, Platt scaling on the answer-token logit) on the calibration half and
-measures the top-label ECE with equal-count bins before and after on both halves, keeping the
-reliability tables; :func:`monotonicity` asks whether accuracy rises with confidence. The page's
-published numbers, the paper's Table 1 beside ours and the claims (:func:`calibration_claims`) are
-methods of the page.
-"""
+"""The calibration page (``notebooks/calibration.py``): paper 3, section 3.1, Table 1 and Figure 1:
+top-label ECE (equal-count bins) before and after temperature (and, on MMLU, Platt) scaling fitted
+on a calibration half, on both halves, and whether accuracy rises with confidence."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import ece_se
-from lib.page import Page
+from lib.ccc.pages import CCCPage, ece_se, logits_data
 
 __all__ = [
     "CalibrationPage",
@@ -49,12 +42,10 @@ MONOTONE_STEP_TOL: float = 0.02
 """A step between adjacent bins counts as non-decreasing if accuracy drops by at most this."""
 
 SPEARMAN_MIN: float = 0.9
-"""'Accuracy increases with confidence' is judged against this Spearman correlation between a bin's
-mean confidence and its accuracy, for every model (the paper shows a plot only)."""
+"""The bar on each model's Spearman correlation of a bin's confidence and accuracy (the paper: a plot only)."""
 
 HALVES_ECE_TOL: float = 0.02
-"""The held-out ECE after TS must lie within this of the calibration half's for "calibration fitted on
-one half holds on the other" (the paper: 0.0913 vs 0.0901 on MMLU)."""
+"""How close the held-out ECE after TS must be to the calibration half's (paper: 0.0913 vs 0.0901)."""
 
 PAPER_ECE_MMLU: dict[str, float] = {
     "paper cal before": 0.1902,
@@ -79,12 +70,9 @@ SMALL: str = "llama-3.1-8b-instruct"
 def ece_grid(
     models: Mapping[str, tuple[np.ndarray, np.ndarray]], platt_models: Collection[str], n_bins: int, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt,
-    on the calibration and the held-out half of one random split (``seed``).
-
-    Returns ``results`` (model, split, stage, T, accuracy, ece, n) and the reliability tables of
-    every (model, split, stage) stacked with those three columns added.
-    """
+    """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt on
+    both halves of one split: ``results`` (model, split, stage, T, accuracy, ece, n) and the stacked
+    reliability tables."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins: need an integer >= 1, got {n_bins!r}")
     rows, tables = [], []
@@ -152,16 +140,10 @@ def calibration_claims(
     platt_test: float,
     n: Mapping[str, tuple[int, int]],
 ) -> list[dict[str, Any]]:
-    """The page's four claims, each by :func:`lib.report.two_se_verdict`.
-
-    ``spearman``: the smallest Spearman correlation over models, on ``bins`` bins; ``before_test``,
-    ``after_test``, ``after_cal``: ECE per model (held-out before/after TS, calibration half after
-    TS); ``platt_test``: the small model's held-out ECE after Platt; ``n``: per model, the
-    (calibration, held-out) sizes. Instruct models (name contains "instruct") are the
-    overconfident ones. Noise bars: the Fisher-z SE of a Spearman correlation on ``bins`` points,
-    1.06 / sqrt(bins - 3) (Fieller, Hartley and Pearson 1957), and :func:`lib.ccc.pages.ece_se` of
-    each ECE. The paper reports no errors, so ``paper_own`` is not testable for any.
-    """
+    """The page's four claims, each by :func:`lib.report.two_se_verdict`, from the smallest
+    ``spearman`` over models on ``bins`` bins (Fisher-z SE 1.06 / sqrt(bins - 3)), the ECEs per model
+    and the small model's ``platt_test`` (SE :func:`lib.ccc.pages.ece_se` on the sizes ``n``); instruct
+    models are the overconfident ones. ``paper_own`` is not testable."""
     if not (set(before_test) == set(after_test) == set(after_cal) == set(n)) or SMALL not in after_test:
         raise ValueError(f"before_test, after_test, after_cal, n: need the same models, including {SMALL!r}")
     if bins < 4:
@@ -208,22 +190,18 @@ def calibration_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CalibrationPage(Page):
+class CalibrationPage(CCCPage):
     """Paper 3's calibration page: ECE before/after calibration on two halves, and monotonicity."""
 
     name = "calibration"
-    paper = "ccc"
     title = "Calibration of one model: Section 3, Figure 1"
     paper_numbers = {"mmlu": PAPER_ECE_MMLU, "vision": PAPER_ECE_VISION}
+    real_summary = "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 ({loss}) CIFAR-10 test logits, split seed {seed}"
+    synthetic_summary = "synthetic logits ({n_synthetic} examples, lib.data.mmlu.synthetic_mmlu), seed {seed}"
 
     def scale_summary(self, cfg: Mapping[str, Any]) -> str:
         """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 "
-                f"({cfg['resnet_loss'].upper()}) CIFAR-10 test logits, split seed {cfg['seed']}"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples, lib.data.mmlu.synthetic_mmlu), seed {cfg['seed']}"
+        return super().scale_summary({**cfg, "loss": cfg["resnet_loss"].upper()})
 
     def vision(self, cfg: Mapping[str, Any]) -> str:
         """The name of the vision model in the page's tables."""
@@ -231,17 +209,9 @@ class CalibrationPage(Page):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each model's (logits, labels): the MMLU models, then the CIFAR-10 ResNet-50."""
-        from lib.data import logits, mmlu
-
-        if cfg["data"] == "real":
-            data = mmlu.load_mmlu()
-            rz, ry = logits.load_resnet50_logits(cfg["resnet_loss"])
-        else:
-            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-            z, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], (cfg["resnet_loss"],), seed=cfg["seed"])
-            rz = z[cfg["resnet_loss"]]
+        data, rz, ry = logits_data(cfg["data"] == "real", [cfg["resnet_loss"]], cfg["n_synthetic"], cfg["seed"])
         models = {m: (data.logits[m], data.labels) for m in data.models}
-        models[self.vision(cfg)] = (rz, ry)
+        models[self.vision(cfg)] = (rz[cfg["resnet_loss"]], ry)
         return models
 
     def run(self, cfg: Mapping[str, Any], models: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:

@@ -1,11 +1,6 @@
 """The cascading page (``notebooks/cascading.py``): paper 3, sections 2.2, 3.2 and 3.4, appendix A
-(Tables 4-5): CC, UC and RC over random splits, the calibrator and bin ablations, the shift check.
-
-:meth:`CascadingPage.run` builds one :class:`CascadeGrid` (every split x model x calibrator's top-1
-confidence and correctness on both halves, computed once) and reads its APGR tables from it:
-:func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`. The rule itself (bins, advantages,
-APGR) is :mod:`lib.ccc.cascade`.
-"""
+(Tables 4-5): CC, UC and RC over random splits, the calibrator and bin ablations, the shift check,
+read from one :class:`CascadeGrid` of every model's outputs."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ import pandas as pd
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.page import Page
+from lib.ccc.pages import CCCPage
 
 __all__ = [
     "ABLATION_RANGE_MAX",
@@ -69,16 +64,13 @@ APGR_PAPER_TOL: float = 0.03
 """How close to the paper's 0.7013 our CC APGR must be for "CC APGR on MMLU is about 0.70"."""
 
 ABLATION_RANGE_MAX: float = 0.02
-"""The APGR range over the settings must be below this for "insensitive to the calibrator" (or "to
-the number of bins"); the paper's ranges are 0.0007 over calibrators and 0.0127 over 5-100 bins."""
+"""The APGR range over calibrators (or bins) below which CC is insensitive to them (paper: 0.0007, 0.0127)."""
 
 
 @dataclass
 class CascadeGrid:
-    """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once.
-
-    ``calibrator "none"`` is UC. :meth:`curve` and :meth:`random_routing` read them for one split and pair.
-    """
+    """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once
+    (calibrator ``"none"`` is UC)."""
 
     outputs: dict[tuple[int, str, str], confidence.ModelOutputs]
     n_bins: int
@@ -134,12 +126,7 @@ def first_split_curves(grid: CascadeGrid) -> pd.DataFrame:
     frames = []
     for pair in grid.pairs:
         cc, uc = grid.curve(0, pair, "temperature", grid.n_bins), grid.curve(0, pair, "none", grid.n_bins)
-        for name, cur in (
-            ("CC (calibrated)", cc),
-            ("UC (uncalibrated)", uc),
-            ("RC (random)", grid.random_routing(0, pair)),
-        ):
-            frames.append(cur.to_frame(name).assign(panel=f"8B -> 70B {pair}"))
+        frames.append(cascade.curves_frame(f"8B -> 70B {pair}", cc, uc, grid.random_routing(0, pair)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -239,15 +226,10 @@ def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
 
 
 def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:
-    """The page's six claims from the per-split APGR of :func:`main_apgr` (pairs "instruct" and
-    "base"), of :func:`ablations`, and CC's APGR under shift per target category.
-
-    Every rule is symmetric with the noise of the splits: CC and UC (and the ablation settings) are
-    scored on the same splits, so their differences are paired (:func:`lib.report.paired_verdict`);
-    "for both pairs" is :func:`lib.report.every`; the shift rows are one split each, judged
-    against two split-to-split SDs of CC's APGR on the instruct pair. The paper reports no errors
-    for APGR, so ``paper_own`` is not testable.
-    """
+    """The page's six claims from the per-split APGR of :func:`main_apgr`, of :func:`ablations`,
+    and CC's APGR under shift per target: differences over the same splits are paired
+    (:func:`lib.report.paired_verdict`); each shift row, one split, against two split-to-split SDs of
+    CC's APGR. ``paper_own`` is not testable (no errors reported)."""
     if not len(abl) or not len(shift_cc):
         raise ValueError("abl, shift_cc: need at least one setting each")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}
@@ -308,24 +290,19 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CascadingPage(Page):
+class CascadingPage(CCCPage):
     """Paper 3's cascading page: CC, UC and RC over splits, the ablations and the shift check."""
 
     name = "cascading"
-    paper = "ccc"
     title = "Cascades by calibrated advantage: Sections 3.2-3.4 (APGR)"
+    real_summary = "MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {n_splits} random half splits"
+    synthetic_summary = "synthetic MMLU ({n_synthetic} questions), {n_splits} splits"
     paper_numbers = {
         "cc": PAPER_APGR_CC,
         "by_calibrator": PAPER_APGR_BY_CALIBRATOR,
         "by_bins": PAPER_APGR_BY_BINS,
         "mf_router": PAPER_APGR_MF_ROUTER,
     }
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return f"MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {cfg['n_splits']} random half splits"
-        return f"synthetic MMLU ({cfg['n_synthetic']} questions), {cfg['n_splits']} splits"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> mmlu.MMLUData:
         """The MMLU logits (synthetic at smoke scale)."""

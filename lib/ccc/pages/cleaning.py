@@ -1,11 +1,6 @@
-"""The cleaning page (``notebooks/cleaning.py``): paper 3, sections 2.3 and 3.5 (Fig. 6a, Table 3).
-
-:meth:`CleaningPage.run` injects symmetric label noise into CIFAR-10, cross-fits temperature
-scaling, traces the two-model rule's precision-detection curve (:mod:`lib.ccc.cleaning`) and runs
-Confident Learning on the same probabilities (:func:`confident_learning`), compares the two at equal
-detection (:func:`compare_at_detection`), and flags MMLU questions for a model pair
-(:func:`mmlu_flags`, :func:`top_flagged`).
-"""
+"""The cleaning page (``notebooks/cleaning.py``): paper 3, sections 2.3 and 3.5 (Fig. 6a, Table 3):
+the two-model rule against Confident Learning on CIFAR-10 with injected noise, and MMLU questions
+flagged by a model pair."""
 
 from __future__ import annotations
 
@@ -18,8 +13,8 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cleaning
-from lib.data import logits, mmlu
-from lib.page import Page
+from lib.ccc.pages import CCCPage, logits_data
+from lib.data import mmlu
 
 __all__ = [
     "CleaningPage",
@@ -49,12 +44,10 @@ RANKED_POINTS: int = 30
 """Points along each truncated Confident Learning ranking (its precision-detection curve)."""
 
 TOP_BIN_PRECISION_MIN: float = 0.95
-"""'The most confident bins flag almost only real errors' -- precision at k = :data:`TOP_K` above this
-(our bar; the paper gives no number for the top bins)."""
+"""Our bar for 'the most confident bins flag almost only real errors' (precision at k = :data:`TOP_K`)."""
 
 TOP_K: int = 3
-"""How many of the most confident bins that claim reads (3 of 15, a fifth). The top bin alone holds
-too few flags (19 of 10,000 CIFAR-10 labels) for any bar near 0.95 to be told from noise."""
+"""The most confident bins that claim reads (3 of 15: the top bin alone holds too few flags to judge)."""
 
 PAPER_CLEANING_PRECISION: float = 0.665
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""
@@ -152,16 +145,9 @@ def top_flagged(
 
 
 def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str, Any]]:
-    """The page's three claims from the rule's curve (``curve``: rows k = 1..B with precision,
-    detection, n_flagged) and its comparison with CL at equal detection (``compare``: precision,
-    cl_precision, cl_reaches per point).
-
-    Noise bars: :func:`precision_se` of each precision (one noise draw, so a precision is a
-    proportion over the flags); CL's precision at the same detection rests on about as many flags
-    (detection x noisy labels / precision). "Across the entire detection range" is
-    :func:`lib.report.every` over the points CL's curve reaches. The paper's Table 3 gives no
-    flag counts, so ``paper_own`` is not testable.
-    """
+    """The page's three claims from the rule's ``curve`` (k = 1..B) and its comparison with CL at
+    equal detection (``compare``), each precision's noise bar :func:`precision_se` (CL's on about as
+    many flags); ``paper_own`` is not testable (Table 3 gives no flag counts)."""
     if len(curve) == 0:
         raise ValueError("curve: needs at least one point")
     prec, det = curve["precision"].to_numpy(), curve["detection"].to_numpy()
@@ -211,32 +197,23 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class CleaningPage(Page):
+class CleaningPage(CCCPage):
     """Paper 3's cleaning page: the two-model rule against Confident Learning, and MMLU flags."""
 
     name = "cleaning"
-    paper = "ccc"
     title = "Label cleaning with two models: Section 3.5"
     paper_numbers = {"two_model": PAPER_CLEANING_PRECISION, "confident_learning": PAPER_CL_PRECISION}
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                f"CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])} test logits with {cfg['noise_rate']:.0%} "
-                f"injected symmetric noise (seed {cfg['seed']}); MMLU x Llama-3.1 70B/8B"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['noise_rate']:.0%} noise, seed {cfg['seed']}"
+    real_summary = (
+        "CIFAR-10 ResNet-50 {losses} test logits with {noise_rate:.0%} injected symmetric noise (seed {seed}); "
+        "MMLU x Llama-3.1 70B/8B"
+    )
+    synthetic_summary = "synthetic logits ({n_synthetic} examples), {noise_rate:.0%} noise, seed {seed}"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
         """The two ResNet-50s' CIFAR-10 logits with the clean labels (``resnets``, ``labels``) and
         the MMLU data (``mmlu``); synthetic at smoke scale."""
-        losses = tuple(cfg["resnet_losses"])
-        if cfg["data"] == "real":
-            rz, y = logits.load_resnet50_pair(losses)
-            return {"resnets": rz, "labels": y, "mmlu": mmlu.load_mmlu()}
-        rz, y = logits.synthetic_resnet_logits(cfg["n_synthetic"], losses, seed=cfg["seed"])
-        return {"resnets": rz, "labels": y, "mmlu": mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])}
+        md, rz, y = logits_data(cfg["data"] == "real", cfg["resnet_losses"], cfg["n_synthetic"], cfg["seed"])
+        return {"resnets": rz, "labels": y, "mmlu": md}
 
     def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         """Inject the noise, cross-fit the probabilities, trace our rule (``ours``) and CL's

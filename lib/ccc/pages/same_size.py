@@ -1,9 +1,6 @@
-"""The same-size page (``notebooks/same_size.py``): paper 3, section 3.3 (Fig. 2b-c, Table 2).
-
-:meth:`SameSizePage.run` routes each example of a pair of equally large models by the calibrated
-confidence advantage of its bin (:func:`lib.ccc.cascade.same_size_route`), over random splits: bins
-on the first model and joint bins, calibrated and not, against each model alone and the oracle.
-"""
+"""The same-size page (``notebooks/same_size.py``): paper 3, section 3.3 (Fig. 2b-c, Table 2):
+two equally large models routed by the calibrated confidence advantage of a bin
+(:func:`lib.ccc.cascade.same_size_route`) over random splits, against each alone and the oracle."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.page import Page
+from lib.ccc.pages import CCCPage, logits_data
 
 __all__ = [
     "NOISE_GAIN",
@@ -56,8 +53,7 @@ UNCAL: str = "routed (uncalibrated, bins on first)"
 """The column of the same routing on uncalibrated confidences."""
 
 NOISE_GAIN: str = "test-set SE of the gain"
-"""The column of the standard error the finite test half alone puts on a split's gain, sqrt(d / n),
-d the share of its n examples where the routed pair and the better model differ in correctness."""
+"""The column of the test half's own SE of a split's gain, sqrt(d / n), d where the two differ in correctness."""
 
 NOISE_TS_UC: str = "test-set SE of TS - uncalibrated"
 """The same for calibrated against uncalibrated routing."""
@@ -70,12 +66,10 @@ def route_grid(
     joint_bins: int,
     seed: int,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """For each named (logits of the first model, logits of the second, labels) and split (seed
-    ``seed + s``): test accuracies of each model alone, the oracle, routing with TS by bins on the
-    first model, by ``joint_bins`` x ``joint_bins`` joint bins, uncalibrated, and the best point of the
-    TS cascade curve, and the test-set noise of the two comparisons the claims make (:data:`NOISE_GAIN`,
-    :data:`NOISE_TS_UC`), one row each. Also the CC / UC / RC curves of split 0 (one frame, ``panel`` =
-    pair)."""
+    """Per pair (logits of the first and second model, labels) and split (seed ``seed + s``): test
+    accuracies alone, of the oracle, routed (TS on the first model's bins, on joint bins, uncalibrated),
+    the TS cascade's best, and the test-set noise :data:`NOISE_GAIN`, :data:`NOISE_TS_UC`; and split 0's
+    CC / UC / RC curves."""
     if n_splits < 1:
         raise ValueError(f"n_splits: need at least 1, got {n_splits}")
     rows, curves = [], []
@@ -108,8 +102,7 @@ def route_grid(
             if s == 0:
                 uc = cascade.cascade_curve(*out["none"], n_bins)
                 rc = cascade.random_curve(first.acc_test, second.acc_test, n_bins + 1)
-                for name, cur in (("CC (calibrated)", cc), ("UC (uncalibrated)", uc), ("RC (random)", rc)):
-                    curves.append(cur.to_frame(name).assign(panel=pair))
+                curves.append(cascade.curves_frame(pair, cc, uc, rc))
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
 
 
@@ -146,12 +139,8 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
 
 
 def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
-    """One claim per pair (routing with bins on the first model beats the better single model) and
-    one on calibration (TS routing beats uncalibrated routing, for every pair:
-    :func:`lib.report.every`), from the per-split rows of :func:`route_grid`. Each comparison is
-    the mean per-split difference against two SEs, the larger of the paired SE over splits and the
-    test half's own (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). The paper reports no errors, so
-    ``paper_own`` is not testable."""
+    """Per pair, routing beats the better single model; and TS routing beats uncalibrated routing for
+    every pair: each the mean per-split difference by :func:`_verdict`. ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
     g = split_gains(res)
@@ -183,35 +172,19 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
-class SameSizePage(Page):
+class SameSizePage(CCCPage):
     """Paper 3's same-size page: does routing two equally good models beat both?"""
 
     name = "same_size"
-    paper = "ccc"
     title = "Routing between models of the same size: Section 3.3"
     paper_numbers = PAPER_SAME_SIZE
-
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        if cfg["data"] == "real":
-            return (
-                f"MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {'/'.join(cfg['resnet_losses'])}, "
-                f"{cfg['n_splits']} random half splits"
-            )
-        return f"synthetic logits ({cfg['n_synthetic']} examples), {cfg['n_splits']} splits"
+    real_summary = "MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {losses}, {n_splits} random half splits"
+    synthetic_summary = "synthetic logits ({n_synthetic} examples), {n_splits} splits"
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[Any, Any, Any]]:
         """The three pairs as (logits of the first model, logits of the second, labels)."""
-        from lib.data import logits, mmlu
-
-        losses = tuple(cfg["resnet_losses"])
-        if cfg["data"] == "real":
-            data = mmlu.load_mmlu()
-            rz, ry = logits.load_resnet50_pair(losses)
-        else:
-            data = mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-            rz, ry = logits.synthetic_resnet_logits(cfg["n_synthetic"], losses, seed=cfg["seed"])
-        a, b = losses
+        data, rz, ry = logits_data(cfg["data"] == "real", cfg["resnet_losses"], cfg["n_synthetic"], cfg["seed"])
+        a, b = cfg["resnet_losses"]
         z, y = data.logits, data.labels
         return {
             "MMLU 8B base + 8B instruct": (z["llama-3.1-8b-base"], z["llama-3.1-8b-instruct"], y),

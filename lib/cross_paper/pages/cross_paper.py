@@ -1,15 +1,11 @@
 """The cross-paper page (``notebooks/cross_paper.py``): the four papers' calibration methods on the
 same logits.
 
-Every function takes logits already on disk (MMLU answer-letter logits of four Llama-3.1 models,
-the reweighted-risk authors' ResNet-50 CIFAR-10 logits) or their synthetic stand-ins, splits them
-into a calibration half and a test half, and returns a tidy table of test-half numbers. The failure
-modes compared are those the papers study: over-confidence (all papers), a shift between the
-calibration and test data (papers 1 and 3), a soft mixture of experts (paper 1), estimating whether
-another model/expert is right (papers 2 and 3) and the training loss (paper 4).
-:meth:`CrossPaperPage.run` computes them all into one long table (``failure, data, method, metric,
-value``, :func:`long_table`), and :func:`cross_paper_claims` judges what the papers lead one to
-expect on those data.
+Each function fits on a calibration half of logits on disk (MMLU answer letters of four Llama-3.1
+models, paper 4's ResNet-50 CIFAR-10 logits) or their synthetic stand-ins and measures the test half,
+for the failure modes the papers study: over-confidence (all), shift (papers 1 and 3), a soft mixture
+of experts (paper 1), whether another model is right (papers 2 and 3) and the training loss (paper
+4). :meth:`CrossPaperPage.run` gathers them in one long table, :func:`cross_paper_claims` judges them.
 """
 
 from __future__ import annotations
@@ -24,10 +20,10 @@ from scipy.special import softmax as scipy_softmax
 
 from lib import report
 from lib.calibration.metrics import accuracy, binary_ece, ece
-from lib.calibration.posthoc import TemperatureScaler, fit_platt, probs_to_logits
+from lib.calibration.posthoc import TemperatureScaler, probs_to_logits
 from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
-from lib.ccc.pages import ece_se
+from lib.ccc.pages import ece_se, logits_data
 from lib.moe.claims import MOCAE_ACC_TOL
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
@@ -71,11 +67,8 @@ def _top1(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 def posthoc_ece(
     logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15
 ) -> dict[str, float]:
-    """Test-half top-label ECE after each post-hoc calibrator fitted on the calibration half.
-
-    ``temperature`` (Guo et al. 2017; all four papers), ``platt`` and ``histogram`` (paper 3's
-    ablation) via :func:`lib.ccc.confidence.fit_confidence`; ``none`` is the raw max softmax.
-    """
+    """Test-half top-label ECE after each calibrator of :data:`POSTHOC` fitted on the calibration
+    half (:func:`lib.ccc.confidence.fit_confidence`: temperature, Platt and histogram, paper 3)."""
     correct = _top1(logits, labels)[test_idx]
     out = {}
     for name in POSTHOC:
@@ -92,11 +85,8 @@ def shift_ece(
     target_cal: np.ndarray,
     target_test: np.ndarray,
 ) -> dict[str, float]:
-    """ECE on the target's test rows: raw, TS fitted on the source (shifted), TS fitted in-domain.
-
-    Paper 3 section 3.4 calibrates on one distribution and cascades on another; paper 1 asks the
-    same of MoE calibration under shift. ``source`` and the two target index sets are disjoint.
-    """
+    """ECE on the target's test rows: raw, TS fitted on the ``source`` rows (shifted; paper 3,
+    section 3.4) and TS fitted on the target's calibration rows."""
     y = labels[target_test]
     t_shift = TemperatureScaler().fit(logits[source], labels[source]).temperature
     t_in = TemperatureScaler().fit(logits[target_cal], labels[target_cal]).temperature
@@ -109,11 +99,7 @@ def shift_ece(
 
 
 def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np.ndarray:
-    """An input-dependent soft router: r_k proportional to exp(sharpness * conf_k(x)).
-
-    A stand-in for a learned router (paper 1's router is an MLP on the backbone's feature): the
-    more confident expert gets more weight, and experts overlap wherever confidences are close.
-    """
+    """A soft router r_k proportional to exp(sharpness * conf_k(x)): a stand-in for paper 1's learned one."""
     conf = np.stack([softmax(expert_logits[:, k]).max(axis=1) for k in range(expert_logits.shape[1])], 1)
     return softmax(sharpness * conf)
 
@@ -121,13 +107,9 @@ def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np
 def mixture_ece(
     expert_logits: np.ndarray, labels: np.ndarray, routing: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> dict[str, float]:
-    """Soft mixture p = sum_k r_k softmax(z_k / T_k): test ECE of four ways to calibrate it.
-
-    ``none``: vanilla mixture. ``per-expert temperature``: MoCaE (one T_k per expert, paper 1's
-    diagnostic baseline). ``temperature on the mixture``: one scalar T on log p (paper 1's ECE+TS).
-    ``both``: MoCaE followed by a scalar T. A scalar T on log p keeps the vanilla mixture's argmax
-    (so its accuracy); per-expert temperatures reweight the experts and can move it.
-    """
+    """Test ECE of the soft mixture p = sum_k r_k softmax(z_k / T_k) (paper 1): vanilla (``none``),
+    one T_k per expert (MoCaE), one T on log p (ECE+TS), and both; with both accuracies (per-expert
+    temperatures can move the argmax, a scalar T cannot)."""
     check_ndim(expert_logits, 3, "expert_logits", "N x K experts x C classes")
     check_same_length(expert_logits, labels, "expert_logits", "labels")
     k = expert_logits.shape[1]
@@ -151,24 +133,13 @@ def mixture_ece(
 def other_model_correctness_ece(
     logits_other: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> dict[str, float]:
-    """How well P(the other model/expert is right | x) is estimated, as binary ECE on the test half.
-
-    The deferral question of paper 2 and the routing signal of paper 3: ``none`` uses the other
-    model's raw confidence, ``platt`` a logistic fit of its correctness on the calibration half
-    (a one-vs-all style estimate that depends on that model alone), ``temperature`` its TS
-    confidence.
-    """
-    correct = _top1(logits_other, labels)
-    p = softmax(logits_other)
-    conf = np.clip(p.max(axis=1), 1e-12, 1 - 1e-12)
-    logodds = np.log(conf) - np.log1p(-conf)
-    a, b = fit_platt(logodds[cal_idx], correct[cal_idx])
-    t = TemperatureScaler().fit(logits_other[cal_idx], labels[cal_idx]).temperature
-    return {
-        "none": binary_ece(conf[test_idx], correct[test_idx]),
-        "temperature": binary_ece(softmax(logits_other[test_idx], t).max(axis=1), correct[test_idx]),
-        "platt": binary_ece(1 / (1 + np.exp(-(a * logodds[test_idx] + b))), correct[test_idx]),
-    }
+    """Binary test ECE of three estimates of P(the other model is right | x) (papers 2 and 3): its
+    raw confidence, a Platt fit of its correctness, its TS confidence."""
+    correct, z_test = _top1(logits_other, labels)[test_idx], logits_other[test_idx]
+    out = {"none": binary_ece(np.clip(softmax(z_test).max(axis=1), 1e-12, 1 - 1e-12), correct)}
+    for name, calibrator in (("temperature", "temperature"), ("platt", "platt_logodds")):
+        out[name] = binary_ece(fit_confidence(calibrator, logits_other[cal_idx], labels[cal_idx])(z_test), correct)
+    return out
 
 
 def cascade_apgr(
@@ -197,57 +168,38 @@ def training_loss_ece(
     rows = []
     for loss, z in logits_by_loss.items():
         t = TemperatureScaler().fit(z[cal_idx], labels[cal_idx]).temperature
-        y = labels[test_idx]
-        rows.append(
-            {
-                "loss": loss,
-                "accuracy": accuracy(softmax(z[test_idx]), y),
-                "ECE": ece(softmax(z[test_idx]), y),
-                "ECE after TS": ece(softmax(z[test_idx], t), y),
-                "T": t,
-            }
-        )
+        y, p = labels[test_idx], softmax(z[test_idx])
+        rows.append({"loss": loss, "accuracy": accuracy(p, y), "ECE": ece(p, y),
+                     "ECE after TS": ece(softmax(z[test_idx], t), y), "T": t})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def long_table(failure: str, data: str, values: dict[str, float], metric: str = "ECE") -> pd.DataFrame:
     """One failure mode's numbers as rows ``failure, data, method, metric, value``."""
-    return pd.DataFrame(
-        [
-            {"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
-            for m, v in values.items()
-        ]
-    )
+    rows = [
+        {"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)} for m, v in values.items()
+    ]
+    return pd.DataFrame(rows)
 
 
 HIGHER_IS_BETTER = ("APGR", "accuracy")
 
 
 def best_fix(table: pd.DataFrame) -> pd.DataFrame:
-    """Per failure mode: the uncorrected value, the best method and its value, from ``table``.
-
-    Lower is better except for the metrics in ``HIGHER_IS_BETTER``.
-    """
+    """Per failure mode: the uncorrected value and the best method (lowest, or highest for
+    ``HIGHER_IS_BETTER``) with its value."""
     rows = []
     for (failure, data, metric), grp in table.groupby(["failure", "data", "metric"], sort=False):
         raw = grp.loc[grp["method"] == "none", "value"]
         best = grp.loc[grp["value"].idxmax() if metric in HIGHER_IS_BETTER else grp["value"].idxmin()]
-        rows.append(
-            {
-                "failure": failure,
-                "data": data,
-                "metric": metric,
-                "uncorrected": float(raw.iloc[0]) if len(raw) else float("nan"),
-                "best method": best["method"],
-                "best value": float(best["value"]),
-            }
-        )
+        uncorrected = float(raw.iloc[0]) if len(raw) else float("nan")
+        rows.append({"failure": failure, "data": data, "metric": metric, "uncorrected": uncorrected,
+                     "best method": best["method"], "best value": float(best["value"])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 RANDOM_ROUTING_APGR: float = 0.5
-"""The APGR of routing at random between the two models of a cascade (paper 3); a cascade routed on
-calibrated confidence is expected to exceed it."""
+"""The APGR of random routing between a cascade's two models (paper 3)."""
 
 MIXTURE: str = "mixture of ResNet-50s"
 """The ``data`` name of the routing rows (a soft mixture of the ResNet-50s trained with each loss)."""
@@ -298,16 +250,10 @@ def cross_paper_claims(
     n_test: Mapping[str, int],
     cascade_se: float,
 ) -> list[dict[str, Any]]:
-    """The page's seven expectations, each judged from the numbers by :func:`lib.report.two_se_verdict`.
-
-    ``table`` is the page's long table; ``mix`` the mixture's numbers (:func:`mixture_ece`, with both
-    accuracies); ``losses`` the table of :func:`training_loss_ece`; ``small`` and ``large`` the two
-    MMLU models; ``n_test`` the test-half sizes under the keys "mmlu", "cifar" and "shift" (noise
-    bars :func:`lib.ccc.pages.ece_se`; a spread of two ECEs against a spread of two others: twice
-    it); ``cascade_se`` the APGR's noise bar (:func:`lib.ccc.cascade.apgr_se`). The MoCaE accuracy
-    claim is one about printed decimals (paper 1's), judged without a noise bar. None is a claim of
-    one paper's own table, so ``paper_own`` is not testable.
-    """
+    """The page's seven expectations, each by :func:`lib.report.two_se_verdict`, from the long
+    ``table``, the ``mix`` numbers, the ``losses`` table, the two MMLU models and the noise bars: of
+    an ECE on the test sizes ``n_test`` ("mmlu", "cifar", "shift"; :func:`lib.ccc.pages.ece_se`) and
+    the APGR's ``cascade_se``. ``paper_own`` is not testable for any."""
     missing = set(_TABLE_COLUMNS) - set(table.columns)
     if missing:
         raise ValueError(f"table: missing columns {sorted(missing)}")
@@ -415,18 +361,8 @@ class CrossPaperPage(Page):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
         """The MMLU data (``mmlu``) and the ResNet-50s' CIFAR-10 logits (``resnets``, ``cifar_labels``)."""
-        from lib.data.logits import load_resnet50_pair, synthetic_resnet_logits
-        from lib.data.mmlu import load_mmlu, synthetic_mmlu
-
-        if cfg["synthetic"]:
-            resnets, y = synthetic_resnet_logits(n=cfg["n_synthetic"], losses=tuple(cfg["losses"]), seed=cfg["seed"])
-            return {
-                "mmlu": synthetic_mmlu(n=cfg["n_synthetic"], seed=cfg["seed"]),
-                "resnets": resnets,
-                "cifar_labels": y,
-            }
-        resnets, y = load_resnet50_pair(tuple(cfg["losses"]))
-        return {"mmlu": load_mmlu(), "resnets": resnets, "cifar_labels": y}
+        mmlu, resnets, y = logits_data(not cfg["synthetic"], cfg["losses"], cfg["n_synthetic"], cfg["seed"])
+        return {"mmlu": mmlu, "resnets": resnets, "cifar_labels": y}
 
     def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         """Every failure mode's numbers: the long ``table``, the ``mix`` numbers, the ``losses``

@@ -22,9 +22,7 @@ __all__ = ["L2DPage"]
 
 
 class L2DPage(Page):
-    """A paper-2 page: one run per grid point of its ``experiments``, id
-    ``<page>/<experiment>/<value>/<surrogate>/s<seed>``, the point in ``extra["point"]``. A subclass
-    sets ``experiments`` and :meth:`~lib.page.Page.run_one` (and :meth:`~lib.page.Page.data` where its runs share data)."""
+    """A paper-2 page: one run per grid point of its ``experiments`` (the point in ``extra["point"]``)."""
 
     experiments: tuple[str, ...] = ()
 
@@ -34,12 +32,12 @@ class L2DPage(Page):
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
+        tail = "{experiment}/{value}/{surrogate}/s{seed}"
         return [
-            Item(
-                self.name,
-                f"{self.name}/{p['experiment']}/{p['value']}/{p['surrogate']}/s{p['seed']}",
-                int(p["seed"]),
-                int(cfg["epochs"]),
+            self.item(
+                tail.format(**p),
+                p["seed"],
+                cfg["epochs"],
                 p["surrogate"],
                 config=self.config(p, cfg),
                 extra={"point": p},
@@ -48,9 +46,7 @@ class L2DPage(Page):
         ]
 
     def run(self, cfg: Mapping[str, Any], data: Any = None, train: bool = True) -> pd.DataFrame:
-        """Every planned run (trained through :meth:`~lib.page.Page.run_one` as the queue trains them, or loaded
-        from the cache and ``results/``; none trained unless ``train``): one row per run, the point
-        and ``RESULT_COLUMNS`` (:func:`~lib.l2d.results.result_row`)."""
+        """Every planned run (none trained unless ``train``), one row each: the point and ``RESULT_COLUMNS``."""
         rows: list[dict[str, Any]] = []
         with training(train):
             self.train(
@@ -59,9 +55,8 @@ class L2DPage(Page):
         return pd.DataFrame(rows)
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
-        """The sweeps from the published records ``got`` (plan id -> record) of the planned ``items``:
-        per (experiment, value, surrogate) the expert ECE, system accuracy and the random expert's
-        ECE (means over the published seeds) and the runs published of those planned."""
+        """The sweeps' means over the published records ``got`` of the planned ``items``, with the runs
+        published of those planned."""
         rows = [result_row(it.extra["point"], got[it.id]) for it in items if it.id in got]
         if not rows:
             return None
@@ -75,9 +70,8 @@ class L2DPage(Page):
 
     @staticmethod
     def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[list[dict[str, Any]], str]:
-        """:func:`~lib.l2d.results.l2d_claims`, gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
-        the classifier part's mean accuracy against the ``reference`` accuracy, chance the
-        majority-class rate of ``labels``; the rows and the sentence saying which case applied."""
+        """:func:`~lib.l2d.results.l2d_claims` gated by the accuracy floor (:func:`lib.report.gate_claims`)
+        on the classifier's mean accuracy against ``reference``: the rows and the floor's sentence."""
         accuracy = float(runs["classifier_accuracy"].mean())
         return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
 

@@ -1,11 +1,6 @@
-"""The CIFAR-10 page of paper 2 (``notebooks/l2d_cifar10.py``): Figure 1, bottom row; Figure 2.
-
-Its plan is every (experiment, value, surrogate, seed) point of the three sweeps, one WRN-28-4 run
-each at paper scale (three seeds, as the paper's code), trained one at a time
-(:func:`lib.l2d.cifar10.run_cifar`, the one code path of the notebook and the queue); its claims are
-:func:`lib.l2d.results.l2d_claims`, gated by the book's accuracy floor against
-:data:`CIFAR_REFERENCE_ACCURACY`.
-"""
+"""The CIFAR-10 page of paper 2 (``notebooks/l2d_cifar10.py``): Figure 1, bottom row; Figure 2: one
+:func:`lib.l2d.cifar10.run_cifar` per point of three sweeps (WRN-28-4, three seeds at paper scale),
+the claims gated against :data:`CIFAR_REFERENCE_ACCURACY`."""
 
 from __future__ import annotations
 
@@ -24,9 +19,8 @@ from lib.l2d.results import pick
 __all__ = ["CIFAR_REFERENCE_ACCURACY", "PAGE", "PAPER_CIFAR", "SWEEP_METRICS", "L2DCifar10Page"]
 
 CIFAR_REFERENCE_ACCURACY: float = 0.90
-"""The reference accuracy of the CIFAR-10 page's floor -- **our choice**, since the paper states no
-accuracy for its WRN-28-4 (its results are plots); below what wide ResNets reach on CIFAR-10
-(95-96% for WRN-28-10 and WRN-40-4, Zagoruyko and Komodakis 2016)."""
+"""The floor's reference accuracy, **our choice** (the paper states none for its WRN-28-4), below wide
+ResNets' 95-96% on CIFAR-10 (Zagoruyko and Komodakis 2016)."""
 
 SWEEP_METRICS: dict[str, str] = {"experts": "ece", "dependence": "ece_random_expert", "specialized": "ece"}
 """The ECE each CIFAR-10 sweep reports -- the experts' mean, or the random expert's under dependence."""

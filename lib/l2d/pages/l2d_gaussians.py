@@ -1,11 +1,6 @@
 """The mixture-of-Gaussians page (``notebooks/l2d_gaussians.py``): paper 2's Figure 1, top row, and
-Figure 3 (the data).
-
-Its plan is every (experiment, value, surrogate, seed) point of the two sweeps, one cached run of
-:func:`lib.l2d.gaussians.run_gaussian` each (a few seconds on a CPU: never queued); its claims are
-:func:`lib.l2d.results.l2d_claims`, gated by the book's accuracy floor against the Bayes
-classifier's accuracy on the mixture (:meth:`L2DGaussiansPage.bayes_accuracy`).
-"""
+Figure 3: one :func:`lib.l2d.gaussians.run_gaussian` per point of two sweeps (seconds on a CPU), the
+claims gated against the Bayes classifier's accuracy (:meth:`L2DGaussiansPage.bayes_accuracy`)."""
 
 from __future__ import annotations
 
@@ -102,9 +97,7 @@ class L2DGaussiansPage(L2DPage):
         return pd.DataFrame(rows, columns=["quantity", "paper", "ours"])
 
     def claims(self, runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
-        """:func:`lib.l2d.results.l2d_claims` gated against the Bayes classifier's accuracy
-        ``bayes_acc`` (the best any model can do; the paper states none), chance the most frequent
-        cluster's share in ``labels``."""
+        """:func:`lib.l2d.results.l2d_claims` gated against the Bayes accuracy ``bayes_acc``."""
         return self.gated_claims(runs, bayes_acc, labels)
 
 

@@ -1,13 +1,8 @@
 """The CIFAR-10 page of paper 4 (``notebooks/losses_cifar10.py``): Tables 1-2 and 4, Figures 1-3,
-5-6 and App. C.
-
-Its plan is every compared loss and confidence score, three seeds at paper scale (paper 4, Sec. 5:
-"each experiment is repeated with three different seeds"), and seed 0 of the AU loss's (coverage,
-nu) sweep; one run each (:func:`lib.rr.experiment.run_loss`), trained one at a time through
-:meth:`LossesCifar10Page.run_one` by the notebook and the queue alike. Here too: the paper's
-CIFAR-10 numbers (:data:`PAPER_CIFAR10`, Tables 1, 2 and 4 per architecture), the page's tables,
-and its claims (:func:`reweighted_claims`, shared with the released-logits page, gated by the
-book's accuracy floor) with the analytic gradient threshold as a numerical check.
+5-6 and App. C. Its plan: every compared loss and confidence score, three seeds at paper scale (Sec.
+5), and seed 0 of the AU loss's (coverage, nu) sweep, one :func:`lib.rr.experiment.run_loss` each;
+its claims (:func:`reweighted_claims`, shared with the released-logits page) with the analytic
+gradient threshold as a numerical check.
 """
 
 from __future__ import annotations
@@ -91,12 +86,8 @@ PAPER_CIFAR10: dict[str, dict[str, Any]] = {
         ),
     },
 }
-"""The paper's CIFAR-10 numbers (x100, means of three seeds; no errors reported) for the two
-architectures the book reads or trains -- the ResNet-50 (released logits; the cpu-scale comparison)
-and the WRN-28-10 trained at paper scale: Table 2 (accuracy, ECE), Table 1 (cwECE, +TS), Table 4
-(ECE^a, +TS), the TS temperatures, App. Table 2's gammas and Table 3's coverage. (The text
-extraction of Table 1 shifted its dataset labels: its rows "CIFAR10 ResNet50 / ResNet110 / WRN"
-are CIFAR-10's, as their temperatures match Table 4's.)"""
+"""The paper's CIFAR-10 numbers (x100, means of three seeds) for the ResNet-50 (released logits) and
+the WRN-28-10 (paper scale): Tables 1, 2 and 4, App. Table 2's gammas and Table 3's coverage."""
 
 PUBLISHED_METRICS: tuple[str, ...] = (
     "accuracy",
@@ -128,17 +119,14 @@ CLAIM_TOL: float = 0.005
 """ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
 
 FINE_TOL_FACTOR: float = 5.0
-"""Class-wise ECE and the ECE drop from temperature scaling are smaller numbers -- they are judged
-within ``tol / FINE_TOL_FACTOR``."""
+"""Class-wise ECE and the ECE drop from TS are smaller numbers: judged within ``tol / FINE_TOL_FACTOR``."""
 
 AU_ACCURACY_COST: float = 0.025
-"""'AU loss costs little accuracy' holds when the AU run is less than this far (2.5 points) below XE
-by more than half a point (``CLAIM_TOL``) and two standard errors, fails when it is further below by
-as much (Table 2: 92.52 vs 94.51 on ResNet-50, 2 points)."""
+"""How far below XE the AU loss's accuracy may lie for 'costs little accuracy' (2.5 points; Table 2:
+92.52 vs 94.51 on ResNet-50)."""
 
 GRADIENT_CHECK: str = "the inverse focal gradient turns positive for gamma above about 3.5"
-"""The analytic check (App. C.2, E.1): it holds by calculus, needs no trained model, and is shown
-as a numerical check, apart from the claims."""
+"""The analytic check (App. C.2, E.1): true by calculus, so shown apart from the claims."""
 
 GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""
@@ -147,41 +135,29 @@ CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
 
 
+def _x100(key: str, value: float, percent: bool = True) -> float:
+    """A metric in the paper's unit (with ``percent``): x100, the temperature as it is."""
+    return float(value) * (1 if key == "temperature" or not percent else 100)
+
+
 def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
-    """One row per loss (``metrics[name]`` from :func:`lib.rr.experiment.evaluate_logits`), columns
-    :data:`TABLE_METRICS`, x100 except the temperature when ``percent`` (the paper's unit)."""
+    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature when ``percent``."""
     rows = [
-        {
-            "loss": LABELS.get(name, name),
-            **{k: float(m[k]) * (1 if k == "temperature" or not percent else 100) for k in TABLE_METRICS},
-        }
-        for name, m in metrics.items()
+        {"loss": LABELS.get(n, n), **{k: _x100(k, m[k], percent) for k in TABLE_METRICS}} for n, m in metrics.items()
     ]
     return pd.DataFrame(rows).set_index("loss")
 
 
 def paper_comparison(metrics: Mapping[str, Mapping[str, float]], row: str) -> pd.DataFrame:
-    """Ours beside the paper's ``row`` of :data:`PAPER_CIFAR10` (x100; the temperature as it is):
-    accuracy and ECE (Table 2), ECE^a (Table 4), cwECE (Table 1), each +TS where the paper has it."""
+    """Ours beside the paper's ``row`` of :data:`PAPER_CIFAR10` (Tables 1, 2 and 4; x100)."""
     check_choice(row, tuple(PAPER_CIFAR10), "row")
     paper = PAPER_CIFAR10[row]
-    keys = ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts", "temperature")
-    return pd.DataFrame(
-        [
-            {
-                "loss": LABELS.get(name, name),
-                **{
-                    f"{k} ({who})": v
-                    for k in keys
-                    for who, v in (
-                        ("ours", float(m[k]) * (1 if k == "temperature" else 100)),
-                        ("paper", paper[k].get(name, float("nan"))),
-                    )
-                },
-            }
-            for name, m in metrics.items()
-        ]
-    ).set_index("loss")
+    rows = []
+    for name, m in metrics.items():
+        rows.append({"loss": LABELS.get(name, name)})
+        for k in ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts", "temperature"):
+            rows[-1].update({f"{k} (ours)": _x100(k, m[k]), f"{k} (paper)": paper[k].get(name, float("nan"))})
+    return pd.DataFrame(rows).set_index("loss")
 
 
 def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str, dict[str, float]]:
@@ -198,14 +174,10 @@ def _paper_own(row: str, metric: str, better: str, worse: str, margin: float) ->
 def reweighted_claims(
     seeds: Mapping[str, Sequence[Mapping[str, float]]], tol: float = CLAIM_TOL, row: str = "resnet50"
 ) -> list[dict[str, Any]]:
-    """The paper's claims (Sec. 5, Tables 1-2 and 4, Figure 2) judged from ``seeds[loss]``, the
-    metrics of each seed's run (fractions, :func:`lib.rr.experiment.evaluate_logits`; the losses'
-    lists in the same seed order), by the book's one symmetric rule
-    (:func:`lib.report.paired_verdict`: per-seed differences, paired since both losses share each
-    seed, against two standard errors and at least ``tol``, half an ECE point; with one seed the
-    margin alone decides). Claims whose losses are missing are skipped. ``paper`` quotes ``row`` of
-    :data:`PAPER_CIFAR10`, and ``paper_own`` applies the same rule to those means (the paper reports
-    no errors, so its margin decides; Figure 2's diagrams give no numbers: not testable)."""
+    """The paper's claims (Sec. 5, Tables 1-2 and 4, Figure 2) judged from ``seeds[loss]`` (each
+    seed's metrics, same seed order for every loss) by :func:`lib.report.paired_verdict` with margin
+    ``tol``; claims whose losses are missing are skipped. ``paper_own`` applies the rule to ``row`` of
+    :data:`PAPER_CIFAR10` (no errors reported: the margin decides)."""
     check_choice(row, tuple(PAPER_CIFAR10), "row")
     ref = PAPER_CIFAR10[row]
     arch, fine = ref["label"], tol / FINE_TOL_FACTOR
@@ -272,9 +244,8 @@ def reweighted_claims(
 
 
 def gradient_check(threshold: float) -> dict[str, Any]:
-    """The numerical check: the gamma above which the inverse focal gradient turns positive
-    (:func:`lib.rr.weights.inverse_focal_gamma_threshold`, a closed form) is about 3.5 (within
-    :data:`GRADIENT_THRESHOLD_RANGE`)."""
+    """The numerical check: the inverse focal gradient's gamma ``threshold`` (App. C.2) lies in
+    :data:`GRADIENT_THRESHOLD_RANGE`."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
     return {
         "claim": GRADIENT_CHECK,
@@ -294,10 +265,8 @@ class LossesCifar10Page(Page):
     rank = 5
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        """Each loss of the tables and of the confidence-score comparison, seed by seed
-        (``cfg["seeds"]``), then seed 0 of the AU sweep's other points; id
-        ``losses_cifar10/<loss>/k<coverage>/nu<nu>/s<seed>``, config
-        :func:`lib.rr.experiment.loss_config`."""
+        """Every compared loss seed by seed, then seed 0 of the AU sweep's other points; id
+        ``losses_cifar10/<loss>/k<coverage>/nu<nu>/s<seed>``."""
         runs = [
             (experiment.loss_config(name, cfg, seed), name)
             for seed in range(int(cfg["seeds"]))
@@ -309,17 +278,8 @@ class LossesCifar10Page(Page):
             for v in cfg["nus"]
             if (float(k), float(v)) != (float(cfg["coverage"]), float(cfg["nu"]))
         ]
-        return [
-            Item(
-                self.name,
-                f"{self.name}/{c['loss']}/k{c['coverage']}/nu{c['nu']}/s{c['seed']}",
-                int(c["seed"]),
-                int(cfg["epochs"]),
-                label,
-                config=c,
-            )
-            for c, label in runs
-        ]
+        tail = "{loss}/k{coverage}/nu{nu}/s{seed}"
+        return [self.item(tail.format(**c), c["seed"], cfg["epochs"], label, config=c) for c, label in runs]
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         from lib.nets.image_training import image_data
@@ -334,9 +294,8 @@ class LossesCifar10Page(Page):
     def run(
         self, cfg: Mapping[str, Any], data: Any, train: bool = True, log: Callable[[str], None] = print
     ) -> dict[str, LossRecord]:
-        """Every planned run (trained through :meth:`run_one` as the queue trains them, or loaded
-        from the cache and ``results/``; none trained unless ``train``), by plan id; one line
-        per run to ``log``."""
+        """Every planned run by plan id (trained as the queue trains them unless cached or published;
+        none unless ``train``), one line per run to ``log``."""
         out: dict[str, LossRecord] = {}
         t0 = [time.time()]
 
@@ -398,12 +357,77 @@ class LossesCifar10Page(Page):
         )
 
     @staticmethod
+    def loss_examples() -> pd.DataFrame:
+        """Each loss per example on four examples whose logits are log p (true class 0), each
+        indented row the closed form of the row above it (paper 4, eqs. 2-3 and 19-22)."""
+        import torch.nn.functional as F
+
+        from lib.rr import losses
+
+        p = torch.tensor([[0.9, 0.05, 0.05], [0.7, 0.2, 0.1], [0.3, 0.55, 0.15], [0.35, 0.33, 0.32]]).double()
+        z, y = p.log(), torch.zeros(4, dtype=torch.long)  # p_t = 0.9, 0.7, 0.3, 0.35
+        xe = F.cross_entropy(z, y, reduction="none")  # -log p_t
+        beta = rwt.au_weights(p.max(1).values, coverage=0.75, n_bins=15, nu=0.1).detach()  # s = MSP
+        rows = {
+            "XE: -log p_t": xe,
+            "focal, gamma 0": losses.focal_loss(z, y, 0.0, reduction="none"),
+            "focal, gamma 3": losses.focal_loss(z, y, 3.0, reduction="none"),
+            "  (1 - p_t)^3 (-log p_t)": (1 - p[:, 0]) ** 3 * xe,
+            "inverse focal, gamma 2": losses.inverse_focal_loss(z, y, 2.0, reduction="none"),
+            "  (1 + p_t)^2 (-log p_t)": (1 + p[:, 0]) ** 2 * xe,
+            "AU weight beta (MSP, kappa 0.75)": beta,
+            "AU loss": losses.au_loss(z, y, coverage=0.75, reduction="none").detach(),  # M 15, nu 0.1
+            "  beta (-log p_t)": beta * xe,
+        }
+        return pd.DataFrame(rows, index=[f"p_t = {v:g}" for v in p[:, 0].tolist()]).T
+
+    @staticmethod
+    def weight_chart() -> Any:
+        """Each loss's sample weight against p_t, normalized to mean 1 (paper 4, Fig. 1)."""
+        from lib import plots
+
+        p = np.linspace(0.01, 0.99, 197)
+        curves = {
+            "focal, gamma 3": rwt.loss_weight("focal", p, 3.0),
+            "inverse focal, gamma 2": rwt.loss_weight("inverse_focal", p, 2.0),
+            "AURC": rwt.loss_weight("aurc", p),
+        }
+        return plots.curves_chart(
+            p, curves, title="sample weight vs p_t (normalized)", y_title="weight", y_domain=(0, 5)
+        )
+
+    @staticmethod
+    def gradient_charts() -> Any:
+        """d loss / d p_t of focal losses and of inverse focal losses for gamma 1..5, side by side
+        (paper 4, App. C.1-C.2, Fig. 1)."""
+        from lib import plots
+
+        p, grad = np.linspace(0.02, 1.0, 197), rwt.loss_gradient
+        focal = {"XE": grad("xe", p), "focal gamma 1": grad("focal", p, 1.0)}
+        focal.update({"focal gamma 3": grad("focal", p, 3.0), "FL-53": grad("fl53", p)})
+        inverse = {f"inverse focal gamma {g}": grad("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)}
+        kw = {"y_title": "d loss / d p_t", "width": 250}
+        left = plots.curves_chart(p, focal, title="focal loss (App. C, Fig. 1a)", y_domain=(-10, 1), **kw)
+        right = plots.curves_chart(
+            p, inverse, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_domain=(-10, 3), **kw
+        )
+        return plots.legend_below(left | right, columns=3)
+
+    @staticmethod
+    def paper_row_line(cfg: Mapping[str, Any]) -> str:
+        """The paper's row this scale compares with, its gammas and coverage, in one line."""
+        row = PAPER_CIFAR10[cfg["paper_row"]]
+        return (
+            f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse "
+            f"{cfg['gamma_inverse_focal']}; coverage {cfg['coverage']} (paper {row['coverage']})"
+        )
+
+    @staticmethod
     def smoothed_cdf_curves(
         n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS, seed: int = 0
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The AU loss's smoothed CDF (:func:`lib.rr.weights.smoothed_cdf`) over ``n_bins`` equal
-        bins for each ``nu`` beside the empirical CDF, of ``n`` MSP-like scores (1 - Beta(0.6, 4):
-        most near 1), on 201 points of [0, 1] (cf. Fig. 5)."""
+        """The smoothed CDF (eq. 21) for each ``nu`` beside the empirical CDF of ``n`` MSP-like scores
+        (1 - Beta(0.6, 4)), on 201 points of [0, 1] (cf. Fig. 5)."""
         rng = np.random.default_rng(seed)
         scores = np.clip(1 - rng.beta(0.6, 4.0, size=n), 0, 1)
         edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
@@ -427,10 +451,8 @@ class LossesCifar10Page(Page):
 
     @staticmethod
     def sweep_table(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> pd.DataFrame:
-        """Validation ECE x100 and accuracy of the AU loss (MSP, seed 0) over the ``cfg["coverages"]``
-        x ``cfg["nus"]`` grid (cf. Fig. 6), from the runs of :meth:`run` (the default point is the
-        table's AU run), with the head's accuracy on its own training features (NaN end to end). A
-        run that diverged has NaN metrics and its epoch in ``diverged epoch`` (else NaN)."""
+        """Validation ECE x100, accuracy and training accuracy of the AU loss (MSP, seed 0) over the
+        coverage x nu grid (cf. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
         from lib.calibration.metrics import ece
 
         au = {(r.coverage, r.nu): r for r in runs.values() if r.loss == "au" and r.seed == 0}
@@ -453,14 +475,8 @@ class LossesCifar10Page(Page):
 
     @staticmethod
     def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
-        """What the AU loss's heads fitted, in Markdown, computed from the runs: the training
-        accuracy of the AU (MSP) head beside cross-entropy's, that of each sweep point, and the
-        sweep's diverged points. Empty where the records keep no training accuracy (end-to-end runs,
-        published copies).
-
-        Why it can be low (eq. 36, :func:`lib.rr.weights.au_weights`): the gradient flows through
-        G(s_i) for the samples below the batch's coverage threshold, and d beta_i / d s_i > 0, so
-        every step also lowers their confidence score, against their cross-entropy."""
+        """The training accuracy of the AU heads beside cross-entropy's and the sweep's diverged
+        points, in Markdown (eq. 36 says why it can be low); empty without training accuracies."""
         au, xe = records.get("au"), records.get("xe")
         if au is None or xe is None or au.train_accuracy is None or xe.train_accuracy is None:
             return ""
@@ -526,10 +542,8 @@ class LossesCifar10Page(Page):
         row: str,
         test_labels: Any,
     ) -> tuple[list[dict[str, Any]], str]:
-        """:func:`reweighted_claims` against ``row`` and the numerical :func:`gradient_check`, gated
-        by the book's accuracy floor on XE's mean accuracy against the paper's XE accuracy in the same
-        row (:func:`lib.report.gate_claims`; the check is exempt), chance the majority-class rate of
-        ``test_labels``. Returns the rows and the sentence saying which case of the floor applied."""
+        """:func:`reweighted_claims` and :func:`gradient_check`, gated by the accuracy floor on XE's
+        accuracy against the paper's (:func:`lib.report.gate_claims`): the rows and the floor's sentence."""
         check_choice(row, tuple(PAPER_CIFAR10), "row")
         rows = [*reweighted_claims(seeds, tol=tol, row=row), gradient_check(threshold)]
         return report.gate_claims(
@@ -541,10 +555,8 @@ class LossesCifar10Page(Page):
         )
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
-        """Tables 1/2's layout (:func:`loss_table`, x100; the mean over the published seeds) from the
-        published records ``got`` (plan id -> record) of the compared losses among ``items``, with a
-        ``seeds`` column (published of planned) and ``runs`` (all the page's planned runs);
-        ``None`` when no compared loss is published."""
+        """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with
+        the seeds and runs published; ``None`` when none is."""
         planned = [it for it in items if it.method in TABLE_LOSSES]
         seeds = {
             m: [LossRecord.from_record(got[it.id]).metrics for it in planned if it.method == m and it.id in got]

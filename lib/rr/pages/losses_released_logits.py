@@ -1,15 +1,8 @@
 """The released-logits page (``notebooks/losses_released_logits.py``): paper 4's Tables 1, 2 and 4
-(ResNet-50 rows) measured on the authors' released CIFAR-10 test logits, the three readings of dual
-focal loss, and the gamma selection (App. E.1) as a post-hoc analogue.
-
-The page loads the logits with :meth:`ReleasedLogitsPage.load_logits` (a run below
-:data:`FAILED_RUN_ACCURACY` is a failed run, left out of every calibration number), evaluates them
-with :func:`lib.rr.experiment.evaluate_logits_both`, and judges the claims of
-:func:`lib.rr.pages.losses_cifar10.reweighted_claims` on them beside its own
-(:meth:`ReleasedLogitsPage.claims`). Two facts about the released runs are said on the page and by
-:meth:`ReleasedLogitsPage.outlier_note`: the released ``focal`` file is taken to be the paper's
-FL-53 (the file does not say which gamma it used), and the released XE run is an outlier.
-"""
+(ResNet-50 rows) on the authors' released CIFAR-10 test logits, the three readings of dual focal loss,
+and the gamma selection (App. E.1) as a post-hoc analogue. A run below :data:`FAILED_RUN_ACCURACY` is
+left out of every calibration number; the ``focal`` file is taken to be FL-53, and the XE run is an
+outlier (:meth:`ReleasedLogitsPage.outlier_note`)."""
 
 from __future__ import annotations
 
@@ -55,16 +48,13 @@ RELEASED_NAMES: dict[str, str] = {
     "ece_kde": "kde_xe",
     "aurc": "aurc",
 }
-"""The released files' loss names -> the book's. The released ``focal`` run is **assumed** to be the
-paper's focal baseline, FL-53 (the file does not say which gamma it used)."""
+"""The released files' loss names -> the book's (the ``focal`` file **assumed** to be FL-53)."""
 
 FAILED_RUN_ACCURACY: float = 0.5
-"""A released run whose test accuracy is below this is a failed run (the released inverse-focal
-run is degenerate), not data to calibrate: it is reported, and left out of every calibration number."""
+"""Below this test accuracy a released run failed (inverse focal's): reported, never calibrated."""
 
 RELEASED_ECE_TOL: float = 0.01
-"""A released run's ECE is 'as in Table 2' when within this (one point) of the paper's, by more than
-a quarter of it; further off by as much, it is not."""
+"""A released run's ECE is 'as in Table 2' within this (one point), by more than a quarter of it."""
 
 SYNTHETIC_LOSSES: tuple[str, ...] = ("ce", "focal", "dual_focal", "ece_kde", "aurc")
 """The runs the synthetic (smoke) logits stand in for, named as the released files."""
@@ -80,9 +70,8 @@ DUAL_FOCAL_READINGS: tuple[tuple[str, str], ...] = (
 """The three readings of dual focal loss -- (variant of lib.rr.losses.dual_focal_loss, get_loss name)."""
 
 GAMMA_CHECK: str = "inverse focal: every gamma >= {t:g} has a higher validation NLL than every gamma below it"
-"""The gamma cross-validation's check: it holds for any informative logits (the fitted temperature
-falls with gamma and the NLL is unimodal in it), so it is a numerical check, not a test of App.
-Fig. 4a (trained networks)."""
+"""The gamma cross-validation's numerical check: true for any informative logits (not a test of App.
+Fig. 4a's trained networks)."""
 
 
 class ReleasedLogitsPage(Page):
@@ -127,9 +116,8 @@ class ReleasedLogitsPage(Page):
 
     @staticmethod
     def outlier_note(logits: Mapping[str, np.ndarray], targets: np.ndarray) -> str:
-        """Where the XE run stands among the runs, in one Markdown sentence computed from their
-        accuracies: below every other run (an outlier, as the released XE file is) or not; and the
-        FL-53 assumption."""
+        """Where the XE run's accuracy stands among the runs' (an outlier below every other, or not),
+        and the FL-53 assumption, in Markdown."""
         acc = {k: float((z.argmax(1) == targets).mean()) for k, z in logits.items()}
         others = {k: v for k, v in acc.items() if k != "xe"}
         fl = " The `focal` file is taken to be the paper's FL-53 (the file does not say its gamma)."
@@ -189,9 +177,8 @@ class ReleasedLogitsPage(Page):
 
     @staticmethod
     def dual_focal_weights(logits: np.ndarray, targets: np.ndarray, gamma: float | None = None) -> pd.DataFrame:
-        """Under each reading of dual focal loss: the mean weight (1 - p_t + p_j)^gamma = loss / -log p_t
-        of correct and of misclassified examples, and the mean loss (one row per reading); ``gamma``
-        defaults to the released ResNet-50's own (App. Table 2)."""
+        """Per reading of dual focal loss: the mean weight (1 - p_t + p_j)^gamma of correct and of
+        misclassified examples, and the mean loss; ``gamma`` by default the ResNet-50's (App. Table 2)."""
         gamma = PAPER["gamma_dual_focal"] if gamma is None else gamma
         z = torch.as_tensor(logits, dtype=torch.float64)
         y = torch.as_tensor(targets)
@@ -230,10 +217,8 @@ class ReleasedLogitsPage(Page):
     def released_claims(
         metrics: Mapping[str, Mapping[str, float]], tol: float = RELEASED_ECE_TOL
     ) -> list[dict[str, Any]]:
-        """Claims checkable on the released runs alone: each run's ECE within ``tol`` (one point) of
-        Table 2's (by the symmetric rule with margin ``tol`` / 4), and dual focal's ECE the lowest of
-        the runs by more than half a point (as in Table 2's ResNet-50 row, where the paper's own
-        means are judged by the same rule)."""
+        """Each run's ECE within ``tol`` of Table 2's (margin ``tol`` / 4), and dual focal's ECE the
+        lowest of the runs by half a point (the paper's own means judged alike)."""
         rows: list[dict[str, Any]] = []
         for name, m in metrics.items():
             if name in PAPER["ece"]:
@@ -267,10 +252,8 @@ class ReleasedLogitsPage(Page):
 
     @staticmethod
     def gamma_check(cv: pd.DataFrame, kind: str = "temperature", threshold: float = 4.0) -> dict[str, Any]:
-        """The cross-validation's numerical check on our curve (``kind`` map): every inverse-focal
-        gamma >= ``threshold`` has a higher fold-mean validation NLL than every gamma below it
-        ('inconclusive' when the grid has no gamma on one side). It holds for any informative logits,
-        so it sits apart from the claims (``kind`` "numerical check")."""
+        """The numerical check: every inverse-focal gamma >= ``threshold`` has a higher fold-mean
+        validation NLL than every gamma below it (``kind`` map); true of any informative logits."""
         check_choice(kind, rg.MAPS, "kind")
         check_positive(threshold, "threshold")
         summary = rg.summarize_folds(cv)
@@ -310,9 +293,8 @@ class ReleasedLogitsPage(Page):
     def claims(
         self, metrics: Mapping[str, Mapping[str, float]], cv: pd.DataFrame, failed: Mapping[str, float], tol: float
     ) -> list[dict[str, Any]]:
-        """The page's rows: the released runs against Table 2, the reweighting claims of
-        :func:`~lib.rr.pages.losses_cifar10.reweighted_claims` on the one released seed (``tol``:
-        its margin), the failed runs', and the gamma cross-validation's numerical check."""
+        """The released runs against Table 2, :func:`~lib.rr.pages.losses_cifar10.reweighted_claims` on
+        the one released seed, the failed runs and the gamma check."""
         return [
             *self.released_claims(metrics),
             *reweighted_claims({k: [m] for k, m in metrics.items()}, tol=tol),
