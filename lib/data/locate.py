@@ -87,15 +87,9 @@ def locate(
     how_to_get: str = "",
     needs: Sequence[str] = (),
 ) -> Path:
-    """Return the path of ``relpath`` (a file or folder) for ``dataset``.
-
-    ``explicit`` may point at the file itself or at a data root holding ``relpath``; when given, it is
-    the only place looked at (see the module docstring). A place is
-    used only when it holds ``needs`` (globs relative to ``relpath``, e.g. ``("questions.csv",)``;
-    by default a non-empty file or folder). ``download``, if given, is called with the local cache
-    folder and must return the downloaded path; its failure (offline, no such file) is reported
-    together with the places searched.
-    """
+    """The path of ``relpath`` (a file or folder) for ``dataset``, in the module's search order:
+    ``explicit`` (the file itself or a data root; then the only place), the data roots, then
+    ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
         if not Path(explicit).exists():
             raise DataNotFoundError(
@@ -165,11 +159,8 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None]:
-    """Turn a reader's failure on ``path`` into :class:`DamagedDataError` naming the file.
-
-    ``with reading(path): df = pd.read_csv(path)`` -- an empty csv, a truncated zip or npz, a
-    wrong format: the message names the file, the reader's complaint and how to get it again.
-    """
+    """Turn a reader's failure on ``path`` (``with reading(path): pd.read_csv(path)``) into
+    :class:`DamagedDataError` naming the file, the reader's complaint and ``how_to_get`` it again."""
     try:
         yield
     except DamagedDataError:

@@ -15,7 +15,7 @@ import numpy as np
 
 from lib.data.locate import locate, reading
 from lib.data.mmlu import synthetic_logits
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 LOSSES: tuple[str, ...] = ("ce", "focal", "dual_focal", "inverse_focal", "ece_kde", "aurc")
 DEGENERATE: tuple[str, ...] = ("inverse_focal",)
@@ -85,8 +85,7 @@ def synthetic_resnet_logits(
     """Synthetic 10-class logits with the real files' structure (see ``synthetic_logits``)."""
     for loss in losses:
         check_choice(loss, tuple(SYNTHETIC_RESNETS), "losses")
-    if not isinstance(n, (int, np.integer)) or n < 10:
-        raise ValueError(f"n: must be an integer >= 10, got {n!r}")
+    check_int(n, "n", 10)
     rng = np.random.default_rng(seed)
     targets = rng.integers(0, 10, size=n).astype(np.int64)
     logits = synthetic_logits(targets, {k: SYNTHETIC_RESNETS[k] for k in losses}, 10, shared, rng)
