@@ -3,10 +3,6 @@
 The paper-scale runs are trained on a GPU (:mod:`lib.gpu`, which no notebook imports) and published
 to ``results/<page>/<group>/<key>.json``. This module only reads: pages (:mod:`lib.paper_scale`),
 the queue and the import all ask it which runs a page plans at a scale and which of them are in.
-
-* :data:`PAGES` -- the pages with paper-scale runs, in the queue's priority order (their ``rank``).
-* :func:`published` -- the verified records under ``results/<page>/`` by plan id.
-* :func:`plan` -- every planned run of some pages at a scale, each holding its published record.
 """
 
 from __future__ import annotations
