@@ -70,15 +70,6 @@ def _diagonal() -> alt.Chart:
     return alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
 
 
-def reliability_data(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width") -> pd.DataFrame:
-    """The non-empty rows of :func:`lib.calibration.metrics.reliability_table` plus the bin centre ``mid``:
-    exactly the data a reliability diagram draws."""
-    table = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
-    table = table[table["count"] > 0].reset_index(drop=True)
-    table["mid"] = 0.5 * (table["lo"] + table["hi"])
-    return table
-
-
 def reliability_diagram(
     conf: ArrayLike,
     outcome: ArrayLike,
@@ -91,9 +82,12 @@ def reliability_diagram(
     """Accuracy per confidence bin (bars spanning each bin), the diagonal, the mean confidence of
     each bin (points) and 95% Wilson error bars on the accuracy; counts in the tooltip.
 
-    Data: :func:`reliability_data` (10 bins with error bars: calibrated-MoE paper, Figs. E.1, E.6).
+    Data: the non-empty rows of :func:`lib.calibration.metrics.reliability_table` (10 bins with error
+    bars: calibrated-MoE paper, Figs. E.1, E.6).
     """
-    data = reliability_data(conf, outcome, n_bins=n_bins, binning=binning)
+    data = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
+    data = data[data["count"] > 0].reset_index(drop=True)
+    data["mid"] = 0.5 * (data["lo"] + data["hi"])
     x_scale = y_scale = alt.Scale(domain=[0, 1])
     names = {"lo": "bin from", "hi": "bin to", "conf": "mean confidence", "acc": "accuracy"}
     names |= {"acc_lo": "95% CI low", "acc_hi": "95% CI high"}

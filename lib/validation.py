@@ -142,14 +142,12 @@ def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> N
     if isinstance(labels, torch.Tensor):
         if labels.is_floating_point() and not torch.equal(labels, labels.round()):
             raise ValueError(f"{name}: labels must be integers")
-        lo = labels.min().item() if labels.numel() else 0
-        hi = labels.max().item() if labels.numel() else 0
+        lo, hi = (labels.min().item(), labels.max().item()) if labels.numel() else (0, 0)
     else:
         arr = np.asarray(labels)
         if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
             raise ValueError(f"{name}: labels must be integers")
-        lo = arr.min() if arr.size else 0
-        hi = arr.max() if arr.size else 0
+        lo, hi = (arr.min(), arr.max()) if arr.size else (0, 0)
     if lo < 0 or hi >= num_classes:
         raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got range [{lo}, {hi}]")
 
@@ -174,8 +172,7 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
     check_ndim(x, 1, name)
     check_finite(x, name)
     if not clip:
-        lo = float(x.min()) if _shape(x)[0] else 0.0
-        hi = float(x.max()) if _shape(x)[0] else 0.0
+        lo, hi = (float(x.min()), float(x.max())) if _shape(x)[0] else (0.0, 0.0)
         if lo < 0 or hi > 1:
             raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
 

@@ -134,11 +134,8 @@ def _binned_error(conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: s
 
 
 def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c.
-
-    Guo et al. 2017 (eq. 3); the MoE and L2D papers report it as a fraction, the reweighted-risk
-    paper x100.
-    """
+    """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c (Guo
+    et al. 2017, eq. 3; papers 1 and 2 report it as a fraction, paper 4 x100)."""
     p, y = _probs_labels(probs, labels)
     conf = np.clip(p.max(axis=1), 0.0, 1.0)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
@@ -146,11 +143,8 @@ def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "w
 
 
 def classwise_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c].
-
-    Reweighted-risk paper, Def. 3.9 (Kull et al. 2019). With ``binning="mass"`` the equal-count
-    bins are built per class on that class's probabilities.
-    """
+    """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c] (paper 4,
+    Def. 3.9; Kull et al. 2019); equal-count bins are built per class."""
     p, y = _probs_labels(probs, labels)
     p = np.clip(p, 0.0, 1.0)
     errs = [_binned_error(p[:, c], (y == c).astype(np.float64), n_bins, binning) for c in range(p.shape[1])]
@@ -158,11 +152,8 @@ def classwise_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning
 
 
 def binary_ece(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1).
-
-    ``conf`` is clipped to [0, 1] first: the L2D softmax estimate of expert correctness (L2D paper
-    eq. 2) can exceed 1 and the paper caps it at 1.
-    """
+    """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1), ``conf``
+    clipped to [0, 1] (the L2D estimate of expert correctness, paper 2 eq. 2, can exceed 1)."""
     c, o = _conf_outcome(conf, outcome, clip=True)
     return _binned_error(c, o, n_bins, binning)
 

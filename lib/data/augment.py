@@ -2,14 +2,14 @@
 
 The paper's training recipe (Table 4 of the MoE paper) uses random crop with zero padding (pad 4 at
 32 px, pad 28 at 224 px) and a horizontal flip, then normalization. Here these are tensor ops on a
-whole ``(B, C, H, W)`` uint8 batch that already sits on the training device, so the epoch loop never
-touches PIL or a DataLoader worker. Random numbers come from CPU ``torch.Generator`` objects (the same on every device) and the few
-integers per batch are copied to the device without a host sync.
+whole ``(B, C, H, W)`` uint8 batch on the training device; their random numbers come from CPU
+``torch.Generator`` objects (the same on every device), copied to the device without a host sync.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -156,16 +156,9 @@ def _length(x: Inputs) -> int:
     return int(x.shape[0])
 
 
-def _index(x: Inputs, idx: torch.Tensor | slice) -> Inputs:
-    if isinstance(x, Mapping):
-        return {k: v[idx] for k, v in x.items()}
-    return x[idx]
-
-
-def _to(x: Inputs, device: torch.device) -> Inputs:
-    if isinstance(x, Mapping):
-        return {k: v.to(device) for k, v in x.items()}
-    return x.to(device)
+def _map(x: Inputs, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
+    """``fn`` applied to a tensor, or to each tensor of a dict input."""
+    return {k: fn(v) for k, v in x.items()} if isinstance(x, Mapping) else fn(x)
 
 
 class BatchIterator:
@@ -188,7 +181,7 @@ class BatchIterator:
         if int(y.shape[0]) != n:
             raise ValueError(f"x and y: lengths differ ({n} vs {int(y.shape[0])})")
         self.device = torch.device(device)
-        self.x, self.y, self.n, self.epoch = _to(x, self.device), y.to(self.device), n, 0
+        self.x, self.y, self.n, self.epoch = _map(x, lambda v: v.to(self.device)), y.to(self.device), n, 0
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
 
     def __len__(self) -> int:
@@ -207,4 +200,4 @@ class BatchIterator:
         for i in range(len(self)):
             lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
             idx = slice(lo, hi) if order is None else order[lo:hi]
-            yield _index(self.x, idx), self.y[idx]
+            yield _map(self.x, operator.itemgetter(idx)), self.y[idx]

@@ -86,19 +86,7 @@ class TensorSplits:
         return out
 
 
-_FIELDS = (
-    "name",
-    "kind",
-    "source",
-    "classes",
-    "train_y",
-    "val_y",
-    "test_y",
-    "hard_mask",
-    "num_classes",
-    "sizes",
-    "fingerprint",
-)
+_FIELDS = (*Bundle.__annotations__, "num_classes", "sizes", "fingerprint")
 
 
 def check_bundle(data: Any, name: str = "data") -> Bundle:

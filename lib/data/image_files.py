@@ -254,8 +254,6 @@ def pacs_domain(
     root = locate(
         "pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW, needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS)
     )  # all four domains, each with images
-    if (root / "pacs").is_dir() and not (root / domain).is_dir():
-        root = root / "pacs"
 
     def build() -> tuple[np.ndarray, np.ndarray]:
         files, labels = _pacs_domain_files(root, domain)

@@ -1,15 +1,10 @@
 """Finding real data on disk, in one fixed order, with an error that says how to get it.
 
-Search order: an explicit argument, the environment variable ``CALIBOOK_DATA``, ``../shared/data``
-beside the repository, the local cache (``<cache>/data``), then the official download (HF
-``datasets``, torchvision or WILDS) when online. A place counts only when it holds what the loader
-needs (``needs``: files that must be there and not be empty), so an empty or half-copied folder
-does not shadow a complete copy further down the list. An explicit argument is the one place
-searched: one that does not exist, or holds no usable copy, raises :class:`DataNotFoundError`
-naming it and what it lacks, never falling back to another place. When nothing works,
-:class:`DataNotFoundError` names the dataset, every place searched (an unset ``CALIBOOK_DATA``
-included) and how to get the data; the book's data page (``book/data.md``) lists every dataset.
-A file that is found but cannot be read raises :class:`DamagedDataError` naming the file.
+Search order: an explicit argument (then the only place), ``$CALIBOOK_DATA``, ``../shared/data``, the
+local cache (``<cache>/data``), then the official download when online. A place counts only when it
+holds what the loader needs (non-empty), so a half-copied folder does not shadow a complete copy.
+:class:`DataNotFoundError` names the dataset, every place searched and how to get the data (the book's
+data page lists every dataset); a file found but unreadable raises :class:`DamagedDataError`.
 """
 
 from __future__ import annotations

@@ -121,8 +121,6 @@ def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...
     folder = locate(
         "mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("questions.csv", "logits_*.csv")
     )
-    if not (folder / "questions.csv").exists() and (folder / FOLDER).exists():
-        folder = folder / FOLDER
     qpath = folder / "questions.csv"
     if not qpath.exists():
         raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")

@@ -217,9 +217,7 @@ def synthetic_comments(
     n_tr, n_va = int(0.6 * n), int(0.2 * n)
     sl = {"train": slice(0, n_tr), "val": slice(n_tr, n_tr + n_va), "test": slice(n_tr + n_va, n)}
     test_groups = {g: torch.from_numpy(m[sl["test"]].copy()) for g, m in groups.items()}
-    hard = torch.zeros(n - n_tr - n_va, dtype=torch.bool)
-    for m in test_groups.values():
-        hard |= m
+    hard = torch.stack(list(test_groups.values())).any(0)  # mentions any group
     t = torch.from_numpy
     return TextBundle(
         name="synthetic-comments",

@@ -123,9 +123,7 @@ def load_civilcomments(
         return torch.from_numpy((frame["toxicity"].to_numpy() >= TOXIC_THRESHOLD).astype(np.int64))
 
     groups = {g: torch.from_numpy(te[g].fillna(0).to_numpy() >= 0.5) for g in IDENTITY_GROUPS}
-    hard = torch.zeros(len(te), dtype=torch.bool)
-    for m in groups.values():
-        hard |= m
+    hard = torch.stack(list(groups.values())).any(0)  # mentions any group
     return TextBundle(
         name="civilcomments",
         train_texts=tr["comment_text"].tolist(),

@@ -142,13 +142,9 @@ def text_model_available(name: str) -> bool:
 
 
 def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
-    """timm ResNet-18 (all four stages, ImageNet stem) without classifier: 512-d features.
-
-    ``pretrained=True`` loads ``timm/resnet18.a1_in1k`` from the Hugging Face hub (or its local cache).
-    When the weights cannot be had, raises ``RuntimeError`` explaining how to get them, unless
-    ``allow_random_init=True``, which warns and returns a randomly initialised network (trained from
-    scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool).
-    """
+    """timm ResNet-18 without classifier (512-d features), with ``pretrained`` the hub's
+    ``timm/resnet18.a1_in1k`` weights: ``RuntimeError`` saying how to get them when they cannot be had,
+    or with ``allow_random_init`` a warning and random initialisation (``.pretrained`` False)."""
     import timm
 
     if not isinstance(pretrained, bool):
