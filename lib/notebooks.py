@@ -43,11 +43,8 @@ def check_notebook(name: str) -> Path:
 
 
 def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
-    """The parameters cell of ``notebooks/<name>.ipynb``: ``{name: {inferred_type_name, default, help}}``.
-
-    Read with ``papermill.inspect_notebook`` (what ``papermill --help-notebook`` prints), so a
-    parameter papermill cannot parse is missing here too, and tests/unit/test_book_cli.py fails.
-    """
+    """The parameters cell of ``notebooks/<name>.ipynb``, ``{name: {inferred_type_name, default, help}}``, as
+    ``papermill.inspect_notebook`` reads it."""
     import papermill as pm
 
     return dict(pm.inspect_notebook(str(check_notebook(name))))

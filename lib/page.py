@@ -33,14 +33,10 @@ OnDone = Callable[[Item, dict[str, Any]], None]
 class Page:
     """One notebook of the book, as its notebook, the queue and the paper-scale tables read it.
 
-    A subclass sets ``name`` (the notebook ``notebooks/<name>.py`` and its settings ``[<name>.*]`` in
-    ``lib/scales.toml``), ``paper`` (the package it belongs to) and ``title`` (what it reproduces).
-    A page with paper-scale runs also overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or
-    :meth:`train`, paper 1's whole grids) and :meth:`table`, and sets ``rank`` (its place in the
-    queue, lower first), ``unit`` (what coverage counts: "seeds" or "runs"), ``needs`` (modules the
-    training machine must have beyond the engine's), ``bench`` (the benchmark data set its epochs are
-    projected from) and ``targets`` (PACS's held-out domains; ``(None,)`` elsewhere).
-    ``paper_numbers`` holds the paper's numbers the page quotes beside ours.
+    A subclass sets ``name`` (its notebook and ``lib/scales.toml`` settings), ``paper`` and ``title``; one
+    with paper-scale runs overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or :meth:`train`) and
+    :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
+    (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
     """
 
     name: ClassVar[str]

@@ -114,10 +114,8 @@ def reliability_grid(
     width: int | None = None,
     height: int | None = None,
 ) -> alt.ConcatChart:
-    """Several reliability diagrams side by side (wrapping after ``columns``), one per
-    ``name -> (conf, outcome)`` entry, titled by name, in the mapping's order. ``width`` (and
-    ``height``, default: square panels) default to panels that fit ``BOOK_WIDTH`` with their axes.
-    """
+    """One reliability diagram per ``name -> (conf, outcome)`` entry, titled by name, ``columns`` a row;
+    the panels are square and fit ``BOOK_WIDTH`` unless ``width``/``height`` say otherwise."""
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
     if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:

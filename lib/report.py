@@ -253,11 +253,8 @@ def gate_claims(
 
 
 def show(obj: Any) -> Any:
-    """Display ``obj`` so that it reads as text on the page: a ``str`` as Markdown (never a quoted,
-    cut-off Python repr), a DataFrame as a table with wrapped cells, anything else as itself.
-    Returns the displayed object (``None`` when displayed here, so a cell ending in ``show(x)``
-    prints nothing twice).
-    """
+    """Display ``obj`` as text on the page (a ``str`` as Markdown, a DataFrame with wrapped cells);
+    returns ``None``, so a cell ending in ``show(x)`` prints nothing twice."""
     from IPython.display import Markdown, display
 
     if isinstance(obj, str):

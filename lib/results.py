@@ -36,11 +36,9 @@ def published(page: str) -> dict[str, dict[str, Any]]:
 
 
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper", unplanned: dict[str, str] | None = None) -> list[Item]:
-    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each
-    holding its published record (``record``; ``done``) when ``results/`` has it.
-
-    A page whose plan needs what this machine lacks (a module, a bundled model) raises, unless
-    ``unplanned`` (a dict) is given: the page is then left out and ``unplanned[page]`` says why."""
+    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each holding
+    its published record when ``results/`` has it. A page whose plan needs what this machine lacks
+    raises, or with ``unplanned`` (a dict) is left out, ``unplanned[page]`` saying why."""
     for p in pages:
         if p not in PAGES:
             raise ValueError(f"pages: unknown page {p!r}; the queue knows {', '.join(PAGES)}")

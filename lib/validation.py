@@ -113,11 +113,8 @@ def prob_tolerance(probs: ArrayLike) -> float:
 
 
 def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None) -> None:
-    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1.
-
-    ``tol`` defaults to :func:`prob_tolerance` of ``probs`` (pass the original's when ``probs`` is
-    an upcast copy of half-precision output).
-    """
+    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1 within ``tol``
+    (default :func:`prob_tolerance`; pass the original's for an upcast copy of half-precision output)."""
     check_ndim(probs, 2, name, "N examples x C classes")
     check_finite(probs, name)
     tol = prob_tolerance(probs) if tol is None else tol

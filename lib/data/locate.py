@@ -141,15 +141,8 @@ def describe(path: str | os.PathLike[str]) -> str:
 
 
 # Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
-READ_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    EOFError,
-    ValueError,
-    KeyError,
-    SyntaxError,
-    zipfile.BadZipFile,
-    pickle.UnpicklingError,
-)
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, KeyError, SyntaxError)
+READ_ERRORS += (zipfile.BadZipFile, pickle.UnpicklingError)  # a truncated zip or npz, a damaged pickle
 
 
 @contextlib.contextmanager
