@@ -1,21 +1,9 @@
 """calibration-book's library: the methods of four calibration papers, small, typed and tested.
 
-Where things live (the book's API page lists every module):
-
-* one package per paper -- :mod:`lib.moe` (paper 1), :mod:`lib.l2d` (paper 2), :mod:`lib.ccc`
-  (paper 3), :mod:`lib.rr` (paper 4) and :mod:`lib.cross_paper` -- each holding the paper's methods,
-  its pages' tables, claims and the paper's numbers, and a ``pages`` module with one
-  :class:`lib.page.Page` per notebook;
-* the shared layers: :mod:`lib.engine` (the one training loop, stacked runs, the run cache),
-  :mod:`lib.calibration` (metrics and post-hoc calibrators), :mod:`lib.data` (loaders, augmentation,
-  the JPEG filter), :mod:`lib.nets` (backbones, frozen extractors and offline ImageNet weights),
-  :mod:`lib.features` (networks applied to data, cached);
-* the book's plumbing: :mod:`lib.pages` (the registry of pages), :mod:`lib.config` (scales),
-  :mod:`lib.page` (a page's first and last cell), :mod:`lib.report`, :mod:`lib.plots`,
-  :mod:`lib.paper_scale` (published GPU runs on the pages), :mod:`lib.gpu` (the paper-scale queue
-  and its windows), :mod:`lib.book` and :mod:`lib.cli`.
-
-Modules are imported on use, so ``import lib`` is cheap.
+One package per paper (:mod:`lib.moe`, :mod:`lib.l2d`, :mod:`lib.ccc`, :mod:`lib.rr`, and
+:mod:`lib.cross_paper`), the shared layers (:mod:`lib.engine`, :mod:`lib.calibration`, :mod:`lib.data`,
+:mod:`lib.nets`, :mod:`lib.features`) and the book's plumbing (CONTRIBUTING.md maps them; the book's API
+page lists every module). Modules are imported on use, so ``import lib`` is cheap.
 """
 
 import warnings

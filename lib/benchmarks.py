@@ -1,17 +1,9 @@
 """What things cost: a round-robin timer, the loss-scaling benchmark and the committed benchmark results.
 
-Cost claims of the papers that the book checks:
-
-* reweighted-risk paper (paper 4), section 4.2: the AU loss's bin-based
-  CDF costs O(nM) and "bypasses the sorting bottleneck" of AURC's O(n log n), and it "remains more
-  scalable than kernel-based calibration objectives" (KDE-XE, O(n^2));
-* calibrated-MoE paper (paper 1), Appendix D.1: FGR is "roughly 2.5x
-  slower per epoch than vanilla"; every method but FGR needs one backbone forward
-  per step (the reference code runs two for Robust Filtered).
-
-:func:`loss_scaling` times losses live (cheap: one batch of logits). Training-step costs take minutes
-of a quiet machine or a GPU, so ``bench/bench_methods.py`` and ``bench/bench_epoch.py`` measure them
-on purpose and write JSON under ``bench/results``, which :func:`bench_results` reads.
+The papers' cost claims checked: paper 4, section 4.2 (the AU loss's bin-based CDF is O(nM), beside
+AURC's O(n log n) and KDE-XE's O(n^2)) and paper 1, Appendix D.1 (FGR "roughly 2.5x slower per epoch
+than vanilla"). :func:`loss_scaling` times losses live; training-step costs are measured by the
+``bench/`` scripts into ``bench/results``, which :func:`bench_results` reads.
 """
 
 from __future__ import annotations
@@ -61,12 +53,9 @@ def time_round_robin(
     warmup: int = 2,
     sync: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
-    """Wall and process-CPU seconds of each call of ``fns[name]()``, timed in rounds (one call of
-    every function per round, so load from other processes hits them alike) after ``warmup``
-    untimed rounds; at least ``min_repeats`` rounds, then more while ``budget_s`` lasts, at most
-    ``max_repeats``. ``sync`` (e.g. ``torch.cuda.synchronize``) runs before and after each call so
-    that asynchronous devices are timed to completion. Returns ``{name: {"wall": [...], "cpu": [...]}}``.
-    """
+    """``{name: {"wall": [...], "cpu": [...]}}`` seconds of each call of ``fns[name]()``, timed in rounds of
+    one call each (so load from other processes hits them alike) after ``warmup`` rounds: at least
+    ``min_repeats``, more while ``budget_s`` lasts, at most ``max_repeats``; ``sync`` runs around each call."""
     if not fns:
         raise ValueError("fns: is empty")
     check_int(min_repeats, "min_repeats", minimum=1)
@@ -101,11 +90,8 @@ def loss_scaling(
     max_n: Mapping[str, int] | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Forward + backward seconds of each ``loss(logits, labels)`` on a batch of ``n`` random logits
-    (scale 3, ``num_classes`` classes) for each n in ``sizes``; ``max_n[name]`` skips larger batches
-    for a loss (KDE-XE's n x n kernel matrix). One row per (loss, n): ``median_s``, ``min_s``,
-    ``median_cpu_s``, ``repeats``.
-    """
+    """Forward + backward seconds of each ``loss(logits, labels)`` on ``n`` random logits for each n in
+    ``sizes`` (``max_n[name]`` skips larger batches), one row per (loss, n)."""
     if not losses:
         raise ValueError("losses: is empty")
     sizes = [check_int(n, "sizes", minimum=2) for n in sizes]
@@ -124,16 +110,8 @@ def loss_scaling(
 
         fns = {k: _backward_step(fn, logits, labels) for k, fn in losses.items() if n <= limits.get(k, n)}
         for name, t in time_round_robin(fns, min_repeats=min_repeats, budget_s=budget_s).items():
-            rows.append(
-                {
-                    "loss": name,
-                    "n": n,
-                    "median_s": statistics.median(t["wall"]),
-                    "min_s": min(t["wall"]),
-                    "median_cpu_s": statistics.median(t["cpu"]),
-                    "repeats": len(t["wall"]),
-                }
-            )
+            wall, cpu = t["wall"], statistics.median(t["cpu"])
+            rows.append((name, n, statistics.median(wall), min(wall), cpu, len(wall)))
     return pd.DataFrame(rows, columns=["loss", "n", "median_s", "min_s", "median_cpu_s", "repeats"])
 
 
@@ -148,10 +126,8 @@ def _backward_step(
 
 
 def scaling_exponent(table: pd.DataFrame, loss: str, column: str = "median_s", n_min: int = 0) -> float:
-    """Least-squares slope of log(time) against log(n) for ``loss`` over the rows with n >= ``n_min``:
-    about 1 for O(n) and O(n log n) costs at large n, about 2 for O(n^2); smaller where a fixed
-    per-call overhead dominates.
-    """
+    """Least-squares slope of log(time) against log(n) for ``loss`` over the rows with n >= ``n_min``
+    (about 1 for O(n) and O(n log n) costs, 2 for O(n^2))."""
     for col in ("loss", "n", column):
         if col not in table.columns:
             raise ValueError(f"table: has no column {col!r} (columns: {list(table.columns)})")
@@ -169,16 +145,12 @@ def _results_dir() -> Path:
 
 
 def result_names(pattern: str = "*") -> list[str]:
-    """Names of the committed benchmark results matching ``pattern`` (e.g. ``"epoch_*"`` for the
-    epoch benchmarks of every device measured), sorted.
-    """
+    """Names of the committed benchmark results matching ``pattern`` (e.g. ``"epoch_*"``), sorted."""
     return sorted(p.stem for p in _results_dir().glob(f"{pattern}.json"))
 
 
 def bench_results(name: str) -> dict[str, Any]:
-    """The committed benchmark result ``bench/results/<name>.json``; a missing file raises
-    FileNotFoundError naming the script that writes it.
-    """
+    """The committed ``bench/results/<name>.json`` (``FileNotFoundError`` naming the script that writes it)."""
     path = _results_dir() / f"{name}.json"
     if not path.exists():
         script = BENCH_SCRIPTS.get(name, "the matching bench/ script")
@@ -187,10 +159,8 @@ def bench_results(name: str) -> dict[str, Any]:
 
 
 def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per method of a ``bench/bench_methods.py`` record: seconds per training step, its
-    ratio to Vanilla MoE, and for Robust Filtered and FGR the same for the reference approach
-    (backbone run twice; numpy DCT on the CPU).
-    """
+    """One row per method of a ``bench/bench_methods.py`` record: seconds per training step, its ratio to
+    Vanilla MoE and the reference approach's ratio (where measured)."""
     results = record.get("results")
     if not isinstance(results, Mapping) or "vanilla" not in results:
         raise ValueError("record: expected bench_methods output with a 'results' entry for 'vanilla'")
@@ -200,21 +170,14 @@ def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
         if method.endswith("_ref"):
             continue
         ref = results.get(f"{method}_ref")
-        rows.append(
-            {
-                "method": method,
-                "seconds per step": r["sec_per_step_median"],
-                "x vanilla": r["sec_per_step_median"] / base,
-                "reference x vanilla": ref["sec_per_step_median"] / base if ref else np.nan,
-            }
-        )
-    return pd.DataFrame(rows)
+        ref_ratio = ref["sec_per_step_median"] / base if ref else np.nan
+        rows.append((method, r["sec_per_step_median"], r["sec_per_step_median"] / base, ref_ratio))
+    return pd.DataFrame(rows, columns=["method", "seconds per step", "x vanilla", "reference x vanilla"])
 
 
 def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record: seconds per step,
-    images/s, the (extrapolated) epoch time and, on a GPU, the fraction of peak bf16 throughput.
-    """
+    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record: seconds per step, images/s,
+    epoch seconds and (GPU) the fraction of peak bf16 throughput."""
     results = record.get("results")
     if not isinstance(results, list) or not results:
         raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")

@@ -43,19 +43,10 @@ def execute_notebook(
     progress: bool = True,
     place: str = "",
 ) -> Path:
-    """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters``.
-
-    Parameters are checked first (:func:`lib.notebooks.check_parameters`), so a misspelled name or a wrong type
-    fails before any work. The notebook runs into a temporary file that replaces the executed copy
-    (``build/<scale>/notebooks/<name>.ipynb`` by default) only on success, so a failed run never
-    overwrites the last good page; the failed copy is kept beside it as ``<name>.failed.ipynb``
-    and papermill's ``PapermillExecutionError`` is raised. The kernel runs with the repository root
-    as working directory and with third-party progress bars off (``TQDM_DISABLE``,
-    ``HF_HUB_DISABLE_PROGRESS_BARS``): they belong on a terminal, not in a page. With ``progress``
-    the terminal shows papermill's bar of cells, labelled with the page and its ``place`` in a list
-    ("3/15"), and the page's own progress line (epochs, runs, images, time left:
-    :mod:`lib.engine.progress` in ``terminal`` mode, prefixed likewise), which never enters the page.
-    """
+    """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters`` (checked
+    first) into ``output`` (default :func:`executed_path`), replaced only on success: a failed run is
+    kept as ``<name>.failed.ipynb`` and raises. Third-party progress bars stay out of the page; with
+    ``progress`` the terminal shows the cells and the page's progress line, labelled with ``place``."""
     import papermill as pm
 
     check_choice(scale, SCALES, "scale")
@@ -95,13 +86,7 @@ QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", li
 
 @contextlib.contextmanager
 def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Iterator[None]:
-    """Environment of the papermill kernel (inherited from this process), with ``extra`` on top:
-    no third-party progress bars in the page, and lib's own progress line on the terminal only.
-
-    tqdm (lib.data.image_files, cleanlab, timm) reads ``TQDM_DISABLE`` as the default of ``disable``;
-    the Hugging Face hub reads ``HF_HUB_DISABLE_PROGRESS_BARS``; :mod:`lib.engine.progress` reads
-    ``CALIBOOK_PROGRESS`` (and its prefix). Restored afterwards.
-    """
+    """The papermill kernel's environment (:data:`QUIET_KERNEL_ENV`, then ``extra``), restored afterwards."""
     env = {**QUIET_KERNEL_ENV, **(extra or {})}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -116,11 +101,8 @@ def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Iterator[None]:
 
 
 def lib_references(notebook: Path) -> list[str]:
-    """Fully qualified names of the ``lib`` functions and classes a notebook's code uses.
-
-    Found from the code cells' imports (``from lib.x import f``; ``from lib import x`` followed
-    by ``x.f``), resolved by importing, so renamed or removed functions are not listed.
-    """
+    """Fully qualified names of the ``lib`` functions and classes a notebook's code cells import or use
+    (``from lib.x import f``; ``from lib import x`` then ``x.f``), resolved by importing."""
     import ast
     import importlib
 
@@ -129,28 +111,22 @@ def lib_references(notebook: Path) -> list[str]:
     nb = nbformat.read(str(notebook), as_version=4)
     modules: dict[str, str] = {}  # alias -> module name
     names: set[str] = set()
-    trees = []
+    nodes = []
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            trees.append(ast.parse(cell.source))
-        except SyntaxError:  # cell magics and the like
-            continue
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lib":
-                for alias in node.names:
-                    full = f"{node.module}.{alias.name}"
-                    try:
-                        importlib.import_module(full)
-                        modules[alias.asname or alias.name] = full
-                    except ImportError:
-                        names.add(full)
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
-                names.add(f"{modules[node.value.id]}.{node.attr}")
+        with contextlib.suppress(SyntaxError):  # cell magics and the like
+            nodes += list(ast.walk(ast.parse(cell.source))) if cell.cell_type == "code" else []
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lib":
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                try:
+                    importlib.import_module(full)
+                    modules[alias.asname or alias.name] = full
+                except ImportError:
+                    names.add(full)
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            names.add(f"{modules[node.value.id]}.{node.attr}")
     found = []
     for full in sorted(names):
         module, _, attr = full.rpartition(".")

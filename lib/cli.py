@@ -1,14 +1,7 @@
 """Command line of the book: ``python -m lib {list,run,book}``.
 
-Examples::
-
-    python -m lib list
-    python -m lib run pacs --scale smoke -p target sketch
-    python -m lib book --scale cpu            # execute every notebook, then build the HTML
-
-Errors (an unknown notebook or parameter, a wrong type, missing data, a failing cell) are printed
-as one message without a traceback; ``--debug`` shows the traceback. Each subcommand is one
-function ``cmd_<name>(args)`` registered in :func:`build_parser`.
+E.g. ``python -m lib run pacs --scale smoke -p target sketch``. Errors are printed as one message
+(``--debug``: the traceback). Each subcommand is one function ``cmd_<name>(args)``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Scales, paths and per-notebook settings: the one config that papermill, the CLI and tests read.
 
-Every notebook has a ``scale`` parameter with three values (see ``lib/scales.toml``):
-
-* ``smoke`` -- seconds, small data the project makes itself; what CI runs.
-* ``cpu``   -- the default: minutes on a 2-core laptop, on real data, scaled down and said so.
-* ``paper`` -- the papers' own settings; meant for a GPU.
-
-``settings(notebook, scale)`` returns that notebook's settings at that scale; unknown notebooks,
-scales or setting names raise ``ValueError`` listing the valid ones.
+Every notebook has a ``scale`` parameter (``lib/scales.toml``): ``smoke`` (seconds, small data the
+project makes itself; CI), ``cpu`` (the default: minutes on 2 cores, real data scaled down) or
+``paper`` (the papers' settings, for a GPU).
 """
 
 from __future__ import annotations
@@ -61,11 +56,8 @@ def notebooks_with_settings() -> list[str]:
 
 
 def settings(notebook: str, scale: str, **overrides: Any) -> dict[str, Any]:
-    """Settings of ``notebook`` at ``scale``, with keyword ``overrides`` applied.
-
-    Keys shared by all scales live in the notebook's ``[name.common]`` table. Overrides whose
-    value is ``None`` are ignored, so a notebook can pass its optional parameters straight through.
-    """
+    """Settings of ``notebook`` at ``scale`` (its ``[name.common]`` table, then the scale's) with the
+    keyword ``overrides`` that are not ``None``."""
     table = _table()
     check_choice(notebook, sorted(table), "notebook")
     check_choice(scale, SCALES, "scale")

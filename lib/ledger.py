@@ -1,20 +1,10 @@
 """The claims ledger ("What held"): every claim of the four papers on one page, built from the claims
 each page published when it ran (never typed in).
 
-Each page publishes its claims table (``report.publish("claims", rows)``: ``claim``, ``paper``,
-``ours``, ``verdict`` and, where the page judges them, ``paper_own`` and ``kind``). The ledger reads
-the executed copies of a build (``build/<scale>/notebooks``) and lays out, per claim:
-
-* **the paper's own table, same rule** (``paper_own``): the book's rule applied to the paper's numbers
-  where the paper reports seeds or errors, else "not testable from the paper's table";
-* **ours at this build's scale** (``verdict``);
-* **ours at paper scale**: the verdict the page published in a paper-scale build
-  (``build/paper/notebooks``) when there is one, with how much of the plan the GPU runs in ``results/``
-  cover; else how many runs are published ("0 of 30 runs": nothing to judge yet);
-* **why they differ**: one line derived from the three (:func:`why`).
-
-Checks that hold by theorem or construction (``kind == "numerical check"``) are listed apart.
-:func:`ledger_markdown` is called by :func:`lib.book.stage`; the book includes its output.
+Per claim (the ``claims`` table each page publishes, read from the executed copies of a build): the
+paper's own table under the same rule (``paper_own``), ours at this build's scale, ours at paper scale
+(with how much of the plan ``results/`` covers) and why they differ (:func:`why`). Numerical checks
+are listed apart. :func:`lib.book.stage` writes :func:`ledger_markdown`'s output into the book.
 """
 
 from __future__ import annotations
@@ -72,14 +62,8 @@ def ledger_rows(
         claims = None if got is None else got.get("claims")
         if not isinstance(claims, list):
             missing = "(page not executed in this build)" if got is None else "(the page publishes no claims table)"
-            rows.append(
-                {
-                    "page": name,
-                    "kind": "claim",
-                    "claim": missing,
-                    **dict.fromkeys(("paper_own", "ours", "paper_scale", "why"), ""),
-                }
-            )
+            blank = dict.fromkeys(("paper_own", "ours", "paper_scale", "why"), "")
+            rows.append({"page": name, "kind": "claim", "claim": missing, **blank})
             continue
         at_paper = {str(r.get("claim")): r for r in ((paper_published(name) or {}).get("claims") or [])}
         cov = coverage(name)

@@ -1,12 +1,8 @@
 """One-line errors in notebooks: a bad parameter or missing data stops a page with its message alone.
 
-A ``ValueError`` (bad input; :mod:`lib.validation`), ``FileNotFoundError`` (missing data;
-:class:`lib.data.locate.DataNotFoundError`) or ``LookupError`` (:class:`lib.engine.runs.RunMissing`)
-raised by ``lib`` itself already says what is wrong and how to fix it; the dozens of traceback
-lines above it only hide the message from a reader of the notebook (or of papermill's report).
-:func:`install` registers an IPython handler (``InteractiveShell.set_custom_exc``) that shows such
-an error as ``<Type>: <message>``; every other error, or any error with ``CALIBOOK_DEBUG=1`` set
-(``python -m lib --debug run ...`` sets it), keeps IPython's full traceback.
+A ``ValueError``, ``FileNotFoundError`` or ``LookupError`` raised by ``lib`` itself already says what is
+wrong; :func:`install` shows it as ``<Type>: <message>`` without the traceback that would hide it. Other
+errors, or any with ``CALIBOOK_DEBUG=1`` (``python -m lib --debug``), keep IPython's full traceback.
 """
 
 from __future__ import annotations

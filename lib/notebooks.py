@@ -43,11 +43,8 @@ def check_notebook(name: str) -> Path:
 
 
 def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
-    """The parameters cell of ``notebooks/<name>.ipynb``: ``{name: {inferred_type_name, default, help}}``.
-
-    Read with ``papermill.inspect_notebook`` (what ``papermill --help-notebook`` prints), so a
-    parameter papermill cannot parse is missing here too, and tests/unit/test_book_cli.py fails.
-    """
+    """The parameters cell of ``notebooks/<name>.ipynb``, ``{name: {inferred_type_name, default, help}}``, as
+    ``papermill.inspect_notebook`` reads it."""
     import papermill as pm
 
     return dict(pm.inspect_notebook(str(check_notebook(name))))
@@ -73,13 +70,9 @@ def _convert(name: str, raw: str, type_name: str) -> Any:
 def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[str, Any]:
     """Check notebook parameters before anything runs; returns them converted to their types.
 
-    Each name must be in the notebook's parameters cell (a misspelling gets the closest name,
-    difflib); ``scale`` is refused (it has its own option); string values (the command line's)
-    are converted to the cell's type and other values must have it. Numbers must be finite and not
-    negative (every numeric parameter is a count, a seed, a rate or "0 keeps the scale's value"),
-    positive where the cell's default is positive (``n_bins: int = 15``), at most 1 for the
-    fractions ``coverage`` and ``noise_rate``; ``train`` is auto, yes or no. Raises ``ValueError``
-    naming the parameter. :func:`lib.page.start` applies the same checks inside a notebook.
+    Names must be in the parameters cell (``scale`` has its own option); strings are converted to the
+    cell's type. Numbers must be finite and >= 0, > 0 where the cell's default is, <= 1 for
+    :data:`FRACTIONS`; :data:`CHOICES` hold. ``ValueError`` names the parameter.
     """
     from lib.config import notebooks_with_settings, settings
 

@@ -1,28 +1,14 @@
 """A page of the book: the base class every page module subclasses (:class:`Page`), and its first and last code cells.
 
 Every notebook ``notebooks/<name>.py`` has one page module ``lib/<paper>/pages/<name>.py`` holding
-one :class:`Page` subclass and its instance ``PAGE``; the registry :mod:`lib.pages` finds it by
-name. The page's notebook, the paper-scale queue (:mod:`lib.gpu.queue`) and the paper-scale tables
-(:mod:`lib.paper_scale`) call the same methods: which runs it trains at a scale (:meth:`Page.runs`),
-on which data (:meth:`Page.data`), how one run or the whole grid trains (:meth:`Page.run_one`,
-:meth:`Page.train`), the paper-scale table (:meth:`Page.table`), and the paper's numbers
-(:attr:`Page.paper_numbers`). A page with no training runs (its numbers come from released logits or
-from closed forms) keeps only its name, paper and title here, and its page module holds its methods.
+one :class:`Page` subclass and its instance ``PAGE`` (found by :mod:`lib.pages`); the notebook, the
+paper-scale queue (:mod:`lib.gpu.queue`) and the paper-scale tables (:mod:`lib.paper_scale`) call
+the same methods.
 
-However a page is run -- ``python -m lib run``, the README's ``papermill`` command, or a notebook
-opened in Jupyter -- its first code cell calls :func:`start` and its last code cell :func:`finish`:
-
-* :func:`start` checks the page's parameters with the rules of ``python -m lib run``
-  (:func:`lib.notebooks.check_parameters`: known names, types, finite non-negative numbers, fractions,
-  choices) and ``scale``. Names papermill injected that the page does not declare (``-p sede 3``:
-  papermill only logs them and runs with the defaults) are read from the injected cell, which
-  papermill starts with ``# Parameters`` and which IPython keeps in its input history (``In``). A bad
-  name or value stops the page with one line (``ValueError``, shown alone by
-  :mod:`lib.notebook_errors`).
-* :func:`start` then shows a notice "this page did not finish running" under a ``display_id``;
-  :func:`finish` replaces that display with an empty one (``update_display_data``, which nbclient
-  applies to the saved output of the first cell). A run that fails or is interrupted therefore
-  leaves an ``out.ipynb`` that says, at the top, that it is not a finished page.
+However a page is run, its first code cell calls :func:`start` (the parameters checked with the rules
+of ``python -m lib run``, names papermill injected but the page does not declare included) and its last
+:func:`finish`, which removes the "did not finish" notice :func:`start` showed (``update_display_data``
+on the first cell's output): a failed or interrupted run says so at the top.
 """
 
 from __future__ import annotations
@@ -47,14 +33,10 @@ OnDone = Callable[[Item, dict[str, Any]], None]
 class Page:
     """One notebook of the book, as its notebook, the queue and the paper-scale tables read it.
 
-    A subclass sets ``name`` (the notebook ``notebooks/<name>.py`` and its settings ``[<name>.*]`` in
-    ``lib/scales.toml``), ``paper`` (the package it belongs to) and ``title`` (what it reproduces).
-    A page with paper-scale runs also overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or
-    :meth:`train`, paper 1's whole grids) and :meth:`table`, and sets ``rank`` (its place in the
-    queue, lower first), ``unit`` (what coverage counts: "seeds" or "runs"), ``needs`` (modules the
-    training machine must have beyond the engine's), ``bench`` (the benchmark data set its epochs are
-    projected from) and ``targets`` (PACS's held-out domains; ``(None,)`` elsewhere).
-    ``paper_numbers`` holds the paper's numbers the page quotes beside ours.
+    A subclass sets ``name`` (its notebook and ``lib/scales.toml`` settings), ``paper`` and ``title``; one
+    with paper-scale runs overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or :meth:`train`) and
+    :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
+    (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
     """
 
     name: ClassVar[str]
@@ -143,10 +125,6 @@ class Page:
             on_done(it, self.run_one(it, cfg, data))
 
 
-def _display_id(name: str) -> str:
-    return f"calibook-unfinished-{name}"
-
-
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
     """Names assigned by papermill's injected cell(s) (source starting ``# Parameters``) in the
     kernel's input history ``In``; empty outside a papermill run."""
@@ -197,9 +175,5 @@ def finish(name: str) -> None:
 def _show(name: str, text: str, update: bool = False) -> None:
     from IPython.display import display
 
-    display(
-        {"text/markdown": text, "text/plain": text.replace("**", "")},
-        raw=True,
-        display_id=_display_id(name),
-        update=update,
-    )
+    data = {"text/markdown": text, "text/plain": text.replace("**", "")}
+    display(data, raw=True, display_id=f"calibook-unfinished-{name}", update=update)

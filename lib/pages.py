@@ -3,10 +3,6 @@
 Each page lives in its own module, ``lib/<paper>/pages/<notebook>.py`` (its instance ``PAGE``); this
 module lists those modules once, so that the queue (:mod:`lib.gpu.queue`) and the paper-scale tables
 (:mod:`lib.paper_scale`) are loops over pages, never a list of page names of their own.
-
-* :func:`get` -- a page by name (``ValueError`` naming the known pages otherwise).
-* :func:`all_pages` -- every page, paper by paper.
-* :func:`queued` -- the pages with paper-scale runs, in the queue's priority order.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Paper-scale results on the pages: what the queue has published, how much of the plan it covers,
 and whether a page reads results or trains.
 
-The paper-scale runs are trained on a GPU a window at a time and published to ``results/<page>/``;
-what is there, and which runs a page plans, is read through :mod:`lib.results` (this module knows
-nothing of the GPU window code). A page at ``scale="paper"`` reads them and trains nothing unless
-its ``train`` parameter says so (:func:`should_train`); every page at a smaller scale also shows the
-published paper-scale table beside its own (:func:`table`, :func:`records`), with "k of n
-seeds" for each method while the plan is only partly done (:func:`coverage`).
+The runs are read from ``results/<page>/`` through :mod:`lib.results`. A page at ``scale="paper"``
+reads them and trains nothing unless its ``train`` parameter says so (:func:`should_train`); a page
+at a smaller scale shows the published table beside its own, with "k of n seeds" (:func:`coverage`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The book's chart kinds and their offline renderer (CONTRIBUTING: "altair figures from lib.plots").
 
-Every page draws with these: the renderer setup (:func:`use_offline_renderer`), reliability
-diagrams, line and bar charts, curves of one variable, heatmaps, and the cross-paper method
-comparison. A figure that only one paper draws, from that paper's own tables, lives with the
-paper: :mod:`lib.moe.plots` (paper 1), :mod:`lib.l2d.plots` (paper 2), :mod:`lib.ccc.plots`
-(paper 3). Every function returns an ``alt.Chart`` (or a layered / concatenated chart) and never
-displays or saves it; notebooks show it as the last expression of a cell, which
-:func:`use_offline_renderer` turns into inline SVG (vl-convert, no internet needed).
+A figure only one paper draws lives with the paper (:mod:`lib.moe.plots`, :mod:`lib.l2d.plots`,
+:mod:`lib.ccc.plots`). Every function returns an altair chart and never displays or saves it;
+:func:`use_offline_renderer` renders a cell's last expression as inline SVG (offline).
 """
 
 from __future__ import annotations
@@ -31,13 +27,8 @@ column); grids and side-by-side charts are sized to fit it, so their labels stay
 
 
 def use_offline_renderer() -> None:
-    """Set up a page's output: render altair charts as inline SVG through vl-convert (no CDN, no
-    internet); lift altair's 5,000-row limit for inline data; show
-    text cells of pandas tables in full (claims tables hold sentences that pandas would cut at 50
-    characters).
-
-    Raises ``RuntimeError`` if a test chart does not come back as ``image/svg+xml``.
-    """
+    """Set up a page's output: altair charts as inline SVG through vl-convert (``RuntimeError`` if a test
+    chart is not), no row limit on inline data, pandas text cells in full (claims are sentences)."""
     pd.set_option("display.max_colwidth", None)
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
@@ -79,15 +70,6 @@ def _diagonal() -> alt.Chart:
     return alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
 
 
-def reliability_data(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width") -> pd.DataFrame:
-    """The non-empty rows of :func:`lib.calibration.metrics.reliability_table` plus the bin centre ``mid``:
-    exactly the data a reliability diagram draws."""
-    table = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
-    table = table[table["count"] > 0].reset_index(drop=True)
-    table["mid"] = 0.5 * (table["lo"] + table["hi"])
-    return table
-
-
 def reliability_diagram(
     conf: ArrayLike,
     outcome: ArrayLike,
@@ -100,20 +82,17 @@ def reliability_diagram(
     """Accuracy per confidence bin (bars spanning each bin), the diagonal, the mean confidence of
     each bin (points) and 95% Wilson error bars on the accuracy; counts in the tooltip.
 
-    Data: :func:`reliability_data` (10 bins with error bars: calibrated-MoE paper, Figs. E.1, E.6).
+    Data: the non-empty rows of :func:`lib.calibration.metrics.reliability_table` (10 bins with error
+    bars: calibrated-MoE paper, Figs. E.1, E.6).
     """
-    data = reliability_data(conf, outcome, n_bins=n_bins, binning=binning)
-    x_scale = alt.Scale(domain=[0, 1])
-    y_scale = alt.Scale(domain=[0, 1])
-    tooltip = [
-        alt.Tooltip("lo:Q", format=".3f", title="bin from"),
-        alt.Tooltip("hi:Q", format=".3f", title="bin to"),
-        alt.Tooltip("count:Q", title="count"),
-        alt.Tooltip("conf:Q", format=".3f", title="mean confidence"),
-        alt.Tooltip("acc:Q", format=".3f", title="accuracy"),
-        alt.Tooltip("acc_lo:Q", format=".3f", title="95% CI low"),
-        alt.Tooltip("acc_hi:Q", format=".3f", title="95% CI high"),
-    ]
+    data = reliability_table(conf, outcome, n_bins=n_bins, binning=binning)
+    data = data[data["count"] > 0].reset_index(drop=True)
+    data["mid"] = 0.5 * (data["lo"] + data["hi"])
+    x_scale = y_scale = alt.Scale(domain=[0, 1])
+    names = {"lo": "bin from", "hi": "bin to", "conf": "mean confidence", "acc": "accuracy"}
+    names |= {"acc_lo": "95% CI low", "acc_hi": "95% CI high"}
+    tooltip = [alt.Tooltip(f"{k}:Q", format=".3f", title=t) for k, t in names.items()]
+    tooltip.insert(2, alt.Tooltip("count:Q", title="count"))
     base = alt.Chart(data)
     bars = base.mark_bar(opacity=0.7, stroke="white").encode(
         x=alt.X("lo:Q", scale=x_scale, title="confidence"),
@@ -135,10 +114,8 @@ def reliability_grid(
     width: int | None = None,
     height: int | None = None,
 ) -> alt.ConcatChart:
-    """Several reliability diagrams side by side (wrapping after ``columns``), one per
-    ``name -> (conf, outcome)`` entry, titled by name, in the mapping's order. ``width`` (and
-    ``height``, default: square panels) default to panels that fit ``BOOK_WIDTH`` with their axes.
-    """
+    """One reliability diagram per ``name -> (conf, outcome)`` entry, titled by name, ``columns`` a row;
+    the panels are square and fit ``BOOK_WIDTH`` unless ``width``/``height`` say otherwise."""
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
     if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:

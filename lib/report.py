@@ -150,16 +150,8 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         kind = r.get("kind", KINDS[0])
         if kind not in KINDS:
             raise ValueError(f"rows: kind {kind!r} is not one of {KINDS}")
-        out.append(
-            {
-                "claim": r["claim"],
-                "paper": r.get("paper", ""),
-                "ours": r["ours"],
-                "verdict": r["verdict"],
-                "paper_own": own,
-                "kind": kind,
-            }
-        )
+        out.append({"claim": r["claim"], "paper": r.get("paper", ""), "ours": r["ours"], "verdict": r["verdict"]})
+        out[-1].update(paper_own=own, kind=kind)
     table = pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict", "paper_own", "kind"])
     optional = [c for c, default in (("paper_own", ""), ("kind", KINDS[0])) if (table[c] == default).all()]
     return table.drop(columns=optional)  # the optional columns show only where a row uses them
@@ -261,11 +253,8 @@ def gate_claims(
 
 
 def show(obj: Any) -> Any:
-    """Display ``obj`` so that it reads as text on the page: a ``str`` as Markdown (never a quoted,
-    cut-off Python repr), a DataFrame as a table with wrapped cells, anything else as itself.
-    Returns the displayed object (``None`` when displayed here, so a cell ending in ``show(x)``
-    prints nothing twice).
-    """
+    """Display ``obj`` as text on the page (a ``str`` as Markdown, a DataFrame with wrapped cells);
+    returns ``None``, so a cell ending in ``show(x)`` prints nothing twice."""
     from IPython.display import Markdown, display
 
     if isinstance(obj, str):

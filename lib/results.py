@@ -3,10 +3,6 @@
 The paper-scale runs are trained on a GPU (:mod:`lib.gpu`, which no notebook imports) and published
 to ``results/<page>/<group>/<key>.json``. This module only reads: pages (:mod:`lib.paper_scale`),
 the queue and the import all ask it which runs a page plans at a scale and which of them are in.
-
-* :data:`PAGES` -- the pages with paper-scale runs, in the queue's priority order (their ``rank``).
-* :func:`published` -- the verified records under ``results/<page>/`` by plan id.
-* :func:`plan` -- every planned run of some pages at a scale, each holding its published record.
 """
 
 from __future__ import annotations
@@ -40,11 +36,9 @@ def published(page: str) -> dict[str, dict[str, Any]]:
 
 
 def plan(pages: Sequence[str] = PAGES, scale: str = "paper", unplanned: dict[str, str] | None = None) -> list[Item]:
-    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each
-    holding its published record (``record``; ``done``) when ``results/`` has it.
-
-    A page whose plan needs what this machine lacks (a module, a bundled model) raises, unless
-    ``unplanned`` (a dict) is given: the page is then left out and ``unplanned[page]`` says why."""
+    """Every run of ``pages`` at ``scale`` in priority order (page order, then seed by seed), each holding
+    its published record when ``results/`` has it. A page whose plan needs what this machine lacks
+    raises, or with ``unplanned`` (a dict) is left out, ``unplanned[page]`` saying why."""
     for p in pages:
         if p not in PAGES:
             raise ValueError(f"pages: unknown page {p!r}; the queue knows {', '.join(PAGES)}")

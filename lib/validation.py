@@ -1,10 +1,7 @@
 """Input checks shared by every ``lib`` module.
 
 Every public function of ``lib`` accepts torch tensors or numpy arrays and rejects bad input with a
-``ValueError`` that names the argument and the problem: wrong shapes, NaNs, probability rows that do
-not sum to 1 (tolerance 1e-4, wider for half precision), labels out of range, scalars that are not
-numbers or lie outside their domain (:func:`check_number`), misspelled names (:func:`check_choice`,
-:func:`check_keywords`, with a difflib suggestion).
+``ValueError`` that names the argument and the problem (misspelled names with a difflib suggestion).
 """
 
 from __future__ import annotations
@@ -101,12 +98,8 @@ def check_same_length(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> N
 
 
 def prob_tolerance(probs: ArrayLike) -> float:
-    """Tolerance on a probability row's sum for the dtype ``probs`` was computed in.
-
-    ``PROB_TOL`` (1e-4) for float32/float64; for half precision the rounding of C entries adds up
-    (a float16 softmax over 10 classes is off by ~3e-4), so the tolerance grows to eps * sqrt(C),
-    which still refuses logits. ``probs`` is the caller's original array (before any upcast).
-    """
+    """Tolerance on a probability row's sum for the dtype of ``probs`` (the caller's original array):
+    ``PROB_TOL``, or eps * sqrt(C) for half precision (a float16 softmax over 10 classes is off by ~3e-4)."""
     dtype = getattr(probs, "dtype", None)
     if isinstance(dtype, torch.dtype):
         eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
@@ -120,11 +113,8 @@ def prob_tolerance(probs: ArrayLike) -> float:
 
 
 def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None) -> None:
-    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1.
-
-    ``tol`` defaults to :func:`prob_tolerance` of ``probs`` (pass the original's when ``probs`` is
-    an upcast copy of half-precision output).
-    """
+    """Raise unless ``probs`` is an (N, C) array of finite, non-negative rows summing to 1 within ``tol``
+    (default :func:`prob_tolerance`; pass the original's for an upcast copy of half-precision output)."""
     check_ndim(probs, 2, name, "N examples x C classes")
     check_finite(probs, name)
     tol = prob_tolerance(probs) if tol is None else tol
@@ -149,14 +139,12 @@ def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> N
     if isinstance(labels, torch.Tensor):
         if labels.is_floating_point() and not torch.equal(labels, labels.round()):
             raise ValueError(f"{name}: labels must be integers")
-        lo = labels.min().item() if labels.numel() else 0
-        hi = labels.max().item() if labels.numel() else 0
+        lo, hi = (labels.min().item(), labels.max().item()) if labels.numel() else (0, 0)
     else:
         arr = np.asarray(labels)
         if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
             raise ValueError(f"{name}: labels must be integers")
-        lo = arr.min() if arr.size else 0
-        hi = arr.max() if arr.size else 0
+        lo, hi = (arr.min(), arr.max()) if arr.size else (0, 0)
     if lo < 0 or hi >= num_classes:
         raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got range [{lo}, {hi}]")
 
@@ -181,8 +169,7 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
     check_ndim(x, 1, name)
     check_finite(x, name)
     if not clip:
-        lo = float(x.min()) if _shape(x)[0] else 0.0
-        hi = float(x.max()) if _shape(x)[0] else 0.0
+        lo, hi = (float(x.min()), float(x.max())) if _shape(x)[0] else (0.0, 0.0)
         if lo < 0 or hi > 1:
             raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
 
@@ -211,13 +198,8 @@ def check_number(
     low_open: bool = False,
     high_open: bool = False,
 ) -> float:
-    """Return ``value`` as a float, or raise unless it is a finite real number within the bounds.
-
-    The one scalar check of ``lib``: strings (``"0.5"``), booleans, ``None`` and arrays with more
-    are refused with a ``ValueError`` naming ``name`` instead of failing later with
-    a ``TypeError``; numpy scalars and 0-d tensors are accepted. ``low``/``high`` bound the
-    value (inclusive unless ``low_open``/``high_open``).
-    """
+    """Return ``value`` as a float, or raise unless it is a finite real number (not a string, bool or
+    array; numpy scalars and 0-d tensors are fine) within ``low``/``high`` (inclusive unless open)."""
     if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 0:
         value = value.item()  # a 0-d tensor or array, e.g. a fitted parameter
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):

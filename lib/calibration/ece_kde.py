@@ -43,11 +43,10 @@ def _log_dirichlet_kernel(points: torch.Tensor, centres: torch.Tensor, h: float)
     return logx @ (a - 1.0).T + log_norm[None, :]
 
 
-def _loo_weights(log_k: torch.Tensor) -> torch.Tensor:
-    """Row-normalized kernel weights with the diagonal left out (leave-one-out)."""
-    n = log_k.shape[0]
-    eye = torch.eye(n, dtype=torch.bool, device=log_k.device)
-    return torch.softmax(log_k.masked_fill(eye, float("-inf")), dim=1)
+def _loo_log_kernel(x: torch.Tensor, h: float) -> torch.Tensor:
+    """The log kernel of every pair of ``x`` with the diagonal at -inf (leave-one-out)."""
+    eye = torch.eye(x.shape[0], dtype=torch.bool, device=x.device)
+    return _log_dirichlet_kernel(x, x, h).masked_fill(eye, float("-inf"))
 
 
 def _kde_inputs(probs: ArrayLike, mode: str) -> torch.Tensor:
@@ -97,7 +96,7 @@ def ece_kde(
     else:
         correct = (f.argmax(dim=1) == y).to(f.dtype)
         target = torch.stack([correct, 1 - correct], dim=1)
-    w = _loo_weights(_log_dirichlet_kernel(x, x, h))
+    w = torch.softmax(_loo_log_kernel(x, h), dim=1)
     diff = (w @ target - x).abs()
     if mode == "top_label":
         diff = diff[:, :1]  # the second coordinate repeats the first
@@ -118,12 +117,9 @@ def select_bandwidth(probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID,
     grid = tuple(check_positive(h, "grid") for h in grid)
     f = _kde_inputs(probs, mode).detach().to(torch.float64)
     x = _kde_points(f, mode)
-    n = x.shape[0]
-    eye = torch.eye(n, dtype=torch.bool, device=x.device)
     best_h, best_ll = grid[0], -math.inf
     for h in grid:
-        log_k = _log_dirichlet_kernel(x, x, float(h)).masked_fill(eye, float("-inf"))
-        ll = float((torch.logsumexp(log_k, dim=1) - math.log(n - 1)).sum())
+        ll = float((torch.logsumexp(_loo_log_kernel(x, float(h)), dim=1) - math.log(x.shape[0] - 1)).sum())
         if ll > best_ll:
             best_h, best_ll = float(h), ll
     return best_h

@@ -6,8 +6,7 @@ on [0, 1]; ``binning="mass"`` gives equal-count ("adaptive", "histogram equaliza
 inner edges sit midway between consecutive order statistics, so that n examples without ties fall
 into bins whose counts differ by at most one.
 
-Every function accepts numpy arrays or torch tensors, validates them with :mod:`lib.validation`
-(``ValueError`` naming the argument) and returns plain Python floats (or a pandas DataFrame).
+Every function accepts numpy arrays or torch tensors and returns plain Python floats (or a DataFrame).
 """
 
 from __future__ import annotations
@@ -48,9 +47,6 @@ __all__ = [
 ]
 
 
-# --- input helpers ---------------------------------------------------------------------------
-
-
 def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     p = to_numpy(probs, "probs")
     y = to_numpy(labels, "labels")
@@ -61,20 +57,21 @@ def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.n
 
 
 def _conf_outcome(
-    conf: ArrayLike, outcome: ArrayLike, conf_name: str = "conf", clip: bool = False
+    conf: ArrayLike, outcome: ArrayLike, clip: bool | None = False, names: tuple[str, str] = ("conf", "outcome")
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a (confidence in [0, 1], binary outcome) pair; ``clip`` clips conf to [0, 1]."""
-    c = to_numpy(conf, conf_name)
-    o = to_numpy(outcome, "outcome")
-    check_unit_interval(c, conf_name, clip=clip)
-    check_ndim(o, 1, "outcome", "one 0/1 outcome per example")
-    check_finite(o, "outcome")
-    check_same_length(c, o, conf_name, "outcome")
+    """Validate a (confidence in [0, 1], binary outcome) pair; ``clip`` clips conf to [0, 1] (``None``:
+    any real score, unclipped)."""
+    conf_name, outcome_name = names
+    c, o = to_numpy(conf, conf_name), to_numpy(outcome, outcome_name)
+    check_unit_interval(c, conf_name, clip=clip is not False)
+    check_ndim(o, 1, outcome_name, "one 0/1 outcome per example")
+    check_finite(o, outcome_name)
+    check_same_length(c, o, conf_name, outcome_name)
     if c.shape[0] == 0:
         raise ValueError(f"{conf_name}: is empty (0 examples)")
     if not np.all((o == 0) | (o == 1)):
-        raise ValueError("outcome: values must be 0 or 1 (or booleans)")
-    return np.clip(c, 0.0, 1.0), o
+        raise ValueError(f"{outcome_name}: values must be 0 or 1 (or booleans)")
+    return (c if clip is None else np.clip(c, 0.0, 1.0)), o
 
 
 # --- binning (the one implementation every binned metric uses) ----------------------------------
@@ -137,41 +134,26 @@ def _binned_error(conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: s
 
 
 def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c.
-
-    Guo et al. 2017 (eq. 3); the MoE and L2D papers report it as a fraction, the reweighted-risk
-    paper x100.
-    """
+    """Top-label expected calibration error, sum_b (n_b / n) |acc_b - conf_b| with conf = max_c p_c (Guo
+    et al. 2017, eq. 3; papers 1 and 2 report it as a fraction, paper 4 x100)."""
     p, y = _probs_labels(probs, labels)
-    n_bins = check_bins(n_bins)
-    check_choice(binning, BINNINGS, "binning")
     conf = np.clip(p.max(axis=1), 0.0, 1.0)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
     return _binned_error(conf, correct, n_bins, binning)
 
 
 def classwise_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c].
-
-    Reweighted-risk paper, Def. 3.9 (Kull et al. 2019). With ``binning="mass"`` the equal-count
-    bins are built per class on that class's probabilities.
-    """
+    """Class-wise ECE: mean over classes c of the binned calibration error of p_c vs 1[y = c] (paper 4,
+    Def. 3.9; Kull et al. 2019); equal-count bins are built per class."""
     p, y = _probs_labels(probs, labels)
-    n_bins = check_bins(n_bins)
-    check_choice(binning, BINNINGS, "binning")
     p = np.clip(p, 0.0, 1.0)
     errs = [_binned_error(p[:, c], (y == c).astype(np.float64), n_bins, binning) for c in range(p.shape[1])]
     return float(np.mean(errs))
 
 
 def binary_ece(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
-    """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1).
-
-    ``conf`` is clipped to [0, 1] first: the L2D softmax estimate of expert correctness (L2D paper
-    eq. 2) can exceed 1 and the paper caps it at 1.
-    """
-    n_bins = check_bins(n_bins)
-    check_choice(binning, BINNINGS, "binning")
+    """Binned calibration error of a probability ``conf`` of a binary event ``outcome`` (0/1), ``conf``
+    clipped to [0, 1] (the L2D estimate of expert correctness, paper 2 eq. 2, can exceed 1)."""
     c, o = _conf_outcome(conf, outcome, clip=True)
     return _binned_error(c, o, n_bins, binning)
 
@@ -179,25 +161,17 @@ def binary_ece(conf: ArrayLike, outcome: ArrayLike, n_bins: int = 15, binning: s
 def reliability_table(
     conf: ArrayLike, outcome: ArrayLike, n_bins: int = 10, binning: str = "width", level: float = 0.95
 ) -> pd.DataFrame:
-    """Per-bin reliability statistics with a Wilson interval for the accuracy.
-
-    One row per bin (empty bins included, with NaN statistics): ``bin``, ``lo``, ``hi``, ``count``,
-    ``conf`` (mean confidence), ``acc`` (mean outcome), ``acc_lo``, ``acc_hi`` (Wilson score
-    interval at ``level``, from ``scipy.stats.binomtest(...).proportion_ci(method="wilson")`` rather
-    than a hand-written formula), ``gap`` = acc - conf. ``conf`` is clipped to [0, 1].
-    """
+    """One row per bin (empty ones with NaN): ``bin``, ``lo``, ``hi``, ``count``, ``conf`` (mean
+    confidence), ``acc`` (mean outcome), ``acc_lo``, ``acc_hi`` (scipy's Wilson interval at ``level``)
+    and ``gap`` = acc - conf."""
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
     level = check_number(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     c, o = _conf_outcome(conf, outcome, clip=True)
     edges, count, sum_conf, sum_out = _bin_stats(c, o, n_bins, binning)
     nonempty = count > 0
-    mean_conf = np.full(n_bins, np.nan)
-    acc = np.full(n_bins, np.nan)
-    mean_conf[nonempty] = sum_conf[nonempty] / count[nonempty]
-    acc[nonempty] = sum_out[nonempty] / count[nonempty]
-    lo_ci = np.full(n_bins, np.nan)
-    hi_ci = np.full(n_bins, np.nan)
+    mean_conf, acc = (np.where(nonempty, s / np.maximum(count, 1), np.nan) for s in (sum_conf, sum_out))
+    lo_ci, hi_ci = np.full(n_bins, np.nan), np.full(n_bins, np.nan)
     for b in np.flatnonzero(nonempty):
         ci = binomtest(int(round(sum_out[b])), int(count[b])).proportion_ci(confidence_level=level, method="wilson")
         lo_ci[b], hi_ci[b] = ci.low, ci.high
@@ -226,10 +200,7 @@ def accuracy(probs: ArrayLike, labels: ArrayLike) -> float:
 
 
 def brier(probs: ArrayLike, labels: ArrayLike) -> float:
-    """Multi-class Brier score (Brier 1950): mean over examples of sum_c (p_c - 1[y = c])^2.
-
-    Summed over classes (range [0, 2]), not averaged over them.
-    """
+    """Multi-class Brier score (Brier 1950): mean over examples of sum_c (p_c - 1[y = c])^2 (in [0, 2])."""
     p, y = _probs_labels(probs, labels)
     onehot = np.zeros_like(p)
     onehot[np.arange(p.shape[0]), y] = 1.0

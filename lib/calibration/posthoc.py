@@ -1,16 +1,12 @@
 """Post-hoc calibrators of one model: temperature scaling, Platt scaling and histogram binning (all four papers).
 
 * Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted on held-out
-  data -- :class:`TemperatureScaler`, the book's one temperature fitter: one LBFGS fit on T
-  (:func:`lbfgs_minimize`), with the papers' protocols (the converged NLL minimiser of papers 1-3,
-  paper 1's partial fit, paper 4's ECE search) and MoCaE's per-expert temperatures (paper 1) as its
-  options. For a mixture of experts the "logits" are log(mixture probs) (:func:`probs_to_logits`).
+  data -- :class:`TemperatureScaler`, the book's one temperature fitter, the papers' protocols its options.
 * Platt scaling (Platt 1999): P(outcome = 1) = sigmoid(a s + b), fitted by maximum likelihood.
 * Histogram binning (Zadrozny & Elkan 2001): the calibrated value of a confidence is the accuracy of
   its equal-count bin on the calibration data.
 
-Inputs are numpy arrays or torch tensors, validated with :mod:`lib.validation`. Functions returning
-probabilities return the same kind (numpy or torch) as the logits they were given.
+Functions returning probabilities return the same kind (numpy or torch) as the logits they were given.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from lib.validation import (
     check_ndim,
     check_positive,
     check_probs,
-    check_same_length,
     check_unit_interval,
     to_numpy,
     to_tensor,
@@ -78,15 +73,11 @@ def lbfgs_minimize(
     tolerance_change: float = 1e-12,
     restarts: int = 1,
 ) -> None:
-    """Minimise ``loss_fn()`` over ``params`` (leaf tensors with ``requires_grad``, updated in
-    place) with torch's LBFGS: the one optimiser behind every temperature fit of the book
-    (:class:`TemperatureScaler` with both protocols, and paper 4's logit maps in lib.rr.gamma).
-
-    ``line_search=True`` uses a strong-Wolfe line search, so ``lr`` = 1 is the quasi-Newton step;
-    ``line_search=False`` moves exactly ``lr`` times the LBFGS direction each iteration (the first
-    one ``lr * min(1, 1/|g|)`` times the negative gradient), as paper 1's protocol does. With
-    ``restarts`` > 1, LBFGS is called again while a call still lowers the loss (by more than
-    1e-12 relative), at most ``restarts`` calls; each ends at the tolerances or ``max_iter``.
+    """Minimise ``loss_fn()`` over ``params`` (leaf tensors, updated in place) with torch's LBFGS: the one
+    optimiser behind every temperature fit (:class:`TemperatureScaler`, paper 4's logit maps in
+    lib.rr.gamma). ``line_search``: strong Wolfe (``lr`` = 1 is the quasi-Newton step); without it each
+    step is ``lr`` times the LBFGS direction (paper 1's protocol). LBFGS is called again while a call
+    still lowers the loss, at most ``restarts`` calls.
     """
     check_positive(lr, "lr")
     max_iter = check_int(max_iter, "max_iter")
@@ -129,32 +120,22 @@ class TemperatureScaler:
     One fit (:meth:`fit`), on T itself, from T = 1, in float64; the papers' protocols are its options:
 
     * ``criterion="nll"``, ``protocol="converged"`` (papers 1-3): T minimises the validation NLL,
-      mean_i -log softmax(z_i / T)_{y_i}, by :func:`lbfgs_minimize` with a strong-Wolfe line search
-      and ``lr`` = 1 (the quasi-Newton step), to the float64 precision of the NLL (convex in 1/T, so
-      unimodal in T: about 10 evaluations on 10,000 x 10 logits).
+      mean_i -log softmax(z_i / T)_{y_i} (unimodal in T), by :func:`lbfgs_minimize` with a strong-Wolfe
+      line search and ``lr`` = 1, to the float64 precision of the NLL.
     * ``protocol="paper"`` (paper 1, App. D.5: "LBFGS (50 iterations, learning rate 0.01)", the rate
-      restored from its public code): the same LBFGS *without* line search and ``lr`` = 0.01, so
-      each step is 0.01 x the quasi-Newton step and 50 iterations stop well short of the minimiser
-      (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol).
+      from its public code): the same LBFGS *without* line search and ``lr`` = 0.01, which stops well
+      short of the minimiser (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol).
     * ``criterion="ece"`` (paper 4, Tables 1 and 4: "the temperature T is selected by minimizing
-      ECE"): T minimises the top-label ECE with ``n_bins`` equal-width bins
-      (:func:`lib.calibration.metrics.ece`). The ECE is piecewise constant in T, so instead of a
-      gradient method (paper 4's code runs LBFGS on a binned ECE loss) log T is searched on a grid
-      of 241 points over [0.05, 20], then 101 points within one grid step of the best; the
-      smallest ECE wins (the first on ties).
+      ECE"): T minimises the top-label ECE with ``n_bins`` equal-width bins. The ECE is piecewise
+      constant in T, so log T is searched on 241 points over [0.05, 20], then 101 points within one
+      step of the best; the smallest ECE wins (the first on ties).
 
-    T stays in ``bounds`` through a clamp inside the objective: beyond a bound the loss is flat and
-    LBFGS stops there, which (the NLL being unimodal in T) equals clamping the unconstrained
-    minimiser. Without ``bounds`` the range is [1e-6, 1e6], and a fit that ends at its top while z / T
-    is still far from 0 raises: the logits are on an extreme scale. Given ``bounds`` are a clamp
-    (MoCaE's [0.1, 10], paper 1 section 6.2).
-
-    Logits (N, C) get one T (a float); expert logits (N, K, C) get one T per expert (a float64
-    array of K), each fitted on its own expert's logits over every example, exactly as K separate
-    fits. ``weights`` (N,) or, per expert, (N, K) weight the examples of the NLL (MoCaE's
-    routing-weighted variant). Dividing by T > 0 never changes the argmax. For a mixture of experts
-    pass ``probs_to_logits(mixture_probs)``. Calling the fitted scaler on logits returns
-    softmax(z / T) (:func:`apply_temperature`; per expert, each expert's own T).
+    T is clamped to ``bounds`` inside the objective (MoCaE's [0.1, 10], paper 1 section 6.2); without
+    them the range is [1e-6, 1e6], and a fit ending at its top while z / T is still far from 0 raises.
+    Expert logits (N, K, C) get one T per expert (a float64 array of K), as K separate fits;
+    ``weights`` (N,) or (N, K) weight the examples of the NLL (MoCaE's routing-weighted variant). For a
+    mixture of experts pass ``probs_to_logits(mixture_probs)``. Calling the fitted scaler returns
+    softmax(z / T) (:func:`apply_temperature`).
     """
 
     def __init__(
@@ -174,12 +155,8 @@ class TemperatureScaler:
         lo, hi = T_FIT_BOUNDS if bounds is None else bounds
         if not (isinstance(lo, int | float) and isinstance(hi, int | float) and 0 < lo < 1 < hi < math.inf):
             raise ValueError(f"bounds: expected (low, high) with 0 < low < 1 < high < inf, got {bounds!r}")
-        self.criterion, self.protocol, self.bounds, self.clamp = (
-            criterion,
-            protocol,
-            (float(lo), float(hi)),
-            bounds is not None,
-        )
+        self.criterion, self.protocol = criterion, protocol
+        self.bounds, self.clamp = (float(lo), float(hi)), bounds is not None
         self.max_iter, self.n_bins = check_int(max_iter, "max_iter"), check_bins(n_bins)
         self.lr = check_positive((PAPER_LR if protocol == "paper" else 1.0) if lr is None else lr, "lr")
         self.temperature: float | np.ndarray | None = None
@@ -303,28 +280,10 @@ def probs_to_logits(probs: ArrayLike) -> ArrayLike:
 # --- Platt scaling ------------------------------------------------------------------------------
 
 
-def _scores_outcomes(scores: ArrayLike, outcomes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    s = to_numpy(scores, "scores")
-    o = to_numpy(outcomes, "outcomes")
-    check_ndim(s, 1, "scores")
-    check_finite(s, "scores")
-    check_ndim(o, 1, "outcomes")
-    check_same_length(s, o, "scores", "outcomes")
-    if s.shape[0] == 0:
-        raise ValueError("scores: is empty (0 examples)")
-    if not np.all((o == 0) | (o == 1)):
-        raise ValueError("outcomes: values must be 0 or 1 (or booleans)")
-    return s, o
-
-
 def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
-    """Fit (a, b) of P(outcome = 1 | s) = sigmoid(a s + b) by maximum likelihood (Platt 1999).
-
-    Plain logistic regression on one feature (scipy BFGS on the mean binary cross-entropy with its
-    analytic gradient); Platt's target smoothing (N+ + 1)/(N+ + 2) is not applied, following the
-    paper 3's sigmoid(a s + b).
-    """
-    s, o = _scores_outcomes(scores, outcomes)
+    """Fit (a, b) of P(outcome = 1 | s) = sigmoid(a s + b) by maximum likelihood (Platt 1999) without
+    Platt's target smoothing, as paper 3 fits it (scipy BFGS with the analytic gradient)."""
+    s, o = _conf_outcome(scores, outcomes, clip=None, names=("scores", "outcomes"))
     if o.min() == o.max():
         raise ValueError("outcomes: need both 0 and 1 outcomes to fit Platt scaling")
 
@@ -357,13 +316,8 @@ def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
 
 
 class HistogramBinning:
-    """Histogram binning (Zadrozny & Elkan 2001) on equal-count bins of a confidence in [0, 1].
-
-    ``fit(conf, outcome)`` builds ``n_bins`` equal-count bins (:func:`lib.calibration.metrics.bin_edges`,
-    ``binning="mass"``) and stores the accuracy in each; ``predict(conf)`` returns the stored
-    accuracy of each confidence's bin. A bin left empty by ties predicts its own centre.
-    Third calibrator of the cascading ablation.
-    """
+    """Histogram binning (Zadrozny & Elkan 2001): ``fit(conf, outcome)`` stores the accuracy of each of
+    ``n_bins`` equal-count bins (an empty one: its centre), ``predict(conf)`` returns its bin's."""
 
     def __init__(self, n_bins: int = 15) -> None:
         self.n_bins = check_bins(n_bins)

@@ -1,29 +1,19 @@
 """Device-side image augmentation and batching on whole uint8 batches (no per-sample PIL).
 
-The paper's training recipe (Table 4 of the MoE paper) uses
-random crop with zero padding (pad 4 at 32 px, pad 28 at 224 px) and a horizontal flip, then
-normalization. Here these are tensor ops on a whole ``(B, C, H, W)`` uint8 batch that already sits
-on the training device, so the epoch loop never touches PIL or a DataLoader worker:
-
-* :func:`random_crop` -- pad with zeros, then take a per-image window at a random offset
-  (one gather for the whole batch);
-* :func:`random_flip` -- mirror a random half of the batch;
-* :func:`to_float` -- uint8 -> float, scaled to [0, 1] and normalized with (mean, std);
-* :class:`BatchIterator` -- shuffled mini-batches of device tensors from a seeded generator, one
-  fresh permutation per epoch derived from ``(seed, epoch)`` so that a resumed run sees the same
-  batches as an uninterrupted one.
-
-Random numbers come from CPU ``torch.Generator`` objects (the same on every device) and the few
-integers per batch are copied to the device without a host sync.
+The paper's training recipe (Table 4 of the MoE paper) uses random crop with zero padding (pad 4 at
+32 px, pad 28 at 224 px) and a horizontal flip, then normalization. Here these are tensor ops on a
+whole ``(B, C, H, W)`` uint8 batch on the training device; their random numbers come from CPU
+``torch.Generator`` objects (the same on every device), copied to the device without a host sync.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from lib.validation import check_positive
+from lib.validation import check_int, check_positive
 
 # Channel statistics (RGB, of [0, 1] pixels). CIFAR-10 train-set statistics as used by most CIFAR
 # code; ImageNet statistics for pretrained torchvision backbones.
@@ -77,11 +67,8 @@ def _check_images(x: torch.Tensor, name: str = "x") -> None:
 
 
 def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image.
-
-    Equivalent to torchvision's ``RandomCrop(size, padding)`` applied image by image; the offsets
-    (dy, dx) are uniform on {0, ..., 2*padding}. Works on any dtype and device; shape is kept.
-    """
+    """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image (uniform on
+    {0, ..., 2 padding}): torchvision's ``RandomCrop(size, padding)`` image by image, any dtype and device."""
     _check_images(x)
     if not isinstance(padding, int) or padding < 0:
         raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
@@ -171,26 +158,15 @@ def _length(x: Inputs) -> int:
     return int(x.shape[0])
 
 
-def _index(x: Inputs, idx: torch.Tensor) -> Inputs:
-    if isinstance(x, Mapping):
-        return {k: v[idx] for k, v in x.items()}
-    return x[idx]
-
-
-def _to(x: Inputs, device: torch.device) -> Inputs:
-    if isinstance(x, Mapping):
-        return {k: v.to(device) for k, v in x.items()}
-    return x.to(device)
+def _map(x: Inputs, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
+    """``fn`` applied to a tensor, or to each tensor of a dict input."""
+    return {k: fn(v) for k, v in x.items()} if isinstance(x, Mapping) else fn(x)
 
 
 class BatchIterator:
-    """Mini-batches ``(x_batch, y_batch)`` of tensors kept on ``device`` (moved there once).
-
-    ``x`` is a tensor (uint8 images) or a dict of tensors (tokenized text: input_ids,
-    attention_mask). With ``shuffle=True`` epoch ``e`` uses the permutation drawn from
-    :func:`epoch_generator` ``(seed, e)``: the batches of an epoch do not depend on what ran before,
-    so a run resumed at epoch e sees exactly the batches an uninterrupted run would.
-    """
+    """Mini-batches ``(x_batch, y_batch)`` of a tensor or a dict of tensors (tokenized text) kept on
+    ``device``. With ``shuffle`` epoch e uses the permutation of :func:`epoch_generator` ``(seed, e)``,
+    so a run resumed at epoch e sees exactly the batches an uninterrupted run would."""
 
     def __init__(
         self,
@@ -202,20 +178,13 @@ class BatchIterator:
         device: str | torch.device = "cpu",
         drop_last: bool = False,
     ) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
+        check_int(batch_size, "batch_size")
         n = _length(x)
         if int(y.shape[0]) != n:
             raise ValueError(f"x and y: lengths differ ({n} vs {int(y.shape[0])})")
         self.device = torch.device(device)
-        self.x = _to(x, self.device)
-        self.y = y.to(self.device)
-        self.n = n
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self.epoch = 0
+        self.x, self.y, self.n, self.epoch = _map(x, lambda v: v.to(self.device)), y.to(self.device), n, 0
+        self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
 
     def __len__(self) -> int:
         if self.drop_last:
@@ -227,17 +196,10 @@ class BatchIterator:
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[tuple[Inputs, torch.Tensor]]:
+        order = None
         if self.shuffle:
-            order = torch.randperm(self.n, generator=epoch_generator(self.seed, self.epoch, stream=1))
-            order = order.to(self.device)
-        else:
-            order = None
+            order = torch.randperm(self.n, generator=epoch_generator(self.seed, self.epoch, stream=1)).to(self.device)
         for i in range(len(self)):
             lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
-            if order is None:
-                sl = slice(lo, hi)
-                xb = {k: v[sl] for k, v in self.x.items()} if isinstance(self.x, Mapping) else self.x[sl]
-                yield xb, self.y[sl]
-            else:
-                idx = order[lo:hi]
-                yield _index(self.x, idx), self.y[idx]
+            idx = slice(lo, hi) if order is None else order[lo:hi]
+            yield _map(self.x, operator.itemgetter(idx)), self.y[idx]

@@ -1,28 +1,25 @@
 """What paper 1's engine needs of a data set: the :class:`Bundle` protocol.
 
-:class:`lib.data.images.ImageBundle` (CIFAR-10H, PACS, synthetic images) and
-:class:`lib.data.text.TextBundle` (CivilComments) both satisfy it; the training engine
-(:mod:`lib.moe.train`, :mod:`lib.moe.grid`) and the queue accept any object that does, and
-:func:`check_bundle` rejects anything else with a ``ValueError`` naming what is missing.
+:class:`lib.data.images.ImageBundle` and :class:`lib.data.text.TextBundle` satisfy it; :func:`check_bundle`
+rejects anything else with a ``ValueError`` naming what is missing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import torch
 
 __all__ = ["Bundle", "TensorSplits", "check_bundle"]
 
+Pair = tuple[torch.Tensor, torch.Tensor]  # (x, y) of one split
+
 
 @runtime_checkable
 class Bundle(Protocol):
-    """A train/validation/test split with labels, a "hard" test subset and a content hash.
-
-    ``kind`` is ``"images"`` (``train_x``... uint8 tensors) or ``"text"`` (``train_texts``...);
-    ``fingerprint()`` is part of every run key, so two bundles with the same fingerprint must hold
-    the same examples."""
+    """A train/validation/test split with labels, a "hard" test subset, ``kind`` ("images" or "text") and
+    a content hash (``fingerprint()``, part of every run key)."""
 
     name: str
     kind: str
@@ -68,6 +65,12 @@ class TensorSplits:
         """Number of classes."""
         return len(self.classes)
 
+    @classmethod
+    def from_pairs(cls, name: str, train: Pair, val: Pair, test: Pair, **fields: Any) -> Self:
+        """A bundle from its (x, y) pairs of ``train``, ``val`` and ``test`` and its other ``fields``."""
+        (tx, ty), (vx, vy), (sx, sy) = train, val, test
+        return cls(name=name, train_x=tx, train_y=ty, val_x=vx, val_y=vy, test_x=sx, test_y=sy, **fields)
+
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard test examples (and "all": the test examples of
         the natural-proportion sample, when a subclass's ``all_mask`` marks one)."""
@@ -83,19 +86,7 @@ class TensorSplits:
         return out
 
 
-_FIELDS = (
-    "name",
-    "kind",
-    "source",
-    "classes",
-    "train_y",
-    "val_y",
-    "test_y",
-    "hard_mask",
-    "num_classes",
-    "sizes",
-    "fingerprint",
-)
+_FIELDS = (*Bundle.__annotations__, "num_classes", "sizes", "fingerprint")
 
 
 def check_bundle(data: Any, name: str = "data") -> Bundle:

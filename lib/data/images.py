@@ -1,15 +1,8 @@
 """Image data of the MoE paper as experiments use it: CIFAR-10 with CIFAR-10H human labels, and PACS.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-Table 4 and Appendix D (splits, hard subsets).
-
-* :func:`load_cifar10h` -- 45,000 train / 5,000 validation (fixed split seed) / 10,000 test in the
-  official test order; the test set carries the CIFAR-10H human label distributions and the hard
-  subset "max human probability < 0.7" (327 images).
-* :func:`load_pacs` -- leave-one-domain-out: the three source domains (90/10 train/validation split
-  with a fixed seed) and the whole target domain as test and hard set.
-
-Both return an :class:`ImageBundle`. The images themselves are read and decoded (once, then
+Table 4 and Appendix D (splits, hard subsets). :func:`load_cifar10h` and :func:`load_pacs` return an
+:class:`ImageBundle`. The images themselves are read and decoded (once, then
 memory-mapped from the cache) by :mod:`lib.data.image_files`; the CIFAR-10H labels are found
 through :func:`lib.data.locate.locate` (explicit argument, ``$CALIBOOK_DATA``, ``../shared/data``,
 the cache, then the official download when online).
@@ -48,14 +41,9 @@ __all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "
 
 @dataclass
 class ImageBundle(TensorSplits):
-    """Train/validation/test images (uint8 tensors NCHW) and int64 labels of one experiment.
-
-    ``hard_mask`` (bool, one per test image) marks the hard subset; ``all_mask`` (bool or ``None`` =
-    every test image) marks the images that stand for the whole test distribution in the "all"
-    metrics (a natural-proportion sample when the test set is subsampled); ``human_probs`` (N_test, C)
-    holds human label distributions where they exist (CIFAR-10H, synthetic blends), else ``None``.
-    ``source`` says where the data came from; ``info`` records how it was split or subsampled.
-    """
+    """Train/validation/test uint8 images (N, C, H, W) and int64 labels: ``hard_mask`` marks the hard test
+    subset, ``all_mask`` (``None``: every test image) the natural-proportion sample of the "all" metrics,
+    ``human_probs`` (N_test, C) human label distributions where they exist; ``info``: how it was split."""
 
     human_probs: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -86,9 +74,7 @@ class ImageBundle(TensorSplits):
         return h.hexdigest()[:12]
 
 
-# ----------------------------------------------------------------------------------------------
-# CIFAR-10 / CIFAR-10H
-# ----------------------------------------------------------------------------------------------
+# --- CIFAR-10 / CIFAR-10H ---
 
 _CIFAR10H_HOW = (
     "download cifar10h-probs.npy from https://github.com/jcpeterson/cifar-10h (data/) and put it in "
@@ -107,15 +93,9 @@ def _download_cifar10h(cache: Path) -> Path:
 
 
 def natural_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Test images for a scaled-down run: a uniform sample plus every hard image.
-
-    ``n_test`` images are drawn uniformly from the whole test set, so they keep the natural share of
-    hard images (CIFAR-10H: 3.3%, 327 of 10,000) and stand for "all" test images; the hard images the
-    sample missed are added so the hard metrics still use all of them. Returns ``(indices in
-    official order, all_mask)``, where ``all_mask`` marks the uniform sample. (The subset used before
-    kept every hard image among ``n_test``, which made 16% of "all" hard and the "all" metrics
-    incomparable with the paper's.)
-    """
+    """Test images for a scaled-down run: a uniform sample of ``n_test`` (the natural share of hard images,
+    3.3% in CIFAR-10H: the "all" metrics) plus every hard image it missed (the hard metrics use all).
+    Returns ``(indices in official order, all_mask)``, ``all_mask`` marking the uniform sample."""
     hard = np.asarray(hard, dtype=bool)
     if hard.ndim != 1:
         raise ValueError(f"hard: expected a 1-D boolean mask, got shape {hard.shape}")
@@ -142,14 +122,10 @@ def load_cifar10h(
 ) -> ImageBundle:
     """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4).
 
-    The 50,000 training images are split 45,000/5,000 into train/validation with a fixed seed
-    (``SPLIT_SEED``, the same for every training seed); the 10,000 test images keep the official
-    order and carry ``human_probs`` (CIFAR-10H) and ``hard_mask`` = max human probability < 0.7
-    (327 images). Subsets for the ``cpu`` scale: ``n_train`` images drawn from the 45,000 with
-    ``seed`` (validation shrinks to ``n_val``, by default ``n_train // 9``, keeping the 90/10 ratio);
-    ``n_test`` draws a uniform (natural-proportion) sample that defines the "all" metrics
-    (``all_mask``) and adds every hard image the sample missed, so the hard metrics use all 327
-    (see :func:`natural_test_subset`).
+    Train/validation 45,000/5,000 (``SPLIT_SEED`` for every training seed); the 10,000 test images in
+    the official order, ``hard_mask`` = max human probability < 0.7 (327 images). ``cpu`` scale subsets:
+    ``n_train`` drawn with ``seed`` (validation ``n_val``, default ``n_train // 9``), ``n_test`` by
+    :func:`natural_test_subset`.
     """
     _check_count(n_train, "n_train", 50000 - CIFAR_VAL_SIZE)
     _check_count(n_test, "n_test", 10000)
@@ -188,14 +164,11 @@ def load_cifar10h(
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a))
 
-    return ImageBundle(
-        name="cifar10h",
-        train_x=t(tr_x[train_idx]),
-        train_y=t(tr_y[train_idx]),
-        val_x=t(tr_x[val_idx]),
-        val_y=t(tr_y[val_idx]),
-        test_x=t(te_x[test_idx]),
-        test_y=t(te_y[test_idx]),
+    return ImageBundle.from_pairs(
+        "cifar10h",
+        (t(tr_x[train_idx]), t(tr_y[train_idx])),
+        (t(tr_x[val_idx]), t(tr_y[val_idx])),
+        (t(te_x[test_idx]), t(te_y[test_idx])),
         hard_mask=t(hard[test_idx]),
         all_mask=None if all_mask is None else t(all_mask),
         human_probs=t(human[test_idx]).float(),
@@ -205,9 +178,7 @@ def load_cifar10h(
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# PACS
-# ----------------------------------------------------------------------------------------------
+# --- PACS ---
 
 
 def load_pacs(
@@ -220,51 +191,38 @@ def load_pacs(
 ) -> ImageBundle:
     """Leave-one-domain-out PACS (MoE paper section 5, Table 2).
 
-    ``target`` (photo, art_painting -- alias "art" --, cartoon, sketch) is the test set and the hard
-    set; the other three domains are the sources, of which ``val_frac`` (10%) is held out for
-    temperature scaling with a fixed ``seed`` (PACS has no official split). Images are resized from
-    227 to ``size`` px. ``n_per_domain`` (cpu scale) draws that many images per domain with ``seed``.
+    ``target`` is the test and hard set; of the other three domains ``val_frac`` is held out with ``seed``
+    (PACS has no official split). Images are resized to ``size`` px; ``n_per_domain`` (cpu scale) draws
+    that many images per domain.
     """
     target = resolve_pacs_domain(target)
     check_open_unit(val_frac, "val_frac")
     _check_count(n_per_domain, "n_per_domain", 10000)
     rng = np.random.default_rng(seed)
-    xs, ys, root = [], [], ""
-    for d in PACS_DOMAINS:
-        if d == target:
-            continue
+
+    def domain(d: str) -> tuple[torch.Tensor, torch.Tensor, str]:
         x, y, root = pacs_domain(d, size, data_dir)
         if n_per_domain is not None and n_per_domain < len(y):
             keep = torch.from_numpy(np.sort(rng.choice(len(y), n_per_domain, replace=False)))
             x, y = x[keep], y[keep]
-        xs.append(x)
-        ys.append(y)
-    src_x, src_y = torch.cat(xs), torch.cat(ys)
+        return x, y, root
+
+    names = [d for d in PACS_DOMAINS if d != target]
+    sources = [domain(d) for d in names]
+    src_x, src_y = torch.cat([x for x, _, _ in sources]), torch.cat([y for _, y, _ in sources])
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(src_y)))
     n_val = max(1, int(round(val_frac * len(src_y))))
     val_idx, train_idx = perm[:n_val].sort().values, perm[n_val:].sort().values
-    te_x, te_y, root = pacs_domain(target, size, data_dir)
-    if n_per_domain is not None and n_per_domain < len(te_y):
-        keep = torch.from_numpy(np.sort(rng.choice(len(te_y), n_per_domain, replace=False)))
-        te_x, te_y = te_x[keep], te_y[keep]
-    return ImageBundle(
-        name=f"pacs-{target}",
-        train_x=src_x[train_idx],
-        train_y=src_y[train_idx],
-        val_x=src_x[val_idx],
-        val_y=src_y[val_idx],
-        test_x=te_x,
-        test_y=te_y,
+    te_x, te_y, root = domain(target)
+    return ImageBundle.from_pairs(
+        f"pacs-{target}",
+        (src_x[train_idx], src_y[train_idx]),
+        (src_x[val_idx], src_y[val_idx]),
+        (te_x, te_y),
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
-        info={
-            "target": target,
-            "sources": [d for d in PACS_DOMAINS if d != target],
-            "val_frac": val_frac,
-            "seed": seed,
-            "n_per_domain": n_per_domain,
-        },
+        info={"target": target, "sources": names, "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
 
 

@@ -6,11 +6,9 @@ luminance/chrominance tables (ITU-T T.81 Annex K) scaled by (101 - q)/50 and cla
 DCT, back to RGB, clip. :func:`filtered_rows` draws max(1, int(0.05 B)) images of a normalized batch
 and filters each at a quality drawn from {15, 18, 25}; :mod:`lib.moe.fgr` trains on them.
 
-Batched in torch (the reference filters image by image in numpy on the CPU); a filter call never
-waits for the device. Not torchvision's ``JPEG`` transform: that runs a real codec on uint8 images
-with libjpeg's quality scaling (5000/q below 50, 200 - 2q above), not the reference's (101 - q)/50
-scaling of the tables, and it rounds to 8 bits; here the filter is the paper's arithmetic in
-floating point.
+Batched in torch on the images' device (the reference filters image by image in numpy). Not
+torchvision's ``JPEG``, a real codec with libjpeg's quality scaling that rounds to 8 bits: here the
+filter is the paper's arithmetic in floating point.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.data.augment import to_device_async
-from lib.validation import check_finite, check_ndim, check_positive, to_tensor
+from lib.validation import check_finite, check_int, check_ndim, check_positive, to_tensor
 
 BLOCK = 8
 DEFAULT_QUALITIES: tuple[int, ...] = (15, 18, 25)
@@ -46,31 +44,18 @@ JPEG_CHROMA = (
     (18, 21, 26, 66, 99, 99, 99, 99),
     (24, 26, 56, 99, 99, 99, 99, 99),
     (47, 66, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-    (99, 99, 99, 99, 99, 99, 99, 99),
-)
+) + ((99,) * 8,) * 4
 # JFIF (ITU-T T.871) RGB -> YCbCr; Cb and Cr are offset by 128.
 RGB_TO_YCBCR = ((0.299, 0.587, 0.114), (-0.168736, -0.331264, 0.5), (0.5, -0.418688, -0.081312))
 YCBCR_OFFSET = (0.0, 128.0, 128.0)
 
-__all__ = [
-    "BLOCK",
-    "DEFAULT_QUALITIES",
-    "dct_matrix",
-    "quantization_tables",
-    "jpeg_filter",
-    "filtered_rows",
-    "filter_batch",
-]
+__all__ = ["BLOCK", "DEFAULT_QUALITIES", "dct_matrix", "quantization_tables", "jpeg_filter", "filtered_rows"]
 
 
 def dct_matrix(n: int = BLOCK, dtype: torch.dtype = torch.float32, device: Any = None) -> torch.Tensor:
     """Orthonormal DCT-II matrix D (n x n): D[k, i] = a_k cos(pi (2i + 1) k / (2n)),
     a_0 = sqrt(1/n), a_k = sqrt(2/n); coefficients of a block X are D X D^T and D^T D = I."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: must be a positive integer, got {n!r}")
+    check_int(n, "n")
     k = torch.arange(n, dtype=torch.float64)[:, None]
     i = torch.arange(n, dtype=torch.float64)[None, :]
     d = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
@@ -117,10 +102,8 @@ def _from_blocks(x: torch.Tensor) -> torch.Tensor:
 
 
 def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
-    """JPEG-like DCT filtering of RGB images with values in [0, 255], shape (B, 3, H, W), float.
-
-    ``quality`` is one number in [1, 100] or one per image. Sizes not divisible by 8 are padded by
-    edge replication and cropped back. Runs batched on ``images.device``; no gradient."""
+    """JPEG-like DCT filtering of float RGB images (B, 3, H, W) in [0, 255] at ``quality`` (one number in
+    [1, 100] or one per image); sizes not divisible by 8 are edge-padded and cropped back."""
     if not isinstance(images, torch.Tensor):
         raise ValueError(f"images: expected a torch tensor, got {type(images).__name__}")
     check_ndim(images, 4, "images", "B x 3 x H x W")
@@ -186,11 +169,8 @@ def filtered_rows(
     qualities: Sequence[int] = DEFAULT_QUALITIES,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """JPEG-filtered copies of max(1, int(frac B)) random images of a normalized batch (B, 3, H, W)
-    and their row indices (on the CPU): denormalize to 0..255, filter each at a quality drawn from
-    ``qualities``, renormalize. ``generator`` (on any device) makes the draw reproducible. Only
-    host-side values (``mean``, ``std``, ``qualities``) are checked, so the call never waits for the
-    device."""
+    """JPEG-filtered copies of max(1, int(frac B)) random images of a normalized batch (B, 3, H, W), each at
+    a quality drawn from ``qualities``, and their row indices (on the CPU); never waits for the device."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
     check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
@@ -212,21 +192,3 @@ def filtered_rows(
         img = (x.detach().index_select(0, to_device_async(idx, x.device)) * std_t + mean_t) * 255.0
         tables = to_device_async(quantization_tables(q, dtype=x.dtype), x.device)
         return (_jpeg_filter(img, tables) / 255.0 - mean_t) / std_t, idx
-
-
-def filter_batch(
-    x: torch.Tensor,
-    mean: Any,
-    std: Any,
-    frac: float = 0.05,
-    qualities: Sequence[int] = DEFAULT_QUALITIES,
-    generator: torch.Generator | None = None,
-    return_indices: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Copy of a normalized batch with the rows of :func:`filtered_rows` (same arguments, same draw)
-    in place of their originals: the input of FGR's main branch."""
-    rows, idx = filtered_rows(x, mean, std, frac=frac, qualities=qualities, generator=generator)
-    with torch.no_grad():
-        out = x.detach().clone()
-        out.index_copy_(0, to_device_async(idx, x.device), rows)
-    return (out, idx) if return_indices else out

@@ -1,15 +1,10 @@
 """Finding real data on disk, in one fixed order, with an error that says how to get it.
 
-Search order: an explicit argument, the environment variable ``CALIBOOK_DATA``, ``../shared/data``
-beside the repository, the local cache (``<cache>/data``), then the official download (HF
-``datasets``, torchvision or WILDS) when online. A place counts only when it holds what the loader
-needs (``needs``: files that must be there and not be empty), so an empty or half-copied folder
-does not shadow a complete copy further down the list. An explicit argument is the one place
-searched: one that does not exist, or holds no usable copy, raises :class:`DataNotFoundError`
-naming it and what it lacks, never falling back to another place. When nothing works,
-:class:`DataNotFoundError` names the dataset, every place searched (an unset ``CALIBOOK_DATA``
-included) and how to get the data; the book's data page (``book/data.md``) lists every dataset.
-A file that is found but cannot be read raises :class:`DamagedDataError` naming the file.
+Search order: an explicit argument (then the only place), ``$CALIBOOK_DATA``, ``../shared/data``, the
+local cache (``<cache>/data``), then the official download when online. A place counts only when it
+holds what the loader needs (non-empty), so a half-copied folder does not shadow a complete copy.
+:class:`DataNotFoundError` names the dataset, every place searched and how to get the data (the book's
+data page lists every dataset); a file found but unreadable raises :class:`DamagedDataError`.
 """
 
 from __future__ import annotations
@@ -87,15 +82,9 @@ def locate(
     how_to_get: str = "",
     needs: Sequence[str] = (),
 ) -> Path:
-    """Return the path of ``relpath`` (a file or folder) for ``dataset``.
-
-    ``explicit`` may point at the file itself or at a data root holding ``relpath``; when given, it is
-    the only place looked at (see the module docstring). A place is
-    used only when it holds ``needs`` (globs relative to ``relpath``, e.g. ``("questions.csv",)``;
-    by default a non-empty file or folder). ``download``, if given, is called with the local cache
-    folder and must return the downloaded path; its failure (offline, no such file) is reported
-    together with the places searched.
-    """
+    """The path of ``relpath`` (a file or folder) for ``dataset``, in the module's search order:
+    ``explicit`` (the file itself or a data root; then the only place), the data roots, then
+    ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
         if not Path(explicit).exists():
             raise DataNotFoundError(
@@ -152,24 +141,14 @@ def describe(path: str | os.PathLike[str]) -> str:
 
 
 # Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
-READ_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    EOFError,
-    ValueError,
-    KeyError,
-    SyntaxError,
-    zipfile.BadZipFile,
-    pickle.UnpicklingError,
-)
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, KeyError, SyntaxError)
+READ_ERRORS += (zipfile.BadZipFile, pickle.UnpicklingError)  # a truncated zip or npz, a damaged pickle
 
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None]:
-    """Turn a reader's failure on ``path`` into :class:`DamagedDataError` naming the file.
-
-    ``with reading(path): df = pd.read_csv(path)`` -- an empty csv, a truncated zip or npz, a
-    wrong format: the message names the file, the reader's complaint and how to get it again.
-    """
+    """Turn a reader's failure on ``path`` (``with reading(path): pd.read_csv(path)``) into
+    :class:`DamagedDataError` naming the file, the reader's complaint and ``how_to_get`` it again."""
     try:
         yield
     except DamagedDataError:

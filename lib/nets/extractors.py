@@ -1,12 +1,5 @@
-"""Frozen networks applied to images: the feature extractors the feature data sets and frozen backbones use.
-
-* :data:`FEATURE_EXTRACTORS`, :data:`STAGE_EXTRACTORS`, :func:`feature_dim` -- the extractors by name
-  and the width of their rows (:func:`lib.nets.backbones.extractor_model` builds one).
-* :class:`FeatureInput` -- the ``"features:<extractor>"`` backbone (:func:`lib.nets.backbones.build`):
-  identity on the cached feature vectors of :mod:`lib.features`.
-* :func:`extract` -- a frozen network's outputs on uint8 images, optionally JPEG-filtered first
-  (:func:`lib.data.jpeg.jpeg_filter`), resized and normalized.
-"""
+"""Frozen networks applied to images: the feature extractors by name (built by
+:func:`lib.nets.backbones.extractor_model`), the ``"features:<extractor>"`` backbone and :func:`extract`."""
 
 from __future__ import annotations
 
@@ -69,12 +62,9 @@ def extract(
     on_batch: Callable[[int], None] | None = None,
     size: int | None = None,
 ) -> np.ndarray:
-    """Features of uint8 ``images`` (N, 3, H, W): optionally JPEG-filtered at ``quality`` (one
-    number, or one per image; :func:`lib.data.jpeg.jpeg_filter` on the 0..255 pixels), then resized to
-    ``size`` x ``size`` px when given (bilinear: CIFAR's 32 px images upsampled for an ImageNet
-    network), normalized with ``mean``/``std``, through
-    ``model`` in evaluation mode without gradients (channels-last input), ``batch_size`` at a time; ``on_batch(n)`` is
-    told each batch's ``n`` images (progress). Returns (N, D) float32."""
+    """(N, D) float32 outputs of ``model`` (evaluation mode, no gradients) on uint8 ``images``, optionally
+    JPEG-filtered at ``quality`` (:func:`lib.data.jpeg.jpeg_filter`), resized to ``size`` px (bilinear),
+    normalized; ``on_batch(n)`` is told each batch's size."""
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.dtype != torch.uint8:
         raise ValueError("images: expected a uint8 tensor (N, 3, H, W)")
     check_int(batch_size, "batch_size")

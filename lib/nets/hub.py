@@ -1,8 +1,4 @@
-"""Whether the Hugging Face hub can be reached (used by the image and text backbones).
-
-Its own module so that :mod:`lib.nets.backbones` and :mod:`lib.nets.text` both import it without
-importing each other.
-"""
+"""Whether the Hugging Face hub can be reached (used by the image and text backbones)."""
 
 from __future__ import annotations
 

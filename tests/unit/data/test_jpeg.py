@@ -14,11 +14,18 @@ from lib.data.jpeg import (
     JPEG_LUMA,
     RGB_TO_YCBCR,
     dct_matrix,
-    filter_batch,
     filtered_rows,
     jpeg_filter,
     quantization_tables,
 )
+
+
+def filter_batch(x, mean, std, return_indices=False, **draw):
+    """The batch with :func:`lib.data.jpeg.filtered_rows` (same draw) in place of their originals."""
+    rows, idx = filtered_rows(x, mean, std, **draw)
+    out = x.detach().clone()
+    out[idx] = rows
+    return (out, idx) if return_indices else out
 
 
 def test_dct_matrix_is_orthonormal_and_matches_scipy() -> None:

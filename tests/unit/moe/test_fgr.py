@@ -19,9 +19,17 @@ from lib.moe.fgr import (
     stacked_fgr_gradients,
     two_gradients,
 )
-from lib.data.jpeg import filter_batch
+from lib.data.jpeg import filtered_rows
 from lib.moe.heads import MoEHead, MoEModel, mixture_nll
 from lib.moe.robust import robust_moe_loss
+
+
+def filter_batch(x, mean, std, return_indices=False, **draw):
+    """The batch with :func:`lib.data.jpeg.filtered_rows` (same draw) in place of their originals."""
+    rows, idx = filtered_rows(x, mean, std, **draw)
+    out = x.detach().clone()
+    out[idx] = rows
+    return (out, idx) if return_indices else out
 
 
 def _hard_l2_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:

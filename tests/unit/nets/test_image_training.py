@@ -77,7 +77,7 @@ def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypa
 
 
 def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classifier(monkeypatch, tmp_path):
-    """With tune_epochs > 0 the network comes from lib.nets.lite0_tuning.tuned_lite0, given the first
+    """With tune_epochs > 0 the network comes from lib.nets.lite0_tuning.tune_tail, given the first
     n_backbone training images only; the other images' features are that network's, the cache key
     records the tuning, and backbone_test_accuracy is the tuned classifier's accuracy on the test
     features (here a fake: mean colour, and a classifier that always says class 3)."""
@@ -100,7 +100,7 @@ def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classif
             always3.bias.copy_(torch.eye(num_classes)[3])
         return MeanColour(), always3
 
-    monkeypatch.setattr(imt, "tuned_lite0", fake_tuned)
+    monkeypatch.setattr(imt, "tune_tail", fake_tuned)
     monkeypatch.setattr(imt, "extractor_model", lambda name: (MeanColour, "fake"))
     data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
     cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 2, "tune_lr": 1e-3}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib.nets.lite0_tuning import tuned_lite0
+from lib.nets.lite0_tuning import tune_tail
 from lib.nets.pretrained import efficientnet_lite0, lite0_available
 
 pytestmark = pytest.mark.skipif(
@@ -31,7 +31,7 @@ def _features(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def test_no_epochs_is_the_pretrained_network() -> None:
     x, y = _images()
-    net, classifier = tuned_lite0(x, y, num_classes=3, size=64, epochs=0, lr=1e-3)
+    net, classifier = tune_tail(x, y, num_classes=3, size=64, epochs=0, lr=1e-3)
     torch.testing.assert_close(_features(net, x), _features(efficientnet_lite0(pretrained=True), x))
     assert classifier.out_features == 3 and net.out_features == 1280
 
@@ -39,7 +39,7 @@ def test_no_epochs_is_the_pretrained_network() -> None:
 def test_fine_tuning_changes_only_the_tail_and_fits_the_images(monkeypatch, capsys) -> None:
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     x, y = _images()
-    net, classifier = tuned_lite0(x, y, num_classes=3, size=64, epochs=10, lr=3e-3)
+    net, classifier = tune_tail(x, y, num_classes=3, size=64, epochs=10, lr=3e-3)
     final = [line.split("\r")[-1] for line in capsys.readouterr().err.splitlines()]
     assert any("up to its last stage (64 px): image 128/128" in line for line in final)  # each image once
     assert any("fine-tuning its last stage and head convolution: epoch 10/10" in line for line in final)
@@ -59,10 +59,10 @@ def test_fine_tuning_changes_only_the_tail_and_fits_the_images(monkeypatch, caps
 def test_bad_input_is_named() -> None:
     x, y = _images()
     with pytest.raises(ValueError, match="labels: 127 labels for 128 images"):
-        tuned_lite0(x, y[:-1], num_classes=3, size=64, epochs=1, lr=1e-3)
+        tune_tail(x, y[:-1], num_classes=3, size=64, epochs=1, lr=1e-3)
     with pytest.raises(ValueError, match="lr"):
-        tuned_lite0(x, y, num_classes=3, size=64, epochs=1, lr=0.0)
+        tune_tail(x, y, num_classes=3, size=64, epochs=1, lr=0.0)
     with pytest.raises(ValueError, match="epochs"):
-        tuned_lite0(x, y, num_classes=3, size=64, epochs=-1, lr=1e-3)
+        tune_tail(x, y, num_classes=3, size=64, epochs=-1, lr=1e-3)
     with pytest.raises(ValueError, match="images: 10 images, fewer than one batch of 64"):
-        tuned_lite0(x[:10], y[:10], num_classes=3, size=64, epochs=1, lr=1e-3)
+        tune_tail(x[:10], y[:10], num_classes=3, size=64, epochs=1, lr=1e-3)
