@@ -23,8 +23,7 @@ class TrainConfig:
     ``backbone``: "cifar_resnet18" (width ``width``), "imagenet_resnet18" (``pretrained``),
     "text:<hf name>" (lib.nets.backbones.text_encoder with ``text_fallback``) or "tiny_cnn" (smoke scale).
     ``warmup_epochs=None`` means 40% of ``epochs`` for robust methods and FGR, 0 otherwise.
-    ``image_size=None`` takes the data's size; ``padding=None`` is size/8 (4 at 32 px, 28 at 224 px).
-    """
+    ``image_size=None`` takes the data's size; ``padding=None`` is size/8 (4 at 32 px, 28 at 224 px)."""
 
     dataset: str = "cifar10h"
     method: str = "vanilla"
@@ -88,6 +87,7 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+#: The fields every run of ``tiny_config`` starts from.
 TINY: dict[str, Any] = dict(
     dataset="synthetic",
     epochs=2,
@@ -100,7 +100,6 @@ TINY: dict[str, Any] = dict(
     router_hidden=8,
     progress=False,
 )
-"""The fields every run of ``tiny_config`` starts from."""
 
 
 def tiny_config(method: str = "vanilla", seed: int = 0, **changes: Any) -> TrainConfig:

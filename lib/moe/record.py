@@ -2,8 +2,7 @@
 
 The run cache and ``results/`` store records as signed JSON (:mod:`lib.engine.runs`); the pages'
 tables read them through :meth:`MoERecord.from_record`, which checks the shape once and names what
-is missing, instead of reaching into nested dicts at every use.
-"""
+is missing, instead of reaching into nested dicts at every use."""
 
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ One formula, one function: the functions the book shows (:func:`robust_moe_loss`
 (lib.moe.methods.objective). Their ``validate=False`` path is the training loop's: the two losses
 keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
 those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
-the device once per step; :func:`routing_relevant_mask` skips every check.
-"""
+the device once per step; :func:`routing_relevant_mask` skips every check."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
     ``validate=False`` (the training loop, lib.moe.methods) skips the finiteness check of
-    ``losses``, which would synchronise the host with the device (see the module docstring).
-    """
+    ``losses``, which would synchronise the host with the device (see the module docstring)."""
     l = _losses(losses) if validate else _vector(losses, "losses")
     lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
@@ -98,8 +96,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
 
-    lam == 0 returns the mean (the limit).
-    """
+    lam == 0 returns the mean (the limit)."""
     l = _losses(losses)
     lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
@@ -136,8 +133,7 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     """Empirical CVaR_alpha (eq. 18): the mean of the largest alpha*n losses, the boundary loss
     entering with its fractional weight (alpha*n - floor(alpha*n)). A reference, not a training loss.
 
-    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1.
-    """
+    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1."""
     l = _losses(losses)
     alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
     n = l.shape[0]
@@ -155,8 +151,7 @@ def effective_support(w: object) -> dict[str, float]:
     """Effective support of adversarial weights (App. D.6, Table 5).
 
     perplexity = exp(H(w)), fraction = perplexity / n, ratio_bound = n / perplexity (the effective
-    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches.
-    """
+    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches."""
     t = _weights(w)
     n = t.shape[-1]
     perplexity = torch.exp(-torch.special.xlogy(t, t).sum(dim=-1))

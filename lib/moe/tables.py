@@ -1,18 +1,8 @@
-"""Paper 1's results as tables: one row per run and subset, mean +- standard error over seeds, the
-paper's layout, our numbers beside the paper's, and where every number came from.
-
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.moe.train.train_run`
-(through :func:`lib.moe.experiment.run_methods`):
-
-* :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
-  subset), mean +- standard error over seeds, formatted like the paper's tables (:func:`fmt`);
-* :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper,
-  ``lib.moe.pages.pacs.PAPER_TABLE2``; Tables 1 and 3 lost their numbers in text
-  extraction, so there is nothing to quote for them);
-* :func:`mocae_fit_table` -- MoCaE with the paper's partial temperature fit and with converged ones;
-* :func:`provenance_table` -- where every number came from (one line and one row per method).
-"""
+"""Paper 1's results as tables (section 6, Tables 1-3; App. D.1 for MoCaE): one row per run and
+subset, mean +- standard error over seeds in the paper's layout and style (:func:`fmt`), ours beside
+the paper's (PACS's Table 2, ``lib.moe.pages.pacs.PAPER_TABLE2``: Tables 1 and 3 lost their numbers
+in the text extraction), MoCaE's two temperature fits and where every number came from. The records
+come from :func:`lib.moe.train.train_run` (through :func:`lib.moe.grid.run_grid`)."""
 
 from __future__ import annotations
 
@@ -39,8 +29,7 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
 
 def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
-    routing entropy, backbone, pretrained flag, device, provenance date and training seconds.
-    """
+    routing entropy, backbone, pretrained flag, device, provenance date and training seconds."""
     rows = []
     for r in map(MoERecord.from_record, records):
         for subset in SUBSETS:
@@ -77,20 +66,18 @@ def _se(values: pd.Series) -> float:
 
 def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Sequence[str] = METRICS) -> pd.DataFrame:
     """Mean and standard error of the mean over seeds (SE = std / sqrt(n), NaN with one seed), one
-    row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``.
-    """
+    row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``."""
     if not isinstance(frame, pd.DataFrame) or frame.empty:
         raise ValueError("frame: expected a non-empty DataFrame from results_frame")
     keys = [*by, "subset"]
     for k in keys:
         if k not in frame.columns:
             raise ValueError(f"by: column {k!r} not in frame")
-    out = (
+    return (
         frame.groupby(keys, sort=False)
         .agg(**{m: (m, "mean") for m in metrics}, **{f"{m}_se": (m, _se) for m in metrics}, seeds=("seed", "nunique"))
         .reset_index()
     )
-    return out
 
 
 def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
@@ -109,18 +96,16 @@ def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
 
 def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tuple(COLUMN_LABELS)) -> pd.DataFrame:
     """Tables 1/3 layout: one row per method (paper order), columns Accuracy, Hard Accuracy, ECE,
-    ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds.
-    """
+    ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds."""
     rows = []
-    methods = [m for m in METHODS if m in set(summary["method"])]
-    for m in methods:
+    for m in [m for m in METHODS if m in set(summary["method"])]:
         sub = summary[summary["method"] == m].set_index("subset")
         row: dict[str, Any] = {"Method": METHOD_LABELS[m]}
         for subset, metric in columns:
-            if subset in sub.index:
-                row[COLUMN_LABELS[(subset, metric)]] = fmt(sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"])
-            else:
-                row[COLUMN_LABELS[(subset, metric)]] = "—"
+            mean, se = (
+                (sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"]) if subset in sub.index else (None, None)
+            )
+            row[COLUMN_LABELS[(subset, metric)]] = fmt(mean, se)
         row["seeds"] = int(sub["seeds"].max())
         rows.append(row)
     return pd.DataFrame(rows)
@@ -129,8 +114,7 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
 def beside_paper(summary: pd.DataFrame, paper: Mapping[str, Sequence[float]], subset: str = "hard") -> pd.DataFrame:
     """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's, one row per method:
     ``paper`` maps a method to (accuracy, SE, ECE, SE, ECE+TS, SE) as a table prints them (PACS's
-    Table 2 for one target, ``lib.moe.pages.pacs.PAPER_TABLE2``).
-    """
+    Table 2 for one target, ``lib.moe.pages.pacs.PAPER_TABLE2``)."""
     check_choice(subset, SUBSETS, "subset")
     rows = []
     for m in METHODS:
@@ -151,8 +135,7 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     per-expert temperatures (the book's earlier definition), from each Vanilla record's
     ``metrics["mocae"]`` and ``metrics["mocae_converged"]`` (lib.moe.train, lib.moe.evaluate). One row per
     (seed, variant, subset): accuracy, ECE, ECE+TS and the range of the expert temperatures.
-    Empty when the records carry no converged variant.
-    """
+    Empty when the records carry no converged variant."""
     rows: list[dict[str, Any]] = []
     for r in map(MoERecord.from_record, records):
         if r.method != "vanilla" or "mocae_converged" not in r.metrics:

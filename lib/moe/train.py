@@ -13,8 +13,7 @@ Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and A
   with :func:`lib.moe.grid.run_grid` (many runs, trained together as stacked models, lib.engine.stack).
 
 ``mocae`` is not trained again: it is the ``vanilla`` run of the same config, calibrated post hoc.
-The cosine schedule spans all epochs, warmup included.
-"""
+The cosine schedule spans all epochs, warmup included."""
 
 from __future__ import annotations
 
@@ -375,8 +374,7 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
 
     "mocae" trains (or loads) the "vanilla" run of the same config and calibrates it post hoc, so
     the two share one trained model; the vanilla record also carries MoCaE's metrics. With training
-    off (:func:`lib.engine.runs.training`) MoCaE is still derived from a Vanilla run that is there.
-    """
+    off (:func:`lib.engine.runs.training`) MoCaE is still derived from a Vanilla run that is there."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)

@@ -5,8 +5,7 @@ synthetic comments at smoke scale: :func:`load_data`), its plan (:class:`CivilCo
 table behind Figure 2 (:func:`group_frame`, :func:`group_table`) and its claims: (i)-(iv) and MoCaE's
 equal accuracy (:func:`lib.moe.claims.moe_claims`) plus Figure 2's (:func:`group_claim`), gated by the
 book's accuracy floor against the paper's best accuracy (``lib.moe.paper.PAPER_CIVIL_BEST_ACCURACY``).
-Table 3's digits were lost in the text extraction, so the paper's own verdict is "not testable".
-"""
+Table 3's digits were lost in the text extraction, so the paper's own verdict is "not testable"."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from lib.data.text import TextBundle, load_civilcomments
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import gate, moe_claims, verdict_of
+from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
 from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
@@ -42,18 +41,16 @@ __all__ = [
     "scale_summary",
 ]
 
+#: The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
+#:
+#: Per group, the best plain method's ECE minus the best robust method's, per seed, is judged by
+#: :func:`lib.report.paired_verdict`; the claim holds when every group holds and does not hold when any
+#: group does not.
 GROUP_ECE_MARGIN: float = 0.01
-"""The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
-
-Per group, the best plain method's ECE minus the best robust method's, per seed, is judged by
-:func:`lib.report.paired_verdict`; the claim holds when every group holds and does not hold when any
-group does not."""
-
+#: The plain methods of Figure 2's claim, by their table labels (their lower group ECE is compared).
 PLAIN_LABELS: tuple[str, ...] = ("Vanilla MoE", "MoCaE")
-"""The plain methods of Figure 2's claim, by their table labels (their lower group ECE is compared)."""
-
+#: The robust methods of Figure 2's claim, by their table labels (their lower group ECE is compared).
 ROBUST_LABELS: tuple[str, ...] = ("Robust MoE", "Robust Filtered")
-"""The robust methods of Figure 2's claim, by their table labels (their lower group ECE is compared)."""
 
 
 def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | None, str | None]:
@@ -107,8 +104,7 @@ def group_table(
 
     ECE comes from :func:`group_frame`; accuracy is recomputed from the pooled predictions
     (:func:`lib.moe.experiment.pooled_predictions`) and the boolean test masks ``test_groups[g]`` of
-    the ``groups``.
-    """
+    the ``groups``."""
     if not groups:
         raise ValueError("groups: must name at least one identity group")
     group_ece = group_frame(records).groupby(["method", "group"], as_index=False)[["ece", "n"]].mean()
@@ -150,14 +146,13 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
         return []
     count = {v: sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3]}
     return [
-        {
-            "claim": "robust methods lower ECE in every identity group (Fig. 2)",
-            "paper": "consistent reduction across the eight groups",
-            "ours": f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
+        claim_row(
+            "robust methods lower ECE in every identity group (Fig. 2)",
+            "consistent reduction across the eight groups",
+            f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
             f"{count[report.VERDICTS[1]]}, inconclusive in {count[report.VERDICTS[2]]} (margin {margin:g})",
-            "verdict": report.every(verdicts.values()),
-            "paper_own": report.NOT_TESTABLE,
-        }
+            report.every(verdicts.values()),
+        )
     ]
 
 

@@ -9,8 +9,7 @@ frozen network), its plan, the paper's Table 2 with its standard errors (:data:`
 claims (:meth:`PacsPage.claims`): (i)-(iv) and MoCaE's equal accuracy, each also judged by the same
 rule on the paper's own Table 2, gated by the book's accuracy floor. The same choice of backbone
 serves the page and the paper-scale queue (:mod:`lib.gpu.queue`), so the plan and the runs name the
-same network.
-"""
+same network."""
 
 from __future__ import annotations
 
@@ -28,11 +27,11 @@ from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
 
 __all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone", "tradeoff_points"]
 
+#: The paper's PACS network (App. D.2, Table 4; the weights named by the official code).
 PAPER_BACKBONE = (
     "ResNet-18 (torchvision, ImageNet weights IMAGENET1K_V1 as the paper's code loads them, "
     "11.7 M parameters, 512-d features), fine-tuned end to end"
 )
-"""The paper's PACS network (App. D.2, Table 4; the weights named by the official code)."""
 
 _T2 = """
 single          .943 .004 .031 .003 .024 .003  .780 .006 .128 .005 .106 .006  .730 .013 .166 .012 .140 .012  .637 .025 .217 .030 .230 .030
@@ -44,6 +43,8 @@ robust_filtered .930 .006 .016 .005 .013 .004  .732 .018 .075 .013 .057 .015  .7
 fgr_robust      .928 .005 .016 .005 .017 .006  .732 .017 .061 .027 .045 .023  .698 .024 .134 .030 .113 .032  .660 .023 .072 .025 .105 .026
 """
 
+#: The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
+#: (accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain.
 PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
     target: {
         line.split()[0]: tuple(float(v) for v in line.split()[1 + 6 * i : 7 + 6 * i])  # type: ignore[misc]
@@ -51,8 +52,6 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
     }
     for i, target in enumerate(PACS_TARGETS)
 }
-"""The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
-(accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ measure what eq. (4) predicts; simulated loss batches exercise the entropy-balan
 or by construction when the code is right -- hard routing under region reweighting, Prop. 4.1's
 example, eq. (4), eq. (7), Table 5's monotone support on one set of losses, Appendix C's bound chain --
 so every row is a "numerical check" of the book's code against the paper's mathematics, never an
-empirical claim; the thresholds are the module's constants.
-"""
+empirical claim; the thresholds are the module's constants."""
 
 from __future__ import annotations
 
@@ -55,42 +54,20 @@ __all__ = [
     "weights_by_rank",
 ]
 
-EXACT_TOL: float = 1e-9
-"""Exact population residuals (and the eq. 7 error) below this count as zero."""
-
+EXACT_TOL: float = 1e-9  #: Exact population residuals (and the eq. 7 error) below this count as zero.
+#: A measured residual agrees with eq. (4) when within this many standard errors of the prediction.
 Z_AGREEMENT: float = 4.5
-"""A measured residual agrees with eq. (4) when within this many standard errors of the prediction."""
-
-BREAK_MIN: float = 0.01
-"""Smallest residual (and configuration disagreement) that counts as a real miscalibration."""
-
-CHAIN_TOL: float = 1e-12
-"""Rounding allowed in the Appendix C bound chain (each bound at most the next)."""
-
-PAPER_LAMBDA: float = 2.0
-"""The lambda at which the page shows Table 5's effective support beside the paper's (72.8%)."""
-
-
-RANDOM_CELLS: int = 60
-"""Cells of the random populations (their experts calibrated by construction)."""
-
-RANDOM_EXPERTS: int = 3
-"""Experts of the random populations."""
-
-RANDOM_GROUPS: int = 4
-"""Groups of cells that share an expert prediction in the random populations."""
-
-REGION_CONCENTRATION: float = 0.5
-"""Dirichlet concentration of the random region prevalences omega."""
-
-HARD_SHIFT_OMEGA: tuple[float, float] = (0.9, 0.1)
-"""The region reweighting of the hard-routed reliability diagram."""
-
+BREAK_MIN: float = 0.01  #: Smallest residual (and configuration disagreement) that counts as a real miscalibration.
+CHAIN_TOL: float = 1e-12  #: Rounding allowed in the Appendix C bound chain (each bound at most the next).
+PAPER_LAMBDA: float = 2.0  #: The lambda at which the page shows Table 5's effective support beside the paper's (72.8%).
+RANDOM_CELLS: int = 60  #: Cells of the random populations (their experts calibrated by construction).
+RANDOM_EXPERTS: int = 3  #: Experts of the random populations.
+RANDOM_GROUPS: int = 4  #: Groups of cells that share an expert prediction in the random populations.
+REGION_CONCENTRATION: float = 0.5  #: Dirichlet concentration of the random region prevalences omega.
+HARD_SHIFT_OMEGA: tuple[float, float] = (0.9, 0.1)  #: The region reweighting of the hard-routed reliability diagram.
+#: The name of the KL identity's largest error among :func:`identity_checks`.
 KL_IDENTITY: str = "eq. 7: |sum w l - (R + KL/lam)|"
-"""The name of the KL identity's largest error among :func:`identity_checks`."""
-
-CVAR_ALPHAS: tuple[float, ...] = (0.1, 0.5, 0.9)
-"""Levels alpha at which the CVaR bound (eq. 19) is checked."""
+CVAR_ALPHAS: tuple[float, ...] = (0.1, 0.5, 0.9)  #: Levels alpha at which the CVaR bound (eq. 19) is checked.
 
 
 def random_population(routing: str, seed: int) -> RoutedPopulation:
