@@ -21,8 +21,6 @@ from lib.data.images import ImageBundle
 from lib.features.frozen import FeatureBundle, cached_features, feature_source, jpeg_copy, jpeg_note, row_normalizer
 from lib.nets.extractors import extract
 
-__all__ = ["cifar10h_features"]
-
 
 def _images_tag(x: torch.Tensor) -> str:
     """A content hash of uint8 images (the cache key of their features: same images, same file)."""
@@ -79,7 +77,8 @@ def cifar10h_features(
         test_y=b.test_y,
         hard_mask=b.hard_mask,
         classes=b.classes,
-        source=f"{b.source}; as frozen {extractor} ImageNet features (weights {weights}) of the images upsampled to {size} px{filt}",
+        source=f"{b.source}; as frozen {extractor} ImageNet features (weights {weights}) of the images "
+        f"upsampled to {size} px{filt}",
         dim=dim,
         copies=copies,
         qualities=qualities,

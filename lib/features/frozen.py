@@ -31,18 +31,6 @@ from lib.nets.backbones import extractor_model
 from lib.nets.extractors import STAGE_EXTRACTORS, feature_dim
 from lib.validation import check_int
 
-__all__ = [
-    "cached_array",
-    "cached_features",
-    "load_cached",
-    "FeatureBundle",
-    "feature_source",
-    "jpeg_copy",
-    "jpeg_note",
-    "row_normalizer",
-    "FEATURE_FRAC",
-]
-
 FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.data.jpeg.filtered_rows' default frac)
 
 
@@ -116,16 +104,12 @@ def cached_features(
 
 @dataclass
 class FeatureBundle(TensorSplits):
-    """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``).
-
-    ``train_x`` is (N, (1 + copies) * dim): the clean features, then ``copies`` blocks of the same
-    image's JPEG-filtered features (each image at a quality drawn from ``qualities``);
-    ``val_x``/``test_x`` are (N, dim). The ``"features"``
-    backbone reads the first ``dim`` columns, so every method sees clean features except where FGR's
-    :meth:`fgr_inputs` puts a filtered copy in front. As in :class:`lib.data.images.ImageBundle`,
-    ``all_mask`` (or None: every test row) marks the test rows of the "all" metrics and
-    ``human_probs`` holds human label distributions where they exist; ``test_images`` keeps the
-    test images the features came from (uint8, for figures), where the data set has them."""
+    """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``): ``train_x`` is
+    (N, (1 + copies) * dim), the clean features then ``copies`` blocks of the same image's JPEG-filtered
+    features; ``val_x``/``test_x`` are (N, dim). The ``"features"`` backbone reads the first ``dim``
+    columns, so every method sees clean features except where FGR's :meth:`fgr_inputs` puts a filtered
+    copy in front. ``all_mask``, ``human_probs`` and ``test_images`` are those of
+    :class:`lib.data.images.ImageBundle`, where the data set has them."""
 
     dim: int
     copies: int = 0

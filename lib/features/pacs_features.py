@@ -27,8 +27,6 @@ from lib.features.frozen import (
 from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tail_features, tune_tail
 
-__all__ = ["pacs_features"]
-
 
 def pacs_features(
     target: str,

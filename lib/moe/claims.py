@@ -53,17 +53,19 @@ CLAIMS: tuple[str, ...] = (
 PaperRow = tuple[float, float, float, float, float, float]
 
 
-def seed_values(frame: pd.DataFrame, method: str, subset: str, metric: str) -> pd.Series:
-    """``metric`` of ``method`` on ``subset``, one value per seed (indexed by seed)."""
-    rows = frame[(frame["method"] == method) & (frame["subset"] == subset)]
-    return rows.set_index("seed")[metric].dropna().astype(float)
+def seed_diff(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """``a - b`` over the seeds (index) both have."""
+    seeds = a.index.intersection(b.index)
+    return (a[seeds] - b[seeds]).to_numpy()
 
 
 def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.ndarray:
     """Per-seed differences ``metric(a) - metric(b)`` on ``subset`` over the seeds both ran."""
-    va, vb = seed_values(frame, a, subset, metric), seed_values(frame, b, subset, metric)
-    seeds = va.index.intersection(vb.index)
-    return (va[seeds] - vb[seeds]).to_numpy()
+    va, vb = (
+        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
+        for m in (a, b)
+    )
+    return seed_diff(va, vb)
 
 
 def diff_text(diffs: np.ndarray) -> str:
@@ -145,7 +147,8 @@ def moe_claims(
     def robust_row(metric: str, claim: str, says: str) -> dict[str, str]:
         rb, nb = best(summary, ROBUST, subset, metric), best(summary, NON_ROBUST, subset, metric)
         d = paired(frame, nb, rb, subset, metric)
-        ours = f"{subset_name} {'ECE' if metric == 'ece' else 'ECE+TS'}: best non-robust {L.get(nb, '—')} minus best robust"
+        name = "ECE" if metric == "ece" else "ECE+TS"
+        ours = f"{subset_name} {name}: best non-robust {L.get(nb, '—')} minus best robust"
         own = paper_verdict(
             paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
         )

@@ -10,8 +10,6 @@ from typing import Any
 from lib.moe.methods import METHODS, WARMUP_FRACTION, WARMUP_METHODS
 from lib.validation import check_choice, check_positive
 
-__all__ = ["TINY", "TrainConfig", "tiny_config"]
-
 # Fields that change how fast a run goes but not what it computes: left out of the cache key.
 _RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_size")
 

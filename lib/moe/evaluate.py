@@ -35,8 +35,6 @@ from lib.validation import check_choice
 N_BINS = 15  # ECE bins (App. D.5)
 FITS = ("paper", "converged")  # lib.calibration.posthoc.FIT_PROTOCOLS, the paper's first
 
-__all__ = ["FITS", "N_BINS", "evaluate", "mocae_calibrate"]
-
 
 # --- metrics --------------------------------------------------------------------------------------
 

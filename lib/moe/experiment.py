@@ -25,28 +25,13 @@ METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
 METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
 
 # TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).
-_TRAIN_KEYS: tuple[str, ...] = (
-    "dataset",
-    "epochs",
-    "batch_size",
-    "lr",
-    "weight_decay",
-    "lam",
-    "num_experts",
-    "router_hidden",
-    "backbone",
-    "width",
-    "pretrained",
-    "max_length",
-    "augment",
-    "threads",
-    "eval_batch_size",
+_TRAIN_KEYS: tuple[str, ...] = tuple(
+    "dataset epochs batch_size lr weight_decay lam num_experts router_hidden backbone width pretrained "
+    "max_length augment threads eval_batch_size".split()
 )
 
 
-# ----------------------------------------------------------------------------------------------
-# Grids and runs
-# ----------------------------------------------------------------------------------------------
+# --- Grids and runs -------------------------------------------------------------------------------
 
 
 def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
@@ -98,9 +83,7 @@ def train_configs(
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 
-# ----------------------------------------------------------------------------------------------
-# Predictions for figures
-# ----------------------------------------------------------------------------------------------
+# --- Predictions for figures ----------------------------------------------------------------------
 
 
 def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,9 +127,7 @@ def pooled_predictions(
     return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
 
 
-# ----------------------------------------------------------------------------------------------
-# Smoke-scale text backbone
-# ----------------------------------------------------------------------------------------------
+# --- Smoke-scale text backbone --------------------------------------------------------------------
 
 TINY_TEXT = "text:tiny-random-bert"  # scales.toml sentinel for the smoke-scale text backbone
 

@@ -37,19 +37,6 @@ from lib.validation import check_finite, check_positive, check_probs_labels, to_
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
 SOFT_ECE_TEMPERATURE = 0.01
 
-__all__ = [
-    "SOFT_ECE_BINS",
-    "SOFT_ECE_TEMPERATURE",
-    "fgr_batch",
-    "soft_ece",
-    "rectify",
-    "two_gradients",
-    "rectified_gradients",
-    "fgr_step",
-    "stacked_fgr_gradients",
-    "stack_step",
-]
-
 
 def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
@@ -179,18 +166,13 @@ def fgr_step(
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
-    batch, g_c from soft ECE of its output on the original batch, both from one forward on
-    :func:`fgr_batch`'s B + m rows and one batched backward, rectified as in :func:`rectify`
-    over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
-    for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
-    ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
-    are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
-    builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
-    :meth:`lib.features.frozen.FeatureBundle.fgr_inputs`).
-
-    Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
-    the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` (mean mixture NLL for FGR, robust_moe_loss
+    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, from one
+    forward on :func:`fgr_batch`'s B + m rows (``mean``/``std``: the images' normalization; or
+    ``inputs_fn(images, generator)``, frozen features) and one batched backward, rectified as in
+    :func:`rectify`, then ``optimizer.step()``. Non-image inputs (text, or ``filter_inputs=False``)
+    are not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors
+    on the device: the step never waits for the device."""
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     if not callable(loss_main_fn):

@@ -29,17 +29,6 @@ from lib.validation import (
 PROB_CLAMP = 1e-12
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
 
-__all__ = [
-    "MoEOutput",
-    "MoEHead",
-    "SingleExpertHead",
-    "MoEModel",
-    "mixture_nll",
-    "expert_nll",
-    "label_nll",
-    "routing_entropy",
-]
-
 
 @dataclass
 class MoEOutput:

@@ -37,20 +37,6 @@ Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[..., "torch.Tensor | None"]
 
-__all__ = [
-    "METHODS",
-    "ROBUST_METHODS",
-    "WARMUP_METHODS",
-    "FGR_METHODS",
-    "WARMUP_FRACTION",
-    "MethodConfig",
-    "Runner",
-    "build_backbone",
-    "build_model",
-    "objective",
-    "method_step",
-]
-
 
 class MethodConfig(Protocol):
     """What a method needs of its run's config (:class:`lib.moe.config.TrainConfig` has it; a Protocol,
@@ -167,24 +153,14 @@ def method_step(
     def main(out: Any, y: torch.Tensor) -> torch.Tensor:
         return objective(method, out, y, lam, robust_active=True)
 
+    fgr = partial(fgr_step, mean=mean, std=std, filter_inputs=filter_inputs, inputs_fn=fgr_inputs)
+
     def step_fn(
         m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer, epoch: int, gen: torch.Generator
     ) -> torch.Tensor | None:
         if epoch < warmup:
             return None  # ERM warmup: the default single-forward step
         with autocast(device, cfg.amp):
-            info = fgr_step(
-                m,
-                main,
-                inputs,
-                y,
-                opt,
-                mean=mean,
-                std=std,
-                generator=gen,
-                filter_inputs=filter_inputs,
-                inputs_fn=fgr_inputs,
-            )
-        return info["loss_main"]
+            return fgr(m, main, inputs, y, opt, generator=gen)["loss_main"]
 
     return loss_fn, step_fn

@@ -14,8 +14,6 @@ from lib.validation import ArrayLike, check_finite, check_ndim, check_probs, to_
 
 T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (paper 1, section 6.2)
 
-__all__ = ["T_MAX", "T_MIN", "mocae_probs"]
-
 
 def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) -> ArrayLike:
     """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).

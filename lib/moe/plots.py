@@ -1,10 +1,6 @@
-"""Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips,
-the accuracy-calibration trade-off of the methods.
-
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 4 (eq. 4) and Appendix E (Figs. E.2, E.3). The shared chart kinds (reliability diagrams,
-lines, bars) and the offline SVG renderer are :mod:`lib.plots`; like them, every function here
-returns an altair chart and never displays or saves it."""
+"""Paper 1's figures (section 4, eq. 4; Appendix E, Figs. E.2, E.3): calibration residual per
+prediction level, confidence histograms, image strips, the methods' accuracy-calibration trade-off.
+Like :mod:`lib.plots`, every function returns an altair chart and never displays or saves it."""
 
 from __future__ import annotations
 

@@ -33,18 +33,6 @@ from lib.validation import check_finite, check_ndim, check_number, check_positiv
 
 DEFAULT_LAM = 2.0
 
-__all__ = [
-    "DEFAULT_LAM",
-    "tilted_weights",
-    "robust_moe_loss",
-    "entropic_risk",
-    "kl_to_uniform",
-    "cvar",
-    "effective_support",
-    "routing_relevant_mask",
-    "robust_filtered_loss",
-]
-
 
 def _losses(losses: object, name: str = "losses", allow_empty: bool = False) -> torch.Tensor:
     t = to_tensor(losses, name)
@@ -201,22 +189,15 @@ def _check_mask_inputs(
 ) -> tuple[torch.Tensor, ...]:
     """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
-    expert_losses = to_tensor(expert_losses, "expert_losses")
-    routing = to_tensor(routing, "routing")
-    expert_probs = to_tensor(expert_probs, "expert_probs")
-    mix_probs = to_tensor(mix_probs, "mix_probs")
-    check_ndim(expert_losses, 2, "expert_losses", "N examples x K experts")
-    check_ndim(routing, 2, "routing", "N examples x K experts")
-    check_ndim(expert_probs, 3, "expert_probs", "N x K experts x C classes")
-    check_ndim(mix_probs, 2, "mix_probs", "N examples x C classes")
-    for name, arr in (
-        ("expert_losses", expert_losses),
-        ("routing", routing),
-        ("expert_probs", expert_probs),
-        ("mix_probs", mix_probs),
-    ):
-        check_finite(arr, name)
-        check_same_length(mix_loss, arr, "mix_loss", name)
+    named = {"expert_losses": expert_losses, "routing": routing, "expert_probs": expert_probs, "mix_probs": mix_probs}
+    shapes = ("N examples x K experts", "N examples x K experts", "N x K experts x C classes", "N examples x C classes")
+    out = [to_tensor(arr, name) for name, arr in named.items()]
+    for name, t, what in zip(named, out, shapes):
+        check_ndim(t, 3 if name == "expert_probs" else 2, name, what)
+    for name, t in zip(named, out):
+        check_finite(t, name)
+        check_same_length(mix_loss, t, "mix_loss", name)
+    expert_losses, routing, expert_probs, mix_probs = out
     k = expert_losses.shape[1]
     if routing.shape[1] != k or expert_probs.shape[1] != k:
         raise ValueError(

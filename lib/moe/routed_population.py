@@ -35,23 +35,8 @@ from lib.validation import check_choice, check_finite, check_ndim, check_positiv
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
 LEVEL_DECIMALS = 10  # prediction levels are matched after rounding to this many decimals
 
-__all__ = [
-    "ROUTINGS",
-    "LEVEL_DECIMALS",
-    "RoutedPopulation",
-    "check_population",
-    "two_configuration_example",
-    "random_population",
-    "calibrated_experts",
-    "hard_routing",
-    "expert_residuals",
-    "disagreement_identity",
-]
 
-
-# ----------------------------------------------------------------------------------------------
-# Populations
-# ----------------------------------------------------------------------------------------------
+# --- Populations ----------------------------------------------------------------------------------
 
 
 def hard_routing(routing: object) -> np.ndarray:
@@ -124,13 +109,9 @@ class RoutedPopulation:
     def tidy(self) -> pd.DataFrame:
         """One row per cell: kind, pi, eta, routing weights r1..rK, expert predictions f1..fK, p."""
         cols: dict[str, object] = {"kind": self.kind, "pi": self.pi, "eta": self.eta}
-        for k in range(self.num_experts):
-            cols[f"r{k + 1}"] = self.routing[:, k]
-        for k in range(self.num_experts):
-            cols[f"f{k + 1}"] = self.experts[:, k]
-        cols["p_soft"] = self.prediction("soft")
-        cols["p_hard"] = self.prediction("hard")
-        return pd.DataFrame(cols)
+        cols |= {f"r{k + 1}": self.routing[:, k] for k in range(self.num_experts)}
+        cols |= {f"f{k + 1}": self.experts[:, k] for k in range(self.num_experts)}
+        return pd.DataFrame({**cols, "p_soft": self.prediction("soft"), "p_hard": self.prediction("hard")})
 
 
 def two_configuration_example(
@@ -162,26 +143,20 @@ def two_configuration_example(
     eps = delta * overlap_mass / (1 - overlap_mass)
     if (lv + delta > 1).any() or (lv - eps < 0).any() or (lv <= 0).any() or (lv >= 1).any():
         raise ValueError(f"levels: every level q needs q + delta <= 1 and q - eps >= 0 (delta={delta}, eps={eps:.4g})")
-    rows_r, rows_eta, rows_pi, rows_f, kinds = [], [], [], [], []
     per_level = 1.0 / lv.size
-    for q in lv:
+    cells = [
+        (r, eta, mass * per_level, (q, q), kind)
+        for q in lv
         for r, eta, mass, kind in (
             ((overlap, 1 - overlap), q + delta, overlap_mass / 2, "overlap"),
             ((1 - overlap, overlap), q + delta, overlap_mass / 2, "overlap"),
             ((1.0, 0.0), q - eps, (1 - overlap_mass) / 2, "dominant"),
             ((0.0, 1.0), q - eps, (1 - overlap_mass) / 2, "dominant"),
-        ):
-            rows_r.append(r)
-            rows_eta.append(eta)
-            rows_pi.append(mass * per_level)
-            rows_f.append((q, q))
-            kinds.append(kind)
+        )
+    ]
+    r, eta, pi, f, kind = zip(*cells)
     return RoutedPopulation(
-        pi=np.array(rows_pi),
-        eta=np.array(rows_eta),
-        routing=np.array(rows_r),
-        experts=np.array(rows_f),
-        kind=np.array(kinds, dtype=object),
+        pi=np.array(pi), eta=np.array(eta), routing=np.array(r), experts=np.array(f), kind=np.array(kind, dtype=object)
     )
 
 
@@ -232,9 +207,7 @@ def random_population(
     return RoutedPopulation(pi=pi, eta=eta, routing=r, experts=f, kind=np.array([routing] * n_cells, dtype=object))
 
 
-# ----------------------------------------------------------------------------------------------
-# Calibration of the experts on P
-# ----------------------------------------------------------------------------------------------
+# --- Calibration of the experts on P --------------------------------------------------------------
 
 
 def check_population(pop: RoutedPopulation) -> None:

@@ -27,6 +27,9 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
 }
 
 
+_RUN_FIELDS = ("lam", "warmup_epochs", "epochs", "backbone", "pretrained", "device", "date", "key", "train_seconds")
+
+
 def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
     routing entropy, backbone, pretrained flag, device, provenance date and training seconds."""
@@ -45,15 +48,7 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                     "n": block.n,
                     **{m: getattr(block, m) for m in (*METRICS, "nll")},
                     "routing_entropy": r.routing_entropy.get(subset),
-                    "lam": r.lam,
-                    "warmup_epochs": r.warmup_epochs,
-                    "epochs": r.epochs,
-                    "backbone": r.backbone,
-                    "pretrained": r.pretrained,
-                    "device": r.device,
-                    "date": r.date,
-                    "key": r.key,
-                    "train_seconds": r.train_seconds,
+                    **{k: getattr(r, k) for k in _RUN_FIELDS},
                 }
             )
     return pd.DataFrame(rows)
@@ -131,11 +126,9 @@ def beside_paper(summary: pd.DataFrame, paper: Mapping[str, Sequence[float]], su
 
 
 def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Vanilla MoE beside MoCaE with the paper's partial temperature fit and with converged
-    per-expert temperatures (the book's earlier definition), from each Vanilla record's
-    ``metrics["mocae"]`` and ``metrics["mocae_converged"]`` (lib.moe.train, lib.moe.evaluate). One row per
-    (seed, variant, subset): accuracy, ECE, ECE+TS and the range of the expert temperatures.
-    Empty when the records carry no converged variant."""
+    """Vanilla MoE beside MoCaE with the paper's partial temperature fit and with converged ones (the
+    book's earlier definition), from each Vanilla record: one row per (seed, variant, subset) with
+    accuracy, ECE, ECE+TS and the range of the expert temperatures; empty without converged variants."""
     rows: list[dict[str, Any]] = []
     for r in map(MoERecord.from_record, records):
         if r.method != "vanilla" or "mocae_converged" not in r.metrics:
@@ -154,9 +147,7 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                         "seed": seed,
                         "variant": variant,
                         "subset": sub,
-                        "accuracy": b.get("accuracy"),
-                        "ece": b.get("ece"),
-                        "ece_ts": b.get("ece_ts"),
+                        **{k: b.get(k) for k in METRICS},
                         "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
                     }
                 )

@@ -24,22 +24,8 @@ import pandas as pd
 from lib.moe.routed_population import LEVEL_DECIMALS, ROUTINGS, RoutedPopulation, check_population
 from lib.validation import check_choice, check_finite, check_ndim, check_positive, check_same_length, to_numpy
 
-__all__ = [
-    "calibration_residuals",
-    "region_reweighting",
-    "configuration_reweighting",
-    "entropy_tilt",
-    "predicted_gap",
-    "predicted_gap_closed_form",
-    "sample",
-    "measured_gap",
-    "multiaccuracy_bound",
-]
 
-
-# ----------------------------------------------------------------------------------------------
-# Reweightings and the calibration gap of eq. (4)
-# ----------------------------------------------------------------------------------------------
+# --- Reweightings and the calibration gap of eq. (4) ----------------------------------------------
 
 
 def _rho(pop: RoutedPopulation, rho: object | None) -> np.ndarray:
@@ -162,9 +148,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     return m * delta * (ratio - 1) / (ratio * m + 1 - m)
 
 
-# ----------------------------------------------------------------------------------------------
-# Sampling: measure what eq. (4) predicts
-# ----------------------------------------------------------------------------------------------
+# --- Sampling: measure what eq. (4) predicts ------------------------------------------------------
 
 
 def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -209,9 +193,7 @@ def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str =
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------------------------------------
-# Appendix C: multiaccuracy bound
-# ----------------------------------------------------------------------------------------------
+# --- Appendix C: multiaccuracy bound --------------------------------------------------------------
 
 
 def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routing: str = "soft") -> pd.DataFrame:

@@ -1,12 +1,8 @@
-"""The CIFAR-10H page (``notebooks/cifar10h.py``): paper 1's Table 1 and Figures 1, 3, E.2-E.4.
-
-Everything that is this page: its runs and data (the plan of each scale, :class:`Cifar10hPage`), the
-tables behind Figures 3, E.2 and E.3 (:func:`by_agreement`, :func:`confidence_frame`,
-:func:`disagreement_examples`), the hard-subset share beside the paper's, and its claims: the shared
-claims (i)-(iv) and MoCaE's equal accuracy (:func:`lib.moe.claims.moe_claims`) plus the two only
-CIFAR-10H can judge (Figure 3's confidence drop, Robust Filtered's best overall ECE), all gated by the
-book's accuracy floor (:meth:`Cifar10hPage.claims`). The paper's Table 1 lost its digits in the text
-extraction, so the paper's own verdict is "not testable" on every row."""
+"""The CIFAR-10H page (``notebooks/cifar10h.py``): paper 1's Table 1 and Figures 1, 3, E.2-E.4: its
+plan and data, the tables behind Figures 3, E.2 and E.3, and its claims, (i)-(iv) and MoCaE's equal
+accuracy (:func:`lib.moe.claims.moe_claims`) plus the two only CIFAR-10H can judge, gated by the
+book's accuracy floor. Table 1 lost its digits in the text extraction: the paper's own verdict is
+"not testable" on every row."""
 
 from __future__ import annotations
 
@@ -22,26 +18,6 @@ from lib.moe import paper as paper_text
 from lib.moe.claims import MARGIN, best, claim_row, diff_text, gate, moe_claims, paired, verdict_of
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.tables import summarize
-
-__all__ = [
-    "AGREEMENT_EDGES",
-    "AGREEMENT_NAMES",
-    "CONFIDENCE_DROP_MARGIN",
-    "Cifar10hPage",
-    "NON_ROBUST_LABELS",
-    "PAGE",
-    "PAPER_BEST_OVERALL_ECE",
-    "REFERENCE_ACCURACY",
-    "ROBUST_LABELS",
-    "agreement_claim",
-    "best_overall_ece_claim",
-    "by_agreement",
-    "confidence_frame",
-    "disagreement_examples",
-    "hard_share_table",
-    "network_summary",
-    "scale_summary",
-]
 
 #: The accuracy the CIFAR-10H and sensitivity pages' floor is measured against: **our choice**, not
 #: a measured value. The paper's Table 1 accuracies were lost (in every text of the paper we found), and

@@ -1,11 +1,7 @@
-"""The CivilComments page (``notebooks/civilcomments.py``): paper 1's Table 3 and Figures 2, E.6.
-
-Everything that is this page: its data (WILDS CivilComments when present, else clearly labelled
-synthetic comments at smoke scale: :func:`load_data`), its plan (:class:`CivilCommentsPage`), the
-table behind Figure 2 (:func:`group_frame`, :func:`group_table`) and its claims: (i)-(iv) and MoCaE's
-equal accuracy (:func:`lib.moe.claims.moe_claims`) plus Figure 2's (:func:`group_claim`), gated by the
-book's accuracy floor against the paper's best accuracy (``lib.moe.paper.PAPER_CIVIL_BEST_ACCURACY``).
-Table 3's digits were lost in the text extraction, so the paper's own verdict is "not testable"."""
+"""The CivilComments page (``notebooks/civilcomments.py``): paper 1's Table 3 and Figures 2, E.6: its
+data (WILDS CivilComments, or labelled synthetic comments at smoke scale), plan, the table behind
+Figure 2 and its claims, (i)-(iv), MoCaE's equal accuracy and Figure 2's, gated by the book's
+accuracy floor. Table 3 lost its digits in the text extraction: the paper's own verdict is "not testable"."""
 
 from __future__ import annotations
 
@@ -26,20 +22,6 @@ from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
 from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
-
-__all__ = [
-    "CivilCommentsPage",
-    "GROUP_ECE_MARGIN",
-    "PAGE",
-    "PLAIN_LABELS",
-    "ROBUST_LABELS",
-    "group_claim",
-    "group_ece_published",
-    "group_frame",
-    "group_table",
-    "load_data",
-    "scale_summary",
-]
 
 #: The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
 #:

@@ -1,14 +1,8 @@
 """The routing-theory page (``notebooks/routing_theory.py``): paper 1's sections 3-5 and Appendices
-B, C and D.6, checked on exact finite populations and simulated losses (no trained runs).
-
-Everything that is this page: its populations and computations (populations are finite sets of input
-cells, :mod:`lib.moe.routed_population`, so expectations are exact, :mod:`lib.moe.theory`; samples
-measure what eq. (4) predicts; simulated loss batches exercise the entropy-balanced weights,
-:mod:`lib.moe.robust`) and its checks (:meth:`RoutingTheoryPage.claims`). Every row holds by theorem
-or by construction when the code is right -- hard routing under region reweighting, Prop. 4.1's
-example, eq. (4), eq. (7), Table 5's monotone support on one set of losses, Appendix C's bound chain --
-so every row is a "numerical check" of the book's code against the paper's mathematics, never an
-empirical claim; the thresholds are the module's constants."""
+B, C and D.6, checked on exact finite populations (:mod:`lib.moe.routed_population`,
+:mod:`lib.moe.theory`) and simulated losses (:mod:`lib.moe.robust`), no trained runs. Every row holds
+by theorem or by construction when the code is right, so each is a "numerical check" of the book's
+code against the paper's mathematics, never an empirical claim; the thresholds are the constants below."""
 
 from __future__ import annotations
 
@@ -24,35 +18,6 @@ from lib.moe import theory as moe_theory
 from lib.moe.pages.sensitivity import PAPER_TABLE5
 from lib.moe.routed_population import RoutedPopulation
 from lib.page import Page
-
-__all__ = [
-    "BREAK_MIN",
-    "CHAIN_TOL",
-    "CVAR_ALPHAS",
-    "EXACT_TOL",
-    "HARD_SHIFT_OMEGA",
-    "KL_IDENTITY",
-    "PAGE",
-    "PAPER_LAMBDA",
-    "RANDOM_CELLS",
-    "RANDOM_EXPERTS",
-    "RANDOM_GROUPS",
-    "REGION_CONCENTRATION",
-    "RoutingTheoryPage",
-    "Z_AGREEMENT",
-    "gap_published",
-    "identity_checks",
-    "multiaccuracy_table",
-    "random_population",
-    "region_draws",
-    "simulated_losses",
-    "simulated_support",
-    "soft_gap_sweep",
-    "support_check",
-    "training_checks",
-    "training_residual_max",
-    "weights_by_rank",
-]
 
 EXACT_TOL: float = 1e-9  #: Exact population residuals (and the eq. 7 error) below this count as zero.
 #: A measured residual agrees with eq. (4) when within this many standard errors of the prediction.

@@ -20,36 +20,11 @@ from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import robust
 from lib.moe import tables as moe_tables
-from lib.moe.claims import MARGIN, claim_row, diff_text, gate
+from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.pages.cifar10h import REFERENCE_ACCURACY
 from lib.moe.tables import fmt
 from lib.moe.train import load_predictions
-
-__all__ = [
-    "LOSS_CLIP",
-    "NEAR_TOL",
-    "PAGE",
-    "PAPER_LAMBDA",
-    "PAPER_TABLE5",
-    "PAPER_WARMUP_FRACTION",
-    "SUPPORT_BATCH",
-    "SUPPORT_MARGIN",
-    "SensitivityPage",
-    "near_best",
-    "paper_scale_sweep_table",
-    "sensitivity_claims",
-    "sensitivity_warmups",
-    "shrinking_support",
-    "split_sweeps",
-    "support_frame",
-    "support_table",
-    "sweep_configs",
-    "sweep_published",
-    "sweep_table",
-    "tilted_support",
-    "warmup_target",
-]
 
 #: How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
 #: paper gives none. The rule's margin (:data:`lib.moe.claims.MARGIN`) sits on top of it.
@@ -198,9 +173,7 @@ def near_best(
     means = sweep.groupby(key)["ece"].mean()
     lowest = means.idxmin()
     at = sweep[point].set_index("seed")["ece"]
-    low = sweep[sweep[key] == lowest].set_index("seed")["ece"]
-    seeds = at.index.intersection(low.index)
-    gap = (at[seeds] - low[seeds]).to_numpy()
+    gap = seed_diff(at, sweep[sweep[key] == lowest].set_index("seed")["ece"])
     return (
         report.paired_verdict(tol - gap, margin),
         f"{key}={value:g}: hard ECE {fmt(float(at.mean()))}; lowest at {key}={lowest:g}: {fmt(float(means.min()))}; "
@@ -216,10 +189,7 @@ def shrinking_support(support: pd.DataFrame, margin: float = SUPPORT_MARGIN) -> 
     if support["lam"].nunique() < 2:
         return report.VERDICTS[2], "fewer than two lambdas"
     lo, hi = support["lam"].min(), support["lam"].max()
-    a = support[support["lam"] == lo].set_index("seed")["fraction"]
-    b = support[support["lam"] == hi].set_index("seed")["fraction"]
-    seeds = a.index.intersection(b.index)
-    diffs = (a[seeds] - b[seeds]).to_numpy()
+    diffs = seed_diff(*(support[support["lam"] == v].set_index("seed")["fraction"] for v in (lo, hi)))
     text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in table.itertuples())
     return report.paired_verdict(diffs, margin), f"{text}; first minus last {diff_text(diffs)}"
 
