@@ -198,11 +198,10 @@ def moe_claims(
 def gate(
     rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame | float, paper_accuracy: float, chance: float
 ) -> tuple[pd.DataFrame, str, bool]:
-    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
-    the best mean accuracy of ``frame`` (:func:`best_accuracy`; or that accuracy itself; none finite
-    counts as not learned) against ``paper_accuracy`` above ``chance``. Every paper-1 claim depends on
-    the trained model, so none is exempt. Returns the claims table, the gate's sentence and whether
-    the floor was met."""
+    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on the
+    best mean accuracy of ``frame`` (:func:`best_accuracy`), or on that accuracy itself (none finite:
+    not learned), against ``paper_accuracy`` above ``chance``; every paper-1 claim depends on the trained
+    model. Returns the claims table, the gate's sentence and whether the floor was met."""
     accuracy = best_accuracy(summarize(frame)) if isinstance(frame, pd.DataFrame) else float(frame)
     accuracy = accuracy if accuracy == accuracy else 0.0
     gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)

@@ -74,14 +74,10 @@ def _scaled(probs: np.ndarray, T: float) -> np.ndarray:
 def mocae_calibrate(
     val: Mapping[str, torch.Tensor], val_y: torch.Tensor, test: Mapping[str, torch.Tensor], fit: str = "paper"
 ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """MoCaE (App. D.1): per-expert temperatures T_k fitted on validation, each on expert k's own
-    logits over every validation example (unweighted by the router) by ``fit`` ("paper": the
-    paper's partial fit, as the paper; "converged": the NLL minimiser), clamped to [0.1, 10]
-    (:class:`lib.calibration.posthoc.TemperatureScaler` on the expert logits); test and
-    validation mixtures p = sum_k r_k softmax(z_k / T_k) in probability space.
-
-    ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe.train's
-    ``predict`` returns. Returns (val probs, test probs, temperatures)."""
+    """MoCaE (App. D.1, see the module docstring): per-expert temperatures fitted by ``fit`` ("paper" or
+    "converged") on ``val``'s expert logits, and the validation and test mixtures
+    p = sum_k r_k softmax(z_k / T_k). ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and
+    ``routing`` (N, K). Returns (val probs, test probs, temperatures)."""
     check_choice(fit, FITS, "fit")
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
@@ -103,14 +99,11 @@ def evaluate(
     groups: Mapping[str, torch.Tensor] | None = None,
     all_mask: torch.Tensor | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities.
-
-    ``all``: accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask`` (default: every
-    test point; the CIFAR-10H cpu subset passes its natural-proportion sample, lib.data.images);
-    ``hard``: the same on the points in ``hard_mask``. ECE+TS uses the paper's partial fit
-    (``TemperatureScaler(protocol="paper")``) on log validation mixture probs; ``ece_ts_converged`` the NLL
-    minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
-    Returns (metrics, test probs as float64)."""
+    """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities: ``all``
+    (accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask``, default every one) and
+    ``hard`` (the same on ``hard_mask``), ECE+TS by the paper's partial fit and ``ece_ts_converged`` by
+    the NLL minimiser; the mean routing entropy (nats) and per-group ECE for text. Returns (metrics,
+    test probs as float64)."""
     from lib.calibration.metrics import ece
     from lib.moe.heads import routing_entropy
 

@@ -141,10 +141,9 @@ class MoEModel(nn.Module):
 
     def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
         super().__init__()
-        if not isinstance(backbone, nn.Module):
-            raise ValueError(f"backbone: expected an nn.Module, got {type(backbone).__name__}")
-        if not isinstance(head, nn.Module):
-            raise ValueError(f"head: expected an nn.Module, got {type(head).__name__}")
+        for name, module in (("backbone", backbone), ("head", head)):
+            if not isinstance(module, nn.Module):
+                raise ValueError(f"{name}: expected an nn.Module, got {type(module).__name__}")
         self.backbone = backbone
         self.head = head
 

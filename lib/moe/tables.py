@@ -192,32 +192,19 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     return line, table.reset_index()
 
 
-def with_mocae(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records plus, for each Vanilla MoE record, the MoCaE record it carries
-    (:func:`lib.moe.train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
-    queue publishes it inside the Vanilla record)."""
-    from lib.moe.train import mocae_view
-
-    return [
-        *map(dict, records),
-        *(
-            {**r, **mocae_view(r)}
-            for r in records
-            if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")
-        ),
-    ]
-
-
 def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
     """The paper's table (:func:`paper_table`, mean ± SE over the published seeds) from the published
     records ``got`` (plan id -> record) of the planned ``items``, with a ``coverage`` column ("k of n
     seeds"; MoCaE counts its Vanilla runs); ``None`` when nothing is published."""
     from lib.engine.plan import coverage, coverage_text
+    from lib.moe.train import mocae_view
 
     recs = [got[it.id] for it in items if it.id in got]
     if not recs:
         return None
-    table = paper_table(summarize(results_frame(with_mocae(recs))))
+    # MoCaE recalibrates the Vanilla network post hoc: the queue publishes it inside the Vanilla record
+    mocae = [{**r, **mocae_view(r)} for r in recs if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")]
+    table = paper_table(summarize(results_frame([*map(dict, recs), *mocae])))
     cov = coverage_text(coverage(items, got), "seeds")
     labels = {METHOD_LABELS[m]: m for m in METHOD_LABELS}
     table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]

@@ -365,16 +365,12 @@ def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
 
 
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
-    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable.
-
-    Returns the record: config, ``history`` (per-epoch loss, lr, seconds, objective), ``metrics``
-    (``all``/``hard``: n, accuracy, ece, ece_ts, nll, nll_ts, brier; ``temperature``,
-    ``routing_entropy``, per-group ECE for text), ``wall_time``, ``device``, ``data``, ``backbone``
-    and ``provenance``. Test predictions: :func:`load_predictions`.
-
-    "mocae" trains (or loads) the "vanilla" run of the same config and calibrates it post hoc, so
-    the two share one trained model; the vanilla record also carries MoCaE's metrics. With training
-    off (:func:`lib.engine.runs.training`) MoCaE is still derived from a Vanilla run that is there."""
+    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable. The
+    record: config, ``history`` (per epoch), ``metrics`` (``all``/``hard`` blocks of
+    :func:`lib.moe.evaluate.evaluate`, temperature, routing entropy, per-group ECE for text),
+    ``wall_time``, ``device``, ``data``, ``backbone`` and ``provenance``; test predictions:
+    :func:`load_predictions`. "mocae" is the "vanilla" run of the same config calibrated post hoc (the
+    vanilla record carries MoCaE's metrics), derived even with training off."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)

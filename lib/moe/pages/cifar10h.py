@@ -59,10 +59,8 @@ def network_summary(cfg: Mapping[str, Any]) -> str:
 
 
 def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds).
-
-    ``sizes`` is the data's ``sizes()`` (``train``, ``val``, ``test``, ``hard`` and, when "all" is a
-    uniform sample of the test set, ``all``)."""
+    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds);
+    ``sizes`` is the data's ``sizes()``."""
     real = cfg["data"] == "real"
     return (
         f"{network_summary(cfg)}; "
@@ -134,10 +132,8 @@ def disagreement_examples(
     classes: Sequence[str],
     n: int,
 ) -> tuple[np.ndarray, list[str]]:
-    """The ``n`` hard images where Vanilla MoE is most confident relative to Robust MoE (Figure E.2).
-
-    Uses the first seed's predictions; returns the image indices and one caption each (the human
-    label distribution's top class, each model's top class and confidence)."""
+    """The ``n`` hard images where Vanilla MoE is most confident relative to Robust MoE (Figure E.2), from
+    the first seed's predictions: their indices and one caption each (human and model top classes)."""
     if n < 1:
         raise ValueError(f"n: must be at least 1, got {n}")
     human = np.asarray(human, dtype=np.float64)
@@ -240,11 +236,10 @@ class Cifar10hPage(MoEPage):
         chance: float,
         paper_accuracy: float = REFERENCE_ACCURACY,
     ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page from the per-seed ``frame`` (:func:`lib.moe.tables.results_frame`),
-        the ``records`` and Figure 3's per-seed ``agreement`` (:func:`by_agreement`), gated by the
-        book's accuracy floor against ``paper_accuracy`` above ``chance``: (i)-(iv) and MoCaE's equal
-        accuracy on the hard subset, Figure 3, Robust Filtered's best overall ECE. Every claim depends
-        on the trained model, so none is exempt. Returns the claims table and the gate's sentence."""
+        """Every claim of the page, gated by the book's accuracy floor (:func:`lib.moe.claims.gate`): (i)-(iv)
+        and MoCaE's equal accuracy on the hard subset, Figure 3's (from the per-seed ``agreement`` of
+        :func:`by_agreement`) and Robust Filtered's best overall ECE. Returns the claims table and the
+        gate's sentence."""
         claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
         rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
         return gate(rows, frame, paper_accuracy, chance)[:2]

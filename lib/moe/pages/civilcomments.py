@@ -82,11 +82,8 @@ def group_table(
     test_groups: Mapping[str, Any],
     groups: Sequence[str],
 ) -> pd.DataFrame:
-    """ECE and accuracy per method and identity group, averaged over seeds (Figure 2).
-
-    ECE comes from :func:`group_frame`; accuracy is recomputed from the pooled predictions
-    (:func:`lib.moe.experiment.pooled_predictions`) and the boolean test masks ``test_groups[g]`` of
-    the ``groups``."""
+    """ECE (:func:`group_frame`) and accuracy (from the pooled predictions and the boolean test masks
+    ``test_groups[g]``) per method and identity group, averaged over seeds (Figure 2)."""
     if not groups:
         raise ValueError("groups: must name at least one identity group")
     group_ece = group_frame(records).groupby(["method", "group"], as_index=False)[["ece", "n"]].mean()
@@ -163,10 +160,9 @@ class CivilCommentsPage(MoEPage):
         chance: float,
         paper_accuracy: float = paper_text.PAPER_CIVIL_BEST_ACCURACY,
     ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page from the per-seed ``frame`` and the ``records``: (i)-(iv) and MoCaE's
-        equal accuracy on the identity-mentioning comments (:func:`lib.moe.claims.moe_claims`), then
-        :func:`group_claim`; ``chance`` is the majority rate of the test labels (the task is
-        imbalanced). Returns the claims table and the gate's sentence (:func:`lib.report.gate_claims`)."""
+        """Every claim of the page, gated (:func:`lib.moe.claims.gate`): (i)-(iv) and MoCaE's equal accuracy on
+        the identity-mentioning comments, then :func:`group_claim`; ``chance`` is the majority rate of the
+        test labels (the task is imbalanced). Returns the claims table and the gate's sentence."""
         claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
         rows = claims.to_dict("records") + group_claim(group_frame(records))
         return gate(rows, frame, paper_accuracy, chance)[:2]

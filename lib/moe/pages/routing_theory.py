@@ -175,17 +175,8 @@ def multiaccuracy_table(pop: RoutedPopulation, betas: Sequence[float]) -> tuple[
         t.insert(0, "beta", beta)
         parts.append(t)
     table = pd.concat(parts, ignore_index=True)
-    slack = float(
-        np.min(
-            np.stack(
-                [
-                    table["cauchy_schwarz"] - table["alignment"],
-                    table["squared_residual"] - table["cauchy_schwarz"],
-                    table["cross_entropy"] - table["squared_residual"],
-                ]
-            )
-        )
-    )
+    chain = ["alignment", "cauchy_schwarz", "squared_residual", "cross_entropy"]
+    slack = float(np.min([table[b] - table[a] for a, b in zip(chain, chain[1:])]))
     return table, slack
 
 

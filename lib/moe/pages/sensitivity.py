@@ -274,11 +274,10 @@ class SensitivityPage(MoEPage):
     def claims(
         self, lam_frame: pd.DataFrame, warm_frame: pd.DataFrame, support: pd.DataFrame, epochs: int, chance: float
     ) -> tuple[pd.DataFrame, str]:
-        """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps
-        (:func:`split_sweeps`) and the per-seed support (:func:`support_frame`), gated by the book's
-        accuracy floor (:func:`lib.report.gate_claims`): the accuracy judged is the best mean Robust
-        MoE accuracy on all test points over both sweeps, against :data:`~lib.moe.pages.cifar10h.REFERENCE_ACCURACY` (our
-        choice: the paper's were lost) above ``chance``. Returns the claims table and the gate's sentence."""
+        """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps and the
+        per-seed support, gated (:func:`lib.moe.claims.gate`) on the best mean Robust MoE accuracy on all
+        test points over both sweeps, against ``REFERENCE_ACCURACY`` (our choice: the paper's were lost)
+        above ``chance``. Returns the claims table and the gate's sentence."""
         hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
         overall = pd.concat(
             [
