@@ -1,25 +1,12 @@
-"""Frozen ImageNet features as a data set: compute once, cache on disk, train MoE heads on them.
+"""Frozen ImageNet features as a data set: computed once, cached on disk, MoE heads trained on them.
 
-At ``cpu`` scale the PACS and CIFAR-10H pages cannot fine-tune an ImageNet backbone on two cores,
-and a backbone trained from scratch on a few thousand images learns little. Instead the pretrained
-backbone (:func:`lib.nets.pretrained.efficientnet_lite0`) is frozen: every image's 1280-d feature vector
-is computed once and cached, and every method's MoE head is trained on the vectors through the same
-engine (:mod:`lib.moe.grid`, backbone ``"features"``: identity on feature vectors).
-
-The network side lives in :mod:`lib.nets.extractors` (the extractors by name, :func:`~lib.nets.extractors.extract`
-and the ``"features:<extractor>"`` backbone); this package is what sits above data and networks:
-
-* :func:`cached_array` -- one float16 array on disk under ``<cache>/features`` with a SHA-256
-  sidecar; a missing, truncated or altered file is detected and recomputed (:func:`load_cached`:
-  what is already there, computing nothing).
-* :class:`FeatureBundle` -- a :class:`lib.data.bundle.Bundle` of ``kind == "features"``: training
-  rows hold the clean features followed by the features of the same image JPEG-filtered at each of
-  ``qualities``; validation and test rows hold clean features only.
-* :meth:`FeatureBundle.fgr_inputs` -- FGR on frozen features: the "filtered copies" of a batch are
-  the features of its JPEG-filtered images, drawn as :func:`lib.data.jpeg.filtered_rows` draws them
-  (max(1, int(0.05 B)) random rows, a quality per row from ``qualities``).
-* The data sets built from them: :func:`lib.features.pacs_features.pacs_features` (leave-one-domain-out
-  PACS) and :func:`lib.features.cifar_features.cifar10h_features` (CIFAR-10 / CIFAR-10H, upsampled).
+At ``cpu`` scale two cores cannot fine-tune an ImageNet backbone, and one trained from scratch on a
+few thousand images learns little; so the pretrained backbone (:mod:`lib.nets.extractors`) is
+frozen, every image's features are computed once and cached (:func:`cached_array`,
+:func:`cached_features`), and every method's MoE head trains on them through the same engine
+(backbone ``"features:<extractor>"``). A :class:`FeatureBundle`'s training rows carry each image's
+JPEG-filtered copies behind its clean features, FGR's filtered inputs (:meth:`FeatureBundle.fgr_inputs`).
+The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.features.cifar_features.cifar10h_features`.
 """
 
 from __future__ import annotations
@@ -27,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,20 +25,11 @@ from torch import nn
 
 from lib.config import cache_dir
 from lib.data.bundle import TensorSplits
+from lib.engine import progress
 from lib.engine.artifacts import sha256_file
 from lib.nets.backbones import extractor_model
 from lib.nets.extractors import STAGE_EXTRACTORS, feature_dim
 from lib.validation import check_int
-
-__all__ = [
-    "cached_array",
-    "load_cached",
-    "FeatureBundle",
-    "feature_source",
-    "jpeg_copy",
-    "row_normalizer",
-    "FEATURE_FRAC",
-]
 
 FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.data.jpeg.filtered_rows' default frac)
 
@@ -108,18 +86,30 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
     return arr.astype(np.float32)
 
 
+def cached_features(
+    title: str, jobs: Mapping[Hashable, tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]]
+) -> dict[Hashable, np.ndarray]:
+    """Each job's array, ``(key, images, compute(on_batch))``, through :func:`cached_array`: what is not
+    cached is computed under one progress line (:mod:`lib.engine.progress`, none when all is cached)
+    whose total, counted before the first image, is every image not yet cached."""
+    found = {j: load_cached(key) for j, (key, _, _) in jobs.items()}  # verified once, before counting
+    todo = sum(n for j, (_, n, _) in jobs.items() if found[j] is None)
+    out: dict[Hashable, np.ndarray] = {}
+    with progress.session(title, todo, unit="image", quiet_if_idle=True) as line:
+        for j, (key, _, compute) in jobs.items():
+            arr = found[j]
+            out[j] = arr if arr is not None else cached_array(key, lambda c=compute: c(line.update))
+    return out
+
+
 @dataclass
 class FeatureBundle(TensorSplits):
-    """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``).
-
-    ``train_x`` is (N, (1 + copies) * dim): the clean features, then ``copies`` blocks of the same
-    image's JPEG-filtered features (each image at a quality drawn from ``qualities``);
-    ``val_x``/``test_x`` are (N, dim). The ``"features"``
-    backbone reads the first ``dim`` columns, so every method sees clean features except where FGR's
-    :meth:`fgr_inputs` puts a filtered copy in front. As in :class:`lib.data.images.ImageBundle`,
-    ``all_mask`` (or None: every test row) marks the test rows of the "all" metrics and
-    ``human_probs`` holds human label distributions where they exist; ``test_images`` keeps the
-    test images the features came from (uint8, for figures), where the data set has them."""
+    """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``): ``train_x`` is
+    (N, (1 + copies) * dim), the clean features then ``copies`` blocks of the same image's JPEG-filtered
+    features; ``val_x``/``test_x`` are (N, dim). The ``"features"`` backbone reads the first ``dim``
+    columns, so every method sees clean features except where FGR's :meth:`fgr_inputs` puts a filtered
+    copy in front. ``all_mask``, ``human_probs`` and ``test_images`` are those of
+    :class:`lib.data.images.ImageBundle`, where the data set has them."""
 
     dim: int
     copies: int = 0
@@ -206,6 +196,14 @@ def jpeg_copy(
     draw = np.random.default_rng([seed, *stream, copy])
     quality = np.asarray(qualities)[draw.integers(len(qualities), size=n)]
     return f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}", quality
+
+
+def jpeg_note(images: str, each: str, copies: int, qualities: Sequence[int]) -> str:
+    """What a feature data set's ``source`` says of its JPEG copies ("" without copies)."""
+    if not copies:
+        return ""
+    n = f"{copies} cop{'y' if copies == 1 else 'ies'}"
+    return f"; {images} images also JPEG-filtered ({n}, {each} at a quality drawn from {list(qualities)}) for FGR"
 
 
 def row_normalizer(clean: np.ndarray, extractor: str, dim: int) -> Callable[[np.ndarray], torch.Tensor]:

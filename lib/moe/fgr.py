@@ -1,8 +1,7 @@
 """Frequency-aware Gradient Rectification (FGR), the calibration-under-shift baseline of paper 1.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as the calibration loss.
-Each step after warmup:
+Paper 1, Appendix D.1, describing FGR (its ref. [38]) with soft ECE (its ref. [15]) as the
+calibration loss. Each step after warmup:
 
 1. replace max(1, int(0.05 B)) images of the batch with a JPEG-like filtered copy
    (:mod:`lib.data.jpeg`, quality drawn from {15, 18, 25});
@@ -11,24 +10,15 @@ Each step after warmup:
 3. calibration gradient g_c from soft ECE on the original batch;
 4. if <g_m, g_c> < 0 (over all parameters as one flat vector), use g_m - <g_m,g_c>/||g_c||^2 g_c.
 
-How a step is computed (the reference runs two forwards and two backwards):
-
-* **one forward** on the batch followed by its m filtered copies (B + m rows, :func:`fgr_batch`): the
-  main branch reads the B rows with the filtered copies in place of their originals, the
-  calibration branch the first B rows. Every per-example output is then exactly what the two
-  forwards give, except through BatchNorm: its batch statistics cover the B + m rows once
-  (instead of the filtered batch and the original batch separately) and its running statistics
-  are updated once per step, as in any other method's step. Models without batch statistics
-  (LayerNorm text encoders) get the reference's gradients exactly (tests/unit/moe/test_fgr.py);
-* **one batched backward** for both gradients: ``torch.autograd.grad`` with ``is_grads_batched``
-  runs the backward once under ``vmap`` with the two losses' unit cotangents, so every backward
-  kernel is launched once for the pair (what costs at batch 128 on a GPU is launches, not FLOPs);
-* the projection on one flat vector of all parameters, branch-free on the device (no host sync).
-
-The same code runs a single model (:func:`fgr_step`) and a stack of N models trained together
-(:func:`stacked_fgr_gradients`, handed to :func:`lib.engine.stack.fit_stack` as FGR's
-:class:`lib.engine.stack.StackStep` by :func:`stack_step`), with one projection per member.
-"""
+The reference runs two forwards and two backwards; here a step is **one forward** on the batch
+followed by its m filtered copies (:func:`fgr_batch`: the main branch reads the B rows with the
+copies in place of their originals, the calibration branch the first B rows; every output is what
+the two forwards give except through BatchNorm, whose statistics cover the B + m rows once; LayerNorm
+text encoders get the reference's gradients exactly, tests/unit/moe/test_fgr.py), **one batched
+backward** for both gradients (:func:`two_gradients`: every backward kernel launched once for the
+pair) and the projection, branch-free on the device. The same code runs a single model
+(:func:`fgr_step`) and a stack of N models (:func:`stacked_fgr_gradients`, FGR's
+:class:`lib.engine.stack.StackStep` by :func:`stack_step`), one projection per member."""
 
 from __future__ import annotations
 
@@ -41,40 +31,20 @@ from torch import nn
 
 from lib.data.augment import to_device_async
 from lib.engine.stack import StackStep, take_rows
-from lib.data.jpeg import DEFAULT_QUALITIES, filtered_rows
+from lib.data.jpeg import filtered_rows
 from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
 
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
 SOFT_ECE_TEMPERATURE = 0.01
 
-__all__ = [
-    "SOFT_ECE_BINS",
-    "SOFT_ECE_TEMPERATURE",
-    "fgr_batch",
-    "take_rows",
-    "soft_ece",
-    "rectify",
-    "two_gradients",
-    "rectified_gradients",
-    "fgr_step",
-    "stacked_fgr_gradients",
-    "stack_step",
-]
 
-
-def fgr_batch(
-    x: torch.Tensor,
-    mean: Any,
-    std: Any,
-    frac: float = 0.05,
-    qualities: Sequence[int] = DEFAULT_QUALITIES,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
-    images) followed by the m filtered copies of :func:`lib.data.jpeg.filtered_rows` (same draw for the
-    same ``generator``), and the (B,) row index on ``x.device`` that reads the filtered batch out of
-    it (row i, or B + j where image i is the j-th filtered one)."""
-    rows, idx = filtered_rows(x, mean, std, frac=frac, qualities=qualities, generator=generator)
+    images) followed by the m filtered copies of :func:`lib.data.jpeg.filtered_rows` (``draw``: its
+    ``frac``, ``qualities`` and ``generator``; same draw for the same generator), and the (B,) row
+    index on ``x.device`` that reads the filtered batch out of it (row i, or B + j where image i is
+    the j-th filtered one)."""
+    rows, idx = filtered_rows(x, mean, std, **draw)
     b, m = x.shape[0], rows.shape[0]
     main = torch.arange(b)
     main[idx] = b + torch.arange(m)
@@ -192,29 +162,17 @@ def fgr_step(
     optimizer: torch.optim.Optimizer,
     mean: Any = None,
     std: Any = None,
-    frac: float = 0.05,
-    qualities: Sequence[int] = DEFAULT_QUALITIES,
     generator: torch.Generator | None = None,
-    n_bins: int = SOFT_ECE_BINS,
-    temperature: float = SOFT_ECE_TEMPERATURE,
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """One FGR update (App. D.1): g_m from ``loss_main_fn`` of the model's output on the filtered
-    batch, g_c from soft ECE of its output on the original batch, both from one forward on
-    :func:`fgr_batch`'s B + m rows and one batched backward, rectified as in :func:`rectify`
-    over all trainable parameters, then ``optimizer.step()``. ``loss_main_fn`` = mean mixture NLL
-    for FGR and robust_moe_loss of it for FGR + Robust. Non-image inputs (text: a dict, or
-    ``filter_inputs=False``) are not filtered: both losses read the same B rows. ``mean``/``std``
-    are the normalization of ``images`` (per channel). ``inputs_fn(images, generator)``, when given,
-    builds the forward's input and main rows instead of :func:`fgr_batch` (frozen features:
-    :meth:`lib.features.frozen.FeatureBundle.fgr_inputs`).
-
-    Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on the device:
-    the step never waits for the device, so reading a value with ``float()`` is the caller's choice."""
-    if not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    check_positive(temperature, "temperature")
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` (mean mixture NLL for FGR, robust_moe_loss
+    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, from one
+    forward on :func:`fgr_batch`'s B + m rows (``mean``/``std``: the images' normalization; or
+    ``inputs_fn(images, generator)``, frozen features) and one batched backward, rectified as in
+    :func:`rectify`, then ``optimizer.step()``. Non-image inputs (text, or ``filter_inputs=False``)
+    are not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors
+    on the device: the step never waits for the device."""
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     if not callable(loss_main_fn):
@@ -229,12 +187,12 @@ def fgr_step(
     elif filter_inputs and is_image:
         if mean is None or std is None:
             raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
-        x, main_rows = fgr_batch(images, mean, std, frac=frac, qualities=qualities, generator=generator)
+        x, main_rows = fgr_batch(images, mean, std, generator=generator)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model: has no trainable parameters")
 
-    loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn, n_bins, temperature)
+    loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn)
     update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
     optimizer.zero_grad(set_to_none=True)
     for p, g in zip(params, update):
@@ -249,12 +207,7 @@ def fgr_step(
 
 
 def _fgr_losses(
-    out: Any,
-    main_rows: torch.Tensor | None,
-    labels: torch.Tensor,
-    main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
-    n_bins: int = SOFT_ECE_BINS,
-    temperature: float = SOFT_ECE_TEMPERATURE,
+    out: Any, main_rows: torch.Tensor | None, labels: torch.Tensor, main_fn: Callable[[Any, torch.Tensor], torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FGR's two losses on one model's output of the one forward: ``main_fn`` on the rows
     ``main_rows`` (``None``: unfiltered inputs, every row) and soft ECE on the first B rows."""
@@ -262,7 +215,7 @@ def _fgr_losses(
     if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
         raise ValueError("loss_main_fn: must return a scalar tensor")
     labels = labels.to(loss_main.device)
-    return loss_main, _soft_ece(_probs_of(out)[: labels.shape[0]], labels, n_bins, temperature)
+    return loss_main, _soft_ece(_probs_of(out)[: labels.shape[0]], labels, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
 
 
 def stacked_fgr_gradients(
@@ -305,6 +258,6 @@ def stack_step(
     if inputs is None and filter_inputs and mean is not None and std is not None:
 
         def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-            return fgr_batch(x, mean, std, generator=g)  # fgr_step's defaults
+            return fgr_batch(x, mean, std, generator=g)
 
     return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)

@@ -6,8 +6,7 @@ with p_k = softmax(z_k) and a 2-layer MLP router r(h) = softmax(W2 relu(W1 h)); 
 in probability space, p = sum_k r_k p_k. The loss is cross-entropy of the mixture, l_i = -log p_{y_i}.
 
 One forward pass returns everything every objective of the paper needs (mixture, routing weights,
-expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5).
-"""
+expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5)."""
 
 from __future__ import annotations
 
@@ -29,17 +28,6 @@ from lib.validation import (
 
 PROB_CLAMP = 1e-12
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
-
-__all__ = [
-    "MoEOutput",
-    "MoEHead",
-    "SingleExpertHead",
-    "MoEModel",
-    "mixture_nll",
-    "expert_nll",
-    "label_nll",
-    "routing_entropy",
-]
 
 
 @dataclass
@@ -99,8 +87,7 @@ class MoEHead(nn.Module):
     argmax of r (the hard-routed mixture of section 4.1; not differentiable in the router).
     Features of another floating dtype (float64 from numpy, say) are valid: they are cast to the
     head's parameter dtype, so the probabilities are those of the cast features (tested); integer
-    or non-finite features raise.
-    """
+    or non-finite features raise."""
 
     def __init__(
         self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128, routing: str = "soft"
@@ -154,10 +141,9 @@ class MoEModel(nn.Module):
 
     def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
         super().__init__()
-        if not isinstance(backbone, nn.Module):
-            raise ValueError(f"backbone: expected an nn.Module, got {type(backbone).__name__}")
-        if not isinstance(head, nn.Module):
-            raise ValueError(f"head: expected an nn.Module, got {type(head).__name__}")
+        for name, module in (("backbone", backbone), ("head", head)):
+            if not isinstance(module, nn.Module):
+                raise ValueError(f"{name}: expected an nn.Module, got {type(module).__name__}")
         self.backbone = backbone
         self.head = head
 

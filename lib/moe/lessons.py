@@ -1,16 +1,7 @@
-"""Paper 1's methods worked on tiny batches, for the pages that train them to show before they report.
-
-Each function feeds a few hand-sized numbers to the function training calls and lays its output out
-as a table a reader can check by eye or by the closed form in the ``check`` column:
-
-* :func:`tilt_table` -- Robust MoE's tilted weights ``w = softmax(lam * l)`` and objective
-  ``sum_i w_i l_i`` (:func:`lib.moe.robust.robust_moe_loss`): the mean at lam = 0, the largest
-  loss as lam grows;
-* :func:`filtered_set_table` -- Robust Filtered's set S (:func:`lib.moe.robust.routing_relevant_mask`)
-  on three examples, and its objective (:func:`lib.moe.robust.robust_filtered_loss`);
-* :func:`rectify_table` -- FGR's rectified gradient (:func:`lib.moe.fgr.rectify`);
-* :func:`mocae_table` -- MoCaE's mixture of tempered experts (:func:`lib.moe.mocae.mocae_probs`).
-"""
+"""Paper 1's methods worked on tiny batches, for the pages that train them to show before they report:
+each function feeds a few hand-sized numbers to the function training calls (:mod:`lib.moe.robust`,
+:mod:`lib.moe.fgr`, :mod:`lib.moe.mocae`) and lays its output out as a table a reader can check by
+eye or by the closed form beside it."""
 
 from __future__ import annotations
 
@@ -21,6 +12,7 @@ import torch
 
 from lib.moe import fgr, mocae, robust
 
+#: Expert probabilities of :func:`filtered_set_table`: 3 examples x 2 experts x 2 classes.
 FILTER_EXPERTS = torch.tensor(
     [
         [[0.9, 0.1], [0.9, 0.1]],  # both experts right and agreeing: easy, outside S
@@ -29,10 +21,8 @@ FILTER_EXPERTS = torch.tensor(
     ],
     dtype=torch.float64,
 )
-"""Expert probabilities of :func:`filtered_set_table`: 3 examples x 2 experts x 2 classes."""
 
-FILTER_LABELS = torch.tensor([0, 0, 1])
-"""The labels of :func:`filtered_set_table`'s three examples."""
+FILTER_LABELS = torch.tensor([0, 0, 1])  #: The labels of :func:`filtered_set_table`'s three examples.
 
 
 def tilt_table(losses: torch.Tensor, lams: Sequence[float]) -> pd.DataFrame:

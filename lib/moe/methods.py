@@ -9,15 +9,8 @@ hoc), ``robust`` (tilted objective, eq. 6/12), ``robust_filtered`` (App. D.3), `
 ``fgr_robust`` (lib.moe.fgr, App. D.1). Robust methods and FGR train with plain ERM for the first
 ``warmup_epochs`` (default ``WARMUP_FRACTION`` = 40% of the epochs).
 
-* :func:`build_model` -- backbone + MoE head (or the Single Expert's linear head); ``Runner`` runs
-  the backbone under autocast and the head in float32;
-* :func:`objective` -- the training loss of a method on one batch;
-* :func:`method_step` -- the per-step rule :func:`lib.engine.loop.fit` runs: the objective (ERM
-  during warmup) and, for FGR, the rectified step of :func:`lib.moe.fgr.fgr_step`.
-
 Every method does one backbone forward per step (FGR's on the batch plus its m filtered copies). No step synchronises
-with the host (tests/unit/moe/test_methods.py runs whole epochs on PyTorch's meta device to check it).
-"""
+with the host (tests/unit/moe/test_methods.py runs whole epochs on PyTorch's meta device to check it)."""
 
 from __future__ import annotations
 
@@ -35,7 +28,6 @@ from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_releva
 
 
 METHODS: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr", "robust", "robust_filtered", "fgr_robust")
-TRAINED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "mocae")
 ROBUST_METHODS: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
 WARMUP_METHODS: tuple[str, ...] = ("fgr", "robust", "robust_filtered", "fgr_robust")
 FGR_METHODS: tuple[str, ...] = ("fgr", "fgr_robust")
@@ -44,21 +36,6 @@ WARMUP_FRACTION = 0.4  # paper 1, App. D: 20 of 50 epochs (images), 2 of 5 (text
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[..., "torch.Tensor | None"]
-
-__all__ = [
-    "METHODS",
-    "TRAINED_METHODS",
-    "ROBUST_METHODS",
-    "WARMUP_METHODS",
-    "FGR_METHODS",
-    "WARMUP_FRACTION",
-    "MethodConfig",
-    "Runner",
-    "build_backbone",
-    "build_model",
-    "objective",
-    "method_step",
-]
 
 
 class MethodConfig(Protocol):
@@ -105,8 +82,7 @@ def build_model(
     """lib.MoEModel: backbone + MoEHead (K experts) or SingleExpertHead (method "single").
 
     The weights depend only on ``cfg.seed`` and the architecture (the backbone, if not given, is
-    built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network.
-    """
+    built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network."""
     if backbone is None:
         torch.manual_seed(cfg.seed)
         backbone = build_backbone(cfg)
@@ -121,8 +97,7 @@ def build_model(
 class Runner(nn.Module):
     """Backbone under autocast (bf16 on CUDA), head in float32; optionally a compiled backbone.
 
-    Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed).
-    """
+    Holds the MoEModel as its only submodule, so ``state_dict`` keys are the model's (prefixed)."""
 
     def __init__(self, model: nn.Module, compile_backbone: bool = False) -> None:
         super().__init__()
@@ -136,9 +111,7 @@ class Runner(nn.Module):
             return self.model.head(h.float())
 
 
-_robust = partial(
-    robust_moe_loss, validate=False
-)  # module-level name so tests can observe when the robust loss is used
+_robust = partial(robust_moe_loss, validate=False)  # a module-level name: tests observe when it is used
 
 
 def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
@@ -180,24 +153,14 @@ def method_step(
     def main(out: Any, y: torch.Tensor) -> torch.Tensor:
         return objective(method, out, y, lam, robust_active=True)
 
+    fgr = partial(fgr_step, mean=mean, std=std, filter_inputs=filter_inputs, inputs_fn=fgr_inputs)
+
     def step_fn(
         m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer, epoch: int, gen: torch.Generator
     ) -> torch.Tensor | None:
         if epoch < warmup:
             return None  # ERM warmup: the default single-forward step
         with autocast(device, cfg.amp):
-            info = fgr_step(
-                m,
-                main,
-                inputs,
-                y,
-                opt,
-                mean=mean,
-                std=std,
-                generator=gen,
-                filter_inputs=filter_inputs,
-                inputs_fn=fgr_inputs,
-            )
-        return info["loss_main"]
+            return fgr(m, main, inputs, y, opt, generator=gen)["loss_main"]
 
     return loss_fn, step_fn

@@ -8,8 +8,7 @@ survived, and :func:`beside_paper_statements` puts our number from the run next 
 survived whole, each kept by its page: PACS Table 2 (``lib.moe.pages.pacs.PAPER_TABLE2``, with its
 standard errors) and the lambda sensitivity of Appendix D.6, Table 5
 (``lib.moe.pages.sensitivity.PAPER_TABLE5``). Nothing here is a number we typed in as the paper's unless the paper's text
-still carries it.
-"""
+still carries it."""
 
 from __future__ import annotations
 
@@ -35,7 +34,6 @@ OURS_TEXT = "our text of the paper"
 # CivilComments page's floor is measured against (lib.report.gate_claims).
 PAPER_CIVIL_BEST_ACCURACY = 0.915
 
-# (quantity, method, subset, metric, paper value or None, exact sentence of the paper)
 _S137 = (
     "On CIFAR-10H, the Vanilla MoE and MoCaE have hard-subset ECEs of […] and […], comparable to "
     "the Single Expert value of […]. Robust MoE reduces this to […], and FGR+Robust further reduces it to […]."
@@ -72,37 +70,30 @@ _C143 = (
     "compared with […] for Vanilla MoE, […] for MoCaE, and […] for FGR."
 )
 
-PAPER_STATEMENTS: dict[str, list[tuple[str, str, str, str, float | None, str]]] = {
+Statement = tuple[str, str, str, str, float | None, str]  # quantity, method, subset, metric, paper value, sentence
+
+
+def _rows(quantity: str, subset: str, metric: str, sentence: str, *methods: str) -> list[Statement]:
+    return [(quantity, m, subset, metric, None, sentence) for m in methods]
+
+
+PAPER_STATEMENTS: dict[str, list[Statement]] = {
     "cifar10h": [
-        ("hard-subset ECE", "vanilla", "hard", "ece", None, _S137),
-        ("hard-subset ECE", "mocae", "hard", "ece", None, _S137),
-        ("hard-subset ECE", "single", "hard", "ece", None, _S137),
-        ("hard-subset ECE", "robust", "hard", "ece", None, _S137),
-        ("hard-subset ECE", "fgr_robust", "hard", "ece", None, _S137),
-        ("ECE, all images", "vanilla", "all", "ece", None, _S139),
-        ("ECE, all images", "mocae", "all", "ece", None, _S139),
-        ("hard-subset ECE+TS", "mocae", "hard", "ece_ts", None, _S143),
-        ("hard-subset ECE+TS", "robust", "hard", "ece_ts", None, _S143),
-        ("hard-subset ECE+TS", "fgr_robust", "hard", "ece_ts", None, _S143),
+        *_rows("hard-subset ECE", "hard", "ece", _S137, "vanilla", "mocae", "single", "robust", "fgr_robust"),
+        *_rows("ECE, all images", "all", "ece", _S139, "vanilla", "mocae"),
+        *_rows("hard-subset ECE+TS", "hard", "ece_ts", _S143, "mocae", "robust", "fgr_robust"),
         ("accuracy, all images", "mocae", "all", "accuracy", None, _S_ACC),
         ("ECE, all images", "robust_filtered", "all", "ece", 0.013, _S141),
         ("accuracy, all images", "robust", "all", "accuracy", None, _S141b),
     ],
     "civilcomments": [
-        ("hard-subset ECE", "vanilla", "hard", "ece", None, _C137),
-        ("hard-subset ECE", "mocae", "hard", "ece", None, _C137),
-        ("hard-subset ECE", "robust", "hard", "ece", None, _C137),
-        ("hard-subset ECE", "robust_filtered", "hard", "ece", None, _C137),
-        ("ECE, all comments", "vanilla", "all", "ece", None, _S139),
-        ("ECE, all comments", "mocae", "all", "ece", None, _S139),
-        ("hard-subset ECE+TS", "robust", "hard", "ece_ts", None, _C143),
-        ("hard-subset ECE+TS", "robust_filtered", "hard", "ece_ts", None, _C143),
-        ("hard-subset ECE+TS", "vanilla", "hard", "ece_ts", None, _C143),
-        ("hard-subset ECE+TS", "mocae", "hard", "ece_ts", None, _C143),
-        ("hard-subset ECE+TS", "fgr", "hard", "ece_ts", None, _C143),
+        *_rows("hard-subset ECE", "hard", "ece", _C137, "vanilla", "mocae", "robust", "robust_filtered"),
+        *_rows("ECE, all comments", "all", "ece", _S139, "vanilla", "mocae"),
+        *_rows("hard-subset ECE+TS", "hard", "ece_ts", _C143, "robust", "robust_filtered", "vanilla", "mocae", "fgr"),
         ("accuracy, all comments", "robust_filtered", "all", "accuracy", PAPER_CIVIL_BEST_ACCURACY, _S141),
     ],
 }
+
 
 # Counts of the data that survived the extraction (App. D.2 / D.5), beside the data a page used.
 PAPER_COUNTS: dict[str, tuple[str, float, str]] = {
@@ -124,8 +115,7 @@ def beside_paper_statements(summary: pd.DataFrame, page: str, labels: Mapping[st
     paper's value (or "lost in the text extraction"), its exact sentence as our text has it, where
     the value was read (``OTHER_TEXT`` for the digits found in another public text of the paper), and
     ours (mean over seeds from ``summary``, :func:`lib.moe.tables.summarize`; "not run"
-    when the method is absent).
-    """
+    when the method is absent)."""
     check_choice(page, tuple(PAPER_STATEMENTS), "page")
     if not isinstance(summary, pd.DataFrame) or not {"method", "subset"} <= set(summary.columns):
         raise ValueError("summary: expected the DataFrame of lib.moe.tables.summarize")

@@ -1,11 +1,6 @@
-"""Paper 1's figures: calibration residual per prediction level, confidence histograms, image strips,
-the accuracy-calibration trade-off of the methods.
-
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 4 (eq. 4) and Appendix E (Figs. E.2, E.3). The shared chart kinds (reliability diagrams,
-lines, bars) and the offline SVG renderer are :mod:`lib.plots`; like them, every function here
-returns an altair chart and never displays or saves it.
-"""
+"""Paper 1's figures (section 4, eq. 4; Appendix E, Figs. E.2, E.3): calibration residual per
+prediction level, confidence histograms, image strips, the methods' accuracy-calibration trade-off.
+Like :mod:`lib.plots`, every function returns an altair chart and never displays or saves it."""
 
 from __future__ import annotations
 
@@ -33,8 +28,7 @@ def calibration_gap_chart(
     """Measured calibration residual E[Y - p | p = q] per level q (points with +-2 s.e. rules) next to
     the value eq. (4) predicts (hollow diamonds), one colour per shift.
 
-    Data: lib.moe.theory.measured_gap merged with predicted_gap.
-    """
+    Data: lib.moe.theory.measured_gap merged with predicted_gap."""
     check_columns(df, level=level, measured=measured, se=se, predicted=predicted, color=color)
     data = df.copy()
     data["_lo"], data["_hi"] = data[measured] - 2 * data[se], data[measured] + 2 * data[se]

@@ -1,9 +1,5 @@
-"""A paper-1 run record, typed: what :func:`lib.moe.train.train_run` saves, read as a dataclass.
-
-The run cache and ``results/`` store records as signed JSON (:mod:`lib.engine.runs`); the pages'
-tables read them through :meth:`MoERecord.from_record`, which checks the shape once and names what
-is missing, instead of reaching into nested dicts at every use.
-"""
+"""A paper-1 run record, typed: what :func:`lib.moe.train.train_run` saves, read as a dataclass
+(:meth:`MoERecord.from_record` checks the shape once and names what is missing)."""
 
 from __future__ import annotations
 
@@ -12,8 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SUBSETS: tuple[str, ...] = ("all", "hard")
-
-__all__ = ["MoERecord", "SubsetMetrics"]
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ One formula, one function: the functions the book shows (:func:`robust_moe_loss`
 (lib.moe.methods.objective). Their ``validate=False`` path is the training loop's: the two losses
 keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
 those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
-the device once per step; :func:`routing_relevant_mask` skips every check.
-"""
+the device once per step; :func:`routing_relevant_mask` skips every check."""
 
 from __future__ import annotations
 
@@ -33,18 +32,6 @@ import torch.nn.functional as F
 from lib.validation import check_finite, check_ndim, check_number, check_positive, check_same_length, to_tensor
 
 DEFAULT_LAM = 2.0
-
-__all__ = [
-    "DEFAULT_LAM",
-    "tilted_weights",
-    "robust_moe_loss",
-    "entropic_risk",
-    "kl_to_uniform",
-    "cvar",
-    "effective_support",
-    "routing_relevant_mask",
-    "robust_filtered_loss",
-]
 
 
 def _losses(losses: object, name: str = "losses", allow_empty: bool = False) -> torch.Tensor:
@@ -86,8 +73,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
     ``validate=False`` (the training loop, lib.moe.methods) skips the finiteness check of
-    ``losses``, which would synchronise the host with the device (see the module docstring).
-    """
+    ``losses``, which would synchronise the host with the device (see the module docstring)."""
     l = _losses(losses) if validate else _vector(losses, "losses")
     lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
@@ -98,8 +84,7 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
 
-    lam == 0 returns the mean (the limit).
-    """
+    lam == 0 returns the mean (the limit)."""
     l = _losses(losses)
     lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
@@ -136,8 +121,7 @@ def cvar(losses: object, alpha: float) -> torch.Tensor:
     """Empirical CVaR_alpha (eq. 18): the mean of the largest alpha*n losses, the boundary loss
     entering with its fractional weight (alpha*n - floor(alpha*n)). A reference, not a training loss.
 
-    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1.
-    """
+    Equals max_q sum_i q_i l_i over weights with 0 <= q_i <= 1/(alpha n), sum q = 1."""
     l = _losses(losses)
     alpha = check_number(alpha, "alpha", 0.0, 1.0, low_open=True)
     n = l.shape[0]
@@ -155,8 +139,7 @@ def effective_support(w: object) -> dict[str, float]:
     """Effective support of adversarial weights (App. D.6, Table 5).
 
     perplexity = exp(H(w)), fraction = perplexity / n, ratio_bound = n / perplexity (the effective
-    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches.
-    """
+    density-ratio bound 1/alpha). A 2-D input (batches x n) returns the means over batches."""
     t = _weights(w)
     n = t.shape[-1]
     perplexity = torch.exp(-torch.special.xlogy(t, t).sum(dim=-1))
@@ -206,22 +189,15 @@ def _check_mask_inputs(
 ) -> tuple[torch.Tensor, ...]:
     """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
-    expert_losses = to_tensor(expert_losses, "expert_losses")
-    routing = to_tensor(routing, "routing")
-    expert_probs = to_tensor(expert_probs, "expert_probs")
-    mix_probs = to_tensor(mix_probs, "mix_probs")
-    check_ndim(expert_losses, 2, "expert_losses", "N examples x K experts")
-    check_ndim(routing, 2, "routing", "N examples x K experts")
-    check_ndim(expert_probs, 3, "expert_probs", "N x K experts x C classes")
-    check_ndim(mix_probs, 2, "mix_probs", "N examples x C classes")
-    for name, arr in (
-        ("expert_losses", expert_losses),
-        ("routing", routing),
-        ("expert_probs", expert_probs),
-        ("mix_probs", mix_probs),
-    ):
-        check_finite(arr, name)
-        check_same_length(mix_loss, arr, "mix_loss", name)
+    named = {"expert_losses": expert_losses, "routing": routing, "expert_probs": expert_probs, "mix_probs": mix_probs}
+    shapes = ("N examples x K experts", "N examples x K experts", "N x K experts x C classes", "N examples x C classes")
+    out = [to_tensor(arr, name) for name, arr in named.items()]
+    for name, t, what in zip(named, out, shapes):
+        check_ndim(t, 3 if name == "expert_probs" else 2, name, what)
+    for name, t in zip(named, out):
+        check_finite(t, name)
+        check_same_length(mix_loss, t, "mix_loss", name)
+    expert_losses, routing, expert_probs, mix_probs = out
     k = expert_losses.shape[1]
     if routing.shape[1] != k or expert_probs.shape[1] != k:
         raise ValueError(

@@ -20,8 +20,7 @@ is calibrated on its routing-weighted view, summing E[r_k (Y - f_k) f_k] = 0 ove
 so if the soft aggregate is also calibrated (E[(Y - p) p] = 0), co-routed experts must agree almost
 surely. The two configurations of :func:`two_configuration_example` therefore differ in their
 routing weights, not in what the experts say; see :func:`disagreement_identity`. What a shift of
-the input distribution does to these populations is in :mod:`lib.moe.theory`.
-"""
+the input distribution does to these populations is in :mod:`lib.moe.theory`."""
 
 from __future__ import annotations
 
@@ -36,23 +35,8 @@ from lib.validation import check_choice, check_finite, check_ndim, check_positiv
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
 LEVEL_DECIMALS = 10  # prediction levels are matched after rounding to this many decimals
 
-__all__ = [
-    "ROUTINGS",
-    "LEVEL_DECIMALS",
-    "RoutedPopulation",
-    "check_population",
-    "two_configuration_example",
-    "random_population",
-    "calibrated_experts",
-    "hard_routing",
-    "expert_residuals",
-    "disagreement_identity",
-]
 
-
-# ----------------------------------------------------------------------------------------------
-# Populations
-# ----------------------------------------------------------------------------------------------
+# --- Populations ----------------------------------------------------------------------------------
 
 
 def hard_routing(routing: object) -> np.ndarray:
@@ -71,8 +55,7 @@ class RoutedPopulation:
 
     ``pi`` (N,) cell probabilities (sum 1), ``eta`` (N,) P(Y=1 | cell), ``routing`` (N, K) soft router
     weights (rows on the simplex), ``experts`` (N, K) expert predictions of P(Y=1), ``kind`` (N,) a
-    label per cell for display (e.g. "overlap", "dominant").
-    """
+    label per cell for display (e.g. "overlap", "dominant")."""
 
     pi: np.ndarray
     eta: np.ndarray
@@ -126,13 +109,9 @@ class RoutedPopulation:
     def tidy(self) -> pd.DataFrame:
         """One row per cell: kind, pi, eta, routing weights r1..rK, expert predictions f1..fK, p."""
         cols: dict[str, object] = {"kind": self.kind, "pi": self.pi, "eta": self.eta}
-        for k in range(self.num_experts):
-            cols[f"r{k + 1}"] = self.routing[:, k]
-        for k in range(self.num_experts):
-            cols[f"f{k + 1}"] = self.experts[:, k]
-        cols["p_soft"] = self.prediction("soft")
-        cols["p_hard"] = self.prediction("hard")
-        return pd.DataFrame(cols)
+        cols |= {f"r{k + 1}": self.routing[:, k] for k in range(self.num_experts)}
+        cols |= {f"f{k + 1}": self.experts[:, k] for k in range(self.num_experts)}
+        return pd.DataFrame({**cols, "p_soft": self.prediction("soft"), "p_hard": self.prediction("hard")})
 
 
 def two_configuration_example(
@@ -151,8 +130,7 @@ def two_configuration_example(
     Every expert is calibrated on its routing-weighted view, and the soft and hard aggregates (both
     equal to q) are calibrated on P; yet eta(Z) != p(Z) configuration by configuration, so a
     configuration reweighting that favours overlap breaks calibration (Prop. 4.1). Levels get equal
-    probability.
-    """
+    probability."""
     lv = to_numpy(list(levels), "levels")
     check_ndim(lv, 1, "levels", "prediction levels")
     if lv.size == 0 or len(np.unique(np.round(lv, LEVEL_DECIMALS))) != lv.size:
@@ -165,26 +143,20 @@ def two_configuration_example(
     eps = delta * overlap_mass / (1 - overlap_mass)
     if (lv + delta > 1).any() or (lv - eps < 0).any() or (lv <= 0).any() or (lv >= 1).any():
         raise ValueError(f"levels: every level q needs q + delta <= 1 and q - eps >= 0 (delta={delta}, eps={eps:.4g})")
-    rows_r, rows_eta, rows_pi, rows_f, kinds = [], [], [], [], []
     per_level = 1.0 / lv.size
-    for q in lv:
+    cells = [
+        (r, eta, mass * per_level, (q, q), kind)
+        for q in lv
         for r, eta, mass, kind in (
             ((overlap, 1 - overlap), q + delta, overlap_mass / 2, "overlap"),
             ((1 - overlap, overlap), q + delta, overlap_mass / 2, "overlap"),
             ((1.0, 0.0), q - eps, (1 - overlap_mass) / 2, "dominant"),
             ((0.0, 1.0), q - eps, (1 - overlap_mass) / 2, "dominant"),
-        ):
-            rows_r.append(r)
-            rows_eta.append(eta)
-            rows_pi.append(mass * per_level)
-            rows_f.append((q, q))
-            kinds.append(kind)
+        )
+    ]
+    r, eta, pi, f, kind = zip(*cells)
     return RoutedPopulation(
-        pi=np.array(rows_pi),
-        eta=np.array(rows_eta),
-        routing=np.array(rows_r),
-        experts=np.array(rows_f),
-        kind=np.array(kinds, dtype=object),
+        pi=np.array(pi), eta=np.array(eta), routing=np.array(r), experts=np.array(f), kind=np.array(kind, dtype=object)
     )
 
 
@@ -195,8 +167,7 @@ def calibrated_experts(pi: object, eta: object, routing: object, groups: object)
     f = sum pi r_k eta / sum pi r_k over that group's cells, so E[r_k (Y - f_k) | f_k = v] = 0 for
     every level v (groups that happen to share a value merge harmlessly). Groups with no routing
     weight get their plain pi-weighted mean (irrelevant to the mixture). Pass one-hot ``routing`` to
-    get experts calibrated on hard routing regions (section 3).
-    """
+    get experts calibrated on hard routing regions (section 3)."""
     p, e = to_numpy(pi, "pi"), to_numpy(eta, "eta")
     r = to_numpy(routing, "routing")
     g = to_numpy(groups, "groups", dtype=np.int64)
@@ -221,8 +192,7 @@ def random_population(
     on hard routing regions for ``"hard"``), built with :func:`calibrated_experts`.
 
     Cells get Dirichlet probabilities, uniform outcome frequencies, Dirichlet router weights and a
-    random group per expert.
-    """
+    random group per expert."""
     check_choice(routing, ROUTINGS, "routing")
     for name, value in (("n_cells", n_cells), ("num_experts", num_experts), ("n_groups", n_groups)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -237,9 +207,7 @@ def random_population(
     return RoutedPopulation(pi=pi, eta=eta, routing=r, experts=f, kind=np.array([routing] * n_cells, dtype=object))
 
 
-# ----------------------------------------------------------------------------------------------
-# Calibration of the experts on P
-# ----------------------------------------------------------------------------------------------
+# --- Calibration of the experts on P --------------------------------------------------------------
 
 
 def check_population(pop: RoutedPopulation) -> None:
@@ -253,8 +221,7 @@ def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFra
     with ``weight`` = E[r_k 1{f_k = v}] and ``residual`` = E[r_k (Y - f_k) | f_k = v] / E[r_k | f_k = v].
 
     All residuals are 0 when every expert is calibrated on its view; ``routing="hard"`` uses the
-    one-hot router (calibration on regions, section 3).
-    """
+    one-hot router (calibration on regions, section 3)."""
     check_population(pop)
     w = pop.weights(routing)
     rows = []
@@ -272,8 +239,7 @@ def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFra
 
 def disagreement_identity(pop: RoutedPopulation) -> dict[str, float]:
     """Both sides of E[(eta - p) p] = E[sum_k r_k (f_k - p)^2], which holds whenever every expert is
-    calibrated on its routing-weighted view (soft routing; derivation in the module docstring).
-    """
+    calibrated on its routing-weighted view (soft routing; derivation in the module docstring)."""
     check_population(pop)
     p = pop.prediction("soft")
     lhs = float((pop.pi * (pop.eta - p) * p).sum())

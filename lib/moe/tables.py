@@ -1,18 +1,8 @@
-"""Paper 1's results as tables: one row per run and subset, mean +- standard error over seeds, the
-paper's layout, our numbers beside the paper's, and where every number came from.
-
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1),
-section 6, Tables 1-3, Appendix D.1 (MoCaE). The records come from :func:`lib.moe.train.train_run`
-(through :func:`lib.moe.experiment.run_methods`):
-
-* :func:`results_frame`, :func:`summarize`, :func:`paper_table` -- one row per (method, seed,
-  subset), mean +- standard error over seeds, formatted like the paper's tables (:func:`fmt`);
-* :func:`beside_paper` -- our numbers next to the paper's (PACS Table 2 of the paper,
-  ``lib.moe.pages.pacs.PAPER_TABLE2``; Tables 1 and 3 lost their numbers in text
-  extraction, so there is nothing to quote for them);
-* :func:`mocae_fit_table` -- MoCaE with the paper's partial temperature fit and with converged ones;
-* :func:`provenance_table` -- where every number came from (one line and one row per method).
-"""
+"""Paper 1's results as tables (section 6, Tables 1-3; App. D.1 for MoCaE): one row per run and
+subset, mean +- standard error over seeds in the paper's layout and style (:func:`fmt`), ours beside
+the paper's (PACS's Table 2, ``lib.moe.pages.pacs.PAPER_TABLE2``: Tables 1 and 3 lost their numbers
+in the text extraction), MoCaE's two temperature fits and where every number came from. The records
+come from :func:`lib.moe.train.train_run` (through :func:`lib.moe.grid.run_grid`)."""
 
 from __future__ import annotations
 
@@ -37,10 +27,12 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
 }
 
 
+_RUN_FIELDS = ("lam", "warmup_epochs", "epochs", "backbone", "pretrained", "device", "date", "key", "train_seconds")
+
+
 def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
-    routing entropy, backbone, pretrained flag, device, provenance date and training seconds.
-    """
+    routing entropy, backbone, pretrained flag, device, provenance date and training seconds."""
     rows = []
     for r in map(MoERecord.from_record, records):
         for subset in SUBSETS:
@@ -56,15 +48,7 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                     "n": block.n,
                     **{m: getattr(block, m) for m in (*METRICS, "nll")},
                     "routing_entropy": r.routing_entropy.get(subset),
-                    "lam": r.lam,
-                    "warmup_epochs": r.warmup_epochs,
-                    "epochs": r.epochs,
-                    "backbone": r.backbone,
-                    "pretrained": r.pretrained,
-                    "device": r.device,
-                    "date": r.date,
-                    "key": r.key,
-                    "train_seconds": r.train_seconds,
+                    **{k: getattr(r, k) for k in _RUN_FIELDS},
                 }
             )
     return pd.DataFrame(rows)
@@ -77,20 +61,18 @@ def _se(values: pd.Series) -> float:
 
 def summarize(frame: pd.DataFrame, by: Sequence[str] = ("method",), metrics: Sequence[str] = METRICS) -> pd.DataFrame:
     """Mean and standard error of the mean over seeds (SE = std / sqrt(n), NaN with one seed), one
-    row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``.
-    """
+    row per ``by`` values and subset: columns ``<metric>`` and ``<metric>_se``, ``seeds``."""
     if not isinstance(frame, pd.DataFrame) or frame.empty:
         raise ValueError("frame: expected a non-empty DataFrame from results_frame")
     keys = [*by, "subset"]
     for k in keys:
         if k not in frame.columns:
             raise ValueError(f"by: column {k!r} not in frame")
-    out = (
+    return (
         frame.groupby(keys, sort=False)
         .agg(**{m: (m, "mean") for m in metrics}, **{f"{m}_se": (m, _se) for m in metrics}, seeds=("seed", "nunique"))
         .reset_index()
     )
-    return out
 
 
 def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
@@ -109,18 +91,16 @@ def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
 
 def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tuple(COLUMN_LABELS)) -> pd.DataFrame:
     """Tables 1/3 layout: one row per method (paper order), columns Accuracy, Hard Accuracy, ECE,
-    ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds.
-    """
+    ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds."""
     rows = []
-    methods = [m for m in METHODS if m in set(summary["method"])]
-    for m in methods:
+    for m in [m for m in METHODS if m in set(summary["method"])]:
         sub = summary[summary["method"] == m].set_index("subset")
         row: dict[str, Any] = {"Method": METHOD_LABELS[m]}
         for subset, metric in columns:
-            if subset in sub.index:
-                row[COLUMN_LABELS[(subset, metric)]] = fmt(sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"])
-            else:
-                row[COLUMN_LABELS[(subset, metric)]] = "—"
+            mean, se = (
+                (sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"]) if subset in sub.index else (None, None)
+            )
+            row[COLUMN_LABELS[(subset, metric)]] = fmt(mean, se)
         row["seeds"] = int(sub["seeds"].max())
         rows.append(row)
     return pd.DataFrame(rows)
@@ -129,8 +109,7 @@ def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tupl
 def beside_paper(summary: pd.DataFrame, paper: Mapping[str, Sequence[float]], subset: str = "hard") -> pd.DataFrame:
     """Our accuracy / ECE / ECE+TS (mean ± se on ``subset``) beside the paper's, one row per method:
     ``paper`` maps a method to (accuracy, SE, ECE, SE, ECE+TS, SE) as a table prints them (PACS's
-    Table 2 for one target, ``lib.moe.pages.pacs.PAPER_TABLE2``).
-    """
+    Table 2 for one target, ``lib.moe.pages.pacs.PAPER_TABLE2``)."""
     check_choice(subset, SUBSETS, "subset")
     rows = []
     for m in METHODS:
@@ -147,12 +126,9 @@ def beside_paper(summary: pd.DataFrame, paper: Mapping[str, Sequence[float]], su
 
 
 def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Vanilla MoE beside MoCaE with the paper's partial temperature fit and with converged
-    per-expert temperatures (the book's earlier definition), from each Vanilla record's
-    ``metrics["mocae"]`` and ``metrics["mocae_converged"]`` (lib.moe.train, lib.moe.evaluate). One row per
-    (seed, variant, subset): accuracy, ECE, ECE+TS and the range of the expert temperatures.
-    Empty when the records carry no converged variant.
-    """
+    """Vanilla MoE beside MoCaE with the paper's partial temperature fit and with converged ones (the
+    book's earlier definition), from each Vanilla record: one row per (seed, variant, subset) with
+    accuracy, ECE, ECE+TS and the range of the expert temperatures; empty without converged variants."""
     rows: list[dict[str, Any]] = []
     for r in map(MoERecord.from_record, records):
         if r.method != "vanilla" or "mocae_converged" not in r.metrics:
@@ -171,9 +147,7 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                         "seed": seed,
                         "variant": variant,
                         "subset": sub,
-                        "accuracy": b.get("accuracy"),
-                        "ece": b.get("ece"),
-                        "ece_ts": b.get("ece_ts"),
+                        **{k: b.get(k) for k in METRICS},
                         "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
                     }
                 )
@@ -218,32 +192,19 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     return line, table.reset_index()
 
 
-def with_mocae(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records plus, for each Vanilla MoE record, the MoCaE record it carries
-    (:func:`lib.moe.train.mocae_view`: MoCaE recalibrates the Vanilla network post hoc, so the
-    queue publishes it inside the Vanilla record)."""
-    from lib.moe.train import mocae_view
-
-    return [
-        *map(dict, records),
-        *(
-            {**r, **mocae_view(r)}
-            for r in records
-            if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")
-        ),
-    ]
-
-
 def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
     """The paper's table (:func:`paper_table`, mean ± SE over the published seeds) from the published
     records ``got`` (plan id -> record) of the planned ``items``, with a ``coverage`` column ("k of n
     seeds"; MoCaE counts its Vanilla runs); ``None`` when nothing is published."""
     from lib.engine.plan import coverage, coverage_text
+    from lib.moe.train import mocae_view
 
     recs = [got[it.id] for it in items if it.id in got]
     if not recs:
         return None
-    table = paper_table(summarize(results_frame(with_mocae(recs))))
+    # MoCaE recalibrates the Vanilla network post hoc: the queue publishes it inside the Vanilla record
+    mocae = [{**r, **mocae_view(r)} for r in recs if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")]
+    table = paper_table(summarize(results_frame([*map(dict, recs), *mocae])))
     cov = coverage_text(coverage(items, got), "seeds")
     labels = {METHOD_LABELS[m]: m for m in METHOD_LABELS}
     table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]

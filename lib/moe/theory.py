@@ -12,8 +12,7 @@ dQ/dP = rho:
 * a *configuration reweighting* (Prop. 4.1) has rho = rho(Z), Z = (r, f) the routing configuration;
 * eq. (4): for a configuration reweighting, the calibration residual of the aggregate at level q is::
 
-      E_Q[Y - p | p = q] = E_P[rho(Z) (eta(Z) - q) | p = q] / E_P[rho(Z) | p = q].
-"""
+      E_Q[Y - p | p = q] = E_P[rho(Z) (eta(Z) - q) | p = q] / E_P[rho(Z) | p = q]."""
 
 from __future__ import annotations
 
@@ -25,22 +24,8 @@ import pandas as pd
 from lib.moe.routed_population import LEVEL_DECIMALS, ROUTINGS, RoutedPopulation, check_population
 from lib.validation import check_choice, check_finite, check_ndim, check_positive, check_same_length, to_numpy
 
-__all__ = [
-    "calibration_residuals",
-    "region_reweighting",
-    "configuration_reweighting",
-    "entropy_tilt",
-    "predicted_gap",
-    "predicted_gap_closed_form",
-    "sample",
-    "measured_gap",
-    "multiaccuracy_bound",
-]
 
-
-# ----------------------------------------------------------------------------------------------
-# Reweightings and the calibration gap of eq. (4)
-# ----------------------------------------------------------------------------------------------
+# --- Reweightings and the calibration gap of eq. (4) ----------------------------------------------
 
 
 def _rho(pop: RoutedPopulation, rho: object | None) -> np.ndarray:
@@ -60,8 +45,7 @@ def _rho(pop: RoutedPopulation, rho: object | None) -> np.ndarray:
 def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: object | None = None) -> pd.DataFrame:
     """Aggregate calibration on Q (dQ/dP = ``rho``, default P): one row per prediction level q with
     ``mass`` = Q(p = q), ``outcome_rate`` = E_Q[Y | p = q] and ``residual`` = E_Q[Y - p | p = q],
-    computed exactly from the population (no sampling).
-    """
+    computed exactly from the population (no sampling)."""
     check_population(pop)
     w = _rho(pop, rho)
     q = pop.pi * w
@@ -83,8 +67,7 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
 def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
     """Density ratio of the region reweighting Q = sum_k omega_k P(. | region k) (section 3.2):
     rho = omega_k / P(region k) on region k. ``omega`` (K,) new region prevalences (sum 1; regions
-    with P(region) = 0 must get omega 0).
-    """
+    with P(region) = 0 must get omega 0)."""
     check_population(pop)
     om = to_numpy(omega, "omega")
     check_ndim(om, 1, "omega", "one prevalence per expert")
@@ -104,8 +87,7 @@ def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
 def configuration_reweighting(pop: RoutedPopulation, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Density ratio rho(Z) of a configuration reweighting (Prop. 4.1): ``fn(routing, experts)``
     maps (N, K) router weights and expert predictions to (N,) non-negative values, normalised so that
-    E_P[rho] = 1. Being a function of Z = (r, f), it leaves P(Y | Z) unchanged.
-    """
+    E_P[rho] = 1. Being a function of Z = (r, f), it leaves P(Y | Z) unchanged."""
     check_population(pop)
     if not callable(fn):
         raise ValueError("fn: must be callable as fn(routing, experts)")
@@ -115,8 +97,7 @@ def configuration_reweighting(pop: RoutedPopulation, fn: Callable[[np.ndarray, n
 
 def entropy_tilt(beta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """rho(Z) proportional to exp(beta * H(r)), H the routing entropy in nats: beta > 0 shifts mass
-    toward routing-overlap configurations (section 4.2's routing-induced reweighting).
-    """
+    toward routing-overlap configurations (section 4.2's routing-induced reweighting)."""
     if not np.isfinite(beta):
         raise ValueError(f"beta: must be a finite number, got {beta!r}")
 
@@ -130,8 +111,7 @@ def entropy_tilt(beta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 
 def predicted_gap(pop: RoutedPopulation, rho: object, routing: str = "soft") -> pd.DataFrame:
     """Eq. (4): the calibration residual on Q predicted from P alone, per prediction level q,
-    E_P[rho (eta - q) | p = q] / E_P[rho | p = q], with ``p_mass`` = P(p = q) and ``q_mass`` = Q(p = q).
-    """
+    E_P[rho (eta - q) | p = q] / E_P[rho | p = q], with ``p_mass`` = P(p = q) and ``q_mass`` = Q(p = q)."""
     check_population(pop)
     w = _rho(pop, rho)
     p = np.round(pop.prediction(routing), LEVEL_DECIMALS)
@@ -159,8 +139,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     """Eq. (4) in closed form for :func:`lib.moe.routed_population.two_configuration_example` when overlap cells get density
     ratio ``ratio`` times that of dominant cells: with m = overlap_mass and eps = delta m / (1 - m),
     gap = (ratio m delta - (1 - m) eps) / (ratio m + 1 - m) = m delta (ratio - 1) / (ratio m + 1 - m),
-    the same at every level.
-    """
+    the same at every level."""
     if not 0 < overlap_mass < 1:
         raise ValueError(f"overlap_mass: must lie in (0, 1), got {overlap_mass!r}")
     check_positive(delta, "delta")
@@ -169,9 +148,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     return m * delta * (ratio - 1) / (ratio * m + 1 - m)
 
 
-# ----------------------------------------------------------------------------------------------
-# Sampling: measure what eq. (4) predicts
-# ----------------------------------------------------------------------------------------------
+# --- Sampling: measure what eq. (4) predicts ------------------------------------------------------
 
 
 def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -189,8 +166,7 @@ def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int =
 
 def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str = "soft") -> pd.DataFrame:
     """Empirical calibration residual per prediction level from a sample: ``measured`` = mean(Y) - q
-    over the sampled examples predicting q, with its standard error ``se`` and count ``n``.
-    """
+    over the sampled examples predicting q, with its standard error ``se`` and count ``n``."""
     check_population(pop)
     c = to_numpy(cells, "cells", dtype=np.int64)
     yy = to_numpy(y, "y")
@@ -217,9 +193,7 @@ def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str =
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------------------------------------
-# Appendix C: multiaccuracy bound
-# ----------------------------------------------------------------------------------------------
+# --- Appendix C: multiaccuracy bound --------------------------------------------------------------
 
 
 def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routing: str = "soft") -> pd.DataFrame:
@@ -232,8 +206,7 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     auditor is h = sign(eta - p) and the left side is E_Q[r_k |eta - p|]. One row per expert:
     ``alignment`` (that worst case), ``cauchy_schwarz`` (sqrt(E_Q[r_k^2]) sqrt(E_Q[(Y-p)^2])),
     ``squared_residual`` (sqrt(E_Q[(Y-p)^2])) and ``cross_entropy`` (sqrt(E_Q[-log p_Y])); the
-    bound holds when each column is <= the next.
-    """
+    bound holds when each column is <= the next."""
     check_population(pop)
     check_choice(routing, ROUTINGS, "routing")
     q = pop.pi * _rho(pop, rho)

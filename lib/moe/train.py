@@ -1,20 +1,11 @@
 """Paper 1's runs: one trained MoE (or Single Expert) per config, through the book's engine.
 
 Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and Appendix D
-(Table 4 settings, evaluation).
-
-* :class:`lib.moe.config.TrainConfig` -- one run (dataset, method, epochs, seed, ...); the methods,
-  their networks and per-step objectives are :mod:`lib.moe.methods`.
-* :func:`train_run` -- one run through :func:`lib.engine.loop.fit`, cached by config, data and code
-  version (:mod:`lib.engine.runs`), resumable; the record holds config, per-epoch history, metrics
-  on all and hard test points (:mod:`lib.moe.evaluate`), wall time, device and provenance; test
-  predictions are its ``predictions`` artifact (:func:`load_predictions`).
-* :func:`prepare_run` / :func:`finish_run` -- the steps before and after the training loop, shared
-  with :func:`lib.moe.grid.run_grid` (many runs, trained together as stacked models, lib.engine.stack).
-
-``mocae`` is not trained again: it is the ``vanilla`` run of the same config, calibrated post hoc.
-The cosine schedule spans all epochs, warmup included.
-"""
+(Table 4 settings, evaluation). :func:`train_run` trains one :class:`lib.moe.config.TrainConfig`
+through :func:`lib.engine.loop.fit`, cached by config, data and code version and resumable;
+:func:`prepare_run` / :func:`finish_run`, the steps before and after the loop, are shared with the
+stacked grids of :mod:`lib.moe.grid`. ``mocae`` is not trained again: it is the ``vanilla`` run of
+the same config, calibrated post hoc. The cosine schedule spans all epochs, warmup included."""
 
 from __future__ import annotations
 
@@ -52,6 +43,7 @@ GROUP = "moe"  # lib.engine.runs group of paper-1 runs
 
 __all__ = [
     "compute_run",
+    "fit_alone",
     "train_run",
     "finish_run",
     "load_predictions",
@@ -62,9 +54,7 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------------------------
-# Paper 1: inputs, prediction, evaluation
-# ----------------------------------------------------------------------------------------------
+# --- Paper 1: inputs, prediction, evaluation ------------------------------------------------------
 
 
 @dataclass
@@ -307,13 +297,14 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     }
 
 
-def compute_run(
-    cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]] = ()
-) -> dict[str, Any]:
-    """Train (resuming from ``run``'s checkpoint) and evaluate one run alone through
-    :func:`lib.engine.loop.fit`; returns its record (not yet saved: :func:`train_run` caches it)."""
-    pr = prepare_run(cfg, data)
-    fitted = fit(
+def fit_alone(
+    pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
+) -> FitResult:
+    """Train a prepared run alone through :func:`lib.engine.loop.fit` (resuming from ``run``'s
+    checkpoint, if any): :func:`compute_run`'s loop, and the one the engine's self-test compares
+    stacks against."""
+    cfg = pr.cfg
+    return fit(
         pr.runner,
         pr.loss_fn,
         pr.prep.train,
@@ -329,9 +320,17 @@ def compute_run(
         amp=cfg.amp,
         callbacks=[pr.mark, *callbacks],
         progress=cfg.progress,
-        desc=f"{data.name} {cfg.method} s{cfg.seed}",
+        desc=desc,
     )
-    return finish_run(pr, data, run, fitted)
+
+
+def compute_run(
+    cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]] = ()
+) -> dict[str, Any]:
+    """Train (resuming from ``run``'s checkpoint) and evaluate one run alone (:func:`fit_alone`);
+    returns its record (not yet saved: :func:`train_run` caches it)."""
+    pr = prepare_run(cfg, data)
+    return finish_run(pr, data, run, fit_alone(pr, run, callbacks, f"{data.name} {cfg.method} s{cfg.seed}"))
 
 
 def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
@@ -366,17 +365,12 @@ def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
 
 
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
-    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable.
-
-    Returns the record: config, ``history`` (per-epoch loss, lr, seconds, objective), ``metrics``
-    (``all``/``hard``: n, accuracy, ece, ece_ts, nll, nll_ts, brier; ``temperature``,
-    ``routing_entropy``, per-group ECE for text), ``wall_time``, ``device``, ``data``, ``backbone``
-    and ``provenance``. Test predictions: :func:`load_predictions`.
-
-    "mocae" trains (or loads) the "vanilla" run of the same config and calibrates it post hoc, so
-    the two share one trained model; the vanilla record also carries MoCaE's metrics. With training
-    off (:func:`lib.engine.runs.training`) MoCaE is still derived from a Vanilla run that is there.
-    """
+    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable. The
+    record: config, ``history`` (per epoch), ``metrics`` (``all``/``hard`` blocks of
+    :func:`lib.moe.evaluate.evaluate`, temperature, routing entropy, per-group ECE for text),
+    ``wall_time``, ``device``, ``data``, ``backbone`` and ``provenance``; test predictions:
+    :func:`load_predictions`. "mocae" is the "vanilla" run of the same config calibrated post hoc (the
+    vanilla record carries MoCaE's metrics), derived even with training off."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)

@@ -2,7 +2,7 @@
 
 Resuming: a resumed lib.moe.train run ending with the same final metrics as an uninterrupted one is
 tested once, in tests/unit/moe/test_train.py::test_resumed_run_equals_uninterrupted_run, and every
-training run of these notebooks goes through lib.moe.train (lib.moe.experiment.run_methods).
+training run of these notebooks goes through lib.moe.train (lib.moe.grid.run_grid).
 """
 
 from __future__ import annotations

@@ -51,10 +51,11 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     assert len(paper_scale.records("cifar10h", scale="smoke")) == len(published) - 1
 
     from lib.moe import experiment as exp
+    from lib.moe.grid import run_grid
 
     cfg = lib.config.settings("cifar10h", "smoke")
     data = exp.cifar10h_data(cfg)
-    got = exp.run_methods(exp.train_configs(cfg), data, train=False)
+    got = run_grid(exp.train_configs(cfg), data, train=False)
     methods = [r["method"] for r in got]
     assert "fgr" not in methods and "mocae" in methods  # MoCaE derives from the published Vanilla run
     assert len(methods) == len(exp.train_configs(cfg)) - 1

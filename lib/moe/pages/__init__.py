@@ -12,8 +12,6 @@ from typing import Any, ClassVar
 from lib.engine.plan import Item
 from lib.page import OnDone, Page
 
-__all__ = ["PACS_TARGETS", "MoEPage", "moe_items"]
-
 PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 
 

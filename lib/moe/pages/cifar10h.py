@@ -1,13 +1,8 @@
-"""The CIFAR-10H page (``notebooks/cifar10h.py``): paper 1's Table 1 and Figures 1, 3, E.2-E.4.
-
-Everything that is this page: its runs and data (the plan of each scale, :class:`Cifar10hPage`), the
-tables behind Figures 3, E.2 and E.3 (:func:`by_agreement`, :func:`confidence_frame`,
-:func:`disagreement_examples`), the hard-subset share beside the paper's, and its claims: the shared
-claims (i)-(iv) and MoCaE's equal accuracy (:func:`lib.moe.claims.moe_claims`) plus the two only
-CIFAR-10H can judge (Figure 3's confidence drop, Robust Filtered's best overall ECE), all gated by the
-book's accuracy floor (:meth:`Cifar10hPage.claims`). The paper's Table 1 lost its digits in the text
-extraction, so the paper's own verdict is "not testable" on every row.
-"""
+"""The CIFAR-10H page (``notebooks/cifar10h.py``): paper 1's Table 1 and Figures 1, 3, E.2-E.4: its
+plan and data, the tables behind Figures 3, E.2 and E.3, and its claims, (i)-(iv) and MoCaE's equal
+accuracy (:func:`lib.moe.claims.moe_claims`) plus the two only CIFAR-10H can judge, gated by the
+book's accuracy floor. Table 1 lost its digits in the text extraction: the paper's own verdict is
+"not testable" on every row."""
 
 from __future__ import annotations
 
@@ -17,65 +12,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import MARGIN, best, diff_text, gate, moe_claims, paired, verdict_of
+from lib.moe.claims import MARGIN, best, claim_row, diff_text, gate, moe_claims, paired, verdict_of
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.tables import summarize
 
-__all__ = [
-    "AGREEMENT_EDGES",
-    "AGREEMENT_NAMES",
-    "CONFIDENCE_DROP_MARGIN",
-    "Cifar10hPage",
-    "NON_ROBUST_LABELS",
-    "PAGE",
-    "PAPER_BEST_OVERALL_ECE",
-    "REFERENCE_ACCURACY",
-    "ROBUST_LABELS",
-    "agreement_claim",
-    "best_overall_ece_claim",
-    "by_agreement",
-    "confidence_frame",
-    "disagreement_examples",
-    "hard_share_table",
-    "network_summary",
-    "scale_summary",
-]
-
+#: The accuracy the CIFAR-10H and sensitivity pages' floor is measured against: **our choice**, not
+#: a measured value. The paper's Table 1 accuracies were lost (in every text of the paper we found), and
+#: its network -- a CIFAR ResNet-18 cut after its third stage (256-d features), trained from scratch for
+#: 50 epochs with AdamW at lr 1e-3 -- has no published accuracy elsewhere either; the 0.93-0.95 usually
+#: quoted for CIFAR-10 is a full four-stage ResNet-18 under an SGD recipe, a different network. 0.90
+#: gives the floor 0.1 + 0.8 x 0.8 = 0.74; another reference moves only the gate, never the verdict a
+#: claim computes (kept in its ``ours`` text).
 REFERENCE_ACCURACY: float = 0.90
-"""The accuracy the CIFAR-10H and sensitivity pages' floor is measured against: **our choice**, not
-a measured value. The paper's Table 1 accuracies were lost (in every text of the paper we found), and
-its network -- a CIFAR ResNet-18 cut after its third stage (256-d features), trained from scratch for
-50 epochs with AdamW at lr 1e-3 -- has no published accuracy elsewhere either; the 0.93-0.95 usually
-quoted for CIFAR-10 is a full four-stage ResNet-18 under an SGD recipe, a different network. 0.90
-gives the floor 0.1 + 0.8 x 0.8 = 0.74; another reference moves only the gate, never the verdict a
-claim computes (kept in its ``ours`` text)."""
-
+#: Bin edges of the largest human label probability (Figure 3); 0.7 is the hard subset's cut.
 AGREEMENT_EDGES: tuple[float, ...] = (0.0, 0.5, 0.7, 0.9, 1.0001)
-"""Bin edges of the largest human label probability (Figure 3); 0.7 is the hard subset's cut."""
-
+#: The names of the four human agreement bins of ``AGREEMENT_EDGES``.
 AGREEMENT_NAMES: tuple[str, ...] = ("< 0.5", "0.5-0.7", "0.7-0.9", ">= 0.9")
-"""The names of the four human agreement bins of ``AGREEMENT_EDGES``."""
-
+#: The robust methods of Figure 3's claim, by their table labels.
 ROBUST_LABELS: tuple[str, ...] = ("Robust MoE", "Robust Filtered", "FGR + Robust")
-"""The robust methods of Figure 3's claim, by their table labels."""
-
+#: The non-robust methods of Figure 3's claim, by their table labels.
 NON_ROBUST_LABELS: tuple[str, ...] = ("Single Expert", "Vanilla MoE", "MoCaE", "FGR")
-"""The non-robust methods of Figure 3's claim, by their table labels."""
-
+#: The smallest difference of confidence drops Figure 3's claim is about (the margin of the rule).
+#:
+#: The drop is a method's mean confidence on the most agreed bin minus that on the least agreed one;
+#: per seed, the robust methods' mean drop minus the non-robust methods' is the claim's effect.
 CONFIDENCE_DROP_MARGIN: float = 0.02
-"""The smallest difference of confidence drops Figure 3's claim is about (the margin of the rule).
-
-The drop is a method's mean confidence on the most agreed bin minus that on the least agreed one;
-per seed, the robust methods' mean drop minus the non-robust methods' is the claim's effect."""
-
+#: The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table.
 PAPER_BEST_OVERALL_ECE: str = (
     '"It achieves the best overall CIFAR-10H ECE (0.013)" (§6.3; the digits from another public text of the paper)'
 )
-"""The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table."""
 
 
 def network_summary(cfg: Mapping[str, Any]) -> str:
@@ -91,11 +59,8 @@ def network_summary(cfg: Mapping[str, Any]) -> str:
 
 
 def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds).
-
-    ``sizes`` is the data's ``sizes()`` (``train``, ``val``, ``test``, ``hard`` and, when "all" is a
-    uniform sample of the test set, ``all``).
-    """
+    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds);
+    ``sizes`` is the data's ``sizes()``."""
     real = cfg["data"] == "real"
     return (
         f"{network_summary(cfg)}; "
@@ -114,8 +79,7 @@ def by_agreement(
     ``predictions`` maps a method label to pooled ``conf`` and ``correct`` arrays over seeds (each
     seed's test images in order, :func:`lib.moe.experiment.pooled_predictions`); ``human`` holds the
     human label probabilities of the test images (n x classes). Counts ``n`` are images per bin.
-    ``per_seed`` gives one row per seed too (column ``seed``; needs ``predictions``' ``seed`` arrays).
-    """
+    ``per_seed`` gives one row per seed too (column ``seed``; needs ``predictions``' ``seed`` arrays)."""
     human = np.asarray(human, dtype=np.float64)
     if human.ndim != 2 or len(human) == 0:
         raise ValueError(f"human: expected a non-empty (images, classes) array, got shape {human.shape}")
@@ -168,11 +132,8 @@ def disagreement_examples(
     classes: Sequence[str],
     n: int,
 ) -> tuple[np.ndarray, list[str]]:
-    """The ``n`` hard images where Vanilla MoE is most confident relative to Robust MoE (Figure E.2).
-
-    Uses the first seed's predictions; returns the image indices and one caption each (the human
-    label distribution's top class, each model's top class and confidence).
-    """
+    """The ``n`` hard images where Vanilla MoE is most confident relative to Robust MoE (Figure E.2), from
+    the first seed's predictions: their indices and one caption each (human and model top classes)."""
     if n < 1:
         raise ValueError(f"n: must be at least 1, got {n}")
     human = np.asarray(human, dtype=np.float64)
@@ -225,15 +186,14 @@ def agreement_claim(per_seed: pd.DataFrame, margin: float = CONFIDENCE_DROP_MARG
     diffs = (robust - plain).dropna().to_numpy()
     if not len(diffs):
         return []
+    ours = f"confidence drop high->low agreement: robust {robust.mean():.3f}, non-robust {plain.mean():.3f}"
     return [
-        {
-            "claim": "robust methods lower confidence more as human agreement falls (Fig. 3)",
-            "paper": "non-robust baselines stay near-confident on the least agreed images",
-            "ours": f"confidence drop high->low agreement: robust {robust.mean():.3f}, non-robust "
-            f"{plain.mean():.3f}; robust minus non-robust {diff_text(diffs)}",
-            "verdict": verdict_of(diffs, margin),
-            "paper_own": report.NOT_TESTABLE,
-        }
+        claim_row(
+            "robust methods lower confidence more as human agreement falls (Fig. 3)",
+            "non-robust baselines stay near-confident on the least agreed images",
+            f"{ours}; robust minus non-robust {diff_text(diffs)}",
+            verdict_of(diffs, margin),
+        )
     ]
 
 
@@ -246,13 +206,12 @@ def best_overall_ece_claim(frame: pd.DataFrame, margin: float = MARGIN) -> list[
     if not len(diffs):
         return []
     return [
-        {
-            "claim": "Robust Filtered has the best overall ECE",
-            "paper": PAPER_BEST_OVERALL_ECE,
-            "ours": f"ECE of the best other, {exp.METHOD_LABELS[other]}, minus Robust Filtered's: {diff_text(diffs)}",
-            "verdict": verdict_of(diffs, margin),
-            "paper_own": report.NOT_TESTABLE,
-        }
+        claim_row(
+            "Robust Filtered has the best overall ECE",
+            PAPER_BEST_OVERALL_ECE,
+            f"ECE of the best other, {exp.METHOD_LABELS[other]}, minus Robust Filtered's: {diff_text(diffs)}",
+            verdict_of(diffs, margin),
+        )
     ]
 
 
@@ -277,11 +236,10 @@ class Cifar10hPage(MoEPage):
         chance: float,
         paper_accuracy: float = REFERENCE_ACCURACY,
     ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page from the per-seed ``frame`` (:func:`lib.moe.tables.results_frame`),
-        the ``records`` and Figure 3's per-seed ``agreement`` (:func:`by_agreement`), gated by the
-        book's accuracy floor against ``paper_accuracy`` above ``chance``: (i)-(iv) and MoCaE's equal
-        accuracy on the hard subset, Figure 3, Robust Filtered's best overall ECE. Every claim depends
-        on the trained model, so none is exempt. Returns the claims table and the gate's sentence."""
+        """Every claim of the page, gated by the book's accuracy floor (:func:`lib.moe.claims.gate`): (i)-(iv)
+        and MoCaE's equal accuracy on the hard subset, Figure 3's (from the per-seed ``agreement`` of
+        :func:`by_agreement`) and Robust Filtered's best overall ECE. Returns the claims table and the
+        gate's sentence."""
         claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
         rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
         return gate(rows, frame, paper_accuracy, chance)[:2]

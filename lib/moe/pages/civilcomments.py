@@ -1,12 +1,7 @@
-"""The CivilComments page (``notebooks/civilcomments.py``): paper 1's Table 3 and Figures 2, E.6.
-
-Everything that is this page: its data (WILDS CivilComments when present, else clearly labelled
-synthetic comments at smoke scale: :func:`load_data`), its plan (:class:`CivilCommentsPage`), the
-table behind Figure 2 (:func:`group_frame`, :func:`group_table`) and its claims: (i)-(iv) and MoCaE's
-equal accuracy (:func:`lib.moe.claims.moe_claims`) plus Figure 2's (:func:`group_claim`), gated by the
-book's accuracy floor against the paper's best accuracy (``lib.moe.paper.PAPER_CIVIL_BEST_ACCURACY``).
-Table 3's digits were lost in the text extraction, so the paper's own verdict is "not testable".
-"""
+"""The CivilComments page (``notebooks/civilcomments.py``): paper 1's Table 3 and Figures 2, E.6: its
+data (WILDS CivilComments, or labelled synthetic comments at smoke scale), plan, the table behind
+Figure 2 and its claims, (i)-(iv), MoCaE's equal accuracy and Figure 2's, gated by the book's
+accuracy floor. Table 3 lost its digits in the text extraction: the paper's own verdict is "not testable"."""
 
 from __future__ import annotations
 
@@ -23,37 +18,21 @@ from lib.data.text import TextBundle, load_civilcomments
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import gate, moe_claims, verdict_of
+from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
 from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
 
-__all__ = [
-    "CivilCommentsPage",
-    "GROUP_ECE_MARGIN",
-    "PAGE",
-    "PLAIN_LABELS",
-    "ROBUST_LABELS",
-    "group_claim",
-    "group_ece_published",
-    "group_frame",
-    "group_table",
-    "load_data",
-    "scale_summary",
-]
-
+#: The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
+#:
+#: Per group, the best plain method's ECE minus the best robust method's, per seed, is judged by
+#: :func:`lib.report.paired_verdict`; the claim holds when every group holds and does not hold when any
+#: group does not.
 GROUP_ECE_MARGIN: float = 0.01
-"""The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
-
-Per group, the best plain method's ECE minus the best robust method's, per seed, is judged by
-:func:`lib.report.paired_verdict`; the claim holds when every group holds and does not hold when any
-group does not."""
-
+#: The plain methods of Figure 2's claim, by their table labels (their lower group ECE is compared).
 PLAIN_LABELS: tuple[str, ...] = ("Vanilla MoE", "MoCaE")
-"""The plain methods of Figure 2's claim, by their table labels (their lower group ECE is compared)."""
-
+#: The robust methods of Figure 2's claim, by their table labels (their lower group ECE is compared).
 ROBUST_LABELS: tuple[str, ...] = ("Robust MoE", "Robust Filtered")
-"""The robust methods of Figure 2's claim, by their table labels (their lower group ECE is compared)."""
 
 
 def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | None, str | None]:
@@ -103,12 +82,8 @@ def group_table(
     test_groups: Mapping[str, Any],
     groups: Sequence[str],
 ) -> pd.DataFrame:
-    """ECE and accuracy per method and identity group, averaged over seeds (Figure 2).
-
-    ECE comes from :func:`group_frame`; accuracy is recomputed from the pooled predictions
-    (:func:`lib.moe.experiment.pooled_predictions`) and the boolean test masks ``test_groups[g]`` of
-    the ``groups``.
-    """
+    """ECE (:func:`group_frame`) and accuracy (from the pooled predictions and the boolean test masks
+    ``test_groups[g]``) per method and identity group, averaged over seeds (Figure 2)."""
     if not groups:
         raise ValueError("groups: must name at least one identity group")
     group_ece = group_frame(records).groupby(["method", "group"], as_index=False)[["ece", "n"]].mean()
@@ -150,14 +125,13 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
         return []
     count = {v: sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3]}
     return [
-        {
-            "claim": "robust methods lower ECE in every identity group (Fig. 2)",
-            "paper": "consistent reduction across the eight groups",
-            "ours": f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
+        claim_row(
+            "robust methods lower ECE in every identity group (Fig. 2)",
+            "consistent reduction across the eight groups",
+            f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
             f"{count[report.VERDICTS[1]]}, inconclusive in {count[report.VERDICTS[2]]} (margin {margin:g})",
-            "verdict": report.every(verdicts.values()),
-            "paper_own": report.NOT_TESTABLE,
-        }
+            report.every(verdicts.values()),
+        )
     ]
 
 
@@ -186,10 +160,9 @@ class CivilCommentsPage(MoEPage):
         chance: float,
         paper_accuracy: float = paper_text.PAPER_CIVIL_BEST_ACCURACY,
     ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page from the per-seed ``frame`` and the ``records``: (i)-(iv) and MoCaE's
-        equal accuracy on the identity-mentioning comments (:func:`lib.moe.claims.moe_claims`), then
-        :func:`group_claim`; ``chance`` is the majority rate of the test labels (the task is
-        imbalanced). Returns the claims table and the gate's sentence (:func:`lib.report.gate_claims`)."""
+        """Every claim of the page, gated (:func:`lib.moe.claims.gate`): (i)-(iv) and MoCaE's equal accuracy on
+        the identity-mentioning comments, then :func:`group_claim`; ``chance`` is the majority rate of the
+        test labels (the task is imbalanced). Returns the claims table and the gate's sentence."""
         claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
         rows = claims.to_dict("records") + group_claim(group_frame(records))
         return gate(rows, frame, paper_accuracy, chance)[:2]

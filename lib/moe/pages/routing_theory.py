@@ -1,15 +1,8 @@
 """The routing-theory page (``notebooks/routing_theory.py``): paper 1's sections 3-5 and Appendices
-B, C and D.6, checked on exact finite populations and simulated losses (no trained runs).
-
-Everything that is this page: its populations and computations (populations are finite sets of input
-cells, :mod:`lib.moe.routed_population`, so expectations are exact, :mod:`lib.moe.theory`; samples
-measure what eq. (4) predicts; simulated loss batches exercise the entropy-balanced weights,
-:mod:`lib.moe.robust`) and its checks (:meth:`RoutingTheoryPage.claims`). Every row holds by theorem
-or by construction when the code is right -- hard routing under region reweighting, Prop. 4.1's
-example, eq. (4), eq. (7), Table 5's monotone support on one set of losses, Appendix C's bound chain --
-so every row is a "numerical check" of the book's code against the paper's mathematics, never an
-empirical claim; the thresholds are the module's constants.
-"""
+B, C and D.6, checked on exact finite populations (:mod:`lib.moe.routed_population`,
+:mod:`lib.moe.theory`) and simulated losses (:mod:`lib.moe.robust`), no trained runs. Every row holds
+by theorem or by construction when the code is right, so each is a "numerical check" of the book's
+code against the paper's mathematics, never an empirical claim; the thresholds are the constants below."""
 
 from __future__ import annotations
 
@@ -26,71 +19,20 @@ from lib.moe.pages.sensitivity import PAPER_TABLE5
 from lib.moe.routed_population import RoutedPopulation
 from lib.page import Page
 
-__all__ = [
-    "BREAK_MIN",
-    "CHAIN_TOL",
-    "CVAR_ALPHAS",
-    "EXACT_TOL",
-    "HARD_SHIFT_OMEGA",
-    "KL_IDENTITY",
-    "PAGE",
-    "PAPER_LAMBDA",
-    "RANDOM_CELLS",
-    "RANDOM_EXPERTS",
-    "RANDOM_GROUPS",
-    "REGION_CONCENTRATION",
-    "RoutingTheoryPage",
-    "Z_AGREEMENT",
-    "gap_published",
-    "identity_checks",
-    "multiaccuracy_table",
-    "random_population",
-    "region_draws",
-    "simulated_losses",
-    "simulated_support",
-    "soft_gap_sweep",
-    "support_check",
-    "training_checks",
-    "training_residual_max",
-    "weights_by_rank",
-]
-
-EXACT_TOL: float = 1e-9
-"""Exact population residuals (and the eq. 7 error) below this count as zero."""
-
+EXACT_TOL: float = 1e-9  #: Exact population residuals (and the eq. 7 error) below this count as zero.
+#: A measured residual agrees with eq. (4) when within this many standard errors of the prediction.
 Z_AGREEMENT: float = 4.5
-"""A measured residual agrees with eq. (4) when within this many standard errors of the prediction."""
-
-BREAK_MIN: float = 0.01
-"""Smallest residual (and configuration disagreement) that counts as a real miscalibration."""
-
-CHAIN_TOL: float = 1e-12
-"""Rounding allowed in the Appendix C bound chain (each bound at most the next)."""
-
-PAPER_LAMBDA: float = 2.0
-"""The lambda at which the page shows Table 5's effective support beside the paper's (72.8%)."""
-
-
-RANDOM_CELLS: int = 60
-"""Cells of the random populations (their experts calibrated by construction)."""
-
-RANDOM_EXPERTS: int = 3
-"""Experts of the random populations."""
-
-RANDOM_GROUPS: int = 4
-"""Groups of cells that share an expert prediction in the random populations."""
-
-REGION_CONCENTRATION: float = 0.5
-"""Dirichlet concentration of the random region prevalences omega."""
-
-HARD_SHIFT_OMEGA: tuple[float, float] = (0.9, 0.1)
-"""The region reweighting of the hard-routed reliability diagram."""
-
+BREAK_MIN: float = 0.01  #: Smallest residual (and configuration disagreement) that counts as a real miscalibration.
+CHAIN_TOL: float = 1e-12  #: Rounding allowed in the Appendix C bound chain (each bound at most the next).
+PAPER_LAMBDA: float = 2.0  #: The lambda at which the page shows Table 5's effective support beside the paper's (72.8%).
+RANDOM_CELLS: int = 60  #: Cells of the random populations (their experts calibrated by construction).
+RANDOM_EXPERTS: int = 3  #: Experts of the random populations.
+RANDOM_GROUPS: int = 4  #: Groups of cells that share an expert prediction in the random populations.
+REGION_CONCENTRATION: float = 0.5  #: Dirichlet concentration of the random region prevalences omega.
+HARD_SHIFT_OMEGA: tuple[float, float] = (0.9, 0.1)  #: The region reweighting of the hard-routed reliability diagram.
+#: The name of the KL identity's largest error among :func:`identity_checks`.
 KL_IDENTITY: str = "eq. 7: |sum w l - (R + KL/lam)|"
-"""The name of the KL identity's largest error among :func:`identity_checks`."""
-
-CVAR_ALPHAS: tuple[float, ...] = (0.1, 0.5, 0.9)
-"""Levels alpha at which the CVaR bound (eq. 19) is checked."""
+CVAR_ALPHAS: tuple[float, ...] = (0.1, 0.5, 0.9)  #: Levels alpha at which the CVaR bound (eq. 19) is checked.
 
 
 def random_population(routing: str, seed: int) -> RoutedPopulation:
@@ -233,17 +175,8 @@ def multiaccuracy_table(pop: RoutedPopulation, betas: Sequence[float]) -> tuple[
         t.insert(0, "beta", beta)
         parts.append(t)
     table = pd.concat(parts, ignore_index=True)
-    slack = float(
-        np.min(
-            np.stack(
-                [
-                    table["cauchy_schwarz"] - table["alignment"],
-                    table["squared_residual"] - table["cauchy_schwarz"],
-                    table["cross_entropy"] - table["squared_residual"],
-                ]
-            )
-        )
-    )
+    chain = ["alignment", "cauchy_schwarz", "squared_residual", "cross_entropy"]
+    slack = float(np.min([table[b] - table[a] for a, b in zip(chain, chain[1:])]))
     return table, slack
 
 

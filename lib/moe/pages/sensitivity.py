@@ -4,8 +4,7 @@ Everything that is this page: the run grid (:func:`sweep_configs`: Robust MoE pe
 warmup and per warmup at a fixed lambda, plus Vanilla MoE as the ERM reference), the sweeps' tables
 and published numbers, Table 5 from the trained models (:func:`support_frame`), the paper's Table 5
 (:data:`PAPER_TABLE5`) and the claims (:meth:`SensitivityPage.claims`), gated by the book's accuracy
-floor against the CIFAR-10H page's reference accuracy.
-"""
+floor against the CIFAR-10H page's reference accuracy."""
 
 from __future__ import annotations
 
@@ -21,44 +20,19 @@ from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import robust
 from lib.moe import tables as moe_tables
-from lib.moe.claims import MARGIN, diff_text
+from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.pages.cifar10h import REFERENCE_ACCURACY
 from lib.moe.tables import fmt
 from lib.moe.train import load_predictions
 
-__all__ = [
-    "LOSS_CLIP",
-    "NEAR_TOL",
-    "PAGE",
-    "PAPER_LAMBDA",
-    "PAPER_TABLE5",
-    "PAPER_WARMUP_FRACTION",
-    "SUPPORT_BATCH",
-    "SUPPORT_MARGIN",
-    "SensitivityPage",
-    "near_best",
-    "paper_scale_sweep_table",
-    "sensitivity_claims",
-    "sensitivity_warmups",
-    "shrinking_support",
-    "split_sweeps",
-    "support_frame",
-    "support_table",
-    "sweep_configs",
-    "sweep_published",
-    "sweep_table",
-    "tilted_support",
-    "warmup_target",
-]
-
+#: How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
+#: paper gives none. The rule's margin (:data:`lib.moe.claims.MARGIN`) sits on top of it.
 NEAR_TOL: float = 0.02
-"""How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
-paper gives none. The rule's margin (:data:`lib.moe.claims.MARGIN`) sits on top of it."""
-
+#: The smallest fall of the effective-support fraction, first to last lambda, the support claim is about.
 SUPPORT_MARGIN: float = 0.05
-"""The smallest fall of the effective-support fraction, first to last lambda, the support claim is about."""
-
+#: Appendix D.6, Table 5: lambda -> perplexity of the tilted weights on CIFAR-10H training batches of
+#: 128 (a trained Robust MoE checkpoint at each lambda), effective fraction, ratio bound 1/alpha, top-k.
 PAPER_TABLE5 = pd.DataFrame(
     {
         "lam": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
@@ -68,8 +42,6 @@ PAPER_TABLE5 = pd.DataFrame(
         "top_k": [128, 117, 107, 92, 86, 80, 68, 64],
     }
 )
-"""Appendix D.6, Table 5: lambda -> perplexity of the tilted weights on CIFAR-10H training batches of
-128 (a trained Robust MoE checkpoint at each lambda), effective fraction, ratio bound 1/alpha, top-k."""
 
 
 def sensitivity_warmups(cfg: Mapping[str, Any]) -> list[int]:
@@ -77,17 +49,11 @@ def sensitivity_warmups(cfg: Mapping[str, Any]) -> list[int]:
     return [int(w) for w in cfg["warmups"] if int(w) <= int(cfg["epochs"])]
 
 
-PAPER_LAMBDA: float = 2.0
-"""The paper's default robustness parameter (claim 1 says it sits near the hard-ECE optimum)."""
-
-PAPER_WARMUP_FRACTION: float = 0.4
-"""The paper's best warmup as a share of training (20 of 50 epochs, claim 2)."""
-
+PAPER_LAMBDA: float = 2.0  #: The paper's default robustness parameter (claim 1 says it sits near the hard-ECE optimum).
+PAPER_WARMUP_FRACTION: float = 0.4  #: The paper's best warmup as a share of training (20 of 50 epochs, claim 2).
+#: Batch size over which the tilted weights are normalized for Table 5 (the paper's batch size).
 SUPPORT_BATCH: int = 128
-"""Batch size over which the tilted weights are normalized for Table 5 (the paper's batch size)."""
-
-LOSS_CLIP: float = 1e-12
-"""Smallest probability of the true class before its log is taken (keeps the loss finite)."""
+LOSS_CLIP: float = 1e-12  #: Smallest probability of the true class before its log is taken (keeps the loss finite).
 
 
 def sweep_configs(cfg: Mapping[str, Any], warmups: Sequence[int]) -> list[Any]:
@@ -207,9 +173,7 @@ def near_best(
     means = sweep.groupby(key)["ece"].mean()
     lowest = means.idxmin()
     at = sweep[point].set_index("seed")["ece"]
-    low = sweep[sweep[key] == lowest].set_index("seed")["ece"]
-    seeds = at.index.intersection(low.index)
-    gap = (at[seeds] - low[seeds]).to_numpy()
+    gap = seed_diff(at, sweep[sweep[key] == lowest].set_index("seed")["ece"])
     return (
         report.paired_verdict(tol - gap, margin),
         f"{key}={value:g}: hard ECE {fmt(float(at.mean()))}; lowest at {key}={lowest:g}: {fmt(float(means.min()))}; "
@@ -225,10 +189,7 @@ def shrinking_support(support: pd.DataFrame, margin: float = SUPPORT_MARGIN) -> 
     if support["lam"].nunique() < 2:
         return report.VERDICTS[2], "fewer than two lambdas"
     lo, hi = support["lam"].min(), support["lam"].max()
-    a = support[support["lam"] == lo].set_index("seed")["fraction"]
-    b = support[support["lam"] == hi].set_index("seed")["fraction"]
-    seeds = a.index.intersection(b.index)
-    diffs = (a[seeds] - b[seeds]).to_numpy()
+    diffs = seed_diff(*(support[support["lam"] == v].set_index("seed")["fraction"] for v in (lo, hi)))
     text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in table.itertuples())
     return report.paired_verdict(diffs, margin), f"{text}; first minus last {diff_text(diffs)}"
 
@@ -242,27 +203,24 @@ def sensitivity_claims(
     warm_verdict, warm_text = near_best(warm_hard, "warmup_epochs", warmup_target(epochs))
     sup_verdict, sup_text = shrinking_support(support)
     return [
-        {
-            "claim": f"lambda = 2 is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
-            "paper": "Fig. E.7: the default sits near the hard-ECE optimum",
-            "ours": lam_text,
-            "verdict": lam_verdict,
-            "paper_own": report.NOT_TESTABLE,
-        },
-        {
-            "claim": f"a 40% warmup is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
-            "paper": "Fig. E.8 (20 of 50 epochs)",
-            "ours": warm_text,
-            "verdict": warm_verdict,
-            "paper_own": report.NOT_TESTABLE,
-        },
-        {
-            "claim": "the effective support of trained models shrinks as lambda grows",
-            "paper": "Table 5 (95.6% at 0.5 ... 51.3% at 5; no errors printed)",
-            "ours": sup_text,
-            "verdict": sup_verdict,
-            "paper_own": report.NOT_TESTABLE,
-        },
+        claim_row(
+            f"lambda = 2 is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
+            "Fig. E.7: the default sits near the hard-ECE optimum",
+            lam_text,
+            lam_verdict,
+        ),
+        claim_row(
+            f"a 40% warmup is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
+            "Fig. E.8 (20 of 50 epochs)",
+            warm_text,
+            warm_verdict,
+        ),
+        claim_row(
+            "the effective support of trained models shrinks as lambda grows",
+            "Table 5 (95.6% at 0.5 ... 51.3% at 5; no errors printed)",
+            sup_text,
+            sup_verdict,
+        ),
     ]
 
 
@@ -316,11 +274,10 @@ class SensitivityPage(MoEPage):
     def claims(
         self, lam_frame: pd.DataFrame, warm_frame: pd.DataFrame, support: pd.DataFrame, epochs: int, chance: float
     ) -> tuple[pd.DataFrame, str]:
-        """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps
-        (:func:`split_sweeps`) and the per-seed support (:func:`support_frame`), gated by the book's
-        accuracy floor (:func:`lib.report.gate_claims`): the accuracy judged is the best mean Robust
-        MoE accuracy on all test points over both sweeps, against :data:`~lib.moe.pages.cifar10h.REFERENCE_ACCURACY` (our
-        choice: the paper's were lost) above ``chance``. Returns the claims table and the gate's sentence."""
+        """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps and the
+        per-seed support, gated (:func:`lib.moe.claims.gate`) on the best mean Robust MoE accuracy on all
+        test points over both sweeps, against ``REFERENCE_ACCURACY`` (our choice: the paper's were lost)
+        above ``chance``. Returns the claims table and the gate's sentence."""
         hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
         overall = pd.concat(
             [
@@ -328,11 +285,8 @@ class SensitivityPage(MoEPage):
                 for f, k in ((lam_frame, "lam"), (warm_frame, "warmup_epochs"))
             ]
         )
-        accuracy = float(overall.max()) if len(overall) else 0.0
-        accuracy = accuracy if accuracy == accuracy else 0.0  # no finite accuracy: treated as not learned
         rows = sensitivity_claims(hard[0], hard[1], support, epochs)
-        gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=REFERENCE_ACCURACY, chance=chance)
-        return report.claims_table(gated), why
+        return gate(rows, float(overall.max()) if len(overall) else 0.0, REFERENCE_ACCURACY, chance)[:2]
 
 
 PAGE = SensitivityPage()

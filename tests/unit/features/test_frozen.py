@@ -159,6 +159,7 @@ def test_every_method_trains_on_features_through_the_engine(monkeypatch: pytest.
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     from lib.nets import extractors
     from lib.moe import experiment as exp
+    from lib.moe.grid import run_grid
 
     monkeypatch.setitem(extractors.FEATURE_EXTRACTORS, "toy", 6)
     data = _bundle()
@@ -178,7 +179,7 @@ def test_every_method_trains_on_features_through_the_engine(monkeypatch: pytest.
         "methods": list(exp.METHODS),
         "seeds": [0],
     }
-    records = exp.run_methods(exp.train_configs(settings), data, stack=8)
+    records = run_grid(exp.train_configs(settings), data, stack=8)
     accs = {r["method"]: r["metrics"]["all"]["accuracy"] for r in records}
     assert set(accs) == set(exp.METHODS)
     assert min(accs.values()) > 0.7, accs  # three separated clusters (chance 1/3): every method learns them

@@ -40,9 +40,10 @@ def test_smoke_queue_publishes_every_run_and_resumes_where_it_stopped(results, t
 
     shutil.rmtree(tmp_path / "cache")
     from lib.moe import experiment as exp
+    from lib.moe.grid import run_grid
 
     cfg = lib.config.settings("cifar10h", "smoke")
-    got = exp.run_methods([c for c in exp.train_configs(cfg) if c.method != "mocae"], exp.cifar10h_data(cfg))
+    got = run_grid([c for c in exp.train_configs(cfg) if c.method != "mocae"], exp.cifar10h_data(cfg))
     assert sorted(r["key"] for r in got) == sorted(r["key"] for r in recs)
 
 

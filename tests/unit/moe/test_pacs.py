@@ -7,6 +7,7 @@ import pytest
 
 import lib.nets.backbones as backbones
 from lib.moe import experiment as exp
+from lib.moe.grid import run_grid
 import lib.nets.pretrained as pre
 from lib.config import settings
 from lib.moe.pages.pacs import PAGE, PAPER_TABLE2, pacs_backbone
@@ -97,11 +98,11 @@ def test_fine_tuning_run_records_the_packaged_backbone(monkeypatch: pytest.Monke
     cfg = {**settings("pacs", "paper"), "epochs": 1, "batch_size": 32, "seeds": [0], "methods": ["single"]}
     b = pacs_backbone(cfg)
     data = synthetic_pacs_domains("sketch", n_per_domain=16, size=32, seed=0)
-    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    (rec,) = run_grid(exp.train_configs(cfg, **b.train_changes()), data)
     assert rec["pretrained"] is True and "efficientnet_lite0" in rec["backbone"] and "ImageNet" in rec["backbone"]
     monkeypatch.setattr(pre, "lite0_weights_path", lambda: None)
     b = pacs_backbone(cfg)
-    (rec,) = exp.run_methods(exp.train_configs(cfg, **b.train_changes()), data)
+    (rec,) = run_grid(exp.train_configs(cfg, **b.train_changes()), data)
     assert rec["pretrained"] is False and "resnet18" in rec["backbone"] and "random init" in rec["backbone"]
 
 
