@@ -17,10 +17,10 @@ import torch
 from lib.config import cache_dir
 from lib.data.synthetic import synthetic_images
 from lib.engine.device import resolve_device
-from lib.engine.loop import fit, predict
+from lib.engine.loop import predict
 from lib.engine.stack import fit_stack
 from lib.moe.config import tiny_config
-from lib.moe.train import prepare_run
+from lib.moe.train import fit_alone, prepare_run
 
 TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 rounds batched convolutions differently)
 
@@ -48,21 +48,7 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
         alone = []
         for c in cfgs:
             pr = prepare_run(c, data)
-            fit(
-                pr.runner,
-                pr.loss_fn,
-                pr.prep.train,
-                c.epochs,
-                optimizer_factory=pr.optimizer,
-                scheduler_factory=pr.scheduler,
-                batch_size=c.batch_size,
-                seed=c.seed,
-                device=dev,
-                transform=pr.transform,
-                step_fn=pr.step_fn,
-                amp=c.amp,
-                progress=False,
-            )
+            fit_alone(pr)
             alone.append(predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs))
         prs = [prepare_run(c, data, stacked=True) for c in cfgs]
         fit_stack(
