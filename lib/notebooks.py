@@ -101,7 +101,9 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
     return out
 
 
-FRACTIONS = ("coverage", "noise_rate")  # parameters that are fractions in [0, 1]
+#: Parameters that are fractions in [0, 1].
+FRACTIONS = ("coverage", "noise_rate")
+#: Parameters with a fixed set of values, by name.
 CHOICES = {"train": ("auto", "yes", "no")}
 
 

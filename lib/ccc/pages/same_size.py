@@ -140,7 +140,7 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
 
 def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
     """Per pair, routing beats the better single model; and TS routing beats uncalibrated routing for
-    every pair: each the mean per-split difference by :func:`_verdict`. ``paper_own`` is not testable."""
+    every pair: each the mean per-split difference by ``_verdict``. ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
     g = split_gains(res)

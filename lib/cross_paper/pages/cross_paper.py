@@ -52,6 +52,7 @@ __all__ = [
     "training_loss_rows",
 ]
 
+#: The post-hoc calibrators the page compares, in its table's order (``none``: raw confidence).
 POSTHOC = ("none", "temperature", "platt", "histogram")
 
 
