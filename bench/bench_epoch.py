@@ -61,6 +61,7 @@ from lib.moe.methods import (  # noqa: E402
     method_step,
 )
 from lib.moe.config import TINY, TrainConfig  # noqa: E402
+from lib.validation import error_line  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
 
@@ -290,13 +291,12 @@ def measured(path: Path, methods: list[str], stack: int) -> bool:
 
 def stack_failure(method: str, stack: int, channels_last: bool, err: BaseException) -> dict:
     """A stack that raised, as the JSON records it: what was stacked and the error's first line."""
-    text = str(err).strip().splitlines()
     return {
         "name": "cifar10h",
         "method": method,
         "stack": stack,
         "channels_last": channels_last,
-        "error": f"{type(err).__name__}: {text[0] if text else ''}".strip(": "),
+        "error": error_line(err),
     }
 
 

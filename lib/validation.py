@@ -246,6 +246,12 @@ def check_open_unit(value: float, name: str) -> float:
     return check_number(value, name, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
+def error_line(err: BaseException) -> str:
+    """An error in one line: its type and the first line of its message (the type alone without one)."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
 def close_matches(value: Any, choices: Iterable[Any]) -> str:
     """``"; did you mean 'x'?"`` for the valid name closest to ``value`` (difflib), else ``""``."""
     if not isinstance(value, str):

@@ -44,6 +44,7 @@ from lib.gpu.projection import Bench, fit_batch
 from lib.gpu.transfer import record_bytes
 from lib.pages import get as get_page
 from lib.results import PAGES, plan, published
+from lib.validation import error_line
 
 __all__ = [
     "PAGES",
@@ -199,20 +200,16 @@ def _train(
         try:
             page.train(batch, cfg, data, stack=n, on_done=on_done, log=log)
         except Exception as err:
-            size = n or len(batch)
-            if size <= 1 or isinstance(err, window_deadline.DeadlineReached):
+            size, oom = n or len(batch), _out_of_memory(err)
+            # a run alone, the deadline, or a one-at-a-time page's run: the error is the run's
+            if size <= 1 or isinstance(err, window_deadline.DeadlineReached) or not (oom or page.bench):
                 raise
-            if not (_out_of_memory(err) or page.bench):  # one-at-a-time pages: their error is the run's
-                raise
-            if _out_of_memory(err):
-                cap = size // 2
-                log(f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here")
-            else:
-                cap = 1
-                first = (str(err).strip().splitlines() or [""])[0]
-                log(
-                    f"{page.name}: a stack of up to {size} failed ({type(err).__name__}: {first}): runs alone from here"
-                )
+            cap = size // 2 if oom else 1
+            log(
+                f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here"
+                if oom
+                else f"{page.name}: a stack of up to {size} failed ({error_line(err)}): runs alone from here"
+            )
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             left = [it for it in left if it.id not in finished]

@@ -136,3 +136,12 @@ def test_to_unit_vector_and_to_flags() -> None:
         v.to_flags([0, 2], "f")
     with pytest.raises(ValueError, match="^f: expected 1-D"):
         v.to_flags([[0, 1]], "f")
+
+
+def test_error_line_is_the_type_and_the_first_line_of_the_message():
+    assert (
+        v.error_line(RuntimeError("cuDNN error: NOT_SUPPORTED\nmore lines"))
+        == "RuntimeError: cuDNN error: NOT_SUPPORTED"
+    )
+    assert v.error_line(ValueError("  padded  \n")) == "ValueError: padded"
+    assert v.error_line(KeyError()) == "KeyError" and v.error_line(OSError("\n")) == "OSError"
