@@ -18,7 +18,8 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   per method on CIFAR-10H; images/s counts the images of all N runs, the fraction of peak likewise,
   and the projected Table 1 grid assumes stacks of N runs of one method. On a GPU each stack is timed
   with and without channels_last (``stack_channels_last_ratio``: > 1 means channels_last costs more
-  inside stacks; lib.moe.train.STACK_CHANNELS_LAST, off by default, should follow it).
+  inside stacks; lib.moe.train.STACK_CHANNELS_LAST, on since the H200's stacks without it raised,
+  should follow it).
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
@@ -166,16 +167,16 @@ def bench(
 
     if warmup_steps:
         run(warmup_steps)
+    seconds = run(steps)
     syncs = None
-    if device.type == "cuda":  # count host synchronisations of the timed steps
+    if device.type == "cuda":  # count host synchronisations in steps of their own (the count slows them)
+        counted = min(steps, 10)
         torch.cuda.set_sync_debug_mode("warn")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            seconds = run(steps)
+            run(counted)
         torch.cuda.set_sync_debug_mode("default")
-        syncs = sum("synchroniz" in str(w.message) for w in caught) / steps
-    else:
-        seconds = run(steps)
+        syncs = sum("synchroniz" in str(w.message) for w in caught) / counted
     per_step = seconds / steps
     ips = bs / per_step
     dev_name = device_name(device)

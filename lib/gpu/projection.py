@@ -8,10 +8,17 @@ otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolate
 CPU, not on a GPU). A run's epoch in a stack of k runs costs what the benchmark measured alone (k = 1)
 and per run in its stack of N, linearly in between (:func:`member_epoch_seconds`).
 
-The same figures size a call's stacks (:func:`fit_batch`): the queue hands a page only the runs
-whose stacks, trained one after the other as the stacked engine groups them
-(:func:`lib.moe.grid.stack_groups`), end inside the call's training minutes: a run cut by a
-deadline would lose its checkpoints with the machine.
+The step benchmark leaves out what a whole run also spends (data, augmentation, evaluation), so
+runs published from the benchmark's device correct it (:func:`measured_runs`): a method trained
+there costs what its slowest run cost, and any other run the benchmark's estimate times the largest
+ratio of a measured run to its estimate (on the H200, 0.92-1.28 against the step figures). Stacks
+are used only where the benchmark measured them clearly cheaper per run than a run alone
+(:data:`STACK_GAIN`): on the H200 a stack of 8 cost what runs alone do.
+
+The same figures size a call's work (:func:`fit_batch`): the queue hands a page the runs, in plan
+order, whose stacks, trained one after the other as the stacked engine groups them
+(:func:`lib.moe.grid.stack_groups`), end inside the call's training minutes, skipping a run that
+would not (a run cut by a deadline would lose its checkpoints with the machine).
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
-from lib.config import repo_root
+from lib.config import repo_root, results_dir
+from lib.engine.runs import read_record
 from lib.gpu.recipe import SESSION_MINUTES, training_minutes
 from lib.moe.grid import stack_groups
 from lib.moe.train import STACK_CHANNELS_LAST
@@ -32,6 +41,9 @@ from lib.pages import get as get_page
 #: Training minutes one GPU session yields: the recipe's one call.
 SESSION_TRAIN_MINUTES = training_minutes()
 
+#: Stacks are used when every stacked method's run costs at most this fraction of its run alone.
+STACK_GAIN = 0.8
+
 __all__ = [
     "Bench",
     "SESSION_TRAIN_MINUTES",
@@ -39,6 +51,7 @@ __all__ = [
     "bench",
     "describe",
     "fit_batch",
+    "measured_runs",
     "member_epoch_seconds",
     "page_minutes",
     "sessions",
@@ -49,18 +62,47 @@ __all__ = [
 class Bench:
     """Seconds per epoch of one run by (dataset, method): ``epoch_seconds`` in a stack of ``stack``
     runs (where measured stacked, else alone) and ``alone`` (trained alone); where they come from,
-    and whether they are CPU figures extrapolated."""
+    and whether they are CPU figures extrapolated. ``runs``: seconds of whole runs published from
+    this device by (dataset, method, epochs, warmup epochs); ``factor``: how much longer than the
+    benchmark's estimate a measured run took, at most (1 without measured runs)."""
 
     epoch_seconds: dict[tuple[str, str], float]
     stack: int
     source: str
     cpu_extrapolated: bool
     alone: dict[tuple[str, str], float] = field(default_factory=dict)
+    runs: dict[tuple[str, str, int, int], float] = field(default_factory=dict)
+    factor: float = 1.0
 
 
-def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
-    """The newest committed CUDA epoch benchmark (its stacked figures first), else the CPU one; or
-    the given ``results`` (a ``bench/bench_epoch.py`` JSON)."""
+def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
+    """Training seconds of the runs published in ``results/`` from ``device``, by (the page's
+    benchmark data set, method, epochs, warmup epochs); the slowest run of each. Resumed runs and
+    pages without a benchmark are left out."""
+    out: dict[tuple[str, str, int, int], float] = {}
+    for path in sorted(results_dir().glob("*/*/*.json")):
+        rec = read_record(path)
+        if rec is None or rec.get("device") != device or rec.get("resumed_from"):
+            continue
+        try:
+            dataset, train = get_page(rec["queue"]["page"]).bench, rec["config"]["train"]
+            secs = float(rec["wall_time"]["train"])
+            key = (dataset, str(train["method"]), int(train["epochs"]), int(train["warmup_epochs"]))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+        if dataset:
+            out[key] = max(out.get(key, 0.0), secs)
+    return out
+
+
+def bench(
+    results: Mapping[str, Any] | None = None,
+    source: str = "",
+    runs: Mapping[tuple[str, str, int, int], float] | None = None,
+) -> Bench:
+    """The newest committed CUDA epoch benchmark, else the CPU one; or the given ``results`` (a
+    ``bench/bench_epoch.py`` JSON). Its stacked figures count where they pay (:data:`STACK_GAIN`);
+    ``runs`` (default: :func:`measured_runs` of a CUDA benchmark's device) correct the estimates."""
     if results is None:
         folder = repo_root() / "bench" / "results"
         files = sorted(folder.glob("epoch_cuda*.json")) or sorted(folder.glob("epoch_cpu*.json"))
@@ -77,9 +119,22 @@ def bench(results: Mapping[str, Any] | None = None, source: str = "") -> Bench:
         per.setdefault((r["name"], r["method"]), float(r["run_epoch_seconds"]))
         stack = max(stack, int(r.get("stack", 1)))
     alone = {(r["name"], r["method"]): float(r["epoch_seconds"]) for r in results.get("results", [])}
+    if runs is None:
+        runs = {} if cpu else measured_runs(str(results.get("device", "")))
+    # a stacked run must be clearly cheaper than one alone (a measured whole run, else the benchmark's)
+    real = {(d, m): secs / e for (d, m, e, w), secs in runs.items() if w == 0 and e > 0}
+    if any(v > STACK_GAIN * (real.get(k) or alone.get(k, math.inf)) for k, v in per.items()):
+        per, stack = {}, 1
     for k, v in alone.items():
         per.setdefault(k, v)
-    return Bench(per, stack, f"{source} ({results.get('device', '?')})", cpu, alone)
+    b = Bench(per, stack, f"{source} ({results.get('device', '?')})", cpu, alone)
+    ratios = [
+        secs / est
+        for (d, m, e, w), secs in runs.items()
+        if (est := _run_seconds(b, d, SimpleNamespace(method=m, epochs=e, warmup=w), 1))
+    ]
+    b.runs, b.factor = dict(runs), max(ratios, default=1.0)
+    return b
 
 
 def _lookup(table: Mapping[tuple[str, str], float], dataset: str, method: str) -> float | None:
@@ -101,12 +156,16 @@ def member_epoch_seconds(b: Bench, dataset: str, method: str, k: int | None = No
 
 
 def _run_seconds(b: Bench, dataset: str, cfg: Any, k: int | None = None) -> float | None:
-    """Seconds one run of ``cfg`` adds to its stack of ``k`` (robust/FGR: warmup epochs at Vanilla's step)."""
+    """Seconds one run of ``cfg`` adds to its stack of ``k``: a run alone as long as the same run
+    took on this device; else the benchmark's estimate (robust/FGR: warmup epochs at Vanilla's step)
+    times ``b.factor``."""
+    if (k or b.stack) <= 1 and (took := b.runs.get((dataset, cfg.method, cfg.epochs, cfg.warmup))):
+        return took
     v = member_epoch_seconds(b, dataset, cfg.method, k)
     if v is None:
         return None
     erm = member_epoch_seconds(b, dataset, "vanilla", k) or v
-    return cfg.warmup * erm + (cfg.epochs - cfg.warmup) * v
+    return (cfg.warmup * erm + (cfg.epochs - cfg.warmup) * v) * b.factor
 
 
 def page_minutes(items: Sequence[Any], b: Bench) -> float | None:
@@ -138,18 +197,19 @@ def batch_seconds(b: Bench, dataset: str, configs: Sequence[Any], stack: int) ->
 def fit_batch(
     items: Sequence[Any], b: Bench, dataset: str, seconds: float, cap: int | None = None
 ) -> tuple[list[Any], int, float] | None:
-    """The longest head of ``items`` (plan order) whose stacks (at most ``cap`` runs, else as many as
-    the head holds) end within ``seconds``: (runs, stack size, seconds), with no runs when not even
-    the first fits; ``None`` when the benchmark does not cover them."""
+    """The runs of ``items`` taken in plan order, each that still lets the stacks (at most ``cap``
+    runs, else as many as taken) end within ``seconds``, a
+    run that would not skipped: (runs, stack size, seconds), with no runs when none fits; ``None``
+    when the benchmark does not cover them."""
     best: tuple[list[Any], int, float] = ([], 1, 0.0)
-    for k in range(1, len(items) + 1):
-        n = min(k, cap) if cap else k
-        secs = batch_seconds(b, dataset, [it.config for it in items[:k]], n)
+    for it in items:
+        take = [*best[0], it]
+        n = min(len(take), cap or len(take))
+        secs = batch_seconds(b, dataset, [t.config for t in take], n)
         if secs is None:
             return None
-        if secs > seconds:
-            break
-        best = (list(items[:k]), n, secs)
+        if secs <= seconds:
+            best = (take, n, secs)
     return best
 
 

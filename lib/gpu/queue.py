@@ -193,8 +193,8 @@ def _train(
             if not batch:
                 one = fit_batch(left[:1], sizing, page.bench, math.inf) or ([], 1, math.nan)
                 raise window_deadline.DeadlineReached(
-                    f"{left[0].id}: ~{one[2] / 60:.1f} min to train, {window_deadline.remaining() / 60:.1f} min "
-                    f"left; it is the first of the next call"
+                    f"no run left fits the {window_deadline.remaining() / 60:.1f} min left; the next, {left[0].id}, "
+                    f"takes ~{one[2] / 60:.1f} min: they are the next call's"
                 )
             log(f"{page.name}: {len(batch)} run(s) in stacks of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
         try:

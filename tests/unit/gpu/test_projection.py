@@ -15,9 +15,9 @@ CUDA = {
     "device": "NVIDIA H100 80GB HBM3",
     "results": [{"name": "cifar10h", "method": m, "epoch_seconds": 6.0} for m in ("vanilla", "fgr")],
     "stacked": [
-        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 1.0, "channels_last": False},
-        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 3.0, "channels_last": True},
-        {"name": "cifar10h", "method": "fgr", "stack": 8, "run_epoch_seconds": 2.0, "channels_last": False},
+        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 1.0, "channels_last": True},
+        {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 3.0, "channels_last": False},
+        {"name": "cifar10h", "method": "fgr", "stack": 8, "run_epoch_seconds": 2.0, "channels_last": True},
     ],
 }
 
@@ -26,7 +26,7 @@ def test_minutes_and_sessions_from_a_stacked_cuda_benchmark(tmp_path, monkeypatc
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     b = pj.bench(CUDA, "epoch_cuda-H100.json")
     assert not b.cpu_extrapolated and b.stack == 8
-    assert b.epoch_seconds[("cifar10h", "vanilla")] == 1.0  # the layout the stacks use (no channels_last)
+    assert b.epoch_seconds[("cifar10h", "vanilla")] == 1.0  # the layout the stacks use (channels_last)
     items = plan(["cifar10h"], "paper")
     # by hand: 5 seeds x 50 epochs; single, vanilla, robust, robust_filtered at the vanilla figure (1 s);
     # fgr and fgr_robust 20 warmup epochs at 1 s and 30 at 2 s
@@ -34,10 +34,10 @@ def test_minutes_and_sessions_from_a_stacked_cuda_benchmark(tmp_path, monkeypatc
     assert pj.page_minutes(items, b) == pytest.approx(want)
     text = pj.describe(items, b)
     assert "GPU-minutes" in text and f"~{want:8.1f} min  {pj.sessions(want):3d} session(s)" in text
-    # sessions count the training minutes the recipe leaves: one call of --minutes 8, less half a
-    # minute of setup and 1.5 kept to evaluate and export
-    assert pj.SESSION_TRAIN_MINUTES == 8 - recipe.SETUP_MINUTES - recipe.RESERVE_MINUTES == 6.0
-    assert pj.sessions(6.0) == 1 and pj.sessions(6.1) == 2 and pj.sessions(0) == 0
+    # sessions count the training minutes the recipe leaves: calls of --minutes 7 and 4, less half a
+    # minute of setup each and what each keeps to evaluate and export (a fifth of its minutes, at most 1.5)
+    assert pj.SESSION_TRAIN_MINUTES == pytest.approx((7 - 0.5 - 1.4) + (4 - 0.5 - 0.8)) == 7.8
+    assert pj.sessions(7.8) == 1 and pj.sessions(7.9) == 2 and pj.sessions(0) == 0
     assert f"{pj.SESSION_TRAIN_MINUTES:g} training minutes per 15-minute GPU session" in text
 
 
@@ -89,3 +89,39 @@ def test_a_batch_is_the_longest_head_of_the_plan_whose_stacks_end_in_the_time_le
     runs, n, _ = pj.fit_batch(items, b, "cifar10h", 1e9, cap=1)  # an out-of-memory cap: stacks of one
     assert runs == items and n == 1
     assert pj.fit_batch(items, b, "pacs-224", 1e9) is None  # no figures for PACS: not sized
+
+
+class _It:
+    def __init__(self, config):
+        self.config = config
+
+
+def test_a_batch_skips_a_run_that_would_not_end_and_takes_a_later_one_that_does():
+    """By hand, alone at 6 s an epoch: Vanilla for 20 epochs 120 s, FGR for 5 (warmup 2) 30 s. With
+    100 s left the call skips Vanilla and trains FGR; with 150 s, both."""
+    b = pj.bench(CUDA, "epoch_cuda-H100.json", runs={})
+    long, short = _It(tiny_config("vanilla", 0, epochs=20, warmup_epochs=0)), _It(tiny_config("fgr", 0, epochs=5, warmup_epochs=2))
+    runs, n, secs = pj.fit_batch([long, short], b, "cifar10h", 100.0, cap=1)
+    assert runs == [short] and n == 1 and secs == pytest.approx(30.0)
+    assert pj.fit_batch([long, short], b, "cifar10h", 150.0, cap=1)[0] == [long, short]
+
+
+def test_measured_runs_cost_what_they_took_and_scale_the_estimates_of_the_others():
+    """Vanilla (10 epochs) took 90 s against an estimate of 10 x 6 = 60 s; FGR (10 epochs, warmup 4)
+    72 s against 4 x 6 + 6 x 6 = 60 s: the factor is the larger ratio, 1.5. A measured run costs what it
+    took; Vanilla for 20 epochs 20 x 6 x 1.5 = 180 s; FGR + Robust (warmup 4) 60 x 1.5 = 90 s."""
+    runs = {("cifar10h", "vanilla", 10, 0): 90.0, ("cifar10h", "fgr", 10, 4): 72.0}
+    b = pj.bench(CUDA, "epoch_cuda-H100.json", runs=runs)
+    assert b.factor == pytest.approx(1.5) and b.stack == 8  # stacks (1 s, 2 s an epoch) still pay
+    cost = lambda c: pj.batch_seconds(b, "cifar10h", [c], 1)  # noqa: E731
+    assert cost(tiny_config("vanilla", 3, epochs=10, warmup_epochs=0)) == pytest.approx(90.0)
+    assert cost(tiny_config("vanilla", 3, epochs=20, warmup_epochs=0)) == pytest.approx(180.0)
+    assert cost(tiny_config("fgr_robust", 0, epochs=10, warmup_epochs=4)) == pytest.approx(90.0)
+
+
+def test_stacks_are_left_out_where_a_run_alone_costs_about_as_much():
+    """As on the H200: a stacked Vanilla run's epoch (1 s) costs more than 0.8 of what a whole run
+    alone took per epoch (12 s / 10 epochs = 1.2 s): runs alone, at the alone figures."""
+    b = pj.bench(CUDA, "epoch_cuda-H100.json", runs={("cifar10h", "vanilla", 10, 0): 12.0})
+    assert b.stack == 1 and b.epoch_seconds == {("cifar10h", "vanilla"): 6.0, ("cifar10h", "fgr"): 6.0}
+    assert pj.bench(CUDA, "epoch_cuda-H100.json", runs={("cifar10h", "vanilla", 10, 0): 13.0}).stack == 8

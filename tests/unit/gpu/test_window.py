@@ -103,7 +103,8 @@ def test_with_a_benchmark_only_runs_whose_stacks_end_in_time_start(results, two_
     assert clock.t == pytest.approx(60.0)
     assert "cifar10h: 3 run(s) in stacks of at most 3, ~1.0 min (test)" in said
     assert said[-1] == (
-        "deadline: cifar10h/robust/lam2.0/w1/s0: ~0.3 min to train, 0.2 min left; it is the first of the next call"
+        "deadline: no run left fits the 0.2 min left; the next, cifar10h/robust/lam2.0/w1/s0, takes ~0.3 min: "
+        "they are the next call's"
     )
     from lib.moe import experiment as exp
     import lib.moe.train as mt

@@ -106,26 +106,27 @@ def _world(tmp: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
     return home, here, base | {"PYTHONPATH": str(lacks)}
 
 
-def _machine(tmp: Path, name: str, home: Path, carry: tuple[str, ...], call_env: dict[str, str]):
-    """A fresh machine: the travelling tree and the carried paths, its own HOME, TMPDIR, cache, data
-    root and $OUT; returns (repo, env, out, bytes sent)."""
+def _machine(tmp: Path, name: str, home: Path, carry: tuple[str, ...], call_env: dict[str, str], out: str = "OUT"):
+    """A machine (fresh unless ``name`` ran a call before): the travelling tree and the carried paths,
+    its own HOME, TMPDIR, cache, data root and an empty $OUT named ``out``; returns (repo, env, out,
+    bytes sent)."""
     box = tmp / name
-    repo, out = box / "repo", box / "OUT"
+    repo, out_dir = box / "repo", box / out
     sent = _copy(home, _travelling(home), repo)
     for c in carry:
         src = home / c
         files = [str(p.relative_to(home)) for p in ([src] if src.is_file() else sorted(src.rglob("*"))) if p.is_file()]
         sent += _copy(home, files, repo)
-    for d in ("home", "tmp", "data", "OUT"):
+    for d in ("home", "tmp", "data", out):
         (box / d).mkdir(exist_ok=True)
     env = call_env | {
         "HOME": str(box / "home"),
         "TMPDIR": str(box / "tmp"),
         "CALIBOOK_CACHE": str(repo / ".cache" / "calibook"),
         "CALIBOOK_DATA": str(box / "data"),
-        "OUT": str(out),
+        "OUT": str(out_dir),
     }
-    return repo, env, out, sent
+    return repo, env, out_dir, sent
 
 
 def _brought_back(out: Path) -> list[Path]:
@@ -144,12 +145,11 @@ def _brought_back(out: Path) -> list[Path]:
 
 def test_the_readme_shows_the_recipe_the_rehearsal_follows():
     assert recipe.readme_block() == recipe.render(), "results/README.md: run `python -m lib.gpu.recipe`"
-    for i, step in enumerate(STEPS):  # every call is checked here first, for exactly what it carries
+    for i, step in enumerate(STEPS):  # every call is checked here first (a warm one follows such a call)
         if step.call:
-            assert STEPS[i - 1] is recipe.CHECK and recipe.CHECK.command.split("--carry ")[1].split() == list(
-                step.carry
-            )
-    # the session's call fits its device time, and what is left could not start a second machine
+            assert STEPS[i - 1] is recipe.CHECK or (step.warm and STEPS[i - 1].call)
+            assert recipe.CHECK.command.split("--carry ")[1].split() == list(step.carry)
+    # the session's calls fit its device time, and what is left could not start another machine
     assert sum(s.device_minutes() for s in STEPS) <= recipe.SESSION_MINUTES
     assert recipe.SESSION_MINUTES - sum(s.device_minutes() for s in STEPS) < recipe.MIN_START_MINUTES
 
@@ -157,18 +157,22 @@ def test_the_readme_shows_the_recipe_the_rehearsal_follows():
 def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
     home, here, call_env = _world(tmp_path)
     pack = recipe.PACK.command.split()[-1]
-    files_at: Path | None = None
+    files_at: list[Path] = []  # what the calls since the last step here brought back
     said: list[str] = []
+    box = ""
     for i, step in enumerate(STEPS):
         command = recipe.at_scale(step.command, "smoke")
         if not step.call:
-            if files_at is not None:
-                command = command.replace("FILES_AT", shlex.quote(str(files_at)))
+            if files_at:
+                command = command.replace("FILES_AT", " ".join(shlex.quote(str(f)) for f in files_at))
             done, _ = _sh(command, home, here, 300)
             assert done.returncode == 0, f"step {i} here: {command}\n{done.stdout}\n{done.stderr}"
             said.append(done.stdout)
+            files_at = []
             continue
-        repo, env, out, sent = _machine(tmp_path, f"call-{i}", home, step.carry, call_env)
+        # a warm call runs on the machine the call before left (its cache kept), with an empty $OUT
+        box = box if step.warm else f"call-{i}"
+        repo, env, out, sent = _machine(tmp_path, box, home, step.carry, call_env, f"OUT-{i}")
         assert sent <= CALL_MIB * MIB, f"step {i} sends {sent / MIB:.1f} MiB"
         done, seconds = _sh(command, repo, env, step.timeout_s)
         output = done.stdout + done.stderr
@@ -177,12 +181,16 @@ def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
         assert "\r" not in output, f"step {i}: carriage returns in the output"
         tail = output[-TAIL:]
         assert re.search(r"machine: Python \S+, torch \S+.*numpy \S+, Pillow \S+; device ", tail), tail
-        assert f"pack {pack}: " in tail and "unpacked into the data cache" in tail  # carried whole, fresh cache
+        # carried whole: unpacked into a fresh machine's cache, found there on a warm one
+        assert f"pack {pack}: " + ("in the data cache already" if step.warm else "") in tail
+        assert ("unpacked into the data cache" in tail) is not step.warm, tail
         assert re.search(r"exported \d+ record\(s\)", tail), tail
-        assert re.search(r"data cifar10h: \S+ [0-9a-f]{12}", tail), tail  # the data's fingerprint
+        # the data's fingerprint; a warm call after one that trained every smoke run has nothing to load
+        idle = step.warm and "nothing to do: every planned run of cifar10h, sensitivity is in results/" in tail
+        assert idle or re.search(r"data cifar10h: \S+ [0-9a-f]{12}", tail), tail
         files = _brought_back(out)
         assert "window.log" in {p.name for p in files}
-        files_at = out
+        files_at.append(out)
     imports = [s for s in said if s.startswith("imported ")]
     assert re.match(r"imported [1-9]\d* records .*made at scale smoke on data ", imports[0]), imports[0]
     assert (home / "bench" / "results" / "epoch_smoke-cpu.json").exists()  # the call's benchmark, committed
