@@ -13,7 +13,8 @@
   ``results/<page>/<group>/<key>.json`` (the verified record, with the plan id, scale, command and
   seconds) and ``<key>.<artifact>.npz``; never checkpoints or data. Given a benchmark of this
   device (:mod:`lib.gpu.projection`), a benchmarked page gets only the runs whose stacks end inside
-  the time left (a fresh machine at every call: a run cut by the deadline is lost); an
+  the time left, a run that would not skipped for a later one that would (a fresh machine at every
+  call: a run cut by the deadline is lost); an
   out-of-memory error halves the stack and goes on. Runs finished in the local cache but not yet in
   ``results/`` are published on the next call.
 

@@ -5,13 +5,13 @@ ignored paths, 64 MiB per call) and nothing else, is fresh at every call, and ha
 but not the book's notebook tools. ``results/README.md`` holds the recipe (:mod:`lib.gpu.recipe`);
 after the benchmark, the call's training is one command::
 
-    python3 -m lib paper cifar10h sensitivity --minutes 8 --log "$OUT/window.log" --export "$OUT/results.tgz"
+    python3 -m lib paper cifar10h sensitivity --minutes 7 --log "$OUT/window.log" --export "$OUT/results.tgz"
 
 which, in order: says the machine's Python, torch, numpy and Pillow and its device; checks the
 machine has the modules the command needs; unpacks every data pack the call carried (naming any
 missing chunk); loads each page's data, saying its fingerprint (pages named that cannot run here
 stop the call); runs the engine's few-second self-test (:mod:`lib.gpu.selftest`); trains the
-unfinished runs by the deadline, in stacks sized to end inside it (:func:`lib.gpu.queue.run_queue`);
+unfinished runs by the deadline, each (or each stack) only if it can end inside it (:func:`lib.gpu.queue.run_queue`);
 and writes every record it published into archives, also when the deadline or an error ends it.
 With ``--log`` the progress lines go to that file and the output keeps the summary. Without pages,
 every page that can run here does. ``--prepare`` stops before training; ``--dry-run`` prints the
