@@ -180,7 +180,7 @@ def _train(
     log: Log,
 ) -> None:
     """Train ``left`` (one page and target): in batches whose stacks end before the deadline when
-    ``sizing`` covers the page, else all at once. Without ``stack``, stacks hold at most what the
+    ``sizing`` covers the page (until none fits: the queue goes on to the next page), else all at once. Without ``stack``, stacks hold at most what the
     benchmark measured (``sizing.stack``: runs alone where no stack was measured). An out-of-memory
     error halves the stack; any other error of a stack of several runs is said in one line and the
     runs go on alone (the H200 benchmark's stacks raised while runs alone trained); an error of a
@@ -191,12 +191,13 @@ def _train(
         fit = fit_batch(left, sizing, page.bench, window_deadline.remaining(), cap) if sizing and page.bench else None
         if fit is not None:
             batch, n, secs = fit
-            if not batch:
+            if not batch:  # the next page may still have a run that fits
                 one = fit_batch(left[:1], sizing, page.bench, math.inf) or ([], 1, math.nan)
-                raise window_deadline.DeadlineReached(
-                    f"no run left fits the {window_deadline.remaining() / 60:.1f} min left; the next, {left[0].id}, "
-                    f"takes ~{one[2] / 60:.1f} min: they are the next call's"
+                log(
+                    f"{page.name}: no run left fits the {window_deadline.remaining() / 60:.1f} min left; the next, "
+                    f"{left[0].id}, takes ~{one[2] / 60:.1f} min: they are the next call's"
                 )
+                return
             log(f"{page.name}: {len(batch)} run(s) in stacks of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
         try:
             page.train(batch, cfg, data, stack=n, on_done=on_done, log=log)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from lib.gpu import projection as pj
-from lib.gpu import recipe
 from lib.moe.config import tiny_config
 from lib.results import plan
 
@@ -100,7 +99,10 @@ def test_a_batch_skips_a_run_that_would_not_end_and_takes_a_later_one_that_does(
     """By hand, alone at 6 s an epoch: Vanilla for 20 epochs 120 s, FGR for 5 (warmup 2) 30 s. With
     100 s left the call skips Vanilla and trains FGR; with 150 s, both."""
     b = pj.bench(CUDA, "epoch_cuda-H100.json", runs={})
-    long, short = _It(tiny_config("vanilla", 0, epochs=20, warmup_epochs=0)), _It(tiny_config("fgr", 0, epochs=5, warmup_epochs=2))
+    long, short = (
+        _It(tiny_config("vanilla", 0, epochs=20, warmup_epochs=0)),
+        _It(tiny_config("fgr", 0, epochs=5, warmup_epochs=2)),
+    )
     runs, n, secs = pj.fit_batch([long, short], b, "cifar10h", 100.0, cap=1)
     assert runs == [short] and n == 1 and secs == pytest.approx(30.0)
     assert pj.fit_batch([long, short], b, "cifar10h", 150.0, cap=1)[0] == [long, short]
