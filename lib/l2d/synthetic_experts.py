@@ -10,23 +10,9 @@ from typing import Sequence
 import numpy as np
 
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.validation import ArrayLike, check_choice, check_labels, check_ndim, check_same_length, to_numpy
+from lib.validation import ArrayLike, check_choice, check_int, check_labels, check_ndim, check_same_length, to_numpy
 
-__all__ = [
-    "SyntheticExpert",
-    "oracle_expert",
-    "random_expert",
-    "probabilistic_expert",
-    "specialized_expert",
-    "make_experts",
-    "expert_predictions",
-    "expert_correctness",
-    "EXPERT_SETTINGS",
-]
-
-# --------------------------------------------------------------------------------------------
-# Synthetic experts with per-example seeded noise
-# --------------------------------------------------------------------------------------------
+# --- Synthetic experts with per-example seeded noise ----------------------------------------------
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -155,8 +141,7 @@ def make_experts(
     * ``"specialized"``: ``num_experts`` experts, expert j an oracle on {2j, 2j+1};
     * ``"gaussian"``, ``"gaussian_dependence"``: the same on Gaussian clusters 3 and 4."""
     check_choice(kind, EXPERT_SETTINGS, "kind")
-    if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
-        raise ValueError(f"num_experts: must be a positive integer, got {num_experts!r}")
+    check_int(num_experts, "num_experts")
     if not (np.isfinite(p) and 0 <= p <= 1):
         raise ValueError(f"p: must lie in [0, 1], got {p!r}")
     if kind.startswith("gaussian"):

@@ -16,8 +16,6 @@ from lib.l2d.experiment import EXPERIMENTS, SURROGATES
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
 
-__all__ = ["CIFAR_REFERENCE_ACCURACY", "PAGE", "PAPER_CIFAR", "SWEEP_METRICS", "L2DCifar10Page"]
-
 CIFAR_REFERENCE_ACCURACY: float = 0.90
 """The floor's reference accuracy, **our choice** (the paper states none for its WRN-28-4), below wide
 ResNets' 95-96% on CIFAR-10 (Zagoruyko and Komodakis 2016)."""

@@ -27,26 +27,6 @@ from lib.rr.gamma import PAPER_SELECTED_GAMMAS
 from lib.rr.record import LossRecord
 from lib.validation import check_choice
 
-__all__ = [
-    "AU_ACCURACY_COST",
-    "AU_SWEEP",
-    "CDF_NUS",
-    "CLAIM_TOL",
-    "FINE_TOL_FACTOR",
-    "GRADIENT_CHECK",
-    "GRADIENT_THRESHOLD_RANGE",
-    "LossesCifar10Page",
-    "PAGE",
-    "PAPER_CIFAR10",
-    "PUBLISHED_METRICS",
-    "TABLE_METRICS",
-    "gradient_check",
-    "loss_table",
-    "mean_metrics",
-    "paper_comparison",
-    "reweighted_claims",
-]
-
 AU_SWEEP = "au (coverage / nu sweep)"
 """The method label of the AU sweep's runs (its default point is the table's AU run)."""
 
