@@ -170,23 +170,19 @@ def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> lis
     experts each an oracle on two classes (``"specialized"``, CIFAR-10 only)."""
     check_choice(experiment, EXPERIMENTS, "experiment")
     check_choice(dataset, ("gaussians", "cifar10"), "dataset")
+    if dataset == "gaussians" and experiment == "specialized":
+        raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
     s = 1000 * int(seed) + 17
-    if dataset == "gaussians":
-        if experiment == "specialized":
-            raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
-        kind = "gaussian" if experiment == "experts" else "gaussian_dependence"
-        if experiment == "experts":
-            return make_experts(kind, num_experts=int(value), seed=s)
-        return make_experts(kind, p=float(value), seed=s)
     kind = {"experts": "oracle", "dependence": "dependence", "specialized": "specialized"}[experiment]
+    if dataset == "gaussians":  # the same committees on the clusters (make_experts sets the 4 classes)
+        kind = {"oracle": "gaussian", "dependence": "gaussian_dependence"}[kind]
     if experiment == "dependence":
         return make_experts(kind, num_classes=10, p=float(value), seed=s)
     return make_experts(kind, num_experts=int(value), num_classes=10, seed=s)
 
 
-def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
-    key = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}[experiment]
-    return list(cfg[key])
+SWEEPS: dict[str, str] = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}
+"""The settings key of each experiment's swept values."""
 
 
 def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
@@ -194,7 +190,7 @@ def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, A
     return [
         {"experiment": e, "value": v, "surrogate": s, "seed": seed}
         for e in experiments
-        for v in _point_values(cfg, e)
+        for v in cfg[SWEEPS[e]]
         for s in SURROGATES
         for seed in range(int(cfg["seeds"]))
     ]

@@ -78,17 +78,14 @@ class SyntheticExpert:
 
     def correct_prob(self, labels: ArrayLike, group: ArrayLike | None = None) -> np.ndarray:
         """The true P(m = y | x) for each example: p_in inside the region, p_out outside."""
-        y, _, g = self._inputs(labels, None, group)
-        inside = np.isin(g, list(self.region))
-        return np.where(inside, self.p_in, self.p_out_value)
+        _, _, g = self._inputs(labels, None, group)
+        return np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
 
     def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
         the noise; ``group`` = region ids (default: the labels)."""
         y, idx, g = self._inputs(labels, index, group)
-        inside = np.isin(g, list(self.region))
-        p = np.where(inside, self.p_in, self.p_out_value)
-        correct = _uniforms(self.seed, idx, 0) < p
+        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
         shift = 1 + np.minimum(
             (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2

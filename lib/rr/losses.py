@@ -226,8 +226,6 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
         if "histogram" in kw:
             raise ValueError("kw (loss 'au_released'): the histogram is made here; pass epoch_batches")
         kw["histogram"] = EpochHistogram(64, kw.pop("epoch_batches", None))
-    if name in ("xe", "fl53") and kw:
-        raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
     # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
     params = inspect.signature(fn).parameters
     check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")

@@ -203,12 +203,7 @@ def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     ceil(kappa n)) (Appendix E.2)."""
     s = _scores(scores).detach()
     check_open_unit(coverage, "coverage")
-    return _tau(s, coverage)
-
-
-def _tau(s: torch.Tensor, coverage: float) -> torch.Tensor:
-    n = s.shape[0]
-    k = min(n, max(1, math.ceil(coverage * n - 1e-9)))
+    k = min(s.shape[0], max(1, math.ceil(coverage * s.shape[0] - 1e-9)))
     return torch.kthvalue(s, k).values
 
 
@@ -234,7 +229,7 @@ def au_weights(
     n_bins = check_int(n_bins, "n_bins")
     nu = check_positive(nu, "nu")
     e = _default_edges(s, n_bins)
-    tau = _tau(s.detach(), coverage)
+    tau = au_threshold(s, coverage)
     if histogram is not None and not isinstance(histogram, EpochHistogram):
         raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
     if histogram is not None:

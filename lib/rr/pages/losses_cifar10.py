@@ -441,15 +441,14 @@ class LossesCifar10Page(Page):
             for v in cfg["nus"]:
                 rec = au[(float(kappa), float(v))]
                 row = {"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan}
-                row["train accuracy"] = np.nan if rec.train_accuracy is None else rec.train_accuracy
+                fitted = rec.train_accuracy is not None and rec.diverged_epoch is None
+                row["train accuracy"] = rec.train_accuracy if fitted else np.nan
                 row["diverged epoch"] = np.nan if rec.diverged_epoch is None else float(rec.diverged_epoch)
                 if rec.diverged_epoch is None:
                     lg = experiment.run_logits(rec)
                     pv = softmax(lg["val"].astype(np.float64), axis=1)
                     row["val ECE x100"] = 100 * ece(pv, lg["val_y"])
                     row["val accuracy"] = float((pv.argmax(1) == lg["val_y"]).mean())
-                else:
-                    row["train accuracy"] = np.nan
                 rows.append(row)
         return pd.DataFrame(rows)
 

@@ -71,11 +71,12 @@ class ReleasedLogitsPage(Page):
     def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float]]:
         """The logits to calibrate, named as in ``lib.rr.experiment.LABELS``, their targets, and the
         failed runs' accuracies. ``source`` is "synthetic" (made in code) or "released" (the files)."""
+        check_choice(source, ("synthetic", "released"), "source")
+        failed: dict[str, float] = {}
         if source == "synthetic":
             logits, targets = synthetic_resnet_logits(n_synthetic, losses=SYNTHETIC_LOSSES)
-            failed: dict[str, float] = {}
-        elif source == "released":
-            logits, targets, failed = {}, None, {}
+        else:
+            logits, targets = {}, None
             for name in RELEASED:
                 z, y = load_resnet50_logits(name, allow_degenerate=True)
                 acc = float((z.argmax(1) == y).mean())
@@ -83,8 +84,6 @@ class ReleasedLogitsPage(Page):
                     failed[RELEASED_NAMES[name]] = acc
                     continue
                 logits[name], targets = z, y
-        else:
-            raise ValueError(f"source: must be 'synthetic' or 'released', got {source!r}")
         return {RELEASED_NAMES[k]: v for k, v in logits.items()}, targets, failed
 
     @staticmethod
