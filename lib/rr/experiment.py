@@ -34,7 +34,7 @@ LOSS_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "xe": ("xe", {}),
     "fl53": ("fl53", {}),
     "inverse_focal": ("inverse_focal", {"gamma": 2.0}),
-    "dual_focal": ("dual_focal", {"gamma": 5.0, "as_released": True}),
+    "dual_focal": ("dual_focal", {"gamma": 5.0, "variant": "released"}),
     "kde_xe": ("kde_xe", {"weight": 0.3}),
     "aurc": ("aurc", {}),
     "au": ("au", {"csf": "msp"}),

@@ -91,29 +91,20 @@ DUAL_FOCAL_VARIANTS: tuple[str, ...] = ("eq33", "eqs34_35", "released")
 
 
 def dual_focal_loss(
-    logits: ArrayLike,
-    labels: ArrayLike,
-    gamma: float = 5.0,
-    as_released: bool = False,
-    reduction: str = "mean",
-    variant: str | None = None,
+    logits: ArrayLike, labels: ArrayLike, gamma: float = 5.0, reduction: str = "mean", variant: str = "eq33"
 ) -> torch.Tensor:
     """Dual focal loss -(1 - p_t + p_j)^gamma log p_t (Tao et al. 2023); ``variant`` picks p_j:
 
     * ``"eq33"`` (default): the largest competing probability (paper 4 eq. 33);
     * ``"eqs34_35"``: paper 4's account of the public code: eq. 33 where p_t >= p_j, the focal weight
       (1 - p_t)^gamma where p_t < p_j;
-    * ``"released"`` (``as_released``): what the released code (Linwei94/ICML2023-DualFocalLoss)
+    * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss)
       computes: the largest probability strictly below p_t, or 0."""
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
     if z.shape[1] < 2:
         raise ValueError("logits: dual focal loss needs at least 2 classes")
-    if variant is None:
-        variant = "released" if as_released else "eq33"
     check_choice(variant, DUAL_FOCAL_VARIANTS, "variant")
-    if as_released and variant != "released":
-        raise ValueError(f"as_released: True contradicts variant={variant!r}")
     p = logp.exp()
     pt = logpt.exp()
     is_t = F.one_hot(y, z.shape[1]).bool()
