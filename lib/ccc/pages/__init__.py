@@ -11,8 +11,6 @@ from typing import Any
 from lib.page import Page
 from lib.validation import check_int
 
-__all__ = ["CCCPage", "ece_se", "logits_data", "released_runs_note"]
-
 
 class CCCPage(Page):
     """A paper-3 page: its numbers come from real logits or, at smoke scale, synthetic ones; its scale

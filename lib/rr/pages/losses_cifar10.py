@@ -523,7 +523,6 @@ class LossesCifar10Page(Page):
     ) -> tuple[list[dict[str, Any]], str]:
         """:func:`reweighted_claims` and :func:`gradient_check`, gated by the accuracy floor on XE's
         accuracy against the paper's (:func:`lib.report.gate_claims`): the rows and the floor's sentence."""
-        check_choice(row, tuple(PAPER_CIFAR10), "row")
         rows = [*reweighted_claims(seeds, tol=tol, row=row), gradient_check(threshold)]
         return report.gate_claims(
             rows,
