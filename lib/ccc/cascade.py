@@ -23,6 +23,7 @@ from lib.validation import (
     check_choice,
     check_finite,
     check_int,
+    check_nonempty,
     check_ndim,
     check_number,
     check_open_unit,
@@ -34,22 +35,13 @@ from lib.validation import (
 ORDERS: tuple[str, ...] = ("confidence", "accuracy")
 
 
-def _vector(x: ArrayLike, name: str, dtype: type = np.float64) -> np.ndarray:
-    arr = to_numpy(x, name, dtype=dtype)
-    check_ndim(arr, 1, name)
-    check_finite(arr.astype(np.float64), name)
-    return arr
-
-
 # --- splitting ----------------------------------------------------------------------------------
 
 
 def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Random (calibration, test) index split of ``n`` examples (paper 3, section 3: "We split the
-    validation set in half"). Both index arrays are sorted.
-    """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n: must be an integer >= 2, got {n!r}")
+    validation set in half"). Both index arrays are sorted."""
+    check_int(n, "n", minimum=2)
     cal_fraction = check_open_unit(cal_fraction, "cal_fraction")
     seed = check_int(seed, "seed", minimum=0)
     perm = np.random.default_rng(seed).permutation(n)
@@ -211,13 +203,10 @@ def random_routing_curve(
     ks = to_flags(correct_small, "correct_small")
     kl = to_flags(correct_large, "correct_large")
     check_same_length(ks, kl, "correct_small", "correct_large")
-    n_points = check_int(n_points, "n_points")
-    if n_points < 2:
-        raise ValueError(f"n_points: must be >= 2, got {n_points!r}")
+    n_points = check_int(n_points, "n_points", minimum=2)
     seed = check_int(seed, "seed", minimum=0)
+    check_nonempty(ks, "correct_small")
     n = ks.shape[0]
-    if n == 0:
-        raise ValueError("correct_small: is empty (0 examples)")
     order = np.random.default_rng(seed).permutation(n)
     m = np.rint(np.arange(n_points) * n / (n_points - 1)).astype(np.int64)
     small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
@@ -230,8 +219,10 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
     """Average Performance Gap Recovered (paper 3, appendix A.1, eqs. 1-2): the trapezoid integral
     over ``cost`` c (the share sent to the strong model, spanning [0, 1]) of
     r(c) = (P(c) - P_weak) / (P_strong - P_weak), ``performance`` P(c); random routing gives 0.5."""
-    c = _vector(cost, "cost")
-    p = _vector(performance, "performance")
+    c, p = to_numpy(cost, "cost"), to_numpy(performance, "performance")
+    for arr, name in ((c, "cost"), (p, "performance")):
+        check_ndim(arr, 1, name)
+        check_finite(arr, name)
     check_same_length(c, p, "cost", "performance")
     if c.shape[0] < 2:
         raise ValueError("cost: need at least 2 points")

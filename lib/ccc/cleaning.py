@@ -68,8 +68,7 @@ def calibrated_flags(
     """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins,
     built over the flagged samples (paper 3: "we partition the flagged samples into 15 equal-count
     bins") or with ``pool="all"`` over the whole pool. Monotone calibrators leave the flags unchanged."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (1 <= k <= n_bins):
-        raise ValueError(f"k: must be an integer in [1, n_bins={n_bins}], got {k!r}")
+    check_int(k, "k", 1, n_bins)
     check_choice(pool, BIN_POOLS, "pool")
     flags = basic_flags(pred_a, pred_b, labels)
     ca, cb = to_unit_vector(conf_a, "conf_a"), to_unit_vector(conf_b, "conf_b")
@@ -95,21 +94,16 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
     return float(precision), hit / float(t.sum())
 
 
-def calibrated_rule_curve(
-    conf_a: ArrayLike,
-    pred_a: ArrayLike,
-    conf_b: ArrayLike,
-    pred_b: ArrayLike,
-    labels: ArrayLike,
-    is_noisy: ArrayLike,
-    n_bins: int = 15,
-    pool: str = "flagged",
-) -> pd.DataFrame:
-    """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule)."""
+def calibrated_rule_curve(*rule: ArrayLike, n_bins: int = 15, pool: str = "flagged") -> pd.DataFrame:
+    """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule);
+    ``rule``: the five arrays of :func:`calibrated_flags`, then ``is_noisy``."""
     n_bins = check_bins(n_bins)  # 0 bins would be an empty table
+    if len(rule) != 6:
+        raise ValueError(f"rule: expected conf_a, pred_a, conf_b, pred_b, labels, is_noisy; got {len(rule)} arrays")
+    *arrays, is_noisy = rule
     rows = []
     for k in range(1, n_bins + 1):
-        f = calibrated_flags(conf_a, pred_a, conf_b, pred_b, labels, k, n_bins, pool)
+        f = calibrated_flags(*arrays, k, n_bins, pool)
         p, d = precision_detection(f, is_noisy)
         rows.append({"k": k, "n_flagged": int(f.sum()), "precision": p, "detection": d})
     return pd.DataFrame(rows)
@@ -159,8 +153,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
     z = to_numpy(logits, "logits")
     y = _ints(labels, "labels")
     check_logits_labels(z, y)
-    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 2:
-        raise ValueError(f"n_folds: must be an integer >= 2, got {n_folds!r}")
+    check_int(n_folds, "n_folds", minimum=2)
     if z.shape[0] < n_folds:
         raise ValueError(f"logits: need at least n_folds={n_folds} rows")
     fold = np.random.default_rng(seed).permutation(z.shape[0]) % n_folds
@@ -186,12 +179,8 @@ def confident_learning_flags(
     p = to_numpy(pred_probs, "pred_probs")
     y = _ints(labels, "labels")
     check_probs_labels(p, y)
-    p = p / p.sum(axis=1, keepdims=True)
-    if return_ranked:
-        return np.asarray(
-            find_label_issues(
-                labels=y, pred_probs=p, filter_by="confident_learning", return_indices_ranked_by="self_confidence"
-            ),
-            dtype=np.int64,
-        )
-    return np.asarray(find_label_issues(labels=y, pred_probs=p, filter_by="confident_learning"), dtype=bool)
+    ranked = {"return_indices_ranked_by": "self_confidence"} if return_ranked else {}
+    issues = find_label_issues(
+        labels=y, pred_probs=p / p.sum(axis=1, keepdims=True), filter_by="confident_learning", **ranked
+    )
+    return np.asarray(issues, dtype=np.int64 if return_ranked else bool)

@@ -9,15 +9,6 @@ import altair as alt
 import pandas as pd
 
 
-def _diagonal_layer() -> alt.Chart:
-    """The y = x reference line from (0, 0) to (1, 1), usable inside a faceted layer."""
-    return (
-        alt.Chart()
-        .mark_rule(color="gray", strokeDash=[4, 4])
-        .encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1))
-    )
-
-
 def _method_lines(
     curves: pd.DataFrame, x: tuple[str, str], y: tuple[str, str], title: str, width: int, **encode: Any
 ) -> alt.Chart:
@@ -49,8 +40,10 @@ def ccc_reliability_grid(
         y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), tooltip=["conf:Q", "acc:Q", "count:Q"]
     )
     bars = base.mark_errorbar().encode(y="acc_lo:Q", y2="acc_hi:Q")
+    diagonal = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4])  # y = x, inside a faceted layer
+    diagonal = diagonal.encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1))
     return (
-        alt.layer(_diagonal_layer(), points, bars, data=data)
+        alt.layer(diagonal, points, bars, data=data)
         .properties(width=width, height=width)
         .facet(row=alt.Row(f"{row}:N", title=None), column=alt.Column(f"{column}:N", title=None))
     )

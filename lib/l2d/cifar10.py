@@ -33,21 +33,22 @@ def run_cifar(
     experts = ex.committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
 
+    def annotate(xs: list[Any], ys: list[Any], first: int) -> list[ex.L2DSplit]:
+        """Train, validation and test with the experts' predictions (example ids from ``first``, 10**6, 2 * 10**6)."""
+        return [ex.annotate(x, y, experts, offset=o) for x, y, o in zip(xs, ys, (first, 10**6, 2 * 10**6))]
+
     def compute(run: Any) -> dict[str, Any]:
         if cfg["mode"] == "features":
             feats = rx.backbone_features(cfg, data)
             f = rx.standardize(feats)
-            nb = int(cfg["n_backbone"])
-            tr = ex.annotate(f["head_x"], feats["head_y"], experts, offset=nb)
-            va = ex.annotate(f["val_x"], feats["val_y"], experts, offset=10**6)
-            te = ex.annotate(f["test_x"], feats["test_y"], experts, offset=2 * 10**6)
+            xs, ys = [f[f"{s}_x"] for s in ("head", "val", "test")], [feats[f"{s}_y"] for s in ("head", "val", "test")]
+            tr, va, te = annotate(xs, ys, int(cfg["n_backbone"]))
             torch.manual_seed(seed)
             head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
             out = ex.train_and_score(head, (tr, va, te), surrogate, cfg, seed, head=True)
             return {**out, "backbone_test_accuracy": feats["backbone_test_accuracy"]}
-        tr = ex.annotate(torch.zeros(len(data["train_y"]), 1), data["train_y"], experts, offset=0)
-        va = ex.annotate(torch.zeros(len(data["val_y"]), 1), data["val_y"], experts, offset=10**6)
-        te = ex.annotate(torch.zeros(len(data["test_y"]), 1), data["test_y"], experts, offset=2 * 10**6)
+        ys = [data[f"{s}_y"] for s in ("train", "val", "test")]
+        tr, va, te = annotate([torch.zeros(len(y), 1) for y in ys], ys, 0)
         torch.manual_seed(seed)
         net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
         train, val = (data["train_x"], tr.targets), (data["val_x"], va.targets)

@@ -16,7 +16,7 @@ from torch import nn
 from lib.l2d import surrogates as l2d
 from lib.calibration.metrics import binary_ece
 from lib.l2d.synthetic_experts import SyntheticExpert, expert_predictions, make_experts
-from lib.validation import check_choice, check_positive
+from lib.validation import check_choice, check_int, check_positive
 
 SURROGATES: tuple[str, ...] = ("softmax", "ova")
 EXPERIMENTS: tuple[str, ...] = ("experts", "dependence", "specialized")
@@ -29,9 +29,7 @@ _ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Data with expert annotations
-# --------------------------------------------------------------------------------------------
+# --- Data with expert annotations -----------------------------------------------------------------
 @dataclass
 class L2DSplit:
     """Inputs ``x`` (N, ...), labels ``y`` (N,) and the J experts' predictions ``m`` (N, J)."""
@@ -63,9 +61,7 @@ def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0
     return L2DSplit(torch.as_tensor(np.asarray(x), dtype=torch.float32), yt, torch.as_tensor(m, dtype=torch.long))
 
 
-# --------------------------------------------------------------------------------------------
-# Training and metrics
-# --------------------------------------------------------------------------------------------
+# --- Training and metrics -------------------------------------------------------------------------
 def surrogate_loss(surrogate: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The L2D surrogate as a loss of (outputs, targets) with targets from ``L2DSplit.targets`` (labels, then the experts' predictions)."""
     check_choice(surrogate, SURROGATES, "surrogate")
@@ -93,8 +89,7 @@ def train_l2d(
 
     check_choice(surrogate, SURROGATES, "surrogate")
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("patience", patience)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        check_int(value, name)
     check_positive(lr, "lr")
     if len(train) == 0 or len(val) == 0:
         raise ValueError("train, val: need at least one example each")
@@ -131,7 +126,9 @@ def train_and_score(
         model, tr, va, surrogate, epochs=int(cfg[f"{pre}epochs"]), lr=cfg[f"{pre}lr"],
         weight_decay=cfg["weight_decay"], batch_size=int(cfg["batch_size"]), patience=int(cfg["patience"]), seed=seed,
     )  # fmt: skip
-    return {**l2d_metrics(batched_logits(model, te.x), te, surrogate), "epochs_run": len(hist)}
+    from lib.engine.loop import predict
+
+    return {**l2d_metrics(predict(model, te.x, batch_size=4096, amp=False), te, surrogate), "epochs_run": len(hist)}
 
 
 def point_config(
@@ -140,13 +137,6 @@ def point_config(
     """What determines one run besides its data: the grid point and the scale's settings ``keys``."""
     point = {"experiment": experiment, "value": value, "surrogate": surrogate, "seed": int(seed)}
     return {**point, **{k: cfg[k] for k in keys}}
-
-
-def batched_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The model's logits on ``x`` in batches of 4096 (full precision): a trained L2D model's outputs."""
-    from lib.engine.loop import predict
-
-    return predict(model, x, batch_size=4096, amp=False)
 
 
 def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_BINS) -> dict[str, Any]:
@@ -173,32 +163,26 @@ def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Committees of the three experiments
-# --------------------------------------------------------------------------------------------
+# --- Committees of the three experiments ----------------------------------------------------------
 def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> list[SyntheticExpert]:
     """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4): ``value`` oracles
     (``"experts"``), 1 random + 3 right with probability ``value`` (``"dependence"``), or ``value``
     experts each an oracle on two classes (``"specialized"``, CIFAR-10 only)."""
     check_choice(experiment, EXPERIMENTS, "experiment")
     check_choice(dataset, ("gaussians", "cifar10"), "dataset")
+    if dataset == "gaussians" and experiment == "specialized":
+        raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
     s = 1000 * int(seed) + 17
-    if dataset == "gaussians":
-        if experiment == "specialized":
-            raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
-        kind = "gaussian" if experiment == "experts" else "gaussian_dependence"
-        if experiment == "experts":
-            return make_experts(kind, num_experts=int(value), seed=s)
-        return make_experts(kind, p=float(value), seed=s)
     kind = {"experts": "oracle", "dependence": "dependence", "specialized": "specialized"}[experiment]
+    if dataset == "gaussians":  # the same committees on the clusters (make_experts sets the 4 classes)
+        kind = {"oracle": "gaussian", "dependence": "gaussian_dependence"}[kind]
     if experiment == "dependence":
         return make_experts(kind, num_classes=10, p=float(value), seed=s)
     return make_experts(kind, num_experts=int(value), num_classes=10, seed=s)
 
 
-def _point_values(cfg: Mapping[str, Any], experiment: str) -> list[float]:
-    key = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}[experiment]
-    return list(cfg[key])
+SWEEPS: dict[str, str] = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}
+"""The settings key of each experiment's swept values."""
 
 
 def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, Any]]:
@@ -206,7 +190,7 @@ def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, A
     return [
         {"experiment": e, "value": v, "surrogate": s, "seed": seed}
         for e in experiments
-        for v in _point_values(cfg, e)
+        for v in cfg[SWEEPS[e]]
         for s in SURROGATES
         for seed in range(int(cfg["seeds"]))
     ]

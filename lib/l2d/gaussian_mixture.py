@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GAUSSIAN_MEANS", "GAUSSIAN_COVS", "GAUSSIAN_WEIGHTS", "gaussian_mixture"]
+from lib.validation import check_int
 
-# --------------------------------------------------------------------------------------------
-# The 2-D mixture of Gaussians (L2D paper Sec. 5.1 and Fig. 3)
-# --------------------------------------------------------------------------------------------
 # The paper's generator is not public. We fix four equally likely clusters in 2-D; the class of a
 # point is its cluster (class c = cluster c + 1, so 4 classes). Clusters 2 and 3 (classes 1, 2)
 # overlap strongly (Bhattacharyya distance 0.16, pairwise Bayes error ~0.29); clusters 1 and 4
@@ -26,8 +23,7 @@ GAUSSIAN_WEIGHTS: np.ndarray = np.full(4, 0.25)
 def gaussian_mixture(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draw ``n`` points of the mixture (L2D paper Sec. 5.1, Fig. 3): ``(X (n, 2), y, cluster)``,
     the class of a point its 0-based cluster."""
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n: must be a positive integer, got {n!r}")
+    check_int(n, "n")
     rng = np.random.default_rng(seed)
     cluster = rng.choice(len(GAUSSIAN_WEIGHTS), size=n, p=GAUSSIAN_WEIGHTS)
     chol = np.linalg.cholesky(GAUSSIAN_COVS)

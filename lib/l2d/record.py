@@ -21,8 +21,6 @@ METRIC_KEYS: tuple[str, ...] = (
     "coverage",
 )
 
-__all__ = ["L2DRecord"]
-
 
 @dataclass(frozen=True)
 class L2DRecord(RunOrigin):

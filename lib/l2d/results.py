@@ -78,12 +78,12 @@ def _seeds(x: np.ndarray) -> str:
     return f"{len(x)} seed{'s' if len(x) != 1 else ''}"
 
 
-def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, Any]]:
+def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The paper's claims (Sec. 5.2-5.4) from the runs in ``df``, each by
     :func:`lib.report.paired_verdict` on per-seed differences (both surrogates share each seed):
 
     * softmax ECE grows with the number of experts (margin :data:`ECE_MARGIN`), OvA's stays within
-      +-``flat_tol``; again for specialized experts (Fig. 2) when run;
+      +-:data:`FLAT_TOL`; again for specialized experts (Fig. 2) when run;
     * the random expert's softmax ECE rises with the others' quality, more than OvA's, and exceeds
       :data:`RANDOM_EXPERT_ECE_MIN` at the highest;
     * OvA's system accuracy is at most :data:`OVA_ACCURACY_TOL` below softmax's.
@@ -109,10 +109,10 @@ def l2d_claims(df: pd.DataFrame, flat_tol: float = FLAT_TOL) -> list[dict[str, A
         )
         m_ova = float(np.mean(ova))
         add(
-            f"OvA expert ECE stays flat with the number of {label} (rise within +-{flat_tol})",
+            f"OvA expert ECE stays flat with the number of {label} (rise within +-{FLAT_TOL})",
             "flat",
             f"rise {m_ova:+.3f} ({_seeds(ova)}; softmax {np.mean(sm):+.3f})",
-            report.two_se_verdict(flat_tol - abs(m_ova), report.standard_error(ova), flat_tol / 3),
+            report.two_se_verdict(FLAT_TOL - abs(m_ova), report.standard_error(ova), FLAT_TOL / 3),
         )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")

@@ -15,6 +15,7 @@ from lib.validation import (
     reduce_loss,
     ArrayLike,
     check_finite,
+    check_int,
     check_labels,
     check_ndim,
     check_same_length,
@@ -22,34 +23,15 @@ from lib.validation import (
     to_tensor,
 )
 
-__all__ = [
-    "softmax_l2d_loss",
-    "ova_l2d_loss",
-    "expert_correctness_softmax",
-    "expert_correctness_ova",
-    "defer_decisions",
-    "system_accuracy",
-    "coverage_per_expert",
-    "expert_calibration_error",
-]
 
-
-# --------------------------------------------------------------------------------------------
-# Input handling
-# --------------------------------------------------------------------------------------------
+# --- Input handling -------------------------------------------------------------------------------
 def _logits(logits: ArrayLike) -> torch.Tensor:
     return to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
 
 
 def _check_num_classes(num_classes: int, width: int) -> int:
-    if not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool):
-        raise ValueError(f"num_classes: must be an integer, got {num_classes!r}")
-    if not 1 <= num_classes < width:
-        raise ValueError(
-            f"num_classes: must lie in [1, {width - 1}] so that logits ({width} columns) hold at "
-            f"least one deferral logit, got {num_classes}"
-        )
-    return int(num_classes)
+    """K, leaving the logits' ``width`` columns at least one deferral logit."""
+    return check_int(num_classes, "num_classes", 1, width - 1)
 
 
 def _loss_inputs(
@@ -79,9 +61,7 @@ def _loss_inputs(
     return z, y.long().to(z.device), ec.to(device=z.device, dtype=z.dtype), k
 
 
-# --------------------------------------------------------------------------------------------
-# Surrogate losses
-# --------------------------------------------------------------------------------------------
+# --- Surrogate losses -----------------------------------------------------------------------------
 def softmax_l2d_loss(
     logits: ArrayLike, labels: ArrayLike, expert_correct: ArrayLike, reduction: str = "mean"
 ) -> torch.Tensor:
@@ -108,9 +88,7 @@ def ova_l2d_loss(
     return reduce_loss(cls + dfr, reduction)
 
 
-# --------------------------------------------------------------------------------------------
-# Estimators of expert correctness and deferral decisions
-# --------------------------------------------------------------------------------------------
+# --- Estimators of expert correctness and deferral decisions --------------------------------------
 def expert_correctness_softmax(logits: ArrayLike, num_classes: int) -> torch.Tensor:
     """Softmax estimate of P(m_j = y | x) = p_{⊥j} / (1 - sum_j' p_{⊥j'}) (L2D paper eq. 2), computed
     as exp(g_{⊥j} - logsumexp_k g_k); unclipped, it can exceed 1."""

@@ -10,23 +10,9 @@ from typing import Sequence
 import numpy as np
 
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.validation import ArrayLike, check_choice, check_labels, check_ndim, check_same_length, to_numpy
+from lib.validation import ArrayLike, check_choice, check_int, check_labels, check_ndim, check_same_length, to_numpy
 
-__all__ = [
-    "SyntheticExpert",
-    "oracle_expert",
-    "random_expert",
-    "probabilistic_expert",
-    "specialized_expert",
-    "make_experts",
-    "expert_predictions",
-    "expert_correctness",
-    "EXPERT_SETTINGS",
-]
-
-# --------------------------------------------------------------------------------------------
-# Synthetic experts with per-example seeded noise
-# --------------------------------------------------------------------------------------------
+# --- Synthetic experts with per-example seeded noise ----------------------------------------------
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -92,17 +78,14 @@ class SyntheticExpert:
 
     def correct_prob(self, labels: ArrayLike, group: ArrayLike | None = None) -> np.ndarray:
         """The true P(m = y | x) for each example: p_in inside the region, p_out outside."""
-        y, _, g = self._inputs(labels, None, group)
-        inside = np.isin(g, list(self.region))
-        return np.where(inside, self.p_in, self.p_out_value)
+        _, _, g = self._inputs(labels, None, group)
+        return np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
 
     def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
         the noise; ``group`` = region ids (default: the labels)."""
         y, idx, g = self._inputs(labels, index, group)
-        inside = np.isin(g, list(self.region))
-        p = np.where(inside, self.p_in, self.p_out_value)
-        correct = _uniforms(self.seed, idx, 0) < p
+        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
         shift = 1 + np.minimum(
             (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2
@@ -155,8 +138,7 @@ def make_experts(
     * ``"specialized"``: ``num_experts`` experts, expert j an oracle on {2j, 2j+1};
     * ``"gaussian"``, ``"gaussian_dependence"``: the same on Gaussian clusters 3 and 4."""
     check_choice(kind, EXPERT_SETTINGS, "kind")
-    if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
-        raise ValueError(f"num_experts: must be a positive integer, got {num_experts!r}")
+    check_int(num_experts, "num_experts")
     if not (np.isfinite(p) and 0 <= p <= 1):
         raise ValueError(f"p: must lie in [0, 1], got {p!r}")
     if kind.startswith("gaussian"):

@@ -34,7 +34,7 @@ LOSS_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "xe": ("xe", {}),
     "fl53": ("fl53", {}),
     "inverse_focal": ("inverse_focal", {"gamma": 2.0}),
-    "dual_focal": ("dual_focal", {"gamma": 5.0, "as_released": True}),
+    "dual_focal": ("dual_focal", {"gamma": 5.0, "variant": "released"}),
     "kde_xe": ("kde_xe", {"weight": 0.3}),
     "aurc": ("aurc", {}),
     "au": ("au", {"csf": "msp"}),
@@ -72,9 +72,7 @@ def make_loss(
     return rw.get_loss(base, **kw)
 
 
-# --------------------------------------------------------------------------------------------
-# Metrics
-# --------------------------------------------------------------------------------------------
+# --- Metrics --------------------------------------------------------------------------------------
 def evaluate_logits(
     val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
 ) -> dict[str, float]:
@@ -120,9 +118,7 @@ def evaluate_logits_both(
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Runs
-# --------------------------------------------------------------------------------------------
+# --- Runs -----------------------------------------------------------------------------------------
 RUN_KEYS = (*imt.TRAIN_KEYS, "milestones")
 
 

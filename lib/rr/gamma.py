@@ -180,14 +180,11 @@ def gamma_cross_validation(
     """K-fold cross-validation of gamma: :func:`gamma_curve` for every fold (:func:`fold_indices`),
     loss and map, with a ``fold`` column."""
     z, y = _logits_labels(logits, labels)
-    if isinstance(losses, str) or not losses:
-        raise ValueError(f"losses: expected a non-empty sequence of names, got {losses!r}")
-    if isinstance(maps, str) or not maps:
-        raise ValueError(f"maps: expected a non-empty sequence of names, got {maps!r}")
-    for name in losses:
-        check_choice(name, tuple(GAMMA_LOSSES), "losses")
-    for kind in maps:
-        check_choice(kind, MAPS, "maps")
+    for names, valid, what in ((losses, tuple(GAMMA_LOSSES), "losses"), (maps, MAPS, "maps")):
+        if isinstance(names, str) or not names:
+            raise ValueError(f"{what}: expected a non-empty sequence of names, got {names!r}")
+        for name in names:
+            check_choice(name, valid, what)
     gammas = _check_gammas(gammas)
     folds = fold_indices(len(y), n_folds, seed)
     frames = []
@@ -203,21 +200,17 @@ def gamma_cross_validation(
 def summarize_folds(cv: pd.DataFrame) -> pd.DataFrame:
     """Mean over folds of ``nll``, ``ece``, ``accuracy`` and ``temperature`` per (loss, map,
     gamma), with the standard error of the mean over folds as ``nll_se`` and ``ece_se``."""
-    _check_cv(cv)
+    if not isinstance(cv, pd.DataFrame) or cv.empty:
+        raise ValueError("cv: expected the non-empty DataFrame of gamma_cross_validation")
+    missing = {"loss", "map", "gamma", "nll", "ece"} - set(cv.columns)
+    if missing:
+        raise ValueError(f"cv: missing columns {sorted(missing)}")
     g = cv.groupby(["loss", "map", "gamma"], sort=False)
     out = g[["nll", "ece", "accuracy", "temperature"]].mean()
     n = g.size()
     for k in ("nll", "ece"):
         out[f"{k}_se"] = (g[k].std(ddof=1) / np.sqrt(n)).fillna(0.0)
     return out.reset_index()
-
-
-def _check_cv(cv: pd.DataFrame) -> None:
-    if not isinstance(cv, pd.DataFrame) or cv.empty:
-        raise ValueError("cv: expected the non-empty DataFrame of gamma_cross_validation")
-    missing = {"loss", "map", "gamma", "nll", "ece"} - set(cv.columns)
-    if missing:
-        raise ValueError(f"cv: missing columns {sorted(missing)}")
 
 
 def select_gamma(cv: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:

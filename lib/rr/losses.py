@@ -10,7 +10,6 @@ import functools
 import inspect
 from typing import Any, Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -30,22 +29,8 @@ from lib.validation import (
     to_tensor,
 )
 
-__all__ = [
-    "focal_loss",
-    "inverse_focal_loss",
-    "dual_focal_loss",
-    "DUAL_FOCAL_VARIANTS",
-    "aurc_loss",
-    "au_loss",
-    "kde_xe_loss",
-    "LOSSES",
-    "get_loss",
-]
 
-
-# --------------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------------
+# --- Helpers --------------------------------------------------------------------------------------
 def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, torch.Tensor]:
     z = to_float_tensor(logits, "logits", 2, "N examples x C classes")
     check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
@@ -61,13 +46,6 @@ def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, to
     return logp, logp.gather(1, y[:, None]).squeeze(1)
 
 
-def _check_gamma(gamma: float, name: str = "gamma") -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{name}: must be a number, got {gamma!r}")
-    check_positive(gamma, name, allow_zero=True)
-    return float(gamma)
-
-
 def _pow(base: torch.Tensor, gamma: float) -> torch.Tensor:
     """base^gamma with a finite gradient at base = 0 (gamma = 0 gives exactly 1)."""
     if gamma == 0:
@@ -75,9 +53,7 @@ def _pow(base: torch.Tensor, gamma: float) -> torch.Tensor:
     return base.clamp_min(torch.finfo(base.dtype).tiny) ** gamma
 
 
-# --------------------------------------------------------------------------------------------
-# Focal family
-# --------------------------------------------------------------------------------------------
+# --- Focal family ---------------------------------------------------------------------------------
 def focal_loss(
     logits: ArrayLike, labels: ArrayLike, gamma: float | str = "fl53", reduction: str = "mean"
 ) -> torch.Tensor:
@@ -96,7 +72,7 @@ def focal_loss(
         tiny = torch.finfo(z.dtype).tiny
         w = torch.where(pt < 0.2, one_minus.clamp_min(tiny) ** 5, one_minus.clamp_min(tiny) ** 3)
     else:
-        w = _pow(one_minus, _check_gamma(gamma))
+        w = _pow(one_minus, check_positive(gamma, "gamma", allow_zero=True))
     return reduce_loss(-w * logpt, reduction)
 
 
@@ -107,7 +83,7 @@ def inverse_focal_loss(
     above about 3.5 its gradient turns positive at large p_t (Appendix C.2)."""
     z, y = _logits_labels(logits, labels)
     _, logpt = _true_class_logp(z, y)
-    w = _pow(1 + logpt.exp(), _check_gamma(gamma))
+    w = _pow(1 + logpt.exp(), check_positive(gamma, "gamma", allow_zero=True))
     return reduce_loss(-w * logpt, reduction)
 
 
@@ -115,29 +91,20 @@ DUAL_FOCAL_VARIANTS: tuple[str, ...] = ("eq33", "eqs34_35", "released")
 
 
 def dual_focal_loss(
-    logits: ArrayLike,
-    labels: ArrayLike,
-    gamma: float = 5.0,
-    as_released: bool = False,
-    reduction: str = "mean",
-    variant: str | None = None,
+    logits: ArrayLike, labels: ArrayLike, gamma: float = 5.0, reduction: str = "mean", variant: str = "eq33"
 ) -> torch.Tensor:
     """Dual focal loss -(1 - p_t + p_j)^gamma log p_t (Tao et al. 2023); ``variant`` picks p_j:
 
     * ``"eq33"`` (default): the largest competing probability (paper 4 eq. 33);
     * ``"eqs34_35"``: paper 4's account of the public code: eq. 33 where p_t >= p_j, the focal weight
       (1 - p_t)^gamma where p_t < p_j;
-    * ``"released"`` (``as_released``): what the released code (Linwei94/ICML2023-DualFocalLoss)
+    * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss)
       computes: the largest probability strictly below p_t, or 0."""
     z, y = _logits_labels(logits, labels)
     logp, logpt = _true_class_logp(z, y)
     if z.shape[1] < 2:
         raise ValueError("logits: dual focal loss needs at least 2 classes")
-    if variant is None:
-        variant = "released" if as_released else "eq33"
     check_choice(variant, DUAL_FOCAL_VARIANTS, "variant")
-    if as_released and variant != "released":
-        raise ValueError(f"as_released: True contradicts variant={variant!r}")
     p = logp.exp()
     pt = logpt.exp()
     is_t = F.one_hot(y, z.shape[1]).bool()
@@ -147,16 +114,14 @@ def dual_focal_loss(
         pj = torch.where(below, p, torch.zeros_like(p)).max(dim=1).values
     else:
         pj = p.masked_fill(is_t, float("-inf")).max(dim=1).values
-    g = _check_gamma(gamma)
+    g = check_positive(gamma, "gamma", allow_zero=True)
     w = _pow(1 - pt + pj, g)
     if variant == "eqs34_35":
         w = torch.where(pt < pj, _pow(-torch.expm1(logpt), g), w)
     return reduce_loss(-w * logpt, reduction)
 
 
-# --------------------------------------------------------------------------------------------
-# AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.rr.weights
-# --------------------------------------------------------------------------------------------
+# --- AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.rr.weights ----------
 def aurc_loss(
     logits: ArrayLike, labels: ArrayLike, csf: str = "msp", weights: str = "log", reduction: str = "mean"
 ) -> torch.Tensor:
@@ -179,7 +144,6 @@ def au_loss(
     coverage: float = 0.8,
     n_bins: int = 15,
     nu: float = 0.1,
-    edges: ArrayLike | None = None,
     reduction: str = "mean",
     histogram: EpochHistogram | None = None,
 ) -> torch.Tensor:
@@ -194,13 +158,11 @@ def au_loss(
         raise ValueError(f"logits: {csf} needs at least 2 classes")
     logp, logpt = _true_class_logp(z, y)
     s = csf_values(csf, logp.exp())
-    beta = au_weights(s, coverage, n_bins, nu, edges, histogram=histogram)
+    beta = au_weights(s, coverage, n_bins, nu, histogram=histogram)
     return reduce_loss(-beta * logpt, reduction)
 
 
-# --------------------------------------------------------------------------------------------
-# KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde
-# --------------------------------------------------------------------------------------------
+# --- KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde ----------
 def kde_xe_loss(
     logits: ArrayLike,
     labels: ArrayLike,
@@ -223,9 +185,7 @@ def kde_xe_loss(
     return -logpt.mean() + weight * (term.detach() if released else term)
 
 
-# --------------------------------------------------------------------------------------------
-# Name -> loss, for training loops
-# --------------------------------------------------------------------------------------------
+# --- Name -> loss, for training loops -------------------------------------------------------------
 def _xe(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
     z, y = _logits_labels(logits, labels)
     return F.cross_entropy(z, y)
@@ -257,8 +217,6 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
         if "histogram" in kw:
             raise ValueError("kw (loss 'au_released'): the histogram is made here; pass epoch_batches")
         kw["histogram"] = EpochHistogram(64, kw.pop("epoch_batches", None))
-    if name in ("xe", "fl53") and kw:
-        raise ValueError(f"kw: loss {name!r} takes no keyword arguments, got {sorted(kw)}")
     # checked now, not at the first call: the loss's own keyword parameters (inspect.signature)
     params = inspect.signature(fn).parameters
     check_keywords(kw, [p for p in params if p not in ("logits", "labels")], f"kw (loss {name!r})")

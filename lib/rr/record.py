@@ -21,8 +21,6 @@ METRICS: tuple[str, ...] = (
 )
 CONFIG_KEYS: tuple[str, ...] = ("loss", "seed", "coverage", "nu")
 
-__all__ = ["LossRecord"]
-
 
 @dataclass(frozen=True)
 class LossRecord(RunOrigin):

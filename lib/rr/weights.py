@@ -26,40 +26,8 @@ from lib.validation import (
     to_tensor,
 )
 
-__all__ = [
-    "msp",
-    "softmax_margin",
-    "negative_entropy",
-    "CSFS",
-    "csf",
-    "csf_values",
-    "aurc_weights",
-    "smoothed_cdf",
-    "EpochHistogram",
-    "au_threshold",
-    "au_weights",
-    "loss_gradient",
-    "inverse_focal_gamma_threshold",
-    "loss_weight",
-]
 
-
-# --------------------------------------------------------------------------------------------
-# Confidence score functions (reweighted-risk paper Appendix Table 1)
-# --------------------------------------------------------------------------------------------
-def _probs_tensor(probs: ArrayLike) -> tuple[torch.Tensor, bool]:
-    is_np = not isinstance(probs, torch.Tensor)
-    p = to_tensor(probs, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.get_default_dtype())
-    check_probs(p, "probs")
-    return p, is_np
-
-
-def _out(x: torch.Tensor, is_np: bool) -> Any:
-    return x.detach().cpu().numpy() if is_np else x
-
-
+# --- Confidence score functions (reweighted-risk paper Appendix Table 1) --------------------------
 def csf_values(name: str, p: torch.Tensor) -> torch.Tensor:
     """CSF ``name`` on already-valid probabilities ``p`` (N, C), with no checks: the hot path of
     ``lib.rr.losses.aurc_loss`` and ``au_loss``, which validate their logits first."""
@@ -90,31 +58,16 @@ def csf(name: str, probs: ArrayLike) -> Any:
     """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C): a numpy
     array for numpy input, a tensor (with its gradient) for a tensor."""
     check_choice(name, tuple(CSFS), "csf")
-    p, is_np = _probs_tensor(probs)
+    p = to_tensor(probs, "probs")
+    p = p if p.is_floating_point() else p.to(torch.get_default_dtype())
+    check_probs(p, "probs")
     if name in _TWO_CLASSES and p.shape[1] < 2:
         raise ValueError(f"probs: {_TWO_CLASSES[name]} needs at least 2 classes")
-    return _out(csf_values(name, p), is_np)
+    s = csf_values(name, p)
+    return s if isinstance(probs, torch.Tensor) else s.detach().cpu().numpy()
 
 
-def msp(probs: ArrayLike) -> Any:
-    """Maximum softmax probability max_c p_c (Hendrycks & Gimpel)."""
-    return csf("msp", probs)
-
-
-def softmax_margin(probs: ArrayLike) -> Any:
-    """Softmax margin p_(1) - p_(2), top probability minus runner-up (Belghazi & Lopez-Paz 2021)."""
-    return csf("softmax_margin", probs)
-
-
-def negative_entropy(probs: ArrayLike, normalized: bool = False) -> Any:
-    """Negative entropy sum_c p_c log p_c (in [-log C, 0]); ``normalized`` maps it to [0, 1] as
-    (log C + sum_c p_c log p_c) / log C (Liu et al. 2020)."""
-    return csf("normalized_entropy" if normalized else "negative_entropy", probs)
-
-
-# --------------------------------------------------------------------------------------------
-# AURC weights (eq. 7)
-# --------------------------------------------------------------------------------------------
+# --- AURC weights (eq. 7) -------------------------------------------------------------------------
 def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
     s = to_float_tensor(scores, name, 1, "one confidence score per example")
     if s.shape[0] < 2:
@@ -148,9 +101,7 @@ def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
     return (h[n] - h[n - ri]).to(s.dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# Smoothed CDF and AU weights (eqs. 18-22)
-# --------------------------------------------------------------------------------------------
+# --- Smoothed CDF and AU weights (eqs. 18-22) -----------------------------------------------------
 def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
     e = to_tensor(edges, "edges").to(device=ref.device, dtype=ref.dtype).detach()
     check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
@@ -160,13 +111,6 @@ def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
     if not bool((e[1:] > e[:-1]).all()):
         raise ValueError("edges: must be strictly increasing")
     return e
-
-
-def _check_nu(nu: float) -> float:
-    if isinstance(nu, bool) or not isinstance(nu, (int, float, np.floating, np.integer)):
-        raise ValueError(f"nu: must be a number > 0, got {nu!r}")
-    check_positive(nu, "nu")
-    return float(nu)
 
 
 def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None) -> torch.Tensor:
@@ -182,7 +126,7 @@ def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike |
     """
     s = _scores(scores)
     e = _edges(edges, s)
-    nu = _check_nu(nu)
+    nu = check_positive(nu, "nu")
     x = None
     if at is not None:
         x = to_tensor(at, "at").to(device=s.device, dtype=s.dtype)
@@ -259,12 +203,7 @@ def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     ceil(kappa n)) (Appendix E.2)."""
     s = _scores(scores).detach()
     check_open_unit(coverage, "coverage")
-    return _tau(s, coverage)
-
-
-def _tau(s: torch.Tensor, coverage: float) -> torch.Tensor:
-    n = s.shape[0]
-    k = min(n, max(1, math.ceil(coverage * n - 1e-9)))
+    k = min(s.shape[0], max(1, math.ceil(coverage * s.shape[0] - 1e-9)))
     return torch.kthvalue(s, k).values
 
 
@@ -273,7 +212,6 @@ def au_weights(
     coverage: float = 0.8,
     n_bins: int = 15,
     nu: float = 0.1,
-    edges: ArrayLike | None = None,
     normalize: bool = False,
     histogram: EpochHistogram | None = None,
 ) -> torch.Tensor:
@@ -289,9 +227,9 @@ def au_weights(
     s = _scores(scores)
     check_open_unit(coverage, "coverage")
     n_bins = check_int(n_bins, "n_bins")
-    nu = _check_nu(nu)
-    e = _default_edges(s, n_bins) if edges is None else _edges(edges, s)
-    tau = _tau(s.detach(), coverage)
+    nu = check_positive(nu, "nu")
+    e = _default_edges(s, n_bins)
+    tau = au_threshold(s, coverage)
     if histogram is not None and not isinstance(histogram, EpochHistogram):
         raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
     if histogram is not None:
@@ -307,9 +245,7 @@ def au_weights(
     return beta / g_tau if normalize else beta
 
 
-# --------------------------------------------------------------------------------------------
-# Analytic weights and gradients as functions of p_t (Figure 1, Appendix C)
-# --------------------------------------------------------------------------------------------
+# --- Analytic weights and gradients as functions of p_t (Figure 1, Appendix C) --------------------
 GRADIENT_LOSSES: tuple[str, ...] = ("xe", "focal", "fl53", "inverse_focal")
 
 

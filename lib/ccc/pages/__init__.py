@@ -7,11 +7,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 
 from lib.page import Page
-
-__all__ = ["CCCPage", "ece_se", "logits_data", "released_runs_note"]
+from lib.validation import check_int
 
 
 class CCCPage(Page):
@@ -37,8 +35,7 @@ def ece_se(n: int) -> float:
     variance <= sum_b (n_b / n)^2 / (4 n_b) = 1 / (4 n). The same bar serves a difference of two
     ECEs on the same rows (their errors are positively correlated, so it is conservative there).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n: must be a positive integer (examples), got {n!r}")
+    check_int(n, "n")
     return 0.5 / math.sqrt(int(n))
 
 

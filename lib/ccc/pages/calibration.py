@@ -17,23 +17,7 @@ from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
 from lib.ccc.pages import CCCPage, ece_se, logits_data
-
-__all__ = [
-    "CalibrationPage",
-    "HALVES_ECE_TOL",
-    "MONOTONE_STEP_TOL",
-    "PAGE",
-    "PAPER_ECE_MMLU",
-    "PAPER_ECE_VISION",
-    "SMALL",
-    "SPEARMAN_MIN",
-    "SPLITS",
-    "calibration_claims",
-    "ece_grid",
-    "ece_of",
-    "monotonicity",
-    "published_key",
-]
+from lib.validation import check_bins
 
 SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
 """The two halves and their short names in the published keys."""
@@ -73,8 +57,7 @@ def ece_grid(
     """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt on
     both halves of one split: ``results`` (model, split, stage, T, accuracy, ece, n) and the stacked
     reliability tables."""
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins: need an integer >= 1, got {n_bins!r}")
+    check_bins(n_bins)
     rows, tables = [], []
     for name, (z, y) in models.items():
         cal, test = cascade.split_halves(len(y), seed=seed)
@@ -107,13 +90,13 @@ def ece_of(results: pd.DataFrame, model: str, split: str, stage: str) -> float:
     return float(sel["ece"].iloc[0])
 
 
-def monotonicity(tables: pd.DataFrame, split: str = "held-out half", stage: str = "before") -> pd.DataFrame:
-    """Per model: the Spearman correlation between a bin's mean confidence and its accuracy, the
+def monotonicity(tables: pd.DataFrame) -> pd.DataFrame:
+    """Per model, on the held-out half before calibration: the Spearman correlation between a bin's mean confidence and its accuracy, the
     share of adjacent bins where accuracy does not drop by more than :data:`MONOTONE_STEP_TOL`, and
     the number of bins."""
     out = []
     for name in tables["model"].unique():
-        sel = (tables["model"] == name) & (tables["split"] == split) & (tables["stage"] == stage)
+        sel = (tables["model"] == name) & (tables["split"] == "held-out half") & (tables["stage"] == "before")
         t = tables[sel].dropna(subset=["acc"])
         out.append(
             {

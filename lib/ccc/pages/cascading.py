@@ -5,7 +5,7 @@ read from one :class:`CascadeGrid` of every model's outputs."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,29 +15,7 @@ from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
 from lib.ccc.pages import CCCPage
-
-__all__ = [
-    "ABLATION_RANGE_MAX",
-    "APGR_PAPER_TOL",
-    "CascadeGrid",
-    "CascadingPage",
-    "PAGE",
-    "PAIRS",
-    "PAPER_APGR_BY_BINS",
-    "PAPER_APGR_BY_CALIBRATOR",
-    "PAPER_APGR_CC",
-    "PAPER_APGR_MF_ROUTER",
-    "RANDOM_APGR",
-    "ablation_means",
-    "ablations",
-    "advantage_frame",
-    "build_grid",
-    "cascading_claims",
-    "first_split_curves",
-    "main_apgr",
-    "shift_apgr",
-    "shifted_cc",
-]
+from lib.validation import check_bins, check_choice, check_int
 
 PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),
@@ -76,18 +54,17 @@ class CascadeGrid:
     n_bins: int
     seed: int
     n_splits: int
-    pairs: Mapping[str, tuple[str, str]] = field(default_factory=lambda: dict(PAIRS))
 
     def curve(self, split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
         """CC (or UC for ``"none"``) of one pair on one split's test half with ``bins`` bins."""
-        small, large = self.pairs[pair]
+        small, large = PAIRS[pair]
         return cascade.cascade_curve(
             self.outputs[split, small, calibrator], self.outputs[split, large, calibrator], bins
         )
 
     def random_routing(self, split: int, pair: str) -> cascade.CascadeCurve:
         """RC: a random subset of the test half goes to the large model, mixing the two models' real correctness."""
-        small, large = self.pairs[pair]
+        small, large = PAIRS[pair]
         return cascade.random_routing_curve(
             self.outputs[split, small, "none"].correct_test,
             self.outputs[split, large, "none"].correct_test,
@@ -96,45 +73,36 @@ class CascadeGrid:
         )
 
 
-def build_grid(
-    data: Any,
-    calibrators: Sequence[str],
-    n_splits: int,
-    n_bins: int,
-    seed: int,
-    pairs: Mapping[str, tuple[str, str]] = PAIRS,
-) -> CascadeGrid:
+def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int, seed: int) -> CascadeGrid:
     """Split ``data`` (an :class:`lib.data.mmlu.MMLUData`-like object with ``logits`` and ``labels``) in
     random halves ``n_splits`` times (seeds ``seed + s``) and compute every model's outputs under
     ``"none"`` and each of ``calibrators``."""
-    if n_splits < 1:
-        raise ValueError(f"n_splits: need at least 1, got {n_splits}")
-    if n_bins < 1:
-        raise ValueError(f"n_bins: need at least 1, got {n_bins}")
+    check_int(n_splits, "n_splits")
+    check_bins(n_bins)
     outputs = {}
     for s in range(n_splits):
         cal, test = cascade.split_halves(len(data), seed=seed + s)
-        for models in pairs.values():
+        for models in PAIRS.values():
             for m in models:
                 for c in ("none", *calibrators):
                     outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, n_bins)
-    return CascadeGrid(outputs, n_bins, seed, n_splits, dict(pairs))
+    return CascadeGrid(outputs, n_bins, seed, n_splits)
 
 
 def first_split_curves(grid: CascadeGrid) -> pd.DataFrame:
     """The CC (temperature), UC and RC curves of split 0 for every pair, one frame for the chart."""
     frames = []
-    for pair in grid.pairs:
+    for pair in PAIRS:
         cc, uc = grid.curve(0, pair, "temperature", grid.n_bins), grid.curve(0, pair, "none", grid.n_bins)
         frames.append(cascade.curves_frame(f"8B -> 70B {pair}", cc, uc, grid.random_routing(0, pair)))
     return pd.concat(frames, ignore_index=True)
 
 
-def advantage_frame(grid: CascadeGrid, pair: str = "instruct") -> pd.DataFrame:
-    """The per-bin advantage tables of split 0, calibrated (TS) and uncalibrated, for the chart."""
+def advantage_frame(grid: CascadeGrid) -> pd.DataFrame:
+    """The instruct pair's per-bin advantage tables of split 0, calibrated (TS) and uncalibrated, for the chart."""
     return pd.concat(
         [
-            grid.curve(0, pair, c, grid.n_bins).table.assign(method=name)
+            grid.curve(0, "instruct", c, grid.n_bins).table.assign(method=name)
             for c, name in (("temperature", "calibrated (TS)"), ("none", "uncalibrated"))
         ]
     )
@@ -144,7 +112,7 @@ def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
     """APGR of CC (TS), UC and RC per split and pair: columns split, pair, method, apgr."""
     rows = []
     for s in range(grid.n_splits):
-        for pair in grid.pairs:
+        for pair in PAIRS:
             for method, curve in (
                 ("CC (TS)", grid.curve(s, pair, "temperature", grid.n_bins)),
                 ("UC", grid.curve(s, pair, "none", grid.n_bins)),
@@ -154,18 +122,16 @@ def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ablations(
-    grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int], pair: str = "instruct"
-) -> pd.DataFrame:
-    """Paper Tables 4-5 on one pair: APGR per split for each calibrator (the grid's bins) and for each
+def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
+    """Paper Tables 4-5 on the instruct pair: APGR per split for each calibrator (the grid's bins) and for each
     number of bins (temperature scaling); columns split, ablation, setting, apgr."""
     rows = []
     for s in range(grid.n_splits):
         for c in calibrators:
-            apgr = grid.curve(s, pair, c, grid.n_bins).apgr()
+            apgr = grid.curve(s, "instruct", c, grid.n_bins).apgr()
             rows.append({"split": s, "ablation": "calibrator", "setting": c, "apgr": apgr})
         for b in bins:
-            apgr = grid.curve(s, pair, "temperature", b).apgr()
+            apgr = grid.curve(s, "instruct", "temperature", b).apgr()
             rows.append({"split": s, "ablation": "bins", "setting": str(b), "apgr": apgr})
     return pd.DataFrame(rows)
 
@@ -177,14 +143,11 @@ def ablation_means(abl: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return by_cal, by_bins[sorted(by_bins.index, key=int)]
 
 
-def shift_apgr(
-    data: Any, calibrate_on: str, n_bins: int, seed: int, pair: tuple[str, str] = PAIRS["instruct"]
-) -> pd.DataFrame:
-    """The shift stand-in: calibrate and fit the bins on one MMLU category and cascade on each other
+def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int) -> pd.DataFrame:
+    """The shift stand-in on the instruct pair: calibrate and fit the bins on one MMLU category and cascade on each other
     category ("shifted"), against halves of that category ("in-distribution"); columns target,
     setting, method (CC (TS) or UC), apgr."""
-    if calibrate_on not in mmlu.CATEGORIES:
-        raise ValueError(f"calibrate_on: {calibrate_on!r} is not one of {mmlu.CATEGORIES}")
+    check_choice(calibrate_on, mmlu.CATEGORIES, "calibrate_on")
     cat = data.questions["category"].to_numpy()
     src = np.flatnonzero(cat == calibrate_on)
     rows = []
@@ -196,7 +159,9 @@ def shift_apgr(
             ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test])),
         ):
             for method, c in (("CC (TS)", "temperature"), ("UC", "none")):
-                small, large = (confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in pair)
+                small, large = (
+                    confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"]
+                )
                 apgr = cascade.cascade_curve(small, large, n_bins).apgr()
                 rows.append({"target": target, "setting": setting, "method": method, "apgr": apgr})
     return pd.DataFrame(rows)

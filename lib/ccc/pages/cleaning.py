@@ -16,24 +16,6 @@ from lib.ccc import cleaning
 from lib.ccc.pages import CCCPage, logits_data
 from lib.data import mmlu
 
-__all__ = [
-    "CleaningPage",
-    "MMLU_PAIRS",
-    "PAGE",
-    "PAPER_CLEANING_PRECISION",
-    "PAPER_CL_PRECISION",
-    "RANKED_POINTS",
-    "TOP_BIN_PRECISION_MIN",
-    "TOP_K",
-    "cleaning_claims",
-    "compare_at_detection",
-    "confident_learning",
-    "mmlu_flag_counts",
-    "mmlu_flags",
-    "precision_se",
-    "top_flagged",
-]
-
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),
     "base": ("llama-3.1-70b-base", "llama-3.1-8b-base"),
@@ -118,12 +100,10 @@ def mmlu_flag_counts(probs: Mapping[str, np.ndarray], labels: np.ndarray, n_bins
     ).pivot(index="k", columns="pair", values="flagged")
 
 
-def top_flagged(
-    data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.ndarray, n: int, pair: str = "instruct"
-) -> pd.DataFrame:
-    """The ``n`` flagged questions the pair is most confident about (the smaller of its two
+def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.ndarray, n: int) -> pd.DataFrame:
+    """The ``n`` flagged questions the instruct pair is most confident about (the smaller of its two
     calibrated confidences): subject, question, key and both models' answers with their confidences."""
-    m1, m2 = MMLU_PAIRS[pair]
+    m1, m2 = MMLU_PAIRS["instruct"]
     q = data.questions
     idx = np.flatnonzero(flags)
     idx = idx[np.argsort(-np.minimum(probs[m1][idx].max(1), probs[m2][idx].max(1)))][:n]
@@ -224,7 +204,9 @@ class CleaningPage(CCCPage):
             m: cleaning.cross_fitted_probs(data["resnets"][m], labels, cfg["n_folds"], seed=cfg["seed"]) for m in (a, b)
         }
         conf, pred = {m: p.max(1) for m, p in probs.items()}, {m: p.argmax(1) for m, p in probs.items()}
-        ours = cleaning.calibrated_rule_curve(conf[a], pred[a], conf[b], pred[b], labels, is_noisy, cfg["n_bins"])
+        ours = cleaning.calibrated_rule_curve(
+            conf[a], pred[a], conf[b], pred[b], labels, is_noisy, n_bins=cfg["n_bins"]
+        )
         cl_in = {f"CL ({a})": probs[a], f"CL ({b})": probs[b], "CL (average of both)": (probs[a] + probs[b]) / 2}
         cl_points, cl_curves = confident_learning(cl_in, labels, is_noisy)
         md = data["mmlu"]

@@ -13,23 +13,7 @@ import pandas as pd
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.ccc.pages import CCCPage, logits_data
-
-__all__ = [
-    "NOISE_GAIN",
-    "NOISE_TS_UC",
-    "PAGE",
-    "PAPER_SAME_SIZE",
-    "PUBLISHED_KEYS",
-    "SAME_SIZE_PAPER_SAYS",
-    "SameSizePage",
-    "TS",
-    "UNCAL",
-    "gains",
-    "route_grid",
-    "same_size_claims",
-    "split_gains",
-    "summary",
-]
+from lib.validation import check_int
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
@@ -70,8 +54,7 @@ def route_grid(
     accuracies alone, of the oracle, routed (TS on the first model's bins, on joint bins, uncalibrated),
     the TS cascade's best, and the test-set noise :data:`NOISE_GAIN`, :data:`NOISE_TS_UC`; and split 0's
     CC / UC / RC curves."""
-    if n_splits < 1:
-        raise ValueError(f"n_splits: need at least 1, got {n_splits}")
+    check_int(n_splits, "n_splits")
     rows, curves = [], []
     for pair, (z1, z2, y) in pairs.items():
         for s in range(n_splits):

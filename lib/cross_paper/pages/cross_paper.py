@@ -29,29 +29,6 @@ from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
 from lib.validation import check_ndim, check_same_length
 
-__all__ = [
-    "CrossPaperPage",
-    "HIGHER_IS_BETTER",
-    "MIXTURE",
-    "PAGE",
-    "POSTHOC",
-    "RANDOM_ROUTING_APGR",
-    "best_fix",
-    "cascade_apgr",
-    "confidence_routing",
-    "cross_paper_claims",
-    "long_table",
-    "mixture_ece",
-    "other_model_correctness_ece",
-    "overconfidence_published",
-    "posthoc_ece",
-    "shift_ece",
-    "softmax",
-    "table_value",
-    "training_loss_ece",
-    "training_loss_rows",
-]
-
 #: The post-hoc calibrators the page compares, in its table's order (``none``: raw confidence).
 POSTHOC = ("none", "temperature", "platt", "histogram")
 
@@ -65,16 +42,14 @@ def _top1(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (logits.argmax(axis=1) == labels).astype(np.float64)
 
 
-def posthoc_ece(
-    logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray, n_bins: int = 15
-) -> dict[str, float]:
+def posthoc_ece(logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray) -> dict[str, float]:
     """Test-half top-label ECE after each calibrator of :data:`POSTHOC` fitted on the calibration
     half (:func:`lib.ccc.confidence.fit_confidence`: temperature, Platt and histogram, paper 3)."""
     correct = _top1(logits, labels)[test_idx]
     out = {}
     for name in POSTHOC:
         conf = fit_confidence(name, logits[cal_idx], labels[cal_idx])(logits[test_idx])
-        out[name] = binary_ece(conf, correct, n_bins=n_bins)
+        out[name] = binary_ece(conf, correct, n_bins=15)
     return out
 
 
@@ -144,12 +119,7 @@ def other_model_correctness_ece(
 
 
 def cascade_apgr(
-    logits_small: np.ndarray,
-    logits_large: np.ndarray,
-    labels: np.ndarray,
-    cal_idx: np.ndarray,
-    test_idx: np.ndarray,
-    n_bins: int = 15,
+    logits_small: np.ndarray, logits_large: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> tuple[dict[str, float], float]:
     """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3),
     and the noise bar of the calibrated one (:func:`lib.ccc.cascade.apgr_se`)."""
@@ -157,7 +127,7 @@ def cascade_apgr(
     for label, calibrator in (("none", "none"), ("temperature", "temperature")):
         small = model_outputs(logits_small, labels, cal_idx, test_idx, calibrator)
         large = model_outputs(logits_large, labels, cal_idx, test_idx, calibrator)
-        out[label] = cascade_curve(small, large, n_bins=n_bins).apgr()
+        out[label] = cascade_curve(small, large, n_bins=15).apgr()
         se = apgr_se(small, large)
     return out, se
 

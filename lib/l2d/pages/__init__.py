@@ -18,8 +18,6 @@ from lib.l2d.experiment import grid
 from lib.l2d.results import l2d_claims, result_row, summarize
 from lib.page import Page
 
-__all__ = ["L2DPage"]
-
 
 class L2DPage(Page):
     """A paper-2 page: one run per grid point of its ``experiments`` (the point in ``extra["point"]``)."""

@@ -12,11 +12,9 @@ import pandas as pd
 
 from lib.engine.plan import Item
 from lib.l2d.cifar10 import cifar_config, run_cifar
-from lib.l2d.experiment import EXPERIMENTS, SURROGATES
+from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
-
-__all__ = ["CIFAR_REFERENCE_ACCURACY", "PAGE", "PAPER_CIFAR", "SWEEP_METRICS", "L2DCifar10Page"]
 
 CIFAR_REFERENCE_ACCURACY: float = 0.90
 """The floor's reference accuracy, **our choice** (the paper states none for its WRN-28-4), below wide
@@ -82,14 +80,9 @@ class L2DCifar10Page(L2DPage):
     def published(self, summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
         """The page's published means: per surrogate and sweep, the sweep's ECE at its lowest and
         highest value and the system accuracy at its highest."""
-        ends = {
-            "experts": cfg["num_experts"],
-            "dependence": cfg["dependence_p"],
-            "specialized": cfg["specialized_experts"],
-        }
         published = {}
         for s in SURROGATES:
-            for exp, values in ends.items():
+            for exp, values in ((e, cfg[key]) for e, key in SWEEPS.items()):
                 metric = SWEEP_METRICS[exp]
                 published[f"cifar_{exp}_{metric}_{s}_lo"] = pick(summary, exp, min(values), s, metric)
                 published[f"cifar_{exp}_{metric}_{s}_hi"] = pick(summary, exp, max(values), s, metric)

@@ -18,8 +18,6 @@ from lib.l2d.gaussians import run_gaussian
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
 
-__all__ = ["BAYES_SAMPLES", "BAYES_SEED", "PAGE", "L2DGaussiansPage"]
-
 BAYES_SAMPLES: int = 40000
 """Monte Carlo draw of the mixture on which the Bayes classifier's accuracy is measured."""
 

@@ -22,20 +22,7 @@ from lib.rr import losses as rw
 from lib.rr.experiment import LABELS
 from lib.rr.pages import losses_cifar10
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
-from lib.validation import check_choice, check_positive
-
-__all__ = [
-    "DUAL_FOCAL_READINGS",
-    "FAILED_RUN_ACCURACY",
-    "GAMMA_CHECK",
-    "PAGE",
-    "PAPER",
-    "PUBLISHED_METRICS",
-    "RELEASED_ECE_TOL",
-    "RELEASED_NAMES",
-    "ReleasedLogitsPage",
-    "SYNTHETIC_LOSSES",
-]
+from lib.validation import check_choice
 
 PAPER = PAPER_CIFAR10["resnet50"]
 """The paper's ResNet-50 row (Tables 1, 2 and 4): the architecture of the released logits."""
@@ -84,11 +71,12 @@ class ReleasedLogitsPage(Page):
     def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float]]:
         """The logits to calibrate, named as in ``lib.rr.experiment.LABELS``, their targets, and the
         failed runs' accuracies. ``source`` is "synthetic" (made in code) or "released" (the files)."""
+        check_choice(source, ("synthetic", "released"), "source")
+        failed: dict[str, float] = {}
         if source == "synthetic":
             logits, targets = synthetic_resnet_logits(n_synthetic, losses=SYNTHETIC_LOSSES)
-            failed: dict[str, float] = {}
-        elif source == "released":
-            logits, targets, failed = {}, None, {}
+        else:
+            logits, targets = {}, None
             for name in RELEASED:
                 z, y = load_resnet50_logits(name, allow_degenerate=True)
                 acc = float((z.argmax(1) == y).mean())
@@ -96,8 +84,6 @@ class ReleasedLogitsPage(Page):
                     failed[RELEASED_NAMES[name]] = acc
                     continue
                 logits[name], targets = z, y
-        else:
-            raise ValueError(f"source: must be 'synthetic' or 'released', got {source!r}")
         return {RELEASED_NAMES[k]: v for k, v in logits.items()}, targets, failed
 
     @staticmethod
@@ -214,12 +200,11 @@ class ReleasedLogitsPage(Page):
         }
 
     @staticmethod
-    def released_claims(
-        metrics: Mapping[str, Mapping[str, float]], tol: float = RELEASED_ECE_TOL
-    ) -> list[dict[str, Any]]:
-        """Each run's ECE within ``tol`` of Table 2's (margin ``tol`` / 4), and dual focal's ECE the
-        lowest of the runs by half a point (the paper's own means judged alike)."""
+    def released_claims(metrics: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+        """Each run's ECE within :data:`RELEASED_ECE_TOL` of Table 2's (margin a quarter of it), and dual
+        focal's ECE the lowest of the runs by half a point (the paper's own means judged alike)."""
         rows: list[dict[str, Any]] = []
+        tol = RELEASED_ECE_TOL
         for name, m in metrics.items():
             if name in PAPER["ece"]:
                 diff = abs(m["ece"] - PAPER["ece"][name] / 100)
@@ -251,11 +236,11 @@ class ReleasedLogitsPage(Page):
         return rows
 
     @staticmethod
-    def gamma_check(cv: pd.DataFrame, kind: str = "temperature", threshold: float = 4.0) -> dict[str, Any]:
-        """The numerical check: every inverse-focal gamma >= ``threshold`` has a higher fold-mean
-        validation NLL than every gamma below it (``kind`` map); true of any informative logits."""
+    def gamma_check(cv: pd.DataFrame, kind: str = "temperature") -> dict[str, Any]:
+        """The numerical check: every inverse-focal gamma >= 4 has a higher fold-mean validation NLL
+        than every gamma below it (``kind`` map); true of any informative logits."""
         check_choice(kind, rg.MAPS, "kind")
-        check_positive(threshold, "threshold")
+        threshold = 4.0
         summary = rg.summarize_folds(cv)
         part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == kind)]
         low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]

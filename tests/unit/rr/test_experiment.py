@@ -41,7 +41,7 @@ def test_make_loss_binds_the_settings():
         float(rw.au_loss(z, y, csf="msp", coverage=0.6, nu=0.05, n_bins=10))
     )
     assert float(rx.make_loss("dual_focal")(z, y)) == pytest.approx(
-        float(rw.dual_focal_loss(z, y, 5.0, as_released=True))
+        float(rw.dual_focal_loss(z, y, 5.0, variant="released"))
     )
     with pytest.raises(ValueError, match="name"):
         rx.make_loss("hinge")

@@ -99,7 +99,7 @@ def test_dual_focal_variants_hand_computed(label, weights):
     for variant, base in zip(("eq33", "eqs34_35", "released"), weights):
         got = float(rw.dual_focal_loss(z, y, gamma, variant=variant))
         assert got == pytest.approx(-(base**gamma) * math.log(pt), rel=1e-12), variant
-    assert float(rw.dual_focal_loss(z, y, gamma, as_released=True)) == pytest.approx(
+    assert float(rw.dual_focal_loss(z, y, gamma, variant="released")) == pytest.approx(
         -(weights[2] ** gamma) * math.log(pt), rel=1e-12
     )
     assert float(rw.get_loss("dual_focal_released", gamma=gamma)(z, y)) == pytest.approx(
@@ -121,8 +121,6 @@ def test_dual_focal_released_skips_a_tie_with_the_true_class():
     )
     with pytest.raises(ValueError, match="variant"):
         rw.dual_focal_loss(z, y, 3.0, variant="paper")
-    with pytest.raises(ValueError, match="as_released"):
-        rw.dual_focal_loss(z, y, 3.0, as_released=True, variant="eq33")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +204,7 @@ def test_kde_xe_is_cross_entropy_plus_weighted_ece_kde():
         ("focal", {"gamma": 0.5}),
         ("inverse_focal", {"gamma": 2}),
         ("dual_focal", {"gamma": 4}),
-        ("dual_focal", {"as_released": True}),
+        ("dual_focal", {"variant": "released"}),
         ("dual_focal_released", {"gamma": 4}),
         ("dual_focal_eqs34_35", {}),
         ("kde_xe", {}),

@@ -25,11 +25,11 @@ def test_csfs_against_numpy():
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(6), size=50)
     srt = np.sort(probs, 1)
-    np.testing.assert_allclose(rwt.msp(probs), srt[:, -1])
-    np.testing.assert_allclose(rwt.softmax_margin(probs), srt[:, -1] - srt[:, -2])
+    np.testing.assert_allclose(rwt.csf("msp", probs), srt[:, -1])
+    np.testing.assert_allclose(rwt.csf("softmax_margin", probs), srt[:, -1] - srt[:, -2])
     ent = (probs * np.log(probs)).sum(1)
-    np.testing.assert_allclose(rwt.negative_entropy(probs), ent)
-    np.testing.assert_allclose(rwt.negative_entropy(probs, normalized=True), 1 + ent / np.log(6))
+    np.testing.assert_allclose(rwt.csf("negative_entropy", probs), ent)
+    np.testing.assert_allclose(rwt.csf("normalized_entropy", probs), 1 + ent / np.log(6))
     assert isinstance(rwt.csf("msp", probs), np.ndarray)
     assert isinstance(rwt.csf("msp", torch.tensor(probs)), torch.Tensor)
     edge = np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])
@@ -220,7 +220,7 @@ def test_bad_input_raises_naming_argument():
     with pytest.raises(ValueError, match="n_bins"):
         rwt.au_weights(s, n_bins=0)
     with pytest.raises(ValueError, match="probs"):
-        rwt.msp(torch.rand(4, 3) + 1)
+        rwt.csf("msp", torch.rand(4, 3) + 1)
     with pytest.raises(ValueError, match="p"):
         rwt.loss_gradient("focal", np.array([0.0, 0.5]))
     with pytest.raises(ValueError, match="name"):
