@@ -22,7 +22,7 @@ from lib.engine.stack import fit_stack
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
-from lib.validation import check_int, check_number, check_positive
+from lib.validation import check_int, check_positive
 
 __all__ = [
     "CPU_STACK",
@@ -79,13 +79,12 @@ CPU_STACK = 8
 MAX_STACK = 64
 
 
-def fit_count(free_bytes: float, member_bytes: float, reserve: float = 0.2, cap: int = MAX_STACK) -> int:
-    """How many members of ``member_bytes`` each fit in ``free_bytes`` of device memory keeping a
-    ``reserve`` fraction free (for the allocator's fragmentation and evaluation): at least 1, at most ``cap``."""
+def fit_count(free_bytes: float, member_bytes: float) -> int:
+    """How many members of ``member_bytes`` each fit in ``free_bytes`` of device memory keeping 20%
+    free (for the allocator's fragmentation and evaluation): at least 1, at most :data:`MAX_STACK`."""
     check_positive(free_bytes, "free_bytes")
     check_positive(member_bytes, "member_bytes")
-    check_number(reserve, "reserve", 0, 1, high_open=True)
-    return max(1, min(int(cap), int(free_bytes * (1 - reserve) // member_bytes)))
+    return max(1, min(MAX_STACK, int(free_bytes * (1 - 0.2) // member_bytes)))
 
 
 def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
@@ -146,16 +145,11 @@ def train_stacked(
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> list[TrainConfig]:
-    """Train the unfinished ``configs`` (no ``mocae``) in as few stacks as the device holds; return
-    those it trained.
-
-    Runs that can share a stack (:func:`stack_groups`: same architecture, optimizer settings and
-    epochs; FGR only with FGR of the same warmup; the same checkpointed epoch) train together,
-    ``stack`` at a time (``None``: :func:`auto_stack`, one size per stack key). Runs another process
-    is computing (its lock is held) are skipped. ``on_done(cfg, record)`` is called as each run is
-    saved. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary that would
-    cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; every run resumes from its checkpoint).
-    """
+    """Train the unfinished ``configs`` (no ``mocae``) and return those it trained: runs of one
+    :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
+    :func:`auto_stack`); runs another process holds the lock of are skipped; ``on_done(cfg, record)``
+    follows each save. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary
+    that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints)."""
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
         run = Run(GROUP, run_config(c, data))
@@ -236,14 +230,9 @@ def _train_group(
 def run_grid(
     configs: Sequence[TrainConfig], data: Bundle, stack: int | None = 8, train: bool = True
 ) -> list[dict[str, Any]]:
-    """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
-
-    Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one;
-    ``None``: as many as the device holds, :func:`auto_stack`);
-    ``mocae`` configs reuse their ``vanilla`` run. Text data trains one run at a time.
-    ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned
-    (in order; MoCaE, post hoc, is derived from a Vanilla run that is there).
-    """
+    """The records of ``configs`` on one dataset, in order: unfinished runs trained by
+    :func:`train_stacked` (``stack=1`` or text data: one by one), ``mocae`` made from its ``vanilla``
+    run. ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned."""
     configs = list(configs)
     for c in configs:
         if not isinstance(c, TrainConfig):

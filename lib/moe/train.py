@@ -287,8 +287,7 @@ def fit_alone(
     pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
 ) -> FitResult:
     """Train a prepared run alone through :func:`lib.engine.loop.fit` (resuming from ``run``'s
-    checkpoint, if any): :func:`compute_run`'s loop, and the one the engine's self-test compares
-    stacks against."""
+    checkpoint): :func:`compute_run`'s loop, the one the engine's self-test compares stacks against."""
     cfg = pr.cfg
     return fit(
         pr.runner,
@@ -351,12 +350,9 @@ def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
 
 
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
-    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable. The
-    record: config, ``history`` (per epoch), ``metrics`` (``all``/``hard`` blocks of
-    :func:`lib.moe.evaluate.evaluate`, temperature, routing entropy, per-group ECE for text),
-    ``wall_time``, ``device``, ``data``, ``backbone`` and ``provenance``; test predictions:
-    :func:`load_predictions`. "mocae" is the "vanilla" run of the same config calibrated post hoc (the
-    vanilla record carries MoCaE's metrics), derived even with training off."""
+    """Train and evaluate one paper-1 run (:func:`finish_run`'s record), cached by ``(cfg, data, code
+    version)`` and resumable; test predictions: :func:`load_predictions`. "mocae" is the "vanilla" run
+    of the same config calibrated post hoc (:func:`mocae_view`), derived even with training off."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)

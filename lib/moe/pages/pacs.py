@@ -47,11 +47,9 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
 
 @dataclass(frozen=True)
 class PacsBackbone:
-    """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name), whether
-    ImageNet weights actually loaded (``pretrained``) and heads train on cached features (``frozen``,
-    of ``extractor``), the trainable head convolution on cached activations (``tail``), the one
-    fine-tuning of Lite0's last stage before it is frozen (``tune``: (epochs, lr)), and what the page
-    says (``label``, and how it ``differs`` from the paper's network)."""
+    """The backbone a PACS run gets here (:func:`pacs_backbone`): its :func:`lib.nets.backbones.build`
+    ``spec``, whether weights loaded, features are cached (``frozen``, of ``extractor``), the trained
+    head convolution (``tail``), the one tuning of Lite0's last stage (``tune``) and the page's words."""
 
     spec: str
     pretrained: bool
