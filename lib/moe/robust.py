@@ -29,19 +29,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lib.validation import (
-    check_finite,
-    check_ndim,
-    check_nonempty,
-    check_number,
-    check_positive,
-    check_same_length,
-    to_tensor,
-)
+from lib.validation import check_finite, check_ndim, check_number, check_positive, check_same_length, to_tensor
 
 DEFAULT_LAM = 2.0
-REGRET_THRESHOLD = 1e-6  #: Robust Filtered's set S (App. D.3) holds regret above this ...
-DISAGREE_THRESHOLD = 0.01  #: ... or routing-weighted expert disagreement above this.
 
 
 def _losses(losses: object, name: str = "losses") -> torch.Tensor:
@@ -49,7 +39,8 @@ def _losses(losses: object, name: str = "losses") -> torch.Tensor:
     if not t.is_floating_point():
         t = t.to(torch.float64 if not isinstance(losses, torch.Tensor) else torch.get_default_dtype())
     check_ndim(t, 1, name, "one loss per example")
-    check_nonempty(t, name)
+    if t.shape[0] == 0:
+        raise ValueError(f"{name}: is empty")
     check_finite(t, name)
     return t
 
@@ -161,28 +152,35 @@ def routing_relevant_mask(
     routing: torch.Tensor,
     expert_probs: torch.Tensor,
     mix_probs: torch.Tensor,
+    regret_threshold: float = 1e-6,
+    disagree_threshold: float = 0.01,
     *,
     validate: bool = True,
 ) -> torch.Tensor:
     """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
 
-    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > ``REGRET_THRESHOLD`` or the routing-weighted
-    disagreement sum_k r_ik ||p_ik - p_i||^2 > ``DISAGREE_THRESHOLD``. Computed without gradients from
+    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > regret_threshold or the routing-weighted
+    disagreement sum_k r_ik ||p_ik - p_i||^2 > disagree_threshold. Computed without gradients from
     the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
     loop) skips every input check (see the module docstring)."""
     if validate:
         mix_loss, expert_losses, routing, expert_probs, mix_probs = _check_mask_inputs(
-            mix_loss, expert_losses, routing, expert_probs, mix_probs
+            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold
         )
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
         disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
-        return (regret > REGRET_THRESHOLD) | (disagreement > DISAGREE_THRESHOLD)
+        return (regret > regret_threshold) | (disagreement > disagree_threshold)
 
 
 def _check_mask_inputs(
-    mix_loss: object, expert_losses: object, routing: object, expert_probs: object, mix_probs: object
+    mix_loss: object,
+    expert_losses: object,
+    routing: object,
+    expert_probs: object,
+    mix_probs: object,
+    *thresholds: float,
 ) -> tuple[torch.Tensor, ...]:
     """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
@@ -203,6 +201,8 @@ def _check_mask_inputs(
         raise ValueError(
             f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
         )
+    for name, value in zip(("regret_threshold", "disagree_threshold"), thresholds):
+        check_positive(value, name, allow_zero=True)
     return mix_loss, expert_losses, routing, expert_probs, mix_probs
 
 
