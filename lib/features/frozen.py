@@ -166,10 +166,8 @@ class FeatureBundle(TensorSplits):
 def feature_source(
     extractor: str, size: int, copies: int, qualities: Sequence[int]
 ) -> tuple[tuple[int, ...], int, Callable[[], nn.Module], str]:
-    """What a feature data set (:mod:`lib.features.pacs_features`, :mod:`lib.features.cifar_features`) checks
-    and needs first: ``copies`` (JPEG copies per image, >= 0) with their ``qualities`` (not empty when
-    there are copies), ``size`` (px); returns (qualities as a tuple, the row width of one clean
-    block, the extractor's builder, its weights tag) -- :func:`lib.nets.backbones.extractor_model`."""
+    """A feature data set's checked ``size``, ``copies`` and ``qualities``: returns (qualities as a tuple, the
+    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`)."""
     check_int(size, "size", minimum=32)
     check_int(copies, "copies", minimum=0)
     qualities = tuple(int(q) for q in qualities)

@@ -80,12 +80,10 @@ def verdict_of(diffs: np.ndarray, margin: float = MARGIN) -> str:
     return report.paired_verdict(diffs, margin) if len(diffs) else report.VERDICTS[2]
 
 
-def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True) -> str:
-    """The method of ``methods`` with the lowest (or highest) mean ``metric`` on ``subset``; "" if none."""
+def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str) -> str:
+    """The method of ``methods`` with the lowest mean ``metric`` on ``subset``; "" if none."""
     sub = summary[(summary["subset"] == subset) & summary["method"].isin(methods)].dropna(subset=[metric])
-    if sub.empty:
-        return ""
-    return str(sub.loc[sub[metric].idxmin() if lowest else sub[metric].idxmax()]["method"])
+    return "" if sub.empty else str(sub.loc[sub[metric].idxmin()]["method"])
 
 
 def best_accuracy(summary: pd.DataFrame) -> float:

@@ -120,9 +120,8 @@ def method_step(
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
     for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.moe.fgr.fgr_step` after warmup (one
-    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space);
-    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.features.frozen`). Neither
-    function synchronises with the host. Used by :func:`lib.moe.train.train_run` and bench/bench_epoch.py."""
+    forward, one batched backward; ``mean``/``std``/``fgr_inputs`` as in :func:`lib.moe.fgr.fgr_step`).
+    Neither function synchronises with the host."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 
     def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:

@@ -194,10 +194,8 @@ class PacsPage(MoEPage):
         return moe_items(self.name, exp.train_configs(cfg, **changes), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
-        features of the scale's backbone (:func:`lib.features.pacs_features.pacs_features`: size
-        ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
-        or the images (:func:`lib.data.images.load_pacs`)."""
+        """The bundle a PACS scale trains on: synthetic domains, frozen features
+        (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
         if target is None:
             raise ValueError("target: the PACS page loads one held-out domain at a time")
         n = int(cfg.get("n_per_domain") or 0) or None
