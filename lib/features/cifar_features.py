@@ -16,10 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.images import ImageBundle
-from lib.features.frozen import FeatureBundle, cached_features, feature_source, jpeg_copy, jpeg_note, row_normalizer
-from lib.nets.extractors import extract
+from lib.features.frozen import FeatureBundle, cached_features, extract_job, feature_source, jpeg_note, row_normalizer
 
 
 def _images_tag(x: torch.Tensor) -> str:
@@ -50,15 +48,8 @@ def cifar10h_features(
     tags = {s: _images_tag(x) for s, x in splits.items()}  # each split's images hashed once
 
     def job(split: str, copy: int | None) -> tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]:
-        key, quality, x = f"cifar10_{tags[split]}_{size}px_{extractor}-{weights}", None, splits[split]
-        if copy is not None:
-            suffix, quality = jpeg_copy(qualities, len(x), seed, copy)
-            key += suffix
-        return (
-            key,
-            len(x),
-            lambda on: extract(model(), x, IMAGENET_MEAN, IMAGENET_STD, quality=quality, on_batch=on, size=size),
-        )
+        key, x = f"cifar10_{tags[split]}_{size}px_{extractor}-{weights}", splits[split]
+        return extract_job(key, len(x), lambda: x, model, qualities, seed, copy, size=size)
 
     plan = [("train", None), ("val", None), ("test", None)] + [("train", c) for c in range(copies)]
     out = cached_features(f"CIFAR-10 features ({extractor}, {size} px)", {sc: job(*sc) for sc in plan})

@@ -24,11 +24,12 @@ import torch
 from torch import nn
 
 from lib.config import cache_dir
+from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.bundle import TensorSplits
 from lib.engine import progress
 from lib.engine.artifacts import sha256_file
 from lib.nets.backbones import extractor_model
-from lib.nets.extractors import STAGE_EXTRACTORS, feature_dim
+from lib.nets.extractors import STAGE_EXTRACTORS, extract, feature_dim
 from lib.validation import check_int
 
 FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.data.jpeg.filtered_rows' default frac)
@@ -40,9 +41,11 @@ def _features_dir() -> Path:
     return path
 
 
-def _load_valid(path: Path, meta: Path) -> np.ndarray | None:
-    """The array at ``path`` if it matches the SHA-256 and shape in ``meta``; None when either file is
-    missing, altered or unreadable."""
+def load_cached(key: str, folder: Path | None = None) -> np.ndarray | None:
+    """The array :func:`cached_array` would load for ``key`` (float32), else None: when the ``.npy`` or
+    its ``.json`` (SHA-256 and shape) is missing, does not match or is unreadable."""
+    folder = folder or _features_dir()
+    path, meta = folder / f"{key}.npy", folder / f"{key}.json"
     if not (path.exists() and meta.exists()):
         return None
     try:
@@ -50,18 +53,10 @@ def _load_valid(path: Path, meta: Path) -> np.ndarray | None:
         if info.get("sha256") == sha256_file(path):
             arr = np.load(path)
             if list(arr.shape) == info.get("shape"):
-                return arr
+                return arr.astype(np.float32)
     except (OSError, ValueError):
         pass  # corrupt: the caller recomputes
     return None
-
-
-def load_cached(key: str, folder: Path | None = None) -> np.ndarray | None:
-    """The array :func:`cached_array` would load for ``key`` (float32; present and intact on disk),
-    else None: what is already computed, without computing anything."""
-    folder = folder or _features_dir()
-    arr = _load_valid(folder / f"{key}.npy", folder / f"{key}.json")
-    return None if arr is None else arr.astype(np.float32)
 
 
 def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | None = None) -> np.ndarray:
@@ -71,18 +66,15 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
     if not isinstance(key, str) or not key or "/" in key:
         raise ValueError(f"key: expected a non-empty file name without '/', got {key!r}")
     folder = folder or _features_dir()
-    path, meta = folder / f"{key}.npy", folder / f"{key}.json"
     found = load_cached(key, folder)
     if found is not None:
         return found
     arr = np.asarray(compute(), dtype=np.float16)
-    tmp = path.with_name(f"{key}.{os.getpid()}.tmp.npy")
+    tmp, tmp_meta = folder / f"{key}.{os.getpid()}.tmp.npy", folder / f"{key}.{os.getpid()}.tmp.json"
     np.save(tmp, arr)
-    digest = sha256_file(tmp)
-    os.replace(tmp, path)
-    tmp_meta = meta.with_name(f"{key}.{os.getpid()}.tmp.json")
-    tmp_meta.write_text(json.dumps({"sha256": digest, "shape": list(arr.shape)}))
-    os.replace(tmp_meta, meta)
+    tmp_meta.write_text(json.dumps({"sha256": sha256_file(tmp), "shape": list(arr.shape)}))
+    os.replace(tmp, folder / f"{key}.npy")
+    os.replace(tmp_meta, folder / f"{key}.json")
     return arr.astype(np.float32)
 
 
@@ -174,10 +166,8 @@ class FeatureBundle(TensorSplits):
 def feature_source(
     extractor: str, size: int, copies: int, qualities: Sequence[int]
 ) -> tuple[tuple[int, ...], int, Callable[[], nn.Module], str]:
-    """What a feature data set (:mod:`lib.features.pacs_features`, :mod:`lib.features.cifar_features`) checks
-    and needs first: ``copies`` (JPEG copies per image, >= 0) with their ``qualities`` (not empty when
-    there are copies), ``size`` (px); returns (qualities as a tuple, the row width of one clean
-    block, the extractor's builder, its weights tag) -- :func:`lib.nets.backbones.extractor_model`."""
+    """A feature data set's checked ``size``, ``copies`` and ``qualities``: returns (qualities as a tuple, the
+    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`)."""
     check_int(size, "size", minimum=32)
     check_int(copies, "copies", minimum=0)
     qualities = tuple(int(q) for q in qualities)
@@ -196,6 +186,31 @@ def jpeg_copy(
     draw = np.random.default_rng([seed, *stream, copy])
     quality = np.asarray(qualities)[draw.integers(len(qualities), size=n)]
     return f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}", quality
+
+
+def extract_job(
+    key: str,
+    n: int,
+    images: Callable[[], torch.Tensor],
+    model: Callable[[], nn.Module],
+    qualities: Sequence[int],
+    seed: int,
+    copy: int | None,
+    stream: Sequence[int] = (),
+    size: int | None = None,
+) -> tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]:
+    """A job of :func:`cached_features`: the features (:func:`lib.nets.extractors.extract`, ImageNet
+    normalization, ``size`` px) of the ``n`` images ``images()`` (loaded only to compute them), clean
+    (``copy`` None) or as JPEG copy ``copy`` (:func:`jpeg_copy`, whose suffix joins ``key``)."""
+    quality = None
+    if copy is not None:
+        suffix, quality = jpeg_copy(qualities, n, seed, copy, stream)
+        key += suffix
+    return (
+        key,
+        n,
+        lambda on: extract(model(), images(), IMAGENET_MEAN, IMAGENET_STD, quality=quality, on_batch=on, size=size),
+    )
 
 
 def jpeg_note(images: str, each: str, copies: int, qualities: Sequence[int]) -> str:

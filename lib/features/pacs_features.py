@@ -12,20 +12,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
 from lib.engine import progress
 from lib.features.frozen import (
     FeatureBundle,
     cached_array,
     cached_features,
+    extract_job,
     feature_source,
-    jpeg_copy,
     jpeg_note,
     row_normalizer,
 )
-from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tail_features, tune_tail
+
+VAL_FRAC = 0.1  #: The share of the source images held out for validation (that of :func:`lib.data.images.load_pacs`).
 
 
 def pacs_features(
@@ -35,14 +35,13 @@ def pacs_features(
     qualities: Sequence[int] = (15, 18, 25),
     copies: int = 1,
     extractor: str = "efficientnet_lite0",
-    val_frac: float = 0.1,
     seed: int = 0,
     data_dir: str | None = None,
     flip: bool = False,
     tune: tuple[int, float] | None = None,
 ) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` at ``size`` px, with the
-    split of :func:`lib.data.images.load_pacs` (same ``val_frac``, ``seed`` and ``n_per_domain`` draws).
+    split of :func:`lib.data.images.load_pacs` (same ``VAL_FRAC``, ``seed`` and ``n_per_domain`` draws).
     Each domain's features are computed once and cached (keyed by data folder, domain, size, extractor
     weights and filtering); source images also get ``copies`` JPEG-filtered versions (each image at a
     quality drawn once from ``qualities``, fixed per domain and copy): FGR's filtered copies. With
@@ -55,9 +54,7 @@ def pacs_features(
     last stage and head convolution once, with cross-entropy, on the clean training rows of the
     sources (:func:`lib.nets.lite0_tuning.tune_tail`; never the target's images nor the validation
     rows), then freezes it: every row becomes the tuned network's pooled 1280-d features (cached)."""
-    target = resolve_pacs_domain(target)
-    if not 0 < float(val_frac) < 1:
-        raise ValueError(f"val_frac: must lie in (0, 1), got {val_frac!r}")
+    target, val_frac = resolve_pacs_domain(target), VAL_FRAC
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
     qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
@@ -77,20 +74,14 @@ def pacs_features(
     def job(domain: str, copy: int | None, mirror: bool) -> tuple[str, int, Callable[[Any], np.ndarray]]:
         """One domain's features (clean, JPEG copy ``copy`` or mirrored): cache key, size, how to compute."""
         y, root = labels(domain)
-        key, quality = (
-            f"pacs_{hashlib.sha256(root.encode()).hexdigest()[:6]}_{domain}_{size}px_{extractor}-{weights}",
-            None,
-        )
-        if copy is not None:
-            suffix, quality = jpeg_copy(qualities, len(y), seed, copy, stream=(PACS_DOMAINS.index(domain),))
-            key += suffix
 
-        def compute(on_batch: Any) -> np.ndarray:
-            x = pacs_domain(domain, size, data_dir)[0]  # the images: only to compute what is not cached
-            x = x.flip(-1) if mirror else x
-            return extract(model(), x, IMAGENET_MEAN, IMAGENET_STD, quality=quality, on_batch=on_batch)
+        def images() -> torch.Tensor:
+            x = pacs_domain(domain, size, data_dir)[0]
+            return x.flip(-1) if mirror else x
 
-        return key + ("_flip" if mirror else ""), len(y), compute
+        base = f"pacs_{hashlib.sha256(root.encode()).hexdigest()[:6]}_{domain}_{size}px_{extractor}-{weights}"
+        key, n, compute = extract_job(base, len(y), images, model, qualities, seed, copy, (PACS_DOMAINS.index(domain),))
+        return key + ("_flip" if mirror else ""), n, compute
 
     sources = [d for d in PACS_DOMAINS if d != target]
     plan = [(d, None, False) for d in PACS_DOMAINS]

@@ -69,7 +69,9 @@ def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.
 
 
 def diff_text(diffs: np.ndarray) -> str:
-    """'.043 ± .006 (3 seeds)': the mean paired difference and its SE (none with one seed)."""
+    """'.043 ± .006 (3 seeds)': the mean paired difference and its SE (none with one seed); '—' for none."""
+    if not len(diffs):
+        return "—"
     return f"{fmt(float(diffs.mean()), report.standard_error(diffs))} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
 
 
@@ -78,12 +80,10 @@ def verdict_of(diffs: np.ndarray, margin: float = MARGIN) -> str:
     return report.paired_verdict(diffs, margin) if len(diffs) else report.VERDICTS[2]
 
 
-def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str, lowest: bool = True) -> str:
-    """The method of ``methods`` with the lowest (or highest) mean ``metric`` on ``subset``; "" if none."""
+def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str) -> str:
+    """The method of ``methods`` with the lowest mean ``metric`` on ``subset``; "" if none."""
     sub = summary[(summary["subset"] == subset) & summary["method"].isin(methods)].dropna(subset=[metric])
-    if sub.empty:
-        return ""
-    return str(sub.loc[sub[metric].idxmin() if lowest else sub[metric].idxmax()]["method"])
+    return "" if sub.empty else str(sub.loc[sub[metric].idxmin()]["method"])
 
 
 def best_accuracy(summary: pd.DataFrame) -> float:
@@ -117,10 +117,6 @@ def claim_row(claim: str, paper: str, ours: str, verdict: str, paper_own: str = 
     return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own}
 
 
-def _text(diffs: np.ndarray) -> str:
-    return diff_text(diffs) if len(diffs) else "—"
-
-
 def moe_claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]] = (),
@@ -152,7 +148,7 @@ def moe_claims(
         own = paper_verdict(
             paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
         )
-        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {_text(d)}", verdict_of(d, margin), own)
+        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d, margin), own)
 
     rb = best(summary, ROBUST, subset, "ece")
     gain_mocae = paired(frame, "vanilla", "mocae", subset, "ece")
@@ -164,15 +160,15 @@ def moe_claims(
         claim_row(
             CLAIMS[1],
             PAPER_SAYS[1],
-            f"{subset_name} ECE gain over Vanilla: MoCaE {_text(gain_mocae)}, best robust {L.get(rb, '—')} "
-            f"{_text(gain_robust)}; difference {_text(d2)}",
+            f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae)}, best robust {L.get(rb, '—')} "
+            f"{diff_text(gain_robust)}; difference {diff_text(d2)}",
             verdict_of(d2, margin),
             paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece", margin),
         ),
         claim_row(
             CLAIMS[2],
             PAPER_SAYS[2],
-            f"accuracy, Robust Filtered minus Robust MoE: {_text(d3)}",
+            f"accuracy, Robust Filtered minus Robust MoE: {diff_text(d3)}",
             verdict_of(d3, margin),
             paper_verdict(paper, "robust_filtered", "robust", "accuracy", margin),
         ),

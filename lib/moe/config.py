@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lib.moe.methods import METHODS, WARMUP_FRACTION, WARMUP_METHODS
-from lib.validation import check_choice, check_positive
+from lib.validation import check_choice, check_int, check_positive
 
 # Fields that change how fast a run goes but not what it computes: left out of the cache key.
-_RUNTIME_FIELDS = ("compile", "num_workers", "threads", "progress", "eval_batch_size")
+_RUNTIME_FIELDS = ("compile", "threads", "progress", "eval_batch_size")
 
 
 @dataclass
@@ -46,7 +46,6 @@ class TrainConfig:
     amp: bool = True
     channels_last: bool = True
     compile: bool = False
-    num_workers: int = 0  # unused: batches come from device tensors, no DataLoader workers
     threads: int | None = None
     eval_batch_size: int = 512
     progress: bool = True
@@ -54,9 +53,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_choice(self.method, METHODS, "method")
         for name in ("epochs", "batch_size", "num_experts", "router_hidden", "width", "max_length", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+            check_int(getattr(self, name), name)
         if self.warmup_epochs is not None and not 0 <= self.warmup_epochs <= self.epochs:
             raise ValueError(f"warmup_epochs: must lie in [0, epochs={self.epochs}], got {self.warmup_epochs!r}")
         check_positive(self.lr, "lr")
@@ -68,17 +65,12 @@ class TrainConfig:
         """Number of ERM warmup epochs actually used."""
         if self.method not in WARMUP_METHODS:
             return 0
-        if self.warmup_epochs is not None:
-            return self.warmup_epochs
-        return int(round(WARMUP_FRACTION * self.epochs))
+        return self.warmup_epochs if self.warmup_epochs is not None else int(round(WARMUP_FRACTION * self.epochs))
 
     def key(self) -> dict[str, Any]:
         """The config fields that determine the result (runtime-only fields dropped)."""
-        d = dataclasses.asdict(self)
-        for f in _RUNTIME_FIELDS:
-            d.pop(f, None)
-        d["warmup_epochs"] = self.warmup
-        return d
+        d = {k: v for k, v in dataclasses.asdict(self).items() if k not in _RUNTIME_FIELDS}
+        return {**d, "warmup_epochs": self.warmup}
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied."""

@@ -28,12 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lib.calibration.posthoc import TemperatureScaler, apply_temperature, probs_to_logits
+from lib.calibration.posthoc import FIT_PROTOCOLS, TemperatureScaler, apply_temperature, probs_to_logits
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
 from lib.validation import check_choice
 
 N_BINS = 15  # ECE bins (App. D.5)
-FITS = ("paper", "converged")  # lib.calibration.posthoc.FIT_PROTOCOLS, the paper's first
 
 
 # --- metrics --------------------------------------------------------------------------------------
@@ -78,7 +77,7 @@ def mocae_calibrate(
     "converged") on ``val``'s expert logits, and the validation and test mixtures
     p = sum_k r_k softmax(z_k / T_k). ``val``/``test``: dicts with ``expert_logits`` (N, K, C) and
     ``routing`` (N, K). Returns (val probs, test probs, temperatures)."""
-    check_choice(fit, FITS, "fit")
+    check_choice(fit, FIT_PROTOCOLS, "fit")
     for name, d in (("val", val), ("test", test)):
         if not isinstance(d, Mapping) or "expert_logits" not in d or "routing" not in d:
             raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")

@@ -59,12 +59,9 @@ def train_configs(
     seeds: Sequence[int] | None = None,
     **changes: Any,
 ) -> list[Any]:
-    """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale: every method x seed.
-
-    ``settings`` is ``lib.config.settings(name, scale)``; its keys named like TrainConfig fields
-    (epochs, lr, backbone, width, ...) are passed through, ``methods``/``seeds`` default to the
-    settings' ``methods``/``seeds``; ``changes`` override fields (e.g. ``lam=4.0``, ``warmup_epochs=1``).
-    Progress bars are off (notebook output stays small)."""
+    """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale's ``settings``
+    (``lib.config.settings``; keys named like TrainConfig fields pass through): every method x seed
+    (default: the settings'), ``changes`` overriding fields; progress bars off."""
     from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
@@ -77,9 +74,7 @@ def train_configs(
         raise ValueError("seeds: is empty")
     for m in methods:
         check_choice(m, METHODS, "methods")
-    base = {k: settings[k] for k in _TRAIN_KEYS if k in settings}
-    base.setdefault("progress", False)
-    base.update(changes)
+    base = {"progress": False, **{k: settings[k] for k in _TRAIN_KEYS if k in settings}, **changes}
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 

@@ -32,18 +32,16 @@ from torch import nn
 from lib.data.augment import to_device_async
 from lib.engine.stack import StackStep, take_rows
 from lib.data.jpeg import filtered_rows
-from lib.validation import check_finite, check_positive, check_probs_labels, to_tensor
+from lib.validation import check_finite, check_int, check_nonempty, check_positive, check_probs_labels, to_tensor
 
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
 SOFT_ECE_TEMPERATURE = 0.01
 
 
 def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """The input of FGR's one forward and the rows of its main branch: ``x`` (B rows, normalized
-    images) followed by the m filtered copies of :func:`lib.data.jpeg.filtered_rows` (``draw``: its
-    ``frac``, ``qualities`` and ``generator``; same draw for the same generator), and the (B,) row
-    index on ``x.device`` that reads the filtered batch out of it (row i, or B + j where image i is
-    the j-th filtered one)."""
+    """FGR's one-forward input, ``x`` (B normalized images) then the m filtered copies of
+    :func:`lib.data.jpeg.filtered_rows` (``draw``: its keywords), and the (B,) row index of the main
+    branch's filtered batch (row i, or B + j where image i is the j-th filtered one)."""
     rows, idx = filtered_rows(x, mean, std, **draw)
     b, m = x.shape[0], rows.shape[0]
     main = torch.arange(b)
@@ -61,15 +59,10 @@ def soft_ece(
     loss = sqrt(sum_b prop_b (acc_b - conf_b)^2). As T -> 0 this is the L2 ECE with n_bins equal-width
     bins; as T -> infinity it is |mean accuracy - mean confidence|."""
     check_probs_labels(probs, labels)
-    if not isinstance(probs, torch.Tensor):
-        probs = torch.as_tensor(probs, dtype=torch.float64)
+    check_nonempty(probs, "probs")
+    probs = probs if isinstance(probs, torch.Tensor) else torch.as_tensor(probs, dtype=torch.float64)
     labels = to_tensor(labels, "labels").to(probs.device).long()
-    if not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    check_positive(temperature, "temperature")
-    if probs.shape[0] == 0:
-        raise ValueError("probs: is empty")
-    return _soft_ece(probs, labels, n_bins, temperature)
+    return _soft_ece(probs, labels, check_int(n_bins, "n_bins"), check_positive(temperature, "temperature"))
 
 
 def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperature: float) -> torch.Tensor:
@@ -92,8 +85,7 @@ def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperatur
 def rectify(g_main: torch.Tensor, g_cal: torch.Tensor) -> torch.Tensor:
     """FGR rectification on flat gradient vectors: g_m - (<g_m,g_c>/||g_c||^2) g_c if <g_m,g_c> < 0,
     else g_m. The result then has a non-negative inner product with g_c (zero when projected)."""
-    g_main = to_tensor(g_main, "g_main")
-    g_cal = to_tensor(g_cal, "g_cal")
+    g_main, g_cal = to_tensor(g_main, "g_main"), to_tensor(g_cal, "g_cal")
     if g_main.shape != g_cal.shape:
         raise ValueError(f"g_main and g_cal: shapes differ ({tuple(g_main.shape)} vs {tuple(g_cal.shape)})")
     check_finite(g_main, "g_main")
@@ -107,20 +99,10 @@ def _rectification_coef(dot: torch.Tensor, norm2: torch.Tensor) -> torch.Tensor:
     return dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
 
 
-def _probs_of(out: Any) -> torch.Tensor:
-    probs = getattr(out, "probs", None)
-    if probs is None:
-        if not isinstance(out, torch.Tensor):
-            raise ValueError(f"model: must return an MoEOutput or logits, got {type(out).__name__}")
-        probs = F.softmax(out, dim=1)
-    return probs
-
-
 def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The gradients of two scalar losses of one graph with respect to ``params``, from one backward
-    pass: ``torch.autograd.grad`` with ``is_grads_batched`` over the unit cotangents of the two losses
-    (the vectorised Jacobian of ``torch.autograd.functional.jacobian``). Entry i has shape
-    ``(2, *params[i].shape)``: [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
+    """The gradients of two scalar losses of one graph with respect to ``params`` from one backward
+    pass (``is_grads_batched`` over the two unit cotangents). Entry i has shape ``(2, *params[i].shape)``:
+    [d loss_a; d loss_b]; zeros for a parameter neither loss reaches."""
     for name, loss in (("loss_a", loss_a), ("loss_b", loss_b)):
         if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
             raise ValueError(f"{name}: must be a scalar tensor")
@@ -138,12 +120,9 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
 def rectified_gradients(
     grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """FGR's update from :func:`two_gradients`' [g_m; g_c] per parameter: per member, over all its
-    parameters as one flat vector, g_m - min(<g_m,g_c>, 0)/||g_c||^2 g_c (:func:`rectify`).
-
-    ``members`` is the leading stack dimension of every parameter (1 for a plain model). Returns the
-    updates, shaped and laid out like ``params`` (channels_last stays channels_last), and <g_m,g_c>
-    per member, shape (members,). A handful of kernels, whatever the number of parameters."""
+    """FGR's update from :func:`two_gradients`' [g_m; g_c]: per member (``members``: the leading stack
+    dimension of every parameter), over all its parameters as one flat vector, :func:`rectify`. Returns
+    the updates laid out like ``params`` and <g_m,g_c> per member, shape (members,)."""
     flat = torch.cat([g.reshape(2, members, -1) for g in grads], dim=2)  # (2, members, P)
     dot = (flat[0] * flat[1]).sum(-1)
     coef = _rectification_coef(dot, (flat[1] * flat[1]).sum(-1))
@@ -167,12 +146,11 @@ def fgr_step(
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn`` (mean mixture NLL for FGR, robust_moe_loss
-    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, from one
-    forward on :func:`fgr_batch`'s B + m rows (``mean``/``std``: the images' normalization; or
-    ``inputs_fn(images, generator)``, frozen features) and one batched backward, rectified as in
-    :func:`rectify`, then ``optimizer.step()``. Non-image inputs (text, or ``filter_inputs=False``)
-    are not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors
-    on the device: the step never waits for the device."""
+    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, rectified
+    (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by :func:`fgr_batch` (images,
+    ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)`` (frozen features); text or
+    ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as
+    detached 0-dim tensors on the device (no host sync)."""
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     if not callable(loss_main_fn):
@@ -180,8 +158,7 @@ def fgr_step(
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer: expected a torch optimizer, got {type(optimizer).__name__}")
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
-    main_rows = None
-    x = images
+    x, main_rows = images, None
     if filter_inputs and inputs_fn is not None:
         x, main_rows = inputs_fn(images, generator)
     elif filter_inputs and is_image:
@@ -215,7 +192,12 @@ def _fgr_losses(
     if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
         raise ValueError("loss_main_fn: must return a scalar tensor")
     labels = labels.to(loss_main.device)
-    return loss_main, _soft_ece(_probs_of(out)[: labels.shape[0]], labels, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
+    probs = getattr(out, "probs", None)
+    if probs is None:
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"model: must return an MoEOutput or logits, got {type(out).__name__}")
+        probs = F.softmax(out, dim=1)
+    return loss_main, _soft_ece(probs[: labels.shape[0]], labels, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
 
 
 def stacked_fgr_gradients(
@@ -225,11 +207,10 @@ def stacked_fgr_gradients(
     main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
     params: Sequence[torch.Tensor],
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """FGR's update for a stack of N models (leading dimension N of ``params`` and of ``out``, the
-    stacked forward on each member's :func:`fgr_batch`): member i's main loss
-    ``main_fns[i]`` on its rows ``main_rows[i]`` (``None``: unfiltered), its soft ECE on its first B rows, one batched
-    backward for the summed losses (a member's parameters only see its own losses) and one
-    projection per member. Returns the updates (like ``params``) and the per-member main losses (N,)."""
+    """FGR's update for a stack of N models (leading dimension N of ``params`` and ``out``): member i's
+    ``main_fns[i]`` on its rows ``main_rows[i]`` (``None``: unfiltered) and its soft ECE, one batched
+    backward of the summed losses and one projection per member. Returns the updates (like ``params``)
+    and the per-member main losses (N,)."""
     n = len(main_fns)
     mains, cals = zip(*(_fgr_losses(take_rows(out, i), main_rows[i], labels[i], main_fns[i]) for i in range(n)))
     loss = torch.stack(mains)
@@ -245,15 +226,12 @@ def stack_step(
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> StackStep:
-    """FGR's step for a stacked model (:class:`lib.engine.stack.StackStep`): from epoch ``start``
-    (after warmup) a member forwards :func:`fgr_batch` of its batch (``filter_inputs=False`` or no
-    ``mean``/``std``: the batch itself) and the stack's update is :func:`stacked_fgr_gradients`
-    with ``main_fn`` as this member's main loss. FGR members stack only with FGR members of the same
-    ``start``. ``inputs_fn`` replaces the pixel filter as in :func:`fgr_step` (frozen features)."""
+    """FGR's :class:`lib.engine.stack.StackStep`: from epoch ``start`` a member forwards its filtered batch
+    (as in :func:`fgr_step`; no ``mean``/``std``: unfiltered) and the stack's update is
+    :func:`stacked_fgr_gradients` with ``main_fn`` as this member's main loss."""
     if not callable(main_fn):
         raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
-    if not isinstance(start, int) or start < 0:
-        raise ValueError(f"start: must be a non-negative integer, got {start!r}")
+    check_int(start, "start", minimum=0)
     inputs = inputs_fn if filter_inputs else None
     if inputs is None and filter_inputs and mean is not None and std is not None:
 

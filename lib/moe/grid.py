@@ -22,7 +22,7 @@ from lib.engine.stack import fit_stack
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
-from lib.validation import check_int
+from lib.validation import check_int, check_positive
 
 __all__ = [
     "CPU_STACK",
@@ -36,15 +36,11 @@ __all__ = [
 ]
 
 
-def _available(configs: Sequence[TrainConfig], data: Bundle) -> list[dict[str, Any]]:
-    out = []
-    with training(False):
-        for c in configs:
-            try:
-                out.append(train_run(c, data))
-            except RunMissing:
-                continue
-    return out
+def _available(cfg: TrainConfig, data: Bundle) -> dict[str, Any] | None:
+    try:
+        return train_run(cfg, data)
+    except RunMissing:
+        return None
 
 
 # Fields that may differ inside one stack (each member has its own); all others must agree.
@@ -83,14 +79,12 @@ CPU_STACK = 8
 MAX_STACK = 64
 
 
-def fit_count(free_bytes: float, member_bytes: float, reserve: float = 0.2, cap: int = MAX_STACK) -> int:
-    """How many members of ``member_bytes`` each fit in ``free_bytes`` of device memory keeping a
-    ``reserve`` fraction free (for the allocator's fragmentation and evaluation): at least 1, at most ``cap``."""
-    if not free_bytes > 0 or not member_bytes > 0:
-        raise ValueError(f"free_bytes, member_bytes: must be positive, got {free_bytes!r}, {member_bytes!r}")
-    if not 0 <= reserve < 1:
-        raise ValueError(f"reserve: must lie in [0, 1), got {reserve!r}")
-    return max(1, min(int(cap), int(free_bytes * (1 - reserve) // member_bytes)))
+def fit_count(free_bytes: float, member_bytes: float) -> int:
+    """How many members of ``member_bytes`` each fit in ``free_bytes`` of device memory keeping 20%
+    free (for the allocator's fragmentation and evaluation): at least 1, at most :data:`MAX_STACK`."""
+    check_positive(free_bytes, "free_bytes")
+    check_positive(member_bytes, "member_bytes")
+    return max(1, min(MAX_STACK, int(free_bytes * (1 - 0.2) // member_bytes)))
 
 
 def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
@@ -151,16 +145,11 @@ def train_stacked(
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> list[TrainConfig]:
-    """Train the unfinished ``configs`` (no ``mocae``) in as few stacks as the device holds; return
-    those it trained.
-
-    Runs that can share a stack (:func:`stack_groups`: same architecture, optimizer settings and
-    epochs; FGR only with FGR of the same warmup; the same checkpointed epoch) train together,
-    ``stack`` at a time (``None``: :func:`auto_stack`). Runs another process is computing (its lock
-    is held) are skipped. ``on_done(cfg, record)`` is called as each run is saved. Inside
-    :func:`lib.engine.deadline.deadline` training stops at the epoch boundary that would cross it
-    (:class:`lib.engine.deadline.DeadlineReached` propagates; every run resumes from its checkpoint).
-    """
+    """Train the unfinished ``configs`` (no ``mocae``) and return those it trained: runs of one
+    :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
+    :func:`auto_stack`); runs another process holds the lock of are skipped; ``on_done(cfg, record)``
+    follows each save. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary
+    that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints)."""
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
         run = Run(GROUP, run_config(c, data))
@@ -173,108 +162,89 @@ def train_stacked(
     with live.session(
         f"{data.name}: {len(todo)} runs", left, runs=len(todo), enabled=any(c.progress for c in todo)
     ):  # one line for the grid
-        _train_groups(by_start, data, stack, sizes, trained, on_done, log)
+        for cfgs in by_start.values():
+            groups = []
+            for key in dict.fromkeys(map(_stack_key, cfgs)):
+                same = [c for c in cfgs if _stack_key(c) == key]
+                if stack is None and key not in sizes:
+                    sizes[key] = auto_stack(same[0], data)
+                groups += stack_groups(same, stack or sizes[key])
+            for group in groups:
+                _train_group(group, data, trained, on_done, log)
     return trained
 
 
-def _train_groups(
-    by_start: dict[int, list[TrainConfig]],
+def _train_group(
+    group: list[TrainConfig],
     data: Bundle,
-    stack: int | None,
-    sizes: dict[tuple[Any, ...], int],
     trained: list[TrainConfig],
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
     log: Callable[[str], None] | None,
 ) -> None:
-    """:func:`train_stacked`'s loop over the stacks; appends to ``trained`` as runs finish."""
-    for cfgs in by_start.values():
-        for c in cfgs:
-            if stack is None and _stack_key(c) not in sizes:
-                sizes[_stack_key(c)] = auto_stack(c, data)
-        for group in _split(cfgs, stack, sizes):
-            with contextlib.ExitStack() as locks:
-                runs, ready = [], []
-                for c in group:
-                    run = Run(GROUP, run_config(c, data))
-                    try:
-                        locks.enter_context(run.lock().acquire(timeout=0))
-                    except Timeout:
-                        continue  # another process trains it
-                    if not run.done:
-                        runs.append(run)
-                        ready.append(c)
-                if not ready:
-                    continue
-                if log is not None:
-                    log(
-                        f"{data.name}: training {len(ready)} run(s) as one stack: "
-                        + ", ".join(f"{c.method}/s{c.seed}" for c in ready)
-                    )
-                if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
-                    rec = runs[0].save_result(compute_run(ready[0], data, runs[0]))
-                    runs[0].clear_checkpoint()
-                    trained.append(ready[0])
-                    live.run_done()
-                    if on_done is not None:
-                        on_done(ready[0], rec)
-                    continue
-                prs = [prepare_run(c, data, stacked=True) for c in ready]
-                c0, dev = ready[0], prs[0].device
-                fits = fit_stack(
-                    [pr.member(run) for pr, run in zip(prs, runs)],
-                    prs[0].prep.train,
-                    c0.epochs,
-                    optimizer_factory=prs[0].optimizer,
-                    scheduler_factory=prs[0].scheduler,
-                    batch_size=c0.batch_size,
-                    device=dev,
-                    amp=c0.amp,
-                    progress=c0.progress,
-                    desc=f"{data.name} stack of {len(ready)}",
-                )
-                for pr, run, fitted, c in zip(prs, runs, fits, ready):
-                    rec = run.save_result(finish_run(pr, data, run, fitted))
-                    run.clear_checkpoint()
-                    trained.append(c)
-                    live.run_done()
-                    if on_done is not None:
-                        on_done(c, rec)
-
-
-def _split(
-    cfgs: Sequence[TrainConfig], stack: int | None, sizes: dict[tuple[Any, ...], int]
-) -> list[list[TrainConfig]]:
-    """:func:`stack_groups` with one size for all (``stack``) or a size per stack key (``sizes``)."""
-    if stack is not None:
-        return stack_groups(cfgs, stack)
-    out: list[list[TrainConfig]] = []
-    for key in dict.fromkeys(_stack_key(c) for c in cfgs):
-        out += stack_groups([c for c in cfgs if _stack_key(c) == key], sizes[key])
-    return out
+    """One stack of :func:`train_stacked` (alone: the plain loop); appends to ``trained`` as runs finish."""
+    with contextlib.ExitStack() as locks:
+        runs, ready = [], []
+        for c in group:
+            run = Run(GROUP, run_config(c, data))
+            try:
+                locks.enter_context(run.lock().acquire(timeout=0))
+            except Timeout:
+                continue  # another process trains it
+            if not run.done:
+                runs.append(run)
+                ready.append(c)
+        if not ready:
+            return
+        if log is not None:
+            log(
+                f"{data.name}: training {len(ready)} run(s) as one stack: "
+                + ", ".join(f"{c.method}/s{c.seed}" for c in ready)
+            )
+        if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
+            records = [compute_run(ready[0], data, runs[0])]
+        else:
+            prs = [prepare_run(c, data, stacked=True) for c in ready]
+            c0 = ready[0]
+            fits = fit_stack(
+                [pr.member(run) for pr, run in zip(prs, runs)],
+                prs[0].prep.train,
+                c0.epochs,
+                optimizer_factory=prs[0].optimizer,
+                scheduler_factory=prs[0].scheduler,
+                batch_size=c0.batch_size,
+                device=prs[0].device,
+                amp=c0.amp,
+                progress=c0.progress,
+                desc=f"{data.name} stack of {len(ready)}",
+            )
+            records = (finish_run(pr, data, run, fitted) for pr, run, fitted in zip(prs, runs, fits))
+        for run, c, record in zip(runs, ready, records):
+            rec = run.save_result(record)
+            run.clear_checkpoint()
+            trained.append(c)
+            live.run_done()
+            if on_done is not None:
+                on_done(c, rec)
 
 
 def run_grid(
     configs: Sequence[TrainConfig], data: Bundle, stack: int | None = 8, train: bool = True
 ) -> list[dict[str, Any]]:
-    """Run ``configs`` on one dataset and return their records in order (finished runs are loaded).
-
-    Unfinished runs are trained ``stack`` at a time as stacked models (``stack=1``: one by one;
-    ``None``: as many as the device holds, :func:`auto_stack`);
-    ``mocae`` configs reuse their ``vanilla`` run. Text data trains one run at a time.
-    ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned
-    (in order; MoCaE, post hoc, is derived from a Vanilla run that is there).
-    """
+    """The records of ``configs`` on one dataset, in order: unfinished runs trained by
+    :func:`train_stacked` (``stack=1`` or text data: one by one), ``mocae`` made from its ``vanilla``
+    run. ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned."""
     configs = list(configs)
     for c in configs:
         if not isinstance(c, TrainConfig):
             raise ValueError(f"configs: expected TrainConfig items, got {type(c).__name__}")
     if stack is not None:
-        check_int(stack, "stack", minimum=1)
+        check_int(stack, "stack")
     if not isinstance(train, bool):
         raise ValueError(f"train: expected True or False, got {train!r}")
     check_bundle(data)
     if not train:
-        return _available(configs, data)
+        with training(False):
+            return [r for c in configs if (r := _available(c, data)) is not None]
     keys, runs = [], {}  # each config's run key (MoCaE's: its Vanilla run's); key -> (config trained, run)
     for c in configs:
         t = c.replace(method="vanilla") if c.method == "mocae" else c

@@ -18,6 +18,7 @@ from torch import nn
 
 from lib.validation import (
     check_choice,
+    check_int,
     check_finite,
     check_labels,
     check_ndim,
@@ -69,15 +70,9 @@ def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None
     return h
 
 
-def _check_sizes(in_features: int, num_classes: int, num_experts: int = 1, router_hidden: int = 1) -> None:
-    for name, value, low in (
-        ("in_features", in_features, 1),
-        ("num_classes", num_classes, 2),
-        ("num_experts", num_experts, 1),
-        ("router_hidden", router_hidden, 1),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        check_int(value, name, minimum=2 if name == "num_classes" else 1)
 
 
 class MoEHead(nn.Module):
@@ -93,7 +88,9 @@ class MoEHead(nn.Module):
         self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128, routing: str = "soft"
     ) -> None:
         super().__init__()
-        _check_sizes(in_features, num_classes, num_experts, router_hidden)
+        _check_sizes(
+            in_features=in_features, num_classes=num_classes, num_experts=num_experts, router_hidden=router_hidden
+        )
         check_choice(routing, ROUTINGS, "routing")
         self.in_features = in_features
         self.num_classes = num_classes
@@ -122,7 +119,7 @@ class SingleExpertHead(nn.Module):
 
     def __init__(self, in_features: int, num_classes: int) -> None:
         super().__init__()
-        _check_sizes(in_features, num_classes)
+        _check_sizes(in_features=in_features, num_classes=num_classes)
         self.in_features = in_features
         self.num_classes = num_classes
         self.num_experts = 1

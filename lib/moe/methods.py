@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,25 +38,7 @@ LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[..., "torch.Tensor | None"]
 
 
-class MethodConfig(Protocol):
-    """What a method needs of its run's config (:class:`lib.moe.config.TrainConfig` has it; a Protocol,
-    so this module does not import the one that imports it)."""
-
-    method: str
-    lam: float
-    seed: int
-    amp: bool
-    backbone: str
-    width: int
-    pretrained: bool
-    text_fallback: bool
-    num_experts: int
-    router_hidden: int
-
-    @property
-    def warmup(self) -> int:
-        """ERM warmup epochs."""
-        ...
+MethodConfig = Any  # a lib.moe.config.TrainConfig (that module imports this one)
 
 
 def build_backbone(cfg: MethodConfig) -> nn.Module:
@@ -138,9 +120,8 @@ def method_step(
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
     for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.moe.fgr.fgr_step` after warmup (one
-    forward, one batched backward). ``mean``/``std`` are the images' normalization (FGR filters in pixel space);
-    ``fgr_inputs`` replaces the pixel filter (frozen features, :mod:`lib.features.frozen`). Neither
-    function synchronises with the host. Used by :func:`lib.moe.train.train_run` and bench/bench_epoch.py."""
+    forward, one batched backward; ``mean``/``std``/``fgr_inputs`` as in :func:`lib.moe.fgr.fgr_step`).
+    Neither function synchronises with the host."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 
     def loss_fn(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from lib.calibration.posthoc import same_kind
-from lib.validation import ArrayLike, check_finite, check_ndim, check_probs, to_tensor
+from lib.validation import ArrayLike, check_probs, to_float_tensor, to_tensor
 
 T_MIN, T_MAX = 0.1, 10.0  # MoCaE clamp for per-expert temperatures (paper 1, section 6.2)
 
@@ -19,22 +19,16 @@ def mocae_probs(expert_logits: ArrayLike, routing: ArrayLike, temps: ArrayLike) 
     """MoCaE mixture p = sum_k r_k softmax(z_k / T_k) (mixing in probability space, paper 1, section 6.2).
 
     With all T_k = 1 this is the plain (vanilla) mixture. Returns the kind of ``expert_logits``."""
-    z = to_tensor(expert_logits, "expert_logits")
+    z = to_float_tensor(expert_logits, "expert_logits", 3, "N examples x K experts x C classes", torch.float64)
     r = to_tensor(routing, "routing")
-    check_ndim(z, 3, "expert_logits", "N examples x K experts x C classes")
-    check_finite(z, "expert_logits")
     check_probs(r, "routing")
     if tuple(r.shape) != tuple(z.shape[:2]):
         raise ValueError(f"routing: expected shape (N, K) = {tuple(z.shape[:2])}, got {tuple(r.shape)}")
-    t = to_tensor(temps, "temps")
-    check_ndim(t, 1, "temps", "one temperature per expert")
-    check_finite(t, "temps")
+    t = to_float_tensor(temps, "temps", 1, "one temperature per expert")
     if t.shape[0] != z.shape[1]:
         raise ValueError(f"temps: expected {z.shape[1]} temperatures (one per expert), got {t.shape[0]}")
     if (t <= 0).any().item():
         raise ValueError("temps: temperatures must be > 0")
-    if not z.is_floating_point():
-        z = z.to(torch.float64)
     t = t.to(device=z.device, dtype=z.dtype)
     r = r.to(device=z.device, dtype=z.dtype)
     p = torch.softmax(z / t[None, :, None], dim=-1)

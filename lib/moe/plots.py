@@ -11,61 +11,40 @@ import numpy as np
 import pandas as pd
 
 from lib.plots import check_columns
-from lib.validation import ArrayLike
+from lib.validation import ArrayLike, check_int
 
 
-def calibration_gap_chart(
-    df: pd.DataFrame,
-    level: str = "level",
-    measured: str = "measured",
-    se: str = "se",
-    predicted: str = "predicted",
-    color: str = "shift",
-    title: str = "Calibration residual per prediction level",
-    width: int = 320,
-    height: int = 220,
-) -> alt.LayerChart:
-    """Measured calibration residual E[Y - p | p = q] per level q (points with +-2 s.e. rules) next to
-    the value eq. (4) predicts (hollow diamonds), one colour per shift.
+def calibration_gap_chart(df: pd.DataFrame, title: str = "Calibration residual per prediction level") -> alt.LayerChart:
+    """Measured calibration residual E[Y - p | p = q] per ``level`` q (points with +-2 ``se`` rules) next
+    to the value eq. (4) ``predicted`` (hollow diamonds), one colour per ``shift``.
 
     Data: lib.moe.theory.measured_gap merged with predicted_gap."""
-    check_columns(df, level=level, measured=measured, se=se, predicted=predicted, color=color)
-    data = df.copy()
-    data["_lo"], data["_hi"] = data[measured] - 2 * data[se], data[measured] + 2 * data[se]
+    check_columns(df, level="level", measured="measured", se="se", predicted="predicted", color="shift")
+    data = df.assign(_lo=df["measured"] - 2 * df["se"], _hi=df["measured"] + 2 * df["se"])
     base = alt.Chart(data)
-    x = alt.X(f"{level}:Q", title="aggregate prediction q", scale=alt.Scale(domain=[0, 1]))
-    col = alt.Color(f"{color}:N", title=color)
-    tip = [level, measured, se, predicted, color]
+    x = alt.X("level:Q", title="aggregate prediction q", scale=alt.Scale(domain=[0, 1]))
+    col = alt.Color("shift:N", title="shift")
+    tip = ["level", "measured", "se", "predicted", "shift"]
     pts = base.mark_point(filled=True, size=50).encode(
-        x=x, y=alt.Y(f"{measured}:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip
+        x=x, y=alt.Y("measured:Q", title="E[Y - p | p = q]"), color=col, tooltip=tip
     )
     rules = base.mark_rule().encode(x=x, y="_lo:Q", y2="_hi:Q", color=col)
     pred = base.mark_point(shape="diamond", size=140, filled=False, strokeWidth=2).encode(
-        x=x, y=f"{predicted}:Q", color=col, tooltip=tip
+        x=x, y="predicted:Q", color=col, tooltip=tip
     )
     zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="gray", strokeDash=[4, 4]).encode(y="y:Q")
-    return alt.layer(zero, rules, pts, pred).properties(title=title, width=width, height=height)
+    return alt.layer(zero, rules, pts, pred).properties(title=title, width=320, height=220)
 
 
-def confidence_histograms(
-    df: pd.DataFrame,
-    conf: str = "conf",
-    method: str = "method",
-    facet: str = "subset",
-    n_bins: int = 10,
-    title: str = "Confidence distribution",
-    width: int = 160,
-    height: int = 120,
-) -> alt.FacetChart:
-    """Share of predictions per confidence bin (10 equal-width bins), one line per ``method``, one
-    panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3)."""
-    check_columns(df, conf=conf, method=method, facet=facet)
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins: must be a positive integer, got {n_bins!r}")
-    data = df[[conf, method, facet]].copy()
-    data["bin"] = np.clip(np.ceil(data[conf].to_numpy(dtype=float) * n_bins) - 1, 0, n_bins - 1)
-    counts = data.groupby([facet, method, "bin"]).size().rename("count").reset_index()
-    counts["share"] = counts["count"] / counts.groupby([facet, method])["count"].transform("sum")
+def confidence_histograms(df: pd.DataFrame, facet: str = "subset", n_bins: int = 10) -> alt.FacetChart:
+    """Share of predictions per confidence bin (``n_bins`` equal-width bins of ``conf``), one line per
+    ``method``, one panel per ``facet`` value (e.g. easy vs hard images; paper Fig. E.3)."""
+    check_columns(df, conf="conf", method="method", facet=facet)
+    n_bins = check_int(n_bins, "n_bins")
+    data = df[["conf", "method", facet]].copy()
+    data["bin"] = np.clip(np.ceil(data["conf"].to_numpy(dtype=float) * n_bins) - 1, 0, n_bins - 1)
+    counts = data.groupby([facet, "method", "bin"]).size().rename("count").reset_index()
+    counts["share"] = counts["count"] / counts.groupby([facet, "method"])["count"].transform("sum")
     counts["confidence"] = (counts["bin"] + 0.5) / n_bins
     return (
         alt.Chart(counts)
@@ -73,12 +52,12 @@ def confidence_histograms(
         .encode(
             x=alt.X("confidence:Q", scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("share:Q", title="share of predictions"),
-            color=alt.Color(f"{method}:N"),
-            tooltip=[facet, method, "confidence", "share", "count"],
+            color=alt.Color("method:N"),
+            tooltip=[facet, "method", "confidence", "share", "count"],
         )
-        .properties(width=width, height=height)
+        .properties(width=160, height=120)
         .facet(column=alt.Column(f"{facet}:N", title=None))
-        .properties(title=title)
+        .properties(title="Confidence distribution")
     )
 
 

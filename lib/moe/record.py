@@ -35,11 +35,8 @@ class SubsetMetrics:
 
 @dataclass(frozen=True)
 class MoERecord:
-    """One finished paper-1 run: what it was (method, seed, lambda, warmup, epochs, backbone), where
-    it ran (device, date, code version, seconds) and its metrics per subset.
-
-    ``metrics`` keeps the record's whole metrics block for the method-specific extras (MoCaE's
-    temperatures, per-group ECE on text); ``raw`` is the record itself (for artifacts)."""
+    """One finished paper-1 run: what it was, where it ran and its metrics per subset; ``metrics`` is the
+    record's whole metrics block (MoCaE's temperatures, per-group ECE on text), ``raw`` the record."""
 
     key: str
     version: int

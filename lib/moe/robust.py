@@ -34,12 +34,12 @@ from lib.validation import check_finite, check_ndim, check_number, check_positiv
 DEFAULT_LAM = 2.0
 
 
-def _losses(losses: object, name: str = "losses", allow_empty: bool = False) -> torch.Tensor:
+def _losses(losses: object, name: str = "losses") -> torch.Tensor:
     t = to_tensor(losses, name)
     if not t.is_floating_point():
         t = t.to(torch.float64 if not isinstance(losses, torch.Tensor) else torch.get_default_dtype())
     check_ndim(t, 1, name, "one loss per example")
-    if t.shape[0] == 0 and not allow_empty:
+    if t.shape[0] == 0:
         raise ValueError(f"{name}: is empty")
     check_finite(t, name)
     return t
@@ -92,29 +92,25 @@ def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     return (torch.logsumexp(_tilted(l, lam), dim=0) - math.log(l.shape[0])) / lam
 
 
-def _weights(w: object, name: str = "w") -> torch.Tensor:
-    t = to_tensor(w, name)
-    if not t.is_floating_point():
-        t = t.double()
+def _weights(w: object) -> torch.Tensor:
+    t = to_tensor(w, "w")
+    t = t if t.is_floating_point() else t.double()
     if t.ndim not in (1, 2):
-        raise ValueError(
-            f"{name}: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}"
-        )
+        raise ValueError(f"w: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}")
     if t.shape[-1] == 0:
-        raise ValueError(f"{name}: is empty")
-    check_finite(t, name)
+        raise ValueError("w: is empty")
+    check_finite(t, "w")
     if (t < -1e-12).any():
-        raise ValueError(f"{name}: contains negative weights")
+        raise ValueError("w: contains negative weights")
     if ((t.sum(dim=-1) - 1).abs() > 1e-4).any():
-        raise ValueError(f"{name}: weights must sum to 1")
+        raise ValueError("w: weights must sum to 1")
     return t
 
 
 def kl_to_uniform(w: object) -> torch.Tensor:
     """KL(w || uniform) = sum_i w_i log(n w_i) (eq. 14), 0 at uniform and log n at a point mass."""
     t = _weights(w)
-    n = t.shape[-1]
-    return torch.special.xlogy(t, t).sum(dim=-1) + math.log(n)
+    return torch.special.xlogy(t, t).sum(dim=-1) + math.log(t.shape[-1])
 
 
 def cvar(losses: object, alpha: float) -> torch.Tensor:
@@ -184,17 +180,14 @@ def _check_mask_inputs(
     routing: object,
     expert_probs: object,
     mix_probs: object,
-    regret_threshold: float,
-    disagree_threshold: float,
+    *thresholds: float,
 ) -> tuple[torch.Tensor, ...]:
     """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
     mix_loss = _losses(mix_loss, "mix_loss")
     named = {"expert_losses": expert_losses, "routing": routing, "expert_probs": expert_probs, "mix_probs": mix_probs}
-    shapes = ("N examples x K experts", "N examples x K experts", "N x K experts x C classes", "N examples x C classes")
     out = [to_tensor(arr, name) for name, arr in named.items()]
-    for name, t, what in zip(named, out, shapes):
-        check_ndim(t, 3 if name == "expert_probs" else 2, name, what)
     for name, t in zip(named, out):
+        check_ndim(t, 3 if name == "expert_probs" else 2, name)
         check_finite(t, name)
         check_same_length(mix_loss, t, "mix_loss", name)
     expert_losses, routing, expert_probs, mix_probs = out
@@ -208,8 +201,8 @@ def _check_mask_inputs(
         raise ValueError(
             f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
         )
-    check_positive(regret_threshold, "regret_threshold", allow_zero=True)
-    check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
+    for name, value in zip(("regret_threshold", "disagree_threshold"), thresholds):
+        check_positive(value, name, allow_zero=True)
     return mix_loss, expert_losses, routing, expert_probs, mix_probs
 
 

@@ -82,9 +82,7 @@ class RoutedPopulation:
                 raise ValueError(f"{name}: probabilities must lie in [0, 1]")
         if (r < 0).any() or np.abs(r.sum(axis=1) - 1).max() > 1e-9:
             raise ValueError("routing: rows must be non-negative and sum to 1")
-        kind = np.asarray(self.kind, dtype=object)
-        if kind.size == 0:
-            kind = np.array(["cell"] * len(pi), dtype=object)
+        kind = np.asarray(self.kind, dtype=object) if len(self.kind) else np.array(["cell"] * len(pi), dtype=object)
         check_same_length(pi, kind, "pi", "kind")
         for name, arr in (("pi", pi), ("eta", eta), ("routing", r), ("experts", f), ("kind", kind)):
             object.__setattr__(self, name, arr)
@@ -188,11 +186,9 @@ def calibrated_experts(pi: object, eta: object, routing: object, groups: object)
 def random_population(
     n_cells: int = 60, num_experts: int = 3, n_groups: int = 4, routing: str = "soft", seed: int = 0
 ) -> RoutedPopulation:
-    """A random population whose experts are calibrated (on routing-weighted views for ``"soft"``,
-    on hard routing regions for ``"hard"``), built with :func:`calibrated_experts`.
-
-    Cells get Dirichlet probabilities, uniform outcome frequencies, Dirichlet router weights and a
-    random group per expert."""
+    """A random population (Dirichlet cell probabilities and router weights, uniform outcome
+    frequencies, a random group per expert) whose experts are calibrated by :func:`calibrated_experts`
+    on routing-weighted views (``"soft"``) or hard routing regions (``"hard"``)."""
     check_choice(routing, ROUTINGS, "routing")
     for name, value in (("n_cells", n_cells), ("num_experts", num_experts), ("n_groups", n_groups)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -33,24 +33,20 @@ _RUN_FIELDS = ("lam", "warmup_epochs", "epochs", "backbone", "pretrained", "devi
 def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (method, seed, subset) with accuracy, ece, ece_ts, nll and n, plus the run's
     routing entropy, backbone, pretrained flag, device, provenance date and training seconds."""
-    rows = []
-    for r in map(MoERecord.from_record, records):
-        for subset in SUBSETS:
-            block = r.subsets.get(subset)
-            if block is None:
-                continue
-            rows.append(
-                {
-                    "method": r.method,
-                    "label": METHOD_LABELS.get(r.method, r.method),
-                    "seed": r.seed,
-                    "subset": subset,
-                    "n": block.n,
-                    **{m: getattr(block, m) for m in (*METRICS, "nll")},
-                    "routing_entropy": r.routing_entropy.get(subset),
-                    **{k: getattr(r, k) for k in _RUN_FIELDS},
-                }
-            )
+    rows = [
+        {
+            "method": r.method,
+            "label": METHOD_LABELS.get(r.method, r.method),
+            "seed": r.seed,
+            "subset": subset,
+            "n": block.n,
+            **{m: getattr(block, m) for m in (*METRICS, "nll")},
+            "routing_entropy": r.routing_entropy.get(subset),
+            **{k: getattr(r, k) for k in _RUN_FIELDS},
+        }
+        for r in map(MoERecord.from_record, records)
+        for subset, block in r.subsets.items()  # in SUBSETS order
+    ]
     return pd.DataFrame(rows)
 
 
@@ -160,34 +156,28 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     and whether the records were committed GPU results in ``results/`` or computed here)."""
     from lib.engine.runs import is_committed
 
-    rows = []
-    for r in map(MoERecord.from_record, records):
-        rows.append(
-            {
-                "method": METHOD_LABELS.get(r.method, r.method),
-                "seed": r.seed,
-                "backbone": f"{r.backbone} ({'ImageNet-pretrained' if r.pretrained else 'random init'})",
-                "epochs": r.epochs,
-                "device": r.device,
-                "date": str(r.date)[:10],
-                "code": f"v{r.version}",
-                "train_min": (r.train_seconds or 0) / 60,
-                "source": "results/ (GPU)" if is_committed(r.raw) else "computed here",
-            }
-        )
+    rows = [
+        {
+            "method": METHOD_LABELS.get(r.method, r.method),
+            "seed": r.seed,
+            "backbone": f"{r.backbone} ({'ImageNet-pretrained' if r.pretrained else 'random init'})",
+            "epochs": r.epochs,
+            "device": r.device,
+            "date": str(r.date)[:10],
+            "code": f"v{r.version}",
+            "train_min": (r.train_seconds or 0) / 60,
+            "source": "results/ (GPU)" if is_committed(r.raw) else "computed here",
+        }
+        for r in map(MoERecord.from_record, records)
+    ]
     frame = pd.DataFrame(rows)
     if frame.empty:
         return "No runs.", frame
     line = "Backbone: " + "; ".join(dict.fromkeys(frame["backbone"])) + "."
     join = lambda v: ", ".join(dict.fromkeys(map(str, v)))  # noqa: E731
+    cols = {"seeds": "seed", **{c: c for c in ("epochs", "device", "date", "code", "train_min", "source")}}
     table = frame.groupby("method", sort=False).agg(
-        seeds=("seed", join),
-        epochs=("epochs", join),
-        device=("device", join),
-        date=("date", join),
-        code=("code", join),
-        train_min=("train_min", lambda v: round(float(v.sum()), 2)),
-        source=("source", join),
+        **{k: (c, (lambda v: round(float(v.sum()), 2)) if c == "train_min" else join) for k, c in cols.items()}
     )
     return line, table.reset_index()
 

@@ -57,6 +57,9 @@ __all__ = [
 # --- Paper 1: inputs, prediction, evaluation ------------------------------------------------------
 
 
+_SPLITS = ("train", "val", "test")
+
+
 @dataclass
 class _Prepared:
     train: tuple[Inputs, torch.Tensor]
@@ -79,37 +82,22 @@ def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], 
 
 
 def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Prepared:
-    if getattr(data, "kind", "images") == "text":
+    kind = getattr(data, "kind", "images")
+    if kind == "text":
         from lib.data.text import tokenize
 
         tok = getattr(backbone, "tokenizer", None)
         if tok is None:
             raise ValueError(f"backbone: {cfg.backbone!r} has no .tokenizer; text data needs a text backbone")
-        enc = lambda t: tokenize(t, tok, cfg.max_length)  # noqa: E731
-        return _Prepared(
-            train=(enc(data.train_texts), data.train_y),
-            val=(enc(data.val_texts), data.val_y),
-            test=(enc(data.test_texts), data.test_y),
-            is_text=True,
-        )
-    if getattr(data, "kind", "images") == "features":  # frozen feature vectors: no pixels, no augmentation
-        return _Prepared(
-            train=(data.train_x, data.train_y),
-            val=(data.val_x, data.val_y),
-            test=(data.test_x, data.test_y),
-            fgr_inputs=data.fgr_inputs,
-        )
+        enc = [tokenize(getattr(data, f"{s}_texts"), tok, cfg.max_length) for s in _SPLITS]
+        return _Prepared(*zip(enc, (data.train_y, data.val_y, data.test_y)), is_text=True)
+    splits = [(getattr(data, f"{s}_x"), getattr(data, f"{s}_y")) for s in _SPLITS]
+    if kind == "features":  # frozen feature vectors: no pixels, no augmentation
+        return _Prepared(*splits, fgr_inputs=data.fgr_inputs)
     size = int(data.train_x.shape[-1])
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")
-    mean, std = _image_stats(cfg, data.train_x)
-    return _Prepared(
-        train=(data.train_x, data.train_y),
-        val=(data.val_x, data.val_y),
-        test=(data.test_x, data.test_y),
-        mean=mean,
-        std=std,
-    )
+    return _Prepared(*splits, *_image_stats(cfg, data.train_x))
 
 
 def backbone_identity(cfg: TrainConfig) -> str:
@@ -249,26 +237,22 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     t0 = time.perf_counter()
     val = predict(pr.runner, pr.prep.val[0], device, cfg.eval_batch_size, pr.eval_prep, cfg.amp, collect=_outputs)
     test = predict(pr.runner, pr.prep.test[0], device, cfg.eval_batch_size, pr.eval_prep, cfg.amp, collect=_outputs)
-    groups = getattr(data, "test_groups", None)
     routing = test["routing"] if cfg.method != "single" else None
-    all_mask = getattr(data, "all_mask", None)
-    metrics, test_p = evaluate(
-        val["probs"], data.val_y, test["probs"], data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
-    )
+    groups, all_mask = getattr(data, "test_groups", None), getattr(data, "all_mask", None)
+
+    def scores(v: Any, t: Any) -> tuple[dict[str, Any], np.ndarray]:
+        return evaluate(v, data.val_y, t, data.test_y, data.hard_mask, routing, groups, all_mask=all_mask)
+
+    metrics, test_p = scores(val["probs"], test["probs"])
     arrays = {"probs": test_p.astype(np.float16)}
     if cfg.method == "vanilla":  # MoCaE is post hoc on the same trained model (see train_run)
-        mv, mt, temps = mocae_calibrate(val, data.val_y, test)
-        metrics["mocae"], mocae_p = evaluate(
-            mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
-        )
-        metrics["mocae"]["expert_temperatures"] = temps
-        # the earlier definition (converged per-expert temperatures), kept as a diagnostic
-        mv, mt, temps = mocae_calibrate(val, data.val_y, test, fit="converged")
-        metrics["mocae_converged"], _ = evaluate(
-            mv, data.val_y, mt, data.test_y, data.hard_mask, routing, groups, all_mask=all_mask
-        )
-        metrics["mocae_converged"]["expert_temperatures"] = temps
-        arrays["probs_mocae"] = mocae_p.astype(np.float16)
+        # "mocae_converged": the earlier definition (converged per-expert temperatures), a diagnostic
+        for name, fit in (("mocae", "paper"), ("mocae_converged", "converged")):
+            mv, mt, temps = mocae_calibrate(val, data.val_y, test, fit=fit)
+            metrics[name], mocae_p = scores(mv, mt)
+            metrics[name]["expert_temperatures"] = temps
+            if fit == "paper":
+                arrays["probs_mocae"] = mocae_p.astype(np.float16)
     eval_seconds = time.perf_counter() - t0
     run.save_arrays(
         "predictions",
@@ -303,8 +287,7 @@ def fit_alone(
     pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
 ) -> FitResult:
     """Train a prepared run alone through :func:`lib.engine.loop.fit` (resuming from ``run``'s
-    checkpoint, if any): :func:`compute_run`'s loop, and the one the engine's self-test compares
-    stacks against."""
+    checkpoint): :func:`compute_run`'s loop, the one the engine's self-test compares stacks against."""
     cfg = pr.cfg
     return fit(
         pr.runner,
@@ -367,12 +350,9 @@ def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
 
 
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
-    """Train and evaluate one paper-1 run, cached by ``(cfg, data, code version)`` and resumable. The
-    record: config, ``history`` (per epoch), ``metrics`` (``all``/``hard`` blocks of
-    :func:`lib.moe.evaluate.evaluate`, temperature, routing entropy, per-group ECE for text),
-    ``wall_time``, ``device``, ``data``, ``backbone`` and ``provenance``; test predictions:
-    :func:`load_predictions`. "mocae" is the "vanilla" run of the same config calibrated post hoc (the
-    vanilla record carries MoCaE's metrics), derived even with training off."""
+    """Train and evaluate one paper-1 run (:func:`finish_run`'s record), cached by ``(cfg, data, code
+    version)`` and resumable; test predictions: :func:`load_predictions`. "mocae" is the "vanilla" run
+    of the same config calibrated post hoc (:func:`mocae_view`), derived even with training off."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)

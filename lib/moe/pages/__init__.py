@@ -18,16 +18,14 @@ PACS_TARGETS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 def moe_items(page: str, configs: Sequence[Any], target: str | None = None) -> list[Item]:
     """Plan items of paper-1 ``configs`` (TrainConfigs), one per distinct run: id
     ``<page>[/<target>]/<method>/lam<lam>/w<warmup>/s<seed>``; MoCaE items are ``post_hoc``."""
-    items: list[Item] = []
-    seen: set[str] = set()
+    items: dict[str, Item] = {}
     for c in configs:
         tag = f"{page}{'/' + target if target else ''}/{c.method}/lam{c.lam}/w{c.warmup}/s{c.seed}"
-        if tag not in seen:  # the sweeps of the sensitivity page share a point
-            seen.add(tag)
-            items.append(
-                Item(page, tag, c.seed, c.epochs, c.method, config=c, target=target, post_hoc=c.method == "mocae")
+        if tag not in items:  # the sweeps of the sensitivity page share a point
+            items[tag] = Item(
+                page, tag, c.seed, c.epochs, c.method, config=c, target=target, post_hoc=c.method == "mocae"
             )
-    return items
+    return list(items.values())
 
 
 class MoEPage(Page):
@@ -73,10 +71,8 @@ class MoEPage(Page):
     def run(
         self, cfg: Mapping[str, Any], data: Any, target: str | None = None, train: bool = True
     ) -> list[dict[str, Any]]:
-        """The records of every run the page shows at the settings ``cfg`` (and PACS ``target``), in
-        plan order, MoCaE's made post hoc from its Vanilla run. With ``train`` the unfinished runs
-        train first through :meth:`train`, the queue's path; without it (paper scale) only the runs
-        published in ``results/`` or cached are read. Numerical RuntimeWarnings are silenced."""
+        """The records of the page's runs at ``cfg`` (and PACS ``target``) in plan order, trained first
+        through :meth:`train` (the queue's path) unless ``train`` is false. RuntimeWarnings are silenced."""
         import warnings
 
         from lib.moe.grid import run_grid

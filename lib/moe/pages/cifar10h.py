@@ -153,12 +153,9 @@ def disagreement_examples(
 def hard_share_table(info: Mapping[str, float], real: bool) -> pd.DataFrame:
     """The paper's hard share of the test set beside ours (full test set and 'all' sample)."""
     what, share, sentence = paper_text.PAPER_COUNTS["cifar10h_hard"]
-    full = f"{info['hard_fraction_full_test']:.4f}" if real else "synthetic data"
-    sample = (
-        f"{info.get('hard_fraction_all_sample', info.get('hard_fraction_full_test', 0.0)):.4f}"
-        if real
-        else "synthetic data"
-    )
+    full = info["hard_fraction_full_test"] if real else None
+    sample = f"{info.get('hard_fraction_all_sample', full):.4f}" if real else "synthetic data"
+    full = f"{full:.4f}" if real else "synthetic data"
     return pd.DataFrame(
         [
             {

@@ -22,6 +22,7 @@ from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
 from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
+from lib.validation import to_numpy
 
 #: The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
 #:
@@ -87,10 +88,7 @@ def group_table(
     if not groups:
         raise ValueError("groups: must name at least one identity group")
     group_ece = group_frame(records).groupby(["method", "group"], as_index=False)[["ece", "n"]].mean()
-    masks = {
-        g: np.asarray(test_groups[g].numpy() if hasattr(test_groups[g], "numpy") else test_groups[g]).astype(bool)
-        for g in groups
-    }
+    masks = {g: to_numpy(test_groups[g], "test_groups", dtype=bool) for g in groups}
     acc_rows = []
     for m, p in predictions.items():
         for g in groups:

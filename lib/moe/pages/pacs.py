@@ -47,11 +47,9 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
 
 @dataclass(frozen=True)
 class PacsBackbone:
-    """The backbone a PACS run gets here: ``spec`` (a :func:`lib.nets.backbones.build` name), whether
-    ImageNet weights actually loaded (``pretrained``) and heads train on cached features (``frozen``,
-    of ``extractor``), the trainable head convolution on cached activations (``tail``), the one
-    fine-tuning of Lite0's last stage before it is frozen (``tune``: (epochs, lr)), and what the page
-    says (``label``, and how it ``differs`` from the paper's network)."""
+    """The backbone a PACS run gets here (:func:`pacs_backbone`): its :func:`lib.nets.backbones.build`
+    ``spec``, whether weights loaded, features are cached (``frozen``, of ``extractor``), the trained
+    head convolution (``tail``), the one tuning of Lite0's last stage (``tune``) and the page's words."""
 
     spec: str
     pretrained: bool
@@ -196,10 +194,8 @@ class PacsPage(MoEPage):
         return moe_items(self.name, exp.train_configs(cfg, **changes), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        """The bundle a PACS scale trains on: synthetic domains (``cfg["data"] != "real"``), frozen
-        features of the scale's backbone (:func:`lib.features.pacs_features.pacs_features`: size
-        ``image_size``, ``filtered_copies`` JPEG copies for FGR, mirrored training images with ``flip``)
-        or the images (:func:`lib.data.images.load_pacs`)."""
+        """The bundle a PACS scale trains on: synthetic domains, frozen features
+        (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
         if target is None:
             raise ValueError("target: the PACS page loads one held-out domain at a time")
         n = int(cfg.get("n_per_domain") or 0) or None
