@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from lib.validation import check_int, check_positive
+from lib.validation import check_int, check_number, check_positive
 
 # Channel statistics (RGB, of [0, 1] pixels). CIFAR-10 train-set statistics as used by most CIFAR
 # code; ImageNet statistics for pretrained torchvision backbones.
@@ -95,8 +95,7 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
 def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
     """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
     _check_images(x)
-    if not 0 <= p <= 1:
-        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
+    check_number(p, "p", 0.0, 1.0)
     flip = torch.rand(x.shape[0], generator=generator) < p
     flip = to_device_async(flip, x.device)[:, None, None, None]
     return torch.where(flip, x.flip(-1), x)
