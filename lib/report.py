@@ -6,6 +6,7 @@ book can paste it with ``{glue:text}``); ``read_published(path)`` gives the test
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import numbers
@@ -42,17 +43,11 @@ def read_published(notebook: str | Path) -> dict[str, Any]:
             if text is None:
                 continue
             text = "".join(text) if isinstance(text, list) else text
-            found[meta["name"]] = _parse_repr(text)
+            try:
+                found[meta["name"]] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                found[meta["name"]] = text
     return found
-
-
-def _parse_repr(text: str) -> Any:
-    import ast
-
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def publish_scale(scale: str, summary: str) -> str:
