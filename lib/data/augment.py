@@ -148,15 +148,6 @@ def augment_batch(
 Inputs = torch.Tensor | Mapping[str, torch.Tensor]
 
 
-def _length(x: Inputs) -> int:
-    if isinstance(x, Mapping):
-        lengths = {int(v.shape[0]) for v in x.values()}
-        if len(lengths) != 1:
-            raise ValueError(f"x: all tensors of a dict input need the same length, got {sorted(lengths)}")
-        return lengths.pop()
-    return int(x.shape[0])
-
-
 def _map(x: Inputs, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
     """``fn`` applied to a tensor, or to each tensor of a dict input."""
     return {k: fn(v) for k, v in x.items()} if isinstance(x, Mapping) else fn(x)
@@ -178,7 +169,10 @@ class BatchIterator:
         drop_last: bool = False,
     ) -> None:
         check_int(batch_size, "batch_size")
-        n = _length(x)
+        lengths = {int(v.shape[0]) for v in x.values()} if isinstance(x, Mapping) else {int(x.shape[0])}
+        if len(lengths) != 1:
+            raise ValueError(f"x: all tensors of a dict input need the same length, got {sorted(lengths)}")
+        n = lengths.pop()
         if int(y.shape[0]) != n:
             raise ValueError(f"x and y: lengths differ ({n} vs {int(y.shape[0])})")
         self.device = torch.device(device)
