@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from unittest import mock
 from pathlib import Path
 from typing import Any
 
@@ -84,20 +84,9 @@ def execute_notebook(
 QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
 
 
-@contextlib.contextmanager
-def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Iterator[None]:
+def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Any:
     """The papermill kernel's environment (:data:`QUIET_KERNEL_ENV`, then ``extra``), restored afterwards."""
-    env = {**QUIET_KERNEL_ENV, **(extra or {})}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return mock.patch.dict(os.environ, {**QUIET_KERNEL_ENV, **(extra or {})})
 
 
 def lib_references(notebook: Path) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from unittest import mock
 
 from lib.config import DEFAULT_SCALE, SCALES, repo_root
 
@@ -136,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         return window_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    before = os.environ.get("CALIBOOK_DEBUG")
-    if args.debug:
-        os.environ["CALIBOOK_DEBUG"] = "1"  # the notebook kernels keep full tracebacks too (lib.notebook_errors)
+    # the notebook kernels keep full tracebacks too (lib.notebook_errors); main() may be called
+    # in-process (tests): the environment is left as it was
     try:
-        return int(args.func(args))
+        with mock.patch.dict(os.environ, {"CALIBOOK_DEBUG": "1"} if args.debug else {}):
+            return int(args.func(args))
     except Exception as err:  # noqa: BLE001 - every error becomes one message (--debug: traceback)
         if args.debug:
             raise
@@ -149,8 +150,3 @@ def main(argv: list[str] | None = None) -> int:
         if code == 1:
             print(f"(run `{PROG} --debug {args.command} ...` for the traceback)", file=sys.stderr)
         return code
-    finally:  # main() may be called in-process (tests): leave the environment as it was
-        if before is None:
-            os.environ.pop("CALIBOOK_DEBUG", None)
-        else:
-            os.environ["CALIBOOK_DEBUG"] = before

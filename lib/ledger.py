@@ -91,10 +91,6 @@ def ledger_rows(
     return rows
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "/").replace("\n", " ")
-
-
 def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
     """The ledger of a build at ``scale`` as Markdown tables (claims, then numerical checks), read
     from the executed notebooks under ``build_root/<scale>/notebooks`` (and ``build_root/paper``)."""
@@ -121,7 +117,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         for r in chosen:
             link = f"[{r['page']}](../notebooks/{r['page']}.ipynb)"
             cells = [r["claim"], r["paper_own"], r["ours"], r["paper_scale"], r["why"]]
-            out.append(f"| {link} | " + " | ".join(_cell(c) for c in cells) + " |")
+            out.append(f"| {link} | " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |")
         held = sum(r["ours"] == HELD for r in chosen)
         out += ["", f"{held} of {len(chosen)} held at this scale.", ""]
     return "\n".join(out) + "\n"

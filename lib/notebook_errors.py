@@ -20,15 +20,13 @@ QUIET: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, LookupE
 __all__ = ["QUIET", "install", "one_line"]
 
 
-def _raised_in_lib(tb: TracebackType | None) -> bool:
-    frames = traceback.extract_tb(tb)
-    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(LIB)
-
-
 def one_line(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> list[str] | None:
     """The error as one line (``["ValueError: train: ..."]``) when ``lib`` raised it on purpose
     (one of ``QUIET``, raised inside ``lib/``, ``CALIBOOK_DEBUG`` unset); else ``None``."""
-    if os.environ.get("CALIBOOK_DEBUG") or not issubclass(etype, QUIET) or not _raised_in_lib(tb):
+    frames = traceback.extract_tb(tb)
+    if os.environ.get("CALIBOOK_DEBUG") or not issubclass(etype, QUIET) or not frames:
+        return None
+    if not Path(frames[-1].filename).resolve().is_relative_to(LIB):
         return None
     return [f"{etype.__name__}: {value}"]
 

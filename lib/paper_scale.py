@@ -63,11 +63,7 @@ def records(page: str, target: str | None = None, scale: str = "paper") -> list[
 def coverage(page: str, target: str | None = None, scale: str = "paper") -> pd.DataFrame:
     """One row per method of the plan: runs published of runs planned, as ``"k of n seeds"``
     (``"k of n runs"`` for pages whose runs are not seeds of one method: the page's ``unit``)."""
-    return _coverage(page, *_plan(page, scale, target))
-
-
-def _coverage(page: str, items: Sequence[Any], got: Mapping[str, Any]) -> pd.DataFrame:
-    counts = count(items, got)
+    counts = count(*_plan(page, scale, target))
     text = coverage_text(counts, get_page(page).unit)
     return pd.DataFrame(
         [{"method": m, "published": k, "planned": n, "coverage": text[m]} for m, (k, n) in counts.items()],

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lib.calibration.metrics import reliability_table
-from lib.validation import ArrayLike
+from lib.validation import ArrayLike, check_int
 
 # --- renderer, reliability diagrams, lines and bars ---
 
@@ -59,17 +59,6 @@ def check_columns(df: pd.DataFrame, **columns: Any) -> None:
                 raise ValueError(f"{arg}: column {c!r} not in df (columns: {list(df.columns)})")
 
 
-def _field_type(df: pd.DataFrame, col: str) -> str:
-    """Altair type shorthand: quantitative for numeric columns, nominal otherwise."""
-    return "Q" if pd.api.types.is_numeric_dtype(df[col]) and not pd.api.types.is_bool_dtype(df[col]) else "N"
-
-
-def _diagonal() -> alt.Chart:
-    """The y = x line of perfect calibration."""
-    diag = pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})
-    return alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
-
-
 def reliability_diagram(
     conf: ArrayLike,
     outcome: ArrayLike,
@@ -103,7 +92,9 @@ def reliability_diagram(
     )
     errors = base.mark_rule(color="black").encode(x="mid:Q", y="acc_lo:Q", y2="acc_hi:Q", tooltip=tooltip)
     means = base.mark_point(color="firebrick", filled=True, size=30).encode(x="conf:Q", y="acc:Q", tooltip=tooltip)
-    return alt.layer(bars, errors, means, _diagonal()).properties(title=title, width=width, height=height)
+    diagonal = alt.Chart(pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})).mark_line(color="gray", strokeDash=[4, 4])
+    diagonal = diagonal.encode(x="x:Q", y="y:Q")  # perfect calibration
+    return alt.layer(bars, errors, means, diagonal).properties(title=title, width=width, height=height)
 
 
 def reliability_grid(
@@ -118,8 +109,7 @@ def reliability_grid(
     the panels are square and fit ``BOOK_WIDTH`` unless ``width``/``height`` say otherwise."""
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
-    if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:
-        raise ValueError(f"columns: must be a positive integer, got {columns!r}")
+    check_int(columns, "columns")
     if width is None:
         width = max(120, (BOOK_WIDTH - _PANEL_AXES * int(columns)) // int(columns))
     height = width if height is None else height
@@ -146,8 +136,7 @@ _PANEL_AXES = 75  # px a panel's axis labels, titles and spacing add to its plot
 def legend_below(chart: alt.TopLevelMixin, columns: int = 4) -> alt.TopLevelMixin:
     """``chart`` with its legend under the plots in ``columns`` columns, labels never cut: side by
     side charts then keep their width for the data and fit ``BOOK_WIDTH``."""
-    if isinstance(columns, bool) or not isinstance(columns, (int, np.integer)) or columns < 1:
-        raise ValueError(f"columns: must be a positive integer, got {columns!r}")
+    check_int(columns, "columns")
     return chart.configure_legend(orient="bottom", columns=int(columns), labelLimit=0, titleLimit=0)
 
 
@@ -183,8 +172,9 @@ def line_chart(
     scale = alt.Scale(type="log") if log else alt.Undefined
     if log and ((data[x] <= 0).any() or (data[y] <= 0).any()):
         raise ValueError(f"log: {x} and {y} must be > 0 on log axes")
+    numeric = pd.api.types.is_numeric_dtype(data[x]) and not pd.api.types.is_bool_dtype(data[x])
     enc: dict[str, Any] = {
-        "x": alt.X(f"{x}:{_field_type(data, x)}", title=x_title or x, scale=scale),
+        "x": alt.X(f"{x}:{'Q' if numeric else 'N'}", title=x_title or x, scale=scale),
         "y": alt.Y(f"{y}:Q", title=y_title or y, scale=scale),
     }
     tooltip = [x, y] + ([color] if color else []) + ([yerr] if yerr else list(band or []))

@@ -6,6 +6,7 @@ book can paste it with ``{glue:text}``); ``read_published(path)`` gives the test
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import numbers
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from lib.validation import check_number
 
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
@@ -42,17 +45,11 @@ def read_published(notebook: str | Path) -> dict[str, Any]:
             if text is None:
                 continue
             text = "".join(text) if isinstance(text, list) else text
-            found[meta["name"]] = _parse_repr(text)
+            try:
+                found[meta["name"]] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                found[meta["name"]] = text
     return found
-
-
-def _parse_repr(text: str) -> Any:
-    import ast
-
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def publish_scale(scale: str, summary: str) -> str:
@@ -198,10 +195,7 @@ def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY
     chance + floor * (paper_accuracy - chance) (see ``ACCURACY_FLOOR``).
     """
     for value, name in ((paper_accuracy, "paper_accuracy"), (chance, "chance"), (floor, "floor")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ValueError(f"{name}: must be a finite number, got {value!r}")
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name}: must lie in [0, 1] (a fraction), got {value!r}")
+        check_number(value, name, 0.0, 1.0)  # a fraction
     if paper_accuracy <= chance:
         raise ValueError(f"paper_accuracy: must exceed chance ({chance}), got {paper_accuracy}")
     return float(chance + floor * (paper_accuracy - chance))
@@ -224,14 +218,10 @@ def gate_claims(
     sentence saying which case applied, for the page to print.
     """
     bar = accuracy_floor(paper_accuracy, chance, floor)
-    if isinstance(accuracy, bool) or not isinstance(accuracy, numbers.Real):
-        raise ValueError(f"accuracy: must be a number, got {accuracy!r}")
-    if not (math.isfinite(accuracy) and 0.0 <= accuracy <= 1.0):
-        raise ValueError(f"accuracy: must be a fraction in [0, 1], got {accuracy!r}")
+    accuracy = check_number(accuracy, "accuracy", 0.0, 1.0)  # a fraction
     unknown = set(exempt) - {r.get("claim") for r in rows}
     if unknown:
         raise ValueError(f"exempt: not claims of these rows: {sorted(unknown)}")
-    accuracy = float(accuracy)
     learned = accuracy >= bar
     out = []
     for r in rows:

@@ -227,6 +227,13 @@ def check_positive(value: float, name: str, allow_zero: bool = False) -> float:
     return check_number(value, name, low=0.0, low_open=not allow_zero)
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value``, or raise unless it is ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, got {value!r}")
+    return value
+
+
 def check_int(value: Any, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     """Return ``value`` as an int, or raise unless it is an integer (not a bool) in [minimum, maximum]."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < minimum:

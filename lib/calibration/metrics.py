@@ -21,6 +21,7 @@ from lib.validation import (
     check_finite,
     check_bins,
     check_ndim,
+    check_nonempty,
     check_number,
     check_probs_labels,
     check_same_length,
@@ -51,8 +52,7 @@ def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.n
     p = to_numpy(probs, "probs")
     y = to_numpy(labels, "labels")
     check_probs_labels(p, y, prob_tolerance(probs))  # tolerance of the caller's dtype (fp16)
-    if p.shape[0] == 0:
-        raise ValueError("probs: is empty (0 examples)")
+    check_nonempty(p, "probs")
     return p, y.astype(np.int64)
 
 
@@ -67,8 +67,7 @@ def _conf_outcome(
     check_ndim(o, 1, outcome_name, "one 0/1 outcome per example")
     check_finite(o, outcome_name)
     check_same_length(c, o, conf_name, outcome_name)
-    if c.shape[0] == 0:
-        raise ValueError(f"{conf_name}: is empty (0 examples)")
+    check_nonempty(c, conf_name)
     if not np.all((o == 0) | (o == 1)):
         raise ValueError(f"{outcome_name}: values must be 0 or 1 (or booleans)")
     return (c if clip is None else np.clip(c, 0.0, 1.0)), o
@@ -231,9 +230,8 @@ def aurc(conf: ArrayLike, errors: ArrayLike) -> float:
     check_finite(c, "conf")
     check_finite(e, "errors")
     check_same_length(c, e, "conf", "errors")
+    check_nonempty(c, "conf")
     n = c.shape[0]
-    if n == 0:
-        raise ValueError("conf: is empty (0 examples)")
     if np.any(e < 0):
         raise ValueError("errors: must be non-negative (0/1 errors or losses)")
     order = np.argsort(-c, kind="stable")

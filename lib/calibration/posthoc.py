@@ -28,6 +28,7 @@ from lib.validation import (
     check_logits_labels,
     check_number,
     check_ndim,
+    check_nonempty,
     check_positive,
     check_probs,
     check_unit_interval,
@@ -169,8 +170,7 @@ class TemperatureScaler:
             raise ValueError(f"logits: expected (N, C) logits or (N, K, C) expert logits, got shape {tuple(z.shape)}")
         check_logits_labels(z[:, 0] if experts else z, y)
         check_finite(z, "logits")
-        if z.shape[0] == 0:
-            raise ValueError("logits: is empty (0 examples)")
+        check_nonempty(z, "logits")
         z, y = z.detach().to(torch.float64), y.detach().to(device=z.device, dtype=torch.long)
         w = None if weights is None else to_tensor(weights, "weights").detach().to(z.device, torch.float64)
         if w is not None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from lib.validation import check_int, check_positive
+from lib.validation import check_int, check_number, check_positive
 
 # Channel statistics (RGB, of [0, 1] pixels). CIFAR-10 train-set statistics as used by most CIFAR
 # code; ImageNet statistics for pretrained torchvision backbones.
@@ -95,8 +95,7 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
 def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
     """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
     _check_images(x)
-    if not 0 <= p <= 1:
-        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
+    check_number(p, "p", 0.0, 1.0)
     flip = torch.rand(x.shape[0], generator=generator) < p
     flip = to_device_async(flip, x.device)[:, None, None, None]
     return torch.where(flip, x.flip(-1), x)
@@ -149,15 +148,6 @@ def augment_batch(
 Inputs = torch.Tensor | Mapping[str, torch.Tensor]
 
 
-def _length(x: Inputs) -> int:
-    if isinstance(x, Mapping):
-        lengths = {int(v.shape[0]) for v in x.values()}
-        if len(lengths) != 1:
-            raise ValueError(f"x: all tensors of a dict input need the same length, got {sorted(lengths)}")
-        return lengths.pop()
-    return int(x.shape[0])
-
-
 def _map(x: Inputs, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
     """``fn`` applied to a tensor, or to each tensor of a dict input."""
     return {k: fn(v) for k, v in x.items()} if isinstance(x, Mapping) else fn(x)
@@ -179,7 +169,10 @@ class BatchIterator:
         drop_last: bool = False,
     ) -> None:
         check_int(batch_size, "batch_size")
-        n = _length(x)
+        lengths = {int(v.shape[0]) for v in x.values()} if isinstance(x, Mapping) else {int(x.shape[0])}
+        if len(lengths) != 1:
+            raise ValueError(f"x: all tensors of a dict input need the same length, got {sorted(lengths)}")
+        n = lengths.pop()
         if int(y.shape[0]) != n:
             raise ValueError(f"x and y: lengths differ ({n} vs {int(y.shape[0])})")
         self.device = torch.device(device)

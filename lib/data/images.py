@@ -30,7 +30,7 @@ from lib.data.image_files import (
     resolve_pacs_domain,
 )
 from lib.data.locate import describe, locate, reading
-from lib.validation import check_choice, check_open_unit
+from lib.validation import check_choice, check_int, check_open_unit
 
 HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
@@ -99,18 +99,15 @@ def natural_test_subset(hard: np.ndarray, n_test: int, rng: np.random.Generator)
     hard = np.asarray(hard, dtype=bool)
     if hard.ndim != 1:
         raise ValueError(f"hard: expected a 1-D boolean mask, got shape {hard.shape}")
-    if not isinstance(n_test, (int, np.integer)) or isinstance(n_test, bool) or not 1 <= n_test <= len(hard):
-        raise ValueError(f"n_test: must be an integer in [1, {len(hard)}], got {n_test!r}")
+    check_int(n_test, "n_test", 1, len(hard))
     sample = rng.choice(len(hard), n_test, replace=False)
     idx = np.union1d(sample, np.flatnonzero(hard))  # sorted
     return idx, np.isin(idx, sample)
 
 
 def _check_count(value: int | None, name: str, maximum: int) -> None:
-    if value is None:
-        return
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 1 <= value <= maximum:
-        raise ValueError(f"{name}: must be an integer in [1, {maximum}] or None, got {value!r}")
+    if value is not None:
+        check_int(value, name, 1, maximum)
 
 
 def load_cifar10h(

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.data.augment import to_device_async
-from lib.validation import check_finite, check_int, check_ndim, check_positive, to_tensor
+from lib.validation import check_finite, check_int, check_ndim, check_number, to_tensor
 
 BLOCK = 8
 DEFAULT_QUALITIES: tuple[int, ...] = (15, 18, 25)
@@ -91,16 +91,6 @@ def _constants(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, 
     )
 
 
-def _to_blocks(x: torch.Tensor) -> torch.Tensor:
-    b, c, h, w = x.shape
-    return x.reshape(b, c, h // BLOCK, BLOCK, w // BLOCK, BLOCK).permute(0, 1, 2, 4, 3, 5)
-
-
-def _from_blocks(x: torch.Tensor) -> torch.Tensor:
-    b, c, hb, wb, _, _ = x.shape
-    return x.permute(0, 1, 2, 4, 3, 5).reshape(b, c, hb * BLOCK, wb * BLOCK)
-
-
 def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
     """JPEG-like DCT filtering of float RGB images (B, 3, H, W) in [0, 255] at ``quality`` (one number in
     [1, 100] or one per image); sizes not divisible by 8 are edge-padded and cropped back."""
@@ -140,11 +130,12 @@ def _jpeg_filter(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
         pad_h, pad_w = (-h) % BLOCK, (-w) % BLOCK
         if pad_h or pad_w:
             ycc = F.pad(ycc, (0, pad_w, 0, pad_h), mode="replicate")
-        blocks = _to_blocks(ycc)  # (B, 3, Hb, Wb, 8, 8)
+        hb, wb = ycc.shape[2] // BLOCK, ycc.shape[3] // BLOCK
+        blocks = ycc.reshape(b, 3, hb, BLOCK, wb, BLOCK).permute(0, 1, 2, 4, 3, 5)  # (B, 3, Hb, Wb, 8, 8)
         coef = d @ blocks @ d.T
         t = tables[:, :, None, None]
         coef = torch.round(coef / t) * t
-        ycc = _from_blocks(d.T @ coef @ d)[:, :, :h, :w]
+        ycc = (d.T @ coef @ d).permute(0, 1, 2, 4, 3, 5).reshape(b, 3, hb * BLOCK, wb * BLOCK)[:, :, :h, :w]
         rgb = torch.einsum("ij,bjhw->bihw", m_inv, ycc + 128.0 - offset)
         return rgb.clamp(0.0, 255.0)
 
@@ -174,9 +165,7 @@ def filtered_rows(
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
     check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
-    check_positive(frac, "frac")
-    if frac > 1:
-        raise ValueError(f"frac: must lie in (0, 1], got {frac!r}")
+    check_number(frac, "frac", 0.0, 1.0, low_open=True)
     qs = torch.as_tensor(list(qualities), dtype=torch.float64)
     if qs.numel() == 0:
         raise ValueError("qualities: is empty")

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.special import softmax as scipy_softmax
 
 from lib.data.locate import describe, locate, reading
-from lib.validation import check_choice, check_int
+from lib.validation import check_choice, check_int, check_number
 
 MODELS: tuple[str, ...] = ("llama-3.1-8b-base", "llama-3.1-8b-instruct", "llama-3.1-70b-base", "llama-3.1-70b-instruct")
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -198,8 +198,7 @@ def synthetic_mmlu(n: int = 2000, seed: int = 0, shared: float = 0.3) -> MMLUDat
     """A synthetic MMLU of ``n`` questions (subjects drawn from the 57 real ones, uniform labels) with
     :func:`synthetic_logits` of ``SYNTHETIC_MODELS`` plus 15 (like the real letter logits)."""
     check_int(n, "n", 8)
-    if not (np.isfinite(shared) and 0 <= shared < 1):
-        raise ValueError(f"shared: must lie in [0, 1), got {shared!r}")
+    check_number(shared, "shared", 0.0, 1.0, high_open=True)
     check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     subjects = sorted(SUBJECT_CATEGORY)

@@ -16,7 +16,7 @@ import torch
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, resolve_pacs_domain
 from lib.data.images import HARD_THRESHOLD, ImageBundle
 from lib.data.text import IDENTITY_GROUPS, TextBundle
-from lib.validation import check_int, check_open_unit
+from lib.validation import check_int, check_number, check_open_unit
 
 __all__ = ["synthetic_images", "synthetic_pacs_domains", "synthetic_comments"]
 
@@ -197,8 +197,7 @@ def synthetic_comments(
     flips), ``identity_frac`` of them naming an identity group (the masks; hard = any), split 60/20/20."""
     check_int(n, "n", 10)
     check_open_unit(identity_frac, "identity_frac")
-    if not 0 <= label_noise < 0.5:
-        raise ValueError(f"label_noise: must lie in [0, 0.5), got {label_noise!r}")
+    check_number(label_noise, "label_noise", 0.0, 0.5, high_open=True)
     rng = np.random.default_rng(seed)
     texts: list[str] = []
     labels = np.empty(n, dtype=np.int64)

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,7 +25,7 @@ from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.runs import Run
 from lib.validation import check_choice, check_int
 
-__all__ = ["Callback", "Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]
+__all__ = ["Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]
 
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
@@ -53,12 +53,6 @@ def finite_outputs(loss_fn: LossFn) -> LossFn:
         return loss_fn(out, y, epoch)
 
     return checked
-
-
-class Callback(Protocol):
-    """Called after each epoch's checkpoint. Returning True stops training (early stopping)."""
-
-    def __call__(self, epoch: int, entry: dict[str, Any], model: nn.Module) -> bool | None: ...
 
 
 @dataclass
@@ -125,6 +119,23 @@ class EarlyStopping:
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
         self.best, self.since = float(d["best"]), int(d["since"])
+
+
+def checkpoint(
+    epoch: int, model: Any, optimizer: Any, scheduler: Any, history: list[dict[str, Any]], elapsed: float
+) -> dict[str, Any]:
+    """The state saved after ``epoch`` epochs, which :func:`fit` (and a stack's member alone) resumes from."""
+    return {
+        "epoch": epoch,
+        "model": model,
+        "optimizer": optimizer,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "history": history,
+        "rng": rng_state(),
+        "elapsed": elapsed,
+        "stopped_at": None,
+        "callbacks": [],
+    }
 
 
 def fit(
@@ -204,118 +215,58 @@ def fit(
 
     spans = [float(h.get("seconds", 0.0)) for h in history]
     with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
-        history, elapsed, stopped_at = _epochs(
-            model,
-            loss_fn,
-            fwd,
-            batches,
-            optimizer,
-            scheduler,
-            run,
-            epochs,
-            start,
-            history,
-            elapsed,
-            stopped_at,
-            spans,
-            seed,
-            dev,
-            transform,
-            step_fn,
-            scheduler_interval,
-            amp,
-            callbacks,
-            stateful,
-            desc,
-        )
+        for epoch in range(start, epochs if stopped_at is None else start):
+            deadline.check(deadline.epoch_estimate(spans), desc)
+            t0, c0 = time.perf_counter(), deadline.now()
+            model.train()
+            batches.set_epoch(epoch)
+            gen = epoch_generator(seed, epoch, stream=2)
+            total, count = torch.zeros((), device=dev), 0
+            lr = optimizer.param_groups[0]["lr"]
+            for xb, yb in batches:
+                deadline.check_step(desc)
+                inputs = transform(xb, gen) if transform is not None else xb
+                loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
+                if loss is None:
+                    with autocast(dev, amp):
+                        loss = loss_fn(fwd(model, inputs), yb, epoch)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                if scheduler is not None and scheduler_interval == "step":
+                    scheduler.step()
+                total += loss.detach().float() * int(yb.shape[0])
+                count += int(yb.shape[0])
+            if scheduler is not None and scheduler_interval == "epoch":
+                scheduler.step()
+            seconds = time.perf_counter() - t0
+            elapsed += seconds
+            entry = {"epoch": epoch + 1, "loss": float(total.item()) / max(count, 1), "lr": lr, "seconds": seconds}
+            history.append(entry)
+            stop = False
+            for cb in stateful:  # before the checkpoint, which saves their state
+                stop = bool(cb(epoch + 1, entry, model)) or stop
+            if stop:
+                stopped_at = epoch + 1
+            if run is not None:
+                states = [cb.state_dict() for cb in stateful]
+                run.save_checkpoint(
+                    checkpoint(epoch + 1, model.state_dict(), optimizer.state_dict(), scheduler, history, elapsed)
+                    | {"stopped_at": stopped_at, "callbacks": states}
+                )
+            for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
+                if cb not in stateful:
+                    stop = bool(cb(epoch + 1, entry, model)) or stop
+            spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
+            deadline.note(spans[-1])
+            live.epoch_done()
+            if stop:
+                stopped_at = stopped_at or epoch + 1
+                break
     for cb in callbacks:
         if isinstance(cb, SelectBest):
             cb.restore(model)
     return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
-
-
-def _epochs(
-    model: nn.Module,
-    loss_fn: LossFn,
-    fwd: Callable[[nn.Module, Inputs], Any],
-    batches: BatchIterator,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    run: Run | None,
-    epochs: int,
-    start: int,
-    history: list[dict[str, Any]],
-    elapsed: float,
-    stopped_at: int | None,
-    spans: list[float],
-    seed: int,
-    dev: torch.device,
-    transform: Any,
-    step_fn: StepFn | None,
-    scheduler_interval: str,
-    amp: bool,
-    callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]],
-    stateful: Sequence[Any],
-    desc: str,
-) -> tuple[list[dict[str, Any]], float, int | None]:
-    """The epochs of :func:`fit` from ``start``; returns the history, elapsed seconds and the early-stop epoch."""
-    for epoch in range(start, epochs if stopped_at is None else start):
-        deadline.check(deadline.epoch_estimate(spans), desc)
-        t0, c0 = time.perf_counter(), deadline.now()
-        model.train()
-        batches.set_epoch(epoch)
-        gen = epoch_generator(seed, epoch, stream=2)
-        total, count = torch.zeros((), device=dev), 0
-        lr = optimizer.param_groups[0]["lr"]
-        for xb, yb in batches:
-            deadline.check_step(desc)
-            inputs = transform(xb, gen) if transform is not None else xb
-            loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
-            if loss is None:
-                with autocast(dev, amp):
-                    loss = loss_fn(fwd(model, inputs), yb, epoch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-            if scheduler is not None and scheduler_interval == "step":
-                scheduler.step()
-            total += loss.detach().float() * int(yb.shape[0])
-            count += int(yb.shape[0])
-        if scheduler is not None and scheduler_interval == "epoch":
-            scheduler.step()
-        seconds = time.perf_counter() - t0
-        elapsed += seconds
-        entry = {"epoch": epoch + 1, "loss": float(total.item()) / max(count, 1), "lr": lr, "seconds": seconds}
-        history.append(entry)
-        stop = False
-        for cb in stateful:  # before the checkpoint, which saves their state
-            stop = bool(cb(epoch + 1, entry, model)) or stop
-        if stop:
-            stopped_at = epoch + 1
-        if run is not None:
-            run.save_checkpoint(
-                {
-                    "epoch": epoch + 1,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                    "history": history,
-                    "rng": rng_state(),
-                    "elapsed": elapsed,
-                    "stopped_at": stopped_at,
-                    "callbacks": [cb.state_dict() for cb in stateful],
-                }
-            )
-        for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
-            if cb not in stateful:
-                stop = bool(cb(epoch + 1, entry, model)) or stop
-        spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
-        deadline.note(spans[-1])
-        live.epoch_done()
-        if stop:
-            stopped_at = stopped_at or epoch + 1
-            break
-    return history, elapsed, stopped_at
 
 
 @torch.no_grad()

