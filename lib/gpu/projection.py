@@ -47,6 +47,7 @@ STACK_GAIN = 0.8
 __all__ = [
     "Bench",
     "SESSION_TRAIN_MINUTES",
+    "STACK_GAIN",
     "batch_seconds",
     "bench",
     "describe",
