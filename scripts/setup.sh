@@ -16,7 +16,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "[setup] installing the pinned environment into .venv (first run: several minutes)"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -r requirements.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 echo "$want" > "$stamp"
 echo "[setup] done"
