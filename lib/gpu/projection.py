@@ -89,7 +89,7 @@ def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
             dataset, train = get_page(rec["queue"]["page"]).bench, rec["config"]["train"]
             secs = float(rec["wall_time"]["train"])
             key = (dataset, str(train["method"]), int(train["epochs"]), int(train["warmup_epochs"]))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        except (KeyError, TypeError, ValueError):
             continue
         if dataset:
             out[key] = max(out.get(key, 0.0), secs)
