@@ -7,39 +7,34 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import check_int, check_number
+from lib.validation import check_int
 
 __all__ = ["WideResNet", "wide_resnet"]
 
 
 class _WideBlock(nn.Module):
-    """Pre-activation wide basic block (BN-ReLU-conv3x3-[dropout]-BN-ReLU-conv3x3) of Zagoruyko &
-    Komodakis (2016)."""
+    """Pre-activation wide basic block (BN-ReLU-conv3x3-BN-ReLU-conv3x3) of Zagoruyko & Komodakis
+    (2016), without dropout (as papers 2 and 4 train it)."""
 
-    def __init__(self, cin: int, cout: int, stride: int, dropout: float) -> None:
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
         self.bn1 = nn.BatchNorm2d(cin)
         self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
-        self.dropout = dropout
         self.equal = cin == cout and stride == 1
         self.shortcut = None if self.equal else nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         o = F.relu(self.bn1(x))
         shortcut = x if self.equal else self.shortcut(o)
-        o = self.conv1(o)
-        o = F.relu(self.bn2(o))
-        if self.dropout > 0:
-            o = F.dropout(o, p=self.dropout, training=self.training)
-        return self.conv2(o) + shortcut
+        return self.conv2(F.relu(self.bn2(self.conv1(o)))) + shortcut
 
 
 class WideResNet(nn.Module):
     """WRN-depth-k for 32x32 inputs: widths 16, 16k, 32k, 64k; (depth - 4)/6 blocks per group."""
 
-    def __init__(self, depth: int, widen_factor: int, num_classes: int, dropout: float) -> None:
+    def __init__(self, depth: int, widen_factor: int, num_classes: int) -> None:
         super().__init__()
         n = (depth - 4) // 6
         widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
@@ -48,7 +43,7 @@ class WideResNet(nn.Module):
         cin = widths[0]
         for g, stride in zip(range(3), (1, 2, 2)):
             for b in range(n):
-                blocks.append(_WideBlock(cin, widths[g + 1], stride if b == 0 else 1, dropout))
+                blocks.append(_WideBlock(cin, widths[g + 1], stride if b == 0 else 1))
                 cin = widths[g + 1]
         self.blocks = nn.Sequential(*blocks)
         self.bn = nn.BatchNorm2d(cin)
@@ -59,9 +54,6 @@ class WideResNet(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Linear):
                 nn.init.zeros_(m.bias)
 
@@ -70,9 +62,7 @@ class WideResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(o, 1), 1))
 
 
-def wide_resnet(
-    depth: int = 28, widen_factor: int = 4, num_classes: int | None = None, dropout: float = 0.0
-) -> WideResNet:
+def wide_resnet(depth: int = 28, widen_factor: int = 4, num_classes: int | None = None) -> WideResNet:
     """WRN-28-k of the L2D CIFAR-10 experiments (paper 2, section 5) with ``num_classes`` outputs
     (K classes + J deferral outputs, supplied by the caller). ``depth`` must be 6n + 4."""
     check_int(depth, "depth", minimum=10)
@@ -82,4 +72,4 @@ def wide_resnet(
     if num_classes is None:
         raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
     check_int(num_classes, "num_classes", minimum=2)
-    return WideResNet(depth, widen_factor, num_classes, check_number(dropout, "dropout", 0.0, 1.0, high_open=True))
+    return WideResNet(depth, widen_factor, num_classes)

@@ -17,7 +17,7 @@ def test_wide_resnet_parameter_count_and_outputs() -> None:
     # small one is built here, for speed.
     net = wide_resnet(28, 2, num_classes=10)
     assert _n_params(net) == pytest.approx(1.467e6, rel=0.005)
-    net11 = wide_resnet(28, 2, num_classes=11, dropout=0.3)  # K = 10 classes + J = 1 expert
+    net11 = wide_resnet(28, 2, num_classes=11)  # K = 10 classes + J = 1 expert
     assert net11.out_features == 11
     # The classifier grows by exactly one row of (64 * k) weights + 1 bias per extra output.
     assert _n_params(net11) - _n_params(net) == 64 * 2 + 1
