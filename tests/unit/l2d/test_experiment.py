@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from lib.engine import loop
 from lib.l2d import surrogates as l2d
 from lib.l2d import experiment as lx
 from lib.l2d.gaussian_mixture import gaussian_mixture
@@ -81,7 +82,7 @@ def test_annotate_noise_is_keyed_by_example_id():
     assert not torch.equal(a, c)
 
 
-def test_train_l2d_keeps_the_best_validation_epoch_and_learns_the_expert():
+def test_train_and_score_keeps_the_best_validation_epoch_and_learns_the_expert():
     torch.manual_seed(0)
     n = 600
     x = torch.randn(n, 2)
@@ -89,12 +90,21 @@ def test_train_l2d_keeps_the_best_validation_epoch_and_learns_the_expert():
     m = torch.where(x[:, 1] > 0, y, 1 - y)[:, None]  # the expert is right exactly where x2 > 0
     tr, va = lx.L2DSplit(x[:400], y[:400], m[:400]), lx.L2DSplit(x[400:], y[400:], m[400:])
     model = torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
-    model, hist = lx.train_l2d(model, tr, va, "ova", epochs=40, lr=0.1, patience=5, seed=0)
-    best = min(h["val_loss"] for h in hist)
+    cfg = {"epochs": 40, "lr": 0.1, "weight_decay": 5e-4, "batch_size": 128, "patience": 5}
+    chosen: list = []
+
+    class Spy(loop.SelectBest):  # the validation losses the epochs reached
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            chosen.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "SelectBest", Spy)
+        out = lx.train_and_score(model, (tr, va, va), "ova", cfg, seed=0)
     with torch.no_grad():
         final = float(l2d.ova_l2d_loss(model(va.x), va.y, va.correct))
-    assert final == pytest.approx(best, rel=1e-5)
+    assert final == pytest.approx(chosen[0].best, rel=1e-5) and out["epochs_run"] <= 40
     est = torch.sigmoid(model(va.x)[:, 2]).detach()
     assert est[va.x[:, 1] > 0.5].mean() > 0.8 and est[va.x[:, 1] < -0.5].mean() < 0.2
     with pytest.raises(ValueError, match="surrogate"):
-        lx.train_l2d(model, tr, va, "hinge")
+        lx.train_and_score(model, (tr, va, va), "hinge", cfg, seed=0)

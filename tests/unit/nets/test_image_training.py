@@ -34,62 +34,31 @@ def test_image_data_prefixes_hold_every_class():
 def test_bad_input_raises_naming_argument():
     with pytest.raises(ValueError, match="data"):
         imt.image_data({"data": "imagenet", "n_train": 10, "n_val": 10, "n_test": 10, "image_size": 8})
-    with pytest.raises(ValueError, match="arch"):
-        imt.build_network("vgg16", 8, 10)
+    with pytest.raises(ValueError, match="spec"):
+        imt.fit_images(10, torch.nn.functional.cross_entropy, (None, None), None, {"arch": "vgg16", "width": 8}, None)
     assert isinstance(imt.make_head(4, 0, 3), torch.nn.Linear)
 
 
-def test_pretrained_backbone_features_are_the_upsampled_images_features(monkeypatch, tmp_path):
-    """With arch efficientnet_lite0 nothing is trained: the head, validation and test features are the
-    frozen network's features of the images upsampled to feature_size px (here a fake linear network
-    of a 16 px image's mean colour, checked by hand), computed once; the probe accuracy is a fraction."""
+def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classifier(monkeypatch, tmp_path):
+    """With arch efficientnet_lite0 the network comes from lib.nets.lite0_tuning.tune_tail, given the
+    first n_backbone training images only; the head, validation and test features are that network's
+    features of the images upsampled to feature_size px (here a fake: a 16 px image's mean colour,
+    checked by hand), computed once; the cache key records the tuning, and backbone_test_accuracy is
+    the tuned classifier's accuracy on the test features (a fake that always says class 3)."""
     import torch.nn.functional as F
     from torch import nn
 
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    seen = {"images": 0, "sizes": set()}
-
-    class MeanColour(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            seen["images"] += len(x)
-            seen["sizes"].add(tuple(x.shape[-2:]))
-            return x.mean((2, 3))
-
-    monkeypatch.setattr(imt, "extractor_model", lambda name: (MeanColour, "fake"))
-    data = imt.image_data({"data": "synthetic", "n_train": 120, "n_val": 20, "n_test": 40, "image_size": 8})
-    cfg = {"arch": "efficientnet_lite0", "n_backbone": 20, "feature_size": 16, "tune_epochs": 0, "tune_lr": 0.0}
-    f = imt.backbone_features(cfg, data)
-    assert seen == {"images": 100 + 20 + 40, "sizes": {(16, 16)}}
-    m, s = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-    up = F.interpolate(data["test_x"].float() / 255, size=(16, 16), mode="bilinear", align_corners=False)
-    np.testing.assert_allclose(f["test_x"], ((up - m) / s).mean((2, 3)).numpy(), atol=1e-5)
-    np.testing.assert_array_equal(f["head_y"], data["train_y"][20:].numpy())
-    assert f["head_x"].shape == (100, 3) and 0.0 <= f["backbone_test_accuracy"] <= 1.0
-    again = imt.backbone_features(cfg, data)
-    assert seen["images"] == 160 and np.array_equal(again["test_x"], f["test_x"])  # cached
-    assert "EfficientNet-Lite0 with ImageNet weights" in imt.backbone_summary(cfg) and "16 px" in imt.backbone_summary(
-        cfg
-    )
-    scratch = {"arch": "resnet18", "width": 16, "n_backbone": 5000, "backbone_epochs": 5}
-    assert imt.backbone_summary(scratch) == "resnet18 (width 16) trained with XE on 5000 images for 5 epochs and frozen"
-
-
-def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classifier(monkeypatch, tmp_path):
-    """With tune_epochs > 0 the network comes from lib.nets.lite0_tuning.tune_tail, given the first
-    n_backbone training images only; the other images' features are that network's, the cache key
-    records the tuning, and backbone_test_accuracy is the tuned classifier's accuracy on the test
-    features (here a fake: mean colour, and a classifier that always says class 3)."""
-    from torch import nn
-
-    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
-    got = {}
+    got, seen = {}, {"images": 0, "sizes": set()}
 
     class MeanColour(nn.Module):
         out_features = 3
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen["images"] += len(x)
+            seen["sizes"].add(tuple(x.shape[-2:]))
             return x.mean((2, 3))
 
     def fake_tuned(images, labels, num_classes, size, epochs, lr, run=None, seed=0, on_batch=None):
@@ -107,11 +76,21 @@ def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classif
     f = imt.backbone_features(cfg, data)
     assert got["n"] == 20 and got["epochs"] == 2 and got["lr"] == 1e-3 and got["size"] == 16
     assert torch.equal(got["labels"], data["train_y"][:20])
+    assert seen == {"images": 100 + 20 + 40, "sizes": {(16, 16)}}
+    m, s = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    up = F.interpolate(data["test_x"].float() / 255, size=(16, 16), mode="bilinear", align_corners=False)
+    np.testing.assert_allclose(f["test_x"], ((up - m) / s).mean((2, 3)).numpy(), atol=1e-5)
+    np.testing.assert_array_equal(f["head_y"], data["train_y"][20:].numpy())
     assert f["head_x"].shape == (100, 3)
     assert f["backbone_test_accuracy"] == pytest.approx(float((data["test_y"] == 3).float().mean()))
     got.clear()
-    imt.backbone_features(cfg, data)
-    assert got == {}  # cached: not tuned again
+    again = imt.backbone_features(cfg, data)
+    assert got == {} and seen["images"] == 160 and np.array_equal(again["test_x"], f["test_x"])  # cached
     imt.backbone_features({**cfg, "tune_lr": 3e-3}, data)
     assert got["lr"] == 3e-3  # the tuning is part of the key
     assert "fine-tuned with XE for 2 epochs on 20 images" in imt.backbone_summary(cfg)
+    assert "16 px" in imt.backbone_summary(cfg)
+    scratch = {"arch": "resnet18", "width": 16, "n_backbone": 5000, "backbone_epochs": 5}
+    assert imt.backbone_summary(scratch) == "resnet18 (width 16) trained with XE on 5000 images for 5 epochs and frozen"
+    with pytest.raises(ValueError, match="tune_epochs"):
+        imt.backbone_features({**cfg, "tune_epochs": 0}, data)
