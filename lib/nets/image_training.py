@@ -155,6 +155,23 @@ def backbone_summary(cfg: Mapping[str, Any]) -> str:
     )
 
 
+def scale_line(cfg: Mapping[str, Any], heads: str, network: str, tail: str) -> str:
+    """The scale line of a CIFAR-10 page of papers 2 and 4: in the ``"features"`` mode the backbone
+    (:func:`backbone_summary`) and the ``heads``, else the ``network`` trained end to end; then ``tail``."""
+    if cfg["mode"] == "features":
+        return (
+            f"{cfg['data']} images: {backbone_summary(cfg)}; {heads.format(cfg['n_train'] - cfg['n_backbone'])}; "
+            f"val {cfg['n_val']}, test {cfg['n_test']}; {tail}"
+        )
+    return f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, {network}; {tail}"
+
+
+def page_data(page: Any, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
+    """The ``data`` method of the CIFAR-10 pages (no targets): :func:`image_data` of ``cfg``."""
+    page.check_target(target)
+    return image_data(cfg)
+
+
 def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Frozen features (``head_x``/``head_y``: the training images after the first ``n_backbone``, ``val_*``,
     ``test_*``) of a backbone trained with cross-entropy on the first ``n_backbone`` (cosine schedule), or

@@ -15,6 +15,7 @@ from lib.l2d.cifar10 import CIFAR_KEYS, run_cifar
 from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS, point_config
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
+from lib.nets import image_training
 
 CIFAR_REFERENCE_ACCURACY: float = 0.90
 """The floor's reference accuracy, **our choice** (the paper states none for its WRN-28-4), below wide
@@ -51,11 +52,7 @@ class L2DCifar10Page(L2DPage):
     def config(self, point: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
         return point_config(**point, cfg=cfg, keys=CIFAR_KEYS)
 
-    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        from lib.nets.image_training import image_data
-
-        self.check_target(target)
-        return image_data(cfg)
+    data = image_training.page_data
 
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
         p = item.extra["point"]
@@ -63,19 +60,10 @@ class L2DCifar10Page(L2DPage):
 
     def scale_line(self, cfg: Mapping[str, Any]) -> str:
         """The scale line: what the plan runs, on what."""
-        from lib.nets.image_training import backbone_summary
-
+        heads = "L2D heads (K+J outputs) on the features of {} training images, early stopping (patience "
+        network = f"SGD lr {cfg['lr']} Nesterov, cosine, {cfg['epochs']} epochs, best validation surrogate loss"
         seeds = f"{cfg['seeds']} seed{'s' if int(cfg['seeds']) != 1 else ''}"
-        if cfg["mode"] == "features":
-            return (
-                f"{cfg['data']} images: {backbone_summary(cfg)}; L2D heads (K+J outputs) on the features of "
-                f"{cfg['n_train'] - cfg['n_backbone']} training images, early stopping (patience "
-                f"{cfg['patience']}); val {cfg['n_val']}, test {cfg['n_test']}; {seeds}"
-            )
-        return (
-            f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, SGD lr {cfg['lr']} Nesterov, cosine, "
-            f"{cfg['epochs']} epochs, best validation surrogate loss; {seeds}"
-        )
+        return image_training.scale_line(cfg, heads + f"{cfg['patience']})", network, seeds)
 
     def published(self, summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
         """The page's published means: per surrogate and sweep, the sweep's ECE at its lowest and

@@ -19,6 +19,7 @@ from scipy.special import softmax
 from lib import report
 from lib.engine.plan import Item
 from lib.engine.runs import training
+from lib.nets import image_training
 from lib.page import Page
 from lib.rr import experiment
 from lib.rr import weights as rwt
@@ -261,11 +262,7 @@ class LossesCifar10Page(Page):
         tail = "{loss}/k{coverage}/nu{nu}/s{seed}"
         return [self.item(tail.format(**c), c["seed"], cfg["epochs"], label, config=c) for c, label in runs]
 
-    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        from lib.nets.image_training import image_data
-
-        self.check_target(target)
-        return image_data(cfg)
+    data = image_training.page_data
 
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
         c = item.config
@@ -303,21 +300,12 @@ class LossesCifar10Page(Page):
 
     def scale_line(self, cfg: Mapping[str, Any]) -> str:
         """What the plan runs, on what, in one line."""
-        from lib.nets.image_training import backbone_summary
-
         n = int(cfg["seeds"])
         seeds = f"{n} seed{'s' * (n != 1)} per loss" + (", seed 0 of the AU sweep" if n > 1 else "")
+        heads = f"per loss a 2-layer head on the features of {{}} training images for {cfg['head_epochs']} epochs"
+        network = f"SGD lr 0.1, {cfg['epochs']} epochs, lr x0.2 at {cfg['milestones']}"
         kappa = f"AU coverage {cfg['coverage']:g}, nu {cfg['nu']:g}"
-        if cfg["mode"] == "features":
-            return (
-                f"{cfg['data']} images: {backbone_summary(cfg)}; per loss a 2-layer head on the features of "
-                f"{cfg['n_train'] - cfg['n_backbone']} training images for {cfg['head_epochs']} epochs; "
-                f"val {cfg['n_val']}, test {cfg['n_test']}; {kappa}; {seeds}"
-            )
-        return (
-            f"CIFAR-10 45k/5k/10k, {cfg['arch']} end to end, SGD lr 0.1, {cfg['epochs']} epochs, "
-            f"lr x0.2 at {cfg['milestones']}; {kappa}; {seeds}"
-        )
+        return image_training.scale_line(cfg, heads, network, f"{kappa}; {seeds}")
 
     @staticmethod
     def published(
