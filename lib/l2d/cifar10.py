@@ -36,8 +36,7 @@ def run_cifar(
         if cfg["mode"] == "features":
             f, parts = rx.standardize(rx.backbone_features(cfg, data)), ("head", "val", "test")
             tr, va, te = annotate([f[f"{p}_x"] for p in parts], [f[f"{p}_y"] for p in parts], int(cfg["n_backbone"]))
-            torch.manual_seed(seed)
-            head = rx.make_head(tr.x.shape[1], int(cfg["head_hidden"]), k + len(experts))
+            head = rx.make_head(cfg, tr.x.shape[1], k + len(experts), seed)
             out = ex.train_and_score(head, (tr, va, te), surrogate, cfg, seed, head=True)
             return {**out, "backbone_test_accuracy": f["backbone_test_accuracy"]}
         ys = [data[f"{s}_y"] for s in ("train", "val", "test")]

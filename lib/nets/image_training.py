@@ -221,9 +221,11 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
     return out
 
 
-def make_head(in_features: int, hidden: int, num_outputs: int) -> nn.Module:
-    """The head trained on frozen features: Linear-ReLU-Linear (or linear when ``hidden`` = 0)."""
-    if hidden <= 0:
+def make_head(cfg: Mapping[str, Any], in_features: int, num_outputs: int, seed: int = 0) -> nn.Module:
+    """The head trained on frozen features, its initial weights drawn from ``seed``: Linear-ReLU-Linear
+    with ``head_hidden`` units (or linear when 0)."""
+    torch.manual_seed(seed)
+    if (hidden := int(cfg["head_hidden"])) <= 0:
         return nn.Linear(in_features, num_outputs)
     return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 
@@ -249,8 +251,7 @@ def train_head(
     :func:`lib.engine.loop.fit` (full batches only: batch-level losses need n >= 2); returns the
     final head (no selection: the paper's selection by validation loss would favour each loss's own
     scale). A head whose outputs turn non-finite raises :class:`lib.engine.loop.Diverged`."""
-    torch.manual_seed(seed)
-    head = make_head(x.shape[1], int(cfg["head_hidden"]), num_outputs)
+    head = make_head(cfg, x.shape[1], num_outputs, seed)
     epochs = int(cfg["head_epochs"])
     fit(
         head,

@@ -122,9 +122,7 @@ def dual_focal_loss(
 
 
 # --- AURC loss (eq. 7) and AU loss (eqs. 18-23, 36); their weights are in lib.rr.weights ----------
-def aurc_loss(
-    logits: ArrayLike, labels: ArrayLike, csf: str = "msp", weights: str = "log", reduction: str = "mean"
-) -> torch.Tensor:
+def aurc_loss(logits: ArrayLike, labels: ArrayLike, csf: str = "msp", reduction: str = "mean") -> torch.Tensor:
     """AURC as a reweighted risk: mean_i w_i CE_i, w_i = -ln(1 - G(s_i)) (eq. 7), G the batch CSF's
     empirical CDF from exact ranks, weights detached (:func:`lib.rr.weights.aurc_weights`)."""
     z, y = _logits_labels(logits, labels)
@@ -133,7 +131,7 @@ def aurc_loss(
         raise ValueError("logits: softmax margin needs at least 2 classes")
     logp, logpt = _true_class_logp(z, y)
     s = csf_values(csf, logp.exp())
-    w = aurc_weights(s.detach(), weights)
+    w = aurc_weights(s.detach())
     return reduce_loss(-w * logpt, reduction)
 
 

@@ -21,7 +21,6 @@ from lib.validation import (
     check_ndim,
     check_open_unit,
     check_positive,
-    check_probs,
     to_numpy,
     to_tensor,
 )
@@ -51,20 +50,6 @@ CSFS: dict[str, str] = {
     "negative_entropy": "negative entropy sum_c p_c log p_c, in [-log C, 0]",
     "normalized_entropy": "(log C + sum_c p_c log p_c) / log C, in [0, 1] (Liu et al. 2020)",
 }
-_TWO_CLASSES = {"softmax_margin": "softmax margin", "normalized_entropy": "normalized entropy"}
-
-
-def csf(name: str, probs: ArrayLike) -> Any:
-    """Apply the confidence score function ``name`` (one of ``CSFS``) to ``probs`` (N, C): a numpy
-    array for numpy input, a tensor (with its gradient) for a tensor."""
-    check_choice(name, tuple(CSFS), "csf")
-    p = to_tensor(probs, "probs")
-    p = p if p.is_floating_point() else p.to(torch.get_default_dtype())
-    check_probs(p, "probs")
-    if name in _TWO_CLASSES and p.shape[1] < 2:
-        raise ValueError(f"probs: {_TWO_CLASSES[name]} needs at least 2 classes")
-    s = csf_values(name, p)
-    return s if isinstance(probs, torch.Tensor) else s.detach().cpu().numpy()
 
 
 # --- AURC weights (eq. 7) -------------------------------------------------------------------------
@@ -75,30 +60,16 @@ def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
     return s
 
 
-AURC_WEIGHTS = ("log", "harmonic")
-
-
-def aurc_weights(scores: ArrayLike, weights: str = "log") -> torch.Tensor:
-    """Detached AURC sample weights from exact ranks r_i = #{j : s_j <= s_i} (sorting, O(n log n)).
-
-    * ``"log"`` (default): -ln(1 - G(s_i)) with the empirical CDF G = r_i / n (eq. 7) scaled by
-      n / (n + 1), i.e. G = r_i / (n + 1), so the most confident example's weight stays finite
-      (the same bound the AU loss uses: G <= n / (n + 1)).
-    * ``"harmonic"``: H_n - H_{n - r_i} = sum_{k = n - r_i + 1}^{n} 1/k, which makes
-      mean_i w_i l_i exactly the area under the empirical risk-coverage curve (Geifman et al. 2019)
-      for distinct scores; -ln(1 - r/n) is its large-n limit.
+def aurc_weights(scores: ArrayLike) -> torch.Tensor:
+    """Detached AURC sample weights from exact ranks r_i = #{j : s_j <= s_i} (sorting, O(n log n)):
+    -ln(1 - G(s_i)) with the empirical CDF G = r_i / n (eq. 7) scaled by n / (n + 1), i.e. G = r_i /
+    (n + 1), so the most confident example's weight stays finite (the same bound the AU loss uses:
+    G <= n / (n + 1)); the large-n limit of H_n - H_{n - r_i}, whose weighted mean of the losses is
+    exactly the area under the empirical risk-coverage curve (Geifman et al. 2019) for distinct scores.
     """
-    check_choice(weights, AURC_WEIGHTS, "weights")
     s = _scores(scores).detach()
-    n = s.shape[0]
-    sorted_s = torch.sort(s).values
-    r = torch.searchsorted(sorted_s, s, right=True).to(s.dtype)  # ties share the largest rank
-    if weights == "log":
-        return -torch.log1p(-r / (n + 1))
-    k = torch.arange(1, n + 1, dtype=torch.float64, device=s.device)
-    h = torch.cat([torch.zeros(1, dtype=torch.float64, device=s.device), torch.cumsum(1.0 / k, 0)])
-    ri = r.long()
-    return (h[n] - h[n - ri]).to(s.dtype)
+    r = torch.searchsorted(torch.sort(s).values, s, right=True).to(s.dtype)  # ties share the largest rank
+    return -torch.log1p(-r / (s.shape[0] + 1))
 
 
 # --- Smoothed CDF and AU weights (eqs. 18-22) -----------------------------------------------------

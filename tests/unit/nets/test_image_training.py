@@ -36,7 +36,7 @@ def test_bad_input_raises_naming_argument():
         imt.image_data({"data": "imagenet", "n_train": 10, "n_val": 10, "n_test": 10, "image_size": 8})
     with pytest.raises(ValueError, match="spec"):
         imt.fit_images(10, torch.nn.functional.cross_entropy, (None, None), None, {"arch": "vgg16", "width": 8}, None)
-    assert isinstance(imt.make_head(4, 0, 3), torch.nn.Linear)
+    assert isinstance(imt.make_head({"head_hidden": 0}, 4, 3), torch.nn.Linear)
 
 
 def test_a_tuned_backbone_is_trained_on_its_own_images_and_scored_by_its_classifier(monkeypatch, tmp_path):
