@@ -222,8 +222,7 @@ def backbone_features(cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[s
 
 
 def make_head(cfg: Mapping[str, Any], in_features: int, num_outputs: int, seed: int = 0) -> nn.Module:
-    """The head trained on frozen features, its initial weights drawn from ``seed``: Linear-ReLU-Linear
-    with ``head_hidden`` units (or linear when 0)."""
+    """The head on frozen features, initial weights from ``seed``: Linear-ReLU-Linear (linear if no ``head_hidden``)."""
     torch.manual_seed(seed)
     if (hidden := int(cfg["head_hidden"])) <= 0:
         return nn.Linear(in_features, num_outputs)
