@@ -26,19 +26,15 @@ CUTS: dict[str, int] = {"head": BLOCKS_CHANNELS, "last_stage": 192}
 ``blocks[6]``) -- and the channels there (both at stride 32)."""
 
 
-def _check_cut(cut: str) -> str:
-    if cut not in CUTS:
-        raise ValueError(f"cut: unknown {cut!r}; valid: {', '.join(map(repr, CUTS))}")
-    return cut
-
-
 def blocks_dim(size: int, cut: str = "head") -> int:
     """Width of a flattened activation at ``cut`` of a ``size`` px image: 320 x (size/32)^2 before the
     head convolution (15680 at 224), 192 x (size/32)^2 before the last stage."""
     check_int(size, "size", minimum=32)
     if size % 32:
         raise ValueError(f"size: must be a multiple of 32 (the network's stride), got {size}")
-    return CUTS[_check_cut(cut)] * (size // 32) ** 2
+    if cut not in CUTS:
+        raise ValueError(f"cut: unknown {cut!r}; valid: {', '.join(map(repr, CUTS))}")
+    return CUTS[cut] * (size // 32) ** 2
 
 
 class Lite0Stem(nn.Module):
@@ -50,7 +46,7 @@ class Lite0Stem(nn.Module):
         net = efficientnet_lite0(pretrained=pretrained)
         stages = len(net.blocks) - (cut == "last_stage")
         self.conv_stem, self.bn1, self.blocks = net.conv_stem, net.bn1, net.blocks[:stages]
-        self.out_features = blocks_dim(224, _check_cut(cut))
+        self.out_features = blocks_dim(224, cut)
         self.pretrained, self.cut = pretrained, cut
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

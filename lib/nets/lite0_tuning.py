@@ -24,7 +24,7 @@ from lib.engine import progress
 from lib.engine.loop import fit, predict
 from lib.engine.runs import Run
 from lib.nets.extractors import extract
-from lib.nets.lite0_split import Lite0Stem, Lite0Tail, blocks_dim
+from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.validation import check_int, check_positive
 
 __all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tail_features", "tune_tail"]
@@ -65,11 +65,6 @@ def tune_tail(
             rows = extract(stem, x, IMAGENET_MEAN, IMAGENET_STD, on_batch=line.update, size=size)
         x = torch.from_numpy(rows.astype(np.float16))  # half precision: 10,000 images at 224 px take 188 MB
         tuning = progress.session("fine-tuning its last stage and head convolution", epochs, quiet_if_idle=True)
-    if x.ndim != 2 or x.shape[1] < blocks_dim(size, "last_stage"):
-        raise ValueError(
-            f"rows: expected (N, >= {blocks_dim(size, 'last_stage')}) last-stage activations of {size} px images, "
-            f"got {tuple(x.shape)}"
-        )
     torch.manual_seed(seed)  # the classifier's initial weights
     tail = Lite0Tail(size, pretrained=True, cut="last_stage")
     classifier = nn.Linear(tail.out_features, num_classes)
