@@ -22,7 +22,7 @@ from lib.engine.stack import fit_stack
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
-from lib.validation import check_int, check_positive
+from lib.validation import check_bool, check_int, check_positive
 
 __all__ = [
     "CPU_STACK",
@@ -149,7 +149,9 @@ def train_stacked(
     :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
     :func:`auto_stack`); runs another process holds the lock of are skipped; ``on_done(cfg, record)``
     follows each save. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary
-    that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints)."""
+    that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints).
+    Text runs train one at a time."""
+    stack = 1 if getattr(data, "kind", "images") == "text" else stack
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
         run = Run(GROUP, run_config(c, data))
@@ -239,33 +241,14 @@ def run_grid(
             raise ValueError(f"configs: expected TrainConfig items, got {type(c).__name__}")
     if stack is not None:
         check_int(stack, "stack")
-    if not isinstance(train, bool):
-        raise ValueError(f"train: expected True or False, got {train!r}")
+    check_bool(train, "train")
     check_bundle(data)
-    if not train:
-        with training(False):
-            return [r for c in configs if (r := _available(c, data)) is not None]
-    keys, runs = [], {}  # each config's run key (MoCaE's: its Vanilla run's); key -> (config trained, run)
-    for c in configs:
-        t = c.replace(method="vanilla") if c.method == "mocae" else c
-        run = Run(GROUP, run_config(t, data))
-        keys.append(run.key)
-        runs.setdefault(run.key, (t, run))
-    if (stack is None or stack > 1) and getattr(data, "kind", "images") != "text":
-        train_stacked([t for t, _ in runs.values()], data, stack=stack)
-    todo = {key for key, (_, run) in runs.items() if not run.done}
-    left = sum(runs[k][0].epochs - _checkpoint_epoch(runs[k][1]) for k in todo)
-    out = []
-    with live.session(
-        f"{data.name}: {len(todo)} runs",
-        left,
-        runs=len(todo),
-        enabled=any(runs[k][0].progress for k in todo),
-        quiet_if_idle=True,
-    ):  # one line for the runs trained one by one (each run's loop reports to it)
-        for c, key in zip(configs, keys):
-            out.append(train_run(c, data))
-            if key in todo:
-                todo.discard(key)
-                live.run_done()
-    return out
+    if train:
+        runs = {}  # run key -> the config trained (MoCaE's: its Vanilla run's)
+        for c in configs:
+            t = c.replace(method="vanilla") if c.method == "mocae" else c
+            runs.setdefault(Run(GROUP, run_config(t, data)).key, t)
+        train_stacked(list(runs.values()), data, stack=stack)
+        return [train_run(c, data) for c in configs]
+    with training(False):
+        return [r for c in configs if (r := _available(c, data)) is not None]

@@ -7,7 +7,7 @@ it inside the Vanilla record)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from lib.engine.plan import Item
 from lib.page import OnDone, Page
@@ -30,11 +30,10 @@ def moe_items(page: str, configs: Sequence[Any], target: str | None = None) -> l
 
 class MoEPage(Page):
     """A paper-1 page with trained runs: one run through :func:`lib.moe.train.train_run`, a grid
-    through the stacked engine (``max_stack`` caps the stack: text runs train one at a time)."""
+    through the stacked engine (text runs train one at a time)."""
 
     paper = "moe"
     unit = "seeds"
-    max_stack: ClassVar[int | None] = None
 
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
         from lib.moe.train import train_run
@@ -53,8 +52,6 @@ class MoEPage(Page):
         """The whole grid at once on the stacked engine."""
         from lib.moe.grid import train_stacked
 
-        if self.max_stack is not None:
-            stack = min(stack or self.max_stack, self.max_stack)
         train_stacked(
             [it.config for it in items],
             data,
@@ -72,15 +69,13 @@ class MoEPage(Page):
         self, cfg: Mapping[str, Any], data: Any, target: str | None = None, train: bool = True
     ) -> list[dict[str, Any]]:
         """The records of the page's runs at ``cfg`` (and PACS ``target``) in plan order, trained first
-        through :meth:`train` (the queue's path) unless ``train`` is false. RuntimeWarnings are silenced."""
+        on the stacked engine, as the queue trains them (:func:`lib.moe.grid.run_grid`), unless ``train``
+        is false. RuntimeWarnings are silenced."""
         import warnings
 
         from lib.moe.grid import run_grid
 
-        items = self.runs(cfg, target)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            if train:
-                todo = [it for it in items if not it.post_hoc]
-                self.train(todo, cfg, data, stack=cfg.get("stack") or None, log=lambda line: None)
-            return run_grid([it.config for it in items], data, train=False)
+            configs = [it.config for it in self.runs(cfg, target)]
+            return run_grid(configs, data, stack=cfg.get("stack") or None, train=train)

@@ -139,7 +139,6 @@ class CivilCommentsPage(MoEPage):
     paper_numbers = paper_text.PAPER_STATEMENTS["civilcomments"]
     rank = 3
     needs = ("transformers",)
-    max_stack = 1
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         pre = {"backbone": "text:" + exp.tiny_text_model()} if cfg["backbone"] == exp.TINY_TEXT else {}
