@@ -100,10 +100,6 @@ class Page:
         cfg = self.settings(scale)
         return [it for t in self.targets if target in (None, t) for it in self.runs(cfg, t) if not it.post_hoc]
 
-    def configs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Any]:
-        """The configs of every run the page shows at the settings ``cfg`` (its notebook's grid)."""
-        return [it.config for it in self.runs(cfg, target)]
-
     def train(
         self,
         items: Sequence[Item],

@@ -40,13 +40,6 @@ def use_offline_renderer() -> None:
         raise RuntimeError("altair's svg renderer did not produce image/svg+xml; is vl-convert-python installed?")
 
 
-def to_svg(chart: alt.TopLevelMixin) -> str:
-    """The chart as an SVG string (validated by altair, rendered by vl-convert, offline)."""
-    import vl_convert as vlc  # imported on use: only needed when rendering
-
-    return vlc.vegalite_to_svg(chart.to_dict())
-
-
 def check_columns(df: pd.DataFrame, **columns: Any) -> None:
     """Raise ``ValueError`` naming the argument whose column is missing from ``df``."""
     if not isinstance(df, pd.DataFrame):

@@ -33,7 +33,7 @@ def test_an_unknown_page_or_target_is_named() -> None:
     with pytest.raises(ValueError, match="target: pacs has no target 'mars'"):
         pages.get("pacs").plan("smoke", target="mars")
     with pytest.raises(ValueError, match="page: calibration has no runs"):
-        pages.get("calibration").configs({})
+        pages.get("calibration").runs({})
 
 
 def test_cifar10h_plans_every_method_and_seed_mocae_post_hoc() -> None:

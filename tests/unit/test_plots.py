@@ -181,7 +181,7 @@ def test_paper4_plot_helpers_draw_their_data():
 def _svg_width(chart) -> float:
     import re
 
-    return float(re.search(r'width="([\d.]+)"', plots.to_svg(chart)).group(1))
+    return float(re.search(r'width="([\d.]+)"', vlc.vegalite_to_svg(chart.to_dict())).group(1))
 
 
 @pytest.mark.parametrize("columns", [2, 3, 4])
