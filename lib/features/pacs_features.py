@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,11 +32,9 @@ def pacs_features(
     target: str,
     size: int = 160,
     n_per_domain: int | None = None,
-    qualities: Sequence[int] = (15, 18, 25),
     copies: int = 1,
     extractor: str = "efficientnet_lite0",
     seed: int = 0,
-    data_dir: str | None = None,
     flip: bool = False,
     tune: tuple[int, float] | None = None,
 ) -> FeatureBundle:
@@ -44,7 +42,7 @@ def pacs_features(
     split of :func:`lib.data.images.load_pacs` (same ``VAL_FRAC``, ``seed`` and ``n_per_domain`` draws).
     Each domain's features are computed once and cached (keyed by data folder, domain, size, extractor
     weights and filtering); source images also get ``copies`` JPEG-filtered versions (each image at a
-    quality drawn once from ``qualities``, fixed per domain and copy): FGR's filtered copies. With
+    quality drawn once from 15, 18 and 25, fixed per domain and copy): FGR's filtered copies. With
     ``flip`` the training rows are followed by those of the same images mirrored left-right, each
     carrying its unmirrored image's filtered copies. Rows are normalized by
     :func:`lib.features.frozen.row_normalizer` (with the clean, unmirrored training rows).
@@ -57,7 +55,7 @@ def pacs_features(
     target, val_frac = resolve_pacs_domain(target), VAL_FRAC
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
-    qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
+    qualities, dim, build, weights = feature_source(extractor, size, copies, (15, 18, 25))
     if tune is not None and extractor != "efficientnet_lite0_last_stage":
         raise ValueError(f"tune: needs the extractor 'efficientnet_lite0_last_stage', got {extractor!r}")
     if tune is not None and not (isinstance(tune, (tuple, list)) and len(tune) == 2):
@@ -68,7 +66,7 @@ def pacs_features(
 
     @functools.cache
     def labels(domain: str) -> tuple[np.ndarray, str]:  # and the data folder, read once per domain
-        _, y, root = pacs_domain(domain, size, data_dir)
+        _, y, root = pacs_domain(domain, size)
         return y.numpy(), root
 
     def job(domain: str, copy: int | None, mirror: bool) -> tuple[str, int, Callable[[Any], np.ndarray]]:
@@ -76,7 +74,7 @@ def pacs_features(
         y, root = labels(domain)
 
         def images() -> torch.Tensor:
-            x = pacs_domain(domain, size, data_dir)[0]
+            x = pacs_domain(domain, size)[0]
             return x.flip(-1) if mirror else x
 
         base = f"pacs_{hashlib.sha256(root.encode()).hexdigest()[:6]}_{domain}_{size}px_{extractor}-{weights}"

@@ -101,12 +101,7 @@ PAPER_COUNTS: dict[str, tuple[str, float, str]] = {
         "hard share of the CIFAR-10H test set",
         327 / 10000,
         "The hard subset contains 327 of the 10000 test images",
-    ),
-    "civilcomments_hard": (
-        "hard share of the CivilComments test set",
-        0.41,
-        "Of the test set, roughly 41% (55,000 comments) mention at least one identity group.",
-    ),
+    )
 }
 
 
