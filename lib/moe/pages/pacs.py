@@ -188,16 +188,14 @@ class PacsPage(MoEPage):
     bench = "pacs-224"
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        if target is None:
-            raise ValueError("target: the PACS page plans one held-out domain at a time")
+        self.check_target(target)
         changes = {"progress": True, **pacs_backbone(cfg).train_changes()}  # a live line: the book's longest grid
         return moe_items(self.name, exp.train_configs(cfg, **changes), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         """The bundle a PACS scale trains on: synthetic domains, frozen features
         (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
-        if target is None:
-            raise ValueError("target: the PACS page loads one held-out domain at a time")
+        self.check_target(target)
         n = int(cfg.get("n_per_domain") or 0) or None
         if cfg.get("data") != "real":
             from lib.data.synthetic import synthetic_pacs_domains

@@ -21,8 +21,8 @@ from lib.moe import experiment as exp
 from lib.moe import robust
 from lib.moe import tables as moe_tables
 from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
-from lib.moe.pages import MoEPage, moe_items
-from lib.moe.pages.cifar10h import REFERENCE_ACCURACY
+from lib.moe.pages import moe_items
+from lib.moe.pages.cifar10h import REFERENCE_ACCURACY, Cifar10hPage
 from lib.moe.tables import fmt
 from lib.moe.train import load_predictions
 
@@ -116,20 +116,18 @@ def sweep_table(lam_hard: pd.DataFrame, lam_all: pd.DataFrame, ref_sum: pd.DataF
     )
 
 
-def tilted_support(
-    probs: np.ndarray, labels: np.ndarray, lam: float, batch: int = SUPPORT_BATCH
-) -> dict[str, float] | None:
+def tilted_support(probs: np.ndarray, labels: np.ndarray, lam: float) -> dict[str, float] | None:
     """Effective support (:func:`lib.moe.robust.effective_support`) of ``softmax(lam * loss)`` over
-    batches of ``batch`` examples' cross-entropy losses; None when fewer than one batch."""
+    batches of :data:`SUPPORT_BATCH` examples' cross-entropy losses; None when fewer than one batch."""
     if probs.ndim != 2 or len(probs) != len(labels):
         raise ValueError(f"probs, labels: shapes {probs.shape} and {labels.shape} do not match")
     p = probs.astype(np.float64)
     p = p / p.sum(axis=1, keepdims=True)
     losses = -np.log(np.clip(p[np.arange(len(p)), labels.astype(int)], LOSS_CLIP, None))
-    nb = len(losses) // batch
+    nb = len(losses) // SUPPORT_BATCH
     if nb == 0:
         return None
-    w = torch.softmax(lam * torch.tensor(losses[: nb * batch]).view(nb, batch), dim=1)
+    w = torch.softmax(lam * torch.tensor(losses[: nb * SUPPORT_BATCH]).view(nb, SUPPORT_BATCH), dim=1)
     return robust.effective_support(w)
 
 
@@ -159,14 +157,12 @@ def warmup_target(epochs: int) -> int:
     return round(PAPER_WARMUP_FRACTION * epochs)
 
 
-def near_best(
-    sweep: pd.DataFrame, key: str, value: float, tol: float = NEAR_TOL, margin: float = MARGIN
-) -> tuple[str, str]:
-    """Is ``key`` = ``value`` within ``tol`` of the sweep's lowest hard ECE? ``sweep`` has one row per
-    (point, seed) with ``key``, ``seed`` and ``ece``. The lowest point is the one of lowest mean ECE;
-    per seed, the effect is ``tol`` minus the gap ECE(value) - ECE(lowest), judged by
-    :func:`lib.report.paired_verdict` with ``margin`` (with one seed: held if the gap is below
-    tol - margin, did not hold above tol + margin). Inconclusive when the point was not run."""
+def near_best(sweep: pd.DataFrame, key: str, value: float) -> tuple[str, str]:
+    """Is ``key`` = ``value`` within :data:`NEAR_TOL` of the sweep's lowest hard ECE? ``sweep`` has one
+    row per (point, seed) with ``key``, ``seed`` and ``ece``. The lowest point is the one of lowest mean
+    ECE; per seed, the effect is NEAR_TOL minus the gap ECE(value) - ECE(lowest), judged by
+    :func:`lib.report.paired_verdict` with margin ``MARGIN`` (with one seed: held if the gap is below
+    NEAR_TOL - MARGIN, did not hold above NEAR_TOL + MARGIN). Inconclusive when the point was not run."""
     point = np.isclose(sweep[key].astype(float), value)
     if not point.any() or sweep[key].nunique() < 2:
         return report.VERDICTS[2], f"{key}={value:g} not in the sweep"
@@ -175,9 +171,9 @@ def near_best(
     at = sweep[point].set_index("seed")["ece"]
     gap = seed_diff(at, sweep[sweep[key] == lowest].set_index("seed")["ece"])
     return (
-        report.paired_verdict(tol - gap, margin),
+        report.paired_verdict(NEAR_TOL - gap, MARGIN),
         f"{key}={value:g}: hard ECE {fmt(float(at.mean()))}; lowest at {key}={lowest:g}: {fmt(float(means.min()))}; "
-        f"gap {diff_text(gap)} (tolerance {tol:g})",
+        f"gap {diff_text(gap)} (tolerance {NEAR_TOL:g})",
     )
 
 
@@ -254,19 +250,17 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     return pd.DataFrame(rows)
 
 
-class SensitivityPage(MoEPage):
+class SensitivityPage(Cifar10hPage):
+    """The CIFAR-10H page's data and benchmark, its runs the sweeps."""
+
     name = "sensitivity"
     title = "Sensitivity to lambda and warmup: Figures E.7, E.8, Table 5"
     paper_numbers = PAPER_TABLE5
     unit = "runs"
     rank = 1
-    bench = "cifar10h"
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         return moe_items(self.name, sweep_configs(cfg, sensitivity_warmups(cfg)))
-
-    def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        return exp.cifar10h_data(cfg)
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         return paper_scale_sweep_table(items, got)
