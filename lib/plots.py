@@ -91,21 +91,14 @@ def reliability_diagram(
 
 
 def reliability_grid(
-    diagrams: Mapping[str, tuple[ArrayLike, ArrayLike]],
-    columns: int = 3,
-    n_bins: int = 10,
-    binning: str = "width",
-    width: int | None = None,
-    height: int | None = None,
+    diagrams: Mapping[str, tuple[ArrayLike, ArrayLike]], columns: int = 3, n_bins: int = 10
 ) -> alt.ConcatChart:
     """One reliability diagram per ``name -> (conf, outcome)`` entry, titled by name, ``columns`` a row;
-    the panels are square and fit ``BOOK_WIDTH`` unless ``width``/``height`` say otherwise."""
+    the panels are square and fit ``BOOK_WIDTH``."""
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
     check_int(columns, "columns")
-    if width is None:
-        width = max(120, (BOOK_WIDTH - _PANEL_AXES * int(columns)) // int(columns))
-    height = width if height is None else height
+    width = max(120, (BOOK_WIDTH - _PANEL_AXES * int(columns)) // int(columns))
     charts = []
     for name, pair in diagrams.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -114,9 +107,8 @@ def reliability_grid(
             reliability_diagram(
                 *pair,
                 n_bins=n_bins,
-                binning=binning,
                 width=width,
-                height=height,
+                height=width,
                 title=alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10),
             )
         )

@@ -202,22 +202,17 @@ def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY
 
 
 def gate_claims(
-    rows: Sequence[Mapping[str, Any]],
-    accuracy: float,
-    paper_accuracy: float,
-    chance: float,
-    floor: float = ACCURACY_FLOOR,
-    exempt: Sequence[str] = (),
+    rows: Sequence[Mapping[str, Any]], accuracy: float, paper_accuracy: float, chance: float, exempt: Sequence[str] = ()
 ) -> tuple[list[dict[str, Any]], str]:
     """Apply the book's one rule for models that did not learn to a page's claim rows.
 
-    If ``accuracy`` (this run's, as a fraction) is below ``accuracy_floor(paper_accuracy, chance,
-    floor)``, every row whose claim is not in ``exempt`` (claims that do not depend on the trained
+    If ``accuracy`` (this run's, as a fraction) is below ``accuracy_floor(paper_accuracy, chance)``,
+    every row whose claim is not in ``exempt`` (claims that do not depend on the trained
     model, e.g. an analytic threshold) gets the verdict "inconclusive at this scale", and its
     ``ours`` keeps the number with the verdict it would have had. Returns the new rows and one
     sentence saying which case applied, for the page to print.
     """
-    bar = accuracy_floor(paper_accuracy, chance, floor)
+    bar = accuracy_floor(paper_accuracy, chance)
     accuracy = check_number(accuracy, "accuracy", 0.0, 1.0)  # a fraction
     unknown = set(exempt) - {r.get("claim") for r in rows}
     if unknown:
@@ -232,7 +227,7 @@ def gate_claims(
         out.append(row)
     detail = (
         f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
-        f"{floor:g} x (paper {paper_accuracy:.3f} - chance)"
+        f"{ACCURACY_FLOOR:g} x (paper {paper_accuracy:.3f} - chance)"
     )
     if learned:
         return out, f"The model is judged: {detail}."

@@ -22,7 +22,6 @@ from lib import report
 from lib.moe.experiment import METHOD_LABELS, METRICS
 from lib.moe.record import MoERecord
 from lib.moe.tables import fmt, summarize
-from lib.validation import check_choice
 
 ROBUST: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
 NON_ROBUST: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr")
@@ -95,14 +94,14 @@ def best_accuracy(summary: pd.DataFrame) -> float:
     return float(acc.max()) if len(acc) else float("nan")
 
 
-def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str, margin: float = MARGIN) -> str:
+def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str) -> str:
     """The same rule on a paper's table of means and SEs: "``metric``(a) - ``metric``(b) > 0"
-    against two combined SEs (and ``margin``); :data:`lib.report.NOT_TESTABLE` without a table."""
+    against two combined SEs (and :data:`MARGIN`); :data:`lib.report.NOT_TESTABLE` without a table."""
     if not paper or a not in paper or b not in paper:
         return report.NOT_TESTABLE
     col = 2 * METRICS.index(metric)
     (ma, sa), (mb, sb) = paper[a][col : col + 2], paper[b][col : col + 2]
-    return report.two_se_verdict(ma - mb, math.sqrt(sa * sa + sb * sb), margin)
+    return report.two_se_verdict(ma - mb, math.sqrt(sa * sa + sb * sb), MARGIN)
 
 
 def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], metric: str) -> str:
@@ -123,7 +122,6 @@ def moe_claims(
     subset: str = "hard",
     subset_name: str = "hard",
     paper: Mapping[str, PaperRow] | None = None,
-    margin: float = MARGIN,
 ) -> pd.DataFrame:
     """The paper's claims (i)-(iv) (book/moe/overview) from the per-seed ``frame``
     (:func:`lib.moe.tables.results_frame`), plus MoCaE's accuracy equalling Vanilla's (on the
@@ -145,10 +143,8 @@ def moe_claims(
         d = paired(frame, nb, rb, subset, metric)
         name = "ECE" if metric == "ece" else "ECE+TS"
         ours = f"{subset_name} {name}: best non-robust {L.get(nb, '—')} minus best robust"
-        own = paper_verdict(
-            paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric, margin
-        )
-        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d, margin), own)
+        own = paper_verdict(paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric)
+        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d), own)
 
     rb = best(summary, ROBUST, subset, "ece")
     gain_mocae = paired(frame, "vanilla", "mocae", subset, "ece")
@@ -162,15 +158,15 @@ def moe_claims(
             PAPER_SAYS[1],
             f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae)}, best robust {L.get(rb, '—')} "
             f"{diff_text(gain_robust)}; difference {diff_text(d2)}",
-            verdict_of(d2, margin),
-            paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece", margin),
+            verdict_of(d2),
+            paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece"),
         ),
         claim_row(
             CLAIMS[2],
             PAPER_SAYS[2],
             f"accuracy, Robust Filtered minus Robust MoE: {diff_text(d3)}",
-            verdict_of(d3, margin),
-            paper_verdict(paper, "robust_filtered", "robust", "accuracy", margin),
+            verdict_of(d3),
+            paper_verdict(paper, "robust_filtered", "robust", "accuracy"),
         ),
         robust_row("ece_ts", CLAIMS[3], PAPER_SAYS[3]),
     ]
@@ -234,11 +230,10 @@ def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]],
     report.publish("mocae_accuracy_diff", mocae_accuracy_check(records))
 
 
-def not_run_claims(reason: str = "not run: data unavailable") -> pd.DataFrame:
-    """The claims table of a page whose data is missing: every claim marked ``reason``, with what
-    the paper reports for it (``PAPER_SAYS``) all the same."""
-    check_choice(reason, report.VERDICTS, "reason")
+def not_run_claims() -> pd.DataFrame:
+    """The claims table of a page whose data is missing: every claim marked "not run: data
+    unavailable", with what the paper reports for it (``PAPER_SAYS``) all the same."""
     names = [c.format(subset="hard") for c in CLAIMS]
     return report.claims_table(
-        [{"claim": n, "paper": p, "ours": "—", "verdict": reason} for n, p in zip(names, PAPER_SAYS)]
+        [{"claim": n, "paper": p, "ours": "—", "verdict": report.VERDICTS[3]} for n, p in zip(names, PAPER_SAYS)]
     )

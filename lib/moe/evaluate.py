@@ -39,14 +39,14 @@ N_BINS = 15  # ECE bins (App. D.5)
 
 
 def _metric_block(
-    probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray, probs_ts_converged: np.ndarray | None = None
+    probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray, probs_ts_converged: np.ndarray
 ) -> dict[str, float]:
-    """Accuracy, ECE, ECE+TS, NLL, NLL+TS and Brier of one test population (App. D.5)."""
+    """Accuracy, ECE, ECE+TS (also by the converged T), NLL, NLL+TS and Brier of one test population (D.5)."""
     from lib.calibration.metrics import accuracy, brier, ece, nll
 
     if len(y) == 0:
         return {}
-    block = {
+    return {
         "n": int(len(y)),
         "accuracy": accuracy(probs, y),
         "ece": ece(probs, y, n_bins=N_BINS),
@@ -54,10 +54,8 @@ def _metric_block(
         "nll": nll(probs, y),
         "nll_ts": nll(probs_ts, y),
         "brier": brier(probs, y),
+        "ece_ts_converged": ece(probs_ts_converged, y, n_bins=N_BINS),
     }
-    if probs_ts_converged is not None:
-        block["ece_ts_converged"] = ece(probs_ts_converged, y, n_bins=N_BINS)
-    return block
 
 
 def _renorm(p: torch.Tensor) -> np.ndarray:
