@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.validation import (
-    check_choice,
     check_int,
     check_finite,
     check_labels,
@@ -28,7 +27,6 @@ from lib.validation import (
 )
 
 PROB_CLAMP = 1e-12
-ROUTINGS: tuple[str, ...] = ("soft", "hard")
 
 
 @dataclass
@@ -78,24 +76,19 @@ def _check_sizes(**sizes: int) -> None:
 class MoEHead(nn.Module):
     """K linear experts mixed in probability space by an MLP router (paper eq. (1), App. D.4).
 
-    ``routing="soft"`` uses r = softmax(W2 relu(W1 h)); ``routing="hard"`` replaces r by the one-hot
-    argmax of r (the hard-routed mixture of section 4.1; not differentiable in the router).
-    Features of another floating dtype (float64 from numpy, say) are valid: they are cast to the
+    The router is r = softmax(W2 relu(W1 h)) (soft routing; the hard-routed mixture of section 4.1 is
+    :mod:`lib.moe.routed_population`'s). Features of another floating dtype (float64 from numpy, say) are valid: they are cast to the
     head's parameter dtype, so the probabilities are those of the cast features (tested); integer
     or non-finite features raise."""
 
-    def __init__(
-        self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128, routing: str = "soft"
-    ) -> None:
+    def __init__(self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128) -> None:
         super().__init__()
         _check_sizes(
             in_features=in_features, num_classes=num_classes, num_experts=num_experts, router_hidden=router_hidden
         )
-        check_choice(routing, ROUTINGS, "routing")
         self.in_features = in_features
         self.num_classes = num_classes
         self.num_experts = num_experts
-        self.routing = routing
         self.router = nn.Sequential(
             nn.Linear(in_features, router_hidden), nn.ReLU(), nn.Linear(router_hidden, num_experts)
         )
@@ -106,8 +99,6 @@ class MoEHead(nn.Module):
         h = _check_features(h, self.in_features, self.experts.weight.dtype)
         n = h.shape[0]
         r = F.softmax(self.router(h), dim=1)
-        if self.routing == "hard":
-            r = F.one_hot(r.argmax(dim=1), self.num_experts).to(h.dtype)
         z = self.experts(h).view(n, self.num_experts, self.num_classes)
         pk = F.softmax(z, dim=2)
         p = torch.einsum("nk,nkc->nc", r, pk)

@@ -131,9 +131,7 @@ def method_step(
         return loss_fn, None
     from lib.moe.fgr import fgr_step
 
-    def main(out: Any, y: torch.Tensor) -> torch.Tensor:
-        return objective(method, out, y, lam, robust_active=True)
-
+    main = partial(objective, method, lam=lam, robust_active=True)
     fgr = partial(fgr_step, mean=mean, std=std, filter_inputs=filter_inputs, inputs_fn=fgr_inputs)
 
     def step_fn(

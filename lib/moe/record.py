@@ -19,8 +19,6 @@ class SubsetMetrics:
     ece: float
     ece_ts: float | None = None
     nll: float | None = None
-    nll_ts: float | None = None
-    brier: float | None = None
 
     @classmethod
     def from_dict(cls, block: Mapping[str, Any]) -> SubsetMetrics:
@@ -29,7 +27,7 @@ class SubsetMetrics:
             n=int(block.get("n") or 0),
             accuracy=float(block["accuracy"]),
             ece=float(block["ece"]),
-            **{k: (None if block.get(k) is None else float(block[k])) for k in ("ece_ts", "nll", "nll_ts", "brier")},
+            **{k: (None if block.get(k) is None else float(block[k])) for k in ("ece_ts", "nll")},
         )
 
 

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from lib.moe.heads import MoEHead, MoEModel, MoEOutput, SingleExpertHead, expert_nll, mixture_nll, routing_entropy
 
 
-def _head(routing: str = "soft", seed: int = 0) -> MoEHead:
+def _head(seed: int = 0) -> MoEHead:
     torch.manual_seed(seed)
-    return MoEHead(6, 5, num_experts=3, router_hidden=7, routing=routing).double()
+    return MoEHead(6, 5, num_experts=3, router_hidden=7).double()
 
 
 def test_soft_head_matches_its_definition() -> None:
@@ -44,16 +44,6 @@ def test_expert_k_is_a_linear_map() -> None:
     h1, h2, zero = torch.randn(1, 6).double(), torch.randn(1, 6).double(), torch.zeros(1, 6).double()
     z = lambda h: head(h).expert_logits  # noqa: E731
     assert torch.allclose(z(2 * h1 + 3 * h2), 2 * z(h1) + 3 * z(h2) - 4 * z(zero))
-
-
-def test_hard_routing_returns_the_selected_expert() -> None:
-    soft, hard = _head("soft"), _head("hard")
-    h = torch.randn(20, 6, dtype=torch.float64)
-    out_s, out_h = soft(h), hard(h)
-    chosen = out_s.routing.argmax(1)
-    assert torch.equal(out_h.routing, F.one_hot(chosen, 3).double())
-    assert torch.allclose(out_h.probs, out_h.expert_probs[torch.arange(20), chosen])
-    assert torch.allclose(out_h.expert_probs, out_s.expert_probs)
 
 
 def test_single_expert_is_an_moe_with_one_expert() -> None:
@@ -107,8 +97,6 @@ def test_routing_entropy_known_values() -> None:
 
 
 def test_bad_arguments_raise_naming_them() -> None:
-    with pytest.raises(ValueError, match="routing"):
-        MoEHead(4, 3, routing="sparse")
     with pytest.raises(ValueError, match="num_experts"):
         MoEHead(4, 3, num_experts=0)
     with pytest.raises(ValueError, match="num_classes"):
