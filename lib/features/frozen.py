@@ -177,17 +177,6 @@ def feature_source(
     return qualities, feature_dim(extractor, size), build, weights
 
 
-def jpeg_copy(
-    qualities: Sequence[int], n: int, seed: int, copy: int, stream: Sequence[int] = ()
-) -> tuple[str, np.ndarray]:
-    """JPEG copy ``copy`` of ``n`` images in a feature data set: the cache-key suffix of its features
-    and each image's quality, drawn from ``qualities`` by ``numpy.random.default_rng([seed, *stream, copy])``
-    (``stream`` tells apart image sets that share a seed, e.g. PACS's domains)."""
-    draw = np.random.default_rng([seed, *stream, copy])
-    quality = np.asarray(qualities)[draw.integers(len(qualities), size=n)]
-    return f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}", quality
-
-
 def extract_job(
     key: str,
     n: int,
@@ -201,11 +190,14 @@ def extract_job(
 ) -> tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]:
     """A job of :func:`cached_features`: the features (:func:`lib.nets.extractors.extract`, ImageNet
     normalization, ``size`` px) of the ``n`` images ``images()`` (loaded only to compute them), clean
-    (``copy`` None) or as JPEG copy ``copy`` (:func:`jpeg_copy`, whose suffix joins ``key``)."""
+    (``copy`` None) or as JPEG copy ``copy``: each image at a quality drawn from ``qualities`` by
+    ``numpy.random.default_rng([seed, *stream, copy])`` (``stream`` tells apart image sets that share a
+    seed, e.g. PACS's domains), the copy's suffix joining ``key``."""
     quality = None
     if copy is not None:
-        suffix, quality = jpeg_copy(qualities, n, seed, copy, stream)
-        key += suffix
+        draw = np.random.default_rng([seed, *stream, copy])
+        quality = np.asarray(qualities)[draw.integers(len(qualities), size=n)]
+        key += f"_jpeg{'-'.join(map(str, qualities))}_s{seed}c{copy}"
     return (
         key,
         n,

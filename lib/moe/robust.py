@@ -164,46 +164,31 @@ def routing_relevant_mask(
     the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
     loop) skips every input check (see the module docstring)."""
     if validate:
-        mix_loss, expert_losses, routing, expert_probs, mix_probs = _check_mask_inputs(
-            mix_loss, expert_losses, routing, expert_probs, mix_probs, regret_threshold, disagree_threshold
-        )
+        mix_loss = _losses(mix_loss, "mix_loss")
+        named = dict(expert_losses=expert_losses, routing=routing, expert_probs=expert_probs, mix_probs=mix_probs)
+        out = [to_tensor(arr, name) for name, arr in named.items()]
+        for name, t in zip(named, out):
+            check_ndim(t, 3 if name == "expert_probs" else 2, name)
+            check_finite(t, name)
+            check_same_length(mix_loss, t, "mix_loss", name)
+        expert_losses, routing, expert_probs, mix_probs = out
+        k = expert_losses.shape[1]
+        if routing.shape[1] != k or expert_probs.shape[1] != k:
+            raise ValueError(
+                f"routing: expected {k} experts as in expert_losses, got routing {tuple(routing.shape)} "
+                f"and expert_probs {tuple(expert_probs.shape)}"
+            )
+        if expert_probs.shape[2] != mix_probs.shape[1]:
+            raise ValueError(
+                f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
+            )
+        check_positive(regret_threshold, "regret_threshold", allow_zero=True)
+        check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
         disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
         return (regret > regret_threshold) | (disagreement > disagree_threshold)
-
-
-def _check_mask_inputs(
-    mix_loss: object,
-    expert_losses: object,
-    routing: object,
-    expert_probs: object,
-    mix_probs: object,
-    *thresholds: float,
-) -> tuple[torch.Tensor, ...]:
-    """The input checks of :func:`routing_relevant_mask`; returns its five inputs as tensors."""
-    mix_loss = _losses(mix_loss, "mix_loss")
-    named = {"expert_losses": expert_losses, "routing": routing, "expert_probs": expert_probs, "mix_probs": mix_probs}
-    out = [to_tensor(arr, name) for name, arr in named.items()]
-    for name, t in zip(named, out):
-        check_ndim(t, 3 if name == "expert_probs" else 2, name)
-        check_finite(t, name)
-        check_same_length(mix_loss, t, "mix_loss", name)
-    expert_losses, routing, expert_probs, mix_probs = out
-    k = expert_losses.shape[1]
-    if routing.shape[1] != k or expert_probs.shape[1] != k:
-        raise ValueError(
-            f"routing: expected {k} experts as in expert_losses, got routing {tuple(routing.shape)} "
-            f"and expert_probs {tuple(expert_probs.shape)}"
-        )
-    if expert_probs.shape[2] != mix_probs.shape[1]:
-        raise ValueError(
-            f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
-        )
-    for name, value in zip(("regret_threshold", "disagree_threshold"), thresholds):
-        check_positive(value, name, allow_zero=True)
-    return mix_loss, expert_losses, routing, expert_probs, mix_probs
 
 
 def robust_filtered_loss(

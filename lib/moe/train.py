@@ -71,16 +71,6 @@ class _Prepared:
     fgr_inputs: Callable[..., Any] | None = None  # frozen features (lib.features.frozen): FGR's filtered rows
 
 
-def _image_stats(cfg: TrainConfig, x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Normalization: ImageNet statistics for ImageNet backbones, else the training images' own."""
-    if backbones.family(cfg.backbone) == "imagenet":
-        return IMAGENET_MEAN, IMAGENET_STD
-    xf = x[: min(len(x), 20000)].float() / 255.0
-    mean = xf.mean(dim=(0, 2, 3))
-    std = xf.std(dim=(0, 2, 3)).clamp_min(1e-3)
-    return tuple(round(float(v), 4) for v in mean), tuple(round(float(v), 4) for v in std)
-
-
 def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Prepared:
     kind = getattr(data, "kind", "images")
     if kind == "text":
@@ -97,7 +87,12 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
     size = int(data.train_x.shape[-1])
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")
-    return _Prepared(*splits, *_image_stats(cfg, data.train_x))
+    if backbones.family(cfg.backbone) == "imagenet":  # normalized by ImageNet's statistics, else the images' own
+        return _Prepared(*splits, IMAGENET_MEAN, IMAGENET_STD)
+    xf = data.train_x[: min(len(data.train_x), 20000)].float() / 255.0
+    mean = xf.mean(dim=(0, 2, 3))
+    std = xf.std(dim=(0, 2, 3)).clamp_min(1e-3)
+    return _Prepared(*splits, tuple(round(float(v), 4) for v in mean), tuple(round(float(v), 4) for v in std))
 
 
 def backbone_identity(cfg: TrainConfig) -> str:
