@@ -53,21 +53,16 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
     return synthetic_images(n_train=cfg["n_train"], n_val=cfg["n_train"] // 4, n_test=cfg["n_test"], seed=0)
 
 
-def train_configs(
-    settings: Mapping[str, Any],
-    methods: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    **changes: Any,
-) -> list[Any]:
+def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = None, **changes: Any) -> list[Any]:
     """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale's ``settings``
-    (``lib.config.settings``; keys named like TrainConfig fields pass through): every method x seed
-    (default: the settings'), ``changes`` overriding fields; progress bars off."""
+    (``lib.config.settings``; keys named like TrainConfig fields pass through): every method (default:
+    the settings') x seed of the settings, ``changes`` overriding fields; progress bars off."""
     from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
         raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
     methods = list(methods if methods is not None else settings.get("methods", METHODS))
-    seeds = list(seeds if seeds is not None else settings.get("seeds", [0]))
+    seeds = list(settings.get("seeds", [0]))
     if not methods:
         raise ValueError("methods: is empty")
     if not seeds:
