@@ -122,12 +122,12 @@ def test_metric_block_ece_by_hand_with_a_bin_edge():
     e = float(bin_edges(np.array([0.5]), 15, "width")[6])
     probs = np.array([[e, (1 - e) / 2, (1 - e) / 2], [0.35, 0.33, 0.32]])
     y = np.array([0, 1])  # first right, second wrong
-    block = _metric_block(probs, probs, y)
+    block = _metric_block(probs, probs, y, probs)
     assert block["ece"] == pytest.approx(abs(0.5 - (e + 0.35) / 2), abs=1e-12)
     # a hair above the edge the first example moves to the next bin: two bins of one example each
     probs[0, 0] += 1e-9
     probs[0, 1] -= 1e-9
-    block = _metric_block(probs, probs, y)
+    block = _metric_block(probs, probs, y, probs)
     assert block["ece"] == pytest.approx(0.5 * (1 - probs[0, 0]) + 0.5 * 0.35, abs=1e-9)
 
 
@@ -135,7 +135,7 @@ def test_metric_block_hand_computed():
     # 4 examples at confidence 0.95 (3 right) and 2 at 0.55 (1 right)
     probs = np.array([[0.95, 0.05]] * 4 + [[0.55, 0.45]] * 2)
     y = np.array([0, 0, 0, 1, 0, 1])
-    block = _metric_block(probs, probs, y)
+    block = _metric_block(probs, probs, y, probs)
     assert block["accuracy"] == pytest.approx(4 / 6)
     assert block["ece"] == pytest.approx(4 / 6 * 0.2 + 2 / 6 * 0.05)
     assert block["n"] == 6
