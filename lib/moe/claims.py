@@ -95,7 +95,7 @@ def best_accuracy(summary: pd.DataFrame) -> float:
 
 
 def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str) -> str:
-    """The same rule on a paper's table of means and SEs: "``metric``(a) - ``metric``(b) > 0"
+    """The same rule on a paper's table of means and SEs: "m(a) - m(b) > 0" for ``metric`` m,
     against two combined SEs (and :data:`MARGIN`); :data:`lib.report.NOT_TESTABLE` without a table."""
     if not paper or a not in paper or b not in paper:
         return report.NOT_TESTABLE
