@@ -167,7 +167,7 @@ def scale_line(cfg: Mapping[str, Any], heads: str, network: str, tail: str) -> s
 
 
 def page_data(page: Any, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
-    """The ``data`` method of the CIFAR-10 pages (no targets): :func:`image_data` of ``cfg``."""
+    """The ``data`` method of the CIFAR-10 pages (no targets): :func:`lib.nets.image_training.image_data` of ``cfg``."""
     page.check_target(target)
     return image_data(cfg)
 
