@@ -77,9 +77,9 @@ class MoEHead(nn.Module):
     """K linear experts mixed in probability space by an MLP router (paper eq. (1), App. D.4).
 
     The router is r = softmax(W2 relu(W1 h)) (soft routing; the hard-routed mixture of section 4.1 is
-    :mod:`lib.moe.routed_population`'s). Features of another floating dtype (float64 from numpy, say) are valid: they are cast to the
-    head's parameter dtype, so the probabilities are those of the cast features (tested); integer
-    or non-finite features raise."""
+    :mod:`lib.moe.routed_population`'s). Features of another floating dtype (float64 from numpy, say)
+    are valid: they are cast to the head's parameter dtype, so the probabilities are those of the cast
+    features (tested); integer or non-finite features raise."""
 
     def __init__(self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128) -> None:
         super().__init__()
