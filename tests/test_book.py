@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from lib.book import build_book
 from lib.notebooks import notebook_names
 from lib.config import repo_root
 
@@ -18,10 +17,8 @@ pytestmark = pytest.mark.book
 
 
 @pytest.fixture(scope="module")
-def html(smoke_notebook) -> Path:
-    for name in notebook_names():
-        smoke_notebook(name)
-    return build_book("smoke", strict=True)
+def html(smoke_book: Path) -> Path:
+    return smoke_book
 
 
 def test_every_toc_page_is_built(html: Path) -> None:

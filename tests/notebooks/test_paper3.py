@@ -29,14 +29,8 @@ FORMULA_OUTPUT = {
 }
 
 
-@pytest.fixture(scope="module")
-def run(smoke_notebook):
-    """The session's smoke runs (shared with the book build's test: each page executes once)."""
-    return smoke_notebook
-
-
-def test_calibration_smoke(run):
-    p = report.read_published(run("calibration"))
+def test_calibration_smoke(smoke_notebook):
+    p = report.read_published(smoke_notebook("calibration"))
     assert p["scale_summary"].startswith("smoke")
     assert p["ece_after"] < p["ece_before"]  # instruct models are overconfident by construction
     for key in ("ece_8b_base_test_after", "ece_70b_instruct_test_after", "ece_resnet50_ce_test_after"):
@@ -44,8 +38,8 @@ def test_calibration_smoke(run):
     assert p["min_spearman"] > 0.8
 
 
-def test_cascading_smoke(run):
-    p = report.read_published(run("cascading"))
+def test_cascading_smoke(smoke_notebook):
+    p = report.read_published(smoke_notebook("cascading"))
     for key in ("apgr_cc", "apgr_uc", "apgr_cc_base", "apgr_uc_base", "apgr_shift_min"):
         assert 0 <= p[key] <= 1, key
     assert p["apgr_rc"] == pytest.approx(0.5, abs=0.05)  # one random routing draw per split; E[APGR] = 0.5
@@ -55,8 +49,8 @@ def test_cascading_smoke(run):
     assert all(0.5 < v <= 1 for v in p["apgr_by_bins"].values())
 
 
-def test_same_size_smoke(run):
-    p = report.read_published(run("same_size"))
+def test_same_size_smoke(smoke_notebook):
+    p = report.read_published(smoke_notebook("same_size"))
     for key in ("mmlu_8b", "mmlu_70b", "cifar10"):
         acc = p[f"same_size_acc_{key}"]
         assert all(0 <= v <= 1 for v in acc.values())
@@ -67,8 +61,8 @@ def test_same_size_smoke(run):
         )
 
 
-def test_cleaning_smoke(run):
-    p = report.read_published(run("cleaning"))
+def test_cleaning_smoke(smoke_notebook):
+    p = report.read_published(smoke_notebook("cleaning"))
     prec, det = p["cleaning_precisions"], p["cleaning_detections"]
     assert all(0 <= v <= 1 for v in prec + det)
     assert all(b >= a - 1e-12 for a, b in zip(det, det[1:]))  # detection grows with k
@@ -78,8 +72,8 @@ def test_cleaning_smoke(run):
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_page_teaches_its_method_hides_setup_and_publishes_claims(run, name):
-    path = run(name)
+def test_page_teaches_its_method_hides_setup_and_publishes_claims(smoke_notebook, name):
+    path = smoke_notebook(name)
     claims = report.read_published(path)["claims"]
     assert claims and all(set(c) >= {"claim", "paper", "ours", "verdict", "paper_own"} for c in claims)
     assert all(c["verdict"] in report.VERDICTS for c in claims)
@@ -108,8 +102,9 @@ def try_it_commands() -> list[tuple[str, dict[str, object]]]:
     return out
 
 
-def test_try_it_commands_run_at_smoke_scale(run):
+@pytest.mark.smoke_runs(*try_it_commands())
+def test_try_it_commands_run_at_smoke_scale(smoke_notebook):
     commands = try_it_commands()
     assert len(commands) >= 2
     for name, params in commands:
-        assert report.read_published(run(name, **params))["scale_summary"].startswith("smoke"), (name, params)
+        assert report.read_published(smoke_notebook(name, **params))["scale_summary"].startswith("smoke"), (name, params)
