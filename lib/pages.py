@@ -57,9 +57,10 @@ class PerformancePage(Page):
         """What produced the page's numbers, in one line (the threads as set now)."""
         import torch
 
+        threads = torch.get_num_threads()
         return (
-            f"live loss timings at n = {cfg['sizes'][0]}..{cfg['sizes'][-1]} on {torch.get_num_threads()} CPU "
-            "threads; committed bench/results for training steps"
+            f"live loss timings at n = {cfg['sizes'][0]}..{cfg['sizes'][-1]} on {threads} CPU "
+            f"thread{'s' * (threads != 1)}; committed bench/results for training steps"
         )
 
     def loss_timings(self, cfg: Mapping[str, Any]) -> pd.DataFrame:

@@ -23,6 +23,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One thread per process: the session runs two at a time (SmokeRuns) on CI's two cores, and two-thread
+# processes beside a busy core wait at every parallel region (tiny tests ran 10-20 times slower).
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
 
 BOOK = "<the strict smoke book build>"
 
@@ -125,10 +128,10 @@ class SmokeRuns:
                 pending = [(tag, job) for tag, job in self.jobs.items() if job.state == "pending"]
                 if not pending:
                     return None
-                pages_made = all(j.result is not None for t, j in self.jobs.items() if t == j.name)
-                order = [p for p in pending if p[0] == p[1].name][::-1]
-                order += [p for p in pending if p[0] == BOOK and pages_made]
-                order += [p for p in pending if p[0] not in (BOOK, p[1].name)][::-1]
+                pages = [job for tag, job in self.jobs.items() if tag == job.name != BOOK]
+                order = [(tag, job) for tag, job in pending if job in pages][::-1]
+                order += [p for p in pending if p[0] == BOOK and all(job.result is not None for job in pages)]
+                order += [(tag, job) for tag, job in pending if tag != BOOK and job not in pages][::-1]
                 if order:
                     order[0][1].state = "running"
                     return order[0]

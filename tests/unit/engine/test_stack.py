@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from lib.data.synthetic import synthetic_images
 from lib.engine.runs import Run
 from lib.moe.grid import run_grid, stack_groups
 from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import GROUP, load_predictions, run_config, train_run
-
-torch.set_num_threads(2)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from lib.data.synthetic import synthetic_images
 from lib.engine import deadline
@@ -13,8 +12,6 @@ from lib.engine.runs import Run
 from lib.moe.grid import CPU_STACK, auto_stack, fit_count, run_grid, stack_groups, train_stacked
 from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import GROUP, load_predictions, run_config, train_run
-
-torch.set_num_threads(2)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,6 @@ from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import objective
 from lib.moe.config import TrainConfig, tiny_config
 
-torch.set_num_threads(2)
-
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
     return tiny_config(method, **{"epochs": epochs, "batch_size": 32, "warmup_epochs": None, **kw})

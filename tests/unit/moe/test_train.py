@@ -17,8 +17,6 @@ from lib.moe.methods import METHODS
 from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import load_predictions, train_run
 
-torch.set_num_threads(2)
-
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
