@@ -96,8 +96,8 @@ def fit_images(
     model = build(cfg["arch"], width=cfg["width"], num_classes=num_outputs)
     epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 0))
     dev = resolve_device("auto")
-    if dev.type == "cpu" and cfg.get("threads"):
-        torch.set_num_threads(int(cfg["threads"]))
+    if dev.type == "cpu" and cfg.get("threads"):  # at most the scale's threads (fewer where set lower: the tests)
+        torch.set_num_threads(min(int(cfg["threads"]), torch.get_num_threads()))
     torch.manual_seed(seed)
     callbacks: list[Any] = []
     if val is not None:
