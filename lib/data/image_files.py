@@ -87,11 +87,9 @@ def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> Non
             p.unlink(missing_ok=True)
 
 
-def _decode_many(
-    items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str, threads: int | None = None
-) -> np.ndarray:
+def _decode_many(items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str) -> np.ndarray:
     """Decode ``items`` with a small thread pool (PIL releases the GIL while decoding)."""
-    workers = threads or max(1, min(8, os.cpu_count() or 1))
+    workers = max(1, min(8, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
         out = list(tqdm(pool.map(decode, items, chunksize=64), total=len(items), desc=desc, leave=False))
     return np.stack(out) if out else np.zeros((0, 3, 1, 1), np.uint8)

@@ -52,10 +52,6 @@ class ImageBundle(TensorSplits):
     kind: str = "images"
 
     @property
-    def image_size(self) -> int:
-        return int(self.train_x.shape[-1])
-
-    @property
     def test_images(self) -> torch.Tensor:
         """The test images (``test_x``; a :class:`lib.features.frozen.FeatureBundle` keeps them apart
         from its rows), for figures."""

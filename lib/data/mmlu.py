@@ -77,20 +77,6 @@ class MMLUData:
         check_choice(model, self.models, "model")
         return scipy_softmax(self.logits[model].astype(np.float64), axis=1)
 
-    def subset(self, mask: np.ndarray) -> "MMLUData":
-        """The rows where boolean ``mask`` is true (or the integer rows ``mask``)."""
-        idx = np.asarray(mask)
-        if idx.dtype == bool:
-            if idx.shape != self.labels.shape:
-                raise ValueError(f"mask: expected {self.labels.shape[0]} booleans, got {idx.shape}")
-            idx = np.flatnonzero(idx)
-        return MMLUData(
-            self.questions.iloc[idx].reset_index(drop=True),
-            self.labels[idx],
-            {m: z[idx] for m, z in self.logits.items()},
-            self.source,
-        )
-
     def tidy(self) -> pd.DataFrame:
         """Long table: one row per (question, model) with ``pred``, ``conf`` and ``correct``."""
         frames = []

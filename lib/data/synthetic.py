@@ -21,7 +21,7 @@ from lib.validation import check_int, check_number, check_open_unit
 __all__ = ["synthetic_images", "synthetic_pacs_domains", "synthetic_comments"]
 
 
-def _prototypes(num_classes: int, size: int, rng: np.random.Generator) -> np.ndarray:
+def _prototypes(num_classes: int, size: int) -> np.ndarray:
     """One float prototype image (C=3, size, size) in [0, 1] per class: colour + stripes."""
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float64) / size
     protos = np.empty((num_classes, 3, size, size))
@@ -87,7 +87,7 @@ def synthetic_images(
         check_int(value, name, low)
     check_open_unit(hard_frac, "hard_frac")
     rng = np.random.default_rng(seed)
-    protos = _prototypes(num_classes, size, rng)
+    protos = _prototypes(num_classes, size)
     parts = [_render(protos, n, hard_frac, noise, rng) for n in (n_train, n_val, n_test)]
     (trx, try_, _), (vx, vy, _), (tx, ty, tp) = parts
     hard = tp.max(axis=1) < HARD_THRESHOLD
@@ -137,7 +137,7 @@ def synthetic_pacs_domains(
     check_int(num_classes, "num_classes", 2)
     check_open_unit(val_frac, "val_frac")
     rng = np.random.default_rng(seed)
-    protos = _prototypes(num_classes, size, rng)
+    protos = _prototypes(num_classes, size)
     per: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for d in PACS_DOMAINS:
         x, y, _ = _render(protos, n_per_domain, 0.1, noise, rng)
