@@ -88,7 +88,6 @@ def ece_kde(
     if p not in (1, 2):
         raise ValueError(f"p: must be 1 or 2, got {p!r}")
     h = select_bandwidth(f.detach(), mode=mode) if bandwidth is None else check_positive(bandwidth, "bandwidth")
-    check_positive(h, "bandwidth")
     y = y.long().to(f.device)
     x = _kde_points(f, mode)
     if mode == "canonical":

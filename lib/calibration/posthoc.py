@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from lib.calibration.metrics import _conf_outcome, bin_edges, bin_index
+from lib.calibration.metrics import EPS, _conf_outcome, bin_edges, bin_index
 from lib.validation import (
     ArrayLike,
     check_bins,
@@ -36,7 +36,6 @@ from lib.validation import (
     to_tensor,
 )
 
-EPS = 1e-12
 T_FIT_BOUNDS = (1e-6, 1e6)  # TemperatureScaler's search range without bounds (see the check at its fit's end)
 PAPER_LR = 0.01  # paper 1's LBFGS temperature fit: 50 iterations at this rate (App. D.5 / its public code)
 FIT_PROTOCOLS: tuple[str, ...] = ("converged", "paper")
