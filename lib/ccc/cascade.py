@@ -32,9 +32,6 @@ from lib.validation import (
     to_numpy,
 )
 
-ORDERS: tuple[str, ...] = ("confidence", "accuracy")
-
-
 # --- splitting ----------------------------------------------------------------------------------
 
 
@@ -108,7 +105,6 @@ class CascadeCurve:
     frac_small: np.ndarray
     accuracy: np.ndarray
     order: np.ndarray
-    edges: np.ndarray
     table: pd.DataFrame
     acc_small: float
     acc_large: float
@@ -117,9 +113,8 @@ class CascadeCurve:
     def unbinned(
         cls, frac_small: np.ndarray, accuracy: np.ndarray, order: np.ndarray, acc_small: float, acc_large: float
     ) -> CascadeCurve:
-        """A curve of random routing: no bins (edges on a grid of [0, 1], no table)."""
-        edges = np.linspace(0, 1, len(frac_small))
-        return cls(frac_small, accuracy, order, edges, pd.DataFrame(), float(acc_small), float(acc_large))
+        """A curve of random routing: no bins (no table)."""
+        return cls(frac_small, accuracy, order, pd.DataFrame(), float(acc_small), float(acc_large))
 
     @property
     def cost(self) -> np.ndarray:
@@ -144,14 +139,10 @@ class CascadeCurve:
         )
 
 
-def cascade_curve(
-    small: ModelOutputs, large: ModelOutputs, n_bins: int = 15, order_by: str = "confidence"
-) -> CascadeCurve:
+def cascade_curve(small: ModelOutputs, large: ModelOutputs, n_bins: int = 15) -> CascadeCurve:
     """The cascade curve of paper 3, section 2.2 (Alg. 1): bins sorted by the calibration half's
-    confidence advantage (or, as a reference that uses labels, ``order_by="accuracy"``), ties by
-    index, empty bins last."""
+    confidence advantage, ties by index, empty bins last."""
     n_bins = check_bins(n_bins)
-    check_choice(order_by, ORDERS, "order_by")
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
         check_same_length(a, b, f"small.{nm}", f"large.{nm}")
     edges = equal_count_bins(small.conf_cal, n_bins)
@@ -159,7 +150,7 @@ def cascade_curve(
     bins_test = assign_bins(small.conf_test, edges)
     table = advantage_table(bins_cal, n_bins, small.conf_cal, large.conf_cal, small.correct_cal, large.correct_cal)
     table["test_count"] = np.bincount(bins_test, minlength=n_bins)
-    key = table["advantage" if order_by == "confidence" else "acc_advantage"].to_numpy()
+    key = table["advantage"].to_numpy()
     key = np.where(np.isfinite(key), key, np.inf)
     order = np.argsort(key, kind="stable")
     table["rank"] = np.argsort(order)
@@ -172,7 +163,7 @@ def cascade_curve(
     kept_large = np.concatenate([[0.0], np.cumsum(cl[order])])
     kept_n = np.concatenate([[0.0], np.cumsum(cnt[order])])
     accuracy = (kept_small + cl.sum() - kept_large) / n
-    return CascadeCurve(kept_n / n, accuracy, order, edges, table, small.acc_test, large.acc_test)
+    return CascadeCurve(kept_n / n, accuracy, order, table, small.acc_test, large.acc_test)
 
 
 CURVES: tuple[str, ...] = ("CC (calibrated)", "UC (uncalibrated)", "RC (random)")

@@ -15,7 +15,6 @@ from lib.validation import (
     to_int_array,
     ArrayLike,
     check_bins,
-    check_choice,
     check_int,
     check_labels,
     check_number,
@@ -52,9 +51,6 @@ def confidence_bins(conf: ArrayLike, n_bins: int = 15) -> np.ndarray:
     return bin_index(c, bin_edges(c, n_bins, "mass"))
 
 
-BIN_POOLS: tuple[str, ...] = ("flagged", "all")
-
-
 def calibrated_flags(
     conf_a: ArrayLike,
     pred_a: ArrayLike,
@@ -63,20 +59,16 @@ def calibrated_flags(
     labels: ArrayLike,
     k: int,
     n_bins: int = 15,
-    pool: str = "flagged",
 ) -> np.ndarray:
     """Basic rule AND both calibrated confidences in the top-``k`` of ``n_bins`` equal-count bins,
     built over the flagged samples (paper 3: "we partition the flagged samples into 15 equal-count
-    bins") or with ``pool="all"`` over the whole pool. Monotone calibrators leave the flags unchanged."""
+    bins"). Monotone calibrators leave the flags unchanged."""
     check_int(k, "k", 1, n_bins)
-    check_choice(pool, BIN_POOLS, "pool")
     flags = basic_flags(pred_a, pred_b, labels)
     ca, cb = to_unit_vector(conf_a, "conf_a"), to_unit_vector(conf_b, "conf_b")
     check_same_length(ca, flags, "conf_a", "labels")
     check_same_length(cb, flags, "conf_b", "labels")
     top = n_bins - k
-    if pool == "all":
-        return flags & (confidence_bins(ca, n_bins) >= top) & (confidence_bins(cb, n_bins) >= top)
     out = np.zeros_like(flags)
     if flags.any():
         out[flags] = (confidence_bins(ca[flags], n_bins) >= top) & (confidence_bins(cb[flags], n_bins) >= top)
@@ -94,7 +86,7 @@ def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, f
     return float(precision), hit / float(t.sum())
 
 
-def calibrated_rule_curve(*rule: ArrayLike, n_bins: int = 15, pool: str = "flagged") -> pd.DataFrame:
+def calibrated_rule_curve(*rule: ArrayLike, n_bins: int = 15) -> pd.DataFrame:
     """Precision and detection of the calibrated rule for k = 1..n_bins (k = n_bins: basic rule);
     ``rule``: the five arrays of :func:`calibrated_flags`, then ``is_noisy``."""
     n_bins = check_bins(n_bins)  # 0 bins would be an empty table
@@ -103,7 +95,7 @@ def calibrated_rule_curve(*rule: ArrayLike, n_bins: int = 15, pool: str = "flagg
     *arrays, is_noisy = rule
     rows = []
     for k in range(1, n_bins + 1):
-        f = calibrated_flags(*arrays, k, n_bins, pool)
+        f = calibrated_flags(*arrays, k, n_bins)
         p, d = precision_detection(f, is_noisy)
         rows.append({"k": k, "n_flagged": int(f.sum()), "precision": p, "detection": d})
     return pd.DataFrame(rows)

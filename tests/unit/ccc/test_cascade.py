@@ -123,9 +123,6 @@ def test_input_validation_names_arguments():
         C.equal_count_bins(np.array([0.1, 0.2]), 0)
     with pytest.raises(ValueError, match="conf_cal"):
         C.equal_count_bins(np.array([0.1, 1.2]), 2)
-    with pytest.raises(ValueError, match="order_by"):
-        small = outputs([0.1, 0.2], [0, 1])
-        C.cascade_curve(small, small, 2, order_by="oracle")
 
 
 # --- random routing (RC) on a real pair ------------------------------------------------------------

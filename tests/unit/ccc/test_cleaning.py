@@ -63,8 +63,6 @@ def test_calibrated_flags_keep_only_confident_disagreements():
     conf = (np.arange(n) + 0.5) / n
     flags = K.calibrated_flags(conf, pred, conf, pred, y, k=1, n_bins=10)
     np.testing.assert_array_equal(flags, conf > 0.9)  # the top decile only
-    with pytest.raises(ValueError, match="pool"):
-        K.calibrated_flags(conf, pred, conf, pred, y, k=1, n_bins=10, pool="some")
     with pytest.raises(ValueError, match="k"):
         K.calibrated_flags(conf, pred, conf, pred, y, k=0, n_bins=10)
 
@@ -73,21 +71,16 @@ def test_bins_partition_the_flagged_samples_as_the_paper_says():
     """Ten labels, six flagged by the basic rule (both models disagree: samples 0-5). With 3 bins
     and k = 1, the paper's rule keeps the top third *of the flagged samples* by each model's
     confidence (hand-computed: model A ranks 4, 5 highest among 0-5, model B ranks 5, 3 highest), so
-    only sample 5 is in both; binning the whole pool instead keeps the top third of all ten (samples
-    6-9 rank above every flagged sample for A), so nothing is flagged."""
+    only sample 5 is in both (binning the whole pool instead would keep the top third of all ten:
+    samples 6-9 rank above every flagged sample for A, so nothing would be flagged)."""
     y = np.zeros(10, int)
     pred = np.r_[np.ones(6, int), np.zeros(4, int)]
     conf_a = np.array([0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.91, 0.92, 0.93, 0.94])
     conf_b = np.array([0.15, 0.25, 0.35, 0.55, 0.20, 0.65, 0.91, 0.92, 0.93, 0.94])
     paper = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3)
     np.testing.assert_array_equal(np.flatnonzero(paper), [5])
-    whole = K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=1, n_bins=3, pool="all")
-    assert not whole.any()
-    # k = n_bins keeps every flagged sample either way (the basic rule)
-    for pool in K.BIN_POOLS:
-        np.testing.assert_array_equal(
-            K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=3, n_bins=3, pool=pool), pred != y
-        )
+    # k = n_bins keeps every flagged sample (the basic rule)
+    np.testing.assert_array_equal(K.calibrated_flags(conf_a, pred, conf_b, pred, y, k=3, n_bins=3), pred != y)
 
 
 def test_confident_learning_refuses_in_sample_use():
