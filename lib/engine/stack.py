@@ -104,6 +104,12 @@ class Member:
     callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
 
 
+def _register(out_type: type) -> None:
+    """Let vmap return a dataclass of tensors (e.g. lib.moe.heads.MoEOutput) as a pytree."""
+    if out_type not in pytree.SUPPORTED_NODES and dataclasses.is_dataclass(out_type):
+        pytree.register_dataclass(out_type)
+
+
 def _slice_state(opt_state: dict[str, Any], i: int, n: int) -> dict[str, Any]:
     state = {
         p: {k: (v[i].clone() if torch.is_tensor(v) and v.ndim > 0 and v.shape[0] == n else v) for k, v in s.items()}
@@ -178,9 +184,7 @@ def fit_stack(
     first, x0 = members[0], data[0][:2].to(dev)
     with torch.no_grad():  # the output type (a dataclass of tensors) must be a pytree before vmap
         x0 = x0.float() if first.transform is None else first.transform(x0, torch.Generator())
-        out_type = type(first.model.eval()(x0))
-    if out_type not in pytree.SUPPORTED_NODES and dataclasses.is_dataclass(out_type):
-        pytree.register_dataclass(out_type)  # vmap returns a dataclass of tensors (e.g. lib.moe.heads.MoEOutput)
+        _register(type(first.model.eval()(x0)))
     for m in members:
         m.model.train()
 
