@@ -100,19 +100,6 @@ def artifact_paths(record: Mapping[str, Any], name: str) -> list[Path]:
     return [*committed, cache_dir() / "runs" / group / folder / f"{name}.npz"]
 
 
-def _verified_npz(path: Path, sha256: str) -> dict[str, np.ndarray] | None:
-    """The arrays of ``path`` when its bytes match ``sha256`` and it loads; else ``None`` (warned)."""
-    if sha256_file(path) != sha256:
-        warn(path, "artifact does not match the SHA-256 in its record (truncated, edited or replaced)", "ignored")
-        return None
-    try:
-        with np.load(path) as z:
-            return {k: z[k] for k in z.files}
-    except Exception as err:  # noqa: BLE001 - a file that does not load cannot be used
-        warn(path, f"artifact cannot be read ({type(err).__name__}: {err})", "ignored")
-        return None
-
-
 def damaged_artifact(record: Mapping[str, Any], committed_only: bool, cached_dir: Path | None = None) -> str | None:
     """The name of the first artifact of ``record`` that is missing or fails its SHA-256 where it is
     kept (beside the committed record, or in ``cached_dir``), or ``None`` when all are sound."""
@@ -152,12 +139,15 @@ def load_artifact(record: Mapping[str, Any], name: str) -> dict[str, np.ndarray]
             f"name: run {record['key']} has no artifact {name!r} (has: {sorted(record.get('artifacts') or {})})"
         )
     places = artifact_paths(record, name)
-    for path in places:
-        if not path.exists():
+    for path in (p for p in places if p.exists()):  # a copy whose bytes match the record and that loads
+        if sha256_file(path) != meta["sha256"]:
+            warn(path, "artifact does not match the SHA-256 in its record (truncated, edited or replaced)", "ignored")
             continue
-        arrays = _verified_npz(path, meta["sha256"])
-        if arrays is not None:
-            return arrays
+        try:
+            with np.load(path) as z:
+                return {k: z[k] for k in z.files}
+        except Exception as err:  # noqa: BLE001 - a file that does not load cannot be used
+            warn(path, f"artifact cannot be read ({type(err).__name__}: {err})", "ignored")
     raise FileNotFoundError(
         f"artifact {name!r} of run {record['group']}/{record['key']} not found; looked in: "
         + ", ".join(str(p) for p in places)

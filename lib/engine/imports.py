@@ -54,14 +54,6 @@ def parse(module: str, root: Path | None = None) -> ast.Module:
     return _PARSED[digest]
 
 
-def _is_module(name: str, root: Path | None) -> bool:
-    try:
-        module_file(name, root)
-    except ValueError:
-        return False
-    return True
-
-
 def _read(module: str, root: Path | None) -> tuple[dict[str, int], dict[str, tuple[str, str | None]]]:
     tree = parse(module, root)
     key = (module, root, id(tree))  # trees are kept, so an id names one content
@@ -82,7 +74,11 @@ def _read(module: str, root: Path | None) -> tuple[dict[str, int], dict[str, tup
                 base = ".".join([*here, *([base] if base else [])])
             for a in node.names:
                 sub = f"{base}.{a.name}"
-                target = (sub, None) if _is_module(sub, root) else (base, a.name)
+                try:  # a module of its own, else a name in the package base
+                    module_file(sub, root)
+                    target: tuple[str, str | None] = (sub, None)
+                except ValueError:
+                    target = (base, a.name)
                 named.setdefault(target[0], node.lineno)
                 bound[a.asname or a.name] = target
     named = {m: line for m, line in named.items() if m == PACKAGE or m.startswith(PACKAGE + ".")}

@@ -79,7 +79,6 @@ __all__ = [
     "sign",
     "cached_run",
     "config_key",
-    "git_commit",
     "provenance",
     "RECORD_FORMAT",
 ]
@@ -119,28 +118,24 @@ def config_key(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(config)).hexdigest()[:16]
 
 
-def git_commit() -> str:
-    """The repository's HEAD commit, or ``"unknown"`` outside a git checkout."""
+def provenance(device: str | torch.device | None = None) -> dict[str, Any]:
+    """Where and when a result was computed: device, date, git commit (the repository's HEAD, or
+    ``"unknown"`` outside a git checkout), library versions."""
     try:
-        out = subprocess.run(
+        commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             cwd=repo_root(),
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
-        )
-        return out.stdout.strip()
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def provenance(device: str | torch.device | None = None) -> dict[str, Any]:
-    """Where and when a result was computed: device, date, git commit, library versions."""
+        commit = "unknown"
     return {
         "device": device_name(device),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "git_commit": git_commit(),
+        "git_commit": commit,
         "torch": torch.__version__,
         "python": platform.python_version(),
     }

@@ -168,10 +168,6 @@ def _manifest(folder: Path) -> dict:
     return json.loads(mpath.read_text())
 
 
-def _missing_chunks(folder: Path) -> list[str]:
-    return [p["file"] for p in _manifest(folder)["parts"] if not (folder / p["file"]).exists()]
-
-
 def unpack(name: str, src: Path | None = None, dest: Path | None = None) -> Path:
     """Join and verify the chunks of pack ``name`` and extract them into the local data cache (or
     ``dest``); a missing or damaged chunk raises ``FileNotFoundError``/``ValueError`` naming it."""
@@ -201,7 +197,7 @@ def unpack_all(src: Path | None = None) -> list[str]:
     lines: list[str] = []
     for mpath in sorted(Path(src or packs_dir()).glob("*/manifest.json")):
         name, manifest = mpath.parent.name, json.loads(mpath.read_text())
-        lacking = _missing_chunks(mpath.parent)
+        lacking = [p["file"] for p in manifest["parts"] if not (mpath.parent / p["file"]).exists()]
         if lacking:
             raise ValueError(
                 f"packs: pack {name} lacks {', '.join(lacking)} (this call carried "

@@ -214,11 +214,9 @@ def fit_batch(
     return best
 
 
-def sessions(minutes: float, per_session: float = SESSION_TRAIN_MINUTES) -> int:
-    """GPU sessions needed for ``minutes`` of training (``per_session`` training minutes each)."""
-    if not per_session > 0:
-        raise ValueError(f"per_session: must be positive, got {per_session!r}")
-    return math.ceil(max(minutes, 0.0) / per_session - 1e-9)
+def sessions(minutes: float) -> int:
+    """GPU sessions needed for ``minutes`` of training (:data:`SESSION_TRAIN_MINUTES` training minutes each)."""
+    return math.ceil(max(minutes, 0.0) / SESSION_TRAIN_MINUTES - 1e-9)
 
 
 def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[str, str] | None = None) -> str:

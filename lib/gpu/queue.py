@@ -43,6 +43,7 @@ from lib.engine.plan import Item, matches
 from lib.engine.runs import RunMissing, artifact_paths, atomic_write, read_record, sign, training
 from lib.gpu.projection import Bench, fit_batch
 from lib.gpu.transfer import record_bytes
+from lib.page import OnDone
 from lib.pages import get as get_page
 from lib.results import PAGES, plan, published
 from lib.validation import error_line
@@ -142,13 +143,12 @@ def load_data(
 
 
 def _publish_finished(
-    page: Any, batch: Sequence[Item], cfg: Any, data: Any, started: float, done: list[Path], log: Log, scale: str
-) -> set[str]:
-    """Publish every run of ``batch`` finished in the local cache (or under another page of
-    ``results/``) that this page has not published yet: a call cut short loses nothing. Returns
-    the plan ids of the runs of ``batch`` that are finished."""
+    page: Any, batch: Sequence[Item], cfg: Any, data: Any, done: list[Path], finished: set[str], on_done: OnDone
+) -> None:
+    """Publish (``on_done``) every run of ``batch`` finished in the local cache (or under another page
+    of ``results/``) that this page has not published yet: a call cut short loses nothing. Adds the
+    plan ids of the runs of ``batch`` that are finished to ``finished``."""
     have = {(p.parent.parent.name, p.stem) for p in done}  # (page, key): pages may share a run
-    finished: set[str] = set()
     with training(False):
         for it in batch:
             try:
@@ -156,16 +156,9 @@ def _publish_finished(
             except RunMissing:
                 continue
             finished.add(it.id)
-            if (it.page, rec["key"]) in have:
-                continue
-            done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale))
-            have.add((it.page, rec["key"]))
-            log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
-    return finished
-
-
-def _out_of_memory(err: BaseException) -> bool:
-    return isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
+            if (it.page, rec["key"]) not in have:
+                on_done(it, rec)
+                have.add((it.page, rec["key"]))
 
 
 def _train(
@@ -175,7 +168,7 @@ def _train(
     data: Any,
     stack: int | None,
     sizing: Bench | None,
-    on_done: Callable[[Item, dict[str, Any]], None],
+    on_done: OnDone,
     finished: set[str],
     log: Log,
 ) -> None:
@@ -202,7 +195,7 @@ def _train(
         try:
             page.train(batch, cfg, data, stack=n, on_done=on_done, log=log)
         except Exception as err:
-            size, oom = n or len(batch), _out_of_memory(err)
+            size, oom = n or len(batch), isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
             # a run alone, the deadline, or a one-at-a-time page's run: the error is the run's
             if size <= 1 or isinstance(err, window_deadline.DeadlineReached) or not (oom or page.bench):
                 raise
@@ -274,16 +267,17 @@ def run_queue(
                 page = get_page(key[0])
                 cfg = page.settings(scale)
                 started = time.monotonic()
-                finished = _publish_finished(page, batch, cfg, data[key], started, done, log, scale)
+                finished: set[str] = set()
 
                 def on_done(it: Item, rec: dict[str, Any], started: float = started, finished: set = finished) -> None:
                     done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale))
                     finished.add(it.id)
                     log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 
+                _publish_finished(page, batch, cfg, data[key], done, finished, on_done)
                 left = [it for it in batch if it.id not in finished]
                 _train(page, left, cfg, data[key], stack, sizing, on_done, finished, log)
-                _publish_finished(page, batch, cfg, data[key], started, done, log, scale)  # e.g. another process's
+                _publish_finished(page, batch, cfg, data[key], done, finished, on_done)  # e.g. another process's
         except window_deadline.DeadlineReached as stop:
             log(f"deadline: {stop}")
     return done[first:]

@@ -254,19 +254,6 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lib paper``: see the module docstring. Returns the exit code (0, 1 failed, 2 bad input)."""
-    start = time.monotonic()
-    args = _parser().parse_args(argv)
-    main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a killed call still exports
-    try:
-        return _main(args, start)
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
-
-
 def _imported(got: Sequence[Path]) -> str:
     """What an import took in: records, files, and the scales and data the records were made at."""
     recs = [r for r in (queue.read_record(p) for p in got if p.suffix == ".json") if r is not None]
@@ -282,8 +269,12 @@ def _imported(got: Sequence[Path]) -> str:
     return f"imported {len(recs)} record{'' if len(recs) == 1 else 's'} ({len(got)} files) into results/{made}"
 
 
-def _main(args: argparse.Namespace, start: float) -> int:
-    """:func:`main` after parsing: the command, every error one line."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lib paper``: see the module docstring. Returns the exit code (0, 1 failed, 2 bad input)."""
+    start = time.monotonic()
+    args = _parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a killed call still exports
     published: list[Path] = []
     try:
         if args.scale not in SCALES:
@@ -318,4 +309,7 @@ def _main(args: argparse.Namespace, start: float) -> int:
         msg = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
         print(f"{PROG}: error: {msg.splitlines()[0] if msg else type(err).__name__}", file=sys.stderr)
         return code
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
     return 0
