@@ -17,6 +17,9 @@ fi
 echo "[setup] installing the pinned environment into .venv (first run: a minute with uv, several with pip)"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 uv=$(grep -E '^uv==' requirements.txt)
+# uv reads no pip configuration: hand it the package index pip is set to use, if any.
+index=${PIP_INDEX_URL:-$(.venv/bin/python -m pip config get global.index-url 2>/dev/null || true)}
+[ -z "$index" ] || export UV_INDEX_URL="$index"
 # uv (pinned in requirements.txt) installs the same pins as pip in a fraction of the time; pip if it fails.
 if ! { .venv/bin/python -m pip install -q --disable-pip-version-check "$uv" &&
     .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.txt; }; then
