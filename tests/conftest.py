@@ -4,6 +4,7 @@ once per session, two at a time: :class:`SmokeRuns`)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import json
 import os
@@ -50,6 +51,11 @@ def _is_default(name: str, key: str, value: Any) -> bool:
         return ast.literal_eval(declared["default"]) == value
     except (ValueError, SyntaxError):
         return False
+
+
+def _is_page(tag: str, job: _Job) -> bool:
+    """Whether this run is a page at its default parameters (what the book build stages)."""
+    return tag == job.name != BOOK
 
 
 @dataclass
@@ -109,7 +115,8 @@ class SmokeRuns:
             self.stopped = True
             self.cond.notify_all()
             if self.child is not None:
-                os.killpg(self.child.pid, signal.SIGKILL)  # the run and its notebook kernel
+                with contextlib.suppress(ProcessLookupError):  # it may have ended a moment ago
+                    os.killpg(self.child.pid, signal.SIGKILL)  # the run and its notebook kernel
 
     @staticmethod
     def _make(name: str, params: dict[str, Any], tag: str) -> Path:
@@ -128,10 +135,10 @@ class SmokeRuns:
                 pending = [(tag, job) for tag, job in self.jobs.items() if job.state == "pending"]
                 if not pending:
                     return None
-                pages = [job for tag, job in self.jobs.items() if tag == job.name != BOOK]
-                order = [(tag, job) for tag, job in pending if job in pages][::-1]
-                order += [p for p in pending if p[0] == BOOK and all(job.result is not None for job in pages)]
-                order += [(tag, job) for tag, job in pending if tag != BOOK and job not in pages][::-1]
+                pages_made = all(job.result is not None for tag, job in self.jobs.items() if _is_page(tag, job))
+                order = [(tag, job) for tag, job in pending if _is_page(tag, job)][::-1]
+                order += [(tag, job) for tag, job in pending if tag == BOOK and pages_made]
+                order += [(tag, job) for tag, job in pending if tag != BOOK and not _is_page(tag, job)][::-1]
                 if order:
                     order[0][1].state = "running"
                     return order[0]
