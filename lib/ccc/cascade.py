@@ -94,6 +94,25 @@ def advantage_table(
     return df
 
 
+def _binned_table(
+    first: ModelOutputs, second: ModelOutputs, n_bins: int, joint: bool = False
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The calibration half's :func:`advantage_table` of ``second`` over ``first`` on ``n_bins``
+    equal-count bins of ``first``'s confidence (``joint``: n_bins x n_bins cells of both models'),
+    with each bin's ``test_count``, and the bin of each test example."""
+    e1 = equal_count_bins(first.conf_cal, n_bins)
+    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
+    n_cells = n_bins
+    if joint:
+        e2 = equal_count_bins(second.conf_cal, n_bins)
+        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
+        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
+        n_cells = n_bins * n_bins
+    table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
+    table["test_count"] = np.bincount(c_test, minlength=n_cells)
+    return table, c_test
+
+
 # --- the cascade curve ------------------------------------------------------------------------
 
 
@@ -108,13 +127,6 @@ class CascadeCurve:
     table: pd.DataFrame
     acc_small: float
     acc_large: float
-
-    @classmethod
-    def unbinned(
-        cls, frac_small: np.ndarray, accuracy: np.ndarray, order: np.ndarray, acc_small: float, acc_large: float
-    ) -> CascadeCurve:
-        """A curve of random routing: no bins (no table)."""
-        return cls(frac_small, accuracy, order, pd.DataFrame(), float(acc_small), float(acc_large))
 
     @property
     def cost(self) -> np.ndarray:
@@ -145,11 +157,7 @@ def cascade_curve(small: ModelOutputs, large: ModelOutputs, n_bins: int = 15) ->
     n_bins = check_bins(n_bins)
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
         check_same_length(a, b, f"small.{nm}", f"large.{nm}")
-    edges = equal_count_bins(small.conf_cal, n_bins)
-    bins_cal = assign_bins(small.conf_cal, edges)
-    bins_test = assign_bins(small.conf_test, edges)
-    table = advantage_table(bins_cal, n_bins, small.conf_cal, large.conf_cal, small.correct_cal, large.correct_cal)
-    table["test_count"] = np.bincount(bins_test, minlength=n_bins)
+    table, bins_test = _binned_table(small, large, n_bins)
     key = table["advantage"].to_numpy()
     key = np.where(np.isfinite(key), key, np.inf)
     order = np.argsort(key, kind="stable")
@@ -157,11 +165,9 @@ def cascade_curve(small: ModelOutputs, large: ModelOutputs, n_bins: int = 15) ->
     n = bins_test.shape[0]
     cs = np.bincount(bins_test, weights=small.correct_test.astype(np.float64), minlength=n_bins)
     cl = np.bincount(bins_test, weights=large.correct_test.astype(np.float64), minlength=n_bins)
-    cnt = np.bincount(bins_test, minlength=n_bins).astype(np.float64)
+    cnt = table["test_count"].to_numpy().astype(np.float64)
     # Keeping bins order[:k] on the small model: correct = small's hits there + large's elsewhere.
-    kept_small = np.concatenate([[0.0], np.cumsum(cs[order])])
-    kept_large = np.concatenate([[0.0], np.cumsum(cl[order])])
-    kept_n = np.concatenate([[0.0], np.cumsum(cnt[order])])
+    kept_small, kept_large, kept_n = (np.concatenate([[0.0], np.cumsum(v[order])]) for v in (cs, cl, cnt))
     accuracy = (kept_small + cl.sum() - kept_large) / n
     return CascadeCurve(kept_n / n, accuracy, order, table, small.acc_test, large.acc_test)
 
@@ -182,7 +188,7 @@ def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> Casc
     acc_large = check_number(acc_large, "acc_large", 0.0, 1.0)
     frac = np.linspace(0.0, 1.0, n_points)
     acc = acc_large + frac * (acc_small - acc_large)
-    return CascadeCurve.unbinned(frac, acc, np.arange(n_points - 1), acc_small, acc_large)
+    return CascadeCurve(frac, acc, np.arange(n_points - 1), pd.DataFrame(), acc_small, acc_large)
 
 
 def random_routing_curve(
@@ -203,7 +209,7 @@ def random_routing_curve(
     small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
     large_hits = np.concatenate([[0], np.cumsum(kl[order])])
     accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
-    return CascadeCurve.unbinned(m / n, accuracy.astype(np.float64), order, ks.mean(), kl.mean())
+    return CascadeCurve(m / n, accuracy.astype(np.float64), order, pd.DataFrame(), float(ks.mean()), float(kl.mean()))
 
 
 def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) -> float:
@@ -268,17 +274,8 @@ def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15,
     (``"joint"``), advantages from the calibration half."""
     n_bins = check_bins(n_bins)
     check_choice(binning, ("first", "joint"), "binning")
-    e1 = equal_count_bins(first.conf_cal, n_bins)
-    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
-    n_cells = n_bins
-    if binning == "joint":
-        e2 = equal_count_bins(second.conf_cal, n_bins)
-        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
-        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
-        n_cells = n_bins * n_bins
-    table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
+    table, c_test = _binned_table(first, second, n_bins, joint=binning == "joint")
     adv = np.nan_to_num(table["advantage"].to_numpy(), nan=0.0)
     to_second = adv[c_test] > 0
     correct = np.where(to_second, second.correct_test, first.correct_test)
-    table["test_count"] = np.bincount(c_test, minlength=n_cells)
     return RouteResult(float(correct.mean()), first.acc_test, second.acc_test, float(to_second.mean()), table, correct)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lib.ccc.cascade import assign_bins, equal_count_bins
 from lib.validation import (
     to_unit_vector,
     to_flags,
@@ -43,14 +44,6 @@ def basic_flags(pred_a: ArrayLike, pred_b: ArrayLike, labels: ArrayLike) -> np.n
     return (a != y) & (b != y)
 
 
-def confidence_bins(conf: ArrayLike, n_bins: int = 15) -> np.ndarray:
-    """Equal-count bin (0 = least confident .. n_bins - 1) of each confidence over the pool."""
-    from lib.calibration.metrics import bin_edges, bin_index
-
-    c = to_unit_vector(conf, "conf")
-    return bin_index(c, bin_edges(c, n_bins, "mass"))
-
-
 def calibrated_flags(
     conf_a: ArrayLike,
     pred_a: ArrayLike,
@@ -71,7 +64,8 @@ def calibrated_flags(
     top = n_bins - k
     out = np.zeros_like(flags)
     if flags.any():
-        out[flags] = (confidence_bins(ca[flags], n_bins) >= top) & (confidence_bins(cb[flags], n_bins) >= top)
+        top_a, top_b = (assign_bins(c, equal_count_bins(c, n_bins)) >= top for c in (ca[flags], cb[flags]))
+        out[flags] = top_a & top_b
     return out
 
 

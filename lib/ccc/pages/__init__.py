@@ -15,7 +15,7 @@ from lib.validation import check_int
 class CCCPage(Page):
     """A paper-3 page: its numbers come from real logits or, at smoke scale, synthetic ones; its scale
     line is ``real_summary`` or ``synthetic_summary`` formatted with the settings (and ``losses``,
-    the ResNet-50s' joined by "/")."""
+    the ResNet-50s' joined by "/", and ``loss``, the one ResNet-50's in capitals)."""
 
     paper = "ccc"
     real_summary: str = ""
@@ -24,7 +24,9 @@ class CCCPage(Page):
     def scale_summary(self, cfg: Mapping[str, Any]) -> str:
         """What produced the page's numbers, in one line."""
         line = self.real_summary if cfg["data"] == "real" else self.synthetic_summary
-        return line.format(**cfg, losses="/".join(cfg.get("resnet_losses", ())))
+        return line.format(
+            **cfg, losses="/".join(cfg.get("resnet_losses", ())), loss=cfg.get("resnet_loss", "").upper()
+        )
 
 
 def ece_se(n: int) -> float:

@@ -182,10 +182,6 @@ class CalibrationPage(CCCPage):
     real_summary = "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 ({loss}) CIFAR-10 test logits, split seed {seed}"
     synthetic_summary = "synthetic logits ({n_synthetic} examples, lib.data.mmlu.synthetic_mmlu), seed {seed}"
 
-    def scale_summary(self, cfg: Mapping[str, Any]) -> str:
-        """What produced the page's numbers, in one line."""
-        return super().scale_summary({**cfg, "loss": cfg["resnet_loss"].upper()})
-
     def vision(self, cfg: Mapping[str, Any]) -> str:
         """The name of the vision model in the page's tables."""
         return f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"

@@ -62,15 +62,17 @@ class CascadeGrid:
             self.outputs[split, small, calibrator], self.outputs[split, large, calibrator], bins
         )
 
-    def random_routing(self, split: int, pair: str) -> cascade.CascadeCurve:
-        """RC: a random subset of the test half goes to the large model, mixing the two models' real correctness."""
+    def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
+        """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:
+        a random subset of the test half goes to the large model, mixing the two models' real correctness."""
         small, large = PAIRS[pair]
-        return cascade.random_routing_curve(
+        rc = cascade.random_routing_curve(
             self.outputs[split, small, "none"].correct_test,
             self.outputs[split, large, "none"].correct_test,
             self.n_bins + 1,
             seed=self.seed + split,
         )
+        return self.curve(split, pair, "temperature", self.n_bins), self.curve(split, pair, "none", self.n_bins), rc
 
 
 def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int, seed: int) -> CascadeGrid:
@@ -91,11 +93,9 @@ def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int
 
 def first_split_curves(grid: CascadeGrid) -> pd.DataFrame:
     """The CC (temperature), UC and RC curves of split 0 for every pair, one frame for the chart."""
-    frames = []
-    for pair in PAIRS:
-        cc, uc = grid.curve(0, pair, "temperature", grid.n_bins), grid.curve(0, pair, "none", grid.n_bins)
-        frames.append(cascade.curves_frame(f"8B -> 70B {pair}", cc, uc, grid.random_routing(0, pair)))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(
+        [cascade.curves_frame(f"8B -> 70B {pair}", *grid.curves(0, pair)) for pair in PAIRS], ignore_index=True
+    )
 
 
 def advantage_frame(grid: CascadeGrid) -> pd.DataFrame:
@@ -110,16 +110,12 @@ def advantage_frame(grid: CascadeGrid) -> pd.DataFrame:
 
 def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
     """APGR of CC (TS), UC and RC per split and pair: columns split, pair, method, apgr."""
-    rows = []
-    for s in range(grid.n_splits):
-        for pair in PAIRS:
-            for method, curve in (
-                ("CC (TS)", grid.curve(s, pair, "temperature", grid.n_bins)),
-                ("UC", grid.curve(s, pair, "none", grid.n_bins)),
-                ("RC", grid.random_routing(s, pair)),
-            ):
-                rows.append({"split": s, "pair": pair, "method": method, "apgr": curve.apgr()})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {"split": s, "pair": pair, "method": method, "apgr": curve.apgr()}
+        for s in range(grid.n_splits)
+        for pair in PAIRS
+        for method, curve in zip(("CC (TS)", "UC", "RC"), grid.curves(s, pair))
+    )
 
 
 def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
@@ -173,9 +169,7 @@ def shifted_cc(shift: pd.DataFrame) -> pd.Series:
 
 
 def _per_split(frame: pd.DataFrame, **where: str) -> np.ndarray:
-    sel = np.ones(len(frame), bool)
-    for k, v in where.items():
-        sel &= (frame[k] == v).to_numpy()
+    sel = np.logical_and.reduce([(frame[k] == v).to_numpy() for k, v in where.items()])
     return frame[sel].sort_values("split")["apgr"].to_numpy()
 
 
