@@ -136,9 +136,6 @@ class CascadeCurve:
         """APGR of this curve (appendix A.1)."""
         return apgr(self.cost, self.accuracy, self.acc_small, self.acc_large)
 
-    def best_accuracy(self) -> float:
-        return float(self.accuracy.max())
-
     def to_frame(self, method: str = "") -> pd.DataFrame:
         return pd.DataFrame(
             {
@@ -261,11 +258,6 @@ class RouteResult:
     frac_second: float
     table: pd.DataFrame
     correct: np.ndarray
-
-    @property
-    def gain(self) -> float:
-        """Accuracy beyond the better of the two models."""
-        return self.accuracy - max(self.acc_first, self.acc_second)
 
 
 def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15, binning: str = "first") -> RouteResult:

@@ -77,7 +77,7 @@ def route_grid(
                     TS: ts.accuracy,
                     "routed (TS, joint bins)": cascade.same_size_route(first, second, joint_bins, "joint").accuracy,
                     UNCAL: un.accuracy,
-                    "best point of the TS curve": cc.best_accuracy(),
+                    "best point of the TS curve": float(cc.accuracy.max()),
                     NOISE_GAIN: float(np.sqrt(np.mean(ts.correct != best) / len(best))),
                     NOISE_TS_UC: float(np.sqrt(np.mean(ts.correct != un.correct) / len(best))),
                 }
@@ -109,8 +109,7 @@ def split_gains(res: pd.DataFrame) -> pd.DataFrame:
 
 def gains(res: pd.DataFrame) -> pd.DataFrame:
     """:func:`split_gains`' mean and minimum per pair (columns (gain, "mean"/"min"))."""
-    g = split_gains(res)
-    return g.groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
+    return split_gains(res).groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
 
 
 def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:

@@ -180,7 +180,6 @@ def test_same_size_routing_picks_the_better_model_per_bin():
     assert res.accuracy == pytest.approx(1.0) and res.correct.all()
     assert res.acc_first == pytest.approx(0.5) and res.acc_second == pytest.approx(0.5)
     assert res.frac_second == pytest.approx(0.5)
-    assert res.gain == pytest.approx(0.5)
 
 
 def test_apgr_se_is_sqrt_disagreement_over_n_divided_by_the_gap():
