@@ -57,10 +57,7 @@ class CascadeGrid:
 
     def curve(self, split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
         """CC (or UC for ``"none"``) of one pair on one split's test half with ``bins`` bins."""
-        small, large = PAIRS[pair]
-        return cascade.cascade_curve(
-            self.outputs[split, small, calibrator], self.outputs[split, large, calibrator], bins
-        )
+        return cascade.cascade_curve(*(self.outputs[split, m, calibrator] for m in PAIRS[pair]), bins)
 
     def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
         """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:

@@ -107,10 +107,9 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
     q = data.questions
     idx = np.flatnonzero(flags)
     idx = idx[np.argsort(-np.minimum(probs[m1][idx].max(1), probs[m2][idx].max(1)))][:n]
-    letters = mmlu.LETTERS
 
     def option(i: int, c: int) -> str:
-        return f"{letters[c]}: {str(q.iloc[i][letters[c]])[:60]}"
+        return f"{mmlu.LETTERS[c]}: {str(q.iloc[i][mmlu.LETTERS[c]])[:60]}"
 
     short = {m: m.replace("llama-3.1-", "").replace("b-", "B-") for m in (m1, m2)}
     return pd.DataFrame(
