@@ -37,8 +37,7 @@ def ece_se(n: int) -> float:
     variance <= sum_b (n_b / n)^2 / (4 n_b) = 1 / (4 n). The same bar serves a difference of two
     ECEs on the same rows (their errors are positively correlated, so it is conservative there).
     """
-    check_int(n, "n")
-    return 0.5 / math.sqrt(int(n))
+    return 0.5 / math.sqrt(check_int(n, "n"))
 
 
 def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:
