@@ -11,7 +11,6 @@ The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.feat
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -25,7 +24,7 @@ from torch import nn
 
 from lib.config import cache_dir
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-from lib.data.bundle import TensorSplits
+from lib.data.bundle import TensorSplits, strided
 from lib.engine import progress
 from lib.engine.artifacts import sha256_file
 from lib.nets.backbones import extractor_model
@@ -129,16 +128,8 @@ class FeatureBundle(TensorSplits):
 
     def fingerprint(self) -> str:
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""
-        h = hashlib.sha256(
-            f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}".encode()
-        )
-        masks = () if self.all_mask is None else (self.all_mask,)
-        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
-            h.update(t.cpu().numpy().tobytes())
-        for x in (self.train_x, self.test_x):
-            flat = x.reshape(-1)
-            h.update(flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes())
-        return h.hexdigest()[:12]
+        header = f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}"
+        return self.digest(header, [strided(self.train_x), strided(self.test_x)])
 
     def fgr_inputs(
         self, x: torch.Tensor, generator: torch.Generator | None = None

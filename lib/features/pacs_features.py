@@ -125,14 +125,11 @@ def pacs_features(
         train_labels = np.concatenate([train_labels, train_labels])
     as_labels = lambda a: torch.from_numpy(np.asarray(a, dtype=np.int64))  # noqa: E731
     mirror = "; training images also mirrored left-right (features of both, same labels)" if flip else ""
-    return FeatureBundle(
-        name=f"pacs-{target}-features",
-        train_x=norm(train_rows),
-        train_y=as_labels(train_labels),
-        val_x=norm(src[val_idx, :dim]),
-        val_y=as_labels(src_y[val_idx]),
-        test_x=norm(te),
-        test_y=as_labels(te_y),
+    return FeatureBundle.from_pairs(
+        f"pacs-{target}-features",
+        (norm(train_rows), as_labels(train_labels)),
+        (norm(src[val_idx, :dim]), as_labels(src_y[val_idx])),
+        (norm(te), as_labels(te_y)),
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images"

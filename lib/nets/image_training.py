@@ -30,7 +30,6 @@ from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tune_tail
 from lib.validation import check_choice, check_int
 
-IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
 #: The training settings of a scale that determine one image run of papers 2 and 4 (besides its data).
 TRAIN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "warmup")
 TRAIN_KEYS += ("head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
