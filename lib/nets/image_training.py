@@ -122,9 +122,7 @@ def fit_images(
         batch_size=int(cfg["batch_size"]),
         seed=seed,
         device=dev,
-        transform=lambda xb, gen: augment_batch(
-            xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen
-        ),
+        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, generator=gen),
         callbacks=callbacks,
         progress=False,
         desc="train",
