@@ -9,7 +9,6 @@ fine-tunes the head convolution (:class:`lib.nets.lite0_split.Lite0Tail`) with i
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 
@@ -36,8 +35,7 @@ def cifar10h_features(
     that is not CIFAR-10H, ``RuntimeError`` when the extractor's weights are absent."""
     if not isinstance(images, ImageBundle) or images.name != "cifar10h":
         raise ValueError("images: expected the CIFAR-10H ImageBundle of lib.data.images.load_cifar10h")
-    qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
-    model = functools.cache(build)  # built on first need: a warm cache never loads it
+    qualities, dim, model, weights = feature_source(extractor, size, copies, qualities)
     splits = {"train": images.train_x, "val": images.val_x, "test": images.test_x}
     # each split's images hashed once: same images, same feature file
     tags = {s: hashlib.sha256(x.contiguous().numpy().tobytes()).hexdigest()[:12] for s, x in splits.items()}

@@ -11,6 +11,7 @@ The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.feat
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -158,14 +159,15 @@ def feature_source(
     extractor: str, size: int, copies: int, qualities: Sequence[int]
 ) -> tuple[tuple[int, ...], int, Callable[[], nn.Module], str]:
     """A feature data set's checked ``size``, ``copies`` and ``qualities``: returns (qualities as a tuple, the
-    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`)."""
+    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`);
+    the builder builds the network on its first call only (a warm cache never loads it)."""
     check_int(size, "size", minimum=32)
     check_int(copies, "copies", minimum=0)
     qualities = tuple(int(q) for q in qualities)
     if copies and not qualities:
         raise ValueError("qualities: is empty but copies > 0")
     build, weights = extractor_model(extractor)
-    return qualities, feature_dim(extractor, size), build, weights
+    return qualities, feature_dim(extractor, size), functools.cache(build), weights
 
 
 def extract_job(

@@ -55,14 +55,13 @@ def pacs_features(
     target, val_frac = resolve_pacs_domain(target), VAL_FRAC
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
-    qualities, dim, build, weights = feature_source(extractor, size, copies, (15, 18, 25))
+    qualities, dim, model, weights = feature_source(extractor, size, copies, (15, 18, 25))
     if tune is not None and extractor != "efficientnet_lite0_last_stage":
         raise ValueError(f"tune: needs the extractor 'efficientnet_lite0_last_stage', got {extractor!r}")
     if tune is not None and not (isinstance(tune, (tuple, list)) and len(tune) == 2):
         raise ValueError(f"tune: expected (epochs, lr), got {tune!r}")
     if tune is not None and flip:
         raise ValueError("flip: mirrored rows are not supported with tune")
-    model = functools.cache(build)  # built on first need: a warm cache never loads it
 
     @functools.cache
     def labels(domain: str) -> tuple[np.ndarray, str]:  # and the data folder, read once per domain
