@@ -101,13 +101,7 @@ def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: fl
     return torch.where(flip, x.flip(-1), x)
 
 
-def to_float(
-    x: torch.Tensor,
-    mean: Sequence[float],
-    std: Sequence[float],
-    dtype: torch.dtype = torch.float32,
-    channels_last: bool = False,
-) -> torch.Tensor:
+def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], channels_last: bool = False) -> torch.Tensor:
     """uint8 (B, C, H, W) -> float (x/255 - mean)/std, optionally in channels_last memory format."""
     _check_images(x)
     if len(mean) != x.shape[1] or len(std) != x.shape[1]:
@@ -116,9 +110,9 @@ def to_float(
         raise ValueError(f"std: must be > 0, got {tuple(std)}")
     # built on the host and copied without a host sync (a tensor made from a list on CUDA is a blocking
     # copy: the H200 benchmark counted two of them per training step)
-    m = to_device_async(torch.tensor(mean, dtype=dtype).view(1, -1, 1, 1) * 255.0, x.device)
-    s = to_device_async(torch.tensor(std, dtype=dtype).view(1, -1, 1, 1) * 255.0, x.device)
-    out = (x.to(dtype) - m) / s
+    m = to_device_async(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
+    s = to_device_async(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
+    out = (x.to(torch.float32) - m) / s
     if channels_last:
         out = out.contiguous(memory_format=torch.channels_last)
     return out
@@ -129,7 +123,6 @@ def augment_batch(
     mean: Sequence[float],
     std: Sequence[float],
     padding: int | None = None,
-    flip: bool = True,
     generator: torch.Generator | None = None,
     channels_last: bool = False,
 ) -> torch.Tensor:
@@ -139,9 +132,7 @@ def augment_batch(
     """
     _check_images(x)
     pad = default_padding(x.shape[-1]) if padding is None else padding
-    x = random_crop(x, pad, generator)
-    if flip:
-        x = random_flip(x, generator)
+    x = random_flip(random_crop(x, pad, generator), generator)
     return to_float(x, mean, std, channels_last=channels_last)
 
 

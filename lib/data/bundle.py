@@ -6,12 +6,14 @@ rejects anything else with a ``ValueError`` naming what is missing.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, runtime_checkable
 
 import torch
 
-__all__ = ["Bundle", "TensorSplits", "check_bundle"]
+__all__ = ["Bundle", "Splits", "TensorSplits", "check_bundle", "strided"]
 
 Pair = tuple[torch.Tensor, torch.Tensor]  # (x, y) of one split
 
@@ -44,32 +46,20 @@ class Bundle(Protocol):
         ...
 
 
-@dataclass
-class TensorSplits:
-    """The fields and counts shared by the tensor bundles (:class:`lib.data.images.ImageBundle`,
-    :class:`lib.features.frozen.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
+def strided(x: torch.Tensor) -> bytes:
+    """The bytes of a strided sample of about 4096 of ``x``'s values (a fingerprint's view of its data)."""
+    flat = x.reshape(-1)
+    return flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes()
 
-    name: str
-    train_x: torch.Tensor
-    train_y: torch.Tensor
-    val_x: torch.Tensor
-    val_y: torch.Tensor
-    test_x: torch.Tensor
-    test_y: torch.Tensor
-    hard_mask: torch.Tensor
-    classes: tuple[str, ...]
-    source: str
+
+class Splits:
+    """The counts and content hash shared by the bundles (:class:`TensorSplits`,
+    :class:`lib.data.text.TextBundle`), from their ``classes``, labels and masks."""
 
     @property
     def num_classes(self) -> int:
         """Number of classes."""
         return len(self.classes)
-
-    @classmethod
-    def from_pairs(cls, name: str, train: Pair, val: Pair, test: Pair, **fields: Any) -> Self:
-        """A bundle from its (x, y) pairs of ``train``, ``val`` and ``test`` and its other ``fields``."""
-        (tx, ty), (vx, vy), (sx, sy) = train, val, test
-        return cls(name=name, train_x=tx, train_y=ty, val_x=vx, val_y=vy, test_x=sx, test_y=sy, **fields)
 
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard test examples (and "all": the test examples of
@@ -84,6 +74,41 @@ class TensorSplits:
         if all_mask is not None:
             out["all"] = int(all_mask.sum())
         return out
+
+    def digest(self, header: str, samples: Iterable[bytes]) -> str:
+        """12 hex digits of the SHA-256 of ``header``, the labels, the hard mask, ``all_mask`` (where one
+        is set) and ``samples`` (bytes of the data, e.g. :func:`strided`): a bundle's fingerprint."""
+        h = hashlib.sha256(header.encode())
+        all_mask = getattr(self, "all_mask", None)
+        masks = () if all_mask is None else (all_mask,)
+        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
+            h.update(t.cpu().numpy().tobytes())
+        for sample in samples:
+            h.update(sample)
+        return h.hexdigest()[:12]
+
+
+@dataclass
+class TensorSplits(Splits):
+    """The fields shared by the tensor bundles (:class:`lib.data.images.ImageBundle`,
+    :class:`lib.features.frozen.FeatureBundle`), which add their own fields, ``kind`` and ``fingerprint``."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    hard_mask: torch.Tensor
+    classes: tuple[str, ...]
+    source: str
+
+    @classmethod
+    def from_pairs(cls, name: str, train: Pair, val: Pair, test: Pair, **fields: Any) -> Self:
+        """A bundle from its (x, y) pairs of ``train``, ``val`` and ``test`` and its other ``fields``."""
+        (tx, ty), (vx, vy), (sx, sy) = train, val, test
+        return cls(name=name, train_x=tx, train_y=ty, val_x=vx, val_y=vy, test_x=sx, test_y=sy, **fields)
 
 
 _FIELDS = (*Bundle.__annotations__, "num_classes", "sizes", "fingerprint")

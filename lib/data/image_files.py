@@ -9,6 +9,7 @@ again), and memory-mapped later; a damaged decoded file is reported with a warni
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -168,16 +169,13 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
         _drop_stale_decodings((f"cifar10jpeg{where}", "cifar10jpeg_"), tag, src)
         source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
-    # the official test labels, where present, must agree with the folder labels
-    try:
+    with contextlib.suppress(FileNotFoundError):  # the official test labels, where present, must agree
         official = locate("cifar10", "cifar10/test_labels.npy", data_dir)
-    except FileNotFoundError:
-        official = None
-    if official is not None and official.is_file():
-        with reading(official):
-            ref = np.load(official)
-        if not np.array_equal(ref, arrays["test"][1]):
-            raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
+        if official.is_file():
+            with reading(official):
+                ref = np.load(official)
+            if not np.array_equal(ref, arrays["test"][1]):
+                raise ValueError(f"CIFAR-10 test labels of {src} disagree with {official}")
     return arrays, source
 
 

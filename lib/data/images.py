@@ -10,7 +10,6 @@ the cache, then the official download when online).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lib.data.bundle import TensorSplits
+from lib.data.bundle import TensorSplits, strided
 from lib.data.image_files import (
     CIFAR10_CLASSES,
     PACS_CLASSES,
@@ -59,15 +58,8 @@ class ImageBundle(TensorSplits):
 
     def fingerprint(self) -> str:
         """A short hash of the bundle's name, sizes, labels and hard mask (part of run cache keys)."""
-        h = hashlib.sha256()
-        h.update(f"{self.name}|{self.sizes()}|{tuple(self.train_x.shape)}".encode())
-        masks = () if self.all_mask is None else (self.all_mask,)
-        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
-            h.update(t.cpu().numpy().tobytes())
         # a strided sample of pixels distinguishes images with the same labels (e.g. other sizes)
-        flat = self.test_x.reshape(-1)
-        h.update(flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes())
-        return h.hexdigest()[:12]
+        return self.digest(f"{self.name}|{self.sizes()}|{tuple(self.train_x.shape)}", [strided(self.test_x)])
 
 
 # --- CIFAR-10 / CIFAR-10H ---

@@ -45,12 +45,8 @@ def local_data_cache() -> Path:
 def candidate_roots() -> list[tuple[str, Path]]:
     """The data roots searched without an explicit one, in order, each with a label for messages
     (never a home path)."""
-    roots: list[tuple[str, Path]] = []
-    if os.environ.get(DATA_ENV):
-        roots.append((f"${DATA_ENV}", Path(os.environ[DATA_ENV])))
-    roots.append(("../shared/data", shared_data_dir()))
-    roots.append(("local cache", local_data_cache()))
-    return roots
+    env = [(f"${DATA_ENV}", Path(os.environ[DATA_ENV]))] if os.environ.get(DATA_ENV) else []
+    return [*env, ("../shared/data", shared_data_dir()), ("local cache", local_data_cache())]
 
 
 def hub_offline() -> bool:

@@ -138,8 +138,7 @@ def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...
         if not np.all(np.isfinite(numeric)):
             raise ValueError(f"models: {path} holds NaN or infinite logits")
         # Align by key (a no-op when the files share the row order, as the released ones do).
-        z = df.set_index(["subject", "row"]).loc[keys, cols].to_numpy(np.float64)
-        logits[m] = z
+        logits[m] = df.set_index(["subject", "row"]).loc[keys, cols].to_numpy(np.float64)
     questions["category"] = questions["subject"].map(SUBJECT_CATEGORY).fillna("other")
     return MMLUData(questions, labels, logits, source=f"MMLU with Llama-3.1 logits ({describe(folder)})")
 

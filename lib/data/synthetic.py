@@ -77,14 +77,11 @@ def synthetic_images(
 ) -> ImageBundle:
     """Synthetic CIFAR-10H stand-in (smoke scale): class patterns plus noise; the blended images are the
     hard ones (max human probability < 0.7, the CIFAR-10H rule)."""
-    for name, value, low in (
-        ("n_train", n_train, 1),
-        ("n_val", n_val, 1),
-        ("n_test", n_test, 1),
-        ("size", size, 4),
-        ("num_classes", num_classes, 2),
-    ):
-        check_int(value, name, low)
+    check_int(n_train, "n_train")
+    check_int(n_val, "n_val")
+    check_int(n_test, "n_test")
+    check_int(size, "size", 4)
+    check_int(num_classes, "num_classes", 2)
     check_open_unit(hard_frac, "hard_frac")
     rng = np.random.default_rng(seed)
     protos = _prototypes(num_classes, size)

@@ -9,7 +9,6 @@ validation, the full WILDS test split; label = toxicity >= 0.5; the eight identi
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lib.data.bundle import Splits
 from lib.data.locate import describe, locate, reading
 from lib.validation import check_int
 
@@ -30,7 +30,7 @@ __all__ = ["IDENTITY_GROUPS", "TextBundle", "load_civilcomments", "tokenize"]
 
 
 @dataclass
-class TextBundle:
+class TextBundle(Splits):
     """Texts and int64 labels (1 = toxic); ``test_groups``: each identity group's mask over the test
     comments, ``hard_mask`` = mentions any."""
 
@@ -50,27 +50,12 @@ class TextBundle:
 
     kind: str = "text"
 
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
-
-    def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard (identity-mentioning) test comments."""
-        return {
-            "train": len(self.train_texts),
-            "val": len(self.val_texts),
-            "test": len(self.test_texts),
-            "hard": int(self.hard_mask.sum()),
-        }
-
     def fingerprint(self) -> str:
         """A short hash of name, sizes, labels and a sample of texts (part of run cache keys)."""
-        h = hashlib.sha256(f"{self.name}|{self.sizes()}".encode())
-        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask):
-            h.update(t.cpu().numpy().tobytes())
-        for texts in (self.train_texts, self.test_texts):
-            h.update("\x00".join(texts[:: max(1, len(texts) // 64)]).encode())
-        return h.hexdigest()[:12]
+        texts = (self.train_texts, self.test_texts)
+        return self.digest(
+            f"{self.name}|{self.sizes()}", ("\x00".join(t[:: max(1, len(t) // 64)]).encode() for t in texts)
+        )
 
 
 _HOW = (

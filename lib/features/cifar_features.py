@@ -9,20 +9,13 @@ fine-tunes the head convolution (:class:`lib.nets.lite0_split.Lite0Tail`) with i
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 
 from lib.data.images import ImageBundle
 from lib.features.frozen import FeatureBundle, cached_features, extract_job, feature_source, jpeg_note, row_normalizer
-
-
-def _images_tag(x: torch.Tensor) -> str:
-    """A content hash of uint8 images (the cache key of their features: same images, same file)."""
-    return hashlib.sha256(x.contiguous().numpy().tobytes()).hexdigest()[:12]
 
 
 def cifar10h_features(
@@ -42,10 +35,10 @@ def cifar10h_features(
     that is not CIFAR-10H, ``RuntimeError`` when the extractor's weights are absent."""
     if not isinstance(images, ImageBundle) or images.name != "cifar10h":
         raise ValueError("images: expected the CIFAR-10H ImageBundle of lib.data.images.load_cifar10h")
-    qualities, dim, build, weights = feature_source(extractor, size, copies, qualities)
-    model = functools.cache(build)  # built on first need: a warm cache never loads it
+    qualities, dim, model, weights = feature_source(extractor, size, copies, qualities)
     splits = {"train": images.train_x, "val": images.val_x, "test": images.test_x}
-    tags = {s: _images_tag(x) for s, x in splits.items()}  # each split's images hashed once
+    # each split's images hashed once: same images, same feature file
+    tags = {s: hashlib.sha256(x.contiguous().numpy().tobytes()).hexdigest()[:12] for s, x in splits.items()}
 
     def job(split: str, copy: int | None) -> tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]:
         key, x = f"cifar10_{tags[split]}_{size}px_{extractor}-{weights}", splits[split]
@@ -58,14 +51,11 @@ def cifar10h_features(
 
     filt = jpeg_note("training", "each", copies, qualities)
     b = images
-    return FeatureBundle(
-        name="cifar10h-features",
-        train_x=norm(train),
-        train_y=b.train_y,
-        val_x=norm(out["val", None]),
-        val_y=b.val_y,
-        test_x=norm(out["test", None]),
-        test_y=b.test_y,
+    return FeatureBundle.from_pairs(
+        "cifar10h-features",
+        (norm(train), b.train_y),
+        (norm(out["val", None]), b.val_y),
+        (norm(out["test", None]), b.test_y),
         hard_mask=b.hard_mask,
         classes=b.classes,
         source=f"{b.source}; as frozen {extractor} ImageNet features (weights {weights}) of the images "

@@ -11,7 +11,7 @@ The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.feat
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -25,7 +25,7 @@ from torch import nn
 
 from lib.config import cache_dir
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-from lib.data.bundle import TensorSplits
+from lib.data.bundle import TensorSplits, strided
 from lib.engine import progress
 from lib.engine.artifacts import sha256_file
 from lib.nets.backbones import extractor_model
@@ -129,16 +129,8 @@ class FeatureBundle(TensorSplits):
 
     def fingerprint(self) -> str:
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""
-        h = hashlib.sha256(
-            f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}".encode()
-        )
-        masks = () if self.all_mask is None else (self.all_mask,)
-        for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
-            h.update(t.cpu().numpy().tobytes())
-        for x in (self.train_x, self.test_x):
-            flat = x.reshape(-1)
-            h.update(flat[:: max(1, flat.numel() // 4096)].cpu().numpy().tobytes())
-        return h.hexdigest()[:12]
+        header = f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}"
+        return self.digest(header, [strided(self.train_x), strided(self.test_x)])
 
     def fgr_inputs(
         self, x: torch.Tensor, generator: torch.Generator | None = None
@@ -167,14 +159,15 @@ def feature_source(
     extractor: str, size: int, copies: int, qualities: Sequence[int]
 ) -> tuple[tuple[int, ...], int, Callable[[], nn.Module], str]:
     """A feature data set's checked ``size``, ``copies`` and ``qualities``: returns (qualities as a tuple, the
-    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`)."""
+    width of one clean block, the extractor's builder and weights tag, :func:`lib.nets.backbones.extractor_model`);
+    the builder builds the network on its first call only (a warm cache never loads it)."""
     check_int(size, "size", minimum=32)
     check_int(copies, "copies", minimum=0)
     qualities = tuple(int(q) for q in qualities)
     if copies and not qualities:
         raise ValueError("qualities: is empty but copies > 0")
     build, weights = extractor_model(extractor)
-    return qualities, feature_dim(extractor, size), build, weights
+    return qualities, feature_dim(extractor, size), functools.cache(build), weights
 
 
 def extract_job(

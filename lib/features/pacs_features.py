@@ -55,14 +55,13 @@ def pacs_features(
     target, val_frac = resolve_pacs_domain(target), VAL_FRAC
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
-    qualities, dim, build, weights = feature_source(extractor, size, copies, (15, 18, 25))
+    qualities, dim, model, weights = feature_source(extractor, size, copies, (15, 18, 25))
     if tune is not None and extractor != "efficientnet_lite0_last_stage":
         raise ValueError(f"tune: needs the extractor 'efficientnet_lite0_last_stage', got {extractor!r}")
     if tune is not None and not (isinstance(tune, (tuple, list)) and len(tune) == 2):
         raise ValueError(f"tune: expected (epochs, lr), got {tune!r}")
     if tune is not None and flip:
         raise ValueError("flip: mirrored rows are not supported with tune")
-    model = functools.cache(build)  # built on first need: a warm cache never loads it
 
     @functools.cache
     def labels(domain: str) -> tuple[np.ndarray, str]:  # and the data folder, read once per domain
@@ -125,14 +124,11 @@ def pacs_features(
         train_labels = np.concatenate([train_labels, train_labels])
     as_labels = lambda a: torch.from_numpy(np.asarray(a, dtype=np.int64))  # noqa: E731
     mirror = "; training images also mirrored left-right (features of both, same labels)" if flip else ""
-    return FeatureBundle(
-        name=f"pacs-{target}-features",
-        train_x=norm(train_rows),
-        train_y=as_labels(train_labels),
-        val_x=norm(src[val_idx, :dim]),
-        val_y=as_labels(src_y[val_idx]),
-        test_x=norm(te),
-        test_y=as_labels(te_y),
+    return FeatureBundle.from_pairs(
+        f"pacs-{target}-features",
+        (norm(train_rows), as_labels(train_labels)),
+        (norm(src[val_idx, :dim]), as_labels(src_y[val_idx])),
+        (norm(te), as_labels(te_y)),
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS as frozen {extractor} ImageNet features (weights {weights}) of {size} px images"

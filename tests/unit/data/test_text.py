@@ -83,3 +83,7 @@ def test_tokenize_pads_and_truncates():
     assert enc["input_ids"].shape == (2, 4) and enc["attention_mask"].sum().item() == 6
     with pytest.raises(ValueError, match="texts"):
         tokenize("not a list", Tok())
+    with pytest.raises(ValueError, match="texts"):
+        tokenize(["a", 3], Tok())
+    with pytest.raises(ValueError, match="max_length"):
+        tokenize(["a"], Tok(), max_length=2.5)

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lib.data.text import tokenize
 from lib.nets import backbones
 from lib.nets.backbones import cifar_resnet18, imagenet_resnet18, mlp, text_encoder
 
@@ -94,13 +95,13 @@ def test_text_encoder_offline_fallback_embeds(offline_hub: None) -> None:
     assert enc.out_features == 384
     assert "MiniLM" in enc.name and enc.pooling == "mean"
     texts = ["The cat sat on the mat.", "A cat is sitting on a mat.", "Stock markets fell sharply today."]
-    batch = enc.tokenize(texts, max_length=32)
-    assert batch["input_ids"].shape == (3, 32)
-    emb = enc.encode(texts, max_length=32)
+    batch = tokenize(texts, enc.tokenizer, max_length=32)
+    assert batch["input_ids"].shape[0] == 3 and batch["input_ids"].shape[1] <= 32
+    with torch.no_grad():
+        emb = enc(**batch)
+        hidden = enc.model(**batch).last_hidden_state
     assert emb.shape == (3, 384)
     # Mean pooling by definition: average of the token states over the attention mask.
-    with torch.no_grad():
-        hidden = enc.model(**batch).last_hidden_state
     m = batch["attention_mask"].unsqueeze(-1).float()
     assert torch.allclose(emb, (hidden * m).sum(1) / m.sum(1), atol=1e-5)
     # A pretrained sentence model puts paraphrases closer than unrelated sentences.

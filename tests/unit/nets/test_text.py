@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import lib.nets.text as tb
+from lib.data.text import tokenize
 
 transformers = pytest.importorskip("transformers")
 
@@ -35,8 +36,8 @@ def test_cls_pooling_is_the_first_token_state(tiny) -> None:
     model, tok, _ = tiny
     enc = tb.TextEncoder(model, tok, "tiny", "cls")
     assert enc.out_features == 16
-    batch = enc.tokenize(["the cat sat", "the cat sat on the mat"], max_length=10)
-    assert set(batch) == {"input_ids", "attention_mask"} and batch["input_ids"].shape == (2, 10)
+    batch = tokenize(["the cat sat", "the cat sat on the mat"], tok, max_length=10)
+    assert set(batch) == {"input_ids", "attention_mask"} and batch["input_ids"].shape == (2, 8)
     with torch.no_grad():
         got = enc(**batch)
         hidden = model(**batch).last_hidden_state
@@ -50,7 +51,7 @@ def test_cls_pooling_is_the_first_token_state(tiny) -> None:
 def test_mean_pooling_averages_over_the_attention_mask(tiny) -> None:
     model, tok, _ = tiny
     enc = tb.TextEncoder(model, tok, "tiny", "mean")
-    batch = enc.tokenize(["the cat", "the cat sat on the mat"], max_length=12)
+    batch = tokenize(["the cat", "the cat sat on the mat"], tok, max_length=12)
     mask = batch["attention_mask"]
     assert mask[0].sum() == 4 and mask[1].sum() == 8  # [CLS] + words + [SEP], the rest padding
     with torch.no_grad():
@@ -73,26 +74,10 @@ def test_mean_pooling_averages_over_the_attention_mask(tiny) -> None:
         )
 
 
-def test_encode_is_tokenize_then_forward_without_gradient(tiny) -> None:
-    model, tok, _ = tiny
-    enc = tb.TextEncoder(model, tok, "tiny", "cls")
-    out = enc.encode(["the mat", "on the cat"], max_length=8)
-    assert not out.requires_grad
-    with torch.no_grad():
-        assert torch.equal(out, enc(**enc.tokenize(["the mat", "on the cat"], max_length=8)))
-
-
 def test_text_encoder_input_errors_name_the_argument(tiny) -> None:
     model, tok, _ = tiny
     with pytest.raises(ValueError, match="pooling"):
         tb.TextEncoder(model, tok, "tiny", "max")
-    enc = tb.TextEncoder(model, tok, "tiny", "cls")
-    with pytest.raises(ValueError, match="texts"):
-        enc.tokenize("the cat")  # one string, not a list of strings
-    with pytest.raises(ValueError, match="texts"):
-        enc.tokenize(["the cat", 3])
-    with pytest.raises(ValueError, match="max_length"):
-        enc.tokenize(["the cat"], max_length=2.5)
     with pytest.raises(ValueError, match="name"):
         tb.text_encoder("")
     with pytest.raises(ValueError, match="fallback"):
