@@ -159,8 +159,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
     if not isinstance(record, dict) or "checksum" not in record:
         warn(path, "result record has no checksum (written by an older version or edited)", "ignored")
         return None
-    body = {k: v for k, v in record.items() if k != "checksum"}
-    if hashlib.sha256(_canonical(body)).hexdigest() != record["checksum"]:
+    if sign(record)["checksum"] != record["checksum"]:
         warn(path, "result record does not match its checksum (edited or damaged)", "ignored")
         return None
     return record
@@ -206,7 +205,6 @@ class Run:
                 continue
             if damaged_artifact(rec, committed_only=True) is not None:
                 continue  # warned; the cache or a recomputation serves the run
-            rec["_path"] = str(path)
             return rec
         return None
 
@@ -255,10 +253,7 @@ class Run:
 
     def load_result(self) -> dict[str, Any] | None:
         """The verified finished record (committed first, then the cache), or ``None``."""
-        rec = self._committed() or self._cached()
-        if rec is not None:
-            rec.pop("_path", None)
-        return rec
+        return self._committed() or self._cached()
 
     def save_result(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Write the record (group, key, config, version, artifacts, provenance, checksum) atomically."""

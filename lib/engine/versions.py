@@ -47,35 +47,21 @@ from lib.engine import imports
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 
 
-def _recorded() -> dict[str, dict[str, object]]:
-    """``versions.json`` with every entry in today's form (``version``, ``accepted``, ``modules``); an
-    entry of the older form (one ``fingerprint``) counts as that one fingerprint accepted."""
-    if not VERSIONS_FILE.exists():
-        return {}
-    raw = json.loads(VERSIONS_FILE.read_text())
-    out: dict[str, dict[str, object]] = {}
-    for group, entry in raw.items():
-        accepted = list(entry.get("accepted") or [])
-        if entry.get("fingerprint") and entry["fingerprint"] not in accepted:
-            accepted.append(entry["fingerprint"])
-        out[group] = {
-            "version": int(entry.get("version", 1)),
-            "accepted": accepted,
-            "modules": list(entry.get("modules", [])),
-        }
-    return out
+def _recorded() -> dict[str, dict[str, Any]]:
+    """``versions.json``: per group its ``version``, the ``accepted`` fingerprints and the ``modules``."""
+    return json.loads(VERSIONS_FILE.read_text()) if VERSIONS_FILE.exists() else {}
 
 
 def code_version(group: str) -> int:
     """The recorded version of ``group`` (0 for a group without code of its own, e.g. in tests)."""
     entry = _recorded().get(group)
-    return int(entry["version"]) if entry else 0  # type: ignore[call-overload]
+    return int(entry["version"]) if entry else 0
 
 
 def accepted_fingerprints(group: str) -> tuple[str, ...]:
     """The fingerprints recorded as giving the results of ``group``'s current version."""
     entry = _recorded().get(group) or {}
-    return tuple(entry.get("accepted", ()))  # type: ignore[arg-type]
+    return tuple(entry.get("accepted", ()))
 
 
 def made_by_current_code(record: Mapping[str, Any]) -> bool:
@@ -117,7 +103,6 @@ def canonical(node: object) -> str:
 
 _BY_SOURCE: dict[str, str] = {}  # SHA-256 of a module's bytes -> its fingerprint (parsing is the cost)
 _TABLES: dict[tuple[Path, str], dict[str, tuple[tuple[str, ...], str]]] = {}  # (root, tree digest) -> groups
-_CALLS: dict[tuple[str, Path | None, int], list[ast.Call]] = {}  # (module, root, id of its tree) -> calls
 _MAKERS = ("cached_run", "Run")  # the two ways lib.engine.runs makes a run of a group
 _RUNS = "lib.engine.runs"  # the cache: it stores results, makes none (a change of what it stores is RECORD_FORMAT)
 
@@ -160,26 +145,23 @@ def _group_of(module: str, call: ast.Call, root: Path | None) -> str | None:
 
 
 def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
-    """The calls of lib.engine.runs' ``cached_run`` or ``Run`` in ``module`` (cached by its content)."""
-    tree = imports.parse(module, root)
-    if (module, root, id(tree)) not in _CALLS:
-        bound = imports.bindings(module, root)
-        makers = {n for n, (m, a) in bound.items() if m == _RUNS and a in _MAKERS}
-        aliases = {n for n, (m, a) in bound.items() if m == _RUNS and a is None}
-        _CALLS[module, root, id(tree)] = [
-            node
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
-            and (
-                (isinstance(node.func, ast.Name) and node.func.id in makers)
-                or (
-                    isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _MAKERS
-                    and getattr(node.func.value, "id", None) in aliases
-                )
+    """The calls of lib.engine.runs' ``cached_run`` or ``Run`` in ``module``."""
+    bound = imports.bindings(module, root)
+    makers = {n for n, (m, a) in bound.items() if m == _RUNS and a in _MAKERS}
+    aliases = {n for n, (m, a) in bound.items() if m == _RUNS and a is None}
+    return [
+        node
+        for node in ast.walk(imports.parse(module, root))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id in makers)
+            or (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MAKERS
+                and getattr(node.func.value, "id", None) in aliases
             )
-        ]
-    return _CALLS[module, root, id(tree)]
+        )
+    ]
 
 
 def run_makers(root: Path | None = None) -> dict[str, tuple[str, ...]]:
@@ -254,8 +236,8 @@ def update(bump: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for g, (modules, live) in table.items():
         old = rec.get(g, {})
-        version = int(old.get("version", 1)) + (1 if g in bump else 0)  # type: ignore[call-overload]
-        accepted = [] if g in bump else list(old.get("accepted", []))  # type: ignore[call-overload]
+        version = int(old.get("version", 1)) + (1 if g in bump else 0)
+        accepted = [] if g in bump else list(old.get("accepted", []))
         if live not in accepted:
             accepted.append(live)
         out[g] = {"version": version, "accepted": accepted, "modules": list(modules)}

@@ -129,11 +129,11 @@ def reserve_seconds(minutes: float) -> float:
     return min(60 * RESERVE_MINUTES, 12 * minutes)
 
 
-def training_minutes(steps: tuple[Step, ...] = SESSION) -> float:
-    """Training minutes ``steps`` leave: each training call's ``--minutes`` less its setup and reserve."""
+def training_minutes() -> float:
+    """Training minutes a session leaves: each training call's ``--minutes`` less its setup and reserve."""
     return sum(
         max(m - SETUP_MINUTES - reserve_seconds(m) / 60, 0.0)
-        for s in steps
+        for s in SESSION
         if s.call and (m := s.minutes()) is not None
     )
 
@@ -173,9 +173,9 @@ def _readme() -> Path:
     return repo_root() / "results" / "README.md"
 
 
-def write_readme(path: Path | None = None) -> bool:
+def write_readme() -> bool:
     """Write :func:`render`'s block between the markers of ``results/README.md``; whether it changed."""
-    path = path or _readme()
+    path = _readme()
     text = path.read_text()
     start, end = (text.index(m) for m in MARKERS)
     new = text[: start + len(MARKERS[0])] + "\n\n" + render() + "\n" + text[end:]
@@ -184,9 +184,9 @@ def write_readme(path: Path | None = None) -> bool:
     return new != text
 
 
-def readme_block(path: Path | None = None) -> str:
+def readme_block() -> str:
     """The block between the markers of ``results/README.md`` as it is now."""
-    text = (path or _readme()).read_text()
+    text = _readme().read_text()
     start, end = (text.index(m) for m in MARKERS)
     return text[start + len(MARKERS[0]) : end].strip("\n") + "\n"
 

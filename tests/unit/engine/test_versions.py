@@ -24,15 +24,14 @@ def test_fingerprint_ignores_docstrings_but_not_code(tmp_path, monkeypatch):
     assert versions.code_version("moe") >= 1 and versions.code_version("unknown-group") == 0
 
 
-def test_older_entries_count_as_one_accepted_fingerprint(tmp_path, monkeypatch):
-    """An entry of the older form (one "fingerprint", e.g. from a branch not yet merged) still reads."""
+def test_recorded_versions_and_accepted_fingerprints_are_read(tmp_path, monkeypatch):
     import json
 
     path = tmp_path / "versions.json"
     path.write_text(
         json.dumps(
             {
-                "moe": {"version": 4, "fingerprint": "abc", "modules": []},
+                "moe": {"version": 4, "accepted": ["abc"], "modules": []},
                 "l2d_cifar10": {"version": 2, "accepted": ["x", "y"], "modules": []},
             }
         )
