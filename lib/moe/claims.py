@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 
 from lib import report
-from lib.moe.experiment import METHOD_LABELS, METRICS
+from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS
+from lib.moe.methods import ROBUST_METHODS as ROBUST
 from lib.moe.record import MoERecord
 from lib.moe.tables import fmt, summarize
 
-ROBUST: tuple[str, ...] = ("robust", "robust_filtered", "fgr_robust")
-NON_ROBUST: tuple[str, ...] = ("single", "vanilla", "mocae", "fgr")
+NON_ROBUST: tuple[str, ...] = tuple(m for m in METHODS if m not in ROBUST)
 #: The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
 #: with several the noise bar is max(2 SE, MARGIN) (:func:`lib.report.two_se_verdict`).
 MARGIN: float = 0.01

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from lib.moe.methods import METHODS
 from lib.moe.record import SUBSETS, MoERecord
 from lib.validation import check_choice
 
@@ -21,7 +22,6 @@ METHOD_LABELS: dict[str, str] = {
     "robust_filtered": "Robust Filtered",
     "fgr_robust": "FGR + Robust",
 }
-METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
 METRICS: tuple[str, ...] = ("accuracy", "ece", "ece_ts")
 
 # TrainConfig fields a notebook's settings may set (scales.toml keys with the same name).

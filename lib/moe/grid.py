@@ -61,11 +61,6 @@ def stack_groups(configs: Sequence[TrainConfig], stack: int) -> list[list[TrainC
     return [chunk for chunks in groups.values() for chunk in chunks]
 
 
-def _checkpoint_epoch(run: Run) -> int:
-    ckpt = run.load_checkpoint()
-    return int(ckpt["epoch"]) if ckpt is not None else 0
-
-
 #: Stack size where no device memory can be measured (the CPU) -- stacking there saves little.
 CPU_STACK = 8
 #: Largest stack tried on a GPU (beyond it the step is compute-bound and checkpoints grow).
@@ -149,7 +144,8 @@ def train_stacked(
     for c in configs:
         run = Run(GROUP, run_config(c, data))
         if not run.done:
-            by_start.setdefault(_checkpoint_epoch(run), []).append(c)
+            ckpt = run.load_checkpoint()
+            by_start.setdefault(int(ckpt["epoch"]) if ckpt is not None else 0, []).append(c)
     trained: list[TrainConfig] = []
     sizes: dict[tuple[Any, ...], int] = {}
     todo = [c for cfgs in by_start.values() for c in cfgs]

@@ -39,15 +39,6 @@ class MoEOutput:
     expert_probs: torch.Tensor
     expert_logits: torch.Tensor
 
-    @property
-    def log_probs(self) -> torch.Tensor:
-        """log of the mixture probabilities, clamped at 1e-12 (the 'logits' of an MoE for TS)."""
-        return self.probs.clamp_min(PROB_CLAMP).log()
-
-    @property
-    def num_experts(self) -> int:
-        return int(self.routing.shape[1])
-
 
 def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``h`` checked (a floating (N, d) tensor; finite, except in a training step on an accelerator
@@ -112,8 +103,6 @@ class SingleExpertHead(nn.Module):
         super().__init__()
         _check_sizes(in_features=in_features, num_classes=num_classes)
         self.in_features = in_features
-        self.num_classes = num_classes
-        self.num_experts = 1
         self.linear = nn.Linear(in_features, num_classes)
 
     def forward(self, h: torch.Tensor) -> MoEOutput:
@@ -135,12 +124,9 @@ class MoEModel(nn.Module):
         self.backbone = backbone
         self.head = head
 
-    def features(self, x: object) -> torch.Tensor:
-        """Backbone features; a dict input (tokenized text) is passed as keyword arguments."""
-        return self.backbone(**x) if isinstance(x, dict) else self.backbone(x)
-
     def forward(self, x: object) -> MoEOutput:
-        return self.head(self.features(x))
+        """The head on the backbone's features; a dict input (tokenized text) is passed as keyword arguments."""
+        return self.head(self.backbone(**x) if isinstance(x, dict) else self.backbone(x))
 
 
 def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:

@@ -28,19 +28,16 @@ FILTER_LABELS = torch.tensor([0, 0, 1])  #: The labels of :func:`filtered_set_ta
 def tilt_table(losses: torch.Tensor, lams: Sequence[float]) -> pd.DataFrame:
     """One row per lam: the tilted weights of ``losses``, the Robust MoE objective and, beside it,
     its two limits (the mean at lam = 0, the largest loss as lam grows)."""
-    rows = []
-    for lam in lams:
-        w = robust.tilted_weights(losses, lam)
-        rows.append(
-            {
-                "lambda": lam,
-                **{f"w{i + 1}": float(v) for i, v in enumerate(w)},
-                "sum w l (robust_moe_loss)": float(robust.robust_moe_loss(losses, lam)),
-                "mean l": float(losses.mean()),
-                "max l": float(losses.max()),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "lambda": lam,
+            **{f"w{i + 1}": float(v) for i, v in enumerate(robust.tilted_weights(losses, lam))},
+            "sum w l (robust_moe_loss)": float(robust.robust_moe_loss(losses, lam)),
+            "mean l": float(losses.mean()),
+            "max l": float(losses.max()),
+        }
+        for lam in lams
+    )
 
 
 def filtered_set_table(lam: float = robust.DEFAULT_LAM) -> tuple[pd.DataFrame, float, float]:

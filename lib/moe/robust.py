@@ -152,15 +152,13 @@ def routing_relevant_mask(
     routing: torch.Tensor,
     expert_probs: torch.Tensor,
     mix_probs: torch.Tensor,
-    regret_threshold: float = 1e-6,
-    disagree_threshold: float = 0.01,
     *,
     validate: bool = True,
 ) -> torch.Tensor:
     """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
 
-    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > regret_threshold or the routing-weighted
-    disagreement sum_k r_ik ||p_ik - p_i||^2 > disagree_threshold. Computed without gradients from
+    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > 1e-6 or the routing-weighted
+    disagreement sum_k r_ik ||p_ik - p_i||^2 > 0.01. Computed without gradients from
     the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
     loop) skips every input check (see the module docstring)."""
     if validate:
@@ -182,13 +180,11 @@ def routing_relevant_mask(
             raise ValueError(
                 f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
             )
-        check_positive(regret_threshold, "regret_threshold", allow_zero=True)
-        check_positive(disagree_threshold, "disagree_threshold", allow_zero=True)
     with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
         diff = expert_probs - mix_probs[:, None, :]
         disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
-        return (regret > regret_threshold) | (disagreement > disagree_threshold)
+        return (regret > 1e-6) | (disagreement > 0.01)
 
 
 def robust_filtered_loss(

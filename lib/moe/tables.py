@@ -85,18 +85,15 @@ def fmt(mean: float | None, se: float | None = None, digits: int = 3) -> str:
     return f"{f(mean)} ± {f(se)}"
 
 
-def paper_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = tuple(COLUMN_LABELS)) -> pd.DataFrame:
+def paper_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Tables 1/3 layout: one row per method (paper order), columns Accuracy, Hard Accuracy, ECE,
     ECE+TS, Hard ECE, Hard ECE+TS as 'mean ± se' strings, and the number of seeds."""
     rows = []
     for m in [m for m in METHODS if m in set(summary["method"])]:
         sub = summary[summary["method"] == m].set_index("subset")
         row: dict[str, Any] = {"Method": METHOD_LABELS[m]}
-        for subset, metric in columns:
-            mean, se = (
-                (sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"]) if subset in sub.index else (None, None)
-            )
-            row[COLUMN_LABELS[(subset, metric)]] = fmt(mean, se)
+        for (subset, metric), label in COLUMN_LABELS.items():
+            row[label] = fmt(sub.loc[subset, metric], sub.loc[subset, f"{metric}_se"]) if subset in sub.index else "—"
         row["seeds"] = int(sub["seeds"].max())
         rows.append(row)
     return pd.DataFrame(rows)

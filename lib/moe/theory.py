@@ -218,15 +218,13 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     sq = float((q * ((eta - p) ** 2 + eta * (1 - eta))).sum())
     ce = float((q * -(eta * np.log(p) + (1 - eta) * np.log(1 - p))).sum())
     r = pop.weights(routing)
-    rows = []
-    for k in range(pop.num_experts):
-        rows.append(
-            {
-                "expert": k + 1,
-                "alignment": float((q * r[:, k] * np.abs(eta - p)).sum()),
-                "cauchy_schwarz": float(np.sqrt((q * r[:, k] ** 2).sum()) * np.sqrt(sq)),
-                "squared_residual": float(np.sqrt(sq)),
-                "cross_entropy": float(np.sqrt(ce)),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "expert": k + 1,
+            "alignment": float((q * r[:, k] * np.abs(eta - p)).sum()),
+            "cauchy_schwarz": float(np.sqrt((q * r[:, k] ** 2).sum()) * np.sqrt(sq)),
+            "squared_residual": float(np.sqrt(sq)),
+            "cross_entropy": float(np.sqrt(ce)),
+        }
+        for k in range(pop.num_experts)
+    )
