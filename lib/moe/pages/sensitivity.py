@@ -62,13 +62,9 @@ def sweep_configs(cfg: Mapping[str, Any], warmups: Sequence[int]) -> list[Any]:
     for key in ("lams", "warmup", "lam"):
         if key not in cfg:
             raise ValueError(f"cfg: missing {key!r}")
-    lam_cfgs = exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"], lam=0.0)
-    lam_cfgs = [c.replace(lam=float(lam)) for lam in cfg["lams"] for c in lam_cfgs]
-    warm_cfgs = [
-        c.replace(warmup_epochs=int(w))
-        for w in warmups
-        for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])
-    ]
+    robust_cfgs = exp.train_configs(cfg, methods=["robust"])  # at cfg["lam"]
+    lam_cfgs = [c.replace(warmup_epochs=cfg["warmup"], lam=float(lam)) for lam in cfg["lams"] for c in robust_cfgs]
+    warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups for c in robust_cfgs]
     return [*exp.train_configs(cfg, methods=["vanilla"]), *lam_cfgs, *warm_cfgs]
 
 
@@ -232,10 +228,8 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
     planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
-    rows = []
-    for idx in hard.index:
-        n = int((planned == idx).sum())
-        rows.append(
+    return pd.DataFrame(
+        [
             {
                 "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
                 "lambda": idx[1],
@@ -244,10 +238,11 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
                 "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
                 if idx in overall.index
                 else "—",
-                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds",
+                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {int((planned == idx).sum())} seeds",
             }
-        )
-    return pd.DataFrame(rows)
+            for idx in hard.index
+        ]
+    )
 
 
 class SensitivityPage(Cifar10hPage):
