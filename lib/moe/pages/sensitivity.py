@@ -19,11 +19,10 @@ from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import robust
-from lib.moe import tables as moe_tables
 from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
 from lib.moe.pages import moe_items
 from lib.moe.pages.cifar10h import REFERENCE_ACCURACY, Cifar10hPage
-from lib.moe.tables import fmt
+from lib.moe.tables import fmt, results_frame, summarize
 from lib.moe.train import load_predictions
 
 #: How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
@@ -224,7 +223,7 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     if not recs:
         return None
     by = ("method", "lam", "warmup_epochs")
-    summ = moe_tables.summarize(moe_tables.results_frame(recs), by=by)
+    summ = summarize(results_frame(recs), by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
     planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
@@ -234,8 +233,8 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
                 "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
                 "lambda": idx[1],
                 "warmup": idx[2],
-                "hard ECE": moe_tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                "hard ECE": fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                "accuracy": fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
                 if idx in overall.index
                 else "—",
                 "coverage": f"{int(hard.loc[idx, 'seeds'])} of {int((planned == idx).sum())} seeds",
