@@ -176,12 +176,12 @@ def shrinking_support(support: pd.DataFrame, margin: float = SUPPORT_MARGIN) -> 
     """The effective-support fraction at the smallest lambda minus that at the largest, per seed
     (:func:`support_frame`), judged by :func:`lib.report.paired_verdict` with ``margin``; with fewer
     than two lambdas, inconclusive. Also the mean fractions in lambda order, as text."""
-    table = support_table(support) if len(support) else support
     if support["lam"].nunique() < 2:
         return report.VERDICTS[2], "fewer than two lambdas"
     lo, hi = support["lam"].min(), support["lam"].max()
     diffs = seed_diff(*(support[support["lam"] == v].set_index("seed")["fraction"] for v in (lo, hi)))
-    text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in table.itertuples())
+    rows = support_table(support).itertuples()
+    text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in rows)
     return report.paired_verdict(diffs, margin), f"{text}; first minus last {diff_text(diffs)}"
 
 
@@ -274,7 +274,7 @@ class SensitivityPage(Cifar10hPage):
             ]
         )
         rows = sensitivity_claims(hard[0], hard[1], support, epochs)
-        return gate(rows, float(overall.max()) if len(overall) else 0.0, REFERENCE_ACCURACY, chance)[:2]
+        return gate(rows, float(overall.max()), REFERENCE_ACCURACY, chance)[:2]
 
 
 PAGE = SensitivityPage()
