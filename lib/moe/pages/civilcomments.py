@@ -52,14 +52,13 @@ def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
     if data is None:
         return "not run: CivilComments (WILDS) is not available on this machine"
     sizes = data.sizes()
+    net = (
+        "tiny random 1-layer BERT (smoke only)"
+        if cfg["backbone"] == exp.TINY_TEXT
+        else f"{cfg['backbone'][5:]} (or its offline fallback, named below)"
+    )
     return (
-        (
-            "tiny random 1-layer BERT (smoke only)"
-            if cfg["backbone"] == exp.TINY_TEXT
-            else f"{cfg['backbone'][5:]} (or its offline fallback, named below)"
-        )
-        + "; "
-        f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
+        f"{net}; {'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
         f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
         f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}"
     )
