@@ -10,8 +10,8 @@ of experts (paper 1), whether another model is right (papers 2 and 3) and the tr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,11 +46,10 @@ def posthoc_ece(logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, tes
     """Test-half top-label ECE after each calibrator of :data:`POSTHOC` fitted on the calibration
     half (:func:`lib.ccc.confidence.fit_confidence`: temperature, Platt and histogram, paper 3)."""
     correct = _top1(logits, labels)[test_idx]
-    out = {}
-    for name in POSTHOC:
-        conf = fit_confidence(name, logits[cal_idx], labels[cal_idx])(logits[test_idx])
-        out[name] = binary_ece(conf, correct, n_bins=15)
-    return out
+    return {
+        name: binary_ece(fit_confidence(name, logits[cal_idx], labels[cal_idx])(logits[test_idx]), correct, n_bins=15)
+        for name in POSTHOC
+    }
 
 
 def shift_ece(
@@ -123,13 +122,12 @@ def cascade_apgr(
 ) -> tuple[dict[str, float], float]:
     """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3),
     and the noise bar of the calibrated one (:func:`lib.ccc.cascade.apgr_se`)."""
-    out, se = {}, math.nan
-    for label, calibrator in (("none", "none"), ("temperature", "temperature")):
+    out = {}
+    for calibrator in ("none", "temperature"):
         small = model_outputs(logits_small, labels, cal_idx, test_idx, calibrator)
         large = model_outputs(logits_large, labels, cal_idx, test_idx, calibrator)
-        out[label] = cascade_curve(small, large, n_bins=15).apgr()
-        se = apgr_se(small, large)
-    return out, se
+        out[calibrator] = cascade_curve(small, large, n_bins=15).apgr()
+    return out, apgr_se(small, large)
 
 
 def training_loss_ece(
@@ -233,10 +231,7 @@ def cross_paper_claims(
             raise ValueError(f"mix: needs {key!r}")
     if set(n_test) != {"mmlu", "cifar", "shift"}:
         raise ValueError("n_test: needs the test sizes 'mmlu', 'cifar' and 'shift'")
-
-    def value(failure: str, data: str, method: str) -> float:
-        return table_value(table, failure, data, method)
-
+    value = partial(table_value, table)
     se = {k: ece_se(v) for k, v in n_test.items()}
     over_data = list(table.query("failure == 'over-confidence'")["data"].unique())
     over = {d: (value("over-confidence", d, "none"), value("over-confidence", d, "temperature")) for d in over_data}

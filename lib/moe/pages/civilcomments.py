@@ -19,7 +19,6 @@ from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
-from lib.moe.experiment import METHOD_LABELS
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
 from lib.validation import to_numpy
@@ -53,14 +52,13 @@ def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
     if data is None:
         return "not run: CivilComments (WILDS) is not available on this machine"
     sizes = data.sizes()
+    net = (
+        "tiny random 1-layer BERT (smoke only)"
+        if cfg["backbone"] == exp.TINY_TEXT
+        else f"{cfg['backbone'][5:]} (or its offline fallback, named below)"
+    )
     return (
-        (
-            "tiny random 1-layer BERT (smoke only)"
-            if cfg["backbone"] == exp.TINY_TEXT
-            else f"{cfg['backbone'][5:]} (or its offline fallback, named below)"
-        )
-        + "; "
-        f"{'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
+        f"{net}; {'WILDS CivilComments' if cfg['data'] == 'real' else 'SYNTHETIC template comments (CI only)'}: "
         f"{sizes['train']} train, {sizes['val']} val, {sizes['test']} test ({sizes['hard']} identity); "
         f"{cfg['epochs']} epochs, lr {cfg['lr']}; seeds {cfg['seeds']}"
     )
@@ -70,7 +68,7 @@ def group_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """ECE per method, seed and identity group, from each record's per-group evaluation
     (``metrics["groups"]``)."""
     rows = [
-        {"method": METHOD_LABELS[r.method], "seed": r.seed, "group": g, "ece": b["ece"], "n": b["n"]}
+        {"method": exp.METHOD_LABELS[r.method], "seed": r.seed, "group": g, "ece": b["ece"], "n": b["n"]}
         for r in map(MoERecord.from_record, records)
         for g, b in (r.metrics.get("groups") or {}).items()
     ]

@@ -67,15 +67,10 @@ def region_draws(hard: RoutedPopulation, soft: RoutedPopulation, n_draws: int, s
     rows = []
     for i in range(n_draws):
         omega = rng.dirichlet(np.full(RANDOM_EXPERTS, REGION_CONCENTRATION))
-        hard_res = moe_theory.calibration_residuals(hard, "hard", moe_theory.region_reweighting(hard, omega))
-        soft_res = moe_theory.calibration_residuals(soft, "soft", moe_theory.region_reweighting(soft, omega))
-        rows.append(
-            {
-                "draw": i,
-                "hard: max |residual|": hard_res.residual.abs().max(),
-                "soft: max |residual|": soft_res.residual.abs().max(),
-            }
-        )
+        rows.append({"draw": i})
+        for routing, pop in (("hard", hard), ("soft", soft)):
+            res = moe_theory.calibration_residuals(pop, routing, moe_theory.region_reweighting(pop, omega))
+            rows[-1][f"{routing}: max |residual|"] = res.residual.abs().max()
     return pd.DataFrame(rows)
 
 

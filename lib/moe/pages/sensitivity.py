@@ -19,11 +19,10 @@ from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import robust
-from lib.moe import tables as moe_tables
 from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
 from lib.moe.pages import moe_items
 from lib.moe.pages.cifar10h import REFERENCE_ACCURACY, Cifar10hPage
-from lib.moe.tables import fmt
+from lib.moe.tables import fmt, results_frame, summarize
 from lib.moe.train import load_predictions
 
 #: How close (in hard ECE) to the sweep's lowest point "near the optimum" means: our tolerance, the
@@ -62,13 +61,9 @@ def sweep_configs(cfg: Mapping[str, Any], warmups: Sequence[int]) -> list[Any]:
     for key in ("lams", "warmup", "lam"):
         if key not in cfg:
             raise ValueError(f"cfg: missing {key!r}")
-    lam_cfgs = exp.train_configs(cfg, methods=["robust"], warmup_epochs=cfg["warmup"], lam=0.0)
-    lam_cfgs = [c.replace(lam=float(lam)) for lam in cfg["lams"] for c in lam_cfgs]
-    warm_cfgs = [
-        c.replace(warmup_epochs=int(w))
-        for w in warmups
-        for c in exp.train_configs(cfg, methods=["robust"], lam=cfg["lam"])
-    ]
+    robust_cfgs = exp.train_configs(cfg, methods=["robust"])  # at cfg["lam"]
+    lam_cfgs = [c.replace(warmup_epochs=cfg["warmup"], lam=float(lam)) for lam in cfg["lams"] for c in robust_cfgs]
+    warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups for c in robust_cfgs]
     return [*exp.train_configs(cfg, methods=["vanilla"]), *lam_cfgs, *warm_cfgs]
 
 
@@ -181,12 +176,12 @@ def shrinking_support(support: pd.DataFrame, margin: float = SUPPORT_MARGIN) -> 
     """The effective-support fraction at the smallest lambda minus that at the largest, per seed
     (:func:`support_frame`), judged by :func:`lib.report.paired_verdict` with ``margin``; with fewer
     than two lambdas, inconclusive. Also the mean fractions in lambda order, as text."""
-    table = support_table(support) if len(support) else support
     if support["lam"].nunique() < 2:
         return report.VERDICTS[2], "fewer than two lambdas"
     lo, hi = support["lam"].min(), support["lam"].max()
     diffs = seed_diff(*(support[support["lam"] == v].set_index("seed")["fraction"] for v in (lo, hi)))
-    text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in table.itertuples())
+    rows = support_table(support).itertuples()
+    text = "fractions " + ", ".join(f"{r.fraction:.3f} (lambda {r.lam:g})" for r in rows)
     return report.paired_verdict(diffs, margin), f"{text}; first minus last {diff_text(diffs)}"
 
 
@@ -228,26 +223,25 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     if not recs:
         return None
     by = ("method", "lam", "warmup_epochs")
-    summ = moe_tables.summarize(moe_tables.results_frame(recs), by=by)
+    summ = summarize(results_frame(recs), by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
     planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
-    rows = []
-    for idx in hard.index:
-        n = int((planned == idx).sum())
-        rows.append(
+    return pd.DataFrame(
+        [
             {
                 "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
                 "lambda": idx[1],
                 "warmup": idx[2],
-                "hard ECE": moe_tables.fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                "accuracy": moe_tables.fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                "hard ECE": fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                "accuracy": fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
                 if idx in overall.index
                 else "—",
-                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {n} seeds",
+                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {int((planned == idx).sum())} seeds",
             }
-        )
-    return pd.DataFrame(rows)
+            for idx in hard.index
+        ]
+    )
 
 
 class SensitivityPage(Cifar10hPage):
@@ -280,7 +274,7 @@ class SensitivityPage(Cifar10hPage):
             ]
         )
         rows = sensitivity_claims(hard[0], hard[1], support, epochs)
-        return gate(rows, float(overall.max()) if len(overall) else 0.0, REFERENCE_ACCURACY, chance)[:2]
+        return gate(rows, float(overall.max()), REFERENCE_ACCURACY, chance)[:2]
 
 
 PAGE = SensitivityPage()
