@@ -76,11 +76,6 @@ class SyntheticExpert:
         check_same_length(y, g, "labels", "group")
         return y, idx, g
 
-    def correct_prob(self, labels: ArrayLike, group: ArrayLike | None = None) -> np.ndarray:
-        """The true P(m = y | x) for each example: p_in inside the region, p_out outside."""
-        _, _, g = self._inputs(labels, None, group)
-        return np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
-
     def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
         the noise; ``group`` = region ids (default: the labels)."""
@@ -92,36 +87,6 @@ class SyntheticExpert:
         )
         wrong = (y + shift) % self.num_classes
         return np.where(correct, y, wrong)
-
-
-def oracle_expert(num_classes: int, lo: int, hi: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the classes lo..hi-1, random elsewhere: "the first five classes" are 0..4 (the
-    reference code's ``y <= k`` would be ``hi = k + 1``)."""
-    if not 0 <= lo < hi <= num_classes:
-        raise ValueError(f"lo, hi: need 0 <= lo < hi <= num_classes ({num_classes}), got {lo}, {hi}")
-    return SyntheticExpert(num_classes, frozenset(range(lo, hi)), 1.0, None, seed, f"oracle[{lo},{hi})")
-
-
-def random_expert(num_classes: int, seed: int = 0) -> SyntheticExpert:
-    """Uniformly random over all classes: correct with probability 1/K everywhere."""
-    return SyntheticExpert(num_classes, frozenset(), 1.0, None, seed, "random")
-
-
-def probabilistic_expert(
-    num_classes: int, classes: Sequence[int], p_in: float, p_out: float | None = None, seed: int = 0
-) -> SyntheticExpert:
-    """Correct with probability ``p_in`` on ``classes`` and ``p_out`` (default 1/K: random) elsewhere."""
-    return SyntheticExpert(num_classes, frozenset(classes), p_in, p_out, seed, f"p={p_in:g}")
-
-
-def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the class pair {2j, 2j+1} (0-based j; the paper's j = 1..5), random elsewhere
-    (L2D paper Sec. 5.4)."""
-    if not 0 <= 2 * j + 1 < num_classes:
-        raise ValueError(f"j: class pair {{{2 * j}, {2 * j + 1}}} is outside 0..{num_classes - 1}")
-    return SyntheticExpert(
-        num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed, f"special{{{2 * j},{2 * j + 1}}}"
-    )
 
 
 EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_dependence")
@@ -149,14 +114,19 @@ def make_experts(
         if num_classes < 5:
             raise ValueError(f"num_classes: the {kind!r} setting needs at least 5 classes")
     if kind in ("oracle", "gaussian"):
-        return [probabilistic_expert(num_classes, region, 1.0, None, seed + j) for j in range(num_experts)]
-    if kind in ("dependence", "gaussian_dependence"):
-        return [random_expert(num_classes, seed)] + [
-            probabilistic_expert(num_classes, region, p, None, seed + j) for j in range(1, 4)
+        return [SyntheticExpert(num_classes, frozenset(region), 1.0, None, seed + j, "p=1") for j in range(num_experts)]
+    if kind in ("dependence", "gaussian_dependence"):  # expert 0 random: right with probability 1/K everywhere
+        return [SyntheticExpert(num_classes, frozenset(), 1.0, None, seed, "random")] + [
+            SyntheticExpert(num_classes, frozenset(region), p, None, seed + j, f"p={p:g}") for j in range(1, 4)
         ]
     if num_experts > num_classes // 2:
         raise ValueError(f"num_experts: at most {num_classes // 2} specialized experts for {num_classes} classes")
-    return [specialized_expert(num_classes, j, seed + j) for j in range(num_experts)]
+    return [  # expert j (the paper's j + 1): an oracle on the class pair {2j, 2j+1}, random elsewhere
+        SyntheticExpert(
+            num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed + j, f"special{{{2 * j},{2 * j + 1}}}"
+        )
+        for j in range(num_experts)
+    ]
 
 
 def expert_predictions(
@@ -169,13 +139,3 @@ def expert_predictions(
     if len(experts) == 0:
         raise ValueError("experts: need at least one expert")
     return np.stack([e(labels, index, group) for e in experts], axis=1)
-
-
-def expert_correctness(expert_preds: ArrayLike, labels: ArrayLike) -> np.ndarray:
-    """(N, J) bool array 1[m_j = y] from expert predictions (N, J) and labels (N,)."""
-    m = to_numpy(expert_preds, "expert_preds", dtype=np.int64)
-    y = to_numpy(labels, "labels", dtype=np.int64)
-    check_ndim(m, 2, "expert_preds", "N examples x J experts")
-    check_ndim(y, 1, "labels")
-    check_same_length(m, y, "expert_preds", "labels")
-    return m == y[:, None]
