@@ -19,7 +19,6 @@ from lib.validation import (
     check_labels,
     check_ndim,
     check_same_length,
-    to_numpy,
     to_tensor,
 )
 
@@ -144,26 +143,3 @@ def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
     _, defer_to = defer_decisions(z, k)
     counts = np.bincount(defer_to.cpu().numpy() + 1, minlength=z.shape[1] - k + 1)
     return counts / max(len(defer_to), 1)
-
-
-def expert_calibration_error(
-    estimates: ArrayLike, expert_correct: ArrayLike, n_bins: int = 20, binning: str = "width"
-) -> float:
-    """Mean over experts of the binned ECE of the correctness ``estimates`` (N, J), clipped to 1
-    (L2D paper Sec. 5; 20 bins in the reference code)."""
-    from lib.calibration.metrics import binary_ece
-
-    est = to_numpy(estimates, "estimates")
-    ok = to_numpy(expert_correct, "expert_correct")
-    check_ndim(est, 2, "estimates", "N examples x J experts")
-    check_ndim(ok, 2, "expert_correct", "N examples x J experts")
-    if est.shape != ok.shape:
-        raise ValueError(f"estimates and expert_correct: shapes differ ({est.shape} vs {ok.shape})")
-    if np.isnan(est).any():
-        raise ValueError("estimates: contains NaN values")
-    if (est < 0).any():
-        raise ValueError(f"estimates: probabilities must be >= 0, got a minimum of {float(est.min()):.4g}")
-    if not np.isin(ok, (0, 1)).all():
-        raise ValueError("expert_correct: values must be 0 or 1 (or booleans)")
-    est = np.clip(est, 0.0, 1.0)  # +inf (an overflowed eq. 2) clips to 1 as well
-    return float(np.mean([binary_ece(est[:, j], ok[:, j], n_bins, binning) for j in range(est.shape[1])]))
