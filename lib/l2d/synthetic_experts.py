@@ -9,8 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.validation import ArrayLike, check_choice, check_int, check_labels, check_ndim, check_same_length, to_numpy
+from lib.validation import ArrayLike, check_labels, check_ndim, check_same_length, to_numpy
 
 # --- Synthetic experts with per-example seeded noise ----------------------------------------------
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -87,46 +86,6 @@ class SyntheticExpert:
         )
         wrong = (y + shift) % self.num_classes
         return np.where(correct, y, wrong)
-
-
-EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_dependence")
-
-
-def make_experts(
-    kind: str, num_experts: int = 1, num_classes: int = 10, p: float = 0.95, seed: int = 0
-) -> list[SyntheticExpert]:
-    """The paper's expert committees (L2D paper Sec. 5.2-5.4), expert j with seed ``seed + j``:
-
-    * ``"oracle"``: ``num_experts`` oracles on the first five classes, random elsewhere;
-    * ``"dependence"``: expert 0 random, experts 1..3 right with probability ``p`` on the first five
-      classes (the probability itself, not the reference code's p + (1 - p)/K);
-    * ``"specialized"``: ``num_experts`` experts, expert j an oracle on {2j, 2j+1};
-    * ``"gaussian"``, ``"gaussian_dependence"``: the same on Gaussian clusters 3 and 4."""
-    check_choice(kind, EXPERT_SETTINGS, "kind")
-    check_int(num_experts, "num_experts")
-    if not (np.isfinite(p) and 0 <= p <= 1):
-        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
-    if kind.startswith("gaussian"):
-        num_classes = len(GAUSSIAN_MEANS)
-        region = [2, 3]
-    else:
-        region = list(range(5))
-        if num_classes < 5:
-            raise ValueError(f"num_classes: the {kind!r} setting needs at least 5 classes")
-    if kind in ("oracle", "gaussian"):
-        return [SyntheticExpert(num_classes, frozenset(region), 1.0, None, seed + j, "p=1") for j in range(num_experts)]
-    if kind in ("dependence", "gaussian_dependence"):  # expert 0 random: right with probability 1/K everywhere
-        return [SyntheticExpert(num_classes, frozenset(), 1.0, None, seed, "random")] + [
-            SyntheticExpert(num_classes, frozenset(region), p, None, seed + j, f"p={p:g}") for j in range(1, 4)
-        ]
-    if num_experts > num_classes // 2:
-        raise ValueError(f"num_experts: at most {num_classes // 2} specialized experts for {num_classes} classes")
-    return [  # expert j (the paper's j + 1): an oracle on the class pair {2j, 2j+1}, random elsewhere
-        SyntheticExpert(
-            num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed + j, f"special{{{2 * j},{2 * j + 1}}}"
-        )
-        for j in range(num_experts)
-    ]
 
 
 def expert_predictions(

@@ -1,5 +1,5 @@
 """Tests of lib.l2d.synthetic_experts: the experts' correctness rates, fixed per-example noise and the
-paper's committees (L2D paper Sec. 5.2-5.4)."""
+paper's committees (lib.l2d.experiment.committee, L2D paper Sec. 5.2-5.4)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from lib.l2d import synthetic_experts as sx
+from lib.l2d.experiment import committee
 
 N = 40_000
 LABELS = np.random.default_rng(2).integers(0, 10, N)
@@ -59,35 +60,37 @@ def test_probabilistic_expert_rates_and_independence():
     assert np.all((e1(LABELS)[wrong] >= 0) & (e1(LABELS)[wrong] < 10))
 
 
-def test_make_experts_settings():
-    ex = sx.make_experts("oracle", num_experts=8)
+def test_committee_settings():
+    ex = committee("experts", 8, "cifar10")
     assert len(ex) == 8 and len({e.seed for e in ex}) == 8
-    dep = sx.make_experts("dependence", p=0.8)
+    dep = committee("dependence", 0.8, "cifar10")
     assert len(dep) == 4
     np.testing.assert_allclose(_rate(dep[0], LABELS), 0.1)
     for e in dep[1:]:
         np.testing.assert_allclose(_rate(e, LABELS), np.where(LABELS < 5, 0.8, 0.1))
-    sp = sx.make_experts("specialized", num_experts=5)
+    sp = committee("specialized", 5, "cifar10")
     preds = sx.expert_predictions(sp, LABELS)
     ok = preds == LABELS[:, None]
     for j in range(5):
         pair = (LABELS == 2 * j) | (LABELS == 2 * j + 1)
         assert ok[pair, j].all()
         assert abs(ok[~pair, j].mean() - 0.1) < _tol(0.1, (~pair).sum())
-    g = sx.make_experts("gaussian", num_experts=3)
+    g = committee("experts", 3, "gaussians")
     y4 = LABELS % 4
     for e in g:
         np.testing.assert_allclose(_rate(e, y4), np.where(y4 >= 2, 1.0, 0.25))
     with pytest.raises(ValueError, match="num_experts"):
-        sx.make_experts("specialized", num_experts=6)
+        committee("specialized", 6, "cifar10")
 
 
 # ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
 def test_bad_input_raises_naming_argument():
-    with pytest.raises(ValueError, match="kind"):
-        sx.make_experts("oracles")
+    with pytest.raises(ValueError, match="experiment"):
+        committee("oracles", 1, "cifar10")
+    with pytest.raises(ValueError, match="^p:"):
+        committee("dependence", 1.5, "cifar10")
     with pytest.raises(ValueError, match="p_in"):
         sx.SyntheticExpert(10, frozenset([0]), 1.5)
     with pytest.raises(ValueError, match="labels"):
