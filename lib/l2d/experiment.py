@@ -16,7 +16,7 @@ from torch import nn
 from lib.l2d import surrogates as l2d
 from lib.calibration.metrics import binary_ece
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.l2d.synthetic_experts import SyntheticExpert, expert_predictions
+from lib.l2d.synthetic_experts import SyntheticExpert
 from lib.validation import check_choice, check_int, check_positive
 
 SURROGATES: tuple[str, ...] = ("softmax", "ova")
@@ -53,12 +53,14 @@ class L2DSplit:
         return int(self.y.shape[0])
 
 
-def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0, group: Any = None) -> L2DSplit:
-    """Attach the experts' predictions to (x, y); example ids ``offset + i`` key the experts' fixed
-    per-example noise, so train/validation/test get different offsets."""
+def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0) -> L2DSplit:
+    """Attach the experts' predictions (N, J) to (x, y); example ids ``offset + i`` key the experts'
+    fixed per-example noise, so train/validation/test get different offsets."""
+    if len(experts) == 0:
+        raise ValueError("experts: need at least one expert")
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     index = np.arange(len(yt)) + int(offset)
-    m = expert_predictions(experts, yt.numpy(), index, None if group is None else np.asarray(group))
+    m = np.stack([e(yt.numpy(), index) for e in experts], axis=1)
     return L2DSplit(torch.as_tensor(np.asarray(x), dtype=torch.float32), yt, torch.as_tensor(m, dtype=torch.long))
 
 

@@ -41,7 +41,7 @@ def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: 
         experts = committee(experiment, value, "gaussians", seed)
         data = gaussian_splits(cfg["n_train"], cfg["n_val"], cfg["n_test"], seed)
         offsets = {"train": 0, "val": 10**6, "test": 2 * 10**6}
-        splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
+        splits = {k: annotate(x, y, experts, offsets[k]) for k, (x, y) in data.items()}
         torch.manual_seed(seed)
         model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
         return train_and_score(model, [splits[k] for k in ("train", "val", "test")], surrogate, cfg, seed)

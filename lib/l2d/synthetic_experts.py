@@ -5,7 +5,6 @@ wrong; the noise is a counter-based hash of (seed, example id), the same on ever
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -36,8 +35,8 @@ def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SyntheticExpert:
-    """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes, or of
-    ``group`` ids) and ``p_out`` elsewhere (default 1/K, the papers' random expert); when wrong it names
+    """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes; on the
+    Gaussians a cluster is its class) and ``p_out`` elsewhere (default 1/K, the papers' random expert); when wrong it names
     one of the other K - 1 classes uniformly."""
 
     num_classes: int
@@ -59,9 +58,7 @@ class SyntheticExpert:
     def p_out_value(self) -> float:
         return 1.0 / self.num_classes if self.p_out is None else float(self.p_out)
 
-    def _inputs(
-        self, labels: ArrayLike, index: ArrayLike | None, group: ArrayLike | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _inputs(self, labels: ArrayLike, index: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         y = to_numpy(labels, "labels", dtype=None)
         check_labels(y, self.num_classes, "labels")
         y = y.astype(np.int64)
@@ -70,31 +67,16 @@ class SyntheticExpert:
         check_same_length(y, idx, "labels", "index")
         if len(idx) and idx.min() < 0:
             raise ValueError("index: example ids must be non-negative")
-        g = y if group is None else to_numpy(group, "group", dtype=np.int64)
-        check_ndim(g, 1, "group", "one group (e.g. cluster) id per example")
-        check_same_length(y, g, "labels", "group")
-        return y, idx, g
+        return y, idx
 
-    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
+    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
-        the noise; ``group`` = region ids (default: the labels)."""
-        y, idx, g = self._inputs(labels, index, group)
-        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
+        the noise."""
+        y, idx = self._inputs(labels, index)
+        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(y, list(self.region)), self.p_in, self.p_out_value)
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
         shift = 1 + np.minimum(
             (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2
         )
         wrong = (y + shift) % self.num_classes
         return np.where(correct, y, wrong)
-
-
-def expert_predictions(
-    experts: Sequence[SyntheticExpert],
-    labels: ArrayLike,
-    index: ArrayLike | None = None,
-    group: ArrayLike | None = None,
-) -> np.ndarray:
-    """Stack the experts' predictions into an (N, J) integer array."""
-    if len(experts) == 0:
-        raise ValueError("experts: need at least one expert")
-    return np.stack([e(labels, index, group) for e in experts], axis=1)
