@@ -146,6 +146,13 @@ def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str
     return {k: {m: float(np.mean([s[m] for s in runs])) for m in runs[0]} for k, runs in seeds.items()}
 
 
+def claim_row(
+    claim: str, paper: str, ours: str, verdict: str, paper_own: str = report.NOT_TESTABLE, **extra: str
+) -> dict[str, Any]:
+    """One claim row (:func:`lib.report.claims_table`); ``extra`` adds e.g. its ``kind``."""
+    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own, **extra}
+
+
 def _paper_own(row: str, metric: str, better: str, worse: str, margin: float) -> str:
     """The book's rule applied to the paper's own means (no errors reported: the margin decides)."""
     p = PAPER_CIFAR10[row][metric]
@@ -172,8 +179,8 @@ def reweighted_claims(
         n = len(seeds[a])
         return f"{100 * mean[a][metric]:.{digits}f} vs {100 * mean[b][metric]:.{digits}f} ({n} seed{'s' * (n != 1)})"
 
-    def add(claim: str, paper: str, ours_: str, verdict: str, own: str = report.NOT_TESTABLE) -> None:
-        rows.append({"claim": claim, "paper": paper, "ours": ours_, "verdict": verdict, "paper_own": own})
+    def add(*args: str) -> None:
+        rows.append(claim_row(*args))
 
     if "au" in seeds and "xe" in seeds:
         add(
@@ -228,14 +235,8 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     """The numerical check: the inverse focal gradient's gamma ``threshold`` (App. C.2) lies in
     :data:`GRADIENT_THRESHOLD_RANGE`."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
-    return {
-        "claim": GRADIENT_CHECK,
-        "paper": "gamma > 3.5 (App. C.2, E.1)",
-        "ours": f"threshold {threshold:.2f} (analytic)",
-        "verdict": report.verdict(lo <= threshold <= hi),
-        "paper_own": report.NOT_TESTABLE,
-        "kind": report.KINDS[1],
-    }
+    ours, verdict = f"threshold {threshold:.2f} (analytic)", report.verdict(lo <= threshold <= hi)
+    return claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
 
 
 class LossesCifar10Page(Page):
