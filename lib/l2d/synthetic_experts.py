@@ -36,8 +36,8 @@ def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
 @dataclass(frozen=True)
 class SyntheticExpert:
     """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes; on the
-    Gaussians a cluster is its class) and ``p_out`` elsewhere (default 1/K, the papers' random expert); when wrong it names
-    one of the other K - 1 classes uniformly."""
+    Gaussians a cluster is its class) and ``p_out`` elsewhere (default 1/K, the papers' random
+    expert); when wrong it names one of the other K - 1 classes uniformly."""
 
     num_classes: int
     region: frozenset[int] = field(default_factory=frozenset)
