@@ -166,18 +166,14 @@ def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> lis
         p = float(value)
         if not (np.isfinite(p) and 0 <= p <= 1):
             raise ValueError(f"p: must lie in [0, 1], got {p!r}")
-        return [SyntheticExpert(k, frozenset(), 1.0, None, s, "random")] + [
-            SyntheticExpert(k, region, p, None, s + j, f"p={p:g}") for j in range(1, 4)
-        ]
+        return [SyntheticExpert(k, frozenset(), 1.0, s)] + [SyntheticExpert(k, region, p, s + j) for j in range(1, 4)]
     n = check_int(int(value), "num_experts")
     if experiment == "experts":
-        return [SyntheticExpert(k, region, 1.0, None, s + j, "p=1") for j in range(n)]
+        return [SyntheticExpert(k, region, 1.0, s + j) for j in range(n)]
     if n > k // 2:
         raise ValueError(f"num_experts: at most {k // 2} specialized experts for {k} classes")
-    return [  # expert j (the paper's j + 1): an oracle on the class pair {2j, 2j+1}
-        SyntheticExpert(k, frozenset({2 * j, 2 * j + 1}), 1.0, None, s + j, f"special{{{2 * j},{2 * j + 1}}}")
-        for j in range(n)
-    ]
+    # expert j (the paper's j + 1): an oracle on the class pair {2j, 2j+1}
+    return [SyntheticExpert(k, frozenset({2 * j, 2 * j + 1}), 1.0, s + j) for j in range(n)]
 
 
 SWEEPS: dict[str, str] = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}

@@ -36,27 +36,20 @@ def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
 @dataclass(frozen=True)
 class SyntheticExpert:
     """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes; on the
-    Gaussians a cluster is its class) and ``p_out`` elsewhere (default 1/K, the papers' random
+    Gaussians a cluster is its class) and 1/K elsewhere (random over all classes, the papers' random
     expert); when wrong it names one of the other K - 1 classes uniformly."""
 
     num_classes: int
     region: frozenset[int] = field(default_factory=frozenset)
     p_in: float = 1.0
-    p_out: float | None = None  # None -> 1 / num_classes (random over all classes)
     seed: int = 0
-    name: str = "expert"
 
     def __post_init__(self) -> None:
         if not isinstance(self.num_classes, (int, np.integer)) or self.num_classes < 2:
             raise ValueError(f"num_classes: must be an integer >= 2, got {self.num_classes!r}")
-        for nm, v in (("p_in", self.p_in), ("p_out", self.p_out_value)):
-            if not (np.isfinite(v) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{nm}: must lie in [0, 1], got {v!r}")
+        if not (np.isfinite(self.p_in) and 0.0 <= self.p_in <= 1.0):
+            raise ValueError(f"p_in: must lie in [0, 1], got {self.p_in!r}")
         object.__setattr__(self, "region", frozenset(int(c) for c in self.region))
-
-    @property
-    def p_out_value(self) -> float:
-        return 1.0 / self.num_classes if self.p_out is None else float(self.p_out)
 
     def _inputs(self, labels: ArrayLike, index: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         y = to_numpy(labels, "labels", dtype=None)
@@ -73,7 +66,9 @@ class SyntheticExpert:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
         the noise."""
         y, idx = self._inputs(labels, index)
-        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(y, list(self.region)), self.p_in, self.p_out_value)
+        correct = _uniforms(self.seed, idx, 0) < np.where(
+            np.isin(y, list(self.region)), self.p_in, 1.0 / self.num_classes
+        )
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
         shift = 1 + np.minimum(
             (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2

@@ -20,8 +20,8 @@ def _tol(p: float, n: int) -> float:
 
 
 def _rate(e: sx.SyntheticExpert, group: np.ndarray) -> np.ndarray:
-    """The expert's true P(m = y | x): p_in inside its region, p_out outside."""
-    return np.where(np.isin(group, list(e.region)), e.p_in, e.p_out_value)
+    """The expert's true P(m = y | x): p_in inside its region, 1/K outside."""
+    return np.where(np.isin(group, list(e.region)), e.p_in, 1 / e.num_classes)
 
 
 def test_expert_noise_is_fixed_per_example():
@@ -48,14 +48,14 @@ def test_oracle_and_random_expert_rates():
 
 
 def test_probabilistic_expert_rates_and_independence():
-    e1 = sx.SyntheticExpert(10, frozenset(range(5)), 0.6, p_out=0.3, seed=1)
-    e2 = sx.SyntheticExpert(10, frozenset(range(5)), 0.6, p_out=0.3, seed=2)
+    e1 = sx.SyntheticExpert(10, frozenset(range(5)), 0.6, seed=1)
+    e2 = sx.SyntheticExpert(10, frozenset(range(5)), 0.6, seed=2)
     c1, c2 = e1(LABELS) == LABELS, e2(LABELS) == LABELS
     inside = LABELS < 5
     assert abs(c1[inside].mean() - 0.6) < _tol(0.6, inside.sum())
-    assert abs(c1[~inside].mean() - 0.3) < _tol(0.3, (~inside).sum())
+    assert abs(c1[~inside].mean() - 0.1) < _tol(0.1, (~inside).sum())
     assert abs((c1 & c2)[inside].mean() - 0.36) < _tol(0.36, inside.sum())
-    np.testing.assert_allclose(_rate(e1, LABELS), np.where(inside, 0.6, 0.3))
+    np.testing.assert_allclose(_rate(e1, LABELS), np.where(inside, 0.6, 0.1))
     wrong = e1(LABELS) != LABELS
     assert np.all((e1(LABELS)[wrong] >= 0) & (e1(LABELS)[wrong] < 10))
 
