@@ -220,13 +220,12 @@ def reweighted_claims(
             )
     if "xe" in seeds:
         drops = np.array([s["ece"] - s["ece_ts"] for s in seeds["xe"]])
-        p = ref
         add(
             "temperature scaling lowers XE's ECE",
-            f"ECE^a {p['ece_a']['xe']:.2f} -> {p['ece_a_ts']['xe']:.2f} ({arch}, Table 4)",
+            f"ECE^a {ref['ece_a']['xe']:.2f} -> {ref['ece_a_ts']['xe']:.2f} ({arch}, Table 4)",
             f"{100 * np.mean([s['ece'] for s in seeds['xe']]):.2f} -> {100 * np.mean([s['ece_ts'] for s in seeds['xe']]):.2f}",
             report.paired_verdict(drops, fine),
-            report.two_se_verdict((p["ece_a"]["xe"] - p["ece_a_ts"]["xe"]) / 100, None, fine),
+            report.two_se_verdict((ref["ece_a"]["xe"] - ref["ece_a_ts"]["xe"]) / 100, None, fine),
         )
     return rows
 
@@ -392,17 +391,15 @@ class LossesCifar10Page(Page):
         )
 
     @staticmethod
-    def smoothed_cdf_curves(
-        n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS, seed: int = 0
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The smoothed CDF (eq. 21) for each ``nu`` beside the empirical CDF of ``n`` MSP-like scores
-        (1 - Beta(0.6, 4)), on 201 points of [0, 1] (cf. Fig. 5)."""
-        rng = np.random.default_rng(seed)
-        scores = np.clip(1 - rng.beta(0.6, 4.0, size=n), 0, 1)
-        edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
+    def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The smoothed CDF (eq. 21, 15 bins) for each nu of :data:`CDF_NUS` beside the empirical CDF of
+        512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. Fig. 5)."""
+        rng = np.random.default_rng(0)
+        scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)
+        edges = torch.linspace(0, 1, 15 + 1, dtype=torch.float64)
         grid = torch.linspace(0, 1, 201, dtype=torch.float64)
         curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
-        for v in nus:
+        for v in CDF_NUS:
             curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
         return grid.numpy(), curves
 

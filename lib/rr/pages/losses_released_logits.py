@@ -233,22 +233,21 @@ class ReleasedLogitsPage(Page):
         return rows
 
     @staticmethod
-    def gamma_check(cv: pd.DataFrame, kind: str = "temperature") -> dict[str, Any]:
+    def gamma_check(cv: pd.DataFrame) -> dict[str, Any]:
         """The numerical check: every inverse-focal gamma >= 4 has a higher fold-mean validation NLL
-        than every gamma below it (``kind`` map); true of any informative logits."""
-        check_choice(kind, rg.MAPS, "kind")
+        than every gamma below it (temperature map); true of any informative logits."""
         threshold = 4.0
         summary = rg.summarize_folds(cv)
-        part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == kind)]
+        part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == "temperature")]
         low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
         paper = "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits"
-        claim, kind_ = GAMMA_CHECK.format(t=threshold), report.KINDS[1]
+        claim, kind = GAMMA_CHECK.format(t=threshold), report.KINDS[1]
         if low.empty or high.empty:
-            ours = f"no gamma on one side of {threshold:g} ({kind} map)"
-            return claim_row(claim, paper, ours, report.VERDICTS[2], kind=kind_)
+            ours = f"no gamma on one side of {threshold:g} (temperature map)"
+            return claim_row(claim, paper, ours, report.VERDICTS[2], kind=kind)
         lo_worst, hi_best = float(low["nll"].max()), float(high["nll"].min())
-        ours = f"{kind} map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}"
-        return claim_row(claim, paper, ours, report.verdict(hi_best > lo_worst), kind=kind_)
+        ours = f"temperature map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}"
+        return claim_row(claim, paper, ours, report.verdict(hi_best > lo_worst), kind=kind)
 
     @staticmethod
     def failed_run_claims(failed: Mapping[str, float]) -> list[dict[str, Any]]:

@@ -161,4 +161,3 @@ def test_gamma_check_follows_the_curve_and_is_a_numerical_check():
     assert bad["verdict"] == "did not hold"
     short = check(_inverse_focal_cv({0.0: 0.30, 2.0: 0.35}))
     assert short["verdict"] == "inconclusive at this scale"
-    assert check(_inverse_focal_cv({0.0: 0.3, 5.0: 0.4}), kind="vector")["verdict"] == "inconclusive at this scale"
