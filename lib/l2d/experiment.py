@@ -15,7 +15,8 @@ from torch import nn
 
 from lib.l2d import surrogates as l2d
 from lib.calibration.metrics import binary_ece
-from lib.l2d.synthetic_experts import SyntheticExpert, expert_predictions, make_experts
+from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
+from lib.l2d.synthetic_experts import SyntheticExpert
 from lib.validation import check_choice, check_int, check_positive
 
 SURROGATES: tuple[str, ...] = ("softmax", "ova")
@@ -52,12 +53,14 @@ class L2DSplit:
         return int(self.y.shape[0])
 
 
-def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0, group: Any = None) -> L2DSplit:
-    """Attach the experts' predictions to (x, y); example ids ``offset + i`` key the experts' fixed
-    per-example noise, so train/validation/test get different offsets."""
+def annotate(x: Any, y: Any, experts: Sequence[SyntheticExpert], offset: int = 0) -> L2DSplit:
+    """Attach the experts' predictions (N, J) to (x, y); example ids ``offset + i`` key the experts'
+    fixed per-example noise, so train/validation/test get different offsets."""
+    if len(experts) == 0:
+        raise ValueError("experts: need at least one expert")
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     index = np.arange(len(yt)) + int(offset)
-    m = expert_predictions(experts, yt.numpy(), index, None if group is None else np.asarray(group))
+    m = np.stack([e(yt.numpy(), index) for e in experts], axis=1)
     return L2DSplit(torch.as_tensor(np.asarray(x), dtype=torch.float32), yt, torch.as_tensor(m, dtype=torch.long))
 
 
@@ -144,20 +147,33 @@ def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_
 
 # --- Committees of the three experiments ----------------------------------------------------------
 def committee(experiment: str, value: float, dataset: str, seed: int = 0) -> list[SyntheticExpert]:
-    """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4): ``value`` oracles
-    (``"experts"``), 1 random + 3 right with probability ``value`` (``"dependence"``), or ``value``
-    experts each an oracle on two classes (``"specialized"``, CIFAR-10 only)."""
+    """The experts of one point of an experiment (L2D paper Sec. 5.2-5.4), expert j with seed
+    ``1000 seed + 17 + j``, each random (right with probability 1/K) outside its region:
+
+    * ``"experts"``: ``value`` oracles on the first five classes;
+    * ``"dependence"``: expert 0 random, experts 1..3 right with probability ``value`` on the first
+      five classes (the probability itself, not the reference code's p + (1 - p)/K);
+    * ``"specialized"`` (CIFAR-10 only): ``value`` experts, expert j an oracle on {2j, 2j+1}.
+
+    On the Gaussians (``dataset="gaussians"``, 4 classes) the first five classes are clusters 3 and 4."""
     check_choice(experiment, EXPERIMENTS, "experiment")
     check_choice(dataset, ("gaussians", "cifar10"), "dataset")
     if dataset == "gaussians" and experiment == "specialized":
         raise ValueError("experiment: 'specialized' is a CIFAR-10 experiment (Fig. 2)")
     s = 1000 * int(seed) + 17
-    kind = {"experts": "oracle", "dependence": "dependence", "specialized": "specialized"}[experiment]
-    if dataset == "gaussians":  # the same committees on the clusters (make_experts sets the 4 classes)
-        kind = {"oracle": "gaussian", "dependence": "gaussian_dependence"}[kind]
+    k, region = (len(GAUSSIAN_MEANS), frozenset({2, 3})) if dataset == "gaussians" else (10, frozenset(range(5)))
     if experiment == "dependence":
-        return make_experts(kind, num_classes=10, p=float(value), seed=s)
-    return make_experts(kind, num_experts=int(value), num_classes=10, seed=s)
+        p = float(value)
+        if not (np.isfinite(p) and 0 <= p <= 1):
+            raise ValueError(f"p: must lie in [0, 1], got {p!r}")
+        return [SyntheticExpert(k, frozenset(), 1.0, s)] + [SyntheticExpert(k, region, p, s + j) for j in range(1, 4)]
+    n = check_int(int(value), "num_experts")
+    if experiment == "experts":
+        return [SyntheticExpert(k, region, 1.0, s + j) for j in range(n)]
+    if n > k // 2:
+        raise ValueError(f"num_experts: at most {k // 2} specialized experts for {k} classes")
+    # expert j (the paper's j + 1): an oracle on the class pair {2j, 2j+1}
+    return [SyntheticExpert(k, frozenset({2 * j, 2 * j + 1}), 1.0, s + j) for j in range(n)]
 
 
 SWEEPS: dict[str, str] = {"experts": "num_experts", "dependence": "dependence_p", "specialized": "specialized_experts"}

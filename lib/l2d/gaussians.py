@@ -17,18 +17,6 @@ from lib.validation import check_choice
 GAUSSIAN_KEYS = ("n_train", "n_val", "n_test", "hidden", "epochs", "lr", "batch_size", "patience", "weight_decay")
 
 
-def gaussian_splits(n_train: int, n_val: int, n_test: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Train/validation/test draws of the 4-cluster mixture (:func:`lib.l2d.gaussian_mixture.gaussian_mixture`), one
-    draw per seed split in order."""
-    x, y, _ = gaussian_mixture(n_train + n_val + n_test, seed=seed)
-    cuts = np.cumsum([n_train, n_val])
-    return {
-        "train": (x[: cuts[0]], y[: cuts[0]]),
-        "val": (x[cuts[0] : cuts[1]], y[cuts[0] : cuts[1]]),
-        "test": (x[cuts[1] :], y[cuts[1] :]),
-    }
-
-
 def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """One cached run: the 4-layer MLP trained with ``surrogate`` on the committee of
     (``experiment``, ``value``), and its test metrics."""
@@ -39,11 +27,13 @@ def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: 
 
     def compute(run: Any) -> dict[str, Any]:
         experts = committee(experiment, value, "gaussians", seed)
-        data = gaussian_splits(cfg["n_train"], cfg["n_val"], cfg["n_test"], seed)
-        offsets = {"train": 0, "val": 10**6, "test": 2 * 10**6}
-        splits = {k: annotate(x, y, experts, offsets[k], group=y) for k, (x, y) in data.items()}
+        # one draw of the mixture per seed, cut in order into train, validation and test
+        x, y, _ = gaussian_mixture(cfg["n_train"] + cfg["n_val"] + cfg["n_test"], seed=seed)
+        ends = np.cumsum([0, cfg["n_train"], cfg["n_val"], cfg["n_test"]])
+        offsets = (0, 10**6, 2 * 10**6)
+        splits = [annotate(x[a:b], y[a:b], experts, o) for a, b, o in zip(ends[:-1], ends[1:], offsets)]
         torch.manual_seed(seed)
         model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
-        return train_and_score(model, [splits[k] for k in ("train", "val", "test")], surrogate, cfg, seed)
+        return train_and_score(model, splits, surrogate, cfg, seed)
 
     return cached_run("l2d_gaussians", config, compute)

@@ -14,13 +14,8 @@ from lib.validation import ArrayLike
 
 
 def gaussian_scatter(
-    x: ArrayLike,
-    cluster: ArrayLike,
-    means: ArrayLike | None = None,
-    title: str = "Mixture of Gaussians",
-    width: int = 320,
-    height: int = 280,
-) -> alt.Chart | alt.LayerChart:
+    x: ArrayLike, cluster: ArrayLike, means: ArrayLike, title: str = "Mixture of Gaussians"
+) -> alt.LayerChart:
     """The 2-D mixture-of-Gaussians data coloured by cluster (numbered 1..4 as in the paper), with
     the cluster means as crosses (L2D paper Figure 3)."""
     pts = np.asarray(x, dtype=float)
@@ -35,8 +30,6 @@ def gaussian_scatter(
         .mark_circle(size=12, opacity=0.5)
         .encode(x=alt.X("x1:Q", title="x₁"), y=alt.Y("x2:Q", title="x₂"), color=alt.Color("cluster:N", title="cluster"))
     )
-    if means is None:
-        return dots.properties(title=title, width=width, height=height)
     m = np.asarray(means, dtype=float)
     mdf = pd.DataFrame({"x1": m[:, 0], "x2": m[:, 1], "cluster": [f"cluster {c + 1}" for c in range(len(m))]})
     crosses = (
@@ -44,22 +37,19 @@ def gaussian_scatter(
         .mark_point(shape="cross", size=200, filled=True, color="black")
         .encode(x="x1:Q", y="x2:Q", tooltip=["cluster"])
     )
-    return alt.layer(dots, crosses).properties(title=title, width=width, height=height)
+    return alt.layer(dots, crosses).properties(title=title, width=320, height=280)
 
 
-def l2d_panels(
-    summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]], width: int | None = None, height: int = 200
-) -> alt.HConcatChart:
+def l2d_panels(summary: pd.DataFrame, panels: Sequence[tuple[str, str, str, str]]) -> alt.HConcatChart:
     """Side-by-side panels (L2D paper Figures 1 and 2), each ``(experiment, metric, x title, y title)``:
-    ``metric`` against the sweep ``value`` per surrogate with +-1 SE bands; by default as wide as fits
+    ``metric`` against the sweep ``value`` per surrogate with +-1 SE bands, as wide as fits
     ``lib.plots.BOOK_WIDTH``."""
-    if width is None:
-        width = max(140, (BOOK_WIDTH - 110 - 75 * len(panels)) // max(1, len(panels)))
+    width = max(140, (BOOK_WIDTH - 110 - 75 * len(panels)) // max(1, len(panels)))
     charts = []
     for experiment, metric, x_title, y_title in panels:
         sub = summary[summary["experiment"] == experiment]
         if sub.empty:
             raise ValueError(f"summary: no rows for experiment {experiment!r}")
-        titles = {"x_title": x_title, "y_title": y_title, "width": width, "height": height}
+        titles = {"x_title": x_title, "y_title": y_title, "width": width, "height": 200}
         charts.append(line_chart(sub, "value", metric, color="surrogate", yerr=f"{metric}_se", **titles))
     return alt.hconcat(*charts)

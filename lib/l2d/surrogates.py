@@ -19,7 +19,6 @@ from lib.validation import (
     check_labels,
     check_ndim,
     check_same_length,
-    to_numpy,
     to_tensor,
 )
 
@@ -29,9 +28,10 @@ def _logits(logits: ArrayLike) -> torch.Tensor:
     return to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
 
 
-def _check_num_classes(num_classes: int, width: int) -> int:
-    """K, leaving the logits' ``width`` columns at least one deferral logit."""
-    return check_int(num_classes, "num_classes", 1, width - 1)
+def _logits_k(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, int]:
+    """The logits and K, leaving their columns at least one deferral logit."""
+    z = _logits(logits)
+    return z, check_int(num_classes, "num_classes", 1, z.shape[1] - 1)
 
 
 def _loss_inputs(
@@ -92,23 +92,20 @@ def ova_l2d_loss(
 def expert_correctness_softmax(logits: ArrayLike, num_classes: int) -> torch.Tensor:
     """Softmax estimate of P(m_j = y | x) = p_{⊥j} / (1 - sum_j' p_{⊥j'}) (L2D paper eq. 2), computed
     as exp(g_{⊥j} - logsumexp_k g_k); unclipped, it can exceed 1."""
-    z = _logits(logits)
-    k = _check_num_classes(num_classes, z.shape[1])
+    z, k = _logits_k(logits, num_classes)
     return torch.exp(z[:, k:] - torch.logsumexp(z[:, :k], dim=1, keepdim=True))
 
 
 def expert_correctness_ova(logits: ArrayLike, num_classes: int) -> torch.Tensor:
     """OvA estimate of P(m_j = y | x) = sigmoid(g_{⊥j}) (L2D paper eq. 3); (N, J), always in (0, 1)."""
-    z = _logits(logits)
-    k = _check_num_classes(num_classes, z.shape[1])
+    z, k = _logits_k(logits, num_classes)
     return torch.sigmoid(z[:, k:])
 
 
 def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(pred_class, defer_to)``: argmax_k g_k, and argmax_j g_{⊥j} where max_j g_{⊥j} >= max_k g_k
     (a tie defers, as the Bayes rejector, App. B), else -1."""
-    z = _logits(logits)
-    k = _check_num_classes(num_classes, z.shape[1])
+    z, k = _logits_k(logits, num_classes)
     cls_max, pred = z[:, :k].max(dim=1)
     def_max, who = z[:, k:].max(dim=1)
     defer_to = torch.where(def_max >= cls_max, who, torch.full_like(who, -1))
@@ -118,8 +115,7 @@ def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, 
 def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLike, num_classes: int) -> float:
     """Accuracy of the classifier's prediction, or the chosen expert's (``expert_preds`` (N, J))
     where the model defers (L2D paper Sec. 5, Fig. 1 b/e)."""
-    z = _logits(logits)
-    k = _check_num_classes(num_classes, z.shape[1])
+    z, k = _logits_k(logits, num_classes)
     y = to_tensor(labels, "labels")
     check_labels(y, k, "labels")
     check_same_length(z, y, "logits", "labels")
@@ -143,30 +139,7 @@ def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
     """The share of examples the classifier (entry 0) and each expert (1..J) handle."""
     z = _logits(logits)
     check_nonempty(z, "logits")  # zero rows have no coverage (it would read as all zeros)
-    k = _check_num_classes(num_classes, z.shape[1])
+    k = check_int(num_classes, "num_classes", 1, z.shape[1] - 1)
     _, defer_to = defer_decisions(z, k)
     counts = np.bincount(defer_to.cpu().numpy() + 1, minlength=z.shape[1] - k + 1)
     return counts / max(len(defer_to), 1)
-
-
-def expert_calibration_error(
-    estimates: ArrayLike, expert_correct: ArrayLike, n_bins: int = 20, binning: str = "width"
-) -> float:
-    """Mean over experts of the binned ECE of the correctness ``estimates`` (N, J), clipped to 1
-    (L2D paper Sec. 5; 20 bins in the reference code)."""
-    from lib.calibration.metrics import binary_ece
-
-    est = to_numpy(estimates, "estimates")
-    ok = to_numpy(expert_correct, "expert_correct")
-    check_ndim(est, 2, "estimates", "N examples x J experts")
-    check_ndim(ok, 2, "expert_correct", "N examples x J experts")
-    if est.shape != ok.shape:
-        raise ValueError(f"estimates and expert_correct: shapes differ ({est.shape} vs {ok.shape})")
-    if np.isnan(est).any():
-        raise ValueError("estimates: contains NaN values")
-    if (est < 0).any():
-        raise ValueError(f"estimates: probabilities must be >= 0, got a minimum of {float(est.min()):.4g}")
-    if not np.isin(ok, (0, 1)).all():
-        raise ValueError("expert_correct: values must be 0 or 1 (or booleans)")
-    est = np.clip(est, 0.0, 1.0)  # +inf (an overflowed eq. 2) clips to 1 as well
-    return float(np.mean([binary_ece(est[:, j], ok[:, j], n_bins, binning) for j in range(est.shape[1])]))

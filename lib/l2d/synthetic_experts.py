@@ -5,12 +5,10 @@ wrong; the noise is a counter-based hash of (seed, example id), the same on ever
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
-from lib.validation import ArrayLike, check_choice, check_int, check_labels, check_ndim, check_same_length, to_numpy
+from lib.validation import ArrayLike, check_labels, check_ndim, check_same_length, to_numpy
 
 # --- Synthetic experts with per-example seeded noise ----------------------------------------------
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -37,32 +35,23 @@ def _uniforms(seed: int, index: np.ndarray, stream: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SyntheticExpert:
-    """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes, or of
-    ``group`` ids) and ``p_out`` elsewhere (default 1/K, the papers' random expert); when wrong it names
-    one of the other K - 1 classes uniformly."""
+    """A simulated expert: correct with probability ``p_in`` on its ``region`` (of classes; on the
+    Gaussians a cluster is its class) and 1/K elsewhere (random over all classes, the papers' random
+    expert); when wrong it names one of the other K - 1 classes uniformly."""
 
     num_classes: int
     region: frozenset[int] = field(default_factory=frozenset)
     p_in: float = 1.0
-    p_out: float | None = None  # None -> 1 / num_classes (random over all classes)
     seed: int = 0
-    name: str = "expert"
 
     def __post_init__(self) -> None:
         if not isinstance(self.num_classes, (int, np.integer)) or self.num_classes < 2:
             raise ValueError(f"num_classes: must be an integer >= 2, got {self.num_classes!r}")
-        for nm, v in (("p_in", self.p_in), ("p_out", self.p_out_value)):
-            if not (np.isfinite(v) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{nm}: must lie in [0, 1], got {v!r}")
+        if not (np.isfinite(self.p_in) and 0.0 <= self.p_in <= 1.0):
+            raise ValueError(f"p_in: must lie in [0, 1], got {self.p_in!r}")
         object.__setattr__(self, "region", frozenset(int(c) for c in self.region))
 
-    @property
-    def p_out_value(self) -> float:
-        return 1.0 / self.num_classes if self.p_out is None else float(self.p_out)
-
-    def _inputs(
-        self, labels: ArrayLike, index: ArrayLike | None, group: ArrayLike | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _inputs(self, labels: ArrayLike, index: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         y = to_numpy(labels, "labels", dtype=None)
         check_labels(y, self.num_classes, "labels")
         y = y.astype(np.int64)
@@ -71,111 +60,18 @@ class SyntheticExpert:
         check_same_length(y, idx, "labels", "index")
         if len(idx) and idx.min() < 0:
             raise ValueError("index: example ids must be non-negative")
-        g = y if group is None else to_numpy(group, "group", dtype=np.int64)
-        check_ndim(g, 1, "group", "one group (e.g. cluster) id per example")
-        check_same_length(y, g, "labels", "group")
-        return y, idx, g
+        return y, idx
 
-    def correct_prob(self, labels: ArrayLike, group: ArrayLike | None = None) -> np.ndarray:
-        """The true P(m = y | x) for each example: p_in inside the region, p_out outside."""
-        _, _, g = self._inputs(labels, None, group)
-        return np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
-
-    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None, group: ArrayLike | None = None) -> np.ndarray:
+    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None) -> np.ndarray:
         """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
-        the noise; ``group`` = region ids (default: the labels)."""
-        y, idx, g = self._inputs(labels, index, group)
-        correct = _uniforms(self.seed, idx, 0) < np.where(np.isin(g, list(self.region)), self.p_in, self.p_out_value)
+        the noise."""
+        y, idx = self._inputs(labels, index)
+        correct = _uniforms(self.seed, idx, 0) < np.where(
+            np.isin(y, list(self.region)), self.p_in, 1.0 / self.num_classes
+        )
         # A wrong answer: shift the label by 1..K-1, uniformly, so it never equals y.
         shift = 1 + np.minimum(
             (_uniforms(self.seed, idx, 1) * (self.num_classes - 1)).astype(np.int64), self.num_classes - 2
         )
         wrong = (y + shift) % self.num_classes
         return np.where(correct, y, wrong)
-
-
-def oracle_expert(num_classes: int, lo: int, hi: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the classes lo..hi-1, random elsewhere: "the first five classes" are 0..4 (the
-    reference code's ``y <= k`` would be ``hi = k + 1``)."""
-    if not 0 <= lo < hi <= num_classes:
-        raise ValueError(f"lo, hi: need 0 <= lo < hi <= num_classes ({num_classes}), got {lo}, {hi}")
-    return SyntheticExpert(num_classes, frozenset(range(lo, hi)), 1.0, None, seed, f"oracle[{lo},{hi})")
-
-
-def random_expert(num_classes: int, seed: int = 0) -> SyntheticExpert:
-    """Uniformly random over all classes: correct with probability 1/K everywhere."""
-    return SyntheticExpert(num_classes, frozenset(), 1.0, None, seed, "random")
-
-
-def probabilistic_expert(
-    num_classes: int, classes: Sequence[int], p_in: float, p_out: float | None = None, seed: int = 0
-) -> SyntheticExpert:
-    """Correct with probability ``p_in`` on ``classes`` and ``p_out`` (default 1/K: random) elsewhere."""
-    return SyntheticExpert(num_classes, frozenset(classes), p_in, p_out, seed, f"p={p_in:g}")
-
-
-def specialized_expert(num_classes: int, j: int, seed: int = 0) -> SyntheticExpert:
-    """Oracle on the class pair {2j, 2j+1} (0-based j; the paper's j = 1..5), random elsewhere
-    (L2D paper Sec. 5.4)."""
-    if not 0 <= 2 * j + 1 < num_classes:
-        raise ValueError(f"j: class pair {{{2 * j}, {2 * j + 1}}} is outside 0..{num_classes - 1}")
-    return SyntheticExpert(
-        num_classes, frozenset({2 * j, 2 * j + 1}), 1.0, None, seed, f"special{{{2 * j},{2 * j + 1}}}"
-    )
-
-
-EXPERT_SETTINGS = ("oracle", "dependence", "specialized", "gaussian", "gaussian_dependence")
-
-
-def make_experts(
-    kind: str, num_experts: int = 1, num_classes: int = 10, p: float = 0.95, seed: int = 0
-) -> list[SyntheticExpert]:
-    """The paper's expert committees (L2D paper Sec. 5.2-5.4), expert j with seed ``seed + j``:
-
-    * ``"oracle"``: ``num_experts`` oracles on the first five classes, random elsewhere;
-    * ``"dependence"``: expert 0 random, experts 1..3 right with probability ``p`` on the first five
-      classes (the probability itself, not the reference code's p + (1 - p)/K);
-    * ``"specialized"``: ``num_experts`` experts, expert j an oracle on {2j, 2j+1};
-    * ``"gaussian"``, ``"gaussian_dependence"``: the same on Gaussian clusters 3 and 4."""
-    check_choice(kind, EXPERT_SETTINGS, "kind")
-    check_int(num_experts, "num_experts")
-    if not (np.isfinite(p) and 0 <= p <= 1):
-        raise ValueError(f"p: must lie in [0, 1], got {p!r}")
-    if kind.startswith("gaussian"):
-        num_classes = len(GAUSSIAN_MEANS)
-        region = [2, 3]
-    else:
-        region = list(range(5))
-        if num_classes < 5:
-            raise ValueError(f"num_classes: the {kind!r} setting needs at least 5 classes")
-    if kind in ("oracle", "gaussian"):
-        return [probabilistic_expert(num_classes, region, 1.0, None, seed + j) for j in range(num_experts)]
-    if kind in ("dependence", "gaussian_dependence"):
-        return [random_expert(num_classes, seed)] + [
-            probabilistic_expert(num_classes, region, p, None, seed + j) for j in range(1, 4)
-        ]
-    if num_experts > num_classes // 2:
-        raise ValueError(f"num_experts: at most {num_classes // 2} specialized experts for {num_classes} classes")
-    return [specialized_expert(num_classes, j, seed + j) for j in range(num_experts)]
-
-
-def expert_predictions(
-    experts: Sequence[SyntheticExpert],
-    labels: ArrayLike,
-    index: ArrayLike | None = None,
-    group: ArrayLike | None = None,
-) -> np.ndarray:
-    """Stack the experts' predictions into an (N, J) integer array."""
-    if len(experts) == 0:
-        raise ValueError("experts: need at least one expert")
-    return np.stack([e(labels, index, group) for e in experts], axis=1)
-
-
-def expert_correctness(expert_preds: ArrayLike, labels: ArrayLike) -> np.ndarray:
-    """(N, J) bool array 1[m_j = y] from expert predictions (N, J) and labels (N,)."""
-    m = to_numpy(expert_preds, "expert_preds", dtype=np.int64)
-    y = to_numpy(labels, "labels", dtype=np.int64)
-    check_ndim(m, 2, "expert_preds", "N examples x J experts")
-    check_ndim(y, 1, "labels")
-    check_same_length(m, y, "expert_preds", "labels")
-    return m == y[:, None]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -47,28 +46,6 @@ PAPER_SELECTED_GAMMAS: dict[tuple[str, str], dict[str, float]] = {
 }
 
 
-@dataclass(frozen=True)
-class LogitMap:
-    """A fitted map z -> z * scale + bias on logits (N, C): ``scale`` and ``bias`` are (C,) arrays;
-    a temperature map has every scale equal to 1 / T and no bias."""
-
-    kind: str
-    scale: np.ndarray
-    bias: np.ndarray
-
-    @property
-    def temperature(self) -> float:
-        """T = 1 / scale for a temperature map (NaN for a vector map)."""
-        return float(1.0 / self.scale[0]) if self.kind == "temperature" else float("nan")
-
-    def __call__(self, logits: ArrayLike) -> np.ndarray:
-        """The mapped logits (N, C) as float64."""
-        z = np.asarray(to_numpy(logits, "logits"), dtype=np.float64)
-        if z.ndim != 2 or z.shape[1] != len(self.scale):
-            raise ValueError(f"logits: expected (N, {len(self.scale)}), got shape {z.shape}")
-        return z * self.scale + self.bias
-
-
 def _logits_labels(logits: ArrayLike, labels: ArrayLike, prefix: str = "") -> tuple[np.ndarray, np.ndarray]:
     z = np.asarray(to_numpy(logits, f"{prefix}logits"), dtype=np.float64)
     y = np.asarray(to_numpy(labels, f"{prefix}labels", dtype=np.int64))
@@ -87,10 +64,12 @@ def fit_logit_map(
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     kind: str = "temperature",
     max_iter: int = 100,
-) -> LogitMap:
-    """Fit a ``kind`` map on (``logits``, ``labels``) by minimizing ``loss`` with LBFGS
-    (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map, log-scales clamped to
-    [1/100, 100] and biases to [-100, 100]; with cross-entropy and ``"temperature"``, temperature scaling."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fit a ``kind`` map z -> z * scale + bias on (``logits``, ``labels``) by minimizing ``loss`` with
+    LBFGS (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map, log-scales clamped to
+    [1/100, 100] and biases to [-100, 100]; with cross-entropy and ``"temperature"``, temperature scaling.
+    Returns ``(scale, bias)``, (C,) arrays each; a temperature map has every scale equal to 1 / T and
+    no bias."""
     z, y = _logits_labels(logits, labels)
     check_choice(kind, MAPS, "kind")
     max_iter = check_int(max_iter, "max_iter")
@@ -107,7 +86,7 @@ def fit_logit_map(
     with torch.no_grad():
         scale = torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)).expand(c).numpy().copy()
         bias = b.clamp(-BIAS_BOUND, BIAS_BOUND).numpy().copy()
-    return LogitMap(kind, scale, bias)
+    return scale, bias
 
 
 def _check_gammas(gammas: Sequence[float]) -> list[float]:
@@ -140,9 +119,8 @@ def gamma_curve(
     check_choice(kind, MAPS, "kind")
     rows = []
     for g in _check_gammas(gammas):
-        m = fit_logit_map(zf, yf, rw.get_loss(GAMMA_LOSSES[loss], gamma=g), kind)
-        zm = m(zv)
-        p = scipy_softmax(zm, axis=1)  # exp(z - max) / sum
+        scale, bias = fit_logit_map(zf, yf, rw.get_loss(GAMMA_LOSSES[loss], gamma=g), kind)
+        p = scipy_softmax(zv * scale + bias, axis=1)  # exp(z - max) / sum
         rows.append(
             {
                 "loss": loss,
@@ -151,7 +129,7 @@ def gamma_curve(
                 "nll": nll(p, yv),
                 "ece": ece(p, yv, n_bins),
                 "accuracy": float((p.argmax(1) == yv).mean()),
-                "temperature": m.temperature,
+                "temperature": float(1.0 / scale[0]) if kind == "temperature" else float("nan"),
             }
         )
     return pd.DataFrame(rows)
@@ -234,17 +212,10 @@ def gamma_table(
     if not isinstance(chosen, Mapping) or not chosen or not all(isinstance(v, Mapping) for v in chosen.values()):
         raise ValueError(f"chosen: expected {{criterion: {{map: {{loss: gamma}}}}}}, got {chosen!r}")
     losses = list(dict.fromkeys(name for by_map in chosen.values() for per_map in by_map.values() for name in per_map))
-    rows = []
-    for criterion, by_map in chosen.items():
-        for kind, per_map in by_map.items():
-            rows.append(
-                {
-                    "chosen by": f"ours: {kind} scaling, by {criterion}",
-                    **{name: per_map.get(name, float("nan")) for name in losses},
-                }
-            )
-    for (dataset, model), gammas in paper.items():
-        rows.append(
-            {"chosen by": f"paper: {dataset} {model}", **{name: gammas.get(name, float("nan")) for name in losses}}
-        )
+    named = [
+        (f"ours: {kind} scaling, by {criterion}", per_map)
+        for criterion, by_map in chosen.items()
+        for kind, per_map in by_map.items()
+    ] + [(f"paper: {dataset} {model}", gammas) for (dataset, model), gammas in paper.items()]
+    rows = [{"chosen by": who, **{name: gammas.get(name, float("nan")) for name in losses}} for who, gammas in named]
     return pd.DataFrame(rows).set_index("chosen by")

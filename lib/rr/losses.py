@@ -68,9 +68,7 @@ def focal_loss(
     one_minus = -torch.expm1(logpt)
     if isinstance(gamma, str):
         check_choice(gamma, ("fl53",), "gamma")
-        pt = logpt.detach().exp()
-        tiny = torch.finfo(z.dtype).tiny
-        w = torch.where(pt < 0.2, one_minus.clamp_min(tiny) ** 5, one_minus.clamp_min(tiny) ** 3)
+        w = torch.where(logpt.detach().exp() < 0.2, _pow(one_minus, 5), _pow(one_minus, 3))
     else:
         w = _pow(one_minus, check_positive(gamma, "gamma", allow_zero=True))
     return reduce_loss(-w * logpt, reduction)
@@ -162,13 +160,7 @@ def au_loss(
 
 # --- KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde ----------
 def kde_xe_loss(
-    logits: ArrayLike,
-    labels: ArrayLike,
-    weight: float = 0.3,
-    bandwidth: float | None = None,
-    p: int = 1,
-    mode: str = "canonical",
-    released: bool = False,
+    logits: ArrayLike, labels: ArrayLike, weight: float = 0.3, bandwidth: float | None = None, released: bool = False
 ) -> torch.Tensor:
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
     lambda 0.3 on CIFAR-10, paper 4 App. E.1), the bandwidth re-selected per batch by default.
@@ -179,7 +171,7 @@ def kde_xe_loss(
         raise ValueError(f"released: must be True or False, got {released!r}")
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
-    term = ece_kde(probs, y, bandwidth, p, mode)
+    term = ece_kde(probs, y, bandwidth)
     return -logpt.mean() + weight * (term.detach() if released else term)
 
 

@@ -73,17 +73,6 @@ def aurc_weights(scores: ArrayLike) -> torch.Tensor:
 
 
 # --- Smoothed CDF and AU weights (eqs. 18-22) -----------------------------------------------------
-def _edges(edges: ArrayLike, ref: torch.Tensor) -> torch.Tensor:
-    e = to_tensor(edges, "edges").to(device=ref.device, dtype=ref.dtype).detach()
-    check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
-    check_finite(e, "edges")
-    if e.shape[0] < 2:
-        raise ValueError("edges: need at least 2 edges (one bin)")
-    if not bool((e[1:] > e[:-1]).all()):
-        raise ValueError("edges: must be strictly increasing")
-    return e
-
-
 def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike | None = None) -> torch.Tensor:
     """Bin-based smoothed CDF (reweighted-risk paper eq. 21):
 
@@ -96,7 +85,13 @@ def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike |
     (1/n) sum_m h_m 1[s > c_m], within one bin's mass of the empirical CDF.
     """
     s = _scores(scores)
-    e = _edges(edges, s)
+    e = to_tensor(edges, "edges").to(device=s.device, dtype=s.dtype).detach()
+    check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
+    check_finite(e, "edges")
+    if e.shape[0] < 2:
+        raise ValueError("edges: need at least 2 edges (one bin)")
+    if not bool((e[1:] > e[:-1]).all()):
+        raise ValueError("edges: must be strictly increasing")
     nu = check_positive(nu, "nu")
     x = None
     if at is not None:
@@ -199,18 +194,17 @@ def au_weights(
     check_open_unit(coverage, "coverage")
     n_bins = check_int(n_bins, "n_bins")
     nu = check_positive(nu, "nu")
-    e = _default_edges(s, n_bins)
     tau = au_threshold(s, coverage)
-    if histogram is not None and not isinstance(histogram, EpochHistogram):
-        raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
-    if histogram is not None:
-        histogram.update(s)
-    n = s.shape[0] if histogram is None else histogram.n
-    lo, hi = 1.0 / (n + 1), n / (n + 1.0)
     if histogram is None:
+        n, e = s.shape[0], _default_edges(s, n_bins)
         g_s, g_tau = _smoothed_cdf(s, e, nu), _smoothed_cdf(s.detach(), e, nu, tau.reshape(1))[0]
+    elif not isinstance(histogram, EpochHistogram):
+        raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
     else:
+        histogram.update(s)
+        n = histogram.n
         g_s, g_tau = (_counts_cdf(x, histogram.edges, histogram.counts, nu) for x in (s, tau))
+    lo, hi = 1.0 / (n + 1), n / (n + 1.0)
     g_s, g_tau = g_s.clamp(lo, hi), g_tau.clamp(lo, hi)
     beta = torch.where(s.detach() < tau, -torch.log1p(-g_s), -torch.log1p(-g_tau))
     return beta / g_tau if normalize else beta

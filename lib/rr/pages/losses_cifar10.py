@@ -146,6 +146,13 @@ def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str
     return {k: {m: float(np.mean([s[m] for s in runs])) for m in runs[0]} for k, runs in seeds.items()}
 
 
+def claim_row(
+    claim: str, paper: str, ours: str, verdict: str, paper_own: str = report.NOT_TESTABLE, **extra: str
+) -> dict[str, Any]:
+    """One claim row (:func:`lib.report.claims_table`); ``extra`` adds e.g. its ``kind``."""
+    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own, **extra}
+
+
 def _paper_own(row: str, metric: str, better: str, worse: str, margin: float) -> str:
     """The book's rule applied to the paper's own means (no errors reported: the margin decides)."""
     p = PAPER_CIFAR10[row][metric]
@@ -172,8 +179,8 @@ def reweighted_claims(
         n = len(seeds[a])
         return f"{100 * mean[a][metric]:.{digits}f} vs {100 * mean[b][metric]:.{digits}f} ({n} seed{'s' * (n != 1)})"
 
-    def add(claim: str, paper: str, ours_: str, verdict: str, own: str = report.NOT_TESTABLE) -> None:
-        rows.append({"claim": claim, "paper": paper, "ours": ours_, "verdict": verdict, "paper_own": own})
+    def add(*args: str) -> None:
+        rows.append(claim_row(*args))
 
     if "au" in seeds and "xe" in seeds:
         add(
@@ -213,13 +220,12 @@ def reweighted_claims(
             )
     if "xe" in seeds:
         drops = np.array([s["ece"] - s["ece_ts"] for s in seeds["xe"]])
-        p = ref
         add(
             "temperature scaling lowers XE's ECE",
-            f"ECE^a {p['ece_a']['xe']:.2f} -> {p['ece_a_ts']['xe']:.2f} ({arch}, Table 4)",
+            f"ECE^a {ref['ece_a']['xe']:.2f} -> {ref['ece_a_ts']['xe']:.2f} ({arch}, Table 4)",
             f"{100 * np.mean([s['ece'] for s in seeds['xe']]):.2f} -> {100 * np.mean([s['ece_ts'] for s in seeds['xe']]):.2f}",
             report.paired_verdict(drops, fine),
-            report.two_se_verdict((p["ece_a"]["xe"] - p["ece_a_ts"]["xe"]) / 100, None, fine),
+            report.two_se_verdict((ref["ece_a"]["xe"] - ref["ece_a_ts"]["xe"]) / 100, None, fine),
         )
     return rows
 
@@ -228,14 +234,8 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     """The numerical check: the inverse focal gradient's gamma ``threshold`` (App. C.2) lies in
     :data:`GRADIENT_THRESHOLD_RANGE`."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
-    return {
-        "claim": GRADIENT_CHECK,
-        "paper": "gamma > 3.5 (App. C.2, E.1)",
-        "ours": f"threshold {threshold:.2f} (analytic)",
-        "verdict": report.verdict(lo <= threshold <= hi),
-        "paper_own": report.NOT_TESTABLE,
-        "kind": report.KINDS[1],
-    }
+    ours, verdict = f"threshold {threshold:.2f} (analytic)", report.verdict(lo <= threshold <= hi)
+    return claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
 
 
 class LossesCifar10Page(Page):
@@ -391,17 +391,15 @@ class LossesCifar10Page(Page):
         )
 
     @staticmethod
-    def smoothed_cdf_curves(
-        n: int = 512, n_bins: int = 15, nus: tuple[float, ...] = CDF_NUS, seed: int = 0
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The smoothed CDF (eq. 21) for each ``nu`` beside the empirical CDF of ``n`` MSP-like scores
-        (1 - Beta(0.6, 4)), on 201 points of [0, 1] (cf. Fig. 5)."""
-        rng = np.random.default_rng(seed)
-        scores = np.clip(1 - rng.beta(0.6, 4.0, size=n), 0, 1)
-        edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
+    def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The smoothed CDF (eq. 21, 15 bins) for each nu of :data:`CDF_NUS` beside the empirical CDF of
+        512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. Fig. 5)."""
+        rng = np.random.default_rng(0)
+        scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)
+        edges = torch.linspace(0, 1, 15 + 1, dtype=torch.float64)
         grid = torch.linspace(0, 1, 201, dtype=torch.float64)
         curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
-        for v in nus:
+        for v in CDF_NUS:
             curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
         return grid.numpy(), curves
 

@@ -21,7 +21,7 @@ from lib.rr import gamma as rg
 from lib.rr import losses as rw
 from lib.rr.experiment import LABELS
 from lib.rr.pages import losses_cifar10
-from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
+from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, claim_row, reweighted_claims
 from lib.validation import check_choice
 
 PAPER = PAPER_CIFAR10["resnet50"]
@@ -209,68 +209,57 @@ class ReleasedLogitsPage(Page):
             if name in PAPER["ece"]:
                 diff = abs(m["ece"] - PAPER["ece"][name] / 100)
                 rows.append(
-                    {
-                        "claim": f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
-                        "paper": f"{PAPER['ece'][name]:.2f}",
-                        "ours": f"{100 * m['ece']:.2f} (the one released seed)",
-                        "verdict": report.two_se_verdict(tol - diff, None, tol / 4),
-                        "paper_own": report.NOT_TESTABLE,
-                    }
+                    claim_row(
+                        f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
+                        f"{PAPER['ece'][name]:.2f}",
+                        f"{100 * m['ece']:.2f} (the one released seed)",
+                        report.two_se_verdict(tol - diff, None, tol / 4),
+                    )
                 )
         others = [k for k in metrics if k != "dual_focal"]
         if "dual_focal" in metrics and others:
             best = min(others, key=lambda k: metrics[k]["ece"])
             paper_best = min((k for k in others if k in PAPER["ece"]), key=lambda k: PAPER["ece"][k])
             rows.append(
-                {
-                    "claim": "dual focal has the lowest ECE of the released runs",
-                    "paper": f"Dual {PAPER['ece']['dual_focal']:.2f}, next {LABELS[paper_best]} "
+                claim_row(
+                    "dual focal has the lowest ECE of the released runs",
+                    f"Dual {PAPER['ece']['dual_focal']:.2f}, next {LABELS[paper_best]} "
                     f"{PAPER['ece'][paper_best]:.2f} (ResNet-50, Table 2; AU aside)",
-                    "ours": f"Dual {100 * metrics['dual_focal']['ece']:.2f}, next {LABELS[best]} {100 * metrics[best]['ece']:.2f}",
-                    "verdict": report.two_se_verdict(metrics[best]["ece"] - metrics["dual_focal"]["ece"], None, 0.005),
-                    "paper_own": report.two_se_verdict(
-                        (PAPER["ece"][paper_best] - PAPER["ece"]["dual_focal"]) / 100, None, 0.005
-                    ),
-                }
+                    f"Dual {100 * metrics['dual_focal']['ece']:.2f}, next {LABELS[best]} {100 * metrics[best]['ece']:.2f}",
+                    report.two_se_verdict(metrics[best]["ece"] - metrics["dual_focal"]["ece"], None, 0.005),
+                    report.two_se_verdict((PAPER["ece"][paper_best] - PAPER["ece"]["dual_focal"]) / 100, None, 0.005),
+                )
             )
         return rows
 
     @staticmethod
-    def gamma_check(cv: pd.DataFrame, kind: str = "temperature") -> dict[str, Any]:
+    def gamma_check(cv: pd.DataFrame) -> dict[str, Any]:
         """The numerical check: every inverse-focal gamma >= 4 has a higher fold-mean validation NLL
-        than every gamma below it (``kind`` map); true of any informative logits."""
-        check_choice(kind, rg.MAPS, "kind")
+        than every gamma below it (temperature map); true of any informative logits."""
         threshold = 4.0
         summary = rg.summarize_folds(cv)
-        part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == kind)]
+        part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == "temperature")]
         low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
-        row = {
-            "claim": GAMMA_CHECK.format(t=threshold),
-            "paper": "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits",
-            "paper_own": report.NOT_TESTABLE,
-            "kind": report.KINDS[1],
-        }
+        paper = "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits"
+        claim, kind = GAMMA_CHECK.format(t=threshold), report.KINDS[1]
         if low.empty or high.empty:
-            return {**row, "ours": f"no gamma on one side of {threshold:g} ({kind} map)", "verdict": report.VERDICTS[2]}
+            ours = f"no gamma on one side of {threshold:g} (temperature map)"
+            return claim_row(claim, paper, ours, report.VERDICTS[2], kind=kind)
         lo_worst, hi_best = float(low["nll"].max()), float(high["nll"].min())
-        return {
-            **row,
-            "ours": f"{kind} map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}",
-            "verdict": report.verdict(hi_best > lo_worst),
-        }
+        ours = f"temperature map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}"
+        return claim_row(claim, paper, ours, report.verdict(hi_best > lo_worst), kind=kind)
 
     @staticmethod
     def failed_run_claims(failed: Mapping[str, float]) -> list[dict[str, Any]]:
         """A failed run can neither confirm nor refute the paper's numbers for its loss: one
         "inconclusive" row per failed run."""
         return [
-            {
-                "claim": f"{name.replace('_', ' ')} loss: accuracy and ECE as in Table 2",
-                "paper": f"{PAPER['accuracy'][name]:.2f} / {PAPER['ece'][name]:.2f}",
-                "ours": f"released run is degenerate ({100 * acc:.2f}% accuracy): a failed run",
-                "verdict": report.VERDICTS[2],
-                "paper_own": report.NOT_TESTABLE,
-            }
+            claim_row(
+                f"{name.replace('_', ' ')} loss: accuracy and ECE as in Table 2",
+                f"{PAPER['accuracy'][name]:.2f} / {PAPER['ece'][name]:.2f}",
+                f"released run is degenerate ({100 * acc:.2f}% accuracy): a failed run",
+                report.VERDICTS[2],
+            )
             for name, acc in failed.items()
             if name in PAPER["ece"]
         ]

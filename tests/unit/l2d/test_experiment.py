@@ -53,13 +53,13 @@ def test_committees_have_the_papers_correctness_rates():
     x, y, cluster = gaussian_mixture(n, seed=1)
     experts = lx.committee("experts", 3, "gaussians", seed=0)
     assert len(experts) == 3
-    split = lx.annotate(x, y, experts, group=cluster)
+    split = lx.annotate(x, y, experts)
     ok = split.correct.numpy()
     region = np.isin(cluster, [2, 3])  # clusters 3 and 4 (1-based)
     assert ok[region].all()
     np.testing.assert_allclose(ok[~region].mean(0), 0.25, atol=0.015)  # random over 4 classes
     dep = lx.committee("dependence", 0.6, "gaussians", seed=0)
-    ok = lx.annotate(x, y, dep, group=cluster).correct.numpy()
+    ok = lx.annotate(x, y, dep).correct.numpy()
     assert abs(ok[:, 0].mean() - 0.25) < 0.015  # the random expert, everywhere
     np.testing.assert_allclose(ok[region, 1:].mean(0), 0.6, atol=0.02)
     spec = lx.committee("specialized", 5, "cifar10", seed=0)
@@ -75,9 +75,9 @@ def test_committees_have_the_papers_correctness_rates():
 def test_annotate_noise_is_keyed_by_example_id():
     y = np.arange(1000) % 4
     experts = lx.committee("experts", 1, "gaussians", seed=3)
-    a = lx.annotate(np.zeros((1000, 2)), y, experts, offset=0, group=y).m
-    b = lx.annotate(np.zeros((1000, 2)), y, experts, offset=0, group=y).m
-    c = lx.annotate(np.zeros((1000, 2)), y, experts, offset=10**6, group=y).m
+    a = lx.annotate(np.zeros((1000, 2)), y, experts, offset=0).m
+    b = lx.annotate(np.zeros((1000, 2)), y, experts, offset=0).m
+    c = lx.annotate(np.zeros((1000, 2)), y, experts, offset=10**6).m
     assert torch.equal(a, b)
     assert not torch.equal(a, c)
 

@@ -15,7 +15,7 @@ def test_paper2_plot_helpers(l2d_fake_runs):
     chart = l2d_plots.gaussian_scatter(x, cluster, gm.GAUSSIAN_MEANS)
     assert len(chart.layer[0].data) == 50 and len(chart.layer[1].data) == 4
     with pytest.raises(ValueError, match="x"):
-        l2d_plots.gaussian_scatter(np.zeros((5, 3)), np.zeros(5))
+        l2d_plots.gaussian_scatter(np.zeros((5, 3)), np.zeros(5), gm.GAUSSIAN_MEANS)
     s = l2d_results.summarize(l2d_fake_runs(0.01, 0.0, 0.0), metrics=["ece", "system_accuracy"])
     assert len(l2d_plots.l2d_panels(s, [("experts", "ece", "J", "ECE")]).hconcat) == 1
     with pytest.raises(ValueError, match="summary"):

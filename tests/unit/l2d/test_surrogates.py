@@ -188,19 +188,6 @@ def test_defer_decisions_ties_between_experts_pick_the_first():
     assert defer_to.tolist() == [0, -1]  # tied experts above the classifier -> expert 0; below -> classifier
 
 
-def test_expert_calibration_error_clips_and_averages():
-    n = 10
-    est = np.column_stack([np.full(n, 5.0), np.full(n, 1.5)])
-    ok = np.column_stack([np.ones(n, bool), np.zeros(n, bool)])
-    # expert 1: clipped to 1, always right -> 0; expert 2: clipped to 1, always wrong -> 1
-    assert l2d.expert_calibration_error(est, ok) == pytest.approx(0.5)
-    est2 = np.full((n, 1), 0.7)
-    ok2 = (np.arange(n) < 7)[:, None]
-    assert l2d.expert_calibration_error(est2, ok2) == pytest.approx(0.0, abs=1e-12)
-    est3 = np.full((n, 1), 0.9)
-    assert l2d.expert_calibration_error(est3, ok2) == pytest.approx(0.2)
-
-
 # ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
@@ -226,5 +213,3 @@ def test_bad_input_raises_naming_argument():
         l2d.softmax_l2d_loss(z, y, c, reduction="avg")
     with pytest.raises(ValueError, match="expert_preds"):
         l2d.system_accuracy(z, y, np.zeros((4, 3)), 3)
-    with pytest.raises(ValueError, match="estimates"):
-        l2d.expert_calibration_error(np.zeros(4), np.zeros(4))

@@ -112,9 +112,9 @@ def test_paper_numbers_are_the_tables_columns():
 
 
 def test_smoothed_cdf_curves_are_cdfs():
-    grid, curves = PAGE.smoothed_cdf_curves(n=400, nus=(0.005, 0.3))
+    grid, curves = PAGE.smoothed_cdf_curves()
     assert len(grid) == 201 and grid[0] == 0 and grid[-1] == 1
-    assert list(curves) == ["empirical CDF", "nu = 0.005", "nu = 0.3"]
+    assert list(curves) == ["empirical CDF", "nu = 0.005", "nu = 0.05", "nu = 0.1", "nu = 0.3"]
     for name, c in curves.items():
         assert (np.diff(c) >= -1e-12).all() and c.min() >= 0 and c.max() <= 1 + 1e-12, name
     # A small nu is close to a staircase that has reached (almost) all the mass at s = 1.
