@@ -226,7 +226,9 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     summ = summarize(results_frame(recs), by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
-    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup_epochs) for it in items])
+    planned = pd.Series(
+        [(it.config.method, it.config.lam, it.config.warmup) for it in items]
+    )  # records hold the effective warmup
     return pd.DataFrame(
         [
             {

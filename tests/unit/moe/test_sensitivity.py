@@ -106,3 +106,25 @@ def test_page_claims_gate_on_the_best_robust_accuracy_of_both_sweeps() -> None:
     warm["accuracy"] = [0.73, float("nan"), 0.7] * 2
     claims, why = ms.PAGE.claims(lam, warm, support, 50, chance=0.1)
     assert set(claims["verdict"]) == {"inconclusive at this scale"} and "did not learn" in why
+
+
+def test_paper_scale_table_counts_each_point_against_its_planned_seeds() -> None:
+    """Every published point reads "1 of 1 seeds" when the plan has one seed per point, Vanilla MoE
+    included: its config leaves warmup unset (None) and its record stores the effective warmup, 0."""
+    from lib.config import settings
+    from lib.moe.pages.sensitivity import PAGE
+
+    items = PAGE.runs(settings("sensitivity", "smoke"))
+    block = {"n": 10, "accuracy": 0.7, "ece": 0.1, "ece_ts": 0.05, "nll": 0.9}
+    got = {
+        it.id: {
+            "method": it.config.method,
+            "key": it.id,
+            "config": {"train": it.config.key()},
+            "metrics": {"all": block, "hard": block},
+        }
+        for it in items
+    }
+    table = PAGE.table(items, got)
+    assert len(table) == len(items) and "vanilla" in {it.config.method for it in items}
+    assert set(table["coverage"]) == {"1 of 1 seeds"}
