@@ -61,7 +61,8 @@ def execute_notebook(
     start = time.monotonic()
     print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
-        with _quiet_kernel_env({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"}):
+        env = {**QUIET_KERNEL_ENV, **({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"})}
+        with mock.patch.dict(os.environ, env):  # the papermill kernel's environment, restored afterwards
             pm.execute_notebook(
                 str(source),
                 str(tmp),
@@ -82,11 +83,6 @@ def execute_notebook(
 
 
 QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
-
-
-def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Any:
-    """The papermill kernel's environment (:data:`QUIET_KERNEL_ENV`, then ``extra``), restored afterwards."""
-    return mock.patch.dict(os.environ, {**QUIET_KERNEL_ENV, **(extra or {})})
 
 
 def lib_references(notebook: Path) -> list[str]:

@@ -26,7 +26,6 @@ from lib.validation import (
     check_finite,
     check_int,
     check_logits_labels,
-    check_number,
     check_ndim,
     check_nonempty,
     check_positive,
@@ -45,7 +44,6 @@ LBFGS_RESTARTS = 5  # the converged fit calls LBFGS again while a call still low
 
 __all__ = [
     "HistogramBinning",
-    "apply_platt",
     "apply_temperature",
     "FIT_PROTOCOLS",
     "PAPER_LR",
@@ -299,16 +297,6 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
     )
     a, b = res.x
     return float(a), float(b)
-
-
-def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
-    """sigmoid(a s + b); returns the same kind (numpy/torch) as ``scores``."""
-    s = to_tensor(scores, "scores")
-    check_finite(s, "scores")
-    a, b = check_number(a, "a"), check_number(b, "b")
-    if not s.is_floating_point():
-        s = s.to(torch.float64)
-    return same_kind(torch.sigmoid(a * s + b), scores)
 
 
 # --- histogram binning ----------------------------------------------------------------------------
