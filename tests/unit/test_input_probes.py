@@ -163,8 +163,6 @@ _FLAGS = (np.array([0.9, 0.8, 0.7]), [0, 1, 1], np.array([0.6, 0.9, 0.8]), [0, 1
     ("call", "argument"),
     [
         (lambda: fgr.two_gradients((_W**2).sum(), _W.sum(), params=[]), "params"),
-        (lambda: ece_kde.select_bandwidth(P, grid=()), "grid"),
-        (lambda: ece_kde.select_bandwidth(P, grid=(0.1, -1.0)), "grid"),
         (lambda: reweighted_weights.loss_weight("focal", [0.1, 0.5], gamma=-1), "gamma"),
         (lambda: reweighted_weights.loss_weight("focal", [0.1, np.nan]), "p"),
         (lambda: ccc_cascade.random_routing_curve(_CORRECT_A, _CORRECT_B, seed=-1), "seed"),
@@ -186,7 +184,6 @@ def test_issue40_valid_neighbours_keep_their_values() -> None:
     """The inputs next to each refused one still give the values of the definitions."""
     ga, gb = fgr.two_gradients((_W**2).sum(), _W.sum(), params=iter([_W]))[0]  # any iterable of tensors
     assert ga.tolist() == [2.0, 2.0] and gb.tolist() == [1.0, 1.0]
-    assert ece_kde.select_bandwidth(P, grid=[0.05]) == 0.05
     assert reweighted_weights.loss_weight("focal", [0.5], gamma=0).tolist() == [1.0]  # gamma = 0: no reweighting
     curve = ccc_cascade.random_routing_curve(_CORRECT_A, _CORRECT_B, n_points=2, seed=0)
     assert curve.accuracy.tolist() == pytest.approx([0.75, 0.75])  # all on the large model, then all on the small
