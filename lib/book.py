@@ -134,11 +134,9 @@ def _stage_notebook(notebook: Path) -> None:
     from lib.pages import get
 
     refs = lib_references(notebook)
-    try:
+    with contextlib.suppress(ValueError):  # not a page of the book (a copy under another name)
         page = type(get(notebook.stem))
         refs = [f"{page.__module__}.{page.__qualname__}", *refs]
-    except ValueError:  # not a page of the book (a copy under another name)
-        pass
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])

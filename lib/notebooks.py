@@ -117,10 +117,9 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
     where = f"lib/scales.toml sets it to {scaled!r}" if scaled is not None else "0 keeps the scale's value"
     if value < 0:
         raise ValueError(f"{key}: must be >= 0 ({where}), got {value!r}")
-    try:
+    default = 0
+    with contextlib.suppress(ValueError, SyntaxError):
         default = ast.literal_eval(declared.get("default", "0"))
-    except (ValueError, SyntaxError):
-        default = 0
     if isinstance(default, int | float) and default > 0 and value == 0:
         raise ValueError(f"{key}: must be > 0 (the notebook's default is {default!r}), got {value!r}")
     if key in FRACTIONS and value > 1:
