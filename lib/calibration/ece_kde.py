@@ -22,6 +22,7 @@ from lib.validation import (
     check_positive,
     check_probs,
     check_same_length,
+    to_float_tensor,
     to_tensor,
 )
 
@@ -50,9 +51,7 @@ def _loo_log_kernel(x: torch.Tensor, h: float) -> torch.Tensor:
 
 
 def _kde_inputs(probs: ArrayLike, mode: str) -> torch.Tensor:
-    p = to_tensor(probs, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.get_default_dtype())
+    p = to_float_tensor(probs, "probs", 2, "N examples x C classes")
     check_probs(p, "probs")
     check_choice(mode, KDE_MODES, "mode")
     if p.shape[0] < 2:

@@ -31,6 +31,7 @@ from lib.validation import (
     check_positive,
     check_probs,
     check_unit_interval,
+    to_float_tensor,
     to_numpy,
     to_tensor,
 )
@@ -267,10 +268,8 @@ def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
 
 def probs_to_logits(probs: ArrayLike) -> ArrayLike:
     """log(clamp(p, 1e-12)): logits whose softmax is ``probs`` (temperature scaling of a mixture)."""
-    p = to_tensor(probs, "probs")
+    p = to_float_tensor(probs, "probs", 2, "N examples x C classes", torch.float64)
     check_probs(p, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.float64)
     return same_kind(torch.log(p.clamp_min(EPS)), probs)
 
 
