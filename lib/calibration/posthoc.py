@@ -30,10 +30,9 @@ from lib.validation import (
     check_nonempty,
     check_positive,
     check_probs,
-    check_unit_interval,
     to_float_tensor,
-    to_numpy,
     to_tensor,
+    to_unit_vector,
 )
 
 T_FIT_BOUNDS = (1e-6, 1e6)  # TemperatureScaler's search range without bounds (see the check at its fit's end)
@@ -325,6 +324,4 @@ class HistogramBinning:
     def predict(self, conf: ArrayLike) -> np.ndarray:
         if self.edges is None or self.values is None:
             raise ValueError("HistogramBinning: call fit(conf, outcome) before predict")
-        c = to_numpy(conf, "conf")
-        check_unit_interval(c, "conf")
-        return self.values[bin_index(c, self.edges)]
+        return self.values[bin_index(to_unit_vector(conf, "conf"), self.edges)]
