@@ -27,7 +27,6 @@ __all__ = [
     "bench_results",
     "result_names",
     "epoch_table",
-    "epoch_times",
     "grid_projection",
     "loss_scaling",
     "method_bars",
@@ -175,24 +174,6 @@ def method_costs(record: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "seconds per step", "x vanilla", "reference x vanilla"])
 
 
-def epoch_times(record: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record: seconds per step, images/s,
-    epoch seconds and (GPU) the fraction of peak bf16 throughput."""
-    results = record.get("results")
-    if not isinstance(results, list) or not results:
-        raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")
-    cols = {
-        "name": "dataset",
-        "method": "method",
-        "image_size": "image size",
-        "seconds_per_step": "seconds per step",
-        "images_per_second": "images/s",
-        "epoch_seconds": "epoch seconds",
-        "fraction_of_peak": "fraction of bf16 peak",
-    }
-    return pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])
-
-
 def scaling_summary(timing: pd.DataFrame, losses: Sequence[str], n_from: int) -> dict[str, Any]:
     """What :func:`loss_scaling`'s ``timing`` says about paper 4's Sec. 4.2: each loss's fitted
     exponent (:func:`scaling_exponent` from ``n_from``, or over its two largest sizes when fewer
@@ -229,9 +210,23 @@ def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
 
 
 def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
-    """:func:`epoch_times` indexed by (dataset, method), epochs in minutes, without the bf16 column
-    where no step measured it (a CPU)."""
-    table = epoch_times(record).set_index(["dataset", "method"])
+    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record, indexed by them: seconds per
+    step, images/s, epoch minutes and (GPU) the fraction of peak bf16 throughput (the column left out
+    where no step measured it: a CPU)."""
+    results = record.get("results")
+    if not isinstance(results, list) or not results:
+        raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")
+    cols = {
+        "name": "dataset",
+        "method": "method",
+        "image_size": "image size",
+        "seconds_per_step": "seconds per step",
+        "images_per_second": "images/s",
+        "epoch_seconds": "epoch seconds",
+        "fraction_of_peak": "fraction of bf16 peak",
+    }
+    table = pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])
+    table = table.set_index(["dataset", "method"])
     table["epoch minutes"] = table.pop("epoch seconds") / 60
     if table["fraction of bf16 peak"].isna().all():
         table = table.drop(columns="fraction of bf16 peak")

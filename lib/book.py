@@ -61,7 +61,8 @@ def execute_notebook(
     start = time.monotonic()
     print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
-        with _quiet_kernel_env({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"}):
+        env = {**QUIET_KERNEL_ENV, **({live.PREFIX: f"[{label}] "} if progress else {live.MODE: "off"})}
+        with mock.patch.dict(os.environ, env):  # the papermill kernel's environment, restored afterwards
             pm.execute_notebook(
                 str(source),
                 str(tmp),
@@ -82,11 +83,6 @@ def execute_notebook(
 
 
 QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
-
-
-def _quiet_kernel_env(extra: dict[str, str] | None = None) -> Any:
-    """The papermill kernel's environment (:data:`QUIET_KERNEL_ENV`, then ``extra``), restored afterwards."""
-    return mock.patch.dict(os.environ, {**QUIET_KERNEL_ENV, **(extra or {})})
 
 
 def lib_references(notebook: Path) -> list[str]:
@@ -138,11 +134,9 @@ def _stage_notebook(notebook: Path) -> None:
     from lib.pages import get
 
     refs = lib_references(notebook)
-    try:
+    with contextlib.suppress(ValueError):  # not a page of the book (a copy under another name)
         page = type(get(notebook.stem))
         refs = [f"{page.__module__}.{page.__qualname__}", *refs]
-    except ValueError:  # not a page of the book (a copy under another name)
-        pass
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])

@@ -30,12 +30,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``run``: check the notebook name and every ``-p`` against its parameters cell, then execute it."""
-    from lib import book, notebooks
+    """``run``: execute the notebook, its name and every ``-p`` checked against its parameters cell first
+    (:func:`lib.book.execute_notebook`)."""
+    from lib import book
 
-    notebooks.check_notebook(args.notebook)
-    params = notebooks.check_parameters(args.notebook, args.scale, dict(args.parameter))
-    book.execute_notebook(args.notebook, args.scale, params)
+    book.execute_notebook(args.notebook, args.scale, dict(args.parameter))
     return 0
 
 

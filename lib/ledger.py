@@ -10,6 +10,7 @@ are listed apart. :func:`lib.book.stage` writes :func:`ledger_markdown`'s output
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,11 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
     from the executed notebooks under ``build_root/<scale>/notebooks`` (and ``build_root/paper``)."""
     from lib.report import read_published
 
-    def reader(at: str) -> Callable[[str], Mapping[str, Any] | None]:
-        def read(name: str) -> Mapping[str, Any] | None:
-            path = build_root / at / "notebooks" / f"{name}.ipynb"
-            return read_published(path) if path.exists() else None
+    def read(at: str, name: str) -> Mapping[str, Any] | None:
+        path = build_root / at / "notebooks" / f"{name}.ipynb"
+        return read_published(path) if path.exists() else None
 
-        return read
-
-    rows = ledger_rows(names, reader(scale), reader("paper"), _coverage)
+    rows = ledger_rows(names, partial(read, scale), partial(read, "paper"), _coverage)
     out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
     for kind, title in (("claim", "Claims"), ("numerical check", "Numerical checks (hold by theorem or construction)")):
         chosen = [r for r in rows if r["kind"] == kind]

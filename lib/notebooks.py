@@ -5,6 +5,7 @@ the checks every way of running a page applies to its parameters (``python -m li
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +51,20 @@ def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
     return dict(pm.inspect_notebook(str(check_notebook(name))))
 
 
-def _convert(name: str, raw: str, type_name: str) -> Any:
-    """A ``-p`` string as a value of the parameters cell's type (``str`` stays a string)."""
+def _convert(name: str, raw: Any, type_name: str) -> Any:
+    """A parameter as a value of the parameters cell's type: a ``-p`` string converted (``str`` stays a
+    string), any other value checked where the cell's type is a number or a bool (an int is a float)."""
     import ast
 
-    if type_name == "str":
+    value = raw
+    int_as_float = type_name == "float" and isinstance(raw, int) and not isinstance(raw, bool)
+    if isinstance(raw, str) and type_name != "str":
+        with contextlib.suppress(ValueError, SyntaxError):
+            value = ast.literal_eval(raw)
+        if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+    elif isinstance(raw, str) or type_name not in ("int", "float", "bool") or int_as_float:
         return raw
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        value = raw
-    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
     if type(value).__name__ != type_name:
         raise ValueError(f"{name}: expected {type_name} (the notebook's parameters cell), got {raw!r}")
     return value
@@ -88,14 +91,7 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
             raise ValueError(
                 f"{key}: not a parameter of notebook {name!r} (its parameters: {valid}){close_matches(key, declared)}"
             )
-        type_name = declared[key]["inferred_type_name"]
-        value = _convert(key, value, type_name) if isinstance(value, str) else value
-        if (
-            type_name in ("int", "float", "bool")
-            and type(value).__name__ != type_name
-            and not (type_name == "float" and isinstance(value, int) and not isinstance(value, bool))
-        ):
-            raise ValueError(f"{key}: expected {type_name} (the notebook's parameters cell), got {value!r}")
+        value = _convert(key, value, declared[key]["inferred_type_name"])
         _check_value(key, value, declared[key], scaled.get(key))
         out[key] = value
     return out
@@ -121,10 +117,9 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
     where = f"lib/scales.toml sets it to {scaled!r}" if scaled is not None else "0 keeps the scale's value"
     if value < 0:
         raise ValueError(f"{key}: must be >= 0 ({where}), got {value!r}")
-    try:
+    default = 0
+    with contextlib.suppress(ValueError, SyntaxError):
         default = ast.literal_eval(declared.get("default", "0"))
-    except (ValueError, SyntaxError):
-        default = 0
     if isinstance(default, int | float) and default > 0 and value == 0:
         raise ValueError(f"{key}: must be > 0 (the notebook's default is {default!r}), got {value!r}")
     if key in FRACTIONS and value > 1:

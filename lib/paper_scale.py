@@ -16,12 +16,13 @@ import pandas as pd
 from lib.config import SCALES
 from lib.engine.plan import coverage as count
 from lib.engine.plan import coverage_text
+from lib.notebooks import CHOICES
 from lib.pages import get as get_page
 from lib.report import publish
 from lib.results import PAGES, plan
 from lib.validation import check_choice
 
-TRAIN_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
+TRAIN_CHOICES: tuple[str, ...] = CHOICES["train"]  # the values of a page's ``train`` parameter
 
 __all__ = [
     "TRAIN_CHOICES",

@@ -130,7 +130,6 @@ def line_chart(
     x: str,
     y: str,
     color: str | None = None,
-    band: tuple[str, str] | None = None,
     yerr: str | None = None,
     title: str = "",
     x_title: str | None = None,
@@ -140,20 +139,14 @@ def line_chart(
     height: int = 220,
     log: bool = False,
 ) -> alt.Chart | alt.LayerChart:
-    """Lines of ``y`` against ``x`` (one per ``color`` value), with an optional error band given
-    either as two columns ``band=(lo, hi)`` or as a symmetric half-width column ``yerr``
-    (e.g. a standard error over seeds). ``log=True`` puts both axes on log scales (a power law is
-    then a straight line).
+    """Lines of ``y`` against ``x`` (one per ``color`` value), with an optional error band of the
+    symmetric half-width column ``yerr`` (e.g. a standard error over seeds). ``log=True`` puts both
+    axes on log scales (a power law is then a straight line).
     """
-    check_columns(df, x=x, y=y, color=color, band=band, yerr=yerr)
-    if band is not None and yerr is not None:
-        raise ValueError("band: give either band=(lo, hi) or yerr, not both")
-    if band is not None and (not isinstance(band, (tuple, list)) or len(band) != 2):
-        raise ValueError("band: expected a pair of column names (lo, hi)")
+    check_columns(df, x=x, y=y, color=color, yerr=yerr)
     data = df.copy()
     if yerr is not None:
         data["_lo"], data["_hi"] = data[y] - data[yerr], data[y] + data[yerr]
-        band = ("_lo", "_hi")
     scale = alt.Scale(type="log") if log else alt.Undefined
     if log and ((data[x] <= 0).any() or (data[y] <= 0).any()):
         raise ValueError(f"log: {x} and {y} must be > 0 on log axes")
@@ -162,14 +155,14 @@ def line_chart(
         "x": alt.X(f"{x}:{'Q' if numeric else 'N'}", title=x_title or x, scale=scale),
         "y": alt.Y(f"{y}:Q", title=y_title or y, scale=scale),
     }
-    tooltip = [x, y] + ([color] if color else []) + ([yerr] if yerr else list(band or []))
+    tooltip = [x, y] + ([color] if color else []) + ([yerr] if yerr else [])
     if color is not None:
         enc["color"] = alt.Color(f"{color}:N", title=color)
     base = alt.Chart(data)
     line = base.mark_line(point=points).encode(**enc, tooltip=tooltip)
-    if band is None:
+    if yerr is None:
         return line.properties(title=title, width=width, height=height)
-    band_enc = {"x": enc["x"], "y": alt.Y(f"{band[0]}:Q", title=y_title or y), "y2": f"{band[1]}:Q"}
+    band_enc = {"x": enc["x"], "y": alt.Y("_lo:Q", title=y_title or y), "y2": "_hi:Q"}
     if color is not None:
         band_enc["color"] = enc["color"]
     area = base.mark_area(opacity=0.2).encode(**band_enc)

@@ -92,11 +92,7 @@ def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) ->
     if not math.isfinite(diff):
         return VERDICTS[2]
     noise = max(2.0 * float(se), margin) if se is not None and math.isfinite(se) else margin
-    if diff > noise:
-        return VERDICTS[0]
-    if -diff > noise:
-        return VERDICTS[1]
-    return VERDICTS[2]
+    return verdict(True if diff > noise else False if -diff > noise else None)
 
 
 def standard_error(values: Any) -> float | None:
@@ -113,9 +109,7 @@ def every(verdicts: Iterable[str]) -> str:
     got = list(verdicts)
     if not got:
         raise ValueError("verdicts: need at least one")
-    if VERDICTS[1] in got:
-        return VERDICTS[1]
-    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
+    return verdict(False if VERDICTS[1] in got else True if all(v == VERDICTS[0] for v in got) else None)
 
 
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
@@ -147,8 +141,7 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         kind = r.get("kind", KINDS[0])
         if kind not in KINDS:
             raise ValueError(f"rows: kind {kind!r} is not one of {KINDS}")
-        out.append({"claim": r["claim"], "paper": r.get("paper", ""), "ours": r["ours"], "verdict": r["verdict"]})
-        out[-1].update(paper_own=own, kind=kind)
+        out.append({k: r.get(k, "") for k in ("claim", "paper", "ours", "verdict")} | {"paper_own": own, "kind": kind})
     table = pd.DataFrame(out, columns=["claim", "paper", "ours", "verdict", "paper_own", "kind"])
     optional = [c for c, default in (("paper_own", ""), ("kind", KINDS[0])) if (table[c] == default).all()]
     return table.drop(columns=optional)  # the optional columns show only where a row uses them
@@ -243,16 +236,9 @@ def show(obj: Any) -> Any:
     from IPython.display import Markdown, display
 
     if isinstance(obj, str):
-        display(Markdown(obj))
-        return None
-    if isinstance(obj, pd.DataFrame):
-        if not len(obj) or not obj.select_dtypes(include="object").shape[1]:
-            display(obj)
-            return None
+        obj = Markdown(obj)
+    elif isinstance(obj, pd.DataFrame) and len(obj) and obj.select_dtypes(include="object").shape[1]:
         styled = obj.style.set_properties(**{"white-space": "pre-wrap", "text-align": "left"})
-        if isinstance(obj.index, pd.RangeIndex):  # a default index says nothing: leave it out
-            styled = styled.hide(axis="index")
-        display(styled)
-        return None
+        # a default index says nothing: leave it out
+        obj = styled.hide(axis="index") if isinstance(obj.index, pd.RangeIndex) else styled
     display(obj)
-    return None

@@ -22,6 +22,7 @@ from lib.validation import (
     check_positive,
     check_probs,
     check_same_length,
+    to_float_tensor,
     to_tensor,
 )
 
@@ -50,9 +51,7 @@ def _loo_log_kernel(x: torch.Tensor, h: float) -> torch.Tensor:
 
 
 def _kde_inputs(probs: ArrayLike, mode: str) -> torch.Tensor:
-    p = to_tensor(probs, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.get_default_dtype())
+    p = to_float_tensor(probs, "probs", 2, "N examples x C classes")
     check_probs(p, "probs")
     check_choice(mode, KDE_MODES, "mode")
     if p.shape[0] < 2:
@@ -105,19 +104,16 @@ def ece_kde(
 BANDWIDTH_GRID: tuple[float, ...] = tuple(np.concatenate([np.logspace(-4, -1, 16), np.linspace(0.2, 1.0, 5)]))
 
 
-def select_bandwidth(probs: ArrayLike, grid: tuple[float, ...] = BANDWIDTH_GRID, mode: str = "canonical") -> float:
+def select_bandwidth(probs: ArrayLike, mode: str = "canonical") -> float:
     """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
-    sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over ``grid`` (Popordanoska et al. 2022
-    select it this way; their code also divides by h, which we do not: the kernel is a normalized
-    density already).
+    sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over :data:`BANDWIDTH_GRID`
+    (Popordanoska et al. 2022 select it this way; their code also divides by h, which we do not: the
+    kernel is a normalized density already).
     """
-    if isinstance(grid, str | bytes) or not hasattr(grid, "__len__") or len(grid) == 0:
-        raise ValueError(f"grid: expected a non-empty sequence of bandwidths > 0, got {grid!r}")
-    grid = tuple(check_positive(h, "grid") for h in grid)
     f = _kde_inputs(probs, mode).detach().to(torch.float64)
     x = _kde_points(f, mode)
-    best_h, best_ll = grid[0], -math.inf
-    for h in grid:
+    best_h, best_ll = float(BANDWIDTH_GRID[0]), -math.inf
+    for h in BANDWIDTH_GRID:
         ll = float((torch.logsumexp(_loo_log_kernel(x, float(h)), dim=1) - math.log(x.shape[0] - 1)).sum())
         if ll > best_ll:
             best_h, best_ll = float(h), ll

@@ -28,6 +28,7 @@ from lib.validation import (
     check_unit_interval,
     prob_tolerance,
     to_numpy,
+    to_unit_vector,
 )
 
 BINNINGS: tuple[str, ...] = ("width", "mass")
@@ -86,8 +87,7 @@ def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.n
     """
     n_bins = check_bins(n_bins)
     check_choice(binning, BINNINGS, "binning")
-    c = to_numpy(conf, "conf")
-    check_unit_interval(c, "conf")
+    c = to_unit_vector(conf, "conf")
     if binning == "width" or c.shape[0] < 2:
         return np.linspace(0.0, 1.0, n_bins + 1)
     s = np.sort(c)

@@ -26,14 +26,13 @@ from lib.validation import (
     check_finite,
     check_int,
     check_logits_labels,
-    check_number,
     check_ndim,
     check_nonempty,
     check_positive,
     check_probs,
-    check_unit_interval,
-    to_numpy,
+    to_float_tensor,
     to_tensor,
+    to_unit_vector,
 )
 
 T_FIT_BOUNDS = (1e-6, 1e6)  # TemperatureScaler's search range without bounds (see the check at its fit's end)
@@ -45,7 +44,6 @@ LBFGS_RESTARTS = 5  # the converged fit calls LBFGS again while a call still low
 
 __all__ = [
     "HistogramBinning",
-    "apply_platt",
     "apply_temperature",
     "FIT_PROTOCOLS",
     "PAPER_LR",
@@ -269,10 +267,8 @@ def apply_temperature(logits: ArrayLike, T: float) -> ArrayLike:
 
 def probs_to_logits(probs: ArrayLike) -> ArrayLike:
     """log(clamp(p, 1e-12)): logits whose softmax is ``probs`` (temperature scaling of a mixture)."""
-    p = to_tensor(probs, "probs")
+    p = to_float_tensor(probs, "probs", 2, "N examples x C classes", torch.float64)
     check_probs(p, "probs")
-    if not p.is_floating_point():
-        p = p.to(torch.float64)
     return same_kind(torch.log(p.clamp_min(EPS)), probs)
 
 
@@ -299,16 +295,6 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
     )
     a, b = res.x
     return float(a), float(b)
-
-
-def apply_platt(scores: ArrayLike, a: float, b: float) -> ArrayLike:
-    """sigmoid(a s + b); returns the same kind (numpy/torch) as ``scores``."""
-    s = to_tensor(scores, "scores")
-    check_finite(s, "scores")
-    a, b = check_number(a, "a"), check_number(b, "b")
-    if not s.is_floating_point():
-        s = s.to(torch.float64)
-    return same_kind(torch.sigmoid(a * s + b), scores)
 
 
 # --- histogram binning ----------------------------------------------------------------------------
@@ -338,6 +324,4 @@ class HistogramBinning:
     def predict(self, conf: ArrayLike) -> np.ndarray:
         if self.edges is None or self.values is None:
             raise ValueError("HistogramBinning: call fit(conf, outcome) before predict")
-        c = to_numpy(conf, "conf")
-        check_unit_interval(c, "conf")
-        return self.values[bin_index(c, self.edges)]
+        return self.values[bin_index(to_unit_vector(conf, "conf"), self.edges)]

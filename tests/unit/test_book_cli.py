@@ -5,6 +5,7 @@ import ast
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 import papermill
@@ -171,7 +172,7 @@ def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
     nbformat.write(nb, str(source))
-    with book._quiet_kernel_env(extra):
+    with mock.patch.dict(os.environ, {**book.QUIET_KERNEL_ENV, **(extra or {})}):
         papermill.execute_notebook(
             str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
         )

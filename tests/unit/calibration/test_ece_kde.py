@@ -88,5 +88,3 @@ def test_bad_input_raises_naming_argument():
         kde.ece_kde(np.full((4, 2), 0.5), np.zeros(4, dtype=int), 0.1, mode="classwise")
     with pytest.raises(ValueError, match="p"):
         kde.ece_kde(np.full((4, 2), 0.5), np.zeros(4, dtype=int), 0.1, p=3)
-    with pytest.raises(ValueError, match="grid"):
-        kde.select_bandwidth(np.full((4, 2), 0.5), grid=(0.1, -1.0))

@@ -11,7 +11,6 @@ import torch
 from lib.calibration.posthoc import (
     HistogramBinning,
     TemperatureScaler,
-    apply_platt,
     apply_temperature,
     fit_platt,
     lbfgs_minimize,
@@ -153,12 +152,8 @@ def test_fit_platt_recovers_known_parameters() -> None:
     a, b = fit_platt(s, o)
     assert a == pytest.approx(a0, abs=0.1) and b == pytest.approx(b0, abs=0.1)
     # The MLE's score equations: mean residual and mean residual * s vanish at the optimum.
-    r = apply_platt(s, a, b) - o
+    r = 1 / (1 + np.exp(-(a * s + b))) - o
     assert abs(r.mean()) < 1e-6 and abs((r * s).mean()) < 1e-6
-
-
-def test_apply_platt_closed_form() -> None:
-    assert apply_platt(np.array([0.0, 1.0]), 2.0, -1.0) == pytest.approx([1 / (1 + np.e), 1 / (1 + np.exp(-1))])
 
 
 # --- histogram binning --------------------------------------------------------------------------
