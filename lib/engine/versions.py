@@ -4,7 +4,7 @@ Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and a f
 that determines its results, computed, never listed: the modules of lib that make the group's runs (those
 calling ``cached_run(GROUP, ...)`` or ``Run(GROUP, ...)``, :func:`run_makers`) and everything they import
 within lib, at the top or inside a function (:func:`group_modules`, :mod:`lib.engine.imports`). A
-module's fingerprint hashes its syntax tree without docstrings (editing prose changes nothing); a
+module's fingerprint hashes its syntax tree without docstrings, those of constants included (editing prose changes nothing); a
 group's combines those of its modules, so an edit of one module changes exactly the groups whose runs
 import it, and a module a run path starts to import counts from then on. The one module left out is
 the cache itself, :mod:`lib.engine.runs` (and what only it imports: this module among them): it stores
@@ -75,16 +75,19 @@ def made_by_current_code(record: Mapping[str, Any]) -> bool:
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """The tree without its string statements: docstrings and the attribute docstrings below
+    constants (prose that does nothing when the code runs)."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(getattr(body[0], "value", None), ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+        if isinstance(body, list) and body:
+            code = [
+                s
+                for s in body
+                if not (
+                    isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+                )
+            ]
+            node.body = code or [ast.Pass()]  # type: ignore[attr-defined]
     return tree
 
 

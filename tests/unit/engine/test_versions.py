@@ -19,6 +19,12 @@ def test_fingerprint_ignores_docstrings_but_not_code(tmp_path, monkeypatch):
     b = versions._strip_docstrings(ast.parse('def f():\n    """other words"""\n    return 1\n'))
     c = versions._strip_docstrings(ast.parse('def f():\n    """doc"""\n    return 2\n'))
     assert ast.dump(a) == ast.dump(b) != ast.dump(c)
+    # a constant's attribute docstring is prose too; the constant's value is code
+    d, e, g = (
+        versions._strip_docstrings(ast.parse(src))
+        for src in ('X = 1\n"""doc"""\n', 'X = 1\n"""other words"""\n', 'X = 2\n"""doc"""\n')
+    )
+    assert ast.dump(d) == ast.dump(e) != ast.dump(g)
     with pytest.raises(ValueError, match="group"):
         versions.fingerprint("nope")
     assert versions.code_version("moe") >= 1 and versions.code_version("unknown-group") == 0
