@@ -57,16 +57,18 @@ def _convert(name: str, raw: Any, type_name: str) -> Any:
     import ast
 
     value = raw
-    int_as_float = type_name == "float" and isinstance(raw, int) and not isinstance(raw, bool)
     if isinstance(raw, str) and type_name != "str":
         with contextlib.suppress(ValueError, SyntaxError):
             value = ast.literal_eval(raw)
         if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-    elif isinstance(raw, str) or type_name not in ("int", "float", "bool") or int_as_float:
-        return raw
-    if type(value).__name__ != type_name:
-        raise ValueError(f"{name}: expected {type_name} (the notebook's parameters cell), got {raw!r}")
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if (
+        type_name in ("int", "float", "bool")
+        and type(value).__name__ != type_name
+        and not (type_name == "float" and is_int)
+    ):
+        raise ValueError(f"{name}: expected {type_name} (the notebook's parameters cell), got {value!r}")
     return value
 
 

@@ -92,7 +92,7 @@ def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) ->
     if not math.isfinite(diff):
         return VERDICTS[2]
     noise = max(2.0 * float(se), margin) if se is not None and math.isfinite(se) else margin
-    return verdict(True if diff > noise else False if -diff > noise else None)
+    return verdict(diff > 0 if abs(diff) > noise else None)  # beyond the noise, the sign decides
 
 
 def standard_error(values: Any) -> float | None:
@@ -109,7 +109,9 @@ def every(verdicts: Iterable[str]) -> str:
     got = list(verdicts)
     if not got:
         raise ValueError("verdicts: need at least one")
-    return verdict(False if VERDICTS[1] in got else True if all(v == VERDICTS[0] for v in got) else None)
+    if VERDICTS[1] in got:
+        return VERDICTS[1]
+    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
 
 
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
@@ -119,6 +121,14 @@ def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
     if arr.size == 0:
         raise ValueError("diffs: must not be empty")
     return two_se_verdict(float(arr.mean()), standard_error(arr), margin)
+
+
+def claim_row(
+    claim: str, paper: str, ours: str, verdict: str, paper_own: str = NOT_TESTABLE, **extra: str
+) -> dict[str, Any]:
+    """One row of a claims table (:func:`claims_table`); the paper's own verdict (``paper_own``) is
+    "not testable" unless given, and ``extra`` adds e.g. the row's ``kind``."""
+    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own, **extra}
 
 
 def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

@@ -4,9 +4,9 @@ Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and a f
 that determines its results, computed, never listed: the modules of lib that make the group's runs (those
 calling ``cached_run(GROUP, ...)`` or ``Run(GROUP, ...)``, :func:`run_makers`) and everything they import
 within lib, at the top or inside a function (:func:`group_modules`, :mod:`lib.engine.imports`). A
-module's fingerprint hashes its syntax tree without docstrings, those of constants included (editing prose changes nothing); a
-group's combines those of its modules, so an edit of one module changes exactly the groups whose runs
-import it, and a module a run path starts to import counts from then on. The one module left out is
+module's fingerprint hashes its syntax tree without docstrings, those of constants included (editing
+prose changes nothing); a group's combines those of its modules, so an edit of one module changes
+exactly the groups whose runs import it, and a module a run path starts to import counts from then on. The one module left out is
 the cache itself, :mod:`lib.engine.runs` (and what only it imports: this module among them): it stores
 results and makes none; a change of what it stores changes its ``RECORD_FORMAT``, part of every key.
 

@@ -110,12 +110,6 @@ def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], me
     return min(got, key=lambda m: paper[m][col]) if got else ""  # type: ignore[index]
 
 
-def claim_row(claim: str, paper: str, ours: str, verdict: str, paper_own: str = report.NOT_TESTABLE) -> dict[str, str]:
-    """One row of a claims table (:func:`lib.report.claims_table`); the paper's own verdict
-    (``paper_own``) is "not testable" unless given."""
-    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own}
-
-
 def moe_claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]] = (),
@@ -144,7 +138,7 @@ def moe_claims(
         name = "ECE" if metric == "ece" else "ECE+TS"
         ours = f"{subset_name} {name}: best non-robust {L.get(nb, '—')} minus best robust"
         own = paper_verdict(paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric)
-        return claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d), own)
+        return report.claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d), own)
 
     rb = best(summary, ROBUST, subset, "ece")
     gain_mocae = paired(frame, "vanilla", "mocae", subset, "ece")
@@ -153,7 +147,7 @@ def moe_claims(
     d3 = paired(frame, "robust_filtered", "robust", "all", "accuracy")
     rows = [
         robust_row("ece", CLAIMS[0].format(subset=subset_name), PAPER_SAYS[0]),
-        claim_row(
+        report.claim_row(
             CLAIMS[1],
             PAPER_SAYS[1],
             f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae)}, best robust {L.get(rb, '—')} "
@@ -161,7 +155,7 @@ def moe_claims(
             verdict_of(d2),
             paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece"),
         ),
-        claim_row(
+        report.claim_row(
             CLAIMS[2],
             PAPER_SAYS[2],
             f"accuracy, Robust Filtered minus Robust MoE: {diff_text(d3)}",
@@ -176,7 +170,7 @@ def moe_claims(
         if paper and {"mocae", "vanilla"} <= set(paper):
             own = report.verdict(abs(paper["mocae"][0] - paper["vanilla"][0]) < MOCAE_ACC_TOL)
         rows.append(
-            claim_row(
+            report.claim_row(
                 "MoCaE's accuracy equals Vanilla MoE's",
                 "identical in every cell of every table (printed to 3 decimals)",
                 f"largest |difference| over runs and subsets: {eq:.4f}",

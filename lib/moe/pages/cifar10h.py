@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import MARGIN, best, claim_row, diff_text, gate, moe_claims, paired, verdict_of
+from lib.moe.claims import MARGIN, best, diff_text, gate, moe_claims, paired, verdict_of
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.tables import summarize
 
@@ -185,7 +186,7 @@ def agreement_claim(per_seed: pd.DataFrame, margin: float = CONFIDENCE_DROP_MARG
         return []
     ours = f"confidence drop high->low agreement: robust {robust.mean():.3f}, non-robust {plain.mean():.3f}"
     return [
-        claim_row(
+        report.claim_row(
             "robust methods lower confidence more as human agreement falls (Fig. 3)",
             "non-robust baselines stay near-confident on the least agreed images",
             f"{ours}; robust minus non-robust {diff_text(diffs)}",
@@ -203,7 +204,7 @@ def best_overall_ece_claim(frame: pd.DataFrame, margin: float = MARGIN) -> list[
     if not len(diffs):
         return []
     return [
-        claim_row(
+        report.claim_row(
             "Robust Filtered has the best overall ECE",
             PAPER_BEST_OVERALL_ECE,
             f"ECE of the best other, {exp.METHOD_LABELS[other]}, minus Robust Filtered's: {diff_text(diffs)}",

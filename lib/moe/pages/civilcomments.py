@@ -18,7 +18,7 @@ from lib.data.text import TextBundle, load_civilcomments
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
-from lib.moe.claims import claim_row, gate, moe_claims, verdict_of
+from lib.moe.claims import gate, moe_claims, verdict_of
 from lib.moe.pages import MoEPage, moe_items
 from lib.moe.record import MoERecord
 from lib.validation import to_numpy
@@ -121,7 +121,7 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
         return []
     count = {v: sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3]}
     return [
-        claim_row(
+        report.claim_row(
             "robust methods lower ECE in every identity group (Fig. 2)",
             "consistent reduction across the eight groups",
             f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "

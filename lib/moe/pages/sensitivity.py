@@ -19,7 +19,7 @@ from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import robust
-from lib.moe.claims import MARGIN, claim_row, diff_text, gate, seed_diff
+from lib.moe.claims import MARGIN, diff_text, gate, seed_diff
 from lib.moe.pages import moe_items
 from lib.moe.pages.cifar10h import REFERENCE_ACCURACY, Cifar10hPage
 from lib.moe.tables import fmt, results_frame, summarize
@@ -194,19 +194,19 @@ def sensitivity_claims(
     warm_verdict, warm_text = near_best(warm_hard, "warmup_epochs", warmup_target(epochs))
     sup_verdict, sup_text = shrinking_support(support)
     return [
-        claim_row(
+        report.claim_row(
             f"lambda = 2 is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
             "Fig. E.7: the default sits near the hard-ECE optimum",
             lam_text,
             lam_verdict,
         ),
-        claim_row(
+        report.claim_row(
             f"a 40% warmup is within {NEAR_TOL:g} of the sweep's lowest hard ECE",
             "Fig. E.8 (20 of 50 epochs)",
             warm_text,
             warm_verdict,
         ),
-        claim_row(
+        report.claim_row(
             "the effective support of trained models shrinks as lambda grows",
             "Table 5 (95.6% at 0.5 ... 51.3% at 5; no errors printed)",
             sup_text,
@@ -226,9 +226,8 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     summ = summarize(results_frame(recs), by=by)
     hard = summ[summ["subset"] == "hard"].set_index(list(by))
     overall = summ[summ["subset"] == "all"].set_index(list(by))
-    planned = pd.Series(
-        [(it.config.method, it.config.lam, it.config.warmup) for it in items]
-    )  # records hold the effective warmup
+    # the effective warmup, as records hold it (Vanilla MoE's config leaves warmup_epochs None)
+    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup) for it in items])
     return pd.DataFrame(
         [
             {

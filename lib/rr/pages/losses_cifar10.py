@@ -146,13 +146,6 @@ def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str
     return {k: {m: float(np.mean([s[m] for s in runs])) for m in runs[0]} for k, runs in seeds.items()}
 
 
-def claim_row(
-    claim: str, paper: str, ours: str, verdict: str, paper_own: str = report.NOT_TESTABLE, **extra: str
-) -> dict[str, Any]:
-    """One claim row (:func:`lib.report.claims_table`); ``extra`` adds e.g. its ``kind``."""
-    return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "paper_own": paper_own, **extra}
-
-
 def _paper_own(row: str, metric: str, better: str, worse: str, margin: float) -> str:
     """The book's rule applied to the paper's own means (no errors reported: the margin decides)."""
     p = PAPER_CIFAR10[row][metric]
@@ -180,7 +173,7 @@ def reweighted_claims(
         return f"{100 * mean[a][metric]:.{digits}f} vs {100 * mean[b][metric]:.{digits}f} ({n} seed{'s' * (n != 1)})"
 
     def add(*args: str) -> None:
-        rows.append(claim_row(*args))
+        rows.append(report.claim_row(*args))
 
     if "au" in seeds and "xe" in seeds:
         add(
@@ -235,7 +228,7 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     :data:`GRADIENT_THRESHOLD_RANGE`."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
     ours, verdict = f"threshold {threshold:.2f} (analytic)", report.verdict(lo <= threshold <= hi)
-    return claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
+    return report.claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
 
 
 class LossesCifar10Page(Page):

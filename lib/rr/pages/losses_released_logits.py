@@ -21,7 +21,7 @@ from lib.rr import gamma as rg
 from lib.rr import losses as rw
 from lib.rr.experiment import LABELS
 from lib.rr.pages import losses_cifar10
-from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, claim_row, reweighted_claims
+from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
 from lib.validation import check_choice
 
 PAPER = PAPER_CIFAR10["resnet50"]
@@ -209,7 +209,7 @@ class ReleasedLogitsPage(Page):
             if name in PAPER["ece"]:
                 diff = abs(m["ece"] - PAPER["ece"][name] / 100)
                 rows.append(
-                    claim_row(
+                    report.claim_row(
                         f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
                         f"{PAPER['ece'][name]:.2f}",
                         f"{100 * m['ece']:.2f} (the one released seed)",
@@ -221,7 +221,7 @@ class ReleasedLogitsPage(Page):
             best = min(others, key=lambda k: metrics[k]["ece"])
             paper_best = min((k for k in others if k in PAPER["ece"]), key=lambda k: PAPER["ece"][k])
             rows.append(
-                claim_row(
+                report.claim_row(
                     "dual focal has the lowest ECE of the released runs",
                     f"Dual {PAPER['ece']['dual_focal']:.2f}, next {LABELS[paper_best]} "
                     f"{PAPER['ece'][paper_best]:.2f} (ResNet-50, Table 2; AU aside)",
@@ -244,17 +244,17 @@ class ReleasedLogitsPage(Page):
         claim, kind = GAMMA_CHECK.format(t=threshold), report.KINDS[1]
         if low.empty or high.empty:
             ours = f"no gamma on one side of {threshold:g} (temperature map)"
-            return claim_row(claim, paper, ours, report.VERDICTS[2], kind=kind)
+            return report.claim_row(claim, paper, ours, report.VERDICTS[2], kind=kind)
         lo_worst, hi_best = float(low["nll"].max()), float(high["nll"].min())
         ours = f"temperature map: worst NLL below {threshold:g} {lo_worst:.4f}, best at or above {hi_best:.4f}"
-        return claim_row(claim, paper, ours, report.verdict(hi_best > lo_worst), kind=kind)
+        return report.claim_row(claim, paper, ours, report.verdict(hi_best > lo_worst), kind=kind)
 
     @staticmethod
     def failed_run_claims(failed: Mapping[str, float]) -> list[dict[str, Any]]:
         """A failed run can neither confirm nor refute the paper's numbers for its loss: one
         "inconclusive" row per failed run."""
         return [
-            claim_row(
+            report.claim_row(
                 f"{name.replace('_', ' ')} loss: accuracy and ECE as in Table 2",
                 f"{PAPER['accuracy'][name]:.2f} / {PAPER['ece'][name]:.2f}",
                 f"released run is degenerate ({100 * acc:.2f}% accuracy): a failed run",
