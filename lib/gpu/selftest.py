@@ -5,6 +5,11 @@ a marker file): four tiny MoE runs (Vanilla, Robust, FGR, FGR + Robust; two stac
 kind) are trained for two epochs as stacks and each alone, on the device, with bf16 autocast where
 the device has it; every stacked member must predict what its run alone predicts. A machine whose
 torch, vmap or autocast breaks the stacked engine fails here in seconds, not after a window.
+
+A call that trains every run alone (the committed benchmark measured no stack that pays) checks
+only the runs alone (``stacked=False``): each must predict finite probabilities that sum to one. On
+the H200 (torch 2.11, CUDA) the stacked check raised "NYI: querying is_contiguous inside of vmap for
+memory_format other than torch.contiguous_format" and stopped a call whose runs all trained alone.
 """
 
 from __future__ import annotations
@@ -27,17 +32,20 @@ TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 ro
 __all__ = ["TOLERANCE", "marker", "run_selftest"]
 
 
-def marker(device: torch.device) -> Path:
-    """The file that says the self-test passed on this machine for this torch and device."""
-    name = f"selftest-{device.type}-{torch.__version__}.ok".replace("/", "_").replace(" ", "_")
+def marker(device: torch.device, stacked: bool = True) -> Path:
+    """The file that says the self-test (``stacked``: with stacks) passed on this machine for this
+    torch and device."""
+    kind = "" if stacked else "-alone"
+    name = f"selftest{kind}-{device.type}-{torch.__version__}.ok".replace("/", "_").replace(" ", "_")
     return cache_dir() / name
 
 
-def run_selftest(device: str = "auto", force: bool = False) -> str:
-    """Run the self-test (unless its :func:`marker` exists and not ``force``); return one line saying
-    what was checked, or raise ``RuntimeError`` naming the member that differs."""
+def run_selftest(device: str = "auto", force: bool = False, stacked: bool = True) -> str:
+    """Run the self-test (unless its :func:`marker` exists and not ``force``; ``stacked=False``: the
+    runs alone only); return one line saying what was checked, or raise ``RuntimeError`` naming the
+    member that differs or predicts no probabilities."""
     dev = resolve_device(device)
-    mark = marker(dev)
+    mark = marker(dev, stacked)
     if mark.exists() and not force:
         return f"self-test: passed before on this machine ({mark.name})"
     t0 = time.perf_counter()
@@ -49,7 +57,12 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
         for c in cfgs:
             pr = prepare_run(c, data)
             fit_alone(pr)
-            alone.append(predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs))
+            p = predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs)
+            if not (torch.isfinite(p).all() and torch.allclose(p.sum(1), torch.ones(len(p)), atol=1e-3)):
+                raise RuntimeError(f"self-test: {c.method} (seed {c.seed}) alone predicts no probabilities on {dev}")
+            alone.append(p)
+        if not stacked:
+            continue
         prs = [prepare_run(c, data, stacked=True) for c in cfgs]
         fit_stack(
             [pr.member(None) for pr in prs],
@@ -73,6 +86,8 @@ def run_selftest(device: str = "auto", force: bool = False) -> str:
             worst = max(worst, diff)
     mark.parent.mkdir(parents=True, exist_ok=True)
     mark.write_text(f"passed in {time.perf_counter() - t0:.1f} s, largest difference {worst:.3g}\n")
+    if not stacked:
+        return f"self-test: 4 runs alone on {dev} predict probabilities in {time.perf_counter() - t0:.1f} s (no stacks this call)"
     return (
         f"self-test: 4 runs stacked = alone on {dev} (largest difference {worst:.3g}) "
         f"in {time.perf_counter() - t0:.1f} s"

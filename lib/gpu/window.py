@@ -208,7 +208,7 @@ def _window(
     data = queue.load_data(items, args.scale, strict=explicit, log=say)
     sizing = _sizing(args, [p for p, _ in data])
     if not args.no_selftest:
-        say(run_selftest())
+        say(run_selftest(stacked=_stacks(args, sizing, [p for p, _ in data])))
     say(f"setup: {time.monotonic() - start:.0f} s")
     if args.prepare:
         return
@@ -247,6 +247,14 @@ def _sizing(args: argparse.Namespace, pages: Sequence[str]) -> projection.Bench 
             "call 1 of results/README.md first, or pass --stack N"
         )
     return None
+
+
+def _stacks(args: argparse.Namespace, sizing: projection.Bench | None, pages: Sequence[str]) -> bool:
+    """Whether this call may train a stack of several runs (queue._train's rule): ``--stack`` above
+    one, or a page without the benchmark's sizing, or a benchmark that measured stacks that pay."""
+    if args.stack is not None:
+        return args.stack > 1
+    return sizing is None or sizing.stack > 1 or not all(get_page(p).bench for p in pages)
 
 
 def _terminated(signum: int, frame: object) -> None:

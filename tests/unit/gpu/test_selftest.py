@@ -34,3 +34,19 @@ def test_a_member_beyond_the_tolerance_is_named(cache, monkeypatch) -> None:
     with pytest.raises(RuntimeError, match=r"vanilla \(seed 0\) stacked differs"):
         st.run_selftest("cpu", force=True)
     assert not st.marker(torch.device("cpu")).exists()  # no pass remembered
+
+
+def test_a_call_without_stacks_checks_the_runs_alone_and_remembers_that_apart(cache, monkeypatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(st, "fit_stack", None)  # no stack may train: calling it would raise TypeError
+    line = st.run_selftest("cpu", stacked=False)
+    assert line.startswith("self-test: 4 runs alone on cpu predict probabilities")
+    assert st.marker(cpu, stacked=False).exists() and not st.marker(cpu).exists()
+
+
+def test_a_run_alone_without_probabilities_is_named(cache, monkeypatch) -> None:
+    real = st.predict
+    monkeypatch.setattr(st, "predict", lambda *a, **k: real(*a, **k) * float("nan"))
+    with pytest.raises(RuntimeError, match=r"vanilla \(seed 0\) alone predicts no probabilities"):
+        st.run_selftest("cpu", stacked=False)
+    assert not st.marker(torch.device("cpu"), stacked=False).exists()

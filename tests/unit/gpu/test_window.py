@@ -166,6 +166,28 @@ def test_stacks_hold_at_most_what_the_benchmark_measured(results):
     assert sizes and all("in stacks of at most 1," in s for s in sizes)
 
 
+@pytest.mark.parametrize(
+    ("stack", "measured", "pages", "stacks"),
+    [
+        (None, 1, ["cifar10h", "sensitivity"], False),  # the H200's benchmark: every run alone
+        (None, 8, ["cifar10h"], True),
+        (None, None, ["cifar10h"], True),  # no benchmark sizes the call: the page's stacks
+        (None, 1, ["cifar10h", "wrn_l2d"], True),  # a page without a benchmark trains its own way
+        (4, 1, ["cifar10h"], True),
+        (1, 8, ["cifar10h"], False),
+    ],
+)
+def test_the_self_test_checks_stacks_only_when_the_call_may_stack(stack, measured, pages, stacks, monkeypatch):
+    """The H200 stopped a call in the stacked self-test (vmap could not query channels_last) although
+    the benchmark had every run train alone: the self-test checks what the call trains."""
+    import argparse
+
+    bench = {p: type("P", (), {"bench": p != "wrn_l2d"})() for p in pages}
+    monkeypatch.setattr(window, "get_page", bench.__getitem__)
+    sizing = None if measured is None else projection.Bench({("cifar10h", "vanilla"): 0.1}, measured, "test", False)
+    assert window._stacks(argparse.Namespace(stack=stack), sizing, pages) is stacks
+
+
 def test_pacs_without_its_weights_is_refused_not_planned_from_scratch(results, monkeypatch):
     import lib.nets.backbones as bb
 
