@@ -277,25 +277,43 @@ def build_book(scale: str, strict: bool = True) -> Path:
     return html
 
 
+def paper_builds() -> list[str]:
+    """The queued pages with paper-scale runs in ``results/``, in queue order. A book built at another
+    scale runs these at paper scale too (seconds each: they read ``results/`` and train nothing), so
+    the ledger's paper-scale column holds their verdicts."""
+    from lib.results import PAGES, published
+
+    return [name for name in PAGES if published(name)]
+
+
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
     """Execute every notebook (or those in ``only``) at ``scale``, in book order, each shown with its
-    place in the list (:func:`execute_notebook`); at the end, or when a page fails or the build is
-    interrupted, a table of the pages with their time (:func:`timing_table`)."""
+    place in the list (:func:`execute_notebook`), then, below paper scale, those of them with
+    paper-scale runs at paper scale (:func:`paper_builds`; a paper-scale copy of a page without runs
+    is removed, so the ledger never reads a stale one); at the end, or when a page fails or the
+    build is interrupted, a table of the pages with their time (:func:`timing_table`)."""
     names = only or notebook_names()
     for name in names:
         check_notebook(name)
+    jobs = [(name, scale) for name in names]
+    if scale != "paper":
+        with_runs = paper_builds()
+        jobs += [(name, "paper") for name in names if name in with_runs]
+        for name in set(names) - set(with_runs):
+            executed_path(name, "paper").unlink(missing_ok=True)
     out, rows = [], []
     try:
-        for i, name in enumerate(names, 1):
+        for i, (name, at) in enumerate(jobs, 1):
             start = time.monotonic()
+            label = name if at == scale else f"{name} ({at})"
             try:
-                out.append(execute_notebook(name, scale, place=f"{i}/{len(names)}"))
+                out.append(execute_notebook(name, at, place=f"{i}/{len(jobs)}"))
             except BaseException:
-                rows.append((name, time.monotonic() - start, "failed"))
+                rows.append((label, time.monotonic() - start, "failed"))
                 raise
-            rows.append((name, time.monotonic() - start, "ran"))
+            rows.append((label, time.monotonic() - start, "ran"))
     finally:
-        print(timing_table(rows, scale, len(names)), flush=True)
+        print(timing_table(rows, scale, len(jobs)), flush=True)
     return out
 
 

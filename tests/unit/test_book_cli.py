@@ -146,6 +146,7 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
     monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
     monkeypatch.setattr(book, "execute_notebook", fake_execute)
     monkeypatch.setattr(book.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(book, "paper_builds", lambda: [])
     assert book.execute_all("cpu", ["a", "b"]) == [Path("a.ipynb"), Path("b.ipynb")]
     assert seen == [("a", "cpu", "1/2"), ("b", "cpu", "2/2")]
     assert capsys.readouterr().out.splitlines() == [
@@ -163,6 +164,36 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
         "  total      47s",
         "  (1 of 3 pages not run)",
     ]
+
+
+def test_below_paper_scale_pages_with_published_runs_also_run_at_paper_scale(monkeypatch, tmp_path, capsys) -> None:
+    """The ledger's paper-scale column reads paper-scale copies of the pages: a cpu build makes them
+    for the pages with runs in results/ (after its own pages) and removes a stale copy of a page
+    without runs; a paper-scale build runs each page once."""
+    seen = []
+    stale, kept = tmp_path / "paper" / "a.ipynb", tmp_path / "paper" / "b.ipynb"
+    for f in (stale, kept):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("{}")
+    monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    monkeypatch.setattr(book, "execute_notebook", lambda name, scale, place="": seen.append((name, scale, place)))
+    monkeypatch.setattr(book, "paper_builds", lambda: ["b", "z"])  # z: queued, not asked for
+    book.execute_all("cpu", ["a", "b"])
+    assert seen == [("a", "cpu", "1/3"), ("b", "cpu", "2/3"), ("b", "paper", "3/3")]
+    assert not stale.exists() and kept.exists()
+    assert "  b (paper)" in capsys.readouterr().out
+    seen.clear()
+    book.execute_all("paper", ["a", "b"])
+    assert seen == [("a", "paper", "1/2"), ("b", "paper", "2/2")]
+
+
+def test_paper_builds_are_the_queued_pages_with_published_runs(monkeypatch) -> None:
+    import lib.results
+
+    monkeypatch.setattr(lib.results, "PAGES", ("cifar10h", "sensitivity", "pacs"))
+    monkeypatch.setattr(lib.results, "published", lambda name: {"x": {}} if name != "sensitivity" else {})
+    assert book.paper_builds() == ["cifar10h", "pacs"]
 
 
 def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -> list:
