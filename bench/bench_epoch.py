@@ -21,6 +21,12 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   inside stacks; lib.moe.train.STACK_CHANNELS_LAST, on since the H200's stacks without it raised,
   should follow it).
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
+* with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): each method's step
+  is timed in one process, then in N started together (their timed steps begin at one signal), and
+  ``slowdown`` is the slowest process's step over the one alone. A step that leaves the device idle
+  between kernels (launches, Python) lets N processes finish N runs in less than N times one:
+  ``lib.gpu.projection`` has the queue train in N processes where N / slowdown pays
+  (``WORKER_GAIN``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
 Writes ``bench/results/epoch_<device>.json`` (and a copy into ``--out DIR``: what a GPU call brings
@@ -38,11 +44,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -127,8 +135,10 @@ def bench(
     steps: int,
     warmup_steps: int,
     device: torch.device,
+    barrier: Callable[[], None] | None = None,
 ) -> dict:
-    """Time ``steps`` engine steps (after ``warmup_steps``) of ``cfg`` at ``size`` px, batch 128."""
+    """Time ``steps`` engine steps (after ``warmup_steps``) of ``cfg`` at ``size`` px, batch 128
+    (``barrier``: called between the two, and no host synchronisations counted: a worker's step)."""
     torch.manual_seed(0)
     model = build_model(cfg, num_classes)
     flops = _forward_flops(model, size)
@@ -167,9 +177,13 @@ def bench(
 
     if warmup_steps:
         run(warmup_steps)
+    if barrier is not None:
+        barrier()
     seconds = run(steps)
     syncs = None
-    if device.type == "cuda":  # count host synchronisations in steps of their own (the count slows them)
+    if (
+        device.type == "cuda" and barrier is None
+    ):  # count host synchronisations in steps of their own (the count slows them)
         counted = min(steps, 10)
         torch.cuda.set_sync_debug_mode("warn")
         with warnings.catch_warnings(record=True) as caught:
@@ -280,14 +294,88 @@ def bench_stack(
     return out
 
 
-def measured(path: Path, methods: list[str], stack: int) -> bool:
-    """Whether the benchmark at ``path`` holds stacks of ``stack`` runs of every one of ``methods``
-    (a stack that failed there counts as not measured: it is tried again)."""
+def measured(path: Path, methods: list[str], stack: int, workers: Sequence[int] = ()) -> tuple[bool, bool]:
+    """Whether the benchmark at ``path`` holds (stacks of ``stack`` runs, every count of ``workers``)
+    of every one of ``methods`` (a stack that failed there counts as not measured: it is tried again)."""
     try:
-        done = {(r["method"], int(r.get("stack", 1))) for r in json.loads(path.read_text()).get("stacked") or []}
+        got = json.loads(path.read_text())
+        stacks = {(r["method"], int(r.get("stack", 1))) for r in got.get("stacked") or []}
+        procs = {(r["method"], int(r["workers"])) for r in got.get("workers") or []}
     except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return stack > 1 and all((m, stack) in done for m in methods)
+        return False, False
+    return (
+        stack > 1 and all((m, stack) in stacks for m in methods),
+        all((m, n) in procs for m in methods for n in workers),
+    )
+
+
+def _start_together(folder: Path, index: int) -> Callable[[], None]:
+    """A worker's barrier: say it is ready (``ready.<index>``), then wait for ``go`` (120 s at most)."""
+
+    def wait() -> None:
+        (folder / f"ready.{index}").touch()
+        until = time.monotonic() + 120
+        while not (folder / "go").exists():
+            if time.monotonic() > until:
+                raise TimeoutError(f"{folder}: no start signal in 120 s")
+            time.sleep(0.005)
+
+    return wait
+
+
+def bench_workers(method: str, counts: Sequence[int], steps: int, scale: str) -> list[dict]:
+    """Time ``method``'s step alone in one process, then in each of ``counts`` processes at once
+    (their timed steps start together): the slowest process's step over the one alone is the
+    ``slowdown``. A count whose processes fail is kept with its error (measured: not tried again)."""
+
+    def together(k: int) -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, __file__, "--methods", method, "--cifar-steps", str(steps), "--scale", scale]
+            procs = [
+                subprocess.Popen([*cmd, "--worker-of", tmp, str(i)], stdout=subprocess.PIPE, text=True)
+                for i in range(k)
+            ]
+            try:
+                while len(list(Path(tmp).glob("ready.*"))) < k:
+                    if any(p.poll() not in (None, 0) for p in procs):
+                        raise RuntimeError(f"a worker of {k} exited with status {[p.poll() for p in procs]}")
+                    time.sleep(0.005)
+                (Path(tmp) / "go").touch()
+                outs = [p.communicate(timeout=300)[0] for p in procs]
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            if any(p.returncode for p in procs):
+                raise RuntimeError(f"workers of {k} exited with status {[p.returncode for p in procs]}")
+            return max(json.loads(o.strip().splitlines()[-1])["seconds_per_step"] for o in outs)
+
+    alone, out = together(1), []
+    for n in counts:
+        try:
+            many = together(n)
+        except Exception as err:  # noqa: BLE001 - processes this device cannot run at once are a result
+            out.append({"name": "cifar10h", "method": method, "workers": n, "error": error_line(err)})
+            print(f"bench cifar10h {method} in {n} processes: FAILED {out[-1]['error']}", flush=True)
+            continue
+        out.append(
+            {
+                "name": "cifar10h",
+                "method": method,
+                "workers": n,
+                "steps_timed": steps,
+                "alone_seconds_per_step": alone,
+                "seconds_per_step": many,
+                "slowdown": many / alone,
+                "throughput": n * alone / many,
+            }
+        )
+        print(
+            f"bench cifar10h {method} in {n} processes at once: {many * 1e3:.1f} ms/step each "
+            f"(alone {alone * 1e3:.1f}), {out[-1]['throughput']:.2f} x the runs of one process",
+            flush=True,
+        )
+    return out
 
 
 def stack_failure(method: str, stack: int, channels_last: bool, err: BaseException) -> dict:
@@ -359,7 +447,17 @@ def main() -> None:
         action="store_true",
         help="do nothing when bench/results already holds this device's stacks of --stack for every method",
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[],
+        help="also time runs alone in this many processes at once (CIFAR-10H; e.g. 2 4)",
+    )
+    ap.add_argument("--worker-of", nargs=2, metavar=("DIR", "INDEX"), help=argparse.SUPPRESS)  # one of --workers
     args = ap.parse_args()
+    if any(n < 2 for n in args.workers):
+        ap.error(f"--workers: counts of processes must be at least 2, got {args.workers}")
     smoke = args.scale == "smoke"
     device = resolve_device(args.device)
     if device.type == "cpu":
@@ -373,17 +471,34 @@ def main() -> None:
         "cpu" if device.type == "cpu" else "cuda-" + device_name(device).replace(" ", "_")
     )
     path = ROOT / "bench" / "results" / f"epoch_{tag}.json"
-    if args.unless_measured and measured(path, methods, args.stack):
-        print(f"bench: {path.name} holds stacks of {args.stack} of {', '.join(methods)} already; nothing to measure")
-        return
     cifar_fields = (
         {k: TINY[k] for k in ("backbone", "width", "batch_size", "num_experts", "router_hidden")}
         if smoke
         else dict(backbone="cifar_resnet18", width=64, batch_size=128)
     )
-    results: list[dict] = []
-    stacked: list[dict] = []
-    failed: list[dict] = []  # stacks that raised: method, stack, layout and the error's first line
+    if args.worker_of:  # one of bench_workers' processes: its step alone, as one JSON line
+        folder, index = args.worker_of
+        cifar = TrainConfig(method=methods[0], lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
+        wait = _start_together(Path(folder), int(index))
+        print(json.dumps(bench("cifar10h", cifar, size, 10, 45000, c_steps, 20 if gpu else 1, device, wait)))
+        return
+    stacks_done, workers_done = measured(path, methods, args.stack, args.workers)
+    if args.unless_measured and stacks_done and workers_done:
+        what = f"stacks of {args.stack}" + (
+            f" and {'/'.join(map(str, args.workers))} processes" if args.workers else ""
+        )
+        print(f"bench: {path.name} holds {what} of {', '.join(methods)} already; nothing to measure")
+        return
+    keep = json.loads(path.read_text()) if args.unless_measured and path.exists() else {}
+    skip_steps = args.unless_measured and stacks_done  # measured: kept as they are, the processes added
+    results: list[dict] = list(keep.get("results") or []) if skip_steps else []
+    stacked: list[dict] = list(keep.get("stacked") or []) if skip_steps else []
+    failed: list[dict] = list(keep.get("stacked_failed") or []) if skip_steps else []  # stacks that raised
+    workers = [
+        r
+        for r in keep.get("workers") or []
+        if (r["method"], r["workers"]) not in {(m, n) for m in methods for n in args.workers}
+    ]
     # where the JSON goes: bench/results (committed from a GPU) and --out; a smoke run only to --out if given
     folders = [args.out] if smoke and args.out else [path.parent, *([args.out] if args.out else [])]
 
@@ -405,6 +520,7 @@ def main() -> None:
             "table1_grid_stacked": (
                 table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None
             ),
+            "workers": workers,
         }
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
@@ -412,7 +528,7 @@ def main() -> None:
             tmp.write_text(json.dumps(out, indent=1))
             tmp.replace(folder / path.name)
 
-    for method in methods:
+    for method in [] if skip_steps else methods:
         cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
         results.append(bench("cifar10h", cifar, size, 10, 45000, c_steps, 20 if gpu else 1 if smoke else 2, device))
         save()
@@ -429,7 +545,7 @@ def main() -> None:
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
             save()
-    for method in methods if args.stack > 1 else []:
+    for method in methods if args.stack > 1 and not skip_steps else []:
         cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
         for cl in (False, True) if gpu else (False,):  # both layouts inside stacks on a GPU
             warm = 20 if gpu else 1
@@ -442,6 +558,12 @@ def main() -> None:
                 failed.append(stack_failure(method, args.stack, cl, err))
                 print(f"bench cifar10h {method} stack {args.stack}: FAILED {failed[-1]['error']}", flush=True)
             save()
+    for method in methods if args.workers else []:
+        try:
+            workers += bench_workers(method, args.workers, c_steps, args.scale)
+        except Exception as err:  # noqa: BLE001 - a step that cannot be timed alone is a result too
+            print(f"bench cifar10h {method} alone in a process: FAILED {error_line(err)}", flush=True)
+        save()
     print(f"wrote {', '.join(str(f / path.name) for f in folders)}")
 
 

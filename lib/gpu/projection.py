@@ -15,6 +15,10 @@ ratio of a measured run to its estimate (on the H200, 0.92-1.28 against the step
 are used only where the benchmark measured them clearly cheaper per run than a run alone
 (:data:`STACK_GAIN`): on the H200 a stack of 8 cost what runs alone do.
 
+Runs alone may also train in several processes at once (``bench_epoch.py --workers``: each run's
+step is ``slowdown`` times as long with N processes): the queue does so where N / slowdown is at
+least :data:`WORKER_GAIN` (``Bench.workers``), every run's time then multiplied by the slowdown.
+
 The same figures size a call's work (:func:`fit_batch`): the queue hands a page the runs, in plan
 order, whose stacks, trained one after the other as the stacked engine groups them
 (:func:`lib.moe.grid.stack_groups`), end inside the call's training minutes, skipping a run that
@@ -44,10 +48,14 @@ SESSION_TRAIN_MINUTES = training_minutes()
 #: Stacks are used when every stacked method's run costs at most this fraction of its run alone.
 STACK_GAIN = 0.8
 
+#: Runs train in N processes at once when N of them take at most 1 / WORKER_GAIN of N runs alone.
+WORKER_GAIN = 1.3
+
 __all__ = [
     "Bench",
     "SESSION_TRAIN_MINUTES",
     "STACK_GAIN",
+    "WORKER_GAIN",
     "batch_seconds",
     "bench",
     "describe",
@@ -55,6 +63,7 @@ __all__ = [
     "measured_runs",
     "member_epoch_seconds",
     "page_minutes",
+    "run_seconds",
     "sessions",
 ]
 
@@ -65,7 +74,9 @@ class Bench:
     runs (where measured stacked, else alone) and ``alone`` (trained alone); where they come from,
     and whether they are CPU figures extrapolated. ``runs``: seconds of whole runs published from
     this device by (dataset, method, epochs, warmup epochs); ``factor``: how much longer than the
-    benchmark's estimate a measured run took, at most (1 without measured runs)."""
+    benchmark's estimate a measured run took, at most (1 without measured runs). ``slowdowns``: by
+    a count of processes training at once, how much longer each run takes (the slowest method);
+    ``workers``: the processes a call trains in (1, or a measured count that pays)."""
 
     epoch_seconds: dict[tuple[str, str], float]
     stack: int
@@ -74,6 +85,13 @@ class Bench:
     alone: dict[tuple[str, str], float] = field(default_factory=dict)
     runs: dict[tuple[str, str, int, int], float] = field(default_factory=dict)
     factor: float = 1.0
+    slowdowns: dict[int, float] = field(default_factory=dict)
+    workers: int = 1
+
+    @property
+    def slowdown(self) -> float:
+        """How much longer each run takes with ``workers`` processes at once (1 for one)."""
+        return self.slowdowns[self.workers] if self.workers > 1 else 1.0
 
 
 def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
@@ -84,6 +102,8 @@ def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
     for path in sorted(results_dir().glob("*/*/*.json")):
         rec = read_record(path)
         if rec is None or rec.get("device") != device or rec.get("resumed_from"):
+            continue
+        if int((rec.get("queue") or {}).get("workers") or 1) > 1:  # slowed by its neighbours
             continue
         try:
             dataset, train = get_page(rec["queue"]["page"]).bench, rec["config"]["train"]
@@ -132,9 +152,16 @@ def bench(
     ratios = [
         secs / est
         for (d, m, e, w), secs in runs.items()
-        if (est := _run_seconds(b, d, SimpleNamespace(method=m, epochs=e, warmup=w), 1))
+        if (est := run_seconds(b, d, SimpleNamespace(method=m, epochs=e, warmup=w), 1))
     ]
     b.runs, b.factor = dict(runs), max(ratios, default=1.0)
+    for r in results.get("workers") or []:
+        if "error" in r:  # these processes could not train at once
+            continue
+        n = int(r["workers"])
+        b.slowdowns[n] = max(b.slowdowns.get(n, 0.0), float(r["seconds_per_step"]) / float(r["alone_seconds_per_step"]))
+    paying = [n for n, slow in b.slowdowns.items() if n / slow >= WORKER_GAIN]
+    b.workers = max(paying, key=lambda n: n / b.slowdowns[n], default=1)
     return b
 
 
@@ -156,31 +183,32 @@ def member_epoch_seconds(b: Bench, dataset: str, method: str, k: int | None = No
     return alone + (stacked - alone) * (max(k, 1) - 1) / (b.stack - 1)
 
 
-def _run_seconds(b: Bench, dataset: str, cfg: Any, k: int | None = None) -> float | None:
+def run_seconds(b: Bench, dataset: str, cfg: Any, k: int | None = None) -> float | None:
     """Seconds one run of ``cfg`` adds to its stack of ``k``: a run alone as long as the same run
     took on this device; else the benchmark's estimate (robust/FGR: warmup epochs at Vanilla's step)
     times ``b.factor``."""
     if (k or b.stack) <= 1 and (took := b.runs.get((dataset, cfg.method, cfg.epochs, cfg.warmup))):
-        return took
+        return took * b.slowdown
     v = member_epoch_seconds(b, dataset, cfg.method, k)
     if v is None:
         return None
     erm = member_epoch_seconds(b, dataset, "vanilla", k) or v
-    return (cfg.warmup * erm + (cfg.epochs - cfg.warmup) * v) * b.factor
+    return (cfg.warmup * erm + (cfg.epochs - cfg.warmup) * v) * b.factor * b.slowdown
 
 
 def page_minutes(items: Sequence[Any], b: Bench) -> float | None:
-    """Training minutes of the runs ``items`` (one page) on the benchmark's device, stacked as measured;
-    ``None`` when the benchmark covers none of them (the WRN and text pages)."""
+    """Training minutes of the runs ``items`` (one page) on the benchmark's device, stacked as measured
+    and in ``b.workers`` processes at once; ``None`` when the benchmark covers none of them (the WRN
+    and text pages)."""
     total, known = 0.0, False
     for it in items:
         dataset = get_page(it.page).bench  # the benchmark data set the page's epochs are measured on
         if not dataset or not hasattr(it.config, "warmup"):
             continue
-        sec = _run_seconds(b, dataset, it.config)
+        sec = run_seconds(b, dataset, it.config)
         if sec is not None:
             total, known = total + sec, True
-    return total / 60 if known else None
+    return total / 60 / b.workers if known else None
 
 
 def batch_seconds(b: Bench, dataset: str, configs: Sequence[Any], stack: int) -> float | None:
@@ -188,7 +216,7 @@ def batch_seconds(b: Bench, dataset: str, configs: Sequence[Any], stack: int) ->
     stack after another (each as long as its slowest member times its size); ``None`` unmeasured."""
     total = 0.0
     for group in stack_groups(configs, stack):
-        secs = [_run_seconds(b, dataset, c, len(group)) for c in group]
+        secs = [run_seconds(b, dataset, c, len(group)) for c in group]
         if any(s is None for s in secs):
             return None
         total += len(group) * max(secs)  # type: ignore[type-var]
@@ -225,7 +253,9 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
     b = b or bench()
     unit = "CPU-minutes, cpu-extrapolated" if b.cpu_extrapolated else "GPU-minutes"
     lines = [
-        f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured; "
+        f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured"
+        + (f", {b.workers} processes at once (each run {b.slowdown:.2f} x as long)" if b.workers > 1 else "")
+        + "; "
         f"{SESSION_TRAIN_MINUTES:g} training minutes per {SESSION_MINUTES:g}-minute GPU session "
         "(one call; results/README.md)"
     ]

@@ -31,7 +31,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +71,16 @@ class PageSkipped(ValueError):
 
 
 def publish(
-    record: dict[str, Any], page: str, item_id: str, seconds: float | None = None, scale: str | None = None
+    record: dict[str, Any],
+    page: str,
+    item_id: str,
+    seconds: float | None = None,
+    scale: str | None = None,
+    workers: int = 1,
 ) -> Path:
     """Copy a finished run (record and its artifacts) to ``results/<page>/<group>/``, adding the
-    queue's provenance (plan id, scale, command, seconds) and re-signing the record. Atomic (each file
+    queue's provenance (plan id, scale, command, seconds; ``workers``: processes training at once,
+    when more than one) and re-signing the record. Atomic (each file
     is written beside its place and renamed; the record last, so it never names a missing artifact)
     and idempotent (a run published already under this plan id is left as it is)."""
     out = results_dir() / page / record["group"]
@@ -91,6 +97,8 @@ def publish(
         src = next(p for p in artifact_paths(record, name) if p.exists())
         atomic_write(out / f"{record['key']}.{name}.npz", lambda tmp, src=src: shutil.copyfile(src, tmp))
     queue = {"id": item_id, "page": page, "command": " ".join(sys.argv), "seconds": seconds}
+    if workers > 1:
+        queue["workers"] = workers
     body = sign({**record, "queue": {**queue, "scale": scale} if scale else queue})
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body, indent=1, sort_keys=True)))
     return path
@@ -225,6 +233,8 @@ def run_queue(
     data: Mapping[tuple[str, str | None], Any] | None = None,
     sizing: Bench | None = None,
     max_bytes: int | None = None,
+    only: Collection[str] | None = None,
+    workers: int = 1,
 ) -> list[Path]:
     """Train and publish the unfinished runs of ``pages`` in priority order by a hard deadline; return
     the published files.
@@ -237,14 +247,16 @@ def run_queue(
     without it each page's data is loaded here. A page that cannot run here is skipped with a
     message, or, with ``strict`` (pages asked for by name), raises :class:`PageSkipped`. Training
     stops once ``max_bytes`` are published (what a call can bring back). ``published_out`` (a list)
-    receives each published path as it is written, so a caller keeps them when an error ends the call."""
+    receives each published path as it is written, so a caller keeps them when an error ends the call.
+    ``only`` (plan ids): train only these runs (a worker's share, :mod:`lib.gpu.window`, one of
+    ``workers`` processes training at once; the records say so)."""
     if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not math.isfinite(minutes) or minutes <= 0:
         raise ValueError(f"minutes: must be a positive number of minutes, got {minutes!r}")
     if stack is not None and (not isinstance(stack, int) or isinstance(stack, bool) or stack < 1):
         raise ValueError(f"stack: must be a positive integer (runs trained at once), got {stack!r}")
     at = deadline if deadline is not None else clock() + 60 * float(minutes)
     unplanned: dict[str, str] = {}
-    todo = [it for it in plan(pages, scale, unplanned) if not it.done]
+    todo = [it for it in plan(pages, scale, unplanned) if not it.done and (only is None or it.id in only)]
     for name, why in unplanned.items():
         if strict:
             raise PageSkipped(f"pages: {name} cannot be planned here: {why}")
@@ -270,7 +282,7 @@ def run_queue(
                 finished: set[str] = set()
 
                 def on_done(it: Item, rec: dict[str, Any], started: float = started, finished: set = finished) -> None:
-                    done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale))
+                    done.append(publish(rec, it.page, it.id, time.monotonic() - started, scale, workers))
                     finished.add(it.id)
                     log(f"published {it.id} -> {done[-1].relative_to(results_dir().parent)}")
 

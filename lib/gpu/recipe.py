@@ -88,13 +88,13 @@ CHECK = Step(
     "python -m lib paper --carry .packs/cifar10h",
 )
 CALL = Step(
-    "**The call** (the first of a session): the CUDA benchmark of Vanilla's and FGR's steps, alone "
-    f"and in stacks of 8 (at most {BENCH_SECONDS} s; skipped once this device's stacks are measured), "
-    "then the machine's versions and data fingerprints, the self-test, and CIFAR-10H, then Sensitivity, "
-    "in stacks sized from the benchmark to end, evaluated and exported, inside the call; progress goes "
-    "to `window.log` and `bench.log`, the summary to the output.",
-    f"PYTHONUNBUFFERED=1 timeout {BENCH_SECONDS} python3 bench/bench_epoch.py --stack 8 --skip-pacs --methods "
-    'vanilla fgr --cifar-steps 60 --unless-measured --out "$OUT" >"$OUT/bench.log" 2>&1; '
+    "**The call** (the first of a session): the CUDA benchmark of Vanilla's and FGR's steps, alone, "
+    f"in stacks of 8 and in 2 and 4 processes at once (at most {BENCH_SECONDS} s; what this device has "
+    "measured is skipped), then the machine's versions and data fingerprints, the self-test, and "
+    "CIFAR-10H, then Sensitivity, in stacks or processes sized from the benchmark to end, evaluated and "
+    "exported, inside the call; progress goes to `window.log` and `bench.log`, the summary to the output.",
+    f"PYTHONUNBUFFERED=1 timeout {BENCH_SECONDS} python3 bench/bench_epoch.py --stack 8 --workers 2 4 --skip-pacs "
+    '--methods vanilla fgr --cifar-steps 60 --unless-measured --out "$OUT" >"$OUT/bench.log" 2>&1; '
     'tail -n 4 "$OUT/bench.log"; python3 -m lib paper cifar10h sensitivity --minutes 7 --log "$OUT/window.log" '
     '--export "$OUT/results.tgz"',
     call=True,

@@ -13,6 +13,10 @@ missing chunk); loads each page's data, saying its fingerprint (pages named that
 stop the call); runs the engine's few-second self-test (:mod:`lib.gpu.selftest`); trains the
 unfinished runs by the deadline, each (or each stack) only if it can end inside it (:func:`lib.gpu.queue.run_queue`);
 and writes every record it published into archives, also when the deadline or an error ends it.
+Where the CUDA benchmark measured that runs alone train faster in several processes at once
+(``--workers``, :data:`lib.gpu.projection.WORKER_GAIN`), the call hands each process a share of the
+runs of about equal time (``python -m lib paper --runs ...``, the same deadline) and then trains
+what is left itself.
 With ``--log`` the progress lines go to that file and the output keeps the summary. Without pages,
 every page that can run here does. ``--prepare`` stops before training; ``--dry-run`` prints the
 plan; ``--carry PATH ...`` checks here what a call would carry; ``--import`` takes archives in.
@@ -27,6 +31,7 @@ import importlib.util
 import math
 import platform
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -37,7 +42,7 @@ from typing import IO, Any
 
 import torch
 
-from lib.config import SCALES
+from lib.config import SCALES, repo_root, results_dir
 from lib.engine.device import device_name, resolve_device
 from lib.gpu import packs, projection, queue, transfer
 from lib.gpu.recipe import reserve_seconds
@@ -146,6 +151,14 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--export", metavar="TGZ", help="write every record this call published into archives")
     ap.add_argument("--log", metavar="FILE", help="also write every line, and the progress lines only, to this file")
     ap.add_argument("--carry", nargs="+", metavar="PATH", help="check here what a call carrying these paths sends")
+    ap.add_argument(
+        "--workers",
+        type=parse_stack,
+        default=None,
+        help="processes training runs at once (default: what the CUDA benchmark measured to pay, else 1)",
+    )
+    ap.add_argument("--runs", help=argparse.SUPPRESS)  # a worker's share: plan ids, comma-separated
+    ap.add_argument("--deadline-in", type=parse_minutes, help=argparse.SUPPRESS)  # a worker's deadline, seconds
     ap.add_argument("--no-selftest", action="store_true", help="skip the engine self-test")
     ap.add_argument(
         "--prepare",
@@ -197,7 +210,8 @@ def _window(
     for line in packs.unpack_all():
         say(line)
     unplanned: dict[str, str] = {}
-    items = [it for it in plan(pages, args.scale, unplanned) if not it.done]
+    only = set(args.runs.split(",")) if args.runs else None
+    items = [it for it in plan(pages, args.scale, unplanned) if not it.done and (only is None or it.id in only)]
     for p, why in unplanned.items():
         if explicit:
             raise ValueError(f"pages: {p} cannot be planned here: {why}")
@@ -207,12 +221,19 @@ def _window(
         return
     data = queue.load_data(items, args.scale, strict=explicit, log=say)
     sizing = _sizing(args, [p for p, _ in data])
+    workers = _workers(args, sizing)
     if not args.no_selftest:
         say(run_selftest(stacked=_stacks(args, sizing, [p for p, _ in data])))
     say(f"setup: {time.monotonic() - start:.0f} s")
     if args.prepare:
         return
-    at = start + max(60 * args.minutes - reserve_seconds(args.minutes), 1.0)
+    at = start + (args.deadline_in or max(60 * args.minutes - reserve_seconds(args.minutes), 1.0))
+    if workers > 1 and only is None:
+        shares = _shares([it for it in items if (it.page, it.target) in data], workers, sizing)
+        say(f"workers: {len(shares)} processes at once, {', '.join(str(len(s)) for s in shares)} run(s) each")
+        _run_workers(args, [p for p in pages if p not in unplanned], shares, at, say, published)
+        if sizing is not None:
+            sizing.workers = 1  # what is left trains here, alone
     queue.run_queue(
         [p for p in pages if p not in unplanned],
         args.minutes,
@@ -225,8 +246,14 @@ def _window(
         data=data,
         sizing=sizing,
         max_bytes=CALL_BYTES,
+        only=only,
+        workers=workers,
     )
-    left = [it for it in plan([p for p in pages if p not in unplanned], args.scale) if not it.done]
+    left = [
+        it
+        for it in plan([p for p in pages if p not in unplanned], args.scale)
+        if not it.done and (only is None or it.id in only)
+    ]
     say(
         f"left: {len(left)} run(s) of {', '.join(dict.fromkeys(it.page for it in left)) or 'nothing'}; training ended at {time.monotonic() - start:.0f} s"
     )
@@ -255,6 +282,84 @@ def _stacks(args: argparse.Namespace, sizing: projection.Bench | None, pages: Se
     if args.stack is not None:
         return args.stack > 1
     return sizing is None or sizing.stack > 1 or not all(get_page(p).bench for p in pages)
+
+
+def _workers(args: argparse.Namespace, sizing: projection.Bench | None) -> int:
+    """How many processes train at once (``sizing.workers`` set to it): ``--workers`` (with a
+    benchmark, only a count it measured), else what the benchmark measured to pay, else one."""
+    n = args.workers if args.workers is not None else sizing.workers if sizing is not None else 1
+    if sizing is not None:
+        if n > 1 and n not in sizing.slowdowns:
+            measured = ", ".join(map(str, sorted(sizing.slowdowns))) or "none"
+            raise ValueError(
+                f"workers: {n} processes at once were not measured on this device (measured: {measured}); "
+                "run bench/bench_epoch.py --workers N first"
+            )
+        sizing.workers = n
+    return n
+
+
+def _shares(items: Sequence[queue.Item], n: int, sizing: projection.Bench | None) -> list[list[queue.Item]]:
+    """``items`` in ``n`` shares of about equal training time, each in plan order: the runs of one
+    configuration (pages share runs) together, each group to the share with the least time so far
+    (a run's time from ``sizing``; one unit without it)."""
+    groups: dict[str, list[queue.Item]] = {}
+    for it in items:
+        groups.setdefault(repr(it.config), []).append(it)
+    shares: list[list[queue.Item]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for group in groups.values():
+        dataset = get_page(group[0].page).bench
+        secs = projection.run_seconds(sizing, dataset, group[0].config) if sizing and dataset else None
+        i = load.index(min(load))
+        shares[i] += group
+        load[i] += secs or 1.0
+    return [share for share in shares if share]
+
+
+def _run_workers(
+    args: argparse.Namespace,
+    pages: Sequence[str],
+    shares: Sequence[Sequence[queue.Item]],
+    at: float,
+    say: _Log,
+    published: list[Path],
+) -> None:
+    """Train ``shares`` in one process each (``python -m lib paper --runs ...``, the deadline ``at``),
+    their lines said with the worker's number and their progress in this call's log; add what they
+    published to ``published`` (also when this call is stopped: the workers are then ended first)."""
+    before = set(results_dir().glob("*/*/*.json"))
+    common = [*pages, "--scale", args.scale, "--workers", str(len(shares)), "--no-selftest"]
+    common += ["--stack", str(args.stack)] if args.stack is not None else []
+    err = sys.stderr if hasattr(sys.stderr, "fileno") and args.log else subprocess.DEVNULL
+    procs: list[subprocess.Popen] = []
+    readers: list[threading.Thread] = []
+    try:
+        for i, share in enumerate(shares, 1):
+            left = f"{max(at - time.monotonic(), 1.0):.1f}"
+            cmd = [sys.executable, "-m", "lib", "paper", *common, "--runs", ",".join(it.id for it in share)]
+            proc = subprocess.Popen(
+                [*cmd, "--deadline-in", left], stdout=subprocess.PIPE, stderr=err, text=True, cwd=repo_root()
+            )
+            procs.append(proc)
+
+            def relay(proc: subprocess.Popen = proc, i: int = i) -> None:
+                for line in proc.stdout or []:
+                    say(f"worker {i}: {line.rstrip()}")
+
+            readers.append(threading.Thread(target=relay, daemon=True))
+            readers[-1].start()
+        for i, proc in enumerate(procs, 1):
+            if proc.wait():
+                say(f"worker {i}: ended with exit status {proc.returncode} (its runs left are the next call's)")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        published += sorted(set(results_dir().glob("*/*/*.json")) - before)
 
 
 def _terminated(signum: int, frame: object) -> None:

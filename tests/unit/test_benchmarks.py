@@ -153,13 +153,19 @@ def test_the_epoch_benchmark_skips_only_stacks_it_measured_and_records_a_failed_
     path = tmp_path / "epoch_cuda-X.json"
     rows = [{"method": m, "stack": 8} for m in ("vanilla", "fgr")]
     path.write_text(json.dumps({"stacked": rows}))
-    assert be.measured(path, ["vanilla", "fgr"], 8)
-    assert not be.measured(path, ["vanilla", "fgr"], 4)
-    assert not be.measured(path, ["vanilla", "robust"], 8)
+    assert be.measured(path, ["vanilla", "fgr"], 8) == (True, True)  # no processes asked for
+    assert be.measured(path, ["vanilla", "fgr"], 4) == (False, True)
+    assert be.measured(path, ["vanilla", "robust"], 8) == (False, True)
+    assert be.measured(path, ["vanilla", "fgr"], 8, [2, 4]) == (True, False)  # processes not yet timed
+    procs = [{"method": m, "workers": n, "seconds_per_step": 1.0} for m in ("vanilla", "fgr") for n in (2, 4)]
+    procs[-1] = {"method": "fgr", "workers": 4, "error": "RuntimeError: x"}  # failed: measured, not tried again
+    path.write_text(json.dumps({"stacked": rows, "workers": procs}))
+    assert be.measured(path, ["vanilla", "fgr"], 8, [2, 4]) == (True, True)
+    assert be.measured(path, ["vanilla", "fgr"], 8, [3]) == (True, False)
     path.write_text(json.dumps({"stacked": [], "stacked_failed": rows}))  # the H200's first benchmark
-    assert not be.measured(path, ["vanilla"], 8)
+    assert not be.measured(path, ["vanilla"], 8)[0]
     path.write_text("{not json")
-    assert not be.measured(path, ["vanilla"], 8) and not be.measured(tmp_path / "absent.json", ["vanilla"], 8)
+    assert be.measured(path, ["vanilla"], 8) == be.measured(tmp_path / "absent.json", ["vanilla"], 8) == (False, False)
     err = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore")
     assert be.stack_failure("fgr", 8, True, err) == {
         "name": "cifar10h",

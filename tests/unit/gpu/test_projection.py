@@ -127,3 +127,50 @@ def test_stacks_are_left_out_where_a_run_alone_costs_about_as_much():
     b = pj.bench(CUDA, "epoch_cuda-H100.json", runs={("cifar10h", "vanilla", 10, 0): 12.0})
     assert b.stack == 1 and b.epoch_seconds == {("cifar10h", "vanilla"): 6.0, ("cifar10h", "fgr"): 6.0}
     assert pj.bench(CUDA, "epoch_cuda-H100.json", runs={("cifar10h", "vanilla", 10, 0): 13.0}).stack == 8
+
+
+def _procs(*rows: tuple[str, int, float]) -> list[dict]:
+    """bench_epoch.py --workers rows: (method, processes, seconds per step at once); alone: 1 s."""
+    return [{"method": m, "workers": n, "alone_seconds_per_step": 1.0, "seconds_per_step": s} for m, n, s in rows]
+
+
+def test_processes_at_once_are_used_where_they_pay_and_slow_each_run_by_the_slowest_method(tmp_path, monkeypatch):
+    """By hand: 2 processes slow Vanilla's step 1.2x and FGR's 1.4x (the slower counts: 2 / 1.4 = 1.43
+    >= 1.3); 4 slow them 3.0x and 2.5x (4 / 3.0 = 1.33): 2 processes pay most. A run then costs 1.4x
+    its time alone and a page's minutes are halved; a failed count is left out; a 3-process count at
+    2.5x (1.2 x the runs) does not pay."""
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    rows = _procs(("vanilla", 2, 1.2), ("fgr", 2, 1.4), ("vanilla", 4, 3.0), ("fgr", 4, 2.5))
+    rows.append({"method": "vanilla", "workers": 8, "error": "RuntimeError: out of memory"})
+    alone = {**CUDA, "stacked": []}
+    b = pj.bench({**alone, "workers": rows}, "epoch_cuda-H100.json")
+    assert b.slowdowns == {2: pytest.approx(1.4), 4: pytest.approx(3.0)} and b.workers == 2
+    assert b.slowdown == pytest.approx(1.4)
+    cfg = tiny_config("vanilla", 0, epochs=10, warmup_epochs=0)
+    assert pj.run_seconds(b, "cifar10h", cfg) == pytest.approx(10 * 6.0 * 1.4)
+    items = plan(["cifar10h"], "paper")
+    one = pj.bench(alone, "epoch_cuda-H100.json")
+    assert one.workers == 1 and one.slowdown == 1.0
+    assert pj.page_minutes(items, b) == pytest.approx(pj.page_minutes(items, one) * 1.4 / 2)
+    assert "2 processes at once (each run 1.40 x as long)" in pj.describe(items, b)
+    assert pj.bench({**alone, "workers": _procs(("vanilla", 3, 2.5))}, "epoch_cuda-H100.json").workers == 1
+
+
+def test_runs_trained_beside_others_do_not_count_as_runs_alone(results):
+    """A published run trained in one of several processes took longer than alone: the estimates of
+    runs alone never learn from it."""
+    import json
+
+    from lib.engine.runs import sign
+
+    folder = results / "cifar10h" / "moe"
+    folder.mkdir(parents=True)
+    for key, workers in (("a", 1), ("b", 2)):
+        rec = {
+            "device": "NVIDIA H100 80GB HBM3",
+            "queue": {"page": "cifar10h", "id": key, **({"workers": workers} if workers > 1 else {})},
+            "config": {"train": {"method": "vanilla" if key == "a" else "fgr", "epochs": 10, "warmup_epochs": 0}},
+            "wall_time": {"train": 50.0},
+        }
+        (folder / f"{key}.json").write_text(json.dumps(sign(rec)))
+    assert pj.measured_runs("NVIDIA H100 80GB HBM3") == {("cifar10h", "vanilla", 10, 0): 50.0}

@@ -188,6 +188,48 @@ def test_the_self_test_checks_stacks_only_when_the_call_may_stack(stack, measure
     assert window._stacks(argparse.Namespace(stack=stack), sizing, pages) is stacks
 
 
+def test_runs_train_in_processes_at_once_each_its_share_and_the_call_exports_them_all(results, tmp_path, capsys):
+    """``--workers 2`` on the CPU at smoke scale: two processes (``python -m lib paper --runs ...``)
+    train a share each, in plan order, and publish; the call says their lines with their number,
+    exports every record, and each record says it was trained beside another."""
+    log, out = tmp_path / "window.log", tmp_path / "out" / "results.tgz"
+    argv = ["cifar10h", "--scale", "smoke", "--workers", "2", "--no-selftest", "--export", str(out), "--log", str(log)]
+    assert window.main(argv) == 0
+    said = capsys.readouterr().out
+    assert "workers: 2 processes at once, 3, 3 run(s) each" in said
+    for i in (1, 2):
+        assert f"worker {i}: published cifar10h/" in said and f"worker {i}: left: 0 run(s)" in said
+    assert all(it.done for it in q.plan(["cifar10h"], "smoke"))
+    records = [json.loads(p.read_text()) for p in results.glob("cifar10h/moe/*.json")]
+    assert len(records) == 6 and {r["queue"]["workers"] for r in records} == {2}
+    with tarfile.open(out) as tar:
+        assert len([n for n in tar.getnames() if n.endswith(".json")]) == 6
+
+
+def test_shares_keep_shared_runs_together_and_balance_the_projected_time(monkeypatch):
+    """Greedy by plan order: each configuration's runs (pages share runs) go to the share with the
+    least projected time so far; a count of processes the benchmark did not measure is refused."""
+    import argparse
+
+    items = [it for it in q.plan(["cifar10h", "sensitivity"], "smoke") if not it.done]
+    shares = window._shares(items, 3, None)
+    assert sorted(it.id for s in shares for it in s) == sorted(it.id for it in items)
+    where = {it.id: i for i, s in enumerate(shares) for it in s}
+    for a in items:
+        for b in items:
+            if repr(a.config) == repr(b.config):
+                assert where[a.id] == where[b.id], (a.id, b.id)
+    sizes = [len({repr(it.config) for it in s}) for s in shares]
+    assert max(sizes) - min(sizes) <= 1  # one unit per configuration without a benchmark
+    b = projection.Bench({("cifar10h", "vanilla"): 1.0}, 1, "test", False, slowdowns={2: 1.2})
+    with pytest.raises(
+        ValueError, match=r"workers: 4 processes at once were not measured on this device \(measured: 2\)"
+    ):
+        window._workers(argparse.Namespace(workers=4), b)
+    assert window._workers(argparse.Namespace(workers=2), b) == 2 and b.slowdown == 1.2
+    assert window._workers(argparse.Namespace(workers=None), None) == 1
+
+
 def test_pacs_without_its_weights_is_refused_not_planned_from_scratch(results, monkeypatch):
     import lib.nets.backbones as bb
 

@@ -193,7 +193,13 @@ def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
         files_at.append(out)
     imports = [s for s in said if s.startswith("imported ")]
     assert re.match(r"imported [1-9]\d* records .*made at scale smoke on data ", imports[0]), imports[0]
-    assert (home / "bench" / "results" / "epoch_smoke-cpu.json").exists()  # the call's benchmark, committed
+    bench = json.loads((home / "bench" / "results" / "epoch_smoke-cpu.json").read_text())  # committed
+    # the processes at once: each count of each method timed (or its failure kept), the slowdown their ratio
+    assert {(r["method"], r["workers"]) for r in bench["workers"]} == {
+        (m, n) for m in ("vanilla", "fgr") for n in (2, 4)
+    }
+    for r in bench["workers"]:
+        assert "error" in r or r["slowdown"] == r["seconds_per_step"] / r["alone_seconds_per_step"] > 0, r
 
     # a fresh clone of what was committed, on a machine like the GPU's: every page finds every record it
     # planned, by its own key; the dry run at smoke scale works there (CivilComments is not planned
