@@ -309,73 +309,97 @@ def measured(path: Path, methods: list[str], stack: int, workers: Sequence[int] 
     )
 
 
-def _start_together(folder: Path, index: int) -> Callable[[], None]:
-    """A worker's barrier: say it is ready (``ready.<index>``), then wait for ``go`` (120 s at most)."""
-
-    def wait() -> None:
-        (folder / f"ready.{index}").touch()
-        until = time.monotonic() + 120
-        while not (folder / "go").exists():
-            if time.monotonic() > until:
-                raise TimeoutError(f"{folder}: no start signal in 120 s")
-            time.sleep(0.005)
-
-    return wait
+def _wait_for(folder: Path, names: Sequence[str], procs: Sequence[subprocess.Popen] = ()) -> None:
+    """Wait until every file of ``names`` exists in ``folder`` (120 s at most; a process of ``procs``
+    that ended early is an error)."""
+    until = time.monotonic() + 120
+    while not all((folder / n).exists() for n in names):
+        if any(p.poll() is not None for p in procs) or time.monotonic() > until:
+            status = [p.poll() for p in procs]
+            raise RuntimeError(f"processes at once: waited in vain for {names[0]} (exit status {status})")
+        time.sleep(0.005)
 
 
-def bench_workers(method: str, counts: Sequence[int], steps: int, scale: str) -> list[dict]:
-    """Time ``method``'s step alone in one process, then in each of ``counts`` processes at once
-    (their timed steps start together): the slowest process's step over the one alone is the
-    ``slowdown``. A count whose processes fail is kept with its error (measured: not tried again)."""
+def rounds(methods: Sequence[str], counts: Sequence[int]) -> list[tuple[str, int]]:
+    """The rounds of ``bench_workers``: per method its step alone, then in each of ``counts`` at once."""
+    return [(m, k) for m in methods for k in (1, *counts)]
 
-    def together(k: int) -> float:
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, __file__, "--methods", method, "--cifar-steps", str(steps), "--scale", scale]
-            procs = [
-                subprocess.Popen([*cmd, "--worker-of", tmp, str(i)], stdout=subprocess.PIPE, text=True)
-                for i in range(k)
-            ]
-            try:
-                while len(list(Path(tmp).glob("ready.*"))) < k:
-                    if any(p.poll() not in (None, 0) for p in procs):
-                        raise RuntimeError(f"a worker of {k} exited with status {[p.poll() for p in procs]}")
-                    time.sleep(0.005)
-                (Path(tmp) / "go").touch()
-                outs = [p.communicate(timeout=300)[0] for p in procs]
-            finally:
-                for p in procs:
-                    if p.poll() is None:
-                        p.kill()
-            if any(p.returncode for p in procs):
-                raise RuntimeError(f"workers of {k} exited with status {[p.returncode for p in procs]}")
-            return max(json.loads(o.strip().splitlines()[-1])["seconds_per_step"] for o in outs)
 
-    alone, out = together(1), []
-    for n in counts:
-        try:
-            many = together(n)
-        except Exception as err:  # noqa: BLE001 - processes this device cannot run at once are a result
-            out.append({"name": "cifar10h", "method": method, "workers": n, "error": error_line(err)})
-            print(f"bench cifar10h {method} in {n} processes: FAILED {out[-1]['error']}", flush=True)
+def worker_rounds(folder: Path, index: int, methods: Sequence[str], counts: Sequence[int], time_step) -> dict:
+    """One of ``bench_workers``' processes: in each round it takes part in (its ``index`` below the
+    round's count) it says it is ready, waits for the round's start and times the method's step
+    (``time_step(method, barrier)``); returns {method: {count: seconds per step}}."""
+    out: dict[str, dict[int, float]] = {}
+    (folder / f"up.{index}").touch()  # imports done: the first round starts once every process is up
+    for method, k in rounds(methods, counts):
+        if index >= k:
             continue
-        out.append(
-            {
-                "name": "cifar10h",
-                "method": method,
-                "workers": n,
-                "steps_timed": steps,
-                "alone_seconds_per_step": alone,
-                "seconds_per_step": many,
-                "slowdown": many / alone,
-                "throughput": n * alone / many,
-            }
-        )
-        print(
-            f"bench cifar10h {method} in {n} processes at once: {many * 1e3:.1f} ms/step each "
-            f"(alone {alone * 1e3:.1f}), {out[-1]['throughput']:.2f} x the runs of one process",
-            flush=True,
-        )
+        tag = f"{method}.{k}"
+
+        def barrier(tag: str = tag) -> None:
+            (folder / f"ready.{tag}.{index}").touch()
+            _wait_for(folder, [f"go.{tag}"])
+
+        out.setdefault(method, {})[k] = time_step(method, barrier)
+        (folder / f"done.{tag}.{index}").touch()
     return out
+
+
+def bench_workers(methods: Sequence[str], counts: Sequence[int], steps: int, scale: str) -> list[dict]:
+    """Time each method's step alone, then in each of ``counts`` processes at once, in ``max(counts)``
+    processes started once (:func:`worker_rounds`; a round's timed steps start together): the
+    slowest process's step over the one alone is the ``slowdown``. Processes that fail leave every
+    count of every method with the error (measured: not tried again)."""
+    n = max(counts)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cmd = [sys.executable, __file__, "--methods", *methods, "--cifar-steps", str(steps), "--scale", scale]
+        cmd += ["--workers", *map(str, counts)]
+        procs = [
+            subprocess.Popen([*cmd, "--worker-of", tmp, str(i)], stdout=subprocess.PIPE, text=True) for i in range(n)
+        ]
+        try:
+            _wait_for(folder, [f"up.{i}" for i in range(n)], procs)
+            for method, k in rounds(methods, counts):
+                tag = f"{method}.{k}"
+                _wait_for(folder, [f"ready.{tag}.{i}" for i in range(k)], procs)
+                (folder / f"go.{tag}").touch()
+                _wait_for(folder, [f"done.{tag}.{i}" for i in range(k)], procs[:k])
+            outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+        except Exception as err:  # noqa: BLE001 - processes this device cannot run at once are a result
+            print(f"bench cifar10h in processes at once: FAILED {error_line(err)}", flush=True)
+            return [
+                {"name": "cifar10h", "method": m, "workers": k, "error": error_line(err)}
+                for m in methods
+                for k in counts
+            ]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    rows = []
+    for method in methods:
+        alone = outs[0][method]["1"]
+        for k in counts:
+            many = max(o[method][str(k)] for o in outs[:k])
+            rows.append(
+                {
+                    "name": "cifar10h",
+                    "method": method,
+                    "workers": k,
+                    "steps_timed": steps,
+                    "alone_seconds_per_step": alone,
+                    "seconds_per_step": many,
+                    "slowdown": many / alone,
+                    "throughput": k * alone / many,
+                }
+            )
+            print(
+                f"bench cifar10h {method} in {k} processes at once: {many * 1e3:.1f} ms/step each "
+                f"(alone {alone * 1e3:.1f}), {rows[-1]['throughput']:.2f} x the runs of one process",
+                flush=True,
+            )
+    return rows
 
 
 def stack_failure(method: str, stack: int, channels_last: bool, err: BaseException) -> dict:
@@ -476,11 +500,15 @@ def main() -> None:
         if smoke
         else dict(backbone="cifar_resnet18", width=64, batch_size=128)
     )
-    if args.worker_of:  # one of bench_workers' processes: its step alone, as one JSON line
-        folder, index = args.worker_of
-        cifar = TrainConfig(method=methods[0], lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
-        wait = _start_together(Path(folder), int(index))
-        print(json.dumps(bench("cifar10h", cifar, size, 10, 45000, c_steps, 20 if gpu else 1, device, wait)))
+    if args.worker_of:  # one of bench_workers' processes: its rounds, as one JSON line
+
+        def time_step(method: str, barrier: Callable[[], None]) -> float:
+            cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
+            warm = 20 if gpu else 1
+            return bench("cifar10h", cifar, size, 10, 45000, c_steps, warm, device, barrier)["seconds_per_step"]
+
+        folder, index = Path(args.worker_of[0]), int(args.worker_of[1])
+        print(json.dumps(worker_rounds(folder, index, methods, args.workers, time_step)))
         return
     stacks_done, workers_done = measured(path, methods, args.stack, args.workers)
     if args.unless_measured and stacks_done and workers_done:
@@ -558,11 +586,8 @@ def main() -> None:
                 failed.append(stack_failure(method, args.stack, cl, err))
                 print(f"bench cifar10h {method} stack {args.stack}: FAILED {failed[-1]['error']}", flush=True)
             save()
-    for method in methods if args.workers else []:
-        try:
-            workers += bench_workers(method, args.workers, c_steps, args.scale)
-        except Exception as err:  # noqa: BLE001 - a step that cannot be timed alone is a result too
-            print(f"bench cifar10h {method} alone in a process: FAILED {error_line(err)}", flush=True)
+    if args.workers:
+        workers += bench_workers(methods, args.workers, c_steps, args.scale)
         save()
     print(f"wrote {', '.join(str(f / path.name) for f in folders)}")
 

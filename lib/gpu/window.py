@@ -231,7 +231,7 @@ def _window(
     if workers > 1 and only is None:
         shares = _shares([it for it in items if (it.page, it.target) in data], workers, sizing)
         say(f"workers: {len(shares)} processes at once, {', '.join(str(len(s)) for s in shares)} run(s) each")
-        _run_workers(args, [p for p in pages if p not in unplanned], shares, at, say, published)
+        _run_workers(args, [p for p in pages if p not in unplanned], shares, workers, at, say, published)
         if sizing is not None:
             sizing.workers = 1  # what is left trains here, alone
     queue.run_queue(
@@ -321,15 +321,17 @@ def _run_workers(
     args: argparse.Namespace,
     pages: Sequence[str],
     shares: Sequence[Sequence[queue.Item]],
+    workers: int,
     at: float,
     say: _Log,
     published: list[Path],
 ) -> None:
-    """Train ``shares`` in one process each (``python -m lib paper --runs ...``, the deadline ``at``),
-    their lines said with the worker's number and their progress in this call's log; add what they
+    """Train ``shares`` in one process each (``python -m lib paper --runs ...``, the deadline ``at``;
+    each sized as one of ``workers``, the measured count, also when fewer shares are left), their
+    lines said with the worker's number and their progress in this call's log; add what they
     published to ``published`` (also when this call is stopped: the workers are then ended first)."""
     before = set(results_dir().glob("*/*/*.json"))
-    common = [*pages, "--scale", args.scale, "--workers", str(len(shares)), "--no-selftest"]
+    common = [*pages, "--scale", args.scale, "--workers", str(workers), "--no-selftest"]
     common += ["--stack", str(args.stack)] if args.stack is not None else []
     err = sys.stderr if hasattr(sys.stderr, "fileno") and args.log else subprocess.DEVNULL
     procs: list[subprocess.Popen] = []
