@@ -175,7 +175,9 @@ class PreparedRun:
 #: bf16 autocast without it raised in batch norm ("Expected running_mean to have type BFloat16 but
 #: got Float"), with it trained (2.8 s per run-epoch); under ``torch.func.vmap`` the ``as_strided_``
 #: of adaptive pooling then takes functorch's per-member fallback (issue 23). The layout changes no
-#: result beyond float rounding; bench/bench_epoch.py --stack measures both layouts.
+#: result beyond float rounding; bench/bench_epoch.py --stack measures both layouts. The tiny CNN of
+#: the self-test did not train stacked there: batch norm under vmap raised "NYI: querying
+#: is_contiguous inside of vmap for memory_format other than torch.contiguous_format" (2026-11-27).
 STACK_CHANNELS_LAST = True
 
 
