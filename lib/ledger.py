@@ -25,7 +25,7 @@ HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = VERDICTS
 _BELOW_FLOOR = "accuracy below the floor"
 
 
-def why(paper_own: str, ours: str, ours_text: str, paper_scale: str) -> str:
+def why(paper_own: str, ours: str, ours_text: str) -> str:
     """One line on why the paper's own verdict and ours differ (or that they agree), derived from
     the verdicts and what the page wrote in its ``ours`` cell; never typed per claim."""
     if ours == NOT_RUN:
@@ -86,7 +86,7 @@ def ledger_rows(
                     "paper_own": own or "—",
                     "ours": str(r["verdict"]),
                     "paper_scale": scale_cell,
-                    "why": why(own, str(r["verdict"]), str(r.get("ours", "")), scale_cell),
+                    "why": why(own, str(r["verdict"]), str(r.get("ours", ""))),
                 }
             )
     return rows

@@ -42,12 +42,13 @@ def test_rows_keep_each_published_claim_with_its_three_verdicts() -> None:
 
 
 def test_why_follows_from_the_verdicts() -> None:
-    assert why("held", "held", "", "") == "agree"
-    assert why("inconclusive at this scale", "held", "", "").startswith("the paper's own numbers are within noise")
-    assert why("held", "did not hold", "", "").startswith("opposite verdicts")
-    assert why("held", "inconclusive at this scale", "x [computed verdict 'held' not used: accuracy below the floor]",
-               "").startswith("our model is below")  # fmt: skip
-    assert why("", "not run: data unavailable", "", "").startswith("the data this page needs")
+    assert why("held", "held", "") == "agree"
+    assert why("inconclusive at this scale", "held", "").startswith("the paper's own numbers are within noise")
+    assert why("held", "did not hold", "").startswith("opposite verdicts")
+    assert why(
+        "held", "inconclusive at this scale", "x [computed verdict 'held' not used: accuracy below the floor]"
+    ).startswith("our model is below")
+    assert why("", "not run: data unavailable", "").startswith("the data this page needs")
 
 
 def test_a_bad_published_row_is_named() -> None:
