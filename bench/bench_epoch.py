@@ -21,9 +21,9 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   inside stacks; lib.moe.train.STACK_CHANNELS_LAST, on since the H200's stacks without it raised,
   should follow it).
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
-* with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): each method's step
-  is timed in one process, then in N started together (their timed steps begin at one signal), and
-  ``slowdown`` is the slowest process's step over the one alone. A step that leaves the device idle
+* with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): max(N) processes,
+  started once, time each method's step in rounds, first in one of them, then in N of them whose
+  timed steps begin at one signal; ``slowdown`` is the slowest process's step over the one alone. A step that leaves the device idle
   between kernels (launches, Python) lets N processes finish N runs in less than N times one:
   ``lib.gpu.projection`` has the queue train in N processes where N / slowdown pays
   (``WORKER_GAIN``).
