@@ -353,7 +353,7 @@ def _run_workers(
             readers[-1].start()
         for i, proc in enumerate(procs, 1):
             if proc.wait():
-                say(f"worker {i}: ended with exit status {proc.returncode} (its runs left are the next call's)")
+                say(f"worker {i}: ended with exit status {proc.returncode}; its runs left stay in the queue")
     finally:
         for proc in procs:
             if proc.poll() is None:

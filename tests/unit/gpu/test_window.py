@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import tarfile
+import time
 
 import pytest
 import torch
@@ -216,6 +217,33 @@ def test_runs_train_in_processes_at_once_each_its_share_and_the_call_exports_the
     assert len(records) == 6 and {r["queue"]["workers"] for r in records} == {2}
     with tarfile.open(out) as tar:
         assert len([n for n in tar.getnames() if n.endswith(".json")]) == 6
+
+
+def test_a_worker_that_fails_is_said_and_the_call_goes_on(results, monkeypatch):
+    """A worker process that exits non-zero: its lines and its exit status are said, nothing it did
+    not publish is exported, and the call goes on (its runs are the call's or the next call's)."""
+    import argparse
+    import subprocess
+
+    real = subprocess.Popen
+    started = []
+
+    def popen(cmd, **kw):
+        started.append(cmd)
+        return real([sys.executable, "-c", "print('loading'); raise SystemExit(3)"], **kw)
+
+    monkeypatch.setattr(window.subprocess, "Popen", popen)
+    said, published = [], []
+    items = [it for it in q.plan(["cifar10h"], "smoke") if not it.done][:2]
+    args = argparse.Namespace(scale="smoke", stack=None, log=None)
+    window._run_workers(args, ["cifar10h"], [items[:1], items[1:]], 2, time.monotonic() + 60, said.append, published)
+    assert [c[c.index("--runs") + 1] for c in started] == [items[0].id, items[1].id]
+    assert all(c[c.index("--workers") + 1] == "2" and "--deadline-in" in c for c in started)
+    assert sorted(said) == sorted(
+        [f"worker {i}: loading" for i in (1, 2)]
+        + [f"worker {i}: ended with exit status 3; its runs left stay in the queue" for i in (1, 2)]
+    )
+    assert published == []
 
 
 def test_shares_keep_shared_runs_together_and_balance_the_projected_time(monkeypatch):
