@@ -211,7 +211,11 @@ def _window(
         say(line)
     unplanned: dict[str, str] = {}
     only = set(args.runs.split(",")) if args.runs else None
-    items = [it for it in plan(pages, args.scale, unplanned) if not it.done and (only is None or it.id in only)]
+
+    def todo(names: Sequence[str], unplanned: dict[str, str] | None = None) -> list[queue.Item]:
+        return [it for it in plan(names, args.scale, unplanned) if not it.done and (only is None or it.id in only)]
+
+    items = todo(pages, unplanned)
     for p, why in unplanned.items():
         if explicit:
             raise ValueError(f"pages: {p} cannot be planned here: {why}")
@@ -249,11 +253,7 @@ def _window(
         only=only,
         workers=workers,
     )
-    left = [
-        it
-        for it in plan([p for p in pages if p not in unplanned], args.scale)
-        if not it.done and (only is None or it.id in only)
-    ]
+    left = todo([p for p in pages if p not in unplanned])
     say(
         f"left: {len(left)} run(s) of {', '.join(dict.fromkeys(it.page for it in left)) or 'nothing'}; training ended at {time.monotonic() - start:.0f} s"
     )
