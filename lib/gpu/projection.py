@@ -120,13 +120,17 @@ def bench(
     results: Mapping[str, Any] | None = None,
     source: str = "",
     runs: Mapping[tuple[str, str, int, int], float] | None = None,
+    device: str | None = None,
 ) -> Bench:
-    """The newest committed CUDA epoch benchmark, else the CPU one; or the given ``results`` (a
+    """The committed CUDA epoch benchmark of ``device`` (a GPU's name, as ``bench_epoch.py`` names
+    its file) if there is one, else the last by name, else the CPU one; or the given ``results`` (a
     ``bench/bench_epoch.py`` JSON). Its stacked figures count where they pay (:data:`STACK_GAIN`);
     ``runs`` (default: :func:`measured_runs` of a CUDA benchmark's device) correct the estimates."""
     if results is None:
         folder = repo_root() / "bench" / "results"
-        files = sorted(folder.glob("epoch_cuda*.json")) or sorted(folder.glob("epoch_cpu*.json"))
+        own = folder / f"epoch_cuda-{(device or '').replace(' ', '_')}.json"
+        files = [own] if device and own.exists() else []
+        files = files or sorted(folder.glob("epoch_cuda*.json")) or sorted(folder.glob("epoch_cpu*.json"))
         if not files:
             return Bench({}, 1, "no benchmark", True)
         results, source = json.loads(files[-1].read_text()), files[-1].name

@@ -265,7 +265,7 @@ def _sizing(args: argparse.Namespace, pages: Sequence[str]) -> projection.Bench 
     end in a call, and a fresh machine loses what did not end)."""
     if args.scale != "paper" or not torch.cuda.is_available():
         return None
-    b = projection.bench()
+    b = projection.bench(device=device_name(resolve_device("auto")))  # this GPU's, where measured
     if not b.cpu_extrapolated:
         return b
     if args.stack is None and any(get_page(p).bench for p in pages):

@@ -174,3 +174,20 @@ def test_runs_trained_beside_others_do_not_count_as_runs_alone(results):
         }
         (folder / f"{key}.json").write_text(json.dumps(sign(rec)))
     assert pj.measured_runs("NVIDIA H100 80GB HBM3") == {("cifar10h", "vanilla", 10, 0): 50.0}
+
+
+def test_a_call_sizes_by_its_own_gpus_benchmark_where_one_is_committed(tmp_path, monkeypatch):
+    """An H100's call must not be sized by the H200's figures because "H200" sorts last: the
+    benchmark named for the device wins; a device without one gets the last by name."""
+    import json
+
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(pj, "repo_root", lambda: tmp_path)
+    folder = tmp_path / "bench" / "results"
+    folder.mkdir(parents=True)
+    for name, secs in (("NVIDIA H100 80GB HBM3", 4.0), ("NVIDIA H200", 3.0)):
+        body = {"device": name, "results": [{"name": "cifar10h", "method": "vanilla", "epoch_seconds": secs}]}
+        (folder / f"epoch_cuda-{name.replace(' ', '_')}.json").write_text(json.dumps(body))
+    assert pj.bench(device="NVIDIA H100 80GB HBM3").epoch_seconds[("cifar10h", "vanilla")] == 4.0
+    assert pj.bench(device="NVIDIA A100-SXM4-40GB").epoch_seconds[("cifar10h", "vanilla")] == 3.0
+    assert pj.bench().source.startswith("epoch_cuda-NVIDIA_H200.json")
