@@ -51,10 +51,15 @@ STACK_GAIN = 0.8
 #: Runs train in N processes at once when N of them take at most 1 / WORKER_GAIN of N runs alone.
 WORKER_GAIN = 1.3
 
+#: How much longer than the step benchmark's estimate a whole run is taken to be on a GPU with no
+#: run published yet: the largest ratio measured on the H200 (1.28), rounded up.
+UNMEASURED_FACTOR = 1.3
+
 __all__ = [
     "Bench",
     "SESSION_TRAIN_MINUTES",
     "STACK_GAIN",
+    "UNMEASURED_FACTOR",
     "WORKER_GAIN",
     "batch_seconds",
     "bench",
@@ -74,7 +79,8 @@ class Bench:
     runs (where measured stacked, else alone) and ``alone`` (trained alone); where they come from,
     and whether they are CPU figures extrapolated. ``runs``: seconds of whole runs published from
     this device by (dataset, method, epochs, warmup epochs); ``factor``: how much longer than the
-    benchmark's estimate a measured run took, at most (1 without measured runs). ``slowdowns``: by
+    benchmark's estimate a measured run took, at most (without measured runs:
+    :data:`UNMEASURED_FACTOR` on a GPU, 1 for CPU figures). ``slowdowns``: by
     a count of processes training at once, how much longer each run takes (the slowest method);
     ``workers``: the processes a call trains in (1, or a measured count that pays)."""
 
@@ -158,7 +164,7 @@ def bench(
         for (d, m, e, w), secs in runs.items()
         if (est := run_seconds(b, d, SimpleNamespace(method=m, epochs=e, warmup=w), 1))
     ]
-    b.runs, b.factor = dict(runs), max(ratios, default=1.0)
+    b.runs, b.factor = dict(runs), max(ratios, default=1.0 if cpu else UNMEASURED_FACTOR)
     for r in results.get("workers") or []:
         if "error" in r:  # these processes could not train at once
             continue
