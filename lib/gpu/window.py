@@ -10,7 +10,8 @@ after the benchmark, the call's training is one command::
 which, in order: says the machine's Python, torch, numpy and Pillow and its device; checks the
 machine has the modules the command needs; unpacks every data pack the call carried (naming any
 missing chunk); loads each page's data, saying its fingerprint (pages named that cannot run here
-stop the call); runs the engine's few-second self-test (:mod:`lib.gpu.selftest`); trains the
+stop the call); runs the engine's few-second self-test (:mod:`lib.gpu.selftest`; a machine whose
+stacks fail it trains every run alone); trains the
 unfinished runs by the deadline, each (or each stack) only if it can end inside it (:func:`lib.gpu.queue.run_queue`);
 and writes every record it published into archives, also when the deadline or an error ends it.
 Where the CUDA benchmark measured that runs alone train faster in several processes at once
@@ -49,6 +50,7 @@ from lib.gpu.recipe import reserve_seconds
 from lib.gpu.selftest import run_selftest
 from lib.pages import get as get_page
 from lib.results import PAGES, plan
+from lib.validation import error_line
 
 PROG = "python -m lib paper"
 TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
@@ -226,8 +228,14 @@ def _window(
     data = queue.load_data(items, args.scale, strict=explicit, log=say)
     sizing = _sizing(args, [p for p, _ in data])
     workers = _workers(args, sizing)
-    if not args.no_selftest:
-        say(run_selftest(stacked=_stacks(args, sizing, [p for p, _ in data])))
+    if not args.no_selftest and _stacks(args, sizing, [p for p, _ in data]):
+        try:
+            say(run_selftest(stacked=True))
+        except Exception as err:  # noqa: BLE001 - stacks this machine cannot train: runs alone instead
+            say(f"self-test: stacks failed ({error_line(err)}); this call trains every run alone")
+            args.stack = 1
+    if not args.no_selftest and not _stacks(args, sizing, [p for p, _ in data]):
+        say(run_selftest(stacked=False))
     say(f"setup: {time.monotonic() - start:.0f} s")
     if args.prepare:
         return
