@@ -23,8 +23,9 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 * with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): max(N) processes,
   started once, time each method's step in rounds, first in one of them, then in N of them whose
-  timed steps begin at one signal; ``slowdown`` is the slowest process's step over the one alone. A step that leaves the device idle
-  between kernels (launches, Python) lets N processes finish N runs in less than N times one:
+  timed steps begin at one signal; ``slowdown`` is the slowest process's step over the one alone.
+  A step that leaves the device idle between kernels (launches, Python) lets N processes finish N
+  runs in less than N times one:
   ``lib.gpu.projection`` has the queue train in N processes where N / slowdown pays
   (``WORKER_GAIN``).
 
@@ -181,9 +182,8 @@ def bench(
         barrier()
     seconds = run(steps)
     syncs = None
-    if (
-        device.type == "cuda" and barrier is None
-    ):  # count host synchronisations in steps of their own (the count slows them)
+    # count host synchronisations in steps of their own (the count slows them); not in a worker's
+    if device.type == "cuda" and barrier is None:
         counted = min(steps, 10)
         torch.cuda.set_sync_debug_mode("warn")
         with warnings.catch_warnings(record=True) as caught:

@@ -26,6 +26,7 @@ from lib.engine.loop import predict
 from lib.engine.stack import fit_stack
 from lib.moe.config import tiny_config
 from lib.moe.train import fit_alone, prepare_run
+from lib.validation import check_probs
 
 TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 rounds batched convolutions differently)
 
@@ -58,8 +59,12 @@ def run_selftest(device: str = "auto", force: bool = False, stacked: bool = True
             pr = prepare_run(c, data)
             fit_alone(pr)
             p = predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs)
-            if not (torch.isfinite(p).all() and torch.allclose(p.sum(1), torch.ones(len(p)), atol=1e-3)):
-                raise RuntimeError(f"self-test: {c.method} (seed {c.seed}) alone predicts no probabilities on {dev}")
+            try:
+                check_probs(p, "probs")
+            except ValueError as err:
+                raise RuntimeError(
+                    f"self-test: {c.method} (seed {c.seed}) alone predicts no probabilities on {dev} ({err})"
+                ) from err
             alone.append(p)
         if not stacked:
             continue

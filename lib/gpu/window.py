@@ -228,14 +228,16 @@ def _window(
     data = queue.load_data(items, args.scale, strict=explicit, log=say)
     sizing = _sizing(args, [p for p, _ in data])
     workers = _workers(args, sizing)
-    if not args.no_selftest and _stacks(args, sizing, [p for p, _ in data]):
+    if not args.no_selftest:
+        stacked = _stacks(args, sizing, [p for p, _ in data])
         try:
-            say(run_selftest(stacked=True))
+            say(run_selftest(stacked=stacked))
         except Exception as err:  # noqa: BLE001 - stacks this machine cannot train: runs alone instead
+            if not stacked:
+                raise
             say(f"self-test: stacks failed ({error_line(err)}); this call trains every run alone")
             args.stack = 1
-    if not args.no_selftest and not _stacks(args, sizing, [p for p, _ in data]):
-        say(run_selftest(stacked=False))
+            say(run_selftest(stacked=False))
     say(f"setup: {time.monotonic() - start:.0f} s")
     if args.prepare:
         return
