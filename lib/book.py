@@ -277,27 +277,31 @@ def build_book(scale: str, strict: bool = True) -> Path:
     return html
 
 
-def paper_builds() -> list[str]:
-    """The queued pages with paper-scale runs in ``results/``, in queue order. A book built at another
-    scale runs these at paper scale too (seconds each: they read ``results/`` and train nothing), so
-    the ledger's paper-scale column holds their verdicts."""
+def paper_builds(scale: str = "cpu") -> list[str]:
+    """The pages a book built at ``scale`` (below paper) also runs at paper scale, so that the ledger's
+    paper-scale column holds their verdicts: the queued pages with paper-scale runs in ``results/``
+    (seconds each: they read ``results/`` and train nothing), in queue order, and in a ``cpu`` build
+    the pages whose paper scale needs no GPU (``Page.paper_on_cpu``: minutes in all; a smoke build
+    stays quick)."""
+    from lib.pages import all_pages
     from lib.results import PAGES, published
 
-    return [name for name in PAGES if published(name)]
+    names = [name for name in PAGES if published(name)]
+    return names + [p.name for p in all_pages() if p.paper_on_cpu] if scale == "cpu" else names
 
 
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
     """Execute every notebook (or those in ``only``) at ``scale``, in book order, each shown with its
-    place in the list (:func:`execute_notebook`), then, below paper scale, those of them with
-    paper-scale runs at paper scale (:func:`paper_builds`; a paper-scale copy of a page without runs
-    is removed, so the ledger never reads a stale one); at the end, or when a page fails or the
+    place in the list (:func:`execute_notebook`), then, below paper scale, those of them that
+    :func:`paper_builds` names at paper scale (a paper-scale copy of any other page is removed, so the
+    ledger never reads a stale one); at the end, or when a page fails or the
     build is interrupted, a table of the pages with their time (:func:`timing_table`)."""
     names = only or notebook_names()
     for name in names:
         check_notebook(name)
     jobs = [(name, scale) for name in names]
     if scale != "paper":
-        with_runs = paper_builds()
+        with_runs = paper_builds(scale)
         jobs += [(name, "paper") for name in names if name in with_runs]
         for name in set(names) - set(with_runs):
             executed_path(name, "paper").unlink(missing_ok=True)

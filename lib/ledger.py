@@ -16,12 +16,14 @@ from typing import Any
 
 from lib.report import NOT_TESTABLE, VERDICTS
 
-__all__ = ["LEDGER_TABLE", "ledger_markdown", "ledger_rows", "why"]
+__all__ = ["LEDGER_TABLE", "ON_CPU", "ledger_markdown", "ledger_rows", "why"]
 
 LEDGER_TABLE = Path("book") / "_ledger_table.md"
 """The generated table, included by ``book/ledger.md``."""
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = VERDICTS
+ON_CPU = "on a CPU"
+"""The coverage of a page whose paper scale needs no GPU (``Page.paper_on_cpu``)."""
 _BELOW_FLOOR = "accuracy below the floor"
 
 
@@ -56,7 +58,8 @@ def ledger_rows(
     """One row per published claim of the pages ``names`` (in order): ``page``, ``kind``, ``claim``,
     ``paper_own``, ``ours``, ``paper_scale``, ``why``. ``published(name)`` gives a page's published
     values at this build's scale (``None``: not executed), ``paper_published(name)`` those of a
-    paper-scale build, ``coverage(name)`` the GPU runs in ``results/`` ("" for pages without runs)."""
+    paper-scale build, ``coverage(name)`` the GPU runs in ``results/`` (:data:`ON_CPU` for pages
+    whose paper scale runs on a CPU, "" for the others)."""
     rows: list[dict[str, str]] = []
     for name in names:
         got = published(name)
@@ -74,7 +77,10 @@ def ledger_rows(
             text = str(r["claim"])
             paper_row = at_paper.get(text)
             if paper_row is not None:
-                scale_cell = f"{paper_row['verdict']} ({cov})" if cov else str(paper_row["verdict"])
+                verdict = str(paper_row["verdict"]).replace("at this scale", "at paper scale")
+                scale_cell = f"{verdict} ({cov})" if cov else verdict
+            elif cov == ON_CPU:
+                scale_cell = "not in this build (a cpu-scale build runs it: no GPU needed)"
             else:
                 scale_cell = f"no paper-scale build yet ({cov} published)" if cov else "—"
             own = str(r.get("paper_own") or "")
@@ -122,12 +128,14 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
 
 
 def _coverage(name: str) -> str:
-    """ "k of n runs" of the page's paper-scale plan published in ``results/`` ("" for pages without
-    runs or when the plan cannot be read)."""
+    """ "k of n runs" of the page's paper-scale plan published in ``results/``, :data:`ON_CPU` for a
+    page whose paper scale needs no GPU, "" for the others."""
     from lib.pages import get
 
     page = get(name)
-    if page.rank is None:  # no paper-scale runs in the queue (released logits, closed forms, cpu-only)
+    if page.paper_on_cpu:
+        return ON_CPU
+    if page.rank is None:  # no paper scale of its own (the performance page times this machine)
         return ""
     from lib.paper_scale import coverage
 

@@ -37,6 +37,8 @@ class Page:
     with paper-scale runs overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or :meth:`train`) and
     :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
     (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
+    ``paper_on_cpu``: the page's paper scale needs no GPU (minutes on a CPU), so a book built at
+    ``cpu`` scale runs it at paper scale too (:func:`lib.book.paper_builds`).
     """
 
     name: ClassVar[str]
@@ -48,6 +50,7 @@ class Page:
     needs: ClassVar[tuple[str, ...]] = ()
     bench: ClassVar[str | None] = None
     paper_numbers: ClassVar[Any] = None
+    paper_on_cpu: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<page {self.name} ({self.paper}): {self.title}>"

@@ -146,7 +146,7 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
     monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
     monkeypatch.setattr(book, "execute_notebook", fake_execute)
     monkeypatch.setattr(book.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(book, "paper_builds", lambda: [])
+    monkeypatch.setattr(book, "paper_builds", lambda scale: [])
     assert book.execute_all("cpu", ["a", "b"]) == [Path("a.ipynb"), Path("b.ipynb")]
     assert seen == [("a", "cpu", "1/2"), ("b", "cpu", "2/2")]
     assert capsys.readouterr().out.splitlines() == [
@@ -178,7 +178,7 @@ def test_below_paper_scale_pages_with_published_runs_also_run_at_paper_scale(mon
     monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
     monkeypatch.setattr(book, "execute_notebook", lambda name, scale, place="": seen.append((name, scale, place)))
-    monkeypatch.setattr(book, "paper_builds", lambda: ["b", "z"])  # z: queued, not asked for
+    monkeypatch.setattr(book, "paper_builds", lambda scale: ["b", "z"])  # z: queued, not asked for
     book.execute_all("cpu", ["a", "b"])
     assert seen == [("a", "cpu", "1/3"), ("b", "cpu", "2/3"), ("b", "paper", "3/3")]
     assert not stale.exists() and kept.exists()
@@ -193,7 +193,21 @@ def test_paper_builds_are_the_queued_pages_with_published_runs(monkeypatch) -> N
 
     monkeypatch.setattr(lib.results, "PAGES", ("cifar10h", "sensitivity", "pacs"))
     monkeypatch.setattr(lib.results, "published", lambda name: {"x": {}} if name != "sensitivity" else {})
-    assert book.paper_builds() == ["cifar10h", "pacs"]
+    assert book.paper_builds("smoke") == ["cifar10h", "pacs"]
+
+
+def test_a_cpu_build_also_runs_the_pages_whose_paper_scale_needs_no_gpu(monkeypatch) -> None:
+    """Paper scale on a CPU: the released-logit pages, the closed forms and the Gaussian mixture, after
+    the queued pages with runs; the GPU pages and the performance page (timings of this machine) never."""
+    import lib.results
+
+    monkeypatch.setattr(lib.results, "published", lambda name: {"x": {}} if name == "cifar10h" else {})
+    on_cpu = [
+        "routing_theory", "l2d_gaussians", "calibration", "cascading", "same_size", "cleaning",
+        "losses_released_logits", "cross_paper",
+    ]  # fmt: skip
+    assert book.paper_builds("cpu") == ["cifar10h", *on_cpu]
+    assert book.paper_builds("smoke") == ["cifar10h"]  # a smoke build stays quick
 
 
 def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -> list:

@@ -78,3 +78,18 @@ def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) 
     assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
     assert "1 of 3 held at this scale." in claims and "1 of 1 held" in checks
     assert "[calibration](../notebooks/calibration.ipynb)" in claims
+
+
+def test_a_page_whose_paper_scale_runs_on_a_cpu_shows_that_build_or_says_which_build_runs_it(tmp_path: Path) -> None:
+    _executed(tmp_path / "smoke" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
+    assert "| held | not in this build (a cpu-scale build runs it: no GPU needed) |" in ledger_markdown(
+        "smoke", ["cascading"], tmp_path
+    )
+    _executed(tmp_path / "cpu" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
+    _executed(
+        tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [{**ROWS[0], "verdict": "did not hold"}]}
+    )
+    assert "| held | did not hold (on a CPU) |" in ledger_markdown("cpu", ["cascading"], tmp_path)
+    noisy = {**ROWS[0], "verdict": "inconclusive at this scale"}
+    _executed(tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [noisy]})
+    assert "| held | inconclusive at paper scale (on a CPU) |" in ledger_markdown("cpu", ["cascading"], tmp_path)

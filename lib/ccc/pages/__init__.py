@@ -18,6 +18,7 @@ class CCCPage(Page):
     the ResNet-50s' joined by "/", and ``loss``, the one ResNet-50's in capitals)."""
 
     paper = "ccc"
+    paper_on_cpu = True  # released logits: the paper scale is minutes on a CPU
     real_summary: str = ""
     synthetic_summary: str = ""
 

@@ -315,6 +315,7 @@ class CrossPaperPage(Page):
     name = "cross_paper"
     paper = "cross_paper"
     title = "The four papers' calibration methods on the same logits"
+    paper_on_cpu = True  # released logits: no training
 
     def scale_summary(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         """What produced the page's numbers, in one line."""

@@ -30,6 +30,7 @@ class L2DGaussiansPage(L2DPage):
     paper = "l2d"
     title = "Mixture of Gaussians: Figure 1, top row"
     experiments = ("experts", "dependence")
+    paper_on_cpu = True  # 260 runs of a small MLP: minutes on a CPU
 
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any = None) -> dict[str, Any]:
         """One cached run; its data are drawn from the mixture inside the run (its seed's draw)."""

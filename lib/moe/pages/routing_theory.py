@@ -199,6 +199,7 @@ class RoutingTheoryPage(Page):
     paper = "moe"
     title = "Routing and calibration under shift: sections 3-5, Appendices B-C"
     paper_numbers = PAPER_TABLE5
+    paper_on_cpu = True  # closed forms and simulations: seconds at paper scale
 
     def claims(
         self,

@@ -66,6 +66,7 @@ class ReleasedLogitsPage(Page):
     paper = "rr"
     title = "The released ResNet-50 logits: Tables 1-2 (as released), gamma selection"
     paper_numbers = PAPER
+    paper_on_cpu = True  # released logits: no training
 
     @staticmethod
     def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float]]:
