@@ -123,7 +123,9 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
             cells = [r["claim"], r["paper_own"], r["ours"], r["paper_scale"], r["why"]]
             out.append(f"| {link} | " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |")
         held = sum(r["ours"] == HELD for r in chosen)
-        out += ["", f"{held} of {len(chosen)} held at this scale.", ""]
+        judged = [r["paper_scale"] for r in chosen if r["paper_scale"].startswith((HELD, NOT_HELD, "inconclusive"))]
+        at_paper = f" At paper scale, {sum(c.startswith(HELD) for c in judged)} of the {len(judged)} with a paper-scale verdict held."
+        out += ["", f"{held} of {len(chosen)} held at this scale." + (at_paper if judged else ""), ""]
     return "\n".join(out) + "\n"
 
 

@@ -76,7 +76,7 @@ def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) 
     md = ledger_markdown("smoke", ["calibration"], tmp_path)
     claims, checks = md.split("## Numerical checks")
     assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
-    assert "1 of 3 held at this scale." in claims and "1 of 1 held" in checks
+    assert "1 of 3 held at this scale.\n" in claims and "1 of 1 held at this scale.\n" in checks  # none at paper scale
     assert "[calibration](../notebooks/calibration.ipynb)" in claims
 
 
@@ -92,4 +92,6 @@ def test_a_page_whose_paper_scale_runs_on_a_cpu_shows_that_build_or_says_which_b
     assert "| held | did not hold (on a CPU) |" in ledger_markdown("cpu", ["cascading"], tmp_path)
     noisy = {**ROWS[0], "verdict": "inconclusive at this scale"}
     _executed(tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [noisy]})
-    assert "| held | inconclusive at paper scale (on a CPU) |" in ledger_markdown("cpu", ["cascading"], tmp_path)
+    md = ledger_markdown("cpu", ["cascading"], tmp_path)
+    assert "| held | inconclusive at paper scale (on a CPU) |" in md
+    assert "1 of 1 held at this scale. At paper scale, 0 of the 1 with a paper-scale verdict held." in md
