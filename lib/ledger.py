@@ -25,6 +25,7 @@ HELD, NOT_HELD, INCONCLUSIVE, NOT_RUN = VERDICTS
 ON_CPU = "on a CPU"
 """The coverage of a page whose paper scale needs no GPU (``Page.paper_on_cpu``)."""
 _BELOW_FLOOR = "accuracy below the floor"
+_PAPER_INCONCLUSIVE = INCONCLUSIVE.replace("this scale", "paper scale")
 
 
 def why(paper_own: str, ours: str, ours_text: str) -> str:
@@ -77,7 +78,7 @@ def ledger_rows(
             text = str(r["claim"])
             paper_row = at_paper.get(text)
             if paper_row is not None:
-                verdict = str(paper_row["verdict"]).replace("at this scale", "at paper scale")
+                verdict = str(paper_row["verdict"]).replace(INCONCLUSIVE, _PAPER_INCONCLUSIVE)
                 scale_cell = f"{verdict} ({cov})" if cov else verdict
             elif cov == ON_CPU:
                 scale_cell = "not in this build (a cpu-scale build runs it: no GPU needed)"
@@ -123,8 +124,11 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
             cells = [r["claim"], r["paper_own"], r["ours"], r["paper_scale"], r["why"]]
             out.append(f"| {link} | " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |")
         held = sum(r["ours"] == HELD for r in chosen)
-        judged = [r["paper_scale"] for r in chosen if r["paper_scale"].startswith((HELD, NOT_HELD, "inconclusive"))]
-        at_paper = f" At paper scale, {sum(c.startswith(HELD) for c in judged)} of the {len(judged)} with a paper-scale verdict held."
+        judged = [
+            r["paper_scale"] for r in chosen if r["paper_scale"].startswith((HELD, NOT_HELD, _PAPER_INCONCLUSIVE))
+        ]
+        held_there = sum(c.startswith(HELD) for c in judged)
+        at_paper = f" At paper scale, {held_there} of the {len(judged)} with a paper-scale verdict held."
         out += ["", f"{held} of {len(chosen)} held at this scale." + (at_paper if judged else ""), ""]
     return "\n".join(out) + "\n"
 
