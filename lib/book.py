@@ -214,17 +214,25 @@ def api_sections() -> str:
 
 
 def _scales_table(scale: str, names: list[str]) -> str:
+    """One row per page: what produced its numbers in this build, and what produced the verdicts of
+    the ledger's paper-scale column (the page's paper-scale copy, with the GPU runs published)."""
     from lib.report import read_published
 
-    rows = ["| page | what produced its numbers | paper-scale GPU runs published |", "|---|---|---|"]
+    def summary(name: str, at: str) -> tuple[str, str]:
+        path = executed_path(name, at)
+        if not path.exists():
+            return "", ""
+        got = read_published(path)
+        runs = f"{got['paper_scale_runs']} GPU runs published" if "paper_scale_runs" in got else ""
+        return str(got.get("scale_summary", "no scale summary published")), runs
+
+    rows = ["| page | what produced its numbers | at paper scale (the ledger's column) |", "|---|---|---|"]
     for name in names:
-        path = executed_path(name, scale)
-        summary, gpu = "not executed in this build", ""
-        if path.exists():
-            published = read_published(path)
-            summary = str(published.get("scale_summary", "no scale summary published"))
-            gpu = "" if "paper_scale_runs" not in published else str(published["paper_scale_runs"])
-        rows.append(f"| [{name}](../notebooks/{name}.ipynb) | {summary.replace('|', '/')} | {gpu} |")
+        here, runs = summary(name, scale)
+        there = summary(name, "paper")[0] if scale != "paper" else ""
+        paper = "; ".join(x for x in (there.removeprefix("paper: "), runs) if x)
+        cells = (here or "not executed in this build", paper)
+        rows.append(f"| [{name}](../notebooks/{name}.ipynb) | " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(rows)
 
 

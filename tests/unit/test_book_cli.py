@@ -286,3 +286,34 @@ def test_a_real_kernel_sends_the_pages_progress_line_to_the_terminal_not_the_pag
     )
     assert [o.get("text") for o in outputs] == ["done\n"]
     assert "[1/1 t] probe grid: epoch 4/4, 2/2 runs, " in capfd.readouterr().err
+
+
+def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_verdicts(monkeypatch, tmp_path) -> None:
+    def executed(name: str, scale: str, values: dict) -> None:
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("glue")
+        cell.outputs = [
+            nbformat.v4.new_output(
+                "display_data", data={"text/plain": repr(v)}, metadata={"scrapbook": {"name": k, "mime_prefix": ""}}
+            )
+            for k, v in values.items()
+        ]
+        nb.cells.append(cell)
+        path = tmp_path / scale / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(path))
+
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    executed("gauss", "cpu", {"scale_summary": "cpu: MLP, 5 seeds"})
+    executed("gauss", "paper", {"scale_summary": "paper: MLP, 10 seeds"})
+    executed("moe", "cpu", {"scale_summary": "cpu: frozen features", "paper_scale_runs": 8})
+    executed("moe", "paper", {"scale_summary": "paper: ResNet-18, 5 seeds"})
+    executed("pacs", "cpu", {"scale_summary": "cpu: PACS", "paper_scale_runs": 0})
+    rows = book._scales_table("cpu", ["gauss", "moe", "pacs", "perf"]).splitlines()[2:]
+    assert [r.split(" | ", 1)[1] for r in rows] == [
+        "cpu: MLP, 5 seeds | MLP, 10 seeds |",
+        "cpu: frozen features | ResNet-18, 5 seeds; 8 GPU runs published |",
+        "cpu: PACS | 0 GPU runs published |",
+        "not executed in this build |  |",
+    ]
+    assert book._scales_table("paper", ["gauss"]).splitlines()[2].endswith("| paper: MLP, 10 seeds |  |")
