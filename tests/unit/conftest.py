@@ -6,6 +6,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from pathlib import Path
+
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -143,3 +146,25 @@ def _natural_images(b: int = 4, h: int = 32, w: int = 32, seed: int = 0) -> Any:
 def natural_images() -> Callable[..., Any]:
     """Builder of test images for the JPEG filter and FGR: natural_images(b, h, w, seed)."""
     return _natural_images
+
+
+def _executed_notebook(path: Path, values: Mapping[str, Any]) -> None:
+    """Write at ``path`` a notebook whose outputs carry ``values`` as myst_nb glue does (scrapbook
+    metadata), as an executed page's published values are read back."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("glue")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={"text/plain": repr(v)}, metadata={"scrapbook": {"name": k, "mime_prefix": ""}}
+        )
+        for k, v in values.items()
+    ]
+    nb.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+@pytest.fixture()
+def executed_notebook() -> Callable[[Path, Mapping[str, Any]], None]:
+    """Writes an executed page that published the given values (:func:`_executed_notebook`)."""
+    return _executed_notebook

@@ -288,20 +288,11 @@ def test_a_real_kernel_sends_the_pages_progress_line_to_the_terminal_not_the_pag
     assert "[1/1 t] probe grid: epoch 4/4, 2/2 runs, " in capfd.readouterr().err
 
 
-def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_verdicts(monkeypatch, tmp_path) -> None:
+def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_verdicts(
+    monkeypatch, tmp_path, executed_notebook
+) -> None:
     def executed(name: str, scale: str, values: dict) -> None:
-        nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell("glue")
-        cell.outputs = [
-            nbformat.v4.new_output(
-                "display_data", data={"text/plain": repr(v)}, metadata={"scrapbook": {"name": k, "mime_prefix": ""}}
-            )
-            for k, v in values.items()
-        ]
-        nb.cells.append(cell)
-        path = tmp_path / scale / f"{name}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(path))
+        executed_notebook(tmp_path / scale / f"{name}.ipynb", values)
 
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
     executed("gauss", "cpu", {"scale_summary": "cpu: MLP, 5 seeds"})

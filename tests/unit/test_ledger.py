@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from lib.ledger import ledger_markdown, ledger_rows, why
@@ -56,23 +55,8 @@ def test_a_bad_published_row_is_named() -> None:
         ledger_rows(["p"], lambda n: {"claims": [{"claim": "x"}]})
 
 
-def _executed(path: Path, values: dict) -> None:
-    """A notebook whose outputs carry ``values`` as myst_nb glue does (scrapbook metadata)."""
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("glue")
-    cell.outputs = [
-        nbformat.v4.new_output(
-            "display_data", data={"text/plain": repr(v)}, metadata={"scrapbook": {"name": k, "mime_prefix": ""}}
-        )
-        for k, v in values.items()
-    ]
-    nb.cells.append(cell)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, str(path))
-
-
-def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) -> None:
-    _executed(tmp_path / "smoke" / "notebooks" / "calibration.ipynb", {"claims": ROWS})
+def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path, executed_notebook) -> None:
+    executed_notebook(tmp_path / "smoke" / "notebooks" / "calibration.ipynb", {"claims": ROWS})
     md = ledger_markdown("smoke", ["calibration"], tmp_path)
     claims, checks = md.split("## Numerical checks")
     assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
@@ -80,18 +64,20 @@ def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path) 
     assert "[calibration](../notebooks/calibration.ipynb)" in claims
 
 
-def test_a_page_whose_paper_scale_runs_on_a_cpu_shows_that_build_or_says_which_build_runs_it(tmp_path: Path) -> None:
-    _executed(tmp_path / "smoke" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
+def test_a_page_whose_paper_scale_runs_on_a_cpu_shows_that_build_or_says_which_build_runs_it(
+    tmp_path: Path, executed_notebook
+) -> None:
+    executed_notebook(tmp_path / "smoke" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
     assert "| held | not in this build (a cpu-scale build runs it: no GPU needed) |" in ledger_markdown(
         "smoke", ["cascading"], tmp_path
     )
-    _executed(tmp_path / "cpu" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
-    _executed(
+    executed_notebook(tmp_path / "cpu" / "notebooks" / "cascading.ipynb", {"claims": ROWS[:1]})
+    executed_notebook(
         tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [{**ROWS[0], "verdict": "did not hold"}]}
     )
     assert "| held | did not hold (on a CPU) |" in ledger_markdown("cpu", ["cascading"], tmp_path)
     noisy = {**ROWS[0], "verdict": "inconclusive at this scale"}
-    _executed(tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [noisy]})
+    executed_notebook(tmp_path / "paper" / "notebooks" / "cascading.ipynb", {"claims": [noisy]})
     md = ledger_markdown("cpu", ["cascading"], tmp_path)
     assert "| held | inconclusive at paper scale (on a CPU) |" in md
     assert "1 of 1 held at this scale. At paper scale, 0 of the 1 with a paper-scale verdict held." in md
