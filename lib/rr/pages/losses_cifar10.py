@@ -49,6 +49,10 @@ PAPER_CIFAR10: dict[str, dict[str, Any]] = {
             cwece_ts=(0.597, 0.497, 0.778, 0.466, 0.605, 0.577, 0.495),  # Table 1, +TS
             ece_a=(2.97, 3.92, 4.03, 1.21, 3.07, 2.42, 1.35),  # Table 4
             ece_a_ts=(2.60, 1.71, 3.64, 0.94, 2.66, 2.41, 1.04),  # Table 4, +TS
+            ece_a_metamis=(0.83, 1.99, 0.85, 0.79, 0.68, 1.21, 0.67),  # Table 4, +MetaMis
+            accuracy_metamis=(84.7, 86.6, 84.3, 85.5, 84.3, 87.1, 88.8),  # Table 4, +MetaMis [accuracy]
+            ece_a_metaacc=(0.44, 1.85, 0.58, 1.04, 0.51, 1.77, 0.77),  # Table 4, +MetaAcc
+            accuracy_metaacc=(77.5, 74.9, 78.7, 72.0, 76.9, 90.0, 89.7),  # Table 4, +MetaAcc [accuracy]
             temperature=(1.1, 0.9, 1.2, 1.0, 1.1, 1.0, 1.2),  # Tables 1 and 4 (T by ECE)
         ),
     },

@@ -89,3 +89,42 @@ def test_reliability_diagrams_use_the_given_examples_untempered():
     ((label, (conf, correct)),) = d.items()
     assert label == "XE (ECE 12.34)"
     assert conf == pytest.approx([1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(-2.0))]) and list(correct) == [False, False]
+
+
+def _meta_case(gain: tuple[float, ...], cost: tuple[float, ...]) -> tuple[dict, dict]:
+    """Three runs whose Meta-Cal calibrators lower ECE^a beyond TS by ``gain`` and cost ``cost`` of accuracy."""
+    runs = ("xe", "fl53", "dual_focal")
+    metrics = {n: {"ece_a_ts": 0.02, "accuracy": 0.95} for n in runs}
+    meta = {
+        n: {f"{m}_{k}": v for k in ("metamis", "metaacc") for m, v in (("ece_a", 0.02 - g), ("accuracy", 0.95 - c))}
+        for n, g, c in zip(runs, gain, cost)
+    }
+    return metrics, meta
+
+
+def test_metacal_claims_hold_fail_and_are_inconclusive_by_their_margins():
+    def verdicts(gain, cost):
+        return [r["verdict"] for r in R.metacal_claims(*_meta_case(gain, cost))]
+
+    assert verdicts((0.010, 0.011, 0.012), (0.08, 0.09, 0.10)) == ["held"] * 4
+    assert verdicts((-0.010, -0.011, -0.012), (0.02, 0.03, 0.02)) == ["did not hold"] * 4  # 2-3 points only
+    assert verdicts((0.02, -0.02, 0.001), (0.10, 0.0, 0.05)) == ["inconclusive at this scale"] * 4
+    rows = R.metacal_claims(*_meta_case((0.01,) * 3, (0.08,) * 3))
+    # the paper's own Table 4 (7 losses): MetaMis 1.14 points below TS, 7.9 points of accuracy lost
+    assert [r["paper_own"] for r in rows] == ["held"] * 4
+    assert rows[0]["paper"].startswith("1.14 points") and rows[1]["paper"].startswith("7.9 points")
+
+
+def test_table4_sets_each_calibrator_beside_the_papers_row():
+    metrics, meta = _meta_case((0.01,) * 3, (0.08,) * 3)
+    for n in metrics:
+        metrics[n]["ece_a"] = 0.04
+        meta[n].update(accepted_metamis=0.9, accepted_metaacc=0.8)
+    table = R.table4(metrics, meta)
+    assert list(table.loc["XE"].index) == ["uncalibrated", "+TS", "+MetaMis", "+MetaAcc"]
+    xe = table.loc["XE"]
+    assert xe.loc["+MetaMis", "ECE^a (ours)"] == pytest.approx(1.0) and xe.loc["+MetaMis", "ECE^a (paper)"] == 0.83
+    assert (
+        xe.loc["+MetaAcc", "accuracy (ours)"] == pytest.approx(87.0) and xe.loc["+MetaAcc", "accuracy (paper)"] == 77.5
+    )
+    assert list(xe["kept"]) == [1.0, 1.0, 0.9, 0.8]
