@@ -169,7 +169,10 @@ pd.Series(published).round(4)
 # %% [markdown]
 # ## The paper's numbers beside ours
 # The paper gives these results as plots only; its column is what the plots show (quoted as the
-# paper's), ours the mean over seeds at the ends of each sweep.
+# paper's), ours the mean over seeds at the ends of each sweep. For Fig. 1f the authors' repository
+# disagrees with the paper's text: its figure script (`CIFAR-10/results/paper_results.py`, a
+# function marked "TODO") plots the random expert's softmax ECE at 0.013-0.024 over p = 0.2-0.95,
+# not above 0.4; the claim below is still judged against the text's 0.4.
 
 # %%
 PAGE.paper_table(published)

@@ -29,7 +29,7 @@ PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
     ("OvA expert ECE, 1 -> 8 oracle experts", "flat (Fig. 1d)", "experts", "ece", "ova"),
     (
         "random expert's softmax ECE, p 0.2 -> 0.95",
-        "rises above 0.4 (Fig. 1f)",
+        "rises above 0.4 (Fig. 1f); the authors' later figure script plots 0.013 -> 0.024",
         "dependence",
         "ece_random_expert",
         "softmax",
@@ -38,7 +38,10 @@ PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
     ("softmax expert ECE, 1 -> 5 specialized experts", "rises (Fig. 2a)", "specialized", "ece", "softmax"),
     ("OvA expert ECE, 1 -> 5 specialized experts", "flat (Fig. 2a)", "specialized", "ece", "ova"),
 )
-"""What the paper's CIFAR-10 plots show (quoted) -- (quantity, paper, experiment, metric, surrogate)."""
+"""What the paper's CIFAR-10 plots show (quoted) -- (quantity, paper, experiment, metric, surrogate). For
+Fig. 1f the authors' repository (rajevv/Multi_L2D, ``CIFAR-10/results/paper_results.py``, function
+``increase_confidence_calibration_random``) hard-codes the random expert's softmax ECE at 0.013-0.024
+over p = 0.2-0.95, far below the text's "above 40%"."""
 
 
 class L2DCifar10Page(L2DPage):

@@ -45,6 +45,13 @@ def test_published_means_read_the_ends_of_each_sweep(l2d_fake_runs):
     assert pub["gauss_acc_ova_j8"] == pytest.approx(0.91)
     table = GAUSS.paper_table(pub, cfg)
     assert table["ours"].iloc[0] == f"{pub['gauss_ece_softmax_j1']:.3f} -> {pub['gauss_ece_softmax_j8']:.3f}"
+    # Fig. 1a's ends as the authors' repository holds them (mog_results.ipynb), where both are in it
+    assert table["paper"].iloc[0] == "rises (Fig. 1a); the authors' repository: 0.036 -> 0.132"
+    assert table["paper"].iloc[1] == "roughly flat (Fig. 1a); the authors' repository: 0.031 -> 0.027"
+    to_four = GAUSS.paper_table(
+        GAUSS.published(summary, {**cfg, "num_experts": [1, 4]}), {**cfg, "num_experts": [1, 4]}
+    )
+    assert to_four["paper"].iloc[0].endswith("0.036 -> 0.042")
     with pytest.raises(ValueError, match="no summary row"):
         CIFAR.published(summary, {**cfg, "num_experts": [1, 8], "specialized_experts": [1, 5]})
     with pytest.raises(ValueError, match="no summary row"):
