@@ -42,6 +42,10 @@ ACCURACY_BINS = 20
 """Equal-mass entropy bins of MetaAcc's accuracy curve."""
 
 
+class UnreachableLevel(ValueError):
+    """MetaAcc's coverage accuracy is out of reach on the given logits at every level up to 1."""
+
+
 @dataclass(frozen=True)
 class MetaCal:
     """A fitted Meta-Cal calibrator: the entropy ``threshold`` (examples at or above it are rejected),
@@ -89,8 +93,8 @@ def fit_metacal(
 ) -> MetaCal:
     """Fit Meta-Cal on calibration ``logits`` (N, K) and ``labels`` under ``constraint`` at ``level``
     (the miscoverage rate alpha, or the coverage accuracy a). Under "accuracy", a level the accuracy
-    curve does not reach is raised by ``step`` until it does (paper 4's protocol); ``ValueError`` when
-    no level up to 1 works. ``seed`` draws the threshold's examples."""
+    curve does not reach is raised by ``step`` until it does (paper 4's protocol); :class:`UnreachableLevel`
+    (a ``ValueError``) when no level up to 1 works. ``seed`` draws the threshold's examples."""
     check_choice(constraint, CONSTRAINTS, "constraint")
     check_open_unit(level, "level")
     z = to_numpy(logits, "logits")
@@ -103,7 +107,9 @@ def fit_metacal(
         right = np.flatnonzero(correct)
         draw, rest = _draw(min(len(right) // 10, RANK_DRAW_MAX), len(right), rng)
         if len(draw) == 0:
-            raise ValueError(f"logits: {len(right)} correctly classified examples are too few to rank (need 10)")
+            raise ValueError(
+                f"logits: {len(right)} correctly classified examples are too few to rank (need at least 10)"
+            )
         threshold = float(np.quantile(h[right[draw]], 1 - level, method="higher"))
         fit_on = np.concatenate([right[rest], np.flatnonzero(~correct)])
     else:
@@ -115,7 +121,9 @@ def fit_metacal(
             level = round(level + step, 10)
             threshold = _accuracy_threshold(h[draw], correct[draw], level)
         if np.isnan(threshold):
-            raise ValueError("level: the coverage accuracy is out of reach on these logits at every level up to 1")
+            raise UnreachableLevel(
+                "level: the coverage accuracy is out of reach on these logits at every level up to 1"
+            )
     keep = fit_on[h[fit_on] < threshold]
     if len(keep) == 0:
         raise ValueError(f"level: no calibration example is accepted at {constraint} level {level}")

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from lib import report
-from lib.calibration.metacal import fit_metacal
+from lib.calibration.metacal import UnreachableLevel, fit_metacal
 from lib.calibration.metrics import accuracy, ece
 from lib.data.logits import LOSSES as RELEASED
 from lib.data.logits import load_resnet50_logits, synthetic_resnet_logits
@@ -262,7 +262,7 @@ class ReleasedLogitsPage(Page):
             for key, (constraint, level) in METACAL.items():
                 try:
                     cal = fit_metacal(z[calib], targets[calib], constraint, level, seed=0)
-                except ValueError:  # a coverage accuracy these logits never reach: reported as NaN
+                except UnreachableLevel:  # a coverage accuracy these logits never reach: reported as NaN
                     row.update(dict.fromkeys((f"ece_a_{key}", f"accuracy_{key}", f"accepted_{key}"), float("nan")))
                     row[f"level_{key}"] = float("nan")
                     continue

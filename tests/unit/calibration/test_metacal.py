@@ -8,7 +8,7 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import entropy
 
-from lib.calibration.metacal import MetaCal, fit_metacal
+from lib.calibration.metacal import MetaCal, UnreachableLevel, fit_metacal
 
 
 def _calibrated(n: int, seed: int, k: int = 10, scale: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +66,7 @@ def test_an_unreachable_coverage_accuracy_is_raised_step_by_step_until_reached()
     cal = fit_metacal(z, y, "accuracy", 0.2, seed=0, step=0.05)  # below every bin's running accuracy
     assert cal.level > 0.2 and round((cal.level - 0.2) / 0.05, 6).is_integer()
     weak = _calibrated(5000, seed=7, scale=0.5)  # about 0.19 accurate: no entropy bin is right 95% of the time
-    with pytest.raises(ValueError, match="level: the coverage accuracy is out of reach"):
+    with pytest.raises(UnreachableLevel, match="level: the coverage accuracy is out of reach"):
         fit_metacal(*weak, "accuracy", 0.95)  # above the curve: raising it never helps
 
 

@@ -128,3 +128,14 @@ def test_table4_sets_each_calibrator_beside_the_papers_row():
         xe.loc["+MetaAcc", "accuracy (ours)"] == pytest.approx(87.0) and xe.loc["+MetaAcc", "accuracy (paper)"] == 77.5
     )
     assert list(xe["kept"]) == [1.0, 1.0, 0.9, 0.8]
+
+
+def test_metacal_metrics_measure_on_the_evaluation_half_and_report_an_unreachable_level_as_nan():
+    rng = np.random.default_rng(0)
+    z = 0.3 * rng.standard_normal((2000, 10))  # weak logits: no entropy bin is right 97% of the time
+    y = rng.integers(0, 10, 2000)
+    calib, evaluation = np.arange(1000), np.arange(1000, 2000)
+    meta = R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15)["xe"]
+    assert np.isnan(meta["ece_a_metaacc"]) and np.isnan(meta["level_metaacc"])
+    assert 0 < meta["accepted_metamis"] < 1 and meta["level_metamis"] == 0.05
+    assert 0 <= meta["accuracy_metamis"] <= 1 and np.isfinite(meta["ece_a_metamis"])
