@@ -28,9 +28,11 @@ _BELOW_FLOOR = "accuracy below the floor"
 _PAPER_INCONCLUSIVE = INCONCLUSIVE.replace("this scale", "paper scale")
 
 
-def why(paper_own: str, ours: str, ours_text: str) -> str:
+def why(paper_own: str, ours: str, ours_text: str, differs: str | None = None) -> str:
     """One line on why the paper's own verdict and ours differ (or that they agree), derived from
-    the verdicts and what the page wrote in its ``ours`` cell; never typed per claim."""
+    the verdicts and what the page wrote in its ``ours`` cell; never typed per claim. Opposite
+    verdicts are put down to the page's scale, or to ``differs``, the page's own account of how its
+    setting differs from the paper's (``Page.differs``)."""
     if ours == NOT_RUN:
         return "the data this page needs was not available in this build"
     if _BELOW_FLOOR in ours_text:
@@ -47,7 +49,7 @@ def why(paper_own: str, ours: str, ours_text: str) -> str:
         return "our runs at this scale are within noise where the paper's numbers decide"
     if paper_own == INCONCLUSIVE:
         return "the paper's own numbers are within noise; ours decide at this scale"
-    return "opposite verdicts: our scale (data, network, epochs) differs from the paper's"
+    return "opposite verdicts: " + (differs or "our scale (data, network, epochs) differs from the paper's")
 
 
 def ledger_rows(
@@ -55,12 +57,14 @@ def ledger_rows(
     published: Callable[[str], Mapping[str, Any] | None],
     paper_published: Callable[[str], Mapping[str, Any] | None] = lambda name: None,
     coverage: Callable[[str], str] = lambda name: "",
+    differs: Callable[[str], str | None] = lambda name: None,
 ) -> list[dict[str, str]]:
     """One row per published claim of the pages ``names`` (in order): ``page``, ``kind``, ``claim``,
     ``paper_own``, ``ours``, ``paper_scale``, ``why``. ``published(name)`` gives a page's published
     values at this build's scale (``None``: not executed), ``paper_published(name)`` those of a
     paper-scale build, ``coverage(name)`` the GPU runs in ``results/`` (:data:`ON_CPU` for pages
-    whose paper scale runs on a CPU, "" for the others)."""
+    whose paper scale runs on a CPU, "" for the others), ``differs(name)`` the page's account of how
+    its setting differs from the paper's (:func:`why`)."""
     rows: list[dict[str, str]] = []
     for name in names:
         got = published(name)
@@ -93,7 +97,7 @@ def ledger_rows(
                     "paper_own": own or "—",
                     "ours": str(r["verdict"]),
                     "paper_scale": scale_cell,
-                    "why": why(own, str(r["verdict"]), str(r.get("ours", ""))),
+                    "why": why(own, str(r["verdict"]), str(r.get("ours", "")), differs(name)),
                 }
             )
     return rows
@@ -108,7 +112,9 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         path = build_root / at / "notebooks" / f"{name}.ipynb"
         return read_published(path) if path.exists() else None
 
-    rows = ledger_rows(names, partial(read, scale), partial(read, "paper"), _coverage)
+    from lib.pages import get
+
+    rows = ledger_rows(names, partial(read, scale), partial(read, "paper"), _coverage, lambda n: get(n).differs)
     out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
     for kind, title in (("claim", "Claims"), ("numerical check", "Numerical checks (hold by theorem or construction)")):
         chosen = [r for r in rows if r["kind"] == kind]

@@ -38,7 +38,9 @@ class Page:
     :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
     (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
     ``paper_on_cpu``: the page's paper scale needs no GPU (minutes on a CPU), so a book built at
-    ``cpu`` scale runs it at paper scale too (:func:`lib.book.paper_builds`).
+    ``cpu`` scale runs it at paper scale too (:func:`lib.book.paper_builds`). ``differs``: how the
+    page's setting differs from the paper's where not by scale (the ledger's account of opposite
+    verdicts, :func:`lib.ledger.why`).
     """
 
     name: ClassVar[str]
@@ -51,6 +53,7 @@ class Page:
     bench: ClassVar[str | None] = None
     paper_numbers: ClassVar[Any] = None
     paper_on_cpu: ClassVar[bool] = False
+    differs: ClassVar[str | None] = None
 
     def __repr__(self) -> str:
         return f"<page {self.name} ({self.paper}): {self.title}>"

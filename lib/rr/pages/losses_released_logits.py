@@ -83,6 +83,10 @@ class ReleasedLogitsPage(Page):
     title = "The released ResNet-50 logits: Tables 1-2 (as released), gamma selection"
     paper_numbers = PAPER
     paper_on_cpu = True  # released logits: no training
+    differs = (
+        "the paper's own network and data, but one released seed against the paper's mean of three, and "
+        "post-hoc maps fitted on a held-out half of the test logits (the paper's code: the training logits)"
+    )
 
     @staticmethod
     def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float]]:
