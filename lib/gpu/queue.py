@@ -61,6 +61,7 @@ __all__ = [
     "published",
     "read_record",
     "run_queue",
+    "stack_cap",
 ]
 
 Log = Callable[[str], None]
@@ -169,6 +170,12 @@ def _publish_finished(
                 have.add((it.page, rec["key"]))
 
 
+def stack_cap(page: Any, stack: int | None, sizing: Bench | None) -> int | None:
+    """The most runs of ``page`` trained at once as one stack: ``stack`` where given, else what the
+    benchmark measured (``sizing.stack``) for a page it sizes, else no cap (``None``: the page's own)."""
+    return stack if stack is not None or sizing is None or not page.bench else sizing.stack
+
+
 def _train(
     page: Any,
     left: list[Item],
@@ -186,7 +193,7 @@ def _train(
     error halves the stack; any other error of a stack of several runs is said in one line and the
     runs go on alone (the H200 benchmark's stacks raised while runs alone trained); an error of a
     run alone ends the call."""
-    cap = stack if stack is not None or sizing is None or not page.bench else sizing.stack
+    cap = stack_cap(page, stack, sizing)
     while left:
         batch, n = left, cap
         fit = fit_batch(left, sizing, page.bench, window_deadline.remaining(), cap) if sizing and page.bench else None

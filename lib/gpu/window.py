@@ -287,11 +287,10 @@ def _sizing(args: argparse.Namespace, pages: Sequence[str]) -> projection.Bench 
 
 
 def _stacks(args: argparse.Namespace, sizing: projection.Bench | None, pages: Sequence[str]) -> bool:
-    """Whether this call may train a stack of several runs (queue._train's rule): ``--stack`` above
-    one, or a page without the benchmark's sizing, or a benchmark that measured stacks that pay."""
-    if args.stack is not None:
-        return args.stack > 1
-    return sizing is None or sizing.stack > 1 or not all(get_page(p).bench for p in pages)
+    """Whether this call may train a stack of several runs: some page's :func:`lib.gpu.queue.stack_cap`
+    (the queue's rule) is above one or unset."""
+    caps = [queue.stack_cap(get_page(p), args.stack, sizing) for p in pages]
+    return any(cap is None or cap > 1 for cap in caps)
 
 
 def _workers(args: argparse.Namespace, sizing: projection.Bench | None) -> int:
