@@ -63,8 +63,8 @@ METACAL: dict[str, tuple[str, float]] = {"metamis": ("miscoverage", 0.05), "meta
 level, as the paper's released evaluation code sets them for CIFAR-10 (miscoverage 0.05; coverage
 accuracy 0.97, raised by 0.005 until reachable)."""
 
-METACAL_LABELS: dict[str, str] = {"none": "uncalibrated", "ts": "+TS", "metamis": "+MetaMis", "metaacc": "+MetaAcc"}
-"""Table 4's rows under each model."""
+METACAL_LABELS: dict[str, str] = {"metamis": "MetaMis", "metaacc": "MetaAcc"}
+"""The Meta-Cal calibrators' names in Table 4 (its rows under each model: uncalibrated, +TS, then these)."""
 
 METACAL_COST: float = 0.05
 """App. E.3's "substantial accuracy degradation", read as more than five points on average over the runs."""
@@ -267,8 +267,7 @@ class ReleasedLogitsPage(Page):
                 try:
                     cal = fit_metacal(z[calib], targets[calib], constraint, level, seed=0)
                 except UnreachableLevel:  # a coverage accuracy these logits never reach: reported as NaN
-                    row.update(dict.fromkeys((f"ece_a_{key}", f"accuracy_{key}", f"accepted_{key}"), float("nan")))
-                    row[f"level_{key}"] = float("nan")
+                    row.update({f"{m}_{key}": float("nan") for m in ("ece_a", "accuracy", "accepted", "level")})
                     continue
                 p = cal.predict(z[evaluation])
                 row[f"ece_a_{key}"] = ece(p, targets[evaluation], n_bins, "mass")
@@ -284,11 +283,13 @@ class ReleasedLogitsPage(Page):
         ECE^a and accuracy (x100), ours beside the paper's, and the share of examples kept."""
         rows = []
         for name, m in metrics.items():
-            for key, label in METACAL_LABELS.items():
-                ece_key, acc_key = {"none": ("ece_a", "accuracy"), "ts": ("ece_a_ts", "accuracy")}.get(
-                    key, (f"ece_a_{key}", f"accuracy_{key}")
-                )
-                ours = m if key in ("none", "ts") else meta[name]
+            # (calibrator, our metrics, ECE^a key, accuracy key, share kept)
+            calibrators = [("uncalibrated", m, "ece_a", "accuracy", 1.0), ("+TS", m, "ece_a_ts", "accuracy", 1.0)]
+            calibrators += [
+                (f"+{label}", meta[name], f"ece_a_{key}", f"accuracy_{key}", meta[name][f"accepted_{key}"])
+                for key, label in METACAL_LABELS.items()
+            ]
+            for label, ours, ece_key, acc_key, kept in calibrators:
                 rows.append(
                     {
                         "loss": LABELS[name],
@@ -297,7 +298,7 @@ class ReleasedLogitsPage(Page):
                         "ECE^a (paper)": PAPER[ece_key].get(name, np.nan),
                         "accuracy (ours)": 100 * ours[acc_key],
                         "accuracy (paper)": PAPER[acc_key].get(name, np.nan),
-                        "kept": meta[name][f"accepted_{key}"] if key in METACAL else 1.0,
+                        "kept": kept,
                     }
                 )
         return pd.DataFrame(rows).set_index(["loss", "calibrator"])
@@ -311,7 +312,7 @@ class ReleasedLogitsPage(Page):
         :data:`METACAL_GAIN` on average, and it costs more than :data:`METACAL_COST` of accuracy on
         average (a claim on the size of the cost: its margin is a point)."""
         rows: list[dict[str, Any]] = []
-        for key, label in (("metamis", "MetaMis"), ("metaacc", "MetaAcc")):
+        for key, label in METACAL_LABELS.items():
             gain = [metrics[n]["ece_a_ts"] - meta[n][f"ece_a_{key}"] for n in metrics]
             cost = [metrics[n]["accuracy"] - meta[n][f"accuracy_{key}"] for n in metrics]
             paper_gain = [(PAPER["ece_a_ts"][n] - PAPER[f"ece_a_{key}"][n]) / 100 for n in PAPER["ece_a_ts"]]
