@@ -60,7 +60,8 @@ def ledger_rows(
     differs: Callable[[str], str | None] = lambda name: None,
 ) -> list[dict[str, str]]:
     """One row per published claim of the pages ``names`` (in order): ``page``, ``kind``, ``claim``,
-    ``paper_own``, ``ours``, ``paper_scale``, ``why``. ``published(name)`` gives a page's published
+    ``paper_own``, ``ours``, ``paper_scale`` (the cell), ``paper_verdict`` (the paper-scale build's
+    verdict, "" without one), ``why``. ``published(name)`` gives a page's published
     values at this build's scale (``None``: not executed), ``paper_published(name)`` those of a
     paper-scale build, ``coverage(name)`` the GPU runs in ``results/`` (:data:`ON_CPU` for pages
     whose paper scale runs on a CPU, "" for the others), ``differs(name)`` the page's account of how
@@ -71,7 +72,7 @@ def ledger_rows(
         claims = None if got is None else got.get("claims")
         if not isinstance(claims, list):
             missing = "(page not executed in this build)" if got is None else "(the page publishes no claims table)"
-            blank = dict.fromkeys(("paper_own", "ours", "paper_scale", "why"), "")
+            blank = dict.fromkeys(("paper_own", "ours", "paper_scale", "paper_verdict", "why"), "")
             rows.append({"page": name, "kind": "claim", "claim": missing, **blank})
             continue
         at_paper = {str(r.get("claim")): r for r in ((paper_published(name) or {}).get("claims") or [])}
@@ -97,6 +98,7 @@ def ledger_rows(
                     "paper_own": own or "—",
                     "ours": str(r["verdict"]),
                     "paper_scale": scale_cell,
+                    "paper_verdict": "" if paper_row is None else str(paper_row["verdict"]),
                     "why": why(own, str(r["verdict"]), str(r.get("ours", "")), differs(name)),
                 }
             )
@@ -108,11 +110,11 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
     from the executed notebooks under ``build_root/<scale>/notebooks`` (and ``build_root/paper``)."""
     from lib.report import read_published
 
+    from lib.pages import get
+
     def read(at: str, name: str) -> Mapping[str, Any] | None:
         path = build_root / at / "notebooks" / f"{name}.ipynb"
         return read_published(path) if path.exists() else None
-
-    from lib.pages import get
 
     rows = ledger_rows(names, partial(read, scale), partial(read, "paper"), _coverage, lambda n: get(n).differs)
     out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
@@ -130,11 +132,8 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
             cells = [r["claim"], r["paper_own"], r["ours"], r["paper_scale"], r["why"]]
             out.append(f"| {link} | " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |")
         held = sum(r["ours"] == HELD for r in chosen)
-        judged = [
-            r["paper_scale"] for r in chosen if r["paper_scale"].startswith((HELD, NOT_HELD, _PAPER_INCONCLUSIVE))
-        ]
-        held_there = sum(c.startswith(HELD) for c in judged)
-        at_paper = f" At paper scale, {held_there} of the {len(judged)} with a paper-scale verdict held."
+        judged = [r["paper_verdict"] for r in chosen if r["paper_verdict"] in (HELD, NOT_HELD, INCONCLUSIVE)]
+        at_paper = f" At paper scale, {judged.count(HELD)} of the {len(judged)} with a paper-scale verdict held."
         out += ["", f"{held} of {len(chosen)} held at this scale." + (at_paper if judged else ""), ""]
     return "\n".join(out) + "\n"
 
