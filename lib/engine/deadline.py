@@ -3,7 +3,7 @@ epoch run past the deadline anyway, between two steps, dropping that epoch).
 
 A lent GPU machine cuts a command at 10 minutes, so a window's training must end by a deadline
 without losing work. Inside ``with deadline(at):`` every training loop of the engine
-(:func:`lib.engine.loop.fit`, :func:`lib.engine.stack.fit_stack`) calls :func:`check` before each
+(:func:`lib.engine.loop.fit`, :func:`lib.engine.packed.fit_packed`) calls :func:`check` before each
 epoch with the epoch time it expects (measured on the epochs already done): when that epoch would
 end after ``at`` it raises :class:`DeadlineReached`. The loops checkpoint after every epoch, so the
 run resumes from there on the next call. The clock is injectable (tests use a fake one).

@@ -1,7 +1,7 @@
 """The book's one training loop and one batched predict (d2l's single Trainer is the model).
 
 Every trained model of the book goes through :func:`fit`: paper 1's MoE runs (lib.moe.train, and
-many runs at once through lib.engine.stack), paper 2's learning-to-defer heads and CIFAR-10 networks
+many runs at once through lib.engine.packed), paper 2's learning-to-defer heads and CIFAR-10 networks
 (lib.l2d.experiment) and paper 4's reweighted-loss networks and heads (lib.rr.experiment).
 Model selection and early stopping are callbacks (:class:`SelectBest`, :class:`EarlyStopping`) whose
 state is checkpointed with the run, so a resumed run ends exactly like an uninterrupted one.

@@ -38,7 +38,6 @@ from lib.config import repo_root, results_dir
 from lib.engine.runs import read_record
 from lib.gpu.recipe import SESSION_MINUTES, training_minutes
 from lib.moe.grid import stack_groups
-from lib.moe.train import STACK_CHANNELS_LAST
 from lib.nets.backbones import family
 from lib.pages import get as get_page
 
@@ -122,6 +121,18 @@ def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
     return out
 
 
+def _pack_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The benchmark's rows of runs trained at once: its packed ones (``bench_epoch.py --pack``: the
+    engine's way, compiled where measured so) if any, else the stacked rows of older benchmarks
+    (``torch.func.vmap``, channels_last), which only count where they paid."""
+    packed = [r for r in results.get("packed") or [] if "error" not in r]
+    if packed:
+        best = [r for r in packed if r.get("compiled")] or packed
+        return [dict(r, stack=r["pack"]) for r in best]
+    rows = list(results.get("stacked") or [])
+    return [r for r in rows if r.get("channels_last")] or rows
+
+
 def bench(
     results: Mapping[str, Any] | None = None,
     source: str = "",
@@ -141,9 +152,7 @@ def bench(
             return Bench({}, 1, "no benchmark", True)
         results, source = json.loads(files[-1].read_text()), files[-1].name
     cpu = not str(results.get("device", "")).lower().startswith(("nvidia", "cuda")) and "cuda" not in source
-    stacked = [r for r in results.get("stacked") or [] if bool(r.get("channels_last")) == STACK_CHANNELS_LAST] or list(
-        results.get("stacked") or []
-    )  # the layout stacks train with
+    stacked = _pack_rows(results)
     per: dict[tuple[str, str], float] = {}
     stack = 1
     for r in stacked:

@@ -1,15 +1,13 @@
 """A few-second self-test of the training engine on the machine that will train the paper-scale runs.
 
 Run once per machine before a window's first training (``python -m lib paper`` does it and leaves
-a marker file): four tiny MoE runs (Vanilla, Robust, FGR, FGR + Robust; two stacks, one of each step
-kind) are trained for two epochs as stacks and each alone, on the device, with bf16 autocast where
-the device has it; every stacked member must predict what its run alone predicts. A machine whose
-torch, vmap or autocast breaks the stacked engine fails here in seconds, not after a window.
+a marker file): four tiny MoE runs (Vanilla, Robust, FGR, FGR + Robust; two packs, one of each step
+kind) are trained for two epochs as packs (lib.engine.packed) and each alone, on the device, with bf16
+autocast where the device has it; every packed run must predict what its run alone predicts. A
+machine whose torch or autocast breaks the packed engine fails here in seconds, not after a window.
 
-A call that trains every run alone (the committed benchmark measured no stack that pays) checks
-only the runs alone (``stacked=False``): each must predict finite probabilities that sum to one. On
-the H200 (torch 2.11, CUDA) the stacked check raised "NYI: querying is_contiguous inside of vmap for
-memory_format other than torch.contiguous_format" and stopped a call whose runs all trained alone.
+A call that trains every run alone checks only the runs alone (``stacked=False``): each must predict
+finite probabilities that sum to one.
 """
 
 from __future__ import annotations
@@ -23,12 +21,12 @@ from lib.config import cache_dir
 from lib.data.synthetic import synthetic_images
 from lib.engine.device import resolve_device
 from lib.engine.loop import predict
-from lib.engine.stack import fit_stack
+from lib.engine.packed import fit_packed
 from lib.moe.config import tiny_config
 from lib.moe.train import fit_alone, prepare_run
 from lib.validation import check_probs
 
-TOLERANCE = 0.05  # largest |p_stacked - p_alone| of a test probability (bf16 rounds batched convolutions differently)
+TOLERANCE = 0.05  # largest |p_packed - p_alone| of a test probability (bf16 rounds grouped convolutions differently)
 
 __all__ = ["TOLERANCE", "marker", "run_selftest"]
 
@@ -68,8 +66,8 @@ def run_selftest(device: str = "auto", force: bool = False, stacked: bool = True
             alone.append(p)
         if not stacked:
             continue
-        prs = [prepare_run(c, data, stacked=True) for c in cfgs]
-        fit_stack(
+        prs = [prepare_run(c, data, packed=True) for c in cfgs]
+        fit_packed(
             [pr.member(None) for pr in prs],
             prs[0].prep.train,
             cfgs[0].epochs,
@@ -85,15 +83,15 @@ def run_selftest(device: str = "auto", force: bool = False, stacked: bool = True
             diff = float((p - a).abs().max())
             if not diff <= TOLERANCE:
                 raise RuntimeError(
-                    f"self-test: {c.method} (seed {c.seed}) stacked differs from its run alone by "
-                    f"{diff:.3g} > {TOLERANCE} on {dev}; the stacked engine is not sound here"
+                    f"self-test: {c.method} (seed {c.seed}) packed differs from its run alone by "
+                    f"{diff:.3g} > {TOLERANCE} on {dev}; the packed engine is not sound here"
                 )
             worst = max(worst, diff)
     mark.parent.mkdir(parents=True, exist_ok=True)
     mark.write_text(f"passed in {time.perf_counter() - t0:.1f} s, largest difference {worst:.3g}\n")
     if not stacked:
-        return f"self-test: 4 runs alone on {dev} predict probabilities in {time.perf_counter() - t0:.1f} s (no stacks this call)"
+        return f"self-test: 4 runs alone on {dev} predict probabilities in {time.perf_counter() - t0:.1f} s (no packs this call)"
     return (
-        f"self-test: 4 runs stacked = alone on {dev} (largest difference {worst:.3g}) "
+        f"self-test: 4 runs packed = alone on {dev} (largest difference {worst:.3g}) "
         f"in {time.perf_counter() - t0:.1f} s"
     )

@@ -17,8 +17,9 @@ the two forwards give except through BatchNorm, whose statistics cover the B + m
 text encoders get the reference's gradients exactly, tests/unit/moe/test_fgr.py), **one batched
 backward** for both gradients (:func:`two_gradients`: every backward kernel launched once for the
 pair) and the projection, branch-free on the device. The same code runs a single model
-(:func:`fgr_step`) and a stack of N models (:func:`stacked_fgr_gradients`, FGR's
-:class:`lib.engine.stack.StackStep` by :func:`stack_step`), one projection per member."""
+(:func:`fgr_step`) and a pack of G runs (:func:`packed_fgr_gradients`, FGR's
+:class:`lib.engine.packed.OwnStep` by :func:`pack_step`), one projection per run: its own inner
+product and norms over its own parameters."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.data.augment import to_device_async
-from lib.engine.stack import StackStep, take_rows
+from lib.engine.packed import OwnStep, take_rows
 from lib.data.jpeg import filtered_rows
 from lib.validation import check_finite, check_int, check_nonempty, check_positive, check_probs_labels, to_tensor
 
@@ -118,16 +119,17 @@ def two_gradients(loss_a: torch.Tensor, loss_b: torch.Tensor, params: Sequence[t
 
 
 def rectified_gradients(
-    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], members: int = 1
+    grads: Sequence[torch.Tensor], params: Sequence[torch.Tensor], runs: int = 1
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """FGR's update from :func:`two_gradients`' [g_m; g_c]: per member (``members``: the leading stack
-    dimension of every parameter), over all its parameters as one flat vector, :func:`rectify`. Returns
-    the updates laid out like ``params`` and <g_m,g_c> per member, shape (members,)."""
-    flat = torch.cat([g.reshape(2, members, -1) for g in grads], dim=2)  # (2, members, P)
+    """FGR's update from :func:`two_gradients`' [g_m; g_c]: per run (``runs``: a pack's runs, whose
+    blocks every packed parameter holds run-major along its first dimension, lib.engine.packed), over
+    all its parameters as one flat vector, :func:`rectify`. Returns the updates laid out like
+    ``params`` and <g_m,g_c> per run, shape (runs,)."""
+    flat = torch.cat([g.reshape(2, runs, -1) for g in grads], dim=2)  # (2, runs, P)
     dot = (flat[0] * flat[1]).sum(-1)
     coef = _rectification_coef(dot, (flat[1] * flat[1]).sum(-1))
     update = flat[0] - coef[:, None] * flat[1]
-    sizes = [p.numel() // members for p in params]
+    sizes = [p.numel() // runs for p in params]
     out = [torch.empty_like(p) for p in params]
     torch._foreach_copy_(out, [u.reshape(p.shape) for u, p in zip(update.split(sizes, dim=1), params)])
     return out, dot
@@ -200,35 +202,35 @@ def _fgr_losses(
     return loss_main, _soft_ece(probs[: labels.shape[0]], labels, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
 
 
-def stacked_fgr_gradients(
+def packed_fgr_gradients(
     out: Any,
     main_rows: Sequence[torch.Tensor | None],
     labels: Sequence[torch.Tensor],
     main_fns: Sequence[Callable[[Any, torch.Tensor], torch.Tensor]],
     params: Sequence[torch.Tensor],
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """FGR's update for a stack of N models (leading dimension N of ``params`` and ``out``): member i's
-    ``main_fns[i]`` on its rows ``main_rows[i]`` (``None``: unfiltered) and its soft ECE, one batched
-    backward of the summed losses and one projection per member. Returns the updates (like ``params``)
-    and the per-member main losses (N,)."""
+    """FGR's update for a pack of G runs (``out`` with a leading run dimension, ``params`` packed):
+    run g's ``main_fns[g]`` on its rows ``main_rows[g]`` (``None``: unfiltered) and its soft ECE, one
+    batched backward of the summed losses (each run's gradient is its own) and one projection per run
+    (:func:`rectified_gradients`). Returns the updates (like ``params``) and the per-run main losses (G,)."""
     n = len(main_fns)
     mains, cals = zip(*(_fgr_losses(take_rows(out, i), main_rows[i], labels[i], main_fns[i]) for i in range(n)))
     loss = torch.stack(mains)
-    update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, members=n)
+    update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, runs=n)
     return update, loss
 
 
-def stack_step(
+def pack_step(
     main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
     start: int,
     mean: Any = None,
     std: Any = None,
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
-) -> StackStep:
-    """FGR's :class:`lib.engine.stack.StackStep`: from epoch ``start`` a member forwards its filtered batch
-    (as in :func:`fgr_step`; no ``mean``/``std``: unfiltered) and the stack's update is
-    :func:`stacked_fgr_gradients` with ``main_fn`` as this member's main loss."""
+) -> OwnStep:
+    """FGR's :class:`lib.engine.packed.OwnStep`: from epoch ``start`` a run forwards its filtered batch
+    (as in :func:`fgr_step`; no ``mean``/``std``: unfiltered) and the pack's update is
+    :func:`packed_fgr_gradients` with ``main_fn`` as this run's main loss."""
     if not callable(main_fn):
         raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
     check_int(start, "start", minimum=0)
@@ -238,4 +240,4 @@ def stack_step(
         def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             return fgr_batch(x, mean, std, generator=g)
 
-    return StackStep(kind="fgr", start=start, loss=main_fn, gradients=stacked_fgr_gradients, inputs=inputs)
+    return OwnStep(kind="fgr", start=start, loss=main_fn, gradients=packed_fgr_gradients, inputs=inputs)

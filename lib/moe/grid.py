@@ -1,9 +1,11 @@
-"""Paper 1's grids: many runs (methods x seeds x lambdas) trained together as stacked models.
+"""Paper 1's grids: many runs (methods x seeds x lambdas) trained together as packed models.
 
 :func:`run_grid` is what every paper-1 page and the paper-scale queue call: finished runs are loaded
 (committed results first), the rest are grouped by architecture and optimizer settings and trained
-``stack`` at a time as one stacked model on one device (:func:`lib.engine.stack.fit_stack`); each is
-evaluated and saved as its own run, exactly as :func:`lib.moe.train.train_run` would save it.
+``stack`` at a time as one packed model on one device (:func:`lib.engine.packed.fit_packed`); each is
+evaluated and saved as its own run, exactly as :func:`lib.moe.train.train_run` would save it (the
+same key: a run made packed and made alone is one record). A run of a pack that diverges is
+reported and not published; the others go on.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.runs import Run, RunMissing, training
-from lib.engine.stack import fit_stack
+from lib.engine.packed import fit_packed
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
@@ -188,34 +190,55 @@ def _train_group(
             return
         if log is not None:
             log(
-                f"{data.name}: training {len(ready)} run(s) as one stack: "
+                f"{data.name}: training {len(ready)} run(s) as one pack: "
                 + ", ".join(f"{c.method}/s{c.seed}" for c in ready)
             )
         if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
             records = [compute_run(ready[0], data, runs[0])]
         else:
-            prs = [prepare_run(c, data, stacked=True) for c in ready]
-            c0 = ready[0]
-            fits = fit_stack(
-                [pr.member(run) for pr, run in zip(prs, runs)],
-                prs[0].prep.train,
-                c0.epochs,
-                optimizer_factory=prs[0].optimizer,
-                scheduler_factory=prs[0].scheduler,
-                batch_size=c0.batch_size,
-                device=prs[0].device,
-                amp=c0.amp,
-                progress=c0.progress,
-                desc=f"{data.name} stack of {len(ready)}",
-            )
-            records = (finish_run(pr, data, run, fitted) for pr, run, fitted in zip(prs, runs, fits))
+            records = _train_pack(ready, runs, data, log)
         for run, c, record in zip(runs, ready, records):
+            if record is None:  # diverged: reported, its last good checkpoint kept, nothing published
+                continue
             rec = run.save_result(record)
             run.clear_checkpoint()
             trained.append(c)
             live.run_done()
             if on_done is not None:
                 on_done(c, rec)
+
+
+def _train_pack(
+    ready: list[TrainConfig], runs: list[Run], data: Bundle, log: Callable[[str], None] | None
+) -> list[dict[str, Any] | None]:
+    """Train ``ready`` (their ``runs`` locked) as one pack and return their records (``None`` for a run
+    that diverged). A pack out of device memory raises; the GPU queue (lib.gpu.queue) trains its
+    runs in packs half the size, resuming from their checkpoints."""
+    prs = [prepare_run(c, data, packed=True) for c in ready]
+    c0 = ready[0]
+    fits = fit_packed(
+        [pr.member(run) for pr, run in zip(prs, runs)],
+        prs[0].prep.train,
+        c0.epochs,
+        optimizer_factory=prs[0].optimizer,
+        scheduler_factory=prs[0].scheduler,
+        batch_size=c0.batch_size,
+        device=prs[0].device,
+        amp=c0.amp,
+        compile=c0.compile,
+        channels_last=c0.channels_last and prs[0].transform is not None and prs[0].device.type == "cuda",
+        progress=c0.progress,
+        desc=f"{data.name} pack of {len(ready)}",
+    )
+    records: list[dict[str, Any] | None] = []
+    for pr, c, run, fitted in zip(prs, ready, runs, fits):
+        if fitted.diverged_at is not None:
+            msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {fitted.diverged_at}; not published"
+            log(msg) if log is not None else warnings.warn(msg, stacklevel=2)
+            records.append(None)
+        else:
+            records.append(finish_run(pr, data, run, fitted))
+    return records
 
 
 def run_grid(

@@ -41,18 +41,19 @@ class MoEOutput:
 
 
 def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``h`` checked (a floating (N, d) tensor; finite, except in a training step on an accelerator
-    or the meta device, where the check would synchronise every step, and under ``torch.func.vmap``,
-    lib.engine.stack's stacked step, where no value can be read) and cast to the layers' ``dtype``
-    (float64 features, say)."""
+    """``h`` checked (a floating (N, d) tensor, or (runs, N, d) for packed runs; finite)
+    and cast to the layers' ``dtype`` (float64 features, say). In a training step (gradients on) the
+    values are not read: on an accelerator that would make the host wait every step, and a run that
+    diverges is the loop's to report (lib.engine.packed), not an input error."""
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
-    check_ndim(h, 2, "h", "N examples x d features")
-    if h.shape[1] != in_features:
-        raise ValueError(f"h: expected {in_features} features, got {h.shape[1]}")
+    if h.ndim != 3:
+        check_ndim(h, 2, "h", "N examples x d features, or runs x N x d")
+    if h.shape[-1] != in_features:
+        raise ValueError(f"h: expected {in_features} features, got {h.shape[-1]}")
     if not h.is_floating_point():
         raise ValueError(f"h: expected floating-point features, got {h.dtype}")
-    if not (h.device.type != "cpu" and torch.is_grad_enabled()) and not torch._C._functorch.is_batchedtensor(h):
+    if not torch.is_grad_enabled():
         check_finite(h, "h")
     if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
         h = h.to(dtype)
@@ -86,13 +87,16 @@ class MoEHead(nn.Module):
         # All K experts as one (d -> K*C) linear layer: one matmul instead of K.
         self.experts = nn.Linear(in_features, num_experts * num_classes)
 
+    #: In a pack of runs (lib.engine.packed) the head runs on (runs, N, d): every dimension but the last
+    #: two of its outputs is a run's.
+    packed_layout = "leading"
+
     def forward(self, h: torch.Tensor) -> MoEOutput:
         h = _check_features(h, self.in_features, self.experts.weight.dtype)
-        n = h.shape[0]
-        r = F.softmax(self.router(h), dim=1)
-        z = self.experts(h).view(n, self.num_experts, self.num_classes)
-        pk = F.softmax(z, dim=2)
-        p = torch.einsum("nk,nkc->nc", r, pk)
+        r = F.softmax(self.router(h), dim=-1)
+        z = self.experts(h).unflatten(-1, (self.num_experts, self.num_classes))
+        pk = F.softmax(z, dim=-1)
+        p = torch.einsum("...k,...kc->...c", r, pk)
         return MoEOutput(probs=p, routing=r, expert_probs=pk, expert_logits=z)
 
 
@@ -105,12 +109,14 @@ class SingleExpertHead(nn.Module):
         self.in_features = in_features
         self.linear = nn.Linear(in_features, num_classes)
 
+    packed_layout = "leading"  # as MoEHead's
+
     def forward(self, h: torch.Tensor) -> MoEOutput:
         h = _check_features(h, self.in_features, self.linear.weight.dtype)
-        z = self.linear(h).unsqueeze(1)
-        pk = F.softmax(z, dim=2)
-        r = torch.ones(h.shape[0], 1, dtype=h.dtype, device=h.device)
-        return MoEOutput(probs=pk[:, 0], routing=r, expert_probs=pk, expert_logits=z)
+        z = self.linear(h).unsqueeze(-2)
+        pk = F.softmax(z, dim=-1)
+        r = torch.ones(*h.shape[:-1], 1, dtype=pk.dtype, device=h.device)
+        return MoEOutput(probs=pk[..., 0, :], routing=r, expert_probs=pk, expert_logits=z)
 
 
 class MoEModel(nn.Module):
@@ -140,9 +146,11 @@ def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
 
 def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
-    (N, K, C) -> (N, K). No input checks, hence no host synchronisation: the training loop's core
+    (N, K, C) -> (N, K), with labels (N,); packed runs add leading run dimensions to both (labels
+    (G, N)). No input checks, hence no host synchronisation: the training loop's core
     (lib.moe.methods); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
-    index = labels.view(-1, *([1] * (probs.dim() - 1))).expand(*probs.shape[:-1], 1)
+    extra = probs.dim() - labels.dim() - 1  # the expert dimension, if any
+    index = labels.view(*labels.shape, *([1] * (extra + 1))).expand(*probs.shape[:-1], 1)
     return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()
 
 

@@ -97,10 +97,12 @@ _robust = partial(robust_moe_loss, validate=False)  # a module-level name: tests
 
 
 def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
-    """The training loss of ``method`` on one batch (``robust_active`` False during warmup = ERM)."""
+    """The training loss of ``method`` on one batch (``robust_active`` False during warmup = ERM); with
+    a leading run dimension on ``out`` and ``y`` (a pack of runs, lib.engine.packed) one loss per run,
+    each over its own batch only."""
     l = label_nll(out.probs, y)
     if not robust_active or method not in ROBUST_METHODS:
-        return l.mean()
+        return l.mean(dim=-1)
     if method == "robust_filtered":
         mask = routing_relevant_mask(
             l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs, validate=False

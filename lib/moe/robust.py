@@ -34,12 +34,14 @@ from lib.validation import check_finite, check_ndim, check_number, check_positiv
 DEFAULT_LAM = 2.0
 
 
-def _losses(losses: object, name: str = "losses") -> torch.Tensor:
+def _losses(losses: object, name: str = "losses", runs: bool = False) -> torch.Tensor:
+    """``losses`` as a floating tensor: one loss per example, or with ``runs`` also (runs, examples)."""
     t = to_tensor(losses, name)
     if not t.is_floating_point():
         t = t.to(torch.float64 if not isinstance(losses, torch.Tensor) else torch.get_default_dtype())
-    check_ndim(t, 1, name, "one loss per example")
-    if t.shape[0] == 0:
+    if not (runs and t.ndim == 2):
+        check_ndim(t, 1, name, "one loss per example" + (", or runs x examples" if runs else ""))
+    if t.shape[-1] == 0:
         raise ValueError(f"{name}: is empty")
     check_finite(t, name)
     return t
@@ -61,10 +63,12 @@ def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
 
 
 def _vector(t: object, name: str) -> torch.Tensor:
-    """The checks of the ``validate=False`` path: a 1-D tensor (shape only, no value is read)."""
+    """The checks of the ``validate=False`` path: a 1-D tensor, or (runs, examples) for packed runs
+    (shape only, no value is read)."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name}: expected a torch tensor when validate=False, got {type(t).__name__}")
-    check_ndim(t, 1, name, "one value per example")
+    if t.ndim != 2:
+        check_ndim(t, 1, name, "one value per example, or runs x examples")
     return t
 
 
@@ -72,13 +76,15 @@ def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool 
     """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
-    ``validate=False`` (the training loop, lib.moe.methods) skips the finiteness check of
-    ``losses``, which would synchronise the host with the device (see the module docstring)."""
-    l = _losses(losses) if validate else _vector(losses, "losses")
+    ``losses`` of shape (runs, n) (packed runs, lib.engine.packed) give one loss per run, each
+    tilted over its own batch only. ``validate=False`` (the training loop, lib.moe.methods) skips the
+    finiteness check of ``losses``, which would synchronise the host with the device (see the module
+    docstring)."""
+    l = _losses(losses, runs=True) if validate else _vector(losses, "losses")
     lam = check_positive(lam, "lam", allow_zero=True)
     if lam == 0.0:
-        return l.mean()
-    return (F.softmax(_tilted(l, lam) if validate else lam * l, dim=0) * l).sum()
+        return l.mean(dim=-1)
+    return (F.softmax(_tilted(l, lam) if validate else lam * l, dim=-1) * l).sum(dim=-1)
 
 
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
@@ -180,10 +186,10 @@ def routing_relevant_mask(
             raise ValueError(
                 f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
             )
-    with torch.no_grad():
-        regret = torch.relu(mix_loss - expert_losses.min(dim=1).values)
-        diff = expert_probs - mix_probs[:, None, :]
-        disagreement = (routing * diff.pow(2).sum(dim=2)).sum(dim=1)
+    with torch.no_grad():  # the last dimensions are the example's; any leading ones are runs (packed runs)
+        regret = torch.relu(mix_loss - expert_losses.min(dim=-1).values)
+        diff = expert_probs - mix_probs[..., None, :]
+        disagreement = (routing * diff.pow(2).sum(dim=-1)).sum(dim=-1)
         return (regret > 1e-6) | (disagreement > 0.01)
 
 
@@ -198,12 +204,12 @@ def robust_filtered_loss(
     ``validate=False`` (the training loop) skips the value checks of ``mix_loss`` and ``mask``
     (finite, 0/1), which would synchronise the host with the device; ``mask`` must then be bool."""
     if validate:
-        l = _losses(mix_loss, "mix_loss")
+        l = _losses(mix_loss, "mix_loss", runs=True)
         mask = to_tensor(mask, "mask")
     else:
         l, mask = _vector(mix_loss, "mix_loss"), _vector(mask, "mask")
-    check_ndim(mask, 1, "mask", "one bool per example")
-    check_same_length(l, mask, "mix_loss", "mask")
+    if mask.shape != l.shape:
+        raise ValueError(f"mask: expected the shape of mix_loss {tuple(l.shape)}, got {tuple(mask.shape)}")
     if mask.dtype != torch.bool:
         if not validate:
             raise ValueError(f"mask: expected a bool tensor when validate=False, got {mask.dtype}")
@@ -212,4 +218,4 @@ def robust_filtered_loss(
         mask = mask.bool()
     lam = check_positive(lam, "lam", allow_zero=True)
     tilted = torch.where(mask.to(l.device), lam * l, torch.full_like(l, -1e9))
-    return l.mean() + (F.softmax(tilted, dim=0) * l).sum()
+    return l.mean(dim=-1) + (F.softmax(tilted, dim=-1) * l).sum(dim=-1)

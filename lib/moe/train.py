@@ -4,7 +4,7 @@ Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and A
 (Table 4 settings, evaluation). :func:`train_run` trains one :class:`lib.moe.config.TrainConfig`
 through :func:`lib.engine.loop.fit`, cached by config, data and code version and resumable;
 :func:`prepare_run` / :func:`finish_run`, the steps before and after the loop, are shared with the
-stacked grids of :mod:`lib.moe.grid`. ``mocae`` is not trained again: it is the ``vanilla`` run of
+packed grids of :mod:`lib.moe.grid`. ``mocae`` is not trained again: it is the ``vanilla`` run of
 the same config, calibrated post hoc. The cosine schedule spans all epochs, warmup included."""
 
 from __future__ import annotations
@@ -132,14 +132,15 @@ class PreparedRun:
     step_fn: StepFn | None
 
     def member(self, run: Run | None) -> Any:
-        """This run as a member of a stack (:class:`lib.engine.stack.Member`)."""
-        from lib.engine.stack import Member
+        """This run as a member of a pack (:class:`lib.engine.packed.Member`): runs of one method
+        and lambda share one loss call over their leading run dimension."""
+        from lib.engine.packed import Member
 
         cfg, step = self.cfg, None
         if cfg.method in FGR_METHODS:
-            from lib.moe.fgr import stack_step
+            from lib.moe.fgr import pack_step
 
-            step = stack_step(
+            step = pack_step(
                 lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True),
                 cfg.warmup,
                 self.prep.mean,
@@ -155,6 +156,7 @@ class PreparedRun:
             run=run,
             step=step,
             callbacks=(self.mark,),
+            loss_key=(cfg.method, cfg.lam, cfg.warmup),
         )
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
@@ -171,19 +173,9 @@ class PreparedRun:
         entry["objective"] = ("fgr" if self.cfg.method in FGR_METHODS else "robust") if active else "erm"
 
 
-#: channels_last inside stacks on CUDA: on. On the H200 (torch 2.11) a stack of 8 ResNet-18s under
-#: bf16 autocast without it raised in batch norm ("Expected running_mean to have type BFloat16 but
-#: got Float"), with it trained (2.8 s per run-epoch); under ``torch.func.vmap`` the ``as_strided_``
-#: of adaptive pooling then takes functorch's per-member fallback (issue 23). The layout changes no
-#: result beyond float rounding; bench/bench_epoch.py --stack measures both layouts. The tiny CNN of
-#: the self-test did not train stacked there: batch norm under vmap raised "NYI: querying
-#: is_contiguous inside of vmap for memory_format other than torch.contiguous_format" (2026-11-27).
-STACK_CHANNELS_LAST = True
-
-
-def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> PreparedRun:
+def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> PreparedRun:
     """Build the model of ``cfg`` (weights from ``cfg.seed``) and its per-step functions for ``data``
-    (``stacked``: as a member of a stack, channels_last only if ``STACK_CHANNELS_LAST``)."""
+    (``packed``: as a run of a pack, whose engine compiles the pack instead of the backbone)."""
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)
@@ -199,10 +191,10 @@ def prepare_run(cfg: TrainConfig, data: Bundle, stacked: bool = False) -> Prepar
         else prep.train[0][:2]
     )
     model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
-    use_cl = cfg.channels_last and device.type == "cuda" and pixels and (STACK_CHANNELS_LAST or not stacked)
+    use_cl = cfg.channels_last and device.type == "cuda" and pixels
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
-    runner = Runner(model, compile_backbone=cfg.compile)
+    runner = Runner(model, compile_backbone=cfg.compile and not packed)
     seed_everything(cfg.seed)
     transform = eval_prep = None
     if pixels:
@@ -284,7 +276,7 @@ def fit_alone(
     pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
 ) -> FitResult:
     """Train a prepared run alone through :func:`lib.engine.loop.fit` (resuming from ``run``'s
-    checkpoint): :func:`compute_run`'s loop, the one the engine's self-test compares stacks against."""
+    checkpoint): :func:`compute_run`'s loop, the one the engine's self-test compares packs against."""
     cfg = pr.cfg
     return fit(
         pr.runner,

@@ -20,7 +20,7 @@ def test_selftest_passes_once_then_remembers(cache) -> None:
     cpu = torch.device("cpu")
     assert st.marker(cpu).parent == cache and torch.__version__.replace("/", "_") in st.marker(cpu).name
     line = st.run_selftest("cpu")
-    assert line.startswith("self-test: 4 runs stacked = alone on cpu")
+    assert line.startswith("self-test: 4 runs packed = alone on cpu")
     worst = float(line.split("largest difference ")[1].split(")")[0])
     # float32 on the CPU: only the order of batched sums differs (FGR's batched backward), so the
     # gap is rounding, at least ten times inside the tolerance made for bf16
@@ -31,14 +31,14 @@ def test_selftest_passes_once_then_remembers(cache) -> None:
 
 def test_a_member_beyond_the_tolerance_is_named(cache, monkeypatch) -> None:
     monkeypatch.setattr(st, "TOLERANCE", -1.0)  # every difference, even 0, is now too large
-    with pytest.raises(RuntimeError, match=r"vanilla \(seed 0\) stacked differs"):
+    with pytest.raises(RuntimeError, match=r"vanilla \(seed 0\) packed differs"):
         st.run_selftest("cpu", force=True)
     assert not st.marker(torch.device("cpu")).exists()  # no pass remembered
 
 
 def test_a_call_without_stacks_checks_the_runs_alone_and_remembers_that_apart(cache, monkeypatch) -> None:
     cpu = torch.device("cpu")
-    monkeypatch.setattr(st, "fit_stack", None)  # no stack may train: calling it would raise TypeError
+    monkeypatch.setattr(st, "fit_packed", None)  # no pack may train: calling it would raise TypeError
     line = st.run_selftest("cpu", stacked=False)
     assert line.startswith("self-test: 4 runs alone on cpu predict probabilities")
     assert st.marker(cpu, stacked=False).exists() and not st.marker(cpu).exists()

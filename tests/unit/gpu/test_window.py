@@ -143,14 +143,14 @@ def test_a_stack_that_fails_goes_on_in_smaller_stacks_and_says_why(results, monk
     lines name what happened."""
     import lib.moe.grid as grid
 
-    real = grid.fit_stack
+    real = grid.fit_packed
 
-    def fit_stack(members, *a, **k):
+    def fit_packed(members, *a, **k):
         if len(members) > 1:
             raise error
         return real(members, *a, **k)
 
-    monkeypatch.setattr(grid, "fit_stack", fit_stack)
+    monkeypatch.setattr(grid, "fit_packed", fit_packed)
     said: list[str] = []
     got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
     assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
@@ -312,7 +312,7 @@ def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monk
     shutil.rmtree(results)  # the call ended before it published (its runs are in the cache)
     import lib.moe.grid as grid
 
-    monkeypatch.setattr(grid, "fit_stack", lambda *a, **k: pytest.fail("trained a finished run again"))
+    monkeypatch.setattr(grid, "fit_packed", lambda *a, **k: pytest.fail("trained a finished run again"))
     again = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     assert sorted(p.name for p in again) == sorted(p.name for p in first)
     stamp = [p.stat().st_mtime_ns for p in again]
@@ -343,7 +343,7 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
         raise RuntimeError("CUDA error: an illegal memory access")
 
     real = grid.compute_run
-    monkeypatch.setattr(grid, "fit_stack", boom)
+    monkeypatch.setattr(grid, "fit_packed", boom)
     monkeypatch.setattr(
         grid, "compute_run", lambda cfg, *a, **k: real(cfg, *a, **k) if cfg.method == "single" else boom()
     )

@@ -10,15 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.moe.fgr import (
-    fgr_batch,
-    fgr_step,
-    rectified_gradients,
-    rectify,
-    soft_ece,
-    stacked_fgr_gradients,
-    two_gradients,
-)
+from lib.moe.fgr import fgr_batch, fgr_step, rectified_gradients, rectify, soft_ece, packed_fgr_gradients, two_gradients
 from lib.data.jpeg import filtered_rows
 from lib.moe.heads import MoEHead, MoEModel, mixture_nll
 from lib.moe.robust import robust_moe_loss
@@ -200,7 +192,7 @@ def test_rectified_gradients_project_per_member() -> None:
     for t in grads:
         t[1, 0] = -t[0, 0]
         t[1, 1] = t[0, 1]
-    update, dot = rectified_gradients(grads, params, members=3)
+    update, dot = rectified_gradients(grads, params, runs=3)
     assert dot[0] < 0 < dot[1]
     for i in range(3):
         gm = torch.cat([t[0, i].flatten() for t in grads])
@@ -241,10 +233,10 @@ def test_fgr_step_updates_batchnorm_once_over_both_branches(natural_images) -> N
     assert torch.allclose(bn.running_mean, 0.1 * x_cat.mean(dim=(0, 2, 3)), atol=1e-6)
 
 
-def test_stacked_fgr_gradients_equal_each_member_alone(natural_images) -> None:
-    """Two models stacked with torch.func (as lib.engine.stack does) get the updates that each
-    model's own one-forward FGR gradient gives."""
-    from torch.func import functional_call, stack_module_state, vmap
+def test_packed_fgr_gradients_equal_each_run_alone(natural_images) -> None:
+    """Two models packed into one (lib.engine.packed) get the updates that each model's own
+    one-forward FGR gradient gives: per-run inner products and norms over its own parameters."""
+    from lib.engine.packed import Packed, pack_inputs
 
     torch.manual_seed(3)
     models = [MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5)).double() for _ in range(2)]
@@ -253,26 +245,20 @@ def test_stacked_fgr_gradients_equal_each_member_alone(natural_images) -> None:
     ys = [torch.randint(0, 3, (20,)) for _ in range(2)]
     inputs = [fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(s)) for x, s in zip(xs, (1, 2))]
     main = [lambda o, t: mixture_nll(o, t).mean(), lambda o, t: robust_moe_loss(mixture_nll(o, t), 2.0)]
+    pack = Packed([m for m in models])
     alone = []
     for m, (xc, rows), y, fn in zip(models, inputs, ys, main):
         out = m(xc)
         ps = list(m.parameters())
         sub = type(out)(**{k: v[rows] for k, v in vars(out).items()})
         alone.append(rectified_gradients(two_gradients(fn(sub, y), soft_ece(out.probs[:20], y), ps), ps)[0])
-    params, buffers = stack_module_state(models)
-    base = models[0]
-    from lib.engine.stack import _register
-
-    _register(type(base(xs[0])))
-    out = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)))(
-        params, buffers, torch.stack([x for x, _ in inputs])
-    )
-    plist = list(params.values())
-    update, loss = stacked_fgr_gradients(out, [r for _, r in inputs], ys, main, plist)
+    out = pack(pack_inputs([x for x, _ in inputs]))
+    plist = list(pack.parameters())
+    update, loss = packed_fgr_gradients(out, [r for _, r in inputs], ys, main, plist)
     assert loss.shape == (2,)
     for i in range(2):
         for u, a in zip(update, alone[i]):
-            assert torch.allclose(u[i], a, atol=1e-10)
+            assert torch.allclose(u.reshape(2, -1)[i].reshape(a.shape), a, atol=1e-10)
 
 
 def test_fgr_step_needs_normalization_for_images() -> None:

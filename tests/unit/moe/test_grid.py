@@ -52,7 +52,7 @@ def test_a_grid_of_eight_mixed_members_in_one_bf16_stack_equals_each_run_alone(d
     alone_probs = _probs(alone)  # read before the cache moves
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "stacked"))
     stacked = run_grid(GRID, data, stack=None)  # CPU: the default stack size holds the whole grid
-    assert [r["history"][0]["stacked"] for r in stacked] == [8] * 8
+    assert [r["history"][0]["packed"] for r in stacked] == [8] * 8
     for a, b, c in zip(alone_probs, _probs(stacked), GRID):
         # bf16 convolutions batched under vmap round differently from one model's: a loose tolerance
         np.testing.assert_allclose(a, b, atol=0.03, err_msg=f"{c.method} s{c.seed}")
@@ -85,7 +85,7 @@ def test_a_member_resumes_alone_from_the_stacks_checkpoint(data, tmp_path, monke
     for c in GRID[:4]:
         assert Run(GROUP, run_config(c, data)).load_checkpoint()["epoch"] == 1
     resumed = train_run(GRID[3], data)
-    assert resumed["resumed_from"] == 1 and resumed["history"][0]["stacked"] == 4
+    assert resumed["resumed_from"] == 1 and resumed["history"][0]["packed"] == 4
     np.testing.assert_allclose(_probs([resumed])[0], full, atol=0.03)
 
 

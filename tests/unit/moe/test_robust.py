@@ -106,7 +106,7 @@ def test_negative_lambda_and_bad_losses_raise() -> None:
         with pytest.raises(ValueError, match="lam"):
             fn(l, -1.0)
     with pytest.raises(ValueError, match="losses"):
-        robust_moe_loss(torch.ones(3, 2), 1.0)
+        robust_moe_loss(torch.ones(3, 2, 2), 1.0)  # (runs, examples) at most
     with pytest.raises(ValueError, match="losses"):
         robust_moe_loss(torch.tensor([1.0, float("nan")]), 1.0)
     with pytest.raises(ValueError, match="lam"):
@@ -280,10 +280,25 @@ def test_training_path_is_the_same_formula_without_value_reads() -> None:
     with pytest.raises(ValueError, match="losses"):
         robust_moe_loss([1.0, 2.0], 2.0, validate=False)
     with pytest.raises(ValueError, match="losses"):
-        robust_moe_loss(torch.ones(3, 2), 2.0, validate=False)
+        robust_moe_loss(torch.ones(3, 2, 2), 2.0, validate=False)
     with pytest.raises(ValueError, match="lam"):
         robust_moe_loss(l, -1.0, validate=False)
     with pytest.raises(ValueError, match="mask"):
         robust_filtered_loss(l, mask.double(), 2.0, validate=False)
     with pytest.raises(ValueError, match="mask"):
         robust_filtered_loss(l, mask[:5], 2.0, validate=False)
+
+
+def test_packed_runs_are_tilted_each_over_its_own_batch():
+    """Losses (runs, n): one Robust MoE / Robust Filtered loss per run, each equal to the 1-D formula on
+    that run's row (the G = 1 case), by hand for one row: weights softmax(lam l) over that row only."""
+    l = torch.tensor([[0.0, 1.0, 2.0], [5.0, 5.0, 5.0]], dtype=torch.float64)
+    got = robust_moe_loss(l, 1.0)
+    w = torch.exp(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+    assert got[0].item() == pytest.approx(float((w / w.sum() * l[0]).sum()), rel=1e-12)
+    assert got[1].item() == pytest.approx(5.0)  # equal losses: uniform weights, the mean
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    filt = robust_filtered_loss(l, mask, 1.0)
+    for g in range(2):
+        assert filt[g].item() == pytest.approx(robust_filtered_loss(l[g], mask[g], 1.0).item(), rel=1e-12)
+    assert filt[1].item() == pytest.approx(10.0)  # S empty: mean + mean
