@@ -131,27 +131,6 @@ def t_verdict(diff: float, se: float | None = None, margin: float = 0.0, *, df: 
     return verdict(diff > 0 if abs(diff) > noise else None)  # beyond the noise, the sign decides
 
 
-def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) -> str:
-    """Superseded by :func:`t_verdict` (its callers move to it next). The old rule for "``diff`` > 0" (the claim's effect, signed so that positive
-    supports it): "held" when ``diff`` exceeds the noise, "did not hold" when ``-diff`` does, else
-    "inconclusive at this scale". The noise is ``max(2 * se, margin)``: two standard errors of the
-    difference where seeds give one (``se``; pass the paired SE when both sides share their seeds),
-    and at least ``margin``, the smallest effect the claim is about. With one seed (``se`` None or
-    NaN) only ``margin`` decides. The same evidence that counts for a claim counts against it.
-    """
-    for value, name in ((diff, "diff"), (margin, "margin")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{name}: must be a number, got {value!r}")
-    if not math.isfinite(margin) or margin < 0:
-        raise ValueError(f"margin: must be a finite number >= 0, got {margin!r}")
-    if se is not None and (isinstance(se, bool) or not isinstance(se, numbers.Real) or se < 0):
-        raise ValueError(f"se: must be a number >= 0 (or None), got {se!r}")
-    if not math.isfinite(diff):
-        return VERDICTS[2]
-    noise = max(2.0 * float(se), margin) if se is not None and math.isfinite(se) else margin
-    return verdict(diff > 0 if abs(diff) > noise else None)  # beyond the noise, the sign decides
-
-
 def standard_error(values: Any) -> float | None:
     """The standard error of the mean of the array ``values``: std (ddof 1) / sqrt(n); ``None`` with
     fewer than two values (one seed gives none)."""
