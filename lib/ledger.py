@@ -4,7 +4,8 @@ each page published when it ran (never typed in).
 Per claim (the ``claims`` table each page publishes, read from the executed copies of a build): the
 paper's own table under the same rule (``paper_own``), ours at this build's scale, ours at paper scale
 (with how much of the plan ``results/`` covers) and why they differ (:func:`why`). Numerical checks
-are listed apart. :func:`lib.book.stage` writes :func:`ledger_markdown`'s output into the book.
+are listed apart. :func:`lib.book.stage` writes :func:`ledger_markdown`'s output into the book; it
+states the rule behind every verdict (:data:`lib.report.RULE`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lib.report import NOT_TESTABLE, VERDICTS
+from lib.report import NOT_TESTABLE, RULE, VERDICTS
 
 __all__ = ["LEDGER_TABLE", "ON_CPU", "ledger_markdown", "ledger_rows", "why"]
 
@@ -117,7 +118,12 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         return read_published(path) if path.exists() else None
 
     rows = ledger_rows(names, partial(read, scale), partial(read, "paper"), _coverage, lambda n: get(n).differs)
-    out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
+    out = [
+        f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.",
+        "",
+        f"The rule behind every verdict, the paper's own included: {RULE}",
+        "",
+    ]
     for kind, title in (("claim", "Claims"), ("numerical check", "Numerical checks (hold by theorem or construction)")):
         chosen = [r for r in rows if r["kind"] == kind]
         if not chosen:

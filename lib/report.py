@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lib.validation import check_number
+from lib.validation import check_int, check_number
 
 
 def publish(name: str, value: Any, display: bool = False) -> Any:
@@ -74,24 +74,60 @@ def verdict(held: bool | None) -> str:
     return VERDICTS[0] if held else VERDICTS[1]
 
 
-def two_se_verdict(diff: float, se: float | None = None, margin: float = 0.0) -> str:
+RULE: str = (
+    'A claim\'s effect counts for it ("held") or against it ("did not hold") only beyond max(t x SE, margin): '
+    "t is the two-sided 95% Student-t critical value at the claim's degrees of freedom (n - 1 for n paired "
+    "seeds, Welch's for two independent groups, infinite for a closed-form or binomial SE on many examples) "
+    "and the margin is the smallest effect the claim is about. With one seed (no SE) the margin alone "
+    "decides (`lib.report.t_verdict`)."
+)
+"""The book's verdict rule in two sentences, as the claims ledger states it."""
+
+
+def _real(value: Any, name: str) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` unless it is a real number (not a bool)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
+    return float(value)
+
+
+def critical_value(df: float) -> float:
+    """The two-sided 95% Student-t critical value t_{0.975, df} (``df`` > 0; ``math.inf`` gives the
+    normal's 1.96): 12.706 at df 1, 4.303 at df 2, 2.776 at df 4."""
+    df = _real(df, "df")
+    if not df > 0:  # NaN fails too
+        raise ValueError(f"df: must be > 0 (or math.inf), got {df!r}")
+    from scipy.special import stdtrit  # scipy.stats.t.ppf's kernel, without importing scipy.stats
+
+    return float(stdtrit(df, 0.975))
+
+
+def t_verdict(diff: float, se: float | None = None, margin: float = 0.0, *, df: float | None = None) -> str:
     """The book's one symmetric rule for "``diff`` > 0" (the claim's effect, signed so that positive
     supports it): "held" when ``diff`` exceeds the noise, "did not hold" when ``-diff`` does, else
-    "inconclusive at this scale". The noise is ``max(2 * se, margin)``: two standard errors of the
-    difference where seeds give one (``se``; pass the paired SE when both sides share their seeds),
-    and at least ``margin``, the smallest effect the claim is about. With one seed (``se`` None or
-    NaN) only ``margin`` decides. The same evidence that counts for a claim counts against it.
+    "inconclusive at this scale". The noise is ``max(critical_value(df) * se, margin)``: the two-sided
+    95% Student-t critical value at ``df`` degrees of freedom times the standard error of the
+    difference (``se``), and at least ``margin``, the smallest effect the claim is about. ``df`` is
+    required with a finite ``se`` and says how it was formed: n - 1 for the SE of n paired per-seed
+    differences (:func:`paired_verdict`), Welch's for two independent groups (:func:`welch_df`,
+    :func:`welch_verdict`), ``math.inf`` for a closed-form or binomial SE on many examples. With one
+    seed (``se`` None or NaN, or ``df`` < 1) only ``margin`` decides. The same evidence that counts
+    for a claim counts against it.
     """
-    for value, name in ((diff, "diff"), (margin, "margin")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{name}: must be a number, got {value!r}")
+    diff, margin = _real(diff, "diff"), _real(margin, "margin")
     if not math.isfinite(margin) or margin < 0:
         raise ValueError(f"margin: must be a finite number >= 0, got {margin!r}")
-    if se is not None and (isinstance(se, bool) or not isinstance(se, numbers.Real) or se < 0):
+    if se is not None and (isinstance(se, bool | np.bool_) or not isinstance(se, numbers.Real) or se < 0):
         raise ValueError(f"se: must be a number >= 0 (or None), got {se!r}")
+    has_se = se is not None and math.isfinite(se)
+    if df is None:
+        if has_se:
+            raise ValueError("df: required with a finite se (n - 1 for paired seeds, welch_df, or math.inf)")
+    elif not _real(df, "df") >= 0:  # NaN fails too
+        raise ValueError(f"df: must be >= 0 (or math.inf), got {df!r}")
     if not math.isfinite(diff):
         return VERDICTS[2]
-    noise = max(2.0 * float(se), margin) if se is not None and math.isfinite(se) else margin
+    noise = max(critical_value(df) * float(se), margin) if has_se and df >= 1 else margin  # type: ignore[arg-type,operator]
     return verdict(diff > 0 if abs(diff) > noise else None)  # beyond the noise, the sign decides
 
 
@@ -115,12 +151,60 @@ def every(verdicts: Iterable[str]) -> str:
 
 
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
-    """:func:`two_se_verdict` of per-seed differences ``diffs`` (paired: the same seeds on both
-    sides): their mean against two standard errors of the mean (none with a single seed)."""
+    """:func:`t_verdict` of per-seed differences ``diffs`` (paired: the same seeds on both sides):
+    their mean against the Student-t critical value at n - 1 degrees of freedom times the standard
+    error of the mean, and at least ``margin`` (with a single seed, the margin alone)."""
     arr = np.asarray(list(diffs), dtype=float)
     if arr.size == 0:
         raise ValueError("diffs: must not be empty")
-    return two_se_verdict(float(arr.mean()), standard_error(arr), margin)
+    return t_verdict(float(arr.mean()), standard_error(arr), margin, df=arr.size - 1)
+
+
+def welch_df(se_a: float, n_a: int, se_b: float, n_b: int) -> float:
+    """The Welch-Satterthwaite degrees of freedom of the difference of two independent means with
+    standard errors ``se_a``, ``se_b`` over ``n_a``, ``n_b`` >= 2 values: (se_a^2 + se_b^2)^2 /
+    (se_a^4 / (n_a - 1) + se_b^4 / (n_b - 1)), between min(n_a, n_b) - 1 and n_a + n_b - 2 (equal
+    SEs and sizes reach the latter); n_a + n_b - 2 when both SEs are 0 (then any df gives no noise)."""
+    for value, name in ((se_a, "se_a"), (se_b, "se_b")):
+        if not _real(value, name) >= 0 or not math.isfinite(value):
+            raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+    n_a, n_b = check_int(n_a, "n_a", minimum=2), check_int(n_b, "n_b", minimum=2)
+    va, vb = float(se_a) ** 2, float(se_b) ** 2
+    if va + vb == 0:
+        return float(n_a + n_b - 2)
+    return (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+
+
+def welch_means_verdict(
+    mean_a: float, se_a: float | None, n_a: int, mean_b: float, se_b: float | None, n_b: int, margin: float = 0.0
+) -> str:
+    """:func:`t_verdict` of "``mean_a`` - ``mean_b`` > 0" for two independent groups given as means,
+    standard errors and sizes (e.g. a paper's table of mean +- SE over its seeds): the SE of the
+    difference sqrt(se_a^2 + se_b^2) at Welch's degrees of freedom (:func:`welch_df`). With one value
+    on either side (``n`` 1, or its ``se`` None or NaN) only ``margin`` decides."""
+    n_a, n_b = check_int(n_a, "n_a"), check_int(n_b, "n_b")
+    diff = _real(mean_a, "mean_a") - _real(mean_b, "mean_b")
+    ses = (se_a, se_b)
+    for value, name in zip(ses, ("se_a", "se_b"), strict=True):
+        if value is not None and not _real(value, name) >= 0 and not math.isnan(value):
+            raise ValueError(f"{name}: must be a number >= 0 (or None), got {value!r}")
+    if min(n_a, n_b) < 2 or any(v is None or not math.isfinite(v) for v in ses):
+        return t_verdict(diff, None, margin)
+    se = math.hypot(float(se_a), float(se_b))  # type: ignore[arg-type]
+    return t_verdict(diff, se, margin, df=welch_df(se_a, n_a, se_b, n_b))  # type: ignore[arg-type]
+
+
+def welch_verdict(a: Sequence[float], b: Sequence[float], margin: float = 0.0) -> str:
+    """:func:`t_verdict` of "mean(``a``) - mean(``b``) > 0" for two independent samples (seeds not
+    shared between the sides): the SE of the difference of the means at Welch's degrees of freedom
+    (:func:`welch_means_verdict`); with one value on either side, the margin alone."""
+    xa, xb = np.asarray(list(a), dtype=float), np.asarray(list(b), dtype=float)
+    for arr, name in ((xa, "a"), (xb, "b")):
+        if arr.size == 0:
+            raise ValueError(f"{name}: must not be empty")
+    return welch_means_verdict(
+        float(xa.mean()), standard_error(xa), xa.size, float(xb.mean()), standard_error(xb), xb.size, margin
+    )
 
 
 def claim_row(

@@ -150,7 +150,8 @@ PAGE.paper_table(res).round(4)
 # Each verdict is computed from the numbers above by
 # {py:func}`lib.ccc.pages.cascading.cascading_claims`, with the book's one symmetric rule: CC, UC
 # and the ablation settings are scored on the same splits, so each comparison is the mean of the
-# per-split differences against two of their standard errors (`lib.report.paired_verdict`); "for
+# per-split differences against their standard error times the Student-t critical value at n - 1
+# degrees of freedom, n splits (`lib.report.paired_verdict`); "for
 # both pairs" holds only if it holds for each and fails if it fails for either. The paper reports
 # no errors for APGR, so its own table cannot be judged by the same rule.
 

@@ -178,8 +178,9 @@ report.show(statements)
 # ## Which claims held at this scale
 #
 # Every claim is judged by the book's one symmetric rule on per-seed differences (every method runs
-# the same seeds; MoCaE is Vanilla MoE's own network): "held" when the mean difference exceeds two
-# standard errors and at least 0.01, "did not hold" when its opposite does, else "inconclusive at
+# the same seeds; MoCaE is Vanilla MoE's own network): "held" when the mean difference exceeds its
+# standard error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at
+# least 0.01, "did not hold" when its opposite does, else "inconclusive at
 # this scale"; Figure 2's claim applies it per identity group and holds when every group does.
 # Table 3's digits were lost, so the paper's own verdict is "not testable". Without the data every
 # claim is marked "not run: data unavailable" (no number on this page is made up). Whether the

@@ -152,7 +152,8 @@ PAGE.paper_table(res).round(4)
 # Each verdict is computed from the numbers above by
 # {py:func}`lib.ccc.pages.cleaning.cleaning_claims`, with the book's one symmetric rule: a
 # precision on $n$ flags varies by about $\sqrt{\tilde p(1-\tilde p)/(n+4)}$ (the plus-four
-# rule), and a difference inside two such errors is "inconclusive". The paper's Table 3 gives no
+# rule), and a difference inside 1.96 such errors (a closed form: infinite degrees of freedom in
+# `lib.report.t_verdict`) is "inconclusive". The paper's Table 3 gives no
 # flag counts, so its own numbers cannot be judged by the same rule.
 
 # %%

@@ -157,7 +157,8 @@ plots.method_comparison_chart(table)
 # the numbers above by {py:func}`lib.cross_paper.pages.cross_paper.cross_paper_claims`, with the
 # book's one symmetric rule: an ECE on $n$ test examples varies by about $0.5/\sqrt{n}$
 # ({py:func}`lib.ccc.pages.ece_se`), an APGR by at most {py:func}`lib.ccc.cascade.apgr_se`, and a
-# difference inside two such errors is "inconclusive".
+# difference inside 1.96 such errors (closed forms: infinite degrees of freedom in
+# `lib.report.t_verdict`) is "inconclusive".
 
 # %%
 claims = PAGE.claims(res, cfg)

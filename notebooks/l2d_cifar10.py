@@ -181,7 +181,8 @@ PAGE.paper_table(published)
 # ## Which claims held at this scale
 # Each verdict is computed from the runs above by {py:func}`~lib.l2d.results.l2d_claims`, with the
 # book's one symmetric rule: per-seed differences (both surrogates share each seed's data and
-# experts) against two standard errors and at least a margin (2 ECE points, the flatness band, half
+# experts) against their standard error times the Student-t critical value at n - 1 degrees of
+# freedom (n seeds) and at least a margin (2 ECE points, the flatness band, half
 # an accuracy point; with one seed the margin alone decides), so the same evidence that counts for a
 # claim counts against it. The paper gives plots without numbers, so its own figures cannot be
 # judged by the same rule ("not testable"). The book's one rule for models that did not learn

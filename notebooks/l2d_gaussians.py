@@ -177,8 +177,9 @@ PAGE.paper_table(published, cfg)
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the runs above by {py:func}`~lib.l2d.results.l2d_claims` (thresholds
-# named there), with the book's one symmetric rule: per-seed differences against two standard
-# errors and at least a margin (with one seed the margin alone decides). The paper gives plots
+# named there), with the book's one symmetric rule: per-seed differences against their standard
+# error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at least a
+# margin (with one seed the margin alone decides). The paper gives plots
 # without numbers, so its own figures cannot be judged by the same rule ("not testable"). The
 # book's one rule for models that did not learn (printed below with its threshold) is applied to
 # the classifier part's mean accuracy; the paper states no accuracy for this mixture, so the

@@ -262,8 +262,9 @@ losses_cifar10.paper_comparison(table_metrics, cfg["paper_row"]).round(3)
 # %% [markdown]
 # ## Which claims held at this scale
 # Computed from the numbers above by {py:func}`~lib.rr.pages.losses_cifar10.reweighted_claims` with
-# the book's one symmetric rule: per-seed differences (both losses share each seed) against two
-# standard errors and at least a margin (`claim_tol`, half an ECE point; a fifth of it for
+# the book's one symmetric rule: per-seed differences (both losses share each seed) against their
+# standard error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at
+# least a margin (`claim_tol`, half an ECE point; a fifth of it for
 # class-wise ECE and the drop from temperature scaling); with one seed the margin alone decides.
 # The column `paper_own` applies the same rule to the paper's own means (it reports no errors, so
 # its margin decides; its Figure 2 gives diagrams, not numbers). The book's one rule for models that

@@ -151,11 +151,13 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 # ## Which claims held at this scale
 #
 # Every claim is judged by the book's one symmetric rule on per-seed differences (every method runs
-# the same seeds; MoCaE is Vanilla MoE's own network): "held" when the mean difference exceeds two
-# standard errors and at least 0.01, "did not hold" when its opposite does, else "inconclusive at
-# this scale"; with one seed the margin alone decides. "The paper's own" applies the same rule to the
-# paper's Table 2, which prints a standard error per cell but not the seed pairs, so there the
-# difference's standard error is the two printed ones combined. Whether our models learned enough to
+# the same seeds; MoCaE is Vanilla MoE's own network): "held" when the mean difference exceeds its
+# standard error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at
+# least 0.01, "did not hold" when its opposite does, else "inconclusive at this scale"; with one seed
+# the margin alone decides. "The paper's own" applies the same rule to the paper's Table 2, which
+# prints a standard error per cell but not the seed pairs, so there the difference's standard error
+# is the two printed ones combined, at Welch's degrees of freedom for two groups of five seeds
+# (`lib.report.welch_means_verdict`). Whether our models learned enough to
 # be judged follows the book's one rule, printed below: the best model must reach chance + 0.8 x (the
 # paper's best accuracy on this target - chance), chance being the target's majority-class rate.
 

@@ -121,9 +121,11 @@ PAGE.paper_table(res)
 # ## Which claims held at this scale
 # Each verdict is computed from the per-split numbers by
 # {py:func}`lib.ccc.pages.same_size.same_size_claims`, with the book's one symmetric rule: both
-# sides of each comparison share the splits, so the mean per-split difference is judged against two
-# of its standard errors (`lib.report.paired_verdict`). The paper reports no errors, so its own
-# table cannot be judged by the same rule.
+# sides of each comparison share the splits, so the mean per-split difference is judged against its
+# standard error times the Student-t critical value at n - 1 degrees of freedom (n splits), or
+# against 1.96 of the test half's own closed-form errors when that bar is larger
+# (`lib.report.t_verdict`). The paper reports no errors, so its own table cannot be judged by the
+# same rule.
 
 # %%
 claims = PAGE.claims(res)

@@ -20,14 +20,14 @@ within it a difference is "inconclusive", and with one seed it alone decides."""
 
 FLAT_TOL: float = 0.03
 """'OvA expert ECE stays flat': its rise within +-FLAT_TOL (our bar; Fig. 1a/d show it flat to the
-eye), beyond two SEs and FLAT_TOL / 3."""
+eye), beyond the noise of the per-seed rises (:func:`lib.report.t_verdict`) and FLAT_TOL / 3."""
 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
 """The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
 OVA_ACCURACY_TOL: float = 0.005
-"""'OvA system accuracy is equal or higher': OvA at most this (half a point) below softmax, beyond two
-SEs and OVA_ACCURACY_TOL / 2."""
+"""'OvA system accuracy is equal or higher': OvA at most this (half a point) below softmax, beyond the
+noise of the paired per-seed differences (:func:`lib.report.paired_verdict`) and OVA_ACCURACY_TOL / 2."""
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
@@ -80,7 +80,8 @@ def _seeds(x: np.ndarray) -> str:
 
 def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The paper's claims (Sec. 5.2-5.4) from the runs in ``df``, each by
-    :func:`lib.report.paired_verdict` on per-seed differences (both surrogates share each seed):
+    :func:`lib.report.paired_verdict` on per-seed differences (both surrogates share each seed; the
+    Student-t critical value at n - 1 degrees of freedom for n seeds, :func:`lib.report.t_verdict`):
 
     * softmax ECE grows with the number of experts (margin :data:`ECE_MARGIN`), OvA's stays within
       +-:data:`FLAT_TOL`; again for specialized experts (Fig. 2) when run;
@@ -112,7 +113,7 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
             f"OvA expert ECE stays flat with the number of {label} (rise within +-{FLAT_TOL})",
             "flat",
             f"rise {m_ova:+.3f} ({_seeds(ova)}; softmax {np.mean(sm):+.3f})",
-            report.two_se_verdict(FLAT_TOL - abs(m_ova), report.standard_error(ova), FLAT_TOL / 3),
+            report.t_verdict(FLAT_TOL - abs(m_ova), report.standard_error(ova), FLAT_TOL / 3, df=max(len(ova) - 1, 0)),
         )
     if (df.experiment == "dependence").any():
         sm = _rise(df, "dependence", "softmax", "ece_random_expert")

@@ -2,16 +2,17 @@
 the runs' per-seed numbers, and the numbers those pages publish for their tests.
 
 Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1), section 6. Every claim is
-judged by the book's one symmetric rule (:func:`lib.report.paired_verdict`): the per-seed
-differences of the two sides (every method runs the same seeds, and MoCaE is Vanilla MoE's own
-network recalibrated, so the pairs share their seed) against two standard errors of their mean,
-and at least :data:`MARGIN`. The same rule weighs a paper's own table where it prints means and
-standard errors (PACS, Table 2): there the pairs are not printed, so the standard error of a
-difference is the two printed ones combined, sqrt(se_a^2 + se_b^2) (:func:`lib.report.two_se_verdict`)."""
+judged by the book's one symmetric rule (:func:`lib.report.paired_verdict`): the mean of the
+per-seed differences of the two sides (every method runs the same seeds, and MoCaE is Vanilla MoE's
+own network recalibrated, so the pairs share their seed) against the Student-t critical value at
+n - 1 degrees of freedom (n seeds) times its standard error, and at least :data:`MARGIN`. The same
+rule weighs a paper's own table where it prints means and standard errors (PACS, Table 2): there the
+pairs are not printed, so the two methods are two independent groups of :data:`PAPER_SEEDS` seeds,
+the standard error of a difference the two printed ones combined, sqrt(se_a^2 + se_b^2), at Welch's
+degrees of freedom (:func:`lib.report.welch_means_verdict`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,8 +27,12 @@ from lib.moe.tables import fmt, summarize
 
 NON_ROBUST: tuple[str, ...] = tuple(m for m in METHODS if m not in ROBUST)
 #: The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
-#: with several the noise bar is max(2 SE, MARGIN) (:func:`lib.report.two_se_verdict`).
+#: with several the noise bar is max(t x SE, MARGIN), t the Student-t critical value at the
+#: comparison's degrees of freedom (:func:`lib.report.t_verdict`).
 MARGIN: float = 0.01
+#: The seeds behind each mean ± SE of the paper's tables (five per method, §6.3; PACS Table 2): the
+#: sizes of the two groups whose Welch degrees of freedom judge the paper's own verdicts.
+PAPER_SEEDS: int = 5
 #: The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
 #: the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
 #: experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)
@@ -94,14 +99,16 @@ def best_accuracy(summary: pd.DataFrame) -> float:
     return float(acc.max()) if len(acc) else float("nan")
 
 
-def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str) -> str:
-    """The same rule on a paper's table of means and SEs: "m(a) - m(b) > 0" for ``metric`` m,
-    against two combined SEs (and :data:`MARGIN`); :data:`lib.report.NOT_TESTABLE` without a table."""
+def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: str, seeds: int = PAPER_SEEDS) -> str:
+    """The same rule on a paper's table of means and SEs over ``seeds`` seeds per method: "m(a) - m(b)
+    > 0" for ``metric`` m, the two printed SEs combined at Welch's degrees of freedom (and
+    :data:`MARGIN`; :func:`lib.report.welch_means_verdict`); :data:`lib.report.NOT_TESTABLE` without
+    a table."""
     if not paper or a not in paper or b not in paper:
         return report.NOT_TESTABLE
     col = 2 * METRICS.index(metric)
     (ma, sa), (mb, sb) = paper[a][col : col + 2], paper[b][col : col + 2]
-    return report.two_se_verdict(ma - mb, math.sqrt(sa * sa + sb * sb), MARGIN)
+    return report.welch_means_verdict(ma, sa, seeds, mb, sb, seeds, MARGIN)
 
 
 def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], metric: str) -> str:

@@ -67,6 +67,10 @@ def test_markdown_reads_an_executed_build_and_puts_checks_apart(tmp_path: Path, 
     assert "A beats B" in claims and "tilt -> mean" not in claims and "tilt -> mean" in checks
     assert "1 of 3 held at this scale.\n" in claims and "1 of 1 held at this scale.\n" in checks  # none at paper scale
     assert "[calibration](../notebooks/calibration.ipynb)" in claims
+    # the rule behind every verdict, stated once above the tables: Student-t at the claim's df, one seed: the margin
+    rule = md.split("## Claims")[0]
+    assert "Student-t critical value at the claim's degrees of freedom" in rule
+    assert "With one seed (no SE) the margin alone decides" in rule
 
 
 def test_a_page_whose_paper_scale_runs_on_a_cpu_shows_that_build_or_says_which_build_runs_it(

@@ -123,10 +123,12 @@ def calibration_claims(
     platt_test: float,
     n: Mapping[str, tuple[int, int]],
 ) -> list[dict[str, Any]]:
-    """The page's four claims, each by :func:`lib.report.two_se_verdict`, from the smallest
+    """The page's four claims, each by :func:`lib.report.t_verdict`, from the smallest
     ``spearman`` over models on ``bins`` bins (Fisher-z SE 1.06 / sqrt(bins - 3)), the ECEs per model
     and the small model's ``platt_test`` (SE :func:`lib.ccc.pages.ece_se` on the sizes ``n``); instruct
-    models are the overconfident ones. ``paper_own`` is not testable."""
+    models are the overconfident ones. Every SE here is a closed form (no seeds), so each verdict
+    uses infinite degrees of freedom (the normal's 1.96; the Fisher-z SE is itself the normal
+    approximation). ``paper_own`` is not testable."""
     if not (set(before_test) == set(after_test) == set(after_cal) == set(n)) or SMALL not in after_test:
         raise ValueError(f"before_test, after_test, after_cal, n: need the same models, including {SMALL!r}")
     if bins < 4:
@@ -136,14 +138,16 @@ def calibration_claims(
 
     def halves(m: str) -> str:
         se = math.hypot(ece_se(n[m][0]), ece_se(n[m][1]))
-        return report.two_se_verdict(HALVES_ECE_TOL - abs(after_test[m] - after_cal[m]), se)
+        return report.t_verdict(HALVES_ECE_TOL - abs(after_test[m] - after_cal[m]), se, df=math.inf)
 
     rows = [
         {
             "claim": f"accuracy increases with confidence (Spearman > {SPEARMAN_MIN} across bins, every model)",
             "paper": "'the accuracy consistently increases with confidence across all bins' (sec. 3.1, Fig. 1; plot only)",
             "ours": f"min Spearman {spearman:.3f} on {bins} bins (Fisher-z SE {z_se:.2f})",
-            "verdict": report.two_se_verdict(math.atanh(min(spearman, 1 - 1e-12)) - math.atanh(SPEARMAN_MIN), z_se),
+            "verdict": report.t_verdict(
+                math.atanh(min(spearman, 1 - 1e-12)) - math.atanh(SPEARMAN_MIN), z_se, df=math.inf
+            ),
         },
         {
             "claim": "TS lowers held-out ECE for the overconfident (instruct) models",
@@ -151,7 +155,7 @@ def calibration_claims(
             f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, calibrated with Platt scaling)",
             "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
             "verdict": report.every(
-                report.two_se_verdict(before_test[m] - after_test[m], ece_se(n[m][1])) for m in overconf
+                report.t_verdict(before_test[m] - after_test[m], ece_se(n[m][1]), df=math.inf) for m in overconf
             ),
         },
         {
@@ -167,7 +171,9 @@ def calibration_claims(
             "claim": "MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",
             "paper": f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, test half)",
             "ours": f"Platt {platt_test:.4f} (TS {after_test[SMALL]:.4f}), ECE SE {ece_se(n[SMALL][1]):.4f}",
-            "verdict": report.two_se_verdict(PAPER_ECE_MMLU["paper test after"] - platt_test, ece_se(n[SMALL][1])),
+            "verdict": report.t_verdict(
+                PAPER_ECE_MMLU["paper test after"] - platt_test, ece_se(n[SMALL][1]), df=math.inf
+            ),
         },
     ]
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]

@@ -172,20 +172,24 @@ def _per_split(frame: pd.DataFrame, **where: str) -> np.ndarray:
 
 def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
     """'The APGR range over the settings is below ABLATION_RANGE_MAX': the range of the mean APGRs
-    against two paired SEs of the difference between the highest and the lowest setting."""
+    against the paired SE of the difference between the highest and the lowest setting over the
+    splits (:func:`lib.report.t_verdict` at n - 1 degrees of freedom, n splits)."""
     sub = abl[abl["ablation"] == ablation]
     means = sub.groupby("setting")["apgr"].mean()
     order = means.sort_values(kind="stable").index  # the lowest and the highest, distinct even in a tie
     hi, lo = _per_split(sub, setting=order[-1]), _per_split(sub, setting=order[0])
     spread = float(means.max() - means.min())
-    return report.two_se_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(hi - lo)), f"range {spread:.4f}"
+    paired = hi - lo
+    verdict = report.t_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(paired), df=max(paired.size - 1, 0))
+    return verdict, f"range {spread:.4f}"
 
 
 def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:
     """The page's six claims from the per-split APGR of :func:`main_apgr`, of :func:`ablations`,
     and CC's APGR under shift per target: differences over the same splits are paired
-    (:func:`lib.report.paired_verdict`); each shift row, one split, against two split-to-split SDs of
-    CC's APGR. ``paper_own`` is not testable (no errors reported)."""
+    (:func:`lib.report.paired_verdict`); the mean APGR against its SE over the k splits, and each
+    shift row, one split, against the split-to-split SD of CC's APGR, both at k - 1 degrees of
+    freedom (:func:`lib.report.t_verdict`). ``paper_own`` is not testable (no errors reported)."""
     if not len(abl) or not len(shift_cc):
         raise ValueError("abl, shift_cc: need at least one setting each")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}
@@ -221,7 +225,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
             "paper": f"{PAPER_APGR_CC:.4f} (Table 4, temperature and Platt scaling, 15 bins)",
             "ours": f"ours {cc_mean:.4f}",
-            "verdict": report.two_se_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean),
+            "verdict": report.t_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean, df=max(k - 1, 0)),
         },
         {
             "claim": f"insensitive to the calibrator (APGR range < {ABLATION_RANGE_MAX})",
@@ -240,7 +244,7 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
             "paper": "MMLU-Adversarial: 'substantially better than the random baseline' (sec. 3.4, Fig. 5; no "
             "number in the text)",
             "ours": ", ".join(f"{t} {v:.4f}" for t, v in shift_cc.items()),
-            "verdict": report.two_se_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd),
+            "verdict": report.t_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd, df=max(k - 1, 0)),
         },
     ]
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]

@@ -126,7 +126,9 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
 def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str, Any]]:
     """The page's three claims from the rule's ``curve`` (k = 1..B) and its comparison with CL at
     equal detection (``compare``), each precision's noise bar :func:`precision_se` (CL's on about as
-    many flags); ``paper_own`` is not testable (Table 3 gives no flag counts)."""
+    many flags), judged by :func:`lib.report.t_verdict` at infinite degrees of freedom (binomial SEs:
+    the plus-four interval is a normal-approximation one); ``paper_own`` is not testable (Table 3
+    gives no flag counts)."""
     if len(curve) == 0:
         raise ValueError("curve: needs at least one point")
     prec, det = curve["precision"].to_numpy(), curve["detection"].to_numpy()
@@ -137,14 +139,14 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     falls = report.VERDICTS[2]
     if n[0] > 0 and n[-1] > 0:
         se = math.hypot(precision_se(prec[0], n[0]), precision_se(prec[-1], n[-1]))
-        falls = report.two_se_verdict(prec[0] - prec[-1], se)
-    top = report.two_se_verdict(prec[t] - TOP_BIN_PRECISION_MIN, precision_se(prec[t], int(n[t])))
+        falls = report.t_verdict(prec[0] - prec[-1], se, df=math.inf)
+    top = report.t_verdict(prec[t] - TOP_BIN_PRECISION_MIN, precision_se(prec[t], int(n[t])), df=math.inf)
     reached = compare[compare["cl_reaches"]].merge(curve[["k", "n_flagged"]], on="k")
 
     def versus_cl(r: pd.Series) -> str:
         n_cl = max(int(round(r["detection"] * n_noisy / max(r["cl_precision"], 1e-12))), 0)
         se = math.hypot(precision_se(r["precision"], int(r["n_flagged"])), precision_se(r["cl_precision"], n_cl))
-        return report.two_se_verdict(float(r["precision"] - r["cl_precision"]), se)
+        return report.t_verdict(float(r["precision"] - r["cl_precision"]), se, df=math.inf)
 
     cl_verdicts = [versus_cl(r) for _, r in reached.iterrows()]
     counts = {v: cl_verdicts.count(v) for v in report.VERDICTS[:3]}

@@ -4,6 +4,7 @@ two equally large models routed by the calibrated confidence advantage of a bin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,11 +114,16 @@ def gains(res: pd.DataFrame) -> pd.DataFrame:
 
 
 def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
-    """:func:`lib.report.two_se_verdict` of the mean per-split difference, its SE the larger of the
-    splits' (paired) and the test half's own (splits share most of their examples, so their spread
-    alone understates the noise of a finite test set)."""
-    se = report.standard_error(diffs) or 0.0
-    return report.two_se_verdict(float(diffs.mean()), max(se, float(np.mean(test_se))))
+    """:func:`lib.report.t_verdict` of the mean per-split difference against the larger of two noise
+    bars: the splits' paired SE at n - 1 degrees of freedom (n splits), and the test half's own SE
+    (a closed form, sqrt(d / n), on thousands of examples: infinite degrees of freedom). Splits share
+    most of their examples, so their spread alone understates the noise of a finite test set."""
+    bars = [(float(np.mean(test_se)), math.inf)]
+    split_se = report.standard_error(diffs)
+    if split_se is not None:
+        bars.append((split_se, diffs.size - 1))
+    se, df = max(bars, key=lambda b: report.critical_value(b[1]) * b[0])
+    return report.t_verdict(float(diffs.mean()), se, df=df)
 
 
 def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:

@@ -153,7 +153,7 @@ def mean_metrics(seeds: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str
 def _paper_own(row: str, metric: str, better: str, worse: str, margin: float) -> str:
     """The book's rule applied to the paper's own means (no errors reported: the margin decides)."""
     p = PAPER_CIFAR10[row][metric]
-    return report.two_se_verdict((p[worse] - p[better]) / 100, None, margin)
+    return report.t_verdict((p[worse] - p[better]) / 100, None, margin)
 
 
 def reweighted_claims(
@@ -200,7 +200,7 @@ def reweighted_claims(
             f"{ref['accuracy']['au']:.2f} vs {ref['accuracy']['xe']:.2f} ({arch}, Table 2)",
             ours("au", "xe", "accuracy"),
             report.paired_verdict(AU_ACCURACY_COST - diffs("xe", "au", "accuracy"), tol),
-            report.two_se_verdict(cost, None, tol),
+            report.t_verdict(cost, None, tol),
         )
     for k, label, sign, paper in (
         ("fl53", "focal loss leaves the model overconfident (mean confidence > accuracy)", 1, "overconfident"),
@@ -222,7 +222,7 @@ def reweighted_claims(
             f"ECE^a {ref['ece_a']['xe']:.2f} -> {ref['ece_a_ts']['xe']:.2f} ({arch}, Table 4)",
             f"{100 * np.mean([s['ece'] for s in seeds['xe']]):.2f} -> {100 * np.mean([s['ece_ts'] for s in seeds['xe']]):.2f}",
             report.paired_verdict(drops, fine),
-            report.two_se_verdict((ref["ece_a"]["xe"] - ref["ece_a_ts"]["xe"]) / 100, None, fine),
+            report.t_verdict((ref["ece_a"]["xe"] - ref["ece_a_ts"]["xe"]) / 100, None, fine),
         )
     return rows
 

@@ -234,7 +234,7 @@ class ReleasedLogitsPage(Page):
                         f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
                         f"{PAPER['ece'][name]:.2f}",
                         f"{100 * m['ece']:.2f} (the one released seed)",
-                        report.two_se_verdict(tol - diff, None, tol / 4),
+                        report.t_verdict(tol - diff, None, tol / 4),
                     )
                 )
         others = [k for k in metrics if k != "dual_focal"]
@@ -247,8 +247,8 @@ class ReleasedLogitsPage(Page):
                     f"Dual {PAPER['ece']['dual_focal']:.2f}, next {LABELS[paper_best]} "
                     f"{PAPER['ece'][paper_best]:.2f} (ResNet-50, Table 2; AU aside)",
                     f"Dual {100 * metrics['dual_focal']['ece']:.2f}, next {LABELS[best]} {100 * metrics[best]['ece']:.2f}",
-                    report.two_se_verdict(metrics[best]["ece"] - metrics["dual_focal"]["ece"], None, 0.005),
-                    report.two_se_verdict((PAPER["ece"][paper_best] - PAPER["ece"]["dual_focal"]) / 100, None, 0.005),
+                    report.t_verdict(metrics[best]["ece"] - metrics["dual_focal"]["ece"], None, 0.005),
+                    report.t_verdict((PAPER["ece"][paper_best] - PAPER["ece"]["dual_focal"]) / 100, None, 0.005),
                 )
             )
         return rows

@@ -117,9 +117,11 @@ def test_cascading_claims_can_hold_fail_and_be_inconclusive(scale):
     assert verdicts(0.70, 0.60, 0.001, 1e-4, 0.65) == [HELD] * 6
     assert verdicts(0.40, 0.60, 0.2, 1e-4, 0.40) == [FAILED] * 6
     # CC 0.004 above UC, above random by 0.004, the settings ABLATION_RANGE_MAX apart, all against
-    # split noise of 0.05: nothing is decided ("about 0.70" plainly fails: 0.504 is far from 0.7013)
+    # split noise of 0.05: nothing is decided ("about 0.70" plainly fails: 0.504 is 0.197 from 0.7013,
+    # 0.167 beyond the tolerance, against an SE of the mean of 0.05 over 2 splits, 0.0245 over 5; with
+    # the smoke scale's 2 splits t(1) = 12.7 makes that 0.64 of noise: it cannot tell)
     noisy = verdicts(0.504, 0.50, ccc.ABLATION_RANGE_MAX, 0.05, 0.504)
-    assert noisy == [UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]
+    assert noisy == [UNSURE, UNSURE, FAILED if k >= 3 else UNSURE, UNSURE, UNSURE, UNSURE]
 
 
 def test_cc_beats_uc_is_judged_pair_by_pair():

@@ -103,7 +103,7 @@ def test_cross_paper_claims_can_hold_fail_and_be_inconclusive(scale):
     n = {"mmlu": half, "cifar": half, "shift": half // 4} if cfg["synthetic"] else N  # a quarter are humanities
     assert _verdicts(0.08, n=n) == [HELD] * 7
     assert _verdicts(-0.08, acc_moved=0.01, n=n) == [FAILED] * 7
-    noisy = _verdicts(0.002, acc_moved=0.0006, n=n)  # inside two standard errors of every number
+    noisy = _verdicts(0.002, acc_moved=0.0006, n=n)  # within 1.96 closed-form SEs of every number
     assert noisy == [UNSURE, UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]  # accuracy: printed decimals
 
 

@@ -27,7 +27,7 @@ def test_paired_differences_use_the_seeds_both_sides_ran(moe_frame) -> None:
 
 def test_paired_se_sees_what_an_unpaired_one_misses(moe_frame) -> None:
     """MoCaE recalibrates Vanilla's own network: seeds vary a lot, the gain per seed barely. The
-    paired rule finds the steady 0.02 gain that two separate standard errors would drown."""
+    paired rule finds the steady 0.02 gain that an unpaired (Welch) comparison would drown."""
     van = [0.10, 0.30, 0.50]
     frame = moe_frame(
         {
@@ -37,8 +37,8 @@ def test_paired_se_sees_what_an_unpaired_one_misses(moe_frame) -> None:
     )
     diffs = moe_claims.paired(frame, "vanilla", "mocae", "hard", "ece")
     assert report.paired_verdict(diffs, 0.01) == "held"
-    se = np.std(van, ddof=1) / np.sqrt(3)
-    assert report.two_se_verdict(0.02, float(np.hypot(se, se)), 0.01) == "inconclusive at this scale"
+    mocae = [v - 0.02 for v in van]
+    assert report.welch_verdict(van, mocae, 0.01) == "inconclusive at this scale"
 
 
 def test_paper_verdict_combines_the_printed_standard_errors() -> None:
@@ -46,12 +46,18 @@ def test_paper_verdict_combines_the_printed_standard_errors() -> None:
         "robust": (0.692, 0.023, 0.088, 0.025, 0.071, 0.023),
         "robust_filtered": (0.732, 0.018, 0.075, 0.013, 0.057, 0.015),
     }
-    # Art: .732 - .692 = .040 < 2 x sqrt(.018^2 + .023^2) = .058: the paper's own table cannot tell
+    # Art, five seeds a method: .732 - .692 = .040 < t(7.56 Welch df) 2.33 x sqrt(.018^2 + .023^2) = .068:
+    # the paper's own table cannot tell
     assert moe_claims.paper_verdict(paper, "robust_filtered", "robust", "accuracy") == "inconclusive at this scale"
     wide = {**paper, "robust_filtered": (0.80, 0.005, 0, 0, 0, 0), "robust": (0.70, 0.005, 0, 0, 0, 0)}
     assert moe_claims.paper_verdict(wide, "robust_filtered", "robust", "accuracy") == "held"
     assert moe_claims.paper_verdict(wide, "robust", "robust_filtered", "accuracy") == "did not hold"
     assert moe_claims.paper_verdict(None, "robust", "robust_filtered", "accuracy") == report.NOT_TESTABLE
+    # equal SEs .01 over five seeds each: Welch df 8, t 2.306, noise 2.306 x .01414 = .0326; a gap of
+    # .030 clears two SEs (.0283) but not the Student-t bar
+    close = {"robust_filtered": (0.73, 0.01, 0, 0, 0, 0), "robust": (0.70, 0.01, 0, 0, 0, 0)}
+    assert moe_claims.paper_verdict(close, "robust_filtered", "robust", "accuracy") == "inconclusive at this scale"
+    assert moe_claims.paper_verdict(close, "robust_filtered", "robust", "accuracy", seeds=1000) == "held"
 
 
 def test_mocae_accuracy_check_and_claim_row(robust_wins_frame) -> None:

@@ -51,7 +51,8 @@ CASES = [(case, n) for case in (HELD, FAILED, NOISY) for n in (1, 2, 3, 5)]
 
 @pytest.mark.parametrize("name", ["cifar10h", "pacs", "civilcomments", "sensitivity"])
 def test_every_scale_plans_seeds_the_rules_can_judge(name: str) -> None:
-    """1 seed: the margin decides; 2 or more: two standard errors and the margin (tested below)."""
+    """1 seed: the margin decides; 2 or more: the Student-t bar at n - 1 degrees of freedom and the
+    margin (tested below)."""
     assert set(planned_seeds(name)) <= {1, 2, 3, 5}
 
 

@@ -110,8 +110,10 @@ def test_metacal_claims_hold_fail_and_are_inconclusive_by_their_margins():
     assert verdicts((-0.010, -0.011, -0.012), (0.02, 0.03, 0.02)) == ["did not hold"] * 4  # 2-3 points only
     assert verdicts((0.02, -0.02, 0.001), (0.10, 0.0, 0.05)) == ["inconclusive at this scale"] * 4
     rows = R.metacal_claims(*_meta_case((0.01,) * 3, (0.08,) * 3))
-    # the paper's own Table 4 (7 losses): MetaMis 1.14 points below TS, 7.9 points of accuracy lost
-    assert [r["paper_own"] for r in rows] == ["held"] * 4
+    # the paper's own Table 4 (7 losses): MetaMis 1.14 points below TS (SE .42, t(6) 2.447: 1.03),
+    # 7.9 points of accuracy lost; MetaAcc 1.15 points below TS, but its SE .49 makes the bar
+    # 2.447 x .49 = 1.19 points: the paper's seven columns cannot tell
+    assert [r["paper_own"] for r in rows] == ["held", "held", "inconclusive at this scale", "held"]
     assert rows[0]["paper"].startswith("1.14 points") and rows[1]["paper"].startswith("7.9 points")
 
 
