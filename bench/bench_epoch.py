@@ -13,13 +13,11 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
 * with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
   x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
   ERM epochs), one run at a time;
-* with ``--stack N``, the same for the stacked engine (:func:`lib.engine.stack.fit_stack`, the path
-  the queue and every paper-1 page take): N runs of one method trained as one stacked model, timed
-  per method on CIFAR-10H; images/s counts the images of all N runs, the fraction of peak likewise,
-  and the projected Table 1 grid assumes stacks of N runs of one method. On a GPU each stack is timed
-  with and without channels_last (``stack_channels_last_ratio``: > 1 means channels_last costs more
-  inside stacks; lib.moe.train.STACK_CHANNELS_LAST, on since the H200's stacks without it raised,
-  should follow it).
+* with ``--pack G [G ...]``, the same for packed runs (:func:`lib.engine.packed.fit_packed`, the
+  path the queue and every paper-1 page take): G runs of one method trained as one packed module,
+  timed per method on CIFAR-10H, eager and (on CUDA) under ``torch.compile``, with what building and
+  compiling a pack costs once (``compile_seconds``); images/s counts the images of all G runs, the
+  fraction of peak likewise, and the projected Table 1 grid takes each method's cheapest measured pack.
   ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 * with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): max(N) processes,
   started once, time each method's step in rounds, first in one of them, then in N of them whose
@@ -37,7 +35,7 @@ reads it).
 
     .venv/bin/python bench/bench_epoch.py                 # CPU here: a few steps of Vanilla MoE
     python bench/bench_epoch.py                           # on a GPU: every method, 200/100 steps
-    python bench/bench_epoch.py --stack 8 --skip-pacs     # on a GPU: stacks of 8 runs, every method
+    python bench/bench_epoch.py --pack 8 16 32 --skip-pacs  # on a GPU: packs of 8, 16, 32 runs, every method
 """
 
 from __future__ import annotations
@@ -98,7 +96,9 @@ def _forward_flops(model: torch.nn.Module, size: int) -> float:
 
 def _line(r: dict) -> str:
     """One measurement as one line (a GPU call brings back only the end of its output)."""
-    what = f"{r['name']} {r['method']}" + (f" stack {r['stack']}" if "stack" in r else " alone")
+    what = f"{r['name']} {r['method']}" + (
+        f" pack {r['pack']}{' compiled' if r.get('compiled') else ''}" if "pack" in r else " alone"
+    )
     peak = f", {100 * r['fraction_of_peak']:.1f}% of bf16 peak" if r.get("fraction_of_peak") else ""
     epoch = r.get("run_epoch_seconds", r.get("epoch_seconds"))
     layout = ", channels_last" if r.get("channels_last") else ""
@@ -222,89 +222,100 @@ def bench(
     return out
 
 
-def bench_stack(
+def bench_pack(
     name: str,
     cfg: TrainConfig,
-    stack: int,
+    pack: int,
     size: int,
     num_classes: int,
     epoch_images: int,
     steps: int,
     warmup_steps: int,
     device: torch.device,
-    channels_last: bool = False,
+    compiled: bool = False,
 ) -> dict:
-    """Time ``steps`` steps of ``stack`` runs of ``cfg`` (seeds 0..stack-1) trained as one stacked
-    model by :func:`lib.engine.stack.fit_stack`, after ``warmup_steps`` untimed ones, batch 128 each;
-    ``channels_last``: the stack's layout (CUDA only; lib.moe.train.STACK_CHANNELS_LAST)."""
-    import lib.moe.train as mt
+    """Time ``steps`` steps of ``pack`` runs of ``cfg`` (seeds 0..pack-1) trained as one packed module
+    by :func:`lib.engine.packed.fit_packed` (the queue's path: bf16 autocast and channels_last on
+    CUDA; ``compiled``: ``torch.compile`` of the pack), after ``warmup_steps`` untimed ones, batch 128
+    each, in one call: the clock starts when the first timed step begins (one device sync there) and
+    stops when the call returns. ``compile_seconds``: what the call spent before its timed steps
+    beyond ``warmup_steps`` steps (building the pack and compiling it), what each pack pays once."""
     from lib.data.synthetic import synthetic_images
-    from lib.engine.stack import fit_stack
+    from lib.engine.packed import fit_packed
     from lib.moe.train import prepare_run
 
     bs = cfg.batch_size
     data = synthetic_images(
         n_train=(steps + warmup_steps) * bs, n_val=8, n_test=8, size=size, num_classes=num_classes, seed=0
     )
-    cfgs = [cfg.replace(seed=i, epochs=1, warmup_epochs=0, device=str(device)) for i in range(stack)]
-    default, mt.STACK_CHANNELS_LAST = mt.STACK_CHANNELS_LAST, channels_last
-    try:
-        prs = [prepare_run(c, data, stacked=True) for c in cfgs]
-    finally:
-        mt.STACK_CHANNELS_LAST = default
+    cfgs = [cfg.replace(seed=i, epochs=1, warmup_epochs=0, device=str(device), compile=compiled) for i in range(pack)]
+    prs = [prepare_run(c, data, packed=True) for c in cfgs]
     members = [pr.member(None) for pr in prs]
+    clock: dict[str, float] = {}
+    first, calls = members[0].transform, [0]
+
+    def timed(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:  # member 0's augmentation: one call per step
+        calls[0] += 1
+        if calls[0] == warmup_steps + 1:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            clock["timed"] = time.perf_counter()
+        return first(xb, gen) if first is not None else xb
+
+    members[0].transform = timed
     x, y = prs[0].prep.train
-
-    def run(lo: int, hi: int) -> float:
-        return _seconds(
-            device,
-            lambda: fit_stack(
-                members,
-                (x[lo * bs : hi * bs], y[lo * bs : hi * bs]),
-                1,
-                optimizer_factory=prs[0].optimizer,
-                batch_size=bs,
-                device=device,
-                amp=cfg.amp,
-                progress=False,
-            ),
-        )
-
-    if warmup_steps:
-        run(0, warmup_steps)
-    per_step = run(warmup_steps, warmup_steps + steps) / steps
+    t0 = time.perf_counter()
+    elapsed = _seconds(
+        device,
+        lambda: fit_packed(
+            members,
+            (x, y),
+            1,
+            optimizer_factory=prs[0].optimizer,
+            batch_size=bs,
+            device=device,
+            amp=cfg.amp,
+            compile=compiled,
+            channels_last=cfg.channels_last and device.type == "cuda",
+            progress=False,
+        ),
+    )
+    per_step = (t0 + elapsed - clock["timed"]) / steps
     flops = _forward_flops(build_model(cfg, num_classes), size)
-    ips = stack * bs / per_step
+    ips = pack * bs / per_step
     peak = _peak(device_name(device)) if device.type == "cuda" else None
     out = {
         "name": name,
         "method": cfg.method,
-        "stack": stack,
+        "pack": pack,
+        "compiled": bool(compiled and device.type == "cuda"),
         "steps_timed": steps,
         "seconds_per_step": per_step,
+        "run_step_ms": 1e3 * per_step / pack,
         "images_per_second": ips,
-        "stack_epoch_seconds": epoch_images / bs * per_step,
-        "run_epoch_seconds": epoch_images / bs * per_step / stack,
+        "pack_epoch_seconds": epoch_images / bs * per_step,
+        "run_epoch_seconds": epoch_images / bs * per_step / pack,
+        "compile_seconds": max(clock["timed"] - t0 - warmup_steps * per_step, 0.0),
         "achieved_train_tflops": 3 * flops * ips / 1e12,
         "fraction_of_peak": 3 * flops * ips / peak if peak else None,
         "amp_bf16": bool(cfg.amp and device.type == "cuda"),
-        "channels_last": bool(channels_last and device.type == "cuda"),
+        "channels_last": bool(cfg.channels_last and device.type == "cuda"),
     }
     print(_line(out), flush=True)
     return out
 
 
-def measured(path: Path, methods: list[str], stack: int, workers: Sequence[int] = ()) -> tuple[bool, bool]:
-    """Whether the benchmark at ``path`` holds (stacks of ``stack`` runs, every count of ``workers``)
-    of every one of ``methods`` (a stack that failed there counts as not measured: it is tried again)."""
+def measured(path: Path, methods: list[str], packs: Sequence[int], workers: Sequence[int] = ()) -> tuple[bool, bool]:
+    """Whether the benchmark at ``path`` holds (packs of every size in ``packs``, every count of
+    ``workers``) of every one of ``methods`` (a pack that failed there counts as not measured)."""
     try:
         got = json.loads(path.read_text())
-        stacks = {(r["method"], int(r.get("stack", 1))) for r in got.get("stacked") or []}
+        done = {(r["method"], int(r["pack"])) for r in got.get("packed") or [] if "error" not in r}
         procs = {(r["method"], int(r["workers"])) for r in got.get("workers") or []}
     except (OSError, ValueError, KeyError, TypeError):
         return False, False
     return (
-        stack > 1 and all((m, stack) in stacks for m in methods),
+        bool(packs) and all((m, g) in done for m in methods for g in packs),
         all((m, n) in procs for m in methods for n in workers),
     )
 
@@ -402,22 +413,20 @@ def bench_workers(methods: Sequence[str], counts: Sequence[int], steps: int, sca
     return rows
 
 
-def stack_failure(method: str, stack: int, channels_last: bool, err: BaseException) -> dict:
-    """A stack that raised, as the JSON records it: what was stacked and the error's first line."""
-    return {
-        "name": "cifar10h",
-        "method": method,
-        "stack": stack,
-        "channels_last": channels_last,
-        "error": error_line(err),
-    }
+def pack_failure(method: str, pack: int, compiled: bool, err: BaseException) -> dict:
+    """A pack that raised, as the JSON records it: what was packed and the error's first line."""
+    return {"name": "cifar10h", "method": method, "pack": pack, "compiled": compiled, "error": error_line(err)}
 
 
-def layout_ratios(stacked: list[dict]) -> dict[str, float]:
-    """Per method: seconds per stacked step with channels_last over without (> 1: channels_last costs
-    more inside stacks, as vmap's fallback for ``as_strided_`` does on the CPU)."""
-    by = {(r["method"], r.get("channels_last", False)): r["seconds_per_step"] for r in stacked}
-    return {m: by[(m, True)] / by[(m, False)] for m, cl in by if cl and (m, False) in by}
+def best_packs(packed: Sequence[dict]) -> list[dict]:
+    """Per method, the measured pack (size, eager or compiled) with the cheapest run-epoch."""
+    best: dict[str, dict] = {}
+    for r in packed:
+        if "error" not in r and (
+            r["method"] not in best or r["run_epoch_seconds"] < best[r["method"]]["run_epoch_seconds"]
+        ):
+            best[r["method"]] = r
+    return list(best.values())
 
 
 def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> dict | None:
@@ -429,7 +438,7 @@ def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> 
     }
     if not set(TRAINED) <= set(epoch_s):
         return None
-    stack = max(int(r.get("stack", 1)) for r in results)
+    stack = max(int(r.get("pack", 1)) for r in results)
     w = WARMUP_FRACTION
     per_run = {
         m: epochs * ((w * epoch_s["vanilla"] + (1 - w) * epoch_s[m]) if m in WARMUP_METHODS else epoch_s[m])
@@ -444,7 +453,7 @@ def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> 
         "note": (
             f"{len(TRAINED)} trained methods x {seeds} seeds x {epochs} epochs from the measured epoch "
             "times (training only, no evaluation); "
-            + ("one run at a time" if stack == 1 else f"stacks of {stack} runs of one method, one stack at a time")
+            + ("one run at a time" if stack == 1 else f"packs of up to {stack} runs of one method, one pack at a time")
         ),
     }
 
@@ -463,13 +472,19 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-pacs", action="store_true")
-    ap.add_argument("--stack", type=int, default=0, help="also time stacks of this many runs (CIFAR-10H)")
+    ap.add_argument(
+        "--pack",
+        type=int,
+        nargs="+",
+        default=[],
+        help="also time packs of these many runs (CIFAR-10H), eager and (CUDA) compiled, e.g. 8 16 32",
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON into this folder (a GPU call's $OUT)")
     ap.add_argument("--scale", choices=("paper", "smoke"), default="paper", help="smoke: the tiny CNN, a few steps")
     ap.add_argument(
         "--unless-measured",
         action="store_true",
-        help="do nothing when bench/results already holds this device's stacks of --stack for every method",
+        help="do nothing when bench/results already holds this device's packs of every --pack size for every method",
     )
     ap.add_argument(
         "--workers",
@@ -510,9 +525,11 @@ def main() -> None:
         folder, index = Path(args.worker_of[0]), int(args.worker_of[1])
         print(json.dumps(worker_rounds(folder, index, methods, args.workers, time_step)))
         return
-    stacks_done, workers_done = measured(path, methods, args.stack, args.workers)
+    if any(g < 2 for g in args.pack):
+        ap.error(f"--pack: a pack holds at least 2 runs, got {args.pack}")
+    stacks_done, workers_done = measured(path, methods, args.pack, args.workers)
     if args.unless_measured and stacks_done and workers_done:
-        what = f"stacks of {args.stack}" + (
+        what = f"packs of {'/'.join(map(str, args.pack))}" + (
             f" and {'/'.join(map(str, args.workers))} processes" if args.workers else ""
         )
         print(f"bench: {path.name} holds {what} of {', '.join(methods)} already; nothing to measure")
@@ -520,8 +537,8 @@ def main() -> None:
     keep = json.loads(path.read_text()) if args.unless_measured and path.exists() else {}
     skip_steps = args.unless_measured and stacks_done  # measured: kept as they are, the processes added
     results: list[dict] = list(keep.get("results") or []) if skip_steps else []
-    stacked: list[dict] = list(keep.get("stacked") or []) if skip_steps else []
-    failed: list[dict] = list(keep.get("stacked_failed") or []) if skip_steps else []  # stacks that raised
+    packed: list[dict] = list(keep.get("packed") or []) if skip_steps else []
+    failed: list[dict] = list(keep.get("packed_failed") or []) if skip_steps else []  # packs that raised
     workers = [
         r
         for r in keep.get("workers") or []
@@ -542,12 +559,9 @@ def main() -> None:
             ),
             "results": results,
             "table1_grid": table1_projection(results),
-            "stacked": stacked,
-            "stacked_failed": failed,
-            "stack_channels_last_ratio": layout_ratios(stacked),
-            "table1_grid_stacked": (
-                table1_projection([r for r in stacked if not r.get("channels_last")]) if stacked else None
-            ),
+            "packed": packed,
+            "packed_failed": failed,
+            "table1_grid_packed": table1_projection(best_packs(packed)) if packed else None,
             "workers": workers,
         }
         for folder in folders:
@@ -573,19 +587,20 @@ def main() -> None:
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
             save()
-    for method in methods if args.stack > 1 and not skip_steps else []:
-        cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
-        for cl in (False, True) if gpu else (False,):  # both layouts inside stacks on a GPU
-            warm = 20 if gpu else 1
-            try:
-                stacked.append(
-                    bench_stack("cifar10h", cifar, args.stack, size, 10, 45000, c_steps, warm, device, channels_last=cl)
-                )
-            except Exception as err:  # noqa: BLE001 - a stack this device cannot train is a result, said in full
-                traceback.print_exc()
-                failed.append(stack_failure(method, args.stack, cl, err))
-                print(f"bench cifar10h {method} stack {args.stack}: FAILED {failed[-1]['error']}", flush=True)
-            save()
+    for method in methods if not skip_steps else []:
+        cifar = TrainConfig(method=method, lr=1e-3, progress=False, **cifar_fields)
+        for g in args.pack:
+            for compiled in (False, True) if gpu else (False,):  # the CPU runs packs eagerly
+                warm = (30 if compiled else 20) if gpu else 1
+                try:
+                    packed.append(bench_pack("cifar10h", cifar, g, size, 10, 45000, c_steps, warm, device, compiled))
+                except Exception as err:  # noqa: BLE001 - a pack this device cannot train is a result, said in full
+                    traceback.print_exc()
+                    failed.append(pack_failure(method, g, compiled, err))
+                    print(f"bench cifar10h {method} pack {g}: FAILED {failed[-1]['error']}", flush=True)
+                    if "out of memory" in failed[-1]["error"].lower():
+                        torch.cuda.empty_cache()
+                save()
     if args.workers:
         workers += bench_workers(methods, args.workers, c_steps, args.scale)
         save()

@@ -113,12 +113,16 @@ def _pack_leaf(module: nn.Module, runs: int, leading: bool) -> nn.Module | None:
     return module
 
 
-def _to_leading(runs: int):
-    """A forward pre-hook: the runs' features side by side (B, G*d) -> one row block per run (G, B, d)."""
+def _to_leading(pack: Packed):
+    """A forward pre-hook: the runs' features side by side (B, G*d) -> one row block per run (G, B, d),
+    unless an earlier module of this forward already gave the leading layout."""
 
     def hook(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        if pack._leading:
+            return args
+        pack._leading = True
         h, *rest = args
-        return (h.unflatten(-1, (runs, -1)).movedim(-2, 0), *rest)
+        return (h.unflatten(-1, (pack.runs, -1)).movedim(-2, 0), *rest)
 
     return hook
 
@@ -140,14 +144,14 @@ class Packed(nn.Module):
         ):
             raise ValueError("models: a pack needs models of one architecture (same state_dict keys and shapes)")
         self.runs = g = len(models)
-        self._shapes = shapes
+        self._shapes, self._leading = shapes, False
         net = copy.deepcopy(models[0])
         leading = {n for n, m in net.named_modules() if getattr(m, "packed_layout", None) == "leading"}
         self.leading_output = bool(leading)
         for name, module in list(net.named_modules()):
             if next(module.children(), None) is not None:
                 if name in leading:
-                    module.register_forward_pre_hook(_to_leading(g))
+                    module.register_forward_pre_hook(_to_leading(self))
                 continue
             inside = any(name == p or name.startswith(p + ".") for p in leading)
             new = _pack_leaf(module, g, inside)
@@ -155,11 +159,12 @@ class Packed(nn.Module):
                 parent, _, attr = name.rpartition(".")
                 setattr(net.get_submodule(parent) if parent else net, attr, new)
             if name in leading and new is None:
-                module.register_forward_pre_hook(_to_leading(g))
+                module.register_forward_pre_hook(_to_leading(self))
         self.net = net
         self.load_runs(states)
 
     def forward(self, x: Any) -> Any:
+        self._leading = False  # the layout of this forward so far (the first leading module turns it)
         out = self.net(x)
         if self.leading_output:
             return out

@@ -48,8 +48,11 @@ class FeatureInput(nn.Module):
         self.pretrained = True  # the features come from the ImageNet weights (lib.features needs them)
         self.name = f"{extractor} (ImageNet weights, frozen: heads on cached {self.out_features}-d features)"
 
+    #: In a pack of runs (lib.engine.packed) each run's rows arrive as (runs, N, columns).
+    packed_layout = "leading"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x[:, : self.out_features]
+        return x[..., : self.out_features]
 
 
 def extract(
