@@ -535,10 +535,13 @@ def main() -> None:
         print(f"bench: {path.name} holds {what} of {', '.join(methods)} already; nothing to measure")
         return
     keep = json.loads(path.read_text()) if args.unless_measured and path.exists() else {}
-    skip_steps = args.unless_measured and stacks_done  # measured: kept as they are, the processes added
-    results: list[dict] = list(keep.get("results") or []) if skip_steps else []
-    packed: list[dict] = list(keep.get("packed") or []) if skip_steps else []
-    failed: list[dict] = list(keep.get("packed_failed") or []) if skip_steps else []  # packs that raised
+    # --unless-measured: what the file holds is kept and only what it lacks is measured (a call cut at its
+    # limit, or a benchmark spread over calls, goes on where it stopped); a pack that failed is tried again
+    results: list[dict] = list(keep.get("results") or [])
+    packed: list[dict] = [r for r in keep.get("packed") or [] if "error" not in r]
+    failed: list[dict] = []  # packs that raised this time
+    alone_done = {(r["name"], r["method"]) for r in results}
+    packs_done = {(r["method"], int(r["pack"]), bool(r.get("compiled"))) for r in packed}
     workers = [
         r
         for r in keep.get("workers") or []
@@ -570,7 +573,7 @@ def main() -> None:
             tmp.write_text(json.dumps(out, indent=1))
             tmp.replace(folder / path.name)
 
-    for method in [] if skip_steps else methods:
+    for method in [m for m in methods if ("cifar10h", m) not in alone_done]:
         cifar = TrainConfig(method=method, lr=1e-3, compile=args.compile, progress=False, **cifar_fields)
         results.append(bench("cifar10h", cifar, size, 10, 45000, c_steps, 20 if gpu else 1 if smoke else 2, device))
         save()
@@ -587,10 +590,12 @@ def main() -> None:
             n_src = 1670 + 2048 + 2344 + 3929 - 3929  # sources when sketch is the target
             results.append(bench("pacs-224", pacs, 224, 7, int(round(0.9 * n_src)), p_steps, 10 if gpu else 1, device))
             save()
-    for method in methods if not skip_steps else []:
+    for method in methods:
         cifar = TrainConfig(method=method, lr=1e-3, progress=False, **cifar_fields)
         for g in args.pack:
             for compiled in (False, True) if gpu else (False,):  # the CPU runs packs eagerly
+                if (method, g, compiled) in packs_done:
+                    continue
                 warm = (30 if compiled else 20) if gpu else 1
                 try:
                     packed.append(bench_pack("cifar10h", cifar, g, size, 10, 45000, c_steps, warm, device, compiled))

@@ -114,10 +114,12 @@ class Page:
         stack: int | None = None,
         on_done: OnDone = lambda it, rec: None,
         log: Callable[[str], None] = print,
+        compile: bool = False,
     ) -> None:
         """Train (or load) ``items`` of this page on ``data`` one run at a time through
         :meth:`run_one` (no run starts past the deadline of :mod:`lib.engine.deadline`); ``on_done``
-        gets each finished run's record. Paper 1's pages override this to train whole grids stacked."""
+        gets each finished run's record. Paper 1's pages override this to train whole grids packed
+        (``compile``: packs under ``torch.compile``, where the benchmark measured it cheaper)."""
         from lib.engine import deadline
 
         if not self.has_runs:

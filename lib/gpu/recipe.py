@@ -7,7 +7,7 @@ scale, the call in a fresh folder holding only what travels, and the projection
 (:mod:`lib.gpu.projection`) counts the training minutes they leave per session.
 
 A session is lent 15 device minutes in all (starts, idle time and every call), so it makes one call
-on a fresh machine (the CUDA benchmark until this device's stacks are measured, then training) and
+on a fresh machine (the CUDA benchmark until this device's packs are measured, then training) and
 a second one at once, while the machine is warm (30 s after a call), that trains in the minutes
 left without a second start. Each call carries the tree (``results/`` included) and every chunk of
 the data it trains on, so a second call that finds the machine gone still works on a fresh one.
@@ -33,9 +33,11 @@ MIN_START_MINUTES = 4.0
 #: decoding it and the engine's self-test (21 s measured on a cold H200; each call's log says).
 SETUP_MINUTES = 0.5
 #: What a call keeps free before its ``--minutes`` end (at most a fifth of them): evaluating and
-#: publishing the last stack and writing the archive (:mod:`lib.gpu.window` stops training there).
+#: publishing the last pack and writing the archive (:mod:`lib.gpu.window` stops training there).
 RESERVE_MINUTES = 1.5
-#: The benchmark's limit inside the call (it saves after every measurement, so a cut keeps them).
+#: The benchmark's limit inside the call (it saves after every measurement, so a cut keeps them, and
+#: measures only what this device's file lacks: a benchmark cut here goes on in the next session;
+#: bench/first_gpu.sh measures every pack size at once, the first lent GPU's call).
 BENCH_SECONDS = 90
 MARKERS = ("<!-- recipe: start (python -m lib.gpu.recipe writes this block) -->", "<!-- recipe: end -->")
 
@@ -88,14 +90,14 @@ CHECK = Step(
     "python -m lib paper --carry .packs/cifar10h",
 )
 CALL = Step(
-    "**The call** (the first of a session): the CUDA benchmark of Vanilla's and FGR's steps, alone, "
-    f"in stacks of 8 and in 2 and 4 processes at once (at most {BENCH_SECONDS} s; what this device has "
+    "**The call** (the first of a session): the CUDA benchmark of Vanilla's and FGR's steps, alone and "
+    f"in packs of 8, 16 and 32 runs, eager and compiled (at most {BENCH_SECONDS} s; what this device has "
     "measured is skipped), then the machine's versions and data fingerprints, the self-test, and "
-    "CIFAR-10H, then Sensitivity, in stacks or processes sized from the benchmark to end, evaluated and "
+    "CIFAR-10H, then Sensitivity, in packs sized from the benchmark to end, evaluated and "
     "exported, inside the call; progress goes to `window.log` and `bench.log`, the summary to the output.",
-    f"PYTHONUNBUFFERED=1 timeout {BENCH_SECONDS} python3 bench/bench_epoch.py --stack 8 --workers 2 4 --skip-pacs "
-    '--methods vanilla fgr --cifar-steps 60 --unless-measured --out "$OUT" >"$OUT/bench.log" 2>&1; '
-    'tail -n 4 "$OUT/bench.log"; python3 -m lib paper cifar10h sensitivity --minutes 7 --log "$OUT/window.log" '
+    f"PYTHONUNBUFFERED=1 timeout {BENCH_SECONDS} python3 bench/bench_epoch.py --pack 16 8 32 --skip-pacs "
+    '--methods vanilla fgr --cifar-steps 40 --unless-measured --out "$OUT" >"$OUT/bench.log" 2>&1; '
+    'tail -n 6 "$OUT/bench.log"; python3 -m lib paper cifar10h sensitivity --minutes 7 --log "$OUT/window.log" '
     '--export "$OUT/results.tgz"',
     call=True,
     carry=(".packs/cifar10h",),

@@ -134,13 +134,15 @@ def train_stacked(
     stack: int | None = None,
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
+    compile: bool = False,
 ) -> list[TrainConfig]:
     """Train the unfinished ``configs`` (no ``mocae``) and return those it trained: runs of one
     :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
     :func:`auto_stack`); runs another process holds the lock of are skipped; ``on_done(cfg, record)``
     follows each save. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary
     that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints).
-    Text runs train one at a time."""
+    Text runs train one at a time. ``compile``: packs under ``torch.compile`` (CUDA; also where a
+    config asks for it)."""
     stack = 1 if getattr(data, "kind", "images") == "text" else stack
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
@@ -163,7 +165,7 @@ def train_stacked(
                     sizes[key] = auto_stack(same[0], data)
                 groups += stack_groups(same, stack or sizes[key])
             for group in groups:
-                _train_group(group, data, trained, on_done, log)
+                _train_group(group, data, trained, on_done, log, compile)
     return trained
 
 
@@ -173,6 +175,7 @@ def _train_group(
     trained: list[TrainConfig],
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
     log: Callable[[str], None] | None,
+    compile: bool = False,
 ) -> None:
     """One stack of :func:`train_stacked` (alone: the plain loop); appends to ``trained`` as runs finish."""
     with contextlib.ExitStack() as locks:
@@ -196,7 +199,7 @@ def _train_group(
         if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
             records = [compute_run(ready[0], data, runs[0])]
         else:
-            records = _train_pack(ready, runs, data, log)
+            records = _train_pack(ready, runs, data, log, compile)
         for run, c, record in zip(runs, ready, records):
             if record is None:  # diverged: reported, its last good checkpoint kept, nothing published
                 continue
@@ -209,7 +212,7 @@ def _train_group(
 
 
 def _train_pack(
-    ready: list[TrainConfig], runs: list[Run], data: Bundle, log: Callable[[str], None] | None
+    ready: list[TrainConfig], runs: list[Run], data: Bundle, log: Callable[[str], None] | None, compile: bool = False
 ) -> list[dict[str, Any] | None]:
     """Train ``ready`` (their ``runs`` locked) as one pack and return their records (``None`` for a run
     that diverged). A pack out of device memory raises; the GPU queue (lib.gpu.queue) trains its
@@ -225,7 +228,7 @@ def _train_pack(
         batch_size=c0.batch_size,
         device=prs[0].device,
         amp=c0.amp,
-        compile=c0.compile,
+        compile=compile or c0.compile,
         channels_last=c0.channels_last and prs[0].transform is not None and prs[0].device.type == "cuda",
         progress=c0.progress,
         desc=f"{data.name} pack of {len(ready)}",

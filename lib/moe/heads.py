@@ -42,9 +42,9 @@ class MoEOutput:
 
 def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``h`` checked (a floating (N, d) tensor, or (runs, N, d) for packed runs; finite)
-    and cast to the layers' ``dtype`` (float64 features, say). In a training step (gradients on) the
-    values are not read: on an accelerator that would make the host wait every step, and a run that
-    diverges is the loop's to report (lib.engine.packed), not an input error."""
+    and cast to the layers' ``dtype`` (float64 features, say). Values are not read in a training step on
+    an accelerator (the host would wait every step) nor in a pack of runs, where a run that diverges is
+    the loop's to report and must not stop the others (lib.engine.packed)."""
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
     if h.ndim != 3:
@@ -53,7 +53,7 @@ def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None
         raise ValueError(f"h: expected {in_features} features, got {h.shape[-1]}")
     if not h.is_floating_point():
         raise ValueError(f"h: expected floating-point features, got {h.dtype}")
-    if not torch.is_grad_enabled():
+    if h.ndim == 2 and not (h.device.type != "cpu" and torch.is_grad_enabled()):
         check_finite(h, "h")
     if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
         h = h.to(dtype)

@@ -115,62 +115,66 @@ def test_missing_result_names_the_script(monkeypatch, tmp_path):
         bm.bench_results("methods_cpu")
 
 
-def test_stacked_epoch_benchmark_runs_a_tiny_stack_and_projects_the_grid():
-    """bench/bench_epoch.py --stack: a stack's images/s counts every member's images, a run's
-    epoch is the stack's epoch over the stack size, and the grid projection adds up the runs."""
+def _bench_epoch():
     import importlib.util
 
     from lib.config import repo_root
-    from lib.moe.config import TrainConfig
 
     spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
     be = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(be)
+    return be
+
+
+def test_packed_epoch_benchmark_runs_a_tiny_pack_and_projects_the_grid():
+    """bench/bench_epoch.py --pack: a pack's images/s counts every run's images, a run's epoch is the
+    pack's epoch over its size, the build cost is not negative, and the grid projection adds up the runs."""
+    from lib.moe.config import TrainConfig
+
+    be = _bench_epoch()
     cfg = TrainConfig(method="vanilla", backbone="tiny_cnn", width=8, batch_size=8, amp=False, progress=False)
-    out = be.bench_stack(
-        "cifar10h", cfg, 3, 16, 4, epoch_images=80, steps=2, warmup_steps=1, device=torch.device("cpu")
-    )
-    assert out["stack"] == 3 and out["images_per_second"] == pytest.approx(3 * 8 / out["seconds_per_step"])
-    assert out["stack_epoch_seconds"] == pytest.approx(10 * out["seconds_per_step"])  # 80 images / batch 8
-    assert out["run_epoch_seconds"] == pytest.approx(out["stack_epoch_seconds"] / 3)
+    out = be.bench_pack("cifar10h", cfg, 3, 16, 4, epoch_images=80, steps=2, warmup_steps=1, device=torch.device("cpu"))
+    assert out["pack"] == 3 and not out["compiled"] and out["compile_seconds"] >= 0
+    assert out["images_per_second"] == pytest.approx(3 * 8 / out["seconds_per_step"])
+    assert out["pack_epoch_seconds"] == pytest.approx(10 * out["seconds_per_step"])  # 80 images / batch 8
+    assert out["run_epoch_seconds"] == pytest.approx(out["pack_epoch_seconds"] / 3)
+    assert out["run_step_ms"] == pytest.approx(1e3 * out["seconds_per_step"] / 3)
     proj = be.table1_projection([{**out, "method": m} for m in be.TRAINED], seeds=5, epochs=50)
     assert proj["stack"] == 3 and proj["runs"] == 5 * len(be.TRAINED)
     assert proj["serial_minutes"] == pytest.approx(5 * len(be.TRAINED) * 50 * out["run_epoch_seconds"] / 60)
+    faster = dict(out, run_epoch_seconds=out["run_epoch_seconds"] / 2, compiled=True)
+    assert be.best_packs([out, faster, {"method": "fgr", "pack": 8, "error": "x"}]) == [faster]
 
 
-def test_the_epoch_benchmark_skips_only_stacks_it_measured_and_records_a_failed_one(tmp_path):
-    """``--unless-measured``: a benchmark holding stacks of 8 of every method asked for is not run
-    again; one missing a method, measured at another size, unreadable or whose stacks failed is.
-    A failed stack is recorded with what was stacked and the error's first line."""
-    import importlib.util
+def test_the_epoch_benchmark_skips_only_packs_it_measured_and_records_a_failed_one(tmp_path):
+    """``--unless-measured``: a benchmark holding packs of every size asked for of every method is not
+    run again; one missing a method or a size, unreadable or whose packs failed is. A failed pack is
+    recorded with what was packed and the error's first line."""
     import json
 
-    from lib.config import repo_root
-
-    spec = importlib.util.spec_from_file_location("bench_epoch", repo_root() / "bench" / "bench_epoch.py")
-    be = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(be)
+    be = _bench_epoch()
     path = tmp_path / "epoch_cuda-X.json"
-    rows = [{"method": m, "stack": 8} for m in ("vanilla", "fgr")]
-    path.write_text(json.dumps({"stacked": rows}))
-    assert be.measured(path, ["vanilla", "fgr"], 8) == (True, True)  # no processes asked for
-    assert be.measured(path, ["vanilla", "fgr"], 4) == (False, True)
-    assert be.measured(path, ["vanilla", "robust"], 8) == (False, True)
-    assert be.measured(path, ["vanilla", "fgr"], 8, [2, 4]) == (True, False)  # processes not yet timed
+    rows = [{"method": m, "pack": g} for m in ("vanilla", "fgr") for g in (8, 16)]
+    path.write_text(json.dumps({"packed": rows}))
+    assert be.measured(path, ["vanilla", "fgr"], [8, 16]) == (True, True)  # no processes asked for
+    assert be.measured(path, ["vanilla", "fgr"], [8, 32]) == (False, True)
+    assert be.measured(path, ["vanilla", "robust"], [8]) == (False, True)
+    assert be.measured(path, ["vanilla", "fgr"], []) == (False, True)
+    assert be.measured(path, ["vanilla", "fgr"], [8], [2, 4]) == (True, False)  # processes not yet timed
     procs = [{"method": m, "workers": n, "seconds_per_step": 1.0} for m in ("vanilla", "fgr") for n in (2, 4)]
-    procs[-1] = {"method": "fgr", "workers": 4, "error": "RuntimeError: x"}  # failed: measured, not tried again
-    path.write_text(json.dumps({"stacked": rows, "workers": procs}))
-    assert be.measured(path, ["vanilla", "fgr"], 8, [2, 4]) == (True, True)
-    assert be.measured(path, ["vanilla", "fgr"], 8, [3]) == (True, False)
-    path.write_text(json.dumps({"stacked": [], "stacked_failed": rows}))  # the H200's first benchmark
-    assert not be.measured(path, ["vanilla"], 8)[0]
+    path.write_text(json.dumps({"packed": rows, "workers": procs}))
+    assert be.measured(path, ["vanilla", "fgr"], [16], [2, 4]) == (True, True)
+    path.write_text(json.dumps({"packed": [dict(r, error="RuntimeError: x") for r in rows]}))
+    assert not be.measured(path, ["vanilla"], [8])[0]  # failed: tried again
     path.write_text("{not json")
-    assert be.measured(path, ["vanilla"], 8) == be.measured(tmp_path / "absent.json", ["vanilla"], 8) == (False, False)
+    assert (
+        be.measured(path, ["vanilla"], [8]) == be.measured(tmp_path / "absent.json", ["vanilla"], [8]) == (False, False)
+    )
     err = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore")
-    assert be.stack_failure("fgr", 8, True, err) == {
+    assert be.pack_failure("fgr", 8, True, err) == {
         "name": "cifar10h",
         "method": "fgr",
-        "stack": 8,
-        "channels_last": True,
+        "pack": 8,
+        "compiled": True,
         "error": "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",
     }

@@ -48,8 +48,9 @@ class MoEPage(Page):
         stack: int | None = None,
         on_done: OnDone = lambda it, rec: None,
         log: Callable[[str], None] = print,
+        compile: bool = False,
     ) -> None:
-        """The whole grid at once on the stacked engine."""
+        """The whole grid at once on the packed engine (``compile``: packs under ``torch.compile``)."""
         from lib.moe.grid import train_stacked
 
         train_stacked(
@@ -57,6 +58,7 @@ class MoEPage(Page):
             data,
             stack=stack,
             log=log,
+            compile=compile,
             on_done=lambda c, rec: on_done(next(it for it in items if it.config == c), rec),
         )
 
