@@ -173,7 +173,7 @@ class Packed(nn.Module):
         return out.unflatten(1, (self.runs, -1)).movedim(1, 0)
 
     def load_runs(self, states: Sequence[Mapping[str, torch.Tensor]]) -> None:
-        """Set run g's weights and buffers from ``states[g]`` (single-run ``state_dict``s)."""
+        """Set run g's weights and buffers from ``states[g]``, a single-run ``state_dict``."""
         if len(states) != self.runs:
             raise ValueError(f"states: expected {self.runs} state dicts, got {len(states)}")
         own = self.net.state_dict()

@@ -55,8 +55,9 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
 
 def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = None, **changes: Any) -> list[Any]:
     """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale's ``settings``
-    (``lib.config.settings``; keys named like TrainConfig fields pass through): every method (default:
-    the settings') x seed of the settings, ``changes`` overriding fields; progress bars off."""
+        (``lib.config.settings``; keys named like TrainConfig fields pass through): every method (default:
+        the settings') x seed of the settings, ``changes`` overriding fields. Progress on: a grid shows one
+    live line (runs done, epochs, time left; :mod:`lib.engine.progress`), in the book build's log too."""
     from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
@@ -69,7 +70,7 @@ def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = N
         raise ValueError("seeds: is empty")
     for m in methods:
         check_choice(m, METHODS, "methods")
-    base = {"progress": False, **{k: settings[k] for k in _TRAIN_KEYS if k in settings}, **changes}
+    base = {"progress": True, **{k: settings[k] for k in _TRAIN_KEYS if k in settings}, **changes}
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
 
 

@@ -189,7 +189,7 @@ class PacsPage(MoEPage):
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         self.check_target(target)
-        changes = {"progress": True, **pacs_backbone(cfg).train_changes()}  # a live line: the book's longest grid
+        changes = pacs_backbone(cfg).train_changes()
         return moe_items(self.name, exp.train_configs(cfg, **changes), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
