@@ -79,8 +79,8 @@ class PackedLinear(nn.Module):
 
 
 def _pack_leaf(module: nn.Module, runs: int, leading: bool) -> nn.Module | None:
-    """The packed form of a leaf (a new module, or ``module`` changed in place), or ``None`` when it
-    has no parameters or buffers of its own (it acts on each run's channels alone)."""
+    """The packed form of ``module`` (a new module, or ``module`` changed in place), or ``None`` when it
+    has no parameters or buffers of its own (a container, or an operation on each run's channels alone)."""
     if isinstance(module, nn.Linear):
         new = PackedLinear(runs, module.in_features, module.out_features, module.bias is not None, leading)
         return new.to(device=module.weight.device, dtype=module.weight.dtype)
@@ -149,17 +149,13 @@ class Packed(nn.Module):
         leading = {n for n, m in net.named_modules() if getattr(m, "packed_layout", None) == "leading"}
         self.leading_output = bool(leading)
         for name, module in list(net.named_modules()):
-            if next(module.children(), None) is not None:
-                if name in leading:
-                    module.register_forward_pre_hook(_to_leading(self))
-                continue
             inside = any(name == p or name.startswith(p + ".") for p in leading)
-            new = _pack_leaf(module, g, inside)
+            new = _pack_leaf(module, g, inside)  # a module with parameters or buffers of its own
             if new is not None and new is not module:
                 parent, _, attr = name.rpartition(".")
                 setattr(net.get_submodule(parent) if parent else net, attr, new)
-            if name in leading and new is None:
-                module.register_forward_pre_hook(_to_leading(self))
+            if name in leading:
+                (new or module).register_forward_pre_hook(_to_leading(self))
         self.net = net
         self.load_runs(states)
 

@@ -178,3 +178,37 @@ def test_the_epoch_benchmark_skips_only_packs_it_measured_and_records_a_failed_o
         "compiled": True,
         "error": "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",
     }
+
+
+def _bench_module(name: str):
+    import importlib.util
+
+    from lib.config import repo_root
+
+    spec = importlib.util.spec_from_file_location(name, repo_root() / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pack_nets_benchmark_times_a_network_alone_and_packed():
+    """bench/bench_pack_nets.py: one step of a WRN alone and of two packed (a run that works, no timing asserted)."""
+    pn = _bench_module("bench_pack_nets")
+    for runs in (1, 2):
+        assert pn.step_seconds("wrn-10-1", 3, 8, 4, runs, 1, torch.device("cpu")) > 0
+
+
+def test_packed_runs_agree_with_published_ones_within_the_bounds():
+    """bench/packed_vs_published.py's comparison: accuracy within 0.5 points and ECE within 0.01 agree."""
+    pv = _bench_module("packed_vs_published")
+
+    def rec(acc, ece, packed=None):
+        m = {"accuracy": acc, "ece": ece}
+        hist = [{"packed": packed}] if packed else [{}]
+        return {"metrics": {"all": m, "hard": m}, "history": hist, "wall_time": {"train": 10.0}}
+
+    same = pv.compare(rec(0.884, 0.073), rec(0.880, 0.080, packed=4))
+    assert same["agrees"] and same["packed_with"] == 4
+    assert same["all_accuracy"]["diff"] == pytest.approx(-0.004)
+    assert not pv.compare(rec(0.884, 0.073), rec(0.874, 0.073))["agrees"]  # 1 point of accuracy
+    assert not pv.compare(rec(0.884, 0.073), rec(0.884, 0.090))["agrees"]  # ECE 0.017 apart
