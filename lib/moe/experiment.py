@@ -55,9 +55,10 @@ def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
 
 def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = None, **changes: Any) -> list[Any]:
     """The :class:`lib.moe.config.TrainConfig` grid of a notebook scale's ``settings``
-        (``lib.config.settings``; keys named like TrainConfig fields pass through): every method (default:
-        the settings') x seed of the settings, ``changes`` overriding fields. Progress on: a grid shows one
-    live line (runs done, epochs, time left; :mod:`lib.engine.progress`), in the book build's log too."""
+    (``lib.config.settings``; keys named like TrainConfig fields pass through): every method (default:
+    the settings') x seed of the settings, ``changes`` overriding fields, with progress on (a grid
+    shows one live line of runs done, epochs and time left, :mod:`lib.engine.progress`, in the book
+    build's log too)."""
     from lib.moe.config import TrainConfig
 
     if not isinstance(settings, Mapping):
