@@ -6,7 +6,7 @@ without losing work. Inside ``with deadline(at):`` every training loop of the en
 (:func:`lib.engine.loop.fit`, :func:`lib.engine.packed.fit_packed`) calls :func:`check` before each
 epoch with the epoch time it expects (measured on the epochs already done): when that epoch would
 end after ``at`` it raises :class:`DeadlineReached`. The loops checkpoint after every epoch, so the
-run resumes from there on the next call. The clock is injectable (tests use a fake one).
+run resumes from there where its checkpoint is (the same machine, warm). The clock is injectable (tests use a fake one).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def check(expected_seconds: float, what: str = "training") -> None:
     if left <= 0 or expected_seconds > left:
         raise DeadlineReached(
             f"{what}: stopped at an epoch boundary, {max(left, 0):.0f} s before the deadline "
-            f"(the next epoch takes ~{expected_seconds:.0f} s); it resumes on the next call"
+            f"(the next epoch takes ~{expected_seconds:.0f} s); its checkpoint of the last epoch stands"
         )
 
 
@@ -97,6 +97,5 @@ def check_step(what: str = "training") -> None:
     finished work is still published and exported. A host clock read, no device sync."""
     if _WINDOWS and remaining() <= 0:
         raise DeadlineReached(
-            f"{what}: the deadline passed during an epoch; the epoch is dropped and the "
-            "run resumes from its last checkpoint on the next call"
+            f"{what}: the deadline passed during an epoch; the epoch is dropped and the run's last checkpoint stands"
         )

@@ -298,5 +298,8 @@ def run_queue(
                 _train(page, left, cfg, data[key], stack, sizing, on_done, finished, log)
                 _publish_finished(page, batch, cfg, data[key], done, finished, on_done)  # e.g. another process's
         except window_deadline.DeadlineReached as stop:
-            log(f"deadline: {stop}")
+            log(  # checkpoints are not exported: only a call that finds this machine warm can resume them
+                f"deadline: {stop} (on this machine only: a call that finds it warm resumes the run, "
+                "a fresh one starts it again)"
+            )
     return done[first:]

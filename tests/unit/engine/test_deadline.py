@@ -32,7 +32,7 @@ def test_an_epoch_must_end_before_the_deadline() -> None:
     with dl.deadline(160.0, clock):
         assert dl.now() == 100.0 and dl.remaining() == 60.0
         dl.check(60.0)  # ends exactly at the deadline: allowed
-        with pytest.raises(dl.DeadlineReached, match="resumes"):
+        with pytest.raises(dl.DeadlineReached, match="checkpoint of the last epoch stands"):
             dl.check(60.5)
         clock.t = 170.0  # past the deadline: even a zero-length epoch is refused
         with pytest.raises(dl.DeadlineReached):
