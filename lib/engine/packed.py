@@ -282,29 +282,29 @@ class Member:
     loss_key: Hashable | None = None
 
 
-def _loss_groups(members: Sequence[Member]) -> list[Any]:
-    """Index groups of runs computed by one loss call: runs sharing a ``loss_key`` (a slice when
-    they are contiguous, else an index list), every other run alone (an int)."""
+def _loss_groups(members: Sequence[Member], device: torch.device) -> list[tuple[Any, Member]]:
+    """The runs computed by one loss call, with the run whose ``loss_fn`` computes them: runs sharing a
+    ``loss_key`` (a slice when they are contiguous, else an index tensor on ``device``, made once),
+    every other run alone (an int)."""
     keys: dict[Hashable, list[int]] = {}
-    out: list[Any] = []
+    out: list[tuple[Any, Member]] = []
     for i, m in enumerate(members):
         if m.loss_key is None:
-            out.append(i)
+            out.append((i, m))
         else:
             keys.setdefault(m.loss_key, []).append(i)
     for idx in keys.values():
         contiguous = idx == list(range(idx[0], idx[-1] + 1))
-        out.append(slice(idx[0], idx[-1] + 1) if contiguous else idx)
+        rows = slice(idx[0], idx[-1] + 1) if contiguous else torch.tensor(idx, device=device)
+        out.append((rows, members[idx[0]]))
     return out
 
 
-def _losses(members: Sequence[Member], groups: Sequence[Any], out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
+def _losses(groups: Sequence[tuple[Any, Member]], n: int, out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
     """The per-run losses (G,) of one packed forward ``out`` with labels ``y`` (G, B)."""
-    loss = torch.empty(len(members), device=y.device)
-    for grp in groups:
-        first = members[grp if isinstance(grp, int) else (grp.start if isinstance(grp, slice) else grp[0])]
-        rows = grp if not isinstance(grp, list) else torch.tensor(grp, device=y.device)
-        loss[grp if not isinstance(grp, list) else rows] = first.loss_fn(take_rows(out, rows), y[rows], epoch).float()
+    loss = torch.empty(n, device=y.device)
+    for rows, member in groups:
+        loss[rows] = member.loss_fn(take_rows(out, rows), y[rows], epoch).float()
     return loss
 
 
@@ -375,7 +375,7 @@ def fit_packed(
     diverged: list[int | None] = [None] * n
     x_dev, y_dev = data[0].to(dev), data[1].to(dev)
     iters = [BatchIterator(x_dev, y_dev, batch_size, shuffle=True, seed=m.seed, device=dev) for m in members]
-    groups = _loss_groups(members)
+    groups = _loss_groups(members, dev)
 
     spans = [float(h["seconds"]) * int(h.get("packed", h.get("stacked", n))) for h in histories[0]]
     step0 = members[0].step
@@ -410,7 +410,7 @@ def fit_packed(
                         for p, g in zip(plist, grads):
                             p.grad = g
                     else:
-                        loss = _losses(members, groups, forward(pack_inputs(xs)), y, epoch)
+                        loss = _losses(groups, n, forward(pack_inputs(xs)), y, epoch)
                         loss.sum().backward()
                 optimizer.step()
                 totals += loss.detach().float() * int(y.shape[1])
