@@ -10,9 +10,9 @@ torch-uncertainty's ``PackedConv2d``, with no sharing between runs):
 * the input is the runs' batches side by side along the channel dimension, ``(B, G*C, H, W)``
   (:func:`pack_inputs`), so every channel-wise operation (ReLU, pooling, residual sums) acts on each
   run's channels alone; a submodule that declares ``packed_layout = "leading"`` (a head with a softmax
-  over its last dimension, say) receives ``(G, B, d)`` instead and returns outputs with a leading run
-  dimension, which is what :class:`Packed` returns (without such a module the output ``(B, G*C)`` is
-  turned into ``(G, B, C)``).
+  over its last dimension, say) takes flat features, receives ``(G, B, d)`` instead of ``(B, G*d)``
+  and returns outputs with a leading run dimension, which is what :class:`Packed` returns (without
+  such a module the output ``(B, G*C)`` is turned into ``(G, B, C)``).
 
 Each tensor of the packed state is the runs' tensors stacked run-major (its first dimension is G
 times the run's, or G), so :meth:`Packed.run_state` / :meth:`Packed.load_runs` convert to and from
@@ -113,16 +113,16 @@ def _pack_leaf(module: nn.Module, runs: int, leading: bool) -> nn.Module | None:
     return module
 
 
-def _to_leading(pack: Packed):
-    """A forward pre-hook: the runs' features side by side (B, G*d) -> one row block per run (G, B, d),
-    unless an earlier module of this forward already gave the leading layout."""
+def _to_leading(runs: int):
+    """A forward pre-hook: flat features of the runs side by side (B, G*d) -> one row block per run
+    (G, B, d); an input with more dimensions already has the leading layout (an earlier leading
+    module's output) and passes as it is. Stateless, so it traces under ``torch.compile``."""
 
     def hook(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        if pack._leading:
-            return args
-        pack._leading = True
         h, *rest = args
-        return (h.unflatten(-1, (pack.runs, -1)).movedim(-2, 0), *rest)
+        if h.ndim != 2:
+            return args
+        return (h.unflatten(-1, (runs, -1)).movedim(-2, 0), *rest)
 
     return hook
 
@@ -144,7 +144,7 @@ class Packed(nn.Module):
         ):
             raise ValueError("models: a pack needs models of one architecture (same state_dict keys and shapes)")
         self.runs = g = len(models)
-        self._shapes, self._leading = shapes, False
+        self._shapes = shapes
         net = copy.deepcopy(models[0])
         leading = {n for n, m in net.named_modules() if getattr(m, "packed_layout", None) == "leading"}
         self.leading_output = bool(leading)
@@ -155,12 +155,11 @@ class Packed(nn.Module):
                 parent, _, attr = name.rpartition(".")
                 setattr(net.get_submodule(parent) if parent else net, attr, new)
             if name in leading:
-                (new or module).register_forward_pre_hook(_to_leading(self))
+                (new or module).register_forward_pre_hook(_to_leading(g))
         self.net = net
         self.load_runs(states)
 
     def forward(self, x: Any) -> Any:
-        self._leading = False  # the layout of this forward so far (the first leading module turns it)
         out = self.net(x)
         if self.leading_output:
             return out

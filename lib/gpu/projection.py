@@ -175,7 +175,7 @@ def bench(
         per.setdefault(k, v)
     b = Bench(per, stack, f"{source} ({results.get('device', '?')})", cpu, alone)
     b.pack_seconds = max((float(r.get("compile_seconds", 0.0)) for r in stacked if stack > 1), default=0.0)
-    b.compiled = stack > 1 and any(r.get("compiled") for r in stacked)
+    b.compiled = stack > 1 and all(r.get("compiled") for r in stacked)  # where compiled packs won for every method
     ratios = [
         secs / est
         for (d, m, e, w), secs in runs.items()

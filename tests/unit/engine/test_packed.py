@@ -89,6 +89,22 @@ def test_depthwise_and_classifier_networks_pack():
         torch.testing.assert_close(out[g], n(x), rtol=1e-5, atol=1e-6)
 
 
+def test_a_pack_traces_whole_under_torch_compile():
+    """The pack's forward and backward trace without a graph break (its layout hooks are stateless),
+    and the traced module computes what the eager one does (AOT-eager backend: no C compiler needed)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    pack = Packed([_moe(s) for s in range(3)]).train()
+    twin = copy.deepcopy(pack)  # a copy computes alone: its hooks hold no state of the original
+    xs = pack_inputs([torch.randn(5, 3, 8, 8) for _ in range(3)])
+    out = torch.compile(pack, backend="aot_eager")(xs)
+    out.probs.sum().backward()
+    torch.testing.assert_close(out.probs, twin(xs).probs, rtol=1e-5, atol=1e-6)
+    assert not torch._dynamo.utils.counters["graph_break"]
+
+
 def test_a_pack_refuses_what_it_cannot_hold():
     with pytest.raises(ValueError, match="models: cannot pack LayerNorm"):
         Packed([nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4)) for _ in range(2)])

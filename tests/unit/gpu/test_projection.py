@@ -197,3 +197,48 @@ def test_a_call_sizes_by_its_own_gpus_benchmark_where_one_is_committed(tmp_path,
     assert pj.bench(device="NVIDIA H100 80GB HBM3").epoch_seconds[("cifar10h", "vanilla")] == 4.0
     assert pj.bench(device="NVIDIA A100-SXM4-40GB").epoch_seconds[("cifar10h", "vanilla")] == 3.0
     assert pj.bench().source.startswith("epoch_cuda-NVIDIA_H200.json")
+
+
+PACKED = {
+    "device": "NVIDIA H100 80GB HBM3",
+    "results": [{"name": "cifar10h", "method": m, "epoch_seconds": 6.0} for m in ("vanilla", "fgr")],
+    "packed": [
+        {"name": "cifar10h", "method": "vanilla", "pack": 8, "compiled": False, "run_epoch_seconds": 1.5},
+        {
+            "name": "cifar10h",
+            "method": "vanilla",
+            "pack": 16,
+            "compiled": True,
+            "run_epoch_seconds": 1.0,
+            "compile_seconds": 40.0,
+        },
+        {
+            "name": "cifar10h",
+            "method": "fgr",
+            "pack": 16,
+            "compiled": True,
+            "run_epoch_seconds": 2.0,
+            "compile_seconds": 60.0,
+        },
+        {"name": "cifar10h", "method": "fgr", "pack": 32, "compiled": True, "error": "OutOfMemoryError: x"},
+    ],
+    "stacked": [{"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 0.1}],  # older: unused
+}
+
+
+def test_packs_size_by_each_methods_cheapest_measured_pack_and_pay_their_compile_once(tmp_path, monkeypatch):
+    """A benchmark with packs: each method's cheapest pack counts (failed ones do not, nor older vmap
+    stacks), the queue compiles where compiled packs won, and every pack of several runs pays the
+    largest measured build-and-compile time once."""
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
+    b = pj.bench(PACKED, "epoch_cuda-H100.json")
+    assert b.stack == 16 and b.compiled and b.pack_seconds == 60.0
+    assert b.epoch_seconds[("cifar10h", "vanilla")] == 1.0 and b.epoch_seconds[("cifar10h", "fgr")] == 2.0
+    one = [tiny_config("vanilla", 0, epochs=10, warmup_epochs=0)]
+    two = [tiny_config("vanilla", s, epochs=10, warmup_epochs=0) for s in (0, 1)]
+    alone = pj.batch_seconds(b, "cifar10h", one, 16)
+    assert alone == pytest.approx(pj.run_seconds(b, "cifar10h", one[0], 1))  # a run alone: no pack to build
+    packed = pj.batch_seconds(b, "cifar10h", two, 16)
+    assert packed == pytest.approx(2 * pj.run_seconds(b, "cifar10h", two[0], 2) + 60.0)
+    eager = {**PACKED, "packed": [dict(r, compiled=False) for r in PACKED["packed"]]}
+    assert not pj.bench(eager, "epoch_cuda-H100.json").compiled
