@@ -281,7 +281,7 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
     b = b or bench()
     unit = "CPU-minutes, cpu-extrapolated" if b.cpu_extrapolated else "GPU-minutes"
     lines = [
-        f"projected from {b.source}: {unit}; stacks of {b.stack} run(s) as measured"
+        f"projected from {b.source}: {unit}; packs of up to {b.stack} run(s) as measured"
         + (f", {b.workers} processes at once (each run {b.slowdown:.2f} x as long)" if b.workers > 1 else "")
         + "; "
         f"{SESSION_TRAIN_MINUTES:g} training minutes per {SESSION_MINUTES:g}-minute GPU session "
@@ -292,7 +292,7 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
         its = [it for it in items if it.page == page]
         left = [it for it in its if not it.done]
         mins = page_minutes(left, b)
-        how = "stacked" if get_page(page).bench else "one at a time"  # the benchmarked pages train stacked
+        how = "packed" if get_page(page).bench else "one at a time"  # the benchmarked pages train packed
         if mins is None:
             cost = "    (no benchmark: each run must end inside one call)"
         else:

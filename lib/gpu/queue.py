@@ -206,7 +206,7 @@ def _train(
                     f"{left[0].id}, takes ~{one[2] / 60:.1f} min: they are the next call's"
                 )
                 return
-            log(f"{page.name}: {len(batch)} run(s) in stacks of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
+            log(f"{page.name}: {len(batch)} run(s) in packs of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
         try:
             page.train(batch, cfg, data, stack=n, on_done=on_done, log=log, compile=bool(sizing and sizing.compiled))
         except Exception as err:
@@ -216,9 +216,9 @@ def _train(
                 raise
             cap = size // 2 if oom else 1
             log(
-                f"{page.name}: out of memory in a stack of up to {size}: stacks of {cap} from here"
+                f"{page.name}: out of memory in a pack of up to {size}: packs of {cap} from here"
                 if oom
-                else f"{page.name}: a stack of up to {size} failed ({error_line(err)}): runs alone from here"
+                else f"{page.name}: a pack of up to {size} failed ({error_line(err)}): runs alone from here"
             )
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()

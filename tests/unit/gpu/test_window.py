@@ -106,7 +106,7 @@ def test_with_a_benchmark_only_runs_whose_stacks_end_in_time_start(results, two_
     # Sensitivity's Vanilla is CIFAR-10H's run (same key): published from the cache, not trained again
     assert [json.loads(p.read_text())["method"] for p in got] == ["single", "vanilla", "fgr", "vanilla"]
     assert clock.t == pytest.approx(60.0)
-    assert "cifar10h: 3 run(s) in stacks of at most 3, ~1.0 min (test)" in said
+    assert "cifar10h: 3 run(s) in packs of at most 3, ~1.0 min (test)" in said
     assert [s for s in said if "no run left fits" in s] == [
         "cifar10h: no run left fits the 0.2 min left; the next, cifar10h/robust/lam2.0/w1/s0, takes ~0.3 min: "
         "they are the next call's",
@@ -129,12 +129,12 @@ CUDNN = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore lines")
     ("error", "lines"),
     [
         # a device that holds one run at a time: stacks of 8, 4 and 2 run out of memory
-        (OOM, [f"cifar10h: out of memory in a stack of up to {n}: stacks of {n // 2} from here" for n in (8, 4, 2)]),
+        (OOM, [f"cifar10h: out of memory in a pack of up to {n}: packs of {n // 2} from here" for n in (8, 4, 2)]),
         # as on the H200's benchmark: stacks of several runs raise otherwise; runs alone train
         (
             CUDNN,
             [
-                "cifar10h: a stack of up to 8 failed (RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED): runs alone from here"
+                "cifar10h: a pack of up to 8 failed (RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED): runs alone from here"
             ],
         ),
     ],
@@ -165,8 +165,8 @@ def test_stacks_hold_at_most_what_the_benchmark_measured(results):
     b = projection.Bench({("cifar10h", "vanilla"): 0.1, ("cifar10h", "fgr"): 0.2}, 1, "test", False)
     said: list[str] = []
     q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=said.append, sizing=b)
-    sizes = [s for s in said if "in stacks of at most" in s]
-    assert sizes and all("in stacks of at most 1," in s for s in sizes)
+    sizes = [s for s in said if "in packs of at most" in s]
+    assert sizes and all("in packs of at most 1," in s for s in sizes)
 
 
 @pytest.mark.parametrize(
