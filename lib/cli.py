@@ -91,22 +91,49 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="largest chunk in MiB (default: what fits one 64 MiB call beside the tree and results/)",
     )
+    pk.add_argument(
+        "--with",
+        dest="extra",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="other ignored paths the training call needs (e.g. .weights): say which calls carry what",
+    )
+    pk.add_argument(
+        "--staged",
+        action="store_true",
+        help="on the GPU machine, between staged calls: which chunks are here and sound (packs nothing)",
+    )
     pk.set_defaults(func=cmd_pack)
     return parser
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    """``pack``: the dataset's files as numbered chunks under .packs/ (lib.gpu.packs)."""
-    from lib.gpu.packs import check_carry, pack
+    """``pack``: the dataset's files as numbered chunks under .packs/ (lib.gpu.packs); with ``--with``,
+    the calls that carry them and those paths to one warm machine when they do not fit one call
+    (:func:`lib.gpu.packs.stages`); ``--staged``: on that machine, which chunks have come."""
+    from lib.gpu.packs import check_carry, pack, staged, stages
 
+    if args.staged:
+        print(staged(args.dataset))
+        return 0
     try:
         parts = pack(args.dataset, args.max_mib)
     except FileNotFoundError as err:  # the data is not on this machine: bad input, one line
         raise ValueError(f"dataset: {err}") from None
     for p in parts:
         print(p)
-    folder = parts[-1].parent.relative_to(repo_root())
-    print(check_carry([str(folder)]) + f": carry {folder} whole in every call (results/README.md)")
+    folder = str(parts[-1].parent.relative_to(repo_root()))
+    calls = stages([folder, *args.extra])
+    if len(calls) == 1:
+        print(check_carry(calls[0]) + f": carry {' '.join([folder, *args.extra])} in every call (results/README.md)")
+        return 0
+    print(
+        f"{folder} and {' '.join(args.extra) or 'nothing else'} take {len(calls)} calls to one warm machine "
+        f"(results/README.md, staged data); the last trains:"
+    )
+    for i, carry in enumerate(calls, 1):
+        print(f"  call {i}: carry {' '.join(carry)}  ({check_carry(carry, staged=True)})")
     return 0
 
 

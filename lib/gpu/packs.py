@@ -50,6 +50,8 @@ __all__ = [
     "PACKS",
     "check_carry",
     "chunk_budget_mib",
+    "stages",
+    "staged",
     "pack",
     "packs_dir",
     "tree_bytes",
@@ -216,9 +218,10 @@ def unpack_all(src: Path | None = None) -> list[str]:
     return lines
 
 
-def check_carry(carry: Sequence[str], root: Path | None = None) -> str:
+def check_carry(carry: Sequence[str], root: Path | None = None, staged: bool = False) -> str:
     """Check a call that carries the ignored paths ``carry`` (relative to the repository root) beside
-    the tree: every pack it carries is whole (manifest and every chunk) and all of it fits
+    the tree: every pack it carries is whole (manifest and every chunk; ``staged``: one call of
+    :func:`stages`, whose chunks gather on a warm machine, may carry part of one) and all of it fits
     :data:`CALL_MIB`. Returns one line with the sizes; raises ``ValueError`` saying what is wrong."""
     root = root or repo_root()
     files: set[Path] = set()
@@ -227,7 +230,8 @@ def check_carry(carry: Sequence[str], root: Path | None = None) -> str:
         if not p.exists():
             raise ValueError(f"carry: {c} does not exist here (python -m lib pack NAME writes .packs/NAME)")
         files |= {p} if p.is_file() else {f for f in p.rglob("*") if f.is_file()}
-    for folder in sorted({f.parent for f in files if f.name == "manifest.json" or f.name.startswith("part-")}):
+    packed = {f.parent for f in files if f.name == "manifest.json" or f.name.startswith("part-")}
+    for folder in [] if staged else sorted(packed):
         lacking = [
             n for n in ["manifest.json", *(q["file"] for q in _manifest(folder)["parts"])] if folder / n not in files
         ]
@@ -238,9 +242,67 @@ def check_carry(carry: Sequence[str], root: Path | None = None) -> str:
             )
     tree, carried = tree_bytes(root), sum(f.stat().st_size for f in files)
     line = f"carry: tree {tree / MIB:.1f} MiB + {' '.join(carry) or 'nothing'} {carried / MIB:.1f} MiB = {(tree + carried) / MIB:.1f} MiB of {CALL_MIB:g}"
+    line += " (staged: the chunks gather on the warm machine)" if staged else ""
     if tree + carried > CALL_MIB * MIB:
         raise ValueError(
             f"{line}: the call would be refused. Carry fewer packs per call, or keep results/ out of the "
             "tree ($CALIBOOK_RESULTS) until it fits"
         )
     return line
+
+
+def stages(
+    carry: Sequence[str], root: Path | None = None, call_mib: float = CALL_MIB, margin_mib: float = MARGIN_MIB
+) -> list[list[str]]:
+    """What consecutive calls to one warm machine carry when ``carry`` (packs under ``.packs/`` and other
+    ignored paths, e.g. ``.weights``) does not fit one call: each call's paths, packs first (each one's
+    manifest with its first chunk, its chunks in order), the other paths last, every call within
+    ``call_mib`` beside the tree and ``margin_mib``. The machine keeps what earlier calls left while it
+    is warm (30 s after a call), so the last call finds the packs whole (:func:`staged`) and trains;
+    a call that finds the machine cold finds chunks missing and says so. One call when all fits."""
+    root = root or repo_root()
+    room = (call_mib - margin_mib) * MIB - tree_bytes(root)
+    items: list[tuple[str, int]] = []
+    for c in carry:
+        p = root / c
+        if not p.exists():
+            raise ValueError(f"carry: {c} does not exist here (python -m lib pack NAME writes .packs/NAME)")
+        if (p / "manifest.json").exists():
+            parts = [q["file"] for q in _manifest(p)["parts"]]
+            items += [(f"{c}/{n}", (p / n).stat().st_size) for n in ["manifest.json", *parts]]
+    for c in carry:
+        p = root / c
+        if not (p / "manifest.json").exists():
+            items.append(
+                (c, p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file()))
+            )
+    calls: list[list[str]] = [[]]
+    used = 0
+    for path, size in items:
+        if size > room:
+            raise ValueError(
+                f"carry: {path} ({size / MIB:.1f} MiB) does not fit one call beside the tree; pack smaller chunks"
+            )
+        if used + size > room and calls[-1]:
+            calls.append([])
+            used = 0
+        calls[-1].append(path)
+        used += size
+    return calls
+
+
+def staged(name: str, src: Path | None = None) -> str:
+    """On the machine, between the calls of :func:`stages`: which chunks of pack ``name`` are here and
+    sound (each checked against the manifest), and which are still to come; one line."""
+    folder = (src or packs_dir()) / name
+    if not (folder / "manifest.json").exists():
+        return f"pack {name}: no manifest here yet (the first call of the stages carries it)"
+    parts = _manifest(folder)["parts"]
+    here = [q for q in parts if (folder / q["file"]).exists()]
+    for q in here:
+        if hashlib.sha256((folder / q["file"]).read_bytes()).hexdigest() != q["sha256"]:
+            raise ValueError(f"{folder / q['file']}: damaged chunk (SHA-256 differs from manifest.json)")
+    to_come = [q["file"] for q in parts if q not in here]
+    return f"pack {name}: {len(here)} of {len(parts)} chunks here and sound" + (
+        f"; to come: {', '.join(to_come)}" if to_come else "; whole"
+    )

@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
         "pages", nargs="*", help=f"pages (default: every one that can run here, in this order): {', '.join(PAGES)}"
     )
     ap.add_argument(
+        "--target",
+        default=None,
+        help="only this target's runs of a page with targets (PACS: art_painting, cartoon, photo or sketch)",
+    )
+    ap.add_argument(
         "--minutes",
         type=parse_minutes,
         default=9.0,
@@ -153,6 +158,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--export", metavar="TGZ", help="write every record this call published into archives")
     ap.add_argument("--log", metavar="FILE", help="also write every line, and the progress lines only, to this file")
     ap.add_argument("--carry", nargs="+", metavar="PATH", help="check here what a call carrying these paths sends")
+    ap.add_argument(
+        "--staged",
+        action="store_true",
+        help="with --carry: one call of a staged sequence (python -m lib pack NAME --with ...), part of a pack allowed",
+    )
     ap.add_argument(
         "--workers",
         type=parse_stack,
@@ -209,13 +219,20 @@ def _window(
         if missing([p]):
             say(f"skipped {p}: this machine lacks {', '.join(missing([p]))}")
             pages.remove(p)
+    targets = {t for p in pages for t in get_page(p).targets if t is not None}
+    if args.target is not None and args.target not in targets:
+        raise ValueError(f"target: {args.target!r} is not a target of {', '.join(pages)}; valid: {sorted(targets)}")
     for line in packs.unpack_all():
         say(line)
     unplanned: dict[str, str] = {}
     only = set(args.runs.split(",")) if args.runs else None
 
     def todo(names: Sequence[str], unplanned: dict[str, str] | None = None) -> list[queue.Item]:
-        return [it for it in plan(names, args.scale, unplanned) if not it.done and (only is None or it.id in only)]
+        return [
+            it
+            for it in plan(names, args.scale, unplanned)
+            if not it.done and (only is None or it.id in only) and args.target in (None, it.target)
+        ]
 
     items = todo(pages, unplanned)
     for p, why in unplanned.items():
@@ -260,7 +277,7 @@ def _window(
         data=data,
         sizing=sizing,
         max_bytes=CALL_BYTES,
-        only=only,
+        only=only if args.target is None else {it.id for it in items},
         workers=workers,
     )
     left = todo([p for p in pages if p not in unplanned])
@@ -407,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_imported(transfer.import_results([Path(p) for p in args.import_from], args.scale)))
             return 0
         if args.carry:
-            print(packs.check_carry(args.carry))
+            print(packs.check_carry(args.carry, staged=args.staged))
             return 0
         explicit = bool(args.pages)
         pages = list(args.pages) or list(PAGES)

@@ -134,3 +134,55 @@ def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
         packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
     with pytest.raises(ValueError, match="name"):
         packs.pack("nope")
+
+
+def test_a_pack_too_large_for_one_call_gathers_over_staged_calls_to_a_warm_machine(tmp_path, monkeypatch):
+    """Staged calls: each carries what fits beside the tree (the manifest with the first chunk, the
+    chunks in order, other paths such as weights last); a warm machine keeps what came, says what is
+    still to come, and unpacks once whole; a cold one lacks the first calls' chunks and says which."""
+    import shutil
+
+    payload = _data(tmp_path, monkeypatch)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setenv("CALIBOOK_RESULTS", str(tree / "results"))
+    parts = packs.pack("cifar10h", max_mib=0.1, out=tree / ".packs")
+    (tree / ".weights").mkdir()
+    (tree / ".weights" / "w.pth").write_bytes(b"w" * 50_000)
+    sizes = {p.name: p.stat().st_size for p in parts}
+    room = 0.25  # MiB a call holds here: two chunks of 0.1 MiB, not three
+    calls = packs.stages([".packs/cifar10h", ".weights"], tree, call_mib=room, margin_mib=0)
+    flat = [p for c in calls for p in c]
+    assert flat == [f".packs/cifar10h/{n}" for n in ["manifest.json", *(p.name for p in parts[:-1])]] + [".weights"]
+
+    def size(rel):
+        return sizes.get(rel.rsplit("/", 1)[-1], 50_000)
+
+    for carry, after in zip(calls, [*calls[1:], None]):  # each call within the room, as full as the order allows
+        assert sum(map(size, carry)) <= room * 2**20
+        assert after is None or sum(map(size, carry)) + size(after[0]) > room * 2**20
+    assert packs.stages([".packs/cifar10h"], tree) == [[f".packs/cifar10h/{p.name}" for p in [parts[-1], *parts[:-1]]]]
+    with pytest.raises(ValueError, match="lacks"):  # part of a pack: refused unless staged
+        packs.check_carry(calls[0], tree)
+    assert "(staged: the chunks gather on the warm machine)" in packs.check_carry(calls[0], tree, staged=True)
+
+    last_chunk = max(i for i, c in enumerate(calls) if any("/part-" in p for p in c))
+    machine = tmp_path / "machine"
+    for i, carry in enumerate(calls):  # the warm machine: what each call carried stays
+        for rel in carry:
+            src, dst = tree / rel, machine / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(src, dst) if src.is_dir() else shutil.copyfile(src, dst)
+        line = packs.staged("cifar10h", machine / ".packs")
+        assert line.endswith("; whole") == (i >= last_chunk), line
+    assert "unpacked into the data cache" in packs.unpack_all(machine / ".packs")[0]
+    from lib.data.locate import local_data_cache
+
+    assert (local_data_cache() / "cifar10h" / "x.bin").read_bytes() == payload
+    cold = tmp_path / "cold" / ".packs" / "cifar10h"  # a fresh machine: the manifest, then only the last chunks
+    cold.mkdir(parents=True)
+    for rel in [".packs/cifar10h/manifest.json", *(p for p in calls[last_chunk] if "/part-" in p)]:
+        shutil.copyfile(tree / rel, cold / rel.rsplit("/", 1)[-1])
+    assert "to come: part-000.bin" in packs.staged("cifar10h", cold.parent)
+    with pytest.raises(ValueError, match="lacks part-000.bin"):
+        packs.unpack_all(cold.parent)

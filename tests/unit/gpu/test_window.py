@@ -307,6 +307,20 @@ def test_pacs_without_its_weights_is_refused_not_planned_from_scratch(results, m
     assert q.cannot_run(q.plan(["pacs"], "paper"), lib.config.settings("pacs", "paper")) is None
 
 
+def test_a_target_trains_only_its_runs_and_an_unknown_one_is_one_line(results, monkeypatch, capsys):
+    """``--target sketch``: the queue is handed only PACS's sketch runs (the user's own command's
+    target first); a target no page has is refused before anything is unpacked or trained."""
+    asked = []
+    monkeypatch.setattr(window, "run_selftest", lambda **k: "self-test: ok")
+    monkeypatch.setattr(q, "run_queue", lambda *a, **k: asked.append(k["only"]) or [])
+    assert window.main(["pacs", "--scale", "smoke", "--minutes", "5", "--target", "sketch"]) == 0
+    want = {it.id for it in q.plan(["pacs"], "smoke") if it.target == "sketch"}
+    assert asked == [want] and want and all("/sketch/" in i for i in want)
+    assert window.main(["pacs", "--scale", "smoke", "--target", "clipart"]) == 2
+    err = capsys.readouterr().err
+    assert "target: 'clipart' is not a target of pacs; valid: ['art_painting', 'cartoon', 'photo', 'sketch']" in err
+
+
 def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monkeypatch, tmp_path):
     first = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     import shutil
