@@ -329,16 +329,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         partial(_seeds, scale=scale),
         lambda n: get(n).paper,
     )
-    out = [
-        f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.",
-        "",
-        f"The rule behind every verdict, the paper's own included: {RULE}",
-        "",
-        f"**Marks**, in the three columns (the paper's own table under the same rule; ours at `{scale}`; ours "
-        f"at paper scale): {LEGEND}. Hover a mark for its verdict in words; click a claim for the paper's "
-        "sentence, our numbers and why the verdicts differ.",
-        "",
-    ]
+    out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
     groups = [g for g in GROUPS if any(r["group"] == g for r in rows)]
     groups += sorted({r["group"] for r in rows} - set(groups))
     summary = ["| | " + " | ".join(KIND_TITLES[k].split(" (")[0] for k in KIND_TITLES) + " |", "|---" * 5 + "|"]
@@ -347,13 +338,17 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         for kind in KIND_TITLES:
             c = counts([r for r in rows if r["group"] == g], kind)
             cells.append(f"{c['held']} of {c['judged']} held" if c["judged"] else "—")
-        summary.append(
-            f"| [{GROUPS.get(g, g).split(':')[0]}](#{_anchor(GROUPS.get(g, g))}) | " + " | ".join(cells) + " |"
-        )
+        summary.append(f"| {GROUPS.get(g, g).split(':')[0]} | " + " | ".join(cells) + " |")
     out += summary + [
         "",
         "Each count is over the rows with a verdict at this scale (held, did not hold or inconclusive): "
-        "claims not run for want of data, and pages not executed in this build, are in no total.",
+        "claims not run for want of data, and pages this build did not execute, are in no total.",
+        "",
+        f"**Marks**, in the three columns (the paper's own table under the same rule; ours at `{scale}`; ours "
+        f"at paper scale): {LEGEND}. Hover a mark for its verdict in words; click a claim for the paper's "
+        "sentence, our numbers and why the verdicts differ.",
+        "",
+        f"The rule behind every verdict, the paper's own included: {RULE}",
         "",
         "```{raw} html",
         _STYLE,
@@ -371,14 +366,6 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         if any(r["ours"] for r in mine):
             out += ["```{raw} html", *_table(mine, scale), "```", ""]
     return "\n".join(out) + "\n"
-
-
-def _anchor(title: str) -> str:
-    """The HTML id MyST gives a heading (``myst_heading_anchors``): lower case, punctuation dropped,
-    spaces as hyphens."""
-    import re
-
-    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", title.lower()).strip())
 
 
 def _seeds(name: str, scale: str) -> int | None:

@@ -85,7 +85,7 @@ def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.
 
 
 def seed_paired_verdict(a: pd.Series, b: pd.Series, margin: float) -> tuple[str, str]:
-    """"a - b > 0" for two per-seed series (indexed by seed): :func:`lib.report.paired_verdict` on
+    """ "a - b > 0" for two per-seed series (indexed by seed): :func:`lib.report.paired_verdict` on
     the differences of the seeds both have, so that seed s of one side meets seed s of the other
     whatever the seed counts; with no seed in common, :func:`lib.report.welch_verdict` on the two
     as independent samples. Also the text of the comparison (mean difference, seeds used)."""

@@ -171,8 +171,8 @@ def moe_claims(
 
     (i) the best non-robust method's ``subset`` ECE minus the best robust method's (best by mean);
     (ii) half of Robust MoE's ECE gain over Vanilla minus MoCaE's (:func:`small_gain_effect`): the
-    paper's "small relative to the improvement from the robust methods", not (i) again where MoCaE is
-    the best non-robust method;
+         paper's "small relative to the improvement from the robust methods", not (i) again where
+         MoCaE is the best non-robust method;
     (iii) Robust Filtered's accuracy on all points minus Robust MoE's;
     (iv) (i) on ECE+TS.
 
