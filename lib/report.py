@@ -62,9 +62,14 @@ VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale
 NOT_TESTABLE = "not testable from the paper's table"
 """The ``paper_own`` verdict of a claim whose paper reports no seeds or errors to judge it by."""
 
-KINDS: tuple[str, ...] = ("claim", "numerical check")
-"""A row of a claims table is one of the paper's empirical claims, or a check that holds by theorem
-or construction (an identity, a closed form): the latter are shown apart, never counted as held claims."""
+KINDS: tuple[str, ...] = ("claim", "numerical check", "expectation", "timing")
+"""Whose a row of a claims table is: "claim", one of the paper's empirical claims (its ``paper`` cell
+quotes or cites the sentence it encodes); "numerical check", a check that holds by theorem or
+construction (an identity, a closed form); "expectation", the book's own expectation, in no paper's
+words (a bar the book chose, a comparison the paper does not make, the cross-paper chapter's
+expectations); "timing", a cost measured once on the machine that built the book (no noise bar).
+Only "claim" rows count with the papers' claims; the ledger (:mod:`lib.ledger`) counts the others
+apart."""
 
 
 def verdict(held: bool | None) -> str:

@@ -151,9 +151,13 @@ PAGE.paper_table(res).round(4)
 # {py:func}`lib.ccc.pages.cascading.cascading_claims`, with the book's one symmetric rule: CC, UC
 # and the ablation settings are scored on the same splits, so each comparison is the mean of the
 # per-split differences against their standard error times the Student-t critical value at n - 1
-# degrees of freedom, n splits (`lib.report.paired_verdict`); "for
-# both pairs" holds only if it holds for each and fails if it fails for either. The paper reports
-# no errors for APGR, so its own table cannot be judged by the same rule.
+# degrees of freedom, n splits. The splits all resample one data set, so their spread understates
+# the noise of a finite test set (more splits shrink it, never the data's): each noise bar is at
+# least the test half's own closed-form standard error times 1.96 (the delta method on APGR over
+# the test examples, {py:func}`lib.ccc.cascade.apgr_test_se`; `lib.ccc.pages.floored_verdict`),
+# as on the same-size page. "For both pairs" holds only if it holds for each and fails if it fails
+# for either. The paper reports no errors for APGR, so its own table cannot be judged by the same
+# rule.
 
 # %%
 claims = PAGE.claims(res)

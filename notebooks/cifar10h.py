@@ -25,7 +25,8 @@
 #
 # 1. Robust MoE and FGR + Robust cut the hard-subset ECE well below Vanilla MoE, MoCaE
 #    {cite}`oksuz2024mocae` and the Single Expert; Robust Filtered has the best overall ECE.
-# 2. MoCaE (one temperature per expert) helps only modestly, and its accuracy equals Vanilla's.
+# 2. MoCaE (one temperature per expert) helps only modestly: its gains "are small relative to the
+#    improvement from the robust methods" (§6.3); and its accuracy equals Vanilla's.
 # 3. The gains survive temperature scaling {cite}`guo2017calibration` (ECE+TS).
 # 4. Robust methods lower their confidence as human agreement falls; non-robust ones stay confident
 #    (Figure 3).

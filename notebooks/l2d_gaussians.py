@@ -25,8 +25,8 @@
 #
 # **What the paper claims** (Figure 1, top row, read from the plots): on a 2-D mixture of four
 # Gaussians, (a) the softmax surrogate's expert-correctness ECE grows as the number of experts
-# goes from 1 to 8 while OvA's stays flat; (b) OvA's system accuracy is equal or slightly higher;
-# (c) with one random expert and three experts whose accuracy on two clusters grows from 20% to
+# goes from 1 to 8 while OvA's stays flat; (b) OvA's system accuracy is "slightly-to-moderately
+# superior in all cases"; (c) with one random expert and three experts whose accuracy on two clusters grows from 20% to
 # 95%, the random expert's softmax ECE climbs (above 0.4) while OvA's stays flat.
 #
 # This experiment is cheap, so the `cpu` scale runs the whole study with several seeds; the

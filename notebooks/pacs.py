@@ -25,7 +25,8 @@
 # 1. A robust method or robust composition has the lowest ECE on every target: Robust Filtered on
 #    Photo (.016), FGR + Robust on Art (.061), Robust MoE on Cartoon (.108) and Sketch (.033, against
 #    .183 for Vanilla MoE).
-# 2. MoCaE {cite}`oksuz2024mocae` helps little; Robust Filtered keeps more accuracy than Robust MoE
+# 2. MoCaE {cite}`oksuz2024mocae` helps little next to the robust methods (§6.3: its gains "are small
+#    relative to the improvement from the robust methods"); Robust Filtered keeps more accuracy than Robust MoE
 #    (Art .732 vs .692); the gains survive temperature scaling {cite}`guo2017calibration`.
 #
 # Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`.

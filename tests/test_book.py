@@ -48,7 +48,7 @@ def test_the_ledger_lists_every_page_that_judges_claims(html: Path) -> None:
 
     text = (html / "book" / "ledger.html").read_text()
     assert "not executed in this build" not in text
-    assert "held at this scale." in text
+    assert "held</strong> at this scale" in text and "<details>" in text  # counts first, details one click away
     for name in notebook_names():
         claims = read_published(executed_path(name, "smoke")).get("claims")
         if isinstance(claims, list) and claims:
@@ -118,11 +118,16 @@ def test_charts_are_rendered_as_svg(html: Path) -> None:
     assert with_svg, "no notebook page contains a rendered chart"
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed")
-def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path: Path) -> None:
-    page = html / "notebooks" / "routing_theory.html"
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (scripts/test.sh installs it where it can)"
+)
+
+
+def _dom(page: Path, profile: Path, width: int = 1280) -> str:
+    """``page`` as headless Chromium renders it offline in a ``width``-px window, its DOM after scripts ran."""
     cmd = [
-        "chromium",
+        str(CHROMIUM),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -131,11 +136,66 @@ def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        f"--user-data-dir={tmp_path}",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},900",
         "--virtual-time-budget=15000",
         "--dump-dom",
         page.as_uri(),
     ]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+
+
+@needs_chromium
+def test_page_renders_math_and_charts_in_headless_chromium(html: Path, tmp_path: Path) -> None:
+    dom = _dom(html / "notebooks" / "routing_theory.html", tmp_path)
     assert "<mjx-container" in dom, "MathJax did not typeset the page's math offline"
     assert "<svg" in dom, "no chart was rendered"
+
+
+# Measures the ledger as laid out at the window's width and writes what it found into the DOM.
+_LEDGER_PROBE = """<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth;
+  const out = {width, tables: 0, rows: 0, cut: [], heights: [], marks: 0};
+  for (const table of document.querySelectorAll("table.ledger")) {
+    out.tables += 1;
+    if (table.getBoundingClientRect().right > width + 1 || table.scrollWidth > table.clientWidth + 1) out.cut.push("table");
+    for (const row of table.querySelectorAll("tbody tr")) {
+      if (!row.querySelector("details")) continue;
+      out.rows += 1;
+      out.heights.push(row.getBoundingClientRect().height / parseFloat(getComputedStyle(row).lineHeight || 20));
+      for (const cell of row.children) {
+        const box = cell.getBoundingClientRect();
+        if (box.right > width + 1 || cell.scrollWidth > cell.clientWidth + 1) out.cut.push(cell.textContent.slice(0, 60));
+        if (cell.classList.contains("mark") && box.width > 0 && cell.textContent.trim()) out.marks += 1;
+      }
+    }
+  }
+  document.body.setAttribute("data-ledger-probe", JSON.stringify(out));
+});
+</script>"""
+
+
+@needs_chromium
+def test_the_ledger_reads_at_a_glance_in_headless_chromium(html: Path, tmp_path: Path) -> None:
+    """At 1280 px the ledger's tables fit the page (nothing cut off at the right edge), every row
+    shows its three marks, and a row is one claim's line (its details folded), not a paragraph."""
+    import json
+    import re
+    import statistics
+
+    ledger = html / "book" / "ledger.html"
+    probe = ledger.with_name("_ledger_probe.html")  # beside the page, so its styles and scripts load alike
+    probe.write_text(ledger.read_text().replace("</body>", _LEDGER_PROBE + "</body>"))
+    try:
+        dom = _dom(probe, tmp_path)
+    finally:
+        probe.unlink()
+    found = re.search(r'data-ledger-probe="([^"]*)"', dom)
+    assert found, "the probe did not run in the ledger page"
+    got = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert got["tables"] >= 4 and got["rows"] > 20, got
+    assert not got["cut"], f"cut off at {got['width']} px: {got['cut'][:5]}"
+    assert got["marks"] == 3 * got["rows"], got
+    lines = sorted(got["heights"])
+    assert statistics.median(lines) <= 2.5 and lines[-1] <= 4.5, f"rows too tall (in lines): {lines[-10:]}"

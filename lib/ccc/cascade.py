@@ -119,7 +119,11 @@ def _binned_table(
 @dataclass
 class CascadeCurve:
     """A cascade's test-half (fraction on small, accuracy) points for k = 0..B bins kept on the small
-    model, the bins' ``order`` and calibration-half ``table``, and the two models' accuracies alone."""
+    model, the bins' ``order`` and calibration-half ``table``, and the two models' accuracies alone.
+    A curve of :func:`cascade_curve` also holds, per test example, ``to_large`` (the share of the
+    cost axis, trapezoid-weighted as APGR integrates it, over which the example goes to the large
+    model) and ``gain`` (large's correctness minus small's), from which its APGR is the ratio
+    mean(to_large x gain) / mean(gain) (:func:`apgr_test_se`)."""
 
     frac_small: np.ndarray
     accuracy: np.ndarray
@@ -127,6 +131,8 @@ class CascadeCurve:
     table: pd.DataFrame
     acc_small: float
     acc_large: float
+    to_large: np.ndarray | None = None
+    gain: np.ndarray | None = None
 
     @property
     def cost(self) -> np.ndarray:
@@ -166,7 +172,17 @@ def cascade_curve(small: ModelOutputs, large: ModelOutputs, n_bins: int = 15) ->
     # Keeping bins order[:k] on the small model: correct = small's hits there + large's elsewhere.
     kept_small, kept_large, kept_n = (np.concatenate([[0.0], np.cumsum(v[order])]) for v in (cs, cl, cnt))
     accuracy = (kept_small + cl.sum() - kept_large) / n
-    return CascadeCurve(kept_n / n, accuracy, order, table, small.acc_test, large.acc_test)
+    frac_small = kept_n / n
+    # APGR's trapezoid weight of each point k (sorted by cost as apgr sorts it); an example in the bin
+    # of rank r stays on the small model for k > r, so it goes to the large one over points 0..r
+    cost = 1.0 - frac_small
+    by_cost = np.argsort(cost, kind="stable")
+    step = np.diff(cost[by_cost]) / 2
+    weight = np.zeros_like(cost)
+    weight[by_cost] = np.concatenate([step, [0.0]]) + np.concatenate([[0.0], step])
+    to_large = np.cumsum(weight)[table["rank"].to_numpy()[bins_test]]
+    gain = large.correct_test.astype(np.float64) - small.correct_test.astype(np.float64)
+    return CascadeCurve(frac_small, accuracy, order, table, small.acc_test, large.acc_test, to_large, gain)
 
 
 CURVES: tuple[str, ...] = ("CC (calibrated)", "UC (uncalibrated)", "RC (random)")
@@ -242,6 +258,31 @@ def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
     if ks.size == 0 or gap < 1e-12:
         raise ValueError("large: must differ in accuracy from small on a non-empty test half")
     return float(np.sqrt(np.mean(ks != kl) / ks.size) / gap)
+
+
+def apgr_test_se(curve: CascadeCurve, other: CascadeCurve | None = None) -> float:
+    """The standard error, over the test half's examples, of ``curve``'s APGR, or of the difference
+    of its APGR and ``other``'s on the same test half (the same two models' correctness: another
+    calibrator, uncalibrated, or other bins): the delta method on APGR = mean(u g) / mean(g), u an
+    example's share of the cost axis on the large model and g large's correctness minus small's
+    (:class:`CascadeCurve`), for the bins fixed by the calibration half. Its influence per example
+    is (u - APGR) g / mean(g), so SE = sd of that / sqrt(n); it is at most about :func:`apgr_se`
+    (|u - APGR| <= 1), and far smaller for two curves that route alike. The noise of a finite test
+    set, which resampling one data set into halves does not show (paper 3's pages floor their
+    split-to-split SE by it)."""
+    if curve.to_large is None or curve.gain is None:
+        raise ValueError("curve: needs the per-example terms of cascade_curve (to_large, gain)")
+    u, g, value = curve.to_large, curve.gain, curve.apgr()
+    if other is not None:
+        if other.to_large is None or other.gain is None:
+            raise ValueError("other: needs the per-example terms of cascade_curve (to_large, gain)")
+        if other.gain.shape != g.shape or not np.array_equal(other.gain, g):
+            raise ValueError("other: must be a curve of the same two models' correctness on the same test half")
+        u, value = u - other.to_large, value - other.apgr()
+    if g.size < 2 or abs(float(g.mean())) < 1e-12:
+        raise ValueError("curve: needs two or more test examples and models that differ in accuracy")
+    influence = (u - value) * g / float(g.mean())
+    return float(influence.std(ddof=1) / np.sqrt(g.size))
 
 
 # --- routing between two models of the same size (section 3.3) ------------------------------------

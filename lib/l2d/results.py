@@ -25,9 +25,14 @@ eye), beyond the noise of the per-seed rises (:func:`lib.report.t_verdict`) and 
 RANDOM_EXPERT_ECE_MIN: float = 0.4
 """The paper's 'rises to above 0.4' (Fig. 1c/f) -- the random expert's softmax ECE at the others' best quality."""
 
-OVA_ACCURACY_TOL: float = 0.005
-"""'OvA system accuracy is equal or higher': OvA at most this (half a point) below softmax, beyond the
-noise of the paired per-seed differences (:func:`lib.report.paired_verdict`) and OVA_ACCURACY_TOL / 2."""
+OVA_ACCURACY_MARGIN: float = 0.0025
+"""'OvA system accuracy is higher than softmax's' (the paper: 'slightly-to-moderately superior in all
+cases', Sec. 5.2; 'a slight edge', Sec. 5.4): the smallest edge the claim is about (a quarter point),
+below which, or within the noise of the per-seed differences, it is inconclusive."""
+
+ACCURACY_EXPERIMENTS: tuple[str, ...] = ("experts", "specialized")
+"""The sweeps whose system accuracy the paper reports (Fig. 1b/e, Fig. 2b); the dependence sweep's
+(Fig. 1c/f) shows ECE only."""
 
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
@@ -68,10 +73,31 @@ def _per_seed(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) ->
     return sub.pivot_table(index="seed", columns="value", values=metric)
 
 
-def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.ndarray:
-    """Per seed: metric at the largest value of the sweep minus metric at the smallest."""
+def _rise_by_seed(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> pd.Series:
+    """Per seed (the index): metric at the largest value of the sweep minus metric at the smallest."""
     t = _per_seed(df, experiment, surrogate, metric)
-    return (t[t.columns.max()] - t[t.columns.min()]).to_numpy()
+    return (t[t.columns.max()] - t[t.columns.min()]).dropna()
+
+
+def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.ndarray:
+    """:func:`_rise_by_seed` as an array."""
+    return _rise_by_seed(df, experiment, surrogate, metric).to_numpy()
+
+
+def seed_paired_verdict(a: pd.Series, b: pd.Series, margin: float) -> tuple[str, str]:
+    """ "a - b > 0" for two per-seed series (indexed by seed): :func:`lib.report.paired_verdict` on
+    the differences of the seeds both have, so that seed s of one side meets seed s of the other
+    whatever the seed counts; with no seed in common, :func:`lib.report.welch_verdict` on the two
+    as independent samples. Also the text of the comparison (mean difference, seeds used)."""
+    a, b = a.dropna(), b.dropna()
+    if a.empty or b.empty:
+        return report.VERDICTS[2], "no runs"
+    seeds = a.index.intersection(b.index)
+    if len(seeds):
+        d = (a[seeds] - b[seeds]).to_numpy()
+        return report.paired_verdict(d, margin), f"{d.mean():+.4f} (paired over {_seeds(d)})"
+    diff = float(a.mean() - b.mean())
+    return report.welch_verdict(a, b, margin), f"{diff:+.4f} (unpaired: {len(a)} and {len(b)} seeds, Welch)"
 
 
 def _seeds(x: np.ndarray) -> str:
@@ -87,7 +113,11 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
       +-:data:`FLAT_TOL`; again for specialized experts (Fig. 2) when run;
     * the random expert's softmax ECE rises with the others' quality, more than OvA's, and exceeds
       :data:`RANDOM_EXPERT_ECE_MIN` at the highest;
-    * OvA's system accuracy is at most :data:`OVA_ACCURACY_TOL` below softmax's.
+    * OvA's system accuracy is higher than softmax's (beyond :data:`OVA_ACCURACY_MARGIN`) in every
+      sweep of :data:`ACCURACY_EXPERIMENTS` run (per seed, the mean over the sweep's points of OvA -
+      softmax at that seed and point).
+
+    Two surrogates' runs are compared seed by seed (:func:`seed_paired_verdict`), never by position.
 
     The paper gives plots only, so ``paper_own`` is not testable."""
     rows: list[dict[str, Any]] = []
@@ -116,9 +146,10 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
             report.t_verdict(FLAT_TOL - abs(m_ova), report.standard_error(ova), FLAT_TOL / 3, df=max(len(ova) - 1, 0)),
         )
     if (df.experiment == "dependence").any():
-        sm = _rise(df, "dependence", "softmax", "ece_random_expert")
-        ova = _rise(df, "dependence", "ova", "ece_random_expert")
-        parts = (report.paired_verdict(sm, ECE_MARGIN), report.paired_verdict(sm - ova, ECE_MARGIN))
+        sm_s = _rise_by_seed(df, "dependence", "softmax", "ece_random_expert")
+        sm, ova = sm_s.to_numpy(), _rise(df, "dependence", "ova", "ece_random_expert")
+        less, _ = seed_paired_verdict(sm_s, _rise_by_seed(df, "dependence", "ova", "ece_random_expert"), ECE_MARGIN)
+        parts = (report.paired_verdict(sm, ECE_MARGIN), less)
         add(
             "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
             "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",
@@ -133,12 +164,23 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
             f"{np.mean(top):.3f} ({_seeds(top)})",
             report.paired_verdict(top - RANDOM_EXPERT_ECE_MIN, ECE_MARGIN),
         )
-    acc = df.pivot_table(index=["experiment", "value", "seed"], columns="surrogate", values="system_accuracy")
-    diff = (acc["ova"] - acc["softmax"]).groupby(level="seed").mean().to_numpy()
-    add(
-        "OvA system accuracy is equal or higher than softmax",
-        "equal or slightly higher (Fig. 1b/e, Fig. 2b)",
-        f"OvA - softmax = {np.mean(diff):+.4f} (mean over all settings, {_seeds(diff)})",
-        report.paired_verdict(diff + OVA_ACCURACY_TOL, OVA_ACCURACY_TOL / 2),
-    )
+    sweeps = [e for e in ACCURACY_EXPERIMENTS if (df.experiment == e).any()]
+    if sweeps:
+        verdicts, texts = [], []
+        for exp in sweeps:
+            sub = df[df.experiment == exp]
+            # per seed, each surrogate's accuracy averaged over the sweep's points
+            per_seed = {
+                s: sub[sub.surrogate == s].groupby("seed")["system_accuracy"].mean() for s in ("ova", "softmax")
+            }
+            v, text = seed_paired_verdict(per_seed["ova"], per_seed["softmax"], OVA_ACCURACY_MARGIN)
+            verdicts.append(v)
+            texts.append(f"{exp}: {text}")
+        add(
+            "OvA system accuracy is higher than softmax's (every sweep)",
+            "'the OvA parameterization is slightly-to-moderately superior in all cases' (Sec. 5.2, Fig. 1b/e); "
+            "'both methods are competitive, with OvA (orange) having a slight edge' (Sec. 5.4, Fig. 2b)",
+            "OvA - softmax, mean over each sweep's points: " + "; ".join(texts),
+            report.every(verdicts),
+        )
     return rows

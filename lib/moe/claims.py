@@ -40,18 +40,25 @@ MOCAE_ACC_TOL = 5e-4
 #: What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
 #: when the page could not run (:func:`not_run_claims`).
 PAPER_SAYS: tuple[str, ...] = (
-    "a robust method has the lowest hard/shifted ECE in every table",
-    "MoCaE improves ECE only modestly over Vanilla MoE",
-    "Robust Filtered keeps more accuracy (e.g. best PACS-Sketch accuracy)",
-    "robust methods remain best on hard/shifted ECE+TS",
+    "a robust method has the lowest hard/shifted ECE in every table (§6.3, Takeaway 1: 'robust training "
+    "improves calibration where routing is stressed')",
+    "'Per-expert calibration does deliver a modest ECE improvement over Vanilla [...] These improvements are "
+    "small relative to the improvement from the robust methods' (§6.3, Takeaway 2)",
+    "'Robust Filtered gives a better accuracy-calibration tradeoff than full reweighting' (§6.3, Takeaway 3; "
+    "e.g. best PACS-Sketch accuracy)",
+    "'the robust objectives remain strongest after temperature scaling on the hard or shifted evaluations' (§6.3)",
 )
 
 CLAIMS: tuple[str, ...] = (
     "(i) robust objectives lower ECE on {subset} data",
-    "(ii) per-expert calibration (MoCaE) helps little compared with robust training",
+    "(ii) MoCaE's ECE gain over Vanilla MoE is small next to Robust MoE's (under half of it)",
     "(iii) Robust Filtered trades less accuracy than Robust MoE",
     "(iv) the gains survive temperature scaling",
 )
+
+#: Claim (ii)'s reading of "small relative to": MoCaE's ECE gain over Vanilla MoE below this share of
+#: Robust MoE's gain (the paper names Robust MoE's hard ECE beside MoCaE's; it gives no ratio).
+SMALL_SHARE: float = 0.5
 
 #: A method's row of a paper table: accuracy, its SE, ECE, its SE, ECE+TS, its SE.
 PaperRow = tuple[float, float, float, float, float, float]
@@ -77,6 +84,20 @@ def diff_text(diffs: np.ndarray) -> str:
     if not len(diffs):
         return "—"
     return f"{fmt(float(diffs.mean()), report.standard_error(diffs))} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
+
+
+def small_gain_effect(frame: pd.DataFrame, subset: str, metric: str = "ece") -> np.ndarray:
+    """Claim (ii)'s per-seed effect, positive when MoCaE's ``metric`` gain over Vanilla MoE is below
+    :data:`SMALL_SHARE` of Robust MoE's: SMALL_SHARE x gain(Robust MoE) - gain(MoCaE), each gain
+    Vanilla's ``metric`` minus the method's, over the seeds all three ran (MoCaE is Vanilla's own network
+    recalibrated and every method runs the same seeds, so the three are paired)."""
+    va, vm, vr = (
+        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
+        for m in ("vanilla", "mocae", "robust")
+    )
+    seeds = va.index.intersection(vm.index).intersection(vr.index)
+    va, vm, vr = va[seeds], vm[seeds], vr[seeds]
+    return (SMALL_SHARE * (va - vr) - (va - vm)).to_numpy()
 
 
 def verdict_of(diffs: np.ndarray, margin: float = MARGIN) -> str:
@@ -111,6 +132,26 @@ def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: 
     return report.welch_means_verdict(ma, sa, seeds, mb, sb, seeds, MARGIN)
 
 
+def paper_small_gain_verdict(
+    paper: Mapping[str, PaperRow] | None, metric: str = "ece", seeds: int = PAPER_SEEDS
+) -> str:
+    """Claim (ii) on a paper's table of means and SEs over ``seeds`` seeds per method: SMALL_SHARE x
+    (Vanilla - Robust MoE) - (Vanilla - MoCaE) = MoCaE - (1 - SMALL_SHARE) Vanilla - SMALL_SHARE Robust MoE,
+    the three printed means as independent groups (the pairs are not printed): the SE of that
+    combination from the printed SEs, at its Welch-Satterthwaite degrees of freedom, and
+    :data:`MARGIN` (:func:`lib.report.t_verdict`); :data:`lib.report.NOT_TESTABLE` without the table."""
+    if not paper or not {"vanilla", "mocae", "robust"} <= set(paper):
+        return report.NOT_TESTABLE
+    col = 2 * METRICS.index(metric)
+    weights = {"mocae": 1.0, "vanilla": -(1.0 - SMALL_SHARE), "robust": -SMALL_SHARE}
+    effect = sum(w * paper[m][col] for m, w in weights.items())
+    terms = [(w * paper[m][col + 1]) ** 2 for m, w in weights.items()]  # each method's share of the variance
+    if seeds < 2 or sum(terms) == 0:
+        return report.t_verdict(effect, None, MARGIN)
+    df = sum(terms) ** 2 / sum(v**2 / (seeds - 1) for v in terms)
+    return report.t_verdict(effect, float(np.sqrt(sum(terms))), MARGIN, df=df)
+
+
 def _paper_best(paper: Mapping[str, PaperRow] | None, methods: Sequence[str], metric: str) -> str:
     col = 2 * METRICS.index(metric)
     got = [m for m in methods if paper and m in paper]
@@ -129,7 +170,9 @@ def moe_claims(
     ``records`` themselves). Each row's effect is signed so that positive supports the claim:
 
     (i) the best non-robust method's ``subset`` ECE minus the best robust method's (best by mean);
-    (ii) the best robust method's ECE gain over Vanilla minus MoCaE's, i.e. ECE(MoCaE) - ECE(robust);
+    (ii) half of Robust MoE's ECE gain over Vanilla minus MoCaE's (:func:`small_gain_effect`): the
+         paper's "small relative to the improvement from the robust methods", not (i) again where
+         MoCaE is the best non-robust method;
     (iii) Robust Filtered's accuracy on all points minus Robust MoE's;
     (iv) (i) on ECE+TS.
 
@@ -147,20 +190,19 @@ def moe_claims(
         own = paper_verdict(paper, _paper_best(paper, NON_ROBUST, metric), _paper_best(paper, ROBUST, metric), metric)
         return report.claim_row(claim, says, f"{ours} {L.get(rb, '—')} = {diff_text(d)}", verdict_of(d), own)
 
-    rb = best(summary, ROBUST, subset, "ece")
     gain_mocae = paired(frame, "vanilla", "mocae", subset, "ece")
-    gain_robust = paired(frame, "vanilla", rb, subset, "ece")
-    d2 = paired(frame, "mocae", rb, subset, "ece")
+    gain_robust = paired(frame, "vanilla", "robust", subset, "ece")
+    d2 = small_gain_effect(frame, subset)
     d3 = paired(frame, "robust_filtered", "robust", "all", "accuracy")
     rows = [
         robust_row("ece", CLAIMS[0].format(subset=subset_name), PAPER_SAYS[0]),
         report.claim_row(
             CLAIMS[1],
             PAPER_SAYS[1],
-            f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae)}, best robust {L.get(rb, '—')} "
-            f"{diff_text(gain_robust)}; difference {diff_text(d2)}",
+            f"{subset_name} ECE gain over Vanilla: MoCaE {diff_text(gain_mocae)}, Robust MoE "
+            f"{diff_text(gain_robust)}; {SMALL_SHARE:g} x Robust MoE's minus MoCaE's {diff_text(d2)}",
             verdict_of(d2),
-            paper_verdict(paper, "mocae", _paper_best(paper, ROBUST, "ece"), "ece"),
+            paper_small_gain_verdict(paper),
         ),
         report.claim_row(
             CLAIMS[2],

@@ -212,3 +212,31 @@ def test_packed_runs_agree_with_published_ones_within_the_bounds():
     assert same["all_accuracy"]["diff"] == pytest.approx(-0.004)
     assert not pv.compare(rec(0.884, 0.073), rec(0.874, 0.073))["agrees"]  # 1 point of accuracy
     assert not pv.compare(rec(0.884, 0.073), rec(0.884, 0.090))["agrees"]  # ECE 0.017 apart
+
+
+def _timings(au_over_aurc: float, kde_over_au: float, fgr_ref: float, robust: float, device: str):
+    scaling = {
+        "au_over_aurc": pd.Series({1024: 1.1, 65536: au_over_aurc}),
+        "exponents": {"KDE-XE (kernel)": 2.0 if kde_over_au > 1 else 0.9, "AU loss (bins)": 1.0},
+        "kde_n": 4096,
+        "kde_over_au": kde_over_au,
+    }
+    results = {
+        m: {"sec_per_step_median": s}
+        for m, s in (("vanilla", 1.0), ("robust_filtered", robust), ("robust_filtered_ref", 2.0), ("fgr", 1.2))
+    }
+    results["fgr_ref"] = {"sec_per_step_median": fgr_ref}
+    return scaling, bm.method_costs({"results": results}), {"device": device, "device_name": device}
+
+
+def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart():
+    """Each row is one timing (no noise bar), so it is a "timing", never one of the papers' claims;
+    each can hold and fail on the numbers it reads, and FGR's GPU figure is not judged on a CPU."""
+    from lib.pages import PerformancePage
+
+    held = PerformancePage.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cuda"))
+    failed = PerformancePage.claims(*_timings(1.5, 0.5, 4.0, 1.6, "cuda"))
+    assert set(held["kind"]) == set(failed["kind"]) == {"timing"}
+    assert list(held["verdict"]) == ["held"] * 4 and list(failed["verdict"]) == ["did not hold"] * 4
+    on_cpu = PerformancePage.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cpu"))
+    assert on_cpu["verdict"].iloc[2] == "inconclusive at this scale"

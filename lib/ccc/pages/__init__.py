@@ -41,6 +41,25 @@ def ece_se(n: int) -> float:
     return 0.5 / math.sqrt(check_int(n, "n"))
 
 
+def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_se: float, margin: float = 0.0) -> str:
+    """:func:`lib.report.t_verdict` of ``effect`` (signed so that positive supports the claim) against
+    the larger of two noise bars: ``split_se``, the standard error over ``n_splits`` random splits of
+    one data set, at n - 1 degrees of freedom (none with one split); and ``test_se``, the closed-form
+    standard error of a finite test set (on thousands of examples: infinite degrees of freedom). The
+    splits share most of their examples, so their spread alone understates the noise of the data set:
+    more splits shrink the first bar, never the second."""
+    check_int(n_splits, "n_splits")
+    if not (isinstance(test_se, int | float) and math.isfinite(test_se) and test_se >= 0):
+        raise ValueError(f"test_se: must be a finite number >= 0, got {test_se!r}")
+    from lib import report
+
+    bars = [(float(test_se), math.inf)]
+    if split_se is not None and math.isfinite(split_se) and n_splits >= 2:
+        bars.append((float(split_se), n_splits - 1))
+    se, df = max(bars, key=lambda b: report.critical_value(b[1]) * b[0])
+    return report.t_verdict(float(effect), se, margin, df=df)
+
+
 def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:
     """``(mmlu, resnets, labels)``: the MMLU data and the ResNet-50s' CIFAR-10 logits of ``losses``;
     the files when ``real``, else synthetic stand-ins."""

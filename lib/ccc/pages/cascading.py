@@ -14,7 +14,7 @@ import pandas as pd
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.ccc.pages import CCCPage
+from lib.ccc.pages import CCCPage, floored_verdict
 from lib.validation import check_bins, check_choice, check_int
 
 PAIRS: dict[str, tuple[str, str]] = {
@@ -115,6 +115,40 @@ def main_apgr(grid: CascadeGrid) -> pd.DataFrame:
     )
 
 
+def noise_key(kind: str, a: str, b: str | None = None) -> str:
+    """The ``what`` of a :func:`noise_table` row: ``kind`` "CC" with a pair (CC's APGR), "CC - UC" with
+    a pair, or "calibrator" / "bins" with two settings (their APGRs' difference, either order)."""
+    if b is None:
+        return f"{kind} {a}"
+    lo, hi = sorted((str(a), str(b)))
+    return f"{kind} {lo} - {hi}"
+
+
+def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
+    """Per split, the test half's own standard error (:func:`lib.ccc.cascade.apgr_test_se`, a closed
+    form over its examples) of what the claims compare: CC's APGR and CC minus UC per pair, and on
+    the instruct pair the difference of every two calibrators (the grid's bins) and of every two
+    numbers of bins (temperature scaling); columns split, what (:func:`noise_key`), test_se."""
+    rows = []
+    for s in range(grid.n_splits):
+        for pair in PAIRS:
+            cc, uc = grid.curve(s, pair, "temperature", grid.n_bins), grid.curve(s, pair, "none", grid.n_bins)
+            rows.append({"split": s, "what": noise_key("CC", pair), "test_se": cascade.apgr_test_se(cc)})
+            rows.append({"split": s, "what": noise_key("CC - UC", pair), "test_se": cascade.apgr_test_se(cc, uc)})
+        for kind, settings in (("calibrator", list(calibrators)), ("bins", [str(b) for b in bins])):
+            curves = {
+                x: grid.curve(s, "instruct", x, grid.n_bins)
+                if kind == "calibrator"
+                else grid.curve(s, "instruct", "temperature", int(x))
+                for x in settings
+            }
+            for i, a in enumerate(settings):
+                for b in settings[i + 1 :]:
+                    se = cascade.apgr_test_se(curves[a], curves[b])
+                    rows.append({"split": s, "what": noise_key(kind, a, b), "test_se": se})
+    return pd.DataFrame(rows, columns=["split", "what", "test_se"])
+
+
 def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
     """Paper Tables 4-5 on the instruct pair: APGR per split for each calibrator (the grid's bins) and for each
     number of bins (temperature scaling); columns split, ablation, setting, apgr."""
@@ -139,7 +173,8 @@ def ablation_means(abl: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int) -> pd.DataFrame:
     """The shift stand-in on the instruct pair: calibrate and fit the bins on one MMLU category and cascade on each other
     category ("shifted"), against halves of that category ("in-distribution"); columns target,
-    setting, method (CC (TS) or UC), apgr."""
+    setting, method (CC (TS) or UC), apgr and test_se (its closed-form SE over the target's
+    examples, :func:`lib.ccc.cascade.apgr_test_se`)."""
     check_choice(calibrate_on, mmlu.CATEGORIES, "calibrate_on")
     cat = data.questions["category"].to_numpy()
     src = np.flatnonzero(cat == calibrate_on)
@@ -155,14 +190,17 @@ def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int) -> pd.DataF
                 small, large = (
                     confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"]
                 )
-                apgr = cascade.cascade_curve(small, large, n_bins).apgr()
-                rows.append({"target": target, "setting": setting, "method": method, "apgr": apgr})
+                curve = cascade.cascade_curve(small, large, n_bins)
+                se = cascade.apgr_test_se(curve)
+                rows.append(
+                    {"target": target, "setting": setting, "method": method, "apgr": curve.apgr(), "test_se": se}
+                )
     return pd.DataFrame(rows)
 
 
-def shifted_cc(shift: pd.DataFrame) -> pd.Series:
-    """CC (TS)'s APGR under shift, one per target category."""
-    return shift.query("method == 'CC (TS)' and setting.str.startswith('shifted')").set_index("target")["apgr"]
+def shifted_cc(shift: pd.DataFrame, column: str = "apgr") -> pd.Series:
+    """CC (TS)'s APGR under shift (or another ``column``, e.g. its ``test_se``), one per target category."""
+    return shift.query("method == 'CC (TS)' and setting.str.startswith('shifted')").set_index("target")[column]
 
 
 def _per_split(frame: pd.DataFrame, **where: str) -> np.ndarray:
@@ -170,62 +208,90 @@ def _per_split(frame: pd.DataFrame, **where: str) -> np.ndarray:
     return frame[sel].sort_values("split")["apgr"].to_numpy()
 
 
-def _range_verdict(abl: pd.DataFrame, ablation: str) -> tuple[str, str]:
+def _test_se(noise: pd.DataFrame, what: str) -> float:
+    """The mean over the splits of :func:`noise_table`'s ``what`` (``ValueError`` if it has none)."""
+    got = noise.loc[noise["what"] == what, "test_se"]
+    if got.empty:
+        raise ValueError(f"noise: no test-set SE of {what!r}")
+    return float(got.mean())
+
+
+def _range_verdict(abl: pd.DataFrame, ablation: str, noise: pd.DataFrame) -> tuple[str, str]:
     """'The APGR range over the settings is below ABLATION_RANGE_MAX': the range of the mean APGRs
     against the paired SE of the difference between the highest and the lowest setting over the
-    splits (:func:`lib.report.t_verdict` at n - 1 degrees of freedom, n splits)."""
+    splits (n - 1 degrees of freedom, n splits), floored by that difference's test-set SE
+    (:func:`lib.ccc.pages.floored_verdict`)."""
     sub = abl[abl["ablation"] == ablation]
     means = sub.groupby("setting")["apgr"].mean()
     order = means.sort_values(kind="stable").index  # the lowest and the highest, distinct even in a tie
     hi, lo = _per_split(sub, setting=order[-1]), _per_split(sub, setting=order[0])
     spread = float(means.max() - means.min())
     paired = hi - lo
-    verdict = report.t_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(paired), df=max(paired.size - 1, 0))
-    return verdict, f"range {spread:.4f}"
+    test_se = _test_se(noise, noise_key(ablation, order[-1], order[0])) if len(order) > 1 else 0.0
+    verdict = floored_verdict(ABLATION_RANGE_MAX - spread, report.standard_error(paired), paired.size, test_se)
+    return verdict, f"range {spread:.4f} (test-set SE {test_se:.4f})"
 
 
-def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[str, float]) -> list[dict[str, Any]]:
+def cascading_claims(
+    main: pd.DataFrame,
+    abl: pd.DataFrame,
+    shift_cc: Mapping[str, float],
+    noise: pd.DataFrame,
+    shift_se: Mapping[str, float],
+) -> list[dict[str, Any]]:
     """The page's six claims from the per-split APGR of :func:`main_apgr`, of :func:`ablations`,
-    and CC's APGR under shift per target: differences over the same splits are paired
-    (:func:`lib.report.paired_verdict`); the mean APGR against its SE over the k splits, and each
-    shift row, one split, against the split-to-split SD of CC's APGR, both at k - 1 degrees of
-    freedom (:func:`lib.report.t_verdict`). ``paper_own`` is not testable (no errors reported)."""
+    and CC's APGR under shift per target, each against the larger of two noise bars
+    (:func:`lib.ccc.pages.floored_verdict`): the spread over the k random splits of one data set (the
+    paired SE of differences over the same splits, the SE of the mean APGR, or for each shift row,
+    one split, the split-to-split SD of CC's APGR; k - 1 degrees of freedom), and the test set's own
+    (:func:`noise_table`'s closed-form SEs, mean over the splits; ``shift_se`` per target), which more
+    splits of the same data never shrink. ``paper_own`` is not testable (no errors reported)."""
     if not len(abl) or not len(shift_cc):
         raise ValueError("abl, shift_cc: need at least one setting each")
+    if set(shift_se) != set(shift_cc):
+        raise ValueError("shift_se: needs the test-set SE of every target of shift_cc")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}
     uc = {p: _per_split(main, pair=p, method="UC") for p in PAIRS}
     sd = float(cc["instruct"].std(ddof=1)) if cc["instruct"].size >= 2 else None
     cc_mean = float(cc["instruct"].mean())
     se_mean = sd / np.sqrt(cc["instruct"].size) if sd is not None else None
     k = cc["instruct"].size
-    cal_v, cal_txt = _range_verdict(abl, "calibrator")
-    bin_v, bin_txt = _range_verdict(abl, "bins")
+    cal_v, cal_txt = _range_verdict(abl, "calibrator", noise)
+    bin_v, bin_txt = _range_verdict(abl, "bins", noise)
     by_cal, by_bins = ablation_means(abl)
     worst = min(shift_cc, key=lambda t: shift_cc[t])
+    se_cc = {p: _test_se(noise, noise_key("CC", p)) for p in PAIRS}
+    se_cc_uc = {p: _test_se(noise, noise_key("CC - UC", p)) for p in PAIRS}
+
+    def paired(diffs: np.ndarray, test_se: float) -> str:
+        return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, test_se)
+
     rows = [
         {
             "claim": "CC beats random routing (APGR > 0.5) for both pairs",
             "paper": f"MMLU CC {PAPER_APGR_CC:.4f} vs random 0.5 (App. A.1, Table 4); the paper's pair is "
             "LLaMA-8B -> 70B only",
-            "ours": ", ".join(f"{p} {cc[p].mean():.4f}" for p in PAIRS) + f" (means of {k} splits)",
-            "verdict": report.every(report.paired_verdict(cc[p] - RANDOM_APGR) for p in PAIRS),
+            "ours": ", ".join(f"{p} {cc[p].mean():.4f} (test-set SE {se_cc[p]:.4f})" for p in PAIRS)
+            + f" (means of {k} splits)",
+            "verdict": report.every(paired(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
         },
         {
             "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
             "paper": "'CC consistently outperforms UC across the entire accuracy-small-model-ratio trade-off curve' "
             "(sec. 3.2, Fig. 3; no UC APGR number)",
             "ours": "; ".join(
-                f"{p} {cc[p].mean():.4f} vs {uc[p].mean():.4f} (diff SE "
-                f"{(cc[p] - uc[p]).std(ddof=1) / np.sqrt(k) if k >= 2 else float('nan'):.4f})"
+                f"{p} {cc[p].mean():.4f} vs {uc[p].mean():.4f} (diff SE over splits "
+                f"{(cc[p] - uc[p]).std(ddof=1) / np.sqrt(k) if k >= 2 else float('nan'):.4f}, test-set "
+                f"{se_cc_uc[p]:.4f})"
                 for p in PAIRS
             ),
-            "verdict": report.every(report.paired_verdict(cc[p] - uc[p]) for p in PAIRS),
+            "verdict": report.every(paired(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
         },
         {
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
             "paper": f"{PAPER_APGR_CC:.4f} (Table 4, temperature and Platt scaling, 15 bins)",
-            "ours": f"ours {cc_mean:.4f}",
-            "verdict": report.t_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean, df=max(k - 1, 0)),
+            "ours": f"ours {cc_mean:.4f} (test-set SE {se_cc['instruct']:.4f})",
+            "verdict": floored_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean, k, se_cc["instruct"]),
         },
         {
             "claim": f"insensitive to the calibrator (APGR range < {ABLATION_RANGE_MAX})",
@@ -243,8 +309,9 @@ def cascading_claims(main: pd.DataFrame, abl: pd.DataFrame, shift_cc: Mapping[st
             "claim": "under shift (calibrate on another subject group) CC stays above random",
             "paper": "MMLU-Adversarial: 'substantially better than the random baseline' (sec. 3.4, Fig. 5; no "
             "number in the text)",
-            "ours": ", ".join(f"{t} {v:.4f}" for t, v in shift_cc.items()),
-            "verdict": report.t_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd, df=max(k - 1, 0)),
+            "ours": ", ".join(f"{t} {v:.4f}" for t, v in shift_cc.items())
+            + f" (lowest {worst}: test-set SE {float(shift_se[worst]):.4f})",
+            "verdict": floored_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd, k, float(shift_se[worst])),
         },
     ]
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
@@ -269,12 +336,14 @@ class CascadingPage(CCCPage):
         return mmlu.load_mmlu() if cfg["data"] == "real" else mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
 
     def run(self, cfg: Mapping[str, Any], data: mmlu.MMLUData) -> dict[str, Any]:
-        """The page's numbers: the ``grid``, ``main`` APGR, the ablations ``abl`` and the ``shift`` rows."""
+        """The page's numbers: the ``grid``, ``main`` APGR, the ablations ``abl``, the test-set
+        ``noise`` (:func:`noise_table`) and the ``shift`` rows."""
         grid = build_grid(data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
         return {
             "grid": grid,
             "main": main_apgr(grid),
             "abl": ablations(grid, cfg["calibrators"], cfg["bins_ablation"]),
+            "noise": noise_table(grid, cfg["calibrators"], cfg["bins_ablation"]),
             "shift": shift_apgr(data, cfg["shift_calibrate_on"], cfg["n_bins"], cfg["seed"]),
         }
 
@@ -310,7 +379,16 @@ class CascadingPage(CCCPage):
 
     def claims(self, res: Mapping[str, Any]) -> pd.DataFrame:
         """The claims table (:func:`cascading_claims` on this run's numbers)."""
-        return report.claims_table(cascading_claims(res["main"], res["abl"], shifted_cc(res["shift"]).to_dict()))
+        shift = res["shift"]
+        return report.claims_table(
+            cascading_claims(
+                res["main"],
+                res["abl"],
+                shifted_cc(shift).to_dict(),
+                res["noise"],
+                shifted_cc(shift, "test_se").to_dict(),
+            )
+        )
 
 
 PAGE = CascadingPage()

@@ -220,7 +220,8 @@ def cross_paper_claims(
     n_test: Mapping[str, int],
     cascade_se: float,
 ) -> list[dict[str, Any]]:
-    """The page's seven expectations, each by :func:`lib.report.t_verdict`, from the long
+    """The page's seven expectations (``kind`` "expectation": the book's, not a paper's claim), each by
+    :func:`lib.report.t_verdict`, from the long
     ``table``, the ``mix`` numbers, the ``losses`` table, the two MMLU models and the noise bars: of
     an ECE on the test sizes ``n_test`` ("mmlu", "cifar", "shift"; :func:`lib.ccc.pages.ece_se`) and
     the APGR's ``cascade_se``. Every SE is a closed form on one test half (no seeds), so each verdict
@@ -308,7 +309,9 @@ def cross_paper_claims(
             "verdict": v(spread_before - spread_after, 2 * se["cifar"]),
         },
     ]
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
+    # each row puts the papers' methods side by side on logits none of them used: the book's own
+    # expectations, counted apart from the papers' claims (lib.report.KINDS)
+    return [{**r, "paper_own": report.NOT_TESTABLE, "kind": report.KINDS[2]} for r in rows]
 
 
 class CrossPaperPage(Page):

@@ -108,7 +108,9 @@ FINE_TOL_FACTOR: float = 5.0
 
 AU_ACCURACY_COST: float = 0.025
 """How far below XE the AU loss's accuracy may lie for 'costs little accuracy' (2.5 points; Table 2:
-92.52 vs 94.51 on ResNet-50)."""
+92.52 vs 94.51 on ResNet-50): the book's own bar and expectation (``kind`` "expectation"), in no
+sentence of the paper, which states only an aim ('without significantly compromising predictive
+accuracy', Sec. 2)."""
 
 GRADIENT_CHECK: str = "the inverse focal gradient turns positive for gamma above about 3.5"
 """The analytic check (App. C.2, E.1): true by calculus, so shown apart from the claims."""
@@ -195,12 +197,16 @@ def reweighted_claims(
             _paper_own(row, "cwece", "au", "xe", fine),
         )
         cost = AU_ACCURACY_COST - (ref["accuracy"]["xe"] - ref["accuracy"]["au"]) / 100
-        add(
-            f"AU loss costs little accuracy (at most {100 * AU_ACCURACY_COST:g} points below XE)",
-            f"{ref['accuracy']['au']:.2f} vs {ref['accuracy']['xe']:.2f} ({arch}, Table 2)",
-            ours("au", "xe", "accuracy"),
-            report.paired_verdict(AU_ACCURACY_COST - diffs("xe", "au", "accuracy"), tol),
-            report.t_verdict(cost, None, tol),
+        rows.append(
+            report.claim_row(
+                f"AU loss costs little accuracy (at most {100 * AU_ACCURACY_COST:g} points below XE)",
+                f"the book's bar, not the paper's (it aims 'without significantly compromising predictive "
+                f"accuracy', Sec. 2); its Table 2: {ref['accuracy']['au']:.2f} vs {ref['accuracy']['xe']:.2f} ({arch})",
+                ours("au", "xe", "accuracy"),
+                report.paired_verdict(AU_ACCURACY_COST - diffs("xe", "au", "accuracy"), tol),
+                report.t_verdict(cost, None, tol),
+                kind=report.KINDS[2],
+            )
         )
     for k, label, sign, paper in (
         ("fl53", "focal loss leaves the model overconfident (mean confidence > accuracy)", 1, "overconfident"),

@@ -191,3 +191,39 @@ def test_apgr_se_is_sqrt_disagreement_over_n_divided_by_the_gap():
     assert C.apgr_se(small, large) == pytest.approx(np.sqrt(0.2 / 100) / 0.2)
     with pytest.raises(ValueError, match="large"):
         C.apgr_se(small, small)
+
+
+def _pair(n: int, seed: int) -> tuple[ModelOutputs, ModelOutputs]:
+    """A small and a large model whose confidence tracks their correctness, on halves of ``n`` examples."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for acc in (0.6, 0.8):
+        correct = rng.random(n) < acc
+        conf = np.clip(0.5 + 0.3 * correct + 0.2 * rng.random(n), 0.0, 1.0)
+        out.append(ModelOutputs(conf[: n // 2], correct[: n // 2], conf[n // 2 :], correct[n // 2 :]))
+    return out[0], out[1]
+
+
+def test_apgr_test_se_is_the_delta_method_on_the_curves_own_terms():
+    small, large = _pair(4000, 0)
+    curve = C.cascade_curve(small, large, 10)
+    # the curve's APGR is exactly the ratio of its per-example terms
+    assert curve.apgr() == pytest.approx(np.mean(curve.to_large * curve.gain) / np.mean(curve.gain))
+    se = C.apgr_test_se(curve)
+    assert 0 < se < C.apgr_se(small, large)  # under the bound that takes |u - APGR| as 1
+    # it is the spread of the APGR over test sets drawn afresh (bins fixed by the calibration half)
+    rng = np.random.default_rng(1)
+    draws = []
+    for _ in range(200):
+        i = rng.integers(0, large.conf_test.size, large.conf_test.size)
+        s2, l2 = (ModelOutputs(m.conf_cal, m.correct_cal, m.conf_test[i], m.correct_test[i]) for m in (small, large))
+        draws.append(C.cascade_curve(s2, l2, 10).apgr())
+    assert np.std(draws) == pytest.approx(se, rel=0.25)
+    # two curves that route alike differ by much less than either varies; a curve against itself by nothing
+    assert C.apgr_test_se(curve, C.cascade_curve(small, large, 9)) < se / 2
+    assert C.apgr_test_se(curve, curve) == pytest.approx(0.0, abs=1e-12)
+    other, _ = _pair(4000, 5)
+    with pytest.raises(ValueError, match="other: must be a curve of the same two models"):
+        C.apgr_test_se(curve, C.cascade_curve(other, large, 10))
+    with pytest.raises(ValueError, match="curve: needs the per-example terms"):
+        C.apgr_test_se(C.random_curve(0.6, 0.8))

@@ -106,13 +106,27 @@ def _frames(k: int, cc: float, uc: float, spread: float, sd: float, base_uc: flo
     return pd.concat(rows), pd.concat(abl)
 
 
+def _noise(k: int, se: float) -> pd.DataFrame:
+    """A test-set SE of ``se`` for every comparison the claims read, on each of k splits."""
+    whats = [ccc.noise_key(kind, p) for kind in ("CC", "CC - UC") for p in ("instruct", "base")]
+    whats += [ccc.noise_key("calibrator", "temperature", "platt"), ccc.noise_key("bins", "5", "15")]
+    return pd.DataFrame([{"split": s, "what": w, "test_se": se} for s in range(k) for w in whats])
+
+
+def _claims(main, abl, shift, test_se: float = 1e-4):
+    k = int(main["split"].nunique())
+    shifts = {"x": shift, "y": shift + 0.1}
+    rows = ccc.cascading_claims(main, abl, shifts, _noise(k, test_se), dict.fromkeys(shifts, test_se))
+    return claims_table(rows)
+
+
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
 def test_cascading_claims_can_hold_fail_and_be_inconclusive(scale):
     k = settings("cascading", scale)["n_splits"]
 
-    def verdicts(cc, uc, spread, sd, shift):
+    def verdicts(cc, uc, spread, sd, shift, test_se=1e-4):
         main, abl = _frames(k, cc, uc, spread, sd)
-        return list(claims_table(ccc.cascading_claims(main, abl, {"x": shift, "y": shift + 0.1}))["verdict"])
+        return list(_claims(main, abl, shift, test_se)["verdict"])
 
     assert verdicts(0.70, 0.60, 0.001, 1e-4, 0.65) == [HELD] * 6
     assert verdicts(0.40, 0.60, 0.2, 1e-4, 0.40) == [FAILED] * 6
@@ -122,13 +136,43 @@ def test_cascading_claims_can_hold_fail_and_be_inconclusive(scale):
     # the smoke scale's 2 splits t(1) = 12.7 makes that 0.64 of noise: it cannot tell)
     noisy = verdicts(0.504, 0.50, ccc.ABLATION_RANGE_MAX, 0.05, 0.504)
     assert noisy == [UNSURE, UNSURE, FAILED if k >= 3 else UNSURE, UNSURE, UNSURE, UNSURE]
+    # small effects on splits that agree closely: held on the splits' spread alone, undecided against
+    # a finite test set's own SE (0.05 here); "about 0.70" fails plainly either way
+    tiny = (0.504, 0.50, ccc.ABLATION_RANGE_MAX / 2, 1e-4, 0.504)
+    assert verdicts(*tiny, test_se=1e-4) == [HELD, HELD, FAILED, HELD, HELD, HELD]
+    assert verdicts(*tiny, test_se=0.05) == [UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]
+
+
+def test_more_splits_of_one_data_set_never_shrink_the_test_sets_noise():
+    """Twenty splits that agree closely would pass CC over UC by 0.01 on their own SE; the test
+    half's SE (0.01 here) does not shrink with them: inconclusive at 5 splits as at 20."""
+    for k in (5, 20):
+        main, abl = _frames(k, 0.71, 0.70, 0.0, 1e-3)
+        assert _claims(main, abl, 0.7, test_se=1e-4)["verdict"].iloc[1] == HELD
+        assert _claims(main, abl, 0.7, test_se=0.01)["verdict"].iloc[1] == UNSURE
+    with pytest.raises(ValueError, match="shift_se"):
+        ccc.cascading_claims(main, abl, {"x": 0.7}, _noise(20, 0.01), {})
+    with pytest.raises(ValueError, match="noise"):
+        ccc.cascading_claims(main, abl, {"x": 0.7}, _noise(20, 0.01).iloc[:0], {"x": 0.01})
 
 
 def test_cc_beats_uc_is_judged_pair_by_pair():
-    shift = {"x": 0.7}
     for base_uc, expected in ((0.8, FAILED), (0.7, UNSURE), (0.6, HELD)):  # instruct: CC 0.7 vs UC 0.6
         main, abl = _frames(5, 0.7, 0.6, 0.0, 1e-3, base_uc=base_uc)
-        assert claims_table(ccc.cascading_claims(main, abl, shift))["verdict"].iloc[1] == expected, base_uc
+        assert _claims(main, abl, 0.7)["verdict"].iloc[1] == expected, base_uc
+
+
+def test_noise_table_holds_every_comparison_the_claims_read(grid):
+    noise = ccc.noise_table(grid, ["temperature"], [10, 2])
+    assert set(noise["what"]) == {
+        "CC instruct", "CC base", "CC - UC instruct", "CC - UC base", ccc.noise_key("bins", "2", "10")
+    }  # fmt: skip
+    assert len(noise) == 2 * 5 and (noise["test_se"] > 0).all()
+    # CC's own SE is the delta method's on its curve; two bin counts route alike, so their difference is less noisy
+    curve = grid.curve(0, "base", "temperature", grid.n_bins)
+    assert noise.query("split == 0 and what == 'CC base'")["test_se"].iloc[0] == pytest.approx(
+        cascade.apgr_test_se(curve)
+    )
 
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
@@ -136,3 +180,4 @@ def test_page_runs_on_synthetic_logits_and_publishes_claims():
     res = PAGE.run(cfg, PAGE.data(cfg))
     claims = PAGE.claims(res)
     assert len(claims) == 6 and set(claims["paper_own"]) == {"not testable from the paper's table"}
+    assert "test-set SE" in claims["ours"].iloc[0] and (res["shift"]["test_se"] > 0).all()

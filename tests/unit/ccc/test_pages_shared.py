@@ -37,3 +37,18 @@ def test_released_runs_note_names_the_xe_outlier_and_the_fl53_assumption():
     assert "outlier" in note and "FL-53" in note and "synthetic" in note
     assert "FL-53" not in released_runs_note(["ce", "dual_focal"], real=False)
     assert released_runs_note(["dual_focal"], real=False) == ""
+
+
+def test_floored_verdict_takes_the_larger_of_the_splits_and_the_test_sets_noise():
+    from lib.ccc.pages import floored_verdict
+
+    # twenty splits agreeing to 0.001 would decide 0.01; the test set's own 0.01 (x 1.96) does not shrink
+    assert floored_verdict(0.01, 0.001, 20, 0.0) == HELD
+    assert floored_verdict(0.01, 0.001, 20, 0.01) == UNSURE
+    assert floored_verdict(-0.03, 0.001, 20, 0.01) == FAILED
+    # two splits: t(1) = 12.7 on the splits' SE dominates a small test-set SE
+    assert floored_verdict(0.05, 0.005, 2, 0.001) == UNSURE and floored_verdict(0.07, 0.005, 2, 0.001) == HELD
+    # one split: the test set's SE alone, at the normal's 1.96
+    assert floored_verdict(0.03, None, 1, 0.01) == HELD and floored_verdict(0.019, None, 1, 0.01) == UNSURE
+    with pytest.raises(ValueError, match="test_se"):
+        floored_verdict(0.1, 0.01, 5, float("nan"))

@@ -90,6 +90,9 @@ def test_same_size_claims_can_hold_fail_and_be_inconclusive(scale):
     assert verdicts(0.001, 0.001, 0.01, 1e-4) == [UNSURE] * 3  # inside the splits' noise
     with pytest.raises(ValueError, match="pairs"):
         S.same_size_claims(_rows(k, 0.0, 0.0, 0.0, 0.0), ["p"])
+    # "TS beats uncalibrated" is a comparison the paper does not make: the book's expectation
+    kinds = [r.get("kind", "claim") for r in S.same_size_claims(_rows(k, 0.02, 0.02, 1e-4, 1e-3), ["p", "q"])]
+    assert kinds == ["claim", "claim", "expectation"]
 
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():

@@ -135,4 +135,5 @@ def test_page_runs_on_synthetic_logits() -> None:
     assert set(res["table"]["failure"]) == {"over-confidence", "shift", "routing", "deferral", "training loss"}
     claims = PAGE.claims(res, cfg)
     assert len(claims) == 7 and set(claims["paper_own"]) == {"not testable from the paper's table"}
+    assert set(claims["kind"]) == {"expectation"}  # the book's expectations, counted apart from the papers' claims
     assert PAGE.scale_summary(cfg, data).startswith("synthetic logits")
