@@ -427,11 +427,12 @@ def _todo(
         raise ValueError(f"runs: {unknown[0]!r} is not a run of the plan of {', '.join(pages)} at scale {scale}")
     todo = [it for it in items if not it.done and (want is None or it.id in want)]
     states = job_states()
-    busy = {r: j["job"] for e in launches() for j in e["jobs"] if states[j["job"]][0] in ACTIVE for r in job_runs(j)}
+    held_by = (*ACTIVE, "unknown")  # a SLURM job this machine cannot see may still run
+    busy = {r: j["job"] for e in launches() for j in e["jobs"] if states[j["job"]][0] in held_by for r in job_runs(j)}
     held = sorted({busy[it.id] for it in todo if it.id in busy})
     if held:
         n = sum(it.id in busy for it in todo)
-        log(f"{n} run(s) are in jobs queued or running ({', '.join(held)}): not submitted again")
+        log(f"{n} run(s) are in jobs queued, running or unseen from here ({', '.join(held)}): not submitted again")
     return [it for it in todo if it.id not in busy]
 
 

@@ -185,7 +185,8 @@ def status(pages: Sequence[str] = PAGES, scale: str = "paper") -> str:
                 count["published"] += 1
             elif it.id in latest:
                 s = states.get(latest[it.id], ("failed",))[0]
-                count["failed" if s == "completed" else s] += 1
+                s = "failed" if s == "completed" else s  # a job that ended, its run not in results/
+                count[s] = count.get(s, 0) + 1
             else:
                 count["not launched"] += 1
         lines.append(f"{page}: {len(its)} run(s): " + ", ".join(f"{n} {k}" for k, n in count.items()))

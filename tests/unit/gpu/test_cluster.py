@@ -52,6 +52,16 @@ def test_shares_are_the_packs_and_a_job_holds_one_per_gpu(results):
     assert cluster.pack_size("cifar10h", "smoke") == 8 and cluster.pack_size("l2d_cifar10", "smoke", 8) == 1
 
 
+def test_a_job_with_several_gpus_gives_each_task_its_own_and_a_requeue_is_the_next_attempt(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert cluster._pick_gpu(1, 2) == "5" and os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert cluster._pick_gpu(0, 1) is None and os.environ["CUDA_VISIBLE_DEVICES"] == "3"  # one task: as SLURM set it
+    job = cluster.ShareJob(["cifar10h"], [[SINGLE], [VANILLA]], "smoke", 8, "/c", "/r", "python -m lib paper")
+    again = job.checkpoint()
+    assert again.function == cluster.ShareJob(**{**vars(job), "attempt": 2}) and again.args == ()
+
+
 def test_bad_input_is_one_line_naming_the_argument(results, monkeypatch, capsys, tmp_path):
     for argv, name in (
         (["--launch", "slurm", "--partition", "gpu;rm"], "--partition"),
@@ -128,6 +138,12 @@ def test_a_local_job_trains_its_pack_through_the_queue_survives_preemption_and_p
         task = _wait_for(lambda: _children(int(job_id)), 10)
         assert task, "the local job's task process"
         os.kill(task[0], signal.SIGUSR2)  # what SLURM sends before a preemption or the time limit
+        again: list[str] = []  # while the job runs, its runs are not submitted again
+        cluster.launch(["cifar10h"], "smoke", "local", runs=[VANILLA, ROBUST], dry_run=True, log=again.append)
+        assert again == [
+            f"2 run(s) are in jobs queued, running or unseen from here ({job_id}): not submitted again",
+            "nothing to submit: every planned run of cifar10h at scale smoke is in results/ or in a job",
+        ]
     finally:
         t.join(timeout=240)
     assert not t.is_alive() and said and said[0] == [job_id]
@@ -211,8 +227,11 @@ def slurm_conf():
         pytest.skip(f"no SLURM cluster on this machine: scripts/slurm-local.sh start failed: {lines[-1]}")
     conf = got.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
     yield conf
-    queued = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env={**os.environ, "SLURM_CONF": conf})
-    if not was_up and not queued.stdout.strip():  # another session's jobs keep it running
+    env = {**os.environ, "SLURM_CONF": conf}
+    idle = _wait_for(
+        lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env).stdout, 20, 0.5
+    )
+    if not was_up and idle:  # jobs of another session keep it running
         subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True)
 
 
