@@ -28,6 +28,7 @@ from lib.validation import check_choice
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
 SCALES_TABLE = Path("book") / "_scales_table.md"  # included by book/intro.md and book/scales.md
+CLUSTER_TABLE = Path("book") / "_cluster_table.md"  # included by book/cluster.md
 
 
 def executed_path(name: str, scale: str) -> Path:
@@ -269,6 +270,9 @@ def stage(scale: str) -> Path:
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m lib book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"
     )
+    from lib.gpu.cluster import plan_table
+
+    (site / CLUSTER_TABLE).write_text(plan_table("paper") + "\n")  # the paper scale's jobs, GPU-hours
     return site
 
 

