@@ -24,7 +24,7 @@ from lib.rr import losses as rw
 from lib.rr.experiment import LABELS
 from lib.rr.pages import losses_cifar10
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10, reweighted_claims
-from lib.validation import check_choice
+from lib.validation import check_choice, check_int
 
 PAPER = PAPER_CIFAR10["resnet50"]
 """The paper's ResNet-50 row (Tables 1, 2 and 4): the architecture of the released logits."""
@@ -255,25 +255,38 @@ class ReleasedLogitsPage(Page):
 
     @staticmethod
     def metacal_metrics(
-        logits: Mapping[str, np.ndarray], targets: np.ndarray, calib: np.ndarray, evaluation: np.ndarray, n_bins: int
+        logits: Mapping[str, np.ndarray],
+        targets: np.ndarray,
+        calib: np.ndarray,
+        evaluation: np.ndarray,
+        n_bins: int,
+        draws: int = 1,
     ) -> dict[str, dict[str, float]]:
         """Per run, each calibrator of :data:`METACAL` fitted on the ``calib`` examples and measured on
         ``evaluation``: ``ece_a_<key>`` (equal-mass bins), ``accuracy_<key>``, ``accepted_<key>`` (the
-        share not sent to 1/K) and ``level_<key>``; NaN where the level cannot be reached."""
+        share not sent to 1/K) and ``level_<key>``, each the mean over ``draws`` random draws of the
+        threshold's examples (Meta-Cal's own randomness: seeds 0..draws-1), with its spread over the
+        draws as ``<metric>_<key>_sd``; NaN where the level cannot be reached."""
+        check_int(draws, "draws", minimum=1)
         out: dict[str, dict[str, float]] = {}
         for name, z in logits.items():
             row: dict[str, float] = {}
             for key, (constraint, level) in METACAL.items():
-                try:
-                    cal = fit_metacal(z[calib], targets[calib], constraint, level, seed=0)
-                except UnreachableLevel:  # a coverage accuracy these logits never reach: reported as NaN
-                    row.update({f"{m}_{key}": float("nan") for m in ("ece_a", "accuracy", "accepted", "level")})
-                    continue
-                p = cal.predict(z[evaluation])
-                row[f"ece_a_{key}"] = ece(p, targets[evaluation], n_bins, "mass")
-                row[f"accuracy_{key}"] = accuracy(p, targets[evaluation])
-                row[f"accepted_{key}"] = float(cal.accepted(z[evaluation]).mean())
-                row[f"level_{key}"] = cal.level
+                got: dict[str, list[float]] = {m: [] for m in ("ece_a", "accuracy", "accepted", "level")}
+                for seed in range(draws):
+                    try:
+                        cal = fit_metacal(z[calib], targets[calib], constraint, level, seed=seed)
+                    except UnreachableLevel:  # a coverage accuracy these logits never reach: reported as NaN
+                        got = {m: [float("nan")] for m in got}
+                        break
+                    p = cal.predict(z[evaluation])
+                    got["ece_a"].append(ece(p, targets[evaluation], n_bins, "mass"))
+                    got["accuracy"].append(accuracy(p, targets[evaluation]))
+                    got["accepted"].append(float(cal.accepted(z[evaluation]).mean()))
+                    got["level"].append(cal.level)
+                for m, values in got.items():
+                    row[f"{m}_{key}"] = float(np.mean(values))
+                    row[f"{m}_{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
             out[name] = row
         return out
 
@@ -283,7 +296,8 @@ class ReleasedLogitsPage(Page):
         ECE^a and accuracy (x100), ours beside the paper's, and the share of examples kept."""
         rows = []
         for name, m in metrics.items():
-            # (calibrator, our metrics, ECE^a key, accuracy key, share kept)
+            # (calibrator, our metrics, ECE^a key, accuracy key, share kept); Meta-Cal's are means over its
+            # draws, with their spread (sd over the draws) beside them
             calibrators = [("uncalibrated", m, "ece_a", "accuracy", 1.0), ("+TS", m, "ece_a_ts", "accuracy", 1.0)]
             calibrators += [
                 (f"+{label}", meta[name], f"ece_a_{key}", f"accuracy_{key}", meta[name][f"accepted_{key}"])
@@ -295,8 +309,10 @@ class ReleasedLogitsPage(Page):
                         "loss": LABELS[name],
                         "calibrator": label,
                         "ECE^a (ours)": 100 * ours[ece_key],
+                        "ECE^a sd (draws)": 100 * ours.get(f"{ece_key}_sd", np.nan),
                         "ECE^a (paper)": PAPER[ece_key].get(name, np.nan),
                         "accuracy (ours)": 100 * ours[acc_key],
+                        "accuracy sd (draws)": 100 * ours.get(f"{acc_key}_sd", np.nan),
                         "accuracy (paper)": PAPER[acc_key].get(name, np.nan),
                         "kept": kept,
                     }

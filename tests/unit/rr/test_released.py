@@ -141,3 +141,30 @@ def test_metacal_metrics_measure_on_the_evaluation_half_and_report_an_unreachabl
     assert np.isnan(meta["ece_a_metaacc"]) and np.isnan(meta["level_metaacc"])
     assert 0 < meta["accepted_metamis"] < 1 and meta["level_metamis"] == 0.05
     assert 0 <= meta["accuracy_metamis"] <= 1 and np.isfinite(meta["ece_a_metamis"])
+
+
+def test_metacal_is_judged_over_its_draws_with_their_spread():
+    """Meta-Cal draws the examples that set its threshold: ``draws`` fits (seeds 0..draws-1) give each
+    metric's mean over the draws, checked against the fits by hand, and its spread (sd, ddof 1)."""
+    from lib.calibration.metacal import fit_metacal
+    from lib.calibration.metrics import ece
+
+    rng = np.random.default_rng(1)
+    z = 3 * rng.standard_normal((2000, 10))
+    y = np.where(rng.random(2000) < 0.8, z.argmax(1), rng.integers(0, 10, 2000))
+    calib, evaluation = np.arange(1000), np.arange(1000, 2000)
+    meta = R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15, draws=3)["xe"]
+    by_hand = [
+        ece(
+            fit_metacal(z[calib], y[calib], "miscoverage", 0.05, seed=s).predict(z[evaluation]),
+            y[evaluation],
+            15,
+            "mass",
+        )
+        for s in range(3)
+    ]
+    assert meta["ece_a_metamis"] == pytest.approx(np.mean(by_hand))
+    assert meta["ece_a_metamis_sd"] == pytest.approx(np.std(by_hand, ddof=1))
+    assert np.isnan(R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15)["xe"]["ece_a_metamis_sd"])
+    with pytest.raises(ValueError, match="draws"):
+        R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15, draws=0)
