@@ -130,26 +130,24 @@ def parse_job_minutes(text: str) -> int:
     return math.ceil(v)
 
 
-def parse_gpus(text: str) -> int:
-    """``--gpus-per-job``: an integer >= 0 (0: CPU jobs, e.g. a smoke test on a cluster without GPUs)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return v
+def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (``why``: what the bound means), one-line errors."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{why}, got {text!r}")
+        return v
+
+    return parse
 
 
-def parse_max_jobs(text: str) -> int:
-    """``--max-jobs``: an integer >= 1, the jobs running at once."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return v
+#: ``--gpus-per-job`` (0: CPU jobs, e.g. a smoke test on a cluster without GPUs), ``--max-jobs`` (at once).
+parse_gpus = int_at_least(0, " (0: CPU jobs)")
+parse_max_jobs = int_at_least(1, " (jobs running at once)")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -75,15 +75,8 @@ def parse_minutes(text: str) -> float:
     return v
 
 
-def parse_stack(text: str) -> int:
-    """``--stack``: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (runs trained at once), got {text!r}")
-    return v
+#: ``--stack``: an integer >= 1.
+parse_stack = cluster.int_at_least(1, " (runs trained at once)")
 
 
 def missing(pages: Sequence[str]) -> list[str]:
