@@ -28,8 +28,11 @@ MONOTONE_STEP_TOL: float = 0.02
 SPEARMAN_MIN: float = 0.9
 """The bar on each model's Spearman correlation of a bin's confidence and accuracy (the paper: a plot only)."""
 
-HALVES_ECE_TOL: float = 0.02
-"""How close the held-out ECE after TS must be to the calibration half's (paper: 0.0913 vs 0.0901)."""
+HALVES_ECE_TOL: float = 0.03
+"""How close the held-out ECE after TS must be to the calibration half's (paper: 0.0913 vs 0.0901); the
+book's number, set so the claim can be decided at the page's sizes: at 5,000 + 5,000 examples the
+gap's noise bar is 1.96 x hypot(0.5 / sqrt(5000), 0.5 / sqrt(5000)) = 0.0196, so 0.02 could hold only
+for a gap under 0.0004 (issue 53); 0.03 holds for gaps under 0.0104 and fails for gaps over 0.0496."""
 
 PAPER_ECE_MMLU: dict[str, float] = {
     "paper cal before": 0.1902,

@@ -111,3 +111,11 @@ def test_page_runs_on_synthetic_logits_and_publishes_claims():
     assert list(claims.columns) == ["claim", "paper", "ours", "verdict", "paper_own"]
     assert set(claims["verdict"]) <= set(VERDICTS[:3]) and len(claims) == 4
     assert "CE" in PAGE.scale_summary(settings("calibration", "cpu"))
+
+
+def test_the_halves_claim_can_be_held_and_fail_at_five_thousand_a_half():
+    """Issue 53's case: 5,000 + 5,000 examples, where the gap's noise bar is 1.96 x 0.0100 = 0.0196.
+    A gap of 0 or 0.01 is held, 0.06 did not hold, 0.03 (the tolerance itself) is inconclusive."""
+    assert K.HALVES_ECE_TOL - 1.96 * np.hypot(0.5 / np.sqrt(5000), 0.5 / np.sqrt(5000)) > 0.01
+    for gap, want in ((0.0, HELD), (0.01, HELD), (0.06, FAILED), (K.HALVES_ECE_TOL, UNSURE)):
+        assert _claims(0.995, 0.2, 0.05, 0.05 + gap, 0.02, 5000)[2] == want, gap
