@@ -16,11 +16,14 @@ HELD, FAILED, INCONCLUSIVE = VERDICTS[:3]
 
 def per_seed(n: int, au_ece: float, au_cw: float, au_acc: float, gap: float, ts: float, noise: float = 0.0) -> dict:
     """``n`` seeds of hand-made metrics: XE at ECE 0.03, cwECE 0.006, accuracy 0.9, ECE after TS
-    0.03 - ``ts``; the AU run at the given values; focal's confidence gap ``gap``, inverse focal's and
+    (ECE^a, equal mass, as Table 4) 0.03 - ``ts``; the AU run at the given values; focal's confidence gap ``gap``, inverse focal's and
     AURC's -``gap``. Per-seed noise of size ``noise``, centred (the means stay as given)."""
     off = np.random.default_rng(2).standard_normal(n) * noise
     off = off - off.mean() if n > 1 else np.zeros(1)
-    xe = [{"ece": 0.03, "cwece": 0.006, "accuracy": 0.9, "conf_gap": 0.0, "ece_ts": 0.03 - ts + o / 5} for o in off]
+    xe = [
+        {"ece": 0.03, "cwece": 0.006, "accuracy": 0.9, "conf_gap": 0.0, "ece_a": 0.03, "ece_a_ts": 0.03 - ts + o / 5}
+        for o in off
+    ]
     return {
         "xe": xe,
         "au": [{**x, "ece": au_ece + o, "cwece": au_cw + o / 5, "accuracy": au_acc + o} for x, o in zip(xe, off)],
@@ -64,7 +67,7 @@ def test_the_paper_column_and_the_papers_own_verdict_follow_the_row():
         r50["AU loss has lower cwECE than XE"]["paper_own"],
         wrn["AU loss has lower cwECE than XE"]["paper_own"],
     } == {INCONCLUSIVE}
-    assert wrn["temperature scaling lowers XE's ECE"]["paper_own"] == HELD  # ECE^a 1.93 -> 1.31
+    assert wrn["temperature scaling lowers XE's ECE^a"]["paper_own"] == HELD  # ECE^a 1.93 -> 1.31
     assert r50["focal loss leaves the model overconfident (mean confidence > accuracy)"]["paper_own"] == NOT_TESTABLE
     with pytest.raises(ValueError, match="row"):
         reweighted_claims(m, row="resnet110")
