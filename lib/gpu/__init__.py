@@ -15,5 +15,5 @@ through :mod:`lib.results`.
 * :mod:`lib.gpu.packs` -- data sets as compressed packs that one call carries.
 * :mod:`lib.gpu.transfer` -- a call's records out in archives and back into ``results/``.
 * :mod:`lib.gpu.projection` -- GPU-minutes and windows the plan needs, and the runs one call can finish.
-* :mod:`lib.gpu.selftest` -- a few-second check of the stacked engine on the machine.
+* :mod:`lib.gpu.selftest` -- a few-second check of the packed engine on the machine.
 """

@@ -142,6 +142,7 @@ def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}{why}, got {text!r}")
         return v
 
+    parse.__doc__ = f"An argparse type: an integer >= {minimum}{why}."
     return parse
 
 

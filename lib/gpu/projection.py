@@ -3,24 +3,26 @@
 ``python -m lib paper --dry-run`` prints, per page, the runs done and left, the GPU-minutes left and
 the GPU sessions they need, counted with the training minutes the recipe (:mod:`lib.gpu.recipe`)
 leaves per session. Epoch times come from ``bench/results/epoch_cuda-*.json`` (``python bench/bench_epoch.py
---stack N`` on the GPU: the start of the recipe's call) when one is committed, stacked figures first;
-otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated`` (minutes on that
-CPU, not on a GPU). A run's epoch in a stack of k runs costs what the benchmark measured alone (k = 1)
-and per run in its stack of N, linearly in between (:func:`member_epoch_seconds`).
+--pack 16 8 32`` on the GPU: the start of the recipe's call) when one is committed, each method's
+cheapest measured pack first (:func:`_pack_rows`; older benchmarks' vmap stacks where no pack was
+measured); otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated``
+(minutes on that CPU, not on a GPU). A run's epoch in a pack of k runs costs what the benchmark
+measured alone (k = 1) and per run in its pack of N, linearly in between (:func:`member_epoch_seconds`);
+a pack of several runs also pays its measured build-and-compile time once (``Bench.pack_seconds``).
 
 The step benchmark leaves out what a whole run also spends (data, augmentation, evaluation), so
 runs published from the benchmark's device correct it (:func:`measured_runs`): a method trained
 there costs what its slowest run cost, and any other run the benchmark's estimate times the largest
-ratio of a measured run to its estimate (on the H200, 0.92-1.28 against the step figures). Stacks
+ratio of a measured run to its estimate (on the H200, 0.92-1.28 against the step figures). Packs
 are used only where the benchmark measured them clearly cheaper per run than a run alone
-(:data:`STACK_GAIN`): on the H200 a stack of 8 cost what runs alone do.
+(:data:`STACK_GAIN`): on the H200 a vmap stack of 8 cost what runs alone do.
 
 Runs alone may also train in several processes at once (``bench_epoch.py --workers``: each run's
 step is ``slowdown`` times as long with N processes): the queue does so where N / slowdown is at
 least :data:`WORKER_GAIN` (``Bench.workers``), every run's time then multiplied by the slowdown.
 
 The same figures size a call's work (:func:`fit_batch`): the queue hands a page the runs, in plan
-order, whose stacks, trained one after the other as the stacked engine groups them
+order, whose packs, trained one after the other as the packed engine groups them
 (:func:`lib.moe.grid.stack_groups`), end inside the call's training minutes, skipping a run that
 would not (a run cut by a deadline would lose its checkpoints with the machine).
 """

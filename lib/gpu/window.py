@@ -55,7 +55,7 @@ from lib.results import PAGES, plan
 from lib.validation import error_line
 
 PROG = "python -m lib paper"
-TORCH_MIN = (2, 2)  # torch.func.stack_module_state and pytree dataclasses in vmap outputs
+TORCH_MIN = (2, 2)  # torch.func (FGR's batched gradients) and torch.compile of a pack
 #: What every call needs; a page adds its own (``Page.needs``).
 NEEDS: tuple[str, ...] = ("torch", "numpy", "scipy", "pandas", "filelock", "tqdm")
 #: What a call's archives may hold together (64 MiB come back, the log and the benchmark beside them).
@@ -91,7 +91,9 @@ def missing(pages: Sequence[str]) -> list[str]:
         except (PackageNotFoundError, ValueError):
             major, minor = 99, 0  # a source build: trust it
         if (major, minor) < TORCH_MIN:
-            out.append(f"torch >= {TORCH_MIN[0]}.{TORCH_MIN[1]} (torch.func stacking; this is {major}.{minor})")
+            out.append(
+                f"torch >= {TORCH_MIN[0]}.{TORCH_MIN[1]} (torch.func and torch.compile; this is {major}.{minor})"
+            )
     return out
 
 
