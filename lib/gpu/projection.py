@@ -4,7 +4,7 @@
 the GPU sessions they need, counted with the training minutes the recipe (:mod:`lib.gpu.recipe`)
 leaves per session. Epoch times come from ``bench/results/epoch_cuda-*.json`` (``python bench/bench_epoch.py
 --pack 16 8 32`` on the GPU: the start of the recipe's call) when one is committed, each method's
-cheapest measured pack first (:func:`_pack_rows`; older benchmarks' vmap stacks where no pack was
+cheapest measured pack first (older benchmarks' vmap stacks where no pack was
 measured); otherwise from the CPU benchmark, and the projection then says ``cpu-extrapolated``
 (minutes on that CPU, not on a GPU). A run's epoch in a pack of k runs costs what the benchmark
 measured alone (k = 1) and per run in its pack of N, linearly in between (:func:`member_epoch_seconds`);
