@@ -276,7 +276,7 @@ def bench_pack(
             device=device,
             amp=cfg.amp,
             compile=compiled,
-            channels_last=cfg.channels_last and device.type == "cuda",
+            channels_last=prs[0].channels_last,
             progress=False,
         ),
     )
@@ -299,7 +299,7 @@ def bench_pack(
         "achieved_train_tflops": 3 * flops * ips / 1e12,
         "fraction_of_peak": 3 * flops * ips / peak if peak else None,
         "amp_bf16": bool(cfg.amp and device.type == "cuda"),
-        "channels_last": bool(cfg.channels_last and device.type == "cuda"),
+        "channels_last": prs[0].channels_last,
     }
     print(_line(out), flush=True)
     return out
@@ -419,14 +419,11 @@ def pack_failure(method: str, pack: int, compiled: bool, err: BaseException) -> 
 
 
 def best_packs(packed: Sequence[dict]) -> list[dict]:
-    """Per method, the measured pack (size, eager or compiled) with the cheapest run-epoch."""
-    best: dict[str, dict] = {}
-    for r in packed:
-        if "error" not in r and (
-            r["method"] not in best or r["run_epoch_seconds"] < best[r["method"]]["run_epoch_seconds"]
-        ):
-            best[r["method"]] = r
-    return list(best.values())
+    """Per method, the measured pack (size, eager or compiled) with the cheapest run-epoch: the rows
+    the queue sizes packs by (:func:`lib.gpu.projection.cheapest_packs`)."""
+    from lib.gpu.projection import cheapest_packs
+
+    return list(cheapest_packs(packed))
 
 
 def table1_projection(results: list[dict], seeds: int = 5, epochs: int = 50) -> dict | None:

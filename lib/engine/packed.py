@@ -48,8 +48,6 @@ from lib.validation import check_int
 
 __all__ = ["Member", "OwnStep", "Packed", "PackedLinear", "fit_packed", "pack_inputs", "run_slice", "take_rows"]
 
-_NORMS = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
-
 
 class PackedLinear(nn.Module):
     """G linear layers as one batched matmul: ``weight`` (G, out, in), ``bias`` (G, out).
@@ -418,6 +416,7 @@ def fit_packed(
                 scheduler.step()
             seconds = time.perf_counter() - t0
             mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
+            opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
             for i, m in enumerate(members):
                 if diverged[i] is not None:
                     continue
@@ -431,7 +430,7 @@ def fit_packed(
                 entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "packed": n}
                 histories[i].append(entry)
                 if m.run is not None:
-                    state = packed.run_optimizer_state(optimizer.state_dict(), i)
+                    state = packed.run_optimizer_state(opt_state, i)
                     m.run.save_checkpoint(
                         checkpoint(epoch + 1, packed.run_state(i), state, scheduler, histories[i], elapsed[i])
                     )

@@ -92,6 +92,7 @@ __all__ = [
     "parse_account",
     "parse_gpus",
     "parse_job_minutes",
+    "parse_minutes",
     "parse_max_jobs",
     "parse_partition",
     "plan_table",
@@ -118,16 +119,21 @@ def parse_account(text: str) -> str:
     return text
 
 
-def parse_job_minutes(text: str) -> int:
-    """``--time``: the minutes each job may run, a positive number (rounded up to whole minutes, as
-    SLURM counts them)."""
+def parse_minutes(text: str) -> float:
+    """``--minutes`` (the window) and ``--time`` (a job): a finite number of minutes > 0."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
     if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text!r}")
-    return math.ceil(v)
+        raise argparse.ArgumentTypeError(f"must be a positive finite number of minutes, got {text!r}")
+    return v
+
+
+def parse_job_minutes(text: str) -> int:
+    """``--time``: the minutes each job may run, :func:`parse_minutes` rounded up to whole minutes, as
+    SLURM counts them."""
+    return math.ceil(parse_minutes(text))
 
 
 def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:

@@ -60,6 +60,7 @@ __all__ = [
     "Bench",
     "SESSION_TRAIN_MINUTES",
     "STACK_GAIN",
+    "cheapest_packs",
     "UNMEASURED_FACTOR",
     "WORKER_GAIN",
     "batch_seconds",
@@ -125,18 +126,25 @@ def measured_runs(device: str) -> dict[tuple[str, str, int, int], float]:
     return out
 
 
-def _pack_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The benchmark's rows of runs trained at once, as ``stack`` and ``run_epoch_seconds``: per method
-    its cheapest measured pack (``bench_epoch.py --pack``: the engine's way, eager or compiled) if the
-    benchmark has packs, else the stacked rows of older benchmarks (``torch.func.vmap``,
-    channels_last), which only count where they paid."""
-    best: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in results.get("packed") or []:
+def cheapest_packs(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Per (data set, method), the measured pack (size, eager or compiled) with the cheapest run-epoch
+    among ``rows`` (``bench_epoch.py --pack``'s); packs that failed are left out."""
+    best: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
         key = (r.get("name", ""), r.get("method", ""))
         if "error" not in r and (key not in best or r["run_epoch_seconds"] < best[key]["run_epoch_seconds"]):
-            best[key] = dict(r, stack=r["pack"])
+            best[key] = r
+    return list(best.values())
+
+
+def _pack_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The benchmark's rows of runs trained at once, as ``stack`` and ``run_epoch_seconds``: per method
+    its cheapest measured pack (:func:`cheapest_packs`: the engine's way, eager or compiled) if the
+    benchmark has packs, else the stacked rows of older benchmarks (``torch.func.vmap``,
+    channels_last), which only count where they paid."""
+    best = cheapest_packs(results.get("packed") or [])
     if best:
-        return list(best.values())
+        return [dict(r, stack=r["pack"]) for r in best]
     rows = list(results.get("stacked") or [])
     return [r for r in rows if r.get("channels_last")] or rows
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import platform
 import signal
 import subprocess
@@ -64,15 +63,8 @@ CALL_BYTES = 48 * 2**20
 __all__ = ["CALL_BYTES", "NEEDS", "machine", "main", "missing", "parse_minutes", "parse_stack"]
 
 
-def parse_minutes(text: str) -> float:
-    """``--minutes``: a finite number of minutes > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive finite number of minutes, got {text!r}")
-    return v
+#: ``--minutes``: a finite number of minutes > 0 (the cluster's ``--time`` reads it alike).
+parse_minutes = cluster.parse_minutes
 
 
 #: ``--stack``: an integer >= 1.

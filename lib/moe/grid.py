@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from filelock import Timeout
@@ -213,10 +213,11 @@ def _train_group(
 
 def _train_pack(
     ready: list[TrainConfig], runs: list[Run], data: Bundle, log: Callable[[str], None] | None, compile: bool = False
-) -> list[dict[str, Any] | None]:
-    """Train ``ready`` (their ``runs`` locked) as one pack and return their records (``None`` for a run
-    that diverged). A pack out of device memory raises; the GPU queue (lib.gpu.queue) trains its
-    runs in packs half the size, resuming from their checkpoints."""
+) -> Iterator[dict[str, Any] | None]:
+    """Train ``ready`` (their ``runs`` locked) as one pack, then yield their records one by one as each
+    is evaluated, so each is saved before the next is made (``None`` for a run that diverged). A pack
+    out of device memory raises; the GPU queue (lib.gpu.queue) trains its runs in packs half the size,
+    resuming from their checkpoints."""
     prs = [prepare_run(c, data, packed=True) for c in ready]
     c0 = ready[0]
     fits = fit_packed(
@@ -229,19 +230,17 @@ def _train_pack(
         device=prs[0].device,
         amp=c0.amp,
         compile=compile or c0.compile,
-        channels_last=c0.channels_last and prs[0].transform is not None and prs[0].device.type == "cuda",
+        channels_last=prs[0].channels_last,
         progress=c0.progress,
         desc=f"{data.name} pack of {len(ready)}",
     )
-    records: list[dict[str, Any] | None] = []
     for pr, c, run, fitted in zip(prs, ready, runs, fits):
         if fitted.diverged_at is not None:
             msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {fitted.diverged_at}; not published"
             log(msg) if log is not None else warnings.warn(msg, stacklevel=2)
-            records.append(None)
+            yield None
         else:
-            records.append(finish_run(pr, data, run, fitted))
-    return records
+            yield finish_run(pr, data, run, fitted)
 
 
 def run_grid(

@@ -130,6 +130,7 @@ class PreparedRun:
     eval_prep: Callable[[torch.Tensor], torch.Tensor] | None
     loss_fn: LossFn
     step_fn: StepFn | None
+    channels_last: bool = False  # images in channels_last on CUDA: the run's (and its pack's) layout
 
     def member(self, run: Run | None) -> Any:
         """This run as a member of a pack (:class:`lib.engine.packed.Member`): runs of one method
@@ -212,7 +213,7 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     loss_fn, step_fn = method_step(
         cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text, fgr_inputs=prep.fgr_inputs
     )
-    return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn)
+    return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn, use_cl)
 
 
 def _outputs(out: Any) -> dict[str, torch.Tensor]:
