@@ -18,13 +18,13 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
   timed per method on CIFAR-10H, eager and (on CUDA) under ``torch.compile``, with what building and
   compiling a pack costs once (``compile_seconds``); images/s counts the images of all G runs, the
   fraction of peak likewise, and the projected Table 1 grid takes each method's cheapest measured pack.
-  ``python -m lib paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
+  ``python -m calibook paper --dry-run`` projects the plan from this file (``epoch_cuda-*.json``).
 * with ``--workers N [N ...]``, runs alone in N processes at once (``workers``): max(N) processes,
   started once, time each method's step in rounds, first in one of them, then in N of them whose
   timed steps begin at one signal; ``slowdown`` is the slowest process's step over the one alone.
   A step that leaves the device idle between kernels (launches, Python) lets N processes finish N
   runs in less than N times one:
-  ``lib.gpu.projection`` has the queue train in N processes where N / slowdown pays
+  ``calibook.gpu.projection`` has the queue train in N processes where N / slowdown pays
   (``WORKER_GAIN``).
 
 On a CPU only a few steps are timed and the epoch time is extrapolated from them (the JSON says so).
@@ -420,8 +420,8 @@ def pack_failure(method: str, pack: int, compiled: bool, err: BaseException) -> 
 
 def best_packs(packed: Sequence[dict]) -> list[dict]:
     """Per method, the measured pack (size, eager or compiled) with the cheapest run-epoch: the rows
-    the queue sizes packs by (:func:`lib.gpu.projection.cheapest_packs`)."""
-    from lib.gpu.projection import cheapest_packs
+    the queue sizes packs by (:func:`calibook.gpu.projection.cheapest_packs`)."""
+    from calibook.gpu.projection import cheapest_packs
 
     return list(cheapest_packs(packed))
 

@@ -60,10 +60,10 @@ def main() -> None:
         ap.error(f"--minutes: must be positive, got {args.minutes}")
 
     from lib.engine import deadline
-    from lib.gpu.queue import load_data
+    from calibook.gpu.queue import load_data
     from lib.moe.grid import train_stacked
     from lib.moe.train import train_run
-    from lib.results import plan, published
+    from calibook.results import plan, published
 
     have = published("cifar10h")
     missing = [i for i in args.ids if i not in have]

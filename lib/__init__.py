@@ -13,9 +13,4 @@ import warnings
 # the text bar anyway. One filter here silences it for all of them.
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
-# In a notebook kernel, errors lib raises on purpose (bad parameter, missing data) show as one line.
-from lib.notebook_errors import install as _install_notebook_errors  # noqa: E402
-
-_install_notebook_errors()
-
 __version__ = "0.1.0"

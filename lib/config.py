@@ -34,7 +34,7 @@ def cache_dir() -> Path:
 
 def results_dir() -> Path:
     """Committed paper-scale results (small signed JSON records and float16 arrays published by the
-    queue, :mod:`lib.gpu.queue`) that pages read; ``CALIBOOK_RESULTS`` overrides (tests use it)."""
+    queue, :mod:`calibook.gpu.queue`) that pages read; ``CALIBOOK_RESULTS`` overrides (tests use it)."""
     return Path(os.environ.get("CALIBOOK_RESULTS", repo_root() / "results"))
 
 

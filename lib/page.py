@@ -1,30 +1,18 @@
-"""A page of the book: the base class every page module subclasses (:class:`Page`), and its first and last code cells.
+"""A page of the book: the base class every page module subclasses (:class:`Page`).
 
 Every notebook ``notebooks/<name>.py`` has one page module ``lib/<paper>/pages/<name>.py`` holding
-one :class:`Page` subclass and its instance ``PAGE`` (found by :mod:`lib.pages`); the notebook, the
-paper-scale queue (:mod:`lib.gpu.queue`) and the paper-scale tables (:mod:`lib.paper_scale`) call
-the same methods.
-
-However a page is run, its first code cell calls :func:`start` (the parameters checked with the rules
-of ``python -m lib run``, names papermill injected but the page does not declare included) and its last
-:func:`finish`, which removes the "did not finish" notice :func:`start` showed (``update_display_data``
-on the first cell's output): a failed or interrupted run says so at the top.
+one :class:`Page` subclass and its instance ``PAGE``; the notebook and the book's tooling
+(``calibook``: the queue, the paper-scale tables) call the same methods.
 """
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from lib.engine.plan import Item
 
-NOTICE = (
-    "**This page did not finish running.** Its run failed or was interrupted before the last cell; "
-    "the numbers below, if any, are incomplete. Run it again (`python -m lib run {name}`)."
-)
-
-__all__ = ["NOTICE", "OnDone", "Page", "finish", "injected_names", "start"]
+__all__ = ["OnDone", "Page"]
 
 OnDone = Callable[[Item, dict[str, Any]], None]
 """Called with each planned run and its record as soon as the run is finished."""
@@ -38,9 +26,9 @@ class Page:
     :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
     (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
     ``paper_on_cpu``: the page's paper scale needs no GPU (minutes on a CPU), so a book built at
-    ``cpu`` scale runs it at paper scale too (:func:`lib.book.paper_builds`). ``differs``: how the
+    ``cpu`` scale runs it at paper scale too (:func:`calibook.book.paper_builds`). ``differs``: how the
     page's setting differs from the paper's where not by scale (the ledger's account of opposite
-    verdicts, :func:`lib.ledger.why`).
+    verdicts, :func:`calibook.ledger.why`).
     """
 
     name: ClassVar[str]
@@ -127,57 +115,3 @@ class Page:
         for it in items:
             deadline.check(0.0, f"the runs of {self.name}")
             on_done(it, self.run_one(it, cfg, data))
-
-
-def injected_names(namespace: Mapping[str, Any]) -> list[str]:
-    """Names assigned by papermill's injected cell(s) (source starting ``# Parameters``) in the
-    kernel's input history ``In``; empty outside a papermill run."""
-    history = namespace.get("In")
-    names: list[str] = []
-    if not isinstance(history, list):
-        return names
-    for source in history:
-        if not isinstance(source, str) or not source.lstrip().startswith("# Parameters"):
-            continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-            names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
-    return names
-
-
-def start(name: str, namespace: Mapping[str, Any]) -> None:
-    """Check page ``name``'s parameters as found in ``namespace`` (the notebook's ``globals()``),
-    then show the "did not finish" notice that :func:`finish` removes. Returns nothing, so the
-    cell shows only the notice."""
-    from lib.notebooks import check_notebook, check_parameters, notebook_parameters
-    from lib.config import SCALES
-    from lib.validation import check_choice
-
-    if not isinstance(namespace, Mapping):
-        raise ValueError(f"namespace: expected the notebook's globals(), got {type(namespace).__name__}")
-    check_notebook(name)
-    check_choice(namespace.get("scale"), SCALES, "scale")
-    declared = notebook_parameters(name)
-    wanted = [k for k in dict.fromkeys([*declared, *injected_names(namespace)]) if k != "scale"]
-    missing = [k for k in wanted if k in declared and k not in namespace]
-    if missing:
-        raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
-    values = {k: namespace.get(k) for k in wanted}
-    check_parameters(name, namespace["scale"], values)
-    _show(name, NOTICE.format(name=name))
-
-
-def finish(name: str) -> None:
-    """Remove the notice of :func:`start`: the page ran to its last cell."""
-    _show(name, "", update=True)
-
-
-def _show(name: str, text: str, update: bool = False) -> None:
-    from IPython.display import display
-
-    data = {"text/markdown": text, "text/plain": text.replace("**", "")}
-    display(data, raw=True, display_id=f"calibook-unfinished-{name}", update=update)

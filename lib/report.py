@@ -68,7 +68,7 @@ quotes or cites the sentence it encodes); "numerical check", a check that holds 
 construction (an identity, a closed form); "expectation", the book's own expectation, in no paper's
 words (a bar the book chose, a comparison the paper does not make, the cross-paper chapter's
 expectations); "timing", a cost measured once on the machine that built the book (no noise bar).
-Only "claim" rows count with the papers' claims; the ledger (:mod:`lib.ledger`) counts the others
+Only "claim" rows count with the papers' claims; the ledger (:mod:`calibook.ledger`) counts the others
 apart."""
 
 

@@ -71,7 +71,7 @@ n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale'
 # one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("calibration", globals())
 

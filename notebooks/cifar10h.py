@@ -51,14 +51,16 @@ lam: float = 2.0  # robust methods' lambda (paper: 2); near 0 the tilt is the me
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("cifar10h", globals())
 
 # %% tags=["remove-cell"]
 import torch
 
-from lib import paper_scale, plots, report
+from calibook import paper_scale
+
+from lib import plots, report
 from lib.moe import experiment, lessons, paper, plots as moe_plots, tables
 from lib.moe.claims import publish_results
 from lib.moe.pages import cifar10h

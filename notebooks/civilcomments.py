@@ -54,14 +54,16 @@ data_dir: str = ""  # holds civilcomments_v1.0/ ("": $CALIBOOK_DATA, ../shared/d
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("civilcomments", globals())
 
 # %% tags=["remove-cell"]
 import torch
 
-from lib import paper_scale, plots, report
+from calibook import paper_scale
+
+from lib import plots, report
 from lib.data.text import IDENTITY_GROUPS
 from lib.moe import experiment, lessons, paper, tables
 from lib.moe.claims import not_run_claims, publish_results

@@ -70,7 +70,7 @@ seed: int = 0  # seed of the calibration/test split
 # one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("cross_paper", globals())
 

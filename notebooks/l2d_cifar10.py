@@ -53,7 +53,7 @@ train: str = "auto"  # auto: train below paper scale, read results/ at it | yes 
 # line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("l2d_cifar10", globals())
 
@@ -62,7 +62,9 @@ import time
 import pandas as pd
 import torch
 
-from lib import paper_scale, pages, plots, report
+from calibook import paper_scale, pages
+
+from lib import plots, report
 from lib.l2d import plots as l2d_plots
 from lib.l2d import results
 from lib.nets import image_training

@@ -46,7 +46,7 @@ epochs: int = 0  # most training epochs (0: the scale default); early stopping e
 # line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("l2d_gaussians", globals())
 
@@ -55,7 +55,9 @@ import time
 import pandas as pd
 import torch
 
-from lib import pages, plots, report
+from calibook import pages
+
+from lib import plots, report
 from lib.l2d import plots as l2d_plots
 from lib.l2d import results
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture

@@ -53,7 +53,7 @@ train: str = "auto"  # auto (train below paper scale, read results/ at it) | yes
 # line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("losses_cifar10", globals())
 
@@ -61,7 +61,9 @@ import time
 
 import torch
 
-from lib import paper_scale, pages, plots, report
+from calibook import paper_scale, pages
+
+from lib import plots, report
 from lib.engine.runs import training
 from lib.nets import image_training
 from lib.rr import weights

@@ -59,11 +59,13 @@ n_bins: int = 15  # bins of every binned error (as the released code; paper: non
 # line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("losses_released_logits", globals())
 
-from lib import pages, plots, report
+from calibook import pages
+
+from lib import plots, report
 from lib.ccc import cascade
 from lib.rr import experiment
 from lib.rr import gamma

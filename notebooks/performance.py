@@ -50,7 +50,7 @@ budget_s: float = 0.0  # seconds of timing per batch size; 0 keeps the scale's v
 # until the last cell has run, a notice below says that the page did not finish.
 
 # %%
-from lib import page
+from calibook import page
 
 page.start("performance", globals())
 
@@ -62,8 +62,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from lib import benchmarks as bm
-from lib import config, pages, plots, report
+from calibook import benchmarks as bm
+from calibook import pages
+from lib import config, plots, report
 
 plots.use_offline_renderer()
 PAGE = pages.get("performance")

@@ -51,7 +51,7 @@ scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more draws); no t
 seed: int = 0  # seed of the samples and random populations
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("routing_theory", globals())
 

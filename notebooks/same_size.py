@@ -65,7 +65,7 @@ n_splits: int = 0  # random calibration/test splits; 0: the scale's
 # one line, and until the last cell has run a notice says the page did not finish -- and import.
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("same_size", globals())
 

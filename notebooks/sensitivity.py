@@ -55,14 +55,16 @@ epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
 # %% tags=["remove-cell"]
-from lib import page
+from calibook import page
 
 page.start("sensitivity", globals())
 
 # %% tags=["remove-cell"]
 import torch
 
-from lib import paper_scale, plots, report
+from calibook import paper_scale
+
+from lib import plots, report
 from lib.moe import lessons, robust, tables
 from lib.moe.pages import cifar10h, sensitivity
 

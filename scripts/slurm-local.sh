@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine, for trying and testing `python -m lib paper --launch slurm`
-# (book/cluster.md; tests/unit/gpu/test_cluster.py starts it when it can).
+# A one-node SLURM cluster on this machine, for trying and testing `python -m calibook paper --launch slurm`
+# (book/cluster.md; tests/unit/calibook/gpu/test_cluster.py starts it when it can).
 #
 #   bash scripts/slurm-local.sh start    # writes slurm.conf, starts munged, slurmctld and slurmd; prints
 #                                        # `export SLURM_CONF=...`, the line the SLURM commands need

@@ -21,5 +21,5 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 .venv/bin/ruff check --quiet || { echo "ruff: lint errors above (ruff check --fix fixes the simple ones)" >&2; exit 1; }
-.venv/bin/ruff format --check --quiet lib tests bench scripts || { echo "ruff: files above are not formatted (ruff format fixes them)" >&2; exit 1; }
+.venv/bin/ruff format --check --quiet lib calibook tests bench scripts || { echo "ruff: files above are not formatted (ruff format fixes them)" >&2; exit 1; }
 exec .venv/bin/python -m pytest -q -ra "$@"

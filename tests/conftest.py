@@ -42,7 +42,7 @@ def _tag(name: str, params: dict[str, Any]) -> str:
 
 def _is_default(name: str, key: str, value: Any) -> bool:
     """Whether ``value`` is the default of parameter ``key`` in the notebook's parameters cell."""
-    from lib.notebooks import notebook_parameters
+    from calibook.notebooks import notebook_parameters
 
     declared = notebook_parameters(name).get(key)
     if declared is None:
@@ -120,7 +120,7 @@ class SmokeRuns:
 
     @staticmethod
     def _make(name: str, params: dict[str, Any], tag: str) -> Path:
-        from lib import book
+        from calibook import book
 
         if name == BOOK:
             return book.build_book("smoke", strict=True)
@@ -181,7 +181,7 @@ def planned_runs(items: list[pytest.Item]) -> list[tuple[str, dict[str, Any]]]:
     arguments are literals or the test's parameters, the runs its ``smoke_runs`` marks list, and
     every default page then the book for tests of the strict build (``smoke_book``). Tests that
     monkeypatch their environment make their runs themselves (those runs see that environment)."""
-    from lib.notebooks import notebook_names
+    from calibook.notebooks import notebook_names
 
     plan: list[tuple[str, dict[str, Any]]] = []
     for item in items:
@@ -249,7 +249,7 @@ def smoke_notebook() -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def smoke_book() -> Path:
     """The strict book build (warnings are errors) of every page's smoke run: its HTML folder."""
-    from lib.notebooks import notebook_names
+    from calibook.notebooks import notebook_names
 
     for name in notebook_names():
         _runs().get(name, {})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lib.notebooks import notebook_names
+from calibook.notebooks import notebook_names
 from lib.config import repo_root
 
 pytestmark = pytest.mark.book
@@ -43,7 +43,7 @@ def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:
 def test_the_ledger_lists_every_page_that_judges_claims(html: Path) -> None:
     """The ledger is built from what the pages published: every page whose executed copy publishes
     a claims table has rows there, linked to the page; none says it was not executed."""
-    from lib.book import executed_path
+    from calibook.book import executed_path
     from lib.report import read_published
 
     text = (html / "book" / "ledger.html").read_text()
@@ -62,7 +62,7 @@ def test_setup_cells_are_hidden_and_code_links_to_its_source(html: Path) -> None
     (``page.start`` / ``page.finish``); every page links the ``lib`` code it uses to its source."""
     import json
 
-    from lib.book import executed_path
+    from calibook.book import executed_path
 
     for name in notebook_names():
         page = (html / "notebooks" / f"{name}.html").read_text()
@@ -91,7 +91,7 @@ def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None
     message as a quoted Python string, and no table cell is cut short with '...'."""
     import json
 
-    from lib.book import executed_path
+    from calibook.book import executed_path
 
     local = str(repo_root().parent)  # e.g. "PACS from /home/me/.../shared/data/pacs"
     noisy = []

@@ -9,7 +9,7 @@ import jupytext
 import nbformat
 import pytest
 
-from lib.notebooks import notebook_names
+from calibook.notebooks import notebook_names
 from lib.config import SCALES, notebooks_with_settings, repo_root, settings
 
 NOTEBOOKS = repo_root() / "notebooks"

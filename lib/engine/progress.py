@@ -16,7 +16,7 @@ Where the line goes:
 * into a file or a pipe (a GPU machine's captured output, ``papermill ... 2> log``): a whole line at
   most once a minute.
 
-``CALIBOOK_PROGRESS=terminal`` (what the book runner, :mod:`lib.book`, sets in its kernels) keeps the
+``CALIBOOK_PROGRESS=terminal`` (what the book runner, :mod:`calibook.book`, sets in its kernels) keeps the
 line out of the page and sends it to the terminal only, after the text of
 ``CALIBOOK_PROGRESS_PREFIX`` (the runner's "[3/15 cifar10h] ": which page, where in the list).
 ``CALIBOOK_PROGRESS=off``, ``TQDM_DISABLE=1`` (without ``CALIBOOK_PROGRESS=terminal``) or

@@ -19,7 +19,7 @@ Layout of one run in the local cache, ``<cache>/runs/<group>/<key>[.<fingerprint
   locks portably): a second process asking for the same run waits, then loads the first one's result.
 
 Committed results (``results/<page>/<group>/<key>.json`` plus ``<key>.<name>.npz``, published by the
-paper-scale queue, :mod:`lib.gpu.queue`) win over the local cache. Every file is written atomically;
+paper-scale queue, :mod:`calibook.gpu.queue`) win over the local cache. Every file is written atomically;
 every read is verified (JSON parses, checksum matches, every artifact the record lists is there
 with its SHA-256 and loads, checkpoint loads with ``weights_only=True``). A bad cache entry (say a
 truncated ``predictions.npz``) is reported once with its path (a :class:`CorruptEntryWarning`) and

@@ -94,6 +94,6 @@ TINY: dict[str, Any] = dict(
 
 def tiny_config(method: str = "vanilla", seed: int = 0, **changes: Any) -> TrainConfig:
     """A run that trains in seconds on a CPU: a 3-layer CNN of width 4 under 2 experts, 2 epochs (one of
-    ERM warmup), batch 16 (``TINY``). The engine's self-test (:mod:`lib.gpu.selftest`) and the unit
+    ERM warmup), batch 16 (``TINY``). The engine's self-test (:mod:`calibook.gpu.selftest`) and the unit
     tests use it; ``changes`` override any field."""
     return TrainConfig(**{**TINY, "method": method, "seed": seed, **changes})

@@ -216,7 +216,7 @@ def _train_pack(
 ) -> Iterator[dict[str, Any] | None]:
     """Train ``ready`` (their ``runs`` locked) as one pack, then yield their records one by one as each
     is evaluated, so each is saved before the next is made (``None`` for a run that diverged). A pack
-    out of device memory raises; the GPU queue (lib.gpu.queue) trains its runs in packs half the size,
+    out of device memory raises; the GPU queue (calibook.gpu.queue) trains its runs in packs half the size,
     resuming from their checkpoints."""
     prs = [prepare_run(c, data, packed=True) for c in ready]
     c0 = ready[0]

@@ -77,7 +77,7 @@ def test_cifar10h_reads_published_runs_and_trains_nothing(
     nothing (the cache it may use starts empty and ends without a trained run)."""
     import shutil
 
-    import lib.gpu.queue as q
+    import calibook.gpu.queue as q
     from lib.report import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
@@ -124,7 +124,7 @@ def test_pacs_invalid_target_names_valid_ones(smoke_notebook: Callable[..., Any]
     assert "ValueError" in message and "'mars'" in message
     for name in ("photo", "art_painting", "cartoon", "sketch"):
         assert name in message
-    # the cell shows the message alone, not the traceback above it (lib.notebook_errors)
+    # the cell shows the message alone, not the traceback above it (calibook.notebook_errors)
     assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith("ValueError: ")
 
 
@@ -141,7 +141,7 @@ def test_civilcomments_synthetic(smoke_published: Published) -> None:
 def test_civilcomments_without_data_says_so(tmp_path: Any) -> None:
     """At cpu scale without CivilComments the page shows the loader's message, no numbers, and
     every claim 'not run: data unavailable' (no training happens, so this is quick)."""
-    from lib import book
+    from calibook import book
     from lib.data.locate import DataNotFoundError
     from lib.data.text import load_civilcomments
     from lib.report import read_published

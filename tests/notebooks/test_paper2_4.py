@@ -16,7 +16,7 @@ import pytest
 import nbformat
 
 from lib import config
-from lib.book import executed_path
+from calibook.book import executed_path
 from lib.report import KINDS, NOT_TESTABLE, VERDICTS
 
 pytestmark = pytest.mark.notebook
@@ -151,7 +151,7 @@ def test_try_it_more_seeds_and_fewer_epochs_on_the_mixture(smoke_published) -> N
 
 
 def test_try_it_the_au_coverage_moves_only_the_au_runs(smoke_published) -> None:
-    """book/rr/overview.md: ``python -m lib run losses_cifar10 -p coverage 0.5``."""
+    """book/rr/overview.md: ``python -m calibook run losses_cifar10 -p coverage 0.5``."""
     out, base = smoke_published("losses_cifar10", coverage=0.5), smoke_published("losses_cifar10")
     assert "AU coverage 0.5," in out["scale_summary"]
     assert out["rr_xe_ece"] == base["rr_xe_ece"]  # cross-entropy ignores the coverage (same seed, same head)
@@ -166,7 +166,7 @@ def test_losses_cifar10_reads_published_runs_and_trains_nothing(smoke_notebook, 
     training any (the frozen smoke backbone stays cached: the queue does not publish it)."""
     import shutil
 
-    import lib.gpu.queue as q
+    import calibook.gpu.queue as q
     from lib.report import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))

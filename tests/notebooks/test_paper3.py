@@ -94,7 +94,7 @@ def try_it_commands() -> list[tuple[str, dict[str, object]]]:
     text = (repo_root() / "book" / "ccc" / "overview.md").read_text()
     section = text.split("## Try it", 1)[1].split("\n## ", 1)[0]
     out = []
-    for cmd in re.findall(r"`(python -m lib run [^`]+)`", section):
+    for cmd in re.findall(r"`(python -m calibook run [^`]+)`", section):
         words = shlex.split(cmd)[4:]
         params = {words[i + 1]: float(words[i + 2]) if "." in words[i + 2] else int(words[i + 2])
                   for i in range(1, len(words), 3)}  # fmt: skip

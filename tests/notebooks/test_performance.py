@@ -2,13 +2,13 @@
 
 The live timings depend on the machine and its load, so nothing here asserts on their values:
 the page's structure, and the arithmetic on the committed (fixed) benchmark results. The scaling
-exponent's arithmetic is tested on fixed tables in tests/unit/test_benchmarks.py."""
+exponent's arithmetic is tested on fixed tables in tests/unit/calibook/test_benchmarks.py."""
 
 import math
 
 import pytest
 
-from lib import benchmarks as bm
+from calibook import benchmarks as bm
 from lib.config import settings
 from lib.report import VERDICTS
 

@@ -6,12 +6,14 @@ import inspect
 import pkgutil
 import re
 
+import calibook
 import lib
-from lib.notebooks import notebook_names
+from calibook.notebooks import notebook_names
 
 MODULES = [
     importlib.import_module(m.name)
-    for m in pkgutil.walk_packages(lib.__path__, "lib.")
+    for package in (lib, calibook)
+    for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
     if not m.name.endswith("__main__")
 ]
 
@@ -39,9 +41,9 @@ def test_pages_named_in_docstrings_exist() -> None:
 
 
 def test_every_function_a_page_uses_is_documented_and_in_the_generated_index() -> None:
-    """The "Used in" index is generated from the pages' code (lib.book.used_in_index), never written
+    """The "Used in" index is generated from the pages' code (calibook.book.used_in_index), never written
     by hand in docstrings, so it cannot drift; every function it lists has a docstring."""
-    from lib.book import lib_references, used_in_index
+    from calibook.book import lib_references, used_in_index
     from lib.config import repo_root
 
     rows = {line.split("`")[1]: line for line in used_in_index().splitlines() if line.startswith("| {py:obj}")}

@@ -1,4 +1,5 @@
-"""lib's layers point one way and its modules import no cycle (issue 38).
+"""lib's layers point one way, its modules import no cycle (issue 38), and lib imports nothing of
+calibook, the machinery beside it (issue 54).
 
 Every import counts, at the top of a module or inside a function (lib.engine.imports reads them
 from the source). The table below is the one CONTRIBUTING.md shows.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from lib.engine import imports
 
-BASE = {"lib", "lib.validation", "lib.config", "lib.notebook_errors"}  # what every layer may use
+BASE = {"lib", "lib.validation", "lib.config", "calibook.notebook_errors"}  # what every layer may use
 PAPERS = ("moe", "l2d", "ccc", "rr")
 
 #: lib's top-level package or module -> its layer (the ``pages`` package or module of a paper or of
@@ -19,12 +20,10 @@ LAYER_OF = {
     "engine": "engine",
     "nets": "nets",
     "features": "features",
-    **dict.fromkeys(("report", "plots", "benchmarks"), "presentation"),
+    **dict.fromkeys(("report", "plots"), "presentation"),
     **dict.fromkeys(PAPERS, "papers"),
     "cross_paper": "cross_paper",
-    **dict.fromkeys(("notebooks", "page", "pages", "results", "paper_scale", "ledger"), "pages"),
-    "gpu": "gpu",
-    **dict.fromkeys(("book", "cli", "__main__"), "cli"),
+    "page": "pages",
 }
 
 #: layer -> the layers its modules may import (besides their own and BASE).
@@ -40,8 +39,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 MAY_IMPORT["cross_paper"] = MAY_IMPORT["papers"] | {"papers"}
 MAY_IMPORT["pages"] = MAY_IMPORT["cross_paper"] | {"cross_paper"}
-MAY_IMPORT["gpu"] = MAY_IMPORT["pages"] | {"pages"}
-MAY_IMPORT["cli"] = MAY_IMPORT["gpu"] | {"gpu"}
 
 
 def layer(module: str) -> str:
@@ -117,7 +114,7 @@ def test_the_rules_on_hand_made_edges() -> None:
     assert allowed("lib.moe.heads", "lib.moe.robust") and not allowed("lib.rr.losses", "lib.moe.mocae")
     assert allowed("lib.moe.pages.pacs", "lib.moe.heads") and not allowed("lib.moe.heads", "lib.moe.pages.pacs")
     assert allowed("lib.cross_paper.pages.cross_paper", "lib.ccc.cascade") and not allowed(
-        "lib.paper_scale", "lib.gpu.queue"
+        "lib.ccc.cascade", "lib.cross_paper.pages.cross_paper"
     )
     assert allowed("lib.data.jpeg", "lib.validation") and not allowed("lib.calibration.metrics", "lib.plots")
 
@@ -140,3 +137,47 @@ def test_the_checks_catch_an_arrow_up_and_a_cycle(monkeypatch) -> None:
             assert words in str(e)
         else:
             raise AssertionError(f"{check.__name__} passed on a bad graph")
+
+
+def _imports_of(path) -> list[tuple[str, int]]:
+    """Every module ``path``'s source imports (``import``, ``from ... import``, ``importlib.import_module``
+    with a literal name), at the top or inside a function, with its line."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.append((node.module, node.lineno))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            out.append((str(node.args[0].value), node.lineno))
+    return out
+
+
+def _calibook_imports(root) -> list[str]:
+    return [
+        f"{p.relative_to(root)}:{line} imports {name}"
+        for p in sorted((root / "lib").rglob("*.py"))
+        for name, line in _imports_of(p)
+        if name == "calibook" or name.startswith("calibook.")
+    ]
+
+
+def test_lib_imports_nothing_of_calibook() -> None:
+    bad = _calibook_imports(imports.SOURCE_ROOT)
+    assert not bad, "lib imports the machinery (move the code to calibook, or pass it in):\n" + "\n".join(bad)
+
+
+def test_the_seam_check_catches_an_import(tmp_path) -> None:
+    """The check on a copy of a tiny lib with one import of calibook inside a function, and one by name."""
+    (tmp_path / "lib" / "x").mkdir(parents=True)
+    (tmp_path / "lib" / "x" / "a.py").write_text("import os\n\ndef f():\n    from calibook.gpu import queue\n")
+    (tmp_path / "lib" / "b.py").write_text("import importlib\nm = importlib.import_module('calibook.book')\n")
+    found = _calibook_imports(tmp_path)
+    assert found == ["lib/b.py:2 imports calibook.book", "lib/x/a.py:4 imports calibook.gpu"], found

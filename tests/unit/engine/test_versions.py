@@ -131,7 +131,7 @@ ON_RUN_PATH = {
     "rr_backbone": ("lib/nets/image_training.py", "lib/nets/pretrained.py", "lib/engine/loop.py"),
     "rr_losses": ("lib/rr/losses.py", "lib/rr/weights.py", "lib/calibration/ece_kde.py"),
 }
-UNRELATED = ("lib/plots.py", "lib/ccc/cascade.py", "lib/cli.py", "lib/moe/tables.py", "lib/engine/runs.py")
+UNRELATED = ("lib/plots.py", "lib/ccc/cascade.py", "lib/page.py", "lib/moe/tables.py", "lib/engine/runs.py")
 
 
 @pytest.fixture(scope="module")

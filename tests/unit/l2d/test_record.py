@@ -65,7 +65,7 @@ def test_result_row_publishes_the_same_numbers_as_the_record(made) -> None:
 
 def test_a_published_copy_reads_back_the_same(made, dirs) -> None:
     from lib.engine.runs import read_record
-    from lib.gpu.queue import publish
+    from calibook.gpu.queue import publish
 
     rec, point, _ = made
     path = publish(rec, "l2d_cifar10", "l2d_cifar10/specialized/2/ova/s0", seconds=12.5)

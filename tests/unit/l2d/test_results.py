@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import pages
+from calibook import pages
 from lib.config import SCALES, settings
 from lib.l2d import results as lr
 from lib.report import VERDICTS
@@ -136,7 +136,7 @@ def test_surrogates_are_paired_by_seed_not_by_position() -> None:
 
 
 def test_paper_scale_plans_three_seeds_seed_zero_first() -> None:
-    import lib.gpu.queue as q
+    import calibook.gpu.queue as q
 
     items = pages.get("l2d_cifar10").plan("paper")
     assert sorted({it.seed for it in items}) == [0, 1, 2]

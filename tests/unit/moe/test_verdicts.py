@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lib import pages
+from calibook import pages
 from lib.moe import claims as moe_claims
 from lib.moe import experiment as exp
 from lib.moe.pages import cifar10h, civilcomments, sensitivity

@@ -59,7 +59,7 @@ def test_a_runner_record_reads_as_typed_fields(made, dirs) -> None:
 
 def test_a_published_copy_reads_back_the_same_with_its_logits(made, dirs) -> None:
     from lib.engine.runs import read_record
-    from lib.gpu.queue import publish
+    from calibook.gpu.queue import publish
 
     rec = made[0]
     path = publish(rec, "losses_cifar10", "losses_cifar10/au/k0.7/nu0.05/s0", seconds=3.0)

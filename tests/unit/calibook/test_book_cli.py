@@ -1,0 +1,310 @@
+"""calibook.book and calibook.cli: the notebook list comes from the table of contents; bad names and
+parameters are refused before anything runs; a failed run never replaces the last good page."""
+
+import ast
+import json
+import os
+from pathlib import Path
+from unittest import mock
+
+import nbformat
+import papermill
+import pytest
+from papermill.exceptions import PapermillExecutionError
+
+from calibook import book, cli, notebooks
+from lib.config import repo_root
+from lib.engine import progress
+
+
+def test_notebook_names_follow_the_toc() -> None:
+    names = notebooks.notebook_names()
+    assert names[:2] == ["routing_theory", "cifar10h"]
+    assert "pacs" in names and len(names) == len(set(names))
+
+
+def test_unknown_notebook_and_scale_are_refused() -> None:
+    with pytest.raises(ValueError, match="notebook: unknown value 'pacz'.*'pacs'.*did you mean 'pacs'"):
+        notebooks.check_notebook("pacz")
+    with pytest.raises(ValueError, match="scale: unknown value"):
+        book.execute_notebook("pacs", scale="huge")
+    with pytest.raises(SystemExit):
+        cli.main(["run", "pacs", "--scale", "huge"])
+
+
+@pytest.mark.parametrize("name", notebooks.notebook_names())
+def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str) -> None:
+    """`papermill --help-notebook` (papermill.inspect_notebook) lists every assignment of the
+    parameters cell; its type-hint regex skips annotations like `int | None`."""
+    nb = nbformat.read(str(repo_root() / "notebooks" / f"{name}.ipynb"), as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [n.target.id for n in ast.parse(cell.source).body if isinstance(n, ast.AnnAssign)]
+    plain = [n for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
+    assert not plain, f"{name}: parameters without a type hint"
+    shown = notebooks.notebook_parameters(name)
+    assert list(shown) == assigned, f"{name}: papermill shows {list(shown)}, the cell assigns {assigned}"
+    for key, p in shown.items():
+        assert p["inferred_type_name"] in ("str", "int", "float", "bool"), (name, key, p)
+        assert p["default"] and p["help"], (name, key, p)
+    assert shown["scale"]["default"] == '"cpu"'
+
+
+def test_parameters_are_checked_and_converted() -> None:
+    assert notebooks.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
+        "epochs": 3,
+        "target": "sketch",
+    }
+    assert notebooks.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
+    assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
+    with pytest.raises(ValueError, match=r"epoch: not a parameter of notebook 'pacs'.*did you mean 'epochs'\?"):
+        notebooks.check_parameters("pacs", "smoke", {"epoch": "3"})
+    with pytest.raises(ValueError, match="epochs: expected int"):
+        notebooks.check_parameters("pacs", "smoke", {"epochs": "abc"})
+    with pytest.raises(ValueError, match="epochs: expected int"):
+        notebooks.check_parameters("pacs", "smoke", {"epochs": 2.5})
+    with pytest.raises(ValueError, match="epochs: must be >= 0"):
+        notebooks.check_parameters("pacs", "smoke", {"epochs": "-2"})
+    with pytest.raises(ValueError, match="scale: set it with --scale"):
+        notebooks.check_parameters("pacs", "smoke", {"scale": "huge"})
+
+
+@pytest.fixture()
+def fake_papermill(monkeypatch):
+    """papermill.execute_notebook replaced by a stub that writes the output (or fails) instantly."""
+    calls: list[dict] = []
+
+    def run(source, output, parameters, **kw):
+        env = {k: os.environ.get(k) for k in (*book.QUIET_KERNEL_ENV, progress.PREFIX)}
+        calls.append({"parameters": parameters, "env": env, "progress_bar": kw.get("progress_bar")})
+        Path(output).write_text(json.dumps({"ran": parameters}))
+        if parameters.get("target") == "mars":
+            raise PapermillExecutionError(3, 1, "src", "ValueError", "target: unknown PACS domain 'mars'", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", run)
+    return calls
+
+
+def test_cli_refuses_bad_parameters_before_running(fake_papermill, capsys) -> None:
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "epoch", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'epochs'?" in err and "Traceback" not in err
+    assert cli.main(["run", "pacz"]) == 2
+    assert "did you mean 'pacs'?" in capsys.readouterr().err
+    assert fake_papermill == []  # nothing ran
+    with pytest.raises(ValueError):
+        cli.main(["--debug", "run", "pacz"])
+
+
+def test_failed_run_keeps_the_last_good_page(fake_papermill, tmp_path, capsys) -> None:
+    out = tmp_path / "pacs.ipynb"
+    book.execute_notebook("pacs", "smoke", {"target": "sketch"}, output=out, progress=False)
+    good = out.read_text()
+    assert json.loads(good)["ran"] == {"scale": "smoke", "target": "sketch"}
+    with pytest.raises(PapermillExecutionError):
+        book.execute_notebook("pacs", "smoke", {"target": "mars"}, output=out, progress=False)
+    assert out.read_text() == good
+    assert "mars" in (tmp_path / "pacs.failed.ipynb").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pacs.failed.ipynb", "pacs.ipynb"]  # no temp files
+
+
+def test_cli_prints_a_failing_cell_as_one_message(fake_papermill, monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "target", "mars"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m calibook run: error: a cell of the notebook raised ValueError: target: unknown")
+    assert "Traceback" not in err and not (tmp_path / "pacs.ipynb").exists()
+
+
+def test_kernels_run_without_progress_bars_in_the_page(fake_papermill, tmp_path, capsys) -> None:
+    """Third-party bars are off in the kernel; lib's own line goes to the terminal only, after the
+    page and its place in the list, beside papermill's bar of cells labelled the same; with
+    progress=False nothing is drawn."""
+    before = os.environ.get("TQDM_DISABLE")
+    book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", place="2/5")
+    quiet = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    assert fake_papermill[0]["env"] == {**quiet, progress.MODE: "terminal", progress.PREFIX: "[2/5 pacs] "}
+    assert fake_papermill[0]["progress_bar"] == {"desc": "2/5 pacs", "disable": False}
+    assert os.environ.get("TQDM_DISABLE") == before and progress.PREFIX not in os.environ  # restored
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "[calibook] 2/5 pacs (smoke): running" and out[1].startswith("[calibook] 2/5 pacs (smoke) ran in ")
+    book.execute_notebook("pacs", "smoke", output=tmp_path / "p.ipynb", progress=False)
+    assert fake_papermill[1]["env"] == {**quiet, progress.MODE: "off", progress.PREFIX: None}
+    assert fake_papermill[1]["progress_bar"] is False
+
+
+def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(monkeypatch, capsys) -> None:
+    clock = [0.0]
+    seen = []
+
+    def fake_execute(name, scale, place=""):
+        seen.append((name, scale, place))
+        clock[0] += {"a": 42.0, "b": 3725.0, "c": 5.0}[name]
+        if name == "c":
+            raise PapermillExecutionError(1, 1, "src", "ValueError", "bad", [])
+        return Path(f"{name}.ipynb")
+
+    monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "execute_notebook", fake_execute)
+    monkeypatch.setattr(book.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(book, "paper_builds", lambda scale: [])
+    assert book.execute_all("cpu", ["a", "b"]) == [Path("a.ipynb"), Path("b.ipynb")]
+    assert seen == [("a", "cpu", "1/2"), ("b", "cpu", "2/2")]
+    assert capsys.readouterr().out.splitlines() == [
+        "[calibook] pages at cpu scale:",
+        "  a          42s  ran",
+        "  b        1h02m  ran",
+        "  total    1h02m",
+    ]
+    with pytest.raises(PapermillExecutionError):  # a failing page: the table still comes, and says so
+        book.execute_all("cpu", ["a", "c", "b"])
+    assert capsys.readouterr().out.splitlines() == [
+        "[calibook] pages at cpu scale:",
+        "  a          42s  ran",
+        "  c           5s  failed",
+        "  total      47s",
+        "  (1 of 3 pages not run)",
+    ]
+
+
+def test_below_paper_scale_pages_with_published_runs_also_run_at_paper_scale(monkeypatch, tmp_path, capsys) -> None:
+    """The ledger's paper-scale column reads paper-scale copies of the pages: a cpu build makes them
+    for the pages with runs in results/ (after its own pages) and removes a stale copy of a page
+    without runs; a paper-scale build runs each page once."""
+    seen = []
+    stale, kept = tmp_path / "paper" / "a.ipynb", tmp_path / "paper" / "b.ipynb"
+    for f in (stale, kept):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("{}")
+    monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    monkeypatch.setattr(book, "execute_notebook", lambda name, scale, place="": seen.append((name, scale, place)))
+    monkeypatch.setattr(book, "paper_builds", lambda scale: ["b", "z"])  # z: queued, not asked for
+    book.execute_all("cpu", ["a", "b"])
+    assert seen == [("a", "cpu", "1/3"), ("b", "cpu", "2/3"), ("b", "paper", "3/3")]
+    assert not stale.exists() and kept.exists()
+    assert "  b (paper)" in capsys.readouterr().out
+    seen.clear()
+    book.execute_all("paper", ["a", "b"])
+    assert seen == [("a", "paper", "1/2"), ("b", "paper", "2/2")]
+
+
+def test_paper_builds_are_the_queued_pages_with_published_runs(monkeypatch) -> None:
+    import calibook.results
+
+    monkeypatch.setattr(calibook.results, "PAGES", ("cifar10h", "sensitivity", "pacs"))
+    monkeypatch.setattr(calibook.results, "published", lambda name: {"x": {}} if name != "sensitivity" else {})
+    assert book.paper_builds("smoke") == ["cifar10h", "pacs"]
+
+
+def test_a_cpu_build_also_runs_the_pages_whose_paper_scale_needs_no_gpu(monkeypatch) -> None:
+    """Paper scale on a CPU: the released-logit pages, the closed forms and the Gaussian mixture, after
+    the queued pages with runs; the GPU pages and the performance page (timings of this machine) never."""
+    import calibook.results
+
+    monkeypatch.setattr(calibook.results, "published", lambda name: {"x": {}} if name == "cifar10h" else {})
+    on_cpu = [
+        "routing_theory", "l2d_gaussians", "calibration", "cascading", "same_size", "cleaning",
+        "losses_released_logits", "cross_paper",
+    ]  # fmt: skip
+    assert book.paper_builds("cpu") == ["cifar10h", *on_cpu]
+    assert book.paper_builds("smoke") == ["cifar10h"]  # a smoke build stays quick
+
+
+def _run_in_a_kernel(tmp_path, code: str, extra: dict[str, str] | None = None) -> list:
+    """The outputs of one code cell run by papermill in a real kernel, in calibook.book's kernel environment."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source, out = tmp_path / "t.ipynb", tmp_path / "o.ipynb"
+    nbformat.write(nb, str(source))
+    with mock.patch.dict(os.environ, {**book.QUIET_KERNEL_ENV, **(extra or {})}):
+        papermill.execute_notebook(
+            str(source), str(out), kernel_name="python3", progress_bar=False, cwd=str(repo_root())
+        )
+    return nbformat.read(str(out), as_version=4).cells[0].outputs
+
+
+def test_a_real_kernel_prints_no_progress_bar(tmp_path) -> None:
+    """tqdm in a page run by calibook.book (the kernel inherits TQDM_DISABLE) writes nothing."""
+    outputs = _run_in_a_kernel(
+        tmp_path,
+        "import lib  # as every page does (it filters tqdm's IProgress warning)\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='decoding'):\n    pass\nprint('done')",
+    )
+    assert [o.get("text") for o in outputs] == ["done\n"]
+
+
+def test_used_in_index_is_generated_from_the_pages_code() -> None:
+    index = book.used_in_index(["pacs", "calibration"])
+    lines = index.splitlines()
+    assert lines[0].startswith("| `lib` function")
+    row = next(line for line in lines if "`lib.moe.pages.pacs.pacs_backbone`" in line)
+    assert "[pacs](../notebooks/pacs.ipynb)" in row and "calibration" not in row
+    refs = set(book.lib_references(repo_root() / "notebooks" / "pacs.ipynb"))
+    assert {line.split("`")[1] for line in lines[2:] if "pacs.ipynb" in line} == refs
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("calibration", {"seed": "-1"}, "seed: must be >= 0"),
+        ("calibration", {"n_bins": -4}, "n_bins: must be >= 0"),
+        ("cascading", {"n_splits": "-1"}, "n_splits: must be >= 0"),
+        ("l2d_gaussians", {"seeds": "-2"}, "seeds: must be >= 0"),
+        ("cleaning", {"noise_rate": float("nan")}, "noise_rate: must be a finite number"),
+        ("cleaning", {"noise_rate": "nan"}, "noise_rate: expected float"),
+        ("cleaning", {"noise_rate": 1.5}, "noise_rate: must be a fraction in"),
+        ("losses_cifar10", {"coverage": float("inf")}, "coverage: must be a finite number"),
+        ("losses_released_logits", {"n_bins": 0}, r"n_bins: must be > 0 \(the notebook's default is 15\)"),
+        ("pacs", {"train": "maybe"}, "train: unknown value 'maybe'"),
+    ],
+)
+def test_parameter_values_are_checked(name, params, message) -> None:
+    """The rules every way of running a page applies (python -m calibook run here, lib.page in a notebook)."""
+    with pytest.raises(ValueError, match=message):
+        notebooks.check_parameters(name, "smoke", params)
+
+
+def test_good_values_pass_unchanged() -> None:
+    assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": 0.0, "n_bins": 10}) == {
+        "noise_rate": 0.0,
+        "n_bins": 10,
+    }
+    assert notebooks.check_parameters("losses_released_logits", "smoke", {"n_bins": "20"}) == {"n_bins": 20}
+    assert notebooks.check_parameters("pacs", "smoke", {"train": "no", "epochs": 0}) == {"train": "no", "epochs": 0}
+
+
+def test_a_real_kernel_sends_the_pages_progress_line_to_the_terminal_not_the_page(tmp_path, capfd, monkeypatch) -> None:
+    """The kernel's lib.engine.progress line (terminal mode, as calibook.book runs kernels) reaches the
+    standard error the kernel inherited -- the terminal that runs the book -- after the runner's
+    prefix, and the saved page holds only the cell's own output. (ipykernel keeps the original
+    standard error only outside pytest: it reads PYTEST_CURRENT_TEST, which the kernel would inherit.)"""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    code = "from lib.engine import progress\nwith progress.session('probe grid', 4, runs=2) as line:\n"
+    outputs = _run_in_a_kernel(
+        tmp_path, code + "    line.update(4, runs=2)\nprint('done')", {progress.PREFIX: "[1/1 t] "}
+    )
+    assert [o.get("text") for o in outputs] == ["done\n"]
+    assert "[1/1 t] probe grid: epoch 4/4, 2/2 runs, " in capfd.readouterr().err
+
+
+def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_verdicts(
+    monkeypatch, tmp_path, executed_notebook
+) -> None:
+    def executed(name: str, scale: str, values: dict) -> None:
+        executed_notebook(tmp_path / scale / f"{name}.ipynb", values)
+
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    executed("gauss", "cpu", {"scale_summary": "cpu: MLP, 5 seeds"})
+    executed("gauss", "paper", {"scale_summary": "paper: MLP, 10 seeds"})
+    executed("moe", "cpu", {"scale_summary": "cpu: frozen features", "paper_scale_runs": 8})
+    executed("moe", "paper", {"scale_summary": "paper: ResNet-18, 5 seeds"})
+    executed("pacs", "cpu", {"scale_summary": "cpu: PACS", "paper_scale_runs": 0})
+    rows = book._scales_table("cpu", ["gauss", "moe", "pacs", "perf"]).splitlines()[2:]
+    assert [r.split(" | ", 1)[1] for r in rows] == [
+        "cpu: MLP, 5 seeds | MLP, 10 seeds |",
+        "cpu: frozen features | ResNet-18, 5 seeds; 8 GPU runs published |",
+        "cpu: PACS | 0 GPU runs published |",
+        "not executed in this build |  |",
+    ]
+    assert book._scales_table("paper", ["gauss"]).splitlines()[2].endswith("| paper: MLP, 10 seeds |  |")

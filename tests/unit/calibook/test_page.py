@@ -1,0 +1,101 @@
+"""calibook.page: every way of running a page checks its parameters; an unfinished run says so."""
+
+from __future__ import annotations
+
+import nbformat
+import papermill
+import pytest
+from papermill.exceptions import PapermillExecutionError
+
+from calibook import page
+from lib.config import repo_root
+
+
+def _notebook(path, middle: str = "x = 1"):
+    """A page like notebooks/calibration (same parameters) with the first and last cells of every page."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('scale: str = "cpu"\nseed: int = 0\nn_bins: int = 0')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell('from calibook import page\npage.start("calibration", globals())'),
+        nbformat.v4.new_code_cell(middle),
+        nbformat.v4.new_code_cell('page.finish("calibration")'),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _run(tmp_path, middle="x = 1", **parameters):
+    out = tmp_path / "out.ipynb"
+    try:
+        papermill.execute_notebook(
+            str(_notebook(tmp_path / "in.ipynb", middle)),
+            str(out),
+            parameters=parameters,
+            cwd=str(repo_root()),
+            progress_bar=False,
+            kernel_name="python3",
+        )
+        error = None
+    except PapermillExecutionError as err:
+        error = err
+    return nbformat.read(str(out), as_version=4), error
+
+
+def _notice(nb) -> str:
+    first = next(c for c in nb.cells if "page.start" in c.source)
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in first.outputs)
+
+
+def test_injected_names_are_read_from_papermills_cell():
+    ns = {"In": ["", '# Parameters\nsede = 3\nscale = "smoke"\n', "import x"]}
+    assert page.injected_names(ns) == ["sede", "scale"] and page.injected_names({}) == []
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"sede": 3}, "sede: not a parameter of notebook 'calibration'.*did you mean 'seed'"),
+        ({"seed": -1}, "seed: must be >= 0"),
+        ({"n_bins": -4}, "n_bins: must be >= 0"),
+        ({"n_bins": float("nan")}, "n_bins: expected int"),
+        ({"scale": "huge"}, "scale: unknown value"),
+    ],
+)
+def test_start_refuses_bad_parameters_in_the_namespace(params, message):
+    ns = {"scale": "smoke", "seed": 0, "n_bins": 0, **params}
+    ns["In"] = ["", "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())]
+    with pytest.raises(ValueError, match=message):
+        page.start("calibration", ns)
+
+
+def test_bad_parameter_through_papermill_stops_in_the_first_code_cell(tmp_path):
+    nb, error = _run(tmp_path, sede=3, scale="smoke")
+    assert error is not None and error.ename == "ValueError" and "sede" in error.evalue
+    assert "did not finish" not in _notice(nb)  # refused before the notice: nothing ran
+
+
+def test_an_interrupted_page_says_so_and_a_finished_one_does_not(tmp_path):
+    nb, error = _run(tmp_path, middle="raise RuntimeError('interrupted')", scale="smoke")
+    assert error is not None and "did not finish running" in _notice(nb)
+    assert "python -m calibook run calibration" in _notice(nb)
+    nb, error = _run(tmp_path, scale="smoke", seed=2)
+    assert error is None and _notice(nb) == ""
+    first = next(c for c in nb.cells if "page.start" in c.source)
+    assert [o.output_type for o in first.outputs] == ["display_data"]  # the (emptied) notice alone
+
+
+def test_image_data_loads_the_scales_images_and_refuses_a_target():
+    from lib.config import settings
+
+    cfg = settings("losses_cifar10", "smoke")
+    from calibook.pages import get
+
+    data = get("losses_cifar10").data(cfg)
+    n = cfg["n_train"]
+    assert data["train_x"].shape[0] == n and data["train_x"].dtype.is_floating_point is False
+    assert data["num_classes"] == 10
+    with pytest.raises(ValueError, match="target: losses_cifar10 has no target 'sketch'"):
+        get("losses_cifar10").data(cfg, "sketch")
