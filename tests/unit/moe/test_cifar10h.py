@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.moe import experiment as exp
 from lib.moe.pages import cifar10h as c10
 
 # four test images, one per agreement bin: largest human probabilities 0.4, 0.6, 0.8, 1.0
@@ -122,3 +123,45 @@ def test_the_summary_names_the_frozen_imagenet_network_of_real_data_only() -> No
     # synthetic data (smoke) or no features: the network is trained from scratch, as the spec says
     assert c10.network_summary({**cfg, "data": "synthetic"}).endswith("(width 8), trained from scratch")
     assert c10.network_summary({**cfg, "features": False}).endswith("trained from scratch")
+
+
+def _centred_noise(n: int, size: float) -> np.ndarray:
+    """Pairs of +-``size`` (and a 0 when ``n`` is odd): mean 0, sd ``size`` x sqrt((n - n % 2) / (n - 1))."""
+    return np.array([size * (-1) ** s if s < n - n % 2 else 0.0 for s in range(n)])
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_the_pages_own_claims_reach_each_verdict_with_the_scales_methods_and_seeds(scale: str, moe_frame) -> None:
+    """Figure 3's claim and Robust Filtered's best overall ECE with every method the scale runs and its
+    seeds (1 at smoke and cpu, 5 at paper), through :func:`by_agreement` on one image per agreement bin.
+    Figure 3: every method at confidence 0.95 on the most agreed image; on the least agreed, the robust
+    methods drop by ``r`` a seed, the others by 0.05: the effect r - 0.05 is 0.25 (held), -0.25 (did not
+    hold), 0.01 with one seed (inside the 0.02 margin) or 0.04 +- 0.1 a seed with five (t(4) 2.776 x
+    0.1 / sqrt 5 = 0.124). Best overall ECE: every other method at 0.10, Robust Filtered at 0.10 - e, e
+    0.05 (held), -0.05 (did not hold), 0.005 (one seed, inside the 0.01 margin) or 0.02 +- 0.05 (0.062)."""
+    cfg = c10.PAGE.settings(scale)
+    methods, n = list(cfg["methods"]), len(cfg["seeds"])
+    labels = [exp.METHOD_LABELS[m] for m in methods]
+    assert {"Robust MoE", "Vanilla MoE", "Robust Filtered"} <= set(labels)  # both groups of Figure 3 run
+
+    def agreement(effect: np.ndarray) -> str:
+        preds = {}
+        for label in labels:
+            drop = 0.05 + effect * (label in c10.ROBUST_LABELS)
+            conf = np.concatenate([[0.95 - drop[s], 0.9, 0.9, 0.95] for s in range(n)])
+            preds[label] = {"conf": conf, "correct": np.ones(4 * n), "seed": np.repeat(np.arange(n), 4)}
+        return c10.agreement_claim(c10.by_agreement(preds, HUMAN, per_seed=True))[0]["verdict"]
+
+    def best_overall(effect: np.ndarray) -> str:
+        ece = {m: list(0.10 - effect * (m == "robust_filtered")) for m in methods}
+        values = {m: {"accuracy": [0.9] * n, "ece": ece[m], "ece_ts": [0.1] * n} for m in methods}
+        return c10.best_overall_ece_claim(moe_frame(values))[0]["verdict"]
+
+    ones = np.ones(n)
+    assert [agreement(0.25 * ones), best_overall(0.05 * ones)] == ["held"] * 2
+    assert [agreement(-0.25 * ones), best_overall(-0.05 * ones)] == ["did not hold"] * 2
+    if n == 1:
+        noisy = [agreement(np.array([0.01])), best_overall(np.array([0.005]))]
+    else:  # the same signs as "held", beyond the margins, but the noise is wider
+        noisy = [agreement(0.04 + _centred_noise(n, 0.1)), best_overall(0.02 + _centred_noise(n, 0.05))]
+    assert noisy == ["inconclusive at this scale"] * 2

@@ -128,3 +128,52 @@ def test_paper_scale_table_counts_each_point_against_its_planned_seeds() -> None
     table = PAGE.table(items, got)
     assert len(table) == len(items) and "vanilla" in {it.config.method for it in items}
     assert set(table["coverage"]) == {"1 of 1 seeds"}
+
+
+def _centred_noise(n: int, size: float) -> np.ndarray:
+    """Pairs of +-``size`` (and a 0 when ``n`` is odd): mean 0, sd ``size`` x sqrt((n - n % 2) / (n - 1))."""
+    return np.array([size * (-1) ** s if s < n - n % 2 else 0.0 for s in range(n)])
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_each_claim_holds_fails_and_is_inconclusive_on_the_sweeps_each_scale_plans(scale: str) -> None:
+    """The three claims on sweeps laid out as the scale plans them (its lambdas, the warmups that fit
+    its epochs, its seeds: 1 at smoke and cpu, 5 at paper). Every other point at hard ECE 0.10, the
+    claimed point (lambda 2, the 40% warmup) 0.10 + gap: the effect NEAR_TOL - gap is 0.015 for a gap of
+    0.005 ("held": beyond MARGIN 0.01, SE 0), -0.03 for 0.05 ("did not hold"); noisy, 0.015 +- 0.03 a
+    seed (5 seeds: SE 0.03 / sqrt 5 = 0.0134, t(4) 2.776 x SE = 0.037 > 0.015) or, with one seed, -0.005
+    (inside the margin). The support fraction falls 0.45 from the first lambda to the last (held), rises
+    0.45 (did not hold), or falls 0.03 (one seed, inside SUPPORT_MARGIN 0.05) / 0.06 +- 0.1 a seed
+    (5 seeds: 2.776 x 0.1 / sqrt 5 = 0.124)."""
+    cfg = ms.PAGE.settings(scale)
+    lams, warmups, n = [float(v) for v in cfg["lams"]], ms.sensitivity_warmups(cfg), len(cfg["seeds"])
+    target = ms.warmup_target(int(cfg["epochs"]))
+    # the claimed points are in the scale's sweeps (else every verdict would be "inconclusive")
+    assert ms.PAPER_LAMBDA in lams and target in warmups and len(lams) >= 2
+
+    def sweep(key: str, points: list[float], at: float, gaps: np.ndarray) -> pd.DataFrame:
+        rows = [{key: p, "seed": s, "ece": 0.10 + (gaps[s] if p == at else 0.0)} for p in points for s in range(n)]
+        return pd.DataFrame(rows)
+
+    def support(falls: np.ndarray) -> pd.DataFrame:
+        first, last = lams[0], lams[-1]
+        rows = [
+            {"lam": lam, "seed": s, "fraction": 0.95 - (falls[s] if lam == last else 0.0) * (lam != first)}
+            for lam in lams
+            for s in range(n)
+        ]
+        return pd.DataFrame(rows).assign(perplexity=1.0, ratio_bound=1.0)
+
+    def verdicts(gaps: np.ndarray, falls: np.ndarray) -> list[str]:
+        lam = sweep("lam", lams, ms.PAPER_LAMBDA, gaps)
+        warm = sweep("warmup_epochs", [float(w) for w in warmups], float(target), gaps)
+        return [r["verdict"] for r in ms.sensitivity_claims(lam, warm, support(falls), epochs=int(cfg["epochs"]))]
+
+    ones = np.ones(n)
+    assert verdicts(0.005 * ones, 0.45 * ones) == ["held"] * 3
+    assert verdicts(0.05 * ones, -0.45 * ones) == ["did not hold"] * 3
+    if n == 1:
+        noisy = verdicts(np.array([0.025]), np.array([0.03]))
+    else:  # the same mean effects as "held" but for the noise: 0.015 and 0.06 beyond their margins
+        noisy = verdicts(0.005 - _centred_noise(n, 0.03), 0.06 + _centred_noise(n, 0.1))
+    assert noisy == ["inconclusive at this scale"] * 3

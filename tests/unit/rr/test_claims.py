@@ -80,3 +80,36 @@ def test_pairs_are_per_seed_and_the_same_evidence_counts_both_ways():
     assert up["verdict"] == down["verdict"] == INCONCLUSIVE
     steady = reweighted_claims(per_seed(3, 0.024, 0.006, 0.9, 0.0, 0.0), 0.005)[0]
     assert steady["verdict"] == HELD and "3 seeds" in steady["ours"]
+
+
+BALANCED = np.repeat(np.arange(10), 5)  # test labels at chance 1/10
+
+
+@pytest.mark.parametrize(
+    ("scale", "label", "numbers", "own", "floor"),
+    [
+        ("cpu", "ResNet-50", "1.69 vs 3.00", HELD, "0.776"),
+        ("paper", "WRN-28-10", "1.54 vs 1.99", INCONCLUSIVE, "0.787"),
+    ],
+)
+def test_each_scale_sets_beside_its_column_the_papers_verdict_on_the_same_row(scale, label, numbers, own, floor):
+    """The page's claims at a scale (``PAGE.claims`` with the scale's ``paper_row``: ResNet-50 at cpu, the
+    WRN-28-10 the paper scale trains) quote and judge one row of the paper's tables. Where the rows
+    disagree, the row's own verdict is the one used: Table 2's AU-vs-XE ECE gap is 1.31 points on
+    ResNet-50 (3.00 vs 1.69, beyond the half-point margin: held) but 0.45 on WRN-28-10 (1.99 vs 1.54,
+    inside it: inconclusive). The accuracy floor reads the same row: XE at 0.78 clears ResNet-50's
+    (0.1 + 0.8 x (0.9451 - 0.1) = 0.776) but not WRN-28-10's (0.1 + 0.8 x (0.9588 - 0.1) = 0.787)."""
+    cfg = settings("losses_cifar10", scale)
+    assert cfg["paper_row"] == {"ResNet-50": "resnet50", "WRN-28-10": "wrn"}[label]
+    assert PAGE.paper_row_line(cfg).startswith(f"paper row: {label};")
+    seeds = per_seed(cfg["seeds"], 0.01, 0.004, 0.89, 0.03, 0.01)
+    rows, _ = PAGE.claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)
+    ece = {r["claim"]: r for r in rows}["AU loss has lower ECE than XE"]
+    assert ece["paper"] == f"{numbers} ({label}, Table 2, x100)"
+    assert (ece["verdict"], ece["paper_own"]) == (HELD, own)
+    # the other rows' paper cells name the same row
+    assert all(label in r["paper"] for r in rows if r["paper_own"] != NOT_TESTABLE)
+    for x in seeds["xe"]:
+        x["accuracy"] = 0.78
+    rows, why = PAGE.claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)
+    assert f"floor {floor}" in why and (("did not learn" in why) == (scale == "paper"))

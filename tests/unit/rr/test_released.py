@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from lib.config import settings
 from lib.report import NOT_TESTABLE
 from lib.rr.pages.losses_released_logits import PAGE as R
-from lib.rr.pages.losses_released_logits import PUBLISHED_METRICS
+from lib.rr.pages.losses_released_logits import PAPER, PUBLISHED_METRICS, RELEASED_NAMES, SYNTHETIC_LOSSES
 
 
 def test_dual_focal_weights_match_the_formula_on_correct_examples():
@@ -168,3 +170,72 @@ def test_metacal_is_judged_over_its_draws_with_their_spread():
     assert np.isnan(R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15)["xe"]["ece_a_metamis_sd"])
     with pytest.raises(ValueError, match="draws"):
         R.metacal_metrics({"xe": z}, y, calib, evaluation, n_bins=15, draws=0)
+
+
+RUNS = ("xe", "fl53", "dual_focal", "kde_xe", "aurc")
+"""The released runs the page judges at cpu and paper scale (inverse focal's run failed) and the five
+losses of its smoke scale's synthetic logits."""
+
+
+def _released_case(sign: float) -> tuple[dict, dict, pd.DataFrame]:
+    """Metrics of the five runs, their Meta-Cal metrics and an inverse-focal gamma curve on which every
+    claim of the page holds (``sign`` 1) or fails (-1): each ECE 0.2 points above Table 2's (held) or 2
+    points (and dual focal's 5: did not hold); FL-53's confidence gap +-3 points, AURC's -+3; XE's ECE^a
+    1 point lower (higher) after TS; Meta-Cal 1 point of ECE^a below (above) TS at 8 (2) points of
+    accuracy; the validation NLL rising with gamma (or not)."""
+    metrics = {}
+    for n in RUNS:
+        off = 0.002 if sign > 0 else (0.05 if n == "dual_focal" else 0.02)
+        gap = {"fl53": 0.03 * sign, "aurc": -0.03 * sign}.get(n, 0.0)
+        metrics[n] = {"ece": PAPER["ece"][n] / 100 + off, "conf_gap": gap, "ece_a": 0.03, "ece_a_ts": 0.03 - 0.01 * sign,
+                      "accuracy": 0.95}  # fmt: skip
+    cost = 0.08 if sign > 0 else 0.02
+    meta = {
+        n: {f"{m}_{k}": v for k in ("metamis", "metaacc") for m, v in (("ece_a", m_["ece_a_ts"] - 0.01 * sign),
+                                                                       ("accuracy", 0.95 - cost))}
+        for n, m_ in metrics.items()
+    }  # fmt: skip
+    nll = {0.0: 0.30, 2.0: 0.32, 4.0: 0.36, 5.0: 0.40} if sign > 0 else {0.0: 0.30, 2.0: 0.38, 4.0: 0.36, 5.0: 0.40}
+    cv = pd.DataFrame(
+        [{"loss": "inverse_focal", "map": "temperature", "fold": 0, "gamma": g, "nll": v, "ece": 0.0, "accuracy": 0.9,
+          "temperature": 1.0} for g, v in nll.items()]
+    )  # fmt: skip
+    return metrics, meta, cv
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_every_claim_of_the_page_holds_and_fails_with_the_runs_each_scale_judges(scale: str) -> None:
+    """The whole claims table (:meth:`ReleasedLogitsPage.claims`) on the five runs with the scale's
+    ``claim_tol``: every row "held" on the first case and "did not hold" on the second, but the failed
+    inverse-focal run's row, which neither confirms nor refutes Table 2 (always inconclusive)."""
+    cfg = settings("losses_released_logits", scale)
+    if cfg["source"] == "synthetic":
+        assert set(RUNS) == {RELEASED_NAMES[k] for k in SYNTHETIC_LOSSES}
+    failed = {} if cfg["source"] == "synthetic" else {"inverse_focal": 0.1}
+    for sign, verdict in ((1, "held"), (-1, "did not hold")):
+        rows = R.claims(*_released_case(sign), failed, tol=cfg["claim_tol"])
+        got = {r["claim"]: r["verdict"] for r in rows}
+        failed_row = got.pop("inverse focal loss: accuracy and ECE as in Table 2", None)
+        assert (failed_row is None) == (not failed) and failed_row in (None, "inconclusive at this scale")
+        # five runs as in Table 2, the lowest ECE, FL-53 and AURC's confidence, TS, 2 x 2 Meta-Cal, gamma
+        assert len(got) == 5 + 1 + 3 + 4 + 1 and set(got.values()) == {verdict}, got
+
+
+def test_metacal_claims_at_the_five_released_runs_are_paired_at_four_degrees_of_freedom():
+    """Five runs: the paired SE of the per-run effects at t(4) = 2.776. ECE^a gains beyond TS of 3, -1, 3,
+    -1, 1 points: mean 1.0 > 0.5, sd 2.0, SE 0.89, bar 2.48 points: inconclusive; 1.2 on every run (SE
+    0): held. Accuracy costs of 12, 2, 12, 2, 7 points: 2 points beyond 5 on average (the 1-point
+    margin), sd 5, SE 2.24, bar 6.2: inconclusive; 7 on every run: held; 3 on every run: did not hold."""
+    runs = RUNS
+
+    def verdicts(gain, cost):
+        metrics = {n: {"ece_a_ts": 0.05, "accuracy": 0.95} for n in runs}
+        meta = {n: {"ece_a_metamis": 0.05 - g, "accuracy_metamis": 0.95 - c, "ece_a_metaacc": 0.05 - g,
+                    "accuracy_metaacc": 0.95 - c} for n, g, c in zip(runs, gain, cost)}  # fmt: skip
+        return [r["verdict"] for r in R.metacal_claims(metrics, meta)]
+
+    noisy = verdicts((0.03, -0.01, 0.03, -0.01, 0.01), (0.12, 0.02, 0.12, 0.02, 0.07))
+    assert noisy == ["inconclusive at this scale"] * 4
+    assert verdicts((0.012,) * 5, (0.07,) * 5) == ["held"] * 4
+    assert verdicts((0.012,) * 5, (0.03,) * 5) == ["held", "did not hold"] * 2
+    assert verdicts((-0.012,) * 5, (0.07,) * 5) == ["did not hold", "held"] * 2
