@@ -29,6 +29,20 @@ def publish(name: str, value: Any, display: bool = False) -> Any:
     return value
 
 
+def publish_values(**values: Any) -> None:
+    """Glue several hidden values at once, each under its keyword (:func:`publish`)."""
+    for name, value in values.items():
+        publish(name, value)
+
+
+def publish_claims(claims: pd.DataFrame) -> None:
+    """Publish a page's claims table (:func:`claims_table`) under ``claims``, as its rows, and show it."""
+    if not isinstance(claims, pd.DataFrame):
+        raise ValueError(f"claims: expected the DataFrame of claims_table, got {type(claims).__name__}")
+    publish("claims", claims.to_dict("records"))
+    show(claims)
+
+
 def read_published(notebook: str | Path) -> dict[str, Any]:
     """Every value glued in an executed notebook, by name (plain-text representation parsed)."""
     import nbformat  # a notebook tool: not needed (nor installed) where only runs are trained
