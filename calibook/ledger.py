@@ -92,13 +92,16 @@ def why(
     *,
     paper_scale: str = "",
     seeds: int | None = None,
+    paper_own_at_paper: str | None = None,
 ) -> str:
     """Why the verdicts of one row differ, computed from what is known, or "" when nothing is: the
     paper's own verdict (``paper_own``: a verdict, :data:`lib.report.NOT_TESTABLE` or ""), ours at
     this build's scale (``ours``, with the text of its ``ours`` cell), ours at paper scale
     (``paper_scale``, "" without a paper-scale build), the seeds behind ours (``seeds``, None where
     the page has none) and the page's own account of how its setting differs from the paper's
-    (``differs``, ``Page.differs``). Never typed per claim; the scale is named as the cause only where
+    (``differs``, ``Page.differs``). ``paper_own_at_paper``: the paper's own verdict on the row of its
+    tables the paper-scale column is set beside, where that is another row than this scale's (paper
+    4 quotes ResNet-50 at cpu scale and WRN-28-10 at paper scale); ``None``: the same row. Never typed per claim; the scale is named as the cause only where
     the paper-scale verdict agrees with the paper's, and noise only where the seeds say so."""
     if ours == NOT_RUN:
         return "the data this page needs was not available in this build"
@@ -106,6 +109,12 @@ def why(
         return "our model is below the book's accuracy floor at this scale, so the claim is not judged"
     own = paper_own if paper_own in _JUDGED else ""
     at_paper = paper_scale if paper_scale in _JUDGED else ""
+    if paper_own_at_paper and paper_own_at_paper != paper_own and at_paper:
+        # the paper-scale column answers to another row of the paper's: judge the two scales apart
+        other = paper_own_at_paper if paper_own_at_paper in _JUDGED else ""
+        here = why(paper_own, ours, ours_text, differs, seeds=seeds)
+        there = "agree" if other and at_paper == other else f"ours {at_paper}, the paper's {other or 'none'}"
+        return f"{here or 'nothing to explain'} at this scale; at paper scale, against the paper's other row: {there}"
     decisive = (HELD, NOT_HELD)
     one_seed = " (one seed at this scale: only the claim's margin decides)" if seeds == 1 else ""
     setting = f"; the page's setting differs from the paper's: {differs}" if differs else ""
@@ -178,6 +187,7 @@ def ledger_rows(
             text = str(r["claim"])
             paper_row = at_paper.get(text)
             paper_verdict = "" if paper_row is None else str(paper_row["verdict"])
+            own_at_paper = None if paper_row is None else str(paper_row.get("paper_own") or "")
             if paper_row is not None:
                 verdict = paper_verdict.replace(INCONCLUSIVE, _PAPER_INCONCLUSIVE)
                 scale_cell = f"{verdict} ({cov})" if cov else verdict
@@ -199,7 +209,15 @@ def ledger_rows(
                     "ours_text": ours_text,
                     "paper_scale": scale_cell,
                     "paper_verdict": paper_verdict,
-                    "why": why(own, ours, ours_text, differs(name), paper_scale=paper_verdict, seeds=seeds(name)),
+                    "why": why(
+                        own,
+                        ours,
+                        ours_text,
+                        differs(name),
+                        paper_scale=paper_verdict,
+                        seeds=seeds(name),
+                        paper_own_at_paper=own_at_paper,
+                    ),
                 }
             )
     return rows

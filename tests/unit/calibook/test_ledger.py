@@ -79,6 +79,18 @@ def test_counts_leave_rows_without_a_verdict_out_of_every_total() -> None:
         ((NOT_TESTABLE, FAILED), {"paper_scale": HELD}, "our two scales disagree"),
         ((NOT_TESTABLE, UNSURE), {"paper_scale": HELD, "seeds": 5}, "paper scale decides; this scale does not"),
         (("", NOT_RUN), {}, "the data this page needs was not available in this build"),
+        # the paper-scale column answers to another row of the paper's (paper 4: ResNet-50 here, WRN there)
+        (
+            (HELD, HELD),
+            {"paper_scale": UNSURE, "paper_own_at_paper": UNSURE},
+            "agree at this scale; at paper scale, against the paper's other row: agree",
+        ),
+        (
+            (HELD, HELD),
+            {"paper_scale": FAILED, "paper_own_at_paper": UNSURE},
+            f"agree at this scale; at paper scale, against the paper's other row: ours {FAILED}, the paper's {UNSURE}",
+        ),
+        ((HELD, HELD), {"paper_scale": HELD, "paper_own_at_paper": HELD}, "agree"),
         (
             (HELD, UNSURE, "x [computed verdict 'held' not used: accuracy below the floor]"),
             {},
@@ -101,6 +113,17 @@ def test_why_never_asserts_noise_or_missing_errors() -> None:
                     assert "noise" not in text and "reports no errors" not in text, (own, ours, at_paper)
                     if own == NOT_TESTABLE or not own:
                         assert "paper's" not in text.replace("the paper's:", "")
+
+
+def test_the_paper_scale_column_is_set_beside_the_paper_scale_rows_own_verdict() -> None:
+    """Where a page quotes another row of the paper's tables at paper scale, its own verdict comes from
+    the paper-scale build's row, not from this build's."""
+    here = [{"claim": "AU has lower ECE", "verdict": HELD, "paper_own": HELD}]
+    there = [{"claim": "AU has lower ECE", "verdict": UNSURE, "paper_own": UNSURE}]
+    (row,) = ledger_rows(["rr"], lambda n: {"claims": here}, paper_published=lambda n: {"claims": there})
+    assert row["why"] == "agree at this scale; at paper scale, against the paper's other row: agree"
+    (same,) = ledger_rows(["rr"], lambda n: {"claims": here}, paper_published=lambda n: {"claims": here})
+    assert same["why"] == "agree"
 
 
 def test_a_bad_published_row_is_named() -> None:
