@@ -79,7 +79,7 @@ def main() -> None:
     except deadline.DeadlineReached as stop:
         print(f"deadline: {stop}")
     rows = {}
-    from lib.engine.runs import RunMissing, training
+    from calibook.runs import RunMissing, training
 
     with training(False):
         for it in items:

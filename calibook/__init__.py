@@ -12,3 +12,17 @@ GPU windows (:mod:`calibook.gpu`), published results, the ledger, the book build
 from calibook.notebook_errors import install as _install_notebook_errors
 
 _install_notebook_errors()
+
+
+class _RunStore:
+    """calibook.runs as lib's run store, imported on first use (it imports torch)."""
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        import calibook.runs
+
+        return getattr(calibook.runs, name)
+
+
+from lib.engine import cache as _cache  # noqa: E402
+
+_cache.install(_RunStore())

@@ -12,8 +12,8 @@ from typing import Any
 
 from lib.config import results_dir
 from lib.engine.plan import Item, matches
-from lib.engine.runs import read_record
-from lib.engine.versions import made_by_current_code
+from calibook.runs import read_record
+from calibook.versions import made_by_current_code
 from calibook.pages import get as get_page
 from calibook.pages import queued_names
 

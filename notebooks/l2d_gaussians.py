@@ -134,7 +134,7 @@ bayes
 # %% [markdown]
 # ## The run
 # Every point of both sweeps, for both surrogates and every seed: one cached training each
-# (`lib.engine.runs`) through `PAGE.run`, so re-running the page only reads the results back.
+# (`calibook.runs`) through `PAGE.run`, so re-running the page only reads the results back.
 
 # %%
 t0 = time.time()

@@ -64,7 +64,7 @@ import torch
 from calibook import paper_scale, pages
 
 from lib import plots, report
-from lib.engine.runs import training
+from calibook.runs import training
 from lib.nets import image_training
 from lib.rr import weights
 from lib.rr.pages import losses_cifar10

@@ -3,6 +3,8 @@ once per session, two at a time: :class:`SmokeRuns`)."""
 
 from __future__ import annotations
 
+import calibook  # noqa: F401 - installs the run store (calibook.runs) that lib's experiments ask for runs
+
 import ast
 import contextlib
 import inspect

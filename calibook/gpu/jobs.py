@@ -23,7 +23,7 @@ from typing import Any
 from filelock import FileLock
 
 from lib.config import SCALES, cache_dir
-from lib.engine.runs import atomic_write
+from calibook.runs import atomic_write
 from calibook.results import PAGES, plan
 from lib.validation import check_choice, error_line
 

@@ -37,7 +37,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lib.config import repo_root, results_dir
-from lib.engine.runs import read_record
+from calibook.runs import read_record
 from calibook.gpu.recipe import SESSION_MINUTES, training_minutes
 from lib.moe.grid import stack_groups
 from lib.nets.backbones import family

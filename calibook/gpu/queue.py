@@ -40,7 +40,7 @@ import torch
 from lib.config import results_dir
 from lib.engine import deadline as window_deadline
 from lib.engine.plan import Item, matches
-from lib.engine.runs import RunMissing, artifact_paths, atomic_write, read_record, sign, training
+from calibook.runs import RunMissing, artifact_paths, atomic_write, read_record, sign, training
 from calibook.gpu.projection import Bench, fit_batch
 from calibook.gpu.transfer import record_bytes
 from lib.page import OnDone

@@ -22,8 +22,8 @@ from typing import Any
 
 from lib.config import results_dir
 from lib.engine.plan import matches
-from lib.engine.runs import atomic_write, read_record, sha256_file
-from lib.engine.versions import code_version, made_by_current_code
+from calibook.runs import atomic_write, read_record, sha256_file
+from calibook.versions import code_version, made_by_current_code
 from calibook.results import PAGES, plan
 
 #: Largest archive a call writes (a file brought back from the machine may have 16 MiB), and the
@@ -159,7 +159,7 @@ def _check(path: Path, folder: Path, rec: dict[str, Any] | None, today: dict[str
     if not made_by_current_code(rec):
         raise ValueError(
             f"{name}: stale: made by code {rec.get('code_fingerprint')} (version {rec.get('version')}) of "
-            f"{rec['group']!r}, not accepted for today's version {code_version(rec['group'])} in lib/engine/versions.json"
+            f"{rec['group']!r}, not accepted for today's version {code_version(rec['group'])} in calibook/versions.json"
         )
     if not matches(today[qid], rec):
         raise ValueError(f"{name}: its config differs from today's config of {qid}")

@@ -359,7 +359,7 @@ def _run_workers(
     try:
         for i, share in enumerate(shares, 1):
             left = f"{max(at - time.monotonic(), 1.0):.1f}"
-            cmd = [sys.executable, "-m", "lib", "paper", *common, "--runs", ",".join(it.id for it in share)]
+            cmd = [sys.executable, "-m", "calibook", "paper", *common, "--runs", ",".join(it.id for it in share)]
             proc = subprocess.Popen(
                 [*cmd, "--deadline-in", left], stdout=subprocess.PIPE, stderr=err, text=True, cwd=repo_root()
             )

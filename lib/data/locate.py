@@ -10,6 +10,7 @@ data page lists every dataset); a file found but unreadable raises :class:`Damag
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pickle
 import zipfile
@@ -28,6 +29,15 @@ class DataNotFoundError(FileNotFoundError):
 
 class DamagedDataError(ValueError):
     """A data file was found but cannot be read (empty, truncated, not the expected format)."""
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def shared_data_dir() -> Path:

@@ -22,7 +22,7 @@ from lib.data.augment import BatchIterator, epoch_generator
 from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
-from lib.engine.runs import Run
+from lib.engine.cache import Run
 from lib.validation import check_choice, check_int
 
 __all__ = ["Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]

@@ -43,7 +43,7 @@ from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast
 from lib.engine.loop import FitResult, checkpoint
-from lib.engine.runs import Run
+from lib.engine.cache import Run
 from lib.validation import check_int
 
 __all__ = ["Member", "OwnStep", "Packed", "PackedLinear", "fit_packed", "pack_inputs", "run_slice", "take_rows"]

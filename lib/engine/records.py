@@ -1,7 +1,7 @@
 """Reading run records as typed views: the checks and provenance fields that the papers' record
 dataclasses share (:mod:`lib.l2d.record`, :mod:`lib.rr.record`).
 
-A finished run is a signed JSON dict (:mod:`lib.engine.runs`; the queue, :mod:`calibook.gpu.queue`, adds a
+A finished run is a signed JSON dict (:mod:`calibook.runs`; the queue, :mod:`calibook.gpu.queue`, adds a
 ``queue`` block to the copy it publishes). These helpers read one value of such a dict, or its
 provenance, and raise ``ValueError("records: run <key> ...")`` naming the run and the field when the
 value is missing or of the wrong type. They never change a record.

@@ -27,7 +27,7 @@ from lib.config import cache_dir
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.data.bundle import TensorSplits, strided
 from lib.engine import progress
-from lib.engine.artifacts import sha256_file
+from lib.data.locate import sha256_file
 from lib.nets.backbones import extractor_model
 from lib.nets.extractors import STAGE_EXTRACTORS, extract, feature_dim
 from lib.validation import check_int

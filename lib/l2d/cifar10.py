@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from lib.engine.runs import cached_run
+from lib.engine.cache import cached_run
 from lib.nets import image_training as rx
 from lib.l2d import experiment as ex
 from lib.validation import check_choice

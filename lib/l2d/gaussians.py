@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lib.engine.runs import cached_run
+from lib.engine.cache import cached_run
 from lib.l2d.experiment import SURROGATES, annotate, committee, point_config, train_and_score
 from lib.l2d.gaussian_mixture import gaussian_mixture
 from lib.validation import check_choice

@@ -1,5 +1,5 @@
 """A paper-2 run record, typed: what :func:`lib.l2d.cifar10.run_cifar` and
-:func:`lib.l2d.gaussians.run_gaussian` return (signed JSON dicts, :mod:`lib.engine.runs`), read once
+:func:`lib.l2d.gaussians.run_gaussian` return (signed JSON dicts, :mod:`calibook.runs`), read once
 through :meth:`L2DRecord.from_record`, which names the run and what is missing."""
 
 from __future__ import annotations

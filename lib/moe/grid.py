@@ -19,7 +19,7 @@ from filelock import Timeout
 
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
-from lib.engine.runs import Run, RunMissing, training
+from lib.engine.cache import Run, RunMissing, open_run, training
 from lib.engine.packed import fit_packed
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
@@ -146,7 +146,7 @@ def train_stacked(
     stack = 1 if getattr(data, "kind", "images") == "text" else stack
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
-        run = Run(GROUP, run_config(c, data))
+        run = open_run(GROUP, run_config(c, data))
         if not run.done:
             ckpt = run.load_checkpoint()
             by_start.setdefault(int(ckpt["epoch"]) if ckpt is not None else 0, []).append(c)
@@ -181,7 +181,7 @@ def _train_group(
     with contextlib.ExitStack() as locks:
         runs, ready = [], []
         for c in group:
-            run = Run(GROUP, run_config(c, data))
+            run = open_run(GROUP, run_config(c, data))
             try:
                 locks.enter_context(run.lock().acquire(timeout=0))
             except Timeout:
@@ -261,7 +261,7 @@ def run_grid(
         runs = {}  # run key -> the config trained (MoCaE's: its Vanilla run's)
         for c in configs:
             t = c.replace(method="vanilla") if c.method == "mocae" else c
-            runs.setdefault(Run(GROUP, run_config(t, data)).key, t)
+            runs.setdefault(open_run(GROUP, run_config(t, data)).key, t)
         train_stacked(list(runs.values()), data, stack=stack)
         return [train_run(c, data) for c in configs]
     out = []

@@ -151,7 +151,7 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     """Where every number came from, compactly: one sentence naming the backbone(s) once, and one row
     per method (seeds, epochs, device, date, code version, training minutes summed over its seeds,
     and whether the records were committed GPU results in ``results/`` or computed here)."""
-    from lib.engine.runs import is_committed
+    from lib.engine.cache import is_committed
 
     rows = [
         {

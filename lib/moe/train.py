@@ -23,7 +23,7 @@ from lib.nets import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import FitResult, fit, predict
 from lib.data.bundle import Bundle, check_bundle
-from lib.engine.runs import Run, cached_run, load_artifact, provenance, training
+from lib.engine.cache import Run, cached_run, load_artifact, provenance, training
 from lib.moe.config import TrainConfig
 from lib.moe.evaluate import evaluate, mocae_calibrate
 from lib.moe.methods import (
@@ -39,7 +39,7 @@ from lib.moe.methods import (
     objective,
 )
 
-GROUP = "moe"  # lib.engine.runs group of paper-1 runs
+GROUP = "moe"  # calibook.runs group of paper-1 runs
 
 __all__ = [
     "compute_run",

@@ -24,7 +24,7 @@ from lib.data.synthetic import synthetic_images
 from lib.engine import progress
 from lib.engine.device import resolve_device
 from lib.engine.loop import EarlyStopping, SelectBest, finite_outputs, fit, predict
-from lib.engine.runs import Run, cached_run, load_artifact
+from lib.engine.cache import Run, cached_run, load_artifact
 from lib.nets.backbones import build, extractor_model
 from lib.nets.extractors import extract
 from lib.nets.lite0_tuning import tune_tail

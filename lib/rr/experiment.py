@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from lib.rr import losses as rw
-from lib.engine.runs import Run, cached_run, load_artifact
+from lib.engine.cache import Run, cached_run, load_artifact
 from lib.engine.loop import Diverged
 from lib.nets import image_training as imt
 from lib.rr.record import METRICS, LossRecord

@@ -1,5 +1,5 @@
 """A paper-4 run record, typed: what :func:`lib.rr.experiment.run_loss` returns (a signed JSON
-dict, :mod:`lib.engine.runs`), read once through :meth:`LossRecord.from_record`, which names the run
+dict, :mod:`calibook.runs`), read once through :meth:`LossRecord.from_record`, which names the run
 and what is missing."""
 
 from __future__ import annotations

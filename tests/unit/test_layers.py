@@ -1,13 +1,13 @@
 """lib's layers point one way, its modules import no cycle (issue 38), and lib imports nothing of
 calibook, the machinery beside it (issue 54).
 
-Every import counts, at the top of a module or inside a function (lib.engine.imports reads them
+Every import counts, at the top of a module or inside a function (calibook.imports reads them
 from the source). The table below is the one CONTRIBUTING.md shows.
 """
 
 from __future__ import annotations
 
-from lib.engine import imports
+from calibook import imports
 
 BASE = {"lib", "lib.validation", "lib.config", "calibook.notebook_errors"}  # what every layer may use
 PAPERS = ("moe", "l2d", "ccc", "rr")

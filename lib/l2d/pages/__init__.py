@@ -12,7 +12,7 @@ import torch
 
 from lib import report
 from lib.engine.plan import Item
-from lib.engine.runs import training
+from lib.engine.cache import training
 from lib.l2d import surrogates
 from lib.l2d.experiment import grid
 from lib.l2d.results import l2d_claims, result_row, summarize

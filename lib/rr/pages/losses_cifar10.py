@@ -18,7 +18,7 @@ from scipy.special import softmax
 
 from lib import report
 from lib.engine.plan import Item
-from lib.engine.runs import training
+from lib.engine.cache import training
 from lib.nets import image_training
 from lib.page import Page
 from lib.rr import experiment

@@ -8,7 +8,7 @@ import pytest
 import lib.config
 import calibook.gpu.queue as q
 from calibook import paper_scale
-from lib.engine.runs import RunMissing, training
+from calibook.runs import RunMissing, training
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from torch import nn
 
 from lib.engine import deadline
 from lib.engine.loop import Diverged, finite_outputs, fit
-from lib.engine.runs import Run
+from calibook.runs import Run
 
 
 class FakeClock:

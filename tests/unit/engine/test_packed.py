@@ -11,7 +11,7 @@ from torch import nn
 
 from lib.data.synthetic import synthetic_images
 from lib.engine.packed import Packed, PackedLinear, fit_packed, pack_inputs
-from lib.engine.runs import Run
+from calibook.runs import Run
 from lib.moe.config import tiny_config
 from lib.moe.grid import run_grid, stack_groups
 from lib.moe.heads import MoEHead, MoEModel

@@ -64,7 +64,7 @@ def test_result_row_publishes_the_same_numbers_as_the_record(made) -> None:
 
 
 def test_a_published_copy_reads_back_the_same(made, dirs) -> None:
-    from lib.engine.runs import read_record
+    from calibook.runs import read_record
     from calibook.gpu.queue import publish
 
     rec, point, _ = made

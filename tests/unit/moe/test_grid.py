@@ -8,7 +8,7 @@ import pytest
 
 from lib.data.synthetic import synthetic_images
 from lib.engine import deadline
-from lib.engine.runs import Run
+from calibook.runs import Run
 from lib.moe.grid import CPU_STACK, auto_stack, fit_count, run_grid, stack_groups, train_stacked
 from lib.moe.config import TrainConfig, tiny_config
 from lib.moe.train import GROUP, load_predictions, run_config, train_run

@@ -155,7 +155,7 @@ def test_robust_loss_inactive_during_warmup(data, cache, monkeypatch):
 def test_fit_classifier_cosine_schedule_and_learning(tmp_path):
     """Generic core: lr follows the closed-form cosine, the loss falls on separable data, and a
     run object makes the second call resume after the last epoch (no further steps)."""
-    from lib.engine.runs import Run
+    from calibook.runs import Run
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(256, 2, generator=g)

@@ -58,7 +58,7 @@ def test_a_runner_record_reads_as_typed_fields(made, dirs) -> None:
 
 
 def test_a_published_copy_reads_back_the_same_with_its_logits(made, dirs) -> None:
-    from lib.engine.runs import read_record
+    from calibook.runs import read_record
     from calibook.gpu.queue import publish
 
     rec = made[0]

@@ -101,7 +101,7 @@ def test_partial_pacs_and_missing_data_are_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
     env = {**os.environ, "PYTHONPATH": str(repo_root()), "CALIBOOK_DATA": str(data)}
     r = subprocess.run(
-        [sys.executable, "-m", "lib", "pack", "pacs", "--max-mib", "1"],
+        [sys.executable, "-m", "calibook", "pack", "pacs", "--max-mib", "1"],
         env=env,
         capture_output=True,
         text=True,

@@ -167,7 +167,7 @@ def test_runs_trained_beside_others_do_not_count_as_runs_alone(results):
     runs alone never learn from it."""
     import json
 
-    from lib.engine.runs import sign
+    from calibook.runs import sign
 
     folder = results / "cifar10h" / "moe"
     folder.mkdir(parents=True)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import lib.config
-import lib.engine.runs
 import calibook.gpu.queue as q
 from calibook.gpu import window
 from calibook.gpu.projection import describe

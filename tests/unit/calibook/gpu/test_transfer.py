@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-import lib.engine.runs
+import calibook.runs
 import calibook.gpu.queue as q
 from calibook.gpu import transfer
 
@@ -22,7 +22,7 @@ def test_import_checks_records_against_todays_plan(results, tmp_path):
         transfer.import_results(src, "paper")  # the records know their scale
     rec_path = next(src.glob("*/*/*.json"))
     rec = json.loads(rec_path.read_text())
-    rec_path.write_text(json.dumps(lib.engine.runs.sign({**rec, "version": 99})))  # stale: made by other code
+    rec_path.write_text(json.dumps(calibook.runs.sign({**rec, "version": 99})))  # stale: made by other code
     with pytest.raises(ValueError, match="stale"):
         transfer.import_results(src, "smoke")
     rec_path.write_text("{}")

@@ -21,7 +21,7 @@ import torch
 
 import lib.config
 import calibook.gpu.queue as q
-from lib.engine.runs import Run
+from calibook.runs import Run
 from calibook.gpu import projection, transfer, window
 
 

@@ -213,7 +213,7 @@ def test_the_recipe_rehearsed_call_by_call_on_fresh_machines(tmp_path):
     check = f"""
 import contextlib, io, json
 from calibook.cli import main
-from lib.engine.runs import RunMissing, training
+from calibook.runs import RunMissing, training
 from calibook.pages import get
 from calibook.results import plan
 found = {{}}

@@ -1,8 +1,8 @@
-"""lib.engine.imports: the import graph of lib read from the source, on hand-made trees."""
+"""calibook.imports: the import graph of lib read from the source, on hand-made trees."""
 
 import pytest
 
-from lib.engine import imports
+from calibook import imports
 
 
 def _tree(tmp_path, files: dict[str, str]):

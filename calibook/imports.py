@@ -5,7 +5,7 @@ Every ``import lib.x`` and ``from lib.x import y`` counts, at the top of a modul
 the module ``lib.p.m`` when ``m`` is a module, otherwise the package ``lib.p`` (its ``__init__``).
 :func:`closure` adds every package above a module, whose ``__init__`` Python runs on import.
 
-:mod:`lib.engine.versions` fingerprints a run group by the :func:`closure` of the modules that make
+:mod:`calibook.versions` fingerprints a run group by the :func:`closure` of the modules that make
 its runs; ``tests/unit/test_layers.py`` checks that the graph has no cycle and no arrow back up.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 #: the folder that holds the ``lib`` package of this checkout.
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lib"
 
 _PARSED: dict[str, ast.Module] = {}  # SHA-256 of a file's bytes -> its syntax tree

@@ -1,13 +1,13 @@
 """Code versions of the run groups: the cache follows the live code, committed results follow versions.json.
 
-Each group of runs (:class:`lib.engine.runs.Run`) has an integer version and a fingerprint of the code
+Each group of runs (:class:`calibook.runs.Run`) has an integer version and a fingerprint of the code
 that determines its results, computed, never listed: the modules of lib that make the group's runs (those
 calling ``cached_run(GROUP, ...)`` or ``Run(GROUP, ...)``, :func:`run_makers`) and everything they import
-within lib, at the top or inside a function (:func:`group_modules`, :mod:`lib.engine.imports`). A
+within lib, at the top or inside a function (:func:`group_modules`, :mod:`calibook.imports`). A
 module's fingerprint hashes its syntax tree without docstrings, those of constants included (editing
 prose changes nothing); a group's combines those of its modules, so an edit of one module changes
 exactly the groups whose runs import it, and a module a run path starts to import counts from then on. The one module left out is
-the cache itself, :mod:`lib.engine.runs` (and what only it imports: this module among them): it stores
+the cache itself, :mod:`calibook.runs` (and what only it imports: this module among them): it stores
 results and makes none; a change of what it stores changes its ``RECORD_FORMAT``, part of every key.
 
 Two rules keep results honest:
@@ -24,8 +24,8 @@ Two rules keep results honest:
   cannot alter results (a refactor), record the new fingerprint as accepted; after one that does,
   start a new version (every committed run of the group is then redone by the queue)::
 
-      python -m lib.engine.versions              # refactor: accept today's fingerprints
-      python -m lib.engine.versions --bump GROUP # results change: new version, only today's accepted
+      python -m calibook.versions              # refactor: accept today's fingerprints
+      python -m calibook.versions --bump GROUP # results change: new version, only today's accepted
 
 A unit test fails while a group's live fingerprint is not accepted, so the choice is made at commit
 time; until then nothing stale is ever served (the cache is keyed by the live code, committed results
@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lib.engine import imports
+from calibook import imports
 
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 
@@ -106,8 +106,8 @@ def canonical(node: object) -> str:
 
 _BY_SOURCE: dict[str, str] = {}  # SHA-256 of a module's bytes -> its fingerprint (parsing is the cost)
 _TABLES: dict[tuple[Path, str], dict[str, tuple[tuple[str, ...], str]]] = {}  # (root, tree digest) -> groups
-_MAKERS = ("cached_run", "Run")  # the two ways lib.engine.runs makes a run of a group
-_RUNS = "lib.engine.runs"  # the cache: it stores results, makes none (a change of what it stores is RECORD_FORMAT)
+_MAKERS = ("cached_run", "open_run")  # the two ways lib asks the run store for a run of a group
+_RUNS = "lib.engine.cache"  # the seam to the run store: it stores results, makes none (RECORD_FORMAT)
 
 
 def module_fingerprint(module: str, root: Path | None = None) -> str:
@@ -148,7 +148,7 @@ def _group_of(module: str, call: ast.Call, root: Path | None) -> str | None:
 
 
 def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
-    """The calls of lib.engine.runs' ``cached_run`` or ``Run`` in ``module``."""
+    """The calls of calibook.runs' ``cached_run`` or ``Run`` in ``module``."""
     bound = imports.bindings(module, root)
     makers = {n for n, (m, a) in bound.items() if m == _RUNS and a in _MAKERS}
     aliases = {n for n, (m, a) in bound.items() if m == _RUNS and a is None}
@@ -169,7 +169,7 @@ def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
 
 def run_makers(root: Path | None = None) -> dict[str, tuple[str, ...]]:
     """group -> the modules of lib that make its runs, found in the source: those that call
-    :func:`lib.engine.runs.cached_run` or :class:`lib.engine.runs.Run` with the group as a string
+    :func:`calibook.runs.cached_run` or :class:`calibook.runs.Run` with the group as a string
     literal or a module constant. A call whose group cannot be read that way raises."""
     out: dict[str, set[str]] = {}
     for module in imports.lib_modules(root):
@@ -206,7 +206,7 @@ def _table(root: Path | None = None) -> dict[str, tuple[tuple[str, ...], str]]:
 
 def group_modules(group: str, root: Path | None = None) -> tuple[str, ...]:
     """The modules whose code determines ``group``'s results: the import closure (within lib) of
-    the modules that make its runs (:func:`run_makers`, :func:`lib.engine.imports.closure`)."""
+    the modules that make its runs (:func:`run_makers`, :func:`calibook.imports.closure`)."""
     table = _table(root)
     if group not in table:
         raise ValueError(f"group: unknown {group!r}; known: {sorted(table)}")
@@ -250,7 +250,7 @@ def update(bump: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: accept today's code fingerprints, optionally starting new group versions."""
-    ap = argparse.ArgumentParser(prog="python -m lib.engine.versions", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m calibook.versions", description=__doc__.split("\n")[0])
     ap.add_argument("--bump", nargs="*", default=[], metavar="GROUP", help="groups whose results change")
     args = ap.parse_args(argv)
     stale = stale_groups()

@@ -1,12 +1,12 @@
 """Runs computed once, keyed by what determines them, checkpointed, resumable and verified on read.
 
 A run is identified by its ``group`` (what computes it: ``"moe"``, ``"rr_losses"``, ...), its config
-and the code version of that group (:mod:`lib.engine.versions`): ``key`` hashes the three and names
+and the code version of that group (:mod:`calibook.versions`): ``key`` hashes the three and names
 committed results. The local cache folder adds the *live* code fingerprint of the group
 (``<key>.<fingerprint>``), so any edit of code the group depends on is recomputed, never served
 from the cache, while other groups keep theirs. A committed record is used only when its fingerprint
 and the live one are both accepted for the group's version in ``versions.json``; otherwise it is
-ignored with one warning per group (see :mod:`lib.engine.versions`).
+ignored with one warning per group (see :mod:`calibook.versions`).
 
 Layout of one run in the local cache, ``<cache>/runs/<group>/<key>[.<fingerprint>]/``:
 
@@ -49,7 +49,7 @@ import torch
 from filelock import FileLock
 
 from lib.config import cache_dir, repo_root, results_dir
-from lib.engine.artifacts import (
+from calibook.artifacts import (
     CorruptEntryWarning,
     artifact_paths,
     atomic_write,
@@ -62,7 +62,8 @@ from lib.engine.artifacts import (
     warn,
 )
 from lib.engine.device import device_name
-from lib.engine.versions import accepted_fingerprints, code_version, live_fingerprint
+from calibook.versions import accepted_fingerprints, code_version, live_fingerprint
+from lib.engine.cache import RunMissing
 from lib.validation import check_bool
 
 RECORD_FORMAT = 2  # layout of result.json / artifacts; part of every key
@@ -88,11 +89,7 @@ _WARNED: set[tuple[str, str]] = set()  # (group, reason) of stale committed resu
 
 
 class StaleCodeWarning(UserWarning):
-    """Committed results of a group were made by code not accepted for today's (see lib.engine.versions)."""
-
-
-class RunMissing(LookupError):
-    """A run asked for while training is off (:func:`training`) is neither committed nor cached."""
+    """Committed results of a group were made by code not accepted for today's (see calibook.versions)."""
 
 
 _TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("calibook_training", default=True)
@@ -168,7 +165,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
 class Run:
     """One cached, resumable computation identified by ``group``, ``config`` and the group's code version.
 
-    ``version`` defaults to :func:`lib.engine.versions.code_version` of the group; ``code`` (the
+    ``version`` defaults to :func:`calibook.versions.code_version` of the group; ``code`` (the
     live fingerprint of the group's code, ``""`` for a group without code of its own) is part of the
     cache folder's name, not of ``key``.
     """
@@ -218,7 +215,7 @@ class Run:
             return True
         why = (
             f"the code of group {self.group!r} changed (live fingerprint {self.code} is not accepted for "
-            f"version {self.version} in lib/engine/versions.json)"
+            f"version {self.version} in calibook/versions.json)"
             if self.code not in accepted
             else f"it was made by code {made_by}, not accepted for version {self.version} of {self.group!r}"
         )
@@ -226,7 +223,7 @@ class Run:
             _WARNED.add((self.group, why))
             warnings.warn(
                 f"{path.parent}: committed results ignored: {why}; runs are recomputed where training "
-                "is allowed (python -m lib.engine.versions accepts a refactor, --bump GROUP starts "
+                "is allowed (python -m calibook.versions accepts a refactor, --bump GROUP starts "
                 "a new version)",
                 StaleCodeWarning,
                 stacklevel=4,

@@ -1,4 +1,4 @@
-"""Tests of lib.engine.artifacts: the SHA-256 is the hash of the file's bytes, a write is all or
+"""Tests of calibook.artifacts: the SHA-256 is the hash of the file's bytes, a write is all or
 nothing, and an artifact is read only where its bytes match the record (committed copy first, then
 the cache), a damaged copy being warned about and skipped."""
 
@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from lib.engine import artifacts as art
+from calibook import artifacts as art
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""lib.engine.runs: results keyed by config and code version, verified on read, locked, resumable."""
+"""calibook.runs: results keyed by config and code version, verified on read, locked, resumable."""
 
 import json
 import multiprocessing as mp
@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from lib.engine import runs
+from calibook import runs
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +126,7 @@ def _slow_compute(cache: str, out: str) -> None:
     import os
 
     os.environ["CALIBOOK_CACHE"] = cache
-    from lib.engine import runs as r
+    from calibook import runs as r
 
     def compute(run):
         with open(out, "a") as fh:
@@ -201,7 +201,7 @@ def _write_group(src, name: str, group: str, body: str):
     """lib/<name>.py under the source tree ``src``: a module that makes the runs of ``group``."""
     mod = src / "lib" / f"{name}.py"
     mod.write_text(
-        f"from lib.engine.runs import cached_run\n\n{body}\n\n\ndef make(compute):\n    return cached_run({group!r}, {{}}, compute)\n"
+        f"from lib.engine.cache import cached_run\n\n{body}\n\n\ndef make(compute):\n    return cached_run({group!r}, {{}}, compute)\n"
     )
     return mod
 
@@ -209,11 +209,11 @@ def _write_group(src, name: str, group: str, body: str):
 def _code_group(tmp_path, monkeypatch, clamp: str):
     """A run group 'probe' made by a module of a lib written under tmp_path (as a user edits lib): its
     fingerprint is computed from that tree as it is now."""
-    from lib.engine import imports, versions
+    from calibook import imports, versions
 
     src = tmp_path / "src"
     (src / "lib" / "engine").mkdir(parents=True, exist_ok=True)
-    for init in ("lib/__init__.py", "lib/engine/__init__.py", "lib/engine/runs.py"):
+    for init in ("lib/__init__.py", "lib/engine/__init__.py", "lib/engine/cache.py"):
         (src / init).write_text("")
     monkeypatch.setattr(imports, "SOURCE_ROOT", src)
     monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "versions.json")
@@ -224,7 +224,7 @@ def _probe_compute(calls):
     def compute(run):
         import importlib.util
 
-        from lib.engine import imports
+        from calibook import imports
 
         spec = importlib.util.spec_from_file_location("probe_code", imports.SOURCE_ROOT / "lib" / "probe_code.py")
         probe_code = importlib.util.module_from_spec(spec)
@@ -264,7 +264,7 @@ def test_an_edit_of_another_groups_code_keeps_this_groups_cache(tmp_path, monkey
 def test_committed_results_need_accepted_code(tmp_path, monkeypatch) -> None:
     """A committed record is used while its code and the live code are accepted for the version;
     after an edit that is not accepted it is ignored with one warning and the run is recomputed."""
-    from lib.engine import versions
+    from calibook import versions
 
     mod = _code_group(tmp_path, monkeypatch, "0.9")
     versions.update()  # accept today's fingerprint of 'probe' (a temp versions.json)
@@ -289,7 +289,7 @@ def test_committed_results_need_accepted_code(tmp_path, monkeypatch) -> None:
 
 
 def test_versions_accept_a_refactor_and_bump_restarts(tmp_path, monkeypatch) -> None:
-    from lib.engine import versions
+    from calibook import versions
 
     mod = _code_group(tmp_path, monkeypatch, "0.9")
     first = versions.update()["probe"]

@@ -1,7 +1,7 @@
 """Files of a run: atomic writes, SHA-256-verified artifacts (``<name>.npz``) and where they are kept.
 
 An artifact is listed in its run's record with its SHA-256. It is read only when its bytes match and
-it loads (:func:`load_artifact`); :func:`damaged_artifact` tells :mod:`lib.engine.runs` that a
+it loads (:func:`load_artifact`); :func:`damaged_artifact` tells :mod:`calibook.runs` that a
 record's artifact is missing or damaged (say a truncated ``predictions.npz``), so the run is
 recomputed once with a :class:`CorruptEntryWarning` naming the file instead of failing on every
 rerun. Committed artifacts sit beside their record (``results/<page>/<group>/<key>.<name>.npz``),
@@ -10,7 +10,6 @@ cached ones in the run's cache folder (``<cache>/runs/<group>/<key>[.<code finge
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from lib.config import cache_dir, results_dir
+
+from lib.data.locate import sha256_file
 
 __all__ = [
     "CorruptEntryWarning",
@@ -38,15 +39,6 @@ __all__ = [
 
 class CorruptEntryWarning(UserWarning):
     """A cached or committed file failed verification; it is ignored (and a cached run recomputed)."""
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

@@ -1,15 +1,15 @@
-"""lib.engine.versions: the code of every run group is fingerprinted; a change must be acknowledged."""
+"""calibook.versions: the code of every run group is fingerprinted; a change must be acknowledged."""
 
 import pytest
 
-from lib.engine import versions
+from calibook import versions
 
 
 def test_every_group_fingerprint_is_recorded():
-    """Fails when the code that computes a group's runs changed without `python -m lib.engine.versions`
+    """Fails when the code that computes a group's runs changed without `python -m calibook.versions`
     (bump the group with --bump GROUP when results change, so cached and committed runs are redone)."""
     stale = versions.stale_groups()
-    assert not stale, f"code of {stale} changed: run python -m lib.engine.versions [--bump GROUP]"
+    assert not stale, f"code of {stale} changed: run python -m calibook.versions [--bump GROUP]"
 
 
 def test_fingerprint_ignores_docstrings_but_not_code(tmp_path, monkeypatch):
@@ -66,7 +66,7 @@ def test_module_fingerprint_follows_the_file_as_it_is_now(tmp_path):
 
 
 def _tree(tmp_path, files: dict[str, str]):
-    for name, text in {"lib/__init__.py": "", "lib/engine/__init__.py": "", "lib/engine/runs.py": "", **files}.items():
+    for name, text in {"lib/__init__.py": "", "lib/engine/__init__.py": "", "lib/engine/cache.py": "", **files}.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -77,16 +77,16 @@ def test_run_makers_are_the_modules_that_call_cached_run_or_run_with_a_group(tmp
     root = _tree(
         tmp_path,
         {
-            "lib/a.py": 'from lib.engine.runs import cached_run\n\n\ndef f(c):\n    return cached_run("ga", {}, c)\n',
+            "lib/a.py": 'from lib.engine.cache import cached_run\n\n\ndef f(c):\n    return cached_run("ga", {}, c)\n',
             "lib/b.py": 'GROUP = "gb"\n',
-            "lib/c.py": "from lib.b import GROUP\nfrom lib.engine import runs\n\n\ndef f():\n    return runs.Run(GROUP, {})\n",
-            "lib/d.py": "import lib.b as b\n\n\ndef f():\n    from lib.engine.runs import Run as R\n\n    return R(b.GROUP, {})\n",
-            "lib/e.py": "def Run(group, config):\n    return group\n\n\nRun(1, {})\n",  # not lib.engine.runs' Run
+            "lib/c.py": "from lib.b import GROUP\nfrom lib.engine import cache\n\n\ndef f():\n    return cache.open_run(GROUP, {})\n",
+            "lib/d.py": "import lib.b as b\n\n\ndef f():\n    from lib.engine.cache import open_run as R\n\n    return R(b.GROUP, {})\n",
+            "lib/e.py": "def open_run(group, config):\n    return group\n\n\nopen_run(1, {})\n",  # not the run store's open_run
         },
     )
     assert versions.run_makers(root) == {"ga": ("lib.a",), "gb": ("lib.c", "lib.d")}
     (root / "lib/f.py").write_text(
-        "from lib.engine.runs import cached_run\n\n\ndef f(g, c):\n    return cached_run(g, {}, c)\n"
+        "from lib.engine.cache import cached_run\n\n\ndef f(g, c):\n    return cached_run(g, {}, c)\n"
     )
     with pytest.raises(ValueError, match=r"lib\.f, line 5: the group of this run is not a string literal"):
         versions.run_makers(root)
@@ -96,7 +96,7 @@ def test_a_groups_modules_are_the_import_closure_of_its_makers(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "lib/maker.py": "from lib.engine.runs import cached_run\nfrom lib import helper\n\n\n"
+            "lib/maker.py": "from lib.engine.cache import cached_run\nfrom lib import helper\n\n\n"
             'def f(c):\n    return cached_run("g", {}, c)\n',
             "lib/helper.py": "def h():\n    from lib.deep import X\n\n    return X\n",
             "lib/deep.py": "X = 1\n",
@@ -106,7 +106,7 @@ def test_a_groups_modules_are_the_import_closure_of_its_makers(tmp_path):
     assert versions.group_modules("g", root) == (
         "lib",
         "lib.deep",
-        "lib.engine",  # the cache, lib.engine.runs, stores results and makes none: left out
+        "lib.engine",  # the seam to the run store, lib.engine.cache, makes no run: left out
         "lib.helper",
         "lib.maker",
     )
@@ -131,14 +131,14 @@ ON_RUN_PATH = {
     "rr_backbone": ("lib/nets/image_training.py", "lib/nets/pretrained.py", "lib/engine/loop.py"),
     "rr_losses": ("lib/rr/losses.py", "lib/rr/weights.py", "lib/calibration/ece_kde.py"),
 }
-UNRELATED = ("lib/plots.py", "lib/ccc/cascade.py", "lib/page.py", "lib/moe/tables.py", "lib/engine/runs.py")
+UNRELATED = ("lib/plots.py", "lib/ccc/cascade.py", "lib/page.py", "lib/moe/tables.py", "lib/engine/cache.py")
 
 
 @pytest.fixture(scope="module")
 def lib_copy(tmp_path_factory):
     import shutil
 
-    from lib.engine import imports
+    from calibook import imports
 
     root = tmp_path_factory.mktemp("src")
     shutil.copytree(imports.SOURCE_ROOT / "lib", root / "lib", ignore=shutil.ignore_patterns("__pycache__"))
