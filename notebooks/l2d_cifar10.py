@@ -110,8 +110,8 @@ loss, estimate
 
 # %% [markdown]
 # The one-vs-all surrogate ({py:func}`~lib.l2d.surrogates.ova_l2d_loss`) beside its logistic losses
-# $\phi(t) = \log(1 + e^{-t})$ of the label, the other class and each expert (of $g_{\perp j}$ if
-# expert $j$ is right, of $-g_{\perp j}$ if not), and its estimates
+# $\phi(t) = \log(1 + e^{-t})$ of $g_y$, of $-g_2$ (the other class) and of $g_{\perp j}$ or
+# $-g_{\perp j}$ as expert $j$ is right or not, and its estimates
 # ({py:func}`~lib.l2d.surrogates.expert_correctness_ova`) beside $\sigma(g_{\perp j})$: each
 # from its own expert's output alone, always in $(0, 1)$.
 
