@@ -54,26 +54,25 @@ import time
 
 import pandas as pd
 import torch
-
-from calibook import pages
+from IPython.display import Markdown, display
 
 from lib import plots, report
+from lib.config import settings
 from lib.l2d import plots as l2d_plots
-from lib.l2d import results
+from lib.l2d import results, surrogates
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
+from lib.l2d.pages import l2d_gaussians
 
 plots.use_offline_renderer()
 torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
 
 # %% [markdown]
-# What this page runs at this scale (`lib/scales.toml`'s settings through the page's definition
-# {py:class}`~lib.l2d.pages.l2d_gaussians.L2DGaussiansPage`; zero-valued parameters keep the
-# scale's defaults):
+# What this page runs at this scale (`lib/scales.toml`'s settings, zero-valued parameters keeping
+# the scale's defaults; the line is {py:func}`~lib.l2d.pages.l2d_gaussians.scale_line`'s):
 
 # %%
-PAGE = pages.get("l2d_gaussians")
-cfg = PAGE.settings(scale, seeds=seeds or None, epochs=epochs or None)
-report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
+cfg = settings("l2d_gaussians", scale, seeds=seeds or None, epochs=epochs or None)
+Markdown(report.publish_scale(scale, l2d_gaussians.scale_line(cfg)))
 
 # %% [markdown]
 # ## The method: two surrogates and the estimates they imply
@@ -98,17 +97,54 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # whether each expert was right. The book computes them with
 # {py:func}`~lib.l2d.surrogates.softmax_l2d_loss`, {py:func}`~lib.l2d.surrogates.ova_l2d_loss`,
 # {py:func}`~lib.l2d.surrogates.expert_correctness_softmax` and
-# {py:func}`~lib.l2d.surrogates.expert_correctness_ova`; below, on two examples with $K = J = 2$
-# whose logits are $\log p$, so that each column has a one-line closed form beside it.
+# {py:func}`~lib.l2d.surrogates.expert_correctness_ova`; below, each is called on one example small
+# enough to check by hand, beside the same number written out by its formula.
+#
+# The example: $K = 2$ classes and $J = 2$ experts, with logits $g = \log p$ so that
+# $\mathrm{softmax}(g) = p$; the label is class 1, expert 1 is right and expert 2 is not.
 
 # %%
-PAGE.method_table()
+p = torch.tensor([[0.05, 0.05, 0.6, 0.3]])  # softmax(g): classes 1, 2; experts 1, 2
+g, y = p.log(), torch.tensor([0])  # the K + J logits; the label (class 1)
+right = torch.tensor([[True, False]])  # 1[m_j = y]: expert 1 is right, expert 2 is not
 
 # %% [markdown]
-# Each indented row is the closed form of the row above it ($\phi_j$: $\log(1 + 1/p_{\perp j})$ if
-# expert $j$ is right, else $\log(1 + p_{\perp j})$, since $\phi(\log p) = \log(1 + 1/p)$). The first
-# example defers almost surely, and the softmax estimate of expert 1's chance of being right is
-# 4.5, impossible for a probability; the OvA estimate is the sigmoid of one output, always in $(0, 1)$.
+# The softmax surrogate beside $-\log p_y - \log p_{\perp 1}$ (only expert 1 is right):
+# $-\log 0.05 - \log 0.6 \approx 3.5066$.
+
+# %%
+surrogates.softmax_l2d_loss(g, y, right), -p[0, 0].log() - p[0, 2].log()
+
+# %% [markdown]
+# The one-vs-all surrogate beside its sum of logistic losses: $\phi(g_y)$ for the label,
+# $\phi(-g_2)$ for the other class, $\phi(g_{\perp 1})$ for the expert that is right and
+# $\phi(-g_{\perp 2})$ for the one that is not (the bracket turns $\phi(-g_{\perp j})$ into
+# $\phi(g_{\perp j})$ when $m_j = y$); since $\phi(\log q) = \log(1 + 1/q)$ and $\phi(-\log q) = \log(1 + q)$, that is
+# $\log 21 + \log 1.05 + \log(1 + 1/0.6) + \log 1.3 \approx 4.3365$.
+
+# %%
+def phi(t):
+    return torch.log1p(torch.exp(-t))  # the logistic loss log(1 + e^-t)
+
+
+by_formula = phi(g[0, 0]) + phi(-g[0, 1]) + phi(g[0, 2]) + phi(-g[0, 3])
+surrogates.ova_l2d_loss(g, y, right), by_formula
+
+# %% [markdown]
+# The softmax estimates of the experts' chances of being right (eq. 2) beside
+# $p_{\perp j} / (1 - p_{\perp 1} - p_{\perp 2})$: $0.6 / 0.1 = 6$ and $0.3 / 0.1 = 3$, impossible
+# for probabilities (the example defers almost surely, and eq. 2 divides by the classes' small share, 0.1).
+
+# %%
+surrogates.expert_correctness_softmax(g, num_classes=2), p[:, 2:] / (1 - p[:, 2:].sum())
+
+# %% [markdown]
+# The one-vs-all estimates (eq. 3) beside $\sigma(g_{\perp j}) = 1 / (1 + e^{-g_{\perp j}})$, here
+# $p_{\perp j} / (1 + p_{\perp j})$: $0.375$ and $0.231$, each from its own expert's output alone
+# and always in $(0, 1)$.
+
+# %%
+surrogates.expert_correctness_ova(g, num_classes=2), 1 / (1 + torch.exp(-g[:, 2:]))
 
 # %% [markdown]
 # ## The data (Figure 3)
@@ -125,22 +161,21 @@ l2d_plots.gaussian_scatter(x_show, cluster_show, GAUSSIAN_MEANS, title=title)
 # known densities (Monte Carlo on a large draw).
 
 # %%
-bayes, bayes_acc, yb = PAGE.bayes_accuracy()
-report.publish("gauss_bayes_accuracy", bayes_acc)
+bayes, bayes_acc, yb = l2d_gaussians.bayes_accuracy()
 pairs = {r["clusters"]: r["Bayes accuracy"] for r in bayes.to_dict("records")}
-report.publish("gauss_pair_bayes", pairs)
 bayes
 
 # %% [markdown]
 # ## The run
 # Every point of both sweeps, for both surrogates and every seed: one cached training each
-# (`calibook.runs`) through `PAGE.run`, so re-running the page only reads the results back.
+# (`calibook.runs`) through the page's `run` (the plan of
+# {py:func}`lib.l2d.experiment.grid` in, one row per run out), so re-running the page only reads
+# the results back; {py:func}`~lib.l2d.results.summarize` takes means over seeds.
 
 # %%
 t0 = time.time()
-runs = PAGE.run(cfg)
+runs = l2d_gaussians.PAGE.run(cfg)
 summary = results.summarize(runs)
-report.publish("gauss_runs", len(runs))
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
 summary.round(4)
 
@@ -158,28 +193,26 @@ l2d_plots.l2d_panels(summary, [
 ])
 
 # %% [markdown]
-# The numbers the tests and the landing page read: ECE and accuracy per surrogate at the ends of each sweep.
+# ECE and accuracy per surrogate at the ends of each sweep
+# ({py:func}`~lib.l2d.pages.l2d_gaussians.sweep_ends`; the landing page and the tests read them).
 
 # %%
-published = PAGE.published(summary, cfg)
-for k, v in published.items():
-    report.publish(k, v)
-report.publish("gauss_all_ece", [float(v) for v in runs["ece"]])
-report.publish("gauss_all_accuracy", [float(v) for v in runs["system_accuracy"]])
-pd.Series(published).round(4)
+ends = l2d_gaussians.sweep_ends(summary, cfg)
+pd.Series(ends).round(4)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
 # The paper gives Figure 1 as plots only; the values below are read off its top row (approximate,
-# quoted as the paper's) and set beside our means over seeds.
+# quoted as the paper's) and set beside our means over seeds
+# ({py:func}`~lib.l2d.pages.l2d_gaussians.paper_table`).
 
 # %%
-PAGE.paper_table(published, cfg)
+l2d_gaussians.paper_table(ends, cfg)
 
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the runs above by {py:func}`~lib.l2d.results.l2d_claims` (thresholds
-# named there), with the book's one symmetric rule: per-seed differences against their standard
+# named there, the table made by {py:func}`~lib.l2d.results.gated_claims`), with the book's one symmetric rule: per-seed differences against their standard
 # error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at least a
 # margin (with one seed the margin alone decides). The paper gives plots
 # without numbers, so its own figures cannot be judged by the same rule ("not testable"). The
@@ -189,12 +222,9 @@ PAGE.paper_table(published, cfg)
 # chance is the most frequent cluster's share (1/4: four equally likely clusters).
 
 # %%
-claims, why = PAGE.claims(runs, bayes_acc, yb)
-report.show(report.floor_rule() + " " + why)
-claims = report.claims_table(claims)
-report.publish("claims", claims.to_dict("records"))
-report.publish("gauss_claims", dict(zip(claims["claim"], claims["verdict"])))
-report.show(claims)
+claims, why = results.gated_claims(runs, bayes_acc, yb)
+display(Markdown(why))
+report.publish_claims(claims)
 
 # %% [markdown]
 # With well-trained models and early stopping on the surrogate loss, both estimators come out
@@ -207,7 +237,23 @@ report.show(claims)
 # a function marked "TODO") plots the random expert's softmax ECE at 0.013-0.024 for p = 0.2-0.95,
 # far below the "above 40%" of the paper's text and close to ours. Our "did not hold" agrees with
 # those later numbers; which code produced the 40% we could not find.
-#
+
+# %% [markdown]
+# What the tests and the landing page read, glued in one call (hidden on the page): the Bayes
+# accuracies, the number of runs, every run's ECE and accuracy, the sweeps' ends and the verdicts.
+
+# %%
+report.publish_values(
+    gauss_bayes_accuracy=bayes_acc,
+    gauss_pair_bayes=pairs,
+    gauss_runs=len(runs),
+    **ends,
+    gauss_all_ece=[float(v) for v in runs["ece"]],
+    gauss_all_accuracy=[float(v) for v in runs["system_accuracy"]],
+    gauss_claims=dict(zip(claims["claim"], claims["verdict"])),
+)
+
+# %% [markdown]
 # ## References
 #
 # {cite}`verma2022l2dcalibration`, {cite}`mozannar2020l2d`, {cite}`verma2022ova`

@@ -1,5 +1,6 @@
 """What paper 2's two pages share ("Calibration of multi-expert learning to defer", Sec. 5.2-5.4,
-Figures 1-2): one table row per run, means and standard errors over seeds, and the claims."""
+Figures 1-2): one table row per run, means and standard errors over seeds, and the claims (gated by
+the accuracy floor: :func:`gated_claims`)."""
 
 from __future__ import annotations
 
@@ -184,3 +185,15 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
             report.every(verdicts),
         )
     return rows
+
+
+def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[pd.DataFrame, str]:
+    """A page's claims table: :func:`l2d_claims` of ``runs`` gated by the book's accuracy floor
+    (:func:`lib.report.gate_claims`) on the classifier part's mean accuracy against the ``reference``
+    accuracy, chance being the majority-class rate of the test ``labels``; as
+    :func:`lib.report.claims_table`, with the floor's rule and this run's case in two sentences."""
+    if not isinstance(runs, pd.DataFrame) or "classifier_accuracy" not in runs.columns or runs.empty:
+        raise ValueError("runs: expected the non-empty DataFrame of a page's runs, with classifier_accuracy")
+    accuracy = float(runs["classifier_accuracy"].mean())
+    rows, why = report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))
+    return report.claims_table(rows), f"{report.floor_rule()} {why}"

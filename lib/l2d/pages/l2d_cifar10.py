@@ -1,13 +1,13 @@
 """The CIFAR-10 page of paper 2 (``notebooks/l2d_cifar10.py``): Figure 1, bottom row; Figure 2: one
 :func:`lib.l2d.cifar10.run_cifar` per point of three sweeps (WRN-28-4, three seeds at paper scale),
-the claims gated against :data:`CIFAR_REFERENCE_ACCURACY`."""
+the claims gated against :data:`CIFAR_REFERENCE_ACCURACY` (:func:`lib.l2d.results.gated_claims`). The
+notebook calls the plain functions below on the runs' table."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from lib.engine.plan import Item
@@ -44,6 +44,42 @@ Fig. 1f the authors' repository (rajevv/Multi_L2D, ``CIFAR-10/results/paper_resu
 over p = 0.2-0.95, far below the text's "above 40%"."""
 
 
+def scale_line(cfg: Mapping[str, Any]) -> str:
+    """The page's scale line: what the plan at the settings ``cfg`` runs, on what."""
+    heads = "L2D heads (K+J outputs) on the features of {} training images, early stopping (patience "
+    network = f"SGD lr {cfg['lr']} Nesterov, cosine, {cfg['epochs']} epochs, best validation surrogate loss"
+    seeds = f"{cfg['seeds']} seed{'s' if int(cfg['seeds']) != 1 else ''}"
+    return image_training.scale_line(cfg, heads + f"{cfg['patience']})", network, seeds)
+
+
+def sweep_ends(summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
+    """The page's published means (:func:`lib.l2d.results.summarize`'s ``summary``): per surrogate and
+    sweep, the sweep's ECE (:data:`SWEEP_METRICS`) at its lowest and highest value and the system
+    accuracy at its highest."""
+    ends = {}
+    for s in SURROGATES:
+        for exp, values in ((e, cfg[key]) for e, key in SWEEPS.items()):
+            metric = SWEEP_METRICS[exp]
+            ends[f"cifar_{exp}_{metric}_{s}_lo"] = pick(summary, exp, min(values), s, metric)
+            ends[f"cifar_{exp}_{metric}_{s}_hi"] = pick(summary, exp, max(values), s, metric)
+            ends[f"cifar_{exp}_acc_{s}_hi"] = pick(summary, exp, max(values), s, "system_accuracy")
+    return ends
+
+
+def paper_table(ends: Mapping[str, float]) -> pd.DataFrame:
+    """:data:`PAPER_CIFAR` beside our sweep ends (:func:`sweep_ends`)."""
+    return pd.DataFrame(
+        [
+            {
+                "quantity": q,
+                "paper": paper,
+                "ours": f"{ends[f'cifar_{e}_{m}_{s}_lo']:.3f} -> {ends[f'cifar_{e}_{m}_{s}_hi']:.3f}",
+            }
+            for q, paper, e, m, s in PAPER_CIFAR
+        ]
+    )
+
+
 class L2DCifar10Page(L2DPage):
     name = "l2d_cifar10"
     paper = "l2d"
@@ -60,43 +96,6 @@ class L2DCifar10Page(L2DPage):
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
         p = item.extra["point"]
         return run_cifar(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg, data)
-
-    def scale_line(self, cfg: Mapping[str, Any]) -> str:
-        """The scale line: what the plan runs, on what."""
-        heads = "L2D heads (K+J outputs) on the features of {} training images, early stopping (patience "
-        network = f"SGD lr {cfg['lr']} Nesterov, cosine, {cfg['epochs']} epochs, best validation surrogate loss"
-        seeds = f"{cfg['seeds']} seed{'s' if int(cfg['seeds']) != 1 else ''}"
-        return image_training.scale_line(cfg, heads + f"{cfg['patience']})", network, seeds)
-
-    def published(self, summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
-        """The page's published means: per surrogate and sweep, the sweep's ECE at its lowest and
-        highest value and the system accuracy at its highest."""
-        published = {}
-        for s in SURROGATES:
-            for exp, values in ((e, cfg[key]) for e, key in SWEEPS.items()):
-                metric = SWEEP_METRICS[exp]
-                published[f"cifar_{exp}_{metric}_{s}_lo"] = pick(summary, exp, min(values), s, metric)
-                published[f"cifar_{exp}_{metric}_{s}_hi"] = pick(summary, exp, max(values), s, metric)
-                published[f"cifar_{exp}_acc_{s}_hi"] = pick(summary, exp, max(values), s, "system_accuracy")
-        return published
-
-    def paper_table(self, published: Mapping[str, float]) -> pd.DataFrame:
-        """:data:`PAPER_CIFAR` beside our sweep ends (from :meth:`published`)."""
-        return pd.DataFrame(
-            [
-                {
-                    "quantity": q,
-                    "paper": paper,
-                    "ours": f"{published[f'cifar_{e}_{m}_{s}_lo']:.3f} -> {published[f'cifar_{e}_{m}_{s}_hi']:.3f}",
-                }
-                for q, paper, e, m, s in PAPER_CIFAR
-            ]
-        )
-
-    def claims(self, runs: pd.DataFrame, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
-        """:func:`lib.l2d.results.l2d_claims` gated against :data:`CIFAR_REFERENCE_ACCURACY`, chance the
-        majority-class rate of the test ``labels`` (1/10 on the whole test set, a little more on a part)."""
-        return self.gated_claims(runs, CIFAR_REFERENCE_ACCURACY, labels)
 
 
 PAGE = L2DCifar10Page()

@@ -1,6 +1,7 @@
 """The mixture-of-Gaussians page (``notebooks/l2d_gaussians.py``): paper 2's Figure 1, top row, and
 Figure 3: one :func:`lib.l2d.gaussians.run_gaussian` per point of two sweeps (seconds on a CPU), the
-claims gated against the Bayes classifier's accuracy (:meth:`L2DGaussiansPage.bayes_accuracy`)."""
+claims gated against the Bayes classifier's accuracy (:func:`bayes_accuracy`). The notebook calls the
+plain functions below on the runs' table."""
 
 from __future__ import annotations
 
@@ -35,6 +36,74 @@ REPOSITORY_FIG1A: dict[int, tuple[float, float]] = {
 holds them (rajevv/Multi_L2D, ``mog_results.ipynb``; the paper prints the plot only)."""
 
 
+def scale_line(cfg: Mapping[str, Any]) -> str:
+    """The page's scale line: what the plan at the settings ``cfg`` runs, on what."""
+    return (
+        f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
+        f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
+        f"(patience {cfg['patience']}), {cfg['seeds']} seeds, experts 1..{max(cfg['num_experts'])}"
+    )
+
+
+def bayes_accuracy(n: int = BAYES_SAMPLES, seed: int = BAYES_SEED) -> tuple[pd.DataFrame, float, np.ndarray]:
+    """How separable the mixture's clusters are: the Bayes classifier's accuracy between each pair
+    of clusters and overall, from the known densities on a draw of ``n`` points; also the draw's labels."""
+    xb, yb, _ = gaussian_mixture(n, seed=seed)
+    dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
+    pairs = []
+    for a in range(4):
+        for b in range(a + 1, 4):
+            m = (yb == a) | (yb == b)
+            pred = np.where(dens[m, a] >= dens[m, b], a, b)
+            pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
+    return pd.DataFrame(pairs), float((dens.argmax(1) == yb).mean()), yb
+
+
+def sweep_ends(summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
+    """The page's published means (:func:`lib.l2d.results.summarize`'s ``summary``): expert ECE at the
+    fewest and most experts, system accuracy at the most, and the random expert's ECE at the lowest and
+    highest quality, per surrogate."""
+    lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
+    lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
+    ends = {}
+    for s in SURROGATES:
+        ends[f"gauss_ece_{s}_j{lo_j}"] = pick(summary, "experts", lo_j, s, "ece")
+        ends[f"gauss_ece_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "ece")
+        ends[f"gauss_acc_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "system_accuracy")
+        ends[f"gauss_random_ece_{s}_lo"] = pick(summary, "dependence", lo_p, s, "ece_random_expert")
+        ends[f"gauss_random_ece_{s}_hi"] = pick(summary, "dependence", hi_p, s, "ece_random_expert")
+    return ends
+
+
+def paper_table(ends: Mapping[str, float], cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """Figure 1's top row as the paper's plots show it (quoted; Fig. 1a's values from the authors'
+    repository, :data:`REPOSITORY_FIG1A`, where both ends of our sweep are in it) beside our means
+    (:func:`sweep_ends`)."""
+    lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
+    lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
+
+    def pair(lo: str, hi: str) -> str:
+        return f"{ends[lo]:.3f} -> {ends[hi]:.3f}"
+
+    def repository(i: int) -> str:
+        lo, hi = (REPOSITORY_FIG1A.get(j) for j in (lo_j, hi_j))
+        return f"; the authors' repository: {lo[i]:.3f} -> {hi[i]:.3f}" if lo and hi else ""
+
+    rows = [
+        (f"softmax expert ECE, {lo_j} -> {hi_j} experts", "rises (Fig. 1a)" + repository(0),
+         pair(f"gauss_ece_softmax_j{lo_j}", f"gauss_ece_softmax_j{hi_j}")),
+        (f"OvA expert ECE, {lo_j} -> {hi_j} experts", "roughly flat (Fig. 1a)" + repository(1),
+         pair(f"gauss_ece_ova_j{lo_j}", f"gauss_ece_ova_j{hi_j}")),
+        (f"random expert's softmax ECE, p = {lo_p} -> {hi_p}", "rises above 0.4 (Fig. 1c)",
+         pair("gauss_random_ece_softmax_lo", "gauss_random_ece_softmax_hi")),
+        (f"random expert's OvA ECE, p = {lo_p} -> {hi_p}", "nearly flat (Fig. 1c)",
+         pair("gauss_random_ece_ova_lo", "gauss_random_ece_ova_hi")),
+        (f"system accuracy with {hi_j} experts (softmax / OvA)", "OvA slightly higher (Fig. 1b)",
+         f"{ends[f'gauss_acc_softmax_j{hi_j}']:.3f} / {ends[f'gauss_acc_ova_j{hi_j}']:.3f}"),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["quantity", "paper", "ours"])
+
+
 class L2DGaussiansPage(L2DPage):
     name = "l2d_gaussians"
     paper = "l2d"
@@ -46,74 +115,6 @@ class L2DGaussiansPage(L2DPage):
         """One cached run; its data are drawn from the mixture inside the run (its seed's draw)."""
         p = item.extra["point"]
         return run_gaussian(p["experiment"], p["value"], p["surrogate"], int(p["seed"]), cfg)
-
-    def scale_line(self, cfg: Mapping[str, Any]) -> str:
-        """The scale line: what the plan runs, on what."""
-        return (
-            f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
-            f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
-            f"(patience {cfg['patience']}), {cfg['seeds']} seeds, experts 1..{max(cfg['num_experts'])}"
-        )
-
-    @staticmethod
-    def bayes_accuracy(n: int = BAYES_SAMPLES, seed: int = BAYES_SEED) -> tuple[pd.DataFrame, float, np.ndarray]:
-        """How separable the mixture's clusters are: the Bayes classifier's accuracy between each pair
-        of clusters and overall, from the known densities on a draw of ``n`` points; also the draw's labels."""
-        xb, yb, _ = gaussian_mixture(n, seed=seed)
-        dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
-        pairs = []
-        for a in range(4):
-            for b in range(a + 1, 4):
-                m = (yb == a) | (yb == b)
-                pred = np.where(dens[m, a] >= dens[m, b], a, b)
-                pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
-        return pd.DataFrame(pairs), float((dens.argmax(1) == yb).mean()), yb
-
-    def published(self, summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
-        """The page's published means: expert ECE at the fewest and most experts, system accuracy at
-        the most, and the random expert's ECE at the lowest and highest quality, per surrogate."""
-        lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
-        lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
-        published = {}
-        for s in SURROGATES:
-            published[f"gauss_ece_{s}_j{lo_j}"] = pick(summary, "experts", lo_j, s, "ece")
-            published[f"gauss_ece_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "ece")
-            published[f"gauss_acc_{s}_j{hi_j}"] = pick(summary, "experts", hi_j, s, "system_accuracy")
-            published[f"gauss_random_ece_{s}_lo"] = pick(summary, "dependence", lo_p, s, "ece_random_expert")
-            published[f"gauss_random_ece_{s}_hi"] = pick(summary, "dependence", hi_p, s, "ece_random_expert")
-        return published
-
-    def paper_table(self, published: Mapping[str, float], cfg: Mapping[str, Any]) -> pd.DataFrame:
-        """Figure 1's top row as the paper's plots show it (quoted; Fig. 1a's values from the authors'
-        repository, :data:`REPOSITORY_FIG1A`, where both ends of our sweep are in it) beside our means
-        (:meth:`published`)."""
-        lo_j, hi_j = min(cfg["num_experts"]), max(cfg["num_experts"])
-        lo_p, hi_p = min(cfg["dependence_p"]), max(cfg["dependence_p"])
-
-        def ends(lo: str, hi: str) -> str:
-            return f"{published[lo]:.3f} -> {published[hi]:.3f}"
-
-        def repository(i: int) -> str:
-            lo, hi = (REPOSITORY_FIG1A.get(j) for j in (lo_j, hi_j))
-            return f"; the authors' repository: {lo[i]:.3f} -> {hi[i]:.3f}" if lo and hi else ""
-
-        rows = [
-            (f"softmax expert ECE, {lo_j} -> {hi_j} experts", "rises (Fig. 1a)" + repository(0),
-             ends(f"gauss_ece_softmax_j{lo_j}", f"gauss_ece_softmax_j{hi_j}")),
-            (f"OvA expert ECE, {lo_j} -> {hi_j} experts", "roughly flat (Fig. 1a)" + repository(1),
-             ends(f"gauss_ece_ova_j{lo_j}", f"gauss_ece_ova_j{hi_j}")),
-            (f"random expert's softmax ECE, p = {lo_p} -> {hi_p}", "rises above 0.4 (Fig. 1c)",
-             ends("gauss_random_ece_softmax_lo", "gauss_random_ece_softmax_hi")),
-            (f"random expert's OvA ECE, p = {lo_p} -> {hi_p}", "nearly flat (Fig. 1c)",
-             ends("gauss_random_ece_ova_lo", "gauss_random_ece_ova_hi")),
-            (f"system accuracy with {hi_j} experts (softmax / OvA)", "OvA slightly higher (Fig. 1b)",
-             f"{published[f'gauss_acc_softmax_j{hi_j}']:.3f} / {published[f'gauss_acc_ova_j{hi_j}']:.3f}"),
-        ]  # fmt: skip
-        return pd.DataFrame(rows, columns=["quantity", "paper", "ours"])
-
-    def claims(self, runs: pd.DataFrame, bayes_acc: float, labels: np.ndarray) -> tuple[list[dict[str, Any]], str]:
-        """:func:`lib.l2d.results.l2d_claims` gated against the Bayes accuracy ``bayes_acc``."""
-        return self.gated_claims(runs, bayes_acc, labels)
 
 
 PAGE = L2DGaussiansPage()
