@@ -43,19 +43,33 @@
 # in the bin and $\mathrm{conf}(S_b)$ its mean confidence. Temperature scaling divides the logits by
 # one $T > 0$ fitted by NLL on the calibration half, $\hat p_i = \max_c \mathrm{softmax}(z_i / T)_c$;
 # Platt scaling maps the answer token's logit $s_i$ to $\sigma(a s_i + b)$, $a, b$ fitted by NLL
-# to correctness. Four examples, two bins, computed by
-# {py:func}`lib.calibration.metrics.binary_ece`: each bin is 0.4 off, so ECE = 0.4; with one bin
-# it is |mean confidence - accuracy| = |0.75 - 0.75| = 0.
+# to correctness. Below, four examples in two bins, computed by
+# {py:func}`lib.calibration.metrics.binary_ece` and by the formula in one line of numpy: each bin is
+# 0.4 off, so ECE = 0.4; with one bin it is |mean confidence - accuracy| = |0.75 - 0.75| = 0.
+# Then {py:func}`lib.calibration.posthoc.apply_temperature` beside softmax(z / T) written out, and
+# {py:func}`lib.calibration.posthoc.fit_platt` on eight scores that take two values, right 1 time
+# in 4 at $s = 0$ and 3 in 4 at $s = 1$: the fitted $\sigma(a s + b)$ is exactly those accuracies,
+# $a = 2 \ln 3 \approx 2.197$, $b = -\ln 3 \approx -1.099$.
 
 # %%
-from lib.calibration.metrics import binary_ece
-from lib.calibration.posthoc import apply_temperature
+import numpy as np
 
-conf, right = [0.6, 0.6, 0.9, 0.9], [1, 1, 1, 0]
+from lib.calibration.metrics import binary_ece
+from lib.calibration.posthoc import apply_temperature, fit_platt
+
+conf, right = np.array([0.6, 0.6, 0.9, 0.9]), np.array([1, 1, 1, 0])
+bins = [0, 1], [2, 3]  # two equal-count bins
+z, T = np.array([2.0, 0.0]), 100.0
+s, o = np.repeat([0.0, 1.0], 4), np.array([0, 0, 0, 1, 0, 1, 1, 1])  # score, right
+a, b = fit_platt(s, o)
 {"ECE, 2 bins": binary_ece(conf, right, 2, binning="mass"),
+ "ECE by hand": float(sum(0.5 * abs(right[i].mean() - conf[i].mean()) for i in bins)),
  "ECE, 1 bin": binary_ece(conf, right, 1, binning="mass"),
- "softmax([2, 0] / T), T = 1, 100": [
-     apply_temperature([2.0, 0.0], t).round(3).tolist() for t in (1.0, 100.0)]}
+ "softmax(z / 100)": apply_temperature(z, T).round(3).tolist(),
+ "softmax by hand": (np.exp(z / T) / np.exp(z / T).sum()).round(3).tolist(),
+ "Platt a, b": (round(a, 3), round(b, 3)),
+ "sigma(a s + b), s = 0, 1": (1 / (1 + np.exp(-(a * np.array([0, 1]) + b)))).round(3),
+ "accuracy at s = 0, 1": [o[s == v].mean().item() for v in (0, 1)]}
 
 # %% [markdown]
 # ## Parameters
@@ -77,8 +91,9 @@ page.start("calibration", globals())
 
 from lib import plots, report
 from lib.ccc.plots import ccc_reliability_grid
-from lib.ccc.pages import released_runs_note
-from lib.ccc.pages.calibration import PAGE
+from lib.ccc.pages import calibration, released_runs_note
+
+PAGE = calibration.PAGE
 
 plots.use_offline_renderer()
 
@@ -90,19 +105,22 @@ plots.use_offline_renderer()
 # %%
 cfg = PAGE.settings(scale, seed=seed, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
-report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+report.show(scale_line + "\n\n" + released_runs_note(["ce"], REAL))
 models = PAGE.data(cfg)
-report.show(released_runs_note(["ce"], REAL))
+vision = calibration.vision_model(cfg["resnet_loss"])
 
 # %% [markdown]
 # ## ECE before and after, on both halves
 # Split each set in half, fit the calibrators on the calibration half, and measure ECE before and
 # after on both halves. Platt scaling (MMLU only) uses the answer token's logit -- the paper's "logit
-# at the sampled token" (section 2.1), as an MMLU answer is the single greedy letter.
+# at the sampled token" (section 2.1), as an MMLU answer is the single greedy letter:
+# {py:func}`lib.ccc.pages.calibration.ece_grid` fits both and computes every ECE above.
 
 # %%
-res = PAGE.run(cfg, models)
-ece = res["results"].pivot_table(
+platt_on = [m for m in models if m != vision]  # the MMLU models
+results, tables = calibration.ece_grid(models, platt_on, cfg["n_bins"], cfg["seed"])
+ece = results.pivot_table(
     index=["model", "T"], columns=["split", "stage"], values="ece")
 ece.round(4)
 
@@ -111,15 +129,16 @@ ece.round(4)
 # per bin, before and after calibration, on the calibration and the held-out half.
 
 # %%
-ccc_reliability_grid(res["tables"], column="split", row="model", width=140)
+ccc_reliability_grid(tables, column="split", row="model", width=140)
 
 # %% [markdown]
 # Claim 1, "higher confidence, higher accuracy": the Spearman rank correlation between a bin's mean
 # confidence and its accuracy, and the share of adjacent bins where accuracy does not drop
-# (uncalibrated confidences, held-out half).
+# (uncalibrated confidences, held-out half), by {py:func}`lib.ccc.pages.calibration.monotonicity`.
 
 # %%
-res["mono"].round(3)
+mono = calibration.monotonicity(tables)
+mono.round(3)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -130,7 +149,7 @@ res["mono"].round(3)
 # on both halves) is comparable.
 
 # %%
-PAGE.paper_table(res).round(4).T
+calibration.paper_table(results, vision).round(4).T
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -143,18 +162,18 @@ PAGE.paper_table(res).round(4).T
 # The paper reports no errors, so its own table cannot be judged by the same rule.
 
 # %%
-claims = PAGE.claims(res)
-report.publish("claims", claims.to_dict("records"))
-report.publish("claims_held", int((claims["verdict"] == "held").sum()))
+claims = calibration.claims(results, mono)
 claims
 
 # %% [markdown]
 # ## Provenance
-# The numbers the tests and the landing page read.
+# The numbers the tests and the landing page read (the claims, how many held, and every ECE of
+# {py:func}`lib.ccc.pages.calibration.published`), and the settings.
 
 # %%
-for key, value in PAGE.published(res).items():
-    report.publish(key, value)
+held = int((claims["verdict"] == "held").sum())
+numbers = calibration.published(results, mono)
+report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 {k: v for k, v in cfg.items() if k != "n_synthetic" or not REAL}
 
 # %% [markdown]

@@ -47,20 +47,25 @@
 # where $P_\mathrm{weak}$ and $P_\mathrm{strong}$ are the two models alone; routing at random gives
 # the straight line, $r(c) = c$, so APGR = 1/2. Below, two bins by
 # {py:func}`lib.ccc.cascade.advantage_table`: the large model adds 0.30 in bin 0 and 0.05 in bin 1,
-# so bin 1 stays on the small model first; then {py:func}`lib.ccc.cascade.apgr` on the overview's
-# exercise (0.625 by hand) and on the random line (0.5).
+# so bin 1 stays on the small model first (the same $a_b$ by the formula in one line of numpy);
+# then {py:func}`lib.ccc.cascade.apgr` on the overview's exercise (0.625, and the integral written
+# out as numpy's trapezoid rule) and on the random line (0.5).
 
 # %%
+import numpy as np
+
 from lib.ccc import cascade
 from lib.report import show
 
+cs, cl = np.array([0.5, 0.6, 0.8, 0.9]), np.array([0.9, 0.8, 0.85, 0.95])
 tiny = cascade.advantage_table(
-    bins=[0, 0, 1, 1], n_bins=2,
-    conf_small=[0.5, 0.6, 0.8, 0.9], conf_large=[0.9, 0.8, 0.85, 0.95],
+    bins=[0, 0, 1, 1], n_bins=2, conf_small=cs, conf_large=cl,
     correct_small=[0, 1, 1, 1], correct_large=[1, 1, 1, 1])
 show(tiny[["bin", "conf_small", "conf_large", "advantage"]].round(3))
-cost = [0, 0.5, 1]
-{"APGR of the exercise": cascade.apgr(cost, [0.6, 0.75, 0.8], weak=0.6, strong=0.8),
+cost, P = np.array([0, 0.5, 1]), np.array([0.6, 0.75, 0.8])
+{"a_b by hand": (cl - cs).reshape(2, 2).mean(1).round(3).tolist(),
+ "APGR of the exercise": cascade.apgr(cost, P, weak=0.6, strong=0.8),
+ "APGR by hand": float(np.trapezoid((P - 0.6) / (0.8 - 0.6), cost)),
  "APGR of the random line": cascade.apgr(cost, [0.6, 0.7, 0.8], weak=0.6, strong=0.8)}
 
 # %% [markdown]
@@ -84,19 +89,23 @@ page.start("cascading", globals())
 from lib import plots, report
 from lib.ccc.plots import advantage_chart, cascade_chart
 from lib.ccc.pages import cascading
-from lib.ccc.pages.cascading import PAGE
+
+PAGE = cascading.PAGE
 
 plots.use_offline_renderer()
 
 # %% [markdown]
 # ## Settings and data
 # For every split, calibrator and model of the two pairs, the top-1 confidence and correctness on
-# the calibration and test halves are computed once (``"none"`` is UC); every curve reuses them.
+# the calibration and test halves are computed once (``"none"`` is UC) by
+# {py:func}`lib.ccc.pages.cascading.build_grid`; every curve reuses them.
 
 # %%
 cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
 report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
-res = PAGE.run(cfg, PAGE.data(cfg))
+data = PAGE.data(cfg)
+grid = cascading.build_grid(
+    data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
 
 # %% [markdown]
 # The cascade curves of the first split: accuracy on the test half against the fraction of
@@ -104,7 +113,7 @@ res = PAGE.run(cfg, PAGE.data(cfg))
 # the test half: at each rate a random subset goes to the 70B model).
 
 # %%
-curves = cascading.first_split_curves(res["grid"])
+curves = cascading.first_split_curves(grid)
 plots.legend_below(cascade_chart(curves), columns=3)
 
 # %% [markdown]
@@ -112,21 +121,23 @@ plots.legend_below(cascade_chart(curves), columns=3)
 # Points near the diagonal mean the two models' confidences are comparable (instruct pair, split 0).
 
 # %%
-advantage_chart(cascading.advantage_frame(res["grid"]))
+advantage_chart(cascading.advantage_frame(grid))
 
 # %% [markdown]
 # APGR of CC, UC and RC for both pairs, mean and standard deviation over the splits. RC routes a
 # random subset at each rate (one draw per split); its expectation is exactly 0.5.
 
 # %%
-res["main"].groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
+main = cascading.main_apgr(grid)
+main.groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Ablations on the instruct pair (paper Tables 4-5): the calibrator (15 bins) and the number of bins
 # (temperature scaling). Platt scaling fits the logit of the answer token, as paper 3 does (sec. 2.1).
 
 # %%
-res["abl"].groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
+abl = cascading.ablations(grid, cfg["calibrators"], cfg["bins_ablation"])
+abl.groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Distribution shift. MMLU-Adversarial is not available offline, so as a stand-in we calibrate and
@@ -134,7 +145,8 @@ res["abl"].groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4
 # in-distribution row splits that category in halves instead.
 
 # %%
-shift = res["shift"]
+shift = cascading.shift_apgr(
+    data, cfg["shift_calibrate_on"], cfg["n_bins"], cfg["seed"])
 shift.pivot_table(index="target", columns=["setting", "method"], values="apgr").round(4)
 
 # %% [markdown]
@@ -143,7 +155,7 @@ shift.pivot_table(index="target", columns=["setting", "method"], values="apgr").
 # instruct pair, means over our splits.
 
 # %%
-PAGE.paper_table(res).round(4)
+cascading.paper_table(main, abl).round(4)
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -154,24 +166,26 @@ PAGE.paper_table(res).round(4)
 # degrees of freedom, n splits. The splits all resample one data set, so their spread understates
 # the noise of a finite test set (more splits shrink it, never the data's): each noise bar is at
 # least the test half's own closed-form standard error times 1.96 (the delta method on APGR over
-# the test examples, {py:func}`lib.ccc.cascade.apgr_test_se`; `lib.ccc.pages.floored_verdict`),
+# the test examples, {py:func}`lib.ccc.cascade.apgr_test_se`, per split in
+# {py:func}`lib.ccc.pages.cascading.noise_table`; `lib.ccc.pages.floored_verdict`),
 # as on the same-size page. "For both pairs" holds only if it holds for each and fails if it fails
 # for either. The paper reports no errors for APGR, so its own table cannot be judged by the same
 # rule.
 
 # %%
-claims = PAGE.claims(res)
-report.publish("claims", claims.to_dict("records"))
-report.publish("claims_held", int((claims["verdict"] == "held").sum()))
+noise = cascading.noise_table(grid, cfg["calibrators"], cfg["bins_ablation"])
+claims = cascading.claims(main, abl, shift, noise)
 claims
 
 # %% [markdown]
 # ## Provenance
-# The numbers the tests and the landing page read, and the settings.
+# The numbers the tests and the landing page read (the claims, how many held, and the mean APGRs
+# of {py:func}`lib.ccc.pages.cascading.published`), and the settings.
 
 # %%
-for key, value in PAGE.published(res).items():
-    report.publish(key, value)
+held = int((claims["verdict"] == "held").sum())
+numbers = cascading.published(main, abl, shift)
+report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

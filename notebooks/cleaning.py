@@ -45,6 +45,8 @@
 # rule; $k = 1$ the strictest. Below, {py:func}`lib.ccc.cleaning.calibrated_flags` on six examples
 # with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
 # label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
+# The same flags by the formula in numpy: with two bins, a model's top bin among the flagged
+# examples is its confidences above their median.
 
 # %%
 import numpy as np
@@ -55,7 +57,11 @@ label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 
 conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
 args = conf_a, pred_a, conf_b, pred_b, label
 flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
-{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()}
+y, ca, cb = np.array(label), np.array(conf_a), np.array(conf_b)
+f = (np.array(pred_a) != y) & (np.array(pred_b) != y)  # the basic rule
+{**{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()},
+ "k = 2 by hand": np.flatnonzero(f),
+ "k = 1 by hand": np.flatnonzero(f & (ca > np.median(ca[f])) & (cb > np.median(cb[f])))}
 
 # %% [markdown]
 # ## Parameters
@@ -75,14 +81,13 @@ from calibook import page
 
 page.start("cleaning", globals())
 
-import numpy as np
 import pandas as pd
 
 from lib import plots, report
-from lib.ccc import cleaning
 from lib.ccc.plots import precision_detection_chart
-from lib.ccc.pages import released_runs_note
-from lib.ccc.pages.cleaning import PAGE
+from lib.ccc.pages import cleaning as cleaning_page, released_runs_note
+
+PAGE = cleaning_page.PAGE
 
 plots.use_offline_renderer()
 
@@ -91,42 +96,56 @@ plots.use_offline_renderer()
 # Flip exactly 5% of the CIFAR-10 test labels to a uniformly drawn other class (the ground truth of
 # which labels are wrong), calibrate each model by temperature scaling on the noisy labels,
 # cross-fitted over folds so that no example's own label shapes its probabilities (Confident
-# Learning needs out-of-sample probabilities; both methods get the same ones).
+# Learning needs out-of-sample probabilities; both methods get the same ones):
+# {py:func}`lib.ccc.cleaning.inject_symmetric_noise` and
+# {py:func}`lib.ccc.cleaning.cross_fitted_probs`.
 
 # %%
 cfg = PAGE.settings(scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
-report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
-report.show(released_runs_note(cfg["resnet_losses"], cfg["data"] == "real"))
-res = PAGE.run(cfg, PAGE.data(cfg))
-{"examples": len(res["labels"]), "flipped": int(res["is_noisy"].sum()),
- "accuracy": res["accuracy"]}
+scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
+report.show(scale_line + "\n\n" + note)
+data, (a, b) = PAGE.data(cfg), cfg["resnet_losses"]
+seed, folds = cfg["seed"], cfg["n_folds"]
+labels, is_noisy = cleaning.inject_symmetric_noise(
+    data["labels"], 10, cfg["noise_rate"], seed=seed)
+probs = {m: cleaning.cross_fitted_probs(data["resnets"][m], labels, folds, seed=seed)
+         for m in (a, b)}
+{"examples": len(labels), "flipped": int(is_noisy.sum()),
+ "accuracy": {m: float(np.mean(probs[m].argmax(1) == data["labels"])) for m in probs}}
 
 # %% [markdown]
 # ## CIFAR-10 with injected noise
-# The calibrated rule for k = 1..B (k = B is the basic two-model rule), and Confident Learning
-# through `cleanlab` on each model's probabilities and on their average: its flagged set (one point)
-# and its self-confidence ranking truncated at every length (a curve).
+# The calibrated rule for k = 1..B (k = B is the basic two-model rule,
+# {py:func}`lib.ccc.cleaning.calibrated_rule_curve`), and Confident Learning through `cleanlab` on
+# each model's probabilities and on their average: its flagged set (one point) and its
+# self-confidence ranking truncated at every length (a curve).
 
 # %%
-a, b = cfg["resnet_losses"]
-ours = res["ours"].assign(method=f"ours: {a} + {b}, top-k bins")
+rule = [f(probs[m], axis=1) for m in (a, b) for f in (np.max, np.argmax)]  # conf, pred
+ours = cleaning.calibrated_rule_curve(*rule, labels, is_noisy, n_bins=cfg["n_bins"])
+cl_in = {f"CL ({a})": probs[a], f"CL ({b})": probs[b],
+         "CL (average of both)": (probs[a] + probs[b]) / 2}
+cl_points, cl_curves = cleaning_page.confident_learning(cl_in, labels, is_noisy)
+named = ours.assign(method=f"ours: {a} + {b}, top-k bins")
 title = f"CIFAR-10, {cfg['noise_rate']:.0%} symmetric noise"
-precision_detection_chart(pd.concat([ours, *res["cl_curves"]]), title=title)
+precision_detection_chart(pd.concat([named, *cl_curves]), title=title)
 
 # %% [markdown]
 # Our rule's points, one per k, and Confident Learning's flagged sets
 # (`filter_by="confident_learning"`), one point per input.
 
 # %%
-report.show(res["ours"][["k", "n_flagged", "precision", "detection"]].round(4))
-res["cl_points"].round(4)
+display(ours[["k", "n_flagged", "precision", "detection"]].round(4))
+cl_points.round(4)
 
 # %% [markdown]
 # At the detection rate of each of our points, the precision of CL's best ranked curve (linear
 # interpolation along detection) -- the paper's "at the same detection rate" comparison.
 
 # %%
-res["compare"].round(4)
+compare = cleaning_page.compare_at_detection(ours, cl_curves)
+compare.round(4)
 
 # %% [markdown]
 # ## MMLU: questions both models confidently answer differently from the key
@@ -136,8 +155,15 @@ res["compare"].round(4)
 # has known key errors, but each row needs a human check.
 
 # %%
-report.show(res["flag_counts"])
-res["top"].style.hide(axis="index") if len(res["top"]) else res["top"]
+md, B = data["mmlu"], cfg["n_bins"]
+mp = {m: cleaning.cross_fitted_probs(md.logits[m], md.labels, folds, seed=seed)
+      for m in md.models}
+flag_instruct = cleaning_page.mmlu_flags(mp, md.labels, "instruct", 3, B)
+flag_base = cleaning_page.mmlu_flags(mp, md.labels, "base", 3, B)
+both_pairs = int((flag_instruct & flag_base).sum())
+display(cleaning_page.mmlu_flag_counts(mp, md.labels, B))
+top = cleaning_page.top_flagged(md, mp, flag_instruct, cfg["top_questions"])
+top.style.hide(axis="index") if len(top) else top
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -145,7 +171,7 @@ res["top"].style.hide(axis="index") if len(res["top"]) else res["top"]
 # injected noise on CIFAR-10, so only the ordering (ours above CL) is comparable.
 
 # %%
-PAGE.paper_table(res).round(4)
+cleaning_page.paper_table(ours, cl_points).round(4)
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -157,9 +183,7 @@ PAGE.paper_table(res).round(4)
 # flag counts, so its own numbers cannot be judged by the same rule.
 
 # %%
-claims = PAGE.claims(res)
-report.publish("claims", claims.to_dict("records"))
-report.publish("claims_held", int((claims["verdict"] == "held").sum()))
+claims = cleaning_page.claims(ours, compare)
 claims
 
 # %% [markdown]
@@ -168,11 +192,13 @@ claims
 # (which compares confidences across models) and for Confident Learning's per-class thresholds.
 #
 # ## Provenance
-# The numbers the tests and the landing page read, and the settings.
+# The numbers the tests and the landing page read (the claims, how many held, and the precisions,
+# detections and flag counts of {py:func}`lib.ccc.pages.cleaning.published`), and the settings.
 
 # %%
-for key, value in PAGE.published(res).items():
-    report.publish(key, value)
+held = int((claims["verdict"] == "held").sum())
+numbers = cleaning_page.published(ours, cl_points, flag_instruct, both_pairs)
+report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

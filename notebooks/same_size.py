@@ -35,7 +35,8 @@
 # that is more sure where it falls, so the pair can beat both models only if their calibrated
 # confidences are comparable. Below, {py:func}`lib.ccc.cascade.same_size_route` on a pair built so
 # that each model is right on the half where it is the more confident: routing is then perfect
-# (accuracy 1, against 0.5 for each model alone).
+# (accuracy 1, against 0.5 for each model alone), and the same rule in one line of numpy, with the
+# advantages by hand: $a_0 = 0.7 - 0.4 > 0$ (to the second model), $a_1 = 0.7 - 0.9 < 0$ (first).
 
 # %%
 import numpy as np
@@ -49,7 +50,10 @@ first = ModelOutputs(np.where(high, 0.9, 0.4), high, np.where(high, 0.9, 0.4), h
 second = ModelOutputs(np.full(8, 0.7), ~high, np.full(8, 0.7), ~high)
 r = same_size_route(first, second, n_bins=2)
 show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
-{"routed": r.accuracy, "first alone": r.acc_first, "second alone": r.acc_second}
+adv = np.array([0.7 - 0.4, 0.7 - 0.9])  # a_b; bin 1 holds the first model's 0.9s
+{"routed": r.accuracy,
+ "by hand": np.where(adv[high.astype(int)] > 0, ~high, high).mean().item(),
+ "first alone": r.acc_first, "second alone": r.acc_second}
 
 # %% [markdown]
 # ## Parameters
@@ -71,8 +75,9 @@ page.start("same_size", globals())
 
 from lib import plots, report
 from lib.ccc.plots import cascade_chart
-from lib.ccc.pages import released_runs_note
-from lib.ccc.pages.same_size import PAGE
+from lib.ccc.pages import released_runs_note, same_size
+
+PAGE = same_size.PAGE
 
 plots.use_offline_renderer()
 
@@ -82,32 +87,35 @@ plots.use_offline_renderer()
 
 # %%
 cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
-report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
+report.show(scale_line + "\n\n" + note)
 pairs = PAGE.data(cfg)
-report.show(released_runs_note(cfg["resnet_losses"], cfg["data"] == "real"))
 
 # %% [markdown]
 # For each pair and split: temperature-scale both models on the calibration half, then route each
 # test example by the confidence advantage of its bin -- bins on the first model's confidence (the
 # cascade's bins) and a joint variant with bins on both models -- and compare with each model alone
-# and with the same rule on uncalibrated confidences.
+# and with the same rule on uncalibrated confidences ({py:func}`lib.ccc.pages.same_size.route_grid`;
+# below, the means over the splits).
 
 # %%
-res = PAGE.run(cfg, pairs)
-res["summary"].round(4)
+res, curves = same_size.route_grid(
+    pairs, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
+same_size.summary(res).round(4)
 
 # %% [markdown]
 # The cascade curves of the first split (x: fraction of examples on the first model). A curve that
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.legend_below(cascade_chart(res["curves"], width=170), columns=3)
+plots.legend_below(cascade_chart(curves, width=170), columns=3)
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and worst split.
 
 # %%
-res["gains"].round(4)
+same_size.gains(res).round(4)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -115,7 +123,7 @@ res["gains"].round(4)
 # for the size of the effect and set ours beside them.
 
 # %%
-PAGE.paper_table(res)
+same_size.paper_table(res, list(pairs))
 
 # %% [markdown]
 # ## Which claims held at this scale
@@ -128,18 +136,18 @@ PAGE.paper_table(res)
 # same rule.
 
 # %%
-claims = PAGE.claims(res)
-report.publish("claims", claims.to_dict("records"))
-report.publish("claims_held", int((claims["verdict"] == "held").sum()))
+claims = same_size.claims(res, list(pairs))
 claims
 
 # %% [markdown]
 # ## Provenance
-# The numbers the tests and the landing page read, and the settings.
+# The numbers the tests and the landing page read (the claims, how many held, and the gains and
+# accuracies of {py:func}`lib.ccc.pages.same_size.published`), and the settings.
 
 # %%
-for key, value in PAGE.published(res).items():
-    report.publish(key, value)
+held = int((claims["verdict"] == "held").sum())
+numbers = same_size.published(res, list(pairs))
+report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

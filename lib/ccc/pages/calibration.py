@@ -182,8 +182,77 @@ def calibration_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def vision_model(loss: str) -> str:
+    """The name of the CIFAR-10 ResNet-50 trained with ``loss`` in the page's tables."""
+    return f"resnet50-{loss} (CIFAR-10)"
+
+
+def published(results: pd.DataFrame, mono: pd.DataFrame) -> dict[str, float]:
+    """Every model's ECE before/after TS on both halves (:func:`ece_grid`'s ``results``), the small
+    model's held-out ECE before/after TS and after Platt, and the minimum Spearman of ``mono``
+    (:func:`monotonicity`)."""
+    out = {}
+    for name in results["model"].unique():
+        for split, s in SPLITS.items():
+            for stage, st in (("before", "before"), ("after TS", "after")):
+                out[f"ece_{published_key(name)}_{s}_{st}"] = round(ece_of(results, name, split, stage), 4)
+    out["ece_before"] = round(ece_of(results, SMALL, "held-out half", "before"), 4)
+    out["ece_after"] = round(ece_of(results, SMALL, "held-out half", "after TS"), 4)
+    for split, s in SPLITS.items():
+        out[f"ece_platt_8b_instruct_{s}"] = round(ece_of(results, SMALL, split, "after Platt"), 4)
+    out["min_spearman"] = round(float(mono["spearman"].min()), 3)
+    return out
+
+
+def paper_table(results: pd.DataFrame, vision: str) -> pd.DataFrame:
+    """The paper's Table 1 (MMLU 8B-Instruct with Platt scaling; ImageNet EVA02-L) beside ours (:func:`ece_grid`'s
+    ``results``): the small MMLU model after Platt and after TS, and the ``vision`` model after TS."""
+
+    def ours(model: str, after: str) -> dict[str, float]:
+        return {
+            f"ours {s} {st}": ece_of(results, model, split, stage)
+            for split, s in SPLITS.items()
+            for st, stage in (("before", "before"), ("after", after))
+        }
+
+    return pd.DataFrame(
+        [
+            {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_ECE_MMLU,
+             **ours(SMALL, "after Platt")},
+            {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(SMALL, "after TS")},
+            {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", **PAPER_ECE_VISION,
+             **ours(vision, "after TS")},
+        ]
+    ).set_index("row")  # fmt: skip
+
+
+def claims(results: pd.DataFrame, mono: pd.DataFrame) -> pd.DataFrame:
+    """The claims table: :func:`calibration_claims` on :func:`ece_grid`'s ``results`` and the
+    :func:`monotonicity` ``mono`` of the same run."""
+    models = list(results["model"].unique())
+
+    def per_model(split: str, stage: str) -> dict[str, float]:
+        return {m: ece_of(results, m, split, stage) for m in models}
+
+    sizes = results.drop_duplicates(["model", "split"]).pivot(index="model", columns="split", values="n")
+    n = {m: (int(sizes.loc[m, "calibration half"]), int(sizes.loc[m, "held-out half"])) for m in models}
+    worst = mono["spearman"].idxmin()
+    return report.claims_table(
+        calibration_claims(
+            float(mono.loc[worst, "spearman"]),
+            int(mono.loc[worst, "bins"]),
+            per_model("held-out half", "before"),
+            per_model("held-out half", "after TS"),
+            per_model("calibration half", "after TS"),
+            ece_of(results, SMALL, "held-out half", "after Platt"),
+            n,
+        )
+    )
+
+
 class CalibrationPage(CCCPage):
-    """Paper 3's calibration page: ECE before/after calibration on two halves, and monotonicity."""
+    """Paper 3's calibration page: its settings, scale line and data (the notebook runs
+    :func:`ece_grid` and :func:`monotonicity` on them and shows :func:`paper_table` and :func:`claims`)."""
 
     name = "calibration"
     title = "Calibration of one model: Section 3, Figure 1"
@@ -191,83 +260,12 @@ class CalibrationPage(CCCPage):
     real_summary = "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 ({loss}) CIFAR-10 test logits, split seed {seed}"
     synthetic_summary = "synthetic logits ({n_synthetic} examples, lib.data.mmlu.synthetic_mmlu), seed {seed}"
 
-    def vision(self, cfg: Mapping[str, Any]) -> str:
-        """The name of the vision model in the page's tables."""
-        return f"resnet50-{cfg['resnet_loss']} (CIFAR-10)"
-
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each model's (logits, labels): the MMLU models, then the CIFAR-10 ResNet-50."""
+        """Each model's (logits, labels): the MMLU models, then the CIFAR-10 ResNet-50 (:func:`vision_model`)."""
         data, rz, ry = logits_data(cfg["data"] == "real", [cfg["resnet_loss"]], cfg["n_synthetic"], cfg["seed"])
         models = {m: (data.logits[m], data.labels) for m in data.models}
-        models[self.vision(cfg)] = (rz[cfg["resnet_loss"]], ry)
+        models[vision_model(cfg["resnet_loss"])] = (rz[cfg["resnet_loss"]], ry)
         return models
-
-    def run(self, cfg: Mapping[str, Any], models: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
-        """The page's numbers: ``results`` and ``tables`` of :func:`ece_grid` (Platt on the MMLU
-        models, every model but the vision one) and ``mono`` (:func:`monotonicity`)."""
-        mmlu_models = [m for m in models if m != self.vision(cfg)]
-        results, tables = ece_grid(models, mmlu_models, cfg["n_bins"], cfg["seed"])
-        return {"results": results, "tables": tables, "mono": monotonicity(tables), "vision": self.vision(cfg)}
-
-    def published(self, res: Mapping[str, Any]) -> dict[str, float]:
-        """Every model's ECE before/after TS on both halves, the small model's held-out ECE
-        before/after TS and after Platt, and the minimum Spearman."""
-        results, published = res["results"], {}
-        for name in results["model"].unique():
-            for split, s in SPLITS.items():
-                for stage, st in (("before", "before"), ("after TS", "after")):
-                    published[f"ece_{published_key(name)}_{s}_{st}"] = round(ece_of(results, name, split, stage), 4)
-        published["ece_before"] = round(ece_of(results, SMALL, "held-out half", "before"), 4)
-        published["ece_after"] = round(ece_of(results, SMALL, "held-out half", "after TS"), 4)
-        for split, s in SPLITS.items():
-            published[f"ece_platt_8b_instruct_{s}"] = round(ece_of(results, SMALL, split, "after Platt"), 4)
-        published["min_spearman"] = round(float(res["mono"]["spearman"].min()), 3)
-        return published
-
-    def paper_table(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The paper's Table 1 (MMLU 8B-Instruct with Platt scaling; ImageNet EVA02-L) beside ours:
-        the small MMLU model after Platt and after TS, and the vision model after TS."""
-        results = res["results"]
-
-        def ours(model: str, after: str) -> dict[str, float]:
-            return {
-                f"ours {s} {st}": ece_of(results, model, split, stage)
-                for split, s in SPLITS.items()
-                for st, stage in (("before", "before"), ("after", after))
-            }
-
-        return pd.DataFrame(
-            [
-                {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_ECE_MMLU,
-                 **ours(SMALL, "after Platt")},
-                {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(SMALL, "after TS")},
-                {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", **PAPER_ECE_VISION,
-                 **ours(res["vision"], "after TS")},
-            ]
-        ).set_index("row")  # fmt: skip
-
-    def claims(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The claims table (:func:`calibration_claims` on this run's numbers)."""
-        results, mono = res["results"], res["mono"]
-        models = list(results["model"].unique())
-
-        def per_model(split: str, stage: str) -> dict[str, float]:
-            return {m: ece_of(results, m, split, stage) for m in models}
-
-        sizes = results.drop_duplicates(["model", "split"]).pivot(index="model", columns="split", values="n")
-        n = {m: (int(sizes.loc[m, "calibration half"]), int(sizes.loc[m, "held-out half"])) for m in models}
-        worst = mono["spearman"].idxmin()
-        return report.claims_table(
-            calibration_claims(
-                float(mono.loc[worst, "spearman"]),
-                int(mono.loc[worst, "bins"]),
-                per_model("held-out half", "before"),
-                per_model("held-out half", "after TS"),
-                per_model("calibration half", "after TS"),
-                ece_of(results, SMALL, "held-out half", "after Platt"),
-                n,
-            )
-        )
 
 
 PAGE = CalibrationPage()

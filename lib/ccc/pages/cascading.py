@@ -317,8 +317,51 @@ def cascading_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dict[str, Any]:
+    """The numbers the page publishes from :func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`
+    (means over splits, 4 decimals)."""
+    m = main.groupby(["pair", "method"])["apgr"].mean()
+    by_cal, by_bins = ablation_means(abl)
+    return {
+        "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
+        "apgr_uc": round(float(m["instruct", "UC"]), 4),
+        "apgr_rc": round(float(m["instruct", "RC"]), 4),
+        "apgr_cc_base": round(float(m["base", "CC (TS)"]), 4),
+        "apgr_uc_base": round(float(m["base", "UC"]), 4),
+        "apgr_by_calibrator": {k: round(float(v), 4) for k, v in by_cal.items()},
+        "apgr_by_bins": {k: round(float(v), 4) for k, v in by_bins.items()},
+        "apgr_shift_min": round(float(shifted_cc(shift).min()), 4),
+    }
+
+
+def paper_table(main: pd.DataFrame, abl: pd.DataFrame) -> pd.DataFrame:
+    """The paper's MMLU APGR (Tables 4-5, RouteLLM) beside ours (instruct pair, means over splits of
+    :func:`main_apgr` and :func:`ablations`)."""
+    m = main.groupby(["pair", "method"])["apgr"].mean()
+    by_cal, by_bins = ablation_means(abl)
+    names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
+    return pd.DataFrame(
+        [
+            *[(f"{names[c]}, 15 bins", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
+            *[(f"TS, {b} bins", p, by_bins.get(str(b))) for b, p in PAPER_APGR_BY_BINS.items()],
+            ("random routing (RC)", RANDOM_APGR, float(m["instruct", "RC"])),
+            ("MF router (RouteLLM, best variant)", PAPER_APGR_MF_ROUTER, np.nan),
+        ],
+        columns=["MMLU APGR", "paper", "ours"],
+    ).set_index("MMLU APGR")
+
+
+def claims(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame, noise: pd.DataFrame) -> pd.DataFrame:
+    """The claims table: :func:`cascading_claims` on one run's :func:`main_apgr`, :func:`ablations`,
+    :func:`shift_apgr` and :func:`noise_table`."""
+    return report.claims_table(
+        cascading_claims(main, abl, shifted_cc(shift).to_dict(), noise, shifted_cc(shift, "test_se").to_dict())
+    )
+
+
 class CascadingPage(CCCPage):
-    """Paper 3's cascading page: CC, UC and RC over splits, the ablations and the shift check."""
+    """Paper 3's cascading page: its settings, scale line and data (the notebook builds the
+    :class:`CascadeGrid` and reads CC, UC and RC, the ablations and the shift check from it)."""
 
     name = "cascading"
     title = "Cascades by calibrated advantage: Sections 3.2-3.4 (APGR)"
@@ -334,61 +377,6 @@ class CascadingPage(CCCPage):
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> mmlu.MMLUData:
         """The MMLU logits (synthetic at smoke scale)."""
         return mmlu.load_mmlu() if cfg["data"] == "real" else mmlu.synthetic_mmlu(cfg["n_synthetic"], seed=cfg["seed"])
-
-    def run(self, cfg: Mapping[str, Any], data: mmlu.MMLUData) -> dict[str, Any]:
-        """The page's numbers: the ``grid``, ``main`` APGR, the ablations ``abl``, the test-set
-        ``noise`` (:func:`noise_table`) and the ``shift`` rows."""
-        grid = build_grid(data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
-        return {
-            "grid": grid,
-            "main": main_apgr(grid),
-            "abl": ablations(grid, cfg["calibrators"], cfg["bins_ablation"]),
-            "noise": noise_table(grid, cfg["calibrators"], cfg["bins_ablation"]),
-            "shift": shift_apgr(data, cfg["shift_calibrate_on"], cfg["n_bins"], cfg["seed"]),
-        }
-
-    def published(self, res: Mapping[str, Any]) -> dict[str, Any]:
-        """The numbers the page publishes (means over splits, 4 decimals)."""
-        m = res["main"].groupby(["pair", "method"])["apgr"].mean()
-        by_cal, by_bins = ablation_means(res["abl"])
-        return {
-            "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
-            "apgr_uc": round(float(m["instruct", "UC"]), 4),
-            "apgr_rc": round(float(m["instruct", "RC"]), 4),
-            "apgr_cc_base": round(float(m["base", "CC (TS)"]), 4),
-            "apgr_uc_base": round(float(m["base", "UC"]), 4),
-            "apgr_by_calibrator": {k: round(float(v), 4) for k, v in by_cal.items()},
-            "apgr_by_bins": {k: round(float(v), 4) for k, v in by_bins.items()},
-            "apgr_shift_min": round(float(shifted_cc(res["shift"]).min()), 4),
-        }
-
-    def paper_table(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The paper's MMLU APGR (Tables 4-5, RouteLLM) beside ours (instruct pair, means over splits)."""
-        m = res["main"].groupby(["pair", "method"])["apgr"].mean()
-        by_cal, by_bins = ablation_means(res["abl"])
-        names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
-        return pd.DataFrame(
-            [
-                *[(f"{names[c]}, 15 bins", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
-                *[(f"TS, {b} bins", p, by_bins.get(str(b))) for b, p in PAPER_APGR_BY_BINS.items()],
-                ("random routing (RC)", RANDOM_APGR, float(m["instruct", "RC"])),
-                ("MF router (RouteLLM, best variant)", PAPER_APGR_MF_ROUTER, np.nan),
-            ],
-            columns=["MMLU APGR", "paper", "ours"],
-        ).set_index("MMLU APGR")
-
-    def claims(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The claims table (:func:`cascading_claims` on this run's numbers)."""
-        shift = res["shift"]
-        return report.claims_table(
-            cascading_claims(
-                res["main"],
-                res["abl"],
-                shifted_cc(shift).to_dict(),
-                res["noise"],
-                shifted_cc(shift, "test_se").to_dict(),
-            )
-        )
 
 
 PAGE = CascadingPage()

@@ -180,8 +180,53 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def published(
+    ours: pd.DataFrame, cl_points: pd.DataFrame, flag_instruct: np.ndarray, both_pairs: int
+) -> dict[str, Any]:
+    """The rule at k = 1 and k = B and its whole curve (``ours``, :func:`lib.ccc.cleaning.calibrated_rule_curve`),
+    CL on the averaged probabilities (the last of :func:`confident_learning`'s ``cl_points``) and the
+    MMLU flag counts at k = 3 (the instruct pair's ``flag_instruct``, ``both_pairs`` flagged by both pairs)."""
+    return {
+        "cleaning_precision_k1": round(float(ours["precision"].iloc[0]), 4),
+        "cleaning_detection_k1": round(float(ours["detection"].iloc[0]), 4),
+        "cleaning_precision_basic": round(float(ours["precision"].iloc[-1]), 4),
+        "cleaning_detection_basic": round(float(ours["detection"].iloc[-1]), 4),
+        "cleaning_precisions": [round(float(v), 4) for v in ours["precision"]],
+        "cleaning_detections": [round(float(v), 4) for v in ours["detection"]],
+        "cl_precision": round(float(cl_points["precision"].iloc[-1]), 4),
+        "cl_detection": round(float(cl_points["detection"].iloc[-1]), 4),
+        "mmlu_flagged_instruct_k3": int(np.sum(flag_instruct)),
+        "mmlu_flagged_both_pairs_k3": int(both_pairs),
+    }
+
+
+def paper_table(ours: pd.DataFrame, cl_points: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 3 precisions beside ours (the rule's curve ``ours`` at k = 3, the best of
+    :func:`confident_learning`'s ``cl_points``)."""
+    return pd.DataFrame(
+        [
+            {
+                "quantity": "precision of the rule (paper: unique flags, ImageNet; ours: k = 3, CIFAR-10)",
+                "paper": PAPER_CLEANING_PRECISION,
+                "ours": float(ours.loc[ours["k"] == 3, "precision"].iloc[0]),
+            },
+            {
+                "quantity": "precision of Confident Learning (best of our three)",
+                "paper": PAPER_CL_PRECISION,
+                "ours": float(cl_points["precision"].max()),
+            },
+        ]
+    ).set_index("quantity")
+
+
+def claims(ours: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
+    """The claims table: :func:`cleaning_claims` on the rule's curve and :func:`compare_at_detection`."""
+    return report.claims_table(cleaning_claims(ours, compare))
+
+
 class CleaningPage(CCCPage):
-    """Paper 3's cleaning page: the two-model rule against Confident Learning, and MMLU flags."""
+    """Paper 3's cleaning page: its settings, scale line and data (the notebook injects the noise,
+    flags with the two-model rule and Confident Learning, and flags MMLU questions)."""
 
     name = "cleaning"
     title = "Label cleaning with two models: Section 3.5"
@@ -197,73 +242,6 @@ class CleaningPage(CCCPage):
         the MMLU data (``mmlu``); synthetic at smoke scale."""
         md, rz, y = logits_data(cfg["data"] == "real", cfg["resnet_losses"], cfg["n_synthetic"], cfg["seed"])
         return {"resnets": rz, "labels": y, "mmlu": md}
-
-    def run(self, cfg: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-        """Inject the noise, cross-fit the probabilities, trace our rule (``ours``) and CL's
-        (``cl_points``, ``cl_curves``), compare them (``compare``), and flag MMLU questions."""
-        a, b = cfg["resnet_losses"]
-        labels, is_noisy = cleaning.inject_symmetric_noise(data["labels"], 10, cfg["noise_rate"], seed=cfg["seed"])
-        probs = {
-            m: cleaning.cross_fitted_probs(data["resnets"][m], labels, cfg["n_folds"], seed=cfg["seed"]) for m in (a, b)
-        }
-        conf, pred = {m: p.max(1) for m, p in probs.items()}, {m: p.argmax(1) for m, p in probs.items()}
-        ours = cleaning.calibrated_rule_curve(
-            conf[a], pred[a], conf[b], pred[b], labels, is_noisy, n_bins=cfg["n_bins"]
-        )
-        cl_in = {f"CL ({a})": probs[a], f"CL ({b})": probs[b], "CL (average of both)": (probs[a] + probs[b]) / 2}
-        cl_points, cl_curves = confident_learning(cl_in, labels, is_noisy)
-        md = data["mmlu"]
-        mp = {
-            m: cleaning.cross_fitted_probs(md.logits[m], md.labels, cfg["n_folds"], seed=cfg["seed"]) for m in md.models
-        }
-        flag_instruct = mmlu_flags(mp, md.labels, "instruct", 3, cfg["n_bins"])
-        both = flag_instruct & mmlu_flags(mp, md.labels, "base", 3, cfg["n_bins"])
-        return {
-            "labels": labels, "is_noisy": is_noisy, "accuracy": {m: float(np.mean(pred[m] == data["labels"])) for m in probs},
-            "ours": ours, "cl_points": cl_points, "cl_curves": cl_curves, "compare": compare_at_detection(ours, cl_curves),
-            "mmlu_probs": mp, "flag_instruct": flag_instruct, "both_pairs": int(both.sum()),
-            "flag_counts": mmlu_flag_counts(mp, md.labels, cfg["n_bins"]),
-            "top": top_flagged(md, mp, flag_instruct, cfg["top_questions"]),
-        }  # fmt: skip
-
-    def published(self, res: Mapping[str, Any]) -> dict[str, Any]:
-        """The rule at k = 1 and k = B, its whole curve, CL on the averaged probabilities (the last
-        point) and the MMLU flag counts at k = 3."""
-        ours, cl = res["ours"], res["cl_points"]
-        return {
-            "cleaning_precision_k1": round(float(ours["precision"].iloc[0]), 4),
-            "cleaning_detection_k1": round(float(ours["detection"].iloc[0]), 4),
-            "cleaning_precision_basic": round(float(ours["precision"].iloc[-1]), 4),
-            "cleaning_detection_basic": round(float(ours["detection"].iloc[-1]), 4),
-            "cleaning_precisions": [round(float(v), 4) for v in ours["precision"]],
-            "cleaning_detections": [round(float(v), 4) for v in ours["detection"]],
-            "cl_precision": round(float(cl["precision"].iloc[-1]), 4),
-            "cl_detection": round(float(cl["detection"].iloc[-1]), 4),
-            "mmlu_flagged_instruct_k3": int(res["flag_instruct"].sum()),
-            "mmlu_flagged_both_pairs_k3": int(res["both_pairs"]),
-        }
-
-    def paper_table(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The paper's Table 3 precisions beside ours (the rule at k = 3, the best of our CL variants)."""
-        ours = res["ours"]
-        return pd.DataFrame(
-            [
-                {
-                    "quantity": "precision of the rule (paper: unique flags, ImageNet; ours: k = 3, CIFAR-10)",
-                    "paper": PAPER_CLEANING_PRECISION,
-                    "ours": float(ours.loc[ours["k"] == 3, "precision"].iloc[0]),
-                },
-                {
-                    "quantity": "precision of Confident Learning (best of our three)",
-                    "paper": PAPER_CL_PRECISION,
-                    "ours": float(res["cl_points"]["precision"].max()),
-                },
-            ]
-        ).set_index("quantity")
-
-    def claims(self, res: Mapping[str, Any]) -> pd.DataFrame:
-        """The claims table (:func:`cleaning_claims` on this run's curve and comparison)."""
-        return report.claims_table(cleaning_claims(res["ours"], res["compare"]))
 
 
 PAGE = CleaningPage()

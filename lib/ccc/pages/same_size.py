@@ -154,8 +154,43 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def published(res: pd.DataFrame, pairs: Sequence[str]) -> dict[str, Any]:
+    """The numbers the page publishes from :func:`route_grid`'s per-split rows (their :func:`summary`
+    and :func:`gains`), keyed by :data:`PUBLISHED_KEYS` in the order of ``pairs``."""
+    summ, gain = summary(res), gains(res)
+    if len(pairs) != len(PUBLISHED_KEYS):
+        raise ValueError(f"pairs: need {len(PUBLISHED_KEYS)} pairs, got {len(pairs)}")
+    out = {}
+    for pair, key in zip(pairs, PUBLISHED_KEYS):
+        out[f"same_size_gain_{key}"] = round(float(gain.loc[pair, ("gain (bins on first)", "mean")]), 4)
+        out[f"same_size_gain_joint_{key}"] = round(float(gain.loc[pair, ("gain (joint bins)", "mean")]), 4)
+        out[f"same_size_acc_{key}"] = {k: round(float(v), 4) for k, v in summ.loc[pair].items()}
+    return out
+
+
+def paper_table(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
+    """The paper's pairs and ours (:func:`route_grid`'s rows, means over splits), in the order of
+    ``pairs``, accuracies as text."""
+    s = summary(res)
+    ours = [
+        (
+            pair,
+            f"{max(s.loc[pair, 'first alone'], s.loc[pair, 'second alone']):.2%} (ours, better one)",
+            f"{s.loc[pair, TS]:.2%} (ours)",
+        )
+        for pair in pairs
+    ]
+    return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index("pair")
+
+
+def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
+    """The claims table: :func:`same_size_claims` on :func:`route_grid`'s per-split rows."""
+    return report.claims_table(same_size_claims(res, pairs))
+
+
 class SameSizePage(CCCPage):
-    """Paper 3's same-size page: does routing two equally good models beat both?"""
+    """Paper 3's same-size page: its settings, scale line and three pairs (the notebook routes them
+    with :func:`route_grid`)."""
 
     name = "same_size"
     title = "Routing between models of the same size: Section 3.3"
@@ -173,42 +208,6 @@ class SameSizePage(CCCPage):
             "MMLU 70B base + 70B instruct": (z["llama-3.1-70b-base"], z["llama-3.1-70b-instruct"], y),
             f"CIFAR-10 ResNet-50 {a} + {b}": (rz[a], rz[b], ry),
         }
-
-    def run(self, cfg: Mapping[str, Any], pairs: Mapping[str, tuple[Any, Any, Any]]) -> dict[str, Any]:
-        """The page's numbers: per-split ``res``, the split-0 ``curves``, ``summary`` and ``gains``."""
-        res, curves = route_grid(pairs, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
-        return {"res": res, "curves": curves, "summary": summary(res), "gains": gains(res), "pairs": list(pairs)}
-
-    def published(self, out: Mapping[str, Any]) -> dict[str, Any]:
-        """The numbers the page publishes, keyed by :data:`PUBLISHED_KEYS` in the order of the pairs."""
-        pairs, summ, gain = out["pairs"], out["summary"], out["gains"]
-        if len(pairs) != len(PUBLISHED_KEYS):
-            raise ValueError(f"pairs: need {len(PUBLISHED_KEYS)} pairs, got {len(pairs)}")
-        published = {}
-        for pair, key in zip(pairs, PUBLISHED_KEYS):
-            published[f"same_size_gain_{key}"] = round(float(gain.loc[pair, ("gain (bins on first)", "mean")]), 4)
-            published[f"same_size_gain_joint_{key}"] = round(float(gain.loc[pair, ("gain (joint bins)", "mean")]), 4)
-            published[f"same_size_acc_{key}"] = {k: round(float(v), 4) for k, v in summ.loc[pair].items()}
-        return published
-
-    def paper_table(self, out: Mapping[str, Any]) -> pd.DataFrame:
-        """The paper's pairs and ours, in the page's order, accuracies as text."""
-        s = out["summary"]
-        ours = [
-            (
-                pair,
-                f"{max(s.loc[pair, 'first alone'], s.loc[pair, 'second alone']):.2%} (ours, better one)",
-                f"{s.loc[pair, TS]:.2%} (ours)",
-            )
-            for pair in out["pairs"]
-        ]
-        return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index(
-            "pair"
-        )
-
-    def claims(self, out: Mapping[str, Any]) -> pd.DataFrame:
-        """The claims table (:func:`same_size_claims` on this run's per-split rows)."""
-        return report.claims_table(same_size_claims(out["res"], out["pairs"]))
 
 
 PAGE = SameSizePage()

@@ -68,11 +68,11 @@ def test_published_key_paper_table_and_published():
         for sp in K.SPLITS
         for e, st in enumerate(stages, 1)
     ]
-    res = {"results": pd.DataFrame(rows), "vision": "v", "mono": pd.DataFrame({"spearman": [0.91, 0.95]})}
-    table = PAGE.paper_table(res)
+    results, mono = pd.DataFrame(rows), pd.DataFrame({"spearman": [0.91, 0.95]})
+    table = K.paper_table(results, "v")
     assert table.iloc[0]["ours test after"] == 3 and table.iloc[1]["ours test after"] == 2
     assert table.iloc[2]["paper test after"] == 0.0296
-    pub = PAGE.published(res)
+    pub = K.published(results, mono)
     assert pub["ece_8b_instruct_cal_after"] == 2 and pub["ece_platt_8b_instruct_test"] == 3
     assert pub["min_spearman"] == 0.91
 
@@ -106,8 +106,10 @@ def test_calibration_claims_can_hold_fail_and_be_inconclusive(scale):
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
     cfg = settings("calibration", "smoke", n_synthetic=600)
-    res = PAGE.run(cfg, PAGE.data(cfg))
-    claims = PAGE.claims(res)
+    models = PAGE.data(cfg)
+    assert list(models)[-1] == K.vision_model(cfg["resnet_loss"])
+    results, tables = K.ece_grid(models, list(models)[:-1], cfg["n_bins"], cfg["seed"])
+    claims = K.claims(results, K.monotonicity(tables))
     assert list(claims.columns) == ["claim", "paper", "ours", "verdict", "paper_own"]
     assert set(claims["verdict"]) <= set(VERDICTS[:3]) and len(claims) == 4
     assert "CE" in PAGE.scale_summary(settings("calibration", "cpu"))

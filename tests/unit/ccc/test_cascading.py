@@ -68,12 +68,11 @@ def test_published_and_paper_table_read_the_means():
             "apgr": [0.62, 0.1, 0.58],
         }
     )
-    res = {"main": main, "abl": abl, "shift": shift}
-    pub = PAGE.published(res)
+    pub = ccc.published(main, abl, shift)
     assert pub["apgr_cc"] == 0.75 and pub["apgr_rc"] == 0.5 and pub["apgr_cc_base"] == 0.8
     assert pub["apgr_shift_min"] == 0.58  # the in-distribution row is not a shifted one
     assert list(pub["apgr_by_bins"]) == ["5", "15"]
-    table = PAGE.paper_table(res)
+    table = ccc.paper_table(main, abl)
     assert table.loc["TS, 15 bins", "paper"] == ccc.PAPER_APGR_BY_BINS[15] and table.loc["TS, 15 bins", "ours"] == 0.75
     assert np.isnan(table.loc["TS, 50 bins", "ours"])  # a setting not run stays empty
     assert table.loc["random routing (RC)", "ours"] == 0.5
@@ -177,7 +176,10 @@ def test_noise_table_holds_every_comparison_the_claims_read(grid):
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
     cfg = settings("cascading", "smoke", n_synthetic=600, n_splits=2)
-    res = PAGE.run(cfg, PAGE.data(cfg))
-    claims = PAGE.claims(res)
+    data = PAGE.data(cfg)
+    grid = ccc.build_grid(data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
+    main, abl = ccc.main_apgr(grid), ccc.ablations(grid, cfg["calibrators"], cfg["bins_ablation"])
+    shift = ccc.shift_apgr(data, cfg["shift_calibrate_on"], cfg["n_bins"], cfg["seed"])
+    claims = ccc.claims(main, abl, shift, ccc.noise_table(grid, cfg["calibrators"], cfg["bins_ablation"]))
     assert len(claims) == 6 and set(claims["paper_own"]) == {"not testable from the paper's table"}
-    assert "test-set SE" in claims["ours"].iloc[0] and (res["shift"]["test_se"] > 0).all()
+    assert "test-set SE" in claims["ours"].iloc[0] and (shift["test_se"] > 0).all()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.ccc import cleaning
 from lib.ccc.pages import cleaning as K
 from lib.ccc.pages.cleaning import PAGE
 from lib.config import settings
@@ -47,16 +48,13 @@ def test_confident_learning_finds_flipped_labels_of_confident_probabilities():
 
 
 def test_published_reads_first_and_last_points():
-    res = {
-        "ours": pd.DataFrame({"k": [1, 2, 3], "precision": [1.0, 0.8, 0.61234], "detection": [0.1, 0.5, 0.9]}),
-        "cl_points": pd.DataFrame({"precision": [0.5, 0.7], "detection": [0.4, 0.6]}),
-        "flag_instruct": np.array([True] * 7),
-        "both_pairs": 3,
-    }
-    pub = PAGE.published(res)
+    ours = pd.DataFrame({"k": [1, 2, 3], "precision": [1.0, 0.8, 0.61234], "detection": [0.1, 0.5, 0.9]})
+    cl_points = pd.DataFrame({"precision": [0.5, 0.7], "detection": [0.4, 0.6]})
+    pub = K.published(ours, cl_points, np.array([True] * 7), 3)
     assert pub["cleaning_precision_k1"] == 1.0 and pub["cleaning_precision_basic"] == 0.6123
     assert pub["cl_precision"] == 0.7 and pub["mmlu_flagged_both_pairs_k3"] == 3
-    assert list(PAGE.paper_table(res)["ours"]) == [0.61234, 0.7]
+    assert pub["mmlu_flagged_instruct_k3"] == 7
+    assert list(K.paper_table(ours, cl_points)["ours"]) == [0.61234, 0.7]
 
 
 def test_mmlu_flags_validates_pair():
@@ -93,9 +91,17 @@ def test_cleaning_claims_can_hold_fail_and_be_inconclusive(scale):
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
     cfg = settings("cleaning", "smoke", n_synthetic=800)
-    res = PAGE.run(cfg, PAGE.data(cfg))
-    claims = PAGE.claims(res)
+    data, (a, b) = PAGE.data(cfg), cfg["resnet_losses"]
+    labels, noisy = cleaning.inject_symmetric_noise(data["labels"], 10, cfg["noise_rate"], seed=cfg["seed"])
+    probs = {m: cleaning.cross_fitted_probs(data["resnets"][m], labels, cfg["n_folds"]) for m in (a, b)}
+    rule = [f(probs[m], axis=1) for m in (a, b) for f in (np.max, np.argmax)]
+    ours = cleaning.calibrated_rule_curve(*rule, labels, noisy, n_bins=cfg["n_bins"])
+    _, curves = K.confident_learning(probs, labels, noisy)
+    claims = K.claims(ours, K.compare_at_detection(ours, curves))
     assert len(claims) == 3 and set(claims["verdict"]) <= set(VERDICTS[:3])
     # the 0.95 bar on the top bins is the book's, in no sentence of the paper
     assert list(claims["kind"]) == ["claim", "claim", "expectation"]
-    assert res["both_pairs"] <= int(res["flag_instruct"].sum())
+    md = data["mmlu"]
+    mp = {m: cleaning.cross_fitted_probs(md.logits[m], md.labels, cfg["n_folds"]) for m in md.models}
+    instruct = K.mmlu_flags(mp, md.labels, "instruct", 3, cfg["n_bins"])
+    assert int((instruct & K.mmlu_flags(mp, md.labels, "base", 3, cfg["n_bins"])).sum()) <= int(instruct.sum())

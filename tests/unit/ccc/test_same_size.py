@@ -52,12 +52,11 @@ def test_gains_and_published_from_hand_made_rows():
     assert g.loc["b", ("gain (joint bins)", "mean")] == pytest.approx(0.0)
     summ = S.summary(res)
     assert summ.loc["a", "first alone"] == pytest.approx(0.75) and "split" not in summ
-    out = {"pairs": ["a", "b"], "summary": summ, "gains": g}
     with pytest.raises(ValueError, match="pairs"):
-        PAGE.published(out)
-    pub = PAGE.published({**out, "pairs": ["b", "a", "a"]})
+        S.published(res, ["a", "b"])
+    pub = S.published(res, ["b", "a", "a"])
     assert pub["same_size_gain_mmlu_8b"] == 0.05 and pub["same_size_acc_mmlu_70b"]["first alone"] == 0.75
-    table = PAGE.paper_table(out)
+    table = S.paper_table(res, ["a", "b"])
     assert table.loc["a", "single models"] == "75.00% (ours, better one)" and len(table) == 4
 
 
@@ -97,7 +96,9 @@ def test_same_size_claims_can_hold_fail_and_be_inconclusive(scale):
 
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
     cfg = settings("same_size", "smoke", n_synthetic=600, n_splits=2)
-    out = PAGE.run(cfg, PAGE.data(cfg))
-    claims = PAGE.claims(out)
+    pairs = PAGE.data(cfg)
+    res, curves = S.route_grid(pairs, cfg["n_splits"], cfg["n_bins"], cfg["joint_bins"], cfg["seed"])
+    claims = S.claims(res, list(pairs))
     assert len(claims) == 4 and list(claims["claim"])[0].startswith("MMLU 8B base + 8B instruct")
-    assert set(PAGE.published(out)) >= {"same_size_gain_cifar10", "same_size_acc_mmlu_70b"}
+    assert set(curves["panel"]) == set(pairs)
+    assert set(S.published(res, list(pairs))) >= {"same_size_gain_cifar10", "same_size_acc_mmlu_70b"}
