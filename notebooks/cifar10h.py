@@ -56,8 +56,6 @@ from calibook import page
 page.start("cifar10h", globals())
 
 # %% tags=["remove-cell"]
-import warnings
-
 import torch
 from IPython.display import Markdown, display
 
@@ -65,13 +63,13 @@ from calibook import paper_scale
 
 from lib import plots, report
 from lib.config import settings
-from lib.moe import experiment, fgr, grid, mocae, paper, plots as moe_plots, robust, tables
+from lib.moe import experiment, fgr, grid, mocae, paper, robust, tables
+from lib.moe import plots as moe_plots
 from lib.moe.claims import publish_results
 from lib.moe.pages import cifar10h
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
-warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny runs
 
 # %% [markdown]
 # ## The methods, on a tiny batch
@@ -81,8 +79,8 @@ warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny
 # cross-entropy of the mixture $p = \sum_k r_k p_k$, and $w_i$ moves weight to the high-loss examples,
 # the more so the larger $\lambda$; at $\lambda = 0$ the weights are uniform and $\mathcal{L}_0$ is
 # the mean (ERM), as $\lambda \to \infty$ it tends to the largest loss. Computed by
-# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>`, here on three losses, beside
-# the formula written out in one line of torch:
+# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>`, here on three losses (mean
+# 0.8667, largest 2), beside the formula written out in one line of torch:
 
 # %%
 l = torch.tensor([0.1, 0.5, 2.0])
@@ -91,7 +89,6 @@ for tilt in [0.0, 2.0, 20.0]:  # lambda (not `lam`: the page's parameter)
     print(f"lambda {tilt:4}: w = {w.numpy().round(4)}  "
           f"robust_moe_loss = {robust.robust_moe_loss(l, lam=tilt):.4f}  "
           f"(w * l).sum() = {(w * l).sum():.4f}")
-print(f"mean(l) = {l.mean():.4f}, max(l) = {l.max():.4f}")
 
 # %% [markdown]
 # **Robust Filtered** tilts only over the routing-relevant set
@@ -103,18 +100,18 @@ print(f"mean(l) = {l.mean():.4f}, max(l) = {l.max():.4f}")
 # routing can fix it and it stays out ({py:func}`robust.routing_relevant_mask <lib.moe.robust.routing_relevant_mask>`).
 
 # %%
-p_k = torch.tensor([[[0.9, 0.1], [0.9, 0.1]],  # experts right and agreeing
+p_k = torch.tensor([[[0.9, 0.1], [0.9, 0.1]],  # examples x experts x classes: agreeing
                     [[0.9, 0.1], [0.2, 0.8]],  # experts disagree
-                    [[0.6, 0.4], [0.6, 0.4]]],  # both wrong alike
-                   dtype=torch.float64)  # examples x experts x classes
+                    [[0.6, 0.4], [0.6, 0.4]]], dtype=torch.float64)  # both wrong alike
 y, r = torch.tensor([0, 0, 1]), torch.full((3, 2), 0.5, dtype=torch.float64)
 p = (r[:, :, None] * p_k).sum(1)  # the mixture
 l, l_k = -p[range(3), y].log(), -p_k[range(3), :, y].log()
 S = robust.routing_relevant_mask(l, l_k, r, p_k, p)
-print("l =", l.numpy().round(4), " l - min_k l_k =", (l - l_k.min(1).values).numpy().round(4))
-print("S =", S.numpy())
+regret = (l - l_k.min(1).values).numpy().round(4)
+print("l =", l.numpy().round(4), " l - min_k l_k =", regret, " S =", S.numpy())
+by_hand = l.mean() + (torch.softmax(2.0 * l[S], 0) * l[S]).sum()
 print(f"robust_filtered_loss = {robust.robust_filtered_loss(l, S, lam=2.0):.4f}  "
-      f"mean(l) + sum_S w l = {l.mean() + (torch.softmax(2.0 * l[S], 0) * l[S]).sum():.4f}")
+      f"mean(l) + sum_S w l = {by_hand:.4f}")
 
 # %% [markdown]
 # **FGR** (a baseline) replaces 5% of a batch by JPEG-filtered copies, takes the main gradient $g_m$
@@ -131,8 +128,9 @@ g_m = torch.tensor([1.0, 0.0])
 for g_c in [torch.tensor([-1.0, 1.0]), torch.tensor([1.0, 1.0])]:
     out = fgr.rectify(g_m, g_c)
     by_hand = g_m - min(g_m @ g_c, 0) / (g_c @ g_c) * g_c
-    print(f"g_c = {g_c.tolist()}: <g_m, g_c> = {g_m @ g_c:+.0f}  fgr.rectify = {out.tolist()}  "
-          f"by hand = {by_hand.tolist()}  <rectified, g_c> = {out @ g_c:+.0f}")
+    print(f"g_c = {g_c.tolist()}: <g_m, g_c> = {g_m @ g_c:+.0f}  "
+          f"fgr.rectify = {out.tolist()}  by hand = {by_hand.tolist()}  "
+          f"<rectified, g_c> = {out @ g_c:+.0f}")
 
 # %% [markdown]
 # One example, two experts with logits $(2, 0, 0)$ and $(0, 2, 0)$ routed $0.7 / 0.3$: tempering the
@@ -141,10 +139,10 @@ for g_c in [torch.tensor([-1.0, 1.0]), torch.tensor([1.0, 1.0])]:
 # %%
 z = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]], dtype=torch.float64)  # 1 x 2 x 3
 r = torch.tensor([[0.7, 0.3]], dtype=torch.float64)
-for T in [(1.0, 1.0), (1.0, 10.0), (0.5, 1.0)]:
-    T = torch.tensor(T, dtype=torch.float64)
+for T in torch.tensor([[1.0, 1.0], [1.0, 10.0], [0.5, 1.0]], dtype=torch.float64):
     by_hand = (r[0, :, None] * torch.softmax(z[0] / T[:, None], -1)).sum(0)
-    print(f"T = {T.tolist()}: mocae_probs = {mocae.mocae_probs(z, r, T)[0].numpy().round(4)}  "
+    p_mocae = mocae.mocae_probs(z, r, T)[0]
+    print(f"T = {T.tolist()}: mocae_probs = {p_mocae.numpy().round(4)}  "
           f"by hand = {by_hand.numpy().round(4)}")
 
 # %% [markdown]
@@ -158,11 +156,13 @@ for T in [(1.0, 1.0), (1.0, 10.0), (0.5, 1.0)]:
 # what data, for how long:
 
 # %%
-cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None, lam=float(lam))
+cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None,
+               lam=float(lam))
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 data = experiment.cifar10h_data(cfg)
-display(Markdown(report.publish_scale(scale, cifar10h.scale_summary(cfg, data.sizes()))))
+summary_text = cifar10h.scale_summary(cfg, data.sizes())
+display(Markdown(report.publish_scale(scale, summary_text)))
 plan = cifar10h.run_plan(cfg)
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.require(records, "cifar10h")

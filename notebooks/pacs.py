@@ -168,7 +168,8 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 # %%
 claims, why, floor_met = pacs.page_claims(frame, records, TARGET, data.test_y)
 display(Markdown(why))
-backbone = {"used": BACKBONE.label, "init": BACKBONE.init, "differs_from_paper": BACKBONE.differs}
+backbone = {"used": BACKBONE.label, "init": BACKBONE.init,
+            "differs_from_paper": BACKBONE.differs}
 report.publish_values(target=TARGET, backbone=backbone, claims_floor_met=floor_met)
 report.publish_claims(claims)
 

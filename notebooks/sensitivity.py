@@ -87,7 +87,8 @@ warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny
 l = torch.tensor([0.1, 0.5, 2.0])
 for tilt in [0.0, 0.5, 2.0, 5.0]:
     w = torch.softmax(tilt * l, 0)
-    print(f"lambda {tilt}: robust_moe_loss = {robust.robust_moe_loss(l, lam=tilt):.4f}  "
+    loss = robust.robust_moe_loss(l, lam=tilt)
+    print(f"lambda {tilt}: robust_moe_loss = {loss:.4f}  "
           f"(w * l).sum() = {(w * l).sum():.4f}  "
           f"effective fraction = {robust.effective_support(w)['fraction']:.4f}")
 
