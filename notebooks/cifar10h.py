@@ -57,11 +57,14 @@ page.start("cifar10h", globals())
 
 # %% tags=["remove-cell"]
 import torch
+from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
 from lib import plots, report
-from lib.moe import experiment, lessons, paper, plots as moe_plots, tables
+from lib.config import settings
+from lib.moe import experiment, fgr, grid, mocae, paper, robust, tables
+from lib.moe import plots as moe_plots
 from lib.moe.claims import publish_results
 from lib.moe.pages import cifar10h
 
@@ -76,10 +79,16 @@ plots.use_offline_renderer()
 # cross-entropy of the mixture $p = \sum_k r_k p_k$, and $w_i$ moves weight to the high-loss examples,
 # the more so the larger $\lambda$; at $\lambda = 0$ the weights are uniform and $\mathcal{L}_0$ is
 # the mean (ERM), as $\lambda \to \infty$ it tends to the largest loss. Computed by
-# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>`, here on three losses:
+# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>`, here on three losses (mean
+# 0.8667, largest 2), beside the formula written out in one line of torch:
 
 # %%
-lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 0.001, 2.0, 20.0]).round(4)
+l = torch.tensor([0.1, 0.5, 2.0])
+for tilt in [0.0, 2.0, 20.0]:  # lambda (not `lam`: the page's parameter)
+    w = torch.softmax(tilt * l, 0)
+    print(f"lambda {tilt:4}: w = {w.numpy().round(4)}  "
+          f"robust_moe_loss = {robust.robust_moe_loss(l, lam=tilt):.4f}  "
+          f"(w * l).sum() = {(w * l).sum():.4f}")
 
 # %% [markdown]
 # **Robust Filtered** tilts only over the routing-relevant set
@@ -91,9 +100,18 @@ lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 0.001, 2.0, 20.0]).
 # routing can fix it and it stays out ({py:func}`robust.routing_relevant_mask <lib.moe.robust.routing_relevant_mask>`).
 
 # %%
-filtered, loss, closed_form = lessons.filtered_set_table(lam=2.0)
-print(f"robust_filtered_loss = {loss:.4f}; mean(l) + sum_S w l = {closed_form:.4f}")
-filtered.round(4)
+p_k = torch.tensor([[[0.9, 0.1], [0.9, 0.1]],  # examples x experts x classes: agreeing
+                    [[0.9, 0.1], [0.2, 0.8]],  # experts disagree
+                    [[0.6, 0.4], [0.6, 0.4]]], dtype=torch.float64)  # both wrong alike
+y, r = torch.tensor([0, 0, 1]), torch.full((3, 2), 0.5, dtype=torch.float64)
+p = (r[:, :, None] * p_k).sum(1)  # the mixture
+l, l_k = -p[range(3), y].log(), -p_k[range(3), :, y].log()
+S = robust.routing_relevant_mask(l, l_k, r, p_k, p)
+regret = (l - l_k.min(1).values).numpy().round(4)
+print("l =", l.numpy().round(4), " l - min_k l_k =", regret, " S =", S.numpy())
+by_hand = l.mean() + (torch.softmax(2.0 * l[S], 0) * l[S]).sum()
+print(f"robust_filtered_loss = {robust.robust_filtered_loss(l, S, lam=2.0):.4f}  "
+      f"mean(l) + sum_S w l = {by_hand:.4f}")
 
 # %% [markdown]
 # **FGR** (a baseline) replaces 5% of a batch by JPEG-filtered copies, takes the main gradient $g_m$
@@ -103,34 +121,50 @@ filtered.round(4)
 # **MoCaE** keeps Vanilla MoE's network and mixes tempered experts,
 # $p = \sum_k r_k\, \mathrm{softmax}(z_k / T_k)$, one temperature per expert fitted on validation
 # data ({py:func}`mocae.mocae_probs <lib.moe.mocae.mocae_probs>`); $T = (1, 1)$ is Vanilla's mixture.
+# First FGR on two 2-D gradients, one conflicting with $g_m = (1, 0)$ (projected), one agreeing (kept):
 
 # %%
-lessons.rectify_table()
+g_m = torch.tensor([1.0, 0.0])
+for g_c in [torch.tensor([-1.0, 1.0]), torch.tensor([1.0, 1.0])]:
+    out = fgr.rectify(g_m, g_c)
+    by_hand = g_m - min(g_m @ g_c, 0) / (g_c @ g_c) * g_c
+    print(f"g_c = {g_c.tolist()}: <g_m, g_c> = {g_m @ g_c:+.0f}  "
+          f"fgr.rectify = {out.tolist()}  by hand = {by_hand.tolist()}  "
+          f"<rectified, g_c> = {out @ g_c:+.0f}")
 
 # %% [markdown]
 # One example, two experts with logits $(2, 0, 0)$ and $(0, 2, 0)$ routed $0.7 / 0.3$: tempering the
 # second expert ($T_2 = 10$) flattens its vote; sharpening the first ($T_1 = 0.5$) strengthens its own.
 
 # %%
-lessons.mocae_table([(1.0, 1.0), (1.0, 10.0), (0.5, 1.0)]).round(4)
+z = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]], dtype=torch.float64)  # 1 x 2 x 3
+r = torch.tensor([[0.7, 0.3]], dtype=torch.float64)
+for T in torch.tensor([[1.0, 1.0], [1.0, 10.0], [0.5, 1.0]], dtype=torch.float64):
+    by_hand = (r[0, :, None] * torch.softmax(z[0] / T[:, None], -1)).sum(0)
+    p_mocae = mocae.mocae_probs(z, r, T)[0]
+    print(f"T = {T.tolist()}: mocae_probs = {p_mocae.numpy().round(4)}  "
+          f"by hand = {by_hand.numpy().round(4)}")
 
 # %% [markdown]
 # ## The run
 #
-# Every method and seed goes through the engine (`lib.moe.grid`: cached by config and code version,
-# resumable, several runs stacked at once), the path the paper-scale queue takes; at paper scale the
-# page only reads the GPU runs published in `results/cifar10h/` (unless `train` is "yes"). MoCaE
-# reuses the Vanilla MoE network. What runs, on what data, for how long:
+# The settings of this scale (`lib/scales.toml`) give the data and the run plan, one training config
+# per method and seed; {py:func}`lib.moe.grid.run_grid` trains the plan on the engine (cached by config
+# and code version, resumable, several runs stacked at once), the path the paper-scale queue takes, and
+# returns one record per run. At paper scale the page only reads the GPU runs published in
+# `results/cifar10h/` (unless `train` is "yes"). MoCaE reuses the Vanilla MoE network. What runs, on
+# what data, for how long:
 
 # %%
-cfg = cifar10h.PAGE.settings(
-    scale, epochs=epochs or None, width=width or None, lam=float(lam)
-)
+cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None,
+               lam=float(lam))
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
-data = cifar10h.PAGE.data(cfg)
-report.show(report.publish_scale(scale, cifar10h.scale_summary(cfg, data.sizes())))
-records = cifar10h.PAGE.run(cfg, data, train=TRAIN)
+data = experiment.cifar10h_data(cfg)
+summary_text = cifar10h.scale_summary(cfg, data.sizes())
+display(Markdown(report.publish_scale(scale, summary_text)))
+plan = cifar10h.run_plan(cfg)
+records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.require(records, "cifar10h")
 frame = tables.results_frame(records)
 summary = tables.summarize(frame)
@@ -219,8 +253,8 @@ if van is not None and rob is not None:
     images = data.test_images[pick].numpy()
     chart = moe_plots.image_strip(images, captions, columns=min(4, len(pick)))
 else:
-    chart = "Vanilla MoE or Robust MoE was not run at this scale."
-report.show(chart)
+    chart = Markdown("Vanilla MoE or Robust MoE was not run at this scale.")
+chart
 
 # %% [markdown]
 # ## MoCaE: the paper's fit and a converged fit
@@ -231,8 +265,8 @@ report.show(chart)
 
 # %%
 mocae_fits = tables.mocae_fit_table(records)
-none = "This run's records carry no converged MoCaE variant."
-report.show(mocae_fits.round(4) if not mocae_fits.empty else none)
+none = Markdown("This run's records carry no converged MoCaE variant.")
+mocae_fits.round(4) if not mocae_fits.empty else none
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -278,11 +312,9 @@ frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
 
 # %%
 agreement = cifar10h.by_agreement(pred_test, human, per_seed=True)
-chance = report.chance_accuracy(data.test_y)
-claims, why = cifar10h.PAGE.claims(frame, records, agreement, chance=chance)
-report.show(report.floor_rule() + " " + why)
-report.publish("claims", claims.to_dict("records"))
-report.show(claims)
+claims, why = cifar10h.page_claims(frame, records, agreement, data.test_y)
+display(Markdown(why))
+report.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs
@@ -332,7 +364,7 @@ report.show(paper_scale.paper_section("cifar10h", scale))
 
 # %%
 backbones, provenance = tables.provenance_table(records)
-report.show(backbones)
+display(Markdown(backbones))
 provenance
 
 # %% [markdown]

@@ -60,32 +60,35 @@ from calibook import page
 page.start("pacs", globals())
 
 # %% tags=["remove-cell"]
+import warnings
+
 import torch
+from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
 from lib import plots, report
+from lib.config import settings
 from lib.data.image_files import resolve_pacs_domain
 from lib.data.images import pacs_examples
-from lib.moe import experiment, lessons, plots as moe_plots, tables
+from lib.moe import experiment, grid, plots as moe_plots, robust, tables
 from lib.moe.claims import publish_results
 from lib.moe.pages import pacs
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
+warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny runs
 
 # %% [markdown]
-# Three losses, tilted at growing $\lambda$ (the row $\lambda = 0$ is their mean), and Robust
-# Filtered's set $S$ on three examples with two experts routed half and half: the second is in $S$
-# (its experts disagree); the third has the highest loss, but both experts are wrong alike, so no
-# routing can fix it and it stays out.
+# The loss, on a case you can check: three losses at $\lambda = 2$, by
+# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>` and by the formula in one line
+# (the CIFAR-10H page works every method this way, Robust Filtered's set $S$ included).
 
 # %%
-tilt = lessons.tilt_table(torch.tensor([0.1, 0.5, 2.0]), lams=[0.0, 2.0, 20.0])
-print(tilt.round(3).to_string(index=False))
-filtered, loss, closed_form = lessons.filtered_set_table(lam=2.0)
-print(f"robust_filtered_loss = {loss:.4f}; mean(l) + sum_S w l = {closed_form:.4f}")
-filtered.round(3)
+l = torch.tensor([0.1, 0.5, 2.0])
+print(f"robust_moe_loss = {robust.robust_moe_loss(l, lam=2.0):.4f}  "
+      f"(softmax(2 l) * l).sum() = {(torch.softmax(2.0 * l, 0) * l).sum():.4f}  "
+      f"mean(l) = {l.mean():.4f}")
 
 # %% [markdown]
 # ## The run
@@ -97,26 +100,24 @@ filtered.round(3)
 
 # %%
 TARGET = resolve_pacs_domain(target)  # raises ValueError listing the valid targets
-cfg = pacs.PAGE.settings(scale, epochs=epochs or None)
+cfg = settings("pacs", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 BACKBONE = pacs.pacs_backbone(cfg)
-data = pacs.PAGE.data(cfg, TARGET)  # the same choice of backbone, as features or images
+data = pacs.pacs_data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
-report.publish("target", TARGET)
-report.publish("backbone", {"used": BACKBONE.label, "init": BACKBONE.init,
-                            "differs_from_paper": BACKBONE.differs})
-report.show(report.publish_scale(
+display(Markdown(report.publish_scale(
     scale,
     f"target {TARGET}; {BACKBONE.label}; "
     f"{'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
     f"{cfg['image_size']} px: {sizes['train']} train, {sizes['val']} val (sources), "
     f"{sizes['test']} test (target); {cfg['epochs']} epochs, lr {cfg['lr']}; "
     f"seeds {cfg['seeds']}",
-))
-report.show(f"**Paper's network:** {pacs.PAPER_BACKBONE}. "
-            f"**Ours differs:** {BACKBONE.differs}.")
-records = pacs.PAGE.run(cfg, data, TARGET, train=TRAIN)
+)))
+display(Markdown(f"**Paper's network:** {pacs.PAPER_BACKBONE}. "
+                 f"**Ours differs:** {BACKBONE.differs}."))
+plan = pacs.run_plan(cfg, TARGET)
+records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.require(records, "pacs")
 frame = tables.results_frame(records)
 summary = tables.summarize(frame)
@@ -130,7 +131,7 @@ report.show(paper_scale.coverage_cell("pacs", not TRAIN, scale=scale, target=TAR
 
 # %%
 publish_results(summary, records, subset="all")
-report.show(tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all"))
+tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all")
 
 # %% [markdown]
 # The same numbers as the trade-off claims (i) and (iii) are about: each method's accuracy against
@@ -165,11 +166,12 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 # paper's best accuracy on this target - chance), chance being the target's majority-class rate.
 
 # %%
-claims, why, floor_met = pacs.PAGE.claims(frame, records, TARGET, data.test_y)
-report.show(report.floor_rule() + " " + why)
-report.publish("claims_floor_met", floor_met)
-report.publish("claims", claims.to_dict("records"))
-report.show(claims)
+claims, why, floor_met = pacs.page_claims(frame, records, TARGET, data.test_y)
+display(Markdown(why))
+backbone = {"used": BACKBONE.label, "init": BACKBONE.init,
+            "differs_from_paper": BACKBONE.differs}
+report.publish_values(target=TARGET, backbone=backbone, claims_floor_met=floor_met)
+report.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs
@@ -192,9 +194,9 @@ if REAL:
     examples, example_captions = pacs_examples(size=cfg["image_size"])
     figure_d1 = moe_plots.image_strip(examples.numpy(), example_captions, columns=3)
 else:
-    figure_d1 = ("Figure D.1 needs the real PACS images; "
-                 "this scale's domains are synthetic.")
-report.show(figure_d1)
+    figure_d1 = Markdown("Figure D.1 needs the real PACS images; "
+                         "this scale's domains are synthetic.")
+figure_d1
 
 # %% [markdown]
 # ## How the `cpu` scale runs, and where the numbers came from
@@ -214,7 +216,7 @@ report.show(figure_d1)
 
 # %%
 backbones, provenance = tables.provenance_table(records)
-report.show(backbones)
+display(Markdown(backbones))
 provenance
 
 # %% [markdown]

@@ -60,28 +60,37 @@ from calibook import page
 page.start("sensitivity", globals())
 
 # %% tags=["remove-cell"]
+import warnings
+
 import torch
+from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
 from lib import plots, report
-from lib.moe import lessons, robust, tables
+from lib.config import settings
+from lib.moe import experiment, grid, robust, tables
 from lib.moe.pages import cifar10h, sensitivity
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
+warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny runs
 
 # %% [markdown]
-# Three losses tilted at the page's $\lambda$ values: the objective climbs from their mean
-# ($\lambda = 0$) towards their largest, and the effective support of the weights shrinks.
+# The loss, on a case you can check, at the $\lambda$ values the page sweeps: three losses, by
+# {py:func}`robust.robust_moe_loss <lib.moe.robust.robust_moe_loss>` and by the formula in one line
+# of torch; the objective climbs from their mean ($\lambda = 0$) towards their largest, and the
+# effective support of the weights ({py:func}`robust.effective_support <lib.moe.robust.effective_support>`)
+# shrinks. The CIFAR-10H page works every method this way.
 
 # %%
-losses = torch.tensor([0.1, 0.5, 2.0])
-tilt = lessons.tilt_table(losses, lams=[0.0, 0.5, 2.0, 5.0])
-weights = [robust.tilted_weights(losses, lam) for lam in tilt["lambda"]]
-support_of = [robust.effective_support(w) for w in weights]
-tilt["effective fraction"] = [s["fraction"] for s in support_of]
-tilt.round(4)
+l = torch.tensor([0.1, 0.5, 2.0])
+for tilt in [0.0, 0.5, 2.0, 5.0]:
+    w = torch.softmax(tilt * l, 0)
+    loss = robust.robust_moe_loss(l, lam=tilt)
+    print(f"lambda {tilt}: robust_moe_loss = {loss:.4f}  "
+          f"(w * l).sum() = {(w * l).sum():.4f}  "
+          f"effective fraction = {robust.effective_support(w)['fraction']:.4f}")
 
 # %% [markdown]
 # ## The run
@@ -92,13 +101,13 @@ tilt.round(4)
 # the GPU runs published in `results/sensitivity/` and trains nothing unless `train` is "yes".
 
 # %%
-cfg = sensitivity.PAGE.settings(scale, epochs=epochs or None)
+cfg = settings("sensitivity", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
-data = sensitivity.PAGE.data(cfg)
+data = experiment.cifar10h_data(cfg)
 sizes = data.sizes()
 warmups = sensitivity.sensitivity_warmups(cfg)
-report.show(report.publish_scale(
+display(Markdown(report.publish_scale(
     scale,
     f"Robust MoE, {cifar10h.network_summary(cfg)}; "
     f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: "
@@ -106,8 +115,9 @@ report.show(report.publish_scale(
     f"{sizes['test']} test ({sizes['hard']} hard); {cfg['epochs']} epochs; "
     f"lambda in {cfg['lams']} (warmup {cfg['warmup']}), "
     f"warmup in {warmups} (lambda {cfg['lam']}); seeds {cfg['seeds']}",
-))
-records = sensitivity.PAGE.run(cfg, data, train=TRAIN)
+)))
+plan = sensitivity.run_plan(cfg)
+records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.require(records, "sensitivity")
 frame = tables.results_frame(records)
 ref, lam_frame, warm_frame = sensitivity.split_sweeps(frame, cfg, warmups)
@@ -132,7 +142,7 @@ style = dict(x="lam", x_title="lambda", width=290)
 # The numbers of the sweep, with Vanilla MoE (ERM) as the reference row.
 
 # %%
-report.publish("lam_sweep", sensitivity.sweep_published(lam_hard, lam_all, "lam"))
+lam_sweep = sensitivity.sweep_published(lam_hard, lam_all, "lam")
 reference = tables.summarize(ref, by=("method",))
 sensitivity.sweep_table(lam_hard, lam_all, reference).round(4)
 
@@ -146,7 +156,6 @@ warm_sum = tables.summarize(warm_frame, by=("warmup_epochs",))
 warm_hard = warm_sum[warm_sum["subset"] == "hard"]
 warm_all = warm_sum[warm_sum["subset"] == "all"]
 warm = sensitivity.sweep_published(warm_hard, warm_all, "warmup_epochs", as_int=True)
-report.publish("warmup_sweep", warm)
 x_title = f"warmup epochs (of {cfg['epochs']})"
 style = dict(x="warmup_epochs", x_title=x_title, width=290)
 (plots.line_chart(warm_hard, y="ece", yerr="ece_se", title="Hard ECE vs warmup",
@@ -165,7 +174,6 @@ style = dict(x="warmup_epochs", x_title=x_title, width=290)
 support = sensitivity.support_frame(records, lam_frame["key"])
 support_mean = sensitivity.support_table(support)
 table5 = {str(r.lam): float(r.fraction) for r in support_mean.itertuples()}
-report.publish("table5", table5)
 paper5 = sensitivity.PAPER_TABLE5
 suffixes = (" (ours)", " (paper)")
 support_mean.merge(paper5, on="lam", how="left", suffixes=suffixes).round(3)
@@ -186,11 +194,11 @@ support_mean.merge(paper5, on="lam", how="left", suffixes=suffixes).round(3)
 # accuracy of the two sweeps.
 
 # %%
-claims, why = sensitivity.PAGE.claims(lam_frame, warm_frame, support, cfg["epochs"],
-                                      chance=report.chance_accuracy(data.test_y))
-report.show(report.floor_rule() + " " + why)
-report.publish("claims", claims.to_dict("records"))
-report.show(claims)
+claims, why = sensitivity.page_claims(lam_frame, warm_frame, support, cfg["epochs"],
+                                      data.test_y)
+display(Markdown(why))
+report.publish_values(lam_sweep=lam_sweep, warmup_sweep=warm, table5=table5)
+report.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs
@@ -207,7 +215,7 @@ report.show(paper_scale.paper_section("sensitivity", scale))
 
 # %%
 backbones, provenance = tables.provenance_table(records)
-report.show(backbones)
+display(Markdown(backbones))
 provenance
 
 # %% [markdown]

@@ -9,4 +9,4 @@ Methods: :mod:`~lib.moe.heads` (the MoE head and its per-example losses), :mod:`
 Pages: one module per notebook, ``lib.moe.pages.<notebook>`` (its plan, data, tables, claims and
 the paper's numbers it quotes), on what they share: :mod:`~lib.moe.experiment` (data and run grids),
 :mod:`~lib.moe.tables`, :mod:`~lib.moe.claims` (claims (i)-(iv)), :mod:`~lib.moe.paper` (the paper's
-sentences), :mod:`~lib.moe.lessons` (the methods on tiny batches); figures in :mod:`~lib.moe.plots`."""
+sentences); figures in :mod:`~lib.moe.plots`."""

@@ -213,6 +213,26 @@ def best_overall_ece_claim(frame: pd.DataFrame, margin: float = MARGIN) -> list[
     ]
 
 
+def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
+    """The page's runs at the settings ``cfg``: one :class:`lib.moe.config.TrainConfig` per method and
+    seed (:func:`lib.moe.experiment.train_configs`), MoCaE's made post hoc from its Vanilla MoE run."""
+    return exp.train_configs(cfg)
+
+
+def page_claims(
+    frame: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]],
+    agreement: pd.DataFrame,
+    test_labels: Any,
+    paper_accuracy: float = REFERENCE_ACCURACY,
+) -> tuple[pd.DataFrame, str]:
+    """Every claim of the page (:meth:`Cifar10hPage.claims`), gated against ``paper_accuracy`` above
+    chance, the majority-class rate of ``test_labels``. Returns the claims table and the book's floor
+    rule (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
+    claims, why = PAGE.claims(frame, records, agreement, report.chance_accuracy(test_labels), paper_accuracy)
+    return claims, report.floor_rule() + " " + why
+
+
 class Cifar10hPage(MoEPage):
     name = "cifar10h"
     title = "CIFAR-10H: Table 1, Figures 1, 3 and E.2-E.4"
@@ -221,7 +241,7 @@ class Cifar10hPage(MoEPage):
     bench = "cifar10h"
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, exp.train_configs(cfg))
+        return moe_items(self.name, run_plan(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         return exp.cifar10h_data(cfg)

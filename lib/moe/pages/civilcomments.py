@@ -131,6 +131,24 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
     ]
 
 
+def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
+    """The page's runs at the settings ``cfg``: one :class:`lib.moe.config.TrainConfig` per method and
+    seed (:func:`lib.moe.experiment.train_configs`; the smoke scale's tiny text model named by its
+    path), MoCaE's made post hoc from its Vanilla MoE run."""
+    pre = {"backbone": "text:" + exp.tiny_text_model()} if cfg["backbone"] == exp.TINY_TEXT else {}
+    return exp.train_configs(cfg, **pre)
+
+
+def page_claims(
+    frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], test_labels: Any
+) -> tuple[pd.DataFrame, str]:
+    """Every claim of the page (:meth:`CivilCommentsPage.claims`), chance being the majority rate of
+    ``test_labels``. Returns the claims table and the book's floor rule (:func:`lib.report.floor_rule`)
+    followed by the gate's sentence."""
+    claims, why = PAGE.claims(frame, records, report.chance_accuracy(test_labels))
+    return claims, report.floor_rule() + " " + why
+
+
 class CivilCommentsPage(MoEPage):
     name = "civilcomments"
     title = "CivilComments: Table 3, Figure 2"
@@ -139,8 +157,7 @@ class CivilCommentsPage(MoEPage):
     needs = ("transformers",)
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        pre = {"backbone": "text:" + exp.tiny_text_model()} if cfg["backbone"] == exp.TINY_TEXT else {}
-        return moe_items(self.name, exp.train_configs(cfg, **pre))
+        return moe_items(self.name, run_plan(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         data, why = load_data(cfg)

@@ -178,6 +178,52 @@ def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, p
     return ours[["method", "ece", "ece_se", "accuracy", "accuracy_se"]], paper
 
 
+def pacs_data(cfg: Mapping[str, Any], target: str) -> Any:
+    """The bundle a PACS scale trains on: synthetic domains, frozen features
+    (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
+    if target not in PACS_TARGETS:
+        raise ValueError(f"target: expected one of {PACS_TARGETS}, got {target!r}")
+    n = int(cfg.get("n_per_domain") or 0) or None
+    if cfg.get("data") != "real":
+        from lib.data.synthetic import synthetic_pacs_domains
+
+        return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
+    backbone = pacs_backbone(cfg)
+    if backbone.frozen:
+        from lib.features.pacs_features import pacs_features
+
+        return pacs_features(
+            target,
+            size=int(cfg["image_size"]),
+            n_per_domain=n,
+            copies=int(cfg.get("filtered_copies", 1)),
+            extractor=backbone.extractor,
+            seed=0,
+            flip=bool(cfg.get("flip", False)),
+            tune=backbone.tune,
+        )
+    from lib.data.images import load_pacs
+
+    return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)
+
+
+def run_plan(cfg: Mapping[str, Any], target: str) -> list[Any]:
+    """The page's runs for held-out ``target`` at the settings ``cfg``: one
+    :class:`lib.moe.config.TrainConfig` per method and seed (:func:`lib.moe.experiment.train_configs`
+    with the backbone of :func:`pacs_backbone`), MoCaE's made post hoc from its Vanilla MoE run."""
+    return exp.train_configs(cfg, **pacs_backbone(cfg).train_changes())
+
+
+def page_claims(
+    frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], target: str, test_labels: Any
+) -> tuple[pd.DataFrame, str, bool]:
+    """Every claim of the page for held-out ``target`` (:meth:`PacsPage.claims`). Returns the claims
+    table, the book's floor rule (:func:`lib.report.floor_rule`) followed by the gate's sentence, and
+    whether the floor was met."""
+    claims, why, met = PAGE.claims(frame, records, target, test_labels)
+    return claims, report.floor_rule() + " " + why, met
+
+
 class PacsPage(MoEPage):
     name = "pacs"
     title = "PACS: Table 2, Figures D.1 and E.5"
@@ -189,35 +235,12 @@ class PacsPage(MoEPage):
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         self.check_target(target)
-        changes = pacs_backbone(cfg).train_changes()
-        return moe_items(self.name, exp.train_configs(cfg, **changes), target)
+        return moe_items(self.name, run_plan(cfg, target), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        """The bundle a PACS scale trains on: synthetic domains, frozen features
-        (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
+        """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`)."""
         self.check_target(target)
-        n = int(cfg.get("n_per_domain") or 0) or None
-        if cfg.get("data") != "real":
-            from lib.data.synthetic import synthetic_pacs_domains
-
-            return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
-        backbone = pacs_backbone(cfg)
-        if backbone.frozen:
-            from lib.features.pacs_features import pacs_features
-
-            return pacs_features(
-                target,
-                size=int(cfg["image_size"]),
-                n_per_domain=n,
-                copies=int(cfg.get("filtered_copies", 1)),
-                extractor=backbone.extractor,
-                seed=0,
-                flip=bool(cfg.get("flip", False)),
-                tune=backbone.tune,
-            )
-        from lib.data.images import load_pacs
-
-        return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)
+        return pacs_data(cfg, target)
 
     def claims(
         self, frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], target: str, test_labels: Any

@@ -248,6 +248,22 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
     )
 
 
+def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
+    """The page's runs at the settings ``cfg``: the two sweeps of :func:`sweep_configs` (warmups of
+    :func:`sensitivity_warmups`), each run once (the sweeps share their default point), in plan order."""
+    return [it.config for it in moe_items("sensitivity", sweep_configs(cfg, sensitivity_warmups(cfg)))]
+
+
+def page_claims(
+    lam_frame: pd.DataFrame, warm_frame: pd.DataFrame, support: pd.DataFrame, epochs: int, test_labels: Any
+) -> tuple[pd.DataFrame, str]:
+    """The page's claims (:meth:`SensitivityPage.claims`), chance being the majority rate of
+    ``test_labels``. Returns the claims table and the book's floor rule (:func:`lib.report.floor_rule`)
+    followed by the gate's sentence."""
+    claims, why = PAGE.claims(lam_frame, warm_frame, support, epochs, report.chance_accuracy(test_labels))
+    return claims, report.floor_rule() + " " + why
+
+
 class SensitivityPage(Cifar10hPage):
     """The CIFAR-10H page's data and benchmark, its runs the sweeps."""
 
