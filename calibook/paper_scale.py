@@ -16,6 +16,7 @@ import pandas as pd
 from lib.config import SCALES
 from lib.engine.plan import coverage as count
 from lib.engine.plan import coverage_text
+from lib.report import show
 from calibook.notebooks import CHOICES
 from calibook.pages import get as get_page
 from lib.report import publish
@@ -82,6 +83,18 @@ def coverage_cell(page: str, reading: bool, scale: str, target: str | None = Non
     cov = coverage(page, target, scale)
     publish("coverage", dict(zip(cov["method"], cov["coverage"])))
     return cov
+
+
+def show_coverage(found: Sequence[Any], page: str, reading: bool, scale: str, target: str | None = None) -> None:
+    """After a page's run: stop it when it found no record (:func:`require`), then show its
+    :func:`coverage_cell` (published as ``coverage``)."""
+    require(found, page)
+    show(coverage_cell(page, reading, scale, target))
+
+
+def show_paper_section(page: str, page_scale: str, target: str | None = None) -> None:
+    """Show a page's :func:`paper_section` (published as ``paper_scale_runs``)."""
+    show(paper_section(page, page_scale, target))
 
 
 def _how(page: str) -> str:

@@ -165,10 +165,9 @@ summary_text = cifar10h.scale_summary(cfg, data.sizes())
 display(Markdown(report.publish_scale(scale, summary_text)))
 plan = cifar10h.run_plan(cfg)
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
-paper_scale.require(records, "cifar10h")
+paper_scale.show_coverage(records, "cifar10h", not TRAIN, scale)
 frame = tables.results_frame(records)
 summary = tables.summarize(frame)
-report.show(paper_scale.coverage_cell("cifar10h", reading=not TRAIN, scale=scale))
 
 # %% [markdown]
 # ## Table 1: ours (mean ± standard error over seeds)
@@ -324,7 +323,7 @@ report.publish_claims(claims)
 # method has; mean ± standard error over the published seeds.
 
 # %%
-report.show(paper_scale.paper_section("cifar10h", scale))
+paper_scale.show_paper_section("cifar10h", scale)
 
 # %% [markdown]
 # ## How the numbers were made, and where they came from

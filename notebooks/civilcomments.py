@@ -210,7 +210,7 @@ report.publish_claims(claims)
 # each method has. This table needs no local data: it is read from the published records.
 
 # %%
-report.show(paper_scale.paper_section("civilcomments", scale))
+paper_scale.show_paper_section("civilcomments", scale)
 
 # %% [markdown]
 # ## Where the numbers came from

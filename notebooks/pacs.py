@@ -118,10 +118,9 @@ display(Markdown(f"**Paper's network:** {pacs.PAPER_BACKBONE}. "
                  f"**Ours differs:** {BACKBONE.differs}."))
 plan = pacs.run_plan(cfg, TARGET)
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
-paper_scale.require(records, "pacs")
+paper_scale.show_coverage(records, "pacs", not TRAIN, scale, target=TARGET)
 frame = tables.results_frame(records)
 summary = tables.summarize(frame)
-report.show(paper_scale.coverage_cell("pacs", not TRAIN, scale=scale, target=TARGET))
 
 # %% [markdown]
 # ## Table 2 for this target: ours beside the paper's
@@ -181,7 +180,7 @@ report.publish_claims(claims)
 # mean ± standard error over the published seeds (ours on the whole held-out domain).
 
 # %%
-report.show(paper_scale.paper_section("pacs", scale, target=TARGET))
+paper_scale.show_paper_section("pacs", scale, target=TARGET)
 
 # %% [markdown]
 # ## Figure D.1: the four domains

@@ -118,10 +118,9 @@ display(Markdown(report.publish_scale(
 )))
 plan = sensitivity.run_plan(cfg)
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
-paper_scale.require(records, "sensitivity")
+paper_scale.show_coverage(records, "sensitivity", not TRAIN, scale)
 frame = tables.results_frame(records)
 ref, lam_frame, warm_frame = sensitivity.split_sweeps(frame, cfg, warmups)
-report.show(paper_scale.coverage_cell("sensitivity", reading=not TRAIN, scale=scale))
 
 # %% [markdown]
 # ## Figure E.7: the $\lambda$ sweep
@@ -208,7 +207,7 @@ report.publish_claims(claims)
 # mean ± standard error over the published seeds, and how many of the five each point has.
 
 # %%
-report.show(paper_scale.paper_section("sensitivity", scale))
+paper_scale.show_paper_section("sensitivity", scale)
 
 # %% [markdown]
 # ## Where the numbers came from
