@@ -77,23 +77,29 @@ page.start("cross_paper", globals())
 import numpy as np
 import pandas as pd
 
-from lib import plots, report
-from lib.ccc.pages import released_runs_note
-from lib.cross_paper.pages import cross_paper
-from lib.cross_paper.pages.cross_paper import PAGE
+from IPython.display import Markdown, display
 
+from lib import config, plots, report
+from lib.ccc.pages import logits_data, released_runs_note
+from lib.cross_paper.pages import cross_paper
+
+PAGE = cross_paper.PAGE  # the chapter's run and claims
 plots.use_offline_renderer()
+pd.set_option("display.max_colwidth", None)  # tables show their text cells whole
 
 # %% [markdown]
 # ## Settings and data
-# `scale` picks the data: `smoke` uses synthetic logits made in code, `cpu` and `paper` the real
-# logits (the whole chapter takes under a minute on a laptop).
+# `scale` picks the data ({py:func}`lib.config.settings`): `smoke` uses synthetic logits made in
+# code, `cpu` and `paper` the real logits ({py:func}`lib.ccc.pages.logits_data`; the whole chapter
+# takes under a minute on a laptop).
 
 # %%
-cfg = PAGE.settings(scale, seed=seed)
-data = PAGE.data(cfg)
-report.show(report.publish_scale(scale, PAGE.scale_summary(cfg, data)))
-report.show(released_runs_note(cfg["losses"], not cfg["synthetic"]))
+cfg = config.settings("cross_paper", scale, seed=seed)
+mmlu, resnets, y = logits_data(
+    not cfg["synthetic"], cfg["losses"], cfg["n_synthetic"], cfg["seed"])
+data = {"mmlu": mmlu, "resnets": resnets, "cifar_labels": y}
+display(Markdown(report.publish_scale(scale, PAGE.scale_summary(cfg, data))))
+display(Markdown(released_runs_note(cfg["losses"], not cfg["synthetic"])))
 res = PAGE.run(cfg, data)
 table = res["table"]
 
@@ -148,7 +154,8 @@ res["losses"].round(4)
 # (lower ECE; higher APGR), and every method's value in the chart.
 
 # %%
-report.show(cross_paper.best_fix(table).round(4))
+fixes = cross_paper.best_fix(table)
+display(fixes.round(4))
 plots.method_comparison_chart(table)
 
 # %% [markdown]
@@ -162,8 +169,7 @@ plots.method_comparison_chart(table)
 
 # %%
 claims = PAGE.claims(res, cfg)
-report.publish("claims", claims.to_dict("records"))
-claims
+report.publish_claims(claims)
 
 # %% [markdown]
 # ## Summary
@@ -178,11 +184,14 @@ claims
 # scaling, which then narrows their differences.
 #
 # ## Provenance
-# The numbers the tests and the landing page read, and the settings.
+# The numbers the tests and the landing page read (the best fix per failure mode and the
+# over-confidence ECEs), published in one call, and the settings.
 
 # %%
-for key, value in PAGE.published(res).items():
-    report.publish(key, value)
+report.publish_values(
+    best_fix=fixes[["failure", "data", "best method"]].to_dict("records"),
+    **cross_paper.overconfidence_published(table),
+)
 cfg
 
 # %% [markdown]

@@ -59,28 +59,32 @@ page.start("losses_cifar10", globals())
 
 import time
 
+import numpy as np
+import pandas as pd
 import torch
+from IPython.display import Markdown, display
 
-from calibook import paper_scale, pages
+from calibook import paper_scale
 
-from lib import plots, report
-from calibook.runs import training
+from lib import config, plots, report
+from lib.engine.cache import training
 from lib.nets import image_training
-from lib.rr import weights
+from lib.rr import losses, weights
 from lib.rr.pages import losses_cifar10
 
 plots.use_offline_renderer()
 torch.set_num_threads(2)
 
 # %% [markdown]
-# What this page runs at this scale (`lib/scales.toml`'s settings through the page's definition,
-# {py:class}`~lib.rr.pages.losses_cifar10.LossesCifar10Page`):
+# What this page runs at this scale: `lib/scales.toml`'s settings
+# ({py:func}`lib.config.settings`), in one line by
+# {py:func}`~lib.rr.pages.losses_cifar10.scale_line`; `train="auto"` trains below paper
+# scale and only reads the published runs at it.
 
 # %%
-PAGE = pages.get("losses_cifar10")
-cfg = PAGE.settings(scale, coverage=coverage or None, nu=nu or None)
-TRAIN = paper_scale.should_train(train, scale)  # paper scale reads results/
-report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
+cfg = config.settings("losses_cifar10", scale, coverage=coverage or None, nu=nu or None)
+TRAIN = train == "yes" or (train == "auto" and scale != "paper")  # else read results/
+Markdown(report.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 
 # %% [markdown]
 # ## The method: cross-entropy with a weight per sample
@@ -99,38 +103,78 @@ report.show(report.publish_scale(scale, PAGE.scale_line(cfg)))
 # $h_m$ the count of scores in bin $m$ with centre $c_m$, $\nu$ the smoothing, and $\tau$ the
 # $\kappa$-quantile of the batch's scores: the least confident fraction $\kappa$ (the coverage) get
 # weights that grow with their score, the rest share the largest one. Its gradient flows through
-# $\hat G_\nu(s_i)$ too (eq. 36). The book computes these in {py:func}`~lib.rr.losses.focal_loss`,
-# {py:func}`~lib.rr.losses.inverse_focal_loss`, {py:func}`~lib.rr.losses.au_loss` and
-# {py:func}`~lib.rr.weights.au_weights`; below, on four examples whose logits are $\log p$, beside
-# the closed forms (each indented row recomputes the row above it).
+# $\hat G_\nu(s_i)$ too (eq. 36).
+#
+# Below, on three examples of three classes whose logits are $\log p$ (true class 0, so
+# $p_t$ = 0.9, 0.7, 0.5, which is also each one's confidence $s$, its largest probability), the
+# weight each loss of {py:mod}`lib.rr.losses` puts on an example (its loss divided by
+# $-\log p_t$), and the AU weight of {py:func}`~lib.rr.weights.au_weights`; each indented row is
+# the closed form of the row above it. The scores sit at the centres of three of the $M = 15$
+# bins, so $\hat G_\nu(x)$ is the mean of $\sigma((x - s_k)/\nu)$ over the three scores; with
+# $\kappa = 0.6$, $\tau$ is the second smallest score, 0.7 (the library also clamps
+# $\hat G$ to $[1/(n+1), n/(n+1)]$, which does not bind here).
 
 # %%
-PAGE.loss_examples().round(4)
+p = torch.tensor([[0.9, 0.06, 0.04], [0.7, 0.15, 0.15], [0.5, 0.3, 0.2]]).double()
+z, y = p.log(), torch.zeros(3, dtype=torch.long)  # logits log p, true class 0
+pt, pj, s = p[:, 0], p[:, 1:].max(1).values, p.max(1).values  # s = MSP = p_t here
+xe = -pt.log()
+tau = s.kthvalue(2).values  # kappa 0.6 of n = 3: ceil(1.8) = the 2nd smallest score
+G = torch.sigmoid((s.clamp(max=tau)[:, None] - s) / 0.2).mean(1)  # eq. 21, min(s, tau)
+rows = {
+    "focal, gamma 0": losses.focal_loss(z, y, 0.0, reduction="none") / xe,
+    "focal, gamma 3": losses.focal_loss(z, y, 3.0, reduction="none") / xe,
+    "  (1 - p_t)^3": (1 - pt) ** 3,
+    "inverse focal, gamma 2": losses.inverse_focal_loss(z, y, 2.0, reduction="none")
+    / xe,
+    "  (1 + p_t)^2": (1 + pt) ** 2,
+    "dual focal, gamma 5": losses.dual_focal_loss(z, y, 5.0, reduction="none") / xe,
+    "  (1 - p_t + p_j)^5": (1 - pt + pj) ** 5,
+    "AU weight (kappa 0.6, nu 0.2)": weights.au_weights(s, coverage=0.6, nu=0.2),
+    "  -ln(1 - G(min(s, tau)))": -torch.log(1 - G),
+}
+index = [f"p_t = {v:g}" for v in pt.tolist()]
+pd.DataFrame({k: v.detach().numpy() for k, v in rows.items()}, index=index).T.round(5)
 
 # %% [markdown]
-# Focal loss with $\gamma = 0$ is cross-entropy, to the last digit (its first two rows); with
-# $\gamma = 3$ the confident first example's loss shrinks a thousandfold ($0.1^3$). The two most
-# confident examples (MSP 0.9 and 0.7) lie above $\tau$ and share the largest AU weight
-# $-\ln(1 - \hat G_\nu(\tau))$; the less confident ones (MSP 0.55 and 0.35) get smaller weights that
-# grow with their score.
+# Focal loss with $\gamma = 0$ is cross-entropy (weight 1); with $\gamma = 3$ the confident
+# first example counts a thousand times less ($0.1^3$), inverse focal the other way round. The two
+# most confident examples (0.9 and 0.7) lie at or above $\tau$ and share the largest AU weight
+# $-\ln(1 - \hat G_\nu(\tau)) = \ln 2$ (here $\hat G_\nu(0.7) = (\sigma(1) + \sigma(0) +
+# \sigma(-1))/3 = 1/2$); the least confident gets a smaller one. The AU loss is the mean of
+# $\beta_i (-\log p_{t,i})$: {py:func}`~lib.rr.losses.au_loss` (MSP, $M = 15$) beside the same
+# number in one line of torch.
+
+# %%
+au = losses.au_loss(z, y, coverage=0.6, nu=0.2)
+by_hand = (-torch.log(1 - G) * xe).mean()  # mean of beta_i (-log p_t,i)
+print(f"au_loss: {au.item():.6f}   by the formula: {by_hand.item():.6f}")
 
 # %% [markdown]
 # ## Gradients and weights need no training (Figure 1; Appendix C.1-C.2)
-# The weight each loss puts on a sample as a function of its true-class probability $p_t$,
-# normalized to mean 1 over a uniform $p_t$ (AURC with uniformly distributed scores, $G(p) = p$).
+# The weight each loss puts on a sample as a function of its true-class probability $p_t$
+# ({py:func}`~lib.rr.weights.loss_weight`), normalized to mean 1 over a uniform $p_t$ (AURC with
+# uniformly distributed scores, $G(p) = p$).
 
 # %%
-PAGE.weight_chart()
+pts = np.linspace(0.01, 0.99, 197)
+curves = {
+    "focal, gamma 3": weights.loss_weight("focal", pts, 3.0),
+    "inverse focal, gamma 2": weights.loss_weight("inverse_focal", pts, 2.0),
+    "AURC": weights.loss_weight("aurc", pts),
+}
+title = "sample weight vs p_t (normalized)"
+plots.curves_chart(pts, curves, title=title, y_title="weight", y_domain=(0, 5))
 
 # %% [markdown]
-# The gradients $\partial \ell / \partial p_t$: focal shrinks to 0 as $p_t \to 1$, inverse focal
-# does not, and for large $\gamma$ the inverse focal gradient turns positive (it would push $p_t$ down).
+# The gradients $\partial \ell / \partial p_t$ ({py:func}`~lib.rr.weights.loss_gradient`): focal
+# shrinks to 0 as $p_t \to 1$, inverse focal does not, and for large $\gamma$ the inverse focal
+# gradient turns positive (it would push $p_t$ down).
 
 # %%
 threshold = weights.inverse_focal_gamma_threshold()
-report.publish("rr_inverse_focal_gamma_threshold", threshold)
 print(f"the inverse focal gradient turns positive iff gamma > {threshold:.3f}")
-PAGE.gradient_charts()
+losses_cifar10.gradient_charts()
 
 # %% [markdown]
 # ## The smoothed CDF (Figure 5)
@@ -139,23 +183,24 @@ PAGE.gradient_charts()
 # over-smooths.
 
 # %%
-cdf_grid, cdf_curves = PAGE.smoothed_cdf_curves()
+cdf_grid, cdf_curves = losses_cifar10.smoothed_cdf_curves()
 title = "smoothed CDF of 512 MSP-like scores (cf. Fig. 5)"
 plots.curves_chart(cdf_grid, cdf_curves, title=title, x_title="score s", y_title="G(s)")
 
 # %% [markdown]
 # ## The run
 # The data, then one cached training per loss and seed (and per AU confidence score and per
-# coverage and $\nu$ of the sweep), through `PAGE.run`, the code path the paper-scale queue trains
-# with; a second run of the page only reads them back. At paper scale the page reads the GPU runs
-# the queue published to `results/losses_cifar10/` and trains nothing unless `train` is "yes"; it
-# needs every one of them, so it stops, saying how many are published, until all are.
+# coverage and $\nu$ of the sweep): the page's run plan in, one record per run out, through
+# `PAGE.run`, the code path the paper-scale queue trains with; a second run of the page only reads
+# them back. At paper scale the page reads the GPU runs the queue published to
+# `results/losses_cifar10/` and trains nothing unless `train` is "yes"; it needs every one of them,
+# so it stops, saying how many are published, until all are.
 
 # %%
 t0 = time.time()
 if not TRAIN:
     paper_scale.require_complete("losses_cifar10", scale)
-data = PAGE.data(cfg, None)
+data = image_training.image_data(cfg)
 print(data["source"], {k: tuple(v.shape) for k, v in data.items() if k.endswith("_x")})
 if cfg["mode"] == "features":
     with training(TRAIN):
@@ -163,12 +208,10 @@ if cfg["mode"] == "features":
     acc = feats["backbone_test_accuracy"]
     print(f"backbone: test accuracy {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
-runs = PAGE.run(cfg, data, TRAIN)
-by_loss = PAGE.by_loss(runs, cfg)  # loss -> its records, seed by seed
+runs = losses_cifar10.PAGE.run(cfg, data, TRAIN)  # plan id -> LossRecord
+by_loss = losses_cifar10.by_loss(runs, cfg)  # loss -> its records, seed by seed
 seeds = {k: [r.metrics for r in recs] for k, recs in by_loss.items()}
 metrics = losses_cifar10.mean_metrics(seeds)  # loss -> the mean over its seeds
-if by_loss["xe"][0].backbone_test_accuracy is not None:
-    report.publish("rr_backbone_test_accuracy", by_loss["xe"][0].backbone_test_accuracy)
 print(f"training and evaluation: {time.time() - t0:.0f} s")
 
 # %% [markdown]
@@ -178,8 +221,6 @@ print(f"training and evaluation: {time.time() - t0:.0f} s")
 # validation split by minimising ECE, as paper 4 does (Tables 1 and 4).
 
 # %%
-for key, value in PAGE.published(metrics).items():
-    report.publish(key, value)
 table_metrics = {k: metrics[k] for k in losses_cifar10.TABLE_LOSSES}
 losses_cifar10.loss_table(table_metrics).round(3)
 
@@ -188,14 +229,14 @@ losses_cifar10.loss_table(table_metrics).round(3)
 # per loss, ours beside the paper's row (`paper_row`) of Table 2.
 
 # %%
-PAGE.tradeoff_chart(metrics, cfg["paper_row"])
+losses_cifar10.tradeoff_chart(metrics, cfg["paper_row"])
 
 # %% [markdown]
 # ## Reliability diagrams (Figure 2)
 # Test accuracy against confidence for each loss (seed 0), before temperature scaling.
 
 # %%
-diagrams = PAGE.reliability_diagrams({k: recs[0] for k, recs in by_loss.items()})
+diagrams = losses_cifar10.reliability_diagrams({k: r[0] for k, r in by_loss.items()})
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
@@ -203,9 +244,7 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # Test ECE (x100) of the AU loss with each confidence score function.
 
 # %%
-csf = PAGE.csf_table(metrics)
-for n in losses_cifar10.CSF_LOSSES:
-    report.publish(f"rr_csf_{n}_ece", float(metrics[n]["ece"]))
+csf = losses_cifar10.csf_table(metrics)
 bar = {"x": "CSF", "width": 280}
 (plots.bar_chart(csf, y="ECE x100", title="AU loss: ECE by CSF (cf. Fig. 3)", **bar)
  | plots.bar_chart(csf, y="accuracy", title="AU loss: accuracy by CSF", **bar))
@@ -216,8 +255,7 @@ bar = {"x": "CSF", "width": 280}
 # this scale (a run that diverged is left blank).
 
 # %%
-sweep = PAGE.sweep_table(runs, cfg)
-report.publish("rr_sweep_val_ece", [float(x) for x in sweep["val ECE x100"]])
+sweep = losses_cifar10.sweep_table(runs, cfg)
 grid = (sweep, "coverage", "nu")
 (plots.heatmap(*grid, "val ECE x100", title="AU loss: validation ECE (cf. Fig. 6)")
  | plots.heatmap(*grid, "val accuracy", title="validation accuracy", fmt=".3f"))
@@ -229,8 +267,7 @@ grid = (sweep, "coverage", "nu")
 # %%
 first = {k: recs[0] for k, recs in by_loss.items()}
 fitted = {k: r.train_accuracy for k, r in first.items() if r.train_accuracy is not None}
-report.publish("rr_train_accuracy", fitted)
-report.show(PAGE.au_fit_note(first, sweep))
+Markdown(losses_cifar10.au_fit_note(first, sweep))
 
 # %% [markdown]
 # ## The paper's numbers beside ours
@@ -258,36 +295,45 @@ report.show(PAGE.au_fit_note(first, sweep))
 #   the readings weight misclassified examples.
 
 # %%
-print(PAGE.paper_row_line(cfg))
+print(losses_cifar10.paper_row_line(cfg))
 losses_cifar10.paper_comparison(table_metrics, cfg["paper_row"]).round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale
-# Computed from the numbers above by {py:func}`~lib.rr.pages.losses_cifar10.reweighted_claims` with
-# the book's one symmetric rule: per-seed differences (both losses share each seed) against their
-# standard error times the Student-t critical value at n - 1 degrees of freedom (n seeds) and at
-# least a margin (`claim_tol`, half an ECE point; a fifth of it for
-# class-wise ECE and the drop from temperature scaling); with one seed the margin alone decides.
-# The column `paper_own` applies the same rule to the paper's own means (it reports no errors, so
-# its margin decides; its Figure 2 gives diagrams, not numbers). The book's one rule for models that
-# did not learn (printed below with its threshold) is applied to XE's accuracy against the paper's
-# XE accuracy in the same row.
+# Computed from the numbers above by {py:func}`~lib.rr.pages.losses_cifar10.claims` (the
+# paper's claims of {py:func}`~lib.rr.pages.losses_cifar10.reweighted_claims` and the gradient
+# check) with the book's one symmetric rule: per-seed differences (both losses share each seed)
+# against their standard error times the Student-t critical value at n - 1 degrees of freedom
+# (n seeds) and at least a margin (`claim_tol`, half an ECE point; a fifth of it for class-wise
+# ECE and the drop from temperature scaling); with one seed the margin alone decides. The column
+# `paper_own` applies the same rule to the paper's own means (it reports no errors, so its margin
+# decides; its Figure 2 gives diagrams, not numbers). The book's one rule for models that did not
+# learn (printed below with its threshold) is applied to XE's accuracy against the paper's XE
+# accuracy in the same row. The row of kind "numerical check" holds by calculus, computed here,
+# not a test of the paper's experiments.
 
 # %%
-tol, row = cfg["claim_tol"], cfg["paper_row"]
-rows, why = PAGE.claims(seeds, threshold, tol, row, data["test_y"])
-report.show(report.floor_rule() + " " + why)
-claims = report.claims_table(rows)
-report.publish("claims", claims.to_dict("records"))
-verdicts = {r["claim"]: r["verdict"] for r in claims.to_dict("records")}
-report.publish("rr_claims", verdicts)
-report.show(claims[claims["kind"] == "claim"].drop(columns="kind"))
+claims, note = losses_cifar10.claims(
+    seeds, threshold, cfg["claim_tol"], cfg["paper_row"], data["test_y"])
+display(Markdown(note))
+report.publish_claims(claims)
 
 # %% [markdown]
-# **Numerical checks**: what holds by calculus, computed here, not a test of the paper's experiments.
+# The numbers the book's tests and landing page read, published in one call: each loss's mean
+# metrics, the gradient threshold, the AU loss's per confidence score, the sweep, the heads'
+# training accuracy, the verdicts and (heads over features) the backbone's test accuracy.
 
 # %%
-report.show(claims[claims["kind"] != "claim"].drop(columns="kind"))
+backbone = by_loss["xe"][0].backbone_test_accuracy
+report.publish_values(
+    **losses_cifar10.published(metrics),
+    rr_inverse_focal_gamma_threshold=threshold,
+    **{f"rr_csf_{n}_ece": float(metrics[n]["ece"]) for n in losses_cifar10.CSF_LOSSES},
+    rr_sweep_val_ece=[float(x) for x in sweep["val ECE x100"]],
+    rr_train_accuracy=fitted,
+    rr_claims=dict(zip(claims["claim"], claims["verdict"])),
+    **({} if backbone is None else {"rr_backbone_test_accuracy": backbone}),
+)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs
@@ -297,7 +343,8 @@ report.show(claims[claims["kind"] != "claim"].drop(columns="kind"))
 # published seeds, with how many of the planned seeds and runs are in).
 
 # %%
-report.show(paper_scale.paper_section("losses_cifar10", scale))
+section = paper_scale.paper_section("losses_cifar10", scale)
+Markdown(section) if isinstance(section, str) else section
 
 # %% [markdown]
 # ## References

@@ -63,24 +63,25 @@ from calibook import page
 
 page.start("losses_released_logits", globals())
 
-from calibook import pages
+import pandas as pd
+import torch
+from IPython.display import Markdown, display
 
-from lib import plots, report
+from lib import config, plots, report
 from lib.ccc import cascade
-from lib.rr import experiment
-from lib.rr import gamma
+from lib.rr import experiment, gamma, losses
 from lib.rr.pages import losses_cifar10
+from lib.rr.pages import losses_released_logits as released
 
 plots.use_offline_renderer()
 
 # %% [markdown]
-# What this page measures at this scale (`lib/scales.toml`'s settings through the page's definition,
-# {py:class}`~lib.rr.pages.losses_released_logits.ReleasedLogitsPage`):
+# What this page measures at this scale (`lib/scales.toml`'s settings, read by
+# {py:func}`lib.config.settings`):
 
 # %%
-PAGE = pages.get("losses_released_logits")
-cfg = PAGE.settings(scale, n_bins=n_bins)
-report.show(report.publish_scale(
+cfg = config.settings("losses_released_logits", scale, n_bins=n_bins)
+Markdown(report.publish_scale(
     scale,
     "released ResNet-50 CIFAR-10 test logits (10,000, seed 40), T fitted on a fixed "
     "random half, metrics on the other" if cfg["source"] == "released"
@@ -89,14 +90,14 @@ report.show(report.publish_scale(
 
 # %% [markdown]
 # ## The logits
-# At `smoke` scale the logits are synthetic (made by `lib.data.logits`); otherwise the six released files.
+# At `smoke` scale the logits are synthetic (made by `lib.data.logits`); otherwise the six released
+# files ({py:func}`~lib.rr.pages.losses_released_logits.load_logits`; a run below 50% accuracy is
+# set apart as failed).
 
 # %%
-logits, targets, failed = PAGE.load_logits(cfg["source"], cfg["n_synthetic"])
-report.publish("released_failed_runs", failed)
-report.publish("released_losses", sorted(logits))
-report.show(PAGE.outlier_note(logits, targets))
-PAGE.accuracy_table(logits, targets, failed)
+logits, targets, failed = released.load_logits(cfg["source"], cfg["n_synthetic"])
+display(Markdown(released.outlier_note(logits, targets)))
+released.accuracy_table(logits, targets, failed)
 
 # %% [markdown]
 # ## Calibrating on one half, measuring on the other
@@ -114,14 +115,12 @@ metrics = {
         n_bins=cfg["n_bins"])
     for name, z in logits.items()
 }
-PAGE.temperature_table(metrics).round(4)
+released.temperature_table(metrics).round(4)
 
 # %% [markdown]
 # The table of every metric, with the ECE-selected temperature.
 
 # %%
-for key, value in PAGE.published(metrics).items():
-    report.publish(key, value)
 table = losses_cifar10.loss_table(metrics)
 table.round(3)
 
@@ -130,7 +129,7 @@ table.round(3)
 # Accuracy against confidence on the evaluation half, before temperature scaling (bars: accuracy per bin; red: mean confidence).
 
 # %%
-diagrams = PAGE.reliability_diagrams(logits, targets, evaluation, metrics)
+diagrams = released.reliability_diagrams(logits, targets, evaluation, metrics)
 plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
@@ -140,17 +139,34 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 # loss), the same paper's eqs. 34-35 (its account of the released code: the competitor is dropped
 # when $p_t < p_j$), and what the released code actually computes (the largest probability
 # *strictly below* $p_t$, 0 if there is none). They agree when the true class is on top and differ on
-# misclassified examples; the released model was trained with the third. Below: the weight each
-# reading gives the evaluation half's examples under the released dual-focal model, with the
-# model's own $\gamma = 5$ (App. Table 2, ResNet-50); `lib.rr.losses.get_loss` names them
-# `dual_focal`, `dual_focal_eqs34_35` and `dual_focal_released`.
+# misclassified examples; the released model was trained with the third. First on one misclassified
+# example, $p = (0.3, 0.5, 0.2)$ with true class 0 and $\gamma = 5$: the weight
+# {py:func}`~lib.rr.losses.dual_focal_loss` puts on it (its loss over $-\log p_t$) in each reading,
+# beside the closed form.
 
 # %%
-dual_table = PAGE.dual_focal_weights(logits["dual_focal"][evaluation],
-                                     targets[evaluation])
+p1 = torch.tensor([[0.3, 0.5, 0.2]]).double()  # true class 0, p_t = 0.3: misclassified
+z1, y1, xe1 = p1.log(), torch.tensor([0]), -p1[0, 0].log()
+closed = {
+    "eq33": (1 - 0.3 + 0.5) ** 5,  # p_j = 0.5, the largest competitor
+    "eqs34_35": (1 - 0.3) ** 5,  # p_t < p_j: the competitor dropped, (1 - p_t)^5
+    "released": (1 - 0.3 + 0.2) ** 5,  # p_j = 0.2, the largest below p_t
+}
+lib_weight = {
+    v: (losses.dual_focal_loss(z1, y1, 5.0, variant=v, reduction="none") / xe1).item()
+    for v in closed
+}
+pd.DataFrame({"dual_focal_loss / -log p_t": lib_weight, "closed form": closed}).round(5)
+
+# %% [markdown]
+# Below: the weight each reading gives the evaluation half's examples under the released
+# dual-focal model, with the model's own $\gamma = 5$ (App. Table 2, ResNet-50); `lib.rr.losses.get_loss`
+# names them `dual_focal`, `dual_focal_eqs34_35` and `dual_focal_released`.
+
+# %%
+dual_table = released.dual_focal_weights(logits["dual_focal"][evaluation],
+                                         targets[evaluation])
 misclassified = dual_table["mean weight, misclassified"]
-report.publish("released_dual_focal_weights_misclassified",
-               {k: round(v, 4) for k, v in misclassified.items()})
 dual_table.round(4)
 
 # %% [markdown]
@@ -190,11 +206,9 @@ comparison.round(3)
 
 # %%
 draws = cfg["metacal_draws"]
-meta = PAGE.metacal_metrics(logits, targets, calib, evaluation, cfg["n_bins"], draws)
-for name, values in meta.items():
-    for key, value in values.items():
-        report.publish(f"released_{name}_{key}", value)
-PAGE.table4(metrics, meta).round(3)
+meta = released.metacal_metrics(
+    logits, targets, calib, evaluation, cfg["n_bins"], draws)
+released.table4(metrics, meta).round(3)
 
 # %% [markdown]
 # ## Choosing $\gamma$ by cross-validation (App. Figure 4, App. Table 2)
@@ -227,8 +241,6 @@ cv = gamma.gamma_cross_validation(
     z_xe, y_cal, cfg["gammas"], losses=cfg["gamma_losses"], maps=cfg["gamma_maps"],
     n_folds=cfg["gamma_folds"], seed=cfg["split_seed"], n_bins=cfg["n_bins"])
 gamma_summary = gamma.summarize_folds(cv)
-for key, value in PAGE.gamma_published(cv, cfg["gamma_criterion"]).items():
-    report.publish(key, value)
 gamma_summary.pivot_table(index="gamma", columns=["map", "loss"], values="nll").round(4)
 
 # %% [markdown]
@@ -256,29 +268,40 @@ gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]),
 # %% [markdown]
 # ## Which claims held
 # Each verdict below is computed from the numbers above by the rules of
-# {py:meth}`~lib.rr.pages.losses_released_logits.ReleasedLogitsPage.claims`: the released runs against
+# {py:func}`~lib.rr.pages.losses_released_logits.claims`: the released runs against
 # Table 2, the reweighting claims of the [trained page](losses_cifar10.ipynb) on the one
 # released seed (its margin alone decides), and Table 4's Meta-Cal claims, paired over the released
 # runs (App. E.3: "additional reductions" of ECE$^a$ "at the expense of predictive accuracy",
 # "substantial accuracy degradation", read as more than five points on average). `paper_own` applies the same rule to the paper's own
 # means where its tables give them.
+#
+# **The numerical check** (the row of kind "numerical check"): the gamma cross-validation's curve,
+# every inverse-focal $\gamma \ge 4$ with a higher validation NLL than every smaller one. It holds
+# for any logits that carry information (the fitted temperature falls with $\gamma$ and the NLL is
+# unimodal in it), so it checks the computation, and does not test App. Figure 4a, which is about
+# networks trained with each $\gamma$.
 
 # %%
-rows = PAGE.claims(metrics, meta, cv, failed, tol=cfg["claim_tol"])
+rows = released.claims(metrics, meta, cv, failed, tol=cfg["claim_tol"])
 claims = report.claims_table(rows)
-report.publish("claims", claims.to_dict("records"))
-report.publish("released_claims",
-               {r["claim"]: r["verdict"] for r in claims.to_dict("records")})
-report.show(claims[claims["kind"] == "claim"].drop(columns="kind"))
+report.publish_claims(claims)
 
 # %% [markdown]
-# **Numerical check.** The gamma cross-validation's curve: every inverse-focal $\gamma \ge 4$ has a
-# higher validation NLL than every smaller one. It holds for any logits that carry information (the
-# fitted temperature falls with $\gamma$ and the NLL is unimodal in it), so it checks the
-# computation, and does not test App. Figure 4a, which is about networks trained with each $\gamma$.
+# The numbers the book's tests and landing page read, published in one call: the runs measured
+# and failed, each run's metrics, the dual-focal weights, Meta-Cal's numbers, the gamma
+# cross-validation's choices and the verdicts.
 
 # %%
-report.show(claims[claims["kind"] != "claim"].drop(columns="kind"))
+report.publish_values(
+    released_failed_runs=failed,
+    released_losses=sorted(logits),
+    **released.published(metrics),
+    released_dual_focal_weights_misclassified={
+        k: round(v, 4) for k, v in misclassified.items()},
+    **{f"released_{n}_{k}": v for n, vals in meta.items() for k, v in vals.items()},
+    **released.gamma_published(cv, cfg["gamma_criterion"]),
+    released_claims=dict(zip(claims["claim"], claims["verdict"])),
+)
 
 # %% [markdown]
 # The released logits are one training seed, while the paper averages three; their accuracies need

@@ -98,7 +98,8 @@ plots.line_chart(ms, "n", "ms", color="loss", log=True, x_title="batch size n",
 # each size. A ratio below 1 means the AU loss is faster.
 
 # %%
-scaling = bm.scaling_summary(timing, list(PAGE.TIMED), cfg["exponent_from"])
+timed = list(timing["loss"].unique())  # the losses timed above, in their order
+scaling = bm.scaling_summary(timing, timed, cfg["exponent_from"])
 exponents = pd.Series(scaling["exponents"], name="fitted exponent k (time ~ n^k)")
 display(exponents.to_frame())
 scaling["au_over_aurc"].round(3).to_frame().T
@@ -111,7 +112,8 @@ scaling["au_over_aurc"].round(3).to_frame().T
 # FGR with the DCT filter in numpy on the CPU.
 
 # %%
-methods_record = bm.bench_results("methods_cpu")
+results = {name: bm.bench_results(name) for name in bm.result_names()}  # bench/results/
+methods_record = results["methods_cpu"]
 costs = bm.method_costs(methods_record)
 device, threads = methods_record["device_name"], methods_record["threads"]
 clock, steps = methods_record["clock"], methods_record["steps"]
@@ -135,7 +137,7 @@ plots.bar_chart(bm.method_bars(costs), "method", "time per step / vanilla",
 # `epoch_*.json` that has been committed.
 
 # %%
-epoch_records = {name: bm.bench_results(name) for name in bm.result_names("epoch_*")}
+epoch_records = {k: r for k, r in results.items() if k.startswith("epoch_")}
 gpu_measured = any("CPU" not in r["device"] for r in epoch_records.values())
 for record in epoch_records.values():
     print(f"{record['device']} -- {record['note']}")
@@ -154,24 +156,22 @@ else:
           "fgr_robust")
 
 # %% [markdown]
-# Publish the numbers the tests and the landing page read.
-
-# %%
-published = PAGE.published(timing, scaling, costs, gpu_measured)
-for key, value in published.items():
-    report.publish(key, value)
-published
-
-# %% [markdown]
 # ## Which claims held
 # Each verdict below is computed from the numbers above. The paper's FGR figure comes from its own
 # GPU runs, so a CPU measurement cannot settle it.
 
 # %%
 claims = PAGE.claims(scaling, costs, methods_record)
-report.publish("claims", claims.to_dict("records"))
-report.publish("claims_held", int((claims["verdict"] == "held").sum()))
-claims
+report.publish_claims(claims)
+
+# %% [markdown]
+# Publish the numbers the tests and the landing page read, in one call.
+
+# %%
+published = PAGE.published(timing, scaling, costs, gpu_measured)
+published["claims_held"] = int((claims["verdict"] == "held").sum())
+report.publish_values(**published)
+published
 
 # %% [markdown]
 # To measure on your own machine, run `python bench/bench_methods.py` and

@@ -242,6 +242,193 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     return report.claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
 
 
+def by_loss(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> dict[str, list[LossRecord]]:
+    """The compared losses' records, seed by seed: the runs at the scale's coverage and nu (every
+    loss's; the AU sweep's other points left out)."""
+    out: dict[str, list[LossRecord]] = {}
+    for r in sorted(runs.values(), key=lambda r: r.seed):
+        if (r.coverage, r.nu) == (float(cfg["coverage"]), float(cfg["nu"])):
+            out.setdefault(r.loss, []).append(r)
+    return out
+
+
+def scale_line(cfg: Mapping[str, Any]) -> str:
+    """What the plan runs, on what, in one line."""
+    n = int(cfg["seeds"])
+    seeds = f"{n} seed{'s' * (n != 1)} per loss" + (", seed 0 of the AU sweep" if n > 1 else "")
+    heads = f"per loss a 2-layer head on the features of {{}} training images for {cfg['head_epochs']} epochs"
+    network = f"SGD lr 0.1, {cfg['epochs']} epochs, lr x0.2 at {cfg['milestones']}"
+    kappa = f"AU coverage {cfg['coverage']:g}, nu {cfg['nu']:g}"
+    return image_training.scale_line(cfg, heads, network, f"{kappa}; {seeds}")
+
+
+def published(
+    metrics: Mapping[str, Mapping[str, float]], prefix: str = "rr", keys: Sequence[str] = PUBLISHED_METRICS
+) -> dict[str, float]:
+    """``<prefix>_<loss>_<metric>`` for every loss and metric of ``keys``."""
+    return {f"{prefix}_{name}_{key}": float(m[key]) for name, m in metrics.items() for key in keys}
+
+
+def csf_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """The AU loss with each confidence score function: test ECE x100 and accuracy (cf. Fig. 3)."""
+    return pd.DataFrame(
+        [
+            {"CSF": LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "accuracy": metrics[n]["accuracy"]}
+            for n in CSF_LOSSES
+        ]
+    )
+
+
+def gradient_charts() -> Any:
+    """d loss / d p_t of focal losses and of inverse focal losses for gamma 1..5, side by side
+    (paper 4, App. C.1-C.2, Fig. 1)."""
+    from lib import plots
+
+    p, grad = np.linspace(0.02, 1.0, 197), rwt.loss_gradient
+    focal = {"XE": grad("xe", p), "focal gamma 1": grad("focal", p, 1.0)}
+    focal.update({"focal gamma 3": grad("focal", p, 3.0), "FL-53": grad("fl53", p)})
+    inverse = {f"inverse focal gamma {g}": grad("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)}
+    kw = {"y_title": "d loss / d p_t", "width": 250}
+    left = plots.curves_chart(p, focal, title="focal loss (App. C, Fig. 1a)", y_domain=(-10, 1), **kw)
+    right = plots.curves_chart(p, inverse, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_domain=(-10, 3), **kw)
+    return plots.legend_below(left | right, columns=3)
+
+
+def paper_row_line(cfg: Mapping[str, Any]) -> str:
+    """The paper's row this scale compares with, its gammas and coverage, in one line."""
+    row = PAPER_CIFAR10[cfg["paper_row"]]
+    return (
+        f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse "
+        f"{cfg['gamma_inverse_focal']}; coverage {cfg['coverage']} (paper {row['coverage']})"
+    )
+
+
+def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The smoothed CDF (eq. 21, 15 bins) for each nu of :data:`CDF_NUS` beside the empirical CDF of
+    512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. Fig. 5)."""
+    rng = np.random.default_rng(0)
+    scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)
+    edges = torch.linspace(0, 1, 15 + 1, dtype=torch.float64)
+    grid = torch.linspace(0, 1, 201, dtype=torch.float64)
+    curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
+    for v in CDF_NUS:
+        curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
+    return grid.numpy(), curves
+
+
+def reliability_diagrams(records: Mapping[str, LossRecord]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per loss of the tables: the test confidences and correctness of its (seed-0) run,
+    labelled with its ECE x100."""
+    diagrams = {}
+    for name in TABLE_LOSSES:
+        lg = experiment.run_logits(records[name])
+        pt = softmax(lg["test"].astype(np.float64), axis=1)
+        label = f"{LABELS[name]} (ECE {100 * records[name].metrics['ece']:.2f})"
+        diagrams[label] = (pt.max(1), pt.argmax(1) == lg["test_y"])
+    return diagrams
+
+
+def sweep_table(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """Validation ECE x100, accuracy and training accuracy of the AU loss (MSP, seed 0) over the
+    coverage x nu grid (cf. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
+    from lib.calibration.metrics import ece
+
+    au = {(r.coverage, r.nu): r for r in runs.values() if r.loss == "au" and r.seed == 0}
+    rows = []
+    for kappa in cfg["coverages"]:
+        for v in cfg["nus"]:
+            rec = au[(float(kappa), float(v))]
+            row = {"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan}
+            fitted = rec.train_accuracy is not None and rec.diverged_epoch is None
+            row["train accuracy"] = rec.train_accuracy if fitted else np.nan
+            row["diverged epoch"] = np.nan if rec.diverged_epoch is None else float(rec.diverged_epoch)
+            if rec.diverged_epoch is None:
+                lg = experiment.run_logits(rec)
+                pv = softmax(lg["val"].astype(np.float64), axis=1)
+                row["val ECE x100"] = 100 * ece(pv, lg["val_y"])
+                row["val accuracy"] = float((pv.argmax(1) == lg["val_y"]).mean())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
+    """The training accuracy of the AU heads beside cross-entropy's and the sweep's diverged
+    points, in Markdown (eq. 36 says why it can be low); empty without training accuracies."""
+    au, xe = records.get("au"), records.get("xe")
+    if au is None or xe is None or au.train_accuracy is None or xe.train_accuracy is None:
+        return ""
+    fitted = sweep.dropna(subset=["train accuracy"])
+    points = ", ".join(
+        f"{r['train accuracy']:.3f} at κ = {r['coverage']:g}, ν = {r['nu']:g}" for r in fitted.to_dict("records")
+    )
+    gone = sweep[sweep["diverged epoch"].notna()]
+    out = (
+        f"**What the AU heads fitted.** The AU (MSP) head classifies {au.train_accuracy:.3f} of its own "
+        f"training images correctly (κ = {au.coverage:g}, ν = {au.nu:g}); the cross-entropy head "
+        f"{xe.train_accuracy:.3f}. The loss's gradient flows through G(s_i) for the samples below the "
+        "batch's coverage threshold (eq. 36), and their weight grows with their confidence, so every "
+        "step also pushes their confidence down, against their cross-entropy: a head over fixed "
+        "features can leave them unlearnt. "
+    )
+    if points:
+        out += f"Training accuracy over the sweep: {points}."
+    if len(gone):
+        where = ", ".join(
+            f"κ = {r['coverage']:g}, ν = {r['nu']:g} (epoch {r['diverged epoch']:.0f})" for r in gone.to_dict("records")
+        )
+        out += f" Diverged (non-finite outputs; left blank above): {where}."
+    return out
+
+
+def tradeoff_chart(metrics: Mapping[str, Mapping[str, float]], row: str) -> Any:
+    """Accuracy against ECE (x100) per loss of the tables: ours (mean over seeds) beside the
+    paper's ``row`` of Table 2, the trade-off the AU claims are about."""
+    import altair as alt
+
+    paper = PAPER_CIFAR10[row]
+    points = pd.DataFrame(
+        [
+            {"loss": LABELS[k], "ECE x100": e, "accuracy": a, "source": who}
+            for k in TABLE_LOSSES
+            if k in metrics
+            for who, e, a in (
+                ("ours", 100 * metrics[k]["ece"], 100 * metrics[k]["accuracy"]),
+                (f"paper ({paper['label']}, Table 2)", paper["ece"][k], paper["accuracy"][k]),
+            )
+        ]
+    )
+    base = alt.Chart(points).encode(
+        x=alt.X("ECE x100:Q", scale=alt.Scale(zero=False)),
+        y=alt.Y("accuracy:Q", scale=alt.Scale(zero=False), title="accuracy x100"),
+    )
+    chart = base.mark_point(filled=True, size=60) + base.mark_text(dx=6, align="left", fontSize=10).encode(
+        text="loss:N"
+    )
+    return (
+        chart.properties(width=250, height=200)
+        .facet(column=alt.Column("source:N", title=None))
+        .resolve_scale(x="independent", y="independent")
+    )
+
+
+def claims(
+    seeds: Mapping[str, Sequence[Mapping[str, float]]], threshold: float, tol: float, row: str, test_labels: Any
+) -> tuple[pd.DataFrame, str]:
+    """The page's claims table (:func:`lib.report.claims_table`): :func:`reweighted_claims` and
+    :func:`gradient_check`, gated by the accuracy floor on XE's accuracy against the paper's ``row``
+    (:func:`lib.report.gate_claims`); and, in Markdown, the floor's rule and how XE's accuracy stands
+    against it."""
+    rows = [*reweighted_claims(seeds, tol=tol, row=row), gradient_check(threshold)]
+    gated, why = report.gate_claims(
+        rows,
+        accuracy=float(np.mean([s["accuracy"] for s in seeds["xe"]])),
+        paper_accuracy=PAPER_CIFAR10[row]["accuracy"]["xe"] / 100,
+        chance=report.chance_accuracy(test_labels),
+        exempt=[GRADIENT_CHECK],
+    )
+    return report.claims_table(gated), f"{report.floor_rule()} {why}"
+
+
 class LossesCifar10Page(Page):
     name = "losses_cifar10"
     paper = "rr"
@@ -291,236 +478,6 @@ class LossesCifar10Page(Page):
         with training(train):
             self.train(self.runs(cfg), cfg, data, on_done=done)
         return out
-
-    @staticmethod
-    def by_loss(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> dict[str, list[LossRecord]]:
-        """The compared losses' records, seed by seed: the runs at the scale's coverage and nu (every
-        loss's; the AU sweep's other points left out)."""
-        out: dict[str, list[LossRecord]] = {}
-        for r in sorted(runs.values(), key=lambda r: r.seed):
-            if (r.coverage, r.nu) == (float(cfg["coverage"]), float(cfg["nu"])):
-                out.setdefault(r.loss, []).append(r)
-        return out
-
-    def scale_line(self, cfg: Mapping[str, Any]) -> str:
-        """What the plan runs, on what, in one line."""
-        n = int(cfg["seeds"])
-        seeds = f"{n} seed{'s' * (n != 1)} per loss" + (", seed 0 of the AU sweep" if n > 1 else "")
-        heads = f"per loss a 2-layer head on the features of {{}} training images for {cfg['head_epochs']} epochs"
-        network = f"SGD lr 0.1, {cfg['epochs']} epochs, lr x0.2 at {cfg['milestones']}"
-        kappa = f"AU coverage {cfg['coverage']:g}, nu {cfg['nu']:g}"
-        return image_training.scale_line(cfg, heads, network, f"{kappa}; {seeds}")
-
-    @staticmethod
-    def published(
-        metrics: Mapping[str, Mapping[str, float]], prefix: str = "rr", keys: Sequence[str] = PUBLISHED_METRICS
-    ) -> dict[str, float]:
-        """``<prefix>_<loss>_<metric>`` for every loss and metric of ``keys``."""
-        return {f"{prefix}_{name}_{key}": float(m[key]) for name, m in metrics.items() for key in keys}
-
-    @staticmethod
-    def csf_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-        """The AU loss with each confidence score function: test ECE x100 and accuracy (cf. Fig. 3)."""
-        return pd.DataFrame(
-            [
-                {"CSF": LABELS[n], "ECE x100": 100 * metrics[n]["ece"], "accuracy": metrics[n]["accuracy"]}
-                for n in CSF_LOSSES
-            ]
-        )
-
-    @staticmethod
-    def loss_examples() -> pd.DataFrame:
-        """Each loss per example on four examples whose logits are log p (true class 0), each
-        indented row the closed form of the row above it (paper 4, eqs. 2-3 and 19-22)."""
-        import torch.nn.functional as F
-
-        from lib.rr import losses
-
-        p = torch.tensor([[0.9, 0.05, 0.05], [0.7, 0.2, 0.1], [0.3, 0.55, 0.15], [0.35, 0.33, 0.32]]).double()
-        z, y = p.log(), torch.zeros(4, dtype=torch.long)  # p_t = 0.9, 0.7, 0.3, 0.35
-        xe = F.cross_entropy(z, y, reduction="none")  # -log p_t
-        beta = rwt.au_weights(p.max(1).values, coverage=0.75, n_bins=15, nu=0.1).detach()  # s = MSP
-        rows = {
-            "XE: -log p_t": xe,
-            "focal, gamma 0": losses.focal_loss(z, y, 0.0, reduction="none"),
-            "focal, gamma 3": losses.focal_loss(z, y, 3.0, reduction="none"),
-            "  (1 - p_t)^3 (-log p_t)": (1 - p[:, 0]) ** 3 * xe,
-            "inverse focal, gamma 2": losses.inverse_focal_loss(z, y, 2.0, reduction="none"),
-            "  (1 + p_t)^2 (-log p_t)": (1 + p[:, 0]) ** 2 * xe,
-            "AU weight beta (MSP, kappa 0.75)": beta,
-            "AU loss": losses.au_loss(z, y, coverage=0.75, reduction="none").detach(),  # M 15, nu 0.1
-            "  beta (-log p_t)": beta * xe,
-        }
-        return pd.DataFrame(rows, index=[f"p_t = {v:g}" for v in p[:, 0].tolist()]).T
-
-    @staticmethod
-    def weight_chart() -> Any:
-        """Each loss's sample weight against p_t, normalized to mean 1 (paper 4, Fig. 1)."""
-        from lib import plots
-
-        p = np.linspace(0.01, 0.99, 197)
-        curves = {
-            "focal, gamma 3": rwt.loss_weight("focal", p, 3.0),
-            "inverse focal, gamma 2": rwt.loss_weight("inverse_focal", p, 2.0),
-            "AURC": rwt.loss_weight("aurc", p),
-        }
-        return plots.curves_chart(
-            p, curves, title="sample weight vs p_t (normalized)", y_title="weight", y_domain=(0, 5)
-        )
-
-    @staticmethod
-    def gradient_charts() -> Any:
-        """d loss / d p_t of focal losses and of inverse focal losses for gamma 1..5, side by side
-        (paper 4, App. C.1-C.2, Fig. 1)."""
-        from lib import plots
-
-        p, grad = np.linspace(0.02, 1.0, 197), rwt.loss_gradient
-        focal = {"XE": grad("xe", p), "focal gamma 1": grad("focal", p, 1.0)}
-        focal.update({"focal gamma 3": grad("focal", p, 3.0), "FL-53": grad("fl53", p)})
-        inverse = {f"inverse focal gamma {g}": grad("inverse_focal", p, g) for g in (1.0, 2.0, 3.0, 4.0, 5.0)}
-        kw = {"y_title": "d loss / d p_t", "width": 250}
-        left = plots.curves_chart(p, focal, title="focal loss (App. C, Fig. 1a)", y_domain=(-10, 1), **kw)
-        right = plots.curves_chart(
-            p, inverse, title="inverse focal loss (App. C.2; cf. Fig. 1b)", y_domain=(-10, 3), **kw
-        )
-        return plots.legend_below(left | right, columns=3)
-
-    @staticmethod
-    def paper_row_line(cfg: Mapping[str, Any]) -> str:
-        """The paper's row this scale compares with, its gammas and coverage, in one line."""
-        row = PAPER_CIFAR10[cfg["paper_row"]]
-        return (
-            f"paper row: {row['label']}; gammas dual {cfg['gamma_dual_focal']}, inverse "
-            f"{cfg['gamma_inverse_focal']}; coverage {cfg['coverage']} (paper {row['coverage']})"
-        )
-
-    @staticmethod
-    def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The smoothed CDF (eq. 21, 15 bins) for each nu of :data:`CDF_NUS` beside the empirical CDF of
-        512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. Fig. 5)."""
-        rng = np.random.default_rng(0)
-        scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)
-        edges = torch.linspace(0, 1, 15 + 1, dtype=torch.float64)
-        grid = torch.linspace(0, 1, 201, dtype=torch.float64)
-        curves = {"empirical CDF": np.searchsorted(np.sort(scores), grid.numpy(), side="right") / len(scores)}
-        for v in CDF_NUS:
-            curves[f"nu = {v}"] = rwt.smoothed_cdf(torch.as_tensor(scores), edges, v, at=grid).numpy()
-        return grid.numpy(), curves
-
-    @staticmethod
-    def reliability_diagrams(records: Mapping[str, LossRecord]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per loss of the tables: the test confidences and correctness of its (seed-0) run,
-        labelled with its ECE x100."""
-        diagrams = {}
-        for name in TABLE_LOSSES:
-            lg = experiment.run_logits(records[name])
-            pt = softmax(lg["test"].astype(np.float64), axis=1)
-            label = f"{LABELS[name]} (ECE {100 * records[name].metrics['ece']:.2f})"
-            diagrams[label] = (pt.max(1), pt.argmax(1) == lg["test_y"])
-        return diagrams
-
-    @staticmethod
-    def sweep_table(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> pd.DataFrame:
-        """Validation ECE x100, accuracy and training accuracy of the AU loss (MSP, seed 0) over the
-        coverage x nu grid (cf. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
-        from lib.calibration.metrics import ece
-
-        au = {(r.coverage, r.nu): r for r in runs.values() if r.loss == "au" and r.seed == 0}
-        rows = []
-        for kappa in cfg["coverages"]:
-            for v in cfg["nus"]:
-                rec = au[(float(kappa), float(v))]
-                row = {"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan}
-                fitted = rec.train_accuracy is not None and rec.diverged_epoch is None
-                row["train accuracy"] = rec.train_accuracy if fitted else np.nan
-                row["diverged epoch"] = np.nan if rec.diverged_epoch is None else float(rec.diverged_epoch)
-                if rec.diverged_epoch is None:
-                    lg = experiment.run_logits(rec)
-                    pv = softmax(lg["val"].astype(np.float64), axis=1)
-                    row["val ECE x100"] = 100 * ece(pv, lg["val_y"])
-                    row["val accuracy"] = float((pv.argmax(1) == lg["val_y"]).mean())
-                rows.append(row)
-        return pd.DataFrame(rows)
-
-    @staticmethod
-    def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
-        """The training accuracy of the AU heads beside cross-entropy's and the sweep's diverged
-        points, in Markdown (eq. 36 says why it can be low); empty without training accuracies."""
-        au, xe = records.get("au"), records.get("xe")
-        if au is None or xe is None or au.train_accuracy is None or xe.train_accuracy is None:
-            return ""
-        fitted = sweep.dropna(subset=["train accuracy"])
-        points = ", ".join(
-            f"{r['train accuracy']:.3f} at κ = {r['coverage']:g}, ν = {r['nu']:g}" for r in fitted.to_dict("records")
-        )
-        gone = sweep[sweep["diverged epoch"].notna()]
-        out = (
-            f"**What the AU heads fitted.** The AU (MSP) head classifies {au.train_accuracy:.3f} of its own "
-            f"training images correctly (κ = {au.coverage:g}, ν = {au.nu:g}); the cross-entropy head "
-            f"{xe.train_accuracy:.3f}. The loss's gradient flows through G(s_i) for the samples below the "
-            "batch's coverage threshold (eq. 36), and their weight grows with their confidence, so every "
-            "step also pushes their confidence down, against their cross-entropy: a head over fixed "
-            "features can leave them unlearnt. "
-        )
-        if points:
-            out += f"Training accuracy over the sweep: {points}."
-        if len(gone):
-            where = ", ".join(
-                f"κ = {r['coverage']:g}, ν = {r['nu']:g} (epoch {r['diverged epoch']:.0f})"
-                for r in gone.to_dict("records")
-            )
-            out += f" Diverged (non-finite outputs; left blank above): {where}."
-        return out
-
-    @staticmethod
-    def tradeoff_chart(metrics: Mapping[str, Mapping[str, float]], row: str) -> Any:
-        """Accuracy against ECE (x100) per loss of the tables: ours (mean over seeds) beside the
-        paper's ``row`` of Table 2, the trade-off the AU claims are about."""
-        import altair as alt
-
-        paper = PAPER_CIFAR10[row]
-        points = pd.DataFrame(
-            [
-                {"loss": LABELS[k], "ECE x100": e, "accuracy": a, "source": who}
-                for k in TABLE_LOSSES
-                if k in metrics
-                for who, e, a in (
-                    ("ours", 100 * metrics[k]["ece"], 100 * metrics[k]["accuracy"]),
-                    (f"paper ({paper['label']}, Table 2)", paper["ece"][k], paper["accuracy"][k]),
-                )
-            ]
-        )
-        base = alt.Chart(points).encode(
-            x=alt.X("ECE x100:Q", scale=alt.Scale(zero=False)),
-            y=alt.Y("accuracy:Q", scale=alt.Scale(zero=False), title="accuracy x100"),
-        )
-        chart = base.mark_point(filled=True, size=60) + base.mark_text(dx=6, align="left", fontSize=10).encode(
-            text="loss:N"
-        )
-        return (
-            chart.properties(width=250, height=200)
-            .facet(column=alt.Column("source:N", title=None))
-            .resolve_scale(x="independent", y="independent")
-        )
-
-    def claims(
-        self,
-        seeds: Mapping[str, Sequence[Mapping[str, float]]],
-        threshold: float,
-        tol: float,
-        row: str,
-        test_labels: Any,
-    ) -> tuple[list[dict[str, Any]], str]:
-        """:func:`reweighted_claims` and :func:`gradient_check`, gated by the accuracy floor on XE's
-        accuracy against the paper's (:func:`lib.report.gate_claims`): the rows and the floor's sentence."""
-        rows = [*reweighted_claims(seeds, tol=tol, row=row), gradient_check(threshold)]
-        return report.gate_claims(
-            rows,
-            accuracy=float(np.mean([s["accuracy"] for s in seeds["xe"]])),
-            paper_accuracy=PAPER_CIFAR10[row]["accuracy"]["xe"] / 100,
-            chance=report.chance_accuracy(test_labels),
-            exempt=[GRADIENT_CHECK],
-        )
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
         """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with

@@ -7,10 +7,17 @@ import numpy as np
 import pytest
 
 from lib.config import settings
+from lib.report import floor_rule as report_floor_rule
 from lib.rr.experiment import CSF_LOSSES, LABELS, TABLE_LOSSES
 from lib.rr.pages import losses_cifar10 as C
 
 PAGE = C.PAGE
+
+
+def claims(*args):
+    """The page's claims table as rows, and the floor's note (:func:`lib.rr.pages.losses_cifar10.claims`)."""
+    table, note = C.claims(*args)
+    return table.to_dict("records"), note
 
 
 def metrics(acc: float) -> dict[str, dict[str, float]]:
@@ -44,7 +51,7 @@ def test_plans_three_seeds_at_paper_scale_and_the_sweep_once() -> None:
         assert {it.seed for it in items if it.method == C.AU_SWEEP} <= {0}
         assert len({it.id for it in items}) == len(items)
         n = len({it.seed for it in items})
-        assert PAGE.scale_line(cfg).endswith(
+        assert C.scale_line(cfg).endswith(
             f"{n} seed{'s' * (n != 1)} per loss" + (", seed 0 of the AU sweep" if n > 1 else "")
         )
     assert settings("losses_cifar10", "paper")["seeds"] == 3  # paper 4, Sec. 5
@@ -61,28 +68,28 @@ BALANCED = np.repeat(np.arange(10), 5)  # chance 1/10
 
 
 def test_page_claims_gate_on_xe_accuracy_but_spare_the_gradient_check():
-    rows, why = PAGE.claims(seeds(0.2), 3.6, 0.005, "resnet50", BALANCED)  # far below the floor
+    rows, why = claims(seeds(0.2), 3.6, 0.005, "resnet50", BALANCED)  # far below the floor
     by_claim = {r["claim"]: r["verdict"] for r in rows}
     assert by_claim.pop(C.GRADIENT_CHECK) == "held"
     assert set(by_claim.values()) == {"inconclusive at this scale"} and "did not learn" in why
-    rows, why = PAGE.claims(seeds(0.945), 3.6, 0.005, "resnet50", BALANCED)
-    assert why.startswith("The model is judged")
+    rows, why = claims(seeds(0.945), 3.6, 0.005, "resnet50", BALANCED)
+    assert why.startswith(report_floor_rule()) and why.endswith(".") and "The model is judged: " in why
     # the paper's ResNet-50 XE accuracy .9451: floor 0.1 + 0.8 x 0.8451 = 0.776 on a balanced test set;
     # with one class at 30% of the labels the floor is 0.3 + 0.8 x 0.6451 = 0.816 > 0.8
-    assert "floor 0.776" in PAGE.claims(seeds(0.8), 3.6, 0.005, "resnet50", BALANCED)[1]
+    assert "floor 0.776" in claims(seeds(0.8), 3.6, 0.005, "resnet50", BALANCED)[1]
     skewed = np.r_[np.zeros(15, int), np.repeat(np.arange(1, 10), 4)[:35]]
-    rows, why = PAGE.claims(seeds(0.8), 3.6, 0.005, "resnet50", skewed)
+    rows, why = claims(seeds(0.8), 3.6, 0.005, "resnet50", skewed)
     assert "chance 0.300" in why and "did not learn" in why
     with pytest.raises(ValueError, match="row"):
-        PAGE.claims(seeds(0.9), 3.6, 0.005, "vgg", BALANCED)
+        claims(seeds(0.9), 3.6, 0.005, "vgg", BALANCED)
 
 
 def test_tables_and_published_numbers():
     m = metrics(0.9)
     m["au_margin"]["ece"] = 0.05
-    csf = PAGE.csf_table(m).set_index("CSF")
+    csf = C.csf_table(m).set_index("CSF")
     assert csf.loc[LABELS["au_margin"], "ECE x100"] == pytest.approx(5.0)
-    pub = PAGE.published({"xe": m["xe"]})
+    pub = C.published({"xe": m["xe"]})
     assert set(pub) == {f"rr_xe_{k}" for k in C.PUBLISHED_METRICS}
     wrn = C.paper_comparison(m, "wrn")
     # Table 1's and Table 4's WRN rows (cwECE XE .472, ECE^a XE 1.93, T 1.2) beside ours
@@ -112,7 +119,7 @@ def test_paper_numbers_are_the_tables_columns():
 
 
 def test_smoothed_cdf_curves_are_cdfs():
-    grid, curves = PAGE.smoothed_cdf_curves()
+    grid, curves = C.smoothed_cdf_curves()
     assert len(grid) == 201 and grid[0] == 0 and grid[-1] == 1
     assert list(curves) == ["empirical CDF", "nu = 0.005", "nu = 0.05", "nu = 0.1", "nu = 0.3"]
     for name, c in curves.items():

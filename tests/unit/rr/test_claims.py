@@ -9,7 +9,7 @@ import pytest
 
 from lib.config import SCALES, settings
 from lib.report import NOT_TESTABLE, VERDICTS
-from lib.rr.pages.losses_cifar10 import PAGE, reweighted_claims
+from lib.rr.pages.losses_cifar10 import PAGE, claims, paper_row_line, reweighted_claims
 
 HELD, FAILED, INCONCLUSIVE = VERDICTS[:3]
 
@@ -93,7 +93,7 @@ BALANCED = np.repeat(np.arange(10), 5)  # test labels at chance 1/10
     ],
 )
 def test_each_scale_sets_beside_its_column_the_papers_verdict_on_the_same_row(scale, label, numbers, own, floor):
-    """The page's claims at a scale (``PAGE.claims`` with the scale's ``paper_row``: ResNet-50 at cpu, the
+    """The page's claims at a scale (``claims`` with the scale's ``paper_row``: ResNet-50 at cpu, the
     WRN-28-10 the paper scale trains) quote and judge one row of the paper's tables. Where the rows
     disagree, the row's own verdict is the one used: Table 2's AU-vs-XE ECE gap is 1.31 points on
     ResNet-50 (3.00 vs 1.69, beyond the half-point margin: held) but 0.45 on WRN-28-10 (1.99 vs 1.54,
@@ -101,9 +101,9 @@ def test_each_scale_sets_beside_its_column_the_papers_verdict_on_the_same_row(sc
     (0.1 + 0.8 x (0.9451 - 0.1) = 0.776) but not WRN-28-10's (0.1 + 0.8 x (0.9588 - 0.1) = 0.787)."""
     cfg = settings("losses_cifar10", scale)
     assert cfg["paper_row"] == {"ResNet-50": "resnet50", "WRN-28-10": "wrn"}[label]
-    assert PAGE.paper_row_line(cfg).startswith(f"paper row: {label};")
+    assert paper_row_line(cfg).startswith(f"paper row: {label};")
     seeds = per_seed(cfg["seeds"], 0.01, 0.004, 0.89, 0.03, 0.01)
-    rows, _ = PAGE.claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)
+    rows = claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)[0].to_dict("records")
     ece = {r["claim"]: r for r in rows}["AU loss has lower ECE than XE"]
     assert ece["paper"] == f"{numbers} ({label}, Table 2, x100)"
     assert (ece["verdict"], ece["paper_own"]) == (HELD, own)
@@ -111,5 +111,5 @@ def test_each_scale_sets_beside_its_column_the_papers_verdict_on_the_same_row(sc
     assert all(label in r["paper"] for r in rows if r["paper_own"] != NOT_TESTABLE)
     for x in seeds["xe"]:
         x["accuracy"] = 0.78
-    rows, why = PAGE.claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)
+    table, why = claims(seeds, 3.6, cfg["claim_tol"], cfg["paper_row"], BALANCED)
     assert f"floor {floor}" in why and (("did not learn" in why) == (scale == "paper"))

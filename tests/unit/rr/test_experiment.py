@@ -86,7 +86,7 @@ def test_feature_heads_keep_their_training_accuracy_and_a_diverged_head_is_a_rec
     fits well above chance); a head whose learning rate blows it up leaves a record of NaN
     metrics with the epoch it diverged in, no logits, and the AU sweep shows it as a blank point that
     the page's note names."""
-    from lib.rr.pages.losses_cifar10 import PAGE
+    from lib.rr.pages.losses_cifar10 import au_fit_note, sweep_table
     from lib.rr.record import LossRecord
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
@@ -101,12 +101,12 @@ def test_feature_heads_keep_their_training_accuracy_and_a_diverged_head_is_a_rec
     assert all(math.isnan(v) for v in rec.metrics.values())
     with pytest.raises(ValueError, match="logits"):
         rx.run_logits(rec)
-    sweep = PAGE.sweep_table({"blown": rec}, cfg)  # the sweep's one point (0.8, 0.1)
+    sweep = sweep_table({"blown": rec}, cfg)  # the sweep's one point (0.8, 0.1)
     assert sweep["val ECE x100"].isna().all() and sweep["diverged epoch"].tolist() == [rec.diverged_epoch]
     au = LossRecord.from_record(rx.run_loss("au", cfg, data))
-    fine = PAGE.sweep_table({"au": au}, cfg)
+    fine = sweep_table({"au": au}, cfg)
     assert fine["diverged epoch"].isna().all() and 0 <= fine["train accuracy"][0] <= 1
-    note = PAGE.au_fit_note({"xe": xe, "au": au}, sweep)
+    note = au_fit_note({"xe": xe, "au": au}, sweep)
     assert f"{au.train_accuracy:.3f}" in note and f"{xe.train_accuracy:.3f}" in note
     assert f"κ = 0.8, ν = 0.1 (epoch {rec.diverged_epoch})" in note
-    assert PAGE.au_fit_note({"au": au}, sweep) == ""  # nothing to compare with
+    assert au_fit_note({"au": au}, sweep) == ""  # nothing to compare with

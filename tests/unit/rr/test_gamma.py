@@ -16,7 +16,7 @@ from lib.rr import losses as rw
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.rr import gamma as rg
 from lib.rr.pages.losses_cifar10 import PAPER_CIFAR10
-from lib.rr.pages.losses_released_logits import ReleasedLogitsPage
+from lib.rr.pages.losses_released_logits import gamma_check
 from lib.calibration.metrics import nll
 
 
@@ -154,7 +154,7 @@ def _inverse_focal_cv(nll_by_gamma: dict[float, float]) -> pd.DataFrame:
 
 
 def test_gamma_check_follows_the_curve_and_is_a_numerical_check():
-    check = ReleasedLogitsPage.gamma_check
+    check = gamma_check
     held = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.35, 4.0: 0.36, 5.0: 0.40}))
     assert held["verdict"] == "held" and held["kind"] == "numerical check"
     bad = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.37, 4.0: 0.36, 5.0: 0.40}))

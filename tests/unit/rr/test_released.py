@@ -8,7 +8,7 @@ import pytest
 
 from lib.config import settings
 from lib.report import NOT_TESTABLE
-from lib.rr.pages.losses_released_logits import PAGE as R
+from lib.rr.pages import losses_released_logits as R
 from lib.rr.pages.losses_released_logits import PAPER, PUBLISHED_METRICS, RELEASED_NAMES, SYNTHETIC_LOSSES
 
 
@@ -205,7 +205,7 @@ def _released_case(sign: float) -> tuple[dict, dict, pd.DataFrame]:
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
 def test_every_claim_of_the_page_holds_and_fails_with_the_runs_each_scale_judges(scale: str) -> None:
-    """The whole claims table (:meth:`ReleasedLogitsPage.claims`) on the five runs with the scale's
+    """The whole claims table (``losses_released_logits.claims``) on the five runs with the scale's
     ``claim_tol``: every row "held" on the first case and "did not hold" on the second, but the failed
     inverse-focal run's row, which neither confirms nor refutes Table 2 (always inconclusive)."""
     cfg = settings("losses_released_logits", scale)
