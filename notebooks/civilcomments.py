@@ -71,6 +71,7 @@ from lib.config import settings
 from lib.data.text import IDENTITY_GROUPS
 from lib.moe import experiment, grid, paper, robust, tables
 from lib.moe.claims import not_run_claims, publish_results
+from lib.report import floor_rule
 from lib.moe.pages import civilcomments
 
 torch.set_num_threads(2)
@@ -105,7 +106,6 @@ cfg = settings("civilcomments", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 data, missing = civilcomments.load_data(cfg, data_dir)
 display(Markdown(report.publish_scale(scale, civilcomments.scale_summary(cfg, data))))
-report.publish("data_available", data is not None)
 records = []
 if data is not None:
     plan = civilcomments.run_plan(cfg)
@@ -140,7 +140,7 @@ table3
 if data is not None:
     pred = experiment.pooled_predictions(records, "all")
     groups = civilcomments.group_table(records, pred, data.test_groups, IDENTITY_GROUPS)
-    report.publish("group_ece", civilcomments.group_ece_published(groups))
+    group_ece = civilcomments.group_ece_published(groups)
     style = dict(x="group", color="method", sort=list(IDENTITY_GROUPS), width=420)
     chart = (plots.bar_chart(groups.dropna(subset=["ece"]), y="ece",
                              title="ECE per group", **style)
@@ -195,11 +195,14 @@ statements
 # best on all comments, 0.915 (Robust Filtered).
 
 # %%
+published = {"data_available": data is not None}
 if data is not None:
     claims, why = civilcomments.page_claims(frame, records, data.test_y)
+    published["group_ece"] = group_ece
 else:
-    claims, why = not_run_claims(), report.floor_rule()
+    claims, why = not_run_claims(), floor_rule()
 display(Markdown(why))
+report.publish_values(**published)
 report.publish_claims(claims)
 
 # %% [markdown]

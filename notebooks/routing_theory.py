@@ -58,7 +58,10 @@ page.start("routing_theory", globals())
 # %% tags=["remove-cell"]
 import pandas as pd
 
+from IPython.display import Markdown, display
+
 from lib import plots, report
+from lib.config import settings
 from lib.moe import plots as moe_plots
 from lib.moe import routed_population, theory
 from lib.moe.pages import routing_theory, sensitivity
@@ -69,13 +72,13 @@ plots.use_offline_renderer()
 # What this scale computes:
 
 # %%
-cfg = routing_theory.PAGE.settings(scale)
-report.show(report.publish_scale(
+cfg = settings("routing_theory", scale)
+display(Markdown(report.publish_scale(
     scale,
     f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples "
     f"per shift, "
     f"{cfg['n_batches']} simulated loss batches of {cfg['batch_size']}, seed {seed}",
-))
+)))
 
 # %% [markdown]
 # ## 1. Two configurations with the same prediction
@@ -99,7 +102,6 @@ pop.tidy().round(4).head(4)
 # %%
 train_checks = routing_theory.training_checks(pop)
 residual_max = routing_theory.training_residual_max(train_checks)
-report.publish("training_residual_max", residual_max)
 pd.Series(train_checks, name="value").to_frame()
 
 # %% [markdown]
@@ -112,7 +114,6 @@ pd.Series(train_checks, name="value").to_frame()
 rand_soft = routing_theory.random_population("soft", seed)
 identity = routed_population.disagreement_identity(rand_soft)
 gap = abs(identity["covariance"] - identity["disagreement"])
-report.publish("disagreement_identity_gap", gap)
 pd.Series(identity, name="value").to_frame()
 
 # %% [markdown]
@@ -126,7 +127,6 @@ pd.Series(identity, name="value").to_frame()
 rand_hard = routing_theory.random_population("hard", seed)
 region = routing_theory.region_draws(rand_hard, rand_soft, cfg["n_region_draws"], seed)
 hard_region_gap = float(region["hard: max |residual|"].max())
-report.publish("hard_region_gap_max", hard_region_gap)
 region.describe().loc[["mean", "max"]]
 
 # %% [markdown]
@@ -139,8 +139,6 @@ region.describe().loc[["mean", "max"]]
 # %%
 gaps, samples = routing_theory.soft_gap_sweep(
     pop, cfg["betas"], cfg["n_samples"], cfg["overlap_mass"], cfg["delta"], seed)
-for name, value in routing_theory.gap_published(gaps).items():
-    report.publish(name, value)
 columns = ["beta", "level", "q_mass", "predicted", "closed_form", "measured", "se", "z"]
 gaps[columns].round(4)
 
@@ -194,7 +192,6 @@ plots.line_chart(weights, x="rank", y="n * w", color="lambda", points=False,
 
 # %%
 robust_checks = routing_theory.identity_checks(losses, cfg["lams"])
-report.publish("kl_identity_max_error", robust_checks[routing_theory.KL_IDENTITY])
 pd.Series(robust_checks, name="value").rename_axis("check").reset_index()
 
 # %% [markdown]
@@ -210,7 +207,6 @@ suffixes = (" (ours, simulated)", " (paper)")
 paper5 = sensitivity.PAPER_TABLE5
 table5 = support.merge(paper5, on="lam", how="left", suffixes=suffixes)
 ours_lam2 = support.set_index("lam").loc[routing_theory.PAPER_LAMBDA]
-report.publish("table5_fraction_lam2", float(ours_lam2["fraction"]))
 table5.round(3)
 
 # %% [markdown]
@@ -226,7 +222,6 @@ table5.round(3)
 
 # %%
 multiacc, chain_slack = routing_theory.multiaccuracy_table(pop, cfg["betas"])
-report.publish("multiaccuracy_min_slack", chain_slack)
 multiacc.round(4)
 
 # %% [markdown]
@@ -239,7 +234,7 @@ multiacc.round(4)
 # Everything on this page holds by theorem or by construction when the code is right, so each row
 # below is a *numerical check* of the book's code against the paper's mathematics, not an empirical
 # claim of the paper (the pages that train models judge those). Computed from the numbers above by
-# `routing_theory.PAGE.claims`: exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as
+# `routing_theory.claims`: exact population residuals below $10^{-9}$ (`EXACT_TOL`) count as
 # zero, a miscalibration counts when it exceeds 0.01 (`BREAK_MIN`), and a measured residual agrees
 # with eq. (4) when it lies within 4.5 standard errors (`Z_AGREEMENT`). The support falls with
 # $\lambda$ here by calculus (the same simulated losses at every $\lambda$); the paper's Table 5
@@ -248,10 +243,14 @@ multiacc.round(4)
 # %%
 kl_error = robust_checks[routing_theory.KL_IDENTITY]
 draws = cfg["n_region_draws"]
-checks = routing_theory.PAGE.claims(train_checks, hard_region_gap, draws,
-                                    gaps, kl_error, support, chain_slack)
-report.publish("claims", checks.to_dict("records"))
-report.show(checks)
+checks = routing_theory.claims(train_checks, hard_region_gap, draws,
+                               gaps, kl_error, support, chain_slack)
+report.publish_values(
+    training_residual_max=residual_max, disagreement_identity_gap=gap,
+    hard_region_gap_max=hard_region_gap, kl_identity_max_error=kl_error,
+    table5_fraction_lam2=float(ours_lam2["fraction"]), multiaccuracy_min_slack=chain_slack,
+    **routing_theory.gap_published(gaps))
+report.publish_claims(checks)
 
 # %% [markdown]
 # ## References

@@ -194,62 +194,62 @@ def support_check(support: pd.DataFrame) -> dict[str, str]:
     }
 
 
+def claims(
+    checks: Mapping[str, float],
+    hard_region_gap: float,
+    n_region_draws: int,
+    gaps: pd.DataFrame,
+    kl_error: float,
+    support: pd.DataFrame,
+    chain_slack: float,
+) -> pd.DataFrame:
+    """The page's numerical checks (every row ``kind="numerical check"``) from the numbers above."""
+    soft_train = checks["aggregate residual, soft"]
+    disagreement = checks["largest |eta - p| of a single configuration"]
+    soft_break = float(gaps[gaps["beta"] > 0]["predicted"].abs().min())
+    max_z = float(gaps["z"].abs().max())
+    rows = [
+        {
+            "claim": "hard routing stays calibrated under every region reweighting",
+            "paper": "section 3.2",
+            "ours": f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
+            "verdict": report.verdict(hard_region_gap < EXACT_TOL),
+        },
+        {
+            "claim": "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
+            "paper": "section 4.2",
+            "ours": f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
+            "verdict": report.verdict(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
+        },
+        {
+            "claim": "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
+            "paper": "Prop. 4.1, eq. (4)",
+            "ours": f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
+            "verdict": report.verdict(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
+        },
+        {
+            "claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
+            "paper": "eq. (7)",
+            "ours": f"max error {kl_error:.1e}",
+            "verdict": report.verdict(kl_error < EXACT_TOL),
+        },
+        support_check(support),
+        {
+            "claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
+            "paper": "Appendix C (Cauchy-Schwarz bound)",
+            "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
+            "verdict": report.verdict(chain_slack >= -CHAIN_TOL),
+        },
+    ]
+    return report.claims_table([{**r, "kind": "numerical check"} for r in rows])
+
+
 class RoutingTheoryPage(Page):
     name = "routing_theory"
     paper = "moe"
     title = "Routing and calibration under shift: sections 3-5, Appendices B-C"
     paper_numbers = PAPER_TABLE5
     paper_on_cpu = True  # closed forms and simulations: seconds at paper scale
-
-    def claims(
-        self,
-        checks: Mapping[str, float],
-        hard_region_gap: float,
-        n_region_draws: int,
-        gaps: pd.DataFrame,
-        kl_error: float,
-        support: pd.DataFrame,
-        chain_slack: float,
-    ) -> pd.DataFrame:
-        """The page's numerical checks (every row ``kind="numerical check"``) from the numbers above."""
-        soft_train = checks["aggregate residual, soft"]
-        disagreement = checks["largest |eta - p| of a single configuration"]
-        soft_break = float(gaps[gaps["beta"] > 0]["predicted"].abs().min())
-        max_z = float(gaps["z"].abs().max())
-        rows = [
-            {
-                "claim": "hard routing stays calibrated under every region reweighting",
-                "paper": "section 3.2",
-                "ours": f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
-                "verdict": report.verdict(hard_region_gap < EXACT_TOL),
-            },
-            {
-                "claim": "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
-                "paper": "section 4.2",
-                "ours": f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
-                "verdict": report.verdict(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
-            },
-            {
-                "claim": "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
-                "paper": "Prop. 4.1, eq. (4)",
-                "ours": f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
-                "verdict": report.verdict(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
-            },
-            {
-                "claim": "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
-                "paper": "eq. (7)",
-                "ours": f"max error {kl_error:.1e}",
-                "verdict": report.verdict(kl_error < EXACT_TOL),
-            },
-            support_check(support),
-            {
-                "claim": "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
-                "paper": "Appendix C (Cauchy-Schwarz bound)",
-                "ours": f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
-                "verdict": report.verdict(chain_slack >= -CHAIN_TOL),
-            },
-        ]
-        return report.claims_table([{**r, "kind": "numerical check"} for r in rows])
 
 
 PAGE = RoutingTheoryPage()

@@ -21,7 +21,7 @@ def _checks(soft_train: float, disagreement: float) -> dict[str, float]:
 
 
 def test_claims_hold_on_exact_residuals_and_the_papers_support() -> None:
-    rows = theory.PAGE.claims(
+    rows = theory.claims(
         _checks(1e-15, 0.1), 1e-14, 5, _gaps([0.0, 0.05, -0.08], [0.3, -1.0, 2.0]), 1e-12, PAPER_TABLE5.copy(), 0.0
     )
     assert set(rows["verdict"]) == {"held"} and len(rows) == 6
@@ -32,7 +32,7 @@ def test_claims_hold_on_exact_residuals_and_the_papers_support() -> None:
 def test_claims_fail_on_miscalibration_disagreement_and_broken_bounds() -> None:
     support = PAPER_TABLE5.copy()
     support["fraction"] = support["fraction"].to_numpy()[::-1]  # rises with lambda
-    rows = theory.PAGE.claims(
+    rows = theory.claims(
         _checks(1e-3, 0.001), 1e-3, 5, _gaps([0.0, 0.005, 0.08], [0.0, 9.0, 1.0]), 1e-6, support, -1e-6
     )
     assert set(rows["verdict"]) == {"did not hold"}
