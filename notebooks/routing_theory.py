@@ -248,7 +248,8 @@ checks = routing_theory.claims(train_checks, hard_region_gap, draws,
 report.publish_values(
     training_residual_max=residual_max, disagreement_identity_gap=gap,
     hard_region_gap_max=hard_region_gap, kl_identity_max_error=kl_error,
-    table5_fraction_lam2=float(ours_lam2["fraction"]), multiaccuracy_min_slack=chain_slack,
+    table5_fraction_lam2=float(ours_lam2["fraction"]),
+    multiaccuracy_min_slack=chain_slack,
     **routing_theory.gap_published(gaps))
 report.publish_claims(checks)
 
