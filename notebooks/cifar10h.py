@@ -311,7 +311,7 @@ frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
 
 # %%
 agreement = cifar10h.by_agreement(pred_test, human, per_seed=True)
-claims, why = cifar10h.page_claims(frame, records, agreement, data.test_y)
+claims, why = cifar10h.claims(frame, records, agreement, data.test_y)
 display(Markdown(why))
 report.publish_claims(claims)
 

@@ -197,7 +197,7 @@ statements
 # %%
 published = {"data_available": data is not None}
 if data is not None:
-    claims, why = civilcomments.page_claims(frame, records, data.test_y)
+    claims, why = civilcomments.claims(frame, records, data.test_y)
     published["group_ece"] = group_ece
 else:
     claims, why = not_run_claims(), floor_rule()

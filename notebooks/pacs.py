@@ -165,7 +165,7 @@ plots.reliability_grid({m: (p["conf"], p["correct"]) for m, p in pred.items()}, 
 # paper's best accuracy on this target - chance), chance being the target's majority-class rate.
 
 # %%
-claims, why, floor_met = pacs.page_claims(frame, records, TARGET, data.test_y)
+claims, why, floor_met = pacs.claims(frame, records, TARGET, data.test_y)
 display(Markdown(why))
 backbone = {"used": BACKBONE.label, "init": BACKBONE.init,
             "differs_from_paper": BACKBONE.differs}

@@ -193,7 +193,7 @@ support_mean.merge(paper5, on="lam", how="left", suffixes=suffixes).round(3)
 # accuracy of the two sweeps.
 
 # %%
-claims, why = sensitivity.page_claims(lam_frame, warm_frame, support, cfg["epochs"],
+claims, why = sensitivity.claims(lam_frame, warm_frame, support, cfg["epochs"],
                                       data.test_y)
 display(Markdown(why))
 report.publish_values(lam_sweep=lam_sweep, warmup_sweep=warm, table5=table5)

@@ -219,18 +219,22 @@ def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     return exp.train_configs(cfg)
 
 
-def page_claims(
+def claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]],
     agreement: pd.DataFrame,
     test_labels: Any,
     paper_accuracy: float = REFERENCE_ACCURACY,
 ) -> tuple[pd.DataFrame, str]:
-    """Every claim of the page (:meth:`Cifar10hPage.claims`), gated against ``paper_accuracy`` above
-    chance, the majority-class rate of ``test_labels``. Returns the claims table and the book's floor
-    rule (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
-    claims, why = PAGE.claims(frame, records, agreement, report.chance_accuracy(test_labels), paper_accuracy)
-    return claims, report.floor_rule() + " " + why
+    """Every claim of the page: (i)-(iv) and MoCaE's equal accuracy on the hard subset, Figure 3's (from the
+    per-seed ``agreement`` of :func:`by_agreement`) and Robust Filtered's best overall ECE, gated by the
+    book's accuracy floor (:func:`lib.moe.claims.gate`) against ``paper_accuracy`` above chance, the
+    majority-class rate of ``test_labels``. Returns the claims table and the floor rule
+    (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
+    claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
+    rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
+    table, why = gate(rows, frame, paper_accuracy, report.chance_accuracy(test_labels))[:2]
+    return table, report.floor_rule() + " " + why
 
 
 class Cifar10hPage(MoEPage):
@@ -245,22 +249,6 @@ class Cifar10hPage(MoEPage):
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         return exp.cifar10h_data(cfg)
-
-    def claims(
-        self,
-        frame: pd.DataFrame,
-        records: Sequence[Mapping[str, Any]],
-        agreement: pd.DataFrame,
-        chance: float,
-        paper_accuracy: float = REFERENCE_ACCURACY,
-    ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page, gated by the book's accuracy floor (:func:`lib.moe.claims.gate`): (i)-(iv)
-        and MoCaE's equal accuracy on the hard subset, Figure 3's (from the per-seed ``agreement`` of
-        :func:`by_agreement`) and Robust Filtered's best overall ECE. Returns the claims table and the
-        gate's sentence."""
-        claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
-        rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
-        return gate(rows, frame, paper_accuracy, chance)[:2]
 
 
 PAGE = Cifar10hPage()

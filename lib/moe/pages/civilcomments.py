@@ -139,14 +139,20 @@ def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     return exp.train_configs(cfg, **pre)
 
 
-def page_claims(
-    frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], test_labels: Any
+def claims(
+    frame: pd.DataFrame,
+    records: Sequence[Mapping[str, Any]],
+    test_labels: Any,
+    paper_accuracy: float = paper_text.PAPER_CIVIL_BEST_ACCURACY,
 ) -> tuple[pd.DataFrame, str]:
-    """Every claim of the page (:meth:`CivilCommentsPage.claims`), chance being the majority rate of
-    ``test_labels``. Returns the claims table and the book's floor rule (:func:`lib.report.floor_rule`)
-    followed by the gate's sentence."""
-    claims, why = PAGE.claims(frame, records, report.chance_accuracy(test_labels))
-    return claims, report.floor_rule() + " " + why
+    """Every claim of the page: (i)-(iv) and MoCaE's equal accuracy on the identity-mentioning comments,
+    then :func:`group_claim`, gated (:func:`lib.moe.claims.gate`) against ``paper_accuracy`` above chance,
+    the majority rate of ``test_labels`` (the task is imbalanced). Returns the claims table and the floor
+    rule (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
+    claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
+    rows = claims.to_dict("records") + group_claim(group_frame(records))
+    table, why = gate(rows, frame, paper_accuracy, report.chance_accuracy(test_labels))[:2]
+    return table, report.floor_rule() + " " + why
 
 
 class CivilCommentsPage(MoEPage):
@@ -164,20 +170,6 @@ class CivilCommentsPage(MoEPage):
         if data is None:
             raise DataNotFoundError(why)
         return data
-
-    def claims(
-        self,
-        frame: pd.DataFrame,
-        records: Sequence[Mapping[str, Any]],
-        chance: float,
-        paper_accuracy: float = paper_text.PAPER_CIVIL_BEST_ACCURACY,
-    ) -> tuple[pd.DataFrame, str]:
-        """Every claim of the page, gated (:func:`lib.moe.claims.gate`): (i)-(iv) and MoCaE's equal accuracy on
-        the identity-mentioning comments, then :func:`group_claim`; ``chance`` is the majority rate of the
-        test labels (the task is imbalanced). Returns the claims table and the gate's sentence."""
-        claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
-        rows = claims.to_dict("records") + group_claim(group_frame(records))
-        return gate(rows, frame, paper_accuracy, chance)[:2]
 
 
 PAGE = CivilCommentsPage()

@@ -214,14 +214,20 @@ def run_plan(cfg: Mapping[str, Any], target: str) -> list[Any]:
     return exp.train_configs(cfg, **pacs_backbone(cfg).train_changes())
 
 
-def page_claims(
+def claims(
     frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], target: str, test_labels: Any
 ) -> tuple[pd.DataFrame, str, bool]:
-    """Every claim of the page for held-out ``target`` (:meth:`PacsPage.claims`). Returns the claims
-    table, the book's floor rule (:func:`lib.report.floor_rule`) followed by the gate's sentence, and
-    whether the floor was met."""
-    claims, why, met = PAGE.claims(frame, records, target, test_labels)
-    return claims, report.floor_rule() + " " + why, met
+    """Every claim of the page for held-out ``target`` (the whole target domain, also the hard set):
+    (i)-(iv) and MoCaE's equal accuracy (:func:`lib.moe.claims.moe_claims`), each with the same rule on
+    the paper's Table 2 (``paper_own``), gated against the paper's best accuracy on this target above
+    chance, the majority-class rate of ``test_labels`` (PACS's targets are imbalanced: 816 of sketch's
+    3,929 images are horses, .208, not 1/7). Returns the claims table, the floor rule
+    (:func:`lib.report.floor_rule`) followed by the gate's sentence, and whether the floor was met."""
+    PAGE.check_target(target)
+    paper_best = max(r[0] for r in PAPER_TABLE2[target].values())
+    claims = moe_claims(frame, records, subset="all", subset_name=f"held-out {target}", paper=PAPER_TABLE2[target])
+    table, why, met = gate(claims.to_dict("records"), frame, paper_best, report.chance_accuracy(test_labels))
+    return table, report.floor_rule() + " " + why, met
 
 
 class PacsPage(MoEPage):
@@ -241,20 +247,6 @@ class PacsPage(MoEPage):
         """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`)."""
         self.check_target(target)
         return pacs_data(cfg, target)
-
-    def claims(
-        self, frame: pd.DataFrame, records: Sequence[Mapping[str, Any]], target: str, test_labels: Any
-    ) -> tuple[pd.DataFrame, str, bool]:
-        """Every claim of the page for held-out ``target`` (the whole target domain, also the hard set):
-        (i)-(iv) and MoCaE's equal accuracy (:func:`lib.moe.claims.moe_claims`), each with the same rule on
-        the paper's Table 2 (``paper_own``), gated against the paper's best accuracy on this target above
-        chance, the majority-class rate of ``test_labels`` (PACS's targets are imbalanced: 816 of sketch's
-        3,929 images are horses, .208, not 1/7). Returns the claims table, the gate's sentence and whether
-        the floor was met."""
-        self.check_target(target)
-        paper_best = max(r[0] for r in PAPER_TABLE2[target].values())
-        claims = moe_claims(frame, records, subset="all", subset_name=f"held-out {target}", paper=PAPER_TABLE2[target])
-        return gate(claims.to_dict("records"), frame, paper_best, report.chance_accuracy(test_labels))
 
 
 PAGE = PacsPage()

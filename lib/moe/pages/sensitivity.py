@@ -254,14 +254,24 @@ def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     return [it.config for it in moe_items("sensitivity", sweep_configs(cfg, sensitivity_warmups(cfg)))]
 
 
-def page_claims(
+def claims(
     lam_frame: pd.DataFrame, warm_frame: pd.DataFrame, support: pd.DataFrame, epochs: int, test_labels: Any
 ) -> tuple[pd.DataFrame, str]:
-    """The page's claims (:meth:`SensitivityPage.claims`), chance being the majority rate of
-    ``test_labels``. Returns the claims table and the book's floor rule (:func:`lib.report.floor_rule`)
-    followed by the gate's sentence."""
-    claims, why = PAGE.claims(lam_frame, warm_frame, support, epochs, report.chance_accuracy(test_labels))
-    return claims, report.floor_rule() + " " + why
+    """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps and the
+    per-seed support, gated (:func:`lib.moe.claims.gate`) on the best mean Robust MoE accuracy on all
+    test points over both sweeps, against ``REFERENCE_ACCURACY`` (our choice: the paper's were lost)
+    above chance, the majority rate of ``test_labels``. Returns the claims table and the floor rule
+    (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
+    hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
+    overall = pd.concat(
+        [
+            f[f["subset"] == "all"].groupby(k)["accuracy"].mean()
+            for f, k in ((lam_frame, "lam"), (warm_frame, "warmup_epochs"))
+        ]
+    )
+    rows = sensitivity_claims(hard[0], hard[1], support, epochs)
+    table, why = gate(rows, float(overall.max()), REFERENCE_ACCURACY, report.chance_accuracy(test_labels))[:2]
+    return table, report.floor_rule() + " " + why
 
 
 class SensitivityPage(Cifar10hPage):
@@ -278,23 +288,6 @@ class SensitivityPage(Cifar10hPage):
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         return paper_scale_sweep_table(items, got)
-
-    def claims(
-        self, lam_frame: pd.DataFrame, warm_frame: pd.DataFrame, support: pd.DataFrame, epochs: int, chance: float
-    ) -> tuple[pd.DataFrame, str]:
-        """The page's claims (:func:`sensitivity_claims`) from the per-seed rows of the two sweeps and the
-        per-seed support, gated (:func:`lib.moe.claims.gate`) on the best mean Robust MoE accuracy on all
-        test points over both sweeps, against ``REFERENCE_ACCURACY`` (our choice: the paper's were lost)
-        above ``chance``. Returns the claims table and the gate's sentence."""
-        hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
-        overall = pd.concat(
-            [
-                f[f["subset"] == "all"].groupby(k)["accuracy"].mean()
-                for f, k in ((lam_frame, "lam"), (warm_frame, "warmup_epochs"))
-            ]
-        )
-        rows = sensitivity_claims(hard[0], hard[1], support, epochs)
-        return gate(rows, float(overall.max()), REFERENCE_ACCURACY, chance)[:2]
 
 
 PAGE = SensitivityPage()

@@ -50,12 +50,12 @@ def test_group_claim_holds_fails_and_is_inconclusive() -> None:
 
 
 def test_civilcomments_claims_gate_against_the_majority_rate(robust_wins_frame) -> None:
-    claims, why = civ.PAGE.claims(robust_wins_frame, (), chance=0.5)
+    claims, why = civ.claims(robust_wins_frame, (), [0, 1])
     assert list(claims.columns) == ["claim", "paper", "ours", "verdict", "paper_own"]
     assert claims["verdict"].tolist() == ["held"] * 4  # (i)-(iv); no group ECEs in these records
-    assert why.startswith("The model is judged")
+    assert "The model is judged" in why
     # a majority rate of 0.887: the floor 0.887 + 0.8 x (0.915 - 0.887) = 0.909 exceeds the best 0.905
-    gated, why = civ.PAGE.claims(robust_wins_frame, (), chance=0.887)
+    gated, why = civ.claims(robust_wins_frame, (), [0] * 887 + [1] * 113)
     assert set(gated["verdict"]) == {"inconclusive at this scale"}
     assert "did not learn enough" in why
 

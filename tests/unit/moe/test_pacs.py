@@ -11,6 +11,7 @@ from lib.moe.grid import run_grid
 import lib.nets.pretrained as pre
 from lib.config import settings
 from lib.moe.pages.pacs import PAGE, PAPER_TABLE2, pacs_backbone
+from lib.moe.pages.pacs import claims as pacs_claims
 
 
 @pytest.fixture()
@@ -118,26 +119,26 @@ def test_paper_table2_as_printed() -> None:
 
 def test_pacs_claims_gate_against_the_targets_majority_rate(robust_wins_frame) -> None:
     balanced = [c for c in range(7) for _ in range(10)]  # chance 1/7: floor 1/7 + 0.8 x (.943 - 1/7) = 0.783
-    claims, why, met = PAGE.claims(robust_wins_frame, (), "photo", balanced)
+    claims, why, met = pacs_claims(robust_wins_frame, (), "photo", balanced)
     assert list(claims.columns) == ["claim", "paper", "ours", "verdict", "paper_own"]
     assert claims["verdict"].tolist()[:4] == ["held"] * 4  # (i)-(iv); best accuracy 0.905 >= 0.783
     assert met and "chance 0.143" in why and "held-out photo" in claims["claim"].iloc[0]
     # 60 of 100 test images in one class: chance 0.6, floor 0.6 + 0.8 x (.943 - .6) = 0.874 < 0.905
     skewed = [0] * 60 + [c for c in range(1, 7) for _ in range(7)][:40]
-    gated, why, met = PAGE.claims(robust_wins_frame, (), "photo", skewed)
+    gated, why, met = pacs_claims(robust_wins_frame, (), "photo", skewed)
     assert met and "chance 0.600" in why
     # 90 of 100 in one class: floor 0.9 + 0.8 x 0.043 = 0.934 > 0.905
-    gated, why, met = PAGE.claims(robust_wins_frame, (), "photo", [0] * 90 + [1] * 10)
+    gated, why, met = pacs_claims(robust_wins_frame, (), "photo", [0] * 90 + [1] * 10)
     assert not met and set(gated["verdict"]) == {"inconclusive at this scale"}
     with pytest.raises(ValueError, match="target"):
-        PAGE.claims(robust_wins_frame, (), "mars", balanced)
+        pacs_claims(robust_wins_frame, (), "mars", balanced)
 
 
 def test_the_papers_own_table_2_under_the_same_rule(robust_wins_frame) -> None:
     """Issue 39: on Table 2's own means and standard errors, claim (iii) (Robust Filtered keeps more
     accuracy than Robust MoE) holds on no target, and on cartoon none of (i)-(iv) holds."""
     mocae = [{"method": "mocae", "metrics": {"all": {"accuracy": 0.9, "ece": 0.1}, "vanilla_accuracy": {"all": 0.9}}}]
-    own = {t: PAGE.claims(robust_wins_frame, mocae, t, list(range(7)))[0]["paper_own"].tolist() for t in PAPER_TABLE2}
+    own = {t: pacs_claims(robust_wins_frame, mocae, t, list(range(7)))[0]["paper_own"].tolist() for t in PAPER_TABLE2}
     assert all(v[2] != "held" for v in own.values())
     assert "held" not in own["cartoon"][:4]
     assert own["sketch"][0] == "held"  # Robust MoE .033 ± .017 against FGR .176 ± .020

@@ -101,10 +101,10 @@ def test_page_claims_gate_on_the_best_robust_accuracy_of_both_sweeps() -> None:
     warm = frame("warmup_epochs", [0, 20, 40], [0.09, 0.02, 0.08], [0.75, 0.50, 0.6])
     support = _support([[0.95], [0.73], [0.51]])
     # reference 0.90, chance 0.1: floor 0.1 + 0.8 x 0.8 = 0.74; the best of both sweeps counts
-    claims, why = ms.PAGE.claims(lam, warm, support, 50, chance=0.1)
+    claims, why = ms.claims(lam, warm, support, 50, list(range(10)))
     assert claims["verdict"].tolist() == ["held"] * 3 and "accuracy 0.750 against the floor 0.740" in why
     warm["accuracy"] = [0.73, float("nan"), 0.7] * 2
-    claims, why = ms.PAGE.claims(lam, warm, support, 50, chance=0.1)
+    claims, why = ms.claims(lam, warm, support, 50, list(range(10)))
     assert set(claims["verdict"]) == {"inconclusive at this scale"} and "did not learn" in why
 
 
