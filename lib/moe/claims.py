@@ -21,6 +21,7 @@ import pandas as pd
 
 from lib import report
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS
+from lib.moe import paper as paper_text
 from lib.moe.methods import ROBUST_METHODS as ROBUST
 from lib.moe.record import MoERecord
 from lib.moe.tables import fmt, summarize
@@ -32,22 +33,14 @@ NON_ROBUST: tuple[str, ...] = tuple(m for m in METHODS if m not in ROBUST)
 MARGIN: float = 0.01
 #: The seeds behind each mean ± SE of the paper's tables (five per method, §6.3; PACS Table 2): the
 #: sizes of the two groups whose Welch degrees of freedom judge the paper's own verdicts.
-PAPER_SEEDS: int = 5
+PAPER_SEEDS: int = paper_text.PAPER["claims"]["seeds"]
 #: The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
 #: the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
 #: experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)
 MOCAE_ACC_TOL = 5e-4
 #: What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
 #: when the page could not run (:func:`not_run_claims`).
-PAPER_SAYS: tuple[str, ...] = (
-    "a robust method has the lowest hard/shifted ECE in every table (§6.3, Takeaway 1: 'robust training "
-    "improves calibration where routing is stressed')",
-    "'Per-expert calibration does deliver a modest ECE improvement over Vanilla [...] These improvements are "
-    "small relative to the improvement from the robust methods' (§6.3, Takeaway 2)",
-    "'Robust Filtered gives a better accuracy-calibration tradeoff than full reweighting' (§6.3, Takeaway 3; "
-    "e.g. best PACS-Sketch accuracy)",
-    "'the robust objectives remain strongest after temperature scaling on the hard or shifted evaluations' (§6.3)",
-)
+PAPER_SAYS: tuple[str, ...] = tuple(paper_text.PAPER["claims"]["says"])
 
 CLAIMS: tuple[str, ...] = (
     "(i) robust objectives lower ECE on {subset} data",

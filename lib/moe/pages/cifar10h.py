@@ -42,9 +42,7 @@ NON_ROBUST_LABELS: tuple[str, ...] = ("Single Expert", "Vanilla MoE", "MoCaE", "
 #: per seed, the robust methods' mean drop minus the non-robust methods' is the claim's effect.
 CONFIDENCE_DROP_MARGIN: float = 0.02
 #: The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table.
-PAPER_BEST_OVERALL_ECE: str = (
-    '"It achieves the best overall CIFAR-10H ECE (0.013)" (§6.3; the digits from another public text of the paper)'
-)
+PAPER_BEST_OVERALL_ECE: str = paper_text.PAPER["cifar10h"]["best_overall_ece"]
 
 
 def network_summary(cfg: Mapping[str, Any]) -> str:

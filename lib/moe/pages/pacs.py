@@ -15,33 +15,17 @@ import pandas as pd
 from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
+from lib.moe import paper as paper_text
 from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
 
 #: The paper's PACS network (App. D.2, Table 4; the weights named by the official code).
-PAPER_BACKBONE = (
-    "ResNet-18 (torchvision, ImageNet weights IMAGENET1K_V1 as the paper's code loads them, "
-    "11.7 M parameters, 512-d features), fine-tuned end to end"
-)
-
-_T2 = """
-single          .943 .004 .031 .003 .024 .003  .780 .006 .128 .005 .106 .006  .730 .013 .166 .012 .140 .012  .637 .025 .217 .030 .230 .030
-vanilla         .941 .002 .033 .002 .026 .001  .767 .007 .141 .006 .118 .007  .732 .013 .171 .011 .146 .010  .667 .009 .183 .017 .189 .011
-mocae           .941 .002 .027 .002 .018 .001  .767 .007 .119 .007 .094 .007  .732 .013 .147 .010 .119 .009  .667 .009 .190 .012 .195 .009
-fgr             .940 .002 .035 .002 .027 .003  .768 .008 .143 .007 .122 .007  .728 .010 .175 .013 .150 .013  .667 .012 .176 .020 .187 .018
-robust          .931 .006 .018 .005 .019 .005  .692 .023 .088 .025 .071 .023  .723 .010 .108 .018 .088 .021  .666 .033 .033 .017 .072 .025
-robust_filtered .930 .006 .016 .005 .013 .004  .732 .018 .075 .013 .057 .015  .718 .018 .135 .022 .113 .023  .670 .020 .065 .030 .093 .028
-fgr_robust      .928 .005 .016 .005 .017 .006  .732 .017 .061 .027 .045 .023  .698 .024 .134 .030 .113 .032  .660 .023 .072 .025 .105 .026
-"""
-
+PAPER_BACKBONE: str = paper_text.PAPER["pacs"]["backbone"]
 #: The paper's Table 2 as printed (mean ± standard error over five seeds, §6.3): target -> method ->
-#: (accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain.
+#: (accuracy, SE, ECE, SE, ECE+TS, SE) on the whole held-out domain (``lib/moe/paper.toml``).
 PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
-    target: {
-        line.split()[0]: tuple(float(v) for v in line.split()[1 + 6 * i : 7 + 6 * i])  # type: ignore[misc]
-        for line in _T2.strip().splitlines()
-    }
-    for i, target in enumerate(PACS_TARGETS)
+    target: {m: tuple(row) for m, row in paper_text.PAPER["pacs"]["table2"][target].items()}  # type: ignore[misc]
+    for target in PACS_TARGETS
 }
 
 

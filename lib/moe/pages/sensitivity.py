@@ -18,6 +18,7 @@ import torch
 from lib import report
 from lib.engine.plan import Item
 from lib.moe import experiment as exp
+from lib.moe import paper as paper_text
 from lib.moe import robust
 from lib.moe.claims import MARGIN, diff_text, gate, seed_diff
 from lib.moe.pages import moe_items
@@ -32,15 +33,7 @@ NEAR_TOL: float = 0.02
 SUPPORT_MARGIN: float = 0.05
 #: Appendix D.6, Table 5: lambda -> perplexity of the tilted weights on CIFAR-10H training batches of
 #: 128 (a trained Robust MoE checkpoint at each lambda), effective fraction, ratio bound 1/alpha, top-k.
-PAPER_TABLE5 = pd.DataFrame(
-    {
-        "lam": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
-        "perplexity": [122.4, 115.6, 106.6, 93.2, 83.4, 80.1, 67.4, 65.6],
-        "fraction": [0.956, 0.903, 0.833, 0.728, 0.651, 0.626, 0.526, 0.513],
-        "ratio_bound": [1.0, 1.1, 1.2, 1.4, 1.5, 1.6, 1.9, 2.0],
-        "top_k": [128, 117, 107, 92, 86, 80, 68, 64],
-    }
-)
+PAPER_TABLE5 = pd.DataFrame(paper_text.PAPER["sensitivity"]["table5"])
 
 
 def sensitivity_warmups(cfg: Mapping[str, Any]) -> list[int]:
@@ -48,8 +41,10 @@ def sensitivity_warmups(cfg: Mapping[str, Any]) -> list[int]:
     return [int(w) for w in cfg["warmups"] if int(w) <= int(cfg["epochs"])]
 
 
-PAPER_LAMBDA: float = 2.0  #: The paper's default robustness parameter (claim 1 says it sits near the hard-ECE optimum).
-PAPER_WARMUP_FRACTION: float = 0.4  #: The paper's best warmup as a share of training (20 of 50 epochs, claim 2).
+#: The paper's default robustness parameter (claim 1 says it sits near the hard-ECE optimum).
+PAPER_LAMBDA: float = paper_text.PAPER["sensitivity"]["lam"]
+#: The paper's best warmup as a share of training (20 of 50 epochs, claim 2).
+PAPER_WARMUP_FRACTION: float = paper_text.PAPER["sensitivity"]["warmup_fraction"]
 #: Batch size over which the tilted weights are normalized for Table 5 (the paper's batch size).
 SUPPORT_BATCH: int = 128
 LOSS_CLIP: float = 1e-12  #: Smallest probability of the true class before its log is taken (keeps the loss finite).
