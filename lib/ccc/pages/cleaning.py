@@ -13,7 +13,7 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cleaning
-from lib.ccc.pages import CCCPage, logits_data
+from lib.ccc.pages import CCCPage, logits_data, paper_data
 from lib.data import mmlu
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
@@ -31,10 +31,10 @@ TOP_BIN_PRECISION_MIN: float = 0.95
 TOP_K: int = 3
 """The most confident bins that claim reads (3 of 15: the top bin alone holds too few flags to judge)."""
 
-PAPER_CLEANING_PRECISION: float = 0.665
+PAPER_CLEANING_PRECISION: float = paper_data()["cleaning"]["two_model_precision"]
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""
 
-PAPER_CL_PRECISION: float = 0.537
+PAPER_CL_PRECISION: float = paper_data()["cleaning"]["cl_precision"]
 """The paper's precision of Confident Learning's unique flags on ImageNet (Table 3)."""
 
 

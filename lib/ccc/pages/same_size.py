@@ -12,22 +12,16 @@ import pandas as pd
 
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import CCCPage, floored_verdict, logits_data
+from lib.ccc.pages import CCCPage, floored_verdict, logits_data, paper_data
 from lib.validation import check_int
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
 
-SAME_SIZE_PAPER_SAYS: str = (
-    "DeiT-B + TinyViT (~82% each) reach 'up to 90%' (sec. 3.3, Fig. 2b-c); EVA02-L pair 90.116% (Table 2); "
-    "Qwen-32B + LLaMA-70B on MMLU 'further performance gains' (Fig. 3f, no number)"
-)
+SAME_SIZE_PAPER_SAYS: str = paper_data()["same_size"]["paper_says"]
 """What the paper reports for same-size routing (quoted in the claims table)."""
 
-PAPER_SAME_SIZE: list[tuple[str, str, str]] = [
-    ("ImageNet DeiT-B + TinyViT", "~82% each", "up to 90%"),
-    ("ImageNet EVA02-L (M38M) + EVA02-L (IN22k)", "below 90.116%", "90.116%"),
-]
+PAPER_SAME_SIZE: list[tuple[str, str, str]] = [tuple(r) for r in paper_data()["same_size"]["pairs"]]
 """The paper's same-size pairs -- (pair, single models, routed pair) (sec. 3.3, Table 2)."""
 
 TS: str = "routed (TS, bins on first)"

@@ -13,7 +13,7 @@ import pandas as pd
 from lib.engine.plan import Item
 from lib.l2d.cifar10 import CIFAR_KEYS, run_cifar
 from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS, point_config
-from lib.l2d.pages import L2DPage
+from lib.l2d.pages import L2DPage, paper_data
 from lib.l2d.results import pick
 from lib.nets import image_training
 
@@ -24,24 +24,11 @@ ResNets' 95-96% on CIFAR-10 (Zagoruyko and Komodakis 2016)."""
 SWEEP_METRICS: dict[str, str] = {"experts": "ece", "dependence": "ece_random_expert", "specialized": "ece"}
 """The ECE each CIFAR-10 sweep reports -- the experts' mean, or the random expert's under dependence."""
 
-PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = (
-    ("softmax expert ECE, 1 -> 8 oracle experts", "rises (Fig. 1d)", "experts", "ece", "softmax"),
-    ("OvA expert ECE, 1 -> 8 oracle experts", "flat (Fig. 1d)", "experts", "ece", "ova"),
-    (
-        "random expert's softmax ECE, p 0.2 -> 0.95",
-        "rises above 0.4 (Fig. 1f); the authors' later figure script plots 0.013 -> 0.024",
-        "dependence",
-        "ece_random_expert",
-        "softmax",
-    ),
-    ("random expert's OvA ECE, p 0.2 -> 0.95", "nearly flat (Fig. 1f)", "dependence", "ece_random_expert", "ova"),
-    ("softmax expert ECE, 1 -> 5 specialized experts", "rises (Fig. 2a)", "specialized", "ece", "softmax"),
-    ("OvA expert ECE, 1 -> 5 specialized experts", "flat (Fig. 2a)", "specialized", "ece", "ova"),
-)
-"""What the paper's CIFAR-10 plots show (quoted) -- (quantity, paper, experiment, metric, surrogate). For
-Fig. 1f the authors' repository (rajevv/Multi_L2D, ``CIFAR-10/results/paper_results.py``, function
-``increase_confidence_calibration_random``) hard-codes the random expert's softmax ECE at 0.013-0.024
-over p = 0.2-0.95, far below the text's "above 40%"."""
+PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = tuple(map(tuple, paper_data()["l2d_cifar10"]["cifar"]))
+"""What the paper's CIFAR-10 plots show (quoted; ``lib/l2d/paper.toml``) -- (quantity, paper, experiment,
+metric, surrogate). For Fig. 1f the authors' repository (rajevv/Multi_L2D,
+``CIFAR-10/results/paper_results.py``, function ``increase_confidence_calibration_random``) hard-codes the
+random expert's softmax ECE at 0.013-0.024 over p = 0.2-0.95, far below the text's "above 40%"."""
 
 
 def scale_line(cfg: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from lib.rr import experiment
 from lib.rr import weights as rwt
 from lib.rr.experiment import CSF_LOSSES, LABELS, TABLE_LOSSES
 from lib.rr.gamma import PAPER_SELECTED_GAMMAS
+from lib.rr.pages import paper_data
 from lib.rr.record import LossRecord
 from lib.validation import check_choice
 
@@ -32,46 +33,18 @@ AU_SWEEP = "au (coverage / nu sweep)"
 """The method label of the AU sweep's runs (its default point is the table's AU run)."""
 
 
-def _columns(**metrics: tuple[float, ...]) -> dict[str, dict[str, float]]:
-    """One metric per keyword, its values in the paper's column order (:data:`TABLE_LOSSES`)."""
-    return {m: dict(zip(TABLE_LOSSES, values, strict=True)) for m, values in metrics.items()}
+def _paper_row(label: str, gamma_model: str, coverage: float, **metrics: list[float]) -> dict[str, Any]:
+    """One model's numbers of ``lib/rr/paper.toml``: label, App. Table 2's gammas, Table 3's coverage,
+    then each metric's values keyed by loss (listed in the paper's column order, :data:`TABLE_LOSSES`)."""
+    gammas = {f"gamma_{k}": v for k, v in PAPER_SELECTED_GAMMAS["CIFAR-10", gamma_model].items()}
+    columns = {m: dict(zip(TABLE_LOSSES, values, strict=True)) for m, values in metrics.items()}
+    return {"label": label, **gammas, "coverage": coverage, **columns}
 
 
 PAPER_CIFAR10: dict[str, dict[str, Any]] = {
-    "resnet50": {
-        "label": "ResNet-50",
-        **{f"gamma_{k}": v for k, v in PAPER_SELECTED_GAMMAS["CIFAR-10", "ResNet-50"].items()},  # App. Table 2
-        "coverage": 0.88,  # Table 3
-        **_columns(
-            accuracy=(94.51, 93.58, 94.36, 94.09, 94.46, 93.32, 92.52),  # Table 2
-            ece=(3.00, 3.98, 4.05, 1.27, 3.09, 2.53, 1.69),  # Table 2
-            cwece=(0.665, 0.881, 0.849, 0.478, 0.677, 0.575, 0.581),  # Table 1
-            cwece_ts=(0.597, 0.497, 0.778, 0.466, 0.605, 0.577, 0.495),  # Table 1, +TS
-            ece_a=(2.97, 3.92, 4.03, 1.21, 3.07, 2.42, 1.35),  # Table 4
-            ece_a_ts=(2.60, 1.71, 3.64, 0.94, 2.66, 2.41, 1.04),  # Table 4, +TS
-            ece_a_metamis=(0.83, 1.99, 0.85, 0.79, 0.68, 1.21, 0.67),  # Table 4, +MetaMis
-            accuracy_metamis=(84.7, 86.6, 84.3, 85.5, 84.3, 87.1, 88.8),  # Table 4, +MetaMis [accuracy]
-            ece_a_metaacc=(0.44, 1.85, 0.58, 1.04, 0.51, 1.77, 0.77),  # Table 4, +MetaAcc
-            accuracy_metaacc=(77.5, 74.9, 78.7, 72.0, 76.9, 90.0, 89.7),  # Table 4, +MetaAcc [accuracy]
-            temperature=(1.1, 0.9, 1.2, 1.0, 1.1, 1.0, 1.2),  # Tables 1 and 4 (T by ECE)
-        ),
-    },
-    "wrn": {
-        "label": "WRN-28-10",
-        **{f"gamma_{k}": v for k, v in PAPER_SELECTED_GAMMAS["CIFAR-10", "WRN"].items()},
-        "coverage": 0.8,
-        **_columns(
-            accuracy=(95.88, 95.49, 95.98, 95.74, 95.84, 94.93, 95.32),
-            ece=(1.99, 5.74, 2.44, 3.96, 2.05, 1.88, 1.54),
-            cwece=(0.472, 1.231, 0.534, 0.899, 0.467, 0.489, 0.432),
-            cwece_ts=(0.368, 0.734, 0.446, 0.758, 0.368, 0.438, 0.340),
-            ece_a=(1.93, 5.72, 2.37, 3.93, 2.02, 1.72, 1.50),
-            ece_a_ts=(1.31, 2.90, 1.86, 3.14, 1.39, 1.20, 0.41),
-            temperature=(1.2, 0.9, 1.2, 1.0, 1.2, 1.1, 1.3),
-        ),
-    },
+    model: _paper_row(**numbers) for model, numbers in paper_data()["cifar10"].items()
 }
-"""The paper's CIFAR-10 numbers (x100, means of three seeds) for the ResNet-50 (released logits) and
+"""The paper's CIFAR-10 numbers (x100, means of three seeds; ``lib/rr/paper.toml``) for the ResNet-50 (released logits) and
 the WRN-28-10 (paper scale): Tables 1, 2 and 4, App. Table 2's gammas and Table 3's coverage."""
 
 PUBLISHED_METRICS: tuple[str, ...] = (
