@@ -14,22 +14,19 @@ paper's unless the paper's text still carries it."""
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lib.config import paper_numbers
 from lib.validation import check_choice
 
 LOST = "lost in the text extraction"
 
-#: The file of the paper's numbers and quoted sentences, beside this module.
-PAPER_FILE = Path(__file__).with_name("paper.toml")
-#: ``paper.toml`` as read (``tomllib``), once: the data the objects below and the pages' are built from.
-PAPER: dict[str, Any] = tomllib.loads(PAPER_FILE.read_text(encoding="utf-8"))
+#: ``lib/moe/paper.toml`` as read, once (:func:`lib.config.paper_numbers`): the data the objects below and the pages' are built from.
+PAPER: dict[str, Any] = paper_numbers("moe")
 
 #: Where a digit lost in our text survives in another public text of the same paper (``paper.toml``, ``[sources]``).
 OTHER_TEXT: str = PAPER["sources"]["other_text"]

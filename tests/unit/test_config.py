@@ -47,3 +47,18 @@ def test_the_sensitivity_page_trains_on_the_cifar10h_pages_cpu_activations() -> 
         assert a[key] == b[key], key
     assert a["features"] and a["backbone"] == f"tail:efficientnet_lite0:{a['image_size']}"
     assert not any(config.settings(p, "paper")["features"] for p in ("cifar10h", "sensitivity"))
+
+
+def test_paper_numbers_are_read_from_each_papers_file_and_a_bad_name_is_refused() -> None:
+    """Each paper's numbers file parses; a number the paper prints reads back as printed (paper 3's
+    matrix-factorisation router, APGR 0.5497); an unknown paper is a one-line error naming it."""
+    import pytest
+
+    from lib.config import paper_numbers
+
+    assert {p: isinstance(paper_numbers(p), dict) for p in ("moe", "l2d", "ccc", "rr")} == dict.fromkeys(
+        ("moe", "l2d", "ccc", "rr"), True
+    )
+    assert paper_numbers("ccc")["cascading"]["apgr_mf_router"] == 0.5497
+    with pytest.raises(ValueError, match="^paper"):
+        paper_numbers("nope")

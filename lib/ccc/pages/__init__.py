@@ -3,22 +3,12 @@ none trains, the models' logits are loaded."""
 
 from __future__ import annotations
 
-import functools
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from lib.page import Page
 from lib.validation import check_int
-
-
-@functools.cache
-def paper_data() -> dict[str, Any]:
-    """The paper's numbers and quoted statements, ``lib/ccc/paper.toml`` (one section per page), read once."""
-    with open(Path(__file__).parents[1] / "paper.toml", "rb") as fh:
-        return tomllib.load(fh)
 
 
 class CCCPage(Page):

@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from lib.config import paper_numbers
 from lib import report
 from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import CCCPage, ece_se, logits_data, paper_data
+from lib.ccc.pages import CCCPage, ece_se, logits_data
 from lib.validation import check_bins
 
 SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
@@ -34,10 +35,10 @@ book's number, set so the claim can be decided at the page's sizes: at 5,000 + 5
 gap's noise bar is 1.96 x hypot(0.5 / sqrt(5000), 0.5 / sqrt(5000)) = 0.0196, so 0.02 could hold only
 for a gap under 0.0004 (issue 53); 0.03 holds for gaps under 0.0104 and fails for gaps over 0.0496."""
 
-PAPER_ECE_MMLU: dict[str, float] = paper_data()["calibration"]["ece_mmlu"]
+PAPER_ECE_MMLU: dict[str, float] = paper_numbers("ccc")["calibration"]["ece_mmlu"]
 """The paper's MMLU LLaMA-8B-Instruct ECE, before and after Platt scaling, both halves (Table 1)."""
 
-PAPER_ECE_VISION: dict[str, float] = paper_data()["calibration"]["ece_vision"]
+PAPER_ECE_VISION: dict[str, float] = paper_numbers("ccc")["calibration"]["ece_vision"]
 """The paper's ImageNet EVA02-L ECE, before and after calibration, both halves (Table 1)."""
 
 SMALL: str = "llama-3.1-8b-instruct"

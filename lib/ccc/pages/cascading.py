@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.ccc.pages import CCCPage, floored_verdict, paper_data
+from lib.ccc.pages import CCCPage, floored_verdict
 from lib.validation import check_bins, check_choice, check_int
 
 PAIRS: dict[str, tuple[str, str]] = {
@@ -23,13 +24,13 @@ PAIRS: dict[str, tuple[str, str]] = {
 }
 """The (small, large) model pairs cascaded on MMLU."""
 
-PAPER_APGR_BY_CALIBRATOR: dict[str, float] = paper_data()["cascading"]["apgr_by_calibrator"]
+PAPER_APGR_BY_CALIBRATOR: dict[str, float] = paper_numbers("ccc")["cascading"]["apgr_by_calibrator"]
 """The paper's MMLU APGR of CC with 15 bins, per calibrator (Table 4, LLaMA-8B -> 70B)."""
 
-PAPER_APGR_BY_BINS: dict[int, float] = {int(b): v for b, v in paper_data()["cascading"]["apgr_by_bins"].items()}
+PAPER_APGR_BY_BINS: dict[int, float] = {int(b): v for b, v in paper_numbers("ccc")["cascading"]["apgr_by_bins"].items()}
 """The paper's MMLU APGR of CC with temperature scaling, per number of bins (Table 5)."""
 
-PAPER_APGR_MF_ROUTER: float = paper_data()["cascading"]["apgr_mf_router"]
+PAPER_APGR_MF_ROUTER: float = paper_numbers("ccc")["cascading"]["apgr_mf_router"]
 """RouteLLM's matrix-factorisation router, best variant (paper 3, appendix A); not run here."""
 
 PAPER_APGR_CC: float = PAPER_APGR_BY_CALIBRATOR["temperature"]

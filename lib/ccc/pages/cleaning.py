@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cleaning
-from lib.ccc.pages import CCCPage, logits_data, paper_data
+from lib.ccc.pages import CCCPage, logits_data
 from lib.data import mmlu
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
@@ -31,10 +32,10 @@ TOP_BIN_PRECISION_MIN: float = 0.95
 TOP_K: int = 3
 """The most confident bins that claim reads (3 of 15: the top bin alone holds too few flags to judge)."""
 
-PAPER_CLEANING_PRECISION: float = paper_data()["cleaning"]["two_model_precision"]
+PAPER_CLEANING_PRECISION: float = paper_numbers("ccc")["cleaning"]["two_model_precision"]
 """The paper's precision of the rule's unique flags on ImageNet, checked by hand (Table 3)."""
 
-PAPER_CL_PRECISION: float = paper_data()["cleaning"]["cl_precision"]
+PAPER_CL_PRECISION: float = paper_numbers("ccc")["cleaning"]["cl_precision"]
 """The paper's precision of Confident Learning's unique flags on ImageNet (Table 3)."""
 
 

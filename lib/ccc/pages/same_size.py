@@ -10,18 +10,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import CCCPage, floored_verdict, logits_data, paper_data
+from lib.ccc.pages import CCCPage, floored_verdict, logits_data
 from lib.validation import check_int
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
 """The published short names of the page's three pairs, in the page's order."""
 
-SAME_SIZE_PAPER_SAYS: str = paper_data()["same_size"]["paper_says"]
+SAME_SIZE_PAPER_SAYS: str = paper_numbers("ccc")["same_size"]["paper_says"]
 """What the paper reports for same-size routing (quoted in the claims table)."""
 
-PAPER_SAME_SIZE: list[tuple[str, str, str]] = [tuple(r) for r in paper_data()["same_size"]["pairs"]]
+PAPER_SAME_SIZE: list[tuple[str, str, str]] = [tuple(r) for r in paper_numbers("ccc")["same_size"]["pairs"]]
 """The paper's same-size pairs -- (pair, single models, routed pair) (sec. 3.3, Table 2)."""
 
 TS: str = "routed (TS, bins on first)"

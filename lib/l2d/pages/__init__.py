@@ -5,10 +5,7 @@
 
 from __future__ import annotations
 
-import functools
-import tomllib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,13 +15,6 @@ from lib.engine.cache import training
 from lib.l2d.experiment import grid
 from lib.l2d.results import result_row, summarize
 from lib.page import Page
-
-
-@functools.cache
-def paper_data() -> dict[str, Any]:
-    """The paper's numbers and quoted statements, ``lib/l2d/paper.toml`` (one section per page), read once."""
-    with open(Path(__file__).parents[1] / "paper.toml", "rb") as fh:
-        return tomllib.load(fh)
 
 
 class L2DPage(Page):

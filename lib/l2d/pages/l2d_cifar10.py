@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from lib.config import paper_numbers
 from lib.engine.plan import Item
 from lib.l2d.cifar10 import CIFAR_KEYS, run_cifar
 from lib.l2d.experiment import EXPERIMENTS, SURROGATES, SWEEPS, point_config
-from lib.l2d.pages import L2DPage, paper_data
+from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
 from lib.nets import image_training
 
@@ -24,7 +25,9 @@ ResNets' 95-96% on CIFAR-10 (Zagoruyko and Komodakis 2016)."""
 SWEEP_METRICS: dict[str, str] = {"experts": "ece", "dependence": "ece_random_expert", "specialized": "ece"}
 """The ECE each CIFAR-10 sweep reports -- the experts' mean, or the random expert's under dependence."""
 
-PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = tuple(map(tuple, paper_data()["l2d_cifar10"]["cifar"]))
+PAPER_CIFAR: tuple[tuple[str, str, str, str, str], ...] = tuple(
+    map(tuple, paper_numbers("l2d")["l2d_cifar10"]["cifar"])
+)
 """What the paper's CIFAR-10 plots show (quoted; ``lib/l2d/paper.toml``) -- (quantity, paper, experiment,
 metric, surrogate). For Fig. 1f the authors' repository (rajevv/Multi_L2D,
 ``CIFAR-10/results/paper_results.py``, function ``increase_confidence_calibration_random``) hard-codes the

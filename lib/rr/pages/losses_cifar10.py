@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 from scipy.special import softmax
 
+from lib.config import paper_numbers
 from lib import report
 from lib.engine.plan import Item
 from lib.engine.cache import training
@@ -25,7 +26,6 @@ from lib.rr import experiment
 from lib.rr import weights as rwt
 from lib.rr.experiment import CSF_LOSSES, LABELS, TABLE_LOSSES
 from lib.rr.gamma import PAPER_SELECTED_GAMMAS
-from lib.rr.pages import paper_data
 from lib.rr.record import LossRecord
 from lib.validation import check_choice
 
@@ -42,7 +42,7 @@ def _paper_row(label: str, gamma_model: str, coverage: float, **metrics: list[fl
 
 
 PAPER_CIFAR10: dict[str, dict[str, Any]] = {
-    model: _paper_row(**numbers) for model, numbers in paper_data()["cifar10"].items()
+    model: _paper_row(**numbers) for model, numbers in paper_numbers("rr")["cifar10"].items()
 }
 """The paper's CIFAR-10 numbers (x100, means of three seeds; ``lib/rr/paper.toml``) for the ResNet-50 (released logits) and
 the WRN-28-10 (paper scale): Tables 1, 2 and 4, App. Table 2's gammas and Table 3's coverage."""
