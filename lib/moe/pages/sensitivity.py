@@ -3,7 +3,7 @@
 Everything that is this page: the run grid (:func:`sweep_configs`: Robust MoE per lambda at a fixed
 warmup and per warmup at a fixed lambda, plus Vanilla MoE as the ERM reference), the sweeps' tables
 and published numbers, Table 5 from the trained models (:func:`support_frame`), the paper's Table 5
-(:data:`PAPER_TABLE5`) and the claims (:meth:`SensitivityPage.claims`), gated by the book's accuracy
+(:data:`PAPER_TABLE5`) and the claims (:func:`claims`), gated by the book's accuracy
 floor against the CIFAR-10H page's reference accuracy."""
 
 from __future__ import annotations
