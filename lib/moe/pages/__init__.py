@@ -66,18 +66,3 @@ class MoEPage(Page):
         from lib.moe import tables
 
         return tables.paper_scale_table(items, got)
-
-    def run(
-        self, cfg: Mapping[str, Any], data: Any, target: str | None = None, train: bool = True
-    ) -> list[dict[str, Any]]:
-        """The records of the page's runs at ``cfg`` (and PACS ``target``) in plan order, trained first
-        on the stacked engine, as the queue trains them (:func:`lib.moe.grid.run_grid`), unless ``train``
-        is false. RuntimeWarnings are silenced."""
-        import warnings
-
-        from lib.moe.grid import run_grid
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            configs = [it.config for it in self.runs(cfg, target)]
-            return run_grid(configs, data, stack=cfg.get("stack") or None, train=train)
