@@ -2,13 +2,13 @@
 
 Each group of runs (:class:`calibook.runs.Run`) has an integer version and a fingerprint of the code
 that determines its results, computed, never listed: the modules of lib that make the group's runs (those
-calling ``cached_run(GROUP, ...)`` or ``Run(GROUP, ...)``, :func:`run_makers`) and everything they import
+calling the seam's ``cached_run(GROUP, ...)`` or ``open_run(GROUP, ...)``, :mod:`lib.engine.cache`, :func:`run_makers`) and everything they import
 within lib, at the top or inside a function (:func:`group_modules`, :mod:`calibook.imports`). A
 module's fingerprint hashes its syntax tree without docstrings, those of constants included (editing
 prose changes nothing); a group's combines those of its modules, so an edit of one module changes
 exactly the groups whose runs import it, and a module a run path starts to import counts from then on. The one module left out is
-the cache itself, :mod:`calibook.runs` (and what only it imports: this module among them): it stores
-results and makes none; a change of what it stores changes its ``RECORD_FORMAT``, part of every key.
+the seam itself, :mod:`lib.engine.cache` (the store behind it, :mod:`calibook.runs`, is not in lib): it
+stores results and makes none; a change of what it stores changes its ``RECORD_FORMAT``, part of every key.
 
 Two rules keep results honest:
 
@@ -148,7 +148,7 @@ def _group_of(module: str, call: ast.Call, root: Path | None) -> str | None:
 
 
 def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
-    """The calls of calibook.runs' ``cached_run`` or ``Run`` in ``module``."""
+    """The calls of the seam's (:mod:`lib.engine.cache`) ``cached_run`` or ``open_run`` in ``module``."""
     bound = imports.bindings(module, root)
     makers = {n for n, (m, a) in bound.items() if m == _RUNS and a in _MAKERS}
     aliases = {n for n, (m, a) in bound.items() if m == _RUNS and a is None}
@@ -169,7 +169,7 @@ def _maker_calls(module: str, root: Path | None) -> list[ast.Call]:
 
 def run_makers(root: Path | None = None) -> dict[str, tuple[str, ...]]:
     """group -> the modules of lib that make its runs, found in the source: those that call
-    :func:`calibook.runs.cached_run` or :class:`calibook.runs.Run` with the group as a string
+    :func:`lib.engine.cache.cached_run` or :func:`lib.engine.cache.open_run` with the group as a string
     literal or a module constant. A call whose group cannot be read that way raises."""
     out: dict[str, set[str]] = {}
     for module in imports.lib_modules(root):

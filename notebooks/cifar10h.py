@@ -56,6 +56,8 @@ from calibook import page
 page.start("cifar10h", globals())
 
 # %% tags=["remove-cell"]
+import warnings
+
 import torch
 from IPython.display import Markdown, display
 
@@ -70,6 +72,7 @@ from lib.moe.pages import cifar10h
 
 torch.set_num_threads(2)
 plots.use_offline_renderer()
+warnings.simplefilter("ignore", RuntimeWarning)  # numpy's on empty bins of tiny runs
 
 # %% [markdown]
 # ## The methods, on a tiny batch
@@ -159,7 +162,6 @@ for T in torch.tensor([[1.0, 1.0], [1.0, 10.0], [0.5, 1.0]], dtype=torch.float64
 cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None,
                lam=float(lam))
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
-REAL = cfg["data"] == "real"
 data = experiment.cifar10h_data(cfg)
 summary_text = cifar10h.scale_summary(cfg, data.sizes())
 display(Markdown(report.publish_scale(scale, summary_text)))
@@ -226,8 +228,8 @@ plots.legend_below(
 # The numbers behind the figure (counts are images per bin).
 
 # %%
-values = ["confidence", "accuracy"]
-by_agreement.pivot_table(index="method", columns="agreement", values=values).round(3)
+by_agreement.pivot_table(index="method", columns="agreement",
+                         values=["confidence", "accuracy"]).round(3)
 
 # %% [markdown]
 # ## Figure E.3: where the confidence goes, easy vs hard images
@@ -282,7 +284,7 @@ paper.beside_paper_statements(summary, "cifar10h", experiment.METHOD_LABELS)
 # the whole test set we loaded.
 
 # %%
-cifar10h.hard_share_table(data.info if REAL else {}, REAL)
+cifar10h.hard_share_table(getattr(data, "info", {}), cfg["data"] == "real")
 
 # %% [markdown]
 # Routing entropy (nats, mean over test images) shows how soft the routing is (not in the paper's

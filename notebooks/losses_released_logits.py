@@ -103,7 +103,7 @@ released.accuracy_table(logits, targets, failed)
 # ## Calibrating on one half, measuring on the other
 # A fixed random half of the test set fits the temperature; every number below is on the other half.
 # Paper 4 selects T "by minimizing ECE" (Tables 1 and 4), so the `_ts` columns use
-# `fit_temperature(..., criterion="ece")`; the NLL-fitted T of papers 1-3 is fitted too, for real, on
+# `TemperatureScaler(criterion="ece")`; the NLL-fitted T of papers 1-3 is fitted too, for real, on
 # the same half (`experiment.evaluate_logits_both`: `temperature_nll`, `ece_ts_nll`), to show how much the
 # criterion matters.
 

@@ -116,7 +116,7 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
 
 def _jpeg_filter(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
     """:func:`jpeg_filter` without input checks (no host synchronisation) given the (B, 3, 8, 8)
-    quantization tables: the core that :func:`filter_batch` runs inside the training step."""
+    quantization tables: the core that :func:`filtered_rows` runs inside the training step."""
     b, _, h, w = images.shape
     dtype, dev = images.dtype, images.device
     tables = tables.to(dtype=dtype, device=dev)
