@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from lib import config
 from lib.report import KINDS, NOT_TESTABLE, RULE, VERDICTS
 
 __all__ = [
@@ -389,10 +390,9 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
 def _seeds(name: str, scale: str) -> int | None:
     """The seeds of page ``name`` at ``scale`` (a list or a count in ``lib/scales.toml``), None where
     it has none."""
-    from calibook.pages import get
 
     try:
-        got = get(name).settings(scale).get("seeds")
+        got = config.settings(name, scale).get("seeds")
     except (ValueError, KeyError):
         return None
     if isinstance(got, bool) or got is None:

@@ -51,12 +51,6 @@ class Page:
         """Whether the page plans runs of its own (it overrides :meth:`runs`)."""
         return type(self).runs is not Page.runs
 
-    def settings(self, scale: str, **overrides: Any) -> dict[str, Any]:
-        """The page's settings at ``scale`` (:func:`lib.config.settings`)."""
-        from lib.config import settings
-
-        return settings(self.name, scale, **overrides)
-
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         """The run plan at the settings ``cfg`` (and PACS ``target``): every
         :class:`~lib.engine.plan.Item` the page shows, post-hoc ones (MoCaE) included."""
@@ -91,7 +85,9 @@ class Page:
             return []
         if target is not None:
             self.check_target(target)
-        cfg = self.settings(scale)
+        from lib.config import settings
+
+        cfg = settings(self.name, scale)
         return [it for t in self.targets if target in (None, t) for it in self.runs(cfg, t) if not it.post_hoc]
 
     def train(

@@ -90,6 +90,7 @@ from calibook import page
 page.start("calibration", globals())
 
 from lib import plots, report
+from lib.config import settings
 from lib.ccc.plots import ccc_reliability_grid
 from lib.ccc.pages import calibration, released_runs_note
 
@@ -103,7 +104,7 @@ plots.use_offline_renderer()
 # letters (paper 3, section 2.1).
 
 # %%
-cfg = PAGE.settings(scale, seed=seed, n_bins=n_bins or None)
+cfg = settings("calibration", scale, seed=seed, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
 scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
 report.show(scale_line + "\n\n" + released_runs_note(["ce"], REAL))

@@ -87,6 +87,7 @@ from calibook import page
 page.start("cascading", globals())
 
 from lib import plots, report
+from lib.config import settings
 from lib.ccc.plots import advantage_chart, cascade_chart
 from lib.ccc.pages import cascading
 
@@ -101,7 +102,7 @@ plots.use_offline_renderer()
 # {py:func}`lib.ccc.pages.cascading.build_grid`; every curve reuses them.
 
 # %%
-cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
+cfg = settings("cascading", scale, n_bins=n_bins or None, n_splits=n_splits or None)
 report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
 data = PAGE.data(cfg)
 grid = cascading.build_grid(

@@ -84,6 +84,7 @@ page.start("cleaning", globals())
 import pandas as pd
 
 from lib import plots, report
+from lib.config import settings
 from lib.ccc.plots import precision_detection_chart
 from lib.ccc.pages import cleaning as cleaning_page, released_runs_note
 
@@ -101,7 +102,7 @@ plots.use_offline_renderer()
 # {py:func}`lib.ccc.cleaning.cross_fitted_probs`.
 
 # %%
-cfg = PAGE.settings(scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
+cfg = settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
 scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
 note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
 report.show(scale_line + "\n\n" + note)

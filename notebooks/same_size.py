@@ -74,6 +74,7 @@ from calibook import page
 page.start("same_size", globals())
 
 from lib import plots, report
+from lib.config import settings
 from lib.ccc.plots import cascade_chart
 from lib.ccc.pages import released_runs_note, same_size
 
@@ -86,7 +87,7 @@ plots.use_offline_renderer()
 # The three pairs as (logits of the first model, logits of the second, labels).
 
 # %%
-cfg = PAGE.settings(scale, n_bins=n_bins or None, n_splits=n_splits or None)
+cfg = settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
 scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
 note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
 report.show(scale_line + "\n\n" + note)

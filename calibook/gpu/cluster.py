@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.config import SCALES, cache_dir, results_dir
+from lib import config
 from lib.engine.plan import Item
 from calibook.gpu import projection
 from calibook.gpu.jobs import ACTIVE, PROG, job_log, job_runs, job_states, launches, save_launch, slurm_dir, status
@@ -199,7 +200,7 @@ def pack_size(page: str, scale: str, stack: int | None = None, bench: projection
         return 1
     if stack is not None:
         return check_int(stack, "stack")
-    n = int(p.settings(scale).get("stack") or 0)
+    n = int(config.settings(p.name, scale).get("stack") or 0)
     if n > 0:
         return n
     b = bench or projection.bench()

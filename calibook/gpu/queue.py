@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from lib.config import results_dir
+from lib import config
 from lib.engine import deadline as window_deadline
 from lib.engine.plan import Item, matches
 from calibook.runs import RunMissing, artifact_paths, atomic_write, read_record, sign, training
@@ -133,7 +134,7 @@ def load_data(
     out: dict[tuple[str, str | None], Any] = {}
     for key in dict.fromkeys((it.page, it.target) for it in items):
         page = get_page(key[0])
-        cfg = page.settings(scale)
+        cfg = config.settings(page.name, scale)
         why = cannot_run([it for it in items if (it.page, it.target) == key], cfg)
         if why is None:
             t0 = time.monotonic()
@@ -284,7 +285,7 @@ def run_queue(
                 window_deadline.check(0.0, "the queue")
                 batch = [it for it in todo if (it.page, it.target) == key]  # the whole grid of the page
                 page = get_page(key[0])
-                cfg = page.settings(scale)
+                cfg = config.settings(page.name, scale)
                 started = time.monotonic()
                 finished: set[str] = set()
 

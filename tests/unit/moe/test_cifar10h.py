@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.config import settings
 from lib.moe import experiment as exp
 from lib.moe.pages import cifar10h as c10
 
@@ -139,7 +140,7 @@ def test_the_pages_own_claims_reach_each_verdict_with_the_scales_methods_and_see
     hold), 0.01 with one seed (inside the 0.02 margin) or 0.04 +- 0.1 a seed with five (t(4) 2.776 x
     0.1 / sqrt 5 = 0.124). Best overall ECE: every other method at 0.10, Robust Filtered at 0.10 - e, e
     0.05 (held), -0.05 (did not hold), 0.005 (one seed, inside the 0.01 margin) or 0.02 +- 0.05 (0.062)."""
-    cfg = c10.PAGE.settings(scale)
+    cfg = settings("cifar10h", scale)
     methods, n = list(cfg["methods"]), len(cfg["seeds"])
     labels = [exp.METHOD_LABELS[m] for m in methods]
     assert {"Robust MoE", "Vanilla MoE", "Robust Filtered"} <= set(labels)  # both groups of Figure 3 run

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.config import settings
 from lib.moe.pages import civilcomments as civ
 
 
@@ -92,7 +93,7 @@ def test_group_claim_reaches_each_verdict_over_the_eight_groups_with_the_scales_
     from lib.data.text import IDENTITY_GROUPS
     from lib.moe import experiment as exp
 
-    cfg = civ.PAGE.settings(scale)
+    cfg = settings("civilcomments", scale)
     labels, n = [exp.METHOD_LABELS[m] for m in cfg["methods"]], len(cfg["seeds"])
     assert set(civ.ROBUST_LABELS) <= set(labels) and set(civ.PLAIN_LABELS) <= set(labels)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.config import settings
 from lib import report
 from lib.moe.pages import sensitivity as ms
 
@@ -145,7 +146,7 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_the_sweeps_each_scale_pla
     (inside the margin). The support fraction falls 0.45 from the first lambda to the last (held), rises
     0.45 (did not hold), or falls 0.03 (one seed, inside SUPPORT_MARGIN 0.05) / 0.06 +- 0.1 a seed
     (5 seeds: 2.776 x 0.1 / sqrt 5 = 0.124)."""
-    cfg = ms.PAGE.settings(scale)
+    cfg = settings("sensitivity", scale)
     lams, warmups, n = [float(v) for v in cfg["lams"]], ms.sensitivity_warmups(cfg), len(cfg["seeds"])
     target = ms.warmup_target(int(cfg["epochs"]))
     # the claimed points are in the scale's sweeps (else every verdict would be "inconclusive")

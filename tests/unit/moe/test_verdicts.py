@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from calibook import pages
+from lib.config import settings
 from lib.moe import claims as moe_claims
 from lib.moe import experiment as exp
 from lib.moe.pages import cifar10h, civilcomments, sensitivity
@@ -19,7 +19,7 @@ SCALES = ("smoke", "cpu", "paper")
 
 def planned_seeds(name: str) -> list[int]:
     """The distinct seed counts the page's settings plan at smoke, cpu and paper scale."""
-    return sorted({len(pages.get(name).settings(s)["seeds"]) for s in SCALES})
+    return sorted({len(settings(name, s)["seeds"]) for s in SCALES})
 
 
 def effects(case: str, n: int, size: float, noise: float | None = None) -> list[float]:

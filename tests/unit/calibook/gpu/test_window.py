@@ -34,7 +34,7 @@ def two_epochs(monkeypatch):
         cfg = dict(real(page, scale, **overrides))
         return {**cfg, "epochs": 2} if page == "cifar10h" else cfg
 
-    monkeypatch.setattr(lib.config, "settings", settings)  # what every Page.settings reads
+    monkeypatch.setattr(lib.config, "settings", settings)  # what the queue and every page read
 
 
 class FakeClock:

@@ -215,11 +215,12 @@ import contextlib, io, json
 from calibook.cli import main
 from calibook.runs import RunMissing, training
 from calibook.pages import get
+from lib.config import settings
 from calibook.results import plan
 found = {{}}
 for name in {pages!r}:
     page, items = get(name), plan([name], "smoke")
-    cfg = page.settings("smoke")
+    cfg = settings(page.name, "smoke")
     with training(False):
         keys = []
         for it in items:
