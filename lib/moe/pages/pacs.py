@@ -165,8 +165,7 @@ def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, p
 def pacs_data(cfg: Mapping[str, Any], target: str) -> Any:
     """The bundle a PACS scale trains on: synthetic domains, frozen features
     (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
-    if target not in PACS_TARGETS:
-        raise ValueError(f"target: expected one of {PACS_TARGETS}, got {target!r}")
+    PAGE.check_target(target)
     n = int(cfg.get("n_per_domain") or 0) or None
     if cfg.get("data") != "real":
         from lib.data.synthetic import synthetic_pacs_domains
@@ -228,8 +227,7 @@ class PacsPage(MoEPage):
         return moe_items(self.name, run_plan(cfg, target), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`)."""
-        self.check_target(target)
+        """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`, which checks it)."""
         return pacs_data(cfg, target)
 
 

@@ -279,7 +279,7 @@ class SensitivityPage(Cifar10hPage):
     rank = 1
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, sweep_configs(cfg, sensitivity_warmups(cfg)))
+        return moe_items(self.name, run_plan(cfg))
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         return paper_scale_sweep_table(items, got)
