@@ -102,7 +102,8 @@ def why(
     the page has none) and the page's own account of how its setting differs from the paper's
     (``differs``, ``Page.differs``). ``paper_own_at_paper``: the paper's own verdict on the row of its
     tables the paper-scale column is set beside, where that is another row than this scale's (paper
-    4 quotes ResNet-50 at cpu scale and WRN-28-10 at paper scale); ``None``: the same row. Never typed per claim; the scale is named as the cause only where
+    4 quotes ResNet-50 at cpu scale and WRN-28-10 at paper scale; "" where that row has no verdict of
+    the paper's); ``None``: the same row. Never typed per claim; the scale is named as the cause only where
     the paper-scale verdict agrees with the paper's, and noise only where the seeds say so."""
     if ours == NOT_RUN:
         return "the data this page needs was not available in this build"
@@ -110,7 +111,7 @@ def why(
         return "our model is below the book's accuracy floor at this scale, so the claim is not judged"
     own = paper_own if paper_own in _JUDGED else ""
     at_paper = paper_scale if paper_scale in _JUDGED else ""
-    if paper_own_at_paper and paper_own_at_paper != paper_own and at_paper:
+    if paper_own_at_paper is not None and paper_own_at_paper != paper_own and at_paper:
         # the paper-scale column answers to another row of the paper's: judge the two scales apart
         other = paper_own_at_paper if paper_own_at_paper in _JUDGED else ""
         here = why(paper_own, ours, ours_text, differs, seeds=seeds)

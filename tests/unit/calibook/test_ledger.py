@@ -91,6 +91,12 @@ def test_counts_leave_rows_without_a_verdict_out_of_every_total() -> None:
             f"agree at this scale; at paper scale, against the paper's other row: ours {FAILED}, the paper's {UNSURE}",
         ),
         ((HELD, HELD), {"paper_scale": HELD, "paper_own_at_paper": HELD}, "agree"),
+        # the other row has no verdict of the paper's: not the same row, so not "agree"
+        (
+            (HELD, HELD),
+            {"paper_scale": HELD, "paper_own_at_paper": ""},
+            "agree at this scale; at paper scale, against the paper's other row: ours held, the paper's none",
+        ),
         (
             (HELD, UNSURE, "x [computed verdict 'held' not used: accuracy below the floor]"),
             {},
