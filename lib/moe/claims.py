@@ -63,13 +63,14 @@ def seed_diff(a: pd.Series, b: pd.Series) -> np.ndarray:
     return (a[seeds] - b[seeds]).to_numpy()
 
 
+def _per_seed(frame: pd.DataFrame, method: str, subset: str, metric: str) -> pd.Series:
+    rows = frame[(frame["method"] == method) & (frame["subset"] == subset)]
+    return rows.set_index("seed")[metric].dropna().astype(float)
+
+
 def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.ndarray:
     """Per-seed differences ``metric(a) - metric(b)`` on ``subset`` over the seeds both ran."""
-    va, vb = (
-        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
-        for m in (a, b)
-    )
-    return seed_diff(va, vb)
+    return seed_diff(_per_seed(frame, a, subset, metric), _per_seed(frame, b, subset, metric))
 
 
 def diff_text(diffs: np.ndarray) -> str:
@@ -84,10 +85,7 @@ def small_gain_effect(frame: pd.DataFrame, subset: str, metric: str = "ece") -> 
     :data:`SMALL_SHARE` of Robust MoE's: SMALL_SHARE x gain(Robust MoE) - gain(MoCaE), each gain
     Vanilla's ``metric`` minus the method's, over the seeds all three ran (MoCaE is Vanilla's own network
     recalibrated and every method runs the same seeds, so the three are paired)."""
-    va, vm, vr = (
-        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
-        for m in ("vanilla", "mocae", "robust")
-    )
+    va, vm, vr = (_per_seed(frame, m, subset, metric) for m in ("vanilla", "mocae", "robust"))
     seeds = va.index.intersection(vm.index).intersection(vr.index)
     va, vm, vr = va[seeds], vm[seeds], vr[seeds]
     return (SMALL_SHARE * (va - vr) - (va - vm)).to_numpy()
@@ -107,8 +105,6 @@ def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str
 def best_accuracy(summary: pd.DataFrame) -> float:
     """The best mean accuracy on all points over the methods of ``summary`` (the accuracy a page
     hands to :func:`lib.report.gate_claims`); NaN when there is none."""
-    if not isinstance(summary, pd.DataFrame) or not {"subset", "accuracy"} <= set(summary.columns):
-        raise ValueError("summary: expected the DataFrame of lib.moe.tables.summarize")
     acc = summary.loc[summary["subset"] == "all", "accuracy"].dropna()
     return float(acc.max()) if len(acc) else float("nan")
 

@@ -88,8 +88,6 @@ def test_best_accuracy_and_not_run_rows(robust_wins_frame) -> None:
 
     s = summarize(robust_wins_frame)
     assert moe_claims.best_accuracy(s) == pytest.approx(s.loc[s["subset"] == "all", "accuracy"].max())
-    with pytest.raises(ValueError, match="summary"):
-        moe_claims.best_accuracy(pd.DataFrame({"x": [1]}))
     with pytest.raises(ValueError, match="verdict"):
         report.claims_table([{"claim": "x", "ours": "1", "verdict": "probably"}])
     nr = moe_claims.not_run_claims()
