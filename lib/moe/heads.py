@@ -16,7 +16,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import check_finite, check_int, check_labels, check_ndim, check_same_length, to_float_tensor, to_tensor
+from lib.validation import (
+    check_finite,
+    check_int,
+    check_labels,
+    check_ndim,
+    check_same_length,
+    to_float_tensor,
+    to_tensor,
+)
 
 PROB_CLAMP = 1e-12
 

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lib.validation import check_choice, check_finite, check_int, check_ndim, check_positive, check_same_length, to_numpy
+from lib.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_ndim,
+    check_positive,
+    check_same_length,
+    to_numpy,
+)
 
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
 LEVEL_DECIMALS = 10  # prediction levels are matched after rounding to this many decimals

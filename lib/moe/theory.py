@@ -21,8 +21,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from lib.moe.routed_population import LEVEL_DECIMALS, ROUTINGS, RoutedPopulation
-from lib.validation import check_choice, check_finite, check_int, check_ndim, check_same_length, to_numpy
+from lib.moe.routed_population import LEVEL_DECIMALS, RoutedPopulation
+from lib.validation import check_finite, check_int, check_ndim, check_same_length, to_numpy
 
 
 # --- Reweightings and the calibration gap of eq. (4) ----------------------------------------------
@@ -186,7 +186,6 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     ``alignment`` (that worst case), ``cauchy_schwarz`` (sqrt(E_Q[r_k^2]) sqrt(E_Q[(Y-p)^2])),
     ``squared_residual`` (sqrt(E_Q[(Y-p)^2])) and ``cross_entropy`` (sqrt(E_Q[-log p_Y])); the
     bound holds when each column is <= the next."""
-    check_choice(routing, ROUTINGS, "routing")
     q = pop.pi * _rho(pop, rho)
     q = q / q.sum()
     p = pop.prediction(routing)

@@ -4,7 +4,6 @@ book's one symmetric rule, on our runs and on a paper's table of means and stand
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from lib import report
