@@ -141,12 +141,11 @@ def fgr_step(
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """One FGR update (App. D.1): g_m from ``loss_main_fn`` (mean mixture NLL for FGR, robust_moe_loss
-    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, rectified
-    (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by :func:`fgr_batch` (images,
-    ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)`` (frozen features); text or
-    ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as
-    detached 0-dim tensors on the device (no host sync)."""
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` on the filtered batch, g_c from soft ECE on
+    the original batch, rectified (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by
+    :func:`fgr_batch` (images, ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)``
+    (frozen features); text or ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal",
+    "dot", "rectified"} as detached 0-dim tensors on the device."""
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
     x, main_rows = images, None
     if filter_inputs and inputs_fn is not None:

@@ -32,7 +32,7 @@ PROB_CLAMP = 1e-12
 @dataclass
 class MoEOutput:
     """What a head returns: mixture ``probs`` (N,C), ``routing`` (N,K), ``expert_probs`` (N,K,C),
-    ``expert_logits`` (N,K,C). A single-expert model has K=1 and routing all ones."""
+    ``expert_logits`` (N,K,C); K=1 and routing all ones for a single expert."""
 
     probs: torch.Tensor
     routing: torch.Tensor
