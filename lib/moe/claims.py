@@ -1,15 +1,12 @@
-"""Paper 1's claims (i)-(iv), shared by the CIFAR-10H, PACS and CivilComments pages, judged from
-the runs' per-seed numbers, and the numbers those pages publish for their tests.
+"""Paper 1's claims (i)-(iv) (section 6), shared by the CIFAR-10H, PACS and CivilComments pages, judged
+from the runs' per-seed numbers, and the numbers those pages publish.
 
-Paper: "Calibrated mixture-of-experts under distribution shift" (paper 1), section 6. Every claim is
-judged by the book's one symmetric rule (:func:`lib.report.paired_verdict`): the mean of the
-per-seed differences of the two sides (every method runs the same seeds, and MoCaE is Vanilla MoE's
-own network recalibrated, so the pairs share their seed) against the Student-t critical value at
-n - 1 degrees of freedom (n seeds) times its standard error, and at least :data:`MARGIN`. The same
-rule weighs a paper's own table where it prints means and standard errors (PACS, Table 2): there the
-pairs are not printed, so the two methods are two independent groups of :data:`PAPER_SEEDS` seeds,
-the standard error of a difference the two printed ones combined, sqrt(se_a^2 + se_b^2), at Welch's
-degrees of freedom (:func:`lib.report.welch_means_verdict`)."""
+Every claim is judged by the book's symmetric rule (:func:`lib.report.paired_verdict`): the mean of
+the per-seed differences of the two sides (every method runs the same seeds; MoCaE is Vanilla MoE's
+own network recalibrated) against the Student-t critical value at n - 1 degrees of freedom times its
+standard error, and at least :data:`MARGIN`. A paper's own table of means and SEs (PACS, Table 2) is
+weighed by the same rule with the two methods as independent groups of :data:`PAPER_SEEDS` seeds at
+Welch's degrees of freedom (:func:`lib.report.welch_means_verdict`)."""
 
 from __future__ import annotations
 
@@ -27,19 +24,15 @@ from lib.moe.record import MoERecord
 from lib.moe.tables import fmt, summarize
 
 NON_ROBUST: tuple[str, ...] = tuple(m for m in METHODS if m not in ROBUST)
-#: The smallest difference (of ECE or accuracy) the claims are about: with one seed it alone decides,
-#: with several the noise bar is max(t x SE, MARGIN), t the Student-t critical value at the
-#: comparison's degrees of freedom (:func:`lib.report.t_verdict`).
+#: The smallest difference (of ECE or accuracy) the claims are about: the noise bar is max(t x SE, MARGIN)
+#: (:func:`lib.report.t_verdict`).
 MARGIN: float = 0.01
-#: The seeds behind each mean ± SE of the paper's tables (five per method, §6.3; PACS Table 2): the
-#: sizes of the two groups whose Welch degrees of freedom judge the paper's own verdicts.
+#: The seeds behind each mean ± SE of the paper's tables (five per method, §6.3).
 PAPER_SEEDS: int = paper_text.PAPER["claims"]["seeds"]
-#: The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell":
-#: the claim holds when the two round alike, |difference| < 0.0005. (A probability mixture of tempered
-#: experts can move the argmax, so exact equality is not implied; :mod:`lib.moe.evaluate`.)
+#: The paper prints accuracies to three decimals and says MoCaE's equal Vanilla's "in every cell": the
+#: claim holds when the two round alike (tempered experts can move the argmax of the mixture).
 MOCAE_ACC_TOL = 5e-4
-#: What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table, also
-#: when the page could not run (:func:`not_run_claims`).
+#: What the paper reports for claims (i)-(iv): the "paper" column of every page's claims table.
 PAPER_SAYS: tuple[str, ...] = tuple(paper_text.PAPER["claims"]["says"])
 
 CLAIMS: tuple[str, ...] = (
@@ -49,8 +42,8 @@ CLAIMS: tuple[str, ...] = (
     "(iv) the gains survive temperature scaling",
 )
 
-#: Claim (ii)'s reading of "small relative to": MoCaE's ECE gain over Vanilla MoE below this share of
-#: Robust MoE's gain (the paper names Robust MoE's hard ECE beside MoCaE's; it gives no ratio).
+#: Claim (ii)'s reading of "small relative to" (the paper gives no ratio): MoCaE's ECE gain over Vanilla
+#: MoE below this share of Robust MoE's.
 SMALL_SHARE: float = 0.5
 
 #: A method's row of a paper table: accuracy, its SE, ECE, its SE, ECE+TS, its SE.
@@ -63,13 +56,14 @@ def seed_diff(a: pd.Series, b: pd.Series) -> np.ndarray:
     return (a[seeds] - b[seeds]).to_numpy()
 
 
+def _per_seed(frame: pd.DataFrame, method: str, subset: str, metric: str) -> pd.Series:
+    rows = frame[(frame["method"] == method) & (frame["subset"] == subset)]
+    return rows.set_index("seed")[metric].dropna().astype(float)
+
+
 def paired(frame: pd.DataFrame, a: str, b: str, subset: str, metric: str) -> np.ndarray:
     """Per-seed differences ``metric(a) - metric(b)`` on ``subset`` over the seeds both ran."""
-    va, vb = (
-        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
-        for m in (a, b)
-    )
-    return seed_diff(va, vb)
+    return seed_diff(_per_seed(frame, a, subset, metric), _per_seed(frame, b, subset, metric))
 
 
 def diff_text(diffs: np.ndarray) -> str:
@@ -79,15 +73,11 @@ def diff_text(diffs: np.ndarray) -> str:
     return f"{fmt(float(diffs.mean()), report.standard_error(diffs))} ({len(diffs)} seed{'s' * (len(diffs) != 1)})"
 
 
-def small_gain_effect(frame: pd.DataFrame, subset: str, metric: str = "ece") -> np.ndarray:
-    """Claim (ii)'s per-seed effect, positive when MoCaE's ``metric`` gain over Vanilla MoE is below
+def small_gain_effect(frame: pd.DataFrame, subset: str) -> np.ndarray:
+    """Claim (ii)'s per-seed effect, positive when MoCaE's ECE gain over Vanilla MoE is below
     :data:`SMALL_SHARE` of Robust MoE's: SMALL_SHARE x gain(Robust MoE) - gain(MoCaE), each gain
-    Vanilla's ``metric`` minus the method's, over the seeds all three ran (MoCaE is Vanilla's own network
-    recalibrated and every method runs the same seeds, so the three are paired)."""
-    va, vm, vr = (
-        frame[(frame["method"] == m) & (frame["subset"] == subset)].set_index("seed")[metric].dropna().astype(float)
-        for m in ("vanilla", "mocae", "robust")
-    )
+    Vanilla's ECE minus the method's, over the seeds all three ran (paired)."""
+    va, vm, vr = (_per_seed(frame, m, subset, "ece") for m in ("vanilla", "mocae", "robust"))
     seeds = va.index.intersection(vm.index).intersection(vr.index)
     va, vm, vr = va[seeds], vm[seeds], vr[seeds]
     return (SMALL_SHARE * (va - vr) - (va - vm)).to_numpy()
@@ -107,8 +97,6 @@ def best(summary: pd.DataFrame, methods: Sequence[str], subset: str, metric: str
 def best_accuracy(summary: pd.DataFrame) -> float:
     """The best mean accuracy on all points over the methods of ``summary`` (the accuracy a page
     hands to :func:`lib.report.gate_claims`); NaN when there is none."""
-    if not isinstance(summary, pd.DataFrame) or not {"subset", "accuracy"} <= set(summary.columns):
-        raise ValueError("summary: expected the DataFrame of lib.moe.tables.summarize")
     acc = summary.loc[summary["subset"] == "all", "accuracy"].dropna()
     return float(acc.max()) if len(acc) else float("nan")
 
@@ -125,17 +113,15 @@ def paper_verdict(paper: Mapping[str, PaperRow] | None, a: str, b: str, metric: 
     return report.welch_means_verdict(ma, sa, seeds, mb, sb, seeds, MARGIN)
 
 
-def paper_small_gain_verdict(
-    paper: Mapping[str, PaperRow] | None, metric: str = "ece", seeds: int = PAPER_SEEDS
-) -> str:
-    """Claim (ii) on a paper's table of means and SEs over ``seeds`` seeds per method: SMALL_SHARE x
+def paper_small_gain_verdict(paper: Mapping[str, PaperRow] | None, seeds: int = PAPER_SEEDS) -> str:
+    """Claim (ii) on a paper's table of ECE means and SEs over ``seeds`` seeds per method: SMALL_SHARE x
     (Vanilla - Robust MoE) - (Vanilla - MoCaE) = MoCaE - (1 - SMALL_SHARE) Vanilla - SMALL_SHARE Robust MoE,
     the three printed means as independent groups (the pairs are not printed): the SE of that
     combination from the printed SEs, at its Welch-Satterthwaite degrees of freedom, and
     :data:`MARGIN` (:func:`lib.report.t_verdict`); :data:`lib.report.NOT_TESTABLE` without the table."""
     if not paper or not {"vanilla", "mocae", "robust"} <= set(paper):
         return report.NOT_TESTABLE
-    col = 2 * METRICS.index(metric)
+    col = 2 * METRICS.index("ece")
     weights = {"mocae": 1.0, "vanilla": -(1.0 - SMALL_SHARE), "robust": -SMALL_SHARE}
     effect = sum(w * paper[m][col] for m, w in weights.items())
     terms = [(w * paper[m][col + 1]) ** 2 for m, w in weights.items()]  # each method's share of the variance
@@ -170,8 +156,7 @@ def moe_claims(
     (iv) (i) on ECE+TS.
 
     ``paper`` (method -> :data:`PaperRow` on ``subset``: PACS's Table 2) gives each row ``paper_own``,
-    the same rule on the paper's numbers; without it the paper's own verdict is "not testable".
-    Whether the models learned enough to be judged is the page's call (:func:`lib.report.gate_claims`)."""
+    the same rule on the paper's numbers; without it the paper's own verdict is "not testable"."""
     summary = summarize(frame)
     L = METHOD_LABELS
 

@@ -11,15 +11,11 @@ calibration loss. Each step after warmup:
 4. if <g_m, g_c> < 0 (over all parameters as one flat vector), use g_m - <g_m,g_c>/||g_c||^2 g_c.
 
 The reference runs two forwards and two backwards; here a step is **one forward** on the batch
-followed by its m filtered copies (:func:`fgr_batch`: the main branch reads the B rows with the
-copies in place of their originals, the calibration branch the first B rows; every output is what
-the two forwards give except through BatchNorm, whose statistics cover the B + m rows once; LayerNorm
-text encoders get the reference's gradients exactly, tests/unit/moe/test_fgr.py), **one batched
-backward** for both gradients (:func:`two_gradients`: every backward kernel launched once for the
-pair) and the projection, branch-free on the device. The same code runs a single model
-(:func:`fgr_step`) and a pack of G runs (:func:`packed_fgr_gradients`, FGR's
-:class:`lib.engine.packed.OwnStep` by :func:`pack_step`), one projection per run: its own inner
-product and norms over its own parameters."""
+followed by its m filtered copies (:func:`fgr_batch`; outputs equal the two forwards' except through
+BatchNorm, whose statistics cover the B + m rows once), **one batched backward** for both gradients
+(:func:`two_gradients`) and the projection, branch-free on the device. The same code runs a single
+model (:func:`fgr_step`) and a pack of G runs (:func:`packed_fgr_gradients`, via :func:`pack_step`),
+one projection per run over its own parameters."""
 
 from __future__ import annotations
 
@@ -66,8 +62,9 @@ def soft_ece(
     return _soft_ece(probs, labels, check_int(n_bins, "n_bins"), check_positive(temperature, "temperature"))
 
 
-def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperature: float) -> torch.Tensor:
-    """:func:`soft_ece` without input checks (no host synchronisation), for :func:`fgr_step`."""
+def _soft_ece(
+    probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS, temperature: float = SOFT_ECE_TEMPERATURE
+) -> torch.Tensor:
     n = probs.shape[0]
     conf, pred = probs.max(dim=1)
     correct = (pred == labels).to(probs.dtype)
@@ -75,10 +72,8 @@ def _soft_ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int, temperatur
     u = F.softmax(-((conf[:, None] - centres[None, :]) ** 2) / temperature, dim=1)  # (N, B)
     mass = u.sum(dim=0)  # n * prop_b
     gap = (u * (correct - conf)[:, None]).sum(dim=0)  # mass_b * (acc_b - conf_b)
-    # prop_b (acc_b - conf_b)^2 = gap_b^2 / (n mass_b); an empty bin contributes 0. |gap_b| <= mass_b, so
-    # a bin lighter than eps adds < eps / n: its mass is clamped at eps, not at tiny, because for
-    # mass_b in (tiny, sqrt(tiny)) the backward's mass_b^2 underflows to 0 and the gradient is 0/0 = NaN
-    # (one prediction at confidence 0.96 with T = 0.01 did it; tests/unit/moe/test_fgr.py).
+    # prop_b (acc_b - conf_b)^2 = gap_b^2 / (n mass_b); |gap_b| <= mass_b, so a bin lighter than eps adds
+    # < eps / n. The mass is clamped at eps, not tiny: below sqrt(tiny) the backward's mass_b^2 underflows.
     sq = (gap.pow(2) / (n * mass.clamp_min(torch.finfo(probs.dtype).eps))).sum()
     return torch.sqrt(sq.clamp_min(torch.finfo(probs.dtype).eps ** 2))
 
@@ -95,8 +90,7 @@ def rectify(g_main: torch.Tensor, g_cal: torch.Tensor) -> torch.Tensor:
 
 
 def _rectification_coef(dot: torch.Tensor, norm2: torch.Tensor) -> torch.Tensor:
-    """min(<g_m,g_c>, 0) / ||g_c||^2: the projection coefficient when the gradients conflict, 0 when
-    they agree. Branch-free, so :func:`fgr_step` applies it on the device without a host sync."""
+    """min(<g_m,g_c>, 0) / ||g_c||^2 (0 when the gradients agree), branch-free on the device."""
     return dot.clamp(max=0.0) / norm2.clamp_min(torch.finfo(norm2.dtype).tiny)
 
 
@@ -147,18 +141,11 @@ def fgr_step(
     filter_inputs: bool = True,
     inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """One FGR update (App. D.1): g_m from ``loss_main_fn`` (mean mixture NLL for FGR, robust_moe_loss
-    of it for FGR + Robust) on the filtered batch, g_c from soft ECE on the original batch, rectified
-    (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by :func:`fgr_batch` (images,
-    ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)`` (frozen features); text or
-    ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as
-    detached 0-dim tensors on the device (no host sync)."""
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
-    if not callable(loss_main_fn):
-        raise ValueError("loss_main_fn: must be callable as loss_main_fn(output, labels) -> scalar")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer: expected a torch optimizer, got {type(optimizer).__name__}")
+    """One FGR update (App. D.1): g_m from ``loss_main_fn`` on the filtered batch, g_c from soft ECE on
+    the original batch, rectified (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by
+    :func:`fgr_batch` (images, ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)``
+    (frozen features); text or ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal",
+    "dot", "rectified"} as detached 0-dim tensors on the device."""
     is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
     x, main_rows = images, None
     if filter_inputs and inputs_fn is not None:
@@ -168,9 +155,6 @@ def fgr_step(
             raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
         x, main_rows = fgr_batch(images, mean, std, generator=generator)
     params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("model: has no trainable parameters")
-
     loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn)
     update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
     optimizer.zero_grad(set_to_none=True)
@@ -191,15 +175,9 @@ def _fgr_losses(
     """FGR's two losses on one model's output of the one forward: ``main_fn`` on the rows
     ``main_rows`` (``None``: unfiltered inputs, every row) and soft ECE on the first B rows."""
     loss_main = main_fn(out if main_rows is None else take_rows(out, main_rows), labels)
-    if not isinstance(loss_main, torch.Tensor) or loss_main.ndim != 0:
-        raise ValueError("loss_main_fn: must return a scalar tensor")
     labels = labels.to(loss_main.device)
-    probs = getattr(out, "probs", None)
-    if probs is None:
-        if not isinstance(out, torch.Tensor):
-            raise ValueError(f"model: must return an MoEOutput or logits, got {type(out).__name__}")
-        probs = F.softmax(out, dim=1)
-    return loss_main, _soft_ece(probs[: labels.shape[0]], labels, SOFT_ECE_BINS, SOFT_ECE_TEMPERATURE)
+    probs = out.probs if hasattr(out, "probs") else F.softmax(out, dim=1)  # an MoEOutput or logits
+    return loss_main, _soft_ece(probs[: labels.shape[0]], labels)
 
 
 def packed_fgr_gradients(
@@ -231,9 +209,6 @@ def pack_step(
     """FGR's :class:`lib.engine.packed.OwnStep`: from epoch ``start`` a run forwards its filtered batch
     (as in :func:`fgr_step`; no ``mean``/``std``: unfiltered) and the pack's update is
     :func:`packed_fgr_gradients` with ``main_fn`` as this run's main loss."""
-    if not callable(main_fn):
-        raise ValueError("main_fn: must be callable as main_fn(output, labels) -> scalar")
-    check_int(start, "start", minimum=0)
     inputs = inputs_fn if filter_inputs else None
     if inputs is None and filter_inputs and mean is not None and std is not None:
 

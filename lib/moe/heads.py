@@ -5,8 +5,8 @@ section 3 eq. (1)-(3) and Appendix D.3: a backbone feature h feeds K linear expe
 with p_k = softmax(z_k) and a 2-layer MLP router r(h) = softmax(W2 relu(W1 h)); the mixture is taken
 in probability space, p = sum_k r_k p_k. The loss is cross-entropy of the mixture, l_i = -log p_{y_i}.
 
-One forward pass returns everything every objective of the paper needs (mixture, routing weights,
-expert probabilities and logits), so Robust Filtered never runs the backbone twice (paper 1, section 5)."""
+One forward pass returns everything every objective needs, so Robust Filtered never runs the backbone
+twice (paper 1, section 5)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.validation import (
-    check_int,
     check_finite,
+    check_int,
     check_labels,
     check_ndim,
     check_same_length,
@@ -32,7 +32,7 @@ PROB_CLAMP = 1e-12
 @dataclass
 class MoEOutput:
     """What a head returns: mixture ``probs`` (N,C), ``routing`` (N,K), ``expert_probs`` (N,K,C),
-    ``expert_logits`` (N,K,C). A single-expert model has K=1 and routing all ones."""
+    ``expert_logits`` (N,K,C); K=1 and routing all ones for a single expert."""
 
     probs: torch.Tensor
     routing: torch.Tensor
@@ -40,44 +40,33 @@ class MoEOutput:
     expert_logits: torch.Tensor
 
 
-def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``h`` checked (a floating (N, d) tensor, or (runs, N, d) for packed runs; finite)
-    and cast to the layers' ``dtype`` (float64 features, say). Values are not read in a training step on
-    an accelerator (the host would wait every step) nor in a pack of runs, where a run that diverges is
-    the loop's to report and must not stop the others (lib.engine.packed)."""
+def _check_features(h: torch.Tensor, in_features: int, dtype: torch.dtype) -> torch.Tensor:
+    """``h`` checked (a floating (N, d) tensor, or (runs, N, d) for packed runs) and cast to the layers'
+    ``dtype``. Values are checked finite only where reading them costs no host-device wait per step
+    (not in a training step on an accelerator, nor in a pack of runs, lib.engine.packed)."""
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"h: expected a torch tensor of features, got {type(h).__name__}")
     if h.ndim != 3:
         check_ndim(h, 2, "h", "N examples x d features, or runs x N x d")
-    if h.shape[-1] != in_features:
-        raise ValueError(f"h: expected {in_features} features, got {h.shape[-1]}")
-    if not h.is_floating_point():
-        raise ValueError(f"h: expected floating-point features, got {h.dtype}")
+    if h.shape[-1] != in_features or not h.is_floating_point():
+        raise ValueError(f"h: expected {in_features} floating-point features, got {h.shape[-1]} of {h.dtype}")
     if h.ndim == 2 and not (h.device.type != "cpu" and torch.is_grad_enabled()):
         check_finite(h, "h")
-    if dtype is not None and h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
+    if h.dtype != dtype and not torch.is_autocast_enabled(h.device.type):
         h = h.to(dtype)
     return h
 
 
-def _check_sizes(**sizes: int) -> None:
-    for name, value in sizes.items():
-        check_int(value, name, minimum=2 if name == "num_classes" else 1)
-
-
 class MoEHead(nn.Module):
-    """K linear experts mixed in probability space by an MLP router (paper eq. (1), App. D.4).
-
-    The router is r = softmax(W2 relu(W1 h)) (soft routing; the hard-routed mixture of section 4.1 is
-    :mod:`lib.moe.routed_population`'s). Features of another floating dtype (float64 from numpy, say)
-    are valid: they are cast to the head's parameter dtype, so the probabilities are those of the cast
-    features (tested); integer or non-finite features raise."""
+    """K linear experts mixed in probability space by an MLP router r = softmax(W2 relu(W1 h)) (paper
+    eq. (1), App. D.4). Features of another floating dtype are cast to the head's parameter dtype;
+    integer or non-finite features raise."""
 
     def __init__(self, in_features: int, num_classes: int, num_experts: int = 4, router_hidden: int = 128) -> None:
         super().__init__()
-        _check_sizes(
-            in_features=in_features, num_classes=num_classes, num_experts=num_experts, router_hidden=router_hidden
-        )
+        for name, value in dict(in_features=in_features, num_experts=num_experts, router_hidden=router_hidden).items():
+            check_int(value, name)
+        check_int(num_classes, "num_classes", minimum=2)
         self.in_features = in_features
         self.num_classes = num_classes
         self.num_experts = num_experts
@@ -87,8 +76,7 @@ class MoEHead(nn.Module):
         # All K experts as one (d -> K*C) linear layer: one matmul instead of K.
         self.experts = nn.Linear(in_features, num_experts * num_classes)
 
-    #: In a pack of runs (lib.engine.packed) the head runs on (runs, N, d): every dimension but the last
-    #: two of its outputs is a run's.
+    #: In a pack of runs (lib.engine.packed) the head runs on (runs, N, d).
     packed_layout = "leading"
 
     def forward(self, h: torch.Tensor) -> MoEOutput:
@@ -105,7 +93,8 @@ class SingleExpertHead(nn.Module):
 
     def __init__(self, in_features: int, num_classes: int) -> None:
         super().__init__()
-        _check_sizes(in_features=in_features, num_classes=num_classes)
+        check_int(in_features, "in_features")
+        check_int(num_classes, "num_classes", minimum=2)
         self.in_features = in_features
         self.linear = nn.Linear(in_features, num_classes)
 
@@ -136,8 +125,6 @@ class MoEModel(nn.Module):
 
 
 def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
-    if not isinstance(out, MoEOutput):
-        raise ValueError(f"out: expected an MoEOutput, got {type(out).__name__}")
     labels = to_tensor(labels, "labels").to(out.probs.device)
     check_labels(labels, out.probs.shape[1], "labels")
     check_same_length(out.probs, labels, "out.probs", "labels")
@@ -147,8 +134,8 @@ def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
 def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
     (N, K, C) -> (N, K), with labels (N,); packed runs add leading run dimensions to both (labels
-    (G, N)). No input checks, hence no host synchronisation: the training loop's core
-    (lib.moe.methods); :func:`mixture_nll` and :func:`expert_nll` are the checked versions."""
+    (G, N)). No input checks (the training loop's, lib.moe.methods); :func:`mixture_nll` and
+    :func:`expert_nll` are the checked versions."""
     extra = probs.dim() - labels.dim() - 1  # the expert dimension, if any
     index = labels.view(*labels.shape, *([1] * (extra + 1))).expand(*probs.shape[:-1], 1)
     return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()

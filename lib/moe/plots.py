@@ -105,7 +105,7 @@ def image_strip(images: ArrayLike, captions: Sequence[str], size: int = 96, colu
 
 
 def tradeoff_chart(
-    ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "Accuracy vs ECE", width: int = 360
+    ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "Accuracy vs ECE"
 ) -> alt.LayerChart:
     """Each method's accuracy against its ECE (claims (i) and (iii) are about this trade-off): ours
     as filled points with +-2 s.e. bars where there are seeds, the paper's (``paper``, same columns,
@@ -131,4 +131,4 @@ def tradeoff_chart(
             .mark_square(filled=False, size=90, strokeWidth=2)
             .encode(x=x, y=y, color=col, tooltip=["method", "ece", "accuracy"])
         )
-    return alt.layer(*layers).properties(title=title, width=width, height=240)
+    return alt.layer(*layers).properties(title=title, width=360, height=240)

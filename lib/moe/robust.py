@@ -15,12 +15,9 @@ section 5 and Appendix B/D.3/D.6. On a minibatch of per-example losses l_1..l_n:
 lam is the paper's robustness parameter ("eta" in the public code), default 2.0. lam < 0 raises;
 lam == 0 gives the plain mean exactly.
 
-One formula, one function: the functions the book shows (:func:`robust_moe_loss`,
-:func:`routing_relevant_mask`, :func:`robust_filtered_loss`) are the ones training calls
-(lib.moe.methods.objective). Their ``validate=False`` path is the training loop's: the two losses
-keep the checks that read only shapes and Python numbers (``lam`` must then be a number) and skip
-those that read tensor values (finiteness, 0/1 masks), each of which would make the host wait for
-the device once per step; :func:`routing_relevant_mask` skips every check."""
+The public losses check their inputs and then call the formulas the training loop
+(lib.moe.methods.objective) calls directly: :func:`tilted_mean`, :func:`filtered_mean` and
+:func:`relevant_set`, which read no tensor value (no host-device synchronisation per step)."""
 
 from __future__ import annotations
 
@@ -47,69 +44,55 @@ def _losses(losses: object, name: str = "losses", runs: bool = False) -> torch.T
     return t
 
 
-def _tilted(l: torch.Tensor, lam: float) -> torch.Tensor:
-    """lam * l, checked to be finite: past float range the softmax of it is NaN (inf - inf)."""
-    z = lam * l
-    if not bool(torch.isfinite(z).all()):
+def _tilted(losses: object, lam: float, runs: bool = False) -> tuple[torch.Tensor, float]:
+    """The checked losses and lam, lam * l checked to be finite: past float range its softmax is NaN."""
+    l, lam = _losses(losses, runs=runs), check_positive(lam, "lam", allow_zero=True)
+    if not bool(torch.isfinite(lam * l).all()):
         raise ValueError(f"lam: {lam:g} x the largest loss ({float(l.abs().max()):.3g}) overflows; use a smaller lam")
-    return z
+    return l, lam
 
 
 def tilted_weights(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropy-balanced adversary w = softmax(lam * l) over the batch (eq. 11); not detached."""
-    l = _losses(losses)
-    lam = check_positive(lam, "lam", allow_zero=True)
-    return F.softmax(_tilted(l, lam), dim=0)
+    l, lam = _tilted(losses, lam)
+    return F.softmax(lam * l, dim=0)
 
 
-def _vector(t: object, name: str) -> torch.Tensor:
-    """The checks of the ``validate=False`` path: a 1-D tensor, or (runs, examples) for packed runs
-    (shape only, no value is read)."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch tensor when validate=False, got {type(t).__name__}")
-    if t.ndim != 2:
-        check_ndim(t, 1, name, "one value per example, or runs x examples")
-    return t
+def tilted_mean(l: torch.Tensor, lam: float) -> torch.Tensor:
+    """sum_i w_i l_i with w = softmax(lam l) over the last dimension (eq. 6/12), the mean at lam == 0;
+    no input checks (the training loop's formula, also :func:`robust_moe_loss`'s)."""
+    if lam == 0.0:
+        return l.mean(dim=-1)
+    return (F.softmax(lam * l, dim=-1) * l).sum(dim=-1)
 
 
-def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM, *, validate: bool = True) -> torch.Tensor:
-    """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12).
+def robust_moe_loss(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
+    """Robust MoE objective sum_i w_i l_i with w = softmax(lam l) (eq. 6/12), checked :func:`tilted_mean`.
 
     Gradients flow through both w and l, giving eq. (16). lam == 0 returns the mean exactly.
     ``losses`` of shape (runs, n) (packed runs, lib.engine.packed) give one loss per run, each
-    tilted over its own batch only. ``validate=False`` (the training loop, lib.moe.methods) skips the
-    finiteness check of ``losses``, which would synchronise the host with the device (see the module
-    docstring)."""
-    l = _losses(losses, runs=True) if validate else _vector(losses, "losses")
-    lam = check_positive(lam, "lam", allow_zero=True)
-    if lam == 0.0:
-        return l.mean(dim=-1)
-    return (F.softmax(_tilted(l, lam) if validate else lam * l, dim=-1) * l).sum(dim=-1)
+    tilted over its own batch only."""
+    return tilted_mean(*_tilted(losses, lam, runs=True))
 
 
 def entropic_risk(losses: object, lam: float = DEFAULT_LAM) -> torch.Tensor:
     """Entropic risk R_lam(l) = (1/lam) log((1/n) sum_i exp(lam l_i)) (eq. 13), via logsumexp.
 
     lam == 0 returns the mean (the limit)."""
-    l = _losses(losses)
-    lam = check_positive(lam, "lam", allow_zero=True)
+    l, lam = _tilted(losses, lam)
     if lam == 0.0:
         return l.mean()
-    return (torch.logsumexp(_tilted(l, lam), dim=0) - math.log(l.shape[0])) / lam
+    return (torch.logsumexp(lam * l, dim=0) - math.log(l.shape[0])) / lam
 
 
 def _weights(w: object) -> torch.Tensor:
     t = to_tensor(w, "w")
     t = t if t.is_floating_point() else t.double()
-    if t.ndim not in (1, 2):
+    if t.ndim not in (1, 2) or t.shape[-1] == 0:
         raise ValueError(f"w: expected a 1-D weight vector or a 2-D (batches x n) array, got shape {tuple(t.shape)}")
-    if t.shape[-1] == 0:
-        raise ValueError("w: is empty")
     check_finite(t, "w")
-    if (t < -1e-12).any():
-        raise ValueError("w: contains negative weights")
-    if ((t.sum(dim=-1) - 1).abs() > 1e-4).any():
-        raise ValueError("w: weights must sum to 1")
+    if (t < -1e-12).any() or ((t.sum(dim=-1) - 1).abs() > 1e-4).any():
+        raise ValueError("w: weights must be non-negative and sum to 1")
     return t
 
 
@@ -152,70 +135,65 @@ def effective_support(w: object) -> dict[str, float]:
     }
 
 
-def routing_relevant_mask(
+def relevant_set(
     mix_loss: torch.Tensor,
     expert_losses: torch.Tensor,
     routing: torch.Tensor,
     expert_probs: torch.Tensor,
     mix_probs: torch.Tensor,
-    *,
-    validate: bool = True,
 ) -> torch.Tensor:
-    """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
-
-    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > 1e-6 or the routing-weighted
-    disagreement sum_k r_ik ||p_ik - p_i||^2 > 0.01. Computed without gradients from
-    the outputs of the same forward pass that gives the loss. ``validate=False`` (the training
-    loop) skips every input check (see the module docstring)."""
-    if validate:
-        mix_loss = _losses(mix_loss, "mix_loss")
-        named = dict(expert_losses=expert_losses, routing=routing, expert_probs=expert_probs, mix_probs=mix_probs)
-        out = [to_tensor(arr, name) for name, arr in named.items()]
-        for name, t in zip(named, out):
-            check_ndim(t, 3 if name == "expert_probs" else 2, name)
-            check_finite(t, name)
-            check_same_length(mix_loss, t, "mix_loss", name)
-        expert_losses, routing, expert_probs, mix_probs = out
-        k = expert_losses.shape[1]
-        if routing.shape[1] != k or expert_probs.shape[1] != k:
-            raise ValueError(
-                f"routing: expected {k} experts as in expert_losses, got routing {tuple(routing.shape)} "
-                f"and expert_probs {tuple(expert_probs.shape)}"
-            )
-        if expert_probs.shape[2] != mix_probs.shape[1]:
-            raise ValueError(
-                f"mix_probs: expected {expert_probs.shape[2]} classes as in expert_probs, got {mix_probs.shape[1]}"
-            )
-    with torch.no_grad():  # the last dimensions are the example's; any leading ones are runs (packed runs)
+    """:func:`routing_relevant_mask` without input checks (the training loop's): the last dimensions
+    are the example's, any leading ones are runs (packed runs)."""
+    with torch.no_grad():
         regret = torch.relu(mix_loss - expert_losses.min(dim=-1).values)
         diff = expert_probs - mix_probs[..., None, :]
         disagreement = (routing * diff.pow(2).sum(dim=-1)).sum(dim=-1)
         return (regret > 1e-6) | (disagreement > 0.01)
 
 
-def robust_filtered_loss(
-    mix_loss: torch.Tensor, mask: torch.Tensor, lam: float = DEFAULT_LAM, *, validate: bool = True
+def routing_relevant_mask(
+    mix_loss: torch.Tensor,
+    expert_losses: torch.Tensor,
+    routing: torch.Tensor,
+    expert_probs: torch.Tensor,
+    mix_probs: torch.Tensor,
 ) -> torch.Tensor:
-    """Robust Filtered objective (App. D.3): mean_i l_i + sum_{i in S} w_i l_i, w = softmax(lam l_S)
-    over S = ``mask`` only; with S empty the robust term is mean_i l_i. Gradients flow through w and l.
+    """Routing-relevant set S of Robust Filtered (App. D.3) as a bool tensor (N,).
 
+    i is in S if regret_i = relu(l_mix,i - min_k l_ik) > 1e-6 or the routing-weighted
+    disagreement sum_k r_ik ||p_ik - p_i||^2 > 0.01. Computed without gradients from
+    the outputs of the same forward pass that gives the loss."""
+    mix_loss = _losses(mix_loss, "mix_loss")
+    named = dict(expert_losses=expert_losses, routing=routing, expert_probs=expert_probs, mix_probs=mix_probs)
+    out = [to_tensor(arr, name) for name, arr in named.items()]
+    for name, t in zip(named, out):
+        check_ndim(t, 3 if name == "expert_probs" else 2, name)
+        check_finite(t, name)
+        check_same_length(mix_loss, t, "mix_loss", name)
+    el, r, ep, mp = out
+    if r.shape[1] != el.shape[1] or ep.shape[1] != el.shape[1]:
+        raise ValueError(f"routing: expected {el.shape[1]} experts as in expert_losses, got {tuple(r.shape)}")
+    if ep.shape[2] != mp.shape[1]:
+        raise ValueError(f"mix_probs: expected {ep.shape[2]} classes as in expert_probs, got {mp.shape[1]}")
+    return relevant_set(mix_loss, el, r, ep, mp)
+
+
+def filtered_mean(l: torch.Tensor, mask: torch.Tensor, lam: float) -> torch.Tensor:
+    """mean_i l_i + sum_{i in S} w_i l_i, w = softmax(lam l_S) over the last dimension, S = the bool
+    ``mask``; no input checks (the training loop's formula, also :func:`robust_filtered_loss`'s).
     Outside S the tilted logits are -1e9, so their weight is exactly 0; with S empty all logits are
-    equal, w is uniform and the robust term is the mean (the rule for an empty filtered set).
-    ``validate=False`` (the training loop) skips the value checks of ``mix_loss`` and ``mask``
-    (finite, 0/1), which would synchronise the host with the device; ``mask`` must then be bool."""
-    if validate:
-        l = _losses(mix_loss, "mix_loss", runs=True)
-        mask = to_tensor(mask, "mask")
-    else:
-        l, mask = _vector(mix_loss, "mix_loss"), _vector(mask, "mask")
-    if mask.shape != l.shape:
-        raise ValueError(f"mask: expected the shape of mix_loss {tuple(l.shape)}, got {tuple(mask.shape)}")
-    if mask.dtype != torch.bool:
-        if not validate:
-            raise ValueError(f"mask: expected a bool tensor when validate=False, got {mask.dtype}")
-        if not torch.all((mask == 0) | (mask == 1)):
-            raise ValueError("mask: must be boolean (or 0/1)")
-        mask = mask.bool()
-    lam = check_positive(lam, "lam", allow_zero=True)
+    equal, w is uniform and the robust term is the mean (the rule for an empty filtered set)."""
     tilted = torch.where(mask.to(l.device), lam * l, torch.full_like(l, -1e9))
     return l.mean(dim=-1) + (F.softmax(tilted, dim=-1) * l).sum(dim=-1)
+
+
+def robust_filtered_loss(mix_loss: torch.Tensor, mask: torch.Tensor, lam: float = DEFAULT_LAM) -> torch.Tensor:
+    """Robust Filtered objective (App. D.3): mean_i l_i + sum_{i in S} w_i l_i, w = softmax(lam l_S)
+    over S = ``mask`` only (bool or 0/1); with S empty the robust term is mean_i l_i. Gradients flow
+    through w and l. Checked :func:`filtered_mean`."""
+    l, mask = _losses(mix_loss, "mix_loss", runs=True), to_tensor(mask, "mask")
+    if mask.shape != l.shape:
+        raise ValueError(f"mask: expected the shape of mix_loss {tuple(l.shape)}, got {tuple(mask.shape)}")
+    if mask.dtype != torch.bool and not torch.all((mask == 0) | (mask == 1)):
+        raise ValueError("mask: must be boolean (or 0/1)")
+    return filtered_mean(l, mask.bool(), check_positive(lam, "lam", allow_zero=True))

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lib.validation import check_choice, check_finite, check_ndim, check_positive, check_same_length, to_numpy
+from lib.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_ndim,
+    check_positive,
+    check_same_length,
+    to_numpy,
+)
 
 ROUTINGS: tuple[str, ...] = ("soft", "hard")
 LEVEL_DECIMALS = 10  # prediction levels are matched after rounding to this many decimals
@@ -39,11 +47,8 @@ LEVEL_DECIMALS = 10  # prediction levels are matched after rounding to this many
 # --- Populations ----------------------------------------------------------------------------------
 
 
-def hard_routing(routing: object) -> np.ndarray:
+def hard_routing(r: np.ndarray) -> np.ndarray:
     """One-hot argmax of router weights (N, K) (ties go to the lowest expert index), section 3.1."""
-    r = to_numpy(routing, "routing")
-    check_ndim(r, 2, "routing", "N cells x K experts")
-    check_finite(r, "routing")
     out = np.zeros_like(r)
     out[np.arange(r.shape[0]), r.argmax(axis=1)] = 1.0
     return out
@@ -66,11 +71,8 @@ class RoutedPopulation:
     def __post_init__(self) -> None:
         pi, eta = to_numpy(self.pi, "pi"), to_numpy(self.eta, "eta")
         r, f = to_numpy(self.routing, "routing"), to_numpy(self.experts, "experts")
-        check_ndim(pi, 1, "pi", "one probability per cell")
-        check_ndim(eta, 1, "eta", "one outcome frequency per cell")
-        check_ndim(r, 2, "routing", "N cells x K experts")
-        check_ndim(f, 2, "experts", "N cells x K experts")
-        for name, arr in (("pi", pi), ("eta", eta), ("routing", r), ("experts", f)):
+        for name, arr, ndim in (("pi", pi, 1), ("eta", eta, 1), ("routing", r, 2), ("experts", f, 2)):
+            check_ndim(arr, ndim, name, "one value per cell" if ndim == 1 else "N cells x K experts")
             check_finite(arr, name)
             check_same_length(pi, arr, "pi", name)
         if r.shape != f.shape:
@@ -89,6 +91,7 @@ class RoutedPopulation:
 
     @property
     def num_experts(self) -> int:
+        """K, the number of experts."""
         return int(self.routing.shape[1])
 
     def weights(self, routing: str = "soft") -> np.ndarray:
@@ -166,14 +169,7 @@ def calibrated_experts(pi: object, eta: object, routing: object, groups: object)
     every level v (groups that happen to share a value merge harmlessly). Groups with no routing
     weight get their plain pi-weighted mean (irrelevant to the mixture). Pass one-hot ``routing`` to
     get experts calibrated on hard routing regions (section 3)."""
-    p, e = to_numpy(pi, "pi"), to_numpy(eta, "eta")
-    r = to_numpy(routing, "routing")
-    g = to_numpy(groups, "groups", dtype=np.int64)
-    check_ndim(r, 2, "routing", "N cells x K experts")
-    if g.shape != r.shape:
-        raise ValueError(f"groups: expected shape {r.shape} like routing, got {g.shape}")
-    check_same_length(p, r, "pi", "routing")
-    check_same_length(e, r, "eta", "routing")
+    p, e, r, g = np.asarray(pi), np.asarray(eta), np.asarray(routing), np.asarray(groups)
     f = np.zeros_like(r)
     for k in range(r.shape[1]):
         for gid in np.unique(g[:, k]):
@@ -191,8 +187,7 @@ def random_population(
     on routing-weighted views (``"soft"``) or hard routing regions (``"hard"``)."""
     check_choice(routing, ROUTINGS, "routing")
     for name, value in (("n_cells", n_cells), ("num_experts", num_experts), ("n_groups", n_groups)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        check_int(value, name)
     rng = np.random.default_rng(seed)
     pi = rng.dirichlet(np.ones(n_cells))
     eta = rng.uniform(0.05, 0.95, n_cells)
@@ -206,19 +201,12 @@ def random_population(
 # --- Calibration of the experts on P --------------------------------------------------------------
 
 
-def check_population(pop: RoutedPopulation) -> None:
-    """Raise a ValueError naming ``pop`` unless it is a :class:`RoutedPopulation`."""
-    if not isinstance(pop, RoutedPopulation):
-        raise ValueError(f"pop: expected a RoutedPopulation, got {type(pop).__name__}")
-
-
 def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFrame:
     """Expert calibration on routing-weighted views (section 4.1): one row per (expert, level v)
     with ``weight`` = E[r_k 1{f_k = v}] and ``residual`` = E[r_k (Y - f_k) | f_k = v] / E[r_k | f_k = v].
 
     All residuals are 0 when every expert is calibrated on its view; ``routing="hard"`` uses the
     one-hot router (calibration on regions, section 3)."""
-    check_population(pop)
     w = pop.weights(routing)
     rows = []
     for k in range(pop.num_experts):
@@ -236,7 +224,6 @@ def expert_residuals(pop: RoutedPopulation, routing: str = "soft") -> pd.DataFra
 def disagreement_identity(pop: RoutedPopulation) -> dict[str, float]:
     """Both sides of E[(eta - p) p] = E[sum_k r_k (f_k - p)^2], which holds whenever every expert is
     calibrated on its routing-weighted view (soft routing; derivation in the module docstring)."""
-    check_population(pop)
     p = pop.prediction("soft")
     lhs = float((pop.pi * (pop.eta - p) * p).sum())
     disagreement = (pop.routing * (pop.experts - p[:, None]) ** 2).sum(axis=1)

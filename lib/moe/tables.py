@@ -1,8 +1,7 @@
 """Paper 1's results as tables (section 6, Tables 1-3; App. D.1 for MoCaE): one row per run and
 subset, mean +- standard error over seeds in the paper's layout and style (:func:`fmt`), ours beside
-the paper's (PACS's Table 2, ``lib.moe.pages.pacs.PAPER_TABLE2``: Tables 1 and 3 lost their numbers
-in the text extraction), MoCaE's two temperature fits and where every number came from. The records
-come from :func:`lib.moe.train.train_run` (through :func:`lib.moe.grid.run_grid`)."""
+the paper's (PACS's Table 2), MoCaE's two temperature fits and where every number came from, from the
+records of :func:`lib.moe.train.train_run`."""
 
 from __future__ import annotations
 

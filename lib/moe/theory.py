@@ -21,8 +21,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from lib.moe.routed_population import LEVEL_DECIMALS, ROUTINGS, RoutedPopulation, check_population
-from lib.validation import check_choice, check_finite, check_ndim, check_positive, check_same_length, to_numpy
+from lib.moe.routed_population import LEVEL_DECIMALS, RoutedPopulation
+from lib.validation import check_finite, check_int, check_ndim, check_same_length, to_numpy
 
 
 # --- Reweightings and the calibration gap of eq. (4) ----------------------------------------------
@@ -46,7 +46,6 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
     """Aggregate calibration on Q (dQ/dP = ``rho``, default P): one row per prediction level q with
     ``mass`` = Q(p = q), ``outcome_rate`` = E_Q[Y | p = q] and ``residual`` = E_Q[Y - p | p = q],
     computed exactly from the population (no sampling)."""
-    check_population(pop)
     w = _rho(pop, rho)
     q = pop.pi * w
     q = q / q.sum()
@@ -68,7 +67,6 @@ def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
     """Density ratio of the region reweighting Q = sum_k omega_k P(. | region k) (section 3.2):
     rho = omega_k / P(region k) on region k. ``omega`` (K,) new region prevalences (sum 1; regions
     with P(region) = 0 must get omega 0)."""
-    check_population(pop)
     om = to_numpy(omega, "omega")
     check_ndim(om, 1, "omega", "one prevalence per expert")
     check_finite(om, "omega")
@@ -88,9 +86,6 @@ def configuration_reweighting(pop: RoutedPopulation, fn: Callable[[np.ndarray, n
     """Density ratio rho(Z) of a configuration reweighting (Prop. 4.1): ``fn(routing, experts)``
     maps (N, K) router weights and expert predictions to (N,) non-negative values, normalised so that
     E_P[rho] = 1. Being a function of Z = (r, f), it leaves P(Y | Z) unchanged."""
-    check_population(pop)
-    if not callable(fn):
-        raise ValueError("fn: must be callable as fn(routing, experts)")
     raw = _rho(pop, np.asarray(fn(pop.routing, pop.experts), dtype=np.float64))
     return raw / (pop.pi * raw).sum()
 
@@ -112,7 +107,6 @@ def entropy_tilt(beta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 def predicted_gap(pop: RoutedPopulation, rho: object, routing: str = "soft") -> pd.DataFrame:
     """Eq. (4): the calibration residual on Q predicted from P alone, per prediction level q,
     E_P[rho (eta - q) | p = q] / E_P[rho | p = q], with ``p_mass`` = P(p = q) and ``q_mass`` = Q(p = q)."""
-    check_population(pop)
     w = _rho(pop, rho)
     p = np.round(pop.prediction(routing), LEVEL_DECIMALS)
     total = (pop.pi * w).sum()
@@ -140,10 +134,6 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     ratio ``ratio`` times that of dominant cells: with m = overlap_mass and eps = delta m / (1 - m),
     gap = (ratio m delta - (1 - m) eps) / (ratio m + 1 - m) = m delta (ratio - 1) / (ratio m + 1 - m),
     the same at every level."""
-    if not 0 < overlap_mass < 1:
-        raise ValueError(f"overlap_mass: must lie in (0, 1), got {overlap_mass!r}")
-    check_positive(delta, "delta")
-    check_positive(ratio, "ratio")
     m = overlap_mass
     return m * delta * (ratio - 1) / (ratio * m + 1 - m)
 
@@ -153,9 +143,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
 
 def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Draw ``n`` examples from Q (dQ/dP = ``rho``): cell indices and outcomes Y ~ Bernoulli(eta)."""
-    check_population(pop)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n: must be a positive integer, got {n!r}")
+    check_int(n, "n")
     w = _rho(pop, rho)
     q = pop.pi * w
     rng = np.random.default_rng(seed)
@@ -167,21 +155,12 @@ def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int =
 def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str = "soft") -> pd.DataFrame:
     """Empirical calibration residual per prediction level from a sample: ``measured`` = mean(Y) - q
     over the sampled examples predicting q, with its standard error ``se`` and count ``n``."""
-    check_population(pop)
-    c = to_numpy(cells, "cells", dtype=np.int64)
-    yy = to_numpy(y, "y")
-    check_ndim(c, 1, "cells")
-    check_same_length(c, yy, "cells", "y")
-    if c.size and (c.min() < 0 or c.max() >= len(pop.pi)):
-        raise ValueError("cells: indices out of range")
-    if not np.isin(yy, (0, 1)).all():
-        raise ValueError("y: outcomes must be 0 or 1")
-    p = np.round(pop.prediction(routing), LEVEL_DECIMALS)[c]
+    p = np.round(pop.prediction(routing), LEVEL_DECIMALS)[cells]
     rows = []
     for level in np.unique(p):
         m = p == level
         k = int(m.sum())
-        rate = float(yy[m].mean())
+        rate = float(y[m].mean())
         rows.append(
             {
                 "level": float(level),
@@ -207,8 +186,6 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     ``alignment`` (that worst case), ``cauchy_schwarz`` (sqrt(E_Q[r_k^2]) sqrt(E_Q[(Y-p)^2])),
     ``squared_residual`` (sqrt(E_Q[(Y-p)^2])) and ``cross_entropy`` (sqrt(E_Q[-log p_Y])); the
     bound holds when each column is <= the next."""
-    check_population(pop)
-    check_choice(routing, ROUTINGS, "routing")
     q = pop.pi * _rho(pop, rho)
     q = q / q.sum()
     p = pop.prediction(routing)

@@ -14,10 +14,13 @@ from lib.moe.robust import (
     cvar,
     effective_support,
     entropic_risk,
+    filtered_mean,
     kl_to_uniform,
+    relevant_set,
     robust_filtered_loss,
     robust_moe_loss,
     routing_relevant_mask,
+    tilted_mean,
     tilted_weights,
 )
 
@@ -249,9 +252,9 @@ def test_robust_filtered_loss_definition_and_empty_fallback() -> None:
 
 
 def test_training_path_is_the_same_formula_without_value_reads() -> None:
-    """validate=False (what lib.moe.methods trains with) gives the same value and gradient as the
-    checked call, and reads no tensor value: it runs on the meta device, which holds shapes only
-    (any value read, e.g. a finiteness check, raises there)."""
+    """The formulas lib.moe.methods trains with (tilted_mean, filtered_mean, relevant_set) give the
+    checked calls' value and gradient, and read no tensor value: they run on the meta device, which
+    holds shapes only (any value read, e.g. a finiteness check, raises there)."""
     l = _losses(24, seed=5)
     g = torch.Generator().manual_seed(1)
     el = torch.rand(24, 3, generator=g, dtype=torch.float64)
@@ -259,10 +262,10 @@ def test_training_path_is_the_same_formula_without_value_reads() -> None:
     pk = torch.softmax(torch.randn(24, 3, 4, generator=g, dtype=torch.float64), 2)
     p = (r[:, :, None] * pk).sum(1)
     mask = routing_relevant_mask(l, el, r, pk, p)
-    assert torch.equal(routing_relevant_mask(l, el, r, pk, p, validate=False), mask)
+    assert torch.equal(relevant_set(l, el, r, pk, p), mask)
     for checked, fast in (
-        (lambda x: robust_moe_loss(x, 2.0), lambda x: robust_moe_loss(x, 2.0, validate=False)),
-        (lambda x: robust_filtered_loss(x, mask, 2.0), lambda x: robust_filtered_loss(x, mask, 2.0, validate=False)),
+        (lambda x: robust_moe_loss(x, 2.0), lambda x: tilted_mean(x, 2.0)),
+        (lambda x: robust_filtered_loss(x, mask, 2.0), lambda x: filtered_mean(x, mask, 2.0)),
     ):
         a, b = l.clone().requires_grad_(True), l.clone().requires_grad_(True)
         va, vb = checked(a), fast(b)
@@ -271,22 +274,11 @@ def test_training_path_is_the_same_formula_without_value_reads() -> None:
         assert torch.equal(a.grad, b.grad)
     meta = torch.device("meta")
     lm, mm = l.to(meta), mask.to(meta)
-    assert robust_moe_loss(lm, 2.0, validate=False).shape == ()
-    assert robust_filtered_loss(lm, mm, 2.0, validate=False).shape == ()
-    assert routing_relevant_mask(lm, el.to(meta), r.to(meta), pk.to(meta), p.to(meta), validate=False).shape == (24,)
+    assert tilted_mean(lm, 2.0).shape == ()
+    assert filtered_mean(lm, mm, 2.0).shape == ()
+    assert relevant_set(lm, el.to(meta), r.to(meta), pk.to(meta), p.to(meta)).shape == (24,)
     with pytest.raises(RuntimeError):  # the checked path reads values: impossible on meta tensors
         robust_moe_loss(lm, 2.0)
-    # the fast path still checks what costs no device read: types, shapes, lam
-    with pytest.raises(ValueError, match="losses"):
-        robust_moe_loss([1.0, 2.0], 2.0, validate=False)
-    with pytest.raises(ValueError, match="losses"):
-        robust_moe_loss(torch.ones(3, 2, 2), 2.0, validate=False)
-    with pytest.raises(ValueError, match="lam"):
-        robust_moe_loss(l, -1.0, validate=False)
-    with pytest.raises(ValueError, match="mask"):
-        robust_filtered_loss(l, mask.double(), 2.0, validate=False)
-    with pytest.raises(ValueError, match="mask"):
-        robust_filtered_loss(l, mask[:5], 2.0, validate=False)
 
 
 def test_packed_runs_are_tilted_each_over_its_own_batch():
