@@ -5,7 +5,7 @@ read from one :class:`CascadeGrid` of every model's outputs."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,19 +46,23 @@ ABLATION_RANGE_MAX: float = 0.02
 """The APGR range over calibrators (or bins) below which CC is insensitive to them (paper: 0.0007, 0.0127)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class CascadeGrid:
     """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once
-    (calibrator ``"none"`` is UC)."""
+    (calibrator ``"none"`` is UC), and the cascade curves read from them, each computed once."""
 
     outputs: dict[tuple[int, str, str], confidence.ModelOutputs]
     n_bins: int
     seed: int
     n_splits: int
+    _curves: dict[tuple[int, str, str, int], cascade.CascadeCurve] = field(default_factory=dict, repr=False)
 
     def curve(self, split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
         """CC (or UC for ``"none"``) of one pair on one split's test half with ``bins`` bins."""
-        return cascade.cascade_curve(*(self.outputs[split, m, calibrator] for m in PAIRS[pair]), bins)
+        key = (split, pair, calibrator, bins)
+        if key not in self._curves:
+            self._curves[key] = cascade.cascade_curve(*(self.outputs[split, m, calibrator] for m in PAIRS[pair]), bins)
+        return self._curves[key]
 
     def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
         """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:
@@ -125,6 +129,17 @@ def noise_key(kind: str, a: str, b: str | None = None) -> str:
     return f"{kind} {lo} - {hi}"
 
 
+def _ablation_curves(
+    grid: CascadeGrid, split: int, calibrators: Sequence[str], bins: Sequence[int]
+) -> dict[str, dict[str, cascade.CascadeCurve]]:
+    """The instruct pair's curves of one split per calibrator (the grid's bins) and per number of
+    bins (temperature scaling), keyed by ablation and setting."""
+    return {
+        "calibrator": {c: grid.curve(split, "instruct", c, grid.n_bins) for c in calibrators},
+        "bins": {str(b): grid.curve(split, "instruct", "temperature", b) for b in bins},
+    }
+
+
 def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
     """Per split, the test half's own standard error (:func:`lib.ccc.cascade.apgr_test_se`, a closed
     form over its examples) of what the claims compare: CC's APGR and CC minus UC per pair, and on
@@ -136,13 +151,8 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
             cc, uc = grid.curve(s, pair, "temperature", grid.n_bins), grid.curve(s, pair, "none", grid.n_bins)
             rows.append({"split": s, "what": noise_key("CC", pair), "test_se": cascade.apgr_test_se(cc)})
             rows.append({"split": s, "what": noise_key("CC - UC", pair), "test_se": cascade.apgr_test_se(cc, uc)})
-        for kind, settings in (("calibrator", list(calibrators)), ("bins", [str(b) for b in bins])):
-            curves = {
-                x: grid.curve(s, "instruct", x, grid.n_bins)
-                if kind == "calibrator"
-                else grid.curve(s, "instruct", "temperature", int(x))
-                for x in settings
-            }
+        for kind, curves in _ablation_curves(grid, s, calibrators, bins).items():
+            settings = list(curves)
             for i, a in enumerate(settings):
                 for b in settings[i + 1 :]:
                     se = cascade.apgr_test_se(curves[a], curves[b])
@@ -153,15 +163,12 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
 def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
     """Paper Tables 4-5 on the instruct pair: APGR per split for each calibrator (the grid's bins) and for each
     number of bins (temperature scaling); columns split, ablation, setting, apgr."""
-    rows = []
-    for s in range(grid.n_splits):
-        for c in calibrators:
-            apgr = grid.curve(s, "instruct", c, grid.n_bins).apgr()
-            rows.append({"split": s, "ablation": "calibrator", "setting": c, "apgr": apgr})
-        for b in bins:
-            apgr = grid.curve(s, "instruct", "temperature", b).apgr()
-            rows.append({"split": s, "ablation": "bins", "setting": str(b), "apgr": apgr})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {"split": s, "ablation": kind, "setting": x, "apgr": curve.apgr()}
+        for s in range(grid.n_splits)
+        for kind, curves in _ablation_curves(grid, s, calibrators, bins).items()
+        for x, curve in curves.items()
+    )
 
 
 def ablation_means(abl: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -318,11 +325,15 @@ def cascading_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def _means(main: pd.DataFrame, abl: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """The mean APGRs over the splits: per (pair, method) of :func:`main_apgr`, then :func:`ablation_means`."""
+    return main.groupby(["pair", "method"])["apgr"].mean(), *ablation_means(abl)
+
+
 def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dict[str, Any]:
     """The numbers the page publishes from :func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`
     (means over splits, 4 decimals)."""
-    m = main.groupby(["pair", "method"])["apgr"].mean()
-    by_cal, by_bins = ablation_means(abl)
+    m, by_cal, by_bins = _means(main, abl)
     return {
         "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
         "apgr_uc": round(float(m["instruct", "UC"]), 4),
@@ -338,8 +349,7 @@ def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dic
 def paper_table(main: pd.DataFrame, abl: pd.DataFrame) -> pd.DataFrame:
     """The paper's MMLU APGR (Tables 4-5, RouteLLM) beside ours (instruct pair, means over splits of
     :func:`main_apgr` and :func:`ablations`)."""
-    m = main.groupby(["pair", "method"])["apgr"].mean()
-    by_cal, by_bins = ablation_means(abl)
+    m, by_cal, by_bins = _means(main, abl)
     names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
     return pd.DataFrame(
         [

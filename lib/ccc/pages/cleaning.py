@@ -124,9 +124,9 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
     )
 
 
-def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str, Any]]:
-    """The page's three claims from the rule's ``curve`` (k = 1..B) and its comparison with CL at
-    equal detection (``compare``), each precision's noise bar :func:`precision_se` (CL's on about as
+def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
+    """The claims table: the page's three claims from the rule's ``curve`` (k = 1..B) and its comparison
+    with CL at equal detection (``compare``, :func:`compare_at_detection`), each precision's noise bar :func:`precision_se` (CL's on about as
     many flags), judged by :func:`lib.report.t_verdict` at infinite degrees of freedom (binomial SEs:
     the plus-four interval is a normal-approximation one); ``paper_own`` is not testable (Table 3
     gives no flag counts)."""
@@ -178,7 +178,7 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
             "kind": report.KINDS[2],
         },
     ]
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
+    return report.claims_table([{**r, "paper_own": report.NOT_TESTABLE} for r in rows])
 
 
 def published(
@@ -218,11 +218,6 @@ def paper_table(ours: pd.DataFrame, cl_points: pd.DataFrame) -> pd.DataFrame:
             },
         ]
     ).set_index("quantity")
-
-
-def claims(ours: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
-    """The claims table: :func:`cleaning_claims` on the rule's curve and :func:`compare_at_detection`."""
-    return report.claims_table(cleaning_claims(ours, compare))
 
 
 class CleaningPage(CCCPage):

@@ -114,9 +114,10 @@ def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
     return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, float(np.mean(test_se)))
 
 
-def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
-    """Per pair, routing beats the better single model; and TS routing beats uncalibrated routing for
-    every pair: each the mean per-split difference by ``_verdict``. ``paper_own`` is not testable."""
+def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
+    """The claims table of :func:`route_grid`'s per-split rows: per pair, routing beats the better
+    single model; and TS routing beats uncalibrated routing for every pair: each the mean per-split
+    difference by ``_verdict``. ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
     g = split_gains(res)
@@ -146,7 +147,7 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
             "kind": report.KINDS[2],
         }
     )
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
+    return report.claims_table([{**r, "paper_own": report.NOT_TESTABLE} for r in rows])
 
 
 def published(res: pd.DataFrame, pairs: Sequence[str]) -> dict[str, Any]:
@@ -176,11 +177,6 @@ def paper_table(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
         for pair in pairs
     ]
     return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index("pair")
-
-
-def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
-    """The claims table: :func:`same_size_claims` on :func:`route_grid`'s per-split rows."""
-    return report.claims_table(same_size_claims(res, pairs))
 
 
 class SameSizePage(CCCPage):
