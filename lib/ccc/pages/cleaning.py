@@ -53,16 +53,16 @@ def confident_learning(
 ) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """Confident Learning (cleanlab) on each named set of out-of-sample probabilities: its flagged
     set as one point (method, n_flagged, precision, detection) and its self-confidence ranking
-    truncated at every length as a curve (method "<name>, ranked")."""
+    truncated at every length as a curve (method "<name>, ranked"), whose last point is the whole set."""
     if not probs:
         raise ValueError("probs: need at least one set of probabilities")
     points, curves = [], []
     for name, p in probs.items():
-        flags = cleaning.confident_learning_flags(p, labels, out_of_sample=True)
-        prec, det = cleaning.precision_detection(flags, is_noisy)
-        points.append({"method": name, "n_flagged": int(flags.sum()), "precision": prec, "detection": det})
         ranked = cleaning.confident_learning_flags(p, labels, out_of_sample=True, return_ranked=True)
-        curves.append(cleaning.ranking_curve(ranked, is_noisy, n_points=RANKED_POINTS).assign(method=name + ", ranked"))
+        curve = cleaning.ranking_curve(ranked, is_noisy, n_points=RANKED_POINTS)
+        last = {k: float(curve[k].iloc[-1]) for k in ("precision", "detection")}
+        points.append({"method": name, "n_flagged": int(ranked.size), **last})
+        curves.append(curve.assign(method=name + ", ranked"))
     return pd.DataFrame(points), curves
 
 
