@@ -33,7 +33,7 @@ HALVES_ECE_TOL: float = 0.03
 """How close the held-out ECE after TS must be to the calibration half's (paper: 0.0913 vs 0.0901); the
 book's number, set so the claim can be decided at the page's sizes: at 5,000 + 5,000 examples the
 gap's noise bar is 1.96 x hypot(0.5 / sqrt(5000), 0.5 / sqrt(5000)) = 0.0196, so 0.02 could hold only
-for a gap under 0.0004 (issue 53); 0.03 holds for gaps under 0.0104 and fails for gaps over 0.0496."""
+for a gap under 0.0004; 0.03 holds for gaps under 0.0104 and fails for gaps over 0.0496."""
 
 PAPER_ECE_MMLU: dict[str, float] = paper_numbers("ccc")["calibration"]["ece_mmlu"]
 """The paper's MMLU LLaMA-8B-Instruct ECE, before and after Platt scaling, both halves (Table 1)."""
