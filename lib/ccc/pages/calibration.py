@@ -187,8 +187,7 @@ def published(results: pd.DataFrame, mono: pd.DataFrame) -> dict[str, float]:
         for split, s in SPLITS.items():
             for stage, st in (("before", "before"), ("after TS", "after")):
                 out[f"ece_{published_key(name)}_{s}_{st}"] = round(ece_of(results, name, split, stage), 4)
-    out["ece_before"] = round(ece_of(results, SMALL, "held-out half", "before"), 4)
-    out["ece_after"] = round(ece_of(results, SMALL, "held-out half", "after TS"), 4)
+    out["ece_before"], out["ece_after"] = (out[f"ece_{published_key(SMALL)}_test_{st}"] for st in ("before", "after"))
     for split, s in SPLITS.items():
         out[f"ece_platt_8b_instruct_{s}"] = round(ece_of(results, SMALL, split, "after Platt"), 4)
     out["min_spearman"] = round(float(mono["spearman"].min()), 3)
