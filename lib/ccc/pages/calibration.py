@@ -18,7 +18,6 @@ from lib.calibration.metrics import binary_ece, reliability_table
 from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 from lib.ccc import cascade, confidence
 from lib.ccc.pages import CCCPage, ece_se, logits_data
-from lib.validation import check_bins
 
 SPLITS: dict[str, str] = {"calibration half": "cal", "held-out half": "test"}
 """The two halves and their short names in the published keys."""
@@ -51,7 +50,6 @@ def ece_grid(
     """For each named (logits, labels): ECE before, after TS and (for ``platt_models``) after Platt on
     both halves of one split: ``results`` (model, split, stage, T, accuracy, ece, n) and the stacked
     reliability tables."""
-    check_bins(n_bins)
     rows, tables = [], []
     for name, (z, y) in models.items():
         cal, test = cascade.split_halves(len(y), seed=seed)
