@@ -113,7 +113,7 @@ def inject_symmetric_noise(
     """Flip exactly round(rate * n) random labels, each to a uniformly drawn other class:
     ``(noisy_labels, is_noisy)``."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)  # 3.5 classes would make label 3
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_labels(y, num_classes, "labels")
     rate = check_number(rate, "rate", 0.0, 1.0)
     rng = np.random.default_rng(seed)
@@ -133,7 +133,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
     from lib.calibration.posthoc import TemperatureScaler
 
     z = to_numpy(logits, "logits")
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_logits_labels(z, y)
     check_int(n_folds, "n_folds", minimum=2)
     if z.shape[0] < n_folds:
@@ -159,7 +159,7 @@ def confident_learning_flags(
     from cleanlab.filter import find_label_issues
 
     p = to_numpy(pred_probs, "pred_probs")
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_probs_labels(p, y)
     ranked = {"return_indices_ranked_by": "self_confidence"} if return_ranked else {}
     issues = find_label_issues(
