@@ -177,7 +177,7 @@ cleaning_page.paper_table(ours, cl_points).round(4)
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the numbers above by
-# {py:func}`lib.ccc.pages.cleaning.cleaning_claims`, with the book's one symmetric rule: a
+# {py:func}`lib.ccc.pages.cleaning.claims`, with the book's one symmetric rule: a
 # precision on $n$ flags varies by about $\sqrt{\tilde p(1-\tilde p)/(n+4)}$ (the plus-four
 # rule), and a difference inside 1.96 such errors (a closed form: infinite degrees of freedom in
 # `lib.report.t_verdict`) is "inconclusive". The paper's Table 3 gives no

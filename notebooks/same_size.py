@@ -129,7 +129,7 @@ same_size.paper_table(res, list(pairs))
 # %% [markdown]
 # ## Which claims held at this scale
 # Each verdict is computed from the per-split numbers by
-# {py:func}`lib.ccc.pages.same_size.same_size_claims`, with the book's one symmetric rule: both
+# {py:func}`lib.ccc.pages.same_size.claims`, with the book's one symmetric rule: both
 # sides of each comparison share the splits, so the mean per-split difference is judged against its
 # standard error times the Student-t critical value at n - 1 degrees of freedom (n splits), or
 # against 1.96 of the test half's own closed-form errors when that bar is larger

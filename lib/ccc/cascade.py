@@ -14,23 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lib.calibration.metrics import bin_edges, bin_index
 from lib.ccc.confidence import ModelOutputs
 from lib.validation import (
-    to_unit_vector,
-    to_flags,
-    ArrayLike,
-    check_bins,
-    check_choice,
-    check_finite,
-    check_int,
-    check_nonempty,
-    check_ndim,
-    check_number,
-    check_open_unit,
-    check_same_length,
-    to_int_array,
-    to_numpy,
-)
+    ArrayLike, check_bins, check_choice, check_finite, check_int, check_ndim, check_nonempty, check_number,
+    check_open_unit, check_same_length, to_flags, to_int_array, to_numpy, to_unit_vector,
+)  # fmt: skip
 
 # --- splitting ----------------------------------------------------------------------------------
 
@@ -50,17 +39,9 @@ def split_halves(n: int, seed: int = 0, cal_fraction: float = 0.5) -> tuple[np.n
 
 
 def equal_count_bins(conf_cal: ArrayLike, n_bins: int = 15) -> np.ndarray:
-    """Edges of ``n_bins`` equal-count bins on ``conf_cal`` (paper 3, section 2.1, "Sample-based binning")."""
-    from lib.calibration.metrics import bin_edges
-
-    return bin_edges(to_unit_vector(conf_cal, "conf_cal"), check_bins(n_bins), "mass")
-
-
-def assign_bins(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
-    """Bin of each confidence for half-open bins (edges[b], edges[b+1]] (:func:`lib.calibration.metrics.bin_index`)."""
-    from lib.calibration.metrics import bin_index
-
-    return bin_index(to_unit_vector(conf, "conf"), edges)
+    """Edges of ``n_bins`` equal-count bins on ``conf_cal`` (paper 3, section 2.1, "Sample-based binning");
+    an example's bin is :func:`lib.calibration.metrics.bin_index` of them."""
+    return bin_edges(to_unit_vector(conf_cal, "conf_cal"), n_bins, "mass")
 
 
 def advantage_table(
@@ -101,12 +82,12 @@ def _binned_table(
     equal-count bins of ``first``'s confidence (``joint``: n_bins x n_bins cells of both models'),
     with each bin's ``test_count``, and the bin of each test example."""
     e1 = equal_count_bins(first.conf_cal, n_bins)
-    c_cal, c_test = assign_bins(first.conf_cal, e1), assign_bins(first.conf_test, e1)
+    c_cal, c_test = bin_index(first.conf_cal, e1), bin_index(first.conf_test, e1)
     n_cells = n_bins
     if joint:
         e2 = equal_count_bins(second.conf_cal, n_bins)
-        c_cal = c_cal * n_bins + assign_bins(second.conf_cal, e2)
-        c_test = c_test * n_bins + assign_bins(second.conf_test, e2)
+        c_cal = c_cal * n_bins + bin_index(second.conf_cal, e2)
+        c_test = c_test * n_bins + bin_index(second.conf_test, e2)
         n_cells = n_bins * n_bins
     table = advantage_table(c_cal, n_cells, first.conf_cal, second.conf_cal, first.correct_cal, second.correct_cal)
     table["test_count"] = np.bincount(c_test, minlength=n_cells)
@@ -142,22 +123,10 @@ class CascadeCurve:
         """APGR of this curve (appendix A.1)."""
         return apgr(self.cost, self.accuracy, self.acc_small, self.acc_large)
 
-    def to_frame(self, method: str = "") -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "method": method,
-                "k": np.arange(self.frac_small.shape[0]),
-                "frac_small": self.frac_small,
-                "cost": self.cost,
-                "accuracy": self.accuracy,
-            }
-        )
-
 
 def cascade_curve(small: ModelOutputs, large: ModelOutputs, n_bins: int = 15) -> CascadeCurve:
     """The cascade curve of paper 3, section 2.2 (Alg. 1): bins sorted by the calibration half's
     confidence advantage, ties by index, empty bins last."""
-    n_bins = check_bins(n_bins)
     for a, b, nm in ((small.conf_cal, large.conf_cal, "conf_cal"), (small.conf_test, large.conf_test, "conf_test")):
         check_same_length(a, b, f"small.{nm}", f"large.{nm}")
     table, bins_test = _binned_table(small, large, n_bins)
@@ -191,7 +160,11 @@ CURVES: tuple[str, ...] = ("CC (calibrated)", "UC (uncalibrated)", "RC (random)"
 
 def curves_frame(panel: str, *curves: CascadeCurve) -> pd.DataFrame:
     """The :data:`CURVES` (CC, UC, RC) of one ``panel`` in one frame, for :func:`lib.ccc.plots.cascade_chart`."""
-    return pd.concat([c.to_frame(name).assign(panel=panel) for name, c in zip(CURVES, curves, strict=True)])
+    frames = []
+    for name, c in zip(CURVES, curves, strict=True):
+        points = {"k": np.arange(c.frac_small.shape[0]), "frac_small": c.frac_small, "cost": c.cost}
+        frames.append(pd.DataFrame({"method": name, **points, "accuracy": c.accuracy, "panel": panel}))
+    return pd.concat(frames)
 
 
 def random_curve(acc_small: float, acc_large: float, n_points: int = 16) -> CascadeCurve:
@@ -252,8 +225,7 @@ def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
     """An upper bound on the standard error of a cascade's test-half APGR: sqrt(d / n) /
     abs(acc_large - acc_small), d the share of the n examples where one model alone is right (each
     term of P(c) - P_weak is non-zero only there)."""
-    ks, kl = (to_flags(small.correct_test, "small.correct_test"), to_flags(large.correct_test, "large.correct_test"))
-    check_same_length(ks, kl, "small.correct_test", "large.correct_test")
+    ks, kl = small.correct_test, large.correct_test
     gap = abs(float(kl.mean()) - float(ks.mean()))
     if ks.size == 0 or gap < 1e-12:
         raise ValueError("large: must differ in accuracy from small on a non-empty test half")
@@ -305,7 +277,6 @@ def same_size_route(first: ModelOutputs, second: ModelOutputs, n_bins: int = 15,
     """Route each test example to the model with the higher calibrated confidence in its bin
     (paper 3, section 3.3): B bins on the first model (``binning="first"``) or B x B cells on both
     (``"joint"``), advantages from the calibration half."""
-    n_bins = check_bins(n_bins)
     check_choice(binning, ("first", "joint"), "binning")
     table, c_test = _binned_table(first, second, n_bins, joint=binning == "joint")
     adv = np.nan_to_num(table["advantage"].to_numpy(), nan=0.0)

@@ -9,22 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lib.ccc.cascade import assign_bins, equal_count_bins
+from lib.calibration.metrics import bin_index
+from lib.ccc.cascade import equal_count_bins
 from lib.validation import (
-    to_unit_vector,
-    to_flags,
-    to_int_array,
-    ArrayLike,
-    check_bins,
-    check_int,
-    check_labels,
-    check_number,
-    check_logits_labels,
-    check_ndim,
-    check_probs_labels,
-    check_same_length,
-    to_numpy,
-)
+    ArrayLike, check_bins, check_int, check_labels, check_logits_labels, check_ndim, check_number, check_probs_labels,
+    check_same_length, to_flags, to_int_array, to_numpy, to_unit_vector,
+)  # fmt: skip
 
 
 def _ints(x: ArrayLike, name: str) -> np.ndarray:
@@ -57,16 +47,21 @@ def calibrated_flags(
     built over the flagged samples (paper 3: "we partition the flagged samples into 15 equal-count
     bins"). Monotone calibrators leave the flags unchanged."""
     check_int(k, "k", 1, n_bins)
+    return _lower_bin(conf_a, pred_a, conf_b, pred_b, labels, n_bins) >= n_bins - k
+
+
+def _lower_bin(
+    conf_a: ArrayLike, pred_a: ArrayLike, conf_b: ArrayLike, pred_b: ArrayLike, labels: ArrayLike, n_bins: int
+) -> np.ndarray:
+    """The lower of an example's two bins (:func:`calibrated_flags`), -1 where the basic rule does not flag it."""
     flags = basic_flags(pred_a, pred_b, labels)
     ca, cb = to_unit_vector(conf_a, "conf_a"), to_unit_vector(conf_b, "conf_b")
     check_same_length(ca, flags, "conf_a", "labels")
     check_same_length(cb, flags, "conf_b", "labels")
-    top = n_bins - k
-    out = np.zeros_like(flags)
+    lower = np.full(flags.shape, -1)
     if flags.any():
-        top_a, top_b = (assign_bins(c, equal_count_bins(c, n_bins)) >= top for c in (ca[flags], cb[flags]))
-        out[flags] = top_a & top_b
-    return out
+        lower[flags] = np.minimum(*(bin_index(c, equal_count_bins(c, n_bins)) for c in (ca[flags], cb[flags])))
+    return lower
 
 
 def precision_detection(flags: ArrayLike, is_noisy: ArrayLike) -> tuple[float, float]:
@@ -87,9 +82,10 @@ def calibrated_rule_curve(*rule: ArrayLike, n_bins: int = 15) -> pd.DataFrame:
     if len(rule) != 6:
         raise ValueError(f"rule: expected conf_a, pred_a, conf_b, pred_b, labels, is_noisy; got {len(rule)} arrays")
     *arrays, is_noisy = rule
+    lower = _lower_bin(*arrays, n_bins)  # the bins do not depend on k
     rows = []
     for k in range(1, n_bins + 1):
-        f = calibrated_flags(*arrays, k, n_bins)
+        f = lower >= n_bins - k
         p, d = precision_detection(f, is_noisy)
         rows.append({"k": k, "n_flagged": int(f.sum()), "precision": p, "detection": d})
     return pd.DataFrame(rows)
@@ -117,7 +113,7 @@ def inject_symmetric_noise(
     """Flip exactly round(rate * n) random labels, each to a uniformly drawn other class:
     ``(noisy_labels, is_noisy)``."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)  # 3.5 classes would make label 3
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_labels(y, num_classes, "labels")
     rate = check_number(rate, "rate", 0.0, 1.0)
     rng = np.random.default_rng(seed)
@@ -137,7 +133,7 @@ def cross_fitted_probs(logits: ArrayLike, labels: ArrayLike, n_folds: int = 2, s
     from lib.calibration.posthoc import TemperatureScaler
 
     z = to_numpy(logits, "logits")
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_logits_labels(z, y)
     check_int(n_folds, "n_folds", minimum=2)
     if z.shape[0] < n_folds:
@@ -163,7 +159,7 @@ def confident_learning_flags(
     from cleanlab.filter import find_label_issues
 
     p = to_numpy(pred_probs, "pred_probs")
-    y = _ints(labels, "labels")
+    y = to_int_array(labels, "labels")
     check_probs_labels(p, y)
     ranked = {"return_indices_ranked_by": "self_confidence"} if return_ranked else {}
     issues = find_label_issues(

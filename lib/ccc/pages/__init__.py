@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lib import report
 from lib.page import Page
 from lib.validation import check_int
 
@@ -50,13 +51,17 @@ def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_s
     check_int(n_splits, "n_splits")
     if not (isinstance(test_se, int | float) and math.isfinite(test_se) and test_se >= 0):
         raise ValueError(f"test_se: must be a finite number >= 0, got {test_se!r}")
-    from lib import report
-
     bars = [(float(test_se), math.inf)]
     if split_se is not None and math.isfinite(split_se) and n_splits >= 2:
         bars.append((float(split_se), n_splits - 1))
     se, df = max(bars, key=lambda b: report.critical_value(b[1]) * b[0])
     return report.t_verdict(float(effect), se, margin, df=df)
+
+
+def paired_verdict(diffs: Any, test_se: float) -> str:
+    """:func:`floored_verdict` of the mean of the per-split differences ``diffs`` (an array; positive
+    supports the claim): their paired SE over the n splits, floored by the test set's ``test_se``."""
+    return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, test_se)
 
 
 def logits_data(real: bool, losses: Sequence[str], n_synthetic: int, seed: int) -> tuple[Any, dict[str, Any], Any]:

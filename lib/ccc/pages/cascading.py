@@ -5,7 +5,7 @@ read from one :class:`CascadeGrid` of every model's outputs."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,8 +15,8 @@ from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.ccc.pages import CCCPage, floored_verdict
-from lib.validation import check_bins, check_choice, check_int
+from lib.ccc.pages import CCCPage, floored_verdict, paired_verdict
+from lib.validation import check_choice, check_int
 
 PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),
@@ -46,19 +46,23 @@ ABLATION_RANGE_MAX: float = 0.02
 """The APGR range over calibrators (or bins) below which CC is insensitive to them (paper: 0.0007, 0.0127)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class CascadeGrid:
     """Every (split, model, calibrator)'s :class:`lib.ccc.confidence.ModelOutputs`, computed once
-    (calibrator ``"none"`` is UC)."""
+    (calibrator ``"none"`` is UC), and the cascade curves read from them, each computed once."""
 
     outputs: dict[tuple[int, str, str], confidence.ModelOutputs]
     n_bins: int
     seed: int
     n_splits: int
+    _curves: dict[tuple[int, str, str, int], cascade.CascadeCurve] = field(default_factory=dict, repr=False)
 
     def curve(self, split: int, pair: str, calibrator: str, bins: int) -> cascade.CascadeCurve:
         """CC (or UC for ``"none"``) of one pair on one split's test half with ``bins`` bins."""
-        return cascade.cascade_curve(*(self.outputs[split, m, calibrator] for m in PAIRS[pair]), bins)
+        key = (split, pair, calibrator, bins)
+        if key not in self._curves:
+            self._curves[key] = cascade.cascade_curve(*(self.outputs[split, m, calibrator] for m in PAIRS[pair]), bins)
+        return self._curves[key]
 
     def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
         """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:
@@ -78,7 +82,6 @@ def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int
     random halves ``n_splits`` times (seeds ``seed + s``) and compute every model's outputs under
     ``"none"`` and each of ``calibrators``."""
     check_int(n_splits, "n_splits")
-    check_bins(n_bins)
     outputs = {}
     for s in range(n_splits):
         cal, test = cascade.split_halves(len(data), seed=seed + s)
@@ -125,6 +128,17 @@ def noise_key(kind: str, a: str, b: str | None = None) -> str:
     return f"{kind} {lo} - {hi}"
 
 
+def _ablation_curves(
+    grid: CascadeGrid, split: int, calibrators: Sequence[str], bins: Sequence[int]
+) -> dict[str, dict[str, cascade.CascadeCurve]]:
+    """The instruct pair's curves of one split per calibrator (the grid's bins) and per number of
+    bins (temperature scaling), keyed by ablation and setting."""
+    return {
+        "calibrator": {c: grid.curve(split, "instruct", c, grid.n_bins) for c in calibrators},
+        "bins": {str(b): grid.curve(split, "instruct", "temperature", b) for b in bins},
+    }
+
+
 def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
     """Per split, the test half's own standard error (:func:`lib.ccc.cascade.apgr_test_se`, a closed
     form over its examples) of what the claims compare: CC's APGR and CC minus UC per pair, and on
@@ -136,13 +150,8 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
             cc, uc = grid.curve(s, pair, "temperature", grid.n_bins), grid.curve(s, pair, "none", grid.n_bins)
             rows.append({"split": s, "what": noise_key("CC", pair), "test_se": cascade.apgr_test_se(cc)})
             rows.append({"split": s, "what": noise_key("CC - UC", pair), "test_se": cascade.apgr_test_se(cc, uc)})
-        for kind, settings in (("calibrator", list(calibrators)), ("bins", [str(b) for b in bins])):
-            curves = {
-                x: grid.curve(s, "instruct", x, grid.n_bins)
-                if kind == "calibrator"
-                else grid.curve(s, "instruct", "temperature", int(x))
-                for x in settings
-            }
+        for kind, curves in _ablation_curves(grid, s, calibrators, bins).items():
+            settings = list(curves)
             for i, a in enumerate(settings):
                 for b in settings[i + 1 :]:
                     se = cascade.apgr_test_se(curves[a], curves[b])
@@ -153,15 +162,12 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
 def ablations(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[int]) -> pd.DataFrame:
     """Paper Tables 4-5 on the instruct pair: APGR per split for each calibrator (the grid's bins) and for each
     number of bins (temperature scaling); columns split, ablation, setting, apgr."""
-    rows = []
-    for s in range(grid.n_splits):
-        for c in calibrators:
-            apgr = grid.curve(s, "instruct", c, grid.n_bins).apgr()
-            rows.append({"split": s, "ablation": "calibrator", "setting": c, "apgr": apgr})
-        for b in bins:
-            apgr = grid.curve(s, "instruct", "temperature", b).apgr()
-            rows.append({"split": s, "ablation": "bins", "setting": str(b), "apgr": apgr})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {"split": s, "ablation": kind, "setting": x, "apgr": curve.apgr()}
+        for s in range(grid.n_splits)
+        for kind, curves in _ablation_curves(grid, s, calibrators, bins).items()
+        for x, curve in curves.items()
+    )
 
 
 def ablation_means(abl: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -264,9 +270,6 @@ def cascading_claims(
     se_cc = {p: _test_se(noise, noise_key("CC", p)) for p in PAIRS}
     se_cc_uc = {p: _test_se(noise, noise_key("CC - UC", p)) for p in PAIRS}
 
-    def paired(diffs: np.ndarray, test_se: float) -> str:
-        return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, test_se)
-
     rows = [
         {
             "claim": "CC beats random routing (APGR > 0.5) for both pairs",
@@ -274,7 +277,7 @@ def cascading_claims(
             "LLaMA-8B -> 70B only",
             "ours": ", ".join(f"{p} {cc[p].mean():.4f} (test-set SE {se_cc[p]:.4f})" for p in PAIRS)
             + f" (means of {k} splits)",
-            "verdict": report.every(paired(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
+            "verdict": report.every(paired_verdict(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
         },
         {
             "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
@@ -286,7 +289,7 @@ def cascading_claims(
                 f"{se_cc_uc[p]:.4f})"
                 for p in PAIRS
             ),
-            "verdict": report.every(paired(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
+            "verdict": report.every(paired_verdict(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
         },
         {
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
@@ -318,11 +321,15 @@ def cascading_claims(
     return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
+def _means(main: pd.DataFrame, abl: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """The mean APGRs over the splits: per (pair, method) of :func:`main_apgr`, then :func:`ablation_means`."""
+    return main.groupby(["pair", "method"])["apgr"].mean(), *ablation_means(abl)
+
+
 def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dict[str, Any]:
     """The numbers the page publishes from :func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`
     (means over splits, 4 decimals)."""
-    m = main.groupby(["pair", "method"])["apgr"].mean()
-    by_cal, by_bins = ablation_means(abl)
+    m, by_cal, by_bins = _means(main, abl)
     return {
         "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
         "apgr_uc": round(float(m["instruct", "UC"]), 4),
@@ -338,8 +345,7 @@ def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dic
 def paper_table(main: pd.DataFrame, abl: pd.DataFrame) -> pd.DataFrame:
     """The paper's MMLU APGR (Tables 4-5, RouteLLM) beside ours (instruct pair, means over splits of
     :func:`main_apgr` and :func:`ablations`)."""
-    m = main.groupby(["pair", "method"])["apgr"].mean()
-    by_cal, by_bins = ablation_means(abl)
+    m, by_cal, by_bins = _means(main, abl)
     names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
     return pd.DataFrame(
         [

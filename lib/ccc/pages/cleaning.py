@@ -53,16 +53,16 @@ def confident_learning(
 ) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """Confident Learning (cleanlab) on each named set of out-of-sample probabilities: its flagged
     set as one point (method, n_flagged, precision, detection) and its self-confidence ranking
-    truncated at every length as a curve (method "<name>, ranked")."""
+    truncated at every length as a curve (method "<name>, ranked"), whose last point is the whole set."""
     if not probs:
         raise ValueError("probs: need at least one set of probabilities")
     points, curves = [], []
     for name, p in probs.items():
-        flags = cleaning.confident_learning_flags(p, labels, out_of_sample=True)
-        prec, det = cleaning.precision_detection(flags, is_noisy)
-        points.append({"method": name, "n_flagged": int(flags.sum()), "precision": prec, "detection": det})
         ranked = cleaning.confident_learning_flags(p, labels, out_of_sample=True, return_ranked=True)
-        curves.append(cleaning.ranking_curve(ranked, is_noisy, n_points=RANKED_POINTS).assign(method=name + ", ranked"))
+        curve = cleaning.ranking_curve(ranked, is_noisy, n_points=RANKED_POINTS)
+        last = {k: float(curve[k].iloc[-1]) for k in ("precision", "detection")}
+        points.append({"method": name, "n_flagged": int(ranked.size), **last})
+        curves.append(curve.assign(method=name + ", ranked"))
     return pd.DataFrame(points), curves
 
 
@@ -124,9 +124,9 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
     )
 
 
-def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str, Any]]:
-    """The page's three claims from the rule's ``curve`` (k = 1..B) and its comparison with CL at
-    equal detection (``compare``), each precision's noise bar :func:`precision_se` (CL's on about as
+def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
+    """The claims table: the page's three claims from the rule's ``curve`` (k = 1..B) and its comparison
+    with CL at equal detection (``compare``, :func:`compare_at_detection`), each precision's noise bar :func:`precision_se` (CL's on about as
     many flags), judged by :func:`lib.report.t_verdict` at infinite degrees of freedom (binomial SEs:
     the plus-four interval is a normal-approximation one); ``paper_own`` is not testable (Table 3
     gives no flag counts)."""
@@ -178,7 +178,7 @@ def cleaning_claims(curve: pd.DataFrame, compare: pd.DataFrame) -> list[dict[str
             "kind": report.KINDS[2],
         },
     ]
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
+    return report.claims_table([{**r, "paper_own": report.NOT_TESTABLE} for r in rows])
 
 
 def published(
@@ -218,11 +218,6 @@ def paper_table(ours: pd.DataFrame, cl_points: pd.DataFrame) -> pd.DataFrame:
             },
         ]
     ).set_index("quantity")
-
-
-def claims(ours: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
-    """The claims table: :func:`cleaning_claims` on the rule's curve and :func:`compare_at_detection`."""
-    return report.claims_table(cleaning_claims(ours, compare))
 
 
 class CleaningPage(CCCPage):

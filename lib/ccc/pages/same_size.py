@@ -13,7 +13,7 @@ import pandas as pd
 from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import CCCPage, floored_verdict, logits_data
+from lib.ccc.pages import CCCPage, logits_data, paired_verdict
 from lib.validation import check_int
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
@@ -107,16 +107,11 @@ def gains(res: pd.DataFrame) -> pd.DataFrame:
     return split_gains(res).groupby("pair")[["gain (bins on first)", "gain (joint bins)"]].agg(["mean", "min"])
 
 
-def _verdict(diffs: np.ndarray, test_se: np.ndarray) -> str:
-    """:func:`lib.ccc.pages.floored_verdict` of the mean per-split difference: the splits' paired SE
-    at n - 1 degrees of freedom (n splits), floored by the test half's own SE (a closed form,
-    sqrt(d / n), on thousands of examples)."""
-    return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, float(np.mean(test_se)))
-
-
-def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, Any]]:
-    """Per pair, routing beats the better single model; and TS routing beats uncalibrated routing for
-    every pair: each the mean per-split difference by ``_verdict``. ``paper_own`` is not testable."""
+def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
+    """The claims table of :func:`route_grid`'s per-split rows: per pair, routing beats the better
+    single model; and TS routing beats uncalibrated routing for every pair: each the mean per-split
+    difference by :func:`lib.ccc.pages.paired_verdict`, floored by the mean of the splits' test-set
+    SEs (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
     g = split_gains(res)
@@ -130,12 +125,11 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
                 "paper": SAME_SIZE_PAPER_SAYS,
                 "ours": f"gain {d.mean():+.4f} (worst of {d.size} splits {d.min():+.4f}; test-set SE "
                 f"{r[NOISE_GAIN].mean():.4f})",
-                "verdict": _verdict(d, r[NOISE_GAIN].to_numpy()),
+                "verdict": paired_verdict(d, float(np.mean(r[NOISE_GAIN].to_numpy()))),
             }
         )
-        helps.append(
-            (r[TS].mean(), r[UNCAL].mean(), _verdict((r[TS] - r[UNCAL]).to_numpy(), r[NOISE_TS_UC].to_numpy()))
-        )
+        ts_uc = paired_verdict((r[TS] - r[UNCAL]).to_numpy(), float(np.mean(r[NOISE_TS_UC].to_numpy())))
+        helps.append((r[TS].mean(), r[UNCAL].mean(), ts_uc))
     rows.append(
         {
             "claim": "calibration helps same-size routing (TS beats uncalibrated, every pair)",
@@ -146,7 +140,7 @@ def same_size_claims(res: pd.DataFrame, pairs: Sequence[str]) -> list[dict[str, 
             "kind": report.KINDS[2],
         }
     )
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
+    return report.claims_table([{**r, "paper_own": report.NOT_TESTABLE} for r in rows])
 
 
 def published(res: pd.DataFrame, pairs: Sequence[str]) -> dict[str, Any]:
@@ -176,11 +170,6 @@ def paper_table(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
         for pair in pairs
     ]
     return pd.DataFrame([*PAPER_SAME_SIZE, *ours], columns=["pair", "single models", "routed pair"]).set_index("pair")
-
-
-def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
-    """The claims table: :func:`same_size_claims` on :func:`route_grid`'s per-split rows."""
-    return report.claims_table(same_size_claims(res, pairs))
 
 
 class SameSizePage(CCCPage):

@@ -13,7 +13,7 @@ from lib.ccc import cleaning
 from lib.ccc.pages import cleaning as K
 from lib.ccc.pages.cleaning import PAGE
 from lib.config import settings
-from lib.report import VERDICTS, claims_table
+from lib.report import VERDICTS
 
 HELD, FAILED, UNSURE = VERDICTS[:3]
 
@@ -75,7 +75,7 @@ def _verdicts(n: int, p1: float, pb: float, ours: float, cl: float) -> list[str]
                           "precision": [p1, ours, ours, pb], "detection": [0.05, 0.1, 0.3, 0.9]})  # fmt: skip
     compare = curve.assign(cl_precision=[cl - (ours - p1), cl, cl, 0.0], cl_reaches=[True, True, True, False])
     compare = compare[["k", "detection", "precision", "cl_precision", "cl_reaches"]]  # as compare_at_detection
-    return list(claims_table(K.cleaning_claims(curve, compare))["verdict"])
+    return list(K.claims(curve, compare)["verdict"])
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])

@@ -11,7 +11,7 @@ import pytest
 from lib.ccc.pages import same_size as S
 from lib.ccc.pages.same_size import PAGE
 from lib.config import settings
-from lib.report import VERDICTS, claims_table
+from lib.report import VERDICTS
 
 HELD, FAILED, UNSURE = VERDICTS[:3]
 
@@ -81,16 +81,16 @@ def test_same_size_claims_can_hold_fail_and_be_inconclusive(scale):
     k = settings("same_size", scale)["n_splits"]
 
     def verdicts(*args):
-        return list(claims_table(S.same_size_claims(_rows(k, *args), ["p", "q"]))["verdict"])
+        return list(S.claims(_rows(k, *args), ["p", "q"])["verdict"])
 
     assert verdicts(0.02, 0.02, 1e-4, 1e-3) == [HELD] * 3
     assert verdicts(-0.02, -0.02, 1e-4, 1e-3) == [FAILED] * 3
     assert verdicts(0.001, 0.001, 1e-4, 0.002) == [UNSURE] * 3  # inside the test set's own noise
     assert verdicts(0.001, 0.001, 0.01, 1e-4) == [UNSURE] * 3  # inside the splits' noise
     with pytest.raises(ValueError, match="pairs"):
-        S.same_size_claims(_rows(k, 0.0, 0.0, 0.0, 0.0), ["p"])
+        S.claims(_rows(k, 0.0, 0.0, 0.0, 0.0), ["p"])
     # "TS beats uncalibrated" is a comparison the paper does not make: the book's expectation
-    kinds = [r.get("kind", "claim") for r in S.same_size_claims(_rows(k, 0.02, 0.02, 1e-4, 1e-3), ["p", "q"])]
+    kinds = list(S.claims(_rows(k, 0.02, 0.02, 1e-4, 1e-3), ["p", "q"])["kind"])
     assert kinds == ["claim", "claim", "expectation"]
 
 
