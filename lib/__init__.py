@@ -8,9 +8,7 @@ page lists every module). Modules are imported on use, so ``import lib`` is chea
 
 import warnings
 
-# tqdm.auto (used by lib.moe.train and lib.data.image_files, and by cleanlab, timm and the Hugging Face hub)
-# prints a TqdmWarning into every page executed by a kernel without ipywidgets, then falls back to
-# the text bar anyway. One filter here silences it for all of them.
+# tqdm.auto prints a TqdmWarning into every page executed by a kernel without ipywidgets (then uses the text bar)
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
 __version__ = "0.1.0"

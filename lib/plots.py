@@ -17,10 +17,6 @@ import pandas as pd
 from lib.calibration.metrics import reliability_table
 from lib.validation import ArrayLike, check_int
 
-# --- renderer, reliability diagrams, lines and bars ---
-
-DEFAULT_WIDTH = 220
-DEFAULT_HEIGHT = 220
 BOOK_WIDTH = 740
 """The width (px) a figure may take on a book page without being scaled down (the theme's text
 column); grids and side-by-side charts are sized to fit it, so their labels stay legible."""
@@ -32,11 +28,8 @@ def use_offline_renderer() -> None:
     pd.set_option("display.max_colwidth", None)
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
-    probe = alt.Chart(pd.DataFrame({"x": [0, 1]})).mark_point().encode(x="x:Q")
-    bundle = probe._repr_mimebundle_()
-    if isinstance(bundle, tuple):  # some IPython versions return (data, metadata)
-        bundle = bundle[0]
-    if "image/svg+xml" not in (bundle or {}):
+    bundle = alt.Chart(pd.DataFrame({"x": [0, 1]})).mark_point().encode(x="x:Q")._repr_mimebundle_()
+    if "image/svg+xml" not in ((bundle[0] if isinstance(bundle, tuple) else bundle) or {}):  # (data, metadata)
         raise RuntimeError("altair's svg renderer did not produce image/svg+xml; is vl-convert-python installed?")
 
 
@@ -45,11 +38,8 @@ def check_columns(df: pd.DataFrame, **columns: Any) -> None:
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df: expected a pandas DataFrame, got {type(df).__name__}")
     for arg, col in columns.items():
-        if col is None:
-            continue
-        for c in col if isinstance(col, (tuple, list)) else [col]:
-            if c not in df.columns:
-                raise ValueError(f"{arg}: column {c!r} not in df (columns: {list(df.columns)})")
+        if col is not None and col not in df.columns:
+            raise ValueError(f"{arg}: column {col!r} not in df (columns: {list(df.columns)})")
 
 
 def reliability_diagram(
@@ -58,8 +48,8 @@ def reliability_diagram(
     n_bins: int = 10,
     binning: str = "width",
     title: str | alt.TitleParams = "Reliability diagram",
-    width: int = DEFAULT_WIDTH,
-    height: int = DEFAULT_HEIGHT,
+    width: int = 220,
+    height: int = 220,
 ) -> alt.LayerChart:
     """Accuracy per confidence bin (bars spanning each bin), the diagonal, the mean confidence of
     each bin (points) and 95% Wilson error bars on the accuracy; counts in the tooltip.
@@ -97,22 +87,15 @@ def reliability_grid(
     the panels are square and fit ``BOOK_WIDTH``."""
     if not isinstance(diagrams, Mapping) or not diagrams:
         raise ValueError("diagrams: expected a non-empty mapping name -> (conf, outcome)")
-    check_int(columns, "columns")
-    width = max(120, (BOOK_WIDTH - _PANEL_AXES * int(columns)) // int(columns))
+    columns = check_int(columns, "columns")
+    width = max(120, (BOOK_WIDTH - _PANEL_AXES * columns) // columns)
     charts = []
     for name, pair in diagrams.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"diagrams: entry {name!r} must be a (conf, outcome) pair")
-        charts.append(
-            reliability_diagram(
-                *pair,
-                n_bins=n_bins,
-                width=width,
-                height=width,
-                title=alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10),
-            )
-        )
-    return alt.concat(*charts, columns=int(columns))
+        title = alt.TitleParams(str(name), fontSize=12, limit=width + _PANEL_AXES - 10)
+        charts.append(reliability_diagram(*pair, n_bins=n_bins, width=width, height=width, title=title))
+    return alt.concat(*charts, columns=columns)
 
 
 _PANEL_AXES = 75  # px a panel's axis labels, titles and spacing add to its plotting width
@@ -121,8 +104,8 @@ _PANEL_AXES = 75  # px a panel's axis labels, titles and spacing add to its plot
 def legend_below(chart: alt.TopLevelMixin, columns: int = 4) -> alt.TopLevelMixin:
     """``chart`` with its legend under the plots in ``columns`` columns, labels never cut: side by
     side charts then keep their width for the data and fit ``BOOK_WIDTH``."""
-    check_int(columns, "columns")
-    return chart.configure_legend(orient="bottom", columns=int(columns), labelLimit=0, titleLimit=0)
+    columns = check_int(columns, "columns")
+    return chart.configure_legend(orient="bottom", columns=columns, labelLimit=0, titleLimit=0)
 
 
 def line_chart(
@@ -206,9 +189,6 @@ def bar_chart(
     return alt.layer(bars, rules).properties(title=title, width=width, height=height)
 
 
-# --- curves and heatmaps ---
-
-
 def curves_chart(
     x: ArrayLike,
     curves: Mapping[str, ArrayLike],
@@ -257,9 +237,6 @@ def heatmap(
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", title=value, scale=alt.Scale(scheme="blues")))
     text = base.mark_text(fontSize=11).encode(text=alt.Text(f"{value}:Q", format=fmt))
     return alt.layer(cells, text).properties(title=title, width=width, height=height)
-
-
-# --- across the papers ---
 
 
 def method_comparison_chart(table: pd.DataFrame, columns: int = 2, width: int = 150) -> alt.ConcatChart:

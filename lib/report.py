@@ -47,15 +47,11 @@ def read_published(notebook: str | Path) -> dict[str, Any]:
     """Every value glued in an executed notebook, by name (plain-text representation parsed)."""
     import nbformat  # a notebook tool: not needed (nor installed) where only runs are trained
 
-    nb = nbformat.read(str(notebook), as_version=4)
     found: dict[str, Any] = {}
-    for cell in nb.cells:
+    for cell in nbformat.read(str(notebook), as_version=4).cells:
         for output in cell.get("outputs", []):
-            meta = output.get("metadata", {}).get("scrapbook")
-            if not meta:
-                continue
-            data = output.get("data", {})
-            text = data.get(meta.get("mime_prefix", "") + "text/plain", data.get("text/plain"))
+            meta, data = output.get("metadata", {}).get("scrapbook"), output.get("data", {})
+            text = data.get(meta.get("mime_prefix", "") + "text/plain", data.get("text/plain")) if meta else None
             if text is None:
                 continue
             text = "".join(text) if isinstance(text, list) else text
@@ -78,19 +74,15 @@ NOT_TESTABLE = "not testable from the paper's table"
 
 KINDS: tuple[str, ...] = ("claim", "numerical check", "expectation", "timing")
 """Whose a row of a claims table is: "claim", one of the paper's empirical claims (its ``paper`` cell
-quotes or cites the sentence it encodes); "numerical check", a check that holds by theorem or
-construction (an identity, a closed form); "expectation", the book's own expectation, in no paper's
-words (a bar the book chose, a comparison the paper does not make, the cross-paper chapter's
-expectations); "timing", a cost measured once on the machine that built the book (no noise bar).
+quotes or cites it); "numerical check", one that holds by theorem or construction; "expectation", the
+book's own, in no paper's words; "timing", a cost measured once on the machine that built the book.
 Only "claim" rows count with the papers' claims; the ledger (:mod:`calibook.ledger`) counts the others
 apart."""
 
 
 def verdict(held: bool | None) -> str:
     """The verdict for a claim whose test came out ``held`` (``None``: the data cannot tell)."""
-    if held is None:
-        return VERDICTS[2]
-    return VERDICTS[0] if held else VERDICTS[1]
+    return VERDICTS[2] if held is None else VERDICTS[0] if held else VERDICTS[1]
 
 
 RULE: str = (
@@ -164,9 +156,7 @@ def every(verdicts: Iterable[str]) -> str:
     got = list(verdicts)
     if not got:
         raise ValueError("verdicts: need at least one")
-    if VERDICTS[1] in got:
-        return VERDICTS[1]
-    return VERDICTS[0] if all(v == VERDICTS[0] for v in got) else VERDICTS[2]
+    return VERDICTS[1] if VERDICTS[1] in got else VERDICTS[0] if set(got) == {VERDICTS[0]} else VERDICTS[2]
 
 
 def paired_verdict(diffs: Sequence[float], margin: float = 0.0) -> str:
@@ -218,9 +208,8 @@ def welch_verdict(a: Sequence[float], b: Sequence[float], margin: float = 0.0) -
     shared between the sides): the SE of the difference of the means at Welch's degrees of freedom
     (:func:`welch_means_verdict`); with one value on either side, the margin alone."""
     xa, xb = np.asarray(list(a), dtype=float), np.asarray(list(b), dtype=float)
-    for arr, name in ((xa, "a"), (xb, "b")):
-        if arr.size == 0:
-            raise ValueError(f"{name}: must not be empty")
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError(f"{'a' if xa.size == 0 else 'b'}: must not be empty")
     return welch_means_verdict(
         float(xa.mean()), standard_error(xa), xa.size, float(xb.mean()), standard_error(xb), xb.size, margin
     )
@@ -260,16 +249,12 @@ def claims_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return table.drop(columns=optional)  # the optional columns show only where a row uses them
 
 
-# --- one rule for models that did not learn ------------------------------------------------------
-
 ACCURACY_FLOOR: float = 0.8
 """A claim about a trained model is judged only if the model recovered at least this fraction of
-the paper's accuracy above chance: accuracy >= chance + ACCURACY_FLOOR * (paper_accuracy - chance).
-"Chance" is the accuracy of a model that learned nothing: always predicting the most frequent test
-class (``chance_accuracy``), 1/C on a balanced task, the majority rate on an imbalanced one.
-For CIFAR-10 (balanced, chance 10%) at the paper's 94.5% that is 77.6%; for the PACS sketch target
-(816 of its 3,929 images are horses: chance 20.8%) at the paper's best 67.0%, 57.8%; for an
-imbalanced binary task with a majority rate of 0.887 and the paper at 0.915, 0.909."""
+the paper's accuracy above chance: accuracy >= chance + ACCURACY_FLOOR * (paper_accuracy - chance),
+chance being the accuracy of always predicting the most frequent test class (``chance_accuracy``).
+For CIFAR-10 (chance 10%) at the paper's 94.5% that is 77.6%; for the PACS sketch target (chance
+20.8%) at the paper's best 67.0%, 57.8%."""
 
 
 def floor_rule(floor: float = ACCURACY_FLOOR) -> str:
@@ -285,8 +270,7 @@ def floor_rule(floor: float = ACCURACY_FLOOR) -> str:
 
 def chance_accuracy(labels: Any) -> float:
     """The accuracy of always predicting the most frequent class of ``labels`` (integer class ids):
-    1/C on a balanced test set, the majority-class rate on an imbalanced one.
-    """
+    1/C on a balanced test set, the majority-class rate on an imbalanced one."""
     arr = np.asarray(labels.detach().cpu() if hasattr(labels, "detach") else labels).reshape(-1)
     if arr.size == 0:
         raise ValueError("labels: must not be empty")
@@ -298,8 +282,7 @@ def chance_accuracy(labels: Any) -> float:
 
 def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY_FLOOR) -> float:
     """The accuracy below which a page calls its claims "inconclusive at this scale":
-    chance + floor * (paper_accuracy - chance) (see ``ACCURACY_FLOOR``).
-    """
+    chance + floor * (paper_accuracy - chance) (see ``ACCURACY_FLOOR``)."""
     for value, name in ((paper_accuracy, "paper_accuracy"), (chance, "chance"), (floor, "floor")):
         check_number(value, name, 0.0, 1.0)  # a fraction
     if paper_accuracy <= chance:
@@ -323,14 +306,11 @@ def gate_claims(
     unknown = set(exempt) - {r.get("claim") for r in rows}
     if unknown:
         raise ValueError(f"exempt: not claims of these rows: {sorted(unknown)}")
-    learned = accuracy >= bar
-    out = []
-    for r in rows:
-        row = dict(r)
+    learned, out = accuracy >= bar, [dict(r) for r in rows]
+    for row in out:
         if not learned and row["claim"] not in exempt and row["verdict"] != VERDICTS[3]:
             row["ours"] = f"{row['ours']} [computed verdict '{row['verdict']}' not used: accuracy below the floor]"
             row["verdict"] = VERDICTS[2]
-        out.append(row)
     detail = (
         f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
         f"{ACCURACY_FLOOR:g} x (paper {paper_accuracy:.3f} - chance)"

@@ -25,28 +25,27 @@ def to_numpy(x: ArrayLike, name: str, dtype: Any = np.float64) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         if x.is_floating_point() and x.dtype not in (torch.float16, torch.float32, torch.float64):
-            x = x.to(torch.float32)  # bfloat16 / float8 have no numpy dtype ("unsupported ScalarType")
+            x = x.to(torch.float32)  # bfloat16 / float8 have no numpy dtype
         x = x.numpy()
     try:
-        arr = np.asarray(x, dtype=dtype)
+        return np.asarray(x, dtype=dtype)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
-    return arr
 
 
 def to_int_array(x: ArrayLike, name: str) -> np.ndarray:
     """``x`` as an int64 numpy array, or raise naming ``name`` when it holds NaN, infinite or
     fractional values (``np.asarray(x, dtype=np.int64)`` would silently truncate 1.7 to 1)."""
     arr = to_numpy(x, name)
-    if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-        bad = float(arr[~(np.isfinite(arr) & (arr == np.round(arr)))].ravel()[0])
-        raise ValueError(f"{name}: must hold integers, got {bad:g}")
+    bad = ~(np.isfinite(arr) & (arr == np.round(arr)))
+    if bad.any():
+        raise ValueError(f"{name}: must hold integers, got {float(arr[bad].ravel()[0]):g}")
     return arr.astype(np.int64)
 
 
 def check_nonempty(x: ArrayLike, name: str, what: str = "examples") -> None:
     """Raise when ``x`` has no rows (an empty batch gives a NaN mean or a table of zeros)."""
-    if len(_shape(x)) == 0 or _shape(x)[0] == 0:
+    if len(x.shape) == 0 or x.shape[0] == 0:
         raise ValueError(f"{name}: is empty (0 {what})")
 
 
@@ -73,28 +72,23 @@ def to_float_tensor(
     return t
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(x.shape)
-
-
 def check_finite(x: ArrayLike, name: str) -> None:
     """Raise if ``x`` holds NaN or infinite values."""
-    bad = (~torch.isfinite(x)).any().item() if isinstance(x, torch.Tensor) else not np.all(np.isfinite(x))
-    if bad:
+    if (~torch.isfinite(x)).any().item() if isinstance(x, torch.Tensor) else not np.all(np.isfinite(x)):
         raise ValueError(f"{name}: contains NaN or infinite values")
 
 
 def check_ndim(x: ArrayLike, ndim: int, name: str, what: str = "") -> None:
     """Raise if ``x`` does not have ``ndim`` dimensions."""
-    if len(_shape(x)) != ndim:
+    if len(x.shape) != ndim:
         hint = f" ({what})" if what else ""
-        raise ValueError(f"{name}: expected {ndim}-D array{hint}, got shape {_shape(x)}")
+        raise ValueError(f"{name}: expected {ndim}-D array{hint}, got shape {tuple(x.shape)}")
 
 
 def check_same_length(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> None:
     """Raise if ``a`` and ``b`` differ in their first dimension."""
-    if _shape(a)[0] != _shape(b)[0]:
-        raise ValueError(f"{name_a} and {name_b}: lengths differ ({_shape(a)[0]} vs {_shape(b)[0]})")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"{name_a} and {name_b}: lengths differ ({a.shape[0]} vs {b.shape[0]})")
 
 
 def prob_tolerance(probs: ArrayLike) -> float:
@@ -103,13 +97,10 @@ def prob_tolerance(probs: ArrayLike) -> float:
     dtype = getattr(probs, "dtype", None)
     if isinstance(dtype, torch.dtype):
         eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
-    elif dtype is not None and np.dtype(dtype).kind == "f":
-        eps = float(np.finfo(dtype).eps)
     else:
-        eps = 0.0
-    shape = tuple(probs.shape) if hasattr(probs, "shape") else np.shape(probs)
-    n_classes = shape[-1] if shape else 1
-    return max(PROB_TOL, eps * float(np.sqrt(max(n_classes, 1))))
+        eps = float(np.finfo(dtype).eps) if dtype is not None and np.dtype(dtype).kind == "f" else 0.0
+    shape = np.shape(probs)
+    return max(PROB_TOL, eps * float(np.sqrt(max(shape[-1] if shape else 1, 1))))
 
 
 def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None) -> None:
@@ -118,15 +109,10 @@ def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None)
     check_ndim(probs, 2, name, "N examples x C classes")
     check_finite(probs, name)
     tol = prob_tolerance(probs) if tol is None else tol
-    if isinstance(probs, torch.Tensor):
-        p = probs.detach()
-        neg = (p < -tol).any().item()
-        off = (p.sum(dim=1) - 1).abs().max().item() if p.shape[0] else 0.0
-    else:
-        neg = bool(np.any(probs < -tol))
-        off = float(np.max(np.abs(probs.sum(axis=1) - 1))) if probs.shape[0] else 0.0
-    if neg:
+    p = probs.detach() if isinstance(probs, torch.Tensor) else probs
+    if (p < -tol).any():
         raise ValueError(f"{name}: contains negative probabilities")
+    off = float(abs(p.sum(1) - 1).max()) if p.shape[0] else 0.0
     if off > tol:
         raise ValueError(
             f"{name}: rows must sum to 1 (largest deviation {off:.2e} > {tol:.2g}); pass probabilities, not logits"
@@ -136,15 +122,11 @@ def check_probs(probs: ArrayLike, name: str = "probs", tol: float | None = None)
 def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> None:
     """Raise unless ``labels`` is a 1-D integer array with values in ``[0, num_classes)``."""
     check_ndim(labels, 1, name, "one integer label per example")
-    if isinstance(labels, torch.Tensor):
-        if labels.is_floating_point() and not torch.equal(labels, labels.round()):
+    y = labels if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    if y.dtype.is_floating_point if isinstance(y, torch.Tensor) else y.dtype.kind == "f":
+        if not (y == y.round()).all():
             raise ValueError(f"{name}: labels must be integers")
-        lo, hi = (labels.min().item(), labels.max().item()) if labels.numel() else (0, 0)
-    else:
-        arr = np.asarray(labels)
-        if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-            raise ValueError(f"{name}: labels must be integers")
-        lo, hi = (arr.min(), arr.max()) if arr.size else (0, 0)
+    lo, hi = (y.min().item(), y.max().item()) if y.shape[0] else (0, 0)
     if lo < 0 or hi >= num_classes:
         raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got range [{lo}, {hi}]")
 
@@ -152,7 +134,7 @@ def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> N
 def check_probs_labels(probs: ArrayLike, labels: ArrayLike, tol: float | None = None) -> None:
     """Validate a (probs, labels) pair: (N, C) probabilities and N labels in range."""
     check_probs(probs, "probs", tol)
-    check_labels(labels, _shape(probs)[1], "labels")
+    check_labels(labels, probs.shape[1], "labels")
     check_same_length(probs, labels, "probs", "labels")
 
 
@@ -160,7 +142,7 @@ def check_logits_labels(logits: ArrayLike, labels: ArrayLike, num_classes: int |
     """Validate (N, C) finite logits and N labels in ``[0, num_classes or C)``."""
     check_ndim(logits, 2, "logits", "N examples x C classes")
     check_finite(logits, "logits")
-    check_labels(labels, num_classes or _shape(logits)[1], "labels")
+    check_labels(labels, num_classes or logits.shape[1], "labels")
     check_same_length(logits, labels, "logits", "labels")
 
 
@@ -168,10 +150,9 @@ def check_unit_interval(x: ArrayLike, name: str, clip: bool = False) -> None:
     """Raise unless ``x`` is a finite 1-D array in [0, 1] (``clip`` skips the range check)."""
     check_ndim(x, 1, name)
     check_finite(x, name)
-    if not clip:
-        lo, hi = (float(x.min()), float(x.max())) if _shape(x)[0] else (0.0, 0.0)
-        if lo < 0 or hi > 1:
-            raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
+    lo, hi = (float(x.min()), float(x.max())) if x.shape[0] and not clip else (0.0, 0.0)
+    if lo < 0 or hi > 1:
+        raise ValueError(f"{name}: values must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
 
 
 def to_unit_vector(x: ArrayLike, name: str) -> np.ndarray:
@@ -207,19 +188,16 @@ def check_number(
     out = float(value)
     lo_ok = low is None or (out > low if low_open else out >= low)
     hi_ok = high is None or (out < high if high_open else out <= high)
-    if not (np.isfinite(out) and lo_ok and hi_ok):
-        if low is not None and high is not None and low_open and high_open:
-            domain = f"lie in the open interval ({low:g}, {high:g})"
-        elif low is not None and high is not None:
-            domain = f"lie in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        elif low is not None:
-            domain = f"be {'>' if low_open else '>='} {low:g}"
-        elif high is not None:
-            domain = f"be {'<' if high_open else '<='} {high:g}"
-        else:
-            domain = "be finite"
-        raise ValueError(f"{name}: must {domain}, got {value!r}")
-    return out
+    if np.isfinite(out) and lo_ok and hi_ok:
+        return out
+    lb, rb = "(" if low_open else "[", ")" if high_open else "]"
+    if low is not None and high is not None:
+        domain = f"lie in {'the open interval ' * (low_open and high_open)}{lb}{low:g}, {high:g}{rb}"
+    elif low is not None:
+        domain = f"be {'>' if low_open else '>='} {low:g}"
+    else:
+        domain = "be finite" if high is None else f"be {'<' if high_open else '<='} {high:g}"
+    raise ValueError(f"{name}: must {domain}, got {value!r}")
 
 
 def check_positive(value: float, name: str, allow_zero: bool = False) -> float:
@@ -261,9 +239,7 @@ def error_line(err: BaseException) -> str:
 
 def close_matches(value: Any, choices: Iterable[Any]) -> str:
     """``"; did you mean 'x'?"`` for the valid name closest to ``value`` (difflib), else ``""``."""
-    if not isinstance(value, str):
-        return ""
-    best = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    best = difflib.get_close_matches(value, [str(c) for c in choices], n=1) if isinstance(value, str) else []
     return f"; did you mean {best[0]!r}?" if best else ""
 
 
@@ -281,20 +257,13 @@ def check_choice(value: str, choices: Any, name: str) -> None:
 def check_keywords(kw: Mapping[str, Any], allowed: Iterable[str], name: str = "kw") -> None:
     """Raise unless every key of ``kw`` is in ``allowed``, suggesting the closest for a misspelling."""
     allowed = sorted(allowed)
-    for key in kw:
-        if key not in allowed:
-            valid = ", ".join(allowed) if allowed else "none"
-            raise ValueError(f"{name}: unknown keyword argument {key!r} (valid: {valid}){close_matches(key, allowed)}")
-
-
-REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
+    unknown = [key for key in kw if key not in allowed]
+    if unknown:
+        valid, key = ", ".join(allowed) or "none", unknown[0]
+        raise ValueError(f"{name}: unknown keyword argument {key!r} (valid: {valid}){close_matches(key, allowed)}")
 
 
 def reduce_loss(loss: torch.Tensor, reduction: str) -> torch.Tensor:
     """Reduce per-example losses by ``reduction`` ("mean", "sum" or "none"), checking the name."""
-    check_choice(reduction, REDUCTIONS, "reduction")
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
+    check_choice(reduction, ("mean", "sum", "none"), "reduction")
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss

@@ -3,8 +3,8 @@
 A differentiable, binning-free estimate of the L_p calibration error: the conditional expectation
 E[y | f] is a leave-one-out Nadaraya-Watson ratio with a Dirichlet kernel on the probability
 simplex (a Beta kernel for the top-label confidence), and the bandwidth maximizes the leave-one-out
-likelihood of the kernel density. The reweighted-risk paper (paper 4,
-Appendix E.1) uses it through the KDE-XE baseline, :func:`lib.rr.losses.kde_xe_loss`.
+likelihood of the kernel density. Paper 4 (Appendix E.1) uses it through the KDE-XE baseline,
+:func:`lib.rr.losses.kde_xe_loss`.
 """
 
 from __future__ import annotations
@@ -33,11 +33,8 @@ _KDE_EPS = 1e-10
 
 
 def _log_dirichlet_kernel(points: torch.Tensor, centres: torch.Tensor, h: float) -> torch.Tensor:
-    """log Dir(points_j; alpha_i = centres_i / h + 1) for every pair: an (n_points, n_centres) matrix.
-
-    log Dir(x; a) = lgamma(sum a) - sum lgamma(a) + sum (a - 1) log x; here sum a = 1/h + C.
-    A Beta kernel is the C = 2 case (used for top-label confidence).
-    """
+    """log Dir(points_j; alpha_i = centres_i / h + 1) for every pair, an (n_points, n_centres) matrix:
+    lgamma(sum a) - sum lgamma(a) + sum (a - 1) log x (a Beta kernel is the C = 2 case)."""
     a = centres / h + 1.0
     log_norm = torch.lgamma(a.sum(dim=1)) - torch.lgamma(a).sum(dim=1)  # (n_centres,)
     logx = torch.log(points.clamp_min(_KDE_EPS))
@@ -86,9 +83,8 @@ def ece_kde(
     check_same_length(f, y, "probs", "labels")
     if p not in (1, 2):
         raise ValueError(f"p: must be 1 or 2, got {p!r}")
-    h = select_bandwidth(f.detach(), mode=mode) if bandwidth is None else check_positive(bandwidth, "bandwidth")
-    y = y.long().to(f.device)
-    x = _kde_points(f, mode)
+    h = _bandwidth(f, mode) if bandwidth is None else check_positive(bandwidth, "bandwidth")
+    y, x = y.long().to(f.device), _kde_points(f, mode)
     if mode == "canonical":
         target = F.one_hot(y, f.shape[1]).to(f.dtype)
     else:
@@ -112,8 +108,11 @@ def select_bandwidth(probs: ArrayLike, mode: str = "canonical") -> float:
     (Popordanoska et al. 2022 select it this way; their code also divides by h, which we do not: the
     kernel is a normalized density already).
     """
-    f = _kde_inputs(probs, mode).detach().to(torch.float64)
-    x = _kde_points(f, mode)
+    return _bandwidth(_kde_inputs(probs, mode), mode)
+
+
+def _bandwidth(f: torch.Tensor, mode: str) -> float:
+    x = _kde_points(f.detach().to(torch.float64), mode)
     best_h, best_ll = float(BANDWIDTH_GRID[0]), -math.inf
     for h in BANDWIDTH_GRID:
         ll = float((torch.logsumexp(_loo_log_kernel(x, float(h)), dim=1) - math.log(x.shape[0] - 1)).sum())

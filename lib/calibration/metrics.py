@@ -1,12 +1,8 @@
 """Calibration and selective-prediction metrics shared by all four papers.
 
-All binned metrics go through one binning implementation, :func:`bin_edges` + :func:`bin_index`:
-bins are half-open ``(lo, hi]`` with 0 in the first bin. ``binning="width"`` gives equal-width bins
-on [0, 1]; ``binning="mass"`` gives equal-count ("adaptive", "histogram equalization") bins whose
-inner edges sit midway between consecutive order statistics, so that n examples without ties fall
-into bins whose counts differ by at most one.
-
-Every function accepts numpy arrays or torch tensors and returns plain Python floats (or a DataFrame).
+Every binned metric bins with :func:`bin_edges`: half-open ``(lo, hi]`` bins with 0 in the first;
+``binning="width"``: equal-width bins on [0, 1]; ``"mass"``: equal-count bins whose inner edges sit
+midway between consecutive order statistics. Inputs are numpy arrays or torch tensors; outputs plain floats.
 """
 
 from __future__ import annotations
@@ -17,9 +13,9 @@ from scipy.stats import binomtest
 
 from lib.validation import (
     ArrayLike,
+    check_bins,
     check_choice,
     check_finite,
-    check_bins,
     check_ndim,
     check_nonempty,
     check_number,
@@ -50,8 +46,7 @@ __all__ = [
 
 
 def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    p = to_numpy(probs, "probs")
-    y = to_numpy(labels, "labels")
+    p, y = to_numpy(probs, "probs"), to_numpy(labels, "labels")
     check_probs_labels(p, y, prob_tolerance(probs))  # tolerance of the caller's dtype (fp16)
     check_nonempty(p, "probs")
     return p, y.astype(np.int64)
@@ -66,15 +61,11 @@ def _conf_outcome(
     c, o = to_numpy(conf, conf_name), to_numpy(outcome, outcome_name)
     check_unit_interval(c, conf_name, clip=clip is not False)
     check_ndim(o, 1, outcome_name, "one 0/1 outcome per example")
-    check_finite(o, outcome_name)
     check_same_length(c, o, conf_name, outcome_name)
     check_nonempty(c, conf_name)
-    if not np.all((o == 0) | (o == 1)):
+    if not np.all((o == 0) | (o == 1)):  # NaN fails too
         raise ValueError(f"{outcome_name}: values must be 0 or 1 (or booleans)")
     return (c if clip is None else np.clip(c, 0.0, 1.0)), o
-
-
-# --- binning (the one implementation every binned metric uses) ----------------------------------
 
 
 def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.ndarray:
@@ -90,10 +81,8 @@ def bin_edges(conf: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.n
     c = to_unit_vector(conf, "conf")
     if binning == "width" or c.shape[0] < 2:
         return np.linspace(0.0, 1.0, n_bins + 1)
-    s = np.sort(c)
-    n = s.shape[0]
-    k = (np.arange(1, n_bins) * n) // n_bins
-    k = np.clip(k, 1, n - 1)
+    s, n = np.sort(c), c.shape[0]
+    k = np.clip((np.arange(1, n_bins) * n) // n_bins, 1, n - 1)
     inner = 0.5 * (s[k - 1] + s[k])
     return np.concatenate([[0.0], inner, [1.0]])
 
@@ -114,9 +103,10 @@ def bin_index(conf: ArrayLike, edges: ArrayLike) -> np.ndarray:
 def _bin_stats(
     conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Edges, per-bin counts, summed confidence and summed outcome."""
+    """Edges, per-bin counts, summed confidence and summed outcome (``n_bins`` and ``binning`` are
+    checked by :func:`bin_edges`)."""
     edges = bin_edges(conf, n_bins, binning)
-    idx = bin_index(conf, edges)
+    idx = np.searchsorted(edges[1:-1], conf, side="left")
     count = np.bincount(idx, minlength=n_bins).astype(np.float64)
     sum_conf = np.bincount(idx, weights=conf, minlength=n_bins)
     sum_out = np.bincount(idx, weights=outcome, minlength=n_bins)
@@ -127,9 +117,6 @@ def _binned_error(conf: np.ndarray, outcome: np.ndarray, n_bins: int, binning: s
     """sum_b (n_b / n) |acc_b - conf_b| = (1/n) sum_b |sum_out_b - sum_conf_b|."""
     _, count, sum_conf, sum_out = _bin_stats(conf, outcome, n_bins, binning)
     return float(np.abs(sum_out - sum_conf).sum() / count.sum())
-
-
-# --- calibration errors -------------------------------------------------------------------------
 
 
 def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
@@ -163,8 +150,6 @@ def reliability_table(
     """One row per bin (empty ones with NaN): ``bin``, ``lo``, ``hi``, ``count``, ``conf`` (mean
     confidence), ``acc`` (mean outcome), ``acc_lo``, ``acc_hi`` (scipy's Wilson interval at ``level``)
     and ``gap`` = acc - conf."""
-    n_bins = check_bins(n_bins)
-    check_choice(binning, BINNINGS, "binning")
     level = check_number(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     c, o = _conf_outcome(conf, outcome, clip=True)
     edges, count, sum_conf, sum_out = _bin_stats(c, o, n_bins, binning)
@@ -187,9 +172,6 @@ def reliability_table(
             "gap": acc - mean_conf,
         }
     )
-
-
-# --- proper scores and accuracy -------------------------------------------------------------------
 
 
 def accuracy(probs: ArrayLike, labels: ArrayLike) -> float:
@@ -223,22 +205,19 @@ def aurc(conf: ArrayLike, errors: ArrayLike) -> float:
     tie-breaking, so the value does not depend on the input order. ``errors`` may be 0/1 or any
     non-negative losses; ``conf`` is any real score (higher = more confident).
     """
-    c = to_numpy(conf, "conf")
-    e = to_numpy(errors, "errors")
-    check_ndim(c, 1, "conf")
-    check_ndim(e, 1, "errors")
-    check_finite(c, "conf")
-    check_finite(e, "errors")
+    c, e = to_numpy(conf, "conf"), to_numpy(errors, "errors")
+    for x, name in ((c, "conf"), (e, "errors")):
+        check_ndim(x, 1, name)
+        check_finite(x, name)
     check_same_length(c, e, "conf", "errors")
     check_nonempty(c, "conf")
     n = c.shape[0]
     if np.any(e < 0):
         raise ValueError("errors: must be non-negative (0/1 errors or losses)")
     order = np.argsort(-c, kind="stable")
-    c_sorted, e_sorted = c[order], e[order]
     harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1))])
     weight = harmonic[n] - harmonic[:-1]  # position j (0-based) gets H_n - H_j
     # Average the weights over each group of tied confidences.
-    _, group = np.unique(-c_sorted, return_inverse=True)
+    _, group = np.unique(-c[order], return_inverse=True)
     group_mean = np.bincount(group, weights=weight) / np.bincount(group)
-    return float(np.sum(e_sorted * group_mean[group]) / n)
+    return float(np.sum(e[order] * group_mean[group]) / n)

@@ -1,12 +1,7 @@
-"""Post-hoc calibrators of one model: temperature scaling, Platt scaling and histogram binning (all four papers).
-
-* Temperature scaling (Guo et al. 2017): p = softmax(z / T), one scalar T > 0 fitted on held-out
-  data -- :class:`TemperatureScaler`, the book's one temperature fitter, the papers' protocols its options.
-* Platt scaling (Platt 1999): P(outcome = 1) = sigmoid(a s + b), fitted by maximum likelihood.
-* Histogram binning (Zadrozny & Elkan 2001): the calibrated value of a confidence is the accuracy of
-  its equal-count bin on the calibration data.
-
-Functions returning probabilities return the same kind (numpy or torch) as the logits they were given.
+"""Post-hoc calibrators of one model (all four papers): temperature scaling (Guo et al. 2017,
+:class:`TemperatureScaler`), Platt scaling (Platt 1999, :func:`fit_platt`) and histogram binning
+(Zadrozny & Elkan 2001, :class:`HistogramBinning`). Functions returning probabilities return the same
+kind (numpy or torch) as the logits they were given.
 """
 
 from __future__ import annotations
@@ -18,18 +13,19 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from lib.calibration.metrics import EPS, _conf_outcome, bin_edges, bin_index
+from lib.calibration.metrics import EPS, _bin_stats, _conf_outcome, bin_index
 from lib.validation import (
     ArrayLike,
     check_bins,
     check_choice,
     check_finite,
     check_int,
-    check_logits_labels,
+    check_labels,
     check_ndim,
     check_nonempty,
     check_positive,
     check_probs,
+    check_same_length,
     to_float_tensor,
     to_tensor,
     to_unit_vector,
@@ -41,18 +37,6 @@ FIT_PROTOCOLS: tuple[str, ...] = ("converged", "paper")
 TS_CRITERIA: tuple[str, ...] = ("nll", "ece")
 ECE_T_RANGE: tuple[float, float] = (0.05, 20.0)  # search range of the ECE criterion
 LBFGS_RESTARTS = 5  # the converged fit calls LBFGS again while a call still lowers the NLL
-
-__all__ = [
-    "HistogramBinning",
-    "apply_temperature",
-    "FIT_PROTOCOLS",
-    "PAPER_LR",
-    "TemperatureScaler",
-    "fit_platt",
-    "lbfgs_minimize",
-    "probs_to_logits",
-    "same_kind",
-]
 
 
 def same_kind(x: torch.Tensor, template: ArrayLike) -> ArrayLike:
@@ -71,17 +55,13 @@ def lbfgs_minimize(
     tolerance_change: float = 1e-12,
     restarts: int = 1,
 ) -> None:
-    """Minimise ``loss_fn()`` over ``params`` (leaf tensors, updated in place) with torch's LBFGS: the one
-    optimiser behind every temperature fit (:class:`TemperatureScaler`, paper 4's logit maps in
-    lib.rr.gamma). ``line_search``: strong Wolfe (``lr`` = 1 is the quasi-Newton step); without it each
-    step is ``lr`` times the LBFGS direction (paper 1's protocol). LBFGS is called again while a call
-    still lowers the loss, at most ``restarts`` calls.
+    """Minimise ``loss_fn()`` over ``params`` (leaf tensors, updated in place) with torch's LBFGS
+    (:class:`TemperatureScaler`, paper 4's logit maps in lib.rr.gamma). ``line_search``: strong Wolfe
+    (``lr`` = 1 is the quasi-Newton step); without it each step is ``lr`` times the LBFGS direction
+    (paper 1's protocol). LBFGS is called again while a call still lowers the loss, at most ``restarts`` calls.
     """
     check_positive(lr, "lr")
-    max_iter = check_int(max_iter, "max_iter")
-    restarts = check_int(restarts, "restarts")
-    check_positive(tolerance_grad, "tolerance_grad")
-    check_positive(tolerance_change, "tolerance_change")
+    max_iter, restarts = check_int(max_iter, "max_iter"), check_int(restarts, "restarts")
     params = list(params)
     if not params or not all(isinstance(p, torch.Tensor) and p.requires_grad for p in params):
         raise ValueError("params: expected a non-empty sequence of tensors with requires_grad=True")
@@ -130,10 +110,9 @@ class TemperatureScaler:
 
     T is clamped to ``bounds`` inside the objective (MoCaE's [0.1, 10], paper 1 section 6.2); without
     them the range is [1e-6, 1e6], and a fit ending at its top while z / T is still far from 0 raises.
-    Expert logits (N, K, C) get one T per expert (a float64 array of K), as K separate fits;
-    ``weights`` (N,) or (N, K) weight the examples of the NLL (MoCaE's routing-weighted variant). For a
-    mixture of experts pass ``probs_to_logits(mixture_probs)``. Calling the fitted scaler returns
-    softmax(z / T) (:func:`apply_temperature`).
+    Expert logits (N, K, C) get one T per expert (K separate fits); ``weights`` (N,) or (N, K) weight
+    the examples of the NLL (MoCaE's routing-weighted variant). For a mixture of experts pass
+    ``probs_to_logits(mixture_probs)``. Calling the fitted scaler returns softmax(z / T).
     """
 
     def __init__(
@@ -165,8 +144,9 @@ class TemperatureScaler:
         experts = z.ndim == 3
         if z.ndim not in (2, 3) or (experts and z.shape[1] == 0):
             raise ValueError(f"logits: expected (N, C) logits or (N, K, C) expert logits, got shape {tuple(z.shape)}")
-        check_logits_labels(z[:, 0] if experts else z, y)
         check_finite(z, "logits")
+        check_labels(y, z.shape[-1], "labels")
+        check_same_length(z, y, "logits", "labels")
         check_nonempty(z, "logits")
         z, y = z.detach().to(torch.float64), y.detach().to(device=z.device, dtype=torch.long)
         w = None if weights is None else to_tensor(weights, "weights").detach().to(z.device, torch.float64)
@@ -177,10 +157,9 @@ class TemperatureScaler:
                 raise ValueError(f"weights: expected finite weights >= 0 of shape {tuple(z.shape[: 1 + experts])}")
         if not experts:
             self.temperature = self._fit_one(z, y, w)
-        else:
-            self.temperature = np.array(
-                [self._fit_one(z[:, k], y, None if w is None else w[:, k]) for k in range(z.shape[1])]
-            )
+            return self
+        ks = range(z.shape[1])
+        self.temperature = np.array([self._fit_one(z[:, k], y, None if w is None else w[:, k]) for k in ks])
         return self
 
     def __call__(self, logits: ArrayLike) -> ArrayLike:
@@ -240,15 +219,13 @@ def _top_label_ece(z: np.ndarray, correct: np.ndarray, T: float, n_bins: int) ->
 
 
 def _ece_search(z: np.ndarray, y: np.ndarray, n_bins: int, t_range: tuple[float, float]) -> float:
-    """The ECE criterion's grid search of log T over ``t_range`` (:class:`TemperatureScaler`)."""
+    """The ECE criterion's grid search of log T over ``t_range``."""
     correct = (z.argmax(axis=1) == y).astype(np.float64)
     lo, hi = np.log(t_range[0]), np.log(t_range[1])
     coarse = np.linspace(lo, hi, 241)
     errs = [_top_label_ece(z, correct, float(np.exp(t)), n_bins) for t in coarse]
-    step = coarse[1] - coarse[0]
-    best = coarse[int(np.argmin(errs))]
-    fine = np.linspace(max(lo, best - step), min(hi, best + step), 101)
-    cand = np.concatenate([[best], fine])
+    step, best = coarse[1] - coarse[0], coarse[int(np.argmin(errs))]
+    cand = np.concatenate([[best], np.linspace(max(lo, best - step), min(hi, best + step), 101)])
     errs = [_top_label_ece(z, correct, float(np.exp(t)), n_bins) for t in cand]
     return float(np.exp(cand[int(np.argmin(errs))]))
 
@@ -272,9 +249,6 @@ def probs_to_logits(probs: ArrayLike) -> ArrayLike:
     return same_kind(torch.log(p.clamp_min(EPS)), probs)
 
 
-# --- Platt scaling ------------------------------------------------------------------------------
-
-
 def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
     """Fit (a, b) of P(outcome = 1 | s) = sigmoid(a s + b) by maximum likelihood (Platt 1999) without
     Platt's target smoothing, as paper 3 fits it (scipy BFGS with the analytic gradient)."""
@@ -283,21 +257,15 @@ def fit_platt(scores: ArrayLike, outcomes: ArrayLike) -> tuple[float, float]:
         raise ValueError("outcomes: need both 0 and 1 outcomes to fit Platt scaling")
 
     def loss_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        a, b = theta
-        u = a * s + b
-        # BCE with logits: log(1 + exp(u)) - o u, computed stably.
-        loss = np.mean(np.logaddexp(0.0, u) - o * u)
+        u = theta[0] * s + theta[1]
+        loss = np.mean(np.logaddexp(0.0, u) - o * u)  # BCE with logits: log(1 + exp(u)) - o u, stably
         r = 1.0 / (1.0 + np.exp(-u)) - o
         return float(loss), np.array([np.mean(r * s), np.mean(r)])
 
     res = minimize(
         loss_grad, x0=np.array([1.0, 0.0]), jac=True, method="BFGS", options={"gtol": 1e-10, "maxiter": 1000}
     )
-    a, b = res.x
-    return float(a), float(b)
-
-
-# --- histogram binning ----------------------------------------------------------------------------
+    return float(res.x[0]), float(res.x[1])
 
 
 class HistogramBinning:
@@ -311,11 +279,7 @@ class HistogramBinning:
         self.counts: np.ndarray | None = None
 
     def fit(self, conf: ArrayLike, outcome: ArrayLike) -> "HistogramBinning":
-        c, o = _conf_outcome(conf, outcome)
-        edges = bin_edges(c, self.n_bins, "mass")
-        idx = bin_index(c, edges)
-        counts = np.bincount(idx, minlength=self.n_bins)
-        hits = np.bincount(idx, weights=o, minlength=self.n_bins)
+        edges, counts, _, hits = _bin_stats(*_conf_outcome(conf, outcome), self.n_bins, "mass")
         centres = 0.5 * (edges[:-1] + edges[1:])
         self.values = np.where(counts > 0, hits / np.maximum(counts, 1), centres)
         self.edges, self.counts = edges, counts
