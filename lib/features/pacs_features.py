@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
+from lib.data.images import VAL_FRAC
 from lib.engine import progress
 from lib.features.frozen import (
     FeatureBundle,
@@ -25,7 +26,6 @@ from lib.features.frozen import (
 )
 from lib.nets.lite0_tuning import tail_features, tune_tail
 
-VAL_FRAC = 0.1  #: The share of the source images held out for validation (that of :func:`lib.data.images.load_pacs`).
 
 
 def pacs_features(
@@ -52,7 +52,7 @@ def pacs_features(
     last stage and head convolution once, with cross-entropy, on the clean training rows of the
     sources (:func:`lib.nets.lite0_tuning.tune_tail`; never the target's images nor the validation
     rows), then freezes it: every row becomes the tuned network's pooled 1280-d features (cached)."""
-    target, val_frac = resolve_pacs_domain(target), VAL_FRAC
+    target = resolve_pacs_domain(target)
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
     qualities, dim, model, weights = feature_source(extractor, size, copies, (15, 18, 25))
@@ -103,14 +103,14 @@ def pacs_features(
     te, te_y = feats[target, None, False], labels(target)[0]
     src, src_y = np.concatenate(blocks), np.concatenate(ys)
     perm = np.random.default_rng(seed).permutation(len(src_y))
-    n_val = max(1, int(round(val_frac * len(src_y))))
+    n_val = max(1, int(round(VAL_FRAC * len(src_y))))
     val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
     if tune is not None:
         key = hashlib.sha256(
-            repr(([jobs[j][0] for j in plan], target, val_frac, seed, n_per_domain, flip, tuple(tune))).encode()
+            repr(([jobs[j][0] for j in plan], target, VAL_FRAC, seed, n_per_domain, flip, tuple(tune))).encode()
         ).hexdigest()[:16]
         src, te, dim = _tuned_rows(src, src_y, te, train_idx, dim, size, tune, f"pacs_tuned_{key}", len(PACS_CLASSES))
         extractor = "efficientnet_lite0"  # the rows are now pooled features: standardized as such
@@ -138,16 +138,6 @@ def pacs_features(
         copies=copies,
         qualities=qualities,
         extractor=f"{extractor}/{weights}/{size}px",
-        info={
-            "target": target,
-            "sources": sources,
-            "val_frac": val_frac,
-            "seed": seed,
-            "n_per_domain": n_per_domain,
-            "size": size,
-            "extractor": extractor,
-            "flip": flip,
-        },
     )
 
 
