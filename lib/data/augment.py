@@ -101,8 +101,7 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
         raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
     if min(std) <= 0:
         raise ValueError(f"std: must be > 0, got {tuple(std)}")
-    # built on the host and copied without a host sync (a tensor made from a list on CUDA is a blocking
-    # copy: the H200 benchmark counted two of them per training step)
+    # built on the host and copied without a host sync (a tensor made from a list on CUDA blocks)
     m = to_device_async(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     s = to_device_async(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     out = (x.to(torch.float32) - m) / s

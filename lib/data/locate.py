@@ -86,19 +86,17 @@ def locate(
     ``explicit`` (the file itself or a data root; then the only place), the data roots, then
     ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
-        if not Path(explicit).exists():
-            raise DataNotFoundError(
-                f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
-                f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache"
-            )
         problems = [(p, _missing(p, needs)) for p in (Path(explicit) / relpath, Path(explicit))]
         usable = next((p for p, problem in problems if not problem), None)
         if usable is not None:
             return usable
+        what = f"holds no usable copy of dataset {dataset!r} ({problems[0][0]}: {problems[0][1]})"
+        if not Path(explicit).exists():
+            what = f"does not exist (dataset {dataset!r})"
         raise DataNotFoundError(
-            f"data root {explicit}: holds no usable copy of dataset {dataset!r} ({problems[0][0]}: "
-            f"{problems[0][1]}); give a folder holding {relpath}, or none to search ${DATA_ENV}, "
-            f"../shared/data and the cache. How to get it: {how_to_get or DATA_PAGE}"
+            f"data root {explicit}: {what}; give a folder "
+            f"holding {relpath}, or none to search ${DATA_ENV}, ../shared/data and the cache. "
+            f"How to get it: {how_to_get or DATA_PAGE}"
         )
     tried: list[str] = []
     for label, root in candidate_roots():

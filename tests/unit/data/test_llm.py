@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib.data import DataNotFoundError
+from lib.data.locate import DataNotFoundError
 from lib.data import logits as L
 from lib.data import mmlu as M
 from lib.data.locate import shared_data_dir
