@@ -35,14 +35,15 @@ CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
 VAL_FRAC = 0.1  # PACS: the share of the source domains' images held out for validation
 
-__all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "pacs_examples"]
+__all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "pacs_examples", "source_split"]
 
 
 @dataclass
 class ImageBundle(TensorSplits):
     """Train/validation/test uint8 images (N, C, H, W) and int64 labels: ``hard_mask`` marks the hard test
     subset, ``all_mask`` (``None``: every test image) the natural-proportion sample of the "all" metrics,
-    ``human_probs`` (N_test, C) human label distributions where they exist; ``info``: CIFAR-10H's hard shares and test indices."""
+    ``human_probs`` (N_test, C) human label distributions where they exist; ``info``: CIFAR-10H's hard
+    shares and test indices."""
 
     human_probs: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -159,6 +160,13 @@ def load_cifar10h(
 # --- PACS ---
 
 
+def source_split(perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PACS's source split (no official one exists): sorted (validation, training) indices, the first
+    ``VAL_FRAC`` of the permutation ``perm`` (at least one) held out for validation."""
+    n_val = max(1, int(round(VAL_FRAC * len(perm))))
+    return np.sort(perm[:n_val]), np.sort(perm[n_val:])
+
+
 def load_pacs(target: str, size: int = 224, seed: int = 0, n_per_domain: int | None = None) -> ImageBundle:
     """Leave-one-domain-out PACS (MoE paper section 5, Table 2).
 
@@ -180,9 +188,7 @@ def load_pacs(target: str, size: int = 224, seed: int = 0, n_per_domain: int | N
     names = [d for d in PACS_DOMAINS if d != target]
     sources = [domain(d) for d in names]
     src_x, src_y = torch.cat([x for x, _, _ in sources]), torch.cat([y for _, y, _ in sources])
-    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(src_y)))
-    n_val = max(1, int(round(VAL_FRAC * len(src_y))))
-    val_idx, train_idx = perm[:n_val].sort().values, perm[n_val:].sort().values
+    val_idx, train_idx = map(torch.from_numpy, source_split(np.random.default_rng(seed).permutation(len(src_y))))
     te_x, te_y, root = domain(target)
     return ImageBundle.from_pairs(
         f"pacs-{target}",
@@ -195,7 +201,9 @@ def load_pacs(target: str, size: int = 224, seed: int = 0, n_per_domain: int | N
     )
 
 
-def pacs_examples(classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64) -> tuple[torch.Tensor, list[str]]:
+def pacs_examples(
+    classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64
+) -> tuple[torch.Tensor, list[str]]:
     """The first image of each of ``classes`` in each PACS domain (domain by domain, the layout of
     paper 1's Figure D.1): uint8 images (len(domains) x len(classes), 3, size, size) and captions."""
     for c in classes:

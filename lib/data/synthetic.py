@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, resolve_pacs_domain
-from lib.data.images import HARD_THRESHOLD, VAL_FRAC, ImageBundle
+from lib.data.images import HARD_THRESHOLD, ImageBundle, source_split
 from lib.data.text import IDENTITY_GROUPS, TextBundle
 from lib.validation import check_int, check_open_unit
 
@@ -116,7 +116,9 @@ def _domain_transform(x: np.ndarray, domain: str) -> np.ndarray:
     return np.repeat(1 - gray, 3, axis=1)
 
 
-def synthetic_pacs_domains(target: str = "sketch", n_per_domain: int = 160, size: int = 16, seed: int = 0) -> ImageBundle:
+def synthetic_pacs_domains(
+    target: str = "sketch", n_per_domain: int = 160, size: int = 16, seed: int = 0
+) -> ImageBundle:
     """Synthetic PACS stand-in (smoke scale): four colour-transformed domains of one class structure
     (the seven PACS classes), split as :func:`lib.data.images.load_pacs` splits PACS."""
     target = resolve_pacs_domain(target)
@@ -131,9 +133,7 @@ def synthetic_pacs_domains(target: str = "sketch", n_per_domain: int = 160, size
         per[d] = (np.clip(xf * 255, 0, 255).round().astype(np.uint8), y)
     src_x = np.concatenate([per[d][0] for d in PACS_DOMAINS if d != target])
     src_y = np.concatenate([per[d][1] for d in PACS_DOMAINS if d != target])
-    perm = rng.permutation(len(src_y))
-    n_val = max(1, int(round(VAL_FRAC * len(src_y))))
-    vi, ti = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    vi, ti = source_split(rng.permutation(len(src_y)))
     tx, ty = per[target]
     t = torch.from_numpy
     return ImageBundle.from_pairs(

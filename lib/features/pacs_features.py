@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
-from lib.data.images import VAL_FRAC
+from lib.data.images import VAL_FRAC, source_split
 from lib.engine import progress
 from lib.features.frozen import (
     FeatureBundle,
@@ -27,7 +27,6 @@ from lib.features.frozen import (
 from lib.nets.lite0_tuning import tail_features, tune_tail
 
 
-
 def pacs_features(
     target: str,
     size: int = 160,
@@ -39,7 +38,8 @@ def pacs_features(
     tune: tuple[int, float] | None = None,
 ) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` at ``size`` px, with the
-    split of :func:`lib.data.images.load_pacs` (same ``VAL_FRAC``, ``seed`` and ``n_per_domain`` draws).
+    split of :func:`lib.data.images.load_pacs` (:func:`lib.data.images.source_split`, same ``seed`` and
+    ``n_per_domain`` draws).
     Each domain's features are computed once and cached (keyed by data folder, domain, size, extractor
     weights and filtering); source images also get ``copies`` JPEG-filtered versions (each image at a
     quality drawn once from 15, 18 and 25, fixed per domain and copy): FGR's filtered copies. With
@@ -102,9 +102,7 @@ def pacs_features(
         ys.append(y[keep])
     te, te_y = feats[target, None, False], labels(target)[0]
     src, src_y = np.concatenate(blocks), np.concatenate(ys)
-    perm = np.random.default_rng(seed).permutation(len(src_y))
-    n_val = max(1, int(round(VAL_FRAC * len(src_y))))
-    val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    val_idx, train_idx = source_split(np.random.default_rng(seed).permutation(len(src_y)))
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
