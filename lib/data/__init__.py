@@ -1,5 +1,1 @@
 """Data loaders for every experiment of the book; :mod:`lib.data.locate` holds the search order."""
-
-from lib.data.locate import DataNotFoundError
-
-__all__ = ["DataNotFoundError"]

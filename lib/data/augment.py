@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from lib.validation import check_int, check_number, check_positive
+from lib.validation import check_int, check_positive
 
 # Channel statistics (RGB, of [0, 1] pixels). CIFAR-10 train-set statistics as used by most CIFAR
 # code; ImageNet statistics for pretrained torchvision backbones.
@@ -69,19 +69,14 @@ def _check_images(x: torch.Tensor, name: str = "x") -> None:
 def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image (uniform on
     {0, ..., 2 padding}): torchvision's ``RandomCrop(size, padding)`` image by image, any dtype and device."""
-    _check_images(x)
-    if not isinstance(padding, int) or padding < 0:
-        raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
     if padding == 0:
         return x
-    b, _, h, w = x.shape
-    offsets = torch.randint(0, 2 * padding + 1, (2, b), generator=generator)
+    offsets = torch.randint(0, 2 * padding + 1, (2, x.shape[0]), generator=generator)
     return crop_at(x, padding, offsets[0], offsets[1])
 
 
 def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
     """Zero-pad by ``padding`` and take, for image i, the window starting at (dy[i], dx[i])."""
-    _check_images(x)
     b, c, h, w = x.shape
     padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
     dev = x.device
@@ -94,8 +89,6 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
 
 def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
     """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
-    _check_images(x)
-    check_number(p, "p", 0.0, 1.0)
     flip = torch.rand(x.shape[0], generator=generator) < p
     flip = to_device_async(flip, x.device)[:, None, None, None]
     return torch.where(flip, x.flip(-1), x)
@@ -108,8 +101,7 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
         raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
     if min(std) <= 0:
         raise ValueError(f"std: must be > 0, got {tuple(std)}")
-    # built on the host and copied without a host sync (a tensor made from a list on CUDA is a blocking
-    # copy: the H200 benchmark counted two of them per training step)
+    # built on the host and copied without a host sync (a tensor made from a list on CUDA blocks)
     m = to_device_async(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     s = to_device_async(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     out = (x.to(torch.float32) - m) / s
@@ -132,6 +124,8 @@ def augment_batch(
     """
     _check_images(x)
     pad = default_padding(x.shape[-1]) if padding is None else padding
+    if not isinstance(pad, int) or pad < 0:
+        raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
     x = random_flip(random_crop(x, pad, generator), generator)
     return to_float(x, mean, std, channels_last=channels_last)
 

@@ -20,8 +20,9 @@ Pair = tuple[torch.Tensor, torch.Tensor]  # (x, y) of one split
 
 @runtime_checkable
 class Bundle(Protocol):
-    """A train/validation/test split with labels, a "hard" test subset, ``kind`` ("images" or "text") and
-    a content hash (``fingerprint()``, part of every run key)."""
+    """A train/validation/test split with labels, a "hard" test subset, ``kind`` ("images" or "text"),
+    ``num_classes``, ``sizes()`` (train, validation, test and hard examples) and a content hash
+    (``fingerprint()``, part of every run key)."""
 
     name: str
     kind: str
@@ -31,19 +32,11 @@ class Bundle(Protocol):
     val_y: torch.Tensor
     test_y: torch.Tensor
     hard_mask: torch.Tensor
+    num_classes: int
 
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        ...
+    def sizes(self) -> dict[str, int]: ...
 
-    def sizes(self) -> dict[str, int]:
-        """Number of train, validation, test and hard test examples."""
-        ...
-
-    def fingerprint(self) -> str:
-        """A short content hash (part of run keys)."""
-        ...
+    def fingerprint(self) -> str: ...
 
 
 def strided(x: torch.Tensor) -> bytes:
@@ -111,7 +104,7 @@ class TensorSplits(Splits):
         return cls(name=name, train_x=tx, train_y=ty, val_x=vx, val_y=vy, test_x=sx, test_y=sy, **fields)
 
 
-_FIELDS = (*Bundle.__annotations__, "num_classes", "sizes", "fingerprint")
+_FIELDS = (*Bundle.__annotations__, "sizes", "fingerprint")
 
 
 def check_bundle(data: Any, name: str = "data") -> Bundle:

@@ -32,13 +32,11 @@ CIFAR10_CLASSES: tuple[str, ...] = tuple("airplane automobile bird cat deer dog 
 PACS_DOMAINS: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 PACS_ALIASES: dict[str, str] = {"art": "art_painting", "painting": "art_painting"}
 PACS_CLASSES: tuple[str, ...] = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
-PACS_DOMAIN_SIZES: dict[str, int] = {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
 
 __all__ = [
     "CIFAR10_CLASSES",
     "PACS_CLASSES",
     "PACS_DOMAINS",
-    "PACS_DOMAIN_SIZES",
     "cifar10_arrays",
     "decoded_cache_dir",
     "pacs_domain",

@@ -10,7 +10,6 @@ the cache, then the official download when online).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,20 +28,22 @@ from lib.data.image_files import (
     resolve_pacs_domain,
 )
 from lib.data.locate import describe, locate, reading
-from lib.validation import check_choice, check_int, check_open_unit
+from lib.validation import check_choice, check_int
 
 HARD_THRESHOLD = 0.7  # CIFAR-10H hard subset: max human probability < 0.7 (MoE paper, Appendix D)
 CIFAR_VAL_SIZE = 5000
 SPLIT_SEED = 0  # the train/validation split of CIFAR-10 is the same for every training seed
+VAL_FRAC = 0.1  # PACS: the share of the source domains' images held out for validation
 
-__all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "pacs_examples"]
+__all__ = ["ImageBundle", "load_cifar10h", "load_pacs", "natural_test_subset", "pacs_examples", "source_split"]
 
 
 @dataclass
 class ImageBundle(TensorSplits):
     """Train/validation/test uint8 images (N, C, H, W) and int64 labels: ``hard_mask`` marks the hard test
     subset, ``all_mask`` (``None``: every test image) the natural-proportion sample of the "all" metrics,
-    ``human_probs`` (N_test, C) human label distributions where they exist; ``info``: how it was split."""
+    ``human_probs`` (N_test, C) human label distributions where they exist; ``info``: CIFAR-10H's hard
+    shares and test indices."""
 
     human_probs: torch.Tensor | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -99,11 +100,7 @@ def _check_count(value: int | None, name: str, maximum: int) -> None:
 
 
 def load_cifar10h(
-    data_dir: str | os.PathLike[str] | None = None,
-    n_train: int | None = None,
-    n_test: int | None = None,
-    seed: int = 0,
-    n_val: int | None = None,
+    n_train: int | None = None, n_test: int | None = None, seed: int = 0, n_val: int | None = None
 ) -> ImageBundle:
     """CIFAR-10 with CIFAR-10H human labels on the test set (MoE paper Table 4).
 
@@ -115,9 +112,9 @@ def load_cifar10h(
     _check_count(n_train, "n_train", 50000 - CIFAR_VAL_SIZE)
     _check_count(n_test, "n_test", 10000)
     _check_count(n_val, "n_val", CIFAR_VAL_SIZE)
-    arrays, source = cifar10_arrays(data_dir)
+    arrays, source = cifar10_arrays(None)
     (tr_x, tr_y), (te_x, te_y) = arrays["train"], arrays["test"]
-    hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", data_dir, _download_cifar10h, _CIFAR10H_HOW)
+    hp_path = locate("cifar10h", "cifar10h/cifar10h-probs.npy", download=_download_cifar10h, how_to_get=_CIFAR10H_HOW)
     with reading(hp_path, _CIFAR10H_HOW):
         human = np.load(hp_path).astype(np.float64)
     if human.shape != (len(te_y), 10):
@@ -128,7 +125,6 @@ def load_cifar10h(
     perm = np.random.default_rng(SPLIT_SEED).permutation(len(tr_y))
     val_idx, train_idx = perm[:CIFAR_VAL_SIZE], perm[CIFAR_VAL_SIZE:]
     rng = np.random.default_rng(seed)
-    info: dict[str, Any] = {"split_seed": SPLIT_SEED, "subset_seed": seed}
     if n_train is not None:
         train_idx = np.sort(rng.choice(train_idx, n_train, replace=False))
         n_val = n_val if n_val is not None else max(1, min(CIFAR_VAL_SIZE, n_train // 9))
@@ -137,14 +133,12 @@ def load_cifar10h(
     test_idx, all_mask = np.arange(len(te_y)), None
     if n_test is not None and n_test < len(te_y):
         test_idx, all_mask = natural_test_subset(hard, n_test, rng)
-        info["test_subset"] = (
-            f"uniform sample of {n_test} test images (the 'all' metrics) "
-            f"+ the {int((hard[test_idx] & ~all_mask).sum())} hard images it missed"
-        )
-    info["hard_fraction_full_test"] = float(hard.mean())
     sample = test_idx if all_mask is None else test_idx[all_mask]
-    info["hard_fraction_all_sample"] = float(hard[sample].mean())
-    info["test_index"] = test_idx.tolist() if len(test_idx) < len(te_y) else "all"
+    info = {  # the CIFAR-10H page's table of hard shares
+        "hard_fraction_full_test": float(hard.mean()),
+        "hard_fraction_all_sample": float(hard[sample].mean()),
+        "test_index": test_idx.tolist() if len(test_idx) < len(te_y) else "all",
+    }
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a))
@@ -166,27 +160,26 @@ def load_cifar10h(
 # --- PACS ---
 
 
-def load_pacs(
-    target: str,
-    size: int = 224,
-    data_dir: str | os.PathLike[str] | None = None,
-    val_frac: float = 0.1,
-    seed: int = 0,
-    n_per_domain: int | None = None,
-) -> ImageBundle:
+def source_split(perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PACS's source split (no official one exists): sorted (validation, training) indices, the first
+    ``VAL_FRAC`` of the permutation ``perm`` (at least one) held out for validation."""
+    n_val = max(1, int(round(VAL_FRAC * len(perm))))
+    return np.sort(perm[:n_val]), np.sort(perm[n_val:])
+
+
+def load_pacs(target: str, size: int = 224, seed: int = 0, n_per_domain: int | None = None) -> ImageBundle:
     """Leave-one-domain-out PACS (MoE paper section 5, Table 2).
 
-    ``target`` is the test and hard set; of the other three domains ``val_frac`` is held out with ``seed``
+    ``target`` is the test and hard set; of the other three domains ``VAL_FRAC`` is held out with ``seed``
     (PACS has no official split). Images are resized to ``size`` px; ``n_per_domain`` (cpu scale) draws
     that many images per domain.
     """
     target = resolve_pacs_domain(target)
-    check_open_unit(val_frac, "val_frac")
     _check_count(n_per_domain, "n_per_domain", 10000)
     rng = np.random.default_rng(seed)
 
     def domain(d: str) -> tuple[torch.Tensor, torch.Tensor, str]:
-        x, y, root = pacs_domain(d, size, data_dir)
+        x, y, root = pacs_domain(d, size)
         if n_per_domain is not None and n_per_domain < len(y):
             keep = torch.from_numpy(np.sort(rng.choice(len(y), n_per_domain, replace=False)))
             x, y = x[keep], y[keep]
@@ -195,9 +188,7 @@ def load_pacs(
     names = [d for d in PACS_DOMAINS if d != target]
     sources = [domain(d) for d in names]
     src_x, src_y = torch.cat([x for x, _, _ in sources]), torch.cat([y for _, y, _ in sources])
-    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(src_y)))
-    n_val = max(1, int(round(val_frac * len(src_y))))
-    val_idx, train_idx = perm[:n_val].sort().values, perm[n_val:].sort().values
+    val_idx, train_idx = map(torch.from_numpy, source_split(np.random.default_rng(seed).permutation(len(src_y))))
     te_x, te_y, root = domain(target)
     return ImageBundle.from_pairs(
         f"pacs-{target}",
@@ -207,12 +198,11 @@ def load_pacs(
         hard_mask=torch.ones(len(te_y), dtype=torch.bool),
         classes=PACS_CLASSES,
         source=f"PACS from {describe(root)} (resized 227->{size}px; sketch grayscale->RGB)",
-        info={"target": target, "sources": names, "val_frac": val_frac, "seed": seed, "n_per_domain": n_per_domain},
     )
 
 
 def pacs_examples(
-    classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64, data_dir: str | os.PathLike[str] | None = None
+    classes: Sequence[str] = ("dog", "guitar", "house"), size: int = 64
 ) -> tuple[torch.Tensor, list[str]]:
     """The first image of each of ``classes`` in each PACS domain (domain by domain, the layout of
     paper 1's Figure D.1): uint8 images (len(domains) x len(classes), 3, size, size) and captions."""
@@ -220,7 +210,7 @@ def pacs_examples(
         check_choice(c, PACS_CLASSES, "classes")
     images, captions = [], []
     for d in PACS_DOMAINS:
-        x, y, _ = pacs_domain(d, size, data_dir)
+        x, y, _ = pacs_domain(d, size)
         for c in classes:
             images.append(x[int(torch.nonzero(y == PACS_CLASSES.index(c))[0])])
             captions.append(f"{d.replace('_', ' ')}: {c}")

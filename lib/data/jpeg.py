@@ -63,17 +63,13 @@ def dct_matrix(n: int = BLOCK, dtype: torch.dtype = torch.float32, device: Any =
     return d.to(dtype=dtype, device=device)
 
 
-def _check_quality(q: torch.Tensor) -> None:
-    if ((q < 1) | (q > 100)).any():
-        raise ValueError(f"quality: must lie in [1, 100], got range [{float(q.min())}, {float(q.max())}]")
-
-
 def quantization_tables(quality: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> torch.Tensor:
     """Per-image quantization tables (B, 3, 8, 8): luminance for Y, chrominance for Cb and Cr, scaled by
     (101 - q)/50 and clamped to >= 1 (the FGR reference code's scaling, not libjpeg's)."""
     q = to_tensor(quality, "quality").to(dtype=torch.float64).reshape(-1)
     check_finite(q, "quality")
-    _check_quality(q)
+    if ((q < 1) | (q > 100)).any():
+        raise ValueError(f"quality: must lie in [1, 100], got range [{float(q.min())}, {float(q.max())}]")
     base = torch.tensor([JPEG_LUMA, JPEG_CHROMA, JPEG_CHROMA], dtype=torch.float64)
     scale = ((101.0 - q) / 50.0)[:, None, None, None]
     return (base[None] * scale).clamp_min(1.0).to(dtype=dtype, device=device)
@@ -166,18 +162,16 @@ def filtered_rows(
         raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
     check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
     check_number(frac, "frac", 0.0, 1.0, low_open=True)
-    qs = torch.as_tensor(list(qualities), dtype=torch.float64)
-    if qs.numel() == 0:
+    if not len(qualities):
         raise ValueError("qualities: is empty")
-    _check_quality(qs)
+    tables = quantization_tables(list(qualities), dtype=x.dtype)  # one per quality, checked here
     mean_t = _channel_stats(mean, "mean", x)
     std_t = _channel_stats(std, "std", x, positive=True)
     b = x.shape[0]
     m = max(1, int(frac * b))
     gen_device = generator.device if generator is not None else torch.device("cpu")
     idx = torch.randperm(b, generator=generator, device=gen_device)[:m].cpu()
-    q = qs[torch.randint(len(qs), (m,), generator=generator, device=gen_device).cpu()]
+    pick = torch.randint(len(tables), (m,), generator=generator, device=gen_device).cpu()
     with torch.no_grad():
         img = (x.detach().index_select(0, to_device_async(idx, x.device)) * std_t + mean_t) * 255.0
-        tables = to_device_async(quantization_tables(q, dtype=x.dtype), x.device)
-        return (_jpeg_filter(img, tables) / 255.0 - mean_t) / std_t, idx
+        return (_jpeg_filter(img, to_device_async(tables[pick], x.device)) / 255.0 - mean_t) / std_t, idx

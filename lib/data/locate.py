@@ -59,12 +59,6 @@ def candidate_roots() -> list[tuple[str, Path]]:
     return [*env, ("../shared/data", shared_data_dir()), ("local cache", local_data_cache())]
 
 
-def hub_offline() -> bool:
-    """True when the HF hub is switched off (``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``)."""
-    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("HF_DATASETS_OFFLINE", ""))
-    return any(f.lower() in {"1", "true", "yes", "on"} for f in flags)
-
-
 def _missing(path: Path, needs: Sequence[str]) -> str:
     """What ``path`` lacks for the loader ("" when it is usable): the path itself, an empty file
     or folder, or a ``needs`` pattern (glob, relative to ``path``) without a non-empty match."""
@@ -92,19 +86,17 @@ def locate(
     ``explicit`` (the file itself or a data root; then the only place), the data roots, then
     ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
-        if not Path(explicit).exists():
-            raise DataNotFoundError(
-                f"data root {explicit}: does not exist (dataset {dataset!r}); give an existing "
-                f"folder, or none to search ${DATA_ENV}, ../shared/data and the cache"
-            )
         problems = [(p, _missing(p, needs)) for p in (Path(explicit) / relpath, Path(explicit))]
         usable = next((p for p, problem in problems if not problem), None)
         if usable is not None:
             return usable
+        what = f"holds no usable copy of dataset {dataset!r} ({problems[0][0]}: {problems[0][1]})"
+        if not Path(explicit).exists():
+            what = f"does not exist (dataset {dataset!r})"
         raise DataNotFoundError(
-            f"data root {explicit}: holds no usable copy of dataset {dataset!r} ({problems[0][0]}: "
-            f"{problems[0][1]}); give a folder holding {relpath}, or none to search ${DATA_ENV}, "
-            f"../shared/data and the cache. How to get it: {how_to_get or DATA_PAGE}"
+            f"data root {explicit}: {what}; give a folder "
+            f"holding {relpath}, or none to search ${DATA_ENV}, ../shared/data and the cache. "
+            f"How to get it: {how_to_get or DATA_PAGE}"
         )
     tried: list[str] = []
     for label, root in candidate_roots():
@@ -116,7 +108,8 @@ def locate(
         tried.insert(0, f"${DATA_ENV}: not set")
     reason = ""
     if download is not None:
-        if hub_offline():
+        flags = (os.environ.get(v, "").lower() for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+        if any(f in {"1", "true", "yes", "on"} for f in flags):
             reason = "download skipped: HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set"
         else:
             try:
@@ -146,9 +139,9 @@ def describe(path: str | os.PathLike[str]) -> str:
     return p.name
 
 
-# Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors).
-READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, KeyError, SyntaxError)
-READ_ERRORS += (zipfile.BadZipFile, pickle.UnpicklingError)  # a truncated zip or npz, a damaged pickle
+# Errors of the readers lib.data uses on a damaged file (pandas' errors are ValueErrors; a truncated zip or
+# npz raises BadZipFile, a damaged pickle UnpicklingError).
+READ_ERRORS = (OSError, EOFError, ValueError, KeyError, SyntaxError, zipfile.BadZipFile, pickle.UnpicklingError)
 
 
 @contextlib.contextmanager
@@ -157,8 +150,6 @@ def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None
     :class:`DamagedDataError` naming the file, the reader's complaint and ``how_to_get`` it again."""
     try:
         yield
-    except DamagedDataError:
-        raise
     except READ_ERRORS as err:
         hint = f" How to get it again: {how_to_get}" if how_to_get else f" See {DATA_PAGE}."
         raise DamagedDataError(

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.special import softmax as scipy_softmax
 
 from lib.data.locate import describe, locate, reading
 from lib.validation import check_choice, check_int, check_number
@@ -67,35 +66,11 @@ class MMLUData:
 
     @property
     def models(self) -> tuple[str, ...]:
+        """The models with logits, in load order."""
         return tuple(self.logits)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
-
-    def probs(self, model: str) -> np.ndarray:
-        """softmax over the four answer-letter logits of ``model`` (paper 3, section 2.1)."""
-        check_choice(model, self.models, "model")
-        return scipy_softmax(self.logits[model].astype(np.float64), axis=1)
-
-    def tidy(self) -> pd.DataFrame:
-        """Long table: one row per (question, model) with ``pred``, ``conf`` and ``correct``."""
-        frames = []
-        for m in self.models:
-            p = self.probs(m)
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "subject": self.questions["subject"].to_numpy(),
-                        "row": self.questions["row"].to_numpy(),
-                        "model": m,
-                        "label": self.labels,
-                        "pred": p.argmax(axis=1),
-                        "conf": p.max(axis=1),
-                        "correct": p.argmax(axis=1) == self.labels,
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)
 
 
 def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...] = MODELS) -> MMLUData:
@@ -107,9 +82,7 @@ def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...
     folder = locate(
         "mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("questions.csv", "logits_*.csv")
     )
-    qpath = folder / "questions.csv"
-    if not qpath.exists():
-        raise ValueError(f"root: {folder} has no questions.csv. How to get it: {HOW_TO_GET}")
+    qpath = folder / "questions.csv"  # locate found it
     with reading(qpath, HOW_TO_GET):  # an empty, truncated or malformed csv is named in the error
         questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})
         questions["row"] = questions["row"].astype(np.int64)

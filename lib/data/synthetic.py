@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, resolve_pacs_domain
-from lib.data.images import HARD_THRESHOLD, ImageBundle
+from lib.data.images import HARD_THRESHOLD, ImageBundle, source_split
 from lib.data.text import IDENTITY_GROUPS, TextBundle
-from lib.validation import check_int, check_number, check_open_unit
+from lib.validation import check_int, check_open_unit
 
 __all__ = ["synthetic_images", "synthetic_pacs_domains", "synthetic_comments"]
 
@@ -98,7 +98,6 @@ def synthetic_images(
         human_probs=t(tp).float(),
         classes=tuple(f"class{c}" for c in range(num_classes)),
         source=f"SYNTHETIC images made by lib.data.synthetic (seed {seed}); not real data",
-        info={"seed": seed, "hard_frac": hard_frac, "noise": noise},
     )
 
 
@@ -118,35 +117,24 @@ def _domain_transform(x: np.ndarray, domain: str) -> np.ndarray:
 
 
 def synthetic_pacs_domains(
-    target: str = "sketch",
-    n_per_domain: int = 160,
-    size: int = 16,
-    num_classes: int = len(PACS_CLASSES),
-    seed: int = 0,
-    val_frac: float = 0.1,
-    noise: float = 0.08,
+    target: str = "sketch", n_per_domain: int = 160, size: int = 16, seed: int = 0
 ) -> ImageBundle:
-    """Synthetic PACS stand-in (smoke scale): four colour-transformed domains of one class structure,
-    split as :func:`lib.data.images.load_pacs` splits PACS."""
+    """Synthetic PACS stand-in (smoke scale): four colour-transformed domains of one class structure
+    (the seven PACS classes), split as :func:`lib.data.images.load_pacs` splits PACS."""
     target = resolve_pacs_domain(target)
     check_int(n_per_domain, "n_per_domain", 2)
     check_int(size, "size", 4)
-    check_int(num_classes, "num_classes", 2)
-    check_open_unit(val_frac, "val_frac")
     rng = np.random.default_rng(seed)
-    protos = _prototypes(num_classes, size)
+    protos = _prototypes(len(PACS_CLASSES), size)
     per: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for d in PACS_DOMAINS:
-        x, y, _ = _render(protos, n_per_domain, 0.1, noise, rng)
+        x, y, _ = _render(protos, n_per_domain, 0.1, 0.08, rng)
         xf = _domain_transform(x.astype(np.float64) / 255, d)
         per[d] = (np.clip(xf * 255, 0, 255).round().astype(np.uint8), y)
     src_x = np.concatenate([per[d][0] for d in PACS_DOMAINS if d != target])
     src_y = np.concatenate([per[d][1] for d in PACS_DOMAINS if d != target])
-    perm = rng.permutation(len(src_y))
-    n_val = max(1, int(round(val_frac * len(src_y))))
-    vi, ti = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    vi, ti = source_split(rng.permutation(len(src_y)))
     tx, ty = per[target]
-    classes = PACS_CLASSES if num_classes == len(PACS_CLASSES) else tuple(f"class{c}" for c in range(num_classes))
     t = torch.from_numpy
     return ImageBundle.from_pairs(
         f"synthetic-pacs-{target}",
@@ -154,9 +142,8 @@ def synthetic_pacs_domains(
         (t(src_x[vi]), t(src_y[vi])),
         (t(tx), t(ty)),
         hard_mask=torch.ones(len(ty), dtype=torch.bool),
-        classes=classes,
+        classes=PACS_CLASSES,
         source=f"SYNTHETIC PACS-like domains made by lib.data.synthetic (seed {seed}); not real data",
-        info={"target": target, "sources": [d for d in PACS_DOMAINS if d != target], "seed": seed},
     )
 
 
@@ -187,20 +174,16 @@ _CLEAN = [
 ]
 
 
-def synthetic_comments(
-    n: int = 400, seed: int = 0, identity_frac: float = 0.4, label_noise: float = 0.05
-) -> TextBundle:
-    """Synthetic CivilComments stand-in (smoke scale): toxic or clean template sentences (``label_noise``
-    flips), ``identity_frac`` of them naming an identity group (the masks; hard = any), split 60/20/20."""
+def synthetic_comments(n: int = 400, seed: int = 0) -> TextBundle:
+    """Synthetic CivilComments stand-in (smoke scale): toxic or clean template sentences (5% of labels
+    flipped), 40% of them naming an identity group (the masks; hard = any), split 60/20/20."""
     check_int(n, "n", 10)
-    check_open_unit(identity_frac, "identity_frac")
-    check_number(label_noise, "label_noise", 0.0, 0.5, high_open=True)
     rng = np.random.default_rng(seed)
     texts: list[str] = []
     labels = np.empty(n, dtype=np.int64)
     groups = {g: np.zeros(n, dtype=bool) for g in IDENTITY_GROUPS}
     for i in range(n):
-        if rng.random() < identity_frac:
+        if rng.random() < 0.4:
             g = IDENTITY_GROUPS[rng.integers(len(IDENTITY_GROUPS))]
             subject = _GROUP_WORDS[g][rng.integers(3)]
             groups[g][i] = True
@@ -209,7 +192,7 @@ def synthetic_comments(
         toxic = rng.random() < 0.3
         template = (_TOXIC if toxic else _CLEAN)[rng.integers(5)]
         texts.append(template.format(s=subject))
-        labels[i] = int(toxic) ^ int(rng.random() < label_noise)
+        labels[i] = int(toxic) ^ int(rng.random() < 0.05)
     n_tr, n_va = int(0.6 * n), int(0.2 * n)
     sl = {"train": slice(0, n_tr), "val": slice(n_tr, n_tr + n_va), "test": slice(n_tr + n_va, n)}
     test_groups = {g: torch.from_numpy(m[sl["test"]].copy()) for g, m in groups.items()}
@@ -226,5 +209,4 @@ def synthetic_comments(
         test_groups=test_groups,
         hard_mask=hard,
         source=f"SYNTHETIC template comments made by lib.data.synthetic (seed {seed}); not real data",
-        info={"seed": seed, "identity_frac": identity_frac, "label_noise": label_noise},
     )

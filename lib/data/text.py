@@ -10,7 +10,7 @@ validation, the full WILDS test split; label = toxicity >= 0.5; the eight identi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,6 @@ class TextBundle(Splits):
     hard_mask: torch.Tensor
     source: str
     classes: tuple[str, ...] = ("non-toxic", "toxic")
-    info: dict[str, Any] = field(default_factory=dict)
-    human_probs: torch.Tensor | None = None
-
     kind: str = "text"
 
     def fingerprint(self) -> str:
@@ -86,8 +83,8 @@ def load_civilcomments(
     """
     check_int(n_train, "n_train", 10)
     path = locate("civilcomments", f"{WILDS_FOLDER}/{WILDS_CSV}", data_dir, _download_wilds, _HOW)
-    if path.is_dir():
-        path = path / WILDS_CSV if (path / WILDS_CSV).exists() else path / WILDS_FOLDER / WILDS_CSV
+    if path.is_dir():  # an explicit civilcomments_v1.0 folder
+        path = path / WILDS_CSV
     import pandas as pd  # pandas reads the 450k-row WILDS csv with its quoting correctly
 
     with reading(path, _HOW):
@@ -120,7 +117,6 @@ def load_civilcomments(
         test_groups=groups,
         hard_mask=hard,
         source=f"WILDS CivilComments v1.0 ({describe(path)})",
-        info={"n_train": n, "seed": seed, "validation": "last 10% of the subsample"},
     )
 
 

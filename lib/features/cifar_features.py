@@ -64,7 +64,7 @@ def cifar10h_features(
         copies=copies,
         qualities=qualities,
         extractor=f"{extractor}/{weights}/{size}px",
-        info={**b.info, "size": size, "extractor": extractor, "seed": seed},
+        info=b.info,
         all_mask=b.all_mask,
         human_probs=b.human_probs,
         test_images=b.test_x,

@@ -63,13 +63,14 @@ def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | Non
     """``compute()`` cached as ``<folder>/<key>.npy`` (float16) with ``<key>.json`` holding its SHA-256
     and shape: a file that is missing, does not match its hash or fails to load is recomputed
     (written to a temporary file, then renamed). Returns float32."""
-    if not isinstance(key, str) or not key or "/" in key:
-        raise ValueError(f"key: expected a non-empty file name without '/', got {key!r}")
     folder = folder or _features_dir()
     found = load_cached(key, folder)
-    if found is not None:
-        return found
-    arr = np.asarray(compute(), dtype=np.float16)
+    return found if found is not None else _store(key, compute(), folder)
+
+
+def _store(key: str, values: np.ndarray, folder: Path) -> np.ndarray:
+    """Write ``values`` as :func:`cached_array`'s float16 ``<key>.npy`` and its ``<key>.json``; return float32."""
+    arr = np.asarray(values, dtype=np.float16)
     tmp, tmp_meta = folder / f"{key}.{os.getpid()}.tmp.npy", folder / f"{key}.{os.getpid()}.tmp.json"
     np.save(tmp, arr)
     tmp_meta.write_text(json.dumps({"sha256": sha256_file(tmp), "shape": list(arr.shape)}))
@@ -90,7 +91,7 @@ def cached_features(
     with progress.session(title, todo, unit="image", quiet_if_idle=True) as line:
         for j, (key, _, compute) in jobs.items():
             arr = found[j]
-            out[j] = arr if arr is not None else cached_array(key, lambda c=compute: c(line.update))
+            out[j] = arr if arr is not None else _store(key, compute(line.update), _features_dir())
     return out
 
 
@@ -112,20 +113,6 @@ class FeatureBundle(TensorSplits):
     human_probs: torch.Tensor | None = None
     test_images: torch.Tensor | None = None
     kind: str = "features"
-
-    def __post_init__(self) -> None:
-        check_int(self.dim, "dim")
-        check_int(self.copies, "copies", minimum=0)
-        width = (1 + self.copies) * self.dim
-        if self.train_x.ndim != 2 or self.train_x.shape[1] != width:
-            raise ValueError(
-                f"train_x: expected (N, {width}) rows (clean + {self.copies} filtered blocks of "
-                f"{self.dim}), got {tuple(self.train_x.shape)}"
-            )
-        for name in ("val_x", "test_x"):
-            x = getattr(self, name)
-            if x.ndim != 2 or x.shape[1] != self.dim:
-                raise ValueError(f"{name}: expected (N, {self.dim}), got {tuple(x.shape)}")
 
     def fingerprint(self) -> str:
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS, pacs_domain, resolve_pacs_domain
+from lib.data.images import VAL_FRAC, source_split
 from lib.engine import progress
 from lib.features.frozen import (
     FeatureBundle,
@@ -24,8 +25,6 @@ from lib.features.frozen import (
     row_normalizer,
 )
 from lib.nets.lite0_tuning import tail_features, tune_tail
-
-VAL_FRAC = 0.1  #: The share of the source images held out for validation (that of :func:`lib.data.images.load_pacs`).
 
 
 def pacs_features(
@@ -39,7 +38,8 @@ def pacs_features(
     tune: tuple[int, float] | None = None,
 ) -> FeatureBundle:
     """Leave-one-domain-out PACS as frozen ImageNet features of ``extractor`` at ``size`` px, with the
-    split of :func:`lib.data.images.load_pacs` (same ``VAL_FRAC``, ``seed`` and ``n_per_domain`` draws).
+    split of :func:`lib.data.images.load_pacs` (:func:`lib.data.images.source_split`, same ``seed`` and
+    ``n_per_domain`` draws).
     Each domain's features are computed once and cached (keyed by data folder, domain, size, extractor
     weights and filtering); source images also get ``copies`` JPEG-filtered versions (each image at a
     quality drawn once from 15, 18 and 25, fixed per domain and copy): FGR's filtered copies. With
@@ -52,7 +52,7 @@ def pacs_features(
     last stage and head convolution once, with cross-entropy, on the clean training rows of the
     sources (:func:`lib.nets.lite0_tuning.tune_tail`; never the target's images nor the validation
     rows), then freezes it: every row becomes the tuned network's pooled 1280-d features (cached)."""
-    target, val_frac = resolve_pacs_domain(target), VAL_FRAC
+    target = resolve_pacs_domain(target)
     if not isinstance(flip, bool):
         raise ValueError(f"flip: expected a bool, got {flip!r}")
     qualities, dim, model, weights = feature_source(extractor, size, copies, (15, 18, 25))
@@ -102,15 +102,13 @@ def pacs_features(
         ys.append(y[keep])
     te, te_y = feats[target, None, False], labels(target)[0]
     src, src_y = np.concatenate(blocks), np.concatenate(ys)
-    perm = np.random.default_rng(seed).permutation(len(src_y))
-    n_val = max(1, int(round(val_frac * len(src_y))))
-    val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    val_idx, train_idx = source_split(np.random.default_rng(seed).permutation(len(src_y)))
     if n_per_domain is not None and n_per_domain < len(te_y):
         keep = np.sort(rng.choice(len(te_y), n_per_domain, replace=False))
         te, te_y = te[keep], te_y[keep]
     if tune is not None:
         key = hashlib.sha256(
-            repr(([jobs[j][0] for j in plan], target, val_frac, seed, n_per_domain, flip, tuple(tune))).encode()
+            repr(([jobs[j][0] for j in plan], target, VAL_FRAC, seed, n_per_domain, flip, tuple(tune))).encode()
         ).hexdigest()[:16]
         src, te, dim = _tuned_rows(src, src_y, te, train_idx, dim, size, tune, f"pacs_tuned_{key}", len(PACS_CLASSES))
         extractor = "efficientnet_lite0"  # the rows are now pooled features: standardized as such
@@ -138,16 +136,6 @@ def pacs_features(
         copies=copies,
         qualities=qualities,
         extractor=f"{extractor}/{weights}/{size}px",
-        info={
-            "target": target,
-            "sources": sources,
-            "val_frac": val_frac,
-            "seed": seed,
-            "n_per_domain": n_per_domain,
-            "size": size,
-            "extractor": extractor,
-            "flip": flip,
-        },
     )
 
 

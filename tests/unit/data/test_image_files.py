@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib.data.image_files import CIFAR10_CLASSES, PACS_DOMAIN_SIZES, cifar10_arrays, pacs_domain, resolve_pacs_domain
+from lib.data.image_files import CIFAR10_CLASSES, PACS_DOMAINS, cifar10_arrays, pacs_domain, resolve_pacs_domain
 from lib.data.locate import shared_data_dir
 
 SHARED = shared_data_dir()
@@ -15,7 +15,7 @@ HAS_PACS = (SHARED / "pacs" / "photo").is_dir()
 
 @pytest.mark.skipif(not HAS_PACS, reason="PACS not in ../shared/data")
 def test_pacs_domain_sizes():
-    sizes = {d: len(pacs_domain(d, size=32)[1]) for d in PACS_DOMAIN_SIZES}
+    sizes = {d: len(pacs_domain(d, size=32)[1]) for d in PACS_DOMAINS}
     assert sizes == {"photo": 1670, "art_painting": 2048, "cartoon": 2344, "sketch": 3929}
 
 

@@ -32,8 +32,6 @@ def test_cached_array_computes_once_and_recomputes_a_corrupt_file(tmp_path: Path
     (tmp_path / "k.npy").write_bytes(b"")  # truncated
     cached_array("k", compute, folder=tmp_path)
     assert len(calls) == 3
-    with pytest.raises(ValueError, match="key"):
-        cached_array("a/b", compute, folder=tmp_path)
 
 
 class _MeanPool(nn.Module):
@@ -139,12 +137,8 @@ def test_fgr_inputs_put_a_filtered_copy_in_front_of_five_percent_of_the_rows() -
     assert torch.equal(same, plain.train_x[:10]) and torch.equal(rows, torch.arange(10))
 
 
-def test_bundle_and_backbone_validate_their_shapes() -> None:
+def test_bundle_fingerprint_and_the_backbone_checks_its_extractor() -> None:
     b = _bundle()
-    with pytest.raises(ValueError, match="train_x"):
-        FeatureBundle(**{**b.__dict__, "copies": 1})
-    with pytest.raises(ValueError, match="test_x"):
-        FeatureBundle(**{**b.__dict__, "test_x": b.test_x[:, :3]})
     assert b.fingerprint() != _bundle(seed=1).fingerprint() and b.sizes()["hard"] == 60
     body = FeatureInput("efficientnet_lite0")
     assert body.out_features == 1280 and torch.equal(
