@@ -26,18 +26,6 @@ from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
 from lib.validation import check_bool, check_int, check_positive
 
-__all__ = [
-    "CPU_STACK",
-    "MAX_STACK",
-    "auto_stack",
-    "fit_count",
-    "member_bytes",
-    "run_grid",
-    "stack_groups",
-    "train_stacked",
-]
-
-
 # Fields that may differ inside one stack (each member has its own); all others must agree.
 _PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
 
