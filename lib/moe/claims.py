@@ -20,7 +20,7 @@ from lib import report
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS
 from lib.moe import paper as paper_text
 from lib.moe.methods import ROBUST_METHODS as ROBUST
-from lib.moe.record import MoERecord
+from lib.moe.record import SUBSETS, run_fields
 from lib.moe.tables import fmt, summarize
 
 NON_ROBUST: tuple[str, ...] = tuple(m for m in METHODS if m not in ROBUST)
@@ -225,13 +225,13 @@ def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     """Largest |accuracy(MoCaE) - accuracy(Vanilla)| over MoCaE records (lib.moe.train stores the
     Vanilla accuracy of the same trained model in each MoCaE record); None without MoCaE runs."""
     diffs = []
-    for r in map(MoERecord.from_record, records):
-        if r.method != "mocae":
+    for r in records:
+        if run_fields(r)["method"] != "mocae":
             continue
-        van = r.metrics.get("vanilla_accuracy") or {}
-        for s, block in r.subsets.items():
-            if van.get(s) is not None:
-                diffs.append(abs(block.accuracy - van[s]))
+        van = r["metrics"].get("vanilla_accuracy") or {}
+        for s in SUBSETS:
+            if r["metrics"].get(s) and van.get(s) is not None:
+                diffs.append(abs(r["metrics"][s]["accuracy"] - van[s]))
     return max(diffs) if diffs else None
 
 

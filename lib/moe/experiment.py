@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from lib.moe.methods import METHODS
-from lib.moe.record import SUBSETS, MoERecord
+from lib.moe.record import SUBSETS, run_fields
 from lib.validation import check_choice
 
 METHOD_LABELS: dict[str, str] = {
@@ -29,9 +29,6 @@ _TRAIN_KEYS: tuple[str, ...] = tuple(
     "dataset epochs batch_size lr weight_decay lam num_experts router_hidden backbone width pretrained "
     "max_length augment threads eval_batch_size".split()
 )
-
-
-# --- Grids and runs -------------------------------------------------------------------------------
 
 
 def cifar10h_data(cfg: Mapping[str, Any]) -> Any:
@@ -65,17 +62,13 @@ def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = N
         raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
     methods = list(methods if methods is not None else settings.get("methods", METHODS))
     seeds = list(settings.get("seeds", [0]))
-    if not methods:
-        raise ValueError("methods: is empty")
-    if not seeds:
-        raise ValueError("seeds: is empty")
+    for name, values in (("methods", methods), ("seeds", seeds)):
+        if not values:
+            raise ValueError(f"{name}: is empty")
     for m in methods:
         check_choice(m, METHODS, "methods")
     base = {"progress": True, **{k: settings[k] for k in _TRAIN_KEYS if k in settings}, **changes}
     return [TrainConfig(**{**base, "method": m, "seed": int(s)}) for m in methods for s in seeds]
-
-
-# --- Predictions for figures ----------------------------------------------------------------------
 
 
 def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,8 +91,8 @@ def pooled_predictions(
 
     check_choice(subset, SUBSETS, "subset")
     out: dict[str, dict[str, list[np.ndarray]]] = {}
-    for r in map(MoERecord.from_record, records):
-        pred = load_predictions(r.raw)
+    for r in records:
+        run, pred = run_fields(r), load_predictions(r)
         if subset == "hard":
             keep = pred["hard"].astype(bool)
         elif all_mask is None:
@@ -112,14 +105,13 @@ def pooled_predictions(
         probs = probs / probs.sum(axis=1, keepdims=True)
         labels = pred["labels"].astype(np.int64)[keep]
         conf, correct = top_label(probs, labels)
-        got = {"probs": probs, "labels": labels, "conf": conf, "correct": correct, "seed": np.full(len(labels), r.seed)}
-        d = out.setdefault(METHOD_LABELS.get(r.method, r.method), {k: [] for k in got})
+        seeds = np.full(len(labels), run["seed"])
+        got = {"probs": probs, "labels": labels, "conf": conf, "correct": correct, "seed": seeds}
+        d = out.setdefault(METHOD_LABELS.get(run["method"], run["method"]), {k: [] for k in got})
         for k, v in got.items():
             d[k].append(v)
     return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
 
-
-# --- Smoke-scale text backbone --------------------------------------------------------------------
 
 TINY_TEXT = "text:tiny-random-bert"  # scales.toml sentinel for the smoke-scale text backbone
 

@@ -26,18 +26,6 @@ from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
 from lib.validation import check_bool, check_int, check_positive
 
-__all__ = [
-    "CPU_STACK",
-    "MAX_STACK",
-    "auto_stack",
-    "fit_count",
-    "member_bytes",
-    "run_grid",
-    "stack_groups",
-    "train_stacked",
-]
-
-
 # Fields that may differ inside one stack (each member has its own); all others must agree.
 _PER_MEMBER = ("method", "seed", "lam", "warmup_epochs")
 
@@ -138,11 +126,10 @@ def train_stacked(
 ) -> list[TrainConfig]:
     """Train the unfinished ``configs`` (no ``mocae``) and return those it trained: runs of one
     :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
-    :func:`auto_stack`); runs another process holds the lock of are skipped; ``on_done(cfg, record)``
-    follows each save. Inside :func:`lib.engine.deadline.deadline` training stops at the epoch boundary
-    that would cross it (:class:`lib.engine.deadline.DeadlineReached` propagates; runs resume from checkpoints).
-    Text runs train one at a time. ``compile``: packs under ``torch.compile`` (CUDA; also where a
-    config asks for it)."""
+    :func:`auto_stack`; text runs one at a time); runs another process holds the lock of are skipped;
+    ``on_done(cfg, record)`` follows each save. Inside :func:`lib.engine.deadline.deadline` training
+    stops at the epoch boundary that would cross it (:class:`lib.engine.deadline.DeadlineReached`
+    propagates; runs resume from checkpoints). ``compile``: packs under ``torch.compile``."""
     stack = 1 if getattr(data, "kind", "images") == "text" else stack
     by_start: dict[int, list[TrainConfig]] = {}
     for c in configs:
@@ -151,12 +138,42 @@ def train_stacked(
             ckpt = run.load_checkpoint()
             by_start.setdefault(int(ckpt["epoch"]) if ckpt is not None else 0, []).append(c)
     trained: list[TrainConfig] = []
+
+    def train_group(group: list[TrainConfig]) -> None:
+        with contextlib.ExitStack() as locks:
+            runs, ready = [], []
+            for c in group:
+                run = open_run(GROUP, run_config(c, data))
+                try:
+                    locks.enter_context(run.lock().acquire(timeout=0))
+                except Timeout:
+                    continue  # another process trains it
+                if not run.done:
+                    runs.append(run)
+                    ready.append(c)
+            if not ready:
+                return
+            if log is not None:
+                names = ", ".join(f"{c.method}/s{c.seed}" for c in ready)
+                log(f"{data.name}: training {len(ready)} run(s) as one pack: {names}")
+            if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
+                records = [compute_run(ready[0], data, runs[0])]
+            else:
+                records = _train_pack(ready, runs, data, log, compile)
+            for run, c, record in zip(runs, ready, records):
+                if record is None:  # diverged: reported, its last good checkpoint kept, nothing published
+                    continue
+                rec = run.save_result(record)
+                run.clear_checkpoint()
+                trained.append(c)
+                live.run_done()
+                if on_done is not None:
+                    on_done(c, rec)
+
     sizes: dict[tuple[Any, ...], int] = {}
     todo = [c for cfgs in by_start.values() for c in cfgs]
     left = sum(c.epochs - e for e, cfgs in by_start.items() for c in cfgs)
-    with live.session(
-        f"{data.name}: {len(todo)} runs", left, runs=len(todo), enabled=any(c.progress for c in todo)
-    ):  # one line for the grid
+    with live.session(f"{data.name}: {len(todo)} runs", left, runs=len(todo), enabled=any(c.progress for c in todo)):
         for cfgs in by_start.values():
             groups = []
             for key in dict.fromkeys(map(_stack_key, cfgs)):
@@ -165,50 +182,8 @@ def train_stacked(
                     sizes[key] = auto_stack(same[0], data)
                 groups += stack_groups(same, stack or sizes[key])
             for group in groups:
-                _train_group(group, data, trained, on_done, log, compile)
+                train_group(group)
     return trained
-
-
-def _train_group(
-    group: list[TrainConfig],
-    data: Bundle,
-    trained: list[TrainConfig],
-    on_done: Callable[[TrainConfig, dict[str, Any]], None] | None,
-    log: Callable[[str], None] | None,
-    compile: bool = False,
-) -> None:
-    """One stack of :func:`train_stacked` (alone: the plain loop); appends to ``trained`` as runs finish."""
-    with contextlib.ExitStack() as locks:
-        runs, ready = [], []
-        for c in group:
-            run = open_run(GROUP, run_config(c, data))
-            try:
-                locks.enter_context(run.lock().acquire(timeout=0))
-            except Timeout:
-                continue  # another process trains it
-            if not run.done:
-                runs.append(run)
-                ready.append(c)
-        if not ready:
-            return
-        if log is not None:
-            log(
-                f"{data.name}: training {len(ready)} run(s) as one pack: "
-                + ", ".join(f"{c.method}/s{c.seed}" for c in ready)
-            )
-        if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
-            records = [compute_run(ready[0], data, runs[0])]
-        else:
-            records = _train_pack(ready, runs, data, log, compile)
-        for run, c, record in zip(runs, ready, records):
-            if record is None:  # diverged: reported, its last good checkpoint kept, nothing published
-                continue
-            rec = run.save_result(record)
-            run.clear_checkpoint()
-            trained.append(c)
-            live.run_done()
-            if on_done is not None:
-                on_done(c, rec)
 
 
 def _train_pack(

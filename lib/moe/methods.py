@@ -36,8 +36,6 @@ WARMUP_FRACTION = 0.4  # paper 1, App. D: 20 of 50 epochs (images), 2 of 5 (text
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
 StepFn = Callable[..., "torch.Tensor | None"]
-
-
 MethodConfig = Any  # a lib.moe.config.TrainConfig (that module imports this one)
 
 
@@ -46,34 +44,18 @@ def build_backbone(cfg: MethodConfig) -> nn.Module:
     return backbones.build(cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback)
 
 
-def _out_features(backbone: nn.Module, sample: Inputs) -> int:
-    d = getattr(backbone, "out_features", None)
-    if isinstance(d, int):
-        return d
-    was = backbone.training
-    backbone.eval()
-    with torch.no_grad():
-        h = backbone(**sample) if isinstance(sample, Mapping) else backbone(sample)
-    backbone.train(was)
-    return int(h.shape[1])
-
-
-def build_model(
-    cfg: MethodConfig, num_classes: int, sample: Inputs | None = None, backbone: nn.Module | None = None
-) -> nn.Module:
-    """lib.MoEModel: backbone + MoEHead (K experts) or SingleExpertHead (method "single").
+def build_model(cfg: MethodConfig, num_classes: int, backbone: nn.Module | None = None) -> nn.Module:
+    """lib.MoEModel: backbone (``out_features``-d) + MoEHead (K experts) or SingleExpertHead (method "single").
 
     The weights depend only on ``cfg.seed`` and the architecture (the backbone, if not given, is
     built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network."""
     if backbone is None:
         torch.manual_seed(cfg.seed)
         backbone = build_backbone(cfg)
-    d = _out_features(backbone, sample) if sample is not None else int(backbone.out_features)
+    d = int(backbone.out_features)
     if cfg.method == "single":
-        head = SingleExpertHead(d, num_classes)
-    else:
-        head = MoEHead(d, num_classes, num_experts=cfg.num_experts, router_hidden=cfg.router_hidden)
-    return MoEModel(backbone, head)
+        return MoEModel(backbone, SingleExpertHead(d, num_classes))
+    return MoEModel(backbone, MoEHead(d, num_classes, num_experts=cfg.num_experts, router_hidden=cfg.router_hidden))
 
 
 class Runner(nn.Module):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from lib import report
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS, SUBSETS
-from lib.moe.record import MoERecord
+from lib.moe.record import run_fields
 from lib.validation import check_choice
 
 COLUMN_LABELS: dict[tuple[str, str], str] = {
@@ -34,17 +34,18 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     routing entropy, backbone, pretrained flag, device, provenance date and training seconds."""
     rows = [
         {
-            "method": r.method,
-            "label": METHOD_LABELS.get(r.method, r.method),
-            "seed": r.seed,
+            "method": f["method"],
+            "label": METHOD_LABELS.get(f["method"], f["method"]),
+            "seed": f["seed"],
             "subset": subset,
-            "n": block.n,
-            **{m: getattr(block, m) for m in (*METRICS, "nll")},
-            "routing_entropy": r.routing_entropy.get(subset),
-            **{k: getattr(r, k) for k in _RUN_FIELDS},
+            "n": int(r["metrics"][subset].get("n") or 0),
+            **{m: r["metrics"][subset].get(m) for m in (*METRICS, "nll")},
+            "routing_entropy": (r["metrics"].get("routing_entropy") or {}).get(subset),
+            **{k: f[k] for k in _RUN_FIELDS},
         }
-        for r in map(MoERecord.from_record, records)
-        for subset, block in r.subsets.items()  # in SUBSETS order
+        for r, f in zip(records, map(run_fields, records))
+        for subset in SUBSETS
+        if r["metrics"].get(subset)
     ]
     return pd.DataFrame(rows)
 
@@ -122,10 +123,10 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     book's earlier definition), from each Vanilla record: one row per (seed, variant, subset) with
     accuracy, ECE, ECE+TS and the range of the expert temperatures; empty without converged variants."""
     rows: list[dict[str, Any]] = []
-    for r in map(MoERecord.from_record, records):
-        if r.method != "vanilla" or "mocae_converged" not in r.metrics:
+    for r in records:
+        seed, m = run_fields(r)["seed"], r["metrics"]
+        if r["method"] != "vanilla" or "mocae_converged" not in m:
             continue
-        m, seed = r.metrics, r.seed
         for variant, block in (
             ("Vanilla MoE", m),
             ("MoCaE, paper's fit (LBFGS lr 0.01 x 50)", m["mocae"]),
@@ -154,17 +155,17 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
 
     rows = [
         {
-            "method": METHOD_LABELS.get(r.method, r.method),
-            "seed": r.seed,
-            "backbone": f"{r.backbone} ({'ImageNet-pretrained' if r.pretrained else 'random init'})",
-            "epochs": r.epochs,
-            "device": r.device,
-            "date": str(r.date)[:10],
-            "code": f"v{r.version}",
-            "train_min": (r.train_seconds or 0) / 60,
-            "source": "results/ (GPU)" if is_committed(r.raw) else "computed here",
+            "method": METHOD_LABELS.get(f["method"], f["method"]),
+            "seed": f["seed"],
+            "backbone": f"{f['backbone']} ({'ImageNet-pretrained' if f['pretrained'] else 'random init'})",
+            "epochs": f["epochs"],
+            "device": f["device"],
+            "date": str(f["date"])[:10],
+            "code": f"v{f['version']}",
+            "train_min": (f["train_seconds"] or 0) / 60,
+            "source": "results/ (GPU)" if is_committed(r) else "computed here",
         }
-        for r in map(MoERecord.from_record, records)
+        for r, f in zip(records, map(run_fields, records))
     ]
     frame = pd.DataFrame(rows)
     if frame.empty:

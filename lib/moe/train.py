@@ -4,8 +4,8 @@ Paper: "Calibrated mixture-of-experts under distribution shift", section 5 and A
 (Table 4 settings, evaluation). :func:`train_run` trains one :class:`lib.moe.config.TrainConfig`
 through :func:`lib.engine.loop.fit`, cached by config, data and code version and resumable;
 :func:`prepare_run` / :func:`finish_run`, the steps before and after the loop, are shared with the
-packed grids of :mod:`lib.moe.grid`. ``mocae`` is not trained again: it is the ``vanilla`` run of
-the same config, calibrated post hoc. The cosine schedule spans all epochs, warmup included."""
+packed grids of :mod:`lib.moe.grid`. ``mocae`` is the ``vanilla`` run of the same config, calibrated
+post hoc. The cosine schedule spans all epochs, warmup included."""
 
 from __future__ import annotations
 
@@ -42,20 +42,16 @@ from lib.moe.methods import (
 GROUP = "moe"  # calibook.runs group of paper-1 runs
 
 __all__ = [
-    "compute_run",
-    "fit_alone",
-    "train_run",
-    "finish_run",
-    "load_predictions",
-    "run_config",
     "backbone_identity",
-    "prepare_run",
+    "compute_run",
+    "finish_run",
+    "fit_alone",
+    "load_predictions",
     "mocae_view",
+    "prepare_run",
+    "run_config",
+    "train_run",
 ]
-
-
-# --- Paper 1: inputs, prediction, evaluation ------------------------------------------------------
-
 
 _SPLITS = ("train", "val", "test")
 
@@ -184,14 +180,7 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     backbone = build_backbone(cfg)
     prep = _prepare(cfg, data, backbone)
     pixels = not prep.is_text and prep.mean is not None
-    sample = (
-        {k: v[:2] for k, v in prep.train[0].items()}
-        if prep.is_text
-        else to_float(prep.train[0][:2], prep.mean, prep.std)
-        if pixels
-        else prep.train[0][:2]
-    )
-    model = build_model(cfg, data.num_classes, sample=sample, backbone=backbone)
+    model = build_model(cfg, data.num_classes, backbone=backbone)
     use_cl = cfg.channels_last and device.type == "cuda" and pixels
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
@@ -235,8 +224,7 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
 
     metrics, test_p = scores(val["probs"], test["probs"])
     arrays = {"probs": test_p.astype(np.float16)}
-    if cfg.method == "vanilla":  # MoCaE is post hoc on the same trained model (see train_run)
-        # "mocae_converged": the earlier definition (converged per-expert temperatures), a diagnostic
+    if cfg.method == "vanilla":  # MoCaE is post hoc on the same trained model; "converged": a diagnostic
         for name, fit in (("mocae", "paper"), ("mocae_converged", "converged")):
             mv, mt, temps = mocae_calibrate(val, data.val_y, test, fit=fit)
             metrics[name], mocae_p = scores(mv, mt)
@@ -310,10 +298,9 @@ def compute_run(
 
 def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
     """The MoCaE fields derived from a finished Vanilla MoE record (same trained model, post hoc
-    T_k): method, metrics (with the Vanilla accuracies, to check the paper's equality) and where
-    it came from. The MoCaE run record is this plus its predictions."""
+    T_k): method, metrics (with the Vanilla accuracies, to check the paper's claim that they are
+    equal) and where it came from. The MoCaE run record is this plus its predictions."""
     metrics = dict(base["metrics"]["mocae"])
-    # The paper states MoCaE's accuracy equals Vanilla's: recorded so the page can check the claim.
     metrics["vanilla_accuracy"] = {s: base["metrics"][s].get("accuracy") for s in ("all", "hard")}
     keep = ("dataset", "history", "wall_time", "resumed_from", "device", "data", "backbone", "provenance")
     return {
@@ -325,20 +312,6 @@ def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _mocae_record(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
-    """The MoCaE record: :func:`mocae_view` of its Vanilla run, with the mixture's predictions."""
-    preds = load_predictions(base)
-    run.save_arrays(
-        "predictions",
-        probs=preds["probs_mocae"],
-        labels=preds["labels"],
-        hard=preds["hard"],
-        routing=preds["routing"],
-        temperature=np.float32(base["metrics"]["mocae"]["temperature"]),
-    )
-    return mocae_view(base)
-
-
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
     """Train and evaluate one paper-1 run (:func:`finish_run`'s record), cached by ``(cfg, data, code
     version)`` and resumable; test predictions: :func:`load_predictions`. "mocae" is the "vanilla" run
@@ -346,11 +319,19 @@ def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., 
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)
-    if cfg.method == "mocae":
-        base = train_run(cfg.replace(method="vanilla"), data, callbacks)  # RunMissing if training is off
-        with training(True):  # MoCaE only recalibrates that run post hoc: nothing is trained
-            return cached_run(GROUP, run_config(cfg, data), lambda run: _mocae_record(base, run))
-    return cached_run(GROUP, run_config(cfg, data), lambda run: compute_run(cfg, data, run, callbacks))
+    if cfg.method != "mocae":
+        return cached_run(GROUP, run_config(cfg, data), lambda run: compute_run(cfg, data, run, callbacks))
+    base = train_run(cfg.replace(method="vanilla"), data, callbacks)  # RunMissing if training is off
+
+    def mocae_record(run: Run) -> dict[str, Any]:
+        p = load_predictions(base)
+        same = {k: p[k] for k in ("labels", "hard", "routing")}
+        t = np.float32(base["metrics"]["mocae"]["temperature"])
+        run.save_arrays("predictions", probs=p["probs_mocae"], **same, temperature=t)
+        return mocae_view(base)
+
+    with training(True):  # MoCaE only recalibrates that run post hoc: nothing is trained
+        return cached_run(GROUP, run_config(cfg, data), mocae_record)
 
 
 def load_predictions(record: Mapping[str, Any]) -> dict[str, np.ndarray]:

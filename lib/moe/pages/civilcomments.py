@@ -20,7 +20,7 @@ from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import gate, moe_claims, verdict_of
 from lib.moe.pages import MoEPage, moe_items
-from lib.moe.record import MoERecord
+from lib.moe.record import run_fields
 from lib.validation import to_numpy
 
 #: The smallest group-ECE difference Figure 2's claim is about (the margin of the rule).
@@ -68,9 +68,9 @@ def group_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """ECE per method, seed and identity group, from each record's per-group evaluation
     (``metrics["groups"]``)."""
     rows = [
-        {"method": exp.METHOD_LABELS[r.method], "seed": r.seed, "group": g, "ece": b["ece"], "n": b["n"]}
-        for r in map(MoERecord.from_record, records)
-        for g, b in (r.metrics.get("groups") or {}).items()
+        {"method": exp.METHOD_LABELS[r["method"]], "seed": seed, "group": g, "ece": b["ece"], "n": b["n"]}
+        for r, seed in ((r, run_fields(r)["seed"]) for r in records)
+        for g, b in (r["metrics"].get("groups") or {}).items()
     ]
     return pd.DataFrame(rows, columns=["method", "seed", "group", "ece", "n"])
 

@@ -1,6 +1,6 @@
 """The sensitivity page (``notebooks/sensitivity.py``): paper 1's Figures E.7, E.8 and Table 5.
 
-Everything that is this page: the run grid (:func:`sweep_configs`: Robust MoE per lambda at a fixed
+Everything that is this page: the run grid (:func:`run_plan`: Robust MoE per lambda at a fixed
 warmup and per warmup at a fixed lambda, plus Vanilla MoE as the ERM reference), the sweeps' tables
 and published numbers, Table 5 from the trained models (:func:`support_frame`), the paper's Table 5
 (:data:`PAPER_TABLE5`) and the claims (:func:`claims`), gated by the book's accuracy
@@ -48,18 +48,6 @@ PAPER_WARMUP_FRACTION: float = paper_text.PAPER["sensitivity"]["warmup_fraction"
 #: Batch size over which the tilted weights are normalized for Table 5 (the paper's batch size).
 SUPPORT_BATCH: int = 128
 LOSS_CLIP: float = 1e-12  #: Smallest probability of the true class before its log is taken (keeps the loss finite).
-
-
-def sweep_configs(cfg: Mapping[str, Any], warmups: Sequence[int]) -> list[Any]:
-    """The page's run grid from a scale's settings: Vanilla MoE (ERM), Robust MoE per ``cfg['lams']``
-    at warmup ``cfg['warmup']``, and Robust MoE per warmup in ``warmups`` at ``cfg['lam']``."""
-    for key in ("lams", "warmup", "lam"):
-        if key not in cfg:
-            raise ValueError(f"cfg: missing {key!r}")
-    robust_cfgs = exp.train_configs(cfg, methods=["robust"])  # at cfg["lam"]
-    lam_cfgs = [c.replace(warmup_epochs=cfg["warmup"], lam=float(lam)) for lam in cfg["lams"] for c in robust_cfgs]
-    warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in warmups for c in robust_cfgs]
-    return [*exp.train_configs(cfg, methods=["vanilla"]), *lam_cfgs, *warm_cfgs]
 
 
 def split_sweeps(
@@ -244,9 +232,14 @@ def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str,
 
 
 def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
-    """The page's runs at the settings ``cfg``: the two sweeps of :func:`sweep_configs` (warmups of
-    :func:`sensitivity_warmups`), each run once (the sweeps share their default point), in plan order."""
-    return [it.config for it in moe_items("sensitivity", sweep_configs(cfg, sensitivity_warmups(cfg)))]
+    """The page's runs at the settings ``cfg``, each once (the sweeps share their default point), in plan
+    order: Vanilla MoE (ERM), Robust MoE per ``cfg['lams']`` at warmup ``cfg['warmup']``, and Robust MoE
+    per warmup of :func:`sensitivity_warmups` at ``cfg['lam']``."""
+    robust_cfgs = exp.train_configs(cfg, methods=["robust"])  # at cfg["lam"]
+    lam_cfgs = [c.replace(warmup_epochs=cfg["warmup"], lam=float(lam)) for lam in cfg["lams"] for c in robust_cfgs]
+    warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in sensitivity_warmups(cfg) for c in robust_cfgs]
+    sweeps = [*exp.train_configs(cfg, methods=["vanilla"]), *lam_cfgs, *warm_cfgs]
+    return [it.config for it in moe_items("sensitivity", sweeps)]
 
 
 def claims(
