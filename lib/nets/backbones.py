@@ -34,32 +34,27 @@ from lib.nets.extractors import FEATURE_EXTRACTORS, STAGE_CUTS, STAGE_EXTRACTORS
 from lib.nets.hub import hub_reachable
 from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.nets.pretrained import efficientnet_lite0, lite0_available, lite0_fingerprint
-from lib.nets.text import TextEncoder, minilm_path, text_encoder
-from lib.nets.wrn import WideResNet, wide_resnet
+from lib.nets.text import text_encoder
+from lib.nets.wrn import wide_resnet
 from lib.validation import check_bool, check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
 
 __all__ = [
     "BACKBONES",
+    "CifarResNet18",
     "TinyCNN",
     "build",
-    "extractor_model",
-    "CifarResNet18",
     "cifar_resnet18",
-    "imagenet_resnet18",
-    "TextEncoder",
-    "text_encoder",
-    "WideResNet",
-    "wide_resnet",
-    "mlp",
-    "hub_reachable",
-    "imagenet_weights_available",
+    "extractor_model",
+    "family",
     "imagenet_efficientnet_lite0",
-    "weights_available",
+    "imagenet_resnet18",
+    "imagenet_weights_available",
+    "mlp",
     "resolve_imagenet",
     "text_model_available",
-    "minilm_path",
+    "weights_available",
 ]
 
 
