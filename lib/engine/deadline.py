@@ -1,12 +1,11 @@
 """A hard deadline for training: stop at the epoch boundary that would cross it (and, should an
 epoch run past the deadline anyway, between two steps, dropping that epoch).
 
-A lent GPU machine cuts a command at 10 minutes, so a window's training must end by a deadline
-without losing work. Inside ``with deadline(at):`` every training loop of the engine
-(:func:`lib.engine.loop.fit`, :func:`lib.engine.packed.fit_packed`) calls :func:`check` before each
-epoch with the epoch time it expects (measured on the epochs already done): when that epoch would
-end after ``at`` it raises :class:`DeadlineReached`. The loops checkpoint after every epoch, so the
-run resumes from there where its checkpoint is (the same machine, warm). The clock is injectable (tests use a fake one).
+A lent GPU machine cuts a command at 10 minutes. Inside ``with deadline(at):`` every training loop
+of the engine (:func:`lib.engine.loop.fit`, :func:`lib.engine.packed.fit_packed`) runs each epoch in
+:func:`epoch`, which raises :class:`DeadlineReached` when the epoch it expects (measured on the epochs
+done) would end after ``at``. The loops checkpoint after every epoch, so the run resumes from there.
+The clock is injectable (tests use a fake one).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DeadlineReached", "check", "check_step", "deadline", "epoch_estimate", "note", "now", "remaining"]
+__all__ = ["DeadlineReached", "check", "check_step", "deadline", "epoch", "epoch_estimate", "note", "now", "remaining"]
 
 
 class DeadlineReached(Exception):
@@ -75,6 +74,18 @@ def note(seconds: float) -> None:
     """Record the length of an epoch just trained (the prior of the next run's first epoch)."""
     if _WINDOWS:
         _WINDOWS[-1].last = float(seconds)
+
+
+@contextlib.contextmanager
+def epoch(spans: list[float], what: str) -> Iterator[None]:
+    """One epoch of a training loop: :func:`check` with the estimate from ``spans`` (the lengths of the
+    epochs done) before it; after it (not after an error), its length on the deadline's clock appended
+    to ``spans`` and :func:`note`\ d."""
+    check(epoch_estimate(spans), what)
+    c0 = now()
+    yield
+    spans.append(now() - c0)
+    note(spans[-1])
 
 
 def check(expected_seconds: float, what: str = "training") -> None:

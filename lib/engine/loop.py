@@ -23,7 +23,7 @@ from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.cache import Run
-from lib.validation import check_choice, check_int
+from lib.validation import check_int
 
 __all__ = ["Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]
 
@@ -42,10 +42,8 @@ class Diverged(ArithmeticError):
 
 
 def finite_outputs(loss_fn: LossFn) -> LossFn:
-    """``loss_fn`` that first checks the model's outputs and raises :class:`Diverged` (with the
-    1-based epoch) when any is NaN or infinite, instead of the loss's own error. The check reads one
-    boolean per step: a device sync on CUDA, so meant for CPU-scale runs whose divergence is a result
-    (a grid of loss settings), not for every paper-scale step."""
+    """``loss_fn`` that first raises :class:`Diverged` when any model output is NaN or infinite. One
+    boolean read per step (a device sync on CUDA): meant for CPU-scale runs whose divergence is a result."""
 
     def checked(out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
         if isinstance(out, torch.Tensor) and not bool(torch.isfinite(out).all()):
@@ -151,9 +149,7 @@ def fit(
     seed: int = 0,
     device: str | torch.device = "auto",
     transform: Callable[[Inputs, torch.Generator], Inputs] | None = None,
-    forward: Callable[[nn.Module, Inputs], Any] | None = None,
     step_fn: StepFn | None = None,
-    scheduler_interval: str = "epoch",
     amp: bool = True,
     callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]] = (),
     progress: bool = True,
@@ -166,10 +162,10 @@ def fit(
       text) and targets (first dimension N). They are moved to the device once.
     * Epoch e draws its batch order from ``(seed, e)`` and passes a CPU generator seeded by
       ``(seed, e)`` to ``transform(x_batch, generator)``, so a resumed run sees the same batches.
-    * Per step: ``loss = loss_fn(forward(model, inputs), y, epoch)`` under bf16 autocast on CUDA when
-      ``amp``; backward; ``optimizer.step()``. ``step_fn`` may take over a step (its own backward and
-      ``optimizer.step()``, returning the detached loss) or return ``None`` for the default step.
-    * ``scheduler_interval`` = "epoch" or "step".
+    * Per step: ``loss = loss_fn(model(inputs), y, epoch)`` under bf16 autocast on CUDA when ``amp``;
+      backward; ``optimizer.step()``. ``step_fn`` may take over a step (its own backward and
+      ``optimizer.step()``, returning the detached loss) or return ``None`` for the default step. The
+      scheduler steps once per epoch.
     * With ``run``, a checkpoint (model, optimizer, scheduler, history, RNG states, elapsed time,
       callback states) is written after every epoch; a later call resumes after the last epoch and
       ends with the same weights as an uninterrupted run.
@@ -182,12 +178,7 @@ def fit(
 
     The epoch loss is summed on the device and read once per epoch (no step waits for the device).
     """
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     check_int(epochs, "epochs", minimum=1)
-    if not callable(loss_fn):
-        raise ValueError("loss_fn: must be callable as loss_fn(output, y, epoch)")
-    check_choice(scheduler_interval, ("epoch", "step"), "scheduler_interval")
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data: expected a pair (x, y)")
     dev = resolve_device(device)
@@ -195,7 +186,6 @@ def fit(
     optimizer = optimizer_factory([p for p in model.parameters() if p.requires_grad])
     scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
     batches = BatchIterator(data[0], data[1], batch_size, shuffle=True, seed=seed, device=dev, drop_last=drop_last)
-    fwd = forward or (lambda m, x: m(x))
     stateful = [cb for cb in callbacks if hasattr(cb, "state_dict")]
 
     history: list[dict[str, Any]] = []
@@ -216,49 +206,45 @@ def fit(
     spans = [float(h.get("seconds", 0.0)) for h in history]
     with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
         for epoch in range(start, epochs if stopped_at is None else start):
-            deadline.check(deadline.epoch_estimate(spans), desc)
-            t0, c0 = time.perf_counter(), deadline.now()
-            model.train()
-            batches.set_epoch(epoch)
-            gen = epoch_generator(seed, epoch, stream=2)
-            total, count = torch.zeros((), device=dev), 0
-            lr = optimizer.param_groups[0]["lr"]
-            for xb, yb in batches:
-                deadline.check_step(desc)
-                inputs = transform(xb, gen) if transform is not None else xb
-                loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
-                if loss is None:
-                    with autocast(dev, amp):
-                        loss = loss_fn(fwd(model, inputs), yb, epoch)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                if scheduler is not None and scheduler_interval == "step":
+            with deadline.epoch(spans, desc):
+                t0 = time.perf_counter()
+                model.train()
+                batches.set_epoch(epoch)
+                gen = epoch_generator(seed, epoch, stream=2)
+                total, count = torch.zeros((), device=dev), 0
+                lr = optimizer.param_groups[0]["lr"]
+                for xb, yb in batches:
+                    deadline.check_step(desc)
+                    inputs = transform(xb, gen) if transform is not None else xb
+                    loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
+                    if loss is None:
+                        with autocast(dev, amp):
+                            loss = loss_fn(model(inputs), yb, epoch)
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.detach().float() * int(yb.shape[0])
+                    count += int(yb.shape[0])
+                if scheduler is not None:
                     scheduler.step()
-                total += loss.detach().float() * int(yb.shape[0])
-                count += int(yb.shape[0])
-            if scheduler is not None and scheduler_interval == "epoch":
-                scheduler.step()
-            seconds = time.perf_counter() - t0
-            elapsed += seconds
-            entry = {"epoch": epoch + 1, "loss": float(total.item()) / max(count, 1), "lr": lr, "seconds": seconds}
-            history.append(entry)
-            stop = False
-            for cb in stateful:  # before the checkpoint, which saves their state
-                stop = bool(cb(epoch + 1, entry, model)) or stop
-            if stop:
-                stopped_at = epoch + 1
-            if run is not None:
-                states = [cb.state_dict() for cb in stateful]
-                run.save_checkpoint(
-                    checkpoint(epoch + 1, model.state_dict(), optimizer.state_dict(), scheduler, history, elapsed)
-                    | {"stopped_at": stopped_at, "callbacks": states}
-                )
-            for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
-                if cb not in stateful:
+                seconds = time.perf_counter() - t0
+                elapsed += seconds
+                entry = {"epoch": epoch + 1, "loss": float(total.item()) / max(count, 1), "lr": lr, "seconds": seconds}
+                history.append(entry)
+                stop = False
+                for cb in stateful:  # before the checkpoint, which saves their state
                     stop = bool(cb(epoch + 1, entry, model)) or stop
-            spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoint, callbacks
-            deadline.note(spans[-1])
+                if stop:
+                    stopped_at = epoch + 1
+                if run is not None:
+                    states = [cb.state_dict() for cb in stateful]
+                    run.save_checkpoint(
+                        checkpoint(epoch + 1, model.state_dict(), optimizer.state_dict(), scheduler, history, elapsed)
+                        | {"stopped_at": stopped_at, "callbacks": states}
+                    )
+                for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
+                    if cb not in stateful:
+                        stop = bool(cb(epoch + 1, entry, model)) or stop
             live.epoch_done()
             if stop:
                 stopped_at = stopped_at or epoch + 1

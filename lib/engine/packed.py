@@ -242,11 +242,6 @@ class OwnStep:
     inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, Any]] | None = None
 
 
-def step_key(step: OwnStep | None) -> tuple[Any, ...]:
-    """What runs of one pack must share about their step: nothing (plain), or kind and start."""
-    return ("plain",) if step is None else ("step", step.kind, step.start)
-
-
 def take_rows(out: Any, rows: Any) -> Any:
     """Rows ``rows`` (an index tensor, an int or a slice) of a model output: a tensor, or a dataclass
     of tensors (every field indexed along its first dimension: a run of a pack's output, say)."""
@@ -345,7 +340,7 @@ def fit_packed(
     check_int(batch_size, "batch_size", minimum=1)
     if not isinstance(data[0], torch.Tensor):
         raise ValueError("data: packed training takes image or feature tensors (train text runs one at a time)")
-    if len({step_key(m.step) for m in members}) != 1:
+    if len({m.step and (m.step.kind, m.step.start) for m in members}) != 1:
         raise ValueError("members: runs with a step of their own pack only with runs of the same step kind and start")
     n, dev = len(members), torch.device(device)
     ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
@@ -378,68 +373,66 @@ def fit_packed(
     step0 = members[0].step
     with live.session(desc, n * (epochs - start), enabled=progress) as line:  # n runs' epochs
         for epoch in range(start, epochs):
-            deadline.check(deadline.epoch_estimate(spans), desc)
-            t0, c0 = time.perf_counter(), deadline.now()
-            for it in iters:
-                it.set_epoch(epoch)
-            gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-            own = step0 is not None and epoch >= step0.start
-            totals, count = torch.zeros(n, device=dev), 0
-            lr = optimizer.param_groups[0]["lr"]
-            for batches in zip(*iters):
-                deadline.check_step(desc)
-                xs = [
-                    m.transform(xb, g) if m.transform is not None else xb
-                    for m, (xb, _), g in zip(members, batches, gens)
-                ]
-                y = torch.stack([yb for _, yb in batches])
-                optimizer.zero_grad(set_to_none=True)
-                with autocast(dev, amp):
-                    if own:
-                        inputs = [
-                            m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
-                            for m, x, g in zip(members, xs, gens)
-                        ]
-                        out = forward(pack_inputs([x for x, _ in inputs]))
-                        grads, loss = step0.gradients(
-                            out, [a for _, a in inputs], list(y), [m.step.loss for m in members], plist
+            with deadline.epoch(spans, desc):
+                t0 = time.perf_counter()
+                for it in iters:
+                    it.set_epoch(epoch)
+                gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
+                own = step0 is not None and epoch >= step0.start
+                totals, count = torch.zeros(n, device=dev), 0
+                lr = optimizer.param_groups[0]["lr"]
+                for batches in zip(*iters):
+                    deadline.check_step(desc)
+                    xs = [
+                        m.transform(xb, g) if m.transform is not None else xb
+                        for m, (xb, _), g in zip(members, batches, gens)
+                    ]
+                    y = torch.stack([yb for _, yb in batches])
+                    optimizer.zero_grad(set_to_none=True)
+                    with autocast(dev, amp):
+                        if own:
+                            inputs = [
+                                m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
+                                for m, x, g in zip(members, xs, gens)
+                            ]
+                            out = forward(pack_inputs([x for x, _ in inputs]))
+                            grads, loss = step0.gradients(
+                                out, [a for _, a in inputs], list(y), [m.step.loss for m in members], plist
+                            )
+                            for p, g in zip(plist, grads):
+                                p.grad = g
+                        else:
+                            loss = _losses(groups, n, forward(pack_inputs(xs)), y, epoch)
+                            loss.sum().backward()
+                    optimizer.step()
+                    totals += loss.detach().float() * int(y.shape[1])
+                    count += int(y.shape[1])
+                if scheduler is not None:
+                    scheduler.step()
+                seconds = time.perf_counter() - t0
+                mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
+                opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
+                for i, m in enumerate(members):
+                    if diverged[i] is not None:
+                        continue
+                    if not math.isfinite(mean_loss[i]):
+                        diverged[i] = epoch + 1
+                        warnings.warn(
+                            f"{desc}: run {i + 1} of {n} diverged in epoch {epoch + 1} (the others go on)", stacklevel=2
                         )
-                        for p, g in zip(plist, grads):
-                            p.grad = g
-                    else:
-                        loss = _losses(groups, n, forward(pack_inputs(xs)), y, epoch)
-                        loss.sum().backward()
-                optimizer.step()
-                totals += loss.detach().float() * int(y.shape[1])
-                count += int(y.shape[1])
-            if scheduler is not None:
-                scheduler.step()
-            seconds = time.perf_counter() - t0
-            mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
-            opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
-            for i, m in enumerate(members):
-                if diverged[i] is not None:
-                    continue
-                if not math.isfinite(mean_loss[i]):
-                    diverged[i] = epoch + 1
-                    warnings.warn(
-                        f"{desc}: run {i + 1} of {n} diverged in epoch {epoch + 1} (the others go on)", stacklevel=2
-                    )
-                    continue
-                elapsed[i] += seconds / n
-                entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "packed": n}
-                histories[i].append(entry)
-                if m.run is not None:
-                    state = packed.run_optimizer_state(opt_state, i)
-                    m.run.save_checkpoint(
-                        checkpoint(epoch + 1, packed.run_state(i), state, scheduler, histories[i], elapsed[i])
-                    )
-            for i, m in enumerate(members):
-                if diverged[i] is None:
-                    for cb in m.callbacks:
-                        cb(epoch + 1, histories[i][-1], None)
-            spans.append(deadline.now() - c0)  # the whole epoch: steps, checkpoints, callbacks
-            deadline.note(spans[-1])
+                        continue
+                    elapsed[i] += seconds / n
+                    entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "packed": n}
+                    histories[i].append(entry)
+                    if m.run is not None:
+                        state = packed.run_optimizer_state(opt_state, i)
+                        m.run.save_checkpoint(
+                            checkpoint(epoch + 1, packed.run_state(i), state, scheduler, histories[i], elapsed[i])
+                        )
+                for i, m in enumerate(members):
+                    if diverged[i] is None:
+                        for cb in m.callbacks:
+                            cb(epoch + 1, histories[i][-1], None)
             line.update(n)  # n runs' epochs
     results = []
     for i, m in enumerate(members):

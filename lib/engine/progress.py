@@ -5,14 +5,12 @@ A grid of runs (:func:`lib.moe.grid.train_stacked`) opens one :func:`session` fo
 the whole grid is one line; feature extraction (:mod:`lib.features.frozen`) counts images the same way.
 Where the line goes:
 
-* in a Jupyter kernel (a page run by papermill or in JupyterLab): one output updated in place
-  (``IPython.display`` with a ``display_id``), so the saved page keeps one final line, not hundreds
-  of updates; and also the terminal that started the kernel (papermill's, without
-  ``--log-output``): ipykernel sends the kernel's ``sys.stderr`` to the notebook but its
-  ``fileno()`` is a copy of the kernel's original standard error, inherited from the process that
-  launched it, and what is written there reaches that terminal and never the saved page;
+* in a Jupyter kernel: one output updated in place (``IPython.display`` with a ``display_id``), so
+  the saved page keeps one final line; and also the terminal that started the kernel, through the
+  ``fileno()`` of ipykernel's ``sys.stderr`` (a copy of the kernel's original standard error, which
+  never reaches the saved page);
 * in a terminal: one line on stderr rewritten in place (``\\r``, then erase to the end of the line)
-  at most every ``interval`` seconds, ended with a newline;
+  at most every :data:`INTERVAL` seconds, ended with a newline;
 * into a file or a pipe (a GPU machine's captured output, ``papermill ... 2> log``): a whole line at
   most once a minute.
 
@@ -32,8 +30,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "LOG_INTERVAL", "MODE", "PREFIX"]
+__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "INTERVAL", "LOG_INTERVAL", "MODE", "PREFIX"]
 
+INTERVAL = 2.0  # seconds between redraws in place
 LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
 _ERASE = "\x1b[K"  # ANSI: erase to the end of the line (what a longer line drawn before left)
 MODE = "CALIBOOK_PROGRESS"  # environment: "terminal" (never in a page) or "off"; unset: page and terminal
@@ -87,9 +86,9 @@ class _Terminal:
             self.tty = False
         self.shown = -1e9
 
-    def due(self, interval: float, final: bool) -> bool:
-        """Whether a line should be written now (``interval`` for a terminal, a minute otherwise)."""
-        return final or time.monotonic() - self.shown >= (interval if self.tty else max(interval, LOG_INTERVAL))
+    def due(self, final: bool) -> bool:
+        """Whether a line should be written now (:data:`INTERVAL` for a terminal, a minute otherwise)."""
+        return final or time.monotonic() - self.shown >= (INTERVAL if self.tty else LOG_INTERVAL)
 
     def write(self, line: str, final: bool) -> None:
         self.shown = time.monotonic()
@@ -108,11 +107,8 @@ class Line:
     """The progress of ``epochs`` units (``unit``, "epoch" by default) over ``runs`` runs, shown as
     one line (see the module docstring)."""
 
-    def __init__(
-        self, desc: str, epochs: int, runs: int = 1, interval: float = 2.0, enabled: bool = True, unit: str = "epoch"
-    ) -> None:
-        self.desc, self.epochs, self.runs, self.interval = desc, max(int(epochs), 0), max(int(runs), 1), interval
-        self.unit = unit
+    def __init__(self, desc: str, epochs: int, runs: int = 1, enabled: bool = True, unit: str = "epoch") -> None:
+        self.desc, self.epochs, self.runs, self.unit = desc, max(int(epochs), 0), max(int(runs), 1), unit
         mode, quiet = os.environ.get(MODE, ""), os.environ.get("TQDM_DISABLE", "") in ("1", "True", "true")
         self.enabled = enabled and mode != "off" and (mode == "terminal" or not quiet)
         self.prefix = os.environ.get(PREFIX, "")
@@ -133,11 +129,6 @@ class Line:
         runs = f", {self.done_runs}/{self.runs} runs" if self.runs > 1 else ""
         return f"{self.desc}: {self.unit} {self.done_epochs}/{max(self.epochs, 1)}{runs}, {format_eta(spent)}{left}"
 
-    def add(self, epochs: int) -> None:
-        """Add ``epochs`` units to the total (work found on the way, e.g. what is not cached); a line
-        opened with 0 units grows this way."""
-        self.epochs += max(int(epochs), 0)
-
     def update(self, epochs: int = 1, runs: int = 0, final: bool = False) -> None:
         """Count ``epochs`` more units and ``runs`` more finished runs; redraw if due (always when ``final``)."""
         self.done_epochs = min(self.done_epochs + int(epochs), self.epochs)
@@ -145,14 +136,14 @@ class Line:
         if not self.enabled:
             return
         line = None
-        if self._display is not None and (final or time.monotonic() - self.shown >= self.interval):
+        if self._display is not None and (final or time.monotonic() - self.shown >= INTERVAL):
             self.shown = time.monotonic()
             line = self.text()
             if self._handle is None:
                 self._handle = self._display.display({"text/plain": line}, raw=True, display_id=True)
             else:
                 self._handle.update({"text/plain": line}, raw=True)
-        if self._terminal is not None and self._terminal.due(self.interval, final):
+        if self._terminal is not None and self._terminal.due(final):
             self._terminal.write(self.prefix + (line or self.text()), final)
 
     def close(self, quiet_if_idle: bool = False) -> None:

