@@ -19,10 +19,14 @@ from lib.rr import losses as rw
 from lib.engine.cache import Run, cached_run, load_artifact
 from lib.engine.loop import Diverged
 from lib.nets import image_training as imt
-from lib.rr.record import METRICS, LossRecord
 from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
+# The metrics of evaluate_logits: each before and after temperature scaling.
+METRICS: tuple[str, ...] = (
+    "temperature",
+    *(f"{m}{s}" for s in ("", "_ts") for m in ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")),
+)
 
 # name -> (lib.rr.losses loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
 # p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix Table 2,
@@ -151,9 +155,7 @@ def run_loss(
     ``train_accuracy``, and one that diverges a record of NaN metrics with ``diverged_epoch``."""
     check_choice(cfg["mode"], MODES, "mode")
     config = {**loss_config(name, cfg, seed, coverage, nu), "data": data["tag"]}
-    kappa, nu_ = config["coverage"], config["nu"]
-    gamma = {"dual_focal": cfg.get("gamma_dual_focal"), "inverse_focal": cfg.get("gamma_inverse_focal")}.get(name)
-    loss = make_loss(name, kappa, nu_, cfg["n_bins"], gamma=gamma)
+    loss = make_loss(name, config["coverage"], config["nu"], cfg["n_bins"], gamma=cfg.get(f"gamma_{name}"))
 
     def compute(r: Run) -> dict[str, Any]:
         if cfg["mode"] == "features":
@@ -186,7 +188,7 @@ def run_loss(
     return cached_run("rr_losses", config, compute)
 
 
-def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
-    """The validation and test logits and labels :func:`run_loss` saved beside ``record`` (or its
-    :class:`lib.rr.record.LossRecord`), verified against it."""
-    return load_artifact(LossRecord.from_record(record).raw, "logits")
+def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The validation and test logits and labels :func:`run_loss` saved beside ``record``, verified
+    against it."""
+    return load_artifact(record, "logits")

@@ -96,9 +96,8 @@ def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndar
     return {RELEASED_NAMES[k]: v for k, v in logits.items()}, targets, failed
 
 
-def accuracy_table(logits: Mapping[str, np.ndarray], targets: np.ndarray, failed: Mapping[str, float]) -> pd.DataFrame:
-    """Each run's test accuracy beside the paper's (Table 2), the failed runs last and marked."""
-    acc = {k: float((z.argmax(1) == targets).mean()) for k, z in logits.items()}
+def accuracy_table(acc: Mapping[str, float], failed: Mapping[str, float]) -> pd.DataFrame:
+    """Each run's test accuracy ``acc`` beside the paper's (Table 2), the failed runs last and marked."""
     return pd.DataFrame(
         {
             "loss": [LABELS[k] for k in acc] + [LABELS[k] + " (failed run)" for k in failed],
@@ -108,10 +107,9 @@ def accuracy_table(logits: Mapping[str, np.ndarray], targets: np.ndarray, failed
     )
 
 
-def outlier_note(logits: Mapping[str, np.ndarray], targets: np.ndarray) -> str:
-    """Where the XE run's accuracy stands among the runs' (an outlier below every other, or not),
-    and the FL-53 assumption, in Markdown."""
-    acc = {k: float((z.argmax(1) == targets).mean()) for k, z in logits.items()}
+def outlier_note(acc: Mapping[str, float]) -> str:
+    """Where the XE run's test accuracy stands among the runs' ``acc`` (an outlier below every other,
+    or not), and the FL-53 assumption, in Markdown."""
     others = {k: v for k, v in acc.items() if k != "xe"}
     fl = " The `focal` file is taken to be the paper's FL-53 (the file does not say its gamma)."
     if "xe" not in acc or not others:
