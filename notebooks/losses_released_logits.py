@@ -296,7 +296,7 @@ report.publish_claims(claims)
 report.publish_values(
     released_failed_runs=failed,
     released_losses=sorted(logits),
-    **released.published(metrics),
+    **losses_cifar10.published(metrics, "released", released.PUBLISHED_METRICS),
     released_dual_focal_weights_misclassified={
         k: round(v, 4) for k, v in misclassified.items()},
     **{f"released_{n}_{k}": v for n, vals in meta.items() for k, v in vals.items()},

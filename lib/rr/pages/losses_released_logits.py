@@ -130,11 +130,6 @@ def outlier_note(acc: Mapping[str, float]) -> str:
     return where + fl
 
 
-def published(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """``released_<run>_<metric>`` for every run and metric of :data:`PUBLISHED_METRICS`."""
-    return losses_cifar10.published(metrics, "released", PUBLISHED_METRICS)
-
-
 def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Per run: the temperature fitted by ECE and by NLL, and the ECE after each (rows runs)."""
     return pd.DataFrame(
