@@ -263,8 +263,8 @@ plots.legend_below(gamma_chart) if gamma_chart is not None else gamma_chart
 # Our chosen $\gamma$ per map (by validation NLL, and by validation ECE) above the paper's App. Table 2; NaN where the paper lists none.
 
 # %%
-gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]),
-                   "ECE": gamma.select_gamma(cv, "ece")})
+gamma.gamma_table({"NLL": gamma.select_gamma(gamma_summary, cfg["gamma_criterion"]),
+                   "ECE": gamma.select_gamma(gamma_summary, "ece")})
 
 # %% [markdown]
 # ## Which claims held
@@ -283,7 +283,7 @@ gamma.gamma_table({"NLL": gamma.select_gamma(cv, cfg["gamma_criterion"]),
 # networks trained with each $\gamma$.
 
 # %%
-rows = released.claims(metrics, meta, cv, failed, tol=cfg["claim_tol"])
+rows = released.claims(metrics, meta, gamma_summary, failed, tol=cfg["claim_tol"])
 claims = report.claims_table(rows)
 report.publish_claims(claims)
 
@@ -300,7 +300,7 @@ report.publish_values(
     released_dual_focal_weights_misclassified={
         k: round(v, 4) for k, v in misclassified.items()},
     **{f"released_{n}_{k}": v for n, vals in meta.items() for k, v in vals.items()},
-    **released.gamma_published(cv, cfg["gamma_criterion"]),
+    **released.gamma_published(gamma_summary, cfg["gamma_criterion"]),
     released_claims=dict(zip(claims["claim"], claims["verdict"])),
 )
 

@@ -51,11 +51,11 @@ def fit_logit_map(
     labels: np.ndarray,
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     kind: str = "temperature",
-    max_iter: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fit a ``kind`` map z -> z * scale + bias on (``logits``, ``labels``) by minimizing ``loss`` with
-    LBFGS (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map, log-scales clamped to
-    [1/100, 100] and biases to [-100, 100]; with cross-entropy and ``"temperature"``, temperature scaling.
+    100 iterations of LBFGS (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map,
+    log-scales clamped to [1/100, 100] and biases to [-100, 100]; with cross-entropy and
+    ``"temperature"``, temperature scaling.
     Returns ``(scale, bias)``, (C,) arrays each; a temperature map has every scale equal to 1 / T and
     no bias. The logits (float64) and labels are those :func:`gamma_cross_validation` checked."""
     zt, yt = torch.as_tensor(logits), torch.as_tensor(labels)
@@ -67,7 +67,7 @@ def fit_logit_map(
     def mapped() -> torch.Tensor:
         return zt * torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)) + b.clamp(-BIAS_BOUND, BIAS_BOUND)
 
-    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=max_iter, tolerance_grad=1e-9)
+    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=100, tolerance_grad=1e-9)
     with torch.no_grad():
         scale = torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)).expand(c).numpy().copy()
         bias = b.clamp(-BIAS_BOUND, BIAS_BOUND).numpy().copy()
@@ -168,11 +168,10 @@ def summarize_folds(cv: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def select_gamma(cv: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
-    """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties), as
-    ``{map: {loss: gamma}}``."""
+def select_gamma(summary: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
+    """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties) of
+    :func:`summarize_folds`'s ``summary``, as ``{map: {loss: gamma}}``."""
     check_choice(criterion, CRITERIA, "criterion")
-    summary = summarize_folds(cv)
     out: dict[str, dict[str, float]] = {}
     for (kind, loss), part in summary.groupby(["map", "loss"], sort=False):
         best = part.sort_values(["gamma"]).reset_index(drop=True)

@@ -94,16 +94,14 @@ CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
 
 
-def _x100(key: str, value: float, percent: bool = True) -> float:
-    """A metric in the paper's unit (with ``percent``): x100, the temperature as it is."""
-    return float(value) * (1 if key == "temperature" or not percent else 100)
+def _x100(key: str, value: float) -> float:
+    """A metric in the paper's unit: x100, the temperature as it is."""
+    return float(value) * (1 if key == "temperature" else 100)
 
 
-def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
-    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature when ``percent``."""
-    rows = [
-        {"loss": LABELS.get(n, n), **{k: _x100(k, m[k], percent) for k in TABLE_METRICS}} for n, m in metrics.items()
-    ]
+def loss_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature."""
+    rows = [{"loss": LABELS.get(n, n), **{k: _x100(k, m[k]) for k in TABLE_METRICS}} for n, m in metrics.items()]
     return pd.DataFrame(rows).set_index("loss")
 
 
@@ -454,10 +452,7 @@ class LossesCifar10Page(Page):
         """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with
         the seeds and runs published; ``None`` when none is."""
         planned = [it for it in items if it.method in TABLE_LOSSES]
-        seeds = {
-            m: [got[it.id]["metrics"] for it in planned if it.method == m and it.id in got]
-            for m in TABLE_LOSSES
-        }
+        seeds = {m: [got[it.id]["metrics"] for it in planned if it.method == m and it.id in got] for m in TABLE_LOSSES}
         seeds = {m: s for m, s in seeds.items() if s}
         if not seeds:
             return None

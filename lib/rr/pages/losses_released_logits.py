@@ -183,15 +183,15 @@ def dual_focal_weights(logits: np.ndarray, targets: np.ndarray, gamma: float | N
     return pd.DataFrame(rows).set_index("reading")
 
 
-def gamma_published(cv: pd.DataFrame, criterion: str) -> dict[str, Any]:
+def gamma_published(summary: pd.DataFrame, criterion: str) -> dict[str, Any]:
     """The gamma cross-validation's published numbers: the gamma chosen by ``criterion`` and by
-    ECE, the validation NLL at gamma = 0 per map/loss, and the fitted temperatures of focal loss."""
-    summary = rg.summarize_folds(cv)
+    ECE, the validation NLL at gamma = 0 per map/loss, and the fitted temperatures of focal loss, from
+    the cross-validation's ``summary`` (:func:`lib.rr.gamma.summarize_folds`)."""
     at_zero = summary[summary["gamma"] == 0]
     focal_t = summary[(summary["loss"] == "focal") & (summary["map"] == "temperature")]["temperature"]
     return {
-        "released_gamma_chosen": rg.select_gamma(cv, criterion),
-        "released_gamma_chosen_ece": rg.select_gamma(cv, "ece"),
+        "released_gamma_chosen": rg.select_gamma(summary, criterion),
+        "released_gamma_chosen_ece": rg.select_gamma(summary, "ece"),
         "released_gamma_nll_at_0": {f"{r.map}/{r.loss}": float(r.nll) for r in at_zero.itertuples()},
         "released_gamma_focal_temperature": [float(t) for t in focal_t],
     }
@@ -330,11 +330,11 @@ def metacal_claims(
     return rows
 
 
-def gamma_check(cv: pd.DataFrame) -> dict[str, Any]:
-    """The numerical check: every inverse-focal gamma >= 4 has a higher fold-mean validation NLL
-    than every gamma below it (temperature map); true of any informative logits."""
+def gamma_check(summary: pd.DataFrame) -> dict[str, Any]:
+    """The numerical check on the cross-validation's ``summary`` (:func:`lib.rr.gamma.summarize_folds`):
+    every inverse-focal gamma >= 4 has a higher fold-mean validation NLL than every gamma below it
+    (temperature map); true of any informative logits."""
     threshold = 4.0
-    summary = rg.summarize_folds(cv)
     part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == "temperature")]
     low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
     paper = "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits"
@@ -365,7 +365,7 @@ def failed_run_claims(failed: Mapping[str, float]) -> list[dict[str, Any]]:
 def claims(
     metrics: Mapping[str, Mapping[str, float]],
     meta: Mapping[str, Mapping[str, float]],
-    cv: pd.DataFrame,
+    gamma_summary: pd.DataFrame,
     failed: Mapping[str, float],
     tol: float,
 ) -> list[dict[str, Any]]:
@@ -376,7 +376,7 @@ def claims(
         *reweighted_claims({k: [m] for k, m in metrics.items()}, tol=tol),
         *metacal_claims(metrics, meta),
         *failed_run_claims(failed),
-        gamma_check(cv),
+        gamma_check(gamma_summary),
     ]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from lib.config import settings
 from lib.report import NOT_TESTABLE
+from lib.rr.gamma import summarize_folds
 from lib.rr.pages import losses_cifar10
 from lib.rr.pages import losses_released_logits as R
 from lib.rr.pages.losses_released_logits import PAPER, PUBLISHED_METRICS, RELEASED_NAMES, SYNTHETIC_LOSSES
@@ -202,6 +203,7 @@ def _released_case(sign: float) -> tuple[dict, dict, pd.DataFrame]:
         [{"loss": "inverse_focal", "map": "temperature", "fold": 0, "gamma": g, "nll": v, "ece": 0.0, "accuracy": 0.9,
           "temperature": 1.0} for g, v in nll.items()]
     )  # fmt: skip
+    cv = summarize_folds(cv)
     return metrics, meta, cv
 
 
