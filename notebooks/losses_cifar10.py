@@ -208,9 +208,9 @@ if cfg["mode"] == "features":
     acc = feats["backbone_test_accuracy"]
     print(f"backbone: test accuracy {acc:.3f} ({time.time() - t0:.0f} s)")
     torch.set_num_threads(1)  # the heads are small: one thread each is fastest
-runs = losses_cifar10.PAGE.run(cfg, data, TRAIN)  # plan id -> LossRecord
+runs = losses_cifar10.PAGE.run(cfg, data, TRAIN)  # plan id -> its record
 by_loss = losses_cifar10.by_loss(runs, cfg)  # loss -> its records, seed by seed
-seeds = {k: [r.metrics for r in recs] for k, recs in by_loss.items()}
+seeds = {k: [r["metrics"] for r in recs] for k, recs in by_loss.items()}
 metrics = losses_cifar10.mean_metrics(seeds)  # loss -> the mean over its seeds
 print(f"training and evaluation: {time.time() - t0:.0f} s")
 
@@ -266,7 +266,7 @@ grid = (sweep, "coverage", "nu")
 
 # %%
 first = {k: recs[0] for k, recs in by_loss.items()}
-fitted = {k: r.train_accuracy for k, r in first.items() if r.train_accuracy is not None}
+fitted = {k: r["train_accuracy"] for k, r in first.items() if "train_accuracy" in r}
 Markdown(losses_cifar10.au_fit_note(first, sweep))
 
 # %% [markdown]
@@ -324,7 +324,7 @@ report.publish_claims(claims)
 # training accuracy, the verdicts and (heads over features) the backbone's test accuracy.
 
 # %%
-backbone = by_loss["xe"][0].backbone_test_accuracy
+backbone = by_loss["xe"][0].get("backbone_test_accuracy")
 report.publish_values(
     **losses_cifar10.published(metrics),
     rr_inverse_focal_gamma_threshold=threshold,

@@ -19,10 +19,14 @@ from lib.rr import losses as rw
 from lib.engine.cache import Run, cached_run, load_artifact
 from lib.engine.loop import Diverged
 from lib.nets import image_training as imt
-from lib.rr.record import METRICS, LossRecord
 from lib.validation import check_choice, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
+# The metrics of evaluate_logits: each before and after temperature scaling.
+METRICS: tuple[str, ...] = (
+    "temperature",
+    *(f"{m}{s}" for s in ("", "_ts") for m in ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")),
+)
 
 # name -> (lib.rr.losses loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
 # p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix Table 2,
@@ -73,25 +77,22 @@ def make_loss(
 
 
 # --- Metrics --------------------------------------------------------------------------------------
-def evaluate_logits(
-    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
-) -> dict[str, float]:
-    """Test ``accuracy``, ``ece`` (equal width), ``ece_a`` (equal mass), ``cwece``, ``cwece_a``,
-    ``nll``, ``conf_gap`` (mean confidence - accuracy), each also after temperature scaling (``_ts``;
-    T fitted on the validation logits by ``ts_criterion``, "ece" as paper 4 or "nll"), and
-    ``temperature``. Fractions, not x100."""
-    from lib.calibration.posthoc import TemperatureScaler, apply_temperature
+def _fit_temperature(val_logits: Any, val_y: Any, criterion: str, n_bins: int) -> float:
+    from lib.calibration.posthoc import TemperatureScaler
+
+    val = (to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
+    return TemperatureScaler(criterion, n_bins=n_bins).fit(*val).temperature
+
+
+def _metrics_at(test_logits: Any, test_y: Any, temperatures: Mapping[str, float], n_bins: int) -> dict[str, float]:
+    """The test metrics of :func:`evaluate_logits` at each temperature, under its suffix."""
+    from lib.calibration.posthoc import apply_temperature
     from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
 
     zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
     yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
-    T = (
-        TemperatureScaler(ts_criterion, n_bins=n_bins)
-        .fit(to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
-        .temperature
-    )
-    out: dict[str, float] = {"temperature": float(T)}
-    for suffix, temp in (("", 1.0), ("_ts", T)):
+    out: dict[str, float] = {}
+    for suffix, temp in temperatures.items():
         p = np.asarray(apply_temperature(zt, temp), dtype=np.float64)
         acc = accuracy(p, yt)
         out[f"accuracy{suffix}"] = acc
@@ -104,6 +105,17 @@ def evaluate_logits(
     return out
 
 
+def evaluate_logits(
+    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
+) -> dict[str, float]:
+    """Test ``accuracy``, ``ece`` (equal width), ``ece_a`` (equal mass), ``cwece``, ``cwece_a``,
+    ``nll``, ``conf_gap`` (mean confidence - accuracy), each also after temperature scaling (``_ts``;
+    T fitted on the validation logits by ``ts_criterion``, "ece" as paper 4 or "nll"), and
+    ``temperature``. Fractions, not x100."""
+    T = _fit_temperature(val_logits, val_y, ts_criterion, n_bins)
+    return {"temperature": float(T), **_metrics_at(test_logits, test_y, {"": 1.0, "_ts": T}, n_bins)}
+
+
 TS_BOTH_KEYS: tuple[str, ...] = ("temperature", "ece_ts", "ece_a_ts", "cwece_ts", "cwece_a_ts", "nll_ts", "conf_gap_ts")
 
 
@@ -113,7 +125,8 @@ def evaluate_logits_both(
     """:func:`evaluate_logits` with T fitted by ECE (paper 4's choice), plus ``TS_BOTH_KEYS`` with T
     fitted by NLL (papers 1-3) under the suffix ``_nll``."""
     out = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="ece")
-    by_nll = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="nll")
+    T = _fit_temperature(val_logits, val_y, "nll", n_bins)
+    by_nll = {"temperature": float(T), **_metrics_at(test_logits, test_y, {"_ts": T}, n_bins)}
     out.update({f"{k}_nll": by_nll[k] for k in TS_BOTH_KEYS})
     return out
 
@@ -151,9 +164,7 @@ def run_loss(
     ``train_accuracy``, and one that diverges a record of NaN metrics with ``diverged_epoch``."""
     check_choice(cfg["mode"], MODES, "mode")
     config = {**loss_config(name, cfg, seed, coverage, nu), "data": data["tag"]}
-    kappa, nu_ = config["coverage"], config["nu"]
-    gamma = {"dual_focal": cfg.get("gamma_dual_focal"), "inverse_focal": cfg.get("gamma_inverse_focal")}.get(name)
-    loss = make_loss(name, kappa, nu_, cfg["n_bins"], gamma=gamma)
+    loss = make_loss(name, config["coverage"], config["nu"], cfg["n_bins"], gamma=cfg.get(f"gamma_{name}"))
 
     def compute(r: Run) -> dict[str, Any]:
         if cfg["mode"] == "features":
@@ -186,7 +197,7 @@ def run_loss(
     return cached_run("rr_losses", config, compute)
 
 
-def run_logits(record: Mapping[str, Any] | LossRecord) -> dict[str, np.ndarray]:
-    """The validation and test logits and labels :func:`run_loss` saved beside ``record`` (or its
-    :class:`lib.rr.record.LossRecord`), verified against it."""
-    return load_artifact(LossRecord.from_record(record).raw, "logits")
+def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The validation and test logits and labels :func:`run_loss` saved beside ``record``, verified
+    against it."""
+    return load_artifact(record, "logits")

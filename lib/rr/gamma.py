@@ -46,35 +46,20 @@ PAPER_SELECTED_GAMMAS: dict[tuple[str, str], dict[str, float]] = {
 }
 
 
-def _logits_labels(logits: ArrayLike, labels: ArrayLike, prefix: str = "") -> tuple[np.ndarray, np.ndarray]:
-    z = np.asarray(to_numpy(logits, f"{prefix}logits"), dtype=np.float64)
-    y = np.asarray(to_numpy(labels, f"{prefix}labels", dtype=np.int64))
-    try:
-        check_logits_labels(z, y)
-    except ValueError as err:  # name the argument the caller passed (fit_logits, val_labels, ...)
-        raise ValueError(f"{prefix}{err}") from None
-    if len(y) < 2:
-        raise ValueError(f"{prefix}logits: need at least 2 examples, got {len(y)}")
-    return z, y
-
-
 def fit_logit_map(
-    logits: ArrayLike,
-    labels: ArrayLike,
+    logits: np.ndarray,
+    labels: np.ndarray,
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     kind: str = "temperature",
-    max_iter: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fit a ``kind`` map z -> z * scale + bias on (``logits``, ``labels``) by minimizing ``loss`` with
-    LBFGS (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map, log-scales clamped to
-    [1/100, 100] and biases to [-100, 100]; with cross-entropy and ``"temperature"``, temperature scaling.
+    100 iterations of LBFGS (:func:`lib.calibration.posthoc.lbfgs_minimize`) from the identity map,
+    log-scales clamped to [1/100, 100] and biases to [-100, 100]; with cross-entropy and
+    ``"temperature"``, temperature scaling.
     Returns ``(scale, bias)``, (C,) arrays each; a temperature map has every scale equal to 1 / T and
-    no bias."""
-    z, y = _logits_labels(logits, labels)
-    check_choice(kind, MAPS, "kind")
-    max_iter = check_int(max_iter, "max_iter")
-    zt, yt = torch.as_tensor(z), torch.as_tensor(y)
-    c = z.shape[1]
+    no bias. The logits (float64) and labels are those :func:`gamma_cross_validation` checked."""
+    zt, yt = torch.as_tensor(logits), torch.as_tensor(labels)
+    c = zt.shape[1]
     log_a = torch.zeros(1 if kind == "temperature" else c, dtype=torch.float64, requires_grad=True)
     b = torch.zeros(c, dtype=torch.float64, requires_grad=kind == "vector")
     params = [log_a] + ([b] if kind == "vector" else [])
@@ -82,27 +67,18 @@ def fit_logit_map(
     def mapped() -> torch.Tensor:
         return zt * torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)) + b.clamp(-BIAS_BOUND, BIAS_BOUND)
 
-    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=max_iter, tolerance_grad=1e-9)
+    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=100, tolerance_grad=1e-9)
     with torch.no_grad():
         scale = torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)).expand(c).numpy().copy()
         bias = b.clamp(-BIAS_BOUND, BIAS_BOUND).numpy().copy()
     return scale, bias
 
 
-def _check_gammas(gammas: Sequence[float]) -> list[float]:
-    if isinstance(gammas, (str, bytes)) or not isinstance(gammas, Sequence | np.ndarray) or len(gammas) == 0:
-        raise ValueError(f"gammas: expected a non-empty sequence of numbers >= 0, got {gammas!r}")
-    out = [check_positive(g, "gammas", allow_zero=True) for g in gammas]
-    if len(set(out)) != len(out):
-        raise ValueError(f"gammas: values must be distinct, got {list(gammas)}")
-    return out
-
-
 def gamma_curve(
-    fit_logits: ArrayLike,
-    fit_labels: ArrayLike,
-    val_logits: ArrayLike,
-    val_labels: ArrayLike,
+    fit_logits: np.ndarray,
+    fit_labels: np.ndarray,
+    val_logits: np.ndarray,
+    val_labels: np.ndarray,
     loss: str,
     gammas: Sequence[float],
     kind: str = "temperature",
@@ -110,25 +86,20 @@ def gamma_curve(
 ) -> pd.DataFrame:
     """For each gamma: the ``kind`` map fitted with ``loss`` (of ``GAMMA_LOSSES``) on the fit split,
     scored on the validation split: ``nll``, ``ece`` (``n_bins`` equal-width), ``accuracy`` and
-    ``temperature`` (NaN for vector maps), one row each."""
-    zf, yf = _logits_labels(fit_logits, fit_labels, "fit_")
-    zv, yv = _logits_labels(val_logits, val_labels, "val_")
-    if zf.shape[1] != zv.shape[1]:
-        raise ValueError(f"val_logits: {zv.shape[1]} classes, fit_logits has {zf.shape[1]}")
-    check_choice(loss, tuple(GAMMA_LOSSES), "loss")
-    check_choice(kind, MAPS, "kind")
+    ``temperature`` (NaN for vector maps), one row each; arguments as :func:`gamma_cross_validation`
+    checked them."""
     rows = []
-    for g in _check_gammas(gammas):
-        scale, bias = fit_logit_map(zf, yf, rw.get_loss(GAMMA_LOSSES[loss], gamma=g), kind)
-        p = scipy_softmax(zv * scale + bias, axis=1)  # exp(z - max) / sum
+    for g in gammas:
+        scale, bias = fit_logit_map(fit_logits, fit_labels, rw.get_loss(GAMMA_LOSSES[loss], gamma=g), kind)
+        p = scipy_softmax(val_logits * scale + bias, axis=1)  # exp(z - max) / sum
         rows.append(
             {
                 "loss": loss,
                 "map": kind,
                 "gamma": g,
-                "nll": nll(p, yv),
-                "ece": ece(p, yv, n_bins),
-                "accuracy": float((p.argmax(1) == yv).mean()),
+                "nll": nll(p, val_labels),
+                "ece": ece(p, val_labels, n_bins),
+                "accuracy": float((p.argmax(1) == val_labels).mean()),
                 "temperature": float(1.0 / scale[0]) if kind == "temperature" else float("nan"),
             }
         )
@@ -157,13 +128,19 @@ def gamma_cross_validation(
 ) -> pd.DataFrame:
     """K-fold cross-validation of gamma: :func:`gamma_curve` for every fold (:func:`fold_indices`),
     loss and map, with a ``fold`` column."""
-    z, y = _logits_labels(logits, labels)
+    z = np.asarray(to_numpy(logits, "logits"), dtype=np.float64)
+    y = np.asarray(to_numpy(labels, "labels", dtype=np.int64))
+    check_logits_labels(z, y)
     for names, valid, what in ((losses, tuple(GAMMA_LOSSES), "losses"), (maps, MAPS, "maps")):
         if isinstance(names, str) or not names:
             raise ValueError(f"{what}: expected a non-empty sequence of names, got {names!r}")
         for name in names:
             check_choice(name, valid, what)
-    gammas = _check_gammas(gammas)
+    if isinstance(gammas, (str, bytes)) or not isinstance(gammas, Sequence | np.ndarray) or len(gammas) == 0:
+        raise ValueError(f"gammas: expected a non-empty sequence of numbers >= 0, got {gammas!r}")
+    gammas = [check_positive(g, "gammas", allow_zero=True) for g in gammas]
+    if len(set(gammas)) != len(gammas):
+        raise ValueError(f"gammas: values must be distinct, got {gammas}")
     folds = fold_indices(len(y), n_folds, seed)
     frames = []
     for k, val in enumerate(folds):
@@ -191,11 +168,10 @@ def summarize_folds(cv: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def select_gamma(cv: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
-    """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties), as
-    ``{map: {loss: gamma}}``."""
+def select_gamma(summary: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
+    """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties) of
+    :func:`summarize_folds`'s ``summary``, as ``{map: {loss: gamma}}``."""
     check_choice(criterion, CRITERIA, "criterion")
-    summary = summarize_folds(cv)
     out: dict[str, dict[str, float]] = {}
     for (kind, loss), part in summary.groupby(["map", "loss"], sort=False):
         best = part.sort_values(["gamma"]).reset_index(drop=True)

@@ -22,7 +22,6 @@ from lib.validation import (
     check_choice,
     check_keywords,
     check_labels,
-    check_open_unit,
     check_positive,
     check_same_length,
     reduce_loss,
@@ -38,6 +37,15 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, 
     check_labels(y, z.shape[1], "labels")
     check_same_length(z, y, "logits", "labels")
     return z, y.long().to(z.device)
+
+
+def _csf_logpt(z: torch.Tensor, y: torch.Tensor, csf: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores of CSF ``csf``, log p_t) of checked logits: the AURC and AU losses' inputs."""
+    check_choice(csf, tuple(CSFS), "csf")
+    if csf in ("softmax_margin", "normalized_entropy") and z.shape[1] < 2:
+        raise ValueError(f"logits: {csf} needs at least 2 classes")
+    logp, logpt = _true_class_logp(z, y)
+    return csf_values(csf, logp.exp()), logpt
 
 
 def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,14 +131,8 @@ def dual_focal_loss(
 def aurc_loss(logits: ArrayLike, labels: ArrayLike, csf: str = "msp", reduction: str = "mean") -> torch.Tensor:
     """AURC as a reweighted risk: mean_i w_i CE_i, w_i = -ln(1 - G(s_i)) (eq. 7), G the batch CSF's
     empirical CDF from exact ranks, weights detached (:func:`lib.rr.weights.aurc_weights`)."""
-    z, y = _logits_labels(logits, labels)
-    check_choice(csf, tuple(CSFS), "csf")
-    if csf == "softmax_margin" and z.shape[1] < 2:
-        raise ValueError("logits: softmax margin needs at least 2 classes")
-    logp, logpt = _true_class_logp(z, y)
-    s = csf_values(csf, logp.exp())
-    w = aurc_weights(s.detach())
-    return reduce_loss(-w * logpt, reduction)
+    s, logpt = _csf_logpt(*_logits_labels(logits, labels), csf)
+    return reduce_loss(-aurc_weights(s.detach()) * logpt, reduction)
 
 
 def au_loss(
@@ -147,13 +149,7 @@ def au_loss(
     batch CSF; the gradient flows through the cross-entropy and G(s_i) (eq. 36). Defaults: M = 15 bins,
     nu = 0.1, kappa per Table 3. G is the batch's (Algorithm 1); the released code's, accumulated over
     the epoch, with ``histogram`` (or ``get_loss("au_released", epoch_batches=...)``)."""
-    z, y = _logits_labels(logits, labels)
-    check_choice(csf, tuple(CSFS), "csf")
-    check_open_unit(coverage, "coverage")
-    if csf in ("softmax_margin", "normalized_entropy") and z.shape[1] < 2:
-        raise ValueError(f"logits: {csf} needs at least 2 classes")
-    logp, logpt = _true_class_logp(z, y)
-    s = csf_values(csf, logp.exp())
+    s, logpt = _csf_logpt(*_logits_labels(logits, labels), csf)
     beta = au_weights(s, coverage, n_bins, nu, histogram=histogram)
     return reduce_loss(-beta * logpt, reduction)
 
@@ -167,8 +163,6 @@ def kde_xe_loss(
     ``released`` detaches the term as paper 4's released code does (training is then cross-entropy)."""
     z, y = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
-    if not isinstance(released, bool):
-        raise ValueError(f"released: must be True or False, got {released!r}")
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
     term = ece_kde(probs, y, bandwidth)

@@ -53,10 +53,10 @@ CSFS: dict[str, str] = {
 
 
 # --- AURC weights (eq. 7) -------------------------------------------------------------------------
-def _scores(scores: ArrayLike, name: str = "scores") -> torch.Tensor:
-    s = to_float_tensor(scores, name, 1, "one confidence score per example")
+def _scores(scores: ArrayLike) -> torch.Tensor:
+    s = to_float_tensor(scores, "scores", 1, "one confidence score per example")
     if s.shape[0] < 2:
-        raise ValueError(f"{name}: need at least 2 scores, got {s.shape[0]}")
+        raise ValueError(f"scores: need at least 2 scores, got {s.shape[0]}")
     return s
 
 
@@ -138,9 +138,9 @@ class EpochHistogram:
         self.counts = torch.zeros(self.n_bins, dtype=torch.float64)
         self.batches = 0
 
-    def update(self, scores: ArrayLike) -> None:
-        """Add one batch of scores in [0, 1] (detached) to the counts."""
-        s = _scores(scores).detach().to(torch.float64).cpu()
+    def update(self, scores: torch.Tensor) -> None:
+        """Add one batch of checked scores (1-D, in [0, 1]; detached) to the counts."""
+        s = scores.detach().to(torch.float64).cpu()
         if float(s.min()) < 0.0 or float(s.max()) > 1.0:
             raise ValueError("scores: the epoch histogram needs scores in [0, 1] (MSP, margin, normalized entropy)")
         if self.epoch_batches is not None and self.batches >= self.epoch_batches:
@@ -167,7 +167,7 @@ def _counts_cdf(
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     """tau, the ``coverage`` (kappa) quantile of the batch scores: the k-th smallest, k = max(1,
     ceil(kappa n)) (Appendix E.2)."""
-    s = _scores(scores).detach()
+    s = torch.as_tensor(scores).detach()
     check_open_unit(coverage, "coverage")
     k = min(s.shape[0], max(1, math.ceil(coverage * s.shape[0] - 1e-9)))
     return torch.kthvalue(s, k).values
@@ -191,15 +191,12 @@ def au_weights(
     epoch's counts instead of the batch's.
     """
     s = _scores(scores)
-    check_open_unit(coverage, "coverage")
     n_bins = check_int(n_bins, "n_bins")
     nu = check_positive(nu, "nu")
-    tau = au_threshold(s, coverage)
+    tau = au_threshold(s, coverage)  # checks coverage
     if histogram is None:
         n, e = s.shape[0], _default_edges(s, n_bins)
         g_s, g_tau = _smoothed_cdf(s, e, nu), _smoothed_cdf(s.detach(), e, nu, tau.reshape(1))[0]
-    elif not isinstance(histogram, EpochHistogram):
-        raise ValueError(f"histogram: must be an EpochHistogram, got {type(histogram).__name__}")
     else:
         histogram.update(s)
         n = histogram.n

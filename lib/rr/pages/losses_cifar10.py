@@ -26,7 +26,6 @@ from lib.rr import experiment
 from lib.rr import weights as rwt
 from lib.rr.experiment import CSF_LOSSES, LABELS, TABLE_LOSSES
 from lib.rr.gamma import PAPER_SELECTED_GAMMAS
-from lib.rr.record import LossRecord
 from lib.validation import check_choice
 
 AU_SWEEP = "au (coverage / nu sweep)"
@@ -95,16 +94,14 @@ CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
 """The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
 
 
-def _x100(key: str, value: float, percent: bool = True) -> float:
-    """A metric in the paper's unit (with ``percent``): x100, the temperature as it is."""
-    return float(value) * (1 if key == "temperature" or not percent else 100)
+def _x100(key: str, value: float) -> float:
+    """A metric in the paper's unit: x100, the temperature as it is."""
+    return float(value) * (1 if key == "temperature" else 100)
 
 
-def loss_table(metrics: Mapping[str, Mapping[str, float]], percent: bool = True) -> pd.DataFrame:
-    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature when ``percent``."""
-    rows = [
-        {"loss": LABELS.get(n, n), **{k: _x100(k, m[k], percent) for k in TABLE_METRICS}} for n, m in metrics.items()
-    ]
+def loss_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature."""
+    rows = [{"loss": LABELS.get(n, n), **{k: _x100(k, m[k]) for k in TABLE_METRICS}} for n, m in metrics.items()]
     return pd.DataFrame(rows).set_index("loss")
 
 
@@ -215,13 +212,13 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     return report.claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
 
 
-def by_loss(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> dict[str, list[LossRecord]]:
+def by_loss(runs: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
     """The compared losses' records, seed by seed: the runs at the scale's coverage and nu (every
     loss's; the AU sweep's other points left out)."""
-    out: dict[str, list[LossRecord]] = {}
-    for r in sorted(runs.values(), key=lambda r: r.seed):
-        if (r.coverage, r.nu) == (float(cfg["coverage"]), float(cfg["nu"])):
-            out.setdefault(r.loss, []).append(r)
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(runs.values(), key=lambda r: r["config"]["seed"]):
+        if (r["config"]["coverage"], r["config"]["nu"]) == (float(cfg["coverage"]), float(cfg["nu"])):
+            out.setdefault(r["config"]["loss"], []).append(r)
     return out
 
 
@@ -289,33 +286,33 @@ def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return grid.numpy(), curves
 
 
-def reliability_diagrams(records: Mapping[str, LossRecord]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def reliability_diagrams(records: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per loss of the tables: the test confidences and correctness of its (seed-0) run,
     labelled with its ECE x100."""
     diagrams = {}
     for name in TABLE_LOSSES:
         lg = experiment.run_logits(records[name])
         pt = softmax(lg["test"].astype(np.float64), axis=1)
-        label = f"{LABELS[name]} (ECE {100 * records[name].metrics['ece']:.2f})"
+        label = f"{LABELS[name]} (ECE {100 * records[name]['metrics']['ece']:.2f})"
         diagrams[label] = (pt.max(1), pt.argmax(1) == lg["test_y"])
     return diagrams
 
 
-def sweep_table(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> pd.DataFrame:
+def sweep_table(runs: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any]) -> pd.DataFrame:
     """Validation ECE x100, accuracy and training accuracy of the AU loss (MSP, seed 0) over the
     coverage x nu grid (cf. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
     from lib.calibration.metrics import ece
 
-    au = {(r.coverage, r.nu): r for r in runs.values() if r.loss == "au" and r.seed == 0}
+    au = {(c["coverage"], c["nu"]): r for r in runs.values() if (c := r["config"])["loss"] == "au" and c["seed"] == 0}
     rows = []
     for kappa in cfg["coverages"]:
         for v in cfg["nus"]:
             rec = au[(float(kappa), float(v))]
             row = {"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan}
-            fitted = rec.train_accuracy is not None and rec.diverged_epoch is None
-            row["train accuracy"] = rec.train_accuracy if fitted else np.nan
-            row["diverged epoch"] = np.nan if rec.diverged_epoch is None else float(rec.diverged_epoch)
-            if rec.diverged_epoch is None:
+            train, diverged = rec.get("train_accuracy"), rec.get("diverged_epoch")
+            row["train accuracy"] = train if train is not None and diverged is None else np.nan
+            row["diverged epoch"] = np.nan if diverged is None else float(diverged)
+            if diverged is None:
                 lg = experiment.run_logits(rec)
                 pv = softmax(lg["val"].astype(np.float64), axis=1)
                 row["val ECE x100"] = 100 * ece(pv, lg["val_y"])
@@ -324,11 +321,11 @@ def sweep_table(runs: Mapping[str, LossRecord], cfg: Mapping[str, Any]) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
+def au_fit_note(records: Mapping[str, Mapping[str, Any]], sweep: pd.DataFrame) -> str:
     """The training accuracy of the AU heads beside cross-entropy's and the sweep's diverged
     points, in Markdown (eq. 36 says why it can be low); empty without training accuracies."""
-    au, xe = records.get("au"), records.get("xe")
-    if au is None or xe is None or au.train_accuracy is None or xe.train_accuracy is None:
+    au, xe = records.get("au", {}), records.get("xe", {})
+    if au.get("train_accuracy") is None or xe.get("train_accuracy") is None:
         return ""
     fitted = sweep.dropna(subset=["train accuracy"])
     points = ", ".join(
@@ -336,9 +333,9 @@ def au_fit_note(records: Mapping[str, LossRecord], sweep: pd.DataFrame) -> str:
     )
     gone = sweep[sweep["diverged epoch"].notna()]
     out = (
-        f"**What the AU heads fitted.** The AU (MSP) head classifies {au.train_accuracy:.3f} of its own "
-        f"training images correctly (κ = {au.coverage:g}, ν = {au.nu:g}); the cross-entropy head "
-        f"{xe.train_accuracy:.3f}. The loss's gradient flows through G(s_i) for the samples below the "
+        f"**What the AU heads fitted.** The AU (MSP) head classifies {au['train_accuracy']:.3f} of its own "
+        f"training images correctly (κ = {au['config']['coverage']:g}, ν = {au['config']['nu']:g}); the "
+        f"cross-entropy head {xe['train_accuracy']:.3f}. The loss's gradient flows through G(s_i) for the samples below the "
         "batch's coverage threshold (eq. 36), and their weight grows with their confidence, so every "
         "step also pushes their confidence down, against their cross-entropy: a head over fixed "
         "features can leave them unlearnt. "
@@ -434,18 +431,17 @@ class LossesCifar10Page(Page):
 
     def run(
         self, cfg: Mapping[str, Any], data: Any, train: bool = True, log: Callable[[str], None] = print
-    ) -> dict[str, LossRecord]:
+    ) -> dict[str, dict[str, Any]]:
         """Every planned run by plan id (trained as the queue trains them unless cached or published;
         none unless ``train``), one line per run to ``log``."""
-        out: dict[str, LossRecord] = {}
+        out: dict[str, dict[str, Any]] = {}
         t0 = [time.time()]
 
         def done(it: Item, rec: dict[str, Any]) -> None:
-            out[it.id] = r = LossRecord.from_record(rec)
-            label = LABELS[r.loss] if it.method != AU_SWEEP else f"AU k {r.coverage:g} nu {r.nu:g}"
-            log(
-                f"{label:18s} s{r.seed} acc {r.metrics['accuracy']:.3f}  ECE {r.metrics['ece']:.4f}  ({time.time() - t0[0]:.0f} s)"
-            )
+            out[it.id] = rec
+            c, m = rec["config"], rec["metrics"]
+            label = LABELS[c["loss"]] if it.method != AU_SWEEP else f"AU k {c['coverage']:g} nu {c['nu']:g}"
+            log(f"{label:18s} s{c['seed']} acc {m['accuracy']:.3f}  ECE {m['ece']:.4f}  ({time.time() - t0[0]:.0f} s)")
             t0[0] = time.time()
 
         with training(train):
@@ -456,10 +452,7 @@ class LossesCifar10Page(Page):
         """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with
         the seeds and runs published; ``None`` when none is."""
         planned = [it for it in items if it.method in TABLE_LOSSES]
-        seeds = {
-            m: [LossRecord.from_record(got[it.id]).metrics for it in planned if it.method == m and it.id in got]
-            for m in TABLE_LOSSES
-        }
+        seeds = {m: [got[it.id]["metrics"] for it in planned if it.method == m and it.id in got] for m in TABLE_LOSSES}
         seeds = {m: s for m, s in seeds.items() if s}
         if not seeds:
             return None

@@ -96,9 +96,8 @@ def load_logits(source: str, n_synthetic: int = 2000) -> tuple[dict[str, np.ndar
     return {RELEASED_NAMES[k]: v for k, v in logits.items()}, targets, failed
 
 
-def accuracy_table(logits: Mapping[str, np.ndarray], targets: np.ndarray, failed: Mapping[str, float]) -> pd.DataFrame:
-    """Each run's test accuracy beside the paper's (Table 2), the failed runs last and marked."""
-    acc = {k: float((z.argmax(1) == targets).mean()) for k, z in logits.items()}
+def accuracy_table(acc: Mapping[str, float], failed: Mapping[str, float]) -> pd.DataFrame:
+    """Each run's test accuracy ``acc`` beside the paper's (Table 2), the failed runs last and marked."""
     return pd.DataFrame(
         {
             "loss": [LABELS[k] for k in acc] + [LABELS[k] + " (failed run)" for k in failed],
@@ -108,10 +107,9 @@ def accuracy_table(logits: Mapping[str, np.ndarray], targets: np.ndarray, failed
     )
 
 
-def outlier_note(logits: Mapping[str, np.ndarray], targets: np.ndarray) -> str:
-    """Where the XE run's accuracy stands among the runs' (an outlier below every other, or not),
-    and the FL-53 assumption, in Markdown."""
-    acc = {k: float((z.argmax(1) == targets).mean()) for k, z in logits.items()}
+def outlier_note(acc: Mapping[str, float]) -> str:
+    """Where the XE run's test accuracy stands among the runs' ``acc`` (an outlier below every other,
+    or not), and the FL-53 assumption, in Markdown."""
     others = {k: v for k, v in acc.items() if k != "xe"}
     fl = " The `focal` file is taken to be the paper's FL-53 (the file does not say its gamma)."
     if "xe" not in acc or not others:
@@ -130,11 +128,6 @@ def outlier_note(logits: Mapping[str, np.ndarray], targets: np.ndarray) -> str:
         f"{LABELS[low]}, {100 * others[low]:.2f}%)."
     )
     return where + fl
-
-
-def published(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """``released_<run>_<metric>`` for every run and metric of :data:`PUBLISHED_METRICS`."""
-    return losses_cifar10.published(metrics, "released", PUBLISHED_METRICS)
 
 
 def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
@@ -190,15 +183,15 @@ def dual_focal_weights(logits: np.ndarray, targets: np.ndarray, gamma: float | N
     return pd.DataFrame(rows).set_index("reading")
 
 
-def gamma_published(cv: pd.DataFrame, criterion: str) -> dict[str, Any]:
+def gamma_published(summary: pd.DataFrame, criterion: str) -> dict[str, Any]:
     """The gamma cross-validation's published numbers: the gamma chosen by ``criterion`` and by
-    ECE, the validation NLL at gamma = 0 per map/loss, and the fitted temperatures of focal loss."""
-    summary = rg.summarize_folds(cv)
+    ECE, the validation NLL at gamma = 0 per map/loss, and the fitted temperatures of focal loss, from
+    the cross-validation's ``summary`` (:func:`lib.rr.gamma.summarize_folds`)."""
     at_zero = summary[summary["gamma"] == 0]
     focal_t = summary[(summary["loss"] == "focal") & (summary["map"] == "temperature")]["temperature"]
     return {
-        "released_gamma_chosen": rg.select_gamma(cv, criterion),
-        "released_gamma_chosen_ece": rg.select_gamma(cv, "ece"),
+        "released_gamma_chosen": rg.select_gamma(summary, criterion),
+        "released_gamma_chosen_ece": rg.select_gamma(summary, "ece"),
         "released_gamma_nll_at_0": {f"{r.map}/{r.loss}": float(r.nll) for r in at_zero.itertuples()},
         "released_gamma_focal_temperature": [float(t) for t in focal_t],
     }
@@ -337,11 +330,11 @@ def metacal_claims(
     return rows
 
 
-def gamma_check(cv: pd.DataFrame) -> dict[str, Any]:
-    """The numerical check: every inverse-focal gamma >= 4 has a higher fold-mean validation NLL
-    than every gamma below it (temperature map); true of any informative logits."""
+def gamma_check(summary: pd.DataFrame) -> dict[str, Any]:
+    """The numerical check on the cross-validation's ``summary`` (:func:`lib.rr.gamma.summarize_folds`):
+    every inverse-focal gamma >= 4 has a higher fold-mean validation NLL than every gamma below it
+    (temperature map); true of any informative logits."""
     threshold = 4.0
-    summary = rg.summarize_folds(cv)
     part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == "temperature")]
     low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
     paper = "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits"
@@ -372,7 +365,7 @@ def failed_run_claims(failed: Mapping[str, float]) -> list[dict[str, Any]]:
 def claims(
     metrics: Mapping[str, Mapping[str, float]],
     meta: Mapping[str, Mapping[str, float]],
-    cv: pd.DataFrame,
+    gamma_summary: pd.DataFrame,
     failed: Mapping[str, float],
     tol: float,
 ) -> list[dict[str, Any]]:
@@ -383,7 +376,7 @@ def claims(
         *reweighted_claims({k: [m] for k, m in metrics.items()}, tol=tol),
         *metacal_claims(metrics, meta),
         *failed_run_claims(failed),
-        gamma_check(cv),
+        gamma_check(gamma_summary),
     ]
 
 

@@ -66,7 +66,7 @@ def test_a_known_best_gamma_is_recovered():
     assert curve.set_index("gamma").loc[2.0, "temperature"] == pytest.approx(t_star, rel=1e-4)
     assert np.all(np.diff(curve["temperature"]) > 0)  # T grows with gamma
     assert float(curve.loc[curve["nll"].idxmin(), "gamma"]) == 2.0
-    assert rg.select_gamma(curve) == {"temperature": {"focal": 2.0}}
+    assert rg.select_gamma(rg.summarize_folds(curve)) == {"temperature": {"focal": 2.0}}
 
 
 def test_fold_indices_partition_the_examples():
@@ -114,9 +114,10 @@ def test_select_gamma_takes_the_fold_mean_and_the_smallest_on_ties():
             "temperature": [1.0] * 6,
         }
     )
-    assert rg.select_gamma(cv) == {"temperature": {"focal": 2.0}}  # means 0.30, 0.30, 0.25
-    assert rg.select_gamma(cv, "ece") == {"temperature": {"focal": 1.0}}  # tie at 0.03: smaller gamma
-    summary = rg.summarize_folds(cv).set_index("gamma")
+    summary = rg.summarize_folds(cv)
+    assert rg.select_gamma(summary) == {"temperature": {"focal": 2.0}}  # means 0.30, 0.30, 0.25
+    assert rg.select_gamma(summary, "ece") == {"temperature": {"focal": 1.0}}  # tie at 0.03: smaller gamma
+    summary = summary.set_index("gamma")
     assert summary.loc[1.0, "nll"] == pytest.approx(0.30)
     assert summary.loc[1.0, "nll_se"] == pytest.approx(np.std([0.2, 0.4], ddof=1) / math.sqrt(2))
 
@@ -154,7 +155,9 @@ def _inverse_focal_cv(nll_by_gamma: dict[float, float]) -> pd.DataFrame:
 
 
 def test_gamma_check_follows_the_curve_and_is_a_numerical_check():
-    check = gamma_check
+    def check(cv: pd.DataFrame) -> dict:
+        return gamma_check(rg.summarize_folds(cv))
+
     held = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.35, 4.0: 0.36, 5.0: 0.40}))
     assert held["verdict"] == "held" and held["kind"] == "numerical check"
     bad = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.37, 4.0: 0.36, 5.0: 0.40}))

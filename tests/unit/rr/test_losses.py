@@ -307,8 +307,6 @@ def test_kde_xe_released_is_cross_entropy_in_its_gradient():
     assert torch.allclose(grads["kde_xe_released"], by_hand, atol=1e-12)
     assert values["kde_xe_released"] == pytest.approx(values["kde_xe"])
     assert not torch.allclose(grads["kde_xe"], by_hand, atol=1e-6)
-    with pytest.raises(ValueError, match="released"):
-        rw.kde_xe_loss(z0, y, released="yes")
 
 
 def test_au_released_uses_the_epoch_histogram():
