@@ -112,17 +112,17 @@ def point_config(
     return {**point, **{k: cfg[k] for k in keys}}
 
 
-def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str, n_bins: int = ECE_BINS) -> dict[str, Any]:
+def l2d_metrics(logits: Any, split: L2DSplit, surrogate: str) -> dict[str, Any]:
     """Metrics of one trained L2D model on ``split`` (L2D paper Sec. 5, Figures 1-2): ``ece``, the
-    mean over experts of the binned ECE of the estimate of P(m_j = y | x) (eq. 2 softmax, eq. 3 OvA)
-    against the correctness, and per expert; ``system_accuracy``, ``classifier_accuracy``,
+    mean over experts of the binned ECE (``ECE_BINS`` bins) of the estimate of P(m_j = y | x) (eq. 2
+    softmax, eq. 3 OvA) against the correctness, and per expert; ``system_accuracy``, ``classifier_accuracy``,
     ``defer_rate``, ``coverage`` and ``frac_estimate_above_1``."""
     z = torch.as_tensor(logits)
     j = split.m.shape[1]
     k = z.shape[1] - j
     est = _ESTIMATORS[surrogate](z, k).double().numpy()
     ok = split.correct.numpy()
-    per = [binary_ece(est[:, e], ok[:, e], n_bins) for e in range(j)]
+    per = [binary_ece(est[:, e], ok[:, e], ECE_BINS) for e in range(j)]
     cov = l2d.coverage_per_expert(z, k)
     return {
         "ece": float(np.mean(per)),
