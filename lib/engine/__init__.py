@@ -2,7 +2,7 @@
 
 :mod:`~lib.engine.loop` (:func:`~lib.engine.loop.fit`, :func:`~lib.engine.loop.predict`), :mod:`~lib.engine.packed`
 (G runs trained as one packed module), :mod:`~lib.engine.deadline`, :mod:`~lib.engine.progress`,
-:mod:`~lib.engine.records` (typed views of run records), :mod:`~lib.engine.plan`, :mod:`~lib.engine.device`
+:mod:`~lib.engine.plan`, :mod:`~lib.engine.device`
 and :mod:`~lib.engine.cache`, the seam through which lib asks for runs: the store behind it (the run cache
 keyed by config and code version) is the machinery's, :mod:`calibook.runs`. Each module's docstring says
 what it does.

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from lib import report
-from lib.l2d.record import POINT_KEYS, L2DRecord
 
+POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # a run's grid point (its config)
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
 
 ECE_MARGIN: float = 0.02
@@ -36,14 +36,16 @@ ACCURACY_EXPERIMENTS: tuple[str, ...] = ("experts", "specialized")
 (Fig. 1c/f) shows ECE only."""
 
 
-def result_row(point: Mapping[str, Any], record: Mapping[str, Any] | L2DRecord) -> dict[str, Any]:
-    """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (``ValueError`` if the record
-    is another point's)."""
-    rec = L2DRecord.from_record(record)
+def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (a plain dict of
+    :func:`lib.l2d.gaussians.run_gaussian` or :func:`lib.l2d.cifar10.run_cifar`; ``ece_random_expert`` is
+    expert 0's ECE, Fig. 1c/f); ``ValueError`` if the record is another point's."""
     want = {k: point[k] for k in POINT_KEYS}
-    if rec.point != want:
-        raise ValueError(f"record: run {rec.key} is the point {rec.point}, not {want}")
-    return {**want, **{col: getattr(rec, col) for col in RESULT_COLUMNS}}
+    got = {k: record["config"][k] for k in POINT_KEYS}
+    if got != want:
+        raise ValueError(f"record: run {record.get('key', '?')} is the point {got}, not {want}")
+    metrics = {**record, "ece_random_expert": record["ece_per_expert"][0]}
+    return {**want, **{col: float(metrics[col]) for col in RESULT_COLUMNS}}
 
 
 def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.DataFrame:
@@ -74,15 +76,10 @@ def _per_seed(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) ->
     return sub.pivot_table(index="seed", columns="value", values=metric)
 
 
-def _rise_by_seed(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> pd.Series:
+def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> pd.Series:
     """Per seed (the index): metric at the largest value of the sweep minus metric at the smallest."""
     t = _per_seed(df, experiment, surrogate, metric)
     return (t[t.columns.max()] - t[t.columns.min()]).dropna()
-
-
-def _rise(df: pd.DataFrame, experiment: str, surrogate: str, metric: str) -> np.ndarray:
-    """:func:`_rise_by_seed` as an array."""
-    return _rise_by_seed(df, experiment, surrogate, metric).to_numpy()
 
 
 def seed_paired_verdict(a: pd.Series, b: pd.Series, margin: float) -> tuple[str, str]:
@@ -131,7 +128,7 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
     for exp, label in (("experts", "experts (oracles)"), ("specialized", "specialized experts")):
         if not (df.experiment == exp).any():
             continue
-        sm, ova = _rise(df, exp, "softmax", "ece"), _rise(df, exp, "ova", "ece")
+        sm, ova = _rise(df, exp, "softmax", "ece").to_numpy(), _rise(df, exp, "ova", "ece").to_numpy()
         vals = sorted(df[df.experiment == exp].value.unique())
         add(
             f"softmax expert ECE grows with the number of {label} ({vals[0]:g} to {vals[-1]:g})",
@@ -147,10 +144,9 @@ def l2d_claims(df: pd.DataFrame) -> list[dict[str, Any]]:
             report.t_verdict(FLAT_TOL - abs(m_ova), report.standard_error(ova), FLAT_TOL / 3, df=max(len(ova) - 1, 0)),
         )
     if (df.experiment == "dependence").any():
-        sm_s = _rise_by_seed(df, "dependence", "softmax", "ece_random_expert")
-        sm, ova = sm_s.to_numpy(), _rise(df, "dependence", "ova", "ece_random_expert")
-        less, _ = seed_paired_verdict(sm_s, _rise_by_seed(df, "dependence", "ova", "ece_random_expert"), ECE_MARGIN)
-        parts = (report.paired_verdict(sm, ECE_MARGIN), less)
+        sm_s, ova_s = (_rise(df, "dependence", s, "ece_random_expert") for s in ("softmax", "ova"))
+        sm, ova = sm_s.to_numpy(), ova_s.to_numpy()
+        parts = (report.paired_verdict(sm, ECE_MARGIN), seed_paired_verdict(sm_s, ova_s, ECE_MARGIN)[0])
         add(
             "the random expert's softmax ECE rises with the other experts' quality; OvA's rises less",
             "rises to above 0.4 (softmax); nearly flat (OvA) (Fig. 1c/f)",

@@ -9,28 +9,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lib.validation import (
-    to_float_tensor,
-    check_nonempty,
-    reduce_loss,
-    ArrayLike,
-    check_finite,
-    check_int,
-    check_labels,
-    check_ndim,
-    check_same_length,
-    to_tensor,
-)
+from lib.validation import ArrayLike, check_int, check_labels, check_ndim, check_nonempty, check_same_length
+from lib.validation import reduce_loss, to_float_tensor, to_tensor
 
 
-# --- Input handling -------------------------------------------------------------------------------
-def _logits(logits: ArrayLike) -> torch.Tensor:
-    return to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
-
-
+# --- Input handling (once, at each public function) -----------------------------------------------
 def _logits_k(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, int]:
-    """The logits and K, leaving their columns at least one deferral logit."""
-    z = _logits(logits)
+    """The logits (N, K + J) and K, leaving their columns at least one deferral logit."""
+    z = to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
     return z, check_int(num_classes, "num_classes", 1, z.shape[1] - 1)
 
 
@@ -38,27 +24,28 @@ def _loss_inputs(
     logits: ArrayLike, labels: ArrayLike, expert_correct: ArrayLike
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Validate (logits (N, K+J), labels (N,), expert_correct (N, J)); return them and K."""
-    z = _logits(logits)
+    z = to_float_tensor(logits, "logits", 2, "N examples x (K classes + J experts)")
     check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
     ec = to_tensor(expert_correct, "expert_correct")
     check_ndim(ec, 2, "expert_correct", "N examples x J experts, 1 where expert j is correct")
-    check_finite(ec, "expert_correct")
-    if ec.dtype != torch.bool:
-        vals = ec.detach()
-        if not bool(((vals == 0) | (vals == 1)).all()):
-            raise ValueError("expert_correct: values must be boolean (0/1)")
-    n, width = z.shape
+    if ec.dtype != torch.bool and not bool(((ec.detach() == 0) | (ec.detach() == 1)).all()):
+        raise ValueError("expert_correct: values must be boolean (0/1)")
     j = ec.shape[1]
-    if j < 1 or j >= width:
+    if j < 1 or j >= z.shape[1]:
         raise ValueError(
-            f"expert_correct: has {j} columns (experts) but logits has {width} columns; need 1 <= J < K + J"
+            f"expert_correct: has {j} columns (experts) but logits has {z.shape[1]} columns; need 1 <= J < K + J"
         )
-    k = width - j
     y = to_tensor(labels, "labels")
-    check_labels(y, k, "labels")
+    check_labels(y, z.shape[1] - j, "labels")
     check_same_length(z, y, "logits", "labels")
     check_same_length(z, ec, "logits", "expert_correct")
-    return z, y.long().to(z.device), ec.to(device=z.device, dtype=z.dtype), k
+    return z, y.long().to(z.device), ec.to(device=z.device, dtype=z.dtype), z.shape[1] - j
+
+
+def _defer(z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    cls_max, pred = z[:, :k].max(dim=1)
+    def_max, who = z[:, k:].max(dim=1)
+    return pred, torch.where(def_max >= cls_max, who, torch.full_like(who, -1))
 
 
 # --- Surrogate losses -----------------------------------------------------------------------------
@@ -105,11 +92,7 @@ def expert_correctness_ova(logits: ArrayLike, num_classes: int) -> torch.Tensor:
 def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(pred_class, defer_to)``: argmax_k g_k, and argmax_j g_{⊥j} where max_j g_{⊥j} >= max_k g_k
     (a tie defers, as the Bayes rejector, App. B), else -1."""
-    z, k = _logits_k(logits, num_classes)
-    cls_max, pred = z[:, :k].max(dim=1)
-    def_max, who = z[:, k:].max(dim=1)
-    defer_to = torch.where(def_max >= cls_max, who, torch.full_like(who, -1))
-    return pred, defer_to
+    return _defer(*_logits_k(logits, num_classes))
 
 
 def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLike, num_classes: int) -> float:
@@ -119,16 +102,14 @@ def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLik
     y = to_tensor(labels, "labels")
     check_labels(y, k, "labels")
     check_same_length(z, y, "logits", "labels")
-    if z.shape[0] == 0:
-        raise ValueError("logits: is empty (0 examples); the system accuracy of no examples is undefined")
+    check_nonempty(z, "logits")  # the system accuracy of no examples is undefined
     m = to_tensor(expert_preds, "expert_preds")
     check_ndim(m, 2, "expert_preds", "N examples x J experts")
     check_same_length(z, m, "logits", "expert_preds")
-    check_finite(m, "expert_preds")
-    check_labels(m.reshape(-1), k, "expert_preds")  # integer class predictions in range
+    check_labels(m.reshape(-1), k, "expert_preds")  # finite integer class predictions in range
     if m.shape[1] != z.shape[1] - k:
         raise ValueError(f"expert_preds: has {m.shape[1]} columns but logits hold {z.shape[1] - k} deferral logits")
-    pred, defer_to = defer_decisions(z, k)
+    pred, defer_to = _defer(z, k)
     m = m.to(z.device).long()
     chosen = m.gather(1, defer_to.clamp_min(0)[:, None]).squeeze(1)
     final = torch.where(defer_to >= 0, chosen, pred)
@@ -137,9 +118,7 @@ def system_accuracy(logits: ArrayLike, labels: ArrayLike, expert_preds: ArrayLik
 
 def coverage_per_expert(logits: ArrayLike, num_classes: int) -> np.ndarray:
     """The share of examples the classifier (entry 0) and each expert (1..J) handle."""
-    z = _logits(logits)
+    z, k = _logits_k(logits, num_classes)
     check_nonempty(z, "logits")  # zero rows have no coverage (it would read as all zeros)
-    k = check_int(num_classes, "num_classes", 1, z.shape[1] - 1)
-    _, defer_to = defer_decisions(z, k)
-    counts = np.bincount(defer_to.cpu().numpy() + 1, minlength=z.shape[1] - k + 1)
-    return counts / max(len(defer_to), 1)
+    _, defer_to = _defer(z, k)
+    return np.bincount(defer_to.cpu().numpy() + 1, minlength=z.shape[1] - k + 1) / len(defer_to)

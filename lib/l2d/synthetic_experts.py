@@ -51,7 +51,9 @@ class SyntheticExpert:
             raise ValueError(f"p_in: must lie in [0, 1], got {self.p_in!r}")
         object.__setattr__(self, "region", frozenset(int(c) for c in self.region))
 
-    def _inputs(self, labels: ArrayLike, index: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None) -> np.ndarray:
+        """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
+        the noise."""
         y = to_numpy(labels, "labels", dtype=None)
         check_labels(y, self.num_classes, "labels")
         y = y.astype(np.int64)
@@ -60,12 +62,6 @@ class SyntheticExpert:
         check_same_length(y, idx, "labels", "index")
         if len(idx) and idx.min() < 0:
             raise ValueError("index: example ids must be non-negative")
-        return y, idx
-
-    def __call__(self, labels: ArrayLike, index: ArrayLike | None = None) -> np.ndarray:
-        """Predictions (N,) for true ``labels``; ``index`` = example ids (default 0..N-1) that key
-        the noise."""
-        y, idx = self._inputs(labels, index)
         correct = _uniforms(self.seed, idx, 0) < np.where(
             np.isin(y, list(self.region)), self.p_in, 1.0 / self.num_classes
         )
