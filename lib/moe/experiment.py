@@ -115,20 +115,3 @@ def pooled_predictions(
 
 
 TINY_TEXT = "text:" + TINY_BERT  # scales.toml name of the smoke-scale text backbone
-    tok = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
-    torch.manual_seed(0)
-    model = BertModel(
-        BertConfig(
-            vocab_size=tok.vocab_size,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=512,
-        )
-    )
-    path.mkdir(parents=True, exist_ok=True)
-    with no_hf_progress_bars():
-        model.save_pretrained(path)
-        tok.save_pretrained(path)
-    return str(path)
