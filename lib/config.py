@@ -20,10 +20,9 @@ DEFAULT_SCALE = "cpu"
 SCALES_FILE = Path(__file__).with_name("scales.toml")
 
 
-@lru_cache(maxsize=None)
 def paper_numbers(paper: str) -> dict[str, Any]:
     """A paper's numbers and quoted sentences, ``lib/<paper>/paper.toml`` (one section per page or
-    table), read once. ``paper``: ``"moe"``, ``"l2d"``, ``"ccc"`` or ``"rr"``."""
+    table), a fresh dict on every call (pages read it at import), so no caller's edit reaches another's. ``paper``: ``"moe"``, ``"l2d"``, ``"ccc"`` or ``"rr"``."""
     check_choice(paper, ("moe", "l2d", "ccc", "rr"), "paper")
     return tomllib.loads((Path(__file__).with_name(paper) / "paper.toml").read_text(encoding="utf-8"))
 

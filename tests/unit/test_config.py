@@ -60,5 +60,7 @@ def test_paper_numbers_are_read_from_each_papers_file_and_a_bad_name_is_refused(
         ("moe", "l2d", "ccc", "rr"), True
     )
     assert paper_numbers("ccc")["cascading"]["apgr_mf_router"] == 0.5497
+    paper_numbers("ccc")["cascading"]["apgr_mf_router"] = 0.0  # a caller's edit stays its own
+    assert paper_numbers("ccc")["cascading"]["apgr_mf_router"] == 0.5497
     with pytest.raises(ValueError, match="^paper"):
         paper_numbers("nope")
