@@ -10,7 +10,7 @@ Where the line goes:
   ``fileno()`` of ipykernel's ``sys.stderr`` (a copy of the kernel's original standard error, which
   never reaches the saved page);
 * in a terminal: one line on stderr rewritten in place (``\\r``, then erase to the end of the line)
-  at most every :data:`INTERVAL` seconds, ended with a newline;
+  at most every ``INTERVAL`` seconds, ended with a newline;
 * into a file or a pipe (a GPU machine's captured output, ``papermill ... 2> log``): a whole line at
   most once a minute.
 
@@ -87,7 +87,7 @@ class _Terminal:
         self.shown = -1e9
 
     def due(self, final: bool) -> bool:
-        """Whether a line should be written now (:data:`INTERVAL` for a terminal, a minute otherwise)."""
+        """Whether a line should be written now (``INTERVAL`` for a terminal, a minute otherwise)."""
         return final or time.monotonic() - self.shown >= (INTERVAL if self.tty else LOG_INTERVAL)
 
     def write(self, line: str, final: bool) -> None:

@@ -125,7 +125,7 @@ def _resnet18_file() -> str:
 
 def text_model_available(name: str) -> bool:
     """Whether text model ``name`` loads here (a local folder, the HF cache, or the hub when
-    reachable); when it does not, :func:`text_encoder` falls back to the bundled MiniLM."""
+    reachable); when it does not, :func:`lib.nets.text.text_encoder` falls back to the bundled MiniLM."""
     from transformers import AutoConfig
 
     try:
