@@ -165,7 +165,7 @@ TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 data = experiment.cifar10h_data(cfg)
 summary_text = cifar10h.scale_summary(cfg, data.sizes())
 display(Markdown(report.publish_scale(scale, summary_text)))
-plan = cifar10h.run_plan(cfg)
+plan = experiment.train_configs(cfg)  # every method x seed of cfg
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.show_coverage(records, "cifar10h", not TRAIN, scale)
 frame = tables.results_frame(records)

@@ -108,7 +108,7 @@ data, missing = civilcomments.load_data(cfg, data_dir)
 display(Markdown(report.publish_scale(scale, civilcomments.scale_summary(cfg, data))))
 records = []
 if data is not None:
-    plan = civilcomments.run_plan(cfg)
+    plan = experiment.train_configs(cfg)  # every method x seed of cfg
     records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
     paper_scale.require(records, "civilcomments")
     frame = tables.results_frame(records)

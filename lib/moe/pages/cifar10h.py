@@ -211,12 +211,6 @@ def best_overall_ece_claim(frame: pd.DataFrame, margin: float = MARGIN) -> list[
     ]
 
 
-def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
-    """The page's runs at the settings ``cfg``: one :class:`lib.moe.config.TrainConfig` per method and
-    seed (:func:`lib.moe.experiment.train_configs`), MoCaE's made post hoc from its Vanilla MoE run."""
-    return exp.train_configs(cfg)
-
-
 def claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]],
@@ -243,7 +237,7 @@ class Cifar10hPage(MoEPage):
     bench = "cifar10h"
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, run_plan(cfg))
+        return moe_items(self.name, exp.train_configs(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         return exp.cifar10h_data(cfg)

@@ -131,12 +131,6 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
     ]
 
 
-def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
-    """The page's runs at the settings ``cfg``: one :class:`lib.moe.config.TrainConfig` per method and
-    seed (:func:`lib.moe.experiment.train_configs`), MoCaE's made post hoc from its Vanilla MoE run."""
-    return exp.train_configs(cfg)
-
-
 def claims(
     frame: pd.DataFrame,
     records: Sequence[Mapping[str, Any]],
@@ -161,7 +155,7 @@ class CivilCommentsPage(MoEPage):
     needs = ("transformers",)
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, run_plan(cfg))
+        return moe_items(self.name, exp.train_configs(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         data, why = load_data(cfg)
