@@ -10,7 +10,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax as scipy_softmax
 
-from lib.validation import ArrayLike, check_bins, check_choice, check_logits_labels, check_ndim, to_int_array, to_numpy
+from lib.validation import (
+    ArrayLike,
+    check_bins,
+    check_choice,
+    check_finite,
+    check_logits_labels,
+    check_ndim,
+    to_int_array,
+    to_numpy,
+)
 
 CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "platt_logodds", "histogram", "none")
 
@@ -24,7 +33,7 @@ def fit_confidence(
     answer's logit (paper 3, section 2.1: an MMLU answer is one token), fitted to correctness.
     ``"platt_logodds"``: the same on the top-1 probability's log-odds. ``"histogram"``: ``n_bins``
     equal-count bins on the top-1 probability. ``"none"``: the raw max softmax (UC). None changes the argmax.
-    The map takes logits of the same classes (it does not check them again)."""
+    The map refuses logits that are not finite, 2-D, over the same classes."""
     from lib.calibration.posthoc import HistogramBinning, TemperatureScaler, fit_platt
 
     check_choice(name, CALIBRATORS, "name")
@@ -37,7 +46,12 @@ def fit_confidence(
     correct = (p.argmax(axis=1) == y).astype(np.float64)
 
     def raw(x: ArrayLike) -> np.ndarray:
-        return to_numpy(x, "logits")
+        zz = to_numpy(x, "logits")
+        check_ndim(zz, 2, "logits")
+        check_finite(zz, "logits")
+        if zz.shape[1] != z.shape[1]:
+            raise ValueError(f"logits: expected {z.shape[1]} classes, got {zz.shape[1]}")
+        return zz
 
     if name == "none":
         return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)

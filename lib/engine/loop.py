@@ -179,6 +179,8 @@ def fit(
     The epoch loss is summed on the device and read once per epoch (no step waits for the device).
     """
     check_int(epochs, "epochs", minimum=1)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data: expected a pair (x, y)")
     dev = resolve_device(device)

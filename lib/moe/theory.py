@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lib.moe.routed_population import LEVEL_DECIMALS, RoutedPopulation
-from lib.validation import check_finite, check_int, check_ndim, check_same_length, to_numpy
+from lib.validation import check_finite, check_int, check_ndim, check_positive, check_same_length, to_numpy
 
 
 # --- Reweightings and the calibration gap of eq. (4) ----------------------------------------------
@@ -134,6 +134,10 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
     ratio ``ratio`` times that of dominant cells: with m = overlap_mass and eps = delta m / (1 - m),
     gap = (ratio m delta - (1 - m) eps) / (ratio m + 1 - m) = m delta (ratio - 1) / (ratio m + 1 - m),
     the same at every level."""
+    if not 0 < overlap_mass < 1:
+        raise ValueError(f"overlap_mass: must lie in (0, 1), got {overlap_mass!r}")
+    check_positive(delta, "delta")
+    check_positive(ratio, "ratio")
     m = overlap_mass
     return m * delta * (ratio - 1) / (ratio * m + 1 - m)
 
@@ -155,7 +159,14 @@ def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int =
 def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str = "soft") -> pd.DataFrame:
     """Empirical calibration residual per prediction level from a sample: ``measured`` = mean(Y) - q
     over the sampled examples predicting q, with its standard error ``se`` and count ``n``."""
-    p = np.round(pop.prediction(routing), LEVEL_DECIMALS)[cells]
+    c, y = to_numpy(cells, "cells", dtype=np.int64), to_numpy(y, "y")
+    check_ndim(c, 1, "cells")
+    check_same_length(c, y, "cells", "y")
+    if c.size and (c.min() < 0 or c.max() >= len(pop.pi)):
+        raise ValueError("cells: indices out of range")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError("y: outcomes must be 0 or 1")
+    p = np.round(pop.prediction(routing), LEVEL_DECIMALS)[c]
     rows = []
     for level in np.unique(p):
         m = p == level

@@ -34,7 +34,7 @@ from lib.nets.extractors import FEATURE_EXTRACTORS, STAGE_CUTS, STAGE_EXTRACTORS
 from lib.nets.hub import hub_reachable
 from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.nets.pretrained import efficientnet_lite0, lite0_available, lite0_fingerprint
-from lib.nets.text import text_encoder
+from lib.nets.text import TINY_BERT, text_encoder
 from lib.nets.wrn import wide_resnet
 from lib.validation import check_bool, check_int
 
@@ -125,9 +125,12 @@ def _resnet18_file() -> str:
 
 def text_model_available(name: str) -> bool:
     """Whether text model ``name`` loads here (a local folder, the HF cache, or the hub when
-    reachable); when it does not, :func:`lib.nets.text.text_encoder` falls back to the bundled MiniLM."""
+    reachable); when it does not, :func:`lib.nets.text.text_encoder` falls back to the bundled MiniLM.
+    The smoke scale's tiny BERT is made here on demand (:func:`lib.nets.text.tiny_random_bert`)."""
     from transformers import AutoConfig
 
+    if name == TINY_BERT:
+        return True
     try:
         AutoConfig.from_pretrained(name, local_files_only=not os.path.isdir(name) and not hub_reachable())
         return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -168,10 +169,19 @@ def summarize_folds(cv: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def check_summary(summary: Any) -> pd.DataFrame:
+    """``summary`` if it is :func:`summarize_folds`'s output (fold means), else a ``ValueError``: the
+    per-fold table of :func:`gamma_cross_validation` would pick a gamma by one fold's value."""
+    if not isinstance(summary, pd.DataFrame) or "fold" in summary.columns or "nll_se" not in summary.columns:
+        raise ValueError("summary: expected summarize_folds(cv), the fold means, not the per-fold table")
+    return summary
+
+
 def select_gamma(summary: pd.DataFrame, criterion: str = "nll") -> dict[str, dict[str, float]]:
     """The gamma with the lowest fold-mean ``criterion`` per map and loss (the smallest on ties) of
     :func:`summarize_folds`'s ``summary``, as ``{map: {loss: gamma}}``."""
     check_choice(criterion, CRITERIA, "criterion")
+    summary = check_summary(summary)
     out: dict[str, dict[str, float]] = {}
     for (kind, loss), part in summary.groupby(["map", "loss"], sort=False):
         best = part.sort_values(["gamma"]).reset_index(drop=True)

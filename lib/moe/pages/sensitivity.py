@@ -235,6 +235,9 @@ def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     """The page's runs at the settings ``cfg``, each once (the sweeps share their default point), in plan
     order: Vanilla MoE (ERM), Robust MoE per ``cfg['lams']`` at warmup ``cfg['warmup']``, and Robust MoE
     per warmup of :func:`sensitivity_warmups` at ``cfg['lam']``."""
+    missing = [k for k in ("lams", "warmup", "lam") if k not in cfg]
+    if missing:
+        raise ValueError(f"cfg: missing {', '.join(map(repr, missing))} (lib.config.settings('sensitivity', scale))")
     robust_cfgs = exp.train_configs(cfg, methods=["robust"])  # at cfg["lam"]
     lam_cfgs = [c.replace(warmup_epochs=cfg["warmup"], lam=float(lam)) for lam in cfg["lams"] for c in robust_cfgs]
     warm_cfgs = [c.replace(warmup_epochs=int(w)) for w in sensitivity_warmups(cfg) for c in robust_cfgs]

@@ -187,7 +187,7 @@ def gamma_published(summary: pd.DataFrame, criterion: str) -> dict[str, Any]:
     """The gamma cross-validation's published numbers: the gamma chosen by ``criterion`` and by
     ECE, the validation NLL at gamma = 0 per map/loss, and the fitted temperatures of focal loss, from
     the cross-validation's ``summary`` (:func:`lib.rr.gamma.summarize_folds`)."""
-    at_zero = summary[summary["gamma"] == 0]
+    at_zero = rg.check_summary(summary)[summary["gamma"] == 0]
     focal_t = summary[(summary["loss"] == "focal") & (summary["map"] == "temperature")]["temperature"]
     return {
         "released_gamma_chosen": rg.select_gamma(summary, criterion),
@@ -335,6 +335,7 @@ def gamma_check(summary: pd.DataFrame) -> dict[str, Any]:
     every inverse-focal gamma >= 4 has a higher fold-mean validation NLL than every gamma below it
     (temperature map); true of any informative logits."""
     threshold = 4.0
+    summary = rg.check_summary(summary)
     part = summary[(summary["loss"] == "inverse_focal") & (summary["map"] == "temperature")]
     low, high = part[part["gamma"] < threshold], part[part["gamma"] >= threshold]
     paper = "not App. Fig. 4a's test (trained networks): true of a post-hoc map on any informative logits"

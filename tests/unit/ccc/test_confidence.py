@@ -27,6 +27,10 @@ def test_temperature_calibrator_recovers_known_temperature():
 def test_input_validation_names_arguments():
     with pytest.raises(ValueError, match="name"):
         C.fit_confidence("isotonic", np.zeros((4, 2)), np.array([0, 1, 0, 1]))
+    conf = C.fit_confidence("temperature", np.eye(2)[[0, 1, 0, 1]] * 2.0, np.array([0, 1, 0, 1]))
+    for bad in (np.zeros((3, 3)), np.zeros(3), np.array([[np.nan, 0.0]])):  # classes, shape, NaN
+        with pytest.raises(ValueError, match="^logits"):
+            conf(bad)
 
 
 # --- Platt scaling on the answer-token logit (paper 3, section 2.1) -----------------------------

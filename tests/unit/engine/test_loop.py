@@ -171,3 +171,13 @@ def test_finite_outputs_passes_finite_losses_through_and_names_the_diverging_epo
             optimizer_factory=lambda p: torch.optim.SGD(p, lr=1e30), batch_size=8, device="cpu", amp=False,
             progress=False)  # fmt: skip
     assert err.value.epoch == 1
+
+
+def test_fit_names_a_bad_model_or_data() -> None:
+    """fit's public inputs: a model that is not an nn.Module, data that is not a pair (x, y)."""
+    loss = lambda out, yb, e: out.sum()  # noqa: E731
+    opt = lambda p: torch.optim.SGD(p, lr=0.1)  # noqa: E731
+    with pytest.raises(ValueError, match="^model: expected an nn.Module, got str"):
+        fit("linear", loss, (torch.zeros(2, 4), torch.zeros(2)), 1, optimizer_factory=opt, progress=False)
+    with pytest.raises(ValueError, match="^data"):
+        fit(nn.Linear(4, 3), loss, torch.zeros(2, 4), 1, optimizer_factory=opt, progress=False)

@@ -178,3 +178,10 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_the_sweeps_each_scale_pla
     else:  # the same mean effects as "held" but for the noise: 0.015 and 0.06 beyond their margins
         noisy = verdicts(0.005 - _centred_noise(n, 0.03), 0.06 + _centred_noise(n, 0.1))
     assert noisy == ["inconclusive at this scale"] * 3
+
+
+def test_the_run_plan_names_a_missing_setting() -> None:
+    """Settings without the sweeps' keys are a one-line error naming ``cfg`` and the keys."""
+    cfg = {k: v for k, v in settings("sensitivity", "smoke").items() if k not in ("lams", "lam")}
+    with pytest.raises(ValueError, match=r"^cfg: missing 'lams', 'lam'"):
+        ms.run_plan(cfg)

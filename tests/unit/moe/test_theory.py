@@ -134,3 +134,17 @@ def test_multiaccuracy_bound_chain_holds_under_any_reweighting(seed):
         assert (t["alignment"] <= t["cauchy_schwarz"] + 1e-12).all()
         assert (t["cauchy_schwarz"] <= t["squared_residual"] + 1e-12).all()
         assert (t["squared_residual"] <= t["cross_entropy"] + 1e-12).all()
+
+
+def test_the_measured_gap_and_closed_form_name_bad_input() -> None:
+    """A negative cell index would wrap around silently, and an overlap mass of 1 divides by zero in
+    eps: each is a one-line error naming its argument."""
+    pop = rp.two_configuration_example(levels=(0.3, 0.6), overlap=0.6, overlap_mass=0.2, delta=0.1)
+    cells, y = mt.sample(pop, 50, seed=0)
+    assert mt.measured_gap(pop, cells.tolist(), y.tolist())["n"].sum() == 50  # lists are read as arrays
+    for bad_cells, bad_y, name in ((cells - 100, y, "cells"), (cells, y + 2, "y"), (cells[:3], y, "cells and y")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            mt.measured_gap(pop, bad_cells, bad_y)
+    for args, name in (((1.0, 0.1, 2.0), "overlap_mass"), ((0.2, -0.1, 2.0), "delta"), ((0.2, 0.1, 0.0), "ratio")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            mt.predicted_gap_closed_form(*args)

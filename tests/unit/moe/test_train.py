@@ -223,3 +223,15 @@ def test_cache_key_records_which_backbone_a_run_really_gets(monkeypatch) -> None
     monkeypatch.setattr(backbones, "text_model_available", lambda name: False)
     assert "MiniLM" in backbone_identity(text)
     assert backbone_identity(cfg.replace(backbone="cifar_resnet18", pretrained=False)) == "cifar_resnet18"
+
+
+def test_the_smoke_scale_tiny_bert_is_its_own_backbone_in_the_key() -> None:
+    """The smoke scale's tiny BERT is named, not pathed, in the config and is made on demand, so the
+    key names it (not the MiniLM fallback) and no machine path (:func:`lib.moe.train.run_config`)."""
+    from lib.moe.config import TrainConfig
+    from lib.moe.train import backbone_identity
+    from lib.nets.backbones import text_model_available
+
+    assert text_model_available("tiny-random-bert")
+    tiny = TrainConfig(dataset="civilcomments", method="vanilla", backbone="text:tiny-random-bert", pretrained=False)
+    assert backbone_identity(tiny) == "text:tiny-random-bert"

@@ -117,6 +117,8 @@ def test_select_gamma_takes_the_fold_mean_and_the_smallest_on_ties():
     summary = rg.summarize_folds(cv)
     assert rg.select_gamma(summary) == {"temperature": {"focal": 2.0}}  # means 0.30, 0.30, 0.25
     assert rg.select_gamma(summary, "ece") == {"temperature": {"focal": 1.0}}  # tie at 0.03: smaller gamma
+    with pytest.raises(ValueError, match="^summary"):  # the per-fold table would pick fold 0's gamma 1.0
+        rg.select_gamma(cv)
     summary = summary.set_index("gamma")
     assert summary.loc[1.0, "nll"] == pytest.approx(0.30)
     assert summary.loc[1.0, "nll_se"] == pytest.approx(np.std([0.2, 0.4], ddof=1) / math.sqrt(2))
