@@ -1,5 +1,6 @@
 """A paper-1 run record is plain data (what :func:`lib.moe.train.train_run` saves); :func:`run_fields`
-reads its run-level fields once, with the defaults of a record that lacks them."""
+reads its run-level fields once, with the defaults of a record that lacks them, and
+:func:`subset_metrics` one subset's test metrics."""
 
 from __future__ import annotations
 
@@ -28,3 +29,20 @@ def run_fields(rec: Any) -> dict[str, Any]:
         "train_seconds": (rec.get("wall_time") or {}).get("train"),
         "version": int(rec.get("version") or 0),
     }
+
+
+def subset_metrics(rec: Mapping[str, Any], subset: str) -> dict[str, Any]:
+    """``rec``'s test metrics on ``subset`` (``"all"`` or ``"hard"``): ``n``, ``accuracy`` and ``ece``
+    as numbers, ``ece_ts`` and ``nll`` ``None`` where not computed; ``ValueError`` naming the run when
+    the block lacks accuracy or ECE."""
+    block = rec["metrics"][subset]
+    try:
+        optional = {k: None if block.get(k) is None else float(block[k]) for k in ("ece_ts", "nll")}
+        return {
+            "n": int(block.get("n") or 0),
+            "accuracy": float(block["accuracy"]),
+            "ece": float(block["ece"]),
+            **optional,
+        }
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"records: run {rec.get('key')} has an unreadable metrics block ({err})") from None

@@ -13,7 +13,7 @@ import pandas as pd
 
 from lib import report
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS, SUBSETS
-from lib.moe.record import run_fields
+from lib.moe.record import run_fields, subset_metrics
 from lib.validation import check_choice
 
 COLUMN_LABELS: dict[tuple[str, str], str] = {
@@ -38,8 +38,7 @@ def results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "label": METHOD_LABELS.get(f["method"], f["method"]),
             "seed": f["seed"],
             "subset": subset,
-            "n": int(r["metrics"][subset].get("n") or 0),
-            **{m: r["metrics"][subset].get(m) for m in (*METRICS, "nll")},
+            **subset_metrics(r, subset),  # n, then METRICS, then nll
             "routing_entropy": (r["metrics"].get("routing_entropy") or {}).get(subset),
             **{k: f[k] for k in _RUN_FIELDS},
         }

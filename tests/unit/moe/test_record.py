@@ -2,7 +2,7 @@
 
 import pytest
 
-from lib.moe.record import run_fields
+from lib.moe.record import run_fields, subset_metrics
 
 
 def _record(**over):
@@ -42,3 +42,11 @@ def test_a_record_reads_as_plain_fields() -> None:
 def test_bad_records_are_named() -> None:
     with pytest.raises(ValueError, match="records: expected"):
         run_fields({"metrics": {}})
+    with pytest.raises(ValueError, match="k1 has an unreadable metrics block"):
+        subset_metrics(_record(metrics={"all": {"n": 3}}), "all")
+
+
+def test_a_subsets_metrics_are_numbers_with_none_where_not_computed() -> None:
+    rec = _record()
+    assert subset_metrics(rec, "all") == {"n": 10000, "accuracy": 0.9, "ece": 0.02, "ece_ts": 0.01, "nll": 0.3}
+    assert subset_metrics(rec, "hard")["ece_ts"] is None
