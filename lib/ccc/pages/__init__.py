@@ -58,9 +58,10 @@ def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_s
     return report.t_verdict(float(effect), se, margin, df=df)
 
 
-def paired_verdict(diffs: Any, test_se: float) -> str:
+def splits_verdict(diffs: Any, test_se: float) -> str:
     """:func:`floored_verdict` of the mean of the per-split differences ``diffs`` (an array; positive
-    supports the claim): their paired SE over the n splits, floored by the test set's ``test_se``."""
+    supports the claim): their paired SE over the n splits, floored by the test set's ``test_se`` (the
+    floor is what sets it apart from :func:`lib.report.paired_verdict` over seeds)."""
     return floored_verdict(float(diffs.mean()), report.standard_error(diffs), diffs.size, test_se)
 
 

@@ -15,7 +15,7 @@ from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
 from lib.data import mmlu
-from lib.ccc.pages import CCCPage, floored_verdict, paired_verdict
+from lib.ccc.pages import CCCPage, floored_verdict, splits_verdict
 from lib.validation import check_choice, check_int
 
 PAIRS: dict[str, tuple[str, str]] = {
@@ -277,7 +277,7 @@ def cascading_claims(
             "LLaMA-8B -> 70B only",
             "ours": ", ".join(f"{p} {cc[p].mean():.4f} (test-set SE {se_cc[p]:.4f})" for p in PAIRS)
             + f" (means of {k} splits)",
-            "verdict": report.every(paired_verdict(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
+            "verdict": report.every(splits_verdict(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
         },
         {
             "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
@@ -289,7 +289,7 @@ def cascading_claims(
                 f"{se_cc_uc[p]:.4f})"
                 for p in PAIRS
             ),
-            "verdict": report.every(paired_verdict(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
+            "verdict": report.every(splits_verdict(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
         },
         {
             "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",

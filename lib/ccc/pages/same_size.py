@@ -13,7 +13,7 @@ import pandas as pd
 from lib.config import paper_numbers
 from lib import report
 from lib.ccc import cascade, confidence
-from lib.ccc.pages import CCCPage, logits_data, paired_verdict
+from lib.ccc.pages import CCCPage, logits_data, splits_verdict
 from lib.validation import check_int
 
 PUBLISHED_KEYS: tuple[str, ...] = ("mmlu_8b", "mmlu_70b", "cifar10")
@@ -110,7 +110,7 @@ def gains(res: pd.DataFrame) -> pd.DataFrame:
 def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
     """The claims table of :func:`route_grid`'s per-split rows: per pair, routing beats the better
     single model; and TS routing beats uncalibrated routing for every pair: each the mean per-split
-    difference by :func:`lib.ccc.pages.paired_verdict`, floored by the mean of the splits' test-set
+    difference by :func:`lib.ccc.pages.splits_verdict`, floored by the mean of the splits' test-set
     SEs (:data:`NOISE_GAIN`, :data:`NOISE_TS_UC`). ``paper_own`` is not testable."""
     if set(pairs) != set(res["pair"]):
         raise ValueError("pairs: must name exactly the pairs of res")
@@ -125,10 +125,10 @@ def claims(res: pd.DataFrame, pairs: Sequence[str]) -> pd.DataFrame:
                 "paper": SAME_SIZE_PAPER_SAYS,
                 "ours": f"gain {d.mean():+.4f} (worst of {d.size} splits {d.min():+.4f}; test-set SE "
                 f"{r[NOISE_GAIN].mean():.4f})",
-                "verdict": paired_verdict(d, float(np.mean(r[NOISE_GAIN].to_numpy()))),
+                "verdict": splits_verdict(d, float(np.mean(r[NOISE_GAIN].to_numpy()))),
             }
         )
-        ts_uc = paired_verdict((r[TS] - r[UNCAL]).to_numpy(), float(np.mean(r[NOISE_TS_UC].to_numpy())))
+        ts_uc = splits_verdict((r[TS] - r[UNCAL]).to_numpy(), float(np.mean(r[NOISE_TS_UC].to_numpy())))
         helps.append((r[TS].mean(), r[UNCAL].mean(), ts_uc))
     rows.append(
         {
