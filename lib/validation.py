@@ -267,3 +267,25 @@ def reduce_loss(loss: torch.Tensor, reduction: str) -> torch.Tensor:
     """Reduce per-example losses by ``reduction`` ("mean", "sum" or "none"), checking the name."""
     check_choice(reduction, ("mean", "sum", "none"), "reduction")
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def check_record(rec: Any, what: str, config_keys: Iterable[str], fields: Iterable[str], block: str = "") -> Any:
+    """``rec`` if it is ``what``: a run record whose ``config`` holds ``config_keys`` and which has a
+    number at each of ``fields``, read in ``rec[block]`` when ``block`` is given;
+    otherwise a ``ValueError`` naming the run and the field."""
+    if not isinstance(rec, Mapping):
+        raise ValueError(f"records: expected {what}, got {type(rec).__name__}")
+    run, config = rec.get("key", "?"), rec.get("config")
+    missing = [k for k in config_keys if not isinstance(config, Mapping) or k not in config]
+    if missing:
+        raise ValueError(f"records: run {run} is not {what}: its config lacks {', '.join(missing)}")
+    values = rec.get(block) if block else rec
+    if not isinstance(values, Mapping):
+        raise ValueError(f"records: run {run} has no {block} block (got {type(values).__name__})")
+    for k in fields:
+        v = values.get(k, ...)
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            field = f"{block}.{k}" if block else k
+            got = "missing" if v is ... else f"{v!r} ({type(v).__name__})"
+            raise ValueError(f"records: run {run}: {field} is {got}, expected a number")
+    return rec

@@ -1,7 +1,8 @@
 """What paper 2's two studies share ("Calibration of multi-expert learning to defer", Sec. 5, Figures
 1-3): data with the experts' predictions attached (:func:`annotate`), training on a surrogate with
 early stopping (:func:`train_and_score`), a trained model's metrics (:func:`l2d_metrics`), the expert
-committees and the grid of runs. The studies are :mod:`lib.l2d.gaussians` and :mod:`lib.l2d.cifar10`."""
+committees, the grid of runs and one run of the mixture-of-Gaussians study (:func:`run_gaussian`). The
+CIFAR-10 study is :mod:`lib.l2d.cifar10`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from torch import nn
 
 from lib.l2d import surrogates as l2d
 from lib.calibration.metrics import binary_ece
-from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS
+from lib.engine.cache import cached_run
+from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 from lib.l2d.synthetic_experts import SyntheticExpert
 from lib.validation import check_choice, check_int
 
@@ -178,3 +180,29 @@ def grid(cfg: Mapping[str, Any], experiments: Sequence[str]) -> list[dict[str, A
         for s in SURROGATES
         for seed in range(int(cfg["seeds"]))
     ]
+
+
+GAUSSIAN_KEYS = ("n_train", "n_val", "n_test", "hidden", "epochs", "lr", "batch_size", "patience", "weight_decay")
+
+
+def run_gaussian(experiment: str, value: float, surrogate: str, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """One cached run of the mixture-of-Gaussians study (Sec. 5.1-5.3, Figure 1, top row): the
+    4-layer MLP trained with ``surrogate`` on the committee of (``experiment``, ``value``), and its
+    test metrics."""
+    from lib.nets.backbones import mlp
+
+    check_choice(surrogate, SURROGATES, "surrogate")
+    config = point_config(experiment, value, surrogate, seed, cfg, GAUSSIAN_KEYS)
+
+    def compute(run: Any) -> dict[str, Any]:
+        experts = committee(experiment, value, "gaussians", seed)
+        # one draw of the mixture per seed, cut in order into train, validation and test
+        x, y, _ = gaussian_mixture(cfg["n_train"] + cfg["n_val"] + cfg["n_test"], seed=seed)
+        ends = np.cumsum([0, cfg["n_train"], cfg["n_val"], cfg["n_test"]])
+        offsets = (0, 10**6, 2 * 10**6)
+        splits = [annotate(x[a:b], y[a:b], experts, o) for a, b, o in zip(ends[:-1], ends[1:], offsets)]
+        torch.manual_seed(seed)
+        model = mlp(2, tuple(cfg["hidden"]), num_classes=4 + len(experts))
+        return train_and_score(model, splits, surrogate, cfg, seed)
+
+    return cached_run("l2d_gaussians", config, compute)

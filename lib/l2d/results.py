@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lib import report
+from lib.validation import check_record
 
 POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # a run's grid point (its config)
 RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
@@ -38,13 +39,15 @@ ACCURACY_EXPERIMENTS: tuple[str, ...] = ("experts", "specialized")
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (a plain dict of
-    :func:`lib.l2d.gaussians.run_gaussian` or :func:`lib.l2d.cifar10.run_cifar`; ``ece_random_expert`` is
-    expert 0's ECE, Fig. 1c/f); ``ValueError`` if the record is another point's."""
+    :func:`lib.l2d.experiment.train_and_score`'s metrics; ``ece_random_expert`` is expert 0's ECE,
+    Fig. 1c/f); ``ValueError`` naming the run if the record is malformed or another point's."""
+    check_record(record, "a paper-2 run record", POINT_KEYS, RESULT_COLUMNS[:-1])
     want = {k: point[k] for k in POINT_KEYS}
     got = {k: record["config"][k] for k in POINT_KEYS}
     if got != want:
         raise ValueError(f"record: run {record.get('key', '?')} is the point {got}, not {want}")
-    metrics = {**record, "ece_random_expert": record["ece_per_expert"][0]}
+    metrics = {**record, "ece_random_expert": (record.get("ece_per_expert") or [None])[0]}
+    check_record(metrics, "a paper-2 run record", (), RESULT_COLUMNS[-1:])
     return {**want, **{col: float(metrics[col]) for col in RESULT_COLUMNS}}
 
 

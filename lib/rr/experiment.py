@@ -19,7 +19,7 @@ from lib.rr import losses as rw
 from lib.engine.cache import Run, cached_run, load_artifact
 from lib.engine.loop import Diverged
 from lib.nets import image_training as imt
-from lib.validation import check_choice, to_numpy
+from lib.validation import check_choice, check_record, to_numpy
 
 MODES: tuple[str, ...] = ("features", "end_to_end")
 # The metrics of evaluate_logits: each before and after temperature scaling.
@@ -27,6 +27,7 @@ METRICS: tuple[str, ...] = (
     "temperature",
     *(f"{m}{s}" for s in ("", "_ts") for m in ("accuracy", "ece", "ece_a", "cwece", "cwece_a", "nll", "conf_gap")),
 )
+CONFIG_KEYS: tuple[str, ...] = ("loss", "seed", "coverage", "nu")  # what a record's config names
 
 # name -> (lib.rr.losses loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
 # p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix Table 2,
@@ -197,7 +198,14 @@ def run_loss(
     return cached_run("rr_losses", config, compute)
 
 
+def loss_record(rec: Any) -> Mapping[str, Any]:
+    """``rec`` if it is a record of :func:`run_loss` (cached or published): its config names the
+    ``CONFIG_KEYS`` and each of its ``METRICS`` is a number; ``ValueError`` naming the run and the
+    field otherwise."""
+    return check_record(rec, "a paper-4 record of lib.rr.experiment.run_loss", CONFIG_KEYS, METRICS, "metrics")
+
+
 def run_logits(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The validation and test logits and labels :func:`run_loss` saved beside ``record``, verified
-    against it."""
-    return load_artifact(record, "logits")
+    """The validation and test logits and labels :func:`run_loss` saved beside ``record`` (a
+    :func:`loss_record`), verified against it."""
+    return load_artifact(loss_record(record), "logits")

@@ -1,5 +1,5 @@
 """The mixture-of-Gaussians page (``notebooks/l2d_gaussians.py``): paper 2's Figure 1, top row, and
-Figure 3: one :func:`lib.l2d.gaussians.run_gaussian` per point of two sweeps (seconds on a CPU), the
+Figure 3: one :func:`lib.l2d.experiment.run_gaussian` per point of two sweeps (seconds on a CPU), the
 claims gated against the Bayes classifier's accuracy (:func:`bayes_accuracy`). The notebook calls the
 plain functions below on the runs' table."""
 
@@ -13,9 +13,8 @@ import pandas as pd
 from scipy.stats import multivariate_normal
 
 from lib.engine.plan import Item
-from lib.l2d.experiment import SURROGATES
+from lib.l2d.experiment import SURROGATES, run_gaussian
 from lib.l2d.gaussian_mixture import GAUSSIAN_COVS, GAUSSIAN_MEANS, gaussian_mixture
-from lib.l2d.gaussians import run_gaussian
 from lib.l2d.pages import L2DPage
 from lib.l2d.results import pick
 

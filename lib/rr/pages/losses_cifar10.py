@@ -438,7 +438,7 @@ class LossesCifar10Page(Page):
         t0 = [time.time()]
 
         def done(it: Item, rec: dict[str, Any]) -> None:
-            out[it.id] = rec
+            out[it.id] = experiment.loss_record(rec)
             c, m = rec["config"], rec["metrics"]
             label = LABELS[c["loss"]] if it.method != AU_SWEEP else f"AU k {c['coverage']:g} nu {c['nu']:g}"
             log(f"{label:18s} s{c['seed']} acc {m['accuracy']:.3f}  ECE {m['ece']:.4f}  ({time.time() - t0[0]:.0f} s)")
@@ -452,6 +452,7 @@ class LossesCifar10Page(Page):
         """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with
         the seeds and runs published; ``None`` when none is."""
         planned = [it for it in items if it.method in TABLE_LOSSES]
+        got = {k: experiment.loss_record(rec) for k, rec in got.items()}
         seeds = {m: [got[it.id]["metrics"] for it in planned if it.method == m and it.id in got] for m in TABLE_LOSSES}
         seeds = {m: s for m, s in seeds.items() if s}
         if not seeds:

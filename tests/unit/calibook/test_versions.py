@@ -126,7 +126,7 @@ def test_a_groups_modules_are_the_import_closure_of_its_makers(tmp_path):
 # and the cache (it stores results, makes none; what it stores is versioned by RECORD_FORMAT).
 ON_RUN_PATH = {
     "moe": ("lib/moe/heads.py", "lib/moe/grid.py", "lib/engine/packed.py", "lib/calibration/posthoc.py"),
-    "l2d_gaussians": ("lib/l2d/surrogates.py", "lib/l2d/gaussians.py", "lib/nets/backbones.py"),
+    "l2d_gaussians": ("lib/l2d/surrogates.py", "lib/l2d/experiment.py", "lib/nets/backbones.py"),
     "l2d_cifar10": ("lib/l2d/surrogates.py", "lib/nets/wrn.py", "lib/nets/image_training.py"),
     "rr_backbone": ("lib/nets/image_training.py", "lib/nets/pretrained.py", "lib/engine/loop.py"),
     "rr_losses": ("lib/rr/losses.py", "lib/rr/weights.py", "lib/calibration/ece_kde.py"),

@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture
 def tiny_gaussians() -> dict:
     """Settings of a mixture-of-Gaussians run small enough for a unit test
-    (:func:`lib.l2d.gaussians.run_gaussian`'s ``cfg``)."""
+    (:func:`lib.l2d.experiment.run_gaussian`'s ``cfg``)."""
     return {
         "n_train": 80,
         "n_val": 40,

@@ -1,8 +1,8 @@
-"""Tests of lib.l2d.gaussians: one tiny run of the study is cached."""
+"""Tests of lib.l2d.experiment.run_gaussian: one tiny run of the study is cached."""
 
 from __future__ import annotations
 
-from lib.l2d import gaussians as lg
+from lib.l2d import experiment as lg
 
 
 def test_tiny_run_is_cached(tmp_path, monkeypatch, tiny_gaussians):

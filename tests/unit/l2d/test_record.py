@@ -57,7 +57,7 @@ def test_a_published_copy_reads_back_the_same(made, dirs) -> None:
 
 def test_a_gaussians_record_reads_through_the_pages_rows(tmp_path, monkeypatch, tiny_gaussians) -> None:
     """The mixture-of-Gaussians runner's records (no history: ``epochs_run``) are paper-2 records too."""
-    from lib.l2d import gaussians as l2d_gaussians
+    from lib.l2d import experiment as l2d_gaussians
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     cfg = tiny_gaussians
@@ -67,3 +67,29 @@ def test_a_gaussians_record_reads_through_the_pages_rows(tmp_path, monkeypatch, 
     row = l2d_results.result_row(point, rec)
     assert row == {**point, **{c: float(rec[c]) for c in l2d_results.RESULT_COLUMNS[:-1]},
                    "ece_random_expert": rec["ece_per_expert"][0]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["config"].pop("surrogate"), r"is not a paper-2 run record: its config lacks surrogate"),
+        (lambda r: r.pop("config"), r"its config lacks experiment, value, surrogate, seed"),
+        (lambda r: r.update(ece="low"), r"ece is 'low' \(str\), expected a number"),
+        (lambda r: r.pop("defer_rate"), r"defer_rate is missing, expected a number"),
+        (lambda r: r.update(system_accuracy=True), r"system_accuracy is True \(bool\)"),
+        (lambda r: r.update(ece_per_expert=[]), r"ece_random_expert is None \(NoneType\)"),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_the_run_and_the_field(made, change, message) -> None:
+    import copy
+
+    rec, point, _ = made
+    bad = copy.deepcopy(rec)
+    change(bad)
+    with pytest.raises(ValueError, match=f"^records: run {rec['key']}.*{message}"):
+        l2d_results.result_row(point, bad)
+
+
+def test_anything_but_a_record_is_refused(made) -> None:
+    with pytest.raises(ValueError, match="^records: expected a paper-2 run record, got str"):
+        l2d_results.result_row(made[1], "l2d_cifar10/abc")

@@ -58,3 +58,42 @@ def test_a_published_copy_reads_back_the_same_with_its_logits(made, dirs) -> Non
     back = read_record(path)
     assert (back["key"], back["metrics"]) == (rec["key"], rec["metrics"])
     assert rx.run_logits(back)["test"].shape == (32, 10)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["metrics"].pop("ece_ts"), r"metrics.ece_ts is missing, expected a number"),
+        (lambda r: r.pop("metrics"), r"has no metrics block \(got NoneType\)"),
+        (lambda r: r.update(metrics=[0.1]), r"has no metrics block \(got list\)"),
+        (lambda r: r["metrics"].update(ece="low"), r"metrics.ece is 'low' \(str\), expected a number"),
+        (
+            lambda r: r["config"].pop("nu"),
+            r"is not a paper-4 record of lib.rr.experiment.run_loss: its config lacks nu",
+        ),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_the_run_and_the_field(made, dirs, change, message) -> None:
+    import copy
+
+    rec = copy.deepcopy(made[0])
+    change(rec)
+    with pytest.raises(ValueError, match=f"^records: run {rec['key']}.*{message}"):
+        rx.loss_record(rec)
+    with pytest.raises(ValueError, match="^records: "):
+        rx.run_logits(rec)  # refused before any file is looked for
+
+
+def test_anything_but_a_record_is_refused() -> None:
+    with pytest.raises(ValueError, match="^records: expected a paper-4 record .* got str"):
+        rx.loss_record("rr_losses/abc")
+
+
+def test_the_page_reads_published_records_through_the_reader(made) -> None:
+    from lib.rr.pages.losses_cifar10 import PAGE
+
+    item = next(it for it in PAGE.runs({**made[0]["config"], "seeds": 1, "coverages": [0.7], "nus": [0.05]})
+                if it.method == "au")  # fmt: skip
+    bad = {**made[0], "metrics": {**made[0]["metrics"], "ece": "low"}}
+    with pytest.raises(ValueError, match="metrics.ece is 'low'"):
+        PAGE.table([item], {item.id: bad})
