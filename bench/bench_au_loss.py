@@ -5,7 +5,7 @@ sorting bottleneck and scales better than kernel objectives; notebooks/performan
 
 Run on an idle machine: .venv/bin/python bench/bench_au_loss.py [--sizes 128 256 ...] [--budget 2]
 Writes bench/results/au_loss.json with one record per (loss, n): median / min wall seconds and
-median CPU seconds over repeats (calibook.benchmarks.loss_scaling). About two minutes on 2 CPU cores.
+median CPU seconds over repeats (calibook.performance.loss_scaling). About two minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibook.benchmarks import loss_scaling  # noqa: E402
+from calibook.performance import loss_scaling  # noqa: E402
 from lib.rr.experiment import make_loss  # noqa: E402
 
 DEFAULT_SIZES = [128 * 2**k for k in range(10)]  # 128 ... 65,536

@@ -43,7 +43,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.nets.backbones import cifar_resnet18  # noqa: E402
-from calibook.benchmarks import time_round_robin  # noqa: E402
+from calibook.performance import time_round_robin  # noqa: E402
 from lib.moe.fgr import fgr_step, soft_ece  # noqa: E402
 from lib.data.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
 from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402

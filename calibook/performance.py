@@ -1,8 +1,9 @@
-"""What things cost: a round-robin timer, the loss-scaling benchmark and the committed benchmark results.
+"""The book's own page on what things cost (``notebooks/performance.py``, ``PAGE``): a round-robin
+timer, the loss-scaling benchmark, the committed benchmark results and the page's tables and claims.
 
 The papers' cost claims checked: paper 4, section 4.2 (the AU loss's bin-based CDF is O(nM), beside
 AURC's O(n log n) and KDE-XE's O(n^2)) and paper 1, Appendix D.1 (FGR "roughly 2.5x slower per epoch
-than vanilla"). :func:`loss_scaling` times losses live; training-step costs are measured by the
+than vanilla"). :func:`loss_timings` times losses live; training-step costs are measured by the
 ``bench/`` scripts into ``bench/results``, which :func:`bench_results` reads.
 """
 
@@ -19,18 +20,27 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lib import report
 from lib.config import repo_root
+from lib.page import Page
 from lib.validation import check_int, check_positive
 
 __all__ = [
     "BENCH_SCRIPTS",
+    "PAGE",
+    "PerformancePage",
+    "TIMED",
     "bench_results",
+    "claims",
     "result_names",
     "epoch_table",
     "grid_projection",
     "loss_scaling",
+    "loss_timings",
     "method_bars",
     "method_costs",
+    "published",
+    "scale_line",
     "scaling_exponent",
     "scaling_summary",
     "time_round_robin",
@@ -241,3 +251,100 @@ def grid_projection(records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | 
         return None
     rows = {dev: {"runs": g["runs"], "projected hours": round(g["serial_minutes"] / 60, 1)} for dev, g in grids.items()}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+class PerformancePage(Page):
+    """The book's own page on what things cost: its code is this module's functions."""
+
+    name = "performance"
+    paper = "book"
+    title = "What things cost: the engine's epoch times and the loss-scaling benchmark"
+
+
+PAGE = PerformancePage()
+
+#: The losses timed live, by their label on the page -> their :func:`lib.rr.experiment.make_loss` name.
+TIMED: dict[str, str] = {
+    "cross-entropy": "xe",
+    "AU loss (bins)": "au",
+    "AURC loss (sort)": "aurc",
+    "KDE-XE (kernel)": "kde_xe",
+}
+
+
+def scale_line(cfg: Mapping[str, Any]) -> str:
+    """What produced the page's numbers, in one line (the threads as set now)."""
+    threads = torch.get_num_threads()
+    return (
+        f"live loss timings at n = {cfg['sizes'][0]}..{cfg['sizes'][-1]} on {threads} CPU "
+        f"thread{'s' * (threads != 1)}; committed bench/results for training steps"
+    )
+
+
+def loss_timings(cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`loss_scaling` of the :data:`TIMED` losses at the scale's sizes (KDE-XE up to
+    ``kde_max_n``), as the reweighted-loss pages train with them."""
+    from lib.rr.experiment import make_loss
+
+    return loss_scaling(
+        {name: make_loss(key, n_bins=cfg["n_bins"]) for name, key in TIMED.items()},
+        cfg["sizes"],
+        num_classes=cfg["num_classes"],
+        budget_s=cfg["budget_s"],
+        min_repeats=cfg["min_repeats"],
+        max_n={"KDE-XE (kernel)": cfg["kde_max_n"]},
+    )
+
+
+def published(
+    timing: pd.DataFrame, scaling: Mapping[str, Any], costs: pd.DataFrame, gpu_measured: bool
+) -> dict[str, Any]:
+    """The numbers the tests and the landing page read."""
+    ratios = costs.set_index("method")
+    return {
+        "timed_losses": sorted(TIMED),
+        "timed_sizes": [int(n) for n in sorted(timing["n"].unique())],
+        "kde_max_n": scaling["kde_n"],
+        "exponents": scaling["exponents"],
+        "au_over_aurc": {int(n): round(float(v), 4) for n, v in scaling["au_over_aurc"].items()},
+        "kde_over_au": round(scaling["kde_over_au"], 3),
+        "method_x_vanilla": {m: round(float(v), 4) for m, v in ratios["x vanilla"].items()},
+        "reference_x_vanilla": {m: round(float(v), 4) for m, v in ratios["reference x vanilla"].dropna().items()},
+        "gpu_epoch_measured": gpu_measured,
+    }
+
+
+def claims(scaling: Mapping[str, Any], costs: pd.DataFrame, methods_record: Mapping[str, Any]) -> pd.DataFrame:
+    """The claims table: the AU loss against sorting (AURC) and kernels (KDE-XE), paper 4 Sec. 4.2;
+    FGR's and Robust Filtered's step costs, paper 1 App. D.1 (FGR's not judged on a CPU). Every row
+    is one timing on the machine that built the book, with no noise bar: ``kind`` "timing", counted
+    apart from the papers' claims in the ledger (:data:`lib.report.KINDS`)."""
+    ratio, exponents = scaling["au_over_aurc"], scaling["exponents"]
+    kde_n, kde_over_au = scaling["kde_n"], scaling["kde_over_au"]
+    ratios = costs.set_index("method")
+    largest = int(ratio.index.max())
+    fgr_ref = float(ratios.loc["fgr", "reference x vanilla"])
+    kde, au = exponents["KDE-XE (kernel)"], exponents["AU loss (bins)"]
+    robust = ratios.loc["robust_filtered"]
+    rows = [
+        {"claim": "the AU loss bypasses the sorting bottleneck: faster than the sorting AURC loss at the "
+         "largest batch",
+         "paper": "O(nM) vs O(n log n) (Sec. 4.2)",
+         "ours": f"AU / AURC time {ratio.min():.2f}-{ratio.max():.2f}x over n = "
+         f"{int(ratio.index.min())}..{largest}; {ratio[largest]:.2f}x at n = {largest}",
+         "verdict": report.verdict(bool(ratio[largest] < 1))},
+        {"claim": "the AU loss scales better than a kernel objective (KDE-XE)",
+         "paper": "O(nM) vs O(n^2) (Sec. 4.2)",
+         "ours": f"KDE-XE {kde_over_au:.0f}x the AU loss's time at n = {kde_n}; fitted exponents "
+         f"{kde:.2f} vs {au:.2f}",
+         "verdict": report.verdict(bool(kde_over_au > 1 and kde > au))},
+        {"claim": "FGR (reference approach: CPU DCT) is roughly 2.5x slower per step than vanilla",
+         "paper": "roughly 2.5x (App. D.1, GPU)",
+         "ours": f"{fgr_ref:.2f}x ({methods_record['device_name']}); ours {ratios.loc['fgr', 'x vanilla']:.2f}x",
+         "verdict": report.verdict(None if methods_record["device"] == "cpu" else bool(2.0 <= fgr_ref <= 3.0))},
+        {"claim": "Robust Filtered costs about one Vanilla step when the backbone runs once",
+         "paper": "reference code: two backbone passes (paper 1, section 6.2)",
+         "ours": f"{robust['x vanilla']:.2f}x vanilla (reference approach {robust['reference x vanilla']:.2f}x)",
+         "verdict": report.verdict(bool(robust["x vanilla"] <= 1.15))},
+    ]  # fmt: skip
+    return report.claims_table([{**r, "kind": report.KINDS[3]} for r in rows])

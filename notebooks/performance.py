@@ -62,15 +62,13 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from calibook import benchmarks as bm
-from calibook import pages
+from calibook import performance
 from lib import config, plots, report
 
 plots.use_offline_renderer()
-PAGE = pages.get("performance")
 cfg = config.settings("performance", scale, budget_s=budget_s or None)
 torch.set_num_threads(min(2, torch.get_num_threads()))
-report.publish_scale(scale, PAGE.scale_line(cfg))
+report.publish_scale(scale, performance.scale_line(cfg))
 cfg
 
 # %% [markdown]
@@ -81,7 +79,7 @@ cfg
 # batch, as in training, so we stop timing it at `kde_max_n`.
 
 # %%
-timing = PAGE.loss_timings(cfg)
+timing = performance.loss_timings(cfg)
 ms = timing.assign(ms=timing["median_s"] * 1e3)
 ms.pivot(index="n", columns="loss", values="ms").round(3)
 
@@ -99,7 +97,7 @@ plots.line_chart(ms, "n", "ms", color="loss", log=True, x_title="batch size n",
 
 # %%
 timed = list(timing["loss"].unique())  # the losses timed above, in their order
-scaling = bm.scaling_summary(timing, timed, cfg["exponent_from"])
+scaling = performance.scaling_summary(timing, timed, cfg["exponent_from"])
 exponents = pd.Series(scaling["exponents"], name="fitted exponent k (time ~ n^k)")
 display(exponents.to_frame())
 scaling["au_over_aurc"].round(3).to_frame().T
@@ -112,9 +110,9 @@ scaling["au_over_aurc"].round(3).to_frame().T
 # FGR with the DCT filter in numpy on the CPU.
 
 # %%
-results = {name: bm.bench_results(name) for name in bm.result_names()}  # bench/results/
+results = {n: performance.bench_results(n) for n in performance.result_names()}
 methods_record = results["methods_cpu"]
-costs = bm.method_costs(methods_record)
+costs = performance.method_costs(methods_record)
 device, threads = methods_record["device_name"], methods_record["threads"]
 clock, steps = methods_record["clock"], methods_record["steps"]
 print(f"device: {device} ({threads} threads); seconds are {clock} time, "
@@ -125,7 +123,7 @@ costs.set_index("method").round(3)
 # Each method's step time relative to Vanilla MoE, ours beside the reference approach.
 
 # %%
-plots.bar_chart(bm.method_bars(costs), "method", "time per step / vanilla",
+plots.bar_chart(performance.method_bars(costs), "method", "time per step / vanilla",
                 color="implementation", sort=list(costs["method"]), width=420)
 
 # %% [markdown]
@@ -141,13 +139,13 @@ epoch_records = {k: r for k, r in results.items() if k.startswith("epoch_")}
 gpu_measured = any("CPU" not in r["device"] for r in epoch_records.values())
 for record in epoch_records.values():
     print(f"{record['device']} -- {record['note']}")
-    display(bm.epoch_table(record).round(3))
+    display(performance.epoch_table(record).round(3))
 
 # %% [markdown]
 # The projected time of Table 1's grid on each device, one run after another (training only).
 
 # %%
-grids = bm.grid_projection(epoch_records)
+grids = performance.grid_projection(epoch_records)
 if grids is not None:
     display(grids)
 else:
@@ -161,14 +159,14 @@ else:
 # GPU runs, so a CPU measurement cannot settle it.
 
 # %%
-claims = PAGE.claims(scaling, costs, methods_record)
+claims = performance.claims(scaling, costs, methods_record)
 report.publish_claims(claims)
 
 # %% [markdown]
 # Publish the numbers the tests and the landing page read, in one call.
 
 # %%
-published = PAGE.published(timing, scaling, costs, gpu_measured)
+published = performance.published(timing, scaling, costs, gpu_measured)
 published["claims_held"] = int((claims["verdict"] == "held").sum())
 report.publish_values(**published)
 published

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from calibook import benchmarks as bm
+from calibook import performance as bm
 from lib.config import settings
 from lib.report import VERDICTS
 

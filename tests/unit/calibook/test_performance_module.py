@@ -1,5 +1,5 @@
-"""Tests of calibook.benchmarks: the timer measures known durations, exponents recover known powers,
-the committed-result readers compute the ratios the page shows."""
+"""Tests of calibook.performance, the performance page's module: the timer measures known durations,
+exponents recover known powers, the committed-result readers compute the ratios the page shows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from calibook import benchmarks as bm
+from calibook import performance as bm
 
 
 def test_round_robin_times_each_call_on_both_clocks_and_calls_each_function_alike(monkeypatch):
@@ -232,11 +232,9 @@ def _timings(au_over_aurc: float, kde_over_au: float, fgr_ref: float, robust: fl
 def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart():
     """Each row is one timing (no noise bar), so it is a "timing", never one of the papers' claims;
     each can hold and fail on the numbers it reads, and FGR's GPU figure is not judged on a CPU."""
-    from calibook.pages import PerformancePage
-
-    held = PerformancePage.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cuda"))
-    failed = PerformancePage.claims(*_timings(1.5, 0.5, 4.0, 1.6, "cuda"))
+    held = bm.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cuda"))
+    failed = bm.claims(*_timings(1.5, 0.5, 4.0, 1.6, "cuda"))
     assert set(held["kind"]) == set(failed["kind"]) == {"timing"}
     assert list(held["verdict"]) == ["held"] * 4 and list(failed["verdict"]) == ["did not hold"] * 4
-    on_cpu = PerformancePage.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cpu"))
+    on_cpu = bm.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cpu"))
     assert on_cpu["verdict"].iloc[2] == "inconclusive at this scale"
