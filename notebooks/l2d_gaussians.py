@@ -59,7 +59,7 @@ from IPython.display import Markdown, display
 from lib import plots, report
 from lib.config import settings
 from lib.l2d import plots as l2d_plots
-from lib.l2d import results, surrogates
+from lib.l2d import experiment, results, surrogates
 from lib.l2d.gaussian_mixture import GAUSSIAN_MEANS, gaussian_mixture
 from lib.l2d.pages import l2d_gaussians
 
@@ -167,14 +167,17 @@ bayes
 
 # %% [markdown]
 # ## The run
-# Every point of both sweeps, for both surrogates and every seed: one cached training each
-# (`calibook.runs`) through the page's `run` (the plan of
-# {py:func}`lib.l2d.experiment.grid` in, one row per run out), so re-running the page only reads
-# the results back; {py:func}`~lib.l2d.results.summarize` takes means over seeds.
+# Every point of both sweeps ({py:func}`lib.l2d.experiment.grid`), for both surrogates and every
+# seed: one training each, {py:func}`~lib.l2d.experiment.run_gaussian` (the MLP trained on the
+# surrogate, then its test metrics), cached, so re-running the page only reads the results back.
+# {py:func}`~lib.l2d.results.result_row` reads each record into a row;
+# {py:func}`~lib.l2d.results.summarize` takes means over seeds.
 
 # %%
 t0 = time.time()
-runs = l2d_gaussians.PAGE.run(cfg)
+points = experiment.grid(cfg, l2d_gaussians.PAGE.experiments)  # experts, dependence
+records = [experiment.run_gaussian(**p, cfg=cfg) for p in points]
+runs = pd.DataFrame([results.result_row(p, r) for p, r in zip(points, records)])
 summary = results.summarize(runs)
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
 summary.round(4)

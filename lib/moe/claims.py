@@ -209,16 +209,19 @@ def moe_claims(
 
 
 def gate(
-    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame | float, paper_accuracy: float, chance: float
+    rows: Sequence[Mapping[str, Any]], frame: pd.DataFrame | float, paper_accuracy: float, test_labels: Any
 ) -> tuple[pd.DataFrame, str, bool]:
     """A page's claim ``rows`` gated by the book's accuracy floor (:func:`lib.report.gate_claims`) on the
     best mean accuracy of ``frame`` (:func:`best_accuracy`), or on that accuracy itself (none finite:
-    not learned), against ``paper_accuracy`` above ``chance``; every paper-1 claim depends on the trained
-    model. Returns the claims table, the gate's sentence and whether the floor was met."""
+    not learned), against ``paper_accuracy`` above chance, the majority-class rate of ``test_labels``;
+    every paper-1 claim depends on the trained model. Returns the claims table, the floor rule
+    (:func:`lib.report.floor_rule`) followed by the gate's sentence, and whether the floor was met."""
     accuracy = best_accuracy(summarize(frame)) if isinstance(frame, pd.DataFrame) else float(frame)
     accuracy = accuracy if accuracy == accuracy else 0.0
+    chance = report.chance_accuracy(test_labels)
     gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
-    return report.claims_table(gated), why, accuracy >= report.accuracy_floor(paper_accuracy, chance)
+    met = accuracy >= report.accuracy_floor(paper_accuracy, chance)
+    return report.claims_table(gated), report.floor_rule() + " " + why, met
 
 
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:

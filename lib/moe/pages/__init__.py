@@ -29,11 +29,17 @@ def moe_items(page: str, configs: Sequence[Any], target: str | None = None) -> l
 
 
 class MoEPage(Page):
-    """A paper-1 page with trained runs: one run through :func:`lib.moe.train.train_run`, a grid
+    """A paper-1 page with trained runs: its plan, by default every method and seed of
+    :func:`lib.moe.experiment.train_configs`; one run through :func:`lib.moe.train.train_run`, a grid
     through the stacked engine (text runs train one at a time)."""
 
     paper = "moe"
     unit = "seeds"
+
+    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
+        from lib.moe.experiment import train_configs
+
+        return moe_items(self.name, train_configs(cfg))
 
     def run_one(self, item: Item, cfg: Mapping[str, Any], data: Any) -> dict[str, Any]:
         from lib.moe.train import train_run

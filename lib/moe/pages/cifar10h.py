@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 
 from lib import report
-from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import MARGIN, best, diff_text, gate, moe_claims, paired, verdict_of
-from lib.moe.pages import MoEPage, moe_items
+from lib.moe.pages import MoEPage
 from lib.moe.tables import summarize
 
 #: The accuracy the CIFAR-10H and sensitivity pages' floor is measured against: **our choice**, not
@@ -225,8 +224,7 @@ def claims(
     (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
     claims = moe_claims(frame, records, subset="hard", subset_name="hard (low-agreement)")
     rows = claims.to_dict("records") + agreement_claim(agreement) + best_overall_ece_claim(frame)
-    table, why = gate(rows, frame, paper_accuracy, report.chance_accuracy(test_labels))[:2]
-    return table, report.floor_rule() + " " + why
+    return gate(rows, frame, paper_accuracy, test_labels)[:2]
 
 
 class Cifar10hPage(MoEPage):
@@ -235,9 +233,6 @@ class Cifar10hPage(MoEPage):
     paper_numbers = paper_text.PAPER_STATEMENTS["cifar10h"]
     rank = 0
     bench = "cifar10h"
-
-    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, exp.train_configs(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         return exp.cifar10h_data(cfg)

@@ -15,11 +15,10 @@ from lib import report
 from lib.data.locate import DataNotFoundError
 from lib.data.synthetic import synthetic_comments
 from lib.data.text import TextBundle, load_civilcomments
-from lib.engine.plan import Item
 from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import gate, moe_claims, verdict_of
-from lib.moe.pages import MoEPage, moe_items
+from lib.moe.pages import MoEPage
 from lib.moe.record import run_fields
 from lib.validation import to_numpy
 
@@ -143,8 +142,7 @@ def claims(
     rule (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
     claims = moe_claims(frame, records, subset="hard", subset_name="identity-mentioning")
     rows = claims.to_dict("records") + group_claim(group_frame(records))
-    table, why = gate(rows, frame, paper_accuracy, report.chance_accuracy(test_labels))[:2]
-    return table, report.floor_rule() + " " + why
+    return gate(rows, frame, paper_accuracy, test_labels)[:2]
 
 
 class CivilCommentsPage(MoEPage):
@@ -153,9 +151,6 @@ class CivilCommentsPage(MoEPage):
     paper_numbers = paper_text.PAPER_STATEMENTS["civilcomments"]
     rank = 3
     needs = ("transformers",)
-
-    def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
-        return moe_items(self.name, exp.train_configs(cfg))
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         data, why = load_data(cfg)
