@@ -61,6 +61,8 @@ def lbfgs_minimize(
     (paper 1's protocol). LBFGS is called again while a call still lowers the loss, at most ``restarts`` calls.
     """
     check_positive(lr, "lr")
+    check_positive(tolerance_grad, "tolerance_grad", allow_zero=True)
+    check_positive(tolerance_change, "tolerance_change", allow_zero=True)
     max_iter, restarts = check_int(max_iter, "max_iter"), check_int(restarts, "restarts")
     params = list(params)
     if not params or not all(isinstance(p, torch.Tensor) and p.requires_grad for p in params):

@@ -150,6 +150,8 @@ def reading(path: str | os.PathLike[str], how_to_get: str = "") -> Iterator[None
     :class:`DamagedDataError` naming the file, the reader's complaint and ``how_to_get`` it again."""
     try:
         yield
+    except DamagedDataError:
+        raise  # an inner reading() already named the file
     except READ_ERRORS as err:
         hint = f" How to get it again: {how_to_get}" if how_to_get else f" See {DATA_PAGE}."
         raise DamagedDataError(

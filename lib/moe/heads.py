@@ -125,6 +125,8 @@ class MoEModel(nn.Module):
 
 
 def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
+    if not isinstance(out, MoEOutput):
+        raise ValueError(f"out: expected the MoEOutput of an MoE head, got {type(out).__name__}")
     labels = to_tensor(labels, "labels").to(out.probs.device)
     check_labels(labels, out.probs.shape[1], "labels")
     check_same_length(out.probs, labels, "out.probs", "labels")
@@ -143,12 +145,14 @@ def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def mixture_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
     """Per-example mixture loss l_i = -log p_{y_i} with p clamped at 1e-12 (App. D.3), shape (N,)."""
-    return label_nll(out.probs, _check_output_labels(out, labels))
+    labels = _check_output_labels(out, labels)
+    return label_nll(out.probs, labels)
 
 
 def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
     """Per-expert losses l_{ik} = -log p_k[y_i] (clamped at 1e-12), shape (N, K) (App. D.3 regret)."""
-    return label_nll(out.expert_probs, _check_output_labels(out, labels))
+    labels = _check_output_labels(out, labels)
+    return label_nll(out.expert_probs, labels)
 
 
 def routing_entropy(routing: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ from lib.rr.weights import CSFS, EpochHistogram, au_weights, aurc_weights, csf_v
 from lib.validation import (
     to_float_tensor,
     ArrayLike,
+    check_bool,
     check_nonempty,
     check_choice,
     check_keywords,
@@ -163,6 +164,7 @@ def kde_xe_loss(
     ``released`` detaches the term as paper 4's released code does (training is then cross-entropy)."""
     z, y = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
+    check_bool(released, "released")
     _, logpt = _true_class_logp(z, y)
     probs = F.softmax(z, dim=1)
     term = ece_kde(probs, y, bandwidth)

@@ -19,6 +19,7 @@ from lib.validation import (
     check_finite,
     check_int,
     check_ndim,
+    check_nonempty,
     check_open_unit,
     check_positive,
     to_numpy,
@@ -167,7 +168,9 @@ def _counts_cdf(
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
     """tau, the ``coverage`` (kappa) quantile of the batch scores: the k-th smallest, k = max(1,
     ceil(kappa n)) (Appendix E.2)."""
-    s = torch.as_tensor(scores).detach()
+    s = to_tensor(scores, "scores").detach()
+    check_ndim(s, 1, "scores")
+    check_nonempty(s, "scores")
     check_open_unit(coverage, "coverage")
     k = min(s.shape[0], max(1, math.ceil(coverage * s.shape[0] - 1e-9)))
     return torch.kthvalue(s, k).values

@@ -308,6 +308,9 @@ def test_fitter_and_protocol_arguments_are_checked():
         lbfgs_minimize(lambda: (x**2).sum(), [x], lr=0.0)
     with pytest.raises(ValueError, match="params"):
         lbfgs_minimize(lambda: (x**2).sum(), [x.detach()])
+    for tol in ("tolerance_grad", "tolerance_change"):
+        with pytest.raises(ValueError, match=f"^{tol}: "):
+            lbfgs_minimize(lambda: (x**2).sum(), [x], **{tol: -1e-9})
     with pytest.raises(ValueError, match="bounds"):
         TemperatureScaler(bounds=(2.0, 1.0))
     with pytest.raises(ValueError, match="weights"):

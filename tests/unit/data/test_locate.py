@@ -107,6 +107,10 @@ def test_damaged_files_are_named(tmp_path) -> None:
     with pytest.raises(loc.DamagedDataError, match=r"probs\.npy"):
         with loc.reading(bad_npy):
             np.load(bad_npy)
+    with pytest.raises(loc.DamagedDataError) as nested:  # an outer reading keeps the inner's message
+        with loc.reading(bad_zip, "the bundle"), loc.reading(bad_npy, "X"):
+            np.load(bad_npy)
+    assert str(nested.value).count("the file is damaged") == 1 and str(nested.value).startswith(str(bad_npy))
 
 
 def test_loaders_name_a_damaged_file(tmp_path, roots) -> None:

@@ -57,6 +57,8 @@ def test_single_expert_is_an_moe_with_one_expert() -> None:
     y = torch.tensor([0, 1, 2, 0, 1, 2, 0])
     assert torch.allclose(mixture_nll(out, y), F.cross_entropy(head.linear(h), y, reduction="none"), atol=1e-6)
     assert torch.allclose(expert_nll(out, y)[:, 0], mixture_nll(out, y))
+    with pytest.raises(ValueError, match="^out: expected the MoEOutput of an MoE head, got Tensor"):
+        mixture_nll(out.probs, y)
 
 
 def test_model_wraps_backbone_and_head() -> None:

@@ -191,6 +191,8 @@ def test_kde_xe_is_cross_entropy_plus_weighted_ece_kde():
     (g,) = torch.autograd.grad(loss, z)
     assert torch.isfinite(g).all()
     torch.testing.assert_close(rw.kde_xe_loss(z, yy, weight=0.0), F.cross_entropy(z, yy))
+    with pytest.raises(ValueError, match="^released: "):
+        rw.kde_xe_loss(z, yy, released="yes")
 
 
 # ---------------------------------------------------------------------------------------------

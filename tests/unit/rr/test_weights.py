@@ -200,6 +200,10 @@ def test_bad_input_raises_naming_argument():
             rwt.au_weights(s, coverage=cov)
         with pytest.raises(ValueError, match="coverage"):
             rwt.au_threshold(s, cov)
+    with pytest.raises(ValueError, match="^scores: expected 1-D"):
+        rwt.au_threshold(s[:, None], 0.5)
+    with pytest.raises(ValueError, match="^scores: is empty"):
+        rwt.au_threshold(s[:0], 0.5)
     with pytest.raises(ValueError, match="scores"):
         rwt.au_weights(s[:, None])
     with pytest.raises(ValueError, match="scores"):
