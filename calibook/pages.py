@@ -1,8 +1,9 @@
 """The registry of the book's pages: one :class:`~lib.page.Page` per notebook, by name.
 
 Each page lives in its own module, ``lib/<paper>/pages/<notebook>.py`` (its instance ``PAGE``), the
-book's own page on costs in :mod:`calibook.performance`; this module lists those modules once, so that the queue (:mod:`calibook.gpu.queue`) and the paper-scale tables
-(:mod:`calibook.paper_scale`) are loops over pages, never a list of page names of their own.
+book's own page on costs in :mod:`calibook.performance`; this module lists those modules once, so
+that the queue (:mod:`calibook.gpu.queue`) and the paper-scale tables (:mod:`calibook.paper_scale`)
+are loops over pages, never a list of page names of their own.
 """
 
 from __future__ import annotations
