@@ -18,6 +18,10 @@ OnDone = Callable[[Item, dict[str, Any]], None]
 """Called with each planned run and its record as soon as the run is finished."""
 
 
+def _ignore(item: Item, record: dict[str, Any]) -> None:
+    """The default :data:`OnDone`: nothing."""
+
+
 class Page:
     """One notebook of the book, as its notebook, the queue and the paper-scale tables read it.
 
@@ -28,7 +32,8 @@ class Page:
     ``paper_on_cpu``: the page's paper scale needs no GPU (minutes on a CPU), so a book built at
     ``cpu`` scale runs it at paper scale too (:func:`calibook.book.paper_builds`). ``differs``: how the
     page's setting differs from the paper's where not by scale (the ledger's account of opposite
-    verdicts, :func:`calibook.ledger.why`).
+    verdicts, :func:`calibook.ledger.why`). ``packed``: :meth:`train` takes the packed engine's
+    ``stack``, ``log`` and ``compile`` (paper 1's pages).
     """
 
     name: ClassVar[str]
@@ -42,6 +47,7 @@ class Page:
     paper_numbers: ClassVar[Any] = None
     paper_on_cpu: ClassVar[bool] = False
     differs: ClassVar[str | None] = None
+    packed: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<page {self.name} ({self.paper}): {self.title}>"
@@ -90,20 +96,11 @@ class Page:
         cfg = settings(self.name, scale)
         return [it for t in self.targets if target in (None, t) for it in self.runs(cfg, t) if not it.post_hoc]
 
-    def train(
-        self,
-        items: Sequence[Item],
-        cfg: Mapping[str, Any],
-        data: Any,
-        stack: int | None = None,
-        on_done: OnDone = lambda it, rec: None,
-        log: Callable[[str], None] = print,
-        compile: bool = False,
-    ) -> None:
+    def train(self, items: Sequence[Item], cfg: Mapping[str, Any], data: Any, on_done: OnDone = _ignore) -> None:
         """Train (or load) ``items`` of this page on ``data`` one run at a time through
         :meth:`run_one` (no run starts past the deadline of :mod:`lib.engine.deadline`); ``on_done``
-        gets each finished run's record. Paper 1's pages override this to train whole grids packed
-        (``compile``: packs under ``torch.compile``, where the benchmark measured it cheaper)."""
+        gets each finished run's record. Paper 1's pages (``packed``) override this to train whole
+        grids packed, with the packed engine's options."""
         from lib.engine import deadline
 
         for it in items:

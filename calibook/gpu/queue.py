@@ -209,7 +209,8 @@ def _train(
                 return
             log(f"{page.name}: {len(batch)} run(s) in packs of at most {n}, ~{secs / 60:.1f} min ({sizing.source})")
         try:
-            page.train(batch, cfg, data, stack=n, on_done=on_done, log=log, compile=bool(sizing and sizing.compiled))
+            packing = {"stack": n, "log": log, "compile": bool(sizing and sizing.compiled)} if page.packed else {}
+            page.train(batch, cfg, data, on_done=on_done, **packing)
         except Exception as err:
             size, oom = n or len(batch), isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
             # a run alone, the deadline, or a one-at-a-time page's run: the error is the run's

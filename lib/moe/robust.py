@@ -136,18 +136,15 @@ def effective_support(w: object) -> dict[str, float]:
 
 
 def relevant_set(
-    mix_loss: torch.Tensor,
-    expert_losses: torch.Tensor,
-    routing: torch.Tensor,
-    expert_probs: torch.Tensor,
-    mix_probs: torch.Tensor,
+    l: torch.Tensor, l_k: torch.Tensor, r: torch.Tensor, p_k: torch.Tensor, p: torch.Tensor
 ) -> torch.Tensor:
-    """:func:`routing_relevant_mask` without input checks (the training loop's): the last dimensions
-    are the example's, any leading ones are runs (packed runs)."""
+    """:func:`routing_relevant_mask` without input checks (the training loop's), in the paper's
+    symbols: the mixture's losses ``l``, the experts' ``l_k``, the routing ``r``, the experts'
+    probabilities ``p_k`` and the mixture's ``p``. The last dimensions are the example's, any leading
+    ones are runs (packed runs)."""
     with torch.no_grad():
-        regret = torch.relu(mix_loss - expert_losses.min(dim=-1).values)
-        diff = expert_probs - mix_probs[..., None, :]
-        disagreement = (routing * diff.pow(2).sum(dim=-1)).sum(dim=-1)
+        regret = torch.relu(l - l_k.min(dim=-1).values)
+        disagreement = (r * (p_k - p[..., None, :]).pow(2).sum(dim=-1)).sum(dim=-1)
         return (regret > 1e-6) | (disagreement > 0.01)
 
 

@@ -35,6 +35,7 @@ class MoEPage(Page):
 
     paper = "moe"
     unit = "seeds"
+    packed = True
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         from lib.moe.experiment import train_configs
@@ -51,12 +52,13 @@ class MoEPage(Page):
         items: Sequence[Item],
         cfg: Mapping[str, Any],
         data: Any,
-        stack: int | None = None,
         on_done: OnDone = lambda it, rec: None,
+        stack: int | None = None,
         log: Callable[[str], None] = print,
         compile: bool = False,
     ) -> None:
-        """The whole grid at once on the packed engine (``compile``: packs under ``torch.compile``)."""
+        """The whole grid at once on the packed engine: packs of at most ``stack`` runs (``None``: the
+        engine's choice), ``log`` for its lines, ``compile``: packs under ``torch.compile``."""
         from lib.moe.grid import train_stacked
 
         train_stacked(
