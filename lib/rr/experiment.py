@@ -78,22 +78,22 @@ def make_loss(
 
 
 # --- Metrics --------------------------------------------------------------------------------------
-def _fit_temperature(val_logits: Any, val_y: Any, criterion: str, n_bins: int) -> float:
-    from lib.calibration.posthoc import TemperatureScaler
+def evaluate_logits(
+    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
+) -> dict[str, float]:
+    """Test ``accuracy``, ``ece`` (equal width), ``ece_a`` (equal mass), ``cwece``, ``cwece_a``,
+    ``nll``, ``conf_gap`` (mean confidence - accuracy), each also after temperature scaling (``_ts``;
+    T fitted on the validation logits by ``ts_criterion``, "ece" as paper 4 or "nll"), and
+    ``temperature``. Fractions, not x100."""
+    from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
+    from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 
     val = (to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
-    return TemperatureScaler(criterion, n_bins=n_bins).fit(*val).temperature
-
-
-def _metrics_at(test_logits: Any, test_y: Any, temperatures: Mapping[str, float], n_bins: int) -> dict[str, float]:
-    """The test metrics of :func:`evaluate_logits` at each temperature, under its suffix."""
-    from lib.calibration.posthoc import apply_temperature
-    from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
-
+    T = TemperatureScaler(ts_criterion, n_bins=n_bins).fit(*val).temperature
     zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
     yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
-    out: dict[str, float] = {}
-    for suffix, temp in temperatures.items():
+    out: dict[str, float] = {"temperature": float(T)}
+    for suffix, temp in (("", 1.0), ("_ts", T)):
         p = np.asarray(apply_temperature(zt, temp), dtype=np.float64)
         acc = accuracy(p, yt)
         out[f"accuracy{suffix}"] = acc
@@ -106,17 +106,6 @@ def _metrics_at(test_logits: Any, test_y: Any, temperatures: Mapping[str, float]
     return out
 
 
-def evaluate_logits(
-    val_logits: Any, val_y: Any, test_logits: Any, test_y: Any, n_bins: int = 15, ts_criterion: str = "ece"
-) -> dict[str, float]:
-    """Test ``accuracy``, ``ece`` (equal width), ``ece_a`` (equal mass), ``cwece``, ``cwece_a``,
-    ``nll``, ``conf_gap`` (mean confidence - accuracy), each also after temperature scaling (``_ts``;
-    T fitted on the validation logits by ``ts_criterion``, "ece" as paper 4 or "nll"), and
-    ``temperature``. Fractions, not x100."""
-    T = _fit_temperature(val_logits, val_y, ts_criterion, n_bins)
-    return {"temperature": float(T), **_metrics_at(test_logits, test_y, {"": 1.0, "_ts": T}, n_bins)}
-
-
 TS_BOTH_KEYS: tuple[str, ...] = ("temperature", "ece_ts", "ece_a_ts", "cwece_ts", "cwece_a_ts", "nll_ts", "conf_gap_ts")
 
 
@@ -126,8 +115,7 @@ def evaluate_logits_both(
     """:func:`evaluate_logits` with T fitted by ECE (paper 4's choice), plus ``TS_BOTH_KEYS`` with T
     fitted by NLL (papers 1-3) under the suffix ``_nll``."""
     out = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="ece")
-    T = _fit_temperature(val_logits, val_y, "nll", n_bins)
-    by_nll = {"temperature": float(T), **_metrics_at(test_logits, test_y, {"_ts": T}, n_bins)}
+    by_nll = evaluate_logits(val_logits, val_y, test_logits, test_y, n_bins=n_bins, ts_criterion="nll")
     out.update({f"{k}_nll": by_nll[k] for k in TS_BOTH_KEYS})
     return out
 
