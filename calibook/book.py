@@ -222,7 +222,7 @@ def api_sections() -> str:
 def _scales_table(scale: str, names: list[str]) -> str:
     """One row per page: what produced its numbers in this build, and what produced the verdicts of
     the ledger's paper-scale column (the page's paper-scale copy, with the GPU runs published)."""
-    from lib.report import read_published
+    from calibook.page import read_published
 
     def summary(name: str, at: str) -> tuple[str, str]:
         path = executed_path(name, at)

@@ -332,7 +332,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
     paper (:data:`GROUPS`) its counts and one line per row (a raw-HTML table, its details in
     ``<details>`` elements), read from the executed notebooks under ``build_root/<scale>/notebooks``
     (and ``build_root/paper``)."""
-    from lib.report import read_published
+    from calibook.page import read_published
 
     from calibook.pages import get
 

@@ -1,4 +1,10 @@
-"""A page's first and last code cells: :func:`start` and :func:`finish`.
+"""What a page's cells ask of the machinery: :func:`start` and :func:`finish`, its first and last
+code cells, and publishing its numbers so the book, the landing page and the tests read the same
+values.
+
+``publish(name, value)`` glues ``value`` into the executed notebook with ``myst_nb.glue`` (the book
+can paste it with ``{glue:text}``); :func:`read_published` gives the tests, the ledger and the book
+build every value an executed notebook published.
 
 However a page is run, its first code cell calls :func:`start` (the parameters checked with the rules
 of ``python -m calibook run``, names papermill injected but the page does not declare included) and its last
@@ -9,15 +15,31 @@ on the first cell's output): a failed or interrupted run says so at the top.
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import pandas as pd
+
+from lib.report import show
 
 NOTICE = (
     "**This page did not finish running.** Its run failed or was interrupted before the last cell; "
     "the numbers below, if any, are incomplete. Run it again (`python -m calibook run {name}`)."
 )
 
-__all__ = ["NOTICE", "finish", "injected_names", "start"]
+__all__ = [
+    "NOTICE",
+    "finish",
+    "injected_names",
+    "publish",
+    "publish_claims",
+    "publish_scale",
+    "publish_values",
+    "read_published",
+    "start",
+]
 
 
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
@@ -72,3 +94,50 @@ def _show(name: str, text: str, update: bool = False) -> None:
 
     data = {"text/markdown": text, "text/plain": text.replace("**", "")}
     display(data, raw=True, display_id=f"calibook-unfinished-{name}", update=update)
+
+
+def publish(name: str, value: Any, display: bool = False) -> Any:
+    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
+    from myst_nb import glue
+
+    json.dumps(value)  # fail early with a clear TypeError on values the tests could not read
+    glue(name, value, display=display)
+    return value
+
+
+def publish_values(**values: Any) -> None:
+    """Glue several hidden values at once, each under its keyword (:func:`publish`)."""
+    for name, value in values.items():
+        publish(name, value)
+
+
+def publish_claims(claims: pd.DataFrame) -> None:
+    """Publish a page's claims table (:func:`lib.report.claims_table`) under ``claims``, as its rows, and show it."""
+    if not isinstance(claims, pd.DataFrame):
+        raise ValueError(f"claims: expected the DataFrame of claims_table, got {type(claims).__name__}")
+    publish("claims", claims.to_dict("records"))
+    show(claims)
+
+
+def read_published(notebook: str | Path) -> dict[str, Any]:
+    """Every value glued in an executed notebook, by name (plain-text representation parsed)."""
+    import nbformat  # a notebook tool: not needed (nor installed) where only runs are trained
+
+    found: dict[str, Any] = {}
+    for cell in nbformat.read(str(notebook), as_version=4).cells:
+        for output in cell.get("outputs", []):
+            meta, data = output.get("metadata", {}).get("scrapbook"), output.get("data", {})
+            text = data.get(meta.get("mime_prefix", "") + "text/plain", data.get("text/plain")) if meta else None
+            if text is None:
+                continue
+            text = "".join(text) if isinstance(text, list) else text
+            try:
+                found[meta["name"]] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                found[meta["name"]] = text
+    return found
+
+
+def publish_scale(scale: str, summary: str) -> str:
+    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page."""
+    return publish("scale_summary", f"{scale}: {summary}")

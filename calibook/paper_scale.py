@@ -19,7 +19,7 @@ from lib.engine.plan import coverage_text
 from lib.report import show
 from calibook.notebooks import CHOICES
 from calibook.pages import get as get_page
-from lib.report import publish
+from calibook.page import publish
 from calibook.results import PAGES, plan
 from lib.validation import check_choice
 

@@ -1,70 +1,18 @@
-"""Publishing a notebook's numbers so the book, the landing page and the tests read the same values.
-
-``publish(name, value)`` glues ``value`` into the executed notebook with ``myst_nb.glue`` (the
-book can paste it with ``{glue:text}``); ``read_published(path)`` gives the tests every published value of an executed notebook.
-"""
+"""How the book judges a claim: the verdicts, the small-sample rule, the claims table and the accuracy
+floor, and :func:`show` for a page's tables. Publishing what a page shows is the machinery's
+(:mod:`calibook.page`)."""
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lib.validation import check_int, check_number
-
-
-def publish(name: str, value: Any, display: bool = False) -> Any:
-    """Glue a JSON-serialisable ``value`` under ``name`` (hidden unless ``display``)."""
-    from myst_nb import glue
-
-    json.dumps(value)  # fail early with a clear TypeError on values the tests could not read
-    glue(name, value, display=display)
-    return value
-
-
-def publish_values(**values: Any) -> None:
-    """Glue several hidden values at once, each under its keyword (:func:`publish`)."""
-    for name, value in values.items():
-        publish(name, value)
-
-
-def publish_claims(claims: pd.DataFrame) -> None:
-    """Publish a page's claims table (:func:`claims_table`) under ``claims``, as its rows, and show it."""
-    if not isinstance(claims, pd.DataFrame):
-        raise ValueError(f"claims: expected the DataFrame of claims_table, got {type(claims).__name__}")
-    publish("claims", claims.to_dict("records"))
-    show(claims)
-
-
-def read_published(notebook: str | Path) -> dict[str, Any]:
-    """Every value glued in an executed notebook, by name (plain-text representation parsed)."""
-    import nbformat  # a notebook tool: not needed (nor installed) where only runs are trained
-
-    found: dict[str, Any] = {}
-    for cell in nbformat.read(str(notebook), as_version=4).cells:
-        for output in cell.get("outputs", []):
-            meta, data = output.get("metadata", {}).get("scrapbook"), output.get("data", {})
-            text = data.get(meta.get("mime_prefix", "") + "text/plain", data.get("text/plain")) if meta else None
-            if text is None:
-                continue
-            text = "".join(text) if isinstance(text, list) else text
-            try:
-                found[meta["name"]] = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                found[meta["name"]] = text
-    return found
-
-
-def publish_scale(scale: str, summary: str) -> str:
-    """Publish what produced this page's numbers (scale, data, model, seeds) for the landing page."""
-    return publish("scale_summary", f"{scale}: {summary}")
 
 
 VERDICTS: tuple[str, ...] = ("held", "did not hold", "inconclusive at this scale", "not run: data unavailable")

@@ -106,7 +106,7 @@ plots.use_offline_renderer()
 # %%
 cfg = settings("calibration", scale, seed=seed, n_bins=n_bins or None)
 REAL = cfg["data"] == "real"
-scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+scale_line = page.publish_scale(scale, PAGE.scale_summary(cfg))
 report.show(scale_line + "\n\n" + released_runs_note(["ce"], REAL))
 models = PAGE.data(cfg)
 vision = calibration.vision_model(cfg["resnet_loss"])
@@ -174,7 +174,7 @@ claims
 # %%
 held = int((claims["verdict"] == "held").sum())
 numbers = calibration.published(results, mono)
-report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
+page.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 {k: v for k, v in cfg.items() if k != "n_synthetic" or not REAL}
 
 # %% [markdown]

@@ -103,7 +103,7 @@ plots.use_offline_renderer()
 
 # %%
 cfg = settings("cascading", scale, n_bins=n_bins or None, n_splits=n_splits or None)
-report.show(report.publish_scale(scale, PAGE.scale_summary(cfg)))
+report.show(page.publish_scale(scale, PAGE.scale_summary(cfg)))
 data = PAGE.data(cfg)
 grid = cascading.build_grid(
     data, cfg["calibrators"], cfg["n_splits"], cfg["n_bins"], cfg["seed"])
@@ -186,7 +186,7 @@ claims
 # %%
 held = int((claims["verdict"] == "held").sum())
 numbers = cascading.published(main, abl, shift)
-report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
+page.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

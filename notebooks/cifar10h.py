@@ -63,11 +63,11 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.moe import experiment, fgr, grid, mocae, paper, robust, tables
 from lib.moe import plots as moe_plots
-from lib.moe.claims import publish_results
+from lib.moe.claims import results_values
 from lib.moe.pages import cifar10h
 
 torch.set_num_threads(2)
@@ -164,7 +164,7 @@ cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None,
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 data = experiment.cifar10h_data(cfg)
 summary_text = cifar10h.scale_summary(cfg, data.sizes())
-display(Markdown(report.publish_scale(scale, summary_text)))
+display(Markdown(page.publish_scale(scale, summary_text)))
 plan = experiment.train_configs(cfg)  # every method x seed of cfg
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.show_coverage(records, "cifar10h", not TRAIN, scale)
@@ -177,7 +177,7 @@ summary = tables.summarize(frame)
 # Accuracy, ECE and ECE+TS on all test images and on the hard subset, in the paper's layout.
 
 # %%
-publish_results(summary, records)
+page.publish_values(**results_values(summary, records))
 tables.paper_table(summary)
 
 # %% [markdown]
@@ -315,7 +315,7 @@ frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
 agreement = cifar10h.by_agreement(pred_test, human, per_seed=True)
 claims, why = cifar10h.claims(frame, records, agreement, data.test_y)
 display(Markdown(why))
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs

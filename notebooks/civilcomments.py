@@ -66,11 +66,11 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.data.text import IDENTITY_GROUPS
 from lib.moe import experiment, grid, paper, robust, tables
-from lib.moe.claims import not_run_claims, publish_results
+from lib.moe.claims import not_run_claims, results_values
 from lib.report import floor_rule
 from lib.moe.pages import civilcomments
 
@@ -105,7 +105,7 @@ print(f"robust_moe_loss = {robust.robust_moe_loss(l, lam=2.0):.4f}  "
 cfg = settings("civilcomments", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 data, missing = civilcomments.load_data(cfg, data_dir)
-display(Markdown(report.publish_scale(scale, civilcomments.scale_summary(cfg, data))))
+display(Markdown(page.publish_scale(scale, civilcomments.scale_summary(cfg, data))))
 records = []
 if data is not None:
     plan = experiment.train_configs(cfg)  # every method x seed of cfg
@@ -125,7 +125,6 @@ Markdown(data.source if data is not None else unavailable)
 # %%
 if data is not None:
     table3 = tables.paper_table(summary)
-    publish_results(summary, records)
 else:
     table3 = NOT_RUN
 table3
@@ -198,12 +197,12 @@ statements
 published = {"data_available": data is not None}
 if data is not None:
     claims, why = civilcomments.claims(frame, records, data.test_y)
-    published["group_ece"] = group_ece
+    published |= {"group_ece": group_ece, **results_values(summary, records)}
 else:
     claims, why = not_run_claims(), floor_rule()
 display(Markdown(why))
-report.publish_values(**published)
-report.publish_claims(claims)
+page.publish_values(**published)
+page.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs

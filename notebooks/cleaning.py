@@ -103,7 +103,7 @@ plots.use_offline_renderer()
 
 # %%
 cfg = settings("cleaning", scale, noise_rate=noise_rate or None, n_bins=n_bins or None)
-scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+scale_line = page.publish_scale(scale, PAGE.scale_summary(cfg))
 note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
 report.show(scale_line + "\n\n" + note)
 data, (a, b) = PAGE.data(cfg), cfg["resnet_losses"]
@@ -199,7 +199,7 @@ claims
 # %%
 held = int((claims["verdict"] == "held").sum())
 numbers = cleaning_page.published(ours, cl_points, flag_instruct, both_pairs)
-report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
+page.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

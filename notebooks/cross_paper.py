@@ -79,7 +79,7 @@ import pandas as pd
 
 from IPython.display import Markdown, display
 
-from lib import config, plots, report
+from lib import config, plots
 from lib.ccc.pages import logits_data, released_runs_note
 from lib.cross_paper.pages import cross_paper
 
@@ -98,7 +98,7 @@ cfg = config.settings("cross_paper", scale, seed=seed)
 mmlu, resnets, y = logits_data(
     not cfg["synthetic"], cfg["losses"], cfg["n_synthetic"], cfg["seed"])
 data = {"mmlu": mmlu, "resnets": resnets, "cifar_labels": y}
-display(Markdown(report.publish_scale(scale, PAGE.scale_summary(cfg, data))))
+display(Markdown(page.publish_scale(scale, PAGE.scale_summary(cfg, data))))
 display(Markdown(released_runs_note(cfg["losses"], not cfg["synthetic"])))
 res = PAGE.run(cfg, data)
 table = res["table"]
@@ -169,7 +169,7 @@ plots.method_comparison_chart(table)
 
 # %%
 claims = PAGE.claims(res, cfg)
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # ## Summary
@@ -188,7 +188,7 @@ report.publish_claims(claims)
 # over-confidence ECEs), published in one call, and the settings.
 
 # %%
-report.publish_values(
+page.publish_values(
     best_fix=fixes[["failure", "data", "best method"]].to_dict("records"),
     **cross_paper.overconfidence_published(table),
 )

@@ -65,7 +65,7 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.l2d import plots as l2d_plots
 from lib.l2d import results, surrogates
@@ -83,7 +83,7 @@ torch.set_num_threads(2)
 # %%
 cfg = settings("l2d_cifar10", scale, seeds=seeds or None)
 TRAIN = train == "yes" or (train == "auto" and scale != "paper")
-Markdown(report.publish_scale(scale, l2d_cifar10.scale_line(cfg)))
+Markdown(page.publish_scale(scale, l2d_cifar10.scale_line(cfg)))
 
 # %% [markdown]
 # ## The method: two surrogates and the estimates they imply
@@ -220,14 +220,14 @@ l2d_cifar10.paper_table(ends)
 reference = l2d_cifar10.CIFAR_REFERENCE_ACCURACY
 claims, why = results.gated_claims(runs, reference, data["test_y"])
 display(Markdown(why))
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # What the tests and the landing page read, glued in one call (hidden on the page): the
 # backbone's accuracy, the number of runs, every run's ECE and accuracy, the sweeps' ends and the verdicts.
 
 # %%
-report.publish_values(
+page.publish_values(
     **backbone,
     cifar_runs=len(runs),
     **ends,

@@ -56,7 +56,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.l2d import plots as l2d_plots
 from lib.l2d import experiment, results, surrogates
@@ -72,7 +72,7 @@ torch.set_num_threads(1)  # a 2-D MLP is fastest on one thread
 
 # %%
 cfg = settings("l2d_gaussians", scale, seeds=seeds or None, epochs=epochs or None)
-Markdown(report.publish_scale(scale, l2d_gaussians.scale_line(cfg)))
+Markdown(page.publish_scale(scale, l2d_gaussians.scale_line(cfg)))
 
 # %% [markdown]
 # ## The method: two surrogates and the estimates they imply
@@ -227,7 +227,7 @@ l2d_gaussians.paper_table(ends, cfg)
 # %%
 claims, why = results.gated_claims(runs, bayes_acc, yb)
 display(Markdown(why))
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # With well-trained models and early stopping on the surrogate loss, both estimators come out
@@ -246,7 +246,7 @@ report.publish_claims(claims)
 # accuracies, the number of runs, every run's ECE and accuracy, the sweeps' ends and the verdicts.
 
 # %%
-report.publish_values(
+page.publish_values(
     gauss_bayes_accuracy=bayes_acc,
     gauss_pair_bayes=pairs,
     gauss_runs=len(runs),

@@ -66,7 +66,7 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import config, plots, report
+from lib import config, plots
 from lib.engine.cache import training
 from lib.nets import image_training
 from lib.rr import losses, weights
@@ -84,7 +84,7 @@ torch.set_num_threads(2)
 # %%
 cfg = config.settings("losses_cifar10", scale, coverage=coverage or None, nu=nu or None)
 TRAIN = train == "yes" or (train == "auto" and scale != "paper")  # else read results/
-Markdown(report.publish_scale(scale, losses_cifar10.scale_line(cfg)))
+Markdown(page.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 
 # %% [markdown]
 # ## The method: cross-entropy with a weight per sample
@@ -316,7 +316,7 @@ losses_cifar10.paper_comparison(table_metrics, cfg["paper_row"]).round(3)
 claims, note = losses_cifar10.claims(
     seeds, threshold, cfg["claim_tol"], cfg["paper_row"], data["test_y"])
 display(Markdown(note))
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # The numbers the book's tests and landing page read, published in one call: each loss's mean
@@ -325,7 +325,7 @@ report.publish_claims(claims)
 
 # %%
 backbone = by_loss["xe"][0].get("backbone_test_accuracy")
-report.publish_values(
+page.publish_values(
     **losses_cifar10.published(metrics),
     rr_inverse_focal_gamma_threshold=threshold,
     **{f"rr_csf_{n}_ece": float(metrics[n]["ece"]) for n in losses_cifar10.CSF_LOSSES},

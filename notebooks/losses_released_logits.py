@@ -81,7 +81,7 @@ plots.use_offline_renderer()
 
 # %%
 cfg = config.settings("losses_released_logits", scale, n_bins=n_bins)
-Markdown(report.publish_scale(
+Markdown(page.publish_scale(
     scale,
     "released ResNet-50 CIFAR-10 test logits (10,000, seed 40), T fitted on a fixed "
     "random half, metrics on the other" if cfg["source"] == "released"
@@ -285,7 +285,7 @@ gamma.gamma_table({"NLL": gamma.select_gamma(gamma_summary, cfg["gamma_criterion
 # %%
 rows = released.claims(metrics, meta, gamma_summary, failed, tol=cfg["claim_tol"])
 claims = report.claims_table(rows)
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # The numbers the book's tests and landing page read, published in one call: the runs measured
@@ -293,7 +293,7 @@ report.publish_claims(claims)
 # cross-validation's choices and the verdicts.
 
 # %%
-report.publish_values(
+page.publish_values(
     released_failed_runs=failed,
     released_losses=sorted(logits),
     **losses_cifar10.published(metrics, "released", released.PUBLISHED_METRICS),

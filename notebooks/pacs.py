@@ -67,12 +67,12 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.data.image_files import resolve_pacs_domain
 from lib.data.images import pacs_examples
 from lib.moe import experiment, grid, plots as moe_plots, robust, tables
-from lib.moe.claims import publish_results
+from lib.moe.claims import results_values
 from lib.moe.pages import pacs
 
 torch.set_num_threads(2)
@@ -106,7 +106,7 @@ REAL = cfg["data"] == "real"
 BACKBONE = pacs.pacs_backbone(cfg)
 data = pacs.pacs_data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
-display(Markdown(report.publish_scale(
+display(Markdown(page.publish_scale(
     scale,
     f"target {TARGET}; {BACKBONE.label}; "
     f"{'PACS' if REAL else 'SYNTHETIC PACS-like domains'} at "
@@ -129,7 +129,6 @@ summary = tables.summarize(frame)
 # error over seeds (ours over our seeds, the paper's over its five; {cite}`wong2026moe`, Table 2).
 
 # %%
-publish_results(summary, records, subset="all")
 tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all")
 
 # %% [markdown]
@@ -169,8 +168,9 @@ claims, why, floor_met = pacs.claims(frame, records, TARGET, data.test_y)
 display(Markdown(why))
 backbone = {"used": BACKBONE.label, "init": BACKBONE.init,
             "differs_from_paper": BACKBONE.differs}
-report.publish_values(target=TARGET, backbone=backbone, claims_floor_met=floor_met)
-report.publish_claims(claims)
+page.publish_values(**results_values(summary, records, "all"), target=TARGET,
+                    backbone=backbone, claims_floor_met=floor_met)
+page.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs

@@ -63,12 +63,12 @@ import torch
 from IPython.display import display
 
 from calibook import performance
-from lib import config, plots, report
+from lib import config, plots
 
 plots.use_offline_renderer()
 cfg = config.settings("performance", scale, budget_s=budget_s or None)
 torch.set_num_threads(min(2, torch.get_num_threads()))
-report.publish_scale(scale, performance.scale_line(cfg))
+page.publish_scale(scale, performance.scale_line(cfg))
 cfg
 
 # %% [markdown]
@@ -160,7 +160,7 @@ else:
 
 # %%
 claims = performance.claims(scaling, costs, methods_record)
-report.publish_claims(claims)
+page.publish_claims(claims)
 
 # %% [markdown]
 # Publish the numbers the tests and the landing page read, in one call.
@@ -168,7 +168,7 @@ report.publish_claims(claims)
 # %%
 published = performance.published(timing, scaling, costs, gpu_measured)
 published["claims_held"] = int((claims["verdict"] == "held").sum())
-report.publish_values(**published)
+page.publish_values(**published)
 published
 
 # %% [markdown]

@@ -60,7 +60,7 @@ import pandas as pd
 
 from IPython.display import Markdown, display
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.moe import plots as moe_plots
 from lib.moe import routed_population, theory
@@ -73,7 +73,7 @@ plots.use_offline_renderer()
 
 # %%
 cfg = settings("routing_theory", scale)
-display(Markdown(report.publish_scale(
+display(Markdown(page.publish_scale(
     scale,
     f"no training: exact finite populations plus {cfg['n_samples']:,} sampled examples "
     f"per shift, "
@@ -245,13 +245,13 @@ kl_error = robust_checks[routing_theory.KL_IDENTITY]
 draws = cfg["n_region_draws"]
 checks = routing_theory.claims(train_checks, hard_region_gap, draws,
                                gaps, kl_error, support, chain_slack)
-report.publish_values(
+page.publish_values(
     training_residual_max=residual_max, disagreement_identity_gap=gap,
     hard_region_gap_max=hard_region_gap, kl_identity_max_error=kl_error,
     table5_fraction_lam2=float(ours_lam2["fraction"]),
     multiaccuracy_min_slack=chain_slack,
     **routing_theory.gap_published(gaps))
-report.publish_claims(checks)
+page.publish_claims(checks)
 
 # %% [markdown]
 # ## References

@@ -88,7 +88,7 @@ plots.use_offline_renderer()
 
 # %%
 cfg = settings("same_size", scale, n_bins=n_bins or None, n_splits=n_splits or None)
-scale_line = report.publish_scale(scale, PAGE.scale_summary(cfg))
+scale_line = page.publish_scale(scale, PAGE.scale_summary(cfg))
 note = released_runs_note(cfg["resnet_losses"], cfg["data"] == "real")
 report.show(scale_line + "\n\n" + note)
 pairs = PAGE.data(cfg)
@@ -148,7 +148,7 @@ claims
 # %%
 held = int((claims["verdict"] == "held").sum())
 numbers = same_size.published(res, list(pairs))
-report.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
+page.publish_values(claims=claims.to_dict("records"), claims_held=held, **numbers)
 cfg
 
 # %% [markdown]

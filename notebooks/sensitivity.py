@@ -67,7 +67,7 @@ from IPython.display import Markdown, display
 
 from calibook import paper_scale
 
-from lib import plots, report
+from lib import plots
 from lib.config import settings
 from lib.moe import experiment, grid, robust, tables
 from lib.moe.pages import cifar10h, sensitivity
@@ -107,7 +107,7 @@ REAL = cfg["data"] == "real"
 data = experiment.cifar10h_data(cfg)
 sizes = data.sizes()
 warmups = sensitivity.sensitivity_warmups(cfg)
-display(Markdown(report.publish_scale(
+display(Markdown(page.publish_scale(
     scale,
     f"Robust MoE, {cifar10h.network_summary(cfg)}; "
     f"{'CIFAR-10 / CIFAR-10H' if REAL else 'SYNTHETIC images'}: "
@@ -196,8 +196,8 @@ support_mean.merge(paper5, on="lam", how="left", suffixes=suffixes).round(3)
 claims, why = sensitivity.claims(lam_frame, warm_frame, support, cfg["epochs"],
                                       data.test_y)
 display(Markdown(why))
-report.publish_values(lam_sweep=lam_sweep, warmup_sweep=warm, table5=table5)
-report.publish_claims(claims)
+page.publish_values(lam_sweep=lam_sweep, warmup_sweep=warm, table5=table5)
+page.publish_claims(claims)
 
 # %% [markdown]
 # ## Paper scale: the published GPU runs

@@ -260,8 +260,8 @@ def smoke_book() -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_published(smoke_notebook: Callable[..., Path]) -> Callable[..., dict[str, Any]]:
-    """The numbers a notebook published (``lib.report.publish``) in its smoke-scale run."""
-    from lib.report import read_published
+    """The numbers a notebook published (``calibook.page.publish``) in its smoke-scale run."""
+    from calibook.page import read_published
 
     return lambda name, **params: read_published(smoke_notebook(name, **params))
 

@@ -44,7 +44,7 @@ def test_the_ledger_lists_every_page_that_judges_claims(html: Path) -> None:
     """The ledger is built from what the pages published: every page whose executed copy publishes
     a claims table has rows there, linked to the page; none says it was not executed."""
     from calibook.book import executed_path
-    from lib.report import read_published
+    from calibook.page import read_published
 
     text = (html / "book" / "ledger.html").read_text()
     assert "not executed in this build" not in text

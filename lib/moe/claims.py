@@ -238,20 +238,21 @@ def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:
     return max(diffs) if diffs else None
 
 
-def publish_results(summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], subset: str | None = None) -> None:
-    """Publish the numbers the paper-1 pages' tests and readers get: ``methods`` (those run),
+def results_values(
+    summary: pd.DataFrame, records: Sequence[Mapping[str, Any]], subset: str | None = None
+) -> dict[str, Any]:
+    """The numbers the paper-1 pages publish for their tests and readers: ``methods`` (those run),
     ``table`` (each method's mean metrics, keyed ``"method/subset"``; with ``subset``, only that
     subset, keyed by method) and ``mocae_accuracy_diff`` (:func:`mocae_accuracy_check`)."""
     rows = summary if subset is None else summary[summary["subset"] == subset]
-    report.publish("methods", sorted(set(summary["method"])))
-    report.publish(
-        "table",
-        {
+    return {
+        "methods": sorted(set(summary["method"])),
+        "table": {
             (r.method if subset is not None else f"{r.method}/{r.subset}"): {m: float(getattr(r, m)) for m in METRICS}
             for r in rows.itertuples()
         },
-    )
-    report.publish("mocae_accuracy_diff", mocae_accuracy_check(records))
+        "mocae_accuracy_diff": mocae_accuracy_check(records),
+    }
 
 
 def not_run_claims() -> pd.DataFrame:

@@ -78,7 +78,7 @@ def test_cifar10h_reads_published_runs_and_trains_nothing(
     import shutil
 
     import calibook.gpu.queue as q
-    from lib.report import read_published
+    from calibook.page import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))
@@ -144,7 +144,7 @@ def test_civilcomments_without_data_says_so(tmp_path: Any) -> None:
     from calibook import book
     from lib.data.locate import DataNotFoundError
     from lib.data.text import load_civilcomments
-    from lib.report import read_published
+    from calibook.page import read_published
 
     try:
         load_civilcomments()

@@ -167,7 +167,7 @@ def test_losses_cifar10_reads_published_runs_and_trains_nothing(smoke_notebook, 
     import shutil
 
     import calibook.gpu.queue as q
-    from lib.report import read_published
+    from calibook.page import read_published
 
     monkeypatch.setenv("CALIBOOK_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path / "cache"))

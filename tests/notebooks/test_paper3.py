@@ -15,6 +15,7 @@ import shlex
 import nbformat
 import pytest
 
+from calibook.page import read_published
 from lib import report
 from lib.config import repo_root
 
@@ -30,7 +31,7 @@ FORMULA_OUTPUT = {
 
 
 def test_calibration_smoke(smoke_notebook):
-    p = report.read_published(smoke_notebook("calibration"))
+    p = read_published(smoke_notebook("calibration"))
     assert p["scale_summary"].startswith("smoke")
     assert p["ece_after"] < p["ece_before"]  # instruct models are overconfident by construction
     for key in ("ece_8b_base_test_after", "ece_70b_instruct_test_after", "ece_resnet50_ce_test_after"):
@@ -39,7 +40,7 @@ def test_calibration_smoke(smoke_notebook):
 
 
 def test_cascading_smoke(smoke_notebook):
-    p = report.read_published(smoke_notebook("cascading"))
+    p = read_published(smoke_notebook("cascading"))
     for key in ("apgr_cc", "apgr_uc", "apgr_cc_base", "apgr_uc_base", "apgr_shift_min"):
         assert 0 <= p[key] <= 1, key
     assert p["apgr_rc"] == pytest.approx(0.5, abs=0.05)  # one random routing draw per split; E[APGR] = 0.5
@@ -50,7 +51,7 @@ def test_cascading_smoke(smoke_notebook):
 
 
 def test_same_size_smoke(smoke_notebook):
-    p = report.read_published(smoke_notebook("same_size"))
+    p = read_published(smoke_notebook("same_size"))
     for key in ("mmlu_8b", "mmlu_70b", "cifar10"):
         acc = p[f"same_size_acc_{key}"]
         assert all(0 <= v <= 1 for v in acc.values())
@@ -62,7 +63,7 @@ def test_same_size_smoke(smoke_notebook):
 
 
 def test_cleaning_smoke(smoke_notebook):
-    p = report.read_published(smoke_notebook("cleaning"))
+    p = read_published(smoke_notebook("cleaning"))
     prec, det = p["cleaning_precisions"], p["cleaning_detections"]
     assert all(0 <= v <= 1 for v in prec + det)
     assert all(b >= a - 1e-12 for a, b in zip(det, det[1:]))  # detection grows with k
@@ -74,7 +75,7 @@ def test_cleaning_smoke(smoke_notebook):
 @pytest.mark.parametrize("name", PAGES)
 def test_page_teaches_its_method_hides_setup_and_publishes_claims(smoke_notebook, name):
     path = smoke_notebook(name)
-    claims = report.read_published(path)["claims"]
+    claims = read_published(path)["claims"]
     assert claims and all(set(c) >= {"claim", "paper", "ours", "verdict", "paper_own"} for c in claims)
     assert all(c["verdict"] in report.VERDICTS for c in claims)
     cells = [c for c in nbformat.read(str(path), as_version=4).cells if c.cell_type == "code"]
@@ -107,4 +108,4 @@ def test_try_it_commands_run_at_smoke_scale(smoke_notebook):
     commands = try_it_commands()
     assert len(commands) >= 2
     for name, params in commands:
-        assert report.read_published(smoke_notebook(name, **params))["scale_summary"].startswith("smoke"), (name, params)
+        assert read_published(smoke_notebook(name, **params))["scale_summary"].startswith("smoke"), (name, params)

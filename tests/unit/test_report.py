@@ -245,20 +245,3 @@ def test_standard_error_hand_computed():
     assert report.standard_error(np.array([1.0, 2.0, 3.0])) == pytest.approx(1 / np.sqrt(3), rel=1e-15)
     assert report.standard_error(np.array([4.0, 4.0])) == 0.0
     assert report.standard_error(np.array([7.0])) is None
-
-
-def test_publish_values_and_claims_glue_what_the_book_reads(monkeypatch) -> None:
-    """Each keyword is glued under its name; a claims table is glued as its rows and shown; anything else
-    as claims is a one-line error naming the argument."""
-    import myst_nb
-
-    glued, shown = [], []
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=False: glued.append((name, value, display)))
-    monkeypatch.setattr(report, "show", shown.append)
-    report.publish_values(a=1, b=[0.5, "x"])
-    table = report.claims_table([report.claim_row("c", "p", "o", report.verdict(True))])
-    report.publish_claims(table)
-    assert glued[:2] == [("a", 1, False), ("b", [0.5, "x"], False)]
-    assert glued[2][0] == "claims" and glued[2][1] == table.to_dict("records") and shown == [table]
-    with pytest.raises(ValueError, match="claims"):
-        report.publish_claims([{"claim": "c"}])

@@ -57,7 +57,7 @@ def network_summary(cfg: Mapping[str, Any]) -> str:
 
 
 def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints (network, data, split sizes, epochs, seeds);
+    """The sentence :func:`calibook.page.publish_scale` prints (network, data, split sizes, epochs, seeds);
     ``sizes`` is the data's ``sizes()``."""
     real = cfg["data"] == "real"
     return (

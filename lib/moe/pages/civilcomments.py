@@ -47,7 +47,7 @@ def load_data(cfg: Mapping[str, Any], data_dir: str = "") -> tuple[TextBundle | 
 
 
 def scale_summary(cfg: Mapping[str, Any], data: TextBundle | None) -> str:
-    """The sentence :func:`lib.report.publish_scale` prints (backbone, data, sizes, epochs and seeds)."""
+    """The sentence :func:`calibook.page.publish_scale` prints (backbone, data, sizes, epochs and seeds)."""
     if data is None:
         return "not run: CivilComments (WILDS) is not available on this machine"
     sizes = data.sizes()

@@ -1,4 +1,4 @@
-"""calibook.page: every way of running a page checks its parameters; an unfinished run says so."""
+"""calibook.page: every way of running a page checks its parameters; an unfinished run says so; what a page publishes is glued for the book to read."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from papermill.exceptions import PapermillExecutionError
 
 from calibook import page
+from lib import report
 from lib.config import repo_root
 
 
@@ -99,3 +100,20 @@ def test_image_data_loads_the_scales_images_and_refuses_a_target():
     assert data["num_classes"] == 10
     with pytest.raises(ValueError, match="target: losses_cifar10 has no target 'sketch'"):
         get("losses_cifar10").data(cfg, "sketch")
+
+
+def test_publish_values_and_claims_glue_what_the_book_reads(monkeypatch) -> None:
+    """Each keyword is glued under its name; a claims table is glued as its rows and shown; anything else
+    as claims is a one-line error naming the argument."""
+    import myst_nb
+
+    glued, shown = [], []
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=False: glued.append((name, value, display)))
+    monkeypatch.setattr(page, "show", shown.append)
+    page.publish_values(a=1, b=[0.5, "x"])
+    table = report.claims_table([report.claim_row("c", "p", "o", report.verdict(True))])
+    page.publish_claims(table)
+    assert glued[:2] == [("a", 1, False), ("b", [0.5, "x"], False)]
+    assert glued[2][0] == "claims" and glued[2][1] == table.to_dict("records") and shown == [table]
+    with pytest.raises(ValueError, match="claims"):
+        page.publish_claims([{"claim": "c"}])
