@@ -63,13 +63,16 @@ def notebooks_with_settings() -> list[str]:
 
 
 def settings(notebook: str, scale: str, **overrides: Any) -> dict[str, Any]:
-    """Settings of ``notebook`` at ``scale`` (its ``[name.common]`` table, then the scale's) with the
-    keyword ``overrides`` that are not ``None``."""
+    """Settings of ``notebook`` at ``scale`` (its ``[name.common]`` table, the scale's table of its
+    ``base`` notebook if it names one, then its own scale's) with the keyword ``overrides`` that are
+    not ``None``."""
     table = _table()
     check_choice(notebook, sorted(table), "notebook")
     check_choice(scale, SCALES, "scale")
     entry = table[notebook]
     out: dict[str, Any] = dict(entry.get("common", {}))
+    base = out.pop("base", None)
+    out.update(table[base].get(scale, {}) if base else {})
     out.update(entry.get(scale, {}))
     for key, value in overrides.items():
         if value is None:

@@ -64,3 +64,19 @@ def test_paper_numbers_are_read_from_each_papers_file_and_a_bad_name_is_refused(
     assert paper_numbers("ccc")["cascading"]["apgr_mf_router"] == 0.5497
     with pytest.raises(ValueError, match="^paper"):
         paper_numbers("nope")
+
+
+def test_an_entry_with_a_base_takes_its_tables_between_its_own() -> None:
+    """The sensitivity page runs on the CIFAR-10H page's setup (``base``): its own common table, then
+    CIFAR-10H's table of the scale, then its own scale's, which wins; ``base`` itself is no setting."""
+    import tomllib
+
+    table = tomllib.loads(config.SCALES_FILE.read_text())
+    assert table["sensitivity"]["common"]["base"] == "cifar10h"
+    for scale in config.SCALES:
+        got = config.settings("sensitivity", scale)
+        assert "base" not in got and got["method"] == "robust"  # its common table
+        for key, value in table["cifar10h"][scale].items():
+            assert got[key] == table["sensitivity"][scale].get(key, value), (scale, key)
+    assert config.settings("sensitivity", "cpu")["filtered_copies"] == 0  # its own, over CIFAR-10H's 1
+    assert config.settings("sensitivity", "cpu")["batch_size"] == 64  # CIFAR-10H's cpu, over its common 128
