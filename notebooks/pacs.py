@@ -207,8 +207,8 @@ figure_d1
 # their output is cached, with a JPEG-filtered copy of each source image for FGR; every run then
 # fine-tunes the network's 1x1 head convolution (0.41 M parameters) with its MoE head. (With the whole
 # network frozen the mixtures fell behind the single expert on sketch.) The images are not augmented:
-# mirrored copies as extra rows lowered accuracy or raised ECE on every target (`flip` in
-# `lib/scales.toml`). FGR's filtered copies are the cached features of the JPEG-filtered images, each
+# mirrored copies as extra rows lowered accuracy or raised ECE on every target (tried and dropped;
+# `lib/scales.toml` says what). FGR's filtered copies are the cached features of the JPEG-filtered images, each
 # filtered once at a quality drawn from {15, 18, 25} (the paper redraws every step); as in the paper,
 # 5% of each batch is replaced by its copy for the main loss, soft ECE is taken on the clean batch,
 # and the rectified gradient updates the trained part. Each method's runs:

@@ -21,13 +21,13 @@ from torch import nn
 
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
 from lib.engine import progress
-from lib.engine.loop import fit, predict
+from lib.engine.loop import fit
 from lib.engine.cache import Run
 from lib.nets.extractors import extract
 from lib.nets.lite0_split import Lite0Stem, Lite0Tail
 from lib.validation import check_int, check_positive
 
-__all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tail_features", "tune_tail"]
+__all__ = ["TUNE_BATCH_SIZE", "TUNE_WEIGHT_DECAY", "tune_tail"]
 
 TUNE_BATCH_SIZE = 64
 """Batch size of the fine-tuning (as the CIFAR-10H page's runs at ``cpu`` scale)."""
@@ -88,9 +88,3 @@ def tune_tail(
     network = tail if stem is None else nn.Sequential(stem, tail)
     network.out_features = tail.out_features  # type: ignore[assignment]
     return network.eval().requires_grad_(False), classifier.eval().requires_grad_(False)
-
-
-def tail_features(tail: nn.Module, rows: torch.Tensor, batch_size: int = 256) -> np.ndarray:
-    """The (N, 1280) float32 pooled features of ``tail`` (from :func:`tune_tail`) for stem ``rows``."""
-    out = predict(tail, rows, device="cpu", batch_size=batch_size, prep=lambda xb: xb.float(), amp=False)
-    return out.numpy().reshape(len(rows), int(tail.out_features))

@@ -32,7 +32,7 @@ PAPER_TABLE2: dict[str, dict[str, PaperRow]] = {
 class PacsBackbone:
     """The backbone a PACS run gets here (:func:`pacs_backbone`): its :func:`lib.nets.backbones.build`
     ``spec``, whether weights loaded, features are cached (``frozen``, of ``extractor``), the trained
-    head convolution (``tail``), the one tuning of Lite0's last stage (``tune``) and the page's words."""
+    head convolution (``tail``) and the page's words."""
 
     spec: str
     pretrained: bool
@@ -41,15 +41,13 @@ class PacsBackbone:
     label: str
     differs: str
     tail: str = ""
-    tune: tuple[int, float] | None = None
 
     def train_changes(self) -> dict[str, Any]:
         """TrainConfig fields for :func:`lib.moe.experiment.train_configs`."""
         if self.tail:
             return {"backbone": self.tail, "pretrained": True, "augment": False}
         if self.frozen:
-            pooled = "efficientnet_lite0" if self.tune else self.extractor  # a tuned network's rows are pooled features
-            return {"backbone": f"features:{pooled}", "pretrained": True, "augment": False}
+            return {"backbone": f"features:{self.extractor}", "pretrained": True, "augment": False}
         return {"backbone": self.spec, "pretrained": self.pretrained}
 
     @property
@@ -84,24 +82,8 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         else f"ResNet-18 (timm resnet18.a1_in1k, {'ImageNet-pretrained' if pretrained else 'random init'}, 512-d)"
     )
     frozen = bool(cfg.get("features", False)) and pretrained and cfg.get("data") == "real"
-    tune = (int(cfg["tune_epochs"]), float(cfg["tune_lr"])) if frozen and lite and cfg.get("tune_epochs") else None
-    tail = (
-        f"tail:efficientnet_lite0:{int(cfg['image_size'])}"
-        if frozen and lite and cfg.get("tune_head_conv") and not tune
-        else ""
-    )
-    if tune:
-        how = (
-            f"its last stage and head convolution fine-tuned once with cross-entropy on the source domains' "
-            f"training images ({tune[0]} epochs, Adam lr {tune[1]:g}), then frozen: every method's MoE head "
-            "trains on its cached features"
-        )
-        part = (
-            "only the last stage and the head convolution (1.0 M of 3.4 M feature parameters) are fine-tuned, "
-            "once and with cross-entropy, and the methods train only their MoE heads (the paper fine-tunes the "
-            "whole network with each method)"
-        )
-    elif tail:
+    tail = f"tail:efficientnet_lite0:{int(cfg['image_size'])}" if frozen and lite and cfg.get("tune_head_conv") else ""
+    if tail:
         how = (
             "all seven stages frozen (their activations cached), the 1x1 head convolution fine-tuned "
             "with every method's MoE head"
@@ -131,14 +113,8 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
     if not pretrained:
         differs.append("no ImageNet weights at all: the paper starts from ImageNet weights")
     if frozen:
-        aug = (
-            "the only augmentation is a left-right mirrored copy of each training image, whose features are "
-            "extra training rows"
-            if cfg.get("flip")
-            else "the images are not augmented (the paper crops and flips them)"
-        )
-        differs.append(f"{part} and {aug}")
-    stage = "efficientnet_lite0_last_stage" if tune else "efficientnet_lite0_blocks" if tail else "efficientnet_lite0"
+        differs.append(f"{part} and the images are not augmented (the paper crops and flips them)")
+    stage = "efficientnet_lite0_blocks" if tail else "efficientnet_lite0"
     return PacsBackbone(
         spec,
         pretrained,
@@ -147,7 +123,6 @@ def pacs_backbone(cfg: Mapping[str, Any]) -> PacsBackbone:
         f"{net}, {how}",
         "; ".join(differs) or "none: the paper's backbone and initialisation",
         tail,
-        tune,
     )
 
 
@@ -181,8 +156,6 @@ def pacs_data(cfg: Mapping[str, Any], target: str) -> Any:
             copies=int(cfg.get("filtered_copies", 1)),
             extractor=backbone.extractor,
             seed=0,
-            flip=bool(cfg.get("flip", False)),
-            tune=backbone.tune,
         )
     from lib.data.images import load_pacs
 

