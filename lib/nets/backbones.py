@@ -313,8 +313,8 @@ def build(
 
 def extractor_model(name: str) -> tuple[Callable[[], nn.Module], str]:
     """(build, weights tag) of feature extractor ``name``: the package's EfficientNet-Lite0 (pooled, or its
-    stages up to a tail's cut: ``efficientnet_lite0_blocks`` all seven, ``efficientnet_lite0_last_stage``
-    the first six) or the paper's timm ResNet-18 from the hub (its id as the tag)."""
+    seven stages, ``efficientnet_lite0_blocks``, the input of its trained head convolution) or the paper's
+    timm ResNet-18 from the hub (its id as the tag)."""
     if name == "efficientnet_lite0":
         return (lambda: efficientnet_lite0(pretrained=True)), lite0_fingerprint()
     if name in STAGE_EXTRACTORS:

@@ -18,11 +18,11 @@ __all__ = ["FEATURE_EXTRACTORS", "STAGE_EXTRACTORS", "STAGE_CUTS", "FeatureInput
 
 FEATURE_EXTRACTORS: dict[str, int] = {"efficientnet_lite0": 1280, "resnet18": 512}
 """The extractors of pooled features, by name, with their feature dimension."""
-STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks", "efficientnet_lite0_last_stage")
+STAGE_EXTRACTORS: tuple[str, ...] = ("efficientnet_lite0_blocks",)
 """Extractors of intermediate activations (rows for a trainable tail, lib.nets.lite0_split), not pooled
 features: the row width depends on the image size, and the rows are not standardized (the tail's
 pretrained weights expect the network's own activations)."""
-STAGE_CUTS = {"efficientnet_lite0_blocks": "head", "efficientnet_lite0_last_stage": "last_stage"}
+STAGE_CUTS = {"efficientnet_lite0_blocks": "head"}
 """Each stage extractor's cut of the network (:data:`lib.nets.lite0_split.CUTS`)."""
 
 
