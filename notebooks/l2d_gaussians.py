@@ -147,6 +147,28 @@ surrogates.expert_correctness_softmax(g, num_classes=2), p[:, 2:] / (1 - p[:, 2:
 surrogates.expert_correctness_ova(g, num_classes=2), 1 / (1 + torch.exp(-g[:, 2:]))
 
 # %% [markdown]
+# ## The decision: predict or defer
+# Both surrogates are used the same way at test time (App. B): the model predicts
+# $\arg\max_k g_k$ unless some deferral output is at least as large,
+# $\max_j g_{\perp j} \ge \max_k g_k$, and then defers to $\arg\max_j g_{\perp j}$. The **system
+# accuracy** (Figure 1b, e) counts the classifier's prediction where it keeps the example and the
+# chosen expert's where it defers. Take the example above, where $g_{\perp 1} = \log 0.6$ is the
+# largest output, so it goes to expert 1, who is right, and a second one,
+# $p = (0.5, 0.2, 0.2, 0.1)$ with label class 2, which the model keeps and calls class 1 (wrong).
+# {py:func}`~lib.l2d.surrogates.defer_decisions` (classes and experts counted from 0, $-1$ where
+# the model keeps the example) sits beside the rule written out, and
+# {py:func}`~lib.l2d.surrogates.system_accuracy` gives $(1 + 0) / 2 = 0.5$.
+
+# %%
+g2 = torch.tensor([[0.05, 0.05, 0.6, 0.3], [0.5, 0.2, 0.2, 0.1]]).log()
+y2 = torch.tensor([0, 1])  # labels: class 1, then class 2
+experts = torch.tensor([[0, 1], [0, 0]])  # each expert's predicted class, per example
+keep = g2[:, :2].max(1).values > g2[:, 2:].max(1).values  # the rule, by hand
+by_rule = g2[:, :2].argmax(1), torch.where(keep, -1, g2[:, 2:].argmax(1))
+accuracy = surrogates.system_accuracy(g2, y2, experts, num_classes=2)
+surrogates.defer_decisions(g2, num_classes=2), by_rule, accuracy
+
+# %% [markdown]
 # ## The data (Figure 3)
 # Four equally likely clusters: 2 and 3 overlap strongly (where an expert helps), 1 and 4 are easy.
 # The experts are oracles on clusters 3 and 4 and guess uniformly at random on 1 and 2.

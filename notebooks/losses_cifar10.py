@@ -67,6 +67,7 @@ from IPython.display import Markdown, display
 from calibook import paper_scale
 
 from lib import config, plots
+from lib.calibration import metrics
 from lib.engine.cache import training
 from lib.nets import image_training
 from lib.rr import losses, weights
@@ -109,7 +110,8 @@ Markdown(page.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 # $p_t$ = 0.9, 0.7, 0.5, which is also each one's confidence $s$, its largest probability), the
 # weight each loss of {py:mod}`lib.rr.losses` puts on an example (its loss divided by
 # $-\log p_t$), and the AU weight of {py:func}`~lib.rr.weights.au_weights`; each indented row is
-# the closed form of the row above it. The scores sit at the centres of three of the $M = 15$
+# the closed form of the row above it. AURC's $G(s_i)$ is the rank $r_i$ of $s_i$ over $n + 1$
+# (not $n$, so that the most confident weight stays finite). The scores sit at the centres of three of the $M = 15$
 # bins, so $\hat G_\nu(x)$ is the mean of $\sigma((x - s_k)/\nu)$ over the three scores; with
 # $\kappa = 0.6$, $\tau$ is the second smallest score, 0.7 (the library also clamps
 # $\hat G$ to $[1/(n+1), n/(n+1)]$, which does not bind here).
@@ -119,6 +121,7 @@ p = torch.tensor([[0.9, 0.06, 0.04], [0.7, 0.15, 0.15], [0.5, 0.3, 0.2]]).double
 z, y = p.log(), torch.zeros(3, dtype=torch.long)  # logits log p, true class 0
 pt, pj, s = p[:, 0], p[:, 1:].max(1).values, p.max(1).values  # s = MSP = p_t here
 xe = -pt.log()
+rank = torch.tensor([3.0, 2.0, 1.0]).double()  # r_i = #{j : s_j <= s_i}
 tau = s.kthvalue(2).values  # kappa 0.6 of n = 3: ceil(1.8) = the 2nd smallest score
 G = torch.sigmoid((s.clamp(max=tau)[:, None] - s) / 0.2).mean(1)  # eq. 21, min(s, tau)
 rows = {
@@ -130,6 +133,8 @@ rows = {
     "  (1 + p_t)^2": (1 + pt) ** 2,
     "dual focal, gamma 5": losses.dual_focal_loss(z, y, 5.0, reduction="none") / xe,
     "  (1 - p_t + p_j)^5": (1 - pt + pj) ** 5,
+    "AURC": losses.aurc_loss(z, y, reduction="none") / xe,
+    "  -ln(1 - r / (n + 1))": -torch.log(1 - rank / 4),
     "AU weight (kappa 0.6, nu 0.2)": weights.au_weights(s, coverage=0.6, nu=0.2),
     "  -ln(1 - G(min(s, tau)))": -torch.log(1 - G),
 }
@@ -138,7 +143,8 @@ pd.DataFrame({k: v.detach().numpy() for k, v in rows.items()}, index=index).T.ro
 
 # %% [markdown]
 # Focal loss with $\gamma = 0$ is cross-entropy (weight 1); with $\gamma = 3$ the confident
-# first example counts a thousand times less ($0.1^3$), inverse focal the other way round. The two
+# first example counts a thousand times less ($0.1^3$), inverse focal the other way round, and so
+# does AURC ($\ln 4$, $\ln 2$, $\ln(4/3)$: the more confident, the heavier). The two
 # most confident examples (0.9 and 0.7) lie at or above $\tau$ and share the largest AU weight
 # $-\ln(1 - \hat G_\nu(\tau)) = \ln 2$ (here $\hat G_\nu(0.7) = (\sigma(1) + \sigma(0) +
 # \sigma(-1))/3 = 1/2$); the least confident gets a smaller one. The AU loss is the mean of
@@ -149,6 +155,34 @@ pd.DataFrame({k: v.detach().numpy() for k, v in rows.items()}, index=index).T.ro
 au = losses.au_loss(z, y, coverage=0.6, nu=0.2)
 by_hand = (-torch.log(1 - G) * xe).mean()  # mean of beta_i (-log p_t,i)
 print(f"au_loss: {au.item():.6f}   by the formula: {by_hand.item():.6f}")
+
+# %% [markdown]
+# The AURC loss is named for the metric it estimates (eq. 7): the area under the risk-coverage
+# curve, the mean over coverages $k/n$ of the mean loss of the $k$ most confident examples, which is
+# $\frac1n \sum_j e_{(j)} (H_n - H_{j-1})$ with the examples sorted most confident first and $H$
+# the harmonic numbers. On the three examples' cross-entropies,
+# {py:func}`~lib.calibration.metrics.aurc` beside that sum by hand ($H_3 - H_0 = 11/6$,
+# $H_3 - H_1 = 5/6$, $H_3 - H_2 = 1/3$), and beside the AURC loss. The loss's weight of the
+# example of rank $r$, $-\ln(1 - r/(n+1)) = \int_{n-r+1}^{n+1} dx/x$, is the large-$n$ limit of
+# the metric's $H_n - H_{n-r} = \sum_{k=n-r+1}^{n} 1/k$ and always below it, most at small $n$.
+
+# %%
+by_hand = (11 / 6 * xe[0] + 5 / 6 * xe[1] + 1 / 3 * xe[2]) / 3  # sorted: s = .9, .7, .5
+aurc = metrics.aurc(s, xe), by_hand.item(), losses.aurc_loss(z, y).item()
+print("AURC metric {:.5f}   by hand {:.5f}   AURC loss {:.5f}".format(*aurc))
+
+# %% [markdown]
+# On more examples the two agree: random scores $s$ and losses $e$ (exponential, scaled by
+# $1 - s$ so that confident examples err less), the metric beside the mean of the loss's weights
+# ({py:func}`~lib.rr.weights.aurc_weights`) times $e$.
+
+# %%
+for n in (100, 10_000, 1_000_000):
+    rng = np.random.default_rng(0)
+    s_n = torch.tensor(rng.random(n))
+    e_n = torch.tensor(rng.exponential(size=n)) * (1 - s_n)
+    loss_n = (weights.aurc_weights(s_n) * e_n).mean().item()
+    print(f"n = {n:>9,}: AURC {metrics.aurc(s_n, e_n):.5f}   loss {loss_n:.5f}")
 
 # %% [markdown]
 # ## Gradients and weights need no training (Figure 1; Appendix C.1-C.2)

@@ -83,9 +83,10 @@ def test_every_scale_is_configured(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_code_fits_the_rendered_column(name: str) -> None:
     """No code line wider than 88 columns (wider ones scroll sideways in the rendered book, issue
-    #41), and a notebook stays thin: at most 110 code lines, the rest in its page's methods."""
+    #41), and a notebook stays thin: at most 150 code lines (issue #54: the formulas' hand-checked
+    cases are the lecture's code; the rest lives in its page's module)."""
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines() if line.strip()]
     wide = [line for line in lines if len(line) > 88]
     assert not wide, f"notebooks/{name}.py: {len(wide)} code lines over 88 columns, e.g. {wide[0]!r}"
-    assert len(lines) <= 110, f"notebooks/{name}.py: {len(lines)} code lines (at most 110)"
+    assert len(lines) <= 150, f"notebooks/{name}.py: {len(lines)} code lines (at most 150)"

@@ -2,8 +2,7 @@
 
 At ``cpu`` scale two cores cannot fine-tune an ImageNet backbone, and one trained from scratch on a
 few thousand images learns little; so the pretrained backbone (:mod:`lib.nets.extractors`) is
-frozen, every image's features are computed once and cached (:func:`cached_array`,
-:func:`cached_features`), and every method's MoE head trains on them through the same engine
+frozen, every image's features are computed once and cached (:func:`cached_features`), and every method's MoE head trains on them through the same engine
 (backbone ``"features:<extractor>"``). A :class:`FeatureBundle`'s training rows carry each image's
 JPEG-filtered copies behind its clean features, FGR's filtered inputs (:meth:`FeatureBundle.fgr_inputs`).
 The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.features.cifar_features.cifar10h_features`.
@@ -41,10 +40,10 @@ def _features_dir() -> Path:
     return path
 
 
-def load_cached(key: str, folder: Path | None = None) -> np.ndarray | None:
-    """The array :func:`cached_array` would load for ``key`` (float32), else None: when the ``.npy`` or
-    its ``.json`` (SHA-256 and shape) is missing, does not match or is unreadable."""
-    folder = folder or _features_dir()
+def load_cached(key: str) -> np.ndarray | None:
+    """The cached array of ``key`` (float32), else None: when the ``.npy`` or its ``.json`` (SHA-256
+    and shape) is missing, does not match or is unreadable."""
+    folder = _features_dir()
     path, meta = folder / f"{key}.npy", folder / f"{key}.json"
     if not (path.exists() and meta.exists()):
         return None
@@ -59,17 +58,10 @@ def load_cached(key: str, folder: Path | None = None) -> np.ndarray | None:
     return None
 
 
-def cached_array(key: str, compute: Callable[[], np.ndarray], folder: Path | None = None) -> np.ndarray:
-    """``compute()`` cached as ``<folder>/<key>.npy`` (float16) with ``<key>.json`` holding its SHA-256
-    and shape: a file that is missing, does not match its hash or fails to load is recomputed
-    (written to a temporary file, then renamed). Returns float32."""
-    folder = folder or _features_dir()
-    found = load_cached(key, folder)
-    return found if found is not None else _store(key, compute(), folder)
-
-
-def _store(key: str, values: np.ndarray, folder: Path) -> np.ndarray:
-    """Write ``values`` as :func:`cached_array`'s float16 ``<key>.npy`` and its ``<key>.json``; return float32."""
+def _store(key: str, values: np.ndarray) -> np.ndarray:
+    """Write ``values`` as ``<key>.npy`` (float16) with ``<key>.json`` holding its SHA-256 and shape
+    (each to a temporary file, then renamed); return them as float32."""
+    folder = _features_dir()
     arr = np.asarray(values, dtype=np.float16)
     tmp, tmp_meta = folder / f"{key}.{os.getpid()}.tmp.npy", folder / f"{key}.{os.getpid()}.tmp.json"
     np.save(tmp, arr)
@@ -82,16 +74,17 @@ def _store(key: str, values: np.ndarray, folder: Path) -> np.ndarray:
 def cached_features(
     title: str, jobs: Mapping[Hashable, tuple[str, int, Callable[[Callable[[int], None]], np.ndarray]]]
 ) -> dict[Hashable, np.ndarray]:
-    """Each job's array, ``(key, images, compute(on_batch))``, through :func:`cached_array`: what is not
-    cached is computed under one progress line (:mod:`lib.engine.progress`, none when all is cached)
-    whose total, counted before the first image, is every image not yet cached."""
+    """Each job's array, ``(key, images, compute(on_batch))``, cached on disk (:func:`load_cached`): a
+    file that is missing, does not match its hash or fails to load is recomputed. What is not cached
+    is computed under one progress line (:mod:`lib.engine.progress`, none when all is cached) whose
+    total, counted before the first image, is every image not yet cached."""
     found = {j: load_cached(key) for j, (key, _, _) in jobs.items()}  # verified once, before counting
     todo = sum(n for j, (_, n, _) in jobs.items() if found[j] is None)
     out: dict[Hashable, np.ndarray] = {}
     with progress.session(title, todo, unit="image", quiet_if_idle=True) as line:
         for j, (key, _, compute) in jobs.items():
             arr = found[j]
-            out[j] = arr if arr is not None else _store(key, compute(line.update), _features_dir())
+            out[j] = arr if arr is not None else _store(key, compute(line.update))
     return out
 
 

@@ -10,27 +10,34 @@ import pytest
 import torch
 from torch import nn
 
-from lib.features.frozen import FeatureBundle, cached_array
+from lib.features import frozen
+from lib.features.frozen import FeatureBundle
 from lib.nets.extractors import FeatureInput, extract
 
 
-def test_cached_array_computes_once_and_recomputes_a_corrupt_file(tmp_path: Path) -> None:
+def test_cached_features_computes_once_and_recomputes_a_corrupt_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(frozen, "_features_dir", lambda: tmp_path)
     calls = []
 
-    def compute() -> np.ndarray:
+    def compute(on_batch) -> np.ndarray:
         calls.append(1)
+        on_batch(3)
         return np.arange(12, dtype=np.float32).reshape(3, 4)
 
-    a = cached_array("k", compute, folder=tmp_path)
-    b = cached_array("k", compute, folder=tmp_path)
+    def cached() -> np.ndarray:
+        return frozen.cached_features("t", {"j": ("k", 3, compute)})["j"]
+
+    a, b = cached(), cached()
     assert len(calls) == 1 and np.array_equal(a, b) and a.dtype == np.float32
     raw = bytearray((tmp_path / "k.npy").read_bytes())
     raw[-1] ^= 0xFF  # one flipped byte in the data
     (tmp_path / "k.npy").write_bytes(bytes(raw))
-    c = cached_array("k", compute, folder=tmp_path)
+    c = cached()
     assert len(calls) == 2 and np.array_equal(c, a)
     (tmp_path / "k.npy").write_bytes(b"")  # truncated
-    cached_array("k", compute, folder=tmp_path)
+    cached()
     assert len(calls) == 3
 
 
