@@ -32,7 +32,35 @@
 # trained with cross-entropy on CIFAR-10 (standing in for the paper's ImageNet model, which is not
 # available offline). ECE uses equal-count bins as the paper does (section 2.1); the paper does not
 # state their number for Table 1, so we use 15, its cascade default (Table 5).
-#
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
+# %% tags=["parameters"]
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
+seed: int = 0  # seed of the calibration/test split
+n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
+
+# %% tags=["remove-cell"]
+from calibook import page
+
+page.start("calibration", globals())
+
+from lib import plots, report
+from lib.config import settings
+from lib.ccc.plots import ccc_reliability_grid
+from lib.ccc.pages import calibration, released_runs_note
+
+PAGE = calibration.PAGE
+
+plots.use_offline_renderer()
+
+# %% [markdown]
 # ## The method
 # A model gives each example its top-1 confidence $\hat p_i$ and is right or not ($k_i \in \{0,1\}$).
 # Sort the confidences into $B$ equal-count bins $S_1, \dots, S_B$; then
@@ -71,32 +99,6 @@ a, b = fit_platt(s, o)
  "sigma(a s + b), s = 0, 1": (1 / (1 + np.exp(-(a * np.array([0, 1]) + b)))).round(3),
  "accuracy at s = 0, 1": [o[s == v].mean().item() for v in (0, 1)]}
 
-# %% [markdown]
-# ## Parameters
-# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
-
-# %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
-seed: int = 0  # seed of the calibration/test split
-n_bins: int = 0  # equal-count bins for ECE and the diagrams; 0 keeps the scale's value
-
-# %% [markdown] tags=["remove-cell"]
-# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
-# one line, and until the last cell has run a notice says the page did not finish -- and import.
-
-# %% tags=["remove-cell"]
-from calibook import page
-
-page.start("calibration", globals())
-
-from lib import plots, report
-from lib.config import settings
-from lib.ccc.plots import ccc_reliability_grid
-from lib.ccc.pages import calibration, released_runs_note
-
-PAGE = calibration.PAGE
-
-plots.use_offline_renderer()
 
 # %% [markdown]
 # ## Settings and data

@@ -31,7 +31,35 @@
 # We use the released zero-shot logits of Llama-3.1 8B and 70B {cite}`grattafiori2024llama3` on all
 # 14,042 MMLU questions {cite}`hendrycks2021mmlu`, for the instruct pair and the base pair. The MF
 # router needs a pretrained checkpoint and an embedding service, so it is not run here.
-#
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
+# %% tags=["parameters"]
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (20 splits)
+n_bins: int = 0  # equal-count bins on the small model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
+
+# %% tags=["remove-cell"]
+from calibook import page
+
+page.start("cascading", globals())
+
+from lib import plots, report
+from lib.config import settings
+from lib.ccc.plots import advantage_chart, cascade_chart
+from lib.ccc.pages import cascading
+
+PAGE = cascading.PAGE
+
+plots.use_offline_renderer()
+
+# %% [markdown]
 # ## The method
 # Calibrate both models on the calibration half. Cut the small model's calibrated confidence into
 # $B$ equal-count bins $S_1, \dots, S_B$ and give each bin its **calibrated advantage**
@@ -68,32 +96,6 @@ cost, P = np.array([0, 0.5, 1]), np.array([0.6, 0.75, 0.8])
  "APGR by hand": float(np.trapezoid((P - 0.6) / (0.8 - 0.6), cost)),
  "APGR of the random line": cascade.apgr(cost, [0.6, 0.7, 0.8], weak=0.6, strong=0.8)}
 
-# %% [markdown]
-# ## Parameters
-# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
-
-# %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (20 splits)
-n_bins: int = 0  # equal-count bins on the small model's confidence; 0: the scale's
-n_splits: int = 0  # random calibration/test splits; 0: the scale's
-
-# %% [markdown] tags=["remove-cell"]
-# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
-# one line, and until the last cell has run a notice says the page did not finish -- and import.
-
-# %% tags=["remove-cell"]
-from calibook import page
-
-page.start("cascading", globals())
-
-from lib import plots, report
-from lib.config import settings
-from lib.ccc.plots import advantage_chart, cascade_chart
-from lib.ccc.pages import cascading
-
-PAGE = cascading.PAGE
-
-plots.use_offline_renderer()
 
 # %% [markdown]
 # ## Settings and data

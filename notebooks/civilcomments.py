@@ -38,7 +38,7 @@
 # routing-relevant set $S$ plus the plain mean (App. D.3), computed by
 # {py:func}`lib.moe.robust.robust_moe_loss` and {py:func}`lib.moe.robust.robust_filtered_loss`;
 # the CIFAR-10H page works both, FGR's rectified gradient and MoCaE's tempered experts on tiny
-# batches, and so does the cell below for the two robust objectives.
+# batches; the cell below checks Robust MoE's loss.
 #
 # CivilComments is not shipped with the book. Without it the page says so and reports no numbers;
 # the `smoke` scale runs on clearly labelled synthetic comments for CI only.
@@ -53,12 +53,15 @@ epochs: int = 0  # fine-tuning epochs; 0 keeps the scale's value
 data_dir: str = ""  # holds civilcomments_v1.0/ ("": $CALIBOOK_DATA, ../shared/data)
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from calibook import page
 
 page.start("civilcomments", globals())
 
-# %% tags=["remove-cell"]
 import warnings
 
 import torch
@@ -216,6 +219,8 @@ paper_scale.show_paper_section("civilcomments", scale)
 
 # %% [markdown]
 # ## Where the numbers came from
+# The backbone, then each method's runs: seeds, epochs, device, date, code version, training
+# minutes (summed over seeds), and whether they were computed here or read from published GPU results.
 
 # %%
 backbones, provenance = tables.provenance_table(records)

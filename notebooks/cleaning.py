@@ -26,42 +26,12 @@
 # On ImageNet the paper's manual check finds 66.5% of its uniquely flagged images mislabelled
 # against 53.7% for CL.
 #
-# Without annotators we measure precision where the truth is known: we inject 5% symmetric label
-# noise into CIFAR-10 {cite}`krizhevsky2009cifar` and score the flags of two ResNet-50s
+# Without annotators we measure precision where the truth is known: we inject symmetric label
+# noise (5% at every scale unless `noise_rate` says otherwise) into CIFAR-10
+# {cite}`krizhevsky2009cifar` and score the flags of two ResNet-50s
 # {cite}`he2016resnet` against the injected flips. On MMLU {cite}`hendrycks2021mmlu` we list the
 # questions that Llama-3.1 70B and 8B {cite}`grattafiori2024llama3` both answer differently from the
 # key with high confidence -- candidates for a wrong key, not verified ones.
-#
-# ## The method
-# With predictions $\hat y^A_i, \hat y^B_i$, calibrated confidences $\hat p^A_i, \hat p^B_i$ and the
-# given label $y_i$, the **two-model score** flags example $i$ at level $k$ when
-#
-# $$\hat y^A_i \ne y_i \;\wedge\; \hat y^B_i \ne y_i \;\wedge\; \mathrm{bin}_B(\hat p^A_i) > B - k
-# \;\wedge\; \mathrm{bin}_B(\hat p^B_i) > B - k,$$
-#
-# where the first two terms are the basic rule (both models contradict the label) and the last two
-# keep only the examples both models are among the most sure about, $\mathrm{bin}_B$ being the
-# equal-count bin (1 = least sure, $B$ = most sure) among the flagged examples. $k = B$ is the basic
-# rule; $k = 1$ the strictest. Below, {py:func}`lib.ccc.cleaning.calibrated_flags` on six examples
-# with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
-# label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
-# The same flags by the formula in numpy: with two bins, a model's top bin among the flagged
-# examples is its confidences above their median.
-
-# %%
-import numpy as np
-
-from lib.ccc import cleaning
-
-label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 1]
-conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
-args = conf_a, pred_a, conf_b, pred_b, label
-flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
-y, ca, cb = np.array(label), np.array(conf_a), np.array(conf_b)
-f = (np.array(pred_a) != y) & (np.array(pred_b) != y)  # the basic rule
-{**{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()},
- "k = 2 by hand": np.flatnonzero(f),
- "k = 1 by hand": np.flatnonzero(f & (ca > np.median(ca[f])) & (cb > np.median(cb[f])))}
 
 # %% [markdown]
 # ## Parameters
@@ -93,10 +63,43 @@ PAGE = cleaning_page.PAGE
 plots.use_offline_renderer()
 
 # %% [markdown]
+# ## The method
+# With predictions $\hat y^A_i, \hat y^B_i$, calibrated confidences $\hat p^A_i, \hat p^B_i$ and the
+# given label $y_i$, the **two-model score** flags example $i$ at level $k$ when
+#
+# $$\hat y^A_i \ne y_i \;\wedge\; \hat y^B_i \ne y_i \;\wedge\; \mathrm{bin}_B(\hat p^A_i) > B - k
+# \;\wedge\; \mathrm{bin}_B(\hat p^B_i) > B - k,$$
+#
+# where the first two terms are the basic rule (both models contradict the label) and the last two
+# keep only the examples both models are among the most sure about, $\mathrm{bin}_B$ being the
+# equal-count bin (1 = least sure, $B$ = most sure) among the flagged examples. $k = B$ is the basic
+# rule; $k = 1$ the strictest. Below, {py:func}`lib.ccc.cleaning.calibrated_flags` on six examples
+# with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
+# label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
+# The same flags by the formula in numpy: with two bins, a model's top bin among the flagged
+# examples is its confidences above their median.
+
+# %%
+import numpy as np
+
+from lib.ccc import cleaning
+
+label, pred_a, pred_b = [0, 0, 1, 1, 2, 2], [1, 0, 0, 1, 0, 1], [1, 2, 0, 1, 0, 1]
+conf_a, conf_b = [0.9, 0.5, 0.6, 0.5, 0.95, 0.7], [0.8, 0.5, 0.9, 0.5, 0.85, 0.6]
+args = conf_a, pred_a, conf_b, pred_b, label
+flags = {k: cleaning.calibrated_flags(*args, k, 2) for k in (1, 2)}
+y, ca, cb = np.array(label), np.array(conf_a), np.array(conf_b)
+f = (np.array(pred_a) != y) & (np.array(pred_b) != y)  # the basic rule
+{**{f"k = {k}": np.flatnonzero(f) for k, f in flags.items()},
+ "k = 2 by hand": np.flatnonzero(f),
+ "k = 1 by hand": np.flatnonzero(f & (ca > np.median(ca[f])) & (cb > np.median(cb[f])))}
+
+
+# %% [markdown]
 # ## Settings and data
-# Flip exactly 5% of the CIFAR-10 test labels to a uniformly drawn other class (the ground truth of
-# which labels are wrong), calibrate each model by temperature scaling on the noisy labels,
-# cross-fitted over folds so that no example's own label shapes its probabilities (Confident
+# Flip exactly the share `noise_rate` (5% by default) of the CIFAR-10 test labels to a uniformly
+# drawn other class (the ground truth of which labels are wrong), calibrate each model by
+# temperature scaling on the noisy labels, cross-fitted over folds so that no example's own label shapes its probabilities (Confident
 # Learning needs out-of-sample probabilities; both methods get the same ones):
 # {py:func}`lib.ccc.cleaning.inject_symmetric_noise` and
 # {py:func}`lib.ccc.cleaning.cross_fitted_probs`.

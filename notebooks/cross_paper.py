@@ -33,29 +33,6 @@
 # | routing | 1 | does calibrating each expert calibrate a soft mixture of them? |
 # | deferral | 2, 3 | can we estimate when *another* model is right, and route on it? |
 # | training loss | 4 | how far do reweighted training losses get before post-hoc scaling? |
-#
-# ## The methods
-# Every fix here is post hoc and fitted on a calibration half: temperature scaling divides the
-# logits by one $T$ ($\hat p = \mathrm{softmax}(z/T)$), Platt scaling fits $\sigma(a s + b)$ to
-# correctness, histogram binning replaces each confidence by its bin's accuracy, and MoCaE gives each
-# expert $k$ of a mixture $p = \sum_k r_k\, \mathrm{softmax}(z_k / T_k)$ its own $T_k$. Each is judged
-# by the test-half ECE (or APGR for the cascade, see [Cascading](cascading.ipynb)). Below, a mixture
-# of one expert with routing weight 1, computed by
-# {py:func}`lib.cross_paper.pages.cross_paper.mixture_ece` on synthetic logits three times too
-# sharp: there per-expert and global temperature scaling are the same method, so their ECEs agree.
-
-# %%
-import numpy as np
-import pandas as pd
-
-from lib.cross_paper.pages import cross_paper
-
-rng = np.random.default_rng(0)
-z = rng.normal(size=(600, 1, 4)) * 2
-y = np.array([rng.choice(4, p=p) for p in cross_paper.softmax(z[:, 0])])
-cal, test = np.arange(300), np.arange(300, 600)
-one = cross_paper.mixture_ece(3 * z, y, np.ones((600, 1)), cal, test)
-pd.Series(one).round(4).to_frame("test half")
 
 # %% [markdown]
 # ## Parameters
@@ -86,6 +63,26 @@ from lib.cross_paper.pages import cross_paper
 PAGE = cross_paper.PAGE  # the chapter's run and claims
 plots.use_offline_renderer()
 pd.set_option("display.max_colwidth", None)  # tables show their text cells whole
+
+# %% [markdown]
+# ## The methods
+# Every fix here is post hoc and fitted on a calibration half: temperature scaling divides the
+# logits by one $T$ ($\hat p = \mathrm{softmax}(z/T)$), Platt scaling fits $\sigma(a s + b)$ to
+# correctness, histogram binning replaces each confidence by its bin's accuracy, and MoCaE gives each
+# expert $k$ of a mixture $p = \sum_k r_k\, \mathrm{softmax}(z_k / T_k)$ its own $T_k$. Each is judged
+# by the test-half ECE (or APGR for the cascade, see [Cascading](cascading.ipynb)). Below, a mixture
+# of one expert with routing weight 1, computed by
+# {py:func}`lib.cross_paper.pages.cross_paper.mixture_ece` on synthetic logits three times too
+# sharp: there per-expert and global temperature scaling are the same method, so their ECEs agree.
+
+# %%
+rng = np.random.default_rng(0)
+z = rng.normal(size=(600, 1, 4)) * 2
+y = np.array([rng.choice(4, p=p) for p in cross_paper.softmax(z[:, 0])])
+cal, test = np.arange(300), np.arange(300, 600)
+one = cross_paper.mixture_ece(3 * z, y, np.ones((600, 1)), cal, test)
+pd.Series(one).round(4).to_frame("test half")
+
 
 # %% [markdown]
 # ## Settings and data
@@ -178,10 +175,11 @@ page.publish_claims(claims)
 # each expert's probabilities weigh in the mixture, so the mixture's most likely class can change;
 # per-expert scaling preserves each *expert's* accuracy, not necessarily the mixture's.
 #
-# Post-hoc scaling is the first tool for over-confidence, fitted on data like the test data; a
-# mixture must be calibrated as a whole, not only expert by expert; the probability that *another*
-# model is right needs its own calibration; training losses change calibration before post-hoc
-# scaling, which then narrows their differences.
+# What the sections test, in one sentence each (the claims table above says which held at this
+# scale): post-hoc scaling as the first tool for over-confidence, fitted on data like the test
+# data; a mixture calibrated as a whole, not only expert by expert; the probability that *another*
+# model is right needing its own calibration; training losses changing calibration before post-hoc
+# scaling, which may then narrow their differences.
 #
 # ## Provenance
 # The numbers the tests and the landing page read (the best fix per failure mode and the

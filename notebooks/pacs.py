@@ -22,8 +22,8 @@
 # fine-tunes an ImageNet-pretrained ResNet-18 {cite}`he2016resnet` at 224 px. **What the paper claims**
 # (Table 2, mean ± standard error of 5 seeds; quoted from the paper):
 #
-# 1. A robust method or robust composition has the lowest ECE on every target: Robust Filtered on
-#    Photo (.016), FGR + Robust on Art (.061), Robust MoE on Cartoon (.108) and Sketch (.033, against
+# 1. A robust method or robust composition has the lowest ECE on every target: Robust Filtered and
+#    FGR + Robust on Photo (.016 each), FGR + Robust on Art (.061), Robust MoE on Cartoon (.108) and Sketch (.033, against
 #    .183 for Vanilla MoE).
 # 2. MoCaE {cite}`oksuz2024mocae` helps little next to the robust methods (§6.3: its gains "are small
 #    relative to the improvement from the robust methods"); Robust Filtered keeps more accuracy than Robust MoE
@@ -54,12 +54,15 @@ target: str = "photo"  # held-out: photo | art_painting (or art) | cartoon | ske
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from calibook import page
 
 page.start("pacs", globals())
 
-# %% tags=["remove-cell"]
 import warnings
 
 import torch
@@ -134,7 +137,8 @@ tables.beside_paper(summary, pacs.PAPER_TABLE2[TARGET], subset="all")
 # %% [markdown]
 # The same numbers as the trade-off claims (i) and (iii) are about: each method's accuracy against
 # its ECE, ours as filled points (with two standard errors where there are seeds), the paper's as
-# hollow squares. The paper's robust methods sit to the left (lower ECE) at a small cost in height.
+# hollow squares. The paper's robust methods sit to the left (lower ECE), usually at a small cost
+# in height (the largest: Robust MoE on Art, .692 against Vanilla MoE's .767).
 
 # %%
 points = pacs.tradeoff_points(summary, TARGET)
@@ -206,8 +210,9 @@ figure_d1
 # At `cpu` scale each image (224 px) goes once through EfficientNet-Lite0's seven frozen stages and
 # their output is cached, with a JPEG-filtered copy of each source image for FGR; every run then
 # fine-tunes the network's 1x1 head convolution (0.41 M parameters) with its MoE head. (With the whole
-# network frozen the mixtures fell behind the single expert on sketch.) The images are not augmented:
-# mirrored copies as extra rows lowered accuracy or raised ECE on every target (tried and dropped;
+# network frozen the mixtures fell behind the single expert on sketch, in an earlier trial of ours
+# that this page does not rerun.) The images are not augmented: in another such trial, mirrored
+# copies as extra rows lowered accuracy or raised ECE on every target (dropped;
 # `lib/scales.toml` says what). FGR's filtered copies are the cached features of the JPEG-filtered images, each
 # filtered once at a quality drawn from {15, 18, 25} (the paper redraws every step); as in the paper,
 # 5% of each batch is replaced by its copy for the main loss, soft ECE is taken on the clean batch,

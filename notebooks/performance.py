@@ -27,7 +27,7 @@
 # - **Calibrated MoE** {cite}`wong2026moe`, Appendix D.1: FGR {cite}`fgr2025` needs two forward and two
 #   backward passes per batch, plus DCT filtering on the CPU, which makes it "roughly 2.5x slower
 #   per epoch than vanilla". The reference code of Robust Filtered also runs the backbone twice per
-#   step. Our Robust Filtered needs one forward (paper 1, section 6.2). Our FGR runs one forward on
+#   step. Our Robust Filtered needs one forward (`lib.moe.train`). Our FGR runs one forward on
 #   the batch plus its few filtered copies, filters on the model's device, and gets both gradients
 #   from one batched backward pass (`lib.moe.fgr`); only BatchNorm's batch statistics differ from the
 #   reference's two passes.
@@ -45,11 +45,11 @@
 scale: str = "cpu"  # smoke (seconds, CI) | cpu (default: n to 65,536) | paper (longer)
 budget_s: float = 0.0  # seconds of timing per batch size; 0 keeps the scale's value
 
-# %% [markdown]
+# %% [markdown] tags=["remove-cell"]
 # The parameters are checked first: a misspelled name or a bad value stops the page here in one line;
 # until the last cell has run, a notice below says that the page did not finish.
 
-# %%
+# %% tags=["remove-cell"]
 from calibook import page
 
 page.start("performance", globals())
@@ -130,7 +130,8 @@ plots.bar_chart(performance.method_bars(costs), "method", "time per step / vanil
 # ## Epoch times and the paper-scale grid
 # `bench/bench_epoch.py` times the real training engine (`lib.moe.train` on `lib.engine`) for CIFAR-10H at 32 px and
 # PACS at 224 px. It extrapolates an epoch from the timed steps, and from the epoch times of all
-# trained methods it projects Table 1's grid (7 methods x 5 seeds x 50 epochs). On a GPU it also
+# trained methods it projects Table 1's grid (6 trained methods x 5 seeds x 50 epochs; MoCaE reuses
+# Vanilla's runs). On a GPU it also
 # reports the fraction of peak bf16 throughput and the host syncs per step. This page shows every
 # `epoch_*.json` that has been committed.
 
@@ -180,8 +181,8 @@ published
 # ## References
 # {cite}`zhou2025reweighted`, {cite}`popordanoska2022kde`, {cite}`wong2026moe`, {cite}`fgr2025`.
 
-# %% [markdown]
+# %% [markdown] tags=["remove-cell"]
 # The page ran to its end, so the "did not finish" notice at the top is removed.
 
-# %%
+# %% tags=["remove-cell"]
 page.finish("performance")

@@ -50,12 +50,15 @@
 scale: str = "cpu"  # smoke (seconds) | cpu (default) | paper (more draws); no training
 seed: int = 0  # seed of the samples and random populations
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from calibook import page
 
 page.start("routing_theory", globals())
 
-# %% tags=["remove-cell"]
 import pandas as pd
 
 from IPython.display import Markdown, display

@@ -26,7 +26,35 @@
 # We test the claim on three real pairs: Llama-3.1 8B base with 8B instruct and 70B base with 70B
 # instruct on MMLU {cite}`grattafiori2024llama3,hendrycks2021mmlu`, and two ResNet-50s trained on
 # CIFAR-10 with cross-entropy and with focal loss {cite}`he2016resnet,mukhoti2020focal`.
-#
+
+# %% [markdown]
+# ## Parameters
+# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
+
+# %% tags=["parameters"]
+scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
+n_bins: int = 0  # equal-count bins on the first model's confidence; 0: the scale's
+n_splits: int = 0  # random calibration/test splits; 0: the scale's
+
+# %% [markdown] tags=["remove-cell"]
+# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
+# one line, and until the last cell has run a notice says the page did not finish -- and import.
+
+# %% tags=["remove-cell"]
+from calibook import page
+
+page.start("same_size", globals())
+
+from lib import plots, report
+from lib.config import settings
+from lib.ccc.plots import cascade_chart
+from lib.ccc.pages import released_runs_note, same_size
+
+PAGE = same_size.PAGE
+
+plots.use_offline_renderer()
+
+# %% [markdown]
 # ## The method
 # The cascade's bins and advantages ([Cascading](cascading.ipynb)), with no cost to save: cut the
 # first model's calibrated confidence into $B$ equal-count bins on the calibration half, compute each
@@ -55,32 +83,6 @@ adv = np.array([0.7 - 0.4, 0.7 - 0.9])  # a_b; bin 1 holds the first model's 0.9
  "by hand": np.where(adv[high.astype(int)] > 0, ~high, high).mean().item(),
  "first alone": r.acc_first, "second alone": r.acc_second}
 
-# %% [markdown]
-# ## Parameters
-# `scale` picks the settings in `lib/scales.toml`; the others override one setting each.
-
-# %% tags=["parameters"]
-scale: str = "cpu"  # smoke (synthetic) | cpu (default: real logits) | paper (as cpu)
-n_bins: int = 0  # equal-count bins on the first model's confidence; 0: the scale's
-n_splits: int = 0  # random calibration/test splits; 0: the scale's
-
-# %% [markdown] tags=["remove-cell"]
-# Setup (hidden in the book): check the parameters -- a bad name or value stops the page here in
-# one line, and until the last cell has run a notice says the page did not finish -- and import.
-
-# %% tags=["remove-cell"]
-from calibook import page
-
-page.start("same_size", globals())
-
-from lib import plots, report
-from lib.config import settings
-from lib.ccc.plots import cascade_chart
-from lib.ccc.pages import released_runs_note, same_size
-
-PAGE = same_size.PAGE
-
-plots.use_offline_renderer()
 
 # %% [markdown]
 # ## Settings and data

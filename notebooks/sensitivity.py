@@ -54,12 +54,15 @@ scale: str = "cpu"  # smoke (seconds, synthetic) | cpu (subset, 1 seed) | paper 
 epochs: int = 0  # training epochs; 0 keeps the scale's value
 train: str = "auto"  # auto: train below paper scale, read results/ at it | yes | no
 
+# %% [markdown] tags=["remove-cell"]
+# The parameters are checked first (a misspelled name or a bad value stops the page here in one
+# line; until the last cell has run, a notice says that the page did not finish), then the page's imports.
+
 # %% tags=["remove-cell"]
 from calibook import page
 
 page.start("sensitivity", globals())
 
-# %% tags=["remove-cell"]
 import warnings
 
 import torch
@@ -211,6 +214,8 @@ paper_scale.show_paper_section("sensitivity", scale)
 
 # %% [markdown]
 # ## Where the numbers came from
+# The backbone, then each method's runs: seeds, epochs, device, date, code version, training
+# minutes (summed over seeds), and whether they were computed here or read from published GPU results.
 
 # %%
 backbones, provenance = tables.provenance_table(records)
