@@ -88,3 +88,22 @@ def test_bad_input_raises_naming_argument():
         kde.ece_kde(np.full((4, 2), 0.5), np.zeros(4, dtype=int), 0.1, mode="classwise")
     with pytest.raises(ValueError, match="p"):
         kde.ece_kde(np.full((4, 2), 0.5), np.zeros(4, dtype=int), 0.1, p=3)
+
+
+def test_p2_and_top_label_match_their_definitions_by_brute_force():
+    """The squared error (p = 2, canonical, Dirichlet kernel) and the top-label estimate (Beta
+    kernel on max_c f_c, outcome 1[argmax f = y]) computed point by point with scipy's densities."""
+    f, y, _ = _kde_data(12, 2.0, 4)
+    h, onehot = 0.3, np.eye(3)[y]
+    sq = 0.0
+    for j in range(12):
+        k = np.array([stats.dirichlet.pdf(f[j], f[i] / h + 1) for i in range(12) if i != j])
+        sq += (((k[:, None] * np.delete(onehot, j, 0)).sum(0) / k.sum() - f[j]) ** 2).sum()
+    assert float(kde.ece_kde(f, y, h, p=2)) == pytest.approx(sq / 12, rel=1e-8)
+    conf, right = f.max(1), (f.argmax(1) == y).astype(float)
+    for p in (1, 2):
+        err = 0.0
+        for j in range(12):
+            k = np.array([stats.beta.pdf(conf[j], c / h + 1, (1 - c) / h + 1) for c in np.delete(conf, j)])
+            err += abs((k * np.delete(right, j)).sum() / k.sum() - conf[j]) ** p
+        assert float(kde.ece_kde(f, y, h, p=p, mode="top_label")) == pytest.approx(err / 12, rel=1e-8)

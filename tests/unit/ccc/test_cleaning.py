@@ -42,20 +42,6 @@ def test_noise_injection_is_exact_and_seeded():
     assert np.all(np.abs(np.bincount(shift)[1:] / 200 - 1 / 3) < 0.1)
 
 
-def test_oracle_models_flag_exactly_the_noise():
-    """Two models that always predict the clean label with top confidence: the calibrated rule at
-    k = n_bins flags exactly the corrupted labels."""
-    rng = np.random.default_rng(2)
-    y = rng.integers(0, 10, 3000)
-    noisy, is_noisy = K.inject_symmetric_noise(y, 10, 0.05, seed=0)
-    conf = rng.uniform(0.9, 1.0, 3000)
-    curve = K.calibrated_rule_curve(conf, y, conf[::-1].copy(), y, noisy, is_noisy, n_bins=15)
-    assert np.all(curve["precision"] == 1.0)
-    assert curve["detection"].iloc[-1] == 1.0
-    # Detection grows with k (top-k bins of both models shrink as k decreases).
-    assert np.all(np.diff(curve["detection"]) >= 0)
-
-
 def test_calibrated_flags_keep_only_confident_disagreements():
     n = 100
     y = np.zeros(n, int)
@@ -146,3 +132,22 @@ def test_calibrated_rule_curve_names_a_bad_bin_count():
     for bad in (0, -1, 2.5):
         with pytest.raises(ValueError, match="n_bins"):
             K.calibrated_rule_curve(conf, pred, conf, pred, y, noisy, n_bins=bad)
+
+
+def test_curves_by_hand():
+    """ranking_curve: ranked [2, 0, 5] with noisy {0, 2}: the top 1, 2, 3 have precision 1, 1, 2/3
+    and detection 1/2, 1, 1. calibrated_rule_curve on the ten labels above with noisy {2, 5}: k = 1
+    keeps {5}; k = 2 the top two thirds of the six flagged by each model ({2, 3, 4, 5} for A,
+    {1, 2, 3, 5} for B), so {2, 3, 5}; k = 3 all six."""
+    r = K.ranking_curve([2, 0, 5], [1, 0, 1, 0, 0, 0], n_points=3)
+    assert r["precision"].tolist() == pytest.approx([1, 1, 2 / 3])
+    assert r["detection"].tolist() == [0.5, 1, 1]
+    y = np.zeros(10, int)
+    pred = np.r_[np.ones(6, int), np.zeros(4, int)]
+    conf_a = np.array([0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.91, 0.92, 0.93, 0.94])
+    conf_b = np.array([0.15, 0.25, 0.35, 0.55, 0.20, 0.65, 0.91, 0.92, 0.93, 0.94])
+    noisy = np.isin(np.arange(10), [2, 5])
+    c = K.calibrated_rule_curve(conf_a, pred, conf_b, pred, y, noisy, n_bins=3)
+    assert c["n_flagged"].tolist() == [1, 3, 6]
+    assert c["precision"].tolist() == pytest.approx([1, 2 / 3, 1 / 3])
+    assert c["detection"].tolist() == [0.5, 1, 1]

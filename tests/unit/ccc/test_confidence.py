@@ -54,3 +54,16 @@ def test_platt_fits_the_answer_token_logit():
     np.testing.assert_allclose(conf(shifted), conf(probe))  # only the answer's own logit matters
     lo = C.fit_confidence("platt_logodds", z, y)
     assert not np.allclose(lo(shifted), lo(probe))
+
+
+def test_platt_logodds_and_histogram_by_hand():
+    """platt_logodds on the predicted class's log-odds s = u (logits [u, 0]): at u = 1 right 2 times
+    in 4, at u = 2 right 3 in 4, so the fit is exactly sigma(ln 3 s - ln 3) and gives 0.9 at s = 3.
+    histogram with 2 equal-count bins on confidences sigma(0.5, 1, 2, 3): the lower bin is right 1 in
+    2, the upper 2 in 2, so a confidence of 0.5 maps to 0.5 and one of sigma(5) to 1."""
+    u = np.repeat([1.0, 2.0], 4)
+    f = C.fit_confidence("platt_logodds", np.stack([u, 0 * u], 1), np.array([0, 0, 1, 1, 0, 0, 0, 1]))
+    assert f(np.array([[3.0, 0.0]])) == pytest.approx([0.9], rel=1e-4)
+    u = np.array([0.5, 1.0, 2.0, 3.0])
+    f = C.fit_confidence("histogram", np.stack([u, 0 * u], 1), np.array([1, 0, 0, 0]), n_bins=2)
+    assert f(np.array([[0.0, 0.0], [5.0, 0.0]])) == pytest.approx([0.5, 1.0])

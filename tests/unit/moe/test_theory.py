@@ -148,3 +148,11 @@ def test_the_measured_gap_and_closed_form_name_bad_input() -> None:
     for args, name in (((1.0, 0.1, 2.0), "overlap_mass"), ((0.2, -0.1, 2.0), "delta"), ((0.2, 0.1, 0.0), "ratio")):
         with pytest.raises(ValueError, match=f"^{name}"):
             mt.predicted_gap_closed_form(*args)
+
+
+def test_entropy_tilt_is_exp_beta_times_the_routing_entropy():
+    """rho(Z) = exp(beta H(r)), H in nats: an even split of two experts has H = ln 2 (weight 2 at
+    beta = 1), a one-hot routing H = 0 (weight 1); (0.6, 0.4) at beta = 3 gives
+    exp(3 (-0.6 ln 0.6 - 0.4 ln 0.4)) = 7.531054."""
+    assert mt.entropy_tilt(1.0)(np.array([[0.5, 0.5], [1.0, 0.0]]), None) == pytest.approx([2.0, 1.0])
+    assert mt.entropy_tilt(3.0)(np.array([[0.6, 0.4]]), None) == pytest.approx([7.531054], rel=1e-6)

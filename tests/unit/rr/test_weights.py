@@ -216,3 +216,13 @@ def test_bad_input_raises_naming_argument():
         rwt.loss_gradient("focal", np.array([0.0, 0.5]))
     with pytest.raises(ValueError, match="name"):
         rwt.loss_weight("dual_focal", np.array([0.5]))
+
+
+def test_loss_weight_values_by_hand():
+    """Focal (1 - p)^2 is 0.25 and 0.01 at p = 0.5, 0.9, three times that normalized (its mean over a
+    uniform p is 1/3); inverse focal (1 + p)^2 at 0.5 over its mean 7/3 is 27/28; AURC -ln(1 - p)
+    has mean 1, so at 0.5 it is ln 2 either way."""
+    assert rwt.loss_weight("focal", [0.5, 0.9], 2.0, normalize=False) == pytest.approx([0.25, 0.01])
+    assert rwt.loss_weight("focal", [0.5, 0.9], 2.0) == pytest.approx([0.75, 0.03])
+    assert rwt.loss_weight("inverse_focal", [0.5], 2.0) == pytest.approx([27 / 28])
+    assert rwt.loss_weight("aurc", [0.5]) == pytest.approx([math.log(2)])
