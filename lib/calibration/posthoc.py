@@ -97,7 +97,10 @@ def lbfgs_minimize(
 class TemperatureScaler:
     """Temperature scaling (Guo et al. 2017): p = softmax(z / T), one T > 0 fitted on held-out data.
 
-    One fit (:meth:`fit`), on T itself, from T = 1, in float64; the papers' protocols are its options:
+    One fit (:meth:`fit`), on T itself, from T = 1, in float64; the papers' protocols are its options.
+    T itself, not t = log T, because paper 1's public code optimises T (``nn.Parameter(torch.ones(1))``):
+    the converged fit reaches the same minimiser either way, but the partial ``protocol="paper"`` fit
+    stops at another T under the other parametrisation, and the public code's is the paper's.
 
     * ``criterion="nll"``, ``protocol="converged"`` (papers 1-3): T minimises the validation NLL,
       mean_i -log softmax(z_i / T)_{y_i} (unimodal in T), by :func:`lbfgs_minimize` with a strong-Wolfe

@@ -91,7 +91,7 @@ def expert_correctness_ova(logits: ArrayLike, num_classes: int) -> torch.Tensor:
 
 def defer_decisions(logits: ArrayLike, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(pred_class, defer_to)``: argmax_k g_k, and argmax_j g_{⊥j} where max_j g_{⊥j} >= max_k g_k
-    (a tie defers, as the Bayes rejector, App. B), else -1."""
+    (a tie defers, as the paper's rule r(x) in Sec. 2 and its Bayes rejector), else -1."""
     return _defer(*_logits_k(logits, num_classes))
 
 
