@@ -37,14 +37,14 @@
 # as-released variants as options, are on the [Losses on CIFAR-10](losses_cifar10.ipynb) page.
 #
 # **Two things to know about the released runs** (each is one seed, where the paper averages three).
-# The released **XE run is an outlier**: it is several points less accurate than every other
+# The released **XE run is an outlier**: it is less accurate than every other
 # released run, while Table 2's XE is as accurate as the others, so every comparison with XE below
 # (temperature scaling, "lower ECE than XE") is with that one weaker run; the numbers are printed
 # under the first table. And the released `focal` file does not say which $\gamma$ it was trained
 # with: the book **assumes it is the paper's FL-53** and compares it with Table 2's FL-53 column.
 #
-# The released inverse-focal run is degenerate (0.14% accuracy): we report it as a **failed run**
-# and leave it out of every calibration number.
+# The released inverse-focal run is degenerate (near-zero accuracy, printed in the accuracy table
+# below): we report it as a **failed run** and leave it out of every calibration number.
 
 # %% [markdown]
 # ## Parameters
