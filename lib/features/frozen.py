@@ -2,9 +2,10 @@
 
 At ``cpu`` scale two cores cannot fine-tune an ImageNet backbone, and one trained from scratch on a
 few thousand images learns little; so the pretrained backbone (:mod:`lib.nets.extractors`) is
-frozen, every image's features are computed once and cached (:func:`cached_features`), and every method's MoE head trains on them through the same engine
-(backbone ``"features:<extractor>"``). A :class:`FeatureBundle`'s training rows carry each image's
-JPEG-filtered copies behind its clean features, FGR's filtered inputs (:meth:`FeatureBundle.fgr_inputs`).
+frozen, every image's features are computed once and cached (:func:`cached_features`), and every
+method's MoE head trains on them through the same engine (backbone ``"features:<extractor>"``).
+A :class:`FeatureBundle`'s training rows carry each image's JPEG-filtered copies behind its clean
+features, FGR's filtered inputs (:meth:`FeatureBundle.fgr_inputs`).
 The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.features.cifar_features.cifar10h_features`.
 """
 

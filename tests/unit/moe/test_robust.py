@@ -243,9 +243,10 @@ def test_routing_relevant_mask_each_branch_by_hand() -> None:
     )
     r = torch.tensor([[0.5, 0.5], [1.0, 0.0], [1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
     p = (r[:, :, None] * pk).sum(1)
-    mask = routing_relevant_mask(-p[:, 0].log(), -pk[:, :, 0].log(), r, pk, p)
+    l, l_k = -p[:, 0].log(), -pk[:, :, 0].log()  # the label is class 0
+    mask = routing_relevant_mask(l, l_k, r, pk, p)
     assert mask.tolist() == [True, True, False, True]
-    assert relevant_set(-p[:, 0].log(), -pk[:, :, 0].log(), r, pk, p).tolist() == mask.tolist()
+    assert relevant_set(l, l_k, r, pk, p).tolist() == mask.tolist()
 
 
 def test_robust_filtered_loss_definition_and_empty_fallback() -> None:
