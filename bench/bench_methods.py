@@ -46,7 +46,7 @@ from lib.nets.backbones import cifar_resnet18  # noqa: E402
 from calibook.performance import time_round_robin  # noqa: E402
 from lib.moe.fgr import fgr_step, soft_ece  # noqa: E402
 from lib.data.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
-from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, expert_nll, mixture_nll  # noqa: E402
+from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, label_nll  # noqa: E402
 from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -125,16 +125,16 @@ def reference_fgr_step(model, loss_main_fn, x, y, opt, rng) -> None:
 
 
 def _mean_nll(out, y):
-    return mixture_nll(out, y).mean()
+    return label_nll(out.probs, y).mean()
 
 
 def _robust(out, y):
-    return robust_moe_loss(mixture_nll(out, y), LAM)
+    return robust_moe_loss(label_nll(out.probs, y), LAM)
 
 
 def _filtered_loss(out, y):
-    l = mixture_nll(out, y)
-    mask = routing_relevant_mask(l, expert_nll(out, y), out.routing, out.expert_probs, out.probs)
+    l = label_nll(out.probs, y)
+    mask = routing_relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs)
     return robust_filtered_loss(l, mask, LAM)
 
 
@@ -170,10 +170,12 @@ def make_step(method: str, width: int, device: torch.device, x: torch.Tensor, y:
         def step() -> None:
             with torch.no_grad():  # first backbone pass: outputs for the mask only
                 out0 = model(x)
-                l0 = mixture_nll(out0, y)
-                mask = routing_relevant_mask(l0, expert_nll(out0, y), out0.routing, out0.expert_probs, out0.probs)
+                l0 = label_nll(out0.probs, y)
+                mask = routing_relevant_mask(
+                    l0, label_nll(out0.expert_probs, y), out0.routing, out0.expert_probs, out0.probs
+                )
             opt.zero_grad(set_to_none=True)
-            robust_filtered_loss(mixture_nll(model(x), y), mask, LAM).backward()  # second pass
+            robust_filtered_loss(label_nll(model(x).probs, y), mask, LAM).backward()  # second pass
             opt.step()
 
         return step

@@ -73,6 +73,7 @@ def execute_notebook(
                 progress_bar={"desc": label, "disable": False} if progress else False,
                 log_output=False,
                 shutdown_kernel="immediate",  # every output is in by then; a graceful stop waits ~2 s
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not ipykernel's TCP warning per page
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
         if tmp.exists():

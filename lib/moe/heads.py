@@ -16,15 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.validation import (
-    check_finite,
-    check_int,
-    check_labels,
-    check_ndim,
-    check_same_length,
-    to_float_tensor,
-    to_tensor,
-)
+from lib.validation import check_finite, check_int, check_ndim, to_float_tensor
 
 PROB_CLAMP = 1e-12
 
@@ -124,35 +116,14 @@ class MoEModel(nn.Module):
         return self.head(self.backbone(**x) if isinstance(x, dict) else self.backbone(x))
 
 
-def _check_output_labels(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
-    if not isinstance(out, MoEOutput):
-        raise ValueError(f"out: expected the MoEOutput of an MoE head, got {type(out).__name__}")
-    labels = to_tensor(labels, "labels").to(out.probs.device)
-    check_labels(labels, out.probs.shape[1], "labels")
-    check_same_length(out.probs, labels, "out.probs", "labels")
-    return labels.long()
-
-
 def label_nll(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """-log p[..., y_i] with p clamped at 1e-12, for mixture probs (N, C) -> (N,) or expert probs
     (N, K, C) -> (N, K), with labels (N,); packed runs add leading run dimensions to both (labels
-    (G, N)). No input checks (the training loop's, lib.moe.methods); :func:`mixture_nll` and
-    :func:`expert_nll` are the checked versions."""
+    (G, N)): the mixture loss l_i (App. D.3) of ``out.probs``, the experts' l_ik (the regret's) of
+    ``out.expert_probs``. No input checks (the training loop's, lib.moe.methods)."""
     extra = probs.dim() - labels.dim() - 1  # the expert dimension, if any
     index = labels.view(*labels.shape, *([1] * (extra + 1))).expand(*probs.shape[:-1], 1)
     return -probs.gather(-1, index)[..., 0].clamp_min(PROB_CLAMP).log()
-
-
-def mixture_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
-    """Per-example mixture loss l_i = -log p_{y_i} with p clamped at 1e-12 (App. D.3), shape (N,)."""
-    labels = _check_output_labels(out, labels)
-    return label_nll(out.probs, labels)
-
-
-def expert_nll(out: MoEOutput, labels: torch.Tensor) -> torch.Tensor:
-    """Per-expert losses l_{ik} = -log p_k[y_i] (clamped at 1e-12), shape (N, K) (App. D.3 regret)."""
-    labels = _check_output_labels(out, labels)
-    return label_nll(out.expert_probs, labels)
 
 
 def routing_entropy(routing: torch.Tensor) -> torch.Tensor:

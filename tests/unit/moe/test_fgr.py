@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from lib.moe.fgr import fgr_batch, fgr_step, rectified_gradients, rectify, soft_ece, packed_fgr_gradients, two_gradients
 from lib.data.jpeg import filtered_rows
-from lib.moe.heads import MoEHead, MoEModel, mixture_nll
+from lib.moe.heads import MoEHead, MoEModel, label_nll
 from lib.moe.robust import robust_moe_loss
 
 
@@ -120,7 +120,7 @@ def test_fgr_step_applies_the_rectified_gradient(robust: bool, natural_images) -
     y = torch.randint(0, 3, (20,))
 
     def loss_fn(out, labels):
-        l = mixture_nll(out, labels)
+        l = label_nll(out.probs, labels)
         return robust_moe_loss(l, 2.0) if robust else l.mean()
 
     params = list(model.parameters())
@@ -219,7 +219,7 @@ def test_fgr_step_updates_batchnorm_once_over_both_branches(natural_images) -> N
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     fgr_step(
         model,
-        lambda o, t: mixture_nll(o, t).mean(),
+        lambda o, t: label_nll(o.probs, t).mean(),
         x,
         y,
         opt,
@@ -244,7 +244,7 @@ def test_packed_fgr_gradients_equal_each_run_alone(natural_images) -> None:
     xs = [(natural_images(20, 8, 8, seed=s) / 255 - 0.5) / 0.25 for s in (6, 7)]
     ys = [torch.randint(0, 3, (20,)) for _ in range(2)]
     inputs = [fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(s)) for x, s in zip(xs, (1, 2))]
-    main = [lambda o, t: mixture_nll(o, t).mean(), lambda o, t: robust_moe_loss(mixture_nll(o, t), 2.0)]
+    main = [lambda o, t: label_nll(o.probs, t).mean(), lambda o, t: robust_moe_loss(label_nll(o.probs, t), 2.0)]
     pack = Packed([m for m in models])
     alone = []
     for m, (xc, rows), y, fn in zip(models, inputs, ys, main):
@@ -266,7 +266,11 @@ def test_fgr_step_needs_normalization_for_images() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="mean"):
         fgr_step(
-            model, lambda o, y: mixture_nll(o, y).mean(), torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long), opt
+            model,
+            lambda o, y: label_nll(o.probs, y).mean(),
+            torch.randn(4, 3, 8, 8),
+            torch.zeros(4, dtype=torch.long),
+            opt,
         )
 
 
@@ -293,9 +297,9 @@ def test_fgr_step_on_unfiltered_inputs_matches_the_definition() -> None:
     y = torch.randint(0, 3, (30,))
     params = list(model.parameters())
     before = [p.detach().clone() for p in params]
-    gm = torch.cat([g.flatten() for g in torch.autograd.grad(mixture_nll(model(batch), y).mean(), params)])
+    gm = torch.cat([g.flatten() for g in torch.autograd.grad(label_nll(model(batch).probs, y).mean(), params)])
     gc = torch.cat([g.flatten() for g in torch.autograd.grad(soft_ece(model(batch).probs, y), params)])
-    fgr_step(model, lambda o, t: mixture_nll(o, t).mean(), batch, y, torch.optim.SGD(params, lr=1.0))
+    fgr_step(model, lambda o, t: label_nll(o.probs, t).mean(), batch, y, torch.optim.SGD(params, lr=1.0))
     step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert torch.allclose(step, rectify(gm, gc), atol=1e-10)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.moe.heads import MoEHead, MoEModel, MoEOutput, SingleExpertHead, expert_nll, mixture_nll, routing_entropy
+from lib.moe.heads import MoEHead, MoEModel, MoEOutput, SingleExpertHead, label_nll, routing_entropy
 
 
 def _head(seed: int = 0) -> MoEHead:
@@ -55,10 +55,8 @@ def test_single_expert_is_an_moe_with_one_expert() -> None:
     assert torch.allclose(out.probs, torch.softmax(head.linear(h), 1))
     assert torch.allclose(out.expert_probs[:, 0], out.probs)
     y = torch.tensor([0, 1, 2, 0, 1, 2, 0])
-    assert torch.allclose(mixture_nll(out, y), F.cross_entropy(head.linear(h), y, reduction="none"), atol=1e-6)
-    assert torch.allclose(expert_nll(out, y)[:, 0], mixture_nll(out, y))
-    with pytest.raises(ValueError, match="^out: expected the MoEOutput of an MoE head, got Tensor"):
-        mixture_nll(out.probs, y)
+    assert torch.allclose(label_nll(out.probs, y), F.cross_entropy(head.linear(h), y, reduction="none"), atol=1e-6)
+    assert torch.allclose(label_nll(out.expert_probs, y)[:, 0], label_nll(out.probs, y))
 
 
 def test_model_wraps_backbone_and_head() -> None:
@@ -78,15 +76,14 @@ def test_losses_are_negative_log_probabilities() -> None:
     out = MoEOutput(probs=probs, routing=torch.ones(2, 2) / 2, expert_probs=ep, expert_logits=ep.log())
     y = torch.tensor([2, 1])
     # p = 0 is clamped at 1e-12 before the log.
-    assert mixture_nll(out, y).tolist() == pytest.approx([-math.log(1e-12), -math.log(0.3)])
-    assert expert_nll(out, y).tolist() == [
+    assert label_nll(out.probs, y).tolist() == pytest.approx([-math.log(1e-12), -math.log(0.3)])
+    assert label_nll(out.expert_probs, y).tolist() == [
         pytest.approx([-math.log(1e-12), -math.log(1e-12)]),
         pytest.approx([-math.log(0.3), -math.log(1e-12)]),
     ]
-    with pytest.raises(ValueError, match="labels"):
-        mixture_nll(out, torch.tensor([0, 3]))
-    with pytest.raises(ValueError, match="labels"):
-        mixture_nll(out, torch.tensor([0, 1, 2]))
+    # Packed runs: a leading run dimension on probabilities and labels alike.
+    packed = label_nll(torch.stack([ep, ep.flip(1)]), torch.stack([y, y]))
+    assert packed.shape == (2, 2, 2) and packed[1].flip(1).tolist() == label_nll(ep, y).tolist()
 
 
 def test_routing_entropy_known_values() -> None:
@@ -109,6 +106,6 @@ def test_bad_arguments_raise_naming_them() -> None:
 def test_gradients_reach_router_and_experts() -> None:
     head = _head()
     h = torch.randn(8, 6, dtype=torch.float64)
-    mixture_nll(head(h), torch.randint(0, 5, (8,))).mean().backward()
+    label_nll(head(h).probs, torch.randint(0, 5, (8,))).mean().backward()
     for p in head.parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0

@@ -30,11 +30,11 @@ def _fake_output(n=16, k=3, c=4, seed=0):
 
 def test_sync_free_losses_equal_lib_robust():
     """The engine's per-step losses equal lib.moe.heads/lib.moe.robust (whose math their own tests check)."""
-    from lib.moe.heads import expert_nll, mixture_nll
+    from lib.moe.heads import label_nll
     from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask
 
     out, y = _fake_output()
-    l = mixture_nll(out, y)
+    l = label_nll(out.probs, y)
     for method, ref in (
         ("vanilla", l.mean()),
         ("robust", robust_moe_loss(l, 2.0)),
@@ -42,7 +42,9 @@ def test_sync_free_losses_equal_lib_robust():
         (
             "robust_filtered",
             robust_filtered_loss(
-                l, routing_relevant_mask(l, expert_nll(out, y), out.routing, out.expert_probs, out.probs), 2.0
+                l,
+                routing_relevant_mask(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs),
+                2.0,
             ),
         ),
     ):
