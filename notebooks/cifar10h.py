@@ -339,8 +339,8 @@ paper_scale.show_paper_section("cifar10h", scale)
 #
 # **How the evaluation follows the paper** (App. D.1, D.5 and the paper's public code; `lib.moe.evaluate`):
 # ECE uses 15 equal-width bins, on all images and on the hard subset separately. ECE+TS fits one
-# temperature T on the log mixture probabilities of the validation split with "LBFGS (50 iterations,
-# learning rate 0.01)", T itself as the parameter, starting at 1 and without a line search. Each
+# temperature T on the log mixture probabilities of the validation split with "LBFGS (50
+# iterations, learning rate [0.01])" (the rate lost in our text, restored from the public code), T itself as the parameter, starting at 1 and without a line search. Each
 # LBFGS step is then only 1% of a quasi-Newton step, so the fit stops far short of the
 # NLL-minimising temperature (about 40% of the way on a quadratic; `tests/unit/moe/test_evaluate.py`).
 # MoCaE fits one temperature per expert the same way, each on that expert's own logits over every

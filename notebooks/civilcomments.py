@@ -18,7 +18,8 @@
 # # CivilComments: calibration across identity groups
 #
 # *Paper 1, Table 3, Figures 2 and E.6* {cite}`wong2026moe`. A DistilBERT {cite}`sanh2019distilbert`
-# backbone with a four-expert MoE head is fine-tuned on 50,000 comments of the WILDS CivilComments
+# backbone with a four-expert MoE head is fine-tuned on 50,000 comments (a fixed-seed subsample;
+# the number, lost in our text of the paper, is the reproduction spec's) of the WILDS CivilComments
 # toxicity benchmark {cite}`koh2021wilds` and tested on the full test split; the *hard* subset is the
 # comments mentioning any of eight identity groups (male, female, LGBTQ, christian, muslim, other
 # religions, black, white; about 41% of the test set). **What the paper claims:**

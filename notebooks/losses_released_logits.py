@@ -272,8 +272,8 @@ gamma.gamma_table({"NLL": gamma.select_gamma(gamma_summary, cfg["gamma_criterion
 # {py:func}`~lib.rr.pages.losses_released_logits.claims`: the released runs against
 # Table 2, the reweighting claims of the [trained page](losses_cifar10.ipynb) on the one
 # released seed (its margin alone decides), and Table 4's Meta-Cal claims, paired over the released
-# runs (App. E.3: "additional reductions" of ECE$^a$ "at the expense of predictive accuracy",
-# "substantial accuracy degradation", read as more than five points on average). `paper_own` applies the same rule to the paper's own
+# runs (Sec. 5: "additional reductions" of ECE$^a$ "at the expense of predictive accuracy"; App.
+# E.3: "substantial accuracy degradation", read as more than five points on average). `paper_own` applies the same rule to the paper's own
 # means where its tables give them.
 #
 # **The numerical check** (the row of kind "numerical check"): the gamma cross-validation's curve,

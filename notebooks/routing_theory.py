@@ -33,9 +33,9 @@
 #    $\sum_i w_i \ell_i = R_\lambda(\ell) + \mathrm{KL}(w \,\|\, \mathrm{unif})/\lambda$.
 #    Table 5 maps $\lambda$ to an effective support: at $\lambda = 2$ and batches of $n = 128$ the
 #    paper reports a perplexity of **93.2 of 128 (72.8%)** and a density-ratio bound of **1.4**.
-#    Our batches are simulated losses, not CIFAR-10H training losses, so the second Table 5 verdict
-#    tests whether the simulation lands near the paper's value; the sensitivity page measures it
-#    on trained models.
+#    Our batches are simulated losses, not CIFAR-10H training losses, so the simulation's values are
+#    shown beside the paper's but not judged (the Table 5 row judges the trend); the sensitivity page
+#    measures them on trained models.
 # 4. **Multiaccuracy** (Appendix C): the worst-case squared residual over a reweighting family
 #    bounds the residual's alignment with every routing-weighted auditor $r_k h$, $|h| \le 1$.
 #

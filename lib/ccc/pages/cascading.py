@@ -31,7 +31,8 @@ PAPER_APGR_BY_BINS: dict[int, float] = {int(b): v for b, v in paper_numbers("ccc
 """The paper's MMLU APGR of CC with temperature scaling, per number of bins (Table 5)."""
 
 PAPER_APGR_MF_ROUTER: float = paper_numbers("ccc")["cascading"]["apgr_mf_router"]
-"""RouteLLM's matrix-factorisation router, best variant (paper 3, appendix A); not run here."""
+"""RouteLLM's matrix-factorisation router, best variant (paper 3, appendix D: fine-tuned, MMLU); not
+run here."""
 
 PAPER_APGR_CC: float = PAPER_APGR_BY_CALIBRATOR["temperature"]
 """The paper's MMLU APGR of CC (temperature and Platt scaling, 15 bins; Table 4)."""

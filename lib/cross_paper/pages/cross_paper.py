@@ -254,7 +254,7 @@ def cross_paper_claims(
         {
             "claim": "Under a subject shift, a temperature from other subjects still helps, but less than one "
             "from the same subjects",
-            "paper": "papers 1 and 3: calibration degrades under shift",
+            "paper": "paper 1: soft-MoE calibration breaks under shift; paper 3: cascade APGR degrades as OOD severity grows (App. A.4)",
             "ours": "; ".join(f"{m}: {_numbers(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
             "verdict": report.every(
                 report.every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()

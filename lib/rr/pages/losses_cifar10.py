@@ -85,7 +85,8 @@ sentence of the paper, which states only an aim ('without significantly compromi
 accuracy', Sec. 2)."""
 
 GRADIENT_CHECK: str = "the inverse focal gradient turns positive for gamma above about 3.5"
-"""The analytic check (App. C.2, E.1): true by calculus, so shown apart from the claims."""
+"""The analytic check (Sec. 5: "when gamma > 3.5"; App. C.2: "greater than 4"): true by calculus, so
+shown apart from the claims."""
 
 GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""
@@ -209,7 +210,9 @@ def gradient_check(threshold: float) -> dict[str, Any]:
     :data:`GRADIENT_THRESHOLD_RANGE`."""
     lo, hi = GRADIENT_THRESHOLD_RANGE
     ours, verdict = f"threshold {threshold:.2f} (analytic)", report.verdict(lo <= threshold <= hi)
-    return report.claim_row(GRADIENT_CHECK, "gamma > 3.5 (App. C.2, E.1)", ours, verdict, kind=report.KINDS[1])
+    return report.claim_row(
+        GRADIENT_CHECK, "gamma > 3.5 (Sec. 5; App. C.2 says > 4)", ours, verdict, kind=report.KINDS[1]
+    )
 
 
 def by_loss(runs: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
