@@ -403,7 +403,11 @@ def _seeds(name: str, scale: str) -> int | None:
 
 def _coverage(name: str) -> str:
     """ "k of n runs" of the page's paper-scale plan published in ``results/``, :data:`ON_CPU` for a
-    page whose paper scale needs no GPU, "" for the others."""
+    page whose paper scale needs no GPU, "" for the others. A page with targets (PACS's held-out
+    domains) is built at its notebook's default target: the runs of that target, named."""
+    import ast
+
+    from calibook.notebooks import notebook_parameters
     from calibook.pages import get
 
     page = get(name)
@@ -413,5 +417,6 @@ def _coverage(name: str) -> str:
         return ""
     from calibook.paper_scale import coverage
 
-    frame = coverage(name)
-    return f"{int(frame['published'].sum())} of {int(frame['planned'].sum())} runs"
+    target = None if page.targets == (None,) else ast.literal_eval(notebook_parameters(name)["target"]["default"])
+    frame = coverage(name, target)
+    return f"{int(frame['published'].sum())} of {int(frame['planned'].sum())} runs" + (f" ({target})" if target else "")

@@ -165,8 +165,8 @@ plots.method_comparison_chart(table)
 # Each row states what the papers lead one to expect on these data; the verdict is computed from
 # the numbers above by {py:func}`lib.cross_paper.pages.cross_paper.cross_paper_claims`, with the
 # book's one symmetric rule: an ECE on $n$ test examples varies by about $0.5/\sqrt{n}$
-# ({py:func}`lib.ccc.pages.ece_se`), an APGR by at most {py:func}`lib.ccc.cascade.apgr_se`, and a
-# difference inside 1.96 such errors (closed forms: infinite degrees of freedom in
+# ({py:func}`lib.ccc.pages.ece_se`), an APGR by its standard error over the test half
+# ({py:func}`lib.ccc.cascade.apgr_test_se`, as on the cascading page), and a difference inside 1.96 such errors (closed forms: infinite degrees of freedom in
 # `lib.report.t_verdict`) is "inconclusive".
 
 # %%

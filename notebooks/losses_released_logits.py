@@ -272,15 +272,16 @@ gamma.gamma_table({"NLL": gamma.select_gamma(gamma_summary, cfg["gamma_criterion
 # {py:func}`~lib.rr.pages.losses_released_logits.claims`: the released runs against
 # Table 2, the reweighting claims of the [trained page](losses_cifar10.ipynb) on the one
 # released seed (its margin alone decides), and Table 4's Meta-Cal claims, paired over the released
-# runs (Sec. 5: "additional reductions" of ECE$^a$ "at the expense of predictive accuracy"; App.
-# E.3: "substantial accuracy degradation", read as more than five points on average). `paper_own` applies the same rule to the paper's own
-# means where its tables give them.
+# runs, the losses being the units (Sec. 5: "additional reductions" of ECE$^a$ "at the expense of
+# predictive accuracy"; App. E.3: "substantial accuracy degradation", which the book reads as more
+# than five points on average). `paper_own` applies the same rule to the paper's own means where
+# its tables give them, for the same losses.
 #
-# **The numerical check** (the row of kind "numerical check"): the gamma cross-validation's curve,
-# every inverse-focal $\gamma \ge 4$ with a higher validation NLL than every smaller one. It holds
-# for any logits that carry information (the fitted temperature falls with $\gamma$ and the NLL is
-# unimodal in it), so it checks the computation, and does not test App. Figure 4a, which is about
-# networks trained with each $\gamma$.
+# **The book's expectation** (the row of kind "expectation"): the gamma cross-validation's curve,
+# every inverse-focal $\gamma \ge 4$ with a higher validation NLL than every smaller one. On logits
+# that carry information the fitted temperature falls with $\gamma$ and the NLL is unimodal in it,
+# but the row also needs the worst $\gamma < 4$ to beat the best $\gamma \ge 4$, which depends on
+# the data; it does not test App. Figure 4a, which is about networks trained with each $\gamma$.
 
 # %%
 rows = released.claims(metrics, meta, gamma_summary, failed, tol=cfg["claim_tol"])

@@ -221,27 +221,16 @@ def apgr(cost: ArrayLike, performance: ArrayLike, weak: float, strong: float) ->
     return float(np.trapezoid(r, c[order]))
 
 
-def apgr_se(small: ModelOutputs, large: ModelOutputs) -> float:
-    """An upper bound on the standard error of a cascade's test-half APGR: sqrt(d / n) /
-    abs(acc_large - acc_small), d the share of the n examples where one model alone is right (each
-    term of P(c) - P_weak is non-zero only there)."""
-    ks, kl = small.correct_test, large.correct_test
-    gap = abs(float(kl.mean()) - float(ks.mean()))
-    if ks.size == 0 or gap < 1e-12:
-        raise ValueError("large: must differ in accuracy from small on a non-empty test half")
-    return float(np.sqrt(np.mean(ks != kl) / ks.size) / gap)
-
-
 def apgr_test_se(curve: CascadeCurve, other: CascadeCurve | None = None) -> float:
     """The standard error, over the test half's examples, of ``curve``'s APGR, or of the difference
     of its APGR and ``other``'s on the same test half (the same two models' correctness: another
     calibrator, uncalibrated, or other bins): the delta method on APGR = mean(u g) / mean(g), u an
     example's share of the cost axis on the large model and g large's correctness minus small's
     (:class:`CascadeCurve`), for the bins fixed by the calibration half. Its influence per example
-    is (u - APGR) g / mean(g), so SE = sd of that / sqrt(n); it is at most about :func:`apgr_se`
-    (|u - APGR| <= 1), and far smaller for two curves that route alike. The noise of a finite test
-    set, which resampling one data set into halves does not show (paper 3's pages floor their
-    split-to-split SE by it)."""
+    is (u - APGR) g / mean(g), so SE = sd of that / sqrt(n); it is at most about sqrt(d / n) /
+    |mean(g)|, d the share of examples where one model alone is right (|u - APGR| <= 1), and far
+    smaller for two curves that route alike. The noise of a finite test set, which resampling one
+    data set into halves does not show (paper 3's pages floor their split-to-split SE by it)."""
     if curve.to_large is None or curve.gain is None:
         raise ValueError("curve: needs the per-example terms of cascade_curve (to_large, gain)")
     u, g, value = curve.to_large, curve.gain, curve.apgr()

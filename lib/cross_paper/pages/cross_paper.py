@@ -22,7 +22,7 @@ from scipy.special import softmax as scipy_softmax
 from lib import report
 from lib.calibration.metrics import accuracy, binary_ece, ece
 from lib.calibration.posthoc import TemperatureScaler, probs_to_logits
-from lib.ccc.cascade import apgr_se, cascade_curve, split_halves
+from lib.ccc.cascade import apgr_test_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
 from lib.ccc.pages import ece_se, logits_data
 from lib.moe.claims import MOCAE_ACC_TOL
@@ -122,13 +122,15 @@ def cascade_apgr(
     logits_small: np.ndarray, logits_large: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, test_idx: np.ndarray
 ) -> tuple[dict[str, float], float]:
     """APGR of the small -> large cascade routed on uncalibrated vs calibrated confidence (paper 3),
-    and the noise bar of the calibrated one (:func:`lib.ccc.cascade.apgr_se`)."""
-    out = {}
-    for calibrator in ("none", "temperature"):
-        small = model_outputs(logits_small, labels, cal_idx, test_idx, calibrator)
-        large = model_outputs(logits_large, labels, cal_idx, test_idx, calibrator)
-        out[calibrator] = cascade_curve(small, large, n_bins=15).apgr()
-    return out, apgr_se(small, large)
+    and the standard error of the calibrated one over the test half (:func:`lib.ccc.cascade.apgr_test_se`,
+    as the cascading page's)."""
+    curves = {
+        calibrator: cascade_curve(
+            *(model_outputs(z, labels, cal_idx, test_idx, calibrator) for z in (logits_small, logits_large)), n_bins=15
+        )
+        for calibrator in ("none", "temperature")
+    }
+    return {c: curve.apgr() for c, curve in curves.items()}, apgr_test_se(curves["temperature"])
 
 
 def training_loss_ece(

@@ -238,3 +238,11 @@ def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart()
     assert list(held["verdict"]) == ["held"] * 4 and list(failed["verdict"]) == ["did not hold"] * 4
     on_cpu = bm.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cpu"))
     assert on_cpu["verdict"].iloc[2] == "inconclusive at this scale"
+    # a single AU / AURC timing within 10% of parity decides nothing either way; beyond it, it does
+    for ratio, verdict in (
+        (0.95, "inconclusive at this scale"),
+        (1.05, "inconclusive at this scale"),
+        (0.89, "held"),
+        (1.11, "did not hold"),
+    ):
+        assert bm.claims(*_timings(ratio, 40.0, 2.5, 1.05, "cuda"))["verdict"].iloc[0] == verdict

@@ -156,12 +156,12 @@ def _inverse_focal_cv(nll_by_gamma: dict[float, float]) -> pd.DataFrame:
     )
 
 
-def test_gamma_check_follows_the_curve_and_is_a_numerical_check():
+def test_gamma_check_follows_the_curve_and_is_the_books_expectation():
     def check(cv: pd.DataFrame) -> dict:
         return gamma_check(rg.summarize_folds(cv))
 
     held = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.35, 4.0: 0.36, 5.0: 0.40}))
-    assert held["verdict"] == "held" and held["kind"] == "numerical check"
+    assert held["verdict"] == "held" and held["kind"] == "expectation"
     bad = check(_inverse_focal_cv({0.0: 0.30, 3.5: 0.37, 4.0: 0.36, 5.0: 0.40}))
     assert bad["verdict"] == "did not hold"
     short = check(_inverse_focal_cv({0.0: 0.30, 2.0: 0.35}))
