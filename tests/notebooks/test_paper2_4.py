@@ -135,7 +135,8 @@ def test_losses_released_logits_smoke(smoke_published) -> None:
         in out["released_claims"]
     )
     kinds = {r["claim"]: r["kind"] for r in _claims(out)}
-    assert kinds["inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it"] == KINDS[1]
+    # the book's expectation, not a theorem
+    assert kinds["inverse focal: every gamma >= 4 has a higher validation NLL than every gamma below it"] == KINDS[2]
 
 
 # --- the overviews' "Try it" commands, at smoke scale -------------------------------------------
