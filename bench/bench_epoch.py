@@ -554,7 +554,8 @@ def main() -> None:
             "python": platform.python_version(),
             "threads": torch.get_num_threads(),
             "note": (
-                "CPU: only a few steps are timed and epoch times are extrapolated; "
+                ("CPU: only a few steps are timed; " if device.type == "cpu" else "")
+                + "epoch times are extrapolated from the timed steps; "
                 "synthetic uint8 images of the right size (timing does not depend on pixel values)"
             ),
             "results": results,

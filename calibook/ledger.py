@@ -268,9 +268,12 @@ def _row_html(r: Mapping[str, str], scale: str) -> str:
     """One ledger line: the three marks, and the claim with its details one click away."""
     e = partial(html.escape, quote=False)
     link = f'<a href="../notebooks/{e(r["page"])}.html">{e(r["page"])}</a>'
-    whose = "the book's own expectation: " if r["kind"] == EXPECTATION else ""
+    whose = {EXPECTATION: "the book's own expectation", CHECK: "a numerical check", TIMING: "a timing"}
+    source = r["paper"] or "—"
+    if r["kind"] in whose and whose[r["kind"]] not in source.lower() and not source.startswith("the book's"):
+        source = f"{whose[r['kind']]}: {source}"
     details = [
-        ("the paper" if r["kind"] == CLAIM else "whose", whose + (r["paper"] or "—")),
+        ("the paper" if r["kind"] == CLAIM else "source", source),
         ("the paper's own table, same rule", r["paper_own"] or "—"),
         (f"ours, {scale}", f"{r['ours']}: {r['ours_text']}" if r["ours_text"] else r["ours"]),
         ("ours, paper scale", r["paper_scale"]),

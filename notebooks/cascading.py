@@ -140,7 +140,7 @@ main.groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %%
 abl = cascading.ablations(grid, cfg["calibrators"], cfg["bins_ablation"])
-abl.groupby(["ablation", "setting"])["apgr"].agg(["mean", "std"]).round(4)
+abl.groupby(["ablation", "setting"], sort=False)["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Distribution shift. MMLU-Adversarial is not available offline, so as a stand-in we calibrate and

@@ -232,7 +232,7 @@ plots.legend_below(
     | plots.line_chart(by_agreement, y="accuracy", title="Accuracy", **style))
 
 # %% [markdown]
-# The numbers behind the figure (counts are images per bin).
+# The numbers behind the figure.
 
 # %%
 by_agreement.pivot_table(index="method", columns="agreement",
@@ -281,7 +281,7 @@ mocae_fits.round(4) if not mocae_fits.empty else none
 #
 # Every number the paper's text states about CIFAR-10H, with its exact sentence; "[…]" marks digits
 # lost when the paper was converted to text, so the paper's value is given as lost. Ours are means
-# over seeds from the run above. The last table compares the size of the hard subset.
+# over seeds from the run above. The table after it compares the size of the hard subset.
 
 # %%
 paper.beside_paper_statements(summary, "cifar10h", experiment.METHOD_LABELS)

@@ -74,7 +74,7 @@ plots.use_offline_renderer()
 # keep only the examples both models are among the most sure about, $\mathrm{bin}_B$ being the
 # equal-count bin (1 = least sure, $B$ = most sure) among the flagged examples. $k = B$ is the basic
 # rule; $k = 1$ the strictest. Below, {py:func}`lib.ccc.cleaning.calibrated_flags` on six examples
-# with $B = 2$: the basic rule flags 0, 2, 4 and 5 (example 1 and 3 have a model agreeing with the
+# with $B = 2$: the basic rule flags 0, 2, 4 and 5 (examples 1 and 3 have a model agreeing with the
 # label); of these, only example 4 is in both models' top half (A: 0.9 and 0.95; B: 0.9 and 0.85).
 # The same flags by the formula in numpy: with two bins, a model's top bin among the flagged
 # examples is its confidences above their median.

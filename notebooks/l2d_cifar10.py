@@ -223,7 +223,7 @@ display(Markdown(why))
 page.publish_claims(claims)
 
 # %% [markdown]
-# What the tests and the landing page read, glued in one call (hidden on the page): the
+# What the tests and the landing page read, glued in one call: the
 # backbone's accuracy, the number of runs, every run's ECE and accuracy, the sweeps' ends and the verdicts.
 
 # %%

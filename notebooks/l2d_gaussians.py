@@ -268,7 +268,7 @@ page.publish_claims(claims)
 # Our own values stand in the table of the paper's numbers above, our verdicts in the claims table.
 
 # %% [markdown]
-# What the tests and the landing page read, glued in one call (hidden on the page): the Bayes
+# What the tests and the landing page read, glued in one call: the Bayes
 # accuracies, the number of runs, every run's ECE and accuracy, the sweeps' ends and the verdicts.
 
 # %%

@@ -60,7 +60,7 @@ page.start("performance", globals())
 # %%
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from calibook import performance
 from lib import config, plots
@@ -133,13 +133,15 @@ plots.bar_chart(performance.method_bars(costs), "method", "time per step / vanil
 # trained methods it projects Table 1's grid (6 trained methods x 5 seeds x 50 epochs; MoCaE reuses
 # Vanilla's runs). On a GPU it also
 # reports the fraction of peak bf16 throughput and the host syncs per step. This page shows every
-# `epoch_*.json` that has been committed.
+# `epoch_*.json` that has been committed, each under its device and how many steps it timed (the
+# images are synthetic uint8 of the right size: timing does not depend on pixel values).
 
 # %%
 epoch_records = {k: r for k, r in results.items() if k.startswith("epoch_")}
 gpu_measured = any("CPU" not in r["device"] for r in epoch_records.values())
 for record in epoch_records.values():
-    print(f"{record['device']} -- {record['note']}")
+    timed = record["results"][0]["epoch_seconds_note"]
+    display(Markdown(f"**{record['device']}**: {timed}"))
     display(performance.epoch_table(record).round(3))
 
 # %% [markdown]

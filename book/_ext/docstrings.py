@@ -1,7 +1,9 @@
 """Sphinx extension: render ``lib``'s plain-text docstrings safely on the API page.
 
 The docstrings write absolute values as ``|a - b|``; reStructuredText reads ``|...|`` as a
-substitution reference, so this escapes bars before autodoc parses a docstring.
+substitution reference, so this escapes bars before autodoc parses a docstring. Module data whose
+value prints longer than :data:`MAX_VALUE` characters (the papers' tables as dicts, long grids) are
+shown by name and docstring, not as a one-line dump of the value.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import re
 from typing import Any
 
 _BAR = re.compile(r"(?<!\\)\|")
+MAX_VALUE = 120
 
 
 def _escape_bars(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
@@ -20,6 +23,25 @@ def _escape_bars(app: Any, what: str, name: str, obj: Any, options: Any, lines: 
         lines[i] = _BAR.sub(r"\\|", line)
 
 
+def _short_values(documenter: type) -> type:
+    """``documenter`` (autodoc's data or attribute documenter) without long values in its header."""
+    from sphinx.util.inspect import object_description
+
+    class Short(documenter):  # type: ignore[misc, valid-type]
+        def should_suppress_value_header(self) -> bool:
+            try:
+                long = len(object_description(self.object)) > MAX_VALUE
+            except Exception:  # a value that cannot be described is not shown either
+                long = True
+            return long or super().should_suppress_value_header()
+
+    return Short
+
+
 def setup(app: Any) -> dict[str, Any]:
+    from sphinx.ext.autodoc import AttributeDocumenter, DataDocumenter
+
     app.connect("autodoc-process-docstring", _escape_bars)
+    for documenter in (DataDocumenter, AttributeDocumenter):
+        app.add_autodocumenter(_short_values(documenter), override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -229,8 +229,9 @@ def apgr_test_se(curve: CascadeCurve, other: CascadeCurve | None = None) -> floa
     (:class:`CascadeCurve`), for the bins fixed by the calibration half. Its influence per example
     is (u - APGR) g / mean(g), so SE = sd of that / sqrt(n); it is at most about sqrt(d / n) /
     abs(mean(g)), d the share of examples where one model alone is right (as abs(u - APGR) <= 1),
-    and far smaller for two curves that route alike. The noise of a finite test set, which resampling one
-    data set into halves does not show (paper 3's pages floor their split-to-split SE by it)."""
+    and far smaller for two curves that route alike. The noise of a finite test set, which
+    resampling one data set into halves does not show (paper 3's pages floor their split-to-split SE
+    by it)."""
     if curve.to_large is None or curve.gain is None:
         raise ValueError("curve: needs the per-example terms of cascade_curve (to_large, gain)")
     u, g, value = curve.to_large, curve.gain, curve.apgr()

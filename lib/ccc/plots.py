@@ -39,7 +39,7 @@ def ccc_reliability_grid(
     points = base.mark_line(point=True).encode(
         y=alt.Y("acc:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), tooltip=["conf:Q", "acc:Q", "count:Q"]
     )
-    bars = base.mark_errorbar().encode(y="acc_lo:Q", y2="acc_hi:Q")
+    bars = base.mark_errorbar().encode(y=alt.Y("acc_lo:Q", title="accuracy"), y2="acc_hi:Q")
     diagonal = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4])  # y = x, inside a faceted layer
     diagonal = diagonal.encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1))
     return (

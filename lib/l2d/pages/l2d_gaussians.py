@@ -40,7 +40,7 @@ def scale_line(cfg: Mapping[str, Any]) -> str:
     return (
         f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
         f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
-        f"(patience {cfg['patience']}), {cfg['seeds']} seeds, experts 1..{max(cfg['num_experts'])}"
+        f"(patience {cfg['patience']}), {cfg['seeds']} seed{'s' * (cfg['seeds'] != 1)}, experts 1..{max(cfg['num_experts'])}"
     )
 
 

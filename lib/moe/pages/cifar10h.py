@@ -65,7 +65,7 @@ def scale_summary(cfg: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
         f"{'CIFAR-10 / CIFAR-10H' if real else 'SYNTHETIC images'}: {sizes['train']} train, {sizes['val']} val, "
         f"{sizes['test']} test ({sizes['hard']} hard"
         + (f"; 'all' = uniform sample of {sizes['all']}" if "all" in sizes else "")
-        + f"); {cfg['epochs']} epochs; seeds {cfg['seeds']}"
+        + f"); {cfg['epochs']} epoch{'s' * (cfg['epochs'] != 1)}; seeds {cfg['seeds']}"
     )
 
 

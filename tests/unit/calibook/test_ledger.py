@@ -160,6 +160,7 @@ def test_markdown_lays_out_each_paper_counts_first_then_one_line_per_row(tmp_pat
     assert "<summary>A beats B " in table and "<dd>'A beats B' (sec. 2)</dd>" in table
     # the expectation says whose it is; the marks carry their verdict in words
     assert "<dd>the book's own expectation: our bar</dd>" in table
+    assert "<dt>source</dt><dd>a numerical check: —</dd>" in table  # a check is named as one, not "whose"
     assert '<td class="mark held" title="held">✔</td>' in table and 'class="mark failed"' in table
 
 

@@ -74,7 +74,8 @@ def test_scale_lines_say_what_the_plan_runs():
         n = len({it.seed for it in cifar.PAGE.plan(scale)})
         assert cifar.scale_line(cfg).endswith(f"{n} seed{'s' if n != 1 else ''}")
         cfg = settings("l2d_gaussians", scale)
-        assert f"{len({it.seed for it in gauss.PAGE.plan(scale)})} seeds" in gauss.scale_line(cfg)
+        n = len({it.seed for it in gauss.PAGE.plan(scale)})
+        assert f"{n} seed{'s' if n != 1 else ''}, experts" in gauss.scale_line(cfg)
 
 
 def test_bayes_accuracy_beats_the_nearest_mean_rule():
