@@ -239,21 +239,13 @@ by_agreement.pivot_table(index="method", columns="agreement",
                          values=["confidence", "accuracy"]).round(3)
 
 # %% [markdown]
-# ## Figure E.3: where the confidence goes, easy vs hard images
-#
-# The share of predictions in each confidence bin, per method, on easy and on hard images.
-
-# %%
-hard_mask = data.hard_mask.numpy()
-moe_plots.confidence_histograms(cifar10h.confidence_frame(pred_test, hard_mask))
-
-# %% [markdown]
 # ## Figure E.2: hard images where Vanilla MoE and Robust MoE disagree most in confidence
 #
 # Seed 0's predictions; captions give the human label distribution's top class and the two models'
 # top class and confidence.
 
 # %%
+hard_mask = data.hard_mask.numpy()
 van, rob = pred_test.get("Vanilla MoE"), pred_test.get("Robust MoE")
 if van is not None and rob is not None:
     pick, captions = cifar10h.disagreement_examples(
@@ -263,6 +255,14 @@ if van is not None and rob is not None:
 else:
     chart = Markdown("Vanilla MoE or Robust MoE was not run at this scale.")
 chart
+
+# %% [markdown]
+# ## Figure E.3: where the confidence goes, easy vs hard images
+#
+# The share of predictions in each confidence bin, per method, on easy and on hard images.
+
+# %%
+moe_plots.confidence_histograms(cifar10h.confidence_frame(pred_test, hard_mask))
 
 # %% [markdown]
 # ## MoCaE: the paper's fit and a converged fit

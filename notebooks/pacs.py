@@ -145,6 +145,21 @@ points = pacs.tradeoff_points(summary, TARGET)
 moe_plots.tradeoff_chart(*points, title=f"Held-out {TARGET}")
 
 # %% [markdown]
+# ## Figure D.1: the four domains
+#
+# The same objects drawn in each PACS domain (first image of three classes per domain), which is
+# why a model trained on three styles can stay accurate on the fourth and still be miscalibrated.
+
+# %%
+if REAL:
+    examples, example_captions = pacs_examples(size=cfg["image_size"])
+    figure_d1 = moe_plots.image_strip(examples.numpy(), example_captions, columns=3)
+else:
+    figure_d1 = Markdown("Figure D.1 needs the real PACS images; "
+                         "this scale's domains are synthetic.")
+figure_d1
+
+# %% [markdown]
 # ## Figure E.5: reliability diagrams on the held-out domain
 #
 # Ten confidence bins with 95% intervals, predictions pooled over seeds.
@@ -185,21 +200,6 @@ page.publish_claims(claims)
 
 # %%
 paper_scale.show_paper_section("pacs", scale, target=TARGET)
-
-# %% [markdown]
-# ## Figure D.1: the four domains
-#
-# The same objects drawn in each PACS domain (first image of three classes per domain), which is
-# why a model trained on three styles can stay accurate on the fourth and still be miscalibrated.
-
-# %%
-if REAL:
-    examples, example_captions = pacs_examples(size=cfg["image_size"])
-    figure_d1 = moe_plots.image_strip(examples.numpy(), example_captions, columns=3)
-else:
-    figure_d1 = Markdown("Figure D.1 needs the real PACS images; "
-                         "this scale's domains are synthetic.")
-figure_d1
 
 # %% [markdown]
 # ## How the `cpu` scale runs, and where the numbers came from

@@ -131,10 +131,11 @@ def outlier_note(acc: Mapping[str, float]) -> str:
 
 
 def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-    """Per run: the temperature fitted by ECE and by NLL, and the ECE after each (rows runs)."""
+    """Per run: the temperature fitted by ECE and by NLL, and the ECE after each (rows runs, by their
+    labels)."""
     return pd.DataFrame(
         {
-            name: {
+            LABELS.get(name, name): {
                 "T (ECE fit)": m["temperature"],
                 "T (NLL fit)": m["temperature_nll"],
                 "ECE+TS (ECE fit)": m["ece_ts"],
