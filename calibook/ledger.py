@@ -264,14 +264,17 @@ def _mark(verdict: str, title: str = "") -> str:
     return f'<td class="mark {css}" title="{html.escape(title or verdict or "no verdict")}">{symbol}</td>'
 
 
+KIND_NAMES: dict[str, str] = {EXPECTATION: "the book's own expectation", CHECK: "a numerical check", TIMING: "a timing"}
+"""What a ledger line's source says a row is, when the row is not one of the papers' claims."""
+
+
 def _row_html(r: Mapping[str, str], scale: str) -> str:
     """One ledger line: the three marks, and the claim with its details one click away."""
     e = partial(html.escape, quote=False)
     link = f'<a href="../notebooks/{e(r["page"])}.html">{e(r["page"])}</a>'
-    whose = {EXPECTATION: "the book's own expectation", CHECK: "a numerical check", TIMING: "a timing"}
-    source = r["paper"] or "—"
-    if r["kind"] in whose and whose[r["kind"]] not in source.lower() and not source.startswith("the book's"):
-        source = f"{whose[r['kind']]}: {source}"
+    source, whose = r["paper"] or "—", KIND_NAMES.get(r["kind"])
+    if whose and whose not in source.lower() and not source.startswith("the book's"):
+        source = f"{whose}: {source}"
     details = [
         ("the paper" if r["kind"] == CLAIM else "source", source),
         ("the paper's own table, same rule", r["paper_own"] or "—"),
@@ -408,9 +411,7 @@ def _coverage(name: str) -> str:
     """ "k of n runs" of the page's paper-scale plan published in ``results/``, :data:`ON_CPU` for a
     page whose paper scale needs no GPU, "" for the others. A page with targets (PACS's held-out
     domains) is built at its notebook's default target: the runs of that target, named."""
-    import ast
-
-    from calibook.notebooks import notebook_parameters
+    from calibook.notebooks import parameter_default
     from calibook.pages import get
 
     page = get(name)
@@ -420,6 +421,6 @@ def _coverage(name: str) -> str:
         return ""
     from calibook.paper_scale import coverage
 
-    target = None if page.targets == (None,) else ast.literal_eval(notebook_parameters(name)["target"]["default"])
+    target = None if page.targets == (None,) else parameter_default(name, "target")
     frame = coverage(name, target)
     return f"{int(frame['published'].sum())} of {int(frame['planned'].sum())} runs" + (f" ({target})" if target else "")

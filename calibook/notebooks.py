@@ -51,6 +51,17 @@ def notebook_parameters(name: str) -> dict[str, dict[str, str]]:
     return dict(pm.inspect_notebook(str(check_notebook(name))))
 
 
+def parameter_default(name: str, key: str) -> Any:
+    """The default value of parameter ``key`` in ``notebooks/<name>.ipynb``'s parameters cell
+    (``ValueError`` naming ``key`` when the cell has no such parameter)."""
+    import ast
+
+    declared = notebook_parameters(name).get(key)
+    if declared is None:
+        raise ValueError(f"key: notebook {name!r} has no parameter {key!r}")
+    return ast.literal_eval(declared["default"])
+
+
 def _convert(name: str, raw: Any, type_name: str) -> Any:
     """A parameter as a value of the parameters cell's type: a ``-p`` string converted (``str`` stays a
     string), any other value checked where the cell's type is a number or a bool (an int is a float)."""

@@ -44,14 +44,11 @@ def _tag(name: str, params: dict[str, Any]) -> str:
 
 def _is_default(name: str, key: str, value: Any) -> bool:
     """Whether ``value`` is the default of parameter ``key`` in the notebook's parameters cell."""
-    from calibook.notebooks import notebook_parameters
+    from calibook.notebooks import parameter_default
 
-    declared = notebook_parameters(name).get(key)
-    if declared is None:
-        return False
     try:
-        return ast.literal_eval(declared["default"]) == value
-    except (ValueError, SyntaxError):
+        return parameter_default(name, key) == value
+    except (ValueError, SyntaxError):  # no such parameter, or a default that is not a literal
         return False
 
 

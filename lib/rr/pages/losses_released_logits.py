@@ -306,13 +306,13 @@ def metacal_claims(
     :data:`METACAL_COST` of accuracy on average (the book's reading of "substantial accuracy
     degradation"; a claim on the size of the cost: its margin is a point)."""
     rows: list[dict[str, Any]] = []
+    same = [n for n in metrics if n in PAPER["ece_a_ts"]]  # the paper's columns of the same losses
+    of = f"Table 4, ResNet-50, the same {len(same)} losses"
     for key, label in METACAL_LABELS.items():
         gain = [metrics[n]["ece_a_ts"] - meta[n][f"ece_a_{key}"] for n in metrics]
         cost = [metrics[n]["accuracy"] - meta[n][f"accuracy_{key}"] for n in metrics]
-        same = [n for n in metrics if n in PAPER["ece_a_ts"]]  # the paper's columns of the same losses
         paper_gain = [(PAPER["ece_a_ts"][n] - PAPER[f"ece_a_{key}"][n]) / 100 for n in same]
         paper_cost = [(PAPER["accuracy"][n] - PAPER[f"accuracy_{key}"][n]) / 100 for n in same]
-        of = f"Table 4, ResNet-50, the same {len(same)} losses"
         rows.append(
             report.claim_row(
                 f"{label} lowers ECE^a beyond TS (mean over the runs)",

@@ -49,6 +49,13 @@ def test_papermill_shows_every_parameter_with_type_default_and_comment(name: str
     assert shown["scale"]["default"] == '"cpu"'
 
 
+def test_a_parameters_default_is_read_from_its_cell() -> None:
+    assert notebooks.parameter_default("pacs", "target") == "photo"  # the page the book builds
+    assert notebooks.parameter_default("cifar10h", "scale") == "cpu"
+    with pytest.raises(ValueError, match="^key: notebook 'pacs' has no parameter 'lam'"):
+        notebooks.parameter_default("pacs", "lam")
+
+
 def test_parameters_are_checked_and_converted() -> None:
     assert notebooks.check_parameters("pacs", "smoke", {"epochs": "3", "target": "sketch"}) == {
         "epochs": 3,
