@@ -112,11 +112,12 @@ def publish_values(**values: Any) -> None:
 
 
 def publish_claims(claims: pd.DataFrame) -> None:
-    """Publish a page's claims table (:func:`lib.report.claims_table`) under ``claims``, as its rows, and show it."""
+    """Publish a page's claims table (:func:`lib.report.claims_table`) under ``claims``, as its rows, and show it
+    (``paper_own`` headed "the paper's own")."""
     if not isinstance(claims, pd.DataFrame):
         raise ValueError(f"claims: expected the DataFrame of claims_table, got {type(claims).__name__}")
     publish("claims", claims.to_dict("records"))
-    show(claims)
+    show(claims.rename(columns={"paper_own": "the paper's own"}))
 
 
 def read_published(notebook: str | Path) -> dict[str, Any]:

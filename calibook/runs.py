@@ -81,6 +81,7 @@ __all__ = [
     "cached_run",
     "config_key",
     "provenance",
+    "read_record",
     "RECORD_FORMAT",
 ]
 

@@ -22,11 +22,24 @@ BOOK_WIDTH = 740
 column); grids and side-by-side charts are sized to fit it, so their labels stay legible."""
 
 
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
+"""The charts' font: vl-convert lays text out with Liberation Sans, so a browser showing the SVG must
+use it or a font of the same widths (Arial, Helvetica); with its own default (DejaVu Sans on many
+Linux machines, 13% wider) legend labels and titles ran past the chart's edge."""
+
+
+@alt.theme.register("book", enable=False)
+def _book_theme() -> alt.theme.ThemeConfig:
+    return {"config": {"font": FONT}}
+
+
 def use_offline_renderer() -> None:
     """Set up a page's output: altair charts as inline SVG through vl-convert (``RuntimeError`` if a test
-    chart is not), no row limit on inline data, pandas text cells in full (claims are sentences)."""
+    chart is not) in the book's :data:`FONT`, no row limit on inline data, pandas text cells in full
+    (claims are sentences)."""
     pd.set_option("display.max_colwidth", None)
     alt.renderers.enable("svg")
+    alt.theme.enable("book")
     alt.data_transformers.disable_max_rows()
     bundle = alt.Chart(pd.DataFrame({"x": [0, 1]})).mark_point().encode(x="x:Q")._repr_mimebundle_()
     if "image/svg+xml" not in ((bundle[0] if isinstance(bundle, tuple) else bundle) or {}):  # (data, metadata)

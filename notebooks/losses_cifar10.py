@@ -345,7 +345,7 @@ losses_cifar10.paper_comparison(table_metrics, cfg["paper_row"]).round(3)
 # against their standard error times the Student-t critical value at n - 1 degrees of freedom
 # (n seeds) and at least a margin (`claim_tol`, half an ECE point; a fifth of it for class-wise
 # ECE and the drop from temperature scaling); with one seed the margin alone decides. The column
-# `paper_own` applies the same rule to the paper's own means (it reports no errors, so its margin
+# "the paper's own" applies the same rule to the paper's own means (it reports no errors, so its margin
 # decides; its Figure 2 gives diagrams, not numbers). The book's one rule for models that did not
 # learn (printed below with its threshold) is applied to XE's accuracy against the paper's XE
 # accuracy in the same row. The row of kind "numerical check" holds by calculus, computed here,

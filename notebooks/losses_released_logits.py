@@ -274,7 +274,7 @@ gamma.gamma_table({"NLL": gamma.select_gamma(gamma_summary, cfg["gamma_criterion
 # released seed (its margin alone decides), and Table 4's Meta-Cal claims, paired over the released
 # runs, the losses being the units (Sec. 5: "additional reductions" of ECE$^a$ "at the expense of
 # predictive accuracy"; App. E.3: "substantial accuracy degradation", which the book reads as more
-# than five points on average). `paper_own` applies the same rule to the paper's own means where
+# than five points on average). "The paper's own" applies the same rule to the paper's own means where
 # its tables give them, for the same losses.
 #
 # **The book's expectation** (the row of kind "expectation"): the gamma cross-validation's curve,

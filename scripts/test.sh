@@ -5,18 +5,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The book's headless-browser checks (tests/test_book.py) need Chromium: install it when it is missing
-# and this can (root with apt-get: Debian's chromium, under a minute); say so when it cannot. Nothing
-# is done when it is installed already.
-if ! command -v chromium >/dev/null 2>&1; then
+# The book's headless-browser checks (tests/test_book.py) need Chromium, and the charts' check the font
+# the charts are laid out in (Liberation Sans, lib.plots.FONT): install what is missing when this can
+# (root with apt-get: Debian's chromium and fonts-liberation, under a minute); say so when it cannot.
+# Nothing is done when both are installed already.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[ -n "$(fc-list "Liberation Sans" 2>/dev/null)" ] || missing+=(fonts-liberation)
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "[test] installing chromium for the book's headless-browser checks (apt-get, under a minute)"
+        echo "[test] installing ${missing[*]} for the book's headless-browser checks (apt-get, under a minute)"
         export DEBIAN_FRONTEND=noninteractive
-        apt_install() { apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }
+        apt_install() { apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; }
         apt_install || { apt-get update -q >/dev/null 2>&1 && apt_install; } ||
-            echo "[test] could not install chromium (apt-get failed: no network or no package?): the book's headless-browser checks will be skipped" >&2
+            echo "[test] could not install ${missing[*]} (apt-get failed: no network or no package?): the book's headless-browser checks that need them will be skipped" >&2
     else
-        echo "[test] chromium is not installed and this cannot install it (needs root and apt-get): the book's headless-browser checks will be skipped" >&2
+        echo "[test] ${missing[*]} not installed and this cannot install it (needs root and apt-get): the book's headless-browser checks that need them will be skipped" >&2
     fi
 fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -77,6 +77,22 @@ def test_setup_cells_are_hidden_and_code_links_to_its_source(html: Path) -> None
     assert "_modules/lib/" in (html / "book" / "api.html").read_text(), "the API page links no source"
 
 
+def test_every_link_back_from_a_source_page_lands(html: Path) -> None:
+    """A source page's "[docs]" links reach the documented name on the API page, re-exported names
+    included (``book/_ext/docstrings.py``)."""
+    ids: dict[Path, set[str]] = {}
+    dead = []
+    for page in (html / "_modules").rglob("*.html"):
+        for target, anchor in re.findall(r'href="([^"#:]+[.]html)#([^"]+)"', page.read_text()):
+            path = (page.parent / target).resolve()
+            if path not in ids:
+                ids[path] = set(re.findall(r'id="([^"]+)"', path.read_text())) if path.exists() else set()
+            if anchor not in ids[path]:
+                dead.append(f"{page.relative_to(html)} -> {target}#{anchor}")
+    assert ids, "no source page links back to the API page"
+    assert not dead, f"{len(dead)} dead links, e.g. {dead[:3]}"
+
+
 def test_pages_load_nothing_from_the_internet(html: Path) -> None:
     for page in html.rglob("*.html"):
         text = page.read_text()
@@ -199,3 +215,51 @@ def test_the_ledger_reads_at_a_glance_in_headless_chromium(html: Path, tmp_path:
     assert got["marks"] == 3 * got["rows"], got
     lines = sorted(got["heights"])
     assert statistics.median(lines) <= 2.5 and lines[-1] <= 4.5, f"rows too tall (in lines): {lines[-10:]}"
+
+
+# Puts every chart of the build inline in one page and writes into the DOM the text that lies outside its chart.
+_CHART_PROBE = """<script>
+window.addEventListener("load", () => {
+  const out = [];
+  document.querySelectorAll("div[data-chart] > svg").forEach(svg => {
+    const box = svg.viewBox.baseVal, inverse = svg.getScreenCTM().inverse();
+    svg.querySelectorAll("text").forEach(text => {
+      const b = text.getBBox(), m = inverse.multiply(text.getScreenCTM()), xs = [], ys = [];
+      for (const [x, y] of [[b.x, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height], [b.x + b.width, b.y]]) {
+        xs.push(m.a * x + m.c * y + m.e); ys.push(m.b * x + m.d * y + m.f);
+      }
+      const over = Math.max(box.x - Math.min(...xs), Math.max(...xs) - box.x - box.width,
+                            box.y - Math.min(...ys), Math.max(...ys) - box.y - box.height);
+      if (over > 1) out.push([svg.parentElement.dataset.chart, text.textContent.slice(0, 50), Math.round(over)]);
+    });
+  });
+  document.body.setAttribute("data-chart-probe", JSON.stringify({charts: document.querySelectorAll("div[data-chart]").length, out}));
+});
+</script>"""
+
+
+def _has_font(family: str) -> bool:
+    fc_match = shutil.which("fc-match")
+    found = subprocess.run([fc_match, family], capture_output=True, text=True).stdout if fc_match else ""
+    return family.split()[0] in found
+
+
+@needs_chromium
+def test_no_chart_text_runs_past_its_chart_in_headless_chromium(html: Path, tmp_path: Path) -> None:
+    """Every label and title of every chart lies inside its SVG when a browser draws it: vl-convert
+    sizes a chart by Liberation Sans's widths, so ``lib.plots.FONT`` names it first (with DejaVu Sans,
+    13% wider, legend labels and titles ran up to 18 px past the edge). Needs the font installed."""
+    import json
+    from html import unescape
+
+    if not _has_font("Liberation Sans"):
+        pytest.skip("the Liberation Sans font is not installed (scripts/test.sh installs it with Chromium)")
+    charts = sorted((html / "_images").glob("*.svg"))
+    body = "".join(f'<div data-chart="{p.name}">{re.sub(r"<[?]xml[^>]*>", "", p.read_text())}</div>' for p in charts)
+    page = tmp_path / "charts.html"
+    page.write_text(f"<html><body>{body}{_CHART_PROBE}</body></html>")
+    found = re.search(r'data-chart-probe="([^"]*)"', _dom(page, tmp_path / "profile"))
+    assert found, "the probe did not run"
+    got = json.loads(unescape(found.group(1)))
+    assert got["charts"] == len(charts) > 10, got["charts"]
+    assert not got["out"], f"chart text past the chart's edge (chart, text, px): {got['out'][:8]}"

@@ -3,7 +3,9 @@
 The docstrings write absolute values as ``|a - b|``; reStructuredText reads ``|...|`` as a
 substitution reference, so this escapes bars before autodoc parses a docstring. Module data whose
 value prints longer than :data:`MAX_VALUE` characters (the papers' tables as dicts, long grids) are
-shown by name and docstring, not as a one-line dump of the value.
+shown by name and docstring, not as a one-line dump of the value. A source page's "[docs]" links
+point at the module that defines each name (viewcode took the first module that documented one of its
+names, so a re-export, e.g. a page class's ``data = image_training.page_data``, broke every link).
 """
 
 from __future__ import annotations
@@ -38,10 +40,23 @@ def _short_values(documenter: type) -> type:
     return Short
 
 
+def _own_module_anchors(app: Any) -> list[Any]:
+    """Before viewcode writes its source pages: each module's "[docs]" anchors under its own name,
+    and none for a name documented only where it is re-exported (it has no anchor of its own)."""
+    env = app.builder.env
+    documented = env.get_domain("py").objects
+    for name, entry in getattr(env, "_viewcode_modules", {}).items():
+        if entry:  # (code, tags, used, refname)
+            used = {n: documented[f"{name}.{n}"].docname for n in entry[2] if f"{name}.{n}" in documented}
+            env._viewcode_modules[name] = (entry[0], entry[1], used, name)
+    return []
+
+
 def setup(app: Any) -> dict[str, Any]:
     from sphinx.ext.autodoc import AttributeDocumenter, DataDocumenter
 
     app.connect("autodoc-process-docstring", _escape_bars)
+    app.connect("html-collect-pages", _own_module_anchors, priority=400)  # viewcode's runs at 500
     for documenter in (DataDocumenter, AttributeDocumenter):
         app.add_autodocumenter(_short_values(documenter), override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
