@@ -149,7 +149,8 @@ if cfg["mode"] == "features":
 # out), the code path the paper-scale queue trains with; a second run of the page
 # only reads them back. At paper scale the page reads the GPU runs the queue published to
 # `results/l2d_cifar10/` and trains nothing unless `train` is "yes"; its figures need every point
-# of the sweeps, so it stops, saying how many are published, until all are.
+# of the sweeps, so it stops, saying how many are published, until all are. The table: means over
+# seeds ± their standard error ({py:func}`~lib.l2d.results.summary_table`).
 
 # %%
 if not TRAIN:
@@ -157,7 +158,7 @@ if not TRAIN:
 runs = l2d_cifar10.PAGE.run(cfg, data, TRAIN)
 summary = results.summarize(runs)
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
-summary.round(4)
+results.summary_table(summary)
 
 # %% [markdown]
 # ## Figure 1, bottom row

@@ -197,7 +197,8 @@ bayes
 # seed: one training each, {py:func}`~lib.l2d.experiment.run_gaussian` (the MLP trained on the
 # surrogate, then its test metrics), cached, so re-running the page only reads the results back.
 # {py:func}`~lib.l2d.results.result_row` reads each record into a row;
-# {py:func}`~lib.l2d.results.summarize` takes means over seeds.
+# {py:func}`~lib.l2d.results.summarize` takes means and standard errors over seeds, shown as
+# "mean ± standard error" by {py:func}`~lib.l2d.results.summary_table`.
 
 # %%
 t0 = time.time()
@@ -206,7 +207,7 @@ records = [experiment.run_gaussian(**p, cfg=cfg) for p in points]
 runs = pd.DataFrame([results.result_row(p, r) for p, r in zip(points, records)])
 summary = results.summarize(runs)
 print(f"{len(runs)} runs in {time.time() - t0:.0f} s")
-summary.round(4)
+results.summary_table(summary)
 
 # %% [markdown]
 # ## Figure 1, top row

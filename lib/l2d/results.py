@@ -66,6 +66,26 @@ def summarize(df: pd.DataFrame, metrics: Sequence[str] = RESULT_COLUMNS) -> pd.D
     return out.reset_index()
 
 
+METRIC_LABELS: dict[str, str] = {
+    "ece": "expert ECE",
+    "system_accuracy": "system accuracy",
+    "classifier_accuracy": "classifier accuracy",
+    "defer_rate": "deferral rate",
+    "ece_random_expert": "random expert's ECE",
+}
+"""The names the pages' tables give the ``RESULT_COLUMNS`` (the paper's, Figs. 1-2)."""
+
+
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summarize`'s means as a page shows them: one row per sweep point and surrogate, each
+    metric as "mean ± standard error" over seeds (the mean alone with one seed), and the seeds."""
+    out = summary[["experiment", "value", "surrogate"]].copy()
+    one = summary["seeds"] < 2
+    for m, label in METRIC_LABELS.items():
+        out[label] = [f"{a:.4f}" if o else f"{a:.4f} ± {b:.4f}" for a, b, o in zip(summary[m], summary[f"{m}_se"], one)]
+    return out.assign(seeds=summary["seeds"])
+
+
 def pick(summary: pd.DataFrame, experiment: str, value: float, surrogate: str, metric: str) -> float:
     """One mean of :func:`summarize` at (experiment, value, surrogate)."""
     row = summary[(summary.experiment == experiment) & (summary.value == value) & (summary.surrogate == surrogate)]

@@ -27,6 +27,22 @@ def test_summarize_matches_numpy():
     assert int(s["seeds"].iloc[0]) == 3
 
 
+def test_summary_table_writes_mean_plus_minus_se_and_the_mean_alone_at_one_seed():
+    # ece 0.10, 0.11, 0.12: mean 0.11, sd 0.01, se 0.01 / sqrt(3) = 0.0058; one seed: no error shown
+    rows = [
+        {"experiment": "experts", "value": 2, "surrogate": "ova", "seed": k, "ece": 0.10 + 0.01 * k}
+        | {"system_accuracy": 0.9, "classifier_accuracy": 0.8, "defer_rate": 0.25, "ece_random_expert": 0.3}
+        for k in range(3)
+    ]
+    table = lr.summary_table(lr.summarize(pd.DataFrame(rows)))
+    assert table["expert ECE"].tolist() == ["0.1100 ± 0.0058"] and table["deferral rate"].tolist() == [
+        "0.2500 ± 0.0000"
+    ]
+    assert list(table.columns[3:]) == [*lr.METRIC_LABELS.values(), "seeds"] and table["seeds"].tolist() == [3]
+    alone = lr.summary_table(lr.summarize(pd.DataFrame(rows[:1])))
+    assert alone["expert ECE"].tolist() == ["0.1000"] and alone["seeds"].tolist() == [1]
+
+
 def runs_of_plan(
     page: str,
     scale: str,
