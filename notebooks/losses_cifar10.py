@@ -256,7 +256,8 @@ print(f"training and evaluation: {time.time() - t0:.0f} s")
 # %% [markdown]
 # ## Tables 1 and 2 at this scale
 # Accuracy, ECE (equal width), adaptive ECE, class-wise ECE, before and after temperature
-# scaling, x100 (means over seeds); `conf_gap` = mean confidence - accuracy. T is chosen on the
+# scaling, x100 (means over seeds), named as in the paper (^a: adaptive bins, cw: class-wise, +TS:
+# after temperature scaling), and the mean confidence minus the accuracy. T is chosen on the
 # validation split by minimising ECE, as paper 4 does (Tables 1 and 4).
 
 # %%

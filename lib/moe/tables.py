@@ -139,7 +139,7 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                         "seed": seed,
                         "variant": variant,
                         "subset": sub,
-                        **{k: b.get(k) for k in METRICS},
+                        **{COLUMN_LABELS["all", k]: b.get(k) for k in METRICS},
                         "expert T": "—" if temps is None else f"{min(temps):.2f}-{max(temps):.2f}",
                     }
                 )
@@ -175,7 +175,7 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     table = frame.groupby("method", sort=False).agg(
         **{k: (c, (lambda v: round(float(v.sum()), 2)) if c == "train_min" else join) for k, c in cols.items()}
     )
-    return line, table.reset_index()
+    return line, table.reset_index().rename(columns={"train_min": "training minutes"})
 
 
 def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:

@@ -58,19 +58,20 @@ PUBLISHED_METRICS: tuple[str, ...] = (
 )
 """The metrics published per loss as ``rr_<loss>_<metric>`` (the mean over the run's seeds)."""
 
-TABLE_METRICS = (
-    "accuracy",
-    "ece",
-    "ece_a",
-    "cwece",
-    "cwece_a",
-    "ece_ts",
-    "ece_a_ts",
-    "cwece_ts",
-    "temperature",
-    "conf_gap",
-)
-"""The columns of :func:`loss_table`."""
+TABLE_METRICS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "ece": "ECE",
+    "ece_a": "ECE^a",
+    "cwece": "cwECE",
+    "cwece_a": "cwECE^a",
+    "ece_ts": "ECE+TS",
+    "ece_a_ts": "ECE^a+TS",
+    "cwece_ts": "cwECE+TS",
+    "temperature": "T",
+    "conf_gap": "confidence - accuracy",
+}
+"""The columns of :func:`loss_table`: each metric and its name in the paper (Sec. 5: "^a" adaptive
+binning, "cw" class-wise, "+TS" after temperature scaling, T the temperature)."""
 
 CLAIM_TOL: float = 0.005
 """ECE (and confidence-gap) differences within this (half an ECE point) are 'inconclusive at this scale'."""
@@ -101,8 +102,10 @@ def _x100(key: str, value: float) -> float:
 
 
 def loss_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-    """One row per loss, columns :data:`TABLE_METRICS`, x100 but the temperature."""
-    rows = [{"loss": LABELS.get(n, n), **{k: _x100(k, m[k]) for k in TABLE_METRICS}} for n, m in metrics.items()]
+    """One row per loss, columns :data:`TABLE_METRICS` by the paper's names, x100 but the temperature."""
+    rows = [
+        {"loss": LABELS.get(n, n)} | {c: _x100(k, m[k]) for k, c in TABLE_METRICS.items()} for n, m in metrics.items()
+    ]
     return pd.DataFrame(rows).set_index("loss")
 
 
@@ -114,7 +117,8 @@ def paper_comparison(metrics: Mapping[str, Mapping[str, float]], row: str) -> pd
     for name, m in metrics.items():
         rows.append({"loss": LABELS.get(name, name)})
         for k in ("accuracy", "ece", "ece_a", "cwece", "cwece_ts", "ece_a_ts", "temperature"):
-            rows[-1].update({f"{k} (ours)": _x100(k, m[k]), f"{k} (paper)": paper[k].get(name, float("nan"))})
+            c = TABLE_METRICS[k]
+            rows[-1].update({f"{c} (ours)": _x100(k, m[k]), f"{c} (paper)": paper[k].get(name, float("nan"))})
     return pd.DataFrame(rows).set_index("loss")
 
 

@@ -101,7 +101,7 @@ def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None
     table = paper_scale.table("losses_cifar10", scale="smoke")
     assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
     xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].config['coverage']}/nu{plan[0].config['nu']}/s0"]
-    assert table.loc["XE", "ece"] == pytest.approx(100 * xe["metrics"]["ece"])
+    assert table.loc["XE", "ECE"] == pytest.approx(100 * xe["metrics"]["ece"])
     assert set(table["runs"]) == {f"{len(plan)} of {len(plan)} runs of the page"}
 
 

@@ -45,7 +45,7 @@ def test_mocae_fit_table_reads_both_variants() -> None:
         },
     }
     t = moe_tables.mocae_fit_table([rec])
-    assert len(t) == 6 and set(t.seed) == {3}
+    assert len(t) == 6 and set(t.seed) == {3} and list(t.columns[3:6]) == ["Accuracy", "ECE", "ECE+TS"]
     assert t.loc[t.variant == "MoCaE, converged fit", "expert T"].iloc[0] == "1.50-2.50"
     assert moe_tables.mocae_fit_table([{"method": "vanilla", "metrics": block}]).empty
 
@@ -95,5 +95,5 @@ def test_provenance_names_the_backbone_once_and_sums_minutes_per_method() -> Non
     line, table = moe_tables.provenance_table([rec("vanilla", 0, 60), rec("vanilla", 1, 120), rec("robust", 0, 30)])
     assert line == "Backbone: tiny_cnn (random init)."
     assert table["method"].tolist() == ["Vanilla MoE", "Robust MoE"]
-    assert table["seeds"].tolist() == ["0, 1", "0"] and table["train_min"].tolist() == [3.0, 0.5]
+    assert table["seeds"].tolist() == ["0, 1", "0"] and table["training minutes"].tolist() == [3.0, 0.5]
     assert table["source"].tolist() == ["computed here"] * 2 and table["date"].iloc[0] == "2026-11-25"

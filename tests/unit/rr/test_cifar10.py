@@ -93,7 +93,7 @@ def test_tables_and_published_numbers():
     assert set(pub) == {f"rr_xe_{k}" for k in C.PUBLISHED_METRICS}
     wrn = C.paper_comparison(m, "wrn")
     # Table 1's and Table 4's WRN rows (cwECE XE .472, ECE^a XE 1.93, T 1.2) beside ours
-    assert wrn.loc["XE", ["cwece (paper)", "ece_a (paper)", "temperature (paper)"]].tolist() == [0.472, 1.93, 1.2]
+    assert wrn.loc["XE", ["cwECE (paper)", "ECE^a (paper)", "T (paper)"]].tolist() == [0.472, 1.93, 1.2]
     assert wrn.loc["XE", "accuracy (ours)"] == pytest.approx(90.0)
     assert C.mean_metrics({"xe": [{"ece": 0.1}, {"ece": 0.3}]}) == {"xe": {"ece": pytest.approx(0.2)}}
 
