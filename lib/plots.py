@@ -170,36 +170,24 @@ def bar_chart(
     x: str,
     y: str,
     color: str | None = None,
-    yerr: str | None = None,
     title: str = "",
     x_title: str | None = None,
     y_title: str | None = None,
     sort: Sequence[str] | None = None,
     width: int = 320,
     height: int = 220,
-) -> alt.Chart | alt.LayerChart:
-    """Bars of ``y`` per category ``x``; with ``color``, grouped bars (side by side via xOffset);
-    ``yerr`` adds +-error rules. ``sort`` fixes the order of the x categories.
+) -> alt.Chart:
+    """Bars of ``y`` per category ``x``; with ``color``, grouped bars (side by side via xOffset).
+    ``sort`` fixes the order of the x categories.
     """
-    check_columns(df, x=x, y=y, color=color, yerr=yerr)
-    data = df.copy()
-    if yerr is not None:
-        data["_lo"], data["_hi"] = data[y] - data[yerr], data[y] + data[yerr]
+    check_columns(df, x=x, y=y, color=color)
     x_enc = alt.X(f"{x}:N", title=x_title or x, sort=list(sort) if sort is not None else alt.Undefined)
     enc: dict[str, Any] = {"x": x_enc, "y": alt.Y(f"{y}:Q", title=y_title or y)}
-    tooltip = [x, y] + ([color] if color else []) + ([yerr] if yerr else [])
     if color is not None:
         enc["color"] = alt.Color(f"{color}:N", title=color)
         enc["xOffset"] = alt.XOffset(f"{color}:N")
-    base = alt.Chart(data)
-    bars = base.mark_bar().encode(**enc, tooltip=tooltip)
-    if yerr is None:
-        return bars.properties(title=title, width=width, height=height)
-    rule_enc: dict[str, Any] = {"x": x_enc, "y": "_lo:Q", "y2": "_hi:Q"}
-    if color is not None:
-        rule_enc["xOffset"] = enc["xOffset"]
-    rules = base.mark_rule(color="black").encode(**rule_enc)
-    return alt.layer(bars, rules).properties(title=title, width=width, height=height)
+    bars = alt.Chart(df).mark_bar().encode(**enc, tooltip=[x, y] + ([color] if color else []))
+    return bars.properties(title=title, width=width, height=height)
 
 
 def curves_chart(

@@ -73,12 +73,9 @@ def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = N
 
 
 def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(confidence, correct) of top-label predictions: what reliability diagrams draw."""
-    p = np.asarray(probs, dtype=np.float64)
-    y = np.asarray(labels)
-    if p.ndim != 2 or p.shape[0] != y.shape[0]:
-        raise ValueError(f"probs: expected (N, C) rows matching {y.shape[0]} labels, got {p.shape}")
-    return p.max(axis=1), (p.argmax(axis=1) == y).astype(np.int64)
+    """(confidence, correct) of top-label predictions (``probs`` (N, C), ``labels`` (N,)): what
+    reliability diagrams draw."""
+    return probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(np.int64)
 
 
 def pooled_predictions(
