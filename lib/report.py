@@ -240,14 +240,15 @@ def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY
 
 def gate_claims(
     rows: Sequence[Mapping[str, Any]], accuracy: float, paper_accuracy: float, chance: float, exempt: Sequence[str] = ()
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[pd.DataFrame, str, bool]:
     """Apply the book's one rule for models that did not learn to a page's claim rows.
 
     If ``accuracy`` (this run's, as a fraction) is below ``accuracy_floor(paper_accuracy, chance)``,
     every row whose claim is not in ``exempt`` (claims that do not depend on the trained
     model, e.g. an analytic threshold) gets the verdict "inconclusive at this scale", and its
-    ``ours`` keeps the number with the verdict it would have had. Returns the new rows and one
-    sentence saying which case applied, for the page to print.
+    ``ours`` keeps the number with the verdict it would have had. Returns the claims table of the
+    new rows (:func:`claims_table`), the rule (:func:`floor_rule`) followed by one sentence saying
+    which case applied, for the page to print, and whether the floor was met.
     """
     bar = accuracy_floor(paper_accuracy, chance)
     accuracy = check_number(accuracy, "accuracy", 0.0, 1.0)  # a fraction
@@ -263,12 +264,13 @@ def gate_claims(
         f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
         f"{ACCURACY_FLOOR:g} x (paper {paper_accuracy:.3f} - chance)"
     )
-    if learned:
-        return out, f"The model is judged: {detail}."
-    return out, (
-        f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
+    case = (
+        f"The model is judged: {detail}."
+        if learned
+        else f"The model did not learn enough at this scale to test the paper's claims ({detail}); "
         "claims that depend on it are inconclusive at this scale, whatever the numbers say."
     )
+    return claims_table(out), floor_rule() + " " + case, learned
 
 
 def show(obj: Any) -> Any:

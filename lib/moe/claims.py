@@ -219,9 +219,7 @@ def gate(
     accuracy = best_accuracy(summarize(frame)) if isinstance(frame, pd.DataFrame) else float(frame)
     accuracy = accuracy if accuracy == accuracy else 0.0
     chance = report.chance_accuracy(test_labels)
-    gated, why = report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
-    met = accuracy >= report.accuracy_floor(paper_accuracy, chance)
-    return report.claims_table(gated), report.floor_rule() + " " + why, met
+    return report.gate_claims(rows, accuracy=accuracy, paper_accuracy=paper_accuracy, chance=chance)
 
 
 def mocae_accuracy_check(records: Sequence[Mapping[str, Any]]) -> float | None:

@@ -28,24 +28,26 @@ def test_accuracy_floor_hand_computed():
 
 
 def test_gate_claims_below_floor_makes_model_claims_inconclusive():
-    rows, note = report.gate_claims(ROWS, accuracy=0.5, paper_accuracy=0.945, chance=0.1, exempt=["gradient threshold"])
-    assert [r["verdict"] for r in rows] == [
+    table, note, met = report.gate_claims(
+        ROWS, accuracy=0.5, paper_accuracy=0.945, chance=0.1, exempt=["gradient threshold"]
+    )
+    assert table["verdict"].tolist() == [
         "inconclusive at this scale",
         "inconclusive at this scale",
         "held",
         "not run: data unavailable",
     ]
-    assert "did not hold" in rows[1]["ours"] and rows[1]["ours"].startswith("gap -0.01")
-    assert "did not learn" in note and "0.776" in note
+    assert "did not hold" in table.iloc[1]["ours"] and table.iloc[1]["ours"].startswith("gap -0.01")
+    assert "did not learn" in note and "0.776" in note and not met
+    assert note.startswith(report.floor_rule() + " ")  # the rule, then this run's case
     assert ROWS[0]["verdict"] == "held"  # the input is not modified
-    report.claims_table(rows)  # still a valid claims table
 
 
 def test_gate_claims_at_or_above_floor_keeps_verdicts():
     for acc in (0.776, 0.8, np.float32(0.95)):
-        rows, note = report.gate_claims(ROWS, accuracy=acc, paper_accuracy=0.945, chance=0.1)
-        assert [r["verdict"] for r in rows] == [r["verdict"] for r in ROWS]
-        assert note.startswith("The model is judged")
+        table, note, met = report.gate_claims(ROWS, accuracy=acc, paper_accuracy=0.945, chance=0.1)
+        assert table["verdict"].tolist() == [r["verdict"] for r in ROWS]
+        assert "The model is judged" in note and met
 
 
 def test_gate_claims_bad_input_names_argument():
@@ -76,10 +78,10 @@ def test_imbalanced_binary_floor_is_reachable():
     # CivilComments-like: majority rate 0.887, paper 0.915 -> floor 0.887 + 0.8 x 0.028 = 0.9094;
     # a model at the paper's accuracy is judged, one at the majority rate is not.
     assert report.accuracy_floor(0.915, 0.887) == pytest.approx(0.9094)
-    rows, note = report.gate_claims(ROWS[:1], accuracy=0.915, paper_accuracy=0.915, chance=0.887)
-    assert rows[0]["verdict"] == "held" and note.startswith("The model is judged")
-    rows, _ = report.gate_claims(ROWS[:1], accuracy=0.887, paper_accuracy=0.915, chance=0.887)
-    assert rows[0]["verdict"] == "inconclusive at this scale"
+    table, note, met = report.gate_claims(ROWS[:1], accuracy=0.915, paper_accuracy=0.915, chance=0.887)
+    assert table.iloc[0]["verdict"] == "held" and "The model is judged" in note and met
+    table, _, met = report.gate_claims(ROWS[:1], accuracy=0.887, paper_accuracy=0.915, chance=0.887)
+    assert table.iloc[0]["verdict"] == "inconclusive at this scale" and not met
 
 
 def test_floor_rule_quotes_the_threshold():

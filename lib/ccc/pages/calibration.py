@@ -132,43 +132,40 @@ def calibration_claims(
         se = math.hypot(ece_se(n[m][0]), ece_se(n[m][1]))
         return report.t_verdict(HALVES_ECE_TOL - abs(after_test[m] - after_cal[m]), se, df=math.inf)
 
-    rows = [
-        {
-            "claim": f"accuracy increases with confidence (Spearman > {SPEARMAN_MIN} across bins, every model)",
-            "paper": "'the accuracy consistently increases with confidence across all bins' (sec. 3.1, Fig. 1; plot only)",
-            "ours": f"min Spearman {spearman:.3f} on {bins} bins (Fisher-z SE {z_se:.2f})",
-            "verdict": report.t_verdict(
+    return [
+        report.claim_row(
+            claim=f"accuracy increases with confidence (Spearman > {SPEARMAN_MIN} across bins, every model)",
+            paper="'the accuracy consistently increases with confidence across all bins' (sec. 3.1, Fig. 1; plot only)",
+            ours=f"min Spearman {spearman:.3f} on {bins} bins (Fisher-z SE {z_se:.2f})",
+            verdict=report.t_verdict(
                 math.atanh(min(spearman, 1 - 1e-12)) - math.atanh(SPEARMAN_MIN), z_se, df=math.inf
             ),
-        },
-        {
-            "claim": "TS lowers held-out ECE for the overconfident (instruct) models",
-            "paper": f"MMLU 8B-Instruct test ECE {PAPER_ECE_MMLU['paper test before']:.4f} -> "
+        ),
+        report.claim_row(
+            claim="TS lowers held-out ECE for the overconfident (instruct) models",
+            paper=f"MMLU 8B-Instruct test ECE {PAPER_ECE_MMLU['paper test before']:.4f} -> "
             f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, calibrated with Platt scaling)",
-            "ours": ", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
-            "verdict": report.every(
+            ours=", ".join(f"{m}: {before_test[m]:.3f} -> {after_test[m]:.3f}" for m in overconf),
+            verdict=report.every(
                 report.t_verdict(before_test[m] - after_test[m], ece_se(n[m][1]), df=math.inf) for m in overconf
             ),
-        },
-        {
-            "claim": "calibration fitted on one half holds on the other "
+        ),
+        report.claim_row(
+            claim="calibration fitted on one half holds on the other "
             f"(held-out ECE after TS within {HALVES_ECE_TOL} of the calibration half's)",
-            "paper": f"after: {PAPER_ECE_MMLU['paper cal after']:.4f} (validation) vs "
+            paper=f"after: {PAPER_ECE_MMLU['paper cal after']:.4f} (validation) vs "
             f"{PAPER_ECE_MMLU['paper test after']:.4f} (test) on MMLU, {PAPER_ECE_VISION['paper cal after']:.4f} vs "
             f"{PAPER_ECE_VISION['paper test after']:.4f} on ImageNet (Table 1)",
-            "ours": ", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in after_test),
-            "verdict": report.every(halves(m) for m in after_test),
-        },
-        {
-            "claim": "MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",
-            "paper": f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, test half)",
-            "ours": f"Platt {platt_test:.4f} (TS {after_test[SMALL]:.4f}), ECE SE {ece_se(n[SMALL][1]):.4f}",
-            "verdict": report.t_verdict(
-                PAPER_ECE_MMLU["paper test after"] - platt_test, ece_se(n[SMALL][1]), df=math.inf
-            ),
-        },
+            ours=", ".join(f"{m}: {after_cal[m]:.3f} vs {after_test[m]:.3f}" for m in after_test),
+            verdict=report.every(halves(m) for m in after_test),
+        ),
+        report.claim_row(
+            claim="MMLU 8B-Instruct after Platt scaling reaches the paper's 0.09 or lower",
+            paper=f"{PAPER_ECE_MMLU['paper test after']:.4f} (Table 1, test half)",
+            ours=f"Platt {platt_test:.4f} (TS {after_test[SMALL]:.4f}), ECE SE {ece_se(n[SMALL][1]):.4f}",
+            verdict=report.t_verdict(PAPER_ECE_MMLU["paper test after"] - platt_test, ece_se(n[SMALL][1]), df=math.inf),
+        ),
     ]
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
 def vision_model(loss: str) -> str:

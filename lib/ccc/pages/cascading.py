@@ -271,55 +271,54 @@ def cascading_claims(
     se_cc = {p: _test_se(noise, noise_key("CC", p)) for p in PAIRS}
     se_cc_uc = {p: _test_se(noise, noise_key("CC - UC", p)) for p in PAIRS}
 
-    rows = [
-        {
-            "claim": "CC beats random routing (APGR > 0.5) for both pairs",
-            "paper": f"MMLU CC {PAPER_APGR_CC:.4f} vs random 0.5 (App. A.1, Table 4); the paper's pair is "
+    return [
+        report.claim_row(
+            claim="CC beats random routing (APGR > 0.5) for both pairs",
+            paper=f"MMLU CC {PAPER_APGR_CC:.4f} vs random 0.5 (App. A.1, Table 4); the paper's pair is "
             "LLaMA-8B -> 70B only",
-            "ours": ", ".join(f"{p} {cc[p].mean():.4f} (test-set SE {se_cc[p]:.4f})" for p in PAIRS)
+            ours=", ".join(f"{p} {cc[p].mean():.4f} (test-set SE {se_cc[p]:.4f})" for p in PAIRS)
             + f" (means of {k} splits)",
-            "verdict": report.every(splits_verdict(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
-        },
-        {
-            "claim": "CC beats UC for both pairs (calibration improves routing; paired over splits)",
-            "paper": "'CC consistently outperforms UC across the entire accuracy-small-model-ratio trade-off curve' "
+            verdict=report.every(splits_verdict(cc[p] - RANDOM_APGR, se_cc[p]) for p in PAIRS),
+        ),
+        report.claim_row(
+            claim="CC beats UC for both pairs (calibration improves routing; paired over splits)",
+            paper="'CC consistently outperforms UC across the entire accuracy-small-model-ratio trade-off curve' "
             "(sec. 3.2, Fig. 3; no UC APGR number)",
-            "ours": "; ".join(
+            ours="; ".join(
                 f"{p} {cc[p].mean():.4f} vs {uc[p].mean():.4f} (diff SE over splits "
                 f"{(cc[p] - uc[p]).std(ddof=1) / np.sqrt(k) if k >= 2 else float('nan'):.4f}, test-set "
                 f"{se_cc_uc[p]:.4f})"
                 for p in PAIRS
             ),
-            "verdict": report.every(splits_verdict(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
-        },
-        {
-            "claim": f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
-            "paper": f"{PAPER_APGR_CC:.4f} (Table 4, temperature and Platt scaling, 15 bins)",
-            "ours": f"ours {cc_mean:.4f} (test-set SE {se_cc['instruct']:.4f})",
-            "verdict": floored_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean, k, se_cc["instruct"]),
-        },
-        {
-            "claim": f"insensitive to the calibrator (APGR range < {ABLATION_RANGE_MAX})",
-            "paper": ", ".join(f"{c} {v:.4f}" for c, v in PAPER_APGR_BY_CALIBRATOR.items()) + " (Table 4)",
-            "ours": ", ".join(f"{c} {v:.4f}" for c, v in by_cal.items()) + f"; {cal_txt}",
-            "verdict": cal_v,
-        },
-        {
-            "claim": f"insensitive to the number of bins, 5-100 (APGR range < {ABLATION_RANGE_MAX})",
-            "paper": ", ".join(f"{b}: {v:.4f}" for b, v in PAPER_APGR_BY_BINS.items()) + " (Table 5)",
-            "ours": ", ".join(f"{b}: {v:.4f}" for b, v in by_bins.items()) + f"; {bin_txt}",
-            "verdict": bin_v,
-        },
-        {
-            "claim": "under shift (calibrate on another subject group) CC stays above random",
-            "paper": "MMLU-Adversarial: 'substantially better than the random baseline' (sec. 3.4, Fig. 5; no "
+            verdict=report.every(splits_verdict(cc[p] - uc[p], se_cc_uc[p]) for p in PAIRS),
+        ),
+        report.claim_row(
+            claim=f"CC APGR on MMLU is about 0.70 (within {APGR_PAPER_TOL} of the paper's {PAPER_APGR_CC})",
+            paper=f"{PAPER_APGR_CC:.4f} (Table 4, temperature and Platt scaling, 15 bins)",
+            ours=f"ours {cc_mean:.4f} (test-set SE {se_cc['instruct']:.4f})",
+            verdict=floored_verdict(APGR_PAPER_TOL - abs(cc_mean - PAPER_APGR_CC), se_mean, k, se_cc["instruct"]),
+        ),
+        report.claim_row(
+            claim=f"insensitive to the calibrator (APGR range < {ABLATION_RANGE_MAX})",
+            paper=", ".join(f"{c} {v:.4f}" for c, v in PAPER_APGR_BY_CALIBRATOR.items()) + " (Table 4)",
+            ours=", ".join(f"{c} {v:.4f}" for c, v in by_cal.items()) + f"; {cal_txt}",
+            verdict=cal_v,
+        ),
+        report.claim_row(
+            claim=f"insensitive to the number of bins, 5-100 (APGR range < {ABLATION_RANGE_MAX})",
+            paper=", ".join(f"{b}: {v:.4f}" for b, v in PAPER_APGR_BY_BINS.items()) + " (Table 5)",
+            ours=", ".join(f"{b}: {v:.4f}" for b, v in by_bins.items()) + f"; {bin_txt}",
+            verdict=bin_v,
+        ),
+        report.claim_row(
+            claim="under shift (calibrate on another subject group) CC stays above random",
+            paper="MMLU-Adversarial: 'substantially better than the random baseline' (sec. 3.4, Fig. 5; no "
             "number in the text)",
-            "ours": ", ".join(f"{t} {v:.4f}" for t, v in shift_cc.items())
+            ours=", ".join(f"{t} {v:.4f}" for t, v in shift_cc.items())
             + f" (lowest {worst}: test-set SE {float(shift_se[worst]):.4f})",
-            "verdict": floored_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd, k, float(shift_se[worst])),
-        },
+            verdict=floored_verdict(float(shift_cc[worst]) - RANDOM_APGR, sd, k, float(shift_se[worst])),
+        ),
     ]
-    return [{**r, "paper_own": report.NOT_TESTABLE} for r in rows]
 
 
 def _means(main: pd.DataFrame, abl: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:

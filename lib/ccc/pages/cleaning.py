@@ -152,33 +152,33 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
     cl_verdicts = [versus_cl(r) for _, r in reached.iterrows()]
     counts = {v: cl_verdicts.count(v) for v in report.VERDICTS[:3]}
     rows = [
-        {
-            "claim": "precision falls as detection rises (k = 1 against k = B)",
-            "paper": "'as the detection rate increases ... the cleaning precision consistently declines' "
+        report.claim_row(
+            claim="precision falls as detection rises (k = 1 against k = B)",
+            paper="'as the detection rate increases ... the cleaning precision consistently declines' "
             "(sec. 3.5, Fig. 6a; plot only)",
-            "ours": f"precision {prec[0]:.3f} -> {prec[-1]:.3f} ({n[0]} -> {n[-1]} flags), "
+            ours=f"precision {prec[0]:.3f} -> {prec[-1]:.3f} ({n[0]} -> {n[-1]} flags), "
             f"detection {det[0]:.3f} -> {det[-1]:.3f}",
-            "verdict": falls,
-        },
-        {
-            "claim": "at equal detection, the two-model rule is more precise than CL (every k CL's curve reaches)",
-            "paper": f"'across the entire detection range' higher than CL (Fig. 6a); unique flags "
+            verdict=falls,
+        ),
+        report.claim_row(
+            claim="at equal detection, the two-model rule is more precise than CL (every k CL's curve reaches)",
+            paper=f"'across the entire detection range' higher than CL (Fig. 6a); unique flags "
             f"{PAPER_CLEANING_PRECISION} vs CL {PAPER_CL_PRECISION} (Table 3, ImageNet)",
-            "ours": f"of {len(cl_verdicts)} points: {counts[report.VERDICTS[0]]} more precise, "
+            ours=f"of {len(cl_verdicts)} points: {counts[report.VERDICTS[0]]} more precise, "
             f"{counts[report.VERDICTS[1]]} less, {counts[report.VERDICTS[2]]} within the noise",
-            "verdict": report.every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
-        },
-        {
-            "claim": "the most confident bins flag almost only real errors "
+            verdict=report.every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
+        ),
+        report.claim_row(
+            claim="the most confident bins flag almost only real errors "
             f"(precision at k = {t + 1} > {TOP_BIN_PRECISION_MIN})",
-            "paper": "the book's own bar: the paper says only that 'higher confidence consistently yields higher "
+            paper="the book's own bar: the paper says only that 'higher confidence consistently yields higher "
             f"cleaning precision' (sec. 3), with no number for the top bins; {TOP_BIN_PRECISION_MIN} is ours",
-            "ours": f"{prec[t]:.3f} on {int(n[t])} flags (SE {precision_se(prec[t], int(n[t])):.3f})",
-            "verdict": top,
-            "kind": report.KINDS[2],
-        },
+            ours=f"{prec[t]:.3f} on {int(n[t])} flags (SE {precision_se(prec[t], int(n[t])):.3f})",
+            verdict=top,
+            kind=report.KINDS[2],
+        ),
     ]
-    return report.claims_table([{**r, "paper_own": report.NOT_TESTABLE} for r in rows])
+    return report.claims_table(rows)
 
 
 def published(

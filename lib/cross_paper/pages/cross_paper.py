@@ -25,6 +25,7 @@ from lib.calibration.posthoc import TemperatureScaler, probs_to_logits
 from lib.ccc.cascade import apgr_test_se, cascade_curve, split_halves
 from lib.ccc.confidence import fit_confidence, model_outputs
 from lib.ccc.pages import ece_se, logits_data
+from lib.ccc.pages.cascading import RANDOM_APGR
 from lib.moe.claims import MOCAE_ACC_TOL
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs
 from lib.page import Page
@@ -170,9 +171,6 @@ def best_fix(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-RANDOM_ROUTING_APGR: float = 0.5
-"""The APGR of random routing between a cascade's two models (paper 3)."""
-
 MIXTURE: str = "mixture of ResNet-50s"
 """The ``data`` name of the routing rows (a soft mixture of the ResNet-50s trained with each loss)."""
 
@@ -246,64 +244,69 @@ def cross_paper_claims(
     spread_before = float(losses["ECE"].max() - losses["ECE"].min())
     spread_after = float(losses["ECE after TS"].max() - losses["ECE after TS"].min())
     v = partial(report.t_verdict, df=math.inf)  # closed-form SEs on thousands of examples
-    rows = [
-        {
-            "claim": "Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
-            "paper": "paper 3: MMLU ECE 0.19 -> 0.09",
-            "ours": "; ".join(f"{d}: {_numbers(raw=a, TS=b)}" for d, (a, b) in over.items()),
-            "verdict": report.every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
-        },
-        {
-            "claim": "Under a subject shift, a temperature from other subjects still helps, but less than one "
+    # each row puts the papers' methods side by side on logits none of them used: the book's own
+    # expectations, counted apart from the papers' claims (lib.report.KINDS)
+    return [
+        report.claim_row(
+            claim="Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
+            paper="paper 3: MMLU ECE 0.19 -> 0.09",
+            ours="; ".join(f"{d}: {_numbers(raw=a, TS=b)}" for d, (a, b) in over.items()),
+            verdict=report.every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="Under a subject shift, a temperature from other subjects still helps, but less than one "
             "from the same subjects",
-            "paper": "paper 1: soft-MoE calibration breaks under shift; paper 3: cascade APGR degrades as OOD severity grows (App. A.4)",
-            "ours": "; ".join(f"{m}: {_numbers(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
-            "verdict": report.every(
+            paper="paper 1: soft-MoE calibration breaks under shift; paper 3: cascade APGR degrades as OOD severity grows (App. A.4)",
+            ours="; ".join(f"{m}: {_numbers(raw=r, other=o, same=s_)}" for m, (o, s_, r) in shift.items()),
+            verdict=report.every(
                 report.every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()
             ),
-        },
-        {
-            "claim": "Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on "
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on "
             "the mixture",
-            "paper": "paper 1: per-expert calibration is not enough",
-            "ours": _numbers(per_expert=per_expert, mixture_TS=mixture_ts),
-            "verdict": v(per_expert - mixture_ts, se["cifar"]),
-        },
-        {
-            "claim": "Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
-            "paper": 'paper 1: MoCaE\'s accuracy "is identical to Vanilla MoE in every cell of every table" (a '
+            paper="paper 1: per-expert calibration is not enough",
+            ours=_numbers(per_expert=per_expert, mixture_TS=mixture_ts),
+            verdict=v(per_expert - mixture_ts, se["cifar"]),
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
+            paper='paper 1: MoCaE\'s accuracy "is identical to Vanilla MoE in every cell of every table" (a '
             "finding printed to 3 decimals, not a consequence of the method: per-expert temperatures can move "
             "the mixture's argmax)",
-            "ours": _numbers(vanilla=acc_vanilla, per_expert=acc_expert),
-            "verdict": v(MOCAE_ACC_TOL - abs(acc_vanilla - acc_expert)),
-        },
-        {
-            "claim": "A model-specific fit (Platt) estimates when another model is right better than its raw "
-            "confidence",
-            "paper": "paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
-            "ours": _numbers(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
-            "verdict": v(value("deferral", defer, "none") - value("deferral", defer, "platt"), se["mmlu"]),
-        },
-        {
-            "claim": "A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
-            "paper": "paper 3: MMLU APGR 0.70",
-            "ours": _numbers(
+            ours=_numbers(vanilla=acc_vanilla, per_expert=acc_expert),
+            verdict=v(MOCAE_ACC_TOL - abs(acc_vanilla - acc_expert)),
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="A model-specific fit (Platt) estimates when another model is right better than its raw confidence",
+            paper="paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
+            ours=_numbers(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
+            verdict=v(value("deferral", defer, "none") - value("deferral", defer, "platt"), se["mmlu"]),
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
+            paper="paper 3: MMLU APGR 0.70",
+            ours=_numbers(
                 APGR_uncalibrated=value("deferral", casc, "none"),
                 APGR_calibrated=value("deferral", casc, "temperature"),
                 SE=cascade_se,
             ),
-            "verdict": v(value("deferral", casc, "temperature") - RANDOM_ROUTING_APGR, cascade_se),
-        },
-        {
-            "claim": "After temperature scaling, the spread of ECE across training losses shrinks",
-            "paper": "paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
-            "ours": _numbers(spread_before=spread_before, spread_after=spread_after),
-            "verdict": v(spread_before - spread_after, 2 * se["cifar"]),
-        },
+            verdict=v(value("deferral", casc, "temperature") - RANDOM_APGR, cascade_se),
+            kind=report.KINDS[2],
+        ),
+        report.claim_row(
+            claim="After temperature scaling, the spread of ECE across training losses shrinks",
+            paper="paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
+            ours=_numbers(spread_before=spread_before, spread_after=spread_after),
+            verdict=v(spread_before - spread_after, 2 * se["cifar"]),
+            kind=report.KINDS[2],
+        ),
     ]
-    # each row puts the papers' methods side by side on logits none of them used: the book's own
-    # expectations, counted apart from the papers' claims (lib.report.KINDS)
-    return [{**r, "paper_own": report.NOT_TESTABLE, "kind": report.KINDS[2]} for r in rows]
 
 
 class CrossPaperPage(Page):
