@@ -6,6 +6,8 @@ code against the paper's mathematics, never an empirical claim; the thresholds a
 
 from __future__ import annotations
 
+from functools import partial
+
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -210,47 +212,38 @@ def claims(
     disagreement = checks["largest |eta - p| of a single configuration"]
     soft_break = float(gaps[gaps["beta"] > 0]["predicted"].abs().min())
     max_z = float(gaps["z"].abs().max())
+    check = partial(report.claim_row, paper_own="", kind=report.KINDS[1])  # no paper_own column
     rows = [
-        report.claim_row(
-            claim="hard routing stays calibrated under every region reweighting",
-            paper="section 3.2",
-            ours=f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
-            verdict=report.verdict(hard_region_gap < EXACT_TOL),
-            paper_own="",
-            kind=report.KINDS[1],
+        check(
+            "hard routing stays calibrated under every region reweighting",
+            "section 3.2",
+            f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
+            report.verdict(hard_region_gap < EXACT_TOL),
         ),
-        report.claim_row(
-            claim="calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
-            paper="section 4.2",
-            ours=f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
-            verdict=report.verdict(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
-            paper_own="",
-            kind=report.KINDS[1],
+        check(
+            "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
+            "section 4.2",
+            f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
+            report.verdict(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
         ),
-        report.claim_row(
-            claim="configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
-            paper="Prop. 4.1, eq. (4)",
-            ours=f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
-            verdict=report.verdict(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
-            paper_own="",
-            kind=report.KINDS[1],
+        check(
+            "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
+            "Prop. 4.1, eq. (4)",
+            f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
+            report.verdict(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
         ),
-        report.claim_row(
-            claim="Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
-            paper="eq. (7)",
-            ours=f"max error {kl_error:.1e}",
-            verdict=report.verdict(kl_error < EXACT_TOL),
-            paper_own="",
-            kind=report.KINDS[1],
+        check(
+            "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
+            "eq. (7)",
+            f"max error {kl_error:.1e}",
+            report.verdict(kl_error < EXACT_TOL),
         ),
         support_check(support),
-        report.claim_row(
-            claim="routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
-            paper="Appendix C (Cauchy-Schwarz bound)",
-            ours=f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
-            verdict=report.verdict(chain_slack >= -CHAIN_TOL),
-            paper_own="",
-            kind=report.KINDS[1],
+        check(
+            "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
+            "Appendix C (Cauchy-Schwarz bound)",
+            f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
+            report.verdict(chain_slack >= -CHAIN_TOL),
         ),
     ]
     return report.claims_table(rows)
