@@ -80,3 +80,17 @@ def test_bad_input_is_named() -> None:
         fit_metacal(z[:50], y[:50], "accuracy", 0.9)
     with pytest.raises(ValueError, match="labels"):
         fit_metacal(z, y[:10], "miscoverage", 0.05)
+
+
+def test_accuracy_threshold_by_hand() -> None:
+    """Entropies k/40 (k = 1..40), right for k <= 20, 20 equal-mass bins (a, b]: bin 0 holds k = 2 only
+    (the minimum falls in no bin, as in the released Meta-Cal code), bins 1-19 the pairs (3, 4) ...
+    (39, 40). Running accuracy: 1 over bins 0-9 (mean entropies 2, 3.5, ..., 19.5 over 40, pooled by
+    the isotonic fit to 10.55/40), then 10/11, 10/12, ... at entropies 21.5/40, 23.5/40, ... Read off
+    linearly: level 0.9 lies 0.12 of the way from 10/11 to 10/12, so 0.5375 + 0.12 x 0.05 = 0.5435;
+    level 0.75 lies 0.35 of the way from 10/13 to 10/14, so 0.6375 + 0.35 x 0.05 = 0.655."""
+    from lib.calibration.metacal import _accuracy_threshold
+
+    h, correct = np.arange(1, 41) / 40, np.arange(1, 41) <= 20
+    assert _accuracy_threshold(h, correct, 0.9) == pytest.approx(0.5435, abs=1e-9)
+    assert _accuracy_threshold(h, correct, 0.75) == pytest.approx(0.655, abs=1e-9)

@@ -172,6 +172,17 @@ def test_classwise_ece_hand_example() -> None:
     assert classwise_ece(p, y, n_bins=2) == pytest.approx(0.7 / 3, abs=1e-12)
 
 
+# Paper 4's cwECE^a (equal-mass bins per class) apart from equal-width bins, 2 bins:
+#   p(class 0) = .9 .8 .6 .3, p(class 1) = 1 - p(class 0), y = 0 1 0 1
+# mass:  class 0 splits {.3 .6 | .8 .9}: (|1 - .9| + |1 - 1.7|) / 4 = .2; class 1 {.1 .2 | .4 .7}: (.7 + .1) / 4 = .2
+# width: class 0 {.3 | .6 .8 .9}: (.3 + |2 - 2.3|) / 4 = .15; class 1 {.1 .2 .4 | .7}: (.3 + .3) / 4 = .15
+def test_classwise_ece_with_equal_mass_bins_hand_example() -> None:
+    p0 = np.array([0.9, 0.8, 0.6, 0.3])
+    p, y = np.stack([p0, 1 - p0], axis=1), np.array([0, 1, 0, 1])
+    assert classwise_ece(p, y, n_bins=2, binning="mass") == pytest.approx(0.2, abs=1e-12)
+    assert classwise_ece(p, y, n_bins=2) == pytest.approx(0.15, abs=1e-12)
+
+
 def test_classwise_ece_of_calibrated_data_is_small() -> None:
     p, y = _dirichlet_calibrated(50_000, 5, seed=11)
     assert classwise_ece(p, y) < 0.01

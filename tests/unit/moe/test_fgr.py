@@ -324,3 +324,13 @@ def test_soft_ece_at_its_default_temperature_by_hand():
     in numpy from that formula; the hard L2 ECE of the same two is 0.4301, a kernel of 2T gives 0.3985)."""
     probs = torch.tensor([[0.9, 0.1], [0.6, 0.4]], dtype=torch.float64)
     assert soft_ece(probs, torch.tensor([0, 1])).item() == pytest.approx(0.4225122209, rel=1e-8)
+
+
+def test_soft_ece_on_a_case_exact_by_hand():
+    """Two bins (centres 0.25, 0.75) at T = 0.25 / ln 3, so a confidence on one centre belongs 3/4 to it
+    and 1/4 to the other: confidence 0.75 right gives u = (1/4, 3/4), 0.25 wrong gives (3/4, 1/4); each
+    bin has mass 1 and gap acc_b - conf_b = -0.125, +0.125, so soft ECE = sqrt(2 x 1/2 x 0.125^2) = 0.125
+    (a kernel of 2T gives 0.067; the hard L2 ECE is 0.25)."""
+    probs = torch.tensor([[0.75, 0.25 / 3, 0.25 / 3, 0.25 / 3], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    value = soft_ece(probs, torch.tensor([0, 1]), n_bins=2, temperature=0.25 / math.log(3))
+    assert value.item() == pytest.approx(0.125, abs=1e-12)

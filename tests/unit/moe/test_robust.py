@@ -306,3 +306,5 @@ def test_packed_runs_are_tilted_each_over_its_own_batch():
     for g in range(2):
         assert filt[g].item() == pytest.approx(robust_filtered_loss(l[g], mask[g], 1.0).item(), rel=1e-12)
     assert filt[1].item() == pytest.approx(10.0)  # S empty: mean + mean
+    # row 0, S = {0, 2}: mean 1 + (0 + 2 e^2) / (1 + e^2) = 2.76159
+    assert filt[0].item() == pytest.approx(1 + 2 * math.exp(2) / (1 + math.exp(2)), rel=1e-12)

@@ -337,9 +337,24 @@ def test_au_released_uses_the_epoch_histogram():
     assert not torch.allclose(beta, au_weights(s, coverage=0.5, nu=nu, n_bins=64))
     h.update(torch.tensor([0.4, 0.6]))  # a third batch starts a new epoch
     assert h.n == 2 and h.batches == 1
+    # "au_released" counts every batch of the epoch: its second batch is weighted by the G of both
+    # batches' scores (eq. 23 with au_weights on a histogram of batch A then B), not by batch B's alone
     loss = rw.get_loss("au_released", epoch_batches=10, coverage=0.5)
-    z = torch.randn(16, 3, generator=torch.Generator().manual_seed(1), requires_grad=True)
-    loss(z, torch.zeros(16, dtype=torch.long)).backward()
-    assert torch.isfinite(z.grad).all()
+    gen, y = torch.Generator().manual_seed(1), torch.zeros(16, dtype=torch.long)
+    z_a, z_b = (
+        torch.randn(16, 3, generator=gen, dtype=torch.float64),
+        torch.randn(16, 3, generator=gen, dtype=torch.float64),
+    )
+    loss(z_a, y)
+    seen = EpochHistogram(64, epoch_batches=10)
+    seen.update(torch.softmax(z_a, 1).max(1).values)
+    s_b, ce_b = torch.softmax(z_b, 1).max(1).values, F.cross_entropy(z_b, y, reduction="none")
+    by_eq23 = (au_weights(s_b, coverage=0.5, histogram=seen) * ce_b).mean()
+    z_b.requires_grad_(True)
+    got = loss(z_b, y)
+    assert got.item() == pytest.approx(by_eq23.item(), rel=1e-12)
+    assert got.item() != pytest.approx(rw.au_loss(z_b, y, coverage=0.5).item(), rel=1e-6)  # the batch's own G
+    got.backward()
+    assert torch.isfinite(z_b.grad).all()
     with pytest.raises(ValueError, match="histogram"):
         rw.get_loss("au_released", histogram=h)
