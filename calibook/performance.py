@@ -22,6 +22,7 @@ import torch
 
 from lib import report
 from lib.config import repo_root
+from lib.moe.experiment import METHOD_LABELS
 from lib.page import Page
 from lib.validation import check_int, check_positive
 
@@ -205,8 +206,8 @@ def scaling_summary(timing: pd.DataFrame, losses: Sequence[str], n_from: int) ->
 
 
 def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
-    """:func:`method_costs` in long form for a grouped bar chart: each method's step time over
-    Vanilla's, ``ours`` beside the ``reference approach``."""
+    """:func:`method_costs` in long form for a grouped bar chart: each method (by its name in the
+    paper) and its step time over Vanilla's, ``ours`` beside the ``reference approach``."""
     bars = costs.melt(
         id_vars="method",
         value_vars=["x vanilla", "reference x vanilla"],
@@ -216,11 +217,11 @@ def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
     bars["implementation"] = bars["implementation"].map(
         {"x vanilla": "ours", "reference x vanilla": "reference approach"}
     )
-    return bars
+    return bars.replace({"method": METHOD_LABELS})
 
 
 def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per (dataset, method) of a ``bench/bench_epoch.py`` record, indexed by them: seconds per
+    """One row per (dataset, method: its name in the paper) of a ``bench/bench_epoch.py`` record, indexed by them: seconds per
     step, images/s, epoch minutes and (GPU) the fraction of peak bf16 throughput (the column left out
     where no step measured it: a CPU)."""
     results = record.get("results")
@@ -236,7 +237,7 @@ def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
         "fraction_of_peak": "fraction of bf16 peak",
     }
     table = pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in results])
-    table = table.set_index(["dataset", "method"])
+    table = table.replace({"method": METHOD_LABELS}).set_index(["dataset", "method"])
     table["epoch minutes"] = table.pop("epoch seconds") / 60
     if table["fraction of bf16 peak"].isna().all():
         table = table.drop(columns="fraction of bf16 peak")

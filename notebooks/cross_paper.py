@@ -60,6 +60,7 @@ from lib import config, plots
 from lib.calibration.metrics import ece
 from lib.ccc.pages import logits_data, released_runs_note
 from lib.cross_paper.pages import cross_paper
+from lib.rr.pages.losses_released_logits import RELEASED_LABELS
 
 PAGE = cross_paper.PAGE  # the chapter's run and claims
 plots.use_offline_renderer()
@@ -145,10 +146,11 @@ table.query("failure == 'deferral'")[["data", "method", "metric", "value"]].roun
 # %% [markdown]
 # ## Training loss: reweighted risks before and after temperature scaling
 # The same ResNet-50 architecture trained with each loss, as released by the reweighted-risk
-# authors (the degenerate inverse-focal run is left out).
+# authors (the degenerate inverse-focal run is left out), named as in the paper's tables (the
+# released `focal` file taken as FL-53, as on the released-logits page).
 
 # %%
-res["losses"].round(4)
+res["losses"].replace({"loss": RELEASED_LABELS}).set_index("loss").round(4)
 
 # %% [markdown]
 # ## Which method fixes which failure

@@ -64,6 +64,7 @@ from IPython.display import Markdown, display
 
 from calibook import performance
 from lib import config, plots
+from lib.moe.experiment import METHOD_LABELS
 
 plots.use_offline_renderer()
 cfg = config.settings("performance", scale, budget_s=budget_s or None)
@@ -117,14 +118,15 @@ device, threads = methods_record["device_name"], methods_record["threads"]
 clock, steps = methods_record["clock"], methods_record["steps"]
 print(f"device: {device} ({threads} threads); seconds are {clock} time, "
       f"median of {steps} timed steps per method")
-costs.set_index("method").round(3)
+costs.set_index("method").rename(index=METHOD_LABELS).round(3)
 
 # %% [markdown]
 # Each method's step time relative to Vanilla MoE, ours beside the reference approach.
 
 # %%
-plots.bar_chart(performance.method_bars(costs), "method", "time per step / vanilla",
-                color="implementation", sort=list(costs["method"]), width=420)
+bars = performance.method_bars(costs)  # the methods by their names in the paper
+plots.bar_chart(bars, "method", "time per step / vanilla", color="implementation",
+                sort=list(dict.fromkeys(bars["method"])), width=420)
 
 # %% [markdown]
 # ## Epoch times and the paper-scale grid

@@ -39,6 +39,9 @@ RELEASED_NAMES: dict[str, str] = {
 }
 """The released files' loss names -> the book's (the ``focal`` file **assumed** to be FL-53)."""
 
+RELEASED_LABELS: dict[str, str] = {file: LABELS[name] for file, name in RELEASED_NAMES.items()}
+"""The released files' loss names -> the names the paper's tables print (XE, FL-53, Dual, ...)."""
+
 FAILED_RUN_ACCURACY: float = 0.5
 """Below this test accuracy a released run failed (inverse focal's): reported, never calibrated."""
 
