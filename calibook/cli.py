@@ -1,4 +1,4 @@
-"""Command line of the book: ``python -m calibook {list,run,book}``.
+"""Command line of the book: ``python -m calibook {list,run,book,paper,pack}``.
 
 E.g. ``python -m calibook run pacs --scale smoke -p target sketch``. Errors are printed as one message
 (``--debug``: the traceback). Each subcommand is one function ``cmd_<name>(args)``.
@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with mock.patch.dict(os.environ, {"CALIBOOK_DEBUG": "1"} if args.debug else {}):
             return int(args.func(args))
+    except BrokenPipeError:  # the output piped into a reader that stopped (e.g. `| head`): not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe at exit
+        return 0
     except Exception as err:  # noqa: BLE001 - every error becomes one message (--debug: traceback)
         if args.debug:
             raise

@@ -88,7 +88,8 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
 
     Names must be in the parameters cell (``scale`` has its own option); strings are converted to the
     cell's type. Numbers must be finite and >= 0, > 0 where the cell's default is, <= 1 for
-    :data:`FRACTIONS`; :data:`CHOICES` hold. ``ValueError`` names the parameter.
+    :data:`FRACTIONS`; :data:`CHOICES` hold, and ``target`` is a PACS domain. ``ValueError`` names the
+    parameter.
     """
     from lib.config import notebooks_with_settings, settings
 
@@ -100,7 +101,7 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
         if key == "scale":
             raise ValueError("scale: set it with --scale (or the scale argument), not as a parameter")
         if key not in declared:
-            valid = ", ".join(k for k in declared if k != "scale") or "none"
+            valid = ", ".join(declared) or "none"
             raise ValueError(
                 f"{key}: not a parameter of notebook {name!r} (its parameters: {valid}){close_matches(key, declared)}"
             )
@@ -123,6 +124,10 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
 
     if key in CHOICES:
         check_choice(value, CHOICES[key], key)
+    if key == "target":  # PACS's held-out domain (the alias "art" accepted)
+        from lib.data.image_files import resolve_pacs_domain
+
+        resolve_pacs_domain(value)
     if not isinstance(value, int | float) or isinstance(value, bool):
         return
     if not math.isfinite(value):

@@ -15,6 +15,7 @@ on the first cell's output): a failed or interrupted run says so at the top.
 from __future__ import annotations
 
 import ast
+import shlex
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from lib.report import show
 
 NOTICE = (
     "**This page did not finish running.** Its run failed or was interrupted before the last cell; "
-    "the numbers below, if any, are incomplete. Run it again (`python -m calibook run {name}`)."
+    "the numbers below, if any, are incomplete. Run it again (`python -m calibook run {name}{options}`)."
 )
 
 __all__ = [
@@ -81,7 +82,8 @@ def start(name: str, namespace: Mapping[str, Any]) -> None:
         raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
     values = {k: namespace.get(k) for k in wanted}
     check_parameters(name, namespace["scale"], values)
-    _show(name, NOTICE.format(name=name))
+    given = "".join(f" -p {k} {shlex.quote(str(v))}" for k, v in values.items() if k in injected_names(namespace))
+    _show(name, NOTICE.format(name=name, options=f" --scale {namespace['scale']}{given}"))
 
 
 def finish(name: str) -> None:

@@ -79,7 +79,10 @@ def test_setup_cells_are_hidden_and_code_links_to_its_source(html: Path) -> None
 
 def test_every_link_back_from_a_source_page_lands(html: Path) -> None:
     """A source page's "[docs]" links reach the documented name on the API page, re-exported names
-    included (``book/_ext/docstrings.py``)."""
+    included, and the index of source pages links only pages that exist (``book/_ext/docstrings.py``)."""
+    index = html / "_modules" / "index.html"
+    missing = [h for h in re.findall(r'href="([^"#:]+[.]html)"', index.read_text()) if not (index.parent / h).exists()]
+    assert not missing, f"the source index links pages that do not exist: {missing[:3]}"
     ids: dict[Path, set[str]] = {}
     dead = []
     for page in (html / "_modules").rglob("*.html"):

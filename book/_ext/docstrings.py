@@ -42,13 +42,17 @@ def _short_values(documenter: type) -> type:
 
 def _own_module_anchors(app: Any) -> list[Any]:
     """Before viewcode writes its source pages: each module's "[docs]" anchors under its own name,
-    and none for a name documented only where it is re-exported (it has no anchor of its own)."""
+    none for a name documented only where it is re-exported (it has no anchor of its own), and no
+    module without source (viewcode's index linked e.g. ``builtins.html``, a page it never writes)."""
     env = app.builder.env
     documented = env.get_domain("py").objects
-    for name, entry in getattr(env, "_viewcode_modules", {}).items():
-        if entry:  # (code, tags, used, refname)
+    modules = getattr(env, "_viewcode_modules", {})
+    for name, entry in list(modules.items()):
+        if not entry:
+            del modules[name]
+        else:  # (code, tags, used, refname)
             used = {n: documented[f"{name}.{n}"].docname for n in entry[2] if f"{name}.{n}" in documented}
-            env._viewcode_modules[name] = (entry[0], entry[1], used, name)
+            modules[name] = (entry[0], entry[1], used, name)
     return []
 
 

@@ -245,8 +245,10 @@ def check_carry(carry: Sequence[str], root: Path | None = None, staged: bool = F
     line += " (staged: the chunks gather on the warm machine)" if staged else ""
     if tree + carried > CALL_MIB * MIB:
         raise ValueError(
-            f"{line}: the call would be refused. Carry fewer packs per call, or keep results/ out of the "
-            "tree ($CALIBOOK_RESULTS) until it fits"
+            f"{line}: the call would be refused. Carry fewer packs per call, keep results/ out of the tree "
+            "($CALIBOOK_RESULTS), or stage a pack over consecutive calls on a warm machine (`python -m "
+            f"calibook pack {min(packed).name if packed else 'NAME'} --with ...` says which call carries what; "
+            "results/README.md)"
         )
     return line
 

@@ -43,7 +43,7 @@ from lib.moe.grid import stack_groups
 from lib.nets.backbones import family
 from calibook.pages import get as get_page
 
-#: Training minutes one GPU session yields: the recipe's one call.
+#: Training minutes one GPU session yields: its training calls' (the recipe's, calibook.gpu.recipe.SESSION).
 SESSION_TRAIN_MINUTES = training_minutes()
 
 #: Stacks are used when every stacked method's run costs at most this fraction of its run alone.
@@ -295,7 +295,7 @@ def describe(items: Sequence[Any], b: Bench | None = None, unplanned: Mapping[st
         + (f", {b.workers} processes at once (each run {b.slowdown:.2f} x as long)" if b.workers > 1 else "")
         + "; "
         f"{SESSION_TRAIN_MINUTES:g} training minutes per {SESSION_MINUTES:g}-minute GPU session "
-        "(one call; results/README.md)"
+        "(its training calls together; results/README.md)"
     ]
     grand = 0.0
     for page in dict.fromkeys(it.page for it in items):

@@ -194,5 +194,11 @@ def readme_block() -> str:
 
 
 if __name__ == "__main__":  # python -m calibook.gpu.recipe: refresh results/README.md's block
+    import argparse
+
+    argparse.ArgumentParser(
+        "python -m calibook.gpu.recipe",
+        description="Rewrite results/README.md's recipe block from calibook.gpu.recipe if it differs.",
+    ).parse_args()
     print("results/README.md: " + ("recipe block rewritten" if write_readme() else "recipe block up to date"))
     sys.exit(0)

@@ -150,5 +150,9 @@ def copy_weights(folder: str | os.PathLike[str] | None = None) -> Path:
     return dst
 
 
-if __name__ == "__main__":
-    print(copy_weights())
+if __name__ == "__main__":  # python -m lib.nets.pretrained [FOLDER]: copy the weights (default .weights/)
+    import argparse
+
+    parser = argparse.ArgumentParser("python -m lib.nets.pretrained", description=copy_weights.__doc__)
+    parser.add_argument("folder", nargs="?", help="where to copy them (default: .weights/ in the repository)")
+    print(copy_weights(parser.parse_args().folder))

@@ -61,7 +61,10 @@ def test_parameters_are_checked_and_converted() -> None:
         "epochs": 3,
         "target": "sketch",
     }
-    assert notebooks.check_parameters("pacs", "smoke", {"target": "3"}) == {"target": "3"}  # str stays str
+    assert notebooks.check_parameters("civilcomments", "smoke", {"data_dir": "3"}) == {"data_dir": "3"}  # str stays
+    assert notebooks.check_parameters("pacs", "smoke", {"target": "art"}) == {"target": "art"}  # an alias
+    with pytest.raises(ValueError, match="target: unknown PACS domain 'mars'"):
+        notebooks.check_parameters("pacs", "smoke", {"target": "mars"})
     assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
     with pytest.raises(ValueError, match=r"epoch: not a parameter of notebook 'pacs'.*did you mean 'epochs'\?"):
         notebooks.check_parameters("pacs", "smoke", {"epoch": "3"})
@@ -84,8 +87,8 @@ def fake_papermill(monkeypatch):
         env = {k: os.environ.get(k) for k in (*book.QUIET_KERNEL_ENV, progress.PREFIX)}
         calls.append({"parameters": parameters, "env": env, "progress_bar": kw.get("progress_bar")})
         Path(output).write_text(json.dumps({"ran": parameters}))
-        if parameters.get("target") == "mars":
-            raise PapermillExecutionError(3, 1, "src", "ValueError", "target: unknown PACS domain 'mars'", [])
+        if parameters.get("epochs") == 7:
+            raise PapermillExecutionError(3, 1, "src", "RuntimeError", "CUDA out of memory", [])
 
     monkeypatch.setattr(papermill, "execute_notebook", run)
     return calls
@@ -97,6 +100,8 @@ def test_cli_refuses_bad_parameters_before_running(fake_papermill, capsys) -> No
     assert err.count("\n") == 1 and "did you mean 'epochs'?" in err and "Traceback" not in err
     assert cli.main(["run", "pacz"]) == 2
     assert "did you mean 'pacs'?" in capsys.readouterr().err
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "target", "mars"]) == 2
+    assert "target: unknown PACS domain 'mars'" in capsys.readouterr().err
     assert fake_papermill == []  # nothing ran
     with pytest.raises(ValueError):
         cli.main(["--debug", "run", "pacz"])
@@ -108,17 +113,19 @@ def test_failed_run_keeps_the_last_good_page(fake_papermill, tmp_path, capsys) -
     good = out.read_text()
     assert json.loads(good)["ran"] == {"scale": "smoke", "target": "sketch"}
     with pytest.raises(PapermillExecutionError):
-        book.execute_notebook("pacs", "smoke", {"target": "mars"}, output=out, progress=False)
+        book.execute_notebook("pacs", "smoke", {"epochs": 7}, output=out, progress=False)
     assert out.read_text() == good
-    assert "mars" in (tmp_path / "pacs.failed.ipynb").read_text()
+    assert '"epochs": 7' in (tmp_path / "pacs.failed.ipynb").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pacs.failed.ipynb", "pacs.ipynb"]  # no temp files
 
 
 def test_cli_prints_a_failing_cell_as_one_message(fake_papermill, monkeypatch, tmp_path, capsys) -> None:
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
-    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "target", "mars"]) == 1
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "epochs", "7"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("python -m calibook run: error: a cell of the notebook raised ValueError: target: unknown")
+    assert err.startswith(
+        "python -m calibook run: error: a cell of the notebook raised RuntimeError: CUDA out of memory"
+    )
     assert "Traceback" not in err and not (tmp_path / "pacs.ipynb").exists()
 
 

@@ -72,6 +72,14 @@ def test_start_refuses_bad_parameters_in_the_namespace(params, message):
         page.start("calibration", ns)
 
 
+def test_a_misspelled_pacs_target_stops_the_page_before_anything_runs():
+    ns = {"scale": "smoke", "target": "skecth", "epochs": 0, "train": "auto"}
+    ns["In"] = ["", "# Parameters\ntarget = 'skecth'\n"]
+    with pytest.raises(ValueError, match="target: unknown PACS domain 'skecth'"):
+        page.start("pacs", ns)
+    page.start("pacs", {**ns, "target": "art"})  # the alias is a domain
+
+
 def test_bad_parameter_through_papermill_stops_in_the_first_code_cell(tmp_path):
     nb, error = _run(tmp_path, sede=3, scale="smoke")
     assert error is not None and error.ename == "ValueError" and "sede" in error.evalue
@@ -79,9 +87,9 @@ def test_bad_parameter_through_papermill_stops_in_the_first_code_cell(tmp_path):
 
 
 def test_an_interrupted_page_says_so_and_a_finished_one_does_not(tmp_path):
-    nb, error = _run(tmp_path, middle="raise RuntimeError('interrupted')", scale="smoke")
+    nb, error = _run(tmp_path, middle="raise RuntimeError('interrupted')", scale="smoke", seed=2)
     assert error is not None and "did not finish running" in _notice(nb)
-    assert "python -m calibook run calibration" in _notice(nb)
+    assert "python -m calibook run calibration --scale smoke -p seed 2`" in _notice(nb)  # this run's command
     nb, error = _run(tmp_path, scale="smoke", seed=2)
     assert error is None and _notice(nb) == ""
     first = next(c for c in nb.cells if "page.start" in c.source)
