@@ -15,8 +15,8 @@ on the first cell's output): a failed or interrupted run says so at the top.
 from __future__ import annotations
 
 import ast
-import shlex
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,14 +75,14 @@ def start(name: str, namespace: Mapping[str, Any]) -> None:
         raise ValueError(f"namespace: expected the notebook's globals(), got {type(namespace).__name__}")
     check_notebook(name)
     check_choice(namespace.get("scale"), SCALES, "scale")
-    declared = notebook_parameters(name)
-    wanted = [k for k in dict.fromkeys([*declared, *injected_names(namespace)]) if k != "scale"]
+    declared, injected = notebook_parameters(name), injected_names(namespace)
+    wanted = [k for k in dict.fromkeys([*declared, *injected]) if k != "scale"]
     missing = [k for k in wanted if k in declared and k not in namespace]
     if missing:
         raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
     values = {k: namespace.get(k) for k in wanted}
     check_parameters(name, namespace["scale"], values)
-    given = "".join(f" -p {k} {shlex.quote(str(v))}" for k, v in values.items() if k in injected_names(namespace))
+    given = "".join(f" -p {k} {shlex.quote(str(v))}" for k, v in values.items() if k in injected)
     _show(name, NOTICE.format(name=name, options=f" --scale {namespace['scale']}{given}"))
 
 

@@ -258,5 +258,5 @@ def not_run_claims() -> pd.DataFrame:
     unavailable", with what the paper reports for it (``PAPER_SAYS``) all the same."""
     names = [c.format(subset="hard") for c in CLAIMS]
     return report.claims_table(
-        [{"claim": n, "paper": p, "ours": "—", "verdict": report.VERDICTS[3]} for n, p in zip(names, PAPER_SAYS)]
+        [report.claim_row(n, p, "—", report.VERDICTS[3], paper_own="") for n, p in zip(names, PAPER_SAYS)]
     )

@@ -246,15 +246,15 @@ def cross_paper_claims(
     v = partial(report.t_verdict, df=math.inf)  # closed-form SEs on thousands of examples
     # each row puts the papers' methods side by side on logits none of them used: the book's own
     # expectations, counted apart from the papers' claims (lib.report.KINDS)
+    expectation = partial(report.claim_row, kind=report.KINDS[2])
     return [
-        report.claim_row(
+        expectation(
             claim="Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
             paper="paper 3: MMLU ECE 0.19 -> 0.09",
             ours="; ".join(f"{d}: {_numbers(raw=a, TS=b)}" for d, (a, b) in over.items()),
             verdict=report.every(v(a - b, over_se[d]) for d, (a, b) in over.items()),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="Under a subject shift, a temperature from other subjects still helps, but less than one "
             "from the same subjects",
             paper="paper 1: soft-MoE calibration breaks under shift; paper 3: cascade APGR degrades as OOD severity grows (App. A.4)",
@@ -262,33 +262,29 @@ def cross_paper_claims(
             verdict=report.every(
                 report.every([v(r - o, se["shift"]), v(o - s_, se["shift"])]) for o, s_, r in shift.values()
             ),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="Per-expert temperatures (MoCaE) calibrate a soft mixture less well than a temperature on "
             "the mixture",
             paper="paper 1: per-expert calibration is not enough",
             ours=_numbers(per_expert=per_expert, mixture_TS=mixture_ts),
             verdict=v(per_expert - mixture_ts, se["cifar"]),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="Per-expert temperatures leave the mixture's accuracy unchanged (to the paper's three decimals)",
             paper='paper 1: MoCaE\'s accuracy "is identical to Vanilla MoE in every cell of every table" (a '
             "finding printed to 3 decimals, not a consequence of the method: per-expert temperatures can move "
             "the mixture's argmax)",
             ours=_numbers(vanilla=acc_vanilla, per_expert=acc_expert),
             verdict=v(MOCAE_ACC_TOL - abs(acc_vanilla - acc_expert)),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="A model-specific fit (Platt) estimates when another model is right better than its raw confidence",
             paper="paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
             ours=_numbers(raw=value("deferral", defer, "none"), platt=value("deferral", defer, "platt")),
             verdict=v(value("deferral", defer, "none") - value("deferral", defer, "platt"), se["mmlu"]),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
             paper="paper 3: MMLU APGR 0.70",
             ours=_numbers(
@@ -297,14 +293,12 @@ def cross_paper_claims(
                 SE=cascade_se,
             ),
             verdict=v(value("deferral", casc, "temperature") - RANDOM_APGR, cascade_se),
-            kind=report.KINDS[2],
         ),
-        report.claim_row(
+        expectation(
             claim="After temperature scaling, the spread of ECE across training losses shrinks",
             paper="paper 4, Tables 1 and 4 report ECE before and after TS (Table 2 reports ECE before TS only)",
             ours=_numbers(spread_before=spread_before, spread_after=spread_after),
             verdict=v(spread_before - spread_after, 2 * se["cifar"]),
-            kind=report.KINDS[2],
         ),
     ]
 
