@@ -70,8 +70,9 @@ plots.use_offline_renderer()
 # where $|S_b|/n$ weighs each bin by its share of examples, $\mathrm{acc}(S_b)$ is the share right
 # in the bin and $\mathrm{conf}(S_b)$ its mean confidence. Temperature scaling divides the logits by
 # one $T > 0$ fitted by NLL on the calibration half, $\hat p_i = \max_c \mathrm{softmax}(z_i / T)_c$;
-# Platt scaling maps the answer token's logit $s_i$ to $\sigma(a s_i + b)$, $a, b$ fitted by NLL
-# to correctness. Below, four examples in two bins, computed by
+# Platt scaling maps a score $s_i$, the log-odds $\ln(\hat p_i / (1 - \hat p_i))$ of the top-1
+# probability over the answer options, to $\sigma(a s_i + b)$, $a, b$ fitted by NLL to
+# correctness. Below, four examples in two bins, computed by
 # {py:func}`lib.calibration.metrics.binary_ece` and by the formula in one line of numpy: each bin is
 # 0.4 off, so ECE = 0.4; with one bin it is |mean confidence - accuracy| = |0.75 - 0.75| = 0.
 # Then {py:func}`lib.calibration.posthoc.apply_temperature` beside softmax(z / T) written out, and
@@ -116,8 +117,10 @@ vision = calibration.vision_model(cfg["resnet_loss"])
 # %% [markdown]
 # ## ECE before and after, on both halves
 # Split each set in half, fit the calibrators on the calibration half, and measure ECE before and
-# after on both halves. Platt scaling (MMLU only) uses the answer token's logit -- the paper's "logit
-# at the sampled token" (section 2.1), as an MMLU answer is the single greedy letter:
+# after on both halves. Platt scaling (MMLU only) takes the log-odds of the answer's probability
+# over the four options: the paper feeds Platt's sigmoid "a logit estimate" of the sampled answer
+# and restricts an MMLU confidence to the four options, renormalised (section 2.1), which removes
+# the offset a raw answer logit carries from question to question.
 # {py:func}`lib.ccc.pages.calibration.ece_grid` fits both and computes every ECE above.
 
 # %%
@@ -147,9 +150,9 @@ mono.round(3)
 # ## The paper's numbers beside ours
 # The paper's MMLU row is LLaMA-8B-Instruct (its own prompt and logits), calibrated with Platt
 # scaling; ours is Llama-3.1-8B-Instruct with the released zero-shot logits, after Platt scaling on
-# the answer-token logit (and, in a second row, after temperature scaling). Its vision row is
-# ImageNet with EVA02-L; ours is CIFAR-10 with a ResNet-50, so only the pattern (large drop, same
-# on both halves) is comparable.
+# the answer's log-odds over the four options (and, in a second row, after temperature scaling).
+# Its vision row is ImageNet with EVA02-L; ours is CIFAR-10 with a ResNet-50, so only the pattern
+# (large drop, same on both halves) is comparable.
 
 # %%
 calibration.paper_table(results, vision).round(4).T

@@ -136,7 +136,8 @@ main.groupby(["pair", "method"])["apgr"].agg(["mean", "std"]).round(4)
 
 # %% [markdown]
 # Ablations on the instruct pair (paper Tables 4-5): the calibrator (15 bins) and the number of bins
-# (temperature scaling). Platt scaling fits the logit of the answer token, as paper 3 does (sec. 2.1).
+# (temperature scaling). Platt scaling fits the log-odds of the answer's probability over the
+# four options (the paper restricts an MMLU confidence to them and renormalises it, sec. 2.1).
 
 # %%
 abl = cascading.ablations(grid, cfg["calibrators"], cfg["bins_ablation"])

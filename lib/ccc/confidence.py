@@ -21,7 +21,7 @@ from lib.validation import (
     to_numpy,
 )
 
-CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "platt_logodds", "histogram", "none")
+CALIBRATORS: tuple[str, ...] = ("temperature", "platt", "histogram", "none")
 
 
 def fit_confidence(
@@ -29,10 +29,12 @@ def fit_confidence(
 ) -> Callable[[ArrayLike], np.ndarray]:
     """Fit calibrator ``name`` on (logits, labels); return a map logits -> top-1 confidence (N,).
 
-    ``"temperature"``: max softmax(z / T), T by NLL. ``"platt"``: sigmoid(a s + b), s the predicted
-    answer's logit (paper 3, section 2.1: an MMLU answer is one token), fitted to correctness.
-    ``"platt_logodds"``: the same on the top-1 probability's log-odds. ``"histogram"``: ``n_bins``
-    equal-count bins on the top-1 probability. ``"none"``: the raw max softmax (UC). None changes the argmax.
+    ``"temperature"``: max softmax(z / T), T by NLL. ``"platt"``: sigmoid(a s + b), s the log-odds
+    of the top-1 probability, fitted to correctness (paper 3, section 2.1: Platt's sigmoid takes "a
+    logit estimate" of the answer, and an MMLU confidence is restricted to the four options and
+    renormalised, which removes the raw answer logit's offset per question). ``"histogram"``:
+    ``n_bins`` equal-count bins on the top-1 probability. ``"none"``: the raw max softmax (UC). None
+    changes the argmax.
     The map refuses logits that are not finite, 2-D, over the same classes."""
     from lib.calibration.posthoc import HistogramBinning, TemperatureScaler, fit_platt
 
@@ -59,9 +61,6 @@ def fit_confidence(
         T = TemperatureScaler().fit(z, y).temperature
         return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
     if name == "platt":
-        a, b = fit_platt(z.max(axis=1), correct)
-        return lambda x: 1.0 / (1.0 + np.exp(-(a * raw(x).max(axis=1) + b)))
-    if name == "platt_logodds":
 
         def logodds(c: np.ndarray) -> np.ndarray:
             c = np.clip(c, 1e-12, 1 - 1e-12)

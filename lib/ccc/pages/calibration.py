@@ -202,7 +202,7 @@ def paper_table(results: pd.DataFrame, vision: str) -> pd.DataFrame:
 
     return pd.DataFrame(
         [
-            {"row": "MMLU, 8B-Instruct (ours: Platt, answer-token logit)", **PAPER_ECE_MMLU,
+            {"row": "MMLU, 8B-Instruct (ours: Platt, answer log-odds)", **PAPER_ECE_MMLU,
              **ours(SMALL, "after Platt")},
             {"row": "MMLU, 8B-Instruct (ours: temperature scaling)", **PAPER_ECE_MMLU, **ours(SMALL, "after TS")},
             {"row": "vision (paper: ImageNet EVA02-L; ours: CIFAR-10 ResNet-50)", **PAPER_ECE_VISION,

@@ -114,8 +114,8 @@ def other_model_correctness_ece(
     raw confidence, a Platt fit of its correctness, its TS confidence."""
     correct, z_test = _top1(logits_other, labels)[test_idx], logits_other[test_idx]
     out = {"none": binary_ece(np.clip(softmax(z_test).max(axis=1), 1e-12, 1 - 1e-12), correct)}
-    for name, calibrator in (("temperature", "temperature"), ("platt", "platt_logodds")):
-        out[name] = binary_ece(fit_confidence(calibrator, logits_other[cal_idx], labels[cal_idx])(z_test), correct)
+    for name in ("temperature", "platt"):
+        out[name] = binary_ece(fit_confidence(name, logits_other[cal_idx], labels[cal_idx])(z_test), correct)
     return out
 
 
