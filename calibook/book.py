@@ -57,7 +57,7 @@ def execute_notebook(
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
-    tmp = Path(tmp_name)
+    tmp, failed = Path(tmp_name), out.with_name(f"{out.stem}.failed.ipynb")
     label = f"{place} {name}".strip()
     start = time.monotonic()
     print(f"[calibook] {label} ({scale}): running", flush=True)
@@ -77,9 +77,11 @@ def execute_notebook(
             )
     except BaseException:  # a failed or interrupted run: keep it for reading, not as the page
         if tmp.exists():
-            os.replace(tmp, out.with_name(f"{out.stem}.failed.ipynb"))
+            os.replace(tmp, failed)
+            print(f"[calibook] {label} ({scale}) did not finish; the page as far as it ran: {failed}", flush=True)
         raise
     os.replace(tmp, out)
+    failed.unlink(missing_ok=True)  # an earlier failure of this page is over
     print(f"[calibook] {label} ({scale}) ran in {live.format_eta(time.monotonic() - start)} -> {out}", flush=True)
     return out
 

@@ -7,8 +7,12 @@ E.g. ``python -m calibook run pacs --scale smoke -p target sketch``. Errors are 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from unittest import mock
 
 from lib.config import DEFAULT_SCALE, SCALES, repo_root
@@ -151,6 +155,25 @@ def error_message(err: BaseException) -> tuple[str, int]:
     return f"{type(err).__name__}: {err}", 1
 
 
+@contextlib.contextmanager
+def _interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``timeout``, a closed terminal, a scheduler) stop a command as Ctrl-C does,
+    so a page that was running is kept as ``<page>.failed.ipynb`` with its notice; handlers restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -166,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     # the notebook kernels keep full tracebacks too (calibook.notebook_errors); main() may be called
     # in-process (tests): the environment is left as it was
     try:
-        with mock.patch.dict(os.environ, {"CALIBOOK_DEBUG": "1"} if args.debug else {}):
+        with mock.patch.dict(os.environ, {"CALIBOOK_DEBUG": "1"} if args.debug else {}), _interrupts():
             return int(args.func(args))
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (_interrupts): one line, not a traceback
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the output piped into a reader that stopped (e.g. `| head`): not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe at exit
         return 0

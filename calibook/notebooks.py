@@ -14,7 +14,15 @@ import yaml
 from lib.config import SCALES, repo_root
 from lib.validation import check_choice, close_matches
 
-__all__ = ["CHOICES", "FRACTIONS", "check_notebook", "check_parameters", "notebook_names", "notebook_parameters"]
+__all__ = [
+    "CHOICES",
+    "FRACTIONS",
+    "MINIMA",
+    "check_notebook",
+    "check_parameters",
+    "notebook_names",
+    "notebook_parameters",
+]
 
 
 def notebook_names() -> list[str]:
@@ -88,7 +96,7 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
 
     Names must be in the parameters cell (``scale`` has its own option); strings are converted to the
     cell's type. Numbers must be finite and >= 0, > 0 where the cell's default is, <= 1 for
-    :data:`FRACTIONS`; :data:`CHOICES` hold, and ``target`` is a PACS domain. ``ValueError`` names the
+    :data:`FRACTIONS`, at least :data:`MINIMA` unless 0; :data:`CHOICES` hold, and ``target`` is a PACS domain. ``ValueError`` names the
     parameter.
     """
     from lib.config import notebooks_with_settings, settings
@@ -115,6 +123,9 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
 FRACTIONS = ("coverage", "noise_rate")
 #: Parameters with a fixed set of values, by name.
 CHOICES = {"train": ("auto", "yes", "no")}
+#: Parameters with a smallest value other than 0 (0 keeps the scale's): a standard error over
+#: splits needs two, a binning two bins.
+MINIMA = {"n_splits": 2, "n_bins": 2}
 
 
 def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) -> None:
@@ -140,5 +151,7 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
         default = ast.literal_eval(declared.get("default", "0"))
     if isinstance(default, int | float) and default > 0 and value == 0:
         raise ValueError(f"{key}: must be > 0 (the notebook's default is {default!r}), got {value!r}")
+    if 0 < value < MINIMA.get(key, 0):
+        raise ValueError(f"{key}: must be at least {MINIMA[key]} ({where}), got {value!r}")
     if key in FRACTIONS and value > 1:
         raise ValueError(f"{key}: must be a fraction in [0, 1], got {value!r}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +64,9 @@ def injected_names(namespace: Mapping[str, Any]) -> list[str]:
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> None:
-    """Check page ``name``'s parameters as found in ``namespace`` (the notebook's ``globals()``),
-    then show the "did not finish" notice that :func:`finish` removes. Returns nothing, so the
-    cell shows only the notice."""
+    """Check page ``name``'s parameters as found in ``namespace`` (the notebook's ``globals()``) and
+    put back their checked values (``papermill -r`` injects strings), then show the "did not finish"
+    notice that :func:`finish` removes. Returns nothing, so the cell shows only the notice."""
     from calibook.notebooks import check_notebook, check_parameters, notebook_parameters
     from lib.config import SCALES
     from lib.validation import check_choice
@@ -81,7 +81,10 @@ def start(name: str, namespace: Mapping[str, Any]) -> None:
     if missing:
         raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
     values = {k: namespace.get(k) for k in wanted}
-    check_parameters(name, namespace["scale"], values)
+    if isinstance(namespace, MutableMapping):  # papermill -r injects strings: the page gets the checked values
+        namespace.update(check_parameters(name, namespace["scale"], values))
+    else:
+        check_parameters(name, namespace["scale"], values)
     given = "".join(f" -p {k} {shlex.quote(str(v))}" for k, v in values.items() if k in injected)
     _show(name, NOTICE.format(name=name, options=f" --scale {namespace['scale']}{given}"))
 

@@ -118,12 +118,12 @@ def _find(folder: str) -> Path:
     raise FileNotFoundError(f"data folder {folder!r} not found (looked in {places}); see the book's data page")
 
 
-def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> list[Path]:
-    """Write pack ``name`` (gzip-compressed) as chunks of at most ``max_mib`` MiB (``None``:
+def pack(dataset: str, max_mib: float | None = None, out: Path | None = None) -> list[Path]:
+    """Write pack ``dataset`` (gzip-compressed) as chunks of at most ``max_mib`` MiB (``None``:
     :func:`chunk_budget_mib`, what fits one call beside the tree now); returns the chunks and the
     manifest. A pack in more than one chunk cannot travel in one call."""
-    if name not in PACKS:
-        raise ValueError(f"name: unknown pack {name!r}; valid: {', '.join(PACKS)}")
+    if dataset not in PACKS:
+        raise ValueError(f"dataset: unknown pack {dataset!r}; valid: {', '.join(PACKS)}")
     budget = chunk_budget_mib()
     if max_mib is None:
         max_mib = budget
@@ -132,15 +132,15 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
             f"max_mib: must lie in (0, {budget:g}] (one chunk, the {tree_bytes() / MIB:.1f} MiB tree "
             f"and results/ fit one {CALL_MIB:g} MiB call), got {max_mib!r}"
         )
-    found = {folder: _find(folder) for folder in PACKS[name]}
-    if name == "pacs":
+    found = {folder: _find(folder) for folder in PACKS[dataset]}
+    if dataset == "pacs":
         _check_pacs(found["pacs"])
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
         for folder, path in found.items():
             tar.add(path, arcname=folder)
     blob = buf.getvalue()
-    dest = (out or packs_dir()) / name
+    dest = (out or packs_dir()) / dataset
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("part-*.bin"):
         old.unlink()
@@ -151,8 +151,8 @@ def pack(name: str, max_mib: float | None = None, out: Path | None = None) -> li
         p.write_bytes(blob[i : i + size])
         parts.append(p)
     manifest = {
-        "name": name,
-        "folders": list(PACKS[name]),
+        "name": dataset,
+        "folders": list(PACKS[dataset]),
         "bytes": len(blob),
         "sha256": hashlib.sha256(blob).hexdigest(),
         "parts": [{"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in parts],

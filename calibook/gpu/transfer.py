@@ -83,8 +83,11 @@ def _folders(source: Path, stack: ExitStack) -> list[Path]:
     (refusing members outside it), or, for a folder a call brought back, each archive in it."""
     if source.is_file() and tarfile.is_tarfile(source):
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calibook-import-")))
-        with tarfile.open(source) as tar:
-            tar.extractall(tmp, filter="data")
+        try:
+            with tarfile.open(source) as tar:
+                tar.extractall(tmp, filter="data")
+        except (EOFError, OSError, tarfile.ReadError) as err:  # e.g. cut short on its way back
+            raise ValueError(f"import: {source} is damaged ({err}); bring it back again") from err
         return [tmp]
     if not source.is_dir():
         raise ValueError(f"import: {source} is neither a folder nor a .tgz archive of results")

@@ -5,7 +5,7 @@ few thousand images learns little; so the pretrained backbone (:mod:`lib.nets.ex
 frozen, every image's features are computed once and cached (:func:`cached_features`), and every
 method's MoE head trains on them through the same engine (backbone ``"features:<extractor>"``).
 A :class:`FeatureBundle`'s training rows carry each image's JPEG-filtered copies behind its clean
-features, FGR's filtered inputs (:meth:`FeatureBundle.fgr_inputs`).
+features, FGR's filtered inputs (:func:`lib.moe.fgr.feature_batch`).
 The data sets: :func:`lib.features.pacs_features.pacs_features`, :func:`lib.features.cifar_features.cifar10h_features`.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +33,6 @@ from lib.nets.backbones import extractor_model
 from lib.nets.extractors import STAGE_EXTRACTORS, extract, feature_dim
 from lib.validation import check_int
 
-FEATURE_FRAC = 0.05  # FGR filters 5% of a batch (lib.data.jpeg.filtered_rows' default frac)
-
 
 def _features_dir() -> Path:
     path = cache_dir() / "features"
@@ -43,7 +42,7 @@ def _features_dir() -> Path:
 
 def load_cached(key: str) -> np.ndarray | None:
     """The cached array of ``key`` (float32), else None: when the ``.npy`` or its ``.json`` (SHA-256
-    and shape) is missing, does not match or is unreadable."""
+    and shape) is missing, does not match or is unreadable (those two with a warning)."""
     folder = _features_dir()
     path, meta = folder / f"{key}.npy", folder / f"{key}.json"
     if not (path.exists() and meta.exists()):
@@ -56,6 +55,7 @@ def load_cached(key: str) -> np.ndarray | None:
                 return arr.astype(np.float32)
     except (OSError, ValueError):
         pass  # corrupt: the caller recomputes
+    warnings.warn(f"features cache {path}: damaged (hash, shape or file); computing it again", stacklevel=2)
     return None
 
 
@@ -94,8 +94,8 @@ class FeatureBundle(TensorSplits):
     """Frozen features as a :class:`lib.data.bundle.Bundle` (``kind == "features"``): ``train_x`` is
     (N, (1 + copies) * dim), the clean features then ``copies`` blocks of the same image's JPEG-filtered
     features; ``val_x``/``test_x`` are (N, dim). The ``"features"`` backbone reads the first ``dim``
-    columns, so every method sees clean features except where FGR's :meth:`fgr_inputs` puts a filtered
-    copy in front. ``all_mask``, ``human_probs`` and ``test_images`` are those of
+    columns, so every method sees clean features except where FGR's
+    :func:`lib.moe.fgr.feature_batch` puts a filtered copy in front. ``all_mask``, ``human_probs`` and ``test_images`` are those of
     :class:`lib.data.images.ImageBundle`, where the data set has them."""
 
     dim: int
@@ -112,28 +112,6 @@ class FeatureBundle(TensorSplits):
         """Hash of the name, extractor, qualities, sizes, labels and a strided sample of features."""
         header = f"{self.name}|{self.extractor}|{self.qualities}|{self.copies}|{self.sizes()}|{self.dim}"
         return self.digest(header, [strided(self.train_x), strided(self.test_x)])
-
-    def fgr_inputs(
-        self, x: torch.Tensor, generator: torch.Generator | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """FGR's one-forward input on a batch of training rows (B, (1 + copies) dim), as
-        :func:`lib.moe.fgr.fgr_batch` builds it for images: the B rows, then m = max(1, int(0.05 B))
-        random rows whose first ``dim`` columns are replaced by one of their image's filtered copies
-        (drawn uniformly); and the (B,) row index of the filtered batch (row i, or B + j where row i
-        is the j-th filtered one). Without copies nothing is filtered (every row reads itself)."""
-        b, d = x.shape[0], self.dim
-        main = torch.arange(b)
-        if not self.copies:
-            return x, main.to(x.device)
-        gdev = generator.device if generator is not None else torch.device("cpu")
-        m = max(1, int(FEATURE_FRAC * b))
-        idx = torch.randperm(b, generator=generator, device=gdev)[:m].to(x.device)
-        q = torch.randint(self.copies, (m,), generator=generator, device=gdev).to(x.device)
-        rows = x.index_select(0, idx).clone()
-        cols = d * (1 + q)[:, None] + torch.arange(d, device=x.device)[None, :]
-        rows[:, :d] = torch.gather(rows, 1, cols)
-        main[idx.cpu()] = b + torch.arange(m)
-        return torch.cat([x.detach(), rows]), main.to(x.device)
 
 
 def feature_source(

@@ -46,6 +46,28 @@ def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.
     return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
 
 
+def feature_batch(
+    x: torch.Tensor, generator: torch.Generator | None = None, *, dim: int, copies: int, frac: float = 0.05
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fgr_batch` on frozen features (:class:`lib.features.frozen.FeatureBundle`): a batch of
+    training rows (B, (1 + ``copies``) ``dim``), then m = max(1, int(``frac`` B)) random rows whose
+    first ``dim`` columns are replaced by one of their image's filtered copies (drawn uniformly), and
+    the (B,) row index of the filtered batch. Without copies nothing is filtered (every row reads itself)."""
+    b = x.shape[0]
+    main = torch.arange(b)
+    if not copies:
+        return x, main.to(x.device)
+    gdev = generator.device if generator is not None else torch.device("cpu")
+    m = max(1, int(frac * b))
+    idx = torch.randperm(b, generator=generator, device=gdev)[:m].to(x.device)
+    q = torch.randint(copies, (m,), generator=generator, device=gdev).to(x.device)
+    rows = x.index_select(0, idx).clone()
+    cols = dim * (1 + q)[:, None] + torch.arange(dim, device=x.device)[None, :]
+    rows[:, :dim] = torch.gather(rows, 1, cols)
+    main[idx.cpu()] = b + torch.arange(m)
+    return torch.cat([x.detach(), rows]), main.to(x.device)
+
+
 def soft_ece(
     probs: torch.Tensor, labels: torch.Tensor, n_bins: int = SOFT_ECE_BINS, temperature: float = SOFT_ECE_TEMPERATURE
 ) -> torch.Tensor:

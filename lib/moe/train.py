@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import FitResult, fit, predict
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine.cache import Run, cached_run, load_artifact, provenance, training
+from lib.moe import fgr
 from lib.moe.config import TrainConfig
 from lib.moe.evaluate import evaluate, mocae_calibrate
 from lib.moe.methods import (
@@ -79,7 +81,7 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
         return _Prepared(*zip(enc, (data.train_y, data.val_y, data.test_y)), is_text=True)
     splits = [(getattr(data, f"{s}_x"), getattr(data, f"{s}_y")) for s in _SPLITS]
     if kind == "features":  # frozen feature vectors: no pixels, no augmentation
-        return _Prepared(*splits, fgr_inputs=data.fgr_inputs)
+        return _Prepared(*splits, fgr_inputs=partial(fgr.feature_batch, dim=data.dim, copies=data.copies))
     size = int(data.train_x.shape[-1])
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")

@@ -4,6 +4,7 @@ parameters are refused before anything runs; a failed run never replaces the las
 import ast
 import json
 import os
+import signal
 from pathlib import Path
 from unittest import mock
 
@@ -89,6 +90,8 @@ def fake_papermill(monkeypatch):
         Path(output).write_text(json.dumps({"ran": parameters}))
         if parameters.get("epochs") == 7:
             raise PapermillExecutionError(3, 1, "src", "RuntimeError", "CUDA out of memory", [])
+        if parameters.get("epochs") == 9:  # stopped from outside, as `timeout` or a scheduler does
+            os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(papermill, "execute_notebook", run)
     return calls
@@ -117,6 +120,21 @@ def test_failed_run_keeps_the_last_good_page(fake_papermill, tmp_path, capsys) -
     assert out.read_text() == good
     assert '"epochs": 7' in (tmp_path / "pacs.failed.ipynb").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pacs.failed.ipynb", "pacs.ipynb"]  # no temp files
+
+
+def test_sigterm_keeps_the_page_as_far_as_it_ran_and_says_where(fake_papermill, monkeypatch, tmp_path, capsys):
+    """SIGTERM stops `run` as Ctrl-C does: one line (exit 130), the page kept as <page>.failed.ipynb
+    and named; a later success removes it; the process's own SIGTERM handler is back afterwards."""
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["run", "pacs", "--scale", "smoke", "-p", "epochs", "9"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "python -m calibook run: interrupted\n"
+    assert f"the page as far as it ran: {tmp_path / 'pacs.failed.ipynb'}" in captured.out
+    assert '"epochs": 9' in (tmp_path / "pacs.failed.ipynb").read_text()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert cli.main(["run", "pacs", "--scale", "smoke"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pacs.ipynb"]
 
 
 def test_cli_prints_a_failing_cell_as_one_message(fake_papermill, monkeypatch, tmp_path, capsys) -> None:

@@ -62,6 +62,7 @@ def test_injected_names_are_read_from_papermills_cell():
         ({"seed": -1}, "seed: must be >= 0"),
         ({"n_bins": -4}, "n_bins: must be >= 0"),
         ({"n_bins": float("nan")}, "n_bins: expected int"),
+        ({"n_bins": 1}, "n_bins: must be at least 2"),
         ({"scale": "huge"}, "scale: unknown value"),
     ],
 )
@@ -70,6 +71,13 @@ def test_start_refuses_bad_parameters_in_the_namespace(params, message):
     ns["In"] = ["", "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())]
     with pytest.raises(ValueError, match=message):
         page.start("calibration", ns)
+
+
+def test_raw_strings_papermill_injects_reach_the_page_as_checked_values():
+    """``papermill -r seed 3`` injects the string '3': the page continues with the int 3."""
+    ns = {"scale": "smoke", "seed": "3", "n_bins": "0", "In": ["", "# Parameters\nseed = '3'\nn_bins = '0'\n"]}
+    page.start("calibration", ns)
+    assert ns["seed"] == 3 and ns["n_bins"] == 0 and isinstance(ns["seed"], int)
 
 
 def test_a_misspelled_pacs_target_stops_the_page_before_anything_runs():

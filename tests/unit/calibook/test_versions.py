@@ -207,3 +207,10 @@ def test_made_by_current_code_needs_the_version_and_an_accepted_fingerprint(monk
     assert not versions.made_by_current_code({"group": "g", "version": 2, "code_fingerprint": "cc"})
     assert not versions.made_by_current_code({"group": "g", "version": 1, "code_fingerprint": "aa"})
     assert not versions.made_by_current_code({"version": 2})
+
+
+def test_code_a_run_reaches_through_its_data_is_fingerprinted():
+    """FGR's filtered rows of frozen features (``lib.moe.fgr.feature_batch``; once a method of the
+    feature bundle that no run module imports, so an edit of its 5% was served from the stale cache)
+    are in the moe group's import closure."""
+    assert "lib.moe.fgr" in versions.group_modules("moe")

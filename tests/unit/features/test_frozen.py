@@ -12,6 +12,7 @@ from torch import nn
 
 from lib.features import frozen
 from lib.features.frozen import FeatureBundle
+from lib.moe.fgr import feature_batch
 from lib.nets.extractors import FeatureInput, extract
 
 
@@ -34,10 +35,12 @@ def test_cached_features_computes_once_and_recomputes_a_corrupt_file(
     raw = bytearray((tmp_path / "k.npy").read_bytes())
     raw[-1] ^= 0xFF  # one flipped byte in the data
     (tmp_path / "k.npy").write_bytes(bytes(raw))
-    c = cached()
+    with pytest.warns(UserWarning, match="k.npy: damaged"):
+        c = cached()
     assert len(calls) == 2 and np.array_equal(c, a)
     (tmp_path / "k.npy").write_bytes(b"")  # truncated
-    cached()
+    with pytest.warns(UserWarning, match="damaged"):
+        cached()
     assert len(calls) == 3
 
 
@@ -124,10 +127,10 @@ def _bundle(n: int = 200, dim: int = 6, copies: int = 2, seed: int = 0) -> Featu
     )
 
 
-def test_fgr_inputs_put_a_filtered_copy_in_front_of_five_percent_of_the_rows() -> None:
+def test_fgr_feature_batch_puts_a_filtered_copy_in_front_of_five_percent_of_the_rows() -> None:
     b = _bundle()
     x = b.train_x[:64]
-    out, main = b.fgr_inputs(x, torch.Generator().manual_seed(1))
+    out, main = feature_batch(x, torch.Generator().manual_seed(1), dim=b.dim, copies=b.copies)
     m = max(1, int(0.05 * 64))
     assert out.shape == (64 + m, x.shape[1]) and torch.equal(out[:64], x)
     assert main.shape == (64,) and int((main >= 64).sum()) == m
@@ -140,7 +143,7 @@ def test_fgr_inputs_put_a_filtered_copy_in_front_of_five_percent_of_the_rows() -
     unfiltered = [i for i in range(64) if i not in set(filtered_src.tolist())]
     assert torch.equal(main[unfiltered], torch.tensor(unfiltered))
     plain = _bundle(copies=0)
-    same, rows = plain.fgr_inputs(plain.train_x[:10])
+    same, rows = feature_batch(plain.train_x[:10], dim=plain.dim, copies=plain.copies)
     assert torch.equal(same, plain.train_x[:10]) and torch.equal(rows, torch.arange(10))
 
 
@@ -165,8 +168,10 @@ def test_every_method_trains_on_features_through_the_engine(monkeypatch: pytest.
     monkeypatch.setitem(extractors.FEATURE_EXTRACTORS, "toy", 6)
     data = _bundle()
     seen = []
-    real = FeatureBundle.fgr_inputs
-    monkeypatch.setattr(FeatureBundle, "fgr_inputs", lambda self, x, g=None: seen.append(x.shape) or real(self, x, g))
+    from lib.moe import fgr
+
+    real = fgr.feature_batch
+    monkeypatch.setattr(fgr, "feature_batch", lambda x, *a, **k: seen.append(x.shape) or real(x, *a, **k))
     settings = {
         "dataset": "toy",
         "epochs": 4,

@@ -132,7 +132,7 @@ def test_pack_round_trip_in_chunks(tmp_path, monkeypatch):
     parts[1].write_bytes(b"damaged")
     with pytest.raises(ValueError, match="damaged chunk"):
         packs.unpack("cifar10h", tmp_path / "packs", dest=tmp_path / "again")
-    with pytest.raises(ValueError, match="name"):
+    with pytest.raises(ValueError, match="^dataset: unknown pack 'nope'"):
         packs.pack("nope")
 
 

@@ -33,7 +33,8 @@ def test_import_checks_records_against_todays_plan(results, tmp_path):
 def test_archives_split_under_the_limit_and_import_back_from_the_folder_a_call_brought_back(results, tmp_path):
     """Six records of about equal size, archives of at most two: three archives, named in order; the
     folder holding them (and a log beside them) imports all six. An empty archive is 0 records; a
-    folder with loose .json files at its top is named; records one level deeper are refused."""
+    folder with loose .json files at its top is named; records one level deeper are refused; an archive
+    cut short is named."""
     published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     sizes = sorted(transfer.record_bytes([p]) for p in published)
     assert sizes[-1] + sizes[-2] < sum(sizes[:3])  # any two records fit the limit below, no three
@@ -48,6 +49,10 @@ def test_archives_split_under_the_limit_and_import_back_from_the_folder_a_call_b
     (out / "window.log").write_text("machine: ...\n")
     shutil.rmtree(results)
     assert len([p for p in transfer.import_results(out, "smoke") if p.suffix == ".json"]) == 6
+    cut = tmp_path / "cut.tgz"  # an archive cut short on its way back is named, not an EOFError
+    cut.write_bytes(archives[0].read_bytes()[: archives[0].stat().st_size // 2])
+    with pytest.raises(ValueError, match=f"^import: {cut} is damaged"):
+        transfer.import_results(cut, "smoke")
 
     empty = transfer.export([], tmp_path / "empty" / "results.tgz")
     assert [p.name for p in empty] == ["results.tgz"]
