@@ -96,8 +96,8 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
 
     Names must be in the parameters cell (``scale`` has its own option); strings are converted to the
     cell's type. Numbers must be finite and >= 0, > 0 where the cell's default is, <= 1 for
-    :data:`FRACTIONS`, at least :data:`MINIMA` unless 0; :data:`CHOICES` hold, and ``target`` is a PACS domain. ``ValueError`` names the
-    parameter.
+    :data:`FRACTIONS`, at least :data:`MINIMA` unless 0; :data:`CHOICES` hold, and ``target`` is a
+    PACS domain. ``ValueError`` names the parameter.
     """
     from lib.config import notebooks_with_settings, settings
 

@@ -81,10 +81,9 @@ def start(name: str, namespace: Mapping[str, Any]) -> None:
     if missing:
         raise ValueError(f"{missing[0]}: the parameters cell of {name!r} was not run before this cell")
     values = {k: namespace.get(k) for k in wanted}
+    checked = check_parameters(name, namespace["scale"], values)
     if isinstance(namespace, MutableMapping):  # papermill -r injects strings: the page gets the checked values
-        namespace.update(check_parameters(name, namespace["scale"], values))
-    else:
-        check_parameters(name, namespace["scale"], values)
+        namespace.update(checked)
     given = "".join(f" -p {k} {shlex.quote(str(v))}" for k, v in values.items() if k in injected)
     _show(name, NOTICE.format(name=name, options=f" --scale {namespace['scale']}{given}"))
 

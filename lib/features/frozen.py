@@ -95,8 +95,8 @@ class FeatureBundle(TensorSplits):
     (N, (1 + copies) * dim), the clean features then ``copies`` blocks of the same image's JPEG-filtered
     features; ``val_x``/``test_x`` are (N, dim). The ``"features"`` backbone reads the first ``dim``
     columns, so every method sees clean features except where FGR's
-    :func:`lib.moe.fgr.feature_batch` puts a filtered copy in front. ``all_mask``, ``human_probs`` and ``test_images`` are those of
-    :class:`lib.data.images.ImageBundle`, where the data set has them."""
+    :func:`lib.moe.fgr.feature_batch` puts a filtered copy in front. ``all_mask``, ``human_probs``
+    and ``test_images`` are those of :class:`lib.data.images.ImageBundle`, where the data set has them."""
 
     dim: int
     copies: int = 0
