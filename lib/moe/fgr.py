@@ -39,10 +39,16 @@ def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.
     """FGR's one-forward input, ``x`` (B normalized images) then the m filtered copies of
     :func:`lib.data.jpeg.filtered_rows` (``draw``: its keywords), and the (B,) row index of the main
     branch's filtered batch (row i, or B + j where image i is the j-th filtered one)."""
-    rows, idx = filtered_rows(x, mean, std, **draw)
-    b, m = x.shape[0], rows.shape[0]
+    return _with_filtered(x, *filtered_rows(x, mean, std, **draw))
+
+
+def _with_filtered(x: torch.Tensor, rows: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` (B rows) then ``rows``, the filtered copies of its rows ``idx`` (on the CPU), as one
+    batch, and the (B,) row index of the main branch's filtered batch (row i, or B + j where row i
+    is the j-th filtered one)."""
+    b = x.shape[0]
     main = torch.arange(b)
-    main[idx] = b + torch.arange(m)
+    main[idx] = b + torch.arange(rows.shape[0])
     return torch.cat([x.detach(), rows]), to_device_async(main, x.device)
 
 
@@ -54,9 +60,8 @@ def feature_batch(
     first ``dim`` columns are replaced by one of their image's filtered copies (drawn uniformly), and
     the (B,) row index of the filtered batch. Without copies nothing is filtered (every row reads itself)."""
     b = x.shape[0]
-    main = torch.arange(b)
     if not copies:
-        return x, main.to(x.device)
+        return x, torch.arange(b, device=x.device)
     gdev = generator.device if generator is not None else torch.device("cpu")
     m = max(1, int(frac * b))
     idx = torch.randperm(b, generator=generator, device=gdev)[:m].to(x.device)
@@ -64,8 +69,7 @@ def feature_batch(
     rows = x.index_select(0, idx).clone()
     cols = dim * (1 + q)[:, None] + torch.arange(dim, device=x.device)[None, :]
     rows[:, :dim] = torch.gather(rows, 1, cols)
-    main[idx.cpu()] = b + torch.arange(m)
-    return torch.cat([x.detach(), rows]), main.to(x.device)
+    return _with_filtered(x, rows, idx.cpu())
 
 
 def soft_ece(

@@ -6,9 +6,8 @@ code against the paper's mathematics, never an empirical claim; the thresholds a
 
 from __future__ import annotations
 
-from functools import partial
-
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -177,6 +176,10 @@ def multiaccuracy_table(pop: RoutedPopulation, betas: Sequence[float]) -> tuple[
     return table, slack
 
 
+_check = partial(report.claim_row, paper_own="", kind=report.KINDS[1])
+"""One numerical-check row of the claims table (true by the mathematics: no paper_own column)."""
+
+
 def support_check(support: pd.DataFrame) -> dict[str, str]:
     """Table 5's trend on one set of simulated losses (:func:`simulated_support`): the fraction falls
     strictly with lambda, as it must for any fixed non-constant losses (the entropy of softmax(lam * l)
@@ -185,7 +188,7 @@ def support_check(support: pd.DataFrame) -> dict[str, str]:
     if not isinstance(support, pd.DataFrame) or not {"lam", "fraction"} <= set(support) or support.empty:
         raise ValueError("support: expected a non-empty DataFrame with columns lam and fraction")
     s = support.sort_values("lam")
-    return report.claim_row(
+    return _check(
         claim="on fixed losses the effective support falls strictly as lambda grows (Table 5's trend)",
         paper='"the mapping is monotone and smooth in [lambda]" (App. D.6)',
         ours="fractions "
@@ -193,8 +196,6 @@ def support_check(support: pd.DataFrame) -> dict[str, str]:
         + " at lambda "
         + ", ".join(f"{v:g}" for v in s["lam"]),
         verdict=report.verdict(bool((np.diff(s["fraction"].to_numpy()) < 0).all())),
-        paper_own="",
-        kind=report.KINDS[1],
     )
 
 
@@ -212,34 +213,33 @@ def claims(
     disagreement = checks["largest |eta - p| of a single configuration"]
     soft_break = float(gaps[gaps["beta"] > 0]["predicted"].abs().min())
     max_z = float(gaps["z"].abs().max())
-    check = partial(report.claim_row, paper_own="", kind=report.KINDS[1])  # no paper_own column
     rows = [
-        check(
+        _check(
             "hard routing stays calibrated under every region reweighting",
             "section 3.2",
             f"max |residual| over {n_region_draws} draws: {hard_region_gap:.1e}",
             report.verdict(hard_region_gap < EXACT_TOL),
         ),
-        check(
+        _check(
             "calibrated experts and a calibrated soft aggregate can still be miscalibrated per configuration",
             "section 4.2",
             f"training residual {soft_train:.1e}; max |eta - p| {disagreement:.3f}",
             report.verdict(soft_train < EXACT_TOL and disagreement > BREAK_MIN),
         ),
-        check(
+        _check(
             "configuration reweighting breaks soft-routing calibration by eq. (4)'s amount",
             "Prop. 4.1, eq. (4)",
             f"smallest predicted |gap| under shift {soft_break:.3f}; max |z| measured vs predicted {max_z:.2f}",
             report.verdict(soft_break > BREAK_MIN and max_z < Z_AGREEMENT),
         ),
-        check(
+        _check(
             "Robust MoE loss = entropic risk + KL(w || uniform) / lambda",
             "eq. (7)",
             f"max error {kl_error:.1e}",
             report.verdict(kl_error < EXACT_TOL),
         ),
         support_check(support),
-        check(
+        _check(
             "routing-weighted auditors cannot align with the residual beyond the (robust) loss bound",
             "Appendix C (Cauchy-Schwarz bound)",
             f"smallest slack of the bound chain over tilts and experts: {chain_slack:.2e}",
