@@ -28,7 +28,7 @@ class Page:
     A subclass sets ``name`` (its notebook and ``lib/scales.toml`` settings), ``paper`` and ``title``; one
     with paper-scale runs overrides :meth:`runs`, :meth:`data`, :meth:`run_one` (or :meth:`train`) and
     :meth:`table` and sets ``rank`` (its place in the queue), ``unit`` ("seeds" or "runs"), ``needs``
-    (modules beyond the engine's), ``bench`` and ``targets``. ``paper_numbers``: the paper's numbers.
+    (modules beyond the engine's), ``bench`` and ``targets``.
     ``paper_on_cpu``: the page's paper scale needs no GPU (minutes on a CPU), so a book built at
     ``cpu`` scale runs it at paper scale too (:func:`calibook.book.paper_builds`). ``differs``: how the
     page's setting differs from the paper's where not by scale (the ledger's account of opposite
@@ -44,7 +44,6 @@ class Page:
     rank: ClassVar[int | None] = None
     needs: ClassVar[tuple[str, ...]] = ()
     bench: ClassVar[str | None] = None
-    paper_numbers: ClassVar[Any] = None
     paper_on_cpu: ClassVar[bool] = False
     differs: ClassVar[str | None] = None
     packed: ClassVar[bool] = False

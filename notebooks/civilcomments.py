@@ -213,7 +213,8 @@ page.publish_claims(claims)
 #
 # Table 3 at the paper's settings (DistilBERT fine-tuned on 50,000 comments, five seeds) from the
 # runs the queue has published to `results/civilcomments/` so far, with how many of the five seeds
-# each method has. This table needs no local data: it is read from the published records.
+# each method has, and the paper's value where its digits survived (Robust Filtered's accuracy). This
+# table needs no local data: it is read from the published records.
 
 # %%
 paper_scale.show_paper_section("civilcomments", scale)

@@ -17,7 +17,7 @@
 # %% [markdown]
 # # Reweighted losses on CIFAR-10
 #
-# *Paper 4, Tables 1-2 and 4, Figures 1-3 and 5-6* (Figure 4 is on the
+# *Paper 4, Tables 1-2 and 4, Figures 1-3, App. Figures 1, 5 and 6* (App. Figure 4 is on the
 # [released-logits page](losses_released_logits.ipynb)).
 # {cite}`zhou2025reweighted` read focal loss
 # {cite}`lin2017focal,mukhoti2020focal`, inverse focal loss {cite}`wang2021inverse`, dual focal loss
@@ -30,7 +30,7 @@
 # 95.88 / 1.99, AU 95.32 / 1.54, Table 2) and low class-wise ECE (Table 1); focal loss leaves
 # models overconfident while inverse focal and AURC leave them underconfident (Figure 2); the
 # inverse focal gradient turns positive for large $\gamma$ (Appendix C); the choice of confidence
-# score (Figure 3) and of $\nu$ and the coverage (Figures 5-6) matter.
+# score (Figure 3) and of $\nu$ and the coverage (App. Figures 5-6) matter.
 #
 # At `paper` scale each loss trains a whole wide ResNet {cite}`zagoruyko2016wrn` with the paper's
 # recipe on a GPU, three seeds each as in the paper. At `cpu` scale the network is EfficientNet-Lite0
@@ -193,7 +193,8 @@ for n in (100, 10_000, 1_000_000):
 # ## Gradients and weights need no training (Figure 1; Appendix C.1-C.2)
 # The weight each loss puts on a sample as a function of its true-class probability $p_t$
 # ({py:func}`~lib.rr.weights.loss_weight`), normalized to mean 1 over a uniform $p_t$ (AURC with
-# uniformly distributed scores, $G(p) = p$).
+# uniformly distributed scores, $G(p) = p$), and beside it the loss it gives, the weight times
+# $-\ln p_t$.
 
 # %%
 pts = np.linspace(0.01, 0.99, 197)
@@ -202,8 +203,12 @@ curves = {
     "inverse focal, gamma 2": weights.loss_weight("inverse_focal", pts, 2.0),
     "AURC": weights.loss_weight("aurc", pts),
 }
-title = "sample weight vs p_t (normalized)"
-plots.curves_chart(pts, curves, title=title, y_title="weight", y_domain=(0, 5))
+left = plots.curves_chart(pts, curves, title="sample weight vs p_t (normalized)",
+                          y_title="weight", y_domain=(0, 5), width=250)
+losses = {name: w * -np.log(pts) for name, w in curves.items()}
+right = plots.curves_chart(pts, losses, title="weight x (-ln p_t)", y_title="loss",
+                           y_domain=(0, 5), width=250)
+plots.legend_below(left | right, columns=3)
 
 # %% [markdown]
 # The gradients $\partial \ell / \partial p_t$ ({py:func}`~lib.rr.weights.loss_gradient`): focal
@@ -216,14 +221,14 @@ print(f"the inverse focal gradient turns positive iff gamma > {threshold:.3f}")
 losses_cifar10.gradient_charts()
 
 # %% [markdown]
-# ## The smoothed CDF (Figure 5)
+# ## The smoothed CDF (App. Figure 5)
 # The AU loss replaces the empirical CDF of the scores by $\hat G_\nu$ over $M = 15$ bins (the
 # paper states no $M$; its released code uses 64); small $\nu$ approaches a staircase, large $\nu$
 # over-smooths.
 
 # %%
 cdf_grid, cdf_curves = losses_cifar10.smoothed_cdf_curves()
-title = "smoothed CDF of 512 MSP-like scores (cf. Fig. 5)"
+title = "smoothed CDF of 512 MSP-like scores (cf. App. Fig. 5)"
 plots.curves_chart(cdf_grid, cdf_curves, title=title, x_title="score s", y_title="G(s)")
 
 # %% [markdown]
@@ -290,14 +295,14 @@ bar = {"x": "CSF", "width": 280}
  | plots.bar_chart(csf, y="accuracy", title="AU loss: accuracy by CSF", **bar))
 
 # %% [markdown]
-# ## Coverage and smoothing (Figure 6)
+# ## Coverage and smoothing (App. Figure 6)
 # Validation ECE (x100) of the AU loss (MSP, seed 0) over the coverage $\kappa$ and $\nu$ grid of
 # this scale (a run that diverged is left blank).
 
 # %%
 sweep = losses_cifar10.sweep_table(runs, cfg)
 grid = (sweep, "coverage", "nu")
-(plots.heatmap(*grid, "val ECE x100", title="AU loss: validation ECE (cf. Fig. 6)")
+(plots.heatmap(*grid, "val ECE x100", title="AU loss: validation ECE (cf. App. Fig. 6)")
  | plots.heatmap(*grid, "val accuracy", title="validation accuracy", fmt=".3f"))
 
 # %% [markdown]
@@ -379,8 +384,9 @@ page.publish_values(
 # ## Paper scale: the published GPU runs
 #
 # Tables 1/2's WRN-28-10 row at the paper's settings (all of CIFAR-10, 200 epochs, three seeds)
-# from the runs the queue has published to `results/losses_cifar10/` so far (x100; means over the
-# published seeds, with how many of the planned seeds and runs are in).
+# from the runs the queue has published to `results/losses_cifar10/` so far, each column beside the
+# paper's WRN row (x100; means over the published seeds, with how many of the planned seeds and runs
+# are in).
 
 # %%
 section = paper_scale.paper_section("losses_cifar10", scale)

@@ -196,7 +196,8 @@ page.publish_claims(claims)
 #
 # Table 2 for this target at the paper's settings (224 px, all images, five seeds) from the runs the
 # queue has published to `results/pacs/` so far, with how many of the five seeds each method has;
-# mean ± standard error over the published seeds (ours on the whole held-out domain).
+# mean ± standard error over the published seeds, ours on the whole held-out domain beside the
+# paper's.
 
 # %%
 paper_scale.show_paper_section("pacs", scale, target=TARGET)

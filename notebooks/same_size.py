@@ -21,7 +21,8 @@
 # confidences, two models of comparable overall accuracy complement each other: routing each
 # example to the model with the higher calibrated confidence advantage in its bin beats **both**
 # models. The paper reports DeiT-B + TinyViT (about 82% each) reaching "up to 90%" on ImageNet, two
-# EVA02-L models combining to **90.116%** on ImageNet, and gains for Qwen-32B + LLaMA-70B on MMLU.
+# EVA02-L models combining to **90.116%** on ImageNet (**96.266%** on its cleaned labels, Table 2),
+# and gains for Qwen-32B + LLaMA-70B on MMLU.
 #
 # We test the claim on three real pairs: Llama-3.1 8B base with 8B instruct and 70B base with 70B
 # instruct on MMLU {cite}`grattafiori2024llama3,hendrycks2021mmlu`, and two ResNet-50s trained on

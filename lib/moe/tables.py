@@ -178,10 +178,28 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     return line, table.reset_index().rename(columns={"train_min": "training minutes"})
 
 
-def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
-    """The paper's table (:func:`paper_table`, mean ± SE over the published seeds) from the published
-    records ``got`` (plan id -> record) of the planned ``items``, with a ``coverage`` column ("k of n
-    seeds"; MoCaE counts its Vanilla runs); ``None`` when nothing is published."""
+def paper_values(statements: Sequence[tuple[Any, ...]], method: str) -> str:
+    """The paper's values for ``method`` among ``statements`` (:data:`lib.moe.paper.PAPER_STATEMENTS`
+    of a page): "ECE .013" where the digits survived, else that they were lost (Tables 1 and 3 lost
+    all others)."""
+    kept = [
+        f"{COLUMN_LABELS[s, metric]} {fmt(v)}" for _, m, s, metric, v, _ in statements if m == method and v is not None
+    ]
+    return "; ".join(kept) or "digits lost in the text extraction"
+
+
+def paper_scale_table(
+    items: Sequence[Any],
+    got: Mapping[str, Mapping[str, Any]],
+    paper: Mapping[str, Sequence[float]] | None = None,
+    statements: Sequence[tuple[Any, ...]] = (),
+) -> pd.DataFrame | None:
+    """The paper's table from the published records ``got`` (plan id -> record) of the planned
+    ``items`` with the paper's numbers beside ours and a ``coverage`` column ("k of n seeds"; MoCaE
+    counts its Vanilla runs); ``None`` when nothing is published. With ``paper`` (PACS's Table 2 rows
+    of one target) the layout of :func:`beside_paper` on all images; otherwise :func:`paper_table`
+    (mean ± SE over the published seeds) with a ``paper`` column of what ``statements`` (the page's
+    :data:`lib.moe.paper.PAPER_STATEMENTS`) kept of the paper's values (:func:`paper_values`)."""
     from lib.engine.plan import coverage, coverage_text
     from lib.moe.train import mocae_view
 
@@ -190,8 +208,13 @@ def paper_scale_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]
         return None
     # MoCaE recalibrates the Vanilla network post hoc: the queue publishes it inside the Vanilla record
     mocae = [{**r, **mocae_view(r)} for r in recs if r.get("method") == "vanilla" and r.get("metrics", {}).get("mocae")]
-    table = paper_table(summarize(results_frame([*map(dict, recs), *mocae])))
-    cov = coverage_text(coverage(items, got), "seeds")
+    summary = summarize(results_frame([*map(dict, recs), *mocae]))
     labels = {METHOD_LABELS[m]: m for m in METHOD_LABELS}
+    if paper is not None:
+        table = beside_paper(summary, paper, subset="all")
+    else:
+        table = paper_table(summary).drop(columns=["seeds"])
+        table["paper"] = [paper_values(statements, labels[lbl]) for lbl in table["Method"]]
+    cov = coverage_text(coverage(items, got), "seeds")
     table["coverage"] = [cov.get(labels.get(lbl, ""), cov.get("vanilla", "")) for lbl in table["Method"]]
-    return table.drop(columns=["seeds"])
+    return table

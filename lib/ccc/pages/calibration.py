@@ -241,7 +241,6 @@ class CalibrationPage(CCCPage):
 
     name = "calibration"
     title = "Calibration of one model: Section 3, Figure 1"
-    paper_numbers = {"mmlu": PAPER_ECE_MMLU, "vision": PAPER_ECE_VISION}
     real_summary = "MMLU test (14,042 questions) x 4 Llama-3.1 models and ResNet-50 ({loss}) CIFAR-10 test logits, split seed {seed}"
     synthetic_summary = "synthetic logits ({n_synthetic} examples, lib.data.mmlu.synthetic_mmlu), seed {seed}"
 

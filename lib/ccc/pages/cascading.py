@@ -374,12 +374,6 @@ class CascadingPage(CCCPage):
     title = "Cascades by calibrated advantage: Sections 3.2-3.4 (APGR)"
     real_summary = "MMLU test, Llama-3.1 8B -> 70B zero-shot logits, {n_splits} random half splits"
     synthetic_summary = "synthetic MMLU ({n_synthetic} questions), {n_splits} splits"
-    paper_numbers = {
-        "cc": PAPER_APGR_CC,
-        "by_calibrator": PAPER_APGR_BY_CALIBRATOR,
-        "by_bins": PAPER_APGR_BY_BINS,
-        "mf_router": PAPER_APGR_MF_ROUTER,
-    }
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> mmlu.MMLUData:
         """The MMLU logits (synthetic at smoke scale)."""

@@ -226,7 +226,6 @@ class CleaningPage(CCCPage):
 
     name = "cleaning"
     title = "Label cleaning with two models: Section 3.5"
-    paper_numbers = {"two_model": PAPER_CLEANING_PRECISION, "confident_learning": PAPER_CL_PRECISION}
     real_summary = (
         "CIFAR-10 ResNet-50 {losses} test logits with {noise_rate:.0%} injected symmetric noise (seed {seed}); "
         "MMLU x Llama-3.1 70B/8B"

@@ -178,7 +178,6 @@ class SameSizePage(CCCPage):
 
     name = "same_size"
     title = "Routing between models of the same size: Section 3.3"
-    paper_numbers = PAPER_SAME_SIZE
     real_summary = "MMLU Llama-3.1 base/instruct pairs and CIFAR-10 ResNet-50 {losses}, {n_splits} random half splits"
     synthetic_summary = "synthetic logits ({n_synthetic} examples), {n_splits} splits"
 

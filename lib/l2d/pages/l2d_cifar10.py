@@ -74,7 +74,6 @@ class L2DCifar10Page(L2DPage):
     name = "l2d_cifar10"
     paper = "l2d"
     title = "CIFAR-10 with synthetic experts: Figure 1, bottom row; Figure 2"
-    paper_numbers = PAPER_CIFAR
     rank = 4
     experiments = EXPERIMENTS
 

@@ -71,6 +71,8 @@ class MoEPage(Page):
         )
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
+        """The paper's table of the published runs, the paper's surviving values beside ours."""
         from lib.moe import tables
+        from lib.moe.paper import PAPER_STATEMENTS
 
-        return tables.paper_scale_table(items, got)
+        return tables.paper_scale_table(items, got, statements=PAPER_STATEMENTS.get(self.name, ()))

@@ -230,7 +230,6 @@ def claims(
 class Cifar10hPage(MoEPage):
     name = "cifar10h"
     title = "CIFAR-10H: Table 1, Figures 1, 3 and E.2-E.4"
-    paper_numbers = paper_text.PAPER_STATEMENTS["cifar10h"]
     rank = 0
     bench = "cifar10h"
 

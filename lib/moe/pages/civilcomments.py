@@ -148,7 +148,6 @@ def claims(
 class CivilCommentsPage(MoEPage):
     name = "civilcomments"
     title = "CivilComments: Table 3, Figure 2"
-    paper_numbers = paper_text.PAPER_STATEMENTS["civilcomments"]
     rank = 3
     needs = ("transformers",)
 

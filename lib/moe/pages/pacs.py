@@ -17,6 +17,7 @@ from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
+from lib.moe.tables import paper_scale_table
 
 #: The paper's PACS network (App. D.2, Table 4; the weights named by the official code).
 PAPER_BACKBONE: str = paper_text.PAPER["pacs"]["backbone"]
@@ -187,7 +188,6 @@ def claims(
 class PacsPage(MoEPage):
     name = "pacs"
     title = "PACS: Table 2, Figures D.1 and E.5"
-    paper_numbers = PAPER_TABLE2
     targets = PACS_TARGETS
     rank = 2
     needs = ("timm", "PIL")
@@ -200,6 +200,10 @@ class PacsPage(MoEPage):
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`, which checks it)."""
         return pacs_data(cfg, target)
+
+    def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
+        """Table 2 for the items' target: ours beside the paper's, on the whole held-out domain."""
+        return paper_scale_table(items, got, paper=PAPER_TABLE2[items[0].target]) if items else None
 
 
 PAGE = PacsPage()

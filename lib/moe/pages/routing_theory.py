@@ -17,7 +17,6 @@ from lib import report
 from lib.moe import robust, routed_population
 from lib.moe import theory as moe_theory
 from lib.moe.pages.sensitivity import PAPER_LAMBDA as PAPER_LAMBDA  # Table 5 is shown at the paper's lambda
-from lib.moe.pages.sensitivity import PAPER_TABLE5
 from lib.moe.routed_population import RoutedPopulation
 from lib.page import Page
 
@@ -253,7 +252,6 @@ class RoutingTheoryPage(Page):
     name = "routing_theory"
     paper = "moe"
     title = "Routing and calibration under shift: sections 3-5, Appendices B-C"
-    paper_numbers = PAPER_TABLE5
     paper_on_cpu = True  # closed forms and simulations: seconds at paper scale
 
 

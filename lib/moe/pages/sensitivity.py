@@ -273,7 +273,6 @@ class SensitivityPage(Cifar10hPage):
 
     name = "sensitivity"
     title = "Sensitivity to lambda and warmup: Figures E.7, E.8, Table 5"
-    paper_numbers = PAPER_TABLE5
     unit = "runs"
     rank = 1
 

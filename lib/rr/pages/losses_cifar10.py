@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from scipy.special import softmax
 
-from lib.config import paper_numbers
+from lib.config import paper_numbers, settings
 from lib import report
 from lib.engine.plan import Item
 from lib.engine.cache import training
@@ -93,7 +93,7 @@ GRADIENT_THRESHOLD_RANGE: tuple[float, float] = (3.4, 4.0)
 """'About 3.5' holds when the analytic threshold gamma lies in this closed interval."""
 
 CDF_NUS: tuple[float, ...] = (0.005, 0.05, 0.1, 0.3)
-"""The smoothing widths nu drawn in the smoothed-CDF figure (cf. Fig. 5)."""
+"""The smoothing widths nu drawn in the smoothed-CDF figure (cf. App. Fig. 5)."""
 
 
 def _x100(key: str, value: float) -> float:
@@ -283,7 +283,7 @@ def paper_row_line(cfg: Mapping[str, Any]) -> str:
 
 def smoothed_cdf_curves() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The smoothed CDF (eq. 21, 15 bins) for each nu of :data:`CDF_NUS` beside the empirical CDF of
-    512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. Fig. 5)."""
+    512 MSP-like scores (1 - Beta(0.6, 4), seed 0), on 201 points of [0, 1] (cf. App. Fig. 5)."""
     rng = np.random.default_rng(0)
     scores = np.clip(1 - rng.beta(0.6, 4.0, size=512), 0, 1)
     edges = torch.linspace(0, 1, 15 + 1, dtype=torch.float64)
@@ -308,7 +308,7 @@ def reliability_diagrams(records: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 
 def sweep_table(runs: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any]) -> pd.DataFrame:
     """Validation ECE x100, accuracy and training accuracy of the AU loss (MSP, seed 0) over the
-    coverage x nu grid (cf. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
+    coverage x nu grid (cf. App. Fig. 6); a diverged run has NaN metrics and its ``diverged epoch``."""
     from lib.calibration.metrics import ece
 
     au = {(c["coverage"], c["nu"]): r for r in runs.values() if (c := r["config"])["loss"] == "au" and c["seed"] == 0}
@@ -410,7 +410,6 @@ class LossesCifar10Page(Page):
     name = "losses_cifar10"
     paper = "rr"
     title = "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6"
-    paper_numbers = PAPER_CIFAR10
     rank = 5
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
@@ -456,15 +455,16 @@ class LossesCifar10Page(Page):
         return out
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> pd.DataFrame | None:
-        """:func:`loss_table` of the published records ``got`` of ``items`` (means over seeds) with
-        the seeds and runs published; ``None`` when none is."""
+        """:func:`paper_comparison` of the published records ``got`` of ``items`` (means over seeds)
+        against the row of the architecture trained at paper scale (``scales.toml``'s ``paper_row``),
+        with the seeds and runs published; ``None`` when none is."""
         planned = [it for it in items if it.method in TABLE_LOSSES]
         got = {k: experiment.loss_record(rec) for k, rec in got.items()}
         seeds = {m: [got[it.id]["metrics"] for it in planned if it.method == m and it.id in got] for m in TABLE_LOSSES}
         seeds = {m: s for m, s in seeds.items() if s}
         if not seeds:
             return None
-        table = loss_table(mean_metrics(seeds))
+        table = paper_comparison(mean_metrics(seeds), settings(self.name, "paper")["paper_row"])
         table["seeds"] = [f"{len(seeds[m])} of {sum(it.method == m for it in planned)}" for m in seeds]
         table["runs"] = f"{len(got)} of {len(items)} runs of the page"
         return table

@@ -394,7 +394,6 @@ class ReleasedLogitsPage(Page):
     name = "losses_released_logits"
     paper = "rr"
     title = "The released ResNet-50 logits: Tables 1-2 (as released), gamma selection"
-    paper_numbers = PAPER
     paper_on_cpu = True  # released logits: no training
     differs = (
         "the paper's own network and data, but one released seed against the paper's mean of three, and "

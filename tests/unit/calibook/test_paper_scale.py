@@ -72,6 +72,20 @@ def test_a_partial_queue_is_read_back_with_k_of_n_and_nothing_trains(results, tm
     table = paper_scale.table("cifar10h", scale="smoke")
     assert "FGR" not in set(table["Method"]) and set(table["coverage"]) == {"1 of 1 seeds"}
     assert "MoCaE" in set(table["Method"])
+    # the paper's values beside ours: Table 1 kept one digit (Robust Filtered's ECE, 0.013)
+    paper = table.set_index("Method")["paper"]
+    assert paper["Robust Filtered"] == "ECE .013" and paper["Vanilla MoE"] == "digits lost in the text extraction"
+
+    # PACS's layout, Table 2 beside ours, on the same records (the sketch target's printed rows)
+    from lib.moe.pages.pacs import PAPER_TABLE2
+    from lib.moe.tables import fmt, paper_scale_table
+
+    items, got = q.plan(["cifar10h"], "smoke"), q.published("cifar10h")
+    pacs = paper_scale_table(items, got, paper=PAPER_TABLE2["sketch"]).set_index("Method")
+    acc, se = PAPER_TABLE2["sketch"]["robust_filtered"][:2]
+    assert pacs.loc["Robust Filtered", "Acc (paper)"] == fmt(acc, se) and fmt(acc, se).startswith(".")
+    assert pacs.loc["Vanilla MoE", "Acc (ours)"] == table.set_index("Method").loc["Vanilla MoE", "Accuracy"]
+    assert pacs.loc["FGR", "Acc (ours)"] == "—" and pacs.loc["FGR", "coverage"] == "0 of 1 seeds"
 
 
 def test_l2d_section_counts_published_runs_and_the_page_waits_for_a_whole_sweep(results, tmp_path) -> None:
@@ -101,7 +115,8 @@ def test_losses_section_is_the_loss_table_of_the_published_runs(results) -> None
     table = paper_scale.table("losses_cifar10", scale="smoke")
     assert list(table.index) == [rx.LABELS[n] for n in rx.TABLE_LOSSES]
     xe = q.published("losses_cifar10")[f"losses_cifar10/xe/k{plan[0].config['coverage']}/nu{plan[0].config['nu']}/s0"]
-    assert table.loc["XE", "ECE"] == pytest.approx(100 * xe["metrics"]["ece"])
+    assert table.loc["XE", "ECE (ours)"] == pytest.approx(100 * xe["metrics"]["ece"])
+    assert table.loc["XE", "ECE (paper)"] == 1.99  # Table 2's WRN row, the network of paper scale
     assert set(table["runs"]) == {f"{len(plan)} of {len(plan)} runs of the page"}
 
 
