@@ -69,6 +69,7 @@ from lib.moe.methods import (  # noqa: E402
     method_step,
 )
 from lib.moe.config import TINY, TrainConfig  # noqa: E402
+from lib.moe.fgr import image_inputs  # noqa: E402
 from lib.validation import error_line  # noqa: E402
 
 TRAINED = tuple(m for m in METHODS if m != "mocae")  # MoCaE is post hoc on Vanilla's runs
@@ -154,7 +155,7 @@ def bench(
         return augment_batch(xb, mean, std, generator=gen, channels_last=use_cl)
 
     # The method's post-warmup step (robust objective; FGR's rectified step).
-    loss_fn, step_fn = method_step(cfg.replace(warmup_epochs=0), device, mean, std)
+    loss_fn, step_fn = method_step(cfg.replace(warmup_epochs=0), device, image_inputs(mean, std))
 
     def run(n_steps: int) -> float:
         x, y = _images(n_steps * bs, size, num_classes)

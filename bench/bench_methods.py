@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.nets.backbones import cifar_resnet18  # noqa: E402
 from calibook.performance import time_round_robin  # noqa: E402
-from lib.moe.fgr import fgr_step, soft_ece  # noqa: E402
+from lib.moe.fgr import fgr_step, image_inputs, soft_ece  # noqa: E402
 from lib.data.jpeg import JPEG_CHROMA, JPEG_LUMA, RGB_TO_YCBCR, YCBCR_OFFSET  # noqa: E402
 from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, label_nll  # noqa: E402
 from lib.moe.robust import robust_filtered_loss, robust_moe_loss, routing_relevant_mask  # noqa: E402
@@ -164,7 +164,7 @@ def make_step(method: str, width: int, device: torch.device, x: torch.Tensor, y:
         return plain(_filtered_loss)
     if method in ("fgr", "fgr_robust"):
         fn = _mean_nll if method == "fgr" else _robust
-        return lambda: fgr_step(model, fn, x, y, opt, mean=CIFAR_MEAN, std=CIFAR_STD, generator=gen)
+        return lambda: fgr_step(model, fn, x, y, opt, generator=gen, inputs=image_inputs(CIFAR_MEAN, CIFAR_STD))
     if method == "robust_filtered_ref":
 
         def step() -> None:

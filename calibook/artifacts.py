@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from lib.config import cache_dir, results_dir
+from lib.config import cache_dir, repo_root
+from lib.engine import progress
 
 from lib.data.locate import sha256_file
 
@@ -33,8 +34,15 @@ __all__ = [
     "damaged_artifact",
     "is_committed",
     "load_artifact",
+    "results_dir",
     "sha256_file",
 ]
+
+
+def results_dir() -> Path:
+    """Committed paper-scale results (small signed JSON records and float16 arrays published by the
+    queue, :mod:`calibook.gpu.queue`) that pages read; ``CALIBOOK_RESULTS`` overrides (tests use it)."""
+    return Path(os.environ.get("CALIBOOK_RESULTS", repo_root() / "results"))
 
 
 class CorruptEntryWarning(UserWarning):
@@ -56,8 +64,10 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def warn(path: Path, problem: str, action: str) -> None:
-    """Report a damaged file with its path and what is done about it."""
+    """Report a damaged file with its path and what is done about it (a warning, which a page shows,
+    and the same line on the terminal that runs the page, :func:`lib.engine.progress.note`)."""
     warnings.warn(f"{path}: {problem}; {action}", CorruptEntryWarning, stacklevel=3)
+    progress.note(f"warning: {path}: {problem}; {action}", warned=True)
 
 
 def savez(path: Path, arrays: Mapping[str, Any]) -> None:

@@ -20,15 +20,21 @@ from unittest import mock
 from pathlib import Path
 from typing import Any
 
-from lib.config import SCALES, build_dir, repo_root
+from lib.config import SCALES, repo_root
+from lib.validation import check_choice
 from lib.engine import progress as live
 from calibook.notebooks import check_notebook, check_parameters, notebook_names
-from lib.validation import check_choice
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
 SCALES_TABLE = Path("book") / "_scales_table.md"  # included by book/intro.md and book/scales.md
 CLUSTER_TABLE = Path("book") / "_cluster_table.md"  # included by book/cluster.md
+
+
+def build_dir(scale: str) -> Path:
+    """Build folder for one scale: executed notebooks and the staged book go here."""
+    check_choice(scale, SCALES, "scale")
+    return repo_root() / "build" / scale
 
 
 def executed_path(name: str, scale: str) -> Path:

@@ -15,7 +15,9 @@ import threading
 from collections.abc import Iterator
 from unittest import mock
 
-from lib.config import DEFAULT_SCALE, SCALES, repo_root
+from lib.config import SCALES, repo_root
+
+DEFAULT_SCALE = "cpu"  # the scale a page runs at unless told
 
 PROG = "python -m calibook"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lib.config import results_dir
+from calibook.artifacts import results_dir
 from lib.engine.plan import Item, matches
 from calibook.runs import read_record
 from calibook.versions import made_by_current_code

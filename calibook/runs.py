@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from lib.config import cache_dir, repo_root, results_dir
+from lib.config import cache_dir, repo_root
 from calibook.artifacts import (
     CorruptEntryWarning,
     artifact_paths,
@@ -57,10 +57,12 @@ from calibook.artifacts import (
     damaged_artifact,
     is_committed,
     load_artifact,
+    results_dir,
     savez,
     sha256_file,
     warn,
 )
+from lib.engine import progress
 from lib.engine.device import device_name
 from calibook.versions import accepted_fingerprints, code_version, live_fingerprint
 from lib.engine.cache import RunMissing
@@ -222,13 +224,13 @@ class Run:
         )
         if (self.group, why) not in _WARNED:
             _WARNED.add((self.group, why))
-            warnings.warn(
+            text = (
                 f"{path.parent}: committed results ignored: {why}; runs are recomputed where training "
                 "is allowed (python -m calibook.versions accepts a refactor, --bump GROUP starts "
-                "a new version)",
-                StaleCodeWarning,
-                stacklevel=4,
+                "a new version)"
             )
+            warnings.warn(text, StaleCodeWarning, stacklevel=4)
+            progress.note(f"warning: {text}", warned=True)
         return False
 
     def _cached(self) -> dict[str, Any] | None:
@@ -321,7 +323,8 @@ def cached_run(group: str, config: Mapping[str, Any], compute: Callable[[Run], M
 
     ``compute(run)`` may use ``run.save_checkpoint``/``run.load_checkpoint`` to resume and
     ``run.save_arrays`` for large outputs. Two processes asking for the same run do not both compute
-    it: the second waits on the run's lock and then loads the first one's result.
+    it: the second says so (:func:`lib.engine.progress.note`), waits on the run's lock and then loads
+    the first one's result.
     """
     run = Run(group, config)
     record = run.load_result()
@@ -329,10 +332,18 @@ def cached_run(group: str, config: Mapping[str, Any], compute: Callable[[Run], M
         return record
     if not _TRAINING.get():
         raise RunMissing(f"run {group}/{run.key} is not in results/ nor in the cache, and training is off")
-    with run.lock():
+    lock = run.lock()
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        progress.note(f"run {group}/{run.key}: another process is computing it; waiting for its result")
+        lock.acquire()
+    try:
         record = run.load_result()  # finished by another process while we waited
         if record is not None:
             return record
         record = run.save_result(compute(run))
         run.clear_checkpoint()
+    finally:
+        lock.release()
     return record

@@ -16,7 +16,6 @@ from typing import Any
 from lib.validation import check_choice
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
-DEFAULT_SCALE = "cpu"
 SCALES_FILE = Path(__file__).with_name("scales.toml")
 
 
@@ -37,18 +36,6 @@ def cache_dir() -> Path:
     path = Path(os.environ.get("CALIBOOK_CACHE", repo_root() / ".cache" / "calibook"))
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def results_dir() -> Path:
-    """Committed paper-scale results (small signed JSON records and float16 arrays published by the
-    queue, :mod:`calibook.gpu.queue`) that pages read; ``CALIBOOK_RESULTS`` overrides (tests use it)."""
-    return Path(os.environ.get("CALIBOOK_RESULTS", repo_root() / "results"))
-
-
-def build_dir(scale: str) -> Path:
-    """Build folder for one scale: executed notebooks and the staged book go here."""
-    check_choice(scale, SCALES, "scale")
-    return repo_root() / "build" / scale
 
 
 @lru_cache(maxsize=1)

@@ -51,7 +51,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lib.config import SCALES, cache_dir, results_dir
+from lib.config import SCALES, cache_dir
+from calibook.artifacts import results_dir
 from lib import config
 from lib.engine.plan import Item
 from calibook.gpu import projection

@@ -26,7 +26,8 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from lib.config import repo_root, results_dir
+from lib.config import repo_root
+from calibook.artifacts import results_dir
 from lib.data.image_files import PACS_CLASSES, PACS_DOMAINS
 from lib.data.locate import candidate_roots, local_data_cache
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from lib.config import repo_root, results_dir
+from lib.config import repo_root
+from calibook.artifacts import results_dir
 from calibook.runs import read_record
 from calibook.gpu.recipe import SESSION_MINUTES, training_minutes
 from lib.moe.grid import stack_groups

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from lib.config import results_dir
+from calibook.artifacts import results_dir
 from lib import config
 from lib.engine import deadline as window_deadline
 from lib.engine.plan import Item, matches

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from lib.config import results_dir
+from calibook.artifacts import results_dir
 from lib.engine.plan import matches
 from calibook.runs import atomic_write, read_record, sha256_file
 from calibook.versions import code_version, made_by_current_code

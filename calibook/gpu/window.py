@@ -44,7 +44,8 @@ from typing import IO, Any
 
 import torch
 
-from lib.config import SCALES, repo_root, results_dir
+from lib.config import SCALES, repo_root
+from calibook.artifacts import results_dir
 from lib.engine.device import device_name, resolve_device
 from calibook.gpu import cluster, packs, projection, queue, transfer
 from calibook.gpu.recipe import reserve_seconds

@@ -115,8 +115,7 @@ class TemperatureScaler:
 
     T is clamped to ``bounds`` inside the objective (MoCaE's [0.1, 10], paper 1 section 6.2); without
     them the range is [1e-6, 1e6], and a fit ending at its top while z / T is still far from 0 raises.
-    Expert logits (N, K, C) get one T per expert (K separate fits); ``weights`` (N,) or (N, K) weight
-    the examples of the NLL (MoCaE's routing-weighted variant). For a mixture of experts pass
+    Expert logits (N, K, C) get one T per expert (K separate fits). For a mixture of experts pass
     ``probs_to_logits(mixture_probs)``. Calling the fitted scaler returns softmax(z / T).
     """
 
@@ -143,7 +142,7 @@ class TemperatureScaler:
         self.lr = check_positive((PAPER_LR if protocol == "paper" else 1.0) if lr is None else lr, "lr")
         self.temperature: float | np.ndarray | None = None
 
-    def fit(self, logits: ArrayLike, labels: ArrayLike, weights: ArrayLike | None = None) -> TemperatureScaler:
+    def fit(self, logits: ArrayLike, labels: ArrayLike) -> TemperatureScaler:
         """Fit T on (``logits`` (N, C) or expert logits (N, K, C), ``labels`` (N,)); returns the scaler."""
         z, y = to_tensor(logits, "logits"), to_tensor(labels, "labels")
         experts = z.ndim == 3
@@ -154,17 +153,8 @@ class TemperatureScaler:
         check_same_length(z, y, "logits", "labels")
         check_nonempty(z, "logits")
         z, y = z.detach().to(torch.float64), y.detach().to(device=z.device, dtype=torch.long)
-        w = None if weights is None else to_tensor(weights, "weights").detach().to(z.device, torch.float64)
-        if w is not None:
-            if self.criterion != "nll":
-                raise ValueError("weights: only the NLL criterion weighs examples")
-            if tuple(w.shape) != tuple(z.shape[: 1 + experts]) or not torch.isfinite(w).all() or (w < 0).any():
-                raise ValueError(f"weights: expected finite weights >= 0 of shape {tuple(z.shape[: 1 + experts])}")
-        if not experts:
-            self.temperature = self._fit_one(z, y, w)
-            return self
-        ks = range(z.shape[1])
-        self.temperature = np.array([self._fit_one(z[:, k], y, None if w is None else w[:, k]) for k in ks])
+        fits = [self._fit_one(z[:, k], y) for k in range(z.shape[1])] if experts else None
+        self.temperature = np.array(fits) if experts else self._fit_one(z, y)
         return self
 
     def __call__(self, logits: ArrayLike) -> ArrayLike:
@@ -178,21 +168,16 @@ class TemperatureScaler:
         t = torch.as_tensor(self.temperature, dtype=torch.float64)[:, None]
         return same_kind(torch.softmax(z.to(torch.float64) / t, dim=-1), logits)
 
-    def _fit_one(self, z: torch.Tensor, y: torch.Tensor, w: torch.Tensor | None) -> float:
+    def _fit_one(self, z: torch.Tensor, y: torch.Tensor) -> float:
         lo, hi = self.bounds
         if self.criterion == "ece":
             return _ece_search(
                 z.cpu().numpy(), y.cpu().numpy(), self.n_bins, (max(lo, ECE_T_RANGE[0]), min(hi, ECE_T_RANGE[1]))
             )
-        if w is not None and float(w.sum()) <= 0:
-            raise ValueError("weights: sum to 0 (an expert with no weighted example)")
         temp = torch.ones(1, dtype=torch.float64, device=z.device, requires_grad=True)
 
         def nll() -> torch.Tensor:
-            zt = z / temp.clamp(lo, hi)[0]
-            if w is None:
-                return torch.nn.functional.cross_entropy(zt, y)
-            return -(w * torch.log_softmax(zt, -1).gather(1, y[:, None])[:, 0]).sum() / w.sum()
+            return torch.nn.functional.cross_entropy(z / temp.clamp(lo, hi)[0], y)
 
         paper = self.protocol == "paper"
         lbfgs_minimize(

@@ -204,6 +204,8 @@ def fit(
         for cb, st in zip(stateful, ckpt.get("callbacks", [])):
             cb.load_state_dict(st)
         set_rng_state(ckpt["rng"])
+        if progress:
+            live.note(f"{desc}: resumed from its checkpoint after epoch {start} of {epochs}")
 
     spans = [float(h.get("seconds", 0.0)) for h in history]
     with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):

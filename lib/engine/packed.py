@@ -362,6 +362,8 @@ def fit_packed(
         optimizer.load_state_dict(packed.optimizer_state([c["optimizer"] for c in ckpts]))
         if scheduler is not None and ckpts[0].get("scheduler") is not None:
             scheduler.load_state_dict(ckpts[0]["scheduler"])
+    if start and progress:
+        live.note(f"{desc}: {n} run{'s' * (n > 1)} resumed from their checkpoints after epoch {start} of {epochs}")
     histories = [list(c["history"]) if c is not None else [] for c in ckpts]
     elapsed = [float(c.get("elapsed", 0.0)) if c is not None else 0.0 for c in ckpts]
     diverged: list[int | None] = [None] * n

@@ -18,7 +18,11 @@ Where the line goes:
 line out of the page and sends it to the terminal only, after the text of
 ``CALIBOOK_PROGRESS_PREFIX`` (the runner's "[3/15 cifar10h] ": which page, where in the list).
 ``CALIBOOK_PROGRESS=off``, ``TQDM_DISABLE=1`` (without ``CALIBOOK_PROGRESS=terminal``) or
-``enabled=False`` switches it off.
+``enabled=False`` switches it off. :func:`note` tells the same watcher one line of news (a run resumed
+from its checkpoint, a run another process holds, a damaged file).
+
+The time left is the mean time of the epochs after the first one this session counted (the first
+also pays for data on the device, compilation and warm-up), times the epochs still to go.
 """
 
 from __future__ import annotations
@@ -30,7 +34,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Line", "epoch_done", "format_eta", "run_done", "session", "INTERVAL", "LOG_INTERVAL", "MODE", "PREFIX"]
+__all__ = [
+    "Line",
+    "epoch_done",
+    "format_eta",
+    "note",
+    "run_done",
+    "session",
+    "INTERVAL",
+    "LOG_INTERVAL",
+    "MODE",
+    "PREFIX",
+]
 
 INTERVAL = 2.0  # seconds between redraws in place
 LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
@@ -113,6 +128,7 @@ class Line:
         self.enabled = enabled and mode != "off" and (mode == "terminal" or not quiet)
         self.prefix = os.environ.get(PREFIX, "")
         self.done_epochs, self.done_runs, self.start, self.shown = 0, 0, time.monotonic(), -1e9
+        self.first: tuple[int, float] | None = None  # (units done, time) when the first unit ended
         kernel = _kernel_display() if self.enabled else None
         self._display = kernel if mode != "terminal" else None
         self._handle: Any = None
@@ -123,8 +139,11 @@ class Line:
 
     def text(self) -> str:
         """The line: what, units done of all, runs done of all, elapsed and time left."""
-        spent = time.monotonic() - self.start
-        eta = spent / self.done_epochs * (self.epochs - self.done_epochs) if self.done_epochs else None
+        now = time.monotonic()
+        spent, (n0, t0) = now - self.start, self.first or (0, self.start)
+        pace = (now - t0) / (self.done_epochs - n0) if self.done_epochs > n0 else None
+        pace = spent / self.done_epochs if pace is None and self.done_epochs else pace
+        eta = pace * (self.epochs - self.done_epochs) if pace is not None else None
         left = f", ~{format_eta(eta)} left" if eta is not None and self.done_epochs < self.epochs else ""
         runs = f", {self.done_runs}/{self.runs} runs" if self.runs > 1 else ""
         return f"{self.desc}: {self.unit} {self.done_epochs}/{max(self.epochs, 1)}{runs}, {format_eta(spent)}{left}"
@@ -132,6 +151,8 @@ class Line:
     def update(self, epochs: int = 1, runs: int = 0, final: bool = False) -> None:
         """Count ``epochs`` more units and ``runs`` more finished runs; redraw if due (always when ``final``)."""
         self.done_epochs = min(self.done_epochs + int(epochs), self.epochs)
+        if self.first is None and self.done_epochs:
+            self.first = (self.done_epochs, time.monotonic())
         self.done_runs = min(self.done_runs + int(runs), self.runs)
         if not self.enabled:
             return
@@ -154,6 +175,23 @@ class Line:
 
 
 _ACTIVE: list[Line] = []
+
+
+def note(text: str, *, warned: bool = False) -> None:
+    """Tell whoever watches the work ``text``, one line: outside a kernel on stderr; in a kernel on the
+    terminal that launched it and, unless the book runner keeps progress out of pages
+    (``CALIBOOK_PROGRESS=terminal``), in the page. ``warned``: ``text`` repeats a warning Python has
+    shown already (stderr outside a kernel, the page inside one), so only a kernel's terminal gets it.
+    Nothing with ``CALIBOOK_PROGRESS=off``."""
+    mode = os.environ.get(MODE, "")
+    if mode == "off":
+        return
+    kernel = _kernel_display() is not None
+    fd = _kernel_terminal_fd() if kernel else None
+    if fd is not None or not (kernel or warned):
+        _Terminal(fd).write(os.environ.get(PREFIX, "") + text, final=True)
+    if kernel and not warned and mode != "terminal":
+        print(text, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

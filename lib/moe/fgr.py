@@ -31,6 +31,9 @@ from lib.engine.packed import OwnStep, take_rows
 from lib.data.jpeg import filtered_rows
 from lib.validation import check_finite, check_int, check_nonempty, check_positive, check_probs_labels, to_tensor
 
+Inputs = Callable[[torch.Tensor, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]]
+"""FGR's input rule: a batch -> the one-forward batch with its filtered rows, and the main branch's row index."""
+
 SOFT_ECE_BINS = 15  # soft-ECE calibration loss of FGR's g_c: bins and soft-assignment temperature
 SOFT_ECE_TEMPERATURE = 0.01
 
@@ -40,6 +43,15 @@ def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.
     :func:`lib.data.jpeg.filtered_rows` (``draw``: its keywords), and the (B,) row index of the main
     branch's filtered batch (row i, or B + j where image i is the j-th filtered one)."""
     return _with_filtered(x, *filtered_rows(x, mean, std, **draw))
+
+
+def image_inputs(mean: Any, std: Any) -> Inputs:
+    """FGR's input rule for images normalized by ``mean``/``std``: ``inputs(x, generator)`` is
+    :func:`fgr_batch` (what :func:`fgr_step` and :func:`pack_step` take; :func:`feature_batch` is the
+    rule for frozen features)."""
+    if mean is None or std is None:
+        raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
+    return lambda x, generator=None: fgr_batch(x, mean, std, generator=generator)
 
 
 def _with_filtered(x: torch.Tensor, rows: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,25 +173,15 @@ def fgr_step(
     images: Any,
     labels: torch.Tensor,
     optimizer: torch.optim.Optimizer,
-    mean: Any = None,
-    std: Any = None,
     generator: torch.Generator | None = None,
-    filter_inputs: bool = True,
-    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    inputs: Inputs | None = None,
 ) -> dict[str, torch.Tensor]:
     """One FGR update (App. D.1): g_m from ``loss_main_fn`` on the filtered batch, g_c from soft ECE on
-    the original batch, rectified (:func:`rectify`), then ``optimizer.step()``. Inputs are filtered by
-    :func:`fgr_batch` (images, ``mean``/``std`` their normalization) or ``inputs_fn(images, generator)``
-    (frozen features); text or ``filter_inputs=False``: not filtered. Returns {"loss_main", "loss_cal",
-    "dot", "rectified"} as detached 0-dim tensors on the device."""
-    is_image = isinstance(images, torch.Tensor) and images.ndim == 4 and images.shape[1] == 3
-    x, main_rows = images, None
-    if filter_inputs and inputs_fn is not None:
-        x, main_rows = inputs_fn(images, generator)
-    elif filter_inputs and is_image:
-        if mean is None or std is None:
-            raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
-        x, main_rows = fgr_batch(images, mean, std, generator=generator)
+    the original batch, rectified (:func:`rectify`), then ``optimizer.step()``. The batch is filtered
+    by ``inputs(images, generator)`` (:func:`image_inputs` or :func:`feature_batch`); ``None`` (text):
+    not filtered. Returns {"loss_main", "loss_cal", "dot", "rectified"} as detached 0-dim tensors on
+    the device."""
+    x, main_rows = inputs(images, generator) if inputs is not None else (images, None)
     params = [p for p in model.parameters() if p.requires_grad]
     loss_main, loss_cal = _fgr_losses(model(x), main_rows, labels, loss_main_fn)
     update, dot = rectified_gradients(two_gradients(loss_main, loss_cal, params), params)
@@ -225,20 +227,9 @@ def packed_fgr_gradients(
 
 
 def pack_step(
-    main_fn: Callable[[Any, torch.Tensor], torch.Tensor],
-    start: int,
-    mean: Any = None,
-    std: Any = None,
-    filter_inputs: bool = True,
-    inputs_fn: Callable[[Any, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, inputs: Inputs | None = None
 ) -> OwnStep:
-    """FGR's :class:`lib.engine.packed.OwnStep`: from epoch ``start`` a run forwards its filtered batch
-    (as in :func:`fgr_step`; no ``mean``/``std``: unfiltered) and the pack's update is
+    """FGR's :class:`lib.engine.packed.OwnStep`: from epoch ``start`` a run forwards its batch
+    filtered by ``inputs`` (as in :func:`fgr_step`; ``None``: unfiltered) and the pack's update is
     :func:`packed_fgr_gradients` with ``main_fn`` as this run's main loss."""
-    inputs = inputs_fn if filter_inputs else None
-    if inputs is None and filter_inputs and mean is not None and std is not None:
-
-        def inputs(x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-            return fgr_batch(x, mean, std, generator=g)
-
     return OwnStep(kind="fgr", start=start, loss=main_fn, gradients=packed_fgr_gradients, inputs=inputs)

@@ -14,7 +14,7 @@ with the host (tests/unit/moe/test_methods.py runs whole epochs on PyTorch's met
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -92,17 +92,12 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
 
 
 def method_step(
-    cfg: MethodConfig,
-    device: torch.device,
-    mean: Sequence[float] | None,
-    std: Sequence[float] | None,
-    filter_inputs: bool = True,
-    fgr_inputs: Callable[..., Any] | None = None,
+    cfg: MethodConfig, device: torch.device, fgr_inputs: Callable[..., Any] | None = None
 ) -> tuple[LossFn, StepFn | None]:
     """The per-step training rule of ``cfg.method`` for :func:`lib.engine.loop.fit`: ``loss_fn(out, y,
     epoch)`` (the method's :func:`objective`, plain ERM during the first ``cfg.warmup`` epochs) and,
     for FGR and FGR + Robust, a ``step_fn`` that runs :func:`lib.moe.fgr.fgr_step` after warmup (one
-    forward, one batched backward; ``mean``/``std``/``fgr_inputs`` as in :func:`lib.moe.fgr.fgr_step`).
+    forward, one batched backward; ``fgr_inputs``: its ``inputs``, the filtering rule).
     Neither function synchronises with the host."""
     warmup, method, lam = cfg.warmup, cfg.method, cfg.lam
 
@@ -114,7 +109,7 @@ def method_step(
     from lib.moe.fgr import fgr_step
 
     main = partial(objective, method, lam=lam, robust_active=True)
-    fgr = partial(fgr_step, mean=mean, std=std, filter_inputs=filter_inputs, inputs_fn=fgr_inputs)
+    fgr = partial(fgr_step, inputs=fgr_inputs)
 
     def step_fn(
         m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer, epoch: int, gen: torch.Generator

@@ -65,8 +65,7 @@ class _Prepared:
     test: tuple[Inputs, torch.Tensor]
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
-    is_text: bool = False
-    fgr_inputs: Callable[..., Any] | None = None  # frozen features (lib.features.frozen): FGR's filtered rows
+    fgr_inputs: Callable[..., Any] | None = None  # FGR's input rule (images or frozen features; text: None)
 
 
 def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Prepared:
@@ -78,7 +77,7 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
         if tok is None:
             raise ValueError(f"backbone: {cfg.backbone!r} has no .tokenizer; text data needs a text backbone")
         enc = [tokenize(getattr(data, f"{s}_texts"), tok, cfg.max_length) for s in _SPLITS]
-        return _Prepared(*zip(enc, (data.train_y, data.val_y, data.test_y)), is_text=True)
+        return _Prepared(*zip(enc, (data.train_y, data.val_y, data.test_y)))
     splits = [(getattr(data, f"{s}_x"), getattr(data, f"{s}_y")) for s in _SPLITS]
     if kind == "features":  # frozen feature vectors: no pixels, no augmentation
         return _Prepared(*splits, fgr_inputs=partial(fgr.feature_batch, dim=data.dim, copies=data.copies))
@@ -86,11 +85,12 @@ def _prepare(cfg: TrainConfig, data: Bundle, backbone: nn.Module | None) -> _Pre
     if cfg.image_size is not None and cfg.image_size != size:
         raise ValueError(f"image_size: config says {cfg.image_size} px but the data has {size} px images")
     if backbones.family(cfg.backbone) == "imagenet":  # normalized by ImageNet's statistics, else the images' own
-        return _Prepared(*splits, IMAGENET_MEAN, IMAGENET_STD)
-    xf = data.train_x[: min(len(data.train_x), 20000)].float() / 255.0
-    mean = xf.mean(dim=(0, 2, 3))
-    std = xf.std(dim=(0, 2, 3)).clamp_min(1e-3)
-    return _Prepared(*splits, tuple(round(float(v), 4) for v in mean), tuple(round(float(v), 4) for v in std))
+        mean, std = IMAGENET_MEAN, IMAGENET_STD
+    else:
+        xf = data.train_x[: min(len(data.train_x), 20000)].float() / 255.0
+        mean = tuple(round(float(v), 4) for v in xf.mean(dim=(0, 2, 3)))
+        std = tuple(round(float(v), 4) for v in xf.std(dim=(0, 2, 3)).clamp_min(1e-3))
+    return _Prepared(*splits, mean, std, fgr.image_inputs(mean, std))
 
 
 def backbone_identity(cfg: TrainConfig) -> str:
@@ -142,10 +142,7 @@ class PreparedRun:
             step = pack_step(
                 lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True),
                 cfg.warmup,
-                self.prep.mean,
-                self.prep.std,
-                filter_inputs=not self.prep.is_text,
-                inputs_fn=self.prep.fgr_inputs,
+                self.prep.fgr_inputs,
             )
         return Member(
             model=self.runner,
@@ -181,7 +178,7 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     torch.manual_seed(cfg.seed)
     backbone = build_backbone(cfg)
     prep = _prepare(cfg, data, backbone)
-    pixels = not prep.is_text and prep.mean is not None
+    pixels = prep.mean is not None
     model = build_model(cfg, data.num_classes, backbone=backbone)
     use_cl = cfg.channels_last and device.type == "cuda" and pixels
     if use_cl:
@@ -201,9 +198,7 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
         def eval_prep(xb: torch.Tensor) -> torch.Tensor:
             return to_float(xb, mean, std, channels_last=use_cl)
 
-    loss_fn, step_fn = method_step(
-        cfg, device, prep.mean, prep.std, filter_inputs=not prep.is_text, fgr_inputs=prep.fgr_inputs
-    )
+    loss_fn, step_fn = method_step(cfg, device, prep.fgr_inputs)
     return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn, use_cl)
 
 

@@ -6,8 +6,10 @@ from lib import config
 
 
 def test_scales_are_the_three_documented_ones() -> None:
+    from calibook.cli import DEFAULT_SCALE
+
     assert config.SCALES == ("smoke", "cpu", "paper")
-    assert config.DEFAULT_SCALE == "cpu"
+    assert DEFAULT_SCALE == "cpu"
 
 
 def test_unknown_scale_lists_valid_ones() -> None:
@@ -35,8 +37,10 @@ def test_scale_overrides_common_and_overrides_are_checked(tmp_path, monkeypatch)
 
 
 def test_build_dir_rejects_unknown_scale() -> None:
+    from calibook.book import build_dir
+
     with pytest.raises(ValueError, match="scale"):
-        config.build_dir("huge")
+        build_dir("huge")
 
 
 def test_the_sensitivity_page_trains_on_the_cifar10h_pages_cpu_activations() -> None:

@@ -152,6 +152,33 @@ def test_two_processes_on_one_run_compute_it_once(tmp_path) -> None:
     assert out.read_text().count("computed") == 1
 
 
+def test_a_run_another_process_holds_says_so_then_waits_for_its_result(monkeypatch) -> None:
+    """The lock is held elsewhere (another FileLock on the same file): the caller says so once,
+    waits, and loads the result the holder saved instead of computing it."""
+    import threading
+
+    from filelock import FileLock
+
+    run = runs.Run("demo", {"seed": 12})
+    held, said = threading.Event(), threading.Event()
+    notes: list[str] = []
+    monkeypatch.setattr(runs.progress, "note", lambda text, **kw: notes.append(text) or said.set())
+
+    def finish_elsewhere() -> None:
+        with FileLock(str(run.lock().lock_file)):
+            held.set()
+            said.wait(30)
+            run.save_result({"by": "the other process"})
+
+    other = threading.Thread(target=finish_elsewhere)
+    other.start()
+    held.wait(30)
+    got = runs.cached_run("demo", {"seed": 12}, lambda r: {"by": "us"})
+    other.join(30)
+    assert got["by"] == "the other process"
+    assert notes == [f"run demo/{run.key}: another process is computing it; waiting for its result"]
+
+
 def test_lib_silences_tqdm_ipywidgets_warning_only():
     """Long work shows progress (tqdm.auto bars); a kernel without ipywidgets would print tqdm's
     'IProgress not found' warning into every executed page, so importing lib filters that one warning."""
@@ -344,3 +371,14 @@ def test_a_cached_record_never_reads_a_stale_committed_artifact(tmp_path) -> Non
         warnings.simplefilter("error")
         np.testing.assert_array_equal(runs.load_artifact(cached, "p")["x"], np.ones(3))
         assert not runs.is_committed(cached) and runs.is_committed(json.loads(other.read_text()))
+
+
+def test_a_damaged_entry_is_told_to_the_terminal_too(monkeypatch, tmp_path) -> None:
+    """A page shows the CorruptEntryWarning; the book runner's terminal gets the same line as a note."""
+    from calibook import artifacts
+
+    notes: list[tuple[str, dict]] = []
+    monkeypatch.setattr(artifacts.progress, "note", lambda text, **kw: notes.append((text, kw)))
+    with pytest.warns(artifacts.CorruptEntryWarning, match="truncated"):
+        artifacts.warn(tmp_path / "result.json", "truncated", "recomputed")
+    assert notes == [(f"warning: {tmp_path / 'result.json'}: truncated; recomputed", {"warned": True})]

@@ -286,15 +286,11 @@ def test_a_temperature_of_one_is_the_identity_and_calibrated_logits_keep_it():
     assert fit_temperature(z, y) == pytest.approx(1.0, rel=0.03)  # labels drawn from softmax(z)
 
 
-def test_weights_are_repeated_examples():
-    """Integer weights give the fit of the data with each example repeated that many times."""
+def test_expert_logits_get_one_temperature_each():
+    """Expert logits (N, K, C) are K separate fits: an expert whose logits are doubled gets twice T."""
     z, y = _data_at_temperature(0.7, n=600, seed=23)
-    w = np.random.default_rng(24).integers(0, 4, size=600)
-    weighted = TemperatureScaler().fit(z, y, weights=w).temperature
-    assert weighted == pytest.approx(fit_temperature(np.repeat(z, w, 0), np.repeat(y, w)), rel=1e-6)
-    zz = np.stack([z, 2 * z], 1)
-    per_expert = TemperatureScaler().fit(zz, y, weights=np.stack([w, np.ones(600)], 1)).temperature
-    assert per_expert.tolist() == pytest.approx([weighted, 2 * fit_temperature(z, y)], rel=1e-6)
+    per_expert = TemperatureScaler().fit(np.stack([z, 2 * z], 1), y).temperature
+    assert per_expert.tolist() == pytest.approx([fit_temperature(z, y), 2 * fit_temperature(z, y)], rel=1e-6)
 
 
 def test_fitter_and_protocol_arguments_are_checked():
@@ -313,14 +309,6 @@ def test_fitter_and_protocol_arguments_are_checked():
             lbfgs_minimize(lambda: (x**2).sum(), [x], **{tol: -1e-9})
     with pytest.raises(ValueError, match="bounds"):
         TemperatureScaler(bounds=(2.0, 1.0))
-    with pytest.raises(ValueError, match="weights"):
-        TemperatureScaler().fit(z, y, weights=np.ones(3))
-    with pytest.raises(ValueError, match="weights"):
-        TemperatureScaler().fit(z, y, weights=-np.ones(10))
-    with pytest.raises(ValueError, match="weights"):
-        TemperatureScaler("ece").fit(z, y, weights=np.ones(10))
-    with pytest.raises(ValueError, match="weights"):
-        TemperatureScaler().fit(z, y, weights=np.zeros(10))
     with pytest.raises(ValueError, match="fit"):
         TemperatureScaler()(z)
     with pytest.raises(ValueError, match="logits"):

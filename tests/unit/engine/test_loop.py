@@ -22,7 +22,7 @@ class FakeClock:
         return self.t
 
 
-def _train(run: Run | None, epochs: int = 5, callbacks=()) -> nn.Module:
+def _train(run: Run | None, epochs: int = 5, callbacks=(), progress: bool = False) -> nn.Module:
     torch.manual_seed(0)
     model = nn.Linear(4, 3)
     g = torch.Generator().manual_seed(1)
@@ -37,13 +37,13 @@ def _train(run: Run | None, epochs: int = 5, callbacks=()) -> nn.Module:
         batch_size=8,
         device="cpu",
         amp=False,
-        progress=False,
+        progress=progress,
         callbacks=callbacks,
     )
     return model
 
 
-def test_fit_stops_before_the_epoch_that_would_cross_the_deadline_and_resumes(tmp_path, monkeypatch):
+def test_fit_stops_before_the_epoch_that_would_cross_the_deadline_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     full = _train(None)
     clock, run = FakeClock(), Run("test", {"what": "deadline"})
@@ -54,7 +54,10 @@ def test_fit_stops_before_the_epoch_that_would_cross_the_deadline_and_resumes(tm
     with deadline.deadline(35.0, clock), pytest.raises(deadline.DeadlineReached, match="epoch boundary"):
         _train(run, callbacks=[tick])
     assert clock.t == 30.0 and run.load_checkpoint()["epoch"] == 3  # a 4th epoch would end at 40 s
-    resumed = _train(run)
+    monkeypatch.delenv("CALIBOOK_PROGRESS", raising=False)
+    capsys.readouterr()
+    resumed = _train(run, progress=True)
+    assert "train: resumed from its checkpoint after epoch 3 of 5" in capsys.readouterr().err.splitlines()
     for a, b in zip(full.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b)
 

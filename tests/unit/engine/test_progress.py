@@ -200,3 +200,48 @@ def test_terminal_mode_outside_a_kernel_and_off(capsys, monkeypatch):
     with progress.session("features", 3, unit="image") as line:
         line.update(3)
     assert capsys.readouterr().err == ""
+
+
+def test_time_left_leaves_out_the_first_units_setup(capsys, monkeypatch):
+    """The first epoch pays for setup (data to the device, compilation): the time left is the pace of
+    the epochs after it, here 10 s each after a first epoch of 100 s."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    line = progress.Line("grid", epochs=10)
+    for step in (100.0, 10.0, 10.0):
+        clock[0] += step
+        line.update(1, final=False)
+    assert line.text() == "grid: epoch 3/10, 2m00s, ~1m10s left"  # 7 epochs of 10 s, not of 40 s
+    first = progress.Line("grid", epochs=4)
+    clock[0] += 30.0
+    first.update(1)
+    assert first.text().endswith("~1m30s left")  # one epoch done: its time is all there is to go by
+
+
+def test_a_note_reaches_whoever_watches(capsys, monkeypatch):
+    """Outside a kernel a note is a line on stderr (none when it repeats a warning Python printed
+    there); in the book runner's kernels it goes to the terminal with the page's prefix, not the
+    page; in an interactive kernel into the page too; nothing when progress is off."""
+    monkeypatch.delenv(progress.MODE, raising=False)
+    progress.note("run moe/abc: resumed")
+    progress.note("warning: damaged", warned=True)
+    assert capsys.readouterr().err == "run moe/abc: resumed\n"
+
+    _fake_kernel(monkeypatch, [])
+    for mode, page in (("terminal", []), ("", ["news\n"])):
+        monkeypatch.setenv(progress.MODE, mode)
+        monkeypatch.setenv(progress.PREFIX, "[2/15 cifar10h] ")
+        r, w = os.pipe()
+        stream = _KernelStderr(w)
+        monkeypatch.setattr(sys, "stderr", stream)
+        monkeypatch.setattr("builtins.print", lambda text, file, flush: file.write(text + "\n"))
+        progress.note("news")
+        progress.note("warning: damaged", warned=True)
+        os.close(w)
+        assert _read_all(r).splitlines() == ["[2/15 cifar10h] news", "[2/15 cifar10h] warning: damaged"]
+        os.close(r)
+        assert stream.text == page
+    monkeypatch.setenv(progress.MODE, "off")
+    progress.note("news")
+    assert stream.text == page

@@ -10,7 +10,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.moe.fgr import fgr_batch, fgr_step, rectified_gradients, rectify, soft_ece, packed_fgr_gradients, two_gradients
+from lib.moe.fgr import (
+    fgr_batch,
+    fgr_step,
+    image_inputs,
+    rectified_gradients,
+    rectify,
+    soft_ece,
+    packed_fgr_gradients,
+    two_gradients,
+)
 from lib.data.jpeg import filtered_rows
 from lib.moe.heads import MoEHead, MoEModel, label_nll
 from lib.moe.robust import robust_moe_loss
@@ -133,7 +142,8 @@ def test_fgr_step_applies_the_rectified_gradient(robust: bool, natural_images) -
 
     model.backbone.calls = 0
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    info = fgr_step(model, loss_fn, x, y, opt, mean=mean, std=std, generator=torch.Generator().manual_seed(42))
+    gen = torch.Generator().manual_seed(42)
+    info = fgr_step(model, loss_fn, x, y, opt, generator=gen, inputs=image_inputs(mean, std))
     assert model.backbone.calls == 1  # one backbone forward per step
     step = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert torch.allclose(step, expected, atol=1e-10)
@@ -223,9 +233,8 @@ def test_fgr_step_updates_batchnorm_once_over_both_branches(natural_images) -> N
         x,
         y,
         opt,
-        mean=mean,
-        std=std,
         generator=torch.Generator().manual_seed(5),
+        inputs=image_inputs(mean, std),
     )
     x_cat, _ = fgr_batch(x, mean, std, generator=torch.Generator().manual_seed(5))
     bn = backbone[0]
@@ -261,17 +270,9 @@ def test_packed_fgr_gradients_equal_each_run_alone(natural_images) -> None:
             assert torch.allclose(u.reshape(2, -1)[i].reshape(a.shape), a, atol=1e-10)
 
 
-def test_fgr_step_needs_normalization_for_images() -> None:
-    model = MoEModel(_CountingBackbone(), MoEHead(4, 3, num_experts=2, router_hidden=5))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def test_fgr_image_rule_needs_the_normalization() -> None:
     with pytest.raises(ValueError, match="mean"):
-        fgr_step(
-            model,
-            lambda o, y: label_nll(o.probs, y).mean(),
-            torch.randn(4, 3, 8, 8),
-            torch.zeros(4, dtype=torch.long),
-            opt,
-        )
+        image_inputs(None, None)
 
 
 class _DictEncoder(torch.nn.Module):

@@ -11,6 +11,7 @@ import lib.moe.methods as methods
 from lib.engine.loop import fit as fit_classifier
 from lib.moe.methods import objective
 from lib.moe.config import TrainConfig, tiny_config
+from lib.moe.fgr import image_inputs
 
 
 def tiny(method: str = "vanilla", epochs: int = 1, **kw) -> TrainConfig:
@@ -122,7 +123,7 @@ def test_training_steps_never_wait_for_the_device(method):
     y = torch.randint(0, 3, (40,))
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     meta = torch.device("meta")
-    loss_fn, step_fn = methods.method_step(cfg, meta, mean, std)
+    loss_fn, step_fn = methods.method_step(cfg, meta, image_inputs(mean, std))
     from lib.data.augment import augment_batch
 
     reads = _HostReads()
@@ -155,7 +156,7 @@ def test_compiled_backbone_trains_like_the_eager_one():
     x = torch.randint(0, 256, (24, 3, 8, 8), dtype=torch.uint8)
     y = torch.randint(0, 3, (24,))
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
-    loss_fn, _ = methods.method_step(cfg, torch.device("cpu"), mean, std)
+    loss_fn, _ = methods.method_step(cfg, torch.device("cpu"), image_inputs(mean, std))
     from lib.data.augment import augment_batch
 
     weights = []
