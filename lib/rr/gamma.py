@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from scipy.special import softmax as scipy_softmax
 
+from lib.config import paper_numbers
 from lib.rr import losses as rw
 from lib.calibration.posthoc import lbfgs_minimize
 from lib.calibration.metrics import ece, nll
@@ -31,19 +32,11 @@ CRITERIA: tuple[str, ...] = ("nll", "ece")
 LOG_SCALE_BOUND = math.log(100.0)  # |log a| <= log 100: a temperature in [0.01, 100]
 BIAS_BOUND = 100.0  # |b| <= 100 for vector scaling
 
-#: The selected gamma of dual focal and inverse focal loss per dataset and model (the paper's App.
-#: Table 2). Focal loss is not listed, because the paper uses FL-53 (gamma 5 below p_t = 0.2, else 3).
+#: The selected gamma of dual focal and inverse focal loss per (dataset, model), the paper's App.
+#: Table 2 (``lib/rr/paper.toml``). Focal loss is not listed: the paper uses FL-53 (gamma 5 below
+#: p_t = 0.2, else 3).
 PAPER_SELECTED_GAMMAS: dict[tuple[str, str], dict[str, float]] = {
-    ("CIFAR-10", "ResNet-50"): {"dual_focal": 5.0, "inverse_focal": 2.0},
-    ("CIFAR-10", "ResNet-110"): {"dual_focal": 4.5, "inverse_focal": 3.0},
-    ("CIFAR-10", "WRN"): {"dual_focal": 2.6, "inverse_focal": 1.5},
-    ("CIFAR-10", "PreResNet-56"): {"dual_focal": 4.0, "inverse_focal": 2.0},
-    ("CIFAR-100", "ResNet-50"): {"dual_focal": 5.0, "inverse_focal": 1.0},
-    ("CIFAR-100", "ResNet-110"): {"dual_focal": 6.1, "inverse_focal": 1.5},
-    ("CIFAR-100", "WRN"): {"dual_focal": 3.9, "inverse_focal": 1.0},
-    ("CIFAR-100", "PreResNet-56"): {"dual_focal": 4.5, "inverse_focal": 1.0},
-    ("Tiny-ImageNet", "ViT-Small"): {"dual_focal": 1.0, "inverse_focal": 1.0},
-    ("Tiny-ImageNet", "Swin-Tiny"): {"dual_focal": 1.0, "inverse_focal": 1.0},
+    (r.pop("dataset"), r.pop("model")): r for r in paper_numbers("rr")["selected_gammas"]
 }
 
 
@@ -189,10 +182,7 @@ def select_gamma(summary: pd.DataFrame, criterion: str = "nll") -> dict[str, dic
     return out
 
 
-def gamma_table(
-    chosen: Mapping[str, Mapping[str, Mapping[str, float]]],
-    paper: Mapping[tuple[str, str], Mapping[str, float]] = PAPER_SELECTED_GAMMAS,
-) -> pd.DataFrame:
+def gamma_table(chosen: Mapping[str, Mapping[str, Mapping[str, float]]]) -> pd.DataFrame:
     """Our chosen gammas (``chosen``: criterion -> :func:`select_gamma`'s output) above the paper's
     App. Table 2 rows, one column per loss."""
     if not isinstance(chosen, Mapping) or not chosen or not all(isinstance(v, Mapping) for v in chosen.values()):
@@ -202,6 +192,6 @@ def gamma_table(
         (f"ours: {kind} scaling, by {criterion}", per_map)
         for criterion, by_map in chosen.items()
         for kind, per_map in by_map.items()
-    ] + [(f"paper: {dataset} {model}", gammas) for (dataset, model), gammas in paper.items()]
+    ] + [(f"paper: {dataset} {model}", gammas) for (dataset, model), gammas in PAPER_SELECTED_GAMMAS.items()]
     rows = [{"chosen by": who, **{name: gammas.get(name, float("nan")) for name in losses}} for who, gammas in named]
     return pd.DataFrame(rows).set_index("chosen by")

@@ -16,9 +16,9 @@ def fit_temperature(logits, labels) -> float:
     return TemperatureScaler().fit(logits, labels).temperature
 
 
-def fit_expert_temperatures(expert_logits, labels, weights=None) -> np.ndarray:
+def fit_expert_temperatures(expert_logits, labels) -> np.ndarray:
     """MoCaE's per-expert temperatures as the cross-paper page fits them (converged, clamped)."""
-    return TemperatureScaler(bounds=(T_MIN, T_MAX)).fit(expert_logits, labels, weights).temperature
+    return TemperatureScaler(bounds=(T_MIN, T_MAX)).fit(expert_logits, labels).temperature
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -74,29 +74,10 @@ def test_expert_temperatures_are_clamped() -> None:
     assert np.all((temps >= 0.1) & (temps <= 10.0))
 
 
-def test_routing_weighted_expert_temperatures() -> None:
-    # Expert 0 sees half the data at temperature 0.5 (weight 1) and half at 4 (weight 0): the
-    # routing-weighted fit recovers 0.5, the unweighted one lands in between.
-    rng = np.random.default_rng(12)
-    n, c = 8000, 5
-    base = rng.normal(size=(n, c)) * 3.0
-    y = _sample_labels(_softmax(base), rng)
-    first = np.arange(n) < n // 2
-    scale = np.where(first, 0.5, 4.0)[:, None]
-    z = np.stack([base * scale, base], axis=1)
-    r = np.stack([first.astype(float), 1 - first.astype(float)], axis=1)
-    weighted = fit_expert_temperatures(z, y, weights=r)
-    plain = fit_expert_temperatures(z, y)
-    assert weighted[0] == pytest.approx(0.5, rel=0.06)
-    assert 0.6 < plain[0] < 3.5
-
-
 # --- bad input ----------------------------------------------------------------------------------
 def test_bad_input_raises_naming_the_argument() -> None:
     ez = np.zeros((4, 2, 3))
     r = np.full((4, 2), 0.5)
-    with pytest.raises(ValueError, match="weights"):
-        fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 3), 1 / 3))
     with pytest.raises(ValueError, match="routing"):
         mocae_probs(ez, np.full((4, 2), 0.7), [1.0, 1.0])
     with pytest.raises(ValueError, match="temps"):
@@ -105,5 +86,5 @@ def test_bad_input_raises_naming_the_argument() -> None:
         mocae_probs(ez, r, [1.0, -1.0])
     with pytest.raises(ValueError, match="expert_logits"):
         mocae_probs(np.zeros((4, 3)), r, [1.0, 1.0])
-    with pytest.raises(ValueError, match="weights"):
-        fit_expert_temperatures(ez, [0, 1, 2, 0], np.full((4, 2), np.nan))
+    with pytest.raises(ValueError, match="labels"):
+        fit_expert_temperatures(ez, [0, 1, 5, 0])
