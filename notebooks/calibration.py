@@ -164,7 +164,7 @@ calibration.paper_table(results, vision).round(4).T
 # (`lib.report.t_verdict`, at infinite degrees of freedom: 1.96 closed-form errors) with the noise
 # of each number -- an ECE on $n$ examples varies by
 # about $0.5/\sqrt{n}$ ({py:func}`lib.ccc.pages.ece_se`), a Spearman correlation on $B$ bins by
-# $1.06/\sqrt{B-3}$ on Fisher's z scale -- so a difference inside the noise is "inconclusive".
+# $\sqrt{1.06/(B-3)}$ on Fisher's z scale -- so a difference inside the noise is "inconclusive".
 # The paper reports no errors, so its own table cannot be judged by the same rule.
 
 # %%

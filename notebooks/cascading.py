@@ -76,7 +76,8 @@ plots.use_offline_renderer()
 # the straight line, $r(c) = c$, so APGR = 1/2. Below, two bins by
 # {py:func}`lib.ccc.cascade.advantage_table`: the large model adds 0.30 in bin 0 and 0.05 in bin 1,
 # so bin 1 stays on the small model first (the same $a_b$ by the formula in one line of numpy);
-# then {py:func}`lib.ccc.cascade.apgr` on the overview's exercise (0.625, and the integral written
+# then {py:func}`lib.ccc.cascade.apgr` on the [overview's exercise](../book/ccc/overview.md)
+# (0.625, and the integral written
 # out as numpy's trapezoid rule) and on the random line (0.5).
 
 # %%

@@ -31,6 +31,10 @@
 # 4. Robust methods lower their confidence as human agreement falls; non-robust ones stay confident
 #    (Figure 3).
 #
+# The claims table below judges them as the paper's four takeaways of §6.3, (i) robust objectives
+# lower ECE, (ii) MoCaE's small gain, (iii) Robust Filtered's accuracy against Robust MoE's and (iv)
+# the gains after temperature scaling, plus the rows for Figure 3 and Robust Filtered's overall ECE.
+#
 # The digits of the paper's Table 1 (and of the sentences quoting it) were lost when the paper was
 # converted to text. The section "The paper's numbers beside ours" quotes, for each number the paper
 # states about CIFAR-10H, its exact sentence with "[…]" where a digit was lost; one of them (Robust
@@ -188,7 +192,8 @@ page.publish_values(**results_values(summary, records))
 tables.paper_table(summary)
 
 # %% [markdown]
-# The trade-off claims (i) and (iii) are about: each method's accuracy on all images against its ECE
+# What the claims table's trade-off rows, (i) and (iii) (the paper's takeaways 1 and 3 of §6.3,
+# below), are about: each method's accuracy on all images against its ECE
 # on the hard subset (two standard errors where there are seeds; the paper's values were lost).
 
 # %%

@@ -192,8 +192,10 @@ claims
 
 # %% [markdown]
 # A note on calibration here: equal-count bins depend only on each model's confidence ranking, so
-# temperature scaling does not change which labels this rule flags; it matters for the cascade
-# (which compares confidences across models) and for Confident Learning's per-class thresholds.
+# one temperature would not change which labels this rule flags. The cross-fitted temperatures
+# above differ between the two folds, though, and the bins pool both folds, so they can reorder
+# examples across folds a little. Calibration matters more for the cascade (which compares
+# confidences across models) and for Confident Learning's per-class thresholds.
 #
 # ## Provenance
 # The numbers the tests and the landing page read (the claims, how many held, and the precisions,

@@ -137,8 +137,11 @@ pd.Series(res["mix"]).round(4).to_frame("test half")
 
 # %% [markdown]
 # ## Deferral: is the other model right?
-# Estimate the large model's probability of being correct, raw and calibrated, and route a
-# small-to-large cascade on uncalibrated vs calibrated confidence (APGR: 0.5 is random routing).
+# Estimate the large model's probability of being correct from the small model's outputs alone,
+# as a deferring model must: the small model's raw and temperature-scaled confidence (calibrated for
+# its own correctness) and a Platt fit to the large model's correctness on the calibration half;
+# then route a small-to-large cascade on uncalibrated vs calibrated confidence (APGR: 0.5 is
+# random routing).
 
 # %%
 table.query("failure == 'deferral'")[["data", "method", "metric", "value"]].round(4)

@@ -200,7 +200,7 @@ pd.Series(ends).round(4)
 # ({py:func}`~lib.l2d.pages.l2d_cifar10.paper_table`).
 
 # %%
-l2d_cifar10.paper_table(ends)
+l2d_cifar10.paper_table(ends, cfg)
 
 # %% [markdown]
 # ## Which claims held at this scale

@@ -97,7 +97,9 @@ Markdown(page.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 # is a **reweighted risk** $\frac1n \sum_i \beta_i \, (-\log p_{t,i})$: cross-entropy (XE) has
 # $\beta_i = 1$; focal loss $\beta_i = (1 - p_{t,i})^\gamma$ (confident examples count less; FL-53
 # takes $\gamma = 5$ where $p_t < 0.2$, else 3); inverse focal $(1 + p_{t,i})^\gamma$ (they count
-# more); dual focal $(1 - p_{t,i} + p_{j,i})^\gamma$ with $p_j$ the largest competing probability;
+# more); dual focal $(1 - p_{t,i} + p_{j,i})^\gamma$ with $p_j$ the largest competing probability
+# (the trained Dual row uses the released code's $p_j$, the largest probability below $p_t$, or 0; see
+# below);
 # AURC $-\ln(1 - G(s_i))$ with $G$ the empirical CDF of a confidence score $s$ over the batch. The
 # **AU loss** (eqs. 19-23) takes the same weight from a smoothed histogram CDF over $M$ bins,
 #
@@ -106,8 +108,10 @@ Markdown(page.publish_scale(scale, losses_cifar10.scale_line(cfg)))
 #
 # $h_m$ the count of scores in bin $m$ with centre $c_m$, $\nu$ the smoothing, and $\tau$ the
 # $\kappa$-quantile of the batch's scores: the scores below $\tau$ (about the least confident
-# fraction $\kappa$, the coverage) get weights that grow with the score, the rest share the largest one. Its gradient flows through
-# $\hat G_\nu(s_i)$ too (eq. 36).
+# fraction $\kappa$, the coverage) get weights that grow with the score, the rest share the largest
+# one. Eq. 22 also multiplies $\beta_i$ by $C = 1/\hat G_\nu(\tau) \approx 1/\kappa$, a per-batch
+# scale the book leaves to the learning rate (`normalize=True` applies it). Its gradient flows
+# through $\hat G_\nu(s_i)$ too (eq. 36).
 #
 # Below, on three examples of three classes whose logits are $\log p$ (true class 0, so
 # $p_t$ = 0.9, 0.7, 0.5, which is also each one's confidence $s$, its largest probability), the

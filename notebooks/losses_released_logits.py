@@ -92,7 +92,8 @@ Markdown(page.publish_scale(
 # ## The logits
 # At `smoke` scale the logits are synthetic (made by `lib.data.logits`); otherwise the six released
 # files ({py:func}`~lib.rr.pages.losses_released_logits.load_logits`; a run below 50% accuracy is
-# set apart as failed).
+# set apart as failed). The accuracies here are on the whole test set; the tables further down are
+# on the evaluation half only, so their accuracies differ a little.
 
 # %%
 logits, targets, failed = released.load_logits(cfg["source"], cfg["n_synthetic"])

@@ -30,7 +30,9 @@
 #    with $\eta(Z) = P(Y = 1 \mid Z)$.
 # 3. **Entropy-balanced weights** (section 5, Appendix B): the adversary's weights are
 #    $w = \mathrm{softmax}(\lambda \ell)$ and the Robust MoE loss obeys the identity (eq. 7)
-#    $\sum_i w_i \ell_i = R_\lambda(\ell) + \mathrm{KL}(w \,\|\, \mathrm{unif})/\lambda$.
+#    $\sum_i w_i \ell_i = R_\lambda(\ell) + \mathrm{KL}(w \,\|\, \mathrm{unif})/\lambda$, where
+#    $R_\lambda(\ell) = \frac{1}{\lambda} \log \frac{1}{n} \sum_i e^{\lambda \ell_i}$ is the entropic risk
+#    ({py:func}`~lib.moe.robust.entropic_risk`, the Robust MoE objective of the training pages).
 #    Table 5 maps $\lambda$ to an effective support: at $\lambda = 2$ and batches of $n = 128$ the
 #    paper reports a perplexity of **93.2 of 128 (72.8%)** and a density-ratio bound of **1.4**.
 #    Our batches are simulated losses, not CIFAR-10H training losses, so the simulation's values are
@@ -89,7 +91,8 @@ display(Markdown(page.publish_scale(
 # We build the section 4.2 example with two experts. At every prediction level $q$ both experts
 # report $q$; *overlap* cells split the router $(0.6, 0.4)$ and have outcome frequency
 # $q + \delta$, *dominant* cells send everything to one expert and have frequency $q - \varepsilon$,
-# in balancing proportions. The table shows the cells of one level.
+# with $\varepsilon = \delta m / (1 - m)$ for overlap mass $m$, so that each level averages to $q$.
+# The table shows the cells of one level.
 
 # %%
 pop = routed_population.two_configuration_example(
@@ -123,21 +126,32 @@ pd.Series(identity, name="value").to_frame()
 # ## 2. Hard routing under region reweighting
 #
 # We draw random region prevalences $\omega$ (Dirichlet) for a random hard-routed mixture with three
-# experts calibrated on their regions, and compute the exact aggregate residual under each; for
-# contrast, the same reweightings applied to a soft mixture of calibrated experts.
+# experts calibrated on their regions, and compute the exact aggregate residual under each. The
+# random soft mixture of section 1 is no contrast here: its experts disagree on co-routed cells, so
+# by the identity above its aggregate is miscalibrated on $P$ already, before any shift (printed
+# below); section 3 shifts a soft mixture that is calibrated on $P$.
 
 # %%
 rand_hard = routing_theory.random_population("hard", seed)
-region = routing_theory.region_draws(rand_hard, rand_soft, cfg["n_region_draws"], seed)
+region = routing_theory.region_draws(rand_hard, cfg["n_region_draws"], seed)
 hard_region_gap = float(region["hard: max |residual|"].max())
-region.describe().loc[["mean", "max"]]
+soft_on_p = routing_theory.training_checks(rand_soft)["aggregate residual, soft"]
+print(f"hard: worst |residual| over {len(region)} draws {hard_region_gap:.1e}; "
+      f"the random soft mixture on P, unshifted: {soft_on_p:.3f}")
 
 # %% [markdown]
 # ## 3. Soft routing under configuration reweighting: eq. (4), predicted and measured
 #
 # A routing-induced shift tilts the configurations toward routing overlap,
 # $\rho(Z) \propto \exp(\beta\, H(r))$ with $H$ the routing entropy. For each $\beta$ we compute
-# eq. (4)'s prediction from $P$ alone, then draw samples from $Q$ and measure the residual per level.
+# eq. (4)'s prediction from $P$ alone ({py:func}`~lib.moe.theory.predicted_gap`), then draw samples
+# from $Q$ and measure the residual per level. On this population eq. (4) has a closed form
+# ({py:func}`~lib.moe.theory.predicted_gap_closed_form`): dominant cells have $H = 0$, overlap cells
+# get density ratio $\rho = e^{\beta H(0.6,\,0.4)}$ over them, and the residual is
+# $m\delta(\rho - 1)/(\rho m + 1 - m)$ at every level. By hand at $\beta = 1$, $m = 0.5$,
+# $\delta = 0.1$: $H(0.6, 0.4) = 0.673$, $\rho = 1.960$, residual $0.048 / 1.480 = 0.0324$. Columns:
+# `q_mass` is the level's probability under $Q$, `predicted` eq. (4), `closed_form` the formula,
+# `measured` the sampled residual with its standard error `se`, and `z` = (measured - predicted) / se.
 
 # %%
 gaps, samples = routing_theory.soft_gap_sweep(

@@ -78,7 +78,8 @@ high = np.arange(8) >= 4  # the first model is sure and right on these four
 first = ModelOutputs(np.where(high, 0.9, 0.4), high, np.where(high, 0.9, 0.4), high)
 second = ModelOutputs(np.full(8, 0.7), ~high, np.full(8, 0.7), ~high)
 r = same_size_route(first, second, n_bins=2)
-show(r.table[["bin", "conf_small", "conf_large", "advantage"]])
+names = {"conf_small": "conf_first", "conf_large": "conf_second"}  # the cascade's names
+show(r.table[["bin", "conf_small", "conf_large", "advantage"]].rename(columns=names))
 adv = np.array([0.7 - 0.4, 0.7 - 0.9])  # a_b; bin 1 holds the first model's 0.9s
 {"routed": r.accuracy,
  "by hand": np.where(adv[high.astype(int)] > 0, ~high, high).mean().item(),
@@ -101,7 +102,9 @@ pairs = PAGE.data(cfg)
 # test example by the confidence advantage of its bin -- bins on the first model's confidence (the
 # cascade's bins) and a joint variant with bins on both models -- and compare with each model alone
 # and with the same rule on uncalibrated confidences ({py:func}`lib.ccc.pages.same_size.route_grid`;
-# below, the means over the splits).
+# below, the means over the splits). "best point of the TS curve" is the highest accuracy along the
+# cascade curve of the calibrated pair (the chart below), the best fixed share of examples to keep
+# on the first model.
 
 # %%
 res, curves = same_size.route_grid(
@@ -113,7 +116,8 @@ same_size.summary(res).round(4)
 # rises above both of its end points means the pair beats either model.
 
 # %%
-plots.legend_below(cascade_chart(curves, width=170), columns=3)
+chart = cascade_chart(curves, width=170, x_title="fraction kept on the first model")
+plots.legend_below(chart, columns=3)
 
 # %% [markdown]
 # Gain of the routed pair over the better single model, mean and worst split.

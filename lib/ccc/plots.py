@@ -49,11 +49,13 @@ def ccc_reliability_grid(
     )
 
 
-def cascade_chart(curves: pd.DataFrame, title: str = "", width: int = 260) -> alt.Chart:
-    """Accuracy against the fraction kept on the small model, one line per ``method`` (paper 3,
-    Figs. 2-3), faceted by ``panel`` when there is one."""
+def cascade_chart(
+    curves: pd.DataFrame, title: str = "", width: int = 260, x_title: str = "fraction kept on the small model"
+) -> alt.Chart:
+    """Accuracy against the fraction kept on the small model (``x_title``: on the first model of a
+    same-size pair), one line per ``method`` (paper 3, Figs. 2-3), faceted by ``panel`` when there is one."""
     chart = _method_lines(
-        curves, ("frac_small", "fraction kept on the small model"), ("accuracy", "accuracy"), title, width,
+        curves, ("frac_small", x_title), ("accuracy", "accuracy"), title, width,
         strokeDash=alt.StrokeDash("method:N", title="method"),  # one legend shows colour and dash
         tooltip=["method:N", "frac_small:Q", "accuracy:Q"],
     )  # fmt: skip

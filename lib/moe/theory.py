@@ -195,7 +195,7 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
     Within a cell E[Y - p] = eta - p and E[(Y - p)^2] = (eta - p)^2 + eta (1 - eta), so the worst
     auditor is h = sign(eta - p) and the left side is E_Q[r_k |eta - p|]. One row per expert:
     ``alignment`` (that worst case), ``cauchy_schwarz`` (sqrt(E_Q[r_k^2]) sqrt(E_Q[(Y-p)^2])),
-    ``squared_residual`` (sqrt(E_Q[(Y-p)^2])) and ``cross_entropy`` (sqrt(E_Q[-log p_Y])); the
+    ``rms_residual`` (sqrt(E_Q[(Y-p)^2])) and ``sqrt_cross_entropy`` (sqrt(E_Q[-log p_Y])); the
     bound holds when each column is <= the next."""
     q = pop.pi * _rho(pop, rho)
     q = q / q.sum()
@@ -211,8 +211,8 @@ def multiaccuracy_bound(pop: RoutedPopulation, rho: object | None = None, routin
             "expert": k + 1,
             "alignment": float((q * r[:, k] * np.abs(eta - p)).sum()),
             "cauchy_schwarz": float(np.sqrt((q * r[:, k] ** 2).sum()) * np.sqrt(sq)),
-            "squared_residual": float(np.sqrt(sq)),
-            "cross_entropy": float(np.sqrt(ce)),
+            "rms_residual": float(np.sqrt(sq)),
+            "sqrt_cross_entropy": float(np.sqrt(ce)),
         }
         for k in range(pop.num_experts)
     )

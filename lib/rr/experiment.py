@@ -1,5 +1,5 @@
 """Paper 4's runs (Zhou et al., "Revisiting Reweighted Risk for Calibration", Tables 1-2 and 4,
-Figures 2-3 and 6, Appendices D-E): the compared losses with the paper's settings (:func:`make_loss`),
+Figures 2-3, App. Figure 6, Appendices D-E): the compared losses with the paper's settings (:func:`make_loss`),
 one cached run per loss (:func:`run_loss`: the whole network at paper scale, SGD lr 0.1, momentum 0.9,
 wd 5e-4, batch 128, lr x0.2 at epochs 60/120/160, 200 epochs; below it a 2-layer head on one frozen
 cross-entropy backbone's features, a stand-in in which the loss shapes the head alone) and their

@@ -116,7 +116,7 @@ def calibration_claims(
     n: Mapping[str, tuple[int, int]],
 ) -> list[dict[str, Any]]:
     """The page's four claims, each by :func:`lib.report.t_verdict`, from the smallest
-    ``spearman`` over models on ``bins`` bins (Fisher-z SE 1.06 / sqrt(bins - 3)), the ECEs per model
+    ``spearman`` over models on ``bins`` bins (Fisher-z SE sqrt(1.06 / (bins - 3))), the ECEs per model
     and the small model's ``platt_test`` (SE :func:`lib.ccc.pages.ece_se` on the sizes ``n``); instruct
     models are the overconfident ones. Every SE here is a closed form (no seeds), so each verdict
     uses infinite degrees of freedom (the normal's 1.96; the Fisher-z SE is itself the normal
@@ -126,7 +126,7 @@ def calibration_claims(
     if bins < 4:
         raise ValueError(f"bins: need at least 4 bins for a Spearman noise bar, got {bins}")
     overconf = [m for m in after_test if "instruct" in m]
-    z_se = 1.06 / math.sqrt(bins - 3)
+    z_se = math.sqrt(1.06 / (bins - 3))  # Fieller et al. (1957): var(atanh(Spearman)) = 1.06 / (n - 3)
 
     def halves(m: str) -> str:
         se = math.hypot(ece_se(n[m][0]), ece_se(n[m][1]))

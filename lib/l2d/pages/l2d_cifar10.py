@@ -56,18 +56,15 @@ def sweep_ends(summary: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, float
     return ends
 
 
-def paper_table(ends: Mapping[str, float]) -> pd.DataFrame:
-    """:data:`PAPER_CIFAR` beside our sweep ends (:func:`sweep_ends`)."""
-    return pd.DataFrame(
-        [
-            {
-                "quantity": q,
-                "paper": paper,
-                "ours": f"{ends[f'cifar_{e}_{m}_{s}_lo']:.3f} -> {ends[f'cifar_{e}_{m}_{s}_hi']:.3f}",
-            }
-            for q, paper, e, m, s in PAPER_CIFAR
-        ]
-    )
+def paper_table(ends: Mapping[str, float], cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """:data:`PAPER_CIFAR` (the quantity over the paper's sweep) beside our sweep ends
+    (:func:`sweep_ends`) over the sweep of the settings ``cfg``, named in ``ours``."""
+    rows = []
+    for q, paper, e, m, s in PAPER_CIFAR:
+        lo, hi = min(cfg[SWEEPS[e]]), max(cfg[SWEEPS[e]])
+        ours = f"{ends[f'cifar_{e}_{m}_{s}_lo']:.3f} -> {ends[f'cifar_{e}_{m}_{s}_hi']:.3f} ({lo:g} -> {hi:g})"
+        rows.append({"quantity (paper's sweep)": q, "paper": paper, "ours (our sweep)": ours})
+    return pd.DataFrame(rows)
 
 
 class L2DCifar10Page(L2DPage):

@@ -409,7 +409,7 @@ def claims(
 class LossesCifar10Page(Page):
     name = "losses_cifar10"
     paper = "rr"
-    title = "Trained on CIFAR-10: Tables 1-2, 4, Figures 2-3 and 6"
+    title = "Trained on CIFAR-10: Tables 1-2 and 4, Figures 1-3, App. Figures 1, 5 and 6"
     rank = 5
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:

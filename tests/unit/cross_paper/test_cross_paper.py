@@ -129,3 +129,18 @@ def test_page_runs_on_synthetic_logits() -> None:
     assert len(claims) == 7 and set(claims["paper_own"]) == {"not testable from the paper's table"}
     assert set(claims["kind"]) == {"expectation"}  # the book's expectations, counted apart from the papers' claims
     assert PAGE.scale_summary(cfg, data).startswith("synthetic logits")
+
+
+def test_deferral_estimates_the_other_models_correctness_from_this_models_logits() -> None:
+    """The other model is right half the time, whatever this model says: this model's confident raw
+    top-1 probability (about .9) is off by about .4 for it; a Platt fit to the other's correctness
+    learns the constant .5 (ECE near 0). Nothing of the other model but its correctness is used."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    logits = np.zeros((n, 4))
+    logits[np.arange(n), rng.integers(0, 4, n)] = 4.0 + 0.3 * rng.standard_normal(n)  # top-1 prob ~ .95
+    labels = logits.argmax(axis=1)
+    other_right = (rng.random(n) < 0.5).astype(float)
+    cal, test = np.arange(n // 2), np.arange(n // 2, n)
+    out = xp.other_model_correctness_ece(logits, labels, other_right, cal, test)
+    assert out["none"] == pytest.approx(0.45, abs=0.03) and out["platt"] < 0.03

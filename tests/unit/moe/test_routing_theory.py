@@ -46,10 +46,10 @@ def test_section_4_2_example_is_calibrated_on_p_but_not_per_configuration() -> N
 
 
 def test_hard_routing_survives_region_draws() -> None:
-    region = theory.region_draws(theory.random_population("hard", 0), theory.random_population("soft", 0), 3, 0)
+    region = theory.region_draws(theory.random_population("hard", 0), 3, 0)
     assert len(region) == 3 and region["hard: max |residual|"].max() < theory.EXACT_TOL
     with pytest.raises(ValueError, match="n_draws"):
-        theory.region_draws(theory.random_population("hard", 0), theory.random_population("soft", 0), 0, 0)
+        theory.region_draws(theory.random_population("hard", 0), 0, 0)
 
 
 def test_gap_published_excludes_the_unshifted_level() -> None:

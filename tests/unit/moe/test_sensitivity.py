@@ -23,7 +23,7 @@ def _support(fractions: list[list[float]]) -> pd.DataFrame:
 
 
 def test_claims_hold_when_defaults_are_lowest_and_support_shrinks() -> None:
-    lam = _sweep("lam", [0.5, 2.0, 5.0], [[0.10, 0.11], [0.05, 0.06], [0.08, 0.08]])
+    lam = _sweep("lam", [0.5, 2.0, 5.0], [[0.10, 0.11], [0.05, 0.06], [0.08, 0.09]])
     warm = _sweep("warmup_epochs", [0, 20, 40], [[0.09], [0.04], [0.07]])
     rows = ms.sensitivity_claims(lam, warm, _support([[0.95, 0.94], [0.73, 0.72], [0.51, 0.52]]), epochs=50)
     assert [r["verdict"] for r in rows] == ["held"] * 3
@@ -37,6 +37,16 @@ def test_within_the_tolerance_of_the_lowest_holds_too() -> None:
     for gap, verdict in ((0.005, "held"), (0.05, "did not hold"), (0.02, "inconclusive at this scale")):
         lam = _sweep("lam", [0.5, 2.0], [[0.05], [0.05 + gap]])
         assert ms.near_best(lam, "lam", 2.0)[0] == verdict
+
+
+def test_the_lowest_point_is_compared_with_the_best_other_not_itself() -> None:
+    """Compared with itself the gap is 0 on every seed (a claim that cannot fail): the default at the
+    lowest is measured against the next best point, a negative gap."""
+    lam = _sweep("lam", [0.5, 2.0, 5.0], [[0.10, 0.12], [0.05, 0.06], [0.07, 0.08]])
+    verdict, text = ms.near_best(lam, "lam", 2.0)
+    assert verdict == "held" and "best other at lam=5: .075" in text and "gap -.020" in text
+    noisy = _sweep("lam", [0.5, 2.0], [[0.10, 0.04], [0.05, 0.06]])  # lowest by mean, not beyond seed noise
+    assert ms.near_best(noisy, "lam", 2.0)[0] == "inconclusive at this scale"
 
 
 def test_claims_fail_when_another_point_is_lower_beyond_noise() -> None:

@@ -118,8 +118,8 @@ def test_multiaccuracy_bound_by_hand_on_one_cell():
     ce = -(0.7 * np.log(0.4) + 0.3 * np.log(0.6))
     assert t["alignment"].tolist() == pytest.approx([0.6 * 0.3, 0.4 * 0.3])
     assert t["cauchy_schwarz"].tolist() == pytest.approx([0.6 * np.sqrt(sq), 0.4 * np.sqrt(sq)])
-    assert t["squared_residual"].iloc[0] == pytest.approx(np.sqrt(sq))
-    assert t["cross_entropy"].iloc[0] == pytest.approx(np.sqrt(ce))
+    assert t["rms_residual"].iloc[0] == pytest.approx(np.sqrt(sq))
+    assert t["sqrt_cross_entropy"].iloc[0] == pytest.approx(np.sqrt(ce))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -132,8 +132,8 @@ def test_multiaccuracy_bound_chain_holds_under_any_reweighting(seed):
     for routing in ("soft", "hard"):
         t = multiaccuracy_bound(pop, rho, routing)
         assert (t["alignment"] <= t["cauchy_schwarz"] + 1e-12).all()
-        assert (t["cauchy_schwarz"] <= t["squared_residual"] + 1e-12).all()
-        assert (t["squared_residual"] <= t["cross_entropy"] + 1e-12).all()
+        assert (t["cauchy_schwarz"] <= t["rms_residual"] + 1e-12).all()
+        assert (t["rms_residual"] <= t["sqrt_cross_entropy"] + 1e-12).all()
 
 
 def test_the_measured_gap_and_closed_form_name_bad_input() -> None:
