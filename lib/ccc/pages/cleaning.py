@@ -127,7 +127,8 @@ def top_flagged(data: mmlu.MMLUData, probs: Mapping[str, np.ndarray], flags: np.
 def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
     """The claims table: the page's three claims from the rule's ``curve`` (k = 1..B) and its comparison
     with CL at equal detection (``compare``, :func:`compare_at_detection`), each precision's noise bar :func:`precision_se` (CL's on about as
-    many flags), judged by :func:`lib.report.t_verdict` at infinite degrees of freedom (binomial SEs:
+    many flags; "precision falls" compares k = 1's flags with those k = 2..B add, as k = B's flags
+    contain k = 1's: precision at k = B falls below k = 1's exactly when the added flags' does), judged by :func:`lib.report.t_verdict` at infinite degrees of freedom (binomial SEs:
     the plus-four interval is a normal-approximation one); ``paper_own`` is not testable (Table 3
     gives no flag counts)."""
     if len(curve) == 0:
@@ -138,9 +139,10 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
     n_noisy = float(hits[-1] / det[-1]) if det[-1] > 0 else 0.0
     t = min(TOP_K, len(curve)) - 1  # the row of k = TOP_K
     falls = report.VERDICTS[2]
-    if n[0] > 0 and n[-1] > 0:
-        se = math.hypot(precision_se(prec[0], n[0]), precision_se(prec[-1], n[-1]))
-        falls = report.t_verdict(prec[0] - prec[-1], se, df=math.inf)
+    if n[0] > 0 and n[-1] > n[0]:  # k = B's flags hold k = 1's: test k = 1 against the flags added after it
+        added = (hits[-1] - hits[0]) / (n[-1] - n[0])  # disjoint from k = 1's, so the two SEs add
+        se = math.hypot(precision_se(prec[0], n[0]), precision_se(added, int(n[-1] - n[0])))
+        falls = report.t_verdict(prec[0] - added, se, df=math.inf)
     top = report.t_verdict(prec[t] - TOP_BIN_PRECISION_MIN, precision_se(prec[t], int(n[t])), df=math.inf)
     reached = compare[compare["cl_reaches"]].merge(curve[["k", "n_flagged"]], on="k")
 

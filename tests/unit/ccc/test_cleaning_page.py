@@ -89,6 +89,19 @@ def test_cleaning_claims_can_hold_fail_and_be_inconclusive(scale):
     assert _verdicts(8, 0.95, 0.92, 0.93, 0.92) == [UNSURE] * 3  # 2 to 8 flags decide nothing
 
 
+def test_precision_falls_compares_the_first_flags_with_those_added_after_them():
+    """k = B's flags contain k = 1's: 100 flags 90 right, then 20 more with 10 right. Against k = B's
+    pooled .833 the fall (.067) is inside the noise; against the added flags' .5 it is not."""
+    curve = pd.DataFrame({"k": [1, 2], "n_flagged": [100, 120], "precision": [0.9, 100 / 120], "detection": [0.4, 0.5]})
+    compare = curve.assign(cl_precision=0.0, cl_reaches=False)[
+        ["k", "detection", "precision", "cl_precision", "cl_reaches"]
+    ]
+    row = K.claims(curve, compare).iloc[0]
+    assert row["claim"].startswith("precision falls") and row["verdict"] == HELD
+    pooled = math.hypot(K.precision_se(0.9, 100), K.precision_se(100 / 120, 120))
+    assert 0.9 - 100 / 120 < 1.96 * pooled  # what the pooled comparison would have called inconclusive
+
+
 def test_page_runs_on_synthetic_logits_and_publishes_claims():
     cfg = settings("cleaning", "smoke", n_synthetic=800)
     data, (a, b) = PAGE.data(cfg), cfg["resnet_losses"]
