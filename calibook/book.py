@@ -61,7 +61,8 @@ def execute_notebook(
     params = {"scale": scale, **check_parameters(name, scale, parameters or {})}
     out = output or executed_path(name, scale)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".running.ipynb", dir=out.parent)
+    _remove_orphans(out)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.{os.getpid()}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp, failed = Path(tmp_name), out.with_name(f"{out.stem}.failed.ipynb")
     label = f"{place} {name}".strip()
@@ -90,6 +91,26 @@ def execute_notebook(
     failed.unlink(missing_ok=True)  # an earlier failure of this page is over
     print(f"[calibook] {label} ({scale}) ran in {live.format_eta(time.monotonic() - start)} -> {out}", flush=True)
     return out
+
+
+def _remove_orphans(out: Path) -> None:
+    """Remove the hidden ``.<page>.<pid>.*.running.ipynb`` copies of ``out`` that a process no longer
+    alive left behind (killed with SIGKILL: nothing could keep them as a failed page); a running
+    process's copy stays."""
+    for tmp in out.parent.glob(f".{out.stem}.*.running.ipynb"):
+        pid = tmp.name[len(out.stem) + 2 :].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
 
 
 QUIET_KERNEL_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", live.MODE: "terminal"}
