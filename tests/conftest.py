@@ -157,7 +157,7 @@ class SmokeRuns:
             with self.cond:
                 if self.stopped:
                     return
-                self.child = child = subprocess.Popen(
+                self.child = child = _POPEN(  # not subprocess.Popen: a test may monkeypatch that
                     [sys.executable, "-c", code, job.name, json.dumps(job.params), tag],
                     env=self.env,
                     stdout=subprocess.PIPE,
@@ -216,6 +216,7 @@ def _literal(node: ast.AST, given: dict[str, Any]) -> Any:
 
 
 _RUNS: list[SmokeRuns] = []
+_POPEN = subprocess.Popen  # the worker's, taken before any test can monkeypatch the module
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

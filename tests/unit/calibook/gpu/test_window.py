@@ -247,6 +247,7 @@ def test_a_worker_that_fails_is_said_and_the_call_goes_on(results, monkeypatch):
     not publish is exported, and the call goes on (its runs are the call's or the next call's)."""
     import argparse
     import subprocess
+    import types
 
     real = subprocess.Popen
     started = []
@@ -255,7 +256,10 @@ def test_a_worker_that_fails_is_said_and_the_call_goes_on(results, monkeypatch):
         started.append(cmd)
         return real([sys.executable, "-c", "print('loading'); raise SystemExit(3)"], **kw)
 
-    monkeypatch.setattr(window.subprocess, "Popen", popen)
+    # window's own view of the module only: patching subprocess.Popen itself would also catch the
+    # session's background smoke runs (tests/conftest.py), started from another thread meanwhile
+    fake = types.SimpleNamespace(**{k: getattr(subprocess, k) for k in ("PIPE", "DEVNULL", "STDOUT")}, Popen=popen)
+    monkeypatch.setattr(window, "subprocess", fake)
     said, published = [], []
     items = [it for it in q.plan(["cifar10h"], "smoke") if not it.done][:2]
     args = argparse.Namespace(scale="smoke", stack=None, log=None)
