@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import shutil
 import tarfile
 import tempfile
@@ -124,7 +125,9 @@ def import_results(sources: Path | Sequence[Path], scale: str = "paper") -> list
     or the folder a call brought back (its archives). Each record must verify (checksum, artifact
     hashes), have been made at ``scale``, carry a plan id of today's plan with the same config, and
     be made by the current code version; otherwise ``ValueError`` names the file and the reason, and
-    nothing is copied. Sources without records (an empty archive) import 0 records."""
+    nothing is copied. Returns the files written: files ``results/`` already holds, byte for byte,
+    are left as they are, so a second import of the same runs writes none; sources without records
+    (an empty archive) import 0 records."""
     sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
     for source in sources:
         if not source.exists():
@@ -142,9 +145,10 @@ def import_results(sources: Path | Sequence[Path], scale: str = "paper") -> list
         copied = []
         for path, rec in accepted:
             out = results_dir() / rec["queue"]["page"] / rec["group"]
-            for f in _files(path):  # the record last
-                atomic_write(out / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
-                copied.append(out / f.name)
+            for f in _files(path):  # the record last; a file results/ holds already, byte for byte, stays
+                if not (out / f.name).exists() or not filecmp.cmp(f, out / f.name, shallow=False):
+                    atomic_write(out / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+                    copied.append(out / f.name)
         return copied
 
 

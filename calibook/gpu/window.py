@@ -402,6 +402,8 @@ def _imported(got: Sequence[Path]) -> str:
     made = (
         f"; made at scale {', '.join(scales)}" + (f" on data {', '.join(sorted(data))}" if data else "") if recs else ""
     )
+    if not got:
+        return "imported nothing new: results/ holds every record given already, byte for byte (or none was given)"
     return f"imported {len(recs)} record{'' if len(recs) == 1 else 's'} ({len(got)} files) into results/{made}"
 
 

@@ -9,18 +9,23 @@ import pytest
 
 import calibook.runs
 import calibook.gpu.queue as q
-from calibook.gpu import transfer
+from calibook.gpu import transfer, window
 
 
-def test_import_checks_records_against_todays_plan(results, tmp_path):
+def test_import_checks_records_against_todays_plan(results, tmp_path, capsys):
     published = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     src = tmp_path / "elsewhere"
     shutil.copytree(results, src)
     shutil.rmtree(results)
     assert len(transfer.import_results(src, "smoke")) == 2 * len(published)
+    assert transfer.import_results(src, "smoke") == []  # the same runs again: nothing new is written
+    assert window.main(["--import", str(src), "--scale", "smoke"]) == 0
+    assert capsys.readouterr().out.startswith("imported nothing new: results/ holds every record given already")
+    rec_path = next(src.glob("*/*/*.json"))
+    rec_path.write_text(rec_path.read_text().rstrip() + "\n\n")  # the same record, other bytes: written
+    assert [p.name for p in transfer.import_results(src, "smoke")] == [rec_path.name]
     with pytest.raises(ValueError, match="made at scale 'smoke', not 'paper'; import it with --scale smoke"):
         transfer.import_results(src, "paper")  # the records know their scale
-    rec_path = next(src.glob("*/*/*.json"))
     rec = json.loads(rec_path.read_text())
     rec_path.write_text(json.dumps(calibook.runs.sign({**rec, "version": 99})))  # stale: made by other code
     with pytest.raises(ValueError, match="stale"):
