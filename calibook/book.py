@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,7 +63,7 @@ def execute_notebook(
     out = output or executed_path(name, scale)
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(out)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.{os.getpid()}.", suffix=".running.ipynb", dir=out.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.{_owner()}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp, failed = Path(tmp_name), out.with_name(f"{out.stem}.failed.ipynb")
     label = f"{place} {name}".strip()
@@ -93,12 +94,18 @@ def execute_notebook(
     return out
 
 
+def _owner(pid: int | None = None) -> str:
+    """``<pid>@<host>``: who writes a hidden running copy (a ``build/`` may be shared between machines)."""
+    return f"{os.getpid() if pid is None else pid}@{socket.gethostname().replace('.', '_')}"
+
+
 def _remove_orphans(out: Path) -> None:
-    """Remove the hidden ``.<page>.<pid>.*.running.ipynb`` copies of ``out`` that a process no longer
-    alive left behind (killed with SIGKILL: nothing could keep them as a failed page); a running
-    process's copy stays."""
-    for tmp in out.parent.glob(f".{out.stem}.*.running.ipynb"):
-        pid = tmp.name[len(out.stem) + 2 :].split(".")[0]
+    """Remove the hidden ``.<page>.<pid>@<host>.*.running.ipynb`` copies of ``out`` that a process of
+    this machine no longer alive left behind (killed with SIGKILL: nothing could keep them as a failed
+    page); a running process's copy stays, and so does another machine's."""
+    host = _owner().split("@", 1)[1]
+    for tmp in out.parent.glob(f".{out.stem}.*@{host}.*.running.ipynb"):
+        pid = tmp.name[len(out.stem) + 2 :].split("@")[0]
         if pid.isdigit() and not _alive(int(pid)):
             tmp.unlink(missing_ok=True)
 

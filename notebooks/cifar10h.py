@@ -31,9 +31,10 @@
 # 4. Robust methods lower their confidence as human agreement falls; non-robust ones stay confident
 #    (Figure 3).
 #
-# The claims table below judges them as the paper's four takeaways of §6.3, (i) robust objectives
-# lower ECE, (ii) MoCaE's small gain, (iii) Robust Filtered's accuracy against Robust MoE's and (iv)
-# the gains after temperature scaling, plus the rows for Figure 3 and Robust Filtered's overall ECE.
+# The claims table below judges them as (i)-(iii), the three takeaways of §6.3 (robust objectives
+# lower ECE; MoCaE's small gain, from Takeaway 2; Robust Filtered's accuracy against Robust MoE's),
+# and (iv), the paragraph after them ("Temperature scaling helps, but does not explain the gains"),
+# plus the rows for Figure 3 and Robust Filtered's overall ECE.
 #
 # The digits of the paper's Table 1 (and of the sentences quoting it) were lost when the paper was
 # converted to text. The section "The paper's numbers beside ours" quotes, for each number the paper

@@ -29,9 +29,10 @@
 #    relative to the improvement from the robust methods"); Robust Filtered keeps more accuracy than Robust MoE
 #    (Art .732 vs .692); the gains survive temperature scaling {cite}`guo2017calibration`.
 #
-# The claims table below judges them as the paper's takeaways of §6.3, (i) robust objectives lower
-# ECE, (ii) MoCaE's small gain, (iii) Robust Filtered's accuracy against Robust MoE's and (iv) the
-# gains after temperature scaling, each also on the paper's own Table 2 (`paper_own`).
+# The claims table below judges them as (i)-(iii), the three takeaways of §6.3 (robust objectives
+# lower ECE; MoCaE's small gain, from Takeaway 2; Robust Filtered's accuracy against Robust MoE's),
+# and (iv), the paragraph after them (the gains after temperature scaling), each also on the
+# paper's own Table 2 (`paper_own`).
 #
 # Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`.
 #

@@ -94,9 +94,10 @@ plots.line_chart(ms, "n", "ms", color="loss", log=True, x_title="batch size n",
 
 # %% [markdown]
 # Fit the slopes over the large batches, and compare the AU loss with the sorting AURC loss at
-# each size. A ratio below 1 means the AU loss is faster. KDE-XE is timed only up to `kde_max_n`,
-# below the large batches, so its slope comes from its two largest sizes: a small-batch slope,
-# where fixed overheads still weigh (the plot above), set beside the others' large-batch ones.
+# each size. A ratio below 1 means the AU loss is faster. KDE-XE is timed only up to `kde_max_n`;
+# where fewer than two of its sizes reach the large batches, its slope comes from its two largest
+# sizes: a small-batch slope, where fixed overheads still weigh (the plot above), set beside the
+# others' large-batch ones. The claims table names the sizes each slope is fitted on.
 
 # %%
 timed = list(timing["loss"].unique())  # the losses timed above, in their order

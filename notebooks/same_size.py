@@ -102,9 +102,10 @@ pairs = PAGE.data(cfg)
 # test example by the confidence advantage of its bin -- bins on the first model's confidence (the
 # cascade's bins) and a joint variant with bins on both models -- and compare with each model alone
 # and with the same rule on uncalibrated confidences ({py:func}`lib.ccc.pages.same_size.route_grid`;
-# below, the means over the splits). "best point of the TS curve" is the highest accuracy along the
-# cascade curve of the calibrated pair (the chart below), the best fixed share of examples to keep
-# on the first model.
+# below, the means over the splits). "best point of the TS curve" is the highest test accuracy along
+# the cascade curve of the calibrated pair (the chart below): the share of examples to keep on the
+# first model chosen with hindsight on the test half itself, so an upper bound that flatters it, not
+# a rule one could run.
 
 # %%
 res, curves = same_size.route_grid(

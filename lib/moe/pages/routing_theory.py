@@ -160,7 +160,8 @@ def simulated_support(losses: torch.Tensor, lams: Sequence[float]) -> pd.DataFra
 
 def multiaccuracy_table(pop: RoutedPopulation, betas: Sequence[float]) -> tuple[pd.DataFrame, float]:
     """Appendix C's worst auditor alignment and its three bounds per tilt beta and expert, and the
-    smallest slack of the chain (alignment <= Cauchy-Schwarz <= squared residual <= cross-entropy)."""
+    smallest slack of the chain alignment <= cauchy_schwarz <= rms_residual <= sqrt_cross_entropy (the
+    last two the square roots of the squared residual and the cross-entropy)."""
     parts = []
     for beta in betas:
         t = moe_theory.multiaccuracy_bound(

@@ -126,15 +126,18 @@ def test_failed_run_keeps_the_last_good_page(fake_papermill, tmp_path, capsys) -
 
 def test_a_killed_runs_hidden_copy_is_removed_and_a_live_ones_kept(fake_papermill, tmp_path) -> None:
     """SIGKILL leaves the hidden running copy behind (nothing runs to keep it as a failed page): the
-    next run of the page removes it, unless its process is still alive (another run of the page)."""
+    next run of the page removes it, unless its process is still alive (another run of the page) or
+    it is another machine's (a build/ shared between machines: a process id says nothing there)."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    orphan, live = tmp_path / f".pacs.{dead.pid}.abc.running.ipynb", tmp_path / f".pacs.{os.getpid()}.xyz.running.ipynb"
-    other = tmp_path / f".sketch.{dead.pid}.abc.running.ipynb"  # another page's: not this run's business
-    for f in (orphan, live, other):
+    orphan = tmp_path / f".pacs.{book._owner(dead.pid)}.abc.running.ipynb"
+    live = tmp_path / f".pacs.{book._owner()}.xyz.running.ipynb"
+    other = tmp_path / f".sketch.{book._owner(dead.pid)}.abc.running.ipynb"  # another page's: not this run's business
+    elsewhere = tmp_path / f".pacs.{dead.pid}@another-machine.abc.running.ipynb"
+    for f in (orphan, live, other, elsewhere):
         f.write_text("{}")
     book.execute_notebook("pacs", "smoke", {"target": "sketch"}, output=tmp_path / "pacs.ipynb", progress=False)
-    assert not orphan.exists() and live.exists() and other.exists()
+    assert not orphan.exists() and live.exists() and other.exists() and elsewhere.exists()
 
 
 def test_sigterm_keeps_the_page_as_far_as_it_ran_and_says_where(fake_papermill, monkeypatch, tmp_path, capsys):

@@ -67,6 +67,24 @@ def test_scaling_exponent_recovers_a_power_law(power):
         bm.scaling_exponent(table, "a", column="cpu")
 
 
+def test_scaling_summary_fits_each_loss_from_the_sizes_it_reached():
+    """Exponents from n >= 4096 where two sizes reach it (the AU loss, AURC); KDE-XE, timed only up to
+    4096, from its two largest sizes, 2048..4096: both power laws come back, and so do the sizes."""
+    big, small = np.array([1024, 2048, 4096, 8192]), np.array([512, 1024, 2048, 4096])
+    timing = pd.concat(
+        [
+            pd.DataFrame({"loss": "AU loss (bins)", "n": big, "median_s": 1e-6 * big}),
+            pd.DataFrame({"loss": "AURC loss (sort)", "n": big, "median_s": 2e-6 * big}),
+            pd.DataFrame({"loss": "KDE-XE (kernel)", "n": small, "median_s": 1e-9 * small**2.0}),
+        ]
+    )
+    got = bm.scaling_summary(timing, ["AU loss (bins)", "KDE-XE (kernel)"], n_from=4096)
+    assert got["fit_from"] == {"AU loss (bins)": 4096, "KDE-XE (kernel)": 2048}
+    assert got["exponents"] == {"AU loss (bins)": pytest.approx(1.0), "KDE-XE (kernel)": pytest.approx(2.0)}
+    assert got["kde_n"] == 4096 and got["kde_over_au"] == pytest.approx(1e-9 * 4096 / 1e-6)
+    assert list(got["au_over_aurc"].dropna()) == [0.5] * 4  # n = 512: KDE-XE alone
+
+
 def test_loss_scaling_rows_and_size_limits():
     losses = {"xe": torch.nn.functional.cross_entropy, "sq": lambda z, y: (z**2).mean()}
     table = bm.loss_scaling(losses, [16, 64], num_classes=3, budget_s=0.0, min_repeats=2, max_n={"sq": 16})
@@ -220,6 +238,7 @@ def _timings(au_over_aurc: float, kde_over_au: float, fgr_ref: float, robust: fl
         "exponents": {"KDE-XE (kernel)": 2.0 if kde_over_au > 1 else 0.9, "AU loss (bins)": 1.0},
         "kde_n": 4096,
         "kde_over_au": kde_over_au,
+        "fit_from": {"KDE-XE (kernel)": 2048, "AU loss (bins)": 4096},
     }
     results = {
         m: {"sec_per_step_median": s}
@@ -236,6 +255,7 @@ def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart()
     failed = bm.claims(*_timings(1.5, 0.5, 4.0, 1.6, "cuda"))
     assert set(held["kind"]) == set(failed["kind"]) == {"timing"}
     assert list(held["verdict"]) == ["held"] * 4 and list(failed["verdict"]) == ["did not hold"] * 4
+    assert "(KDE-XE on n = 2048..4096) vs 1.00 (the AU loss on n >= 4096)" in held["ours"].iloc[1]
     on_cpu = bm.claims(*_timings(0.5, 40.0, 2.5, 1.05, "cpu"))
     assert on_cpu["verdict"].iloc[2] == "inconclusive at this scale"
     # a single AU / AURC timing within 10% of parity decides nothing either way; beyond it, it does

@@ -3,6 +3,8 @@ and its claims on numbers where each verdict is known (held, did not hold, incon
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -87,6 +89,16 @@ def _claims(spearman, before, after, cal, platt, n, bins=15):
             )
         )["verdict"]
     )  # fmt: skip
+
+
+def test_the_spearman_bar_is_fiellers_fisher_z_se():
+    """Fieller et al. (1957): var(atanh(r_s)) = 1.06 / (n - 3), so on 15 bins the SE is
+    sqrt(1.06 / 12) = .2972 and the claim holds once atanh(r_s) - atanh(SPEARMAN_MIN) passes
+    1.96 x .2972 = .5826 (1.06 / sqrt(12) = .306, the bar a wrong formula gives, puts it at .600)."""
+    assert math.sqrt(1.06 / 12) == pytest.approx(0.2972, abs=5e-5)
+    above, below = (math.tanh(math.atanh(K.SPEARMAN_MIN) + e) for e in (0.590, 0.575))
+    assert _claims(above, 0.2, 0.03, 0.03, 0.02, 5000)[0] == HELD
+    assert _claims(below, 0.2, 0.03, 0.03, 0.02, 5000)[0] == UNSURE
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])

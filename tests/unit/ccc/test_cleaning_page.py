@@ -98,6 +98,7 @@ def test_precision_falls_compares_the_first_flags_with_those_added_after_them():
     ]
     row = K.claims(curve, compare).iloc[0]
     assert row["claim"].startswith("precision falls") and row["verdict"] == HELD
+    assert "20 flags added by k = 2: precision 0.500" in row["ours"]  # what the verdict is on
     pooled = math.hypot(K.precision_se(0.9, 100), K.precision_se(100 / 120, 120))
     assert 0.9 - 100 / 120 < 1.96 * pooled  # what the pooled comparison would have called inconclusive
 

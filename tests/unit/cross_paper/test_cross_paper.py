@@ -81,7 +81,7 @@ def _table(d: float) -> pd.DataFrame:
         ],
         xp.long_table("routing", xp.MIXTURE, {"none": 0.1, "per-expert temperature": 0.05,
                                                "temperature on the mixture": 0.05 - d}),
-        xp.long_table("deferral", f"P({LARGE} is right)", {"none": 0.15, "platt": 0.15 - d}),
+        xp.long_table("deferral", f"P({LARGE} is right)", {"none": 0.15, "temperature": 0.15, "platt": 0.15 - d}),
         xp.long_table("deferral", f"cascade {SMALL} -> {LARGE}", {"none": 0.6, "temperature": 0.5 + d}, metric="APGR"),
     ]  # fmt: skip
     return pd.concat(rows, ignore_index=True)
@@ -105,6 +105,25 @@ def test_cross_paper_claims_can_hold_fail_and_be_inconclusive(scale):
     assert _verdicts(-0.08, acc_moved=0.01, n=n) == [FAILED] * 7
     noisy = _verdicts(0.002, acc_moved=0.0006, n=n)  # within 1.96 closed-form SEs of every number
     assert noisy == [UNSURE, UNSURE, UNSURE, FAILED, UNSURE, UNSURE, UNSURE]  # accuracy: printed decimals
+
+
+def test_the_deferral_fit_must_beat_the_small_models_temperature_scaled_confidence_too() -> None:
+    """Platt beating the raw confidence is not enough: where temperature scaling alone does as well
+    as the fit the row is not held (the 8B's own calibration would explain the gain), and where it
+    does better, by more than the noise, the row fails."""
+    table = _table(0.08)
+    row = (table["failure"] == "deferral") & (table["method"] == "temperature") & (table["metric"] == "ECE")
+    rows = lambda t: claims_table(  # noqa: E731
+        xp.cross_paper_claims(t, {"accuracy (vanilla)": 0.9, "accuracy (per-expert temperature)": 0.9},
+                              pd.DataFrame({"loss": ["ce"], "ECE": [0.1], "ECE after TS": [0.05]}),
+                              SMALL, LARGE, N, cascade_se=0.01))  # fmt: skip
+    held = rows(table).set_index("claim")
+    deferral = next(c for c in held.index if c.startswith("From the small model's outputs"))
+    assert held.loc[deferral, "verdict"] == HELD and "raw 0.150, TS 0.150, platt 0.070" in held.loc[deferral, "ours"]
+    table.loc[row, "value"] = 0.15 - 0.08  # TS as good as the fit: no longer held
+    assert rows(table).set_index("claim").loc[deferral, "verdict"] == UNSURE
+    table.loc[row, "value"] = 0.03  # TS better than the fit (.070)
+    assert rows(table).set_index("claim").loc[deferral, "verdict"] == FAILED
 
 
 def test_a_missing_table_value_is_refused() -> None:

@@ -49,6 +49,23 @@ def test_the_lowest_point_is_compared_with_the_best_other_not_itself() -> None:
     assert ms.near_best(noisy, "lam", 2.0)[0] == "inconclusive at this scale"
 
 
+def test_five_noisy_seeds_hold_beyond_the_t_bar_and_not_within_it() -> None:
+    """Gaps that differ seed by seed (an SE above 0, so the Student-t bar at 4 degrees of freedom,
+    2.776 SE, decides and not the margin alone): gaps -.030 +- .002 give an effect .02 + .030 = .050
+    far beyond the bar; gaps -.008 +- .012 give .028 against a bar of 2.776 x .012 = .033."""
+    ece_05 = [0.11, 0.10, 0.12, 0.10, 0.11]
+    clear = _sweep(
+        "lam", [0.5, 2.0, 5.0], [ece_05, [0.05, 0.06, 0.055, 0.052, 0.058], [0.08, 0.085, 0.09, 0.083, 0.088]]
+    )
+    verdict, text = ms.near_best(clear, "lam", 2.0)
+    assert verdict == "held" and "gap -.030 ± .002 (5 seeds)" in text
+    noisy = _sweep(
+        "lam", [0.5, 2.0, 5.0], [ece_05, [0.05, 0.09, 0.055, 0.052, 0.098], [0.08, 0.085, 0.07, 0.083, 0.068]]
+    )
+    verdict, text = ms.near_best(noisy, "lam", 2.0)
+    assert verdict == "inconclusive at this scale" and "gap -.008 ± .012 (5 seeds)" in text
+
+
 def test_claims_fail_when_another_point_is_lower_beyond_noise() -> None:
     lam = _sweep("lam", [0.5, 2.0, 5.0], [[0.09, 0.09], [0.10, 0.11], [0.02, 0.02]])
     warm = _sweep("warmup_epochs", [0, 20, 40], [[0.01], [0.10], [0.09]])
