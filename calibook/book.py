@@ -94,17 +94,21 @@ def execute_notebook(
     return out
 
 
+def _host() -> str:
+    """This machine's name as it stands in a hidden running copy's name (no dots)."""
+    return socket.gethostname().replace(".", "_")
+
+
 def _owner(pid: int | None = None) -> str:
     """``<pid>@<host>``: who writes a hidden running copy (a ``build/`` may be shared between machines)."""
-    return f"{os.getpid() if pid is None else pid}@{socket.gethostname().replace('.', '_')}"
+    return f"{os.getpid() if pid is None else pid}@{_host()}"
 
 
 def _remove_orphans(out: Path) -> None:
     """Remove the hidden ``.<page>.<pid>@<host>.*.running.ipynb`` copies of ``out`` that a process of
     this machine no longer alive left behind (killed with SIGKILL: nothing could keep them as a failed
     page); a running process's copy stays, and so does another machine's."""
-    host = _owner().split("@", 1)[1]
-    for tmp in out.parent.glob(f".{out.stem}.*@{host}.*.running.ipynb"):
+    for tmp in out.parent.glob(f".{out.stem}.*@{_host()}.*.running.ipynb"):
         pid = tmp.name[len(out.stem) + 2 :].split("@")[0]
         if pid.isdigit() and not _alive(int(pid)):
             tmp.unlink(missing_ok=True)

@@ -254,7 +254,9 @@ def cross_paper_claims(
     # each row puts the papers' methods side by side on logits none of them used: the book's own
     # expectations, counted apart from the papers' claims (lib.report.KINDS)
     expectation = partial(report.claim_row, kind=report.KINDS[2])
-    own, platt = {"raw": "none", "TS": "temperature"}, value("deferral", defer, "platt")  # the deferral row
+    # the deferral row: the small model's own confidence, raw and temperature-scaled, against the fit
+    own = {"raw": value("deferral", defer, "none"), "TS": value("deferral", defer, "temperature")}
+    platt = value("deferral", defer, "platt")
     return [
         expectation(
             claim="Temperature scaling fitted on one half lowers ECE on the other half (over-confidence)",
@@ -290,8 +292,8 @@ def cross_paper_claims(
             claim="From the small model's outputs, a fit to the large model's correctness (Platt) estimates when "
             "the large model is right better than the small model's own confidence, raw or temperature-scaled",
             paper="paper 2: OvA-style estimates stay calibrated; paper 3: calibrated confidence is comparable",
-            ours=_numbers(**{k: value("deferral", defer, c) for k, c in own.items()}, platt=platt),
-            verdict=report.every(v(value("deferral", defer, c) - platt, se["mmlu"]) for c in own.values()),
+            ours=_numbers(**own, platt=platt),
+            verdict=report.every(v(ece - platt, se["mmlu"]) for ece in own.values()),
         ),
         expectation(
             claim="A cascade routed on calibrated confidence beats random routing (APGR > 0.5)",
