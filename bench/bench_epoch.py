@@ -13,7 +13,7 @@ augmentation, AdamW, bf16 autocast + channels_last on CUDA) and reports:
 * with every trained method of Table 1 timed, the projected GPU time of the Table 1 grid (7 methods
   x 5 seeds x 50 epochs, MoCaE reusing Vanilla's runs, the first 40% of each robust/FGR run being
   ERM epochs), one run at a time;
-* with ``--pack G [G ...]``, the same for packed runs (:func:`lib.engine.packed.fit_packed`, the
+* with ``--pack G [G ...]``, the same for packed runs (:func:`lib.engine.loop.fit_packed`, the
   path the queue and every paper-1 page take): G runs of one method trained as one packed module,
   timed per method on CIFAR-10H, eager and (on CUDA) under ``torch.compile``, with what building and
   compiling a pack costs once (``compile_seconds``); images/s counts the images of all G runs, the
@@ -236,13 +236,13 @@ def bench_pack(
     compiled: bool = False,
 ) -> dict:
     """Time ``steps`` steps of ``pack`` runs of ``cfg`` (seeds 0..pack-1) trained as one packed module
-    by :func:`lib.engine.packed.fit_packed` (the queue's path: bf16 autocast and channels_last on
+    by :func:`lib.engine.loop.fit_packed` (the queue's path: bf16 autocast and channels_last on
     CUDA; ``compiled``: ``torch.compile`` of the pack), after ``warmup_steps`` untimed ones, batch 128
     each, in one call: the clock starts when the first timed step begins (one device sync there) and
     stops when the call returns. ``compile_seconds``: what the call spent before its timed steps
     beyond ``warmup_steps`` steps (building the pack and compiling it), what each pack pays once."""
     from lib.data.synthetic import synthetic_images
-    from lib.engine.packed import fit_packed
+    from lib.engine.loop import fit_packed
     from lib.moe.train import prepare_run
 
     bs = cfg.batch_size

@@ -5,7 +5,7 @@ copies of a network packed into one module (:class:`lib.engine.packed.Packed`: g
 convolutions with G x the groups, batch norm over G x C channels, batched linear layers) against the
 same network alone, on random data of the paper's image size and batch, and reports the time per
 run-step and the gain (alone / per run-step). The packed training loop of paper 1
-(:func:`lib.engine.packed.fit_packed`) takes these networks as they are; papers 2 and 4 still train
+(:func:`lib.engine.loop.fit_packed`) takes these networks as they are; papers 2 and 4 still train
 one run at a time, so this file says what packing them would gain before their loops move.
 Writes ``bench/results/pack_nets_<device>.json`` (and ``--out DIR``).
 

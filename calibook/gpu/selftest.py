@@ -21,7 +21,7 @@ from lib.config import cache_dir
 from lib.data.synthetic import synthetic_images
 from lib.engine.device import resolve_device
 from lib.engine.loop import predict
-from lib.engine.packed import fit_packed
+from lib.engine.loop import fit_packed
 from lib.moe.config import tiny_config
 from lib.moe.train import fit_alone, prepare_run
 from lib.validation import check_probs

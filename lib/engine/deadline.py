@@ -2,7 +2,7 @@
 epoch run past the deadline anyway, between two steps, dropping that epoch).
 
 A lent GPU machine cuts a command at 10 minutes. Inside ``with deadline(at):`` every training loop
-of the engine (:func:`lib.engine.loop.fit`, :func:`lib.engine.packed.fit_packed`) runs each epoch in
+of the engine (:func:`lib.engine.loop.fit`, :func:`lib.engine.loop.fit_packed`) runs each epoch in
 :func:`epoch`, which raises :class:`DeadlineReached` when the epoch it expects (measured on the epochs
 done) would end after ``at``. The loops checkpoint after every epoch, so the run resumes from there.
 The clock is injectable (tests use a fake one).

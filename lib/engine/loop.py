@@ -1,8 +1,10 @@
 """The book's one training loop and one batched predict (d2l's single Trainer is the model).
 
-Every trained model of the book goes through :func:`fit`: paper 1's MoE runs (lib.moe.train, and
-many runs at once through lib.engine.packed), paper 2's learning-to-defer heads and CIFAR-10 networks
-(lib.l2d.experiment) and paper 4's reweighted-loss networks and heads (lib.rr.experiment).
+Every trained model of the book goes through :func:`fit_packed`: G runs of one architecture as one
+packed module (:mod:`lib.engine.packed`), and a run alone as its G = 1 case, :func:`fit`, the model
+trained as it is. Paper 1's MoE runs (lib.moe.train alone, lib.moe.grid packed), paper 2's
+learning-to-defer heads and CIFAR-10 networks (lib.l2d.experiment) and paper 4's reweighted-loss
+networks and heads (lib.rr.experiment) all train here.
 Model selection and early stopping are callbacks (:class:`SelectBest`, :class:`EarlyStopping`) whose
 state is checkpointed with the run, so a resumed run ends exactly like an uninterrupted one.
 """
@@ -11,8 +13,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,9 +26,20 @@ from lib.engine import deadline
 from lib.engine import progress as live
 from lib.engine.device import autocast, resolve_device, rng_state, set_rng_state
 from lib.engine.cache import Run
+from lib.engine.packed import OwnStep, Packed, pack_inputs, take_rows
 from lib.validation import check_int
 
-__all__ = ["Diverged", "EarlyStopping", "FitResult", "SelectBest", "finite_outputs", "fit", "predict"]
+__all__ = [
+    "Diverged",
+    "EarlyStopping",
+    "FitResult",
+    "Member",
+    "SelectBest",
+    "finite_outputs",
+    "fit",
+    "fit_packed",
+    "predict",
+]
 
 Inputs = Any  # a tensor or a dict of tensors (tokenized text)
 LossFn = Callable[[Any, torch.Tensor, int], torch.Tensor]
@@ -55,13 +69,16 @@ def finite_outputs(loss_fn: LossFn) -> LossFn:
 
 @dataclass
 class FitResult:
-    """What :func:`fit` returns: per-epoch history, wall time (summed over resumed sessions), the
-    epoch a run resumed from (``None`` if it started fresh) and the epoch early stopping ended it."""
+    """What :func:`fit` returns for a run: per-epoch history, wall time (summed over resumed sessions),
+    the epoch a run resumed from (``None`` if it started fresh), the epoch early stopping ended it and
+    the epoch (1-based) whose mean loss was not finite when it diverged (its checkpoint of the epoch
+    before stands)."""
 
     history: list[dict[str, Any]]
     wall_time: float
     resumed_from: int | None = None
     stopped_at: int | None = None
+    diverged_at: int | None = None
 
 
 class SelectBest:
@@ -119,21 +136,243 @@ class EarlyStopping:
         self.best, self.since = float(d["best"]), int(d["since"])
 
 
-def checkpoint(
-    epoch: int, model: Any, optimizer: Any, scheduler: Any, history: list[dict[str, Any]], elapsed: float
-) -> dict[str, Any]:
-    """The state saved after ``epoch`` epochs, which :func:`fit` (and a stack's member alone) resumes from."""
-    return {
-        "epoch": epoch,
-        "model": model,
-        "optimizer": optimizer,
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "history": history,
-        "rng": rng_state(),
-        "elapsed": elapsed,
-        "stopped_at": None,
-        "callbacks": [],
-    }
+@dataclass
+class Member:
+    """One run of :func:`fit_packed`: its model, per-batch ``loss_fn(out, y, epoch)``, seed (batch
+    order and augmentation), ``transform(x_batch, generator)`` (augmentation), ``run`` (checkpoints)
+    and ``callbacks(epoch, entry, model)`` (see :func:`fit`; in a pack of several runs the model
+    argument is ``None``: the weights are packed).
+
+    Runs with one ``loss_key`` (not ``None``) share one loss function and get one call for all of
+    them, with a leading run dimension on ``out`` and ``y`` (returning one loss per run): the formula
+    written once, one run its G = 1 case. ``step`` is a method's own step inside a pack
+    (:class:`lib.engine.packed.OwnStep`); ``step_fn`` one for a run alone (see :func:`fit`)."""
+
+    model: nn.Module
+    loss_fn: LossFn
+    seed: int = 0
+    transform: Callable[[Inputs, torch.Generator], Inputs] | None = None
+    run: Run | None = None
+    step: OwnStep | None = None
+    callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
+    loss_key: Hashable | None = None
+    step_fn: StepFn | None = None
+
+
+def _loss_groups(members: Sequence[Member], device: torch.device) -> list[tuple[Any, Member]]:
+    """The runs computed by one loss call, with the run whose ``loss_fn`` computes them: runs sharing a
+    ``loss_key`` (a slice when they are contiguous, else an index tensor on ``device``, made once),
+    every other run alone (an int)."""
+    keys: dict[Hashable, list[int]] = {}
+    out: list[tuple[Any, Member]] = []
+    for i, m in enumerate(members):
+        if m.loss_key is None:
+            out.append((i, m))
+        else:
+            keys.setdefault(m.loss_key, []).append(i)
+    for idx in keys.values():
+        contiguous = idx == list(range(idx[0], idx[-1] + 1))
+        rows = slice(idx[0], idx[-1] + 1) if contiguous else torch.tensor(idx, device=device)
+        out.append((rows, members[idx[0]]))
+    return out
+
+
+def fit_packed(
+    members: Sequence[Member],
+    data: tuple[Inputs, torch.Tensor],
+    epochs: int,
+    optimizer_factory: Callable[[Sequence[torch.Tensor]], torch.optim.Optimizer],
+    scheduler_factory: Callable[[torch.optim.Optimizer], Any] | None = None,
+    *,  # the scheduler steps once per epoch
+    batch_size: int = 128,
+    device: str | torch.device = "auto",
+    amp: bool = True,
+    compile: bool = False,
+    channels_last: bool = False,
+    progress: bool = True,
+    desc: str = "train",
+    drop_last: bool = False,
+) -> list[FitResult]:
+    """The book's one training loop: ``members`` (one architecture, one optimizer setting) trained
+    together as one :class:`lib.engine.packed.Packed` module; one member without a ``loss_key`` or
+    ``step`` is a run alone (:func:`fit`), its model trained as it is.
+
+    Each run sees the batches and augmentations it would see alone (order and generators from its own
+    seed) and ends with the weights it would reach alone, up to float rounding. Its checkpoint (one
+    format, alone or packed) is written after every epoch; all runs start from the same epoch (none,
+    or checkpoints of one epoch). A run whose epoch loss is not finite is reported (``diverged_at``)
+    and no longer checkpointed while the others go on (nothing is shared between runs, so its NaNs
+    reach no other run); a run whose callback stops it (early stopping) keeps the weights it had
+    then. ``compile``: ``torch.compile`` the model (CUDA only; the CPU runs the same code eagerly).
+    The members' models end holding their trained weights. Text (dict) inputs train alone."""
+    members = list(members)
+    if not members or not all(isinstance(m, Member) for m in members):
+        raise ValueError("members: need at least one Member")
+    check_int(epochs, "epochs", minimum=1)
+    check_int(batch_size, "batch_size", minimum=1)
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
+        raise ValueError("data: expected a pair (x, y)")
+    n, dev = len(members), resolve_device(device)
+    alone = n == 1 and members[0].loss_key is None and members[0].step is None
+    if not alone:
+        if not isinstance(data[0], torch.Tensor):
+            raise ValueError("data: packed training takes image or feature tensors (train text runs one at a time)")
+        if len({m.step and (m.step.kind, m.step.start) for m in members}) != 1:
+            raise ValueError(
+                "members: runs with a step of their own pack only with runs of the same step kind and start"
+            )
+        if any(m.step_fn is not None for m in members):
+            raise ValueError("members: a step_fn is a run alone's; a pack takes an OwnStep")
+    ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
+    starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
+    if len(starts) != 1:
+        raise ValueError(f"members: checkpoints at different epochs {sorted(starts)}; pack runs that start together")
+    start = starts.pop()
+    for m, c in zip(members, ckpts):
+        if c is not None:
+            m.model.load_state_dict(c["model"])
+    net = members[0].model.to(dev) if alone else Packed([m.model for m in members]).to(dev)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    forward = torch.compile(net) if compile and dev.type == "cuda" else net
+    plist = [p for p in net.parameters() if p.requires_grad]
+    optimizer = optimizer_factory(plist)
+    scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
+    stateful = [[cb for cb in m.callbacks if hasattr(cb, "state_dict")] for m in members]
+    if ckpts[0] is not None:
+        opt = ckpts[0]["optimizer"] if alone else net.optimizer_state([c["optimizer"] for c in ckpts])
+        optimizer.load_state_dict(opt)
+        if scheduler is not None and ckpts[0].get("scheduler") is not None:
+            scheduler.load_state_dict(ckpts[0]["scheduler"])
+        for cbs, c in zip(stateful, ckpts):
+            for cb, st in zip(cbs, c.get("callbacks", [])):
+                cb.load_state_dict(st)
+        set_rng_state(ckpts[0]["rng"])
+        if progress:
+            who = "resumed from its checkpoint" if alone else f"{n} runs resumed from their checkpoints"
+            live.note(f"{desc}: {who} after epoch {start} of {epochs}")
+    histories = [list(c["history"]) if c is not None else [] for c in ckpts]
+    elapsed = [float(c.get("elapsed", 0.0)) if c is not None else 0.0 for c in ckpts]
+    stopped: list[int | None] = [c.get("stopped_at") if c is not None else None for c in ckpts]
+    diverged: list[int | None] = [None] * n
+    final: dict[int, dict[str, torch.Tensor]] = {}  # packed runs stopped early: their weights then
+    iters = [BatchIterator(data[0], data[1], batch_size, seed=members[0].seed, device=dev, drop_last=drop_last)]
+    iters += [
+        BatchIterator(iters[0].x, iters[0].y, batch_size, seed=m.seed, device=dev, drop_last=drop_last)
+        for m in members[1:]
+    ]
+    groups = _loss_groups(members, dev)
+    step0, model = members[0].step, net if alone else None  # callbacks get the model of a run alone
+
+    def step(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int) -> torch.Tensor:
+        """One optimizer step of every run; their detached losses (G,)."""
+        xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
+        if alone:  # the model itself: a run's own step_fn, or loss, backward, step
+            (m,), (x,), ((_, y),) = members, xs, batches
+            loss = m.step_fn(net, x, y, optimizer, epoch, gens[0]) if m.step_fn is not None else None
+            if loss is None:
+                with autocast(dev, amp):
+                    loss = m.loss_fn(forward(x), y, epoch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            return loss.detach().float().reshape(1)
+        y = torch.stack([yb for _, yb in batches])
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(dev, amp):
+            if step0 is not None and epoch >= step0.start:
+                inputs = [
+                    m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
+                    for m, x, g in zip(members, xs, gens)
+                ]
+                out = forward(pack_inputs([x for x, _ in inputs]))
+                grads, loss = step0.gradients(
+                    out, [a for _, a in inputs], list(y), [m.step.loss for m in members], plist
+                )
+                for p, g in zip(plist, grads):
+                    p.grad = g
+            else:
+                out, loss = forward(pack_inputs(xs)), torch.empty(n, device=dev)
+                for rows, member in groups:
+                    loss[rows] = member.loss_fn(take_rows(out, rows), y[rows], epoch).float()
+                loss.sum().backward()
+        optimizer.step()
+        return loss.detach().float()
+
+    spans = [float(h.get("seconds", 0.0)) * int(h.get("packed", h.get("stacked", n))) for h in histories[0]]
+    todo = sum(epochs - start for s in stopped if s is None)
+    with live.session(desc, todo, enabled=progress) as line:  # the runs' epochs
+        for epoch in range(start, epochs):
+            active = [i for i in range(n) if stopped[i] is None and diverged[i] is None]
+            if not active:
+                break
+            with deadline.epoch(spans, desc):
+                t0 = time.perf_counter()
+                net.train()
+                for it in iters:
+                    it.set_epoch(epoch)
+                gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
+                totals, count = torch.zeros(n, device=dev), 0
+                lr = optimizer.param_groups[0]["lr"]
+                for batches in zip(*iters):
+                    deadline.check_step(desc)
+                    b = int(batches[0][1].shape[0])
+                    totals += step(batches, gens, epoch) * b
+                    count += b
+                if scheduler is not None:
+                    scheduler.step()
+                seconds = time.perf_counter() - t0
+                mean_loss = [float(v.item()) for v in totals / max(count, 1)]  # the epoch's host reads
+                opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
+                for i in active:
+                    m = members[i]
+                    if not math.isfinite(mean_loss[i]):
+                        diverged[i] = epoch + 1
+                        who = f"{desc}:" if alone else f"{desc}: run {i + 1} of {n}"
+                        others = "" if alone else " (the others go on)"
+                        warnings.warn(f"{who} diverged in epoch {epoch + 1}{others}", stacklevel=2)
+                        continue
+                    elapsed[i] += seconds / n
+                    entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n}
+                    if not alone:
+                        entry["packed"] = n
+                    histories[i].append(entry)
+                    stop = any([bool(cb(epoch + 1, entry, model)) for cb in stateful[i]])  # saved below
+                    stopped[i] = epoch + 1 if stop else None
+                    if m.run is not None:
+                        state = net.state_dict() if alone else net.run_state(i)
+                        opt = opt_state if alone else net.run_optimizer_state(opt_state, i)
+                        m.run.save_checkpoint(
+                            {
+                                "epoch": epoch + 1,
+                                "model": state,
+                                "optimizer": opt,
+                                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                                "history": histories[i],
+                                "rng": rng_state(),
+                                "elapsed": elapsed[i],
+                                "stopped_at": stopped[i],
+                                "callbacks": [cb.state_dict() for cb in stateful[i]],
+                            }
+                        )
+                for i in active:  # plain callbacks after every run's checkpoint: one that raises
+                    if diverged[i] is not None:  # interrupts a pack that resumes from them
+                        continue
+                    for cb in members[i].callbacks:
+                        if cb not in stateful[i] and cb(epoch + 1, histories[i][-1], model):
+                            stopped[i] = epoch + 1
+                    if stopped[i] is not None and not alone:
+                        final[i] = net.run_state(i)
+            line.update(len(active))
+    results = []
+    for i, m in enumerate(members):
+        if not alone and diverged[i] is None:
+            m.model.load_state_dict(final.get(i) or net.run_state(i))
+        for cb in m.callbacks:
+            if isinstance(cb, SelectBest):
+                cb.restore(m.model)
+        results.append(FitResult(histories[i], elapsed[i], start or None, stopped[i], diverged[i]))
+    return results
 
 
 def fit(
@@ -156,7 +395,8 @@ def fit(
     desc: str = "train",
     drop_last: bool = False,
 ) -> FitResult:
-    """Train ``model`` for ``epochs`` epochs, checkpointing every epoch and resuming if ``run`` has one.
+    """Train ``model`` for ``epochs`` epochs, checkpointing every epoch and resuming if ``run`` has one:
+    :func:`fit_packed` of one run (its G = 1 case, the model trained as it is).
 
     * ``data = (x, y)``: inputs (uint8 images, float features, or a dict of tensors such as tokenized
       text) and targets (first dimension N). They are moved to the device once.
@@ -175,88 +415,27 @@ def fit(
       (early stopping). Callbacks with ``state_dict``/``load_state_dict`` run before the epoch's
       checkpoint, which saves their state; plain ones after it (one that raises interrupts a run that
       resumes from that checkpoint). :class:`SelectBest` restores its best weights at the end.
+    * An epoch whose mean loss is not finite ends the run (``diverged_at``, said in a warning; its
+      last finite epoch's checkpoint stands).
 
     The epoch loss is summed on the device and read once per epoch (no step waits for the device).
     """
-    check_int(epochs, "epochs", minimum=1)
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
-    if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError("data: expected a pair (x, y)")
-    dev = resolve_device(device)
-    model.to(dev)
-    optimizer = optimizer_factory([p for p in model.parameters() if p.requires_grad])
-    scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
-    batches = BatchIterator(data[0], data[1], batch_size, shuffle=True, seed=seed, device=dev, drop_last=drop_last)
-    stateful = [cb for cb in callbacks if hasattr(cb, "state_dict")]
-
-    history: list[dict[str, Any]] = []
-    start, elapsed, resumed_from, stopped_at = 0, 0.0, None, None
-    ckpt = run.load_checkpoint() if run is not None else None
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        if scheduler is not None and ckpt.get("scheduler") is not None:
-            scheduler.load_state_dict(ckpt["scheduler"])
-        history, elapsed = list(ckpt["history"]), float(ckpt.get("elapsed", 0.0))
-        start = resumed_from = int(ckpt["epoch"])
-        stopped_at = ckpt.get("stopped_at")
-        for cb, st in zip(stateful, ckpt.get("callbacks", [])):
-            cb.load_state_dict(st)
-        set_rng_state(ckpt["rng"])
-        if progress:
-            live.note(f"{desc}: resumed from its checkpoint after epoch {start} of {epochs}")
-
-    spans = [float(h.get("seconds", 0.0)) for h in history]
-    with live.session(desc, (epochs - start) if stopped_at is None else 0, enabled=progress):
-        for epoch in range(start, epochs if stopped_at is None else start):
-            with deadline.epoch(spans, desc):
-                t0 = time.perf_counter()
-                model.train()
-                batches.set_epoch(epoch)
-                gen = epoch_generator(seed, epoch, stream=2)
-                total, count = torch.zeros((), device=dev), 0
-                lr = optimizer.param_groups[0]["lr"]
-                for xb, yb in batches:
-                    deadline.check_step(desc)
-                    inputs = transform(xb, gen) if transform is not None else xb
-                    loss = step_fn(model, inputs, yb, optimizer, epoch, gen) if step_fn is not None else None
-                    if loss is None:
-                        with autocast(dev, amp):
-                            loss = loss_fn(model(inputs), yb, epoch)
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                        optimizer.step()
-                    total += loss.detach().float() * int(yb.shape[0])
-                    count += int(yb.shape[0])
-                if scheduler is not None:
-                    scheduler.step()
-                seconds = time.perf_counter() - t0
-                elapsed += seconds
-                entry = {"epoch": epoch + 1, "loss": float(total.item()) / max(count, 1), "lr": lr, "seconds": seconds}
-                history.append(entry)
-                stop = False
-                for cb in stateful:  # before the checkpoint, which saves their state
-                    stop = bool(cb(epoch + 1, entry, model)) or stop
-                if stop:
-                    stopped_at = epoch + 1
-                if run is not None:
-                    states = [cb.state_dict() for cb in stateful]
-                    run.save_checkpoint(
-                        checkpoint(epoch + 1, model.state_dict(), optimizer.state_dict(), scheduler, history, elapsed)
-                        | {"stopped_at": stopped_at, "callbacks": states}
-                    )
-                for cb in callbacks:  # plain callbacks after it: one that raises interrupts a resumable run
-                    if cb not in stateful:
-                        stop = bool(cb(epoch + 1, entry, model)) or stop
-            live.epoch_done()
-            if stop:
-                stopped_at = stopped_at or epoch + 1
-                break
-    for cb in callbacks:
-        if isinstance(cb, SelectBest):
-            cb.restore(model)
-    return FitResult(history=history, wall_time=elapsed, resumed_from=resumed_from, stopped_at=stopped_at)
+    member = Member(model, loss_fn, seed, transform, run, callbacks=tuple(callbacks), step_fn=step_fn)
+    return fit_packed(
+        [member],
+        data,
+        epochs,
+        optimizer_factory,
+        scheduler_factory,
+        batch_size=batch_size,
+        device=device,
+        amp=amp,
+        progress=progress,
+        desc=desc,
+        drop_last=drop_last,
+    )[0]
 
 
 @torch.no_grad()

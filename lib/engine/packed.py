@@ -19,34 +19,23 @@ times the run's, or G), so :meth:`Packed.run_state` / :meth:`Packed.load_runs` c
 the single-run ``state_dict`` format exactly, and so do the optimizer states (:meth:`Packed.run_optimizer_state`,
 :meth:`Packed.optimizer_state`): AdamW is elementwise, so one optimizer over packed weights is G optimizers.
 Nothing is shared, so a run whose loss turns NaN changes no other run's numbers.
-:func:`fit_packed` trains a pack: each run keeps its seed, initial weights, batch order, augmentation,
-optimizer moments, checkpoint (in the single-run format of :func:`lib.engine.loop.fit`, so a packed
-run resumes alone and the reverse) and record.
+The one training loop, :func:`lib.engine.loop.fit_packed`, trains a pack (a run alone is its G = 1
+case): each run keeps its seed, initial weights, batch order, augmentation, optimizer moments,
+checkpoint (one format, so a packed run resumes alone and the reverse) and record.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-import time
-import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from lib.data.augment import BatchIterator, epoch_generator
-from lib.engine import deadline
-from lib.engine import progress as live
-from lib.engine.device import autocast
-from lib.engine.loop import FitResult, checkpoint
-from lib.engine.cache import Run
-from lib.validation import check_int
-
-__all__ = ["Member", "OwnStep", "Packed", "PackedLinear", "fit_packed", "pack_inputs", "run_slice", "take_rows"]
+__all__ = ["OwnStep", "Packed", "PackedLinear", "pack_inputs", "run_slice", "take_rows"]
 
 
 class PackedLinear(nn.Module):
@@ -217,7 +206,7 @@ def pack_inputs(xs: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat(list(xs), dim=1)
 
 
-# --------------------------------------------------------------------------- training a pack
+# --------------------------------------------------------------------------- a method's own step in a pack
 
 #: ``gradients(out, aux, ys, losses, params)`` -> (one update per packed parameter, per-run loss (G,))
 Gradients = Callable[..., tuple[list[torch.Tensor], torch.Tensor]]
@@ -250,199 +239,3 @@ def take_rows(out: Any, rows: Any) -> Any:
     if dataclasses.is_dataclass(out) and not isinstance(out, type):
         return type(out)(**{f.name: take_rows(getattr(out, f.name), rows) for f in dataclasses.fields(out)})
     raise ValueError(f"out: expected a tensor or a dataclass of tensors, got {type(out).__name__}")
-
-
-@dataclass
-class Member:
-    """One run inside a pack.
-
-    ``loss_fn(out, y, epoch)`` is its per-batch loss; runs with the same ``loss_key`` (not ``None``)
-    have one loss function and get one call for all of them, with a leading run dimension on ``out``
-    and ``y`` (returning one loss per run): the formula written once, one run its G = 1 case.
-    ``transform(x_batch, generator)`` is its augmentation; ``step`` its method's own step
-    (:class:`OwnStep`), if any. ``callbacks(epoch, entry, None)`` run after each epoch's checkpoint
-    (no model: the weights are packed); one that raises interrupts the pack, which resumes from the
-    checkpoints."""
-
-    model: nn.Module
-    loss_fn: Callable[[Any, torch.Tensor, int], torch.Tensor]
-    seed: int = 0
-    transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
-    run: Run | None = None
-    step: OwnStep | None = None
-    callbacks: Sequence[Callable[..., Any]] = field(default_factory=tuple)
-    loss_key: Hashable | None = None
-
-
-def _loss_groups(members: Sequence[Member], device: torch.device) -> list[tuple[Any, Member]]:
-    """The runs computed by one loss call, with the run whose ``loss_fn`` computes them: runs sharing a
-    ``loss_key`` (a slice when they are contiguous, else an index tensor on ``device``, made once),
-    every other run alone (an int)."""
-    keys: dict[Hashable, list[int]] = {}
-    out: list[tuple[Any, Member]] = []
-    for i, m in enumerate(members):
-        if m.loss_key is None:
-            out.append((i, m))
-        else:
-            keys.setdefault(m.loss_key, []).append(i)
-    for idx in keys.values():
-        contiguous = idx == list(range(idx[0], idx[-1] + 1))
-        rows = slice(idx[0], idx[-1] + 1) if contiguous else torch.tensor(idx, device=device)
-        out.append((rows, members[idx[0]]))
-    return out
-
-
-def _losses(groups: Sequence[tuple[Any, Member]], n: int, out: Any, y: torch.Tensor, epoch: int) -> torch.Tensor:
-    """The per-run losses (G,) of one packed forward ``out`` with labels ``y`` (G, B)."""
-    loss = torch.empty(n, device=y.device)
-    for rows, member in groups:
-        loss[rows] = member.loss_fn(take_rows(out, rows), y[rows], epoch).float()
-    return loss
-
-
-@dataclass
-class PackedResult(FitResult):
-    """:class:`lib.engine.loop.FitResult` of one run of a pack, with the epoch (1-based) whose mean
-    loss was not finite when the run diverged (its checkpoint of the epoch before stands)."""
-
-    diverged_at: int | None = None
-
-
-def fit_packed(
-    members: Sequence[Member],
-    data: tuple[torch.Tensor, torch.Tensor],
-    epochs: int,
-    optimizer_factory: Callable[[Sequence[torch.Tensor]], torch.optim.Optimizer],
-    scheduler_factory: Callable[[torch.optim.Optimizer], Any] | None = None,
-    *,  # the scheduler steps once per epoch
-    batch_size: int = 128,
-    device: torch.device | str = "cpu",
-    amp: bool = True,
-    compile: bool = False,
-    channels_last: bool = False,
-    progress: bool = True,
-    desc: str = "pack",
-) -> list[PackedResult]:
-    """Train ``members`` (one architecture, one optimizer setting) as one :class:`Packed` module.
-
-    Each run sees the batches and augmentations it would see alone (order and generators from its own
-    seed) and ends with the weights it would reach alone, up to float rounding. Its checkpoint is
-    written after every epoch in :func:`lib.engine.loop.fit`'s format; all runs start from the same
-    epoch (none, or checkpoints of one epoch). A run whose epoch loss is not finite is reported
-    (``diverged_at``) and no longer checkpointed while the others go on (nothing is shared between
-    runs, so its NaNs reach no other run). ``compile``: ``torch.compile`` the pack (CUDA only; the
-    CPU runs the same code eagerly). The members' models end holding their trained weights. Image
-    or feature tensors only (text runs train alone)."""
-    members = list(members)
-    if not members:
-        raise ValueError("members: need at least one")
-    check_int(epochs, "epochs", minimum=1)
-    check_int(batch_size, "batch_size", minimum=1)
-    if not isinstance(data[0], torch.Tensor):
-        raise ValueError("data: packed training takes image or feature tensors (train text runs one at a time)")
-    if len({m.step and (m.step.kind, m.step.start) for m in members}) != 1:
-        raise ValueError("members: runs with a step of their own pack only with runs of the same step kind and start")
-    n, dev = len(members), torch.device(device)
-    ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
-    starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
-    if len(starts) != 1:
-        raise ValueError(f"members: checkpoints at different epochs {sorted(starts)}; pack runs that start together")
-    start = starts.pop()
-    for m, c in zip(members, ckpts):
-        if c is not None:
-            m.model.load_state_dict(c["model"])
-    packed = Packed([m.model for m in members]).to(dev).train()
-    if channels_last:
-        packed = packed.to(memory_format=torch.channels_last)
-    forward = torch.compile(packed) if compile and dev.type == "cuda" else packed
-    plist = [p for p in packed.parameters() if p.requires_grad]
-    optimizer = optimizer_factory(plist)
-    scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
-    if ckpts[0] is not None:
-        optimizer.load_state_dict(packed.optimizer_state([c["optimizer"] for c in ckpts]))
-        if scheduler is not None and ckpts[0].get("scheduler") is not None:
-            scheduler.load_state_dict(ckpts[0]["scheduler"])
-    if start and progress:
-        live.note(f"{desc}: {n} run{'s' * (n > 1)} resumed from their checkpoints after epoch {start} of {epochs}")
-    histories = [list(c["history"]) if c is not None else [] for c in ckpts]
-    elapsed = [float(c.get("elapsed", 0.0)) if c is not None else 0.0 for c in ckpts]
-    diverged: list[int | None] = [None] * n
-    x_dev, y_dev = data[0].to(dev), data[1].to(dev)
-    iters = [BatchIterator(x_dev, y_dev, batch_size, shuffle=True, seed=m.seed, device=dev) for m in members]
-    groups = _loss_groups(members, dev)
-
-    spans = [float(h["seconds"]) * int(h.get("packed", h.get("stacked", n))) for h in histories[0]]
-    step0 = members[0].step
-    with live.session(desc, n * (epochs - start), enabled=progress) as line:  # n runs' epochs
-        for epoch in range(start, epochs):
-            with deadline.epoch(spans, desc):
-                t0 = time.perf_counter()
-                for it in iters:
-                    it.set_epoch(epoch)
-                gens = [epoch_generator(m.seed, epoch, stream=2) for m in members]
-                own = step0 is not None and epoch >= step0.start
-                totals, count = torch.zeros(n, device=dev), 0
-                lr = optimizer.param_groups[0]["lr"]
-                for batches in zip(*iters):
-                    deadline.check_step(desc)
-                    xs = [
-                        m.transform(xb, g) if m.transform is not None else xb
-                        for m, (xb, _), g in zip(members, batches, gens)
-                    ]
-                    y = torch.stack([yb for _, yb in batches])
-                    optimizer.zero_grad(set_to_none=True)
-                    with autocast(dev, amp):
-                        if own:
-                            inputs = [
-                                m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
-                                for m, x, g in zip(members, xs, gens)
-                            ]
-                            out = forward(pack_inputs([x for x, _ in inputs]))
-                            grads, loss = step0.gradients(
-                                out, [a for _, a in inputs], list(y), [m.step.loss for m in members], plist
-                            )
-                            for p, g in zip(plist, grads):
-                                p.grad = g
-                        else:
-                            loss = _losses(groups, n, forward(pack_inputs(xs)), y, epoch)
-                            loss.sum().backward()
-                    optimizer.step()
-                    totals += loss.detach().float() * int(y.shape[1])
-                    count += int(y.shape[1])
-                if scheduler is not None:
-                    scheduler.step()
-                seconds = time.perf_counter() - t0
-                mean_loss = (totals / max(count, 1)).tolist()  # the one host read of the epoch
-                opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
-                for i, m in enumerate(members):
-                    if diverged[i] is not None:
-                        continue
-                    if not math.isfinite(mean_loss[i]):
-                        diverged[i] = epoch + 1
-                        warnings.warn(
-                            f"{desc}: run {i + 1} of {n} diverged in epoch {epoch + 1} (the others go on)", stacklevel=2
-                        )
-                        continue
-                    elapsed[i] += seconds / n
-                    entry = {"epoch": epoch + 1, "loss": mean_loss[i], "lr": lr, "seconds": seconds / n, "packed": n}
-                    histories[i].append(entry)
-                    if m.run is not None:
-                        state = packed.run_optimizer_state(opt_state, i)
-                        m.run.save_checkpoint(
-                            checkpoint(epoch + 1, packed.run_state(i), state, scheduler, histories[i], elapsed[i])
-                        )
-                for i, m in enumerate(members):
-                    if diverged[i] is None:
-                        for cb in m.callbacks:
-                            cb(epoch + 1, histories[i][-1], None)
-            line.update(n)  # n runs' epochs
-    results = []
-    for i, m in enumerate(members):
-        if diverged[i] is None:
-            m.model.load_state_dict(packed.run_state(i))
-        results.append(
-            PackedResult(
-                history=histories[i], wall_time=elapsed[i], resumed_from=start or None, diverged_at=diverged[i]
-            )
-        )
-    return results

@@ -2,7 +2,7 @@
 
 :func:`run_grid` is what every paper-1 page and the paper-scale queue call: finished runs are loaded
 (committed results first), the rest are grouped by architecture and optimizer settings and trained
-``stack`` at a time as one packed model on one device (:func:`lib.engine.packed.fit_packed`); each is
+``stack`` at a time as one packed model on one device (:func:`lib.engine.loop.fit_packed`); each is
 evaluated and saved as its own run, exactly as :func:`lib.moe.train.train_run` would save it (the
 same key: a run made packed and made alone is one record). A run of a pack that diverges is
 reported and not published; the others go on.
@@ -20,7 +20,7 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
-from lib.engine.packed import fit_packed
+from lib.engine.loop import fit_packed
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run

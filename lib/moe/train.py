@@ -131,9 +131,9 @@ class PreparedRun:
     channels_last: bool = False  # images in channels_last on CUDA: the run's (and its pack's) layout
 
     def member(self, run: Run | None) -> Any:
-        """This run as a member of a pack (:class:`lib.engine.packed.Member`): runs of one method
+        """This run as a member of a pack (:class:`lib.engine.loop.Member`): runs of one method
         and lambda share one loss call over their leading run dimension."""
-        from lib.engine.packed import Member
+        from lib.engine.loop import Member
 
         cfg, step = self.cfg, None
         if cfg.method in FGR_METHODS:

@@ -184,3 +184,72 @@ def test_fit_names_a_bad_model_or_data() -> None:
         fit("linear", loss, (torch.zeros(2, 4), torch.zeros(2)), 1, optimizer_factory=opt, progress=False)
     with pytest.raises(ValueError, match="^data"):
         fit(nn.Linear(4, 3), loss, torch.zeros(2, 4), 1, optimizer_factory=opt, progress=False)
+
+
+def _linear_data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+
+
+def _linear(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 3))  # a pack replaces layers inside a module
+
+
+def test_a_run_stopped_early_in_a_pack_keeps_the_weights_it_had_then(tmp_path, monkeypatch):
+    """Two runs of one pack (fit_packed, G = 2): a callback stops the first after epoch 2 while the
+    second trains 4 epochs. Each ends with the weights of its run alone (fit, G = 1, the model itself)
+    trained that long, stopped_at says when, and the stopped run's checkpoint is not written past it."""
+    from lib.engine.loop import Member, fit_packed
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    x, y = _linear_data()
+    loss = lambda out, yb, e: nn.functional.cross_entropy(out, yb)  # noqa: E731
+    kw = dict(optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1), batch_size=8, device="cpu", amp=False)
+    stop_after_2 = lambda epoch, entry, model: epoch >= 2  # noqa: E731
+    members = [
+        Member(_linear(0), loss, seed=0, callbacks=(stop_after_2,), run=Run("test", {"pack": 0})),
+        Member(_linear(1), loss, seed=1),
+    ]
+    fits = fit_packed(members, (x, y), 4, progress=False, **kw)
+    assert [f.stopped_at for f in fits] == [2, None] and [len(f.history) for f in fits] == [2, 4]
+    assert [h["packed"] for h in fits[1].history] == [2] * 4
+    assert Run("test", {"pack": 0}).load_checkpoint()["epoch"] == 2
+    for member, seed, epochs in ((members[0], 0, 2), (members[1], 1, 4)):
+        alone = _linear(seed)
+        result = fit(alone, loss, (x, y), epochs, seed=seed, progress=False, **kw)
+        assert "packed" not in result.history[0]
+        for k, v in alone.state_dict().items():
+            torch.testing.assert_close(member.model.state_dict()[k], v, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_alone_whose_loss_turns_nan_ends_and_says_so(tmp_path, monkeypatch):
+    """A run alone whose epoch-2 loss is NaN: the warning names the epoch, diverged_at = 2, the history
+    holds the finite epoch only and its checkpoint stays at epoch 1."""
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    x, y = _linear_data()
+
+    def loss(out, yb, epoch):
+        return nn.functional.cross_entropy(out, yb) * (math.nan if epoch >= 1 else 1.0)
+
+    run = Run("test", {"diverges": True})
+    with pytest.warns(UserWarning, match=r"^train: diverged in epoch 2$"):
+        result = fit(_linear(0), loss, (x, y), 4, optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1),
+                     run=run, batch_size=8, device="cpu", amp=False, progress=False)  # fmt: skip
+    assert result.diverged_at == 2 and len(result.history) == 1
+    assert run.load_checkpoint()["epoch"] == 1
+
+
+def test_fit_packed_names_bad_members() -> None:
+    """fit_packed's public inputs: no members, a member that is not a Member, a step_fn inside a pack."""
+    from lib.engine.loop import Member, fit_packed
+
+    loss = lambda out, yb, e: out.sum()  # noqa: E731
+    opt = lambda p: torch.optim.SGD(p, lr=0.1)  # noqa: E731
+    data = (torch.zeros(8, 4), torch.zeros(8, dtype=torch.long))
+    for members in ([], [nn.Linear(4, 3)]):
+        with pytest.raises(ValueError, match="^members: need at least one Member"):
+            fit_packed(members, data, 1, opt, progress=False)
+    pack = [Member(nn.Linear(4, 3), loss, step_fn=lambda *a: None), Member(nn.Linear(4, 3), loss)]
+    with pytest.raises(ValueError, match="^members: a step_fn is a run alone's"):
+        fit_packed(pack, data, 1, opt, progress=False)

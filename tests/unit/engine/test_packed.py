@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from lib.data.synthetic import synthetic_images
-from lib.engine.packed import Packed, PackedLinear, fit_packed, pack_inputs
+from lib.engine.loop import fit_packed
+from lib.engine.packed import Packed, PackedLinear, pack_inputs
 from calibook.runs import Run
 from lib.moe.config import tiny_config
 from lib.moe.grid import run_grid, stack_groups
