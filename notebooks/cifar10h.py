@@ -167,8 +167,10 @@ for T in torch.tensor([[1.0, 1.0], [1.0, 10.0], [0.5, 1.0]], dtype=torch.float64
 # per method and seed; {py:func}`lib.moe.grid.run_grid` trains the plan on the engine (cached by config
 # and code version, resumable, several runs stacked at once), the path the paper-scale queue takes, and
 # returns one record per run. At paper scale the page only reads the GPU runs published in
-# `results/cifar10h/` (unless `train` is "yes"). MoCaE reuses the Vanilla MoE network. What runs, on
-# what data, for how long:
+# `results/cifar10h/` (unless `train` is "yes"). MoCaE reuses the Vanilla MoE network. The CIFAR-10
+# images offline are a JPEG copy ([data](../book/data.md)): lossy, about 5-8 of 255 per pixel from
+# the official arrays, so accuracies can differ slightly from the paper's. What runs, on what data,
+# for how long:
 
 # %%
 cfg = settings("cifar10h", scale, epochs=epochs or None, width=width or None,
@@ -333,10 +335,12 @@ page.publish_claims(claims)
 # %% [markdown]
 # ## Paper scale: the published GPU runs
 #
-# Table 1 at the paper's settings (full CIFAR-10, ResNet-18 width 64, 50 epochs, five seeds) from the
-# runs the queue has published to `results/cifar10h/` so far, with how many of the five seeds each
-# method has; mean ± standard error over the published seeds. The `paper` column is what survived of
-# Table 1's digits (Robust Filtered's ECE, 0.013, from another public text of the paper).
+# Table 1 at the paper's settings (full CIFAR-10, ResNet-18 width 64, 50 epochs, five seeds) from
+# the runs the queue has published to `results/cifar10h/` so far, with how many of the five seeds
+# each method has; mean ± standard error over the published seeds. The `paper` column is what
+# survived of Table 1's digits (Robust Filtered's ECE, 0.013, from another public text of the
+# paper). The GPU runs train and predict with the backbone under bf16 autocast and the MoE head and
+# losses in float32 ({py:func}`lib.engine.device.autocast`); the paper does not say its precision.
 
 # %%
 paper_scale.show_paper_section("cifar10h", scale)

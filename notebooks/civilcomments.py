@@ -213,8 +213,10 @@ page.publish_claims(claims)
 #
 # Table 3 at the paper's settings (DistilBERT fine-tuned on 50,000 comments, five seeds) from the
 # runs the queue has published to `results/civilcomments/` so far, with how many of the five seeds
-# each method has, and the paper's value where its digits survived (Robust Filtered's accuracy). This
-# table needs no local data: it is read from the published records.
+# each method has, and the paper's value where its digits survived (Robust Filtered's accuracy).
+# This table needs no local data: it is read from the published records. The GPU runs train and
+# predict with the backbone under bf16 autocast and the MoE head and losses in float32
+# ({py:func}`lib.engine.device.autocast`); the paper does not say its precision.
 
 # %%
 paper_scale.show_paper_section("civilcomments", scale)

@@ -290,7 +290,9 @@ plots.reliability_grid(diagrams, columns=3, n_bins=15)
 
 # %% [markdown]
 # ## The confidence score of the AU loss (Figure 3)
-# Test ECE (x100) of the AU loss with each confidence score function.
+# Test ECE (x100) of the AU loss with each confidence score function. The negative entropy enters
+# normalised, $(\log C + \sum_c p_c \log p_c) / \log C$ in $[0, 1]$: an increasing affine map of the
+# paper's score, so the same ranking, on the range the loss's bins span.
 
 # %%
 csf = losses_cifar10.csf_table(metrics)

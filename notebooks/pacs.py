@@ -202,7 +202,8 @@ page.publish_claims(claims)
 # Table 2 for this target at the paper's settings (224 px, all images, five seeds) from the runs the
 # queue has published to `results/pacs/` so far, with how many of the five seeds each method has;
 # mean ± standard error over the published seeds, ours on the whole held-out domain beside the
-# paper's.
+# paper's. The GPU runs train and predict with the backbone under bf16 autocast and the MoE head and
+# losses in float32 ({py:func}`lib.engine.device.autocast`); the paper does not say its precision.
 
 # %%
 paper_scale.show_paper_section("pacs", scale, target=TARGET)

@@ -167,9 +167,11 @@ gaps[columns].round(4)
 moe_plots.calibration_gap_chart(gaps, title="Soft routing: eq. (4) vs measured")
 
 # %% [markdown]
-# The hard-routed mixture of the same experts, under the *same* tilt computed from its own (one-hot)
-# routing configuration, sees $H(r) = 0$ everywhere, so the shift is invisible to it; under region
-# reweightings of this example it stays calibrated too. Reliability diagrams of sampled predictions:
+# Hard routing is not immune to this input shift: its mixture of the same experts also predicts $q$
+# on every cell, so the same reweighting of the cells gives it the same residual (0.0324 at
+# $\beta = 1$). What differs is whether its routing can *induce* the shift: a tilt computed from
+# its own one-hot routing is flat ($H(r) = 0$ everywhere, $\rho = 1$), and under region
+# reweightings (section 2) it stays calibrated. Reliability diagrams of sampled predictions:
 
 # %%
 beta_max = max(cfg["betas"])

@@ -210,7 +210,9 @@ page.publish_claims(claims)
 #
 # The two sweeps at the paper's settings (full CIFAR-10, 50 epochs, five seeds) from the runs the
 # queue has published to `results/sensitivity/` so far: hard ECE and overall accuracy per point,
-# mean ± standard error over the published seeds, and how many of the five each point has.
+# mean ± standard error over the published seeds, and how many of the five each point has. The GPU
+# runs train and predict with the backbone under bf16 autocast and the MoE head and losses in
+# float32 ({py:func}`lib.engine.device.autocast`); the paper does not say its precision.
 
 # %%
 paper_scale.show_paper_section("sensitivity", scale)

@@ -6,7 +6,9 @@ luminance/chrominance tables (ITU-T T.81 Annex K) scaled by (101 - q)/50 and cla
 DCT, back to RGB, clip. :func:`filtered_rows` draws max(1, int(0.05 B)) images of a normalized batch
 and filters each at a quality drawn from {15, 18, 25}; :mod:`lib.moe.fgr` trains on them.
 
-Batched in torch on the images' device (the reference filters image by image in numpy). Not
+The samples are level-shifted by -128 before the DCT, as T.81 does (A.3.1): the shift moves where the
+DC coefficient's rounding to its quantization step falls, so a filter without it gives slightly
+different images. Batched in torch on the images' device (the reference filters image by image in numpy). Not
 torchvision's ``JPEG``, a real codec with libjpeg's quality scaling that rounds to 8 bits: here the
 filter is the paper's arithmetic in floating point.
 """

@@ -33,11 +33,12 @@ def run_fields(rec: Any) -> dict[str, Any]:
 
 def subset_metrics(rec: Mapping[str, Any], subset: str) -> dict[str, Any]:
     """``rec``'s test metrics on ``subset`` (``"all"`` or ``"hard"``): ``n``, ``accuracy`` and ``ece``
-    as numbers, ``ece_ts`` and ``nll`` ``None`` where not computed; ``ValueError`` naming the run when
-    the block lacks accuracy or ECE."""
+    as numbers, ``ece_ts`` (the paper's partial temperature fit), ``ece_ts_converged`` (a converged
+    fit) and ``nll`` ``None`` where not computed; ``ValueError`` naming the run when the block lacks
+    accuracy or ECE."""
     block = rec["metrics"][subset]
     try:
-        optional = {k: None if block.get(k) is None else float(block[k]) for k in ("ece_ts", "nll")}
+        optional = {k: None if block.get(k) is None else float(block[k]) for k in ("ece_ts", "ece_ts_converged", "nll")}
         return {
             "n": int(block.get("n") or 0),
             "accuracy": float(block["accuracy"]),

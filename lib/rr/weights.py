@@ -67,6 +67,8 @@ def aurc_weights(scores: ArrayLike) -> torch.Tensor:
     (n + 1), so the most confident example's weight stays finite (the same bound the AU loss uses:
     G <= n / (n + 1)); the large-n limit of H_n - H_{n - r_i}, whose weighted mean of the losses is
     exactly the area under the empirical risk-coverage curve (Geifman et al. 2019) for distinct scores.
+    Paper 4's released code weights by H_n - H_{n - r_i} itself; this baseline trains with the limit,
+    so it is eq. 7 but not bit for bit the released loss.
     """
     s = _scores(scores).detach()
     r = torch.searchsorted(torch.sort(s).values, s, right=True).to(s.dtype)  # ties share the largest rank
@@ -190,7 +192,9 @@ def au_weights(
 
     G the smoothed CDF (eq. 21) clamped to [1/(n+1), n/(n+1)], tau from :func:`au_threshold`; eq.
     19's C = 1/G(tau) is left to the learning rate (``normalize`` applies it). The gradient flows
-    through G(s_i) for s_i < tau only (eq. 36). With ``histogram`` (the released code) G uses its
+    through G(s_i) for s_i < tau only (eq. 36). With distinct scores, the examples strictly below
+    tau (the k-th smallest) are k - 1 = ceil(kappa n) - 1, one fewer than kappa n when kappa n is
+    whole: the k-th example takes tau's weight. With ``histogram`` (the released code) G uses its
     epoch's counts instead of the batch's.
     """
     s = _scores(scores)

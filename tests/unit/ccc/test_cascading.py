@@ -33,7 +33,7 @@ def test_grid_curve_is_the_cascade_of_its_split(data, grid):
     small, large = ccc.PAIRS["base"]
     outs = [confidence.model_outputs(data.logits[m], data.labels, cal, test, "temperature", 5) for m in (small, large)]
     assert grid.curve(1, "base", "temperature", 5).apgr() == pytest.approx(cascade.cascade_curve(*outs, 5).apgr())
-    assert set(c for (_, _, c) in grid.outputs) == {"none", "temperature"}
+    assert set(c for (_, _, c) in grid.outputs) == {"none", "temperature", "platt"}  # platt: the bins ablation's
 
 
 def test_main_apgr_and_ablations_shapes(grid):
@@ -42,6 +42,12 @@ def test_main_apgr_and_ablations_shapes(grid):
     abl = ccc.ablations(grid, ["temperature"], [10, 2])
     by_cal, by_bins = ccc.ablation_means(abl)
     assert list(by_bins.index) == ["2", "10"]  # numeric order, not text order
+    # the bins ablation is Platt-scaled (the paper's Table 5): its curves are the Platt outputs' cascades
+    platt = [grid.curve(s, "instruct", "platt", 10).apgr() for s in range(2)]
+    assert ccc.BINS_CALIBRATOR == "platt" and by_bins["10"] == pytest.approx(sum(platt) / 2)
+    assert by_bins["10"] != pytest.approx(
+        sum(grid.curve(s, "instruct", "temperature", 10).apgr() for s in range(2)) / 2
+    )
     assert by_cal["temperature"] == pytest.approx(
         main.query("pair == 'instruct' and method == 'CC (TS)'")["apgr"].mean()
     )

@@ -151,3 +151,19 @@ def test_curves_by_hand():
     assert c["n_flagged"].tolist() == [1, 3, 6]
     assert c["precision"].tolist() == pytest.approx([1, 2 / 3, 1 / 3])
     assert c["detection"].tolist() == [0.5, 1, 1]
+
+
+def test_cleanlab_keeps_a_label_its_argmax_agrees_with_where_method_2_flags_it():
+    """Paper 3's CL baseline is cleanlab's filter (SPEC: no hand-written copy), which differs from
+    Method 2 as section 2.3 states it on one kind of example, as our docstring says. Per-class
+    thresholds t_j = mean p_j over the examples labelled j are (.76, .3, .9) here; the example
+    labelled 0 with p = (.4, .35, .25) has one candidate class (1: .35 >= .3), so Method 2 flags it,
+    while cleanlab never flags an example whose argmax is its given label."""
+    p = np.array([[0.8, 0.1, 0.1]] * 9 + [[0.4, 0.35, 0.25]] + [[0.1, 0.3, 0.6]] * 10 + [[0.05, 0.05, 0.9]] * 10)
+    y = np.repeat([0, 1, 2], 10)
+    t = np.array([p[y == j, j].mean() for j in range(3)])
+    np.testing.assert_allclose(t, [0.76, 0.3, 0.9])
+    candidates = p >= t
+    method_2 = candidates.any(axis=1) & (np.where(candidates, p, -1).argmax(axis=1) != y)
+    assert method_2.tolist() == [i == 9 for i in range(30)]
+    assert not K.confident_learning_flags(p, y, out_of_sample=True).any()

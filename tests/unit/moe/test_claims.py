@@ -138,3 +138,21 @@ def test_claim_ii_on_a_papers_table_of_means_and_ses() -> None:
     assert moe_claims.paper_small_gain_verdict(wide) == "inconclusive at this scale"
     assert moe_claims.paper_small_gain_verdict({"vanilla": sketch["vanilla"]}) == report.NOT_TESTABLE
     assert moe_claims.paper_small_gain_verdict(sketch, seeds=1) == "held"  # one seed: the margin alone
+
+
+def test_claim_iv_is_judged_on_the_partial_fit_with_a_converged_fit_shown_beside(moe_frame) -> None:
+    """Claim (iv) judges ECE+TS by the public code's partial temperature fit; where the runs also
+    carry a converged fit's ECE, its difference is shown in the same row and does not change the
+    verdict: here the partial fit shows robust .10 better on both seeds (held) while a converged fit
+    shows them equal (.000 ± .000)."""
+    rows = {
+        m: {"accuracy": [0.9, 0.9], "ece": [0.2, 0.2], "ece_ts": [0.2, 0.2], "ece_ts_converged": [0.05, 0.05]}
+        for m in ("single", "vanilla", "mocae", "fgr")
+    }
+    for m in ("robust", "robust_filtered", "fgr_robust"):
+        rows[m] = {"accuracy": [0.9, 0.9], "ece": [0.1, 0.1], "ece_ts": [0.1, 0.11], "ece_ts_converged": [0.05, 0.05]}
+    table = moe_claims.moe_claims(moe_frame(rows))
+    row = table.iloc[3]
+    assert "partial TS fit" in row["ours"] and "= .095 ± .005 (2 seeds)" in row["ours"]
+    assert row["ours"].endswith("with a converged TS fit .000 ± .000 (2 seeds)")
+    assert row["verdict"] == "held"

@@ -48,5 +48,6 @@ def test_bad_records_are_named() -> None:
 
 def test_a_subsets_metrics_are_numbers_with_none_where_not_computed() -> None:
     rec = _record()
-    assert subset_metrics(rec, "all") == {"n": 10000, "accuracy": 0.9, "ece": 0.02, "ece_ts": 0.01, "nll": 0.3}
+    want = {"n": 10000, "accuracy": 0.9, "ece": 0.02, "ece_ts": 0.01, "ece_ts_converged": None, "nll": 0.3}
+    assert subset_metrics(rec, "all") == want
     assert subset_metrics(rec, "hard")["ece_ts"] is None
