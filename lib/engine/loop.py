@@ -249,7 +249,7 @@ def fit_packed(
                 cb.load_state_dict(st)
         set_rng_state(ckpts[0]["rng"])
         if progress:
-            who = "resumed from its checkpoint" if alone else f"{n} runs resumed from their checkpoints"
+            who = "resumed from its checkpoint" if alone else f"{n} run{'s' * (n > 1)} resumed from their checkpoints"
             live.note(f"{desc}: {who} after epoch {start} of {epochs}")
     histories = [list(c["history"]) if c is not None else [] for c in ckpts]
     elapsed = [float(c.get("elapsed", 0.0)) if c is not None else 0.0 for c in ckpts]
