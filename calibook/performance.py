@@ -41,6 +41,8 @@ __all__ = [
     "loss_timings",
     "method_bars",
     "method_costs",
+    "pack_table",
+    "probe_table",
     "published",
     "scale_line",
     "scaling_exponent",
@@ -53,6 +55,7 @@ BENCH_SCRIPTS: dict[str, str] = {
     "au_loss": "bench/bench_au_loss.py",
     "methods_cpu": "bench/bench_methods.py --device cpu",
     "epoch_cpu": "bench/bench_epoch.py --device cpu",
+    "packed_step_probe-H200": "../shared/reference/packed_step_probe.py on a lent GPU (a reference measurement)",
 }
 
 
@@ -245,6 +248,60 @@ def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
     if table["fraction of bf16 peak"].isna().all():
         table = table.drop(columns="fraction of bf16 peak")
     return table
+
+
+def pack_table(records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
+    """Per device, dataset and method of the ``bench/bench_epoch.py --pack`` records that timed a pack
+    (``stacked``) beside the same method alone (``results``): the runs packed, a run's epoch seconds
+    alone and its share of the pack's epoch, how many times the runs per GPU-second that is, and the
+    fraction of bf16 peak of each (``None`` when no record timed a pack)."""
+    rows = []
+    for r in records.values():
+        alone = {(a["name"], a["method"]): a for a in r.get("results") or []}
+        for p in r.get("stacked") or []:
+            a = alone.get((p["name"], p["method"]))
+            if a is None:
+                continue
+            rows.append(
+                {
+                    "device": r["device"],
+                    "dataset": p["name"],
+                    "method": METHOD_LABELS.get(p["method"], p["method"]),
+                    "runs packed": p["stack"],
+                    "epoch seconds alone": a["epoch_seconds"],
+                    "per run, packed": p["run_epoch_seconds"],
+                    "runs per GPU-second (x alone)": a["epoch_seconds"] / p["run_epoch_seconds"],
+                    "fraction of bf16 peak alone": a.get("fraction_of_peak"),
+                    "packed": p.get("fraction_of_peak"),
+                }
+            )
+    return pd.DataFrame(rows).set_index(["device", "dataset", "method"]) if rows else None
+
+
+#: The packed-step probe's variants: how its step runs.
+PROBE_VARIANTS: dict[str, str] = {"eager": "eager", "graph": "whole-step CUDA graph", "compile": "torch.compile"}
+
+
+def probe_table(record: Mapping[str, Any]) -> pd.DataFrame:
+    """The packed-step probe's rows (``bench/results/packed_step_probe-*.json``: one AdamW step of the
+    CIFAR-10H network on random data, G models packed, no data pipeline, losses or checkpoints), by
+    how the step runs, the layout and G: milliseconds per model-step, the speed-up over one model
+    eager in channels_last (the engine's step alone) and the fraction of bf16 peak."""
+    rows = pd.DataFrame(record.get("rows") or [])
+    base = rows.query("variant == 'eager_cl' and G == 1")["per_model_step_ms"]
+    if base.empty:
+        raise ValueError("record: expected the probe's rows with one model eager in channels_last (eager_cl, G = 1)")
+    kind, layout = rows["variant"].str.partition("_")[0], rows["variant"].str.partition("_")[2]
+    return pd.DataFrame(
+        {
+            "step": kind.map(PROBE_VARIANTS),
+            "layout": layout.map({"cl": "channels_last", "nocl": "contiguous"}),
+            "G": rows["G"],
+            "ms per model-step": rows["per_model_step_ms"],
+            "speed-up": float(base.iloc[0]) / rows["per_model_step_ms"],
+            "fraction of bf16 peak": rows["frac_peak_989"],
+        }
+    ).set_index(["step", "layout", "G"])
 
 
 def grid_projection(records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:

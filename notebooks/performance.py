@@ -63,6 +63,7 @@ import torch
 from IPython.display import Markdown, display
 
 from calibook import performance
+from lib.engine import packed
 from lib import config, plots
 from lib.moe.experiment import METHOD_LABELS
 
@@ -160,6 +161,41 @@ else:
     print("No committed epoch benchmark timed every trained method: run python "
           "bench/bench_epoch.py --methods single vanilla robust robust_filtered fgr "
           "fgr_robust")
+
+# %% [markdown]
+# ## Packed runs: many runs as one model
+# One run of the CIFAR-10H network at batch 128 reaches a few percent of an H200's bf16 peak (the
+# table above), so the queue trains G runs of one architecture as one module,
+# {py:class}`lib.engine.packed.Packed` (torch-uncertainty's packed ensembles with nothing shared): a
+# convolution becomes one grouped convolution with G times the channels and groups, batch norm
+# runs over G x C channels, a linear layer becomes a batched matmul, and run g's input and output
+# are its own block of channels. {py:func}`lib.engine.loop.fit_packed` trains a pack; a run alone is
+# its G = 1 case. A check on two small networks, each fed its own batch:
+
+# %%
+torch.manual_seed(0)
+nets = [torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                            torch.nn.Linear(4, 2)) for _ in range(2)]
+pack = packed.Packed(nets)
+xs = [torch.randn(5, 3, 8, 8) for _ in nets]
+out = pack(packed.pack_inputs(xs))  # (G, batch, 2): run g's rows under index g
+conv = pack.net[0]
+print(f"packed convolution: {conv.in_channels} -> {conv.out_channels} channels, {conv.groups} groups")
+for g, (net, x) in enumerate(zip(nets, xs)):
+    print(f"run {g}: largest |packed - alone| = {(out[g] - net(x)).abs().max():.1e}")
+
+# %% [markdown]
+# What packing buys, measured on an H200: the engine's own epochs (`bench/bench_epoch.py --pack`,
+# data pipeline and method step included), and a probe of the bare training step
+# (`packed_step_probe-H200.json`, a reference measurement of the same network on random data: no
+# data pipeline, losses or checkpoints) alone, packed, under a whole-step CUDA graph and under
+# `torch.compile`. The queue packs as many runs as fit and compiles its packs where a lent GPU's
+# benchmark measured compiled packs cheaper; the probe shows how far the bare step goes.
+
+# %%
+display(performance.pack_table(epoch_records))
+performance.probe_table(performance.bench_results("packed_step_probe-H200")).round(3)
 
 # %% [markdown]
 # ## Which claims held

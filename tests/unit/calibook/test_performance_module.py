@@ -266,3 +266,38 @@ def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart()
         (1.11, "did not hold"),
     ):
         assert bm.claims(*_timings(ratio, 40.0, 2.5, 1.05, "cuda"))["verdict"].iloc[0] == verdict
+
+
+def test_pack_table_sets_a_runs_share_of_a_pack_beside_the_run_alone():
+    """A hand-made record: alone an epoch takes 4 s; 8 runs packed take 20 s, 2.5 s a run, so the
+    runs per GPU-second are 4 / 2.5 = 1.6 times those alone; a packed method with no run alone beside
+    it and a record with no pack give no row."""
+    alone = {"name": "cifar10h", "method": "vanilla", "epoch_seconds": 4.0, "fraction_of_peak": 0.03}
+    packed = {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 2.5, "fraction_of_peak": 0.05}
+    orphan = {**packed, "method": "fgr"}
+    records = {"epoch_gpu": {"device": "GPU", "results": [alone], "stacked": [packed, orphan]}}
+    t = bm.pack_table({**records, "epoch_cpu": {"device": "CPU", "results": [alone]}})
+    assert len(t) == 1
+    row = t.loc[("GPU", "cifar10h", "Vanilla MoE")]
+    assert row["runs packed"] == 8 and row["runs per GPU-second (x alone)"] == pytest.approx(1.6)
+    assert (row["fraction of bf16 peak alone"], row["packed"]) == (0.03, 0.05)
+    assert bm.pack_table({"epoch_cpu": {"device": "CPU", "results": [alone]}}) is None
+    committed = bm.pack_table({n: bm.bench_results(n) for n in bm.result_names("epoch_*")})
+    assert committed is not None and (committed["runs per GPU-second (x alone)"] > 1).all()
+
+
+def test_probe_table_divides_by_one_model_eager():
+    """Speed-up = the eager channels_last step of one model over each row's per-model step: 8 ms
+    alone, 2 ms per model packed (G = 16) is 4x. The committed H200 probe: 8.422 ms alone, 1.585 ms
+    per model packed under torch.compile (G = 16), 5.3x."""
+    rows = [
+        {"variant": "eager_cl", "G": 1, "per_model_step_ms": 8.0, "frac_peak_989": 0.04},
+        {"variant": "compile_nocl", "G": 16, "per_model_step_ms": 2.0, "frac_peak_989": 0.16},
+    ]
+    t = bm.probe_table({"rows": rows})
+    assert t.loc[("torch.compile", "contiguous", 16), "speed-up"] == pytest.approx(4.0)
+    assert t.loc[("eager", "channels_last", 1), "speed-up"] == 1.0
+    h200 = bm.probe_table(bm.bench_results("packed_step_probe-H200"))
+    assert h200.loc[("torch.compile", "channels_last", 16), "speed-up"] == pytest.approx(8.422 / 1.585)
+    with pytest.raises(ValueError, match="eager_cl"):
+        bm.probe_table({"rows": rows[1:]})
