@@ -173,15 +173,17 @@ else:
 # its G = 1 case. A check on two small networks, each fed its own batch:
 
 # %%
+nn = torch.nn
 torch.manual_seed(0)
-nets = [torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                            torch.nn.Linear(4, 2)) for _ in range(2)]
+layers = lambda: [nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),  # noqa: E731
+                  nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)]
+nets = [nn.Sequential(*layers()) for _ in range(2)]
 pack = packed.Packed(nets)
 xs = [torch.randn(5, 3, 8, 8) for _ in nets]
 out = pack(packed.pack_inputs(xs))  # (G, batch, 2): run g's rows under index g
 conv = pack.net[0]
-print(f"packed convolution: {conv.in_channels} -> {conv.out_channels} channels, {conv.groups} groups")
+print(f"packed convolution: {conv.in_channels} -> {conv.out_channels} channels, "
+      f"{conv.groups} groups")
 for g, (net, x) in enumerate(zip(nets, xs)):
     print(f"run {g}: largest |packed - alone| = {(out[g] - net(x)).abs().max():.1e}")
 

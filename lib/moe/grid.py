@@ -4,8 +4,8 @@
 (committed results first), the rest are grouped by architecture and optimizer settings and trained
 ``stack`` at a time as one packed model on one device (:func:`lib.engine.loop.fit_packed`); each is
 evaluated and saved as its own run, exactly as :func:`lib.moe.train.train_run` would save it (the
-same key: a run made packed and made alone is one record). A run of a pack that diverges is
-reported and not published; the others go on.
+same key: a run made packed and made alone is one record). A run that diverges, alone or in a
+pack, is reported and not published; the others go on.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
-from lib.engine.loop import fit_packed
+from lib.engine.loop import FitResult, fit_packed
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
-from lib.moe.train import GROUP, compute_run, finish_run, prepare_run, run_config, train_run
+from lib.moe.train import GROUP, finish_run, fit_alone, prepare_run, run_config, train_run
 from lib.validation import check_bool, check_int, check_positive
 
 # Fields that may differ inside one stack (each member has its own); all others must agree.
@@ -156,8 +156,10 @@ def train_stacked(
             if log is not None:
                 names = ", ".join(f"{c.method}/s{c.seed}" for c in ready)
                 log(f"{data.name}: training {len(ready)} run(s) as one pack: {names}")
-            if len(ready) == 1:  # alone: the plain loop (we hold its lock already)
-                records = [compute_run(ready[0], data, runs[0])]
+            if len(ready) == 1:  # alone: the same loop, its G = 1 case (we hold its lock already)
+                pr, c = prepare_run(ready[0], data), ready[0]
+                fitted = fit_alone(pr, runs[0], desc=f"{data.name} {c.method} s{c.seed}")
+                records = [None if _diverged(c, data, fitted, log) else finish_run(pr, data, runs[0], fitted)]
             else:
                 records = _train_pack(ready, runs, data, log, compile)
             for run, c, record in zip(runs, ready, records):
@@ -210,12 +212,16 @@ def _train_pack(
         desc=f"{data.name} pack of {len(ready)}",
     )
     for pr, c, run, fitted in zip(prs, ready, runs, fits):
-        if fitted.diverged_at is not None:
-            msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {fitted.diverged_at}; not published"
-            log(msg) if log is not None else warnings.warn(msg, stacklevel=2)
-            yield None
-        else:
-            yield finish_run(pr, data, run, fitted)
+        yield None if _diverged(c, data, fitted, log) else finish_run(pr, data, run, fitted)
+
+
+def _diverged(c: TrainConfig, data: Bundle, fitted: FitResult, log: Callable[[str], None] | None) -> bool:
+    """Whether ``c``'s run diverged; if so it is said (``log``, else a warning) and not published."""
+    if fitted.diverged_at is None:
+        return False
+    msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {fitted.diverged_at}; not published"
+    log(msg) if log is not None else warnings.warn(msg, stacklevel=2)
+    return True
 
 
 def run_grid(

@@ -319,3 +319,29 @@ def test_the_engine_knows_no_paper():
         idents |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         idents |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
         assert not [i for i in idents if "fgr" in i.lower()], f"{path.name} names a paper's method in its code"
+
+
+def test_a_run_alone_that_diverges_is_said_and_not_published(data, tmp_path, monkeypatch):
+    """As in a pack: a run the grid trains alone whose epoch loss turns NaN is reported by the grid
+    ("diverged in epoch 2; not published"), its epoch-1 checkpoint stays and no record is saved."""
+    import lib.moe.grid as grid
+    import lib.moe.train as mt
+
+    monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
+    real = mt.prepare_run
+
+    def nan_from_epoch_2(cfg, d, packed=False):
+        pr = real(cfg, d, packed)
+        good = pr.loss_fn
+        # a NaN added from epoch 2 on: the epoch's loss is not finite, the gradients (and weights) stay so
+        pr.loss_fn = lambda out, y, epoch: good(out, y, epoch) + (float("nan") if epoch >= 1 else 0.0)
+        return pr
+
+    monkeypatch.setattr(grid, "prepare_run", nan_from_epoch_2)
+    said: list[str] = []
+    c = R("vanilla", 0)
+    with pytest.warns(UserWarning, match="diverged in epoch 2"):  # the loop's own warning
+        trained = grid.train_stacked([c], data, stack=1, log=said.append)
+    assert trained == [] and any("vanilla/s0 diverged in epoch 2; not published" in s for s in said)
+    run = Run(GROUP, run_config(c, data))
+    assert not run.done and run.load_checkpoint()["epoch"] == 1

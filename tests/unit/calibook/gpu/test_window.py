@@ -362,10 +362,10 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
     def boom(*a, **k):
         raise RuntimeError("CUDA error: an illegal memory access")
 
-    real = grid.compute_run
+    real = grid.fit_alone
     monkeypatch.setattr(grid, "fit_packed", boom)
     monkeypatch.setattr(
-        grid, "compute_run", lambda cfg, *a, **k: real(cfg, *a, **k) if cfg.method == "single" else boom()
+        grid, "fit_alone", lambda pr, *a, **k: real(pr, *a, **k) if pr.cfg.method == "single" else boom()
     )
     out = tmp_path / "r.tgz"
     log = tmp_path / "OUT" / "window.log"
