@@ -20,10 +20,10 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
-from lib.engine.loop import FitResult, fit_packed
+from lib.engine.loop import FitResult
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
-from lib.moe.train import GROUP, finish_run, fit_alone, prepare_run, run_config, train_run
+from lib.moe.train import GROUP, finish_run, fit_alone, fit_runs, prepare_run, run_config, train_run
 from lib.validation import check_bool, check_int, check_positive
 
 # Fields that may differ inside one stack (each member has its own); all others must agree.
@@ -196,21 +196,7 @@ def _train_pack(
     out of device memory raises; the GPU queue (calibook.gpu.queue) trains its runs in packs half the size,
     resuming from their checkpoints."""
     prs = [prepare_run(c, data, packed=True) for c in ready]
-    c0 = ready[0]
-    fits = fit_packed(
-        [pr.member(run) for pr, run in zip(prs, runs)],
-        prs[0].prep.train,
-        c0.epochs,
-        optimizer_factory=prs[0].optimizer,
-        scheduler_factory=prs[0].scheduler,
-        batch_size=c0.batch_size,
-        device=prs[0].device,
-        amp=c0.amp,
-        compile=compile or c0.compile,
-        channels_last=prs[0].channels_last,
-        progress=c0.progress,
-        desc=f"{data.name} pack of {len(ready)}",
-    )
+    fits = fit_runs(prs, runs, f"{data.name} pack of {len(ready)}", compile=compile)
     for pr, c, run, fitted in zip(prs, ready, runs, fits):
         yield None if _diverged(c, data, fitted, log) else finish_run(pr, data, run, fitted)
 

@@ -22,7 +22,7 @@ from torch import nn
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD, augment_batch, default_padding, to_float
 from lib.nets import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
-from lib.engine.loop import FitResult, fit, predict
+from lib.engine.loop import FitResult, Member, fit_packed, predict
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine.cache import Run, cached_run, load_artifact, provenance, training
 from lib.moe import fgr
@@ -130,12 +130,16 @@ class PreparedRun:
     step_fn: StepFn | None
     channels_last: bool = False  # images in channels_last on CUDA: the run's (and its pack's) layout
 
-    def member(self, run: Run | None) -> Any:
-        """This run as a member of a pack (:class:`lib.engine.loop.Member`): runs of one method
-        and lambda share one loss call over their leading run dimension."""
-        from lib.engine.loop import Member
-
+    def member(self, run: Run | None, alone: bool = False, callbacks: Sequence[Callable[..., Any]] = ()) -> Member:
+        """This run as a member of :func:`lib.engine.loop.fit_packed`: ``alone``, its model trained as it
+        is with its method's own step (FGR's); else as a member of a pack, where runs of one method and
+        lambda share one loss call over their leading run dimension and FGR takes its packed step."""
         cfg, step = self.cfg, None
+        marks = (self.mark, *callbacks)
+        if alone:
+            return Member(
+                self.runner, self.loss_fn, cfg.seed, self.transform, run, callbacks=marks, step_fn=self.step_fn
+            )
         if cfg.method in FGR_METHODS:
             from lib.moe.fgr import pack_step
 
@@ -144,16 +148,8 @@ class PreparedRun:
                 cfg.warmup,
                 self.prep.fgr_inputs,
             )
-        return Member(
-            model=self.runner,
-            loss_fn=self.loss_fn,
-            seed=cfg.seed,
-            transform=self.transform,
-            run=run,
-            step=step,
-            callbacks=(self.mark,),
-            loss_key=(cfg.method, cfg.lam, cfg.warmup),
-        )
+        loss_key = (cfg.method, cfg.lam, cfg.warmup)
+        return Member(self.runner, self.loss_fn, cfg.seed, self.transform, run, step, marks, loss_key)
 
     def optimizer(self, params: Any) -> torch.optim.Optimizer:
         """AdamW (App. D.4: lr, weight decay of the config)."""
@@ -258,30 +254,40 @@ def finish_run(pr: PreparedRun, data: Bundle, run: Run, fitted: FitResult) -> di
     }
 
 
-def fit_alone(
-    pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
-) -> FitResult:
-    """Train a prepared run alone through :func:`lib.engine.loop.fit` (resuming from ``run``'s
-    checkpoint): :func:`compute_run`'s loop, the one the engine's self-test compares packs against."""
-    cfg = pr.cfg
-    return fit(
-        pr.runner,
-        pr.loss_fn,
-        pr.prep.train,
+def fit_runs(
+    prs: Sequence[PreparedRun],
+    runs: Sequence[Run | None],
+    desc: str,
+    callbacks: Sequence[Callable[..., Any]] = (),
+    compile: bool = False,
+) -> list[FitResult]:
+    """Train prepared runs of one config but method, seed and lambda (resuming from their ``runs``'
+    checkpoints) through the engine's one loop, :func:`lib.engine.loop.fit_packed`: one run alone
+    (:meth:`PreparedRun.member` ``alone``), several as one pack (prepared with ``packed=True``,
+    compiled with ``compile`` or the config's)."""
+    pr0, cfg, alone = prs[0], prs[0].cfg, len(prs) == 1
+    return fit_packed(
+        [pr.member(run, alone, callbacks) for pr, run in zip(prs, runs)],
+        pr0.prep.train,
         cfg.epochs,
-        optimizer_factory=pr.optimizer,
-        scheduler_factory=pr.scheduler,
-        run=run,
+        optimizer_factory=pr0.optimizer,
+        scheduler_factory=pr0.scheduler,
         batch_size=cfg.batch_size,
-        seed=cfg.seed,
-        device=pr.device,
-        transform=pr.transform,
-        step_fn=pr.step_fn,
+        device=pr0.device,
         amp=cfg.amp,
-        callbacks=[pr.mark, *callbacks],
+        compile=not alone and (compile or cfg.compile),  # alone: the backbone compiles itself (Runner)
+        channels_last=pr0.channels_last,
         progress=cfg.progress,
         desc=desc,
     )
+
+
+def fit_alone(
+    pr: PreparedRun, run: Run | None = None, callbacks: Sequence[Callable[..., Any]] = (), desc: str = "train"
+) -> FitResult:
+    """Train a prepared run alone (:func:`fit_runs` of one; resuming from ``run``'s checkpoint):
+    :func:`compute_run`'s loop, the one the engine's self-test compares packs against."""
+    return fit_runs([pr], [run], desc, callbacks)[0]
 
 
 def compute_run(

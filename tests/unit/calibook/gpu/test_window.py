@@ -143,16 +143,16 @@ CUDNN = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nmore lines")
 def test_a_stack_that_fails_goes_on_in_smaller_stacks_and_says_why(results, monkeypatch, error, lines):
     """Stacks of several runs raise ``error``, runs alone train: every run is published, and the
     lines name what happened."""
-    import lib.moe.grid as grid
+    import lib.moe.train as train
 
-    real = grid.fit_packed
+    real = train.fit_packed
 
     def fit_packed(members, *a, **k):
         if len(members) > 1:
             raise error
         return real(members, *a, **k)
 
-    monkeypatch.setattr(grid, "fit_packed", fit_packed)
+    monkeypatch.setattr(train, "fit_packed", fit_packed)  # the grid's one loop, alone and packed
     said: list[str] = []
     got = q.run_queue(["cifar10h"], minutes=30, scale="smoke", stack=8, log=said.append)
     assert len(got) == 6 and all(it.done for it in q.plan(["cifar10h"], "smoke"))
@@ -330,9 +330,9 @@ def test_runs_finished_in_the_cache_are_published_on_the_next_call(results, monk
     import shutil
 
     shutil.rmtree(results)  # the call ended before it published (its runs are in the cache)
-    import lib.moe.grid as grid
+    import lib.moe.train as train
 
-    monkeypatch.setattr(grid, "fit_packed", lambda *a, **k: pytest.fail("trained a finished run again"))
+    monkeypatch.setattr(train, "fit_packed", lambda *a, **k: pytest.fail("trained a finished run again"))
     again = q.run_queue(["cifar10h"], minutes=30, scale="smoke", log=lambda s: None)
     assert sorted(p.name for p in again) == sorted(p.name for p in first)
     stamp = [p.stat().st_mtime_ns for p in again]
@@ -363,7 +363,7 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
         raise RuntimeError("CUDA error: an illegal memory access")
 
     real = grid.fit_alone
-    monkeypatch.setattr(grid, "fit_packed", boom)
+    monkeypatch.setattr(grid, "fit_runs", boom)  # every pack
     monkeypatch.setattr(
         grid, "fit_alone", lambda pr, *a, **k: real(pr, *a, **k) if pr.cfg.method == "single" else boom()
     )
