@@ -47,11 +47,12 @@ StepFn = Callable[[nn.Module, Inputs, torch.Tensor, torch.optim.Optimizer, int, 
 
 
 class Diverged(ArithmeticError):
-    """Training produced non-finite outputs at epoch ``epoch`` (1-based): the weights are lost, so
-    the run has no result to report but the fact (raised by :func:`finite_outputs`)."""
+    """Training produced non-finite outputs or a non-finite epoch loss at epoch ``epoch`` (1-based):
+    the weights are lost, so the run has no result to report but the fact (raised by
+    :func:`finite_outputs` and :func:`fit`)."""
 
     def __init__(self, epoch: int) -> None:
-        super().__init__(f"training diverged: non-finite outputs in epoch {epoch}")
+        super().__init__(f"training diverged in epoch {epoch}: non-finite outputs or loss")
         self.epoch = epoch
 
 
@@ -140,8 +141,8 @@ class EarlyStopping:
 class Member:
     """One run of :func:`fit_packed`: its model, per-batch ``loss_fn(out, y, epoch)``, seed (batch
     order and augmentation), ``transform(x_batch, generator)`` (augmentation), ``run`` (checkpoints)
-    and ``callbacks(epoch, entry, model)`` (see :func:`fit`; in a pack of several runs the model
-    argument is ``None``: the weights are packed).
+    and ``callbacks(epoch, entry, model)`` (see :func:`fit`; in a pack, any member with a
+    ``loss_key`` or ``step`` even alone, the model argument is ``None``: the weights are packed).
 
     Runs with one ``loss_key`` (not ``None``) share one loss function and get one call for all of
     them, with a leading run dimension on ``out`` and ``y`` (returning one loss per run): the formula
@@ -223,6 +224,8 @@ def fit_packed(
             )
         if any(m.step_fn is not None for m in members):
             raise ValueError("members: a step_fn is a run alone's; a pack takes an OwnStep")
+        if any(isinstance(cb, SelectBest) for m in members for cb in m.callbacks):
+            raise ValueError("members: SelectBest scores a model, which a pack does not hand to callbacks")
     ckpts = [m.run.load_checkpoint() if m.run is not None else None for m in members]
     starts = {int(c["epoch"]) if c is not None else 0 for c in ckpts}
     if len(starts) != 1:
@@ -239,6 +242,7 @@ def fit_packed(
     optimizer = optimizer_factory(plist)
     scheduler = scheduler_factory(optimizer) if scheduler_factory is not None else None
     stateful = [[cb for cb in m.callbacks if hasattr(cb, "state_dict")] for m in members]
+    plain = [[cb for cb in m.callbacks if not hasattr(cb, "state_dict")] for m in members]
     if ckpts[0] is not None:
         opt = ckpts[0]["optimizer"] if alone else net.optimizer_state([c["optimizer"] for c in ckpts])
         optimizer.load_state_dict(opt)
@@ -256,13 +260,16 @@ def fit_packed(
     stopped: list[int | None] = [c.get("stopped_at") if c is not None else None for c in ckpts]
     diverged: list[int | None] = [None] * n
     final: dict[int, dict[str, torch.Tensor]] = {}  # packed runs stopped early: their weights then
+    if not alone:
+        final = {i: net.run_state(i) for i in range(n) if stopped[i] is not None}
     iters = [BatchIterator(data[0], data[1], batch_size, seed=members[0].seed, device=dev, drop_last=drop_last)]
     iters += [
         BatchIterator(iters[0].x, iters[0].y, batch_size, seed=m.seed, device=dev, drop_last=drop_last)
         for m in members[1:]
     ]
     groups = _loss_groups(members, dev)
-    step0, model = members[0].step, net if alone else None  # callbacks get the model of a run alone
+    step0 = members[0].step
+    model = net if alone else None  # what callbacks get: the model of a run alone
 
     def step(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int) -> torch.Tensor:
         """One optimizer step of every run; their detached losses (G,)."""
@@ -299,6 +306,7 @@ def fit_packed(
         optimizer.step()
         return loss.detach().float()
 
+    # an epoch's time from the history ("stacked": the older name of "packed")
     spans = [float(h.get("seconds", 0.0)) * int(h.get("packed", h.get("stacked", n))) for h in histories[0]]
     todo = sum(epochs - start for s in stopped if s is None)
     with live.session(desc, todo, enabled=progress) as line:  # the runs' epochs
@@ -322,10 +330,8 @@ def fit_packed(
                 if scheduler is not None:
                     scheduler.step()
                 seconds = time.perf_counter() - t0
-                mean_loss = [float(v.item()) for v in totals / max(count, 1)]  # the epoch's host reads
-                opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
-                for i in active:
-                    m = members[i]
+                mean_loss = [float(v.item()) / max(count, 1) for v in totals]  # the epoch's host reads
+                for i in active:  # 1. each run's epoch: its entry and stateful callbacks, or its divergence
                     if not math.isfinite(mean_loss[i]):
                         diverged[i] = epoch + 1
                         who = f"{desc}:" if alone else f"{desc}: run {i + 1} of {n}"
@@ -337,16 +343,16 @@ def fit_packed(
                     if not alone:
                         entry["packed"] = n
                     histories[i].append(entry)
-                    stop = any([bool(cb(epoch + 1, entry, model)) for cb in stateful[i]])  # saved below
-                    stopped[i] = epoch + 1 if stop else None
-                    if m.run is not None:
-                        state = net.state_dict() if alone else net.run_state(i)
-                        opt = opt_state if alone else net.run_optimizer_state(opt_state, i)
-                        m.run.save_checkpoint(
+                    if any([bool(cb(epoch + 1, entry, model)) for cb in stateful[i]]):  # saved below
+                        stopped[i] = epoch + 1
+                opt_state = optimizer.state_dict() if any(m.run is not None for m in members) else None
+                for i, m in enumerate(members):  # 2. every run's checkpoint, before any plain callback
+                    if m.run is not None and diverged[i] is None and (i in active or not alone):
+                        m.run.save_checkpoint(  # a pack's stopped run: its weights at the stop, this epoch
                             {
                                 "epoch": epoch + 1,
-                                "model": state,
-                                "optimizer": opt,
+                                "model": net.state_dict() if alone else final.get(i) or net.run_state(i),
+                                "optimizer": opt_state if alone else net.run_optimizer_state(opt_state, i),
                                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                                 "history": histories[i],
                                 "rng": rng_state(),
@@ -355,15 +361,15 @@ def fit_packed(
                                 "callbacks": [cb.state_dict() for cb in stateful[i]],
                             }
                         )
-                for i in active:  # plain callbacks after every run's checkpoint: one that raises
-                    if diverged[i] is not None:  # interrupts a pack that resumes from them
-                        continue
-                    for cb in members[i].callbacks:
-                        if cb not in stateful[i] and cb(epoch + 1, histories[i][-1], model):
-                            stopped[i] = epoch + 1
-                    if stopped[i] is not None and not alone:
-                        final[i] = net.run_state(i)
-            line.update(len(active))
+                for i in active:  # 3. plain callbacks: one that raises interrupts a pack resumable from
+                    if diverged[i] is None:  # the checkpoints above
+                        for cb in plain[i]:
+                            if cb(epoch + 1, histories[i][-1], model):
+                                stopped[i] = epoch + 1
+                        if stopped[i] is not None and not alone:
+                            final[i] = net.run_state(i)  # 4. a pack's run that stopped keeps these weights
+            ended = [i for i in active if stopped[i] is not None or diverged[i] is not None]
+            line.update(len(active) + len(ended) * (epochs - epoch - 1))  # the ended runs' epochs too
     results = []
     for i, m in enumerate(members):
         if not alone and diverged[i] is None:
@@ -415,15 +421,15 @@ def fit(
       (early stopping). Callbacks with ``state_dict``/``load_state_dict`` run before the epoch's
       checkpoint, which saves their state; plain ones after it (one that raises interrupts a run that
       resumes from that checkpoint). :class:`SelectBest` restores its best weights at the end.
-    * An epoch whose mean loss is not finite ends the run (``diverged_at``, said in a warning; its
-      last finite epoch's checkpoint stands).
+    * An epoch whose mean loss is not finite ends the run and raises :class:`Diverged` (said in a
+      warning too; the last finite epoch's checkpoint stands, the model's weights are not usable).
 
     The epoch loss is summed on the device and read once per epoch (no step waits for the device).
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     member = Member(model, loss_fn, seed, transform, run, callbacks=tuple(callbacks), step_fn=step_fn)
-    return fit_packed(
+    result = fit_packed(
         [member],
         data,
         epochs,
@@ -436,6 +442,9 @@ def fit(
         desc=desc,
         drop_last=drop_last,
     )[0]
+    if result.diverged_at is not None:
+        raise Diverged(result.diverged_at)
+    return result
 
 
 @torch.no_grad()

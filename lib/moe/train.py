@@ -48,6 +48,7 @@ __all__ = [
     "compute_run",
     "finish_run",
     "fit_alone",
+    "fit_runs",
     "load_predictions",
     "mocae_view",
     "prepare_run",
@@ -263,7 +264,7 @@ def fit_runs(
 ) -> list[FitResult]:
     """Train prepared runs of one config but method, seed and lambda (resuming from their ``runs``'
     checkpoints) through the engine's one loop, :func:`lib.engine.loop.fit_packed`: one run alone
-    (:meth:`PreparedRun.member` ``alone``), several as one pack (prepared with ``packed=True``,
+    (``PreparedRun.member(run, alone=True)``), several as one pack (prepared with ``packed=True``,
     compiled with ``compile`` or the config's)."""
     pr0, cfg, alone = prs[0], prs[0].cfg, len(prs) == 1
     return fit_packed(

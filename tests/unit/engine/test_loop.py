@@ -198,24 +198,40 @@ def _linear(seed: int) -> nn.Module:
 
 def test_a_run_stopped_early_in_a_pack_keeps_the_weights_it_had_then(tmp_path, monkeypatch):
     """Two runs of one pack (fit_packed, G = 2): a callback stops the first after epoch 2 while the
-    second trains 4 epochs. Each ends with the weights of its run alone (fit, G = 1, the model itself)
-    trained that long, stopped_at says when, and the stopped run's checkpoint is not written past it."""
+    second trains 4 epochs, and the pack is interrupted after epoch 3 and resumed. Each ends with the
+    weights of its run alone (fit, G = 1, the model itself) trained that long; stopped_at says when;
+    the stopped run's checkpoint keeps its epoch-2 weights while following the pack's epochs (so the
+    pack resumes whole)."""
     from lib.engine.loop import Member, fit_packed
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     x, y = _linear_data()
     loss = lambda out, yb, e: nn.functional.cross_entropy(out, yb)  # noqa: E731
     kw = dict(optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1), batch_size=8, device="cpu", amp=False)
-    stop_after_2 = lambda epoch, entry, model: epoch >= 2  # noqa: E731
-    members = [
-        Member(_linear(0), loss, seed=0, callbacks=(stop_after_2,), run=Run("test", {"pack": 0})),
-        Member(_linear(1), loss, seed=1),
-    ]
-    fits = fit_packed(members, (x, y), 4, progress=False, **kw)
+    stop_after_2 = EarlyAfter(2)
+
+    class Interrupt(Exception):
+        pass
+
+    def interrupt_at_3(epoch, entry, model):
+        if epoch == 3:
+            raise Interrupt
+
+    def members(second_callbacks):
+        return [
+            Member(_linear(0), loss, seed=0, callbacks=(stop_after_2,), run=Run("test", {"pack": 0})),
+            Member(_linear(1), loss, seed=1, callbacks=second_callbacks, run=Run("test", {"pack": 1})),
+        ]
+
+    with pytest.raises(Interrupt):
+        fit_packed(members((interrupt_at_3,)), (x, y), 4, progress=False, **kw)
+    first = Run("test", {"pack": 0}).load_checkpoint()
+    assert (first["epoch"], first["stopped_at"], len(first["history"])) == (3, 2, 2)
+    resumed = members(())
+    fits = fit_packed(resumed, (x, y), 4, progress=False, **kw)
     assert [f.stopped_at for f in fits] == [2, None] and [len(f.history) for f in fits] == [2, 4]
-    assert [h["packed"] for h in fits[1].history] == [2] * 4
-    assert Run("test", {"pack": 0}).load_checkpoint()["epoch"] == 2
-    for member, seed, epochs in ((members[0], 0, 2), (members[1], 1, 4)):
+    assert [f.resumed_from for f in fits] == [3, 3] and [h["packed"] for h in fits[1].history] == [2] * 4
+    for member, seed, epochs in ((resumed[0], 0, 2), (resumed[1], 1, 4)):
         alone = _linear(seed)
         result = fit(alone, loss, (x, y), epochs, seed=seed, progress=False, **kw)
         assert "packed" not in result.history[0]
@@ -223,9 +239,28 @@ def test_a_run_stopped_early_in_a_pack_keeps_the_weights_it_had_then(tmp_path, m
             torch.testing.assert_close(member.model.state_dict()[k], v, rtol=1e-5, atol=1e-6)
 
 
+class EarlyAfter:
+    """A stateful callback (saved in the checkpoint) that stops its run after ``epochs`` epochs."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def __call__(self, epoch, entry, model) -> bool:
+        return epoch >= self.epochs
+
+    def state_dict(self) -> dict:
+        return {"epochs": self.epochs}
+
+    def load_state_dict(self, d) -> None:
+        self.epochs = d["epochs"]
+
+
 def test_a_run_alone_whose_loss_turns_nan_ends_and_says_so(tmp_path, monkeypatch):
-    """A run alone whose epoch-2 loss is NaN: the warning names the epoch, diverged_at = 2, the history
-    holds the finite epoch only and its checkpoint stays at epoch 1."""
+    """A run alone whose epoch-2 loss is NaN: the warning names the epoch, fit raises Diverged(2) as
+    finite_outputs would (fit_packed returns diverged_at = 2 and the finite epoch's history) and its
+    checkpoint stays at epoch 1."""
+    from lib.engine.loop import Member, fit_packed
+
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     x, y = _linear_data()
 
@@ -233,11 +268,15 @@ def test_a_run_alone_whose_loss_turns_nan_ends_and_says_so(tmp_path, monkeypatch
         return nn.functional.cross_entropy(out, yb) * (math.nan if epoch >= 1 else 1.0)
 
     run = Run("test", {"diverges": True})
-    with pytest.warns(UserWarning, match=r"^train: diverged in epoch 2$"):
-        result = fit(_linear(0), loss, (x, y), 4, optimizer_factory=lambda p: torch.optim.SGD(p, lr=0.1),
-                     run=run, batch_size=8, device="cpu", amp=False, progress=False)  # fmt: skip
+    opt = lambda p: torch.optim.SGD(p, lr=0.1)  # noqa: E731
+    with pytest.warns(UserWarning, match=r"^train: diverged in epoch 2$"), pytest.raises(Diverged) as err:
+        fit(_linear(0), loss, (x, y), 4, optimizer_factory=opt, run=run, batch_size=8, device="cpu", amp=False,
+            progress=False)  # fmt: skip
+    assert err.value.epoch == 2 and run.load_checkpoint()["epoch"] == 1
+    run.clear_checkpoint()
+    with pytest.warns(UserWarning, match="diverged in epoch 2"):
+        (result,) = fit_packed([Member(_linear(0), loss)], (x, y), 4, opt, batch_size=8, amp=False, progress=False)
     assert result.diverged_at == 2 and len(result.history) == 1
-    assert run.load_checkpoint()["epoch"] == 1
 
 
 def test_fit_packed_names_bad_members() -> None:
@@ -252,4 +291,10 @@ def test_fit_packed_names_bad_members() -> None:
             fit_packed(members, data, 1, opt, progress=False)
     pack = [Member(nn.Linear(4, 3), loss, step_fn=lambda *a: None), Member(nn.Linear(4, 3), loss)]
     with pytest.raises(ValueError, match="^members: a step_fn is a run alone's"):
+        fit_packed(pack, data, 1, opt, progress=False)
+    from lib.engine.loop import SelectBest
+
+    best = SelectBest(lambda m: 0.0)
+    pack = [Member(nn.Linear(4, 3), loss, callbacks=(best,)), Member(nn.Linear(4, 3), loss)]
+    with pytest.raises(ValueError, match="^members: SelectBest scores a model"):
         fit_packed(pack, data, 1, opt, progress=False)
