@@ -123,8 +123,8 @@ probs = {m: cleaning.cross_fitted_probs(data["resnets"][m], labels, folds, seed=
 # The calibrated rule for k = 1..B (k = B is the basic two-model rule,
 # {py:func}`lib.ccc.cleaning.calibrated_rule_curve`), and Confident Learning through `cleanlab` on
 # each model's probabilities and on their average: its flagged set (one point) and its
-# self-confidence ranking truncated at every length (a curve). cleanlab's filter differs from
-# Method 2 as section 2.3 states it in one case: it never flags a label the model's argmax agrees
+# self-confidence ranking truncated at every length (a curve). cleanlab's filter is not quite
+# Method 2 as section 2.3 states it: for one, it never flags a label the model's argmax agrees
 # with, which Method 2 can (label 0, p = (.4, .35, .25), class thresholds (.8, .3, .9): the one
 # candidate class is 1, so Method 2 flags it; {py:func}`lib.ccc.cleaning.confident_learning_flags`).
 

@@ -99,15 +99,18 @@ def ece_kde(
 
 BANDWIDTH_GRID: tuple[float, ...] = tuple(np.concatenate([np.logspace(-4, -1, 16), np.linspace(0.2, 1.0, 5)]))
 """The bandwidths :func:`select_bandwidth` searches: 16 log-spaced from 1e-4 to 0.1, then 0.2 to 1.0
-in steps of 0.2. Not the released ECE-KDE code's grid, which starts lower: 15 log-spaced from 1e-5
-to 0.1, then the same five."""
+in steps of 0.2. This is the book's grid, not the published one: the ECE-KDE code released with
+paper 4 (han678/CalibWeightedRisk, ``loss/ece_kde.py``) searches ``logspace(-5, -1, 15)`` and then
+the same five; of the log-spaced values the two grids share only 1e-3 and 0.1, so the bandwidth
+chosen can differ from theirs."""
 
 
 def select_bandwidth(probs: ArrayLike, mode: str = "canonical") -> float:
     """Bandwidth maximizing the leave-one-out log-likelihood of the Dirichlet KDE of ``probs``:
     sum_j log( (1/(n-1)) sum_{i != j} Dir(f_j; f_i / h + 1) ) over :data:`BANDWIDTH_GRID`
-    (Popordanoska et al. 2022 select it this way; their code also divides by h, which we do not: the
-    kernel is a normalized density already).
+    (Popordanoska et al. 2022 select it by this criterion, over another grid: see
+    :data:`BANDWIDTH_GRID`; their code also divides by h, which we do not: the kernel is a
+    normalized density already).
     """
     return _bandwidth(_kde_inputs(probs, mode), mode)
 

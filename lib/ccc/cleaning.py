@@ -152,8 +152,8 @@ def confident_learning_flags(
     joint's off-diagonal filter, CL "Method 2" in paper 3) as a mask, or with ``return_ranked`` the
     flagged indices by self-confidence. ``pred_probs`` must be out-of-sample (``out_of_sample=True``).
 
-    cleanlab, not a copy of section 2.3's rule (SPEC), so one difference stands: cleanlab never flags
-    an example whose argmax is its given label, while Method 2 as the paper states it (candidates
+    cleanlab, not a copy of section 2.3's rule (SPEC), so differences stand; for one, cleanlab never
+    flags an example whose argmax is its given label, while Method 2 as the paper states it (candidates
     j with p_j >= t_j, the class mean confidence; flag when the most probable candidate is not the
     given label) can. Hand case: thresholds (.8, .3, .9), label 0, p = (.4, .35, .25): the only
     candidate is class 1, so Method 2 flags it and cleanlab does not."""

@@ -67,8 +67,9 @@ def aurc_weights(scores: ArrayLike) -> torch.Tensor:
     (n + 1), so the most confident example's weight stays finite (the same bound the AU loss uses:
     G <= n / (n + 1)); the large-n limit of H_n - H_{n - r_i}, whose weighted mean of the losses is
     exactly the area under the empirical risk-coverage curve (Geifman et al. 2019) for distinct scores.
-    Paper 4's released code weights by H_n - H_{n - r_i} itself; this baseline trains with the limit,
-    so it is eq. 7 but not bit for bit the released loss.
+    Paper 4's released code (han678/CalibWeightedRisk, ``loss/aurc.py``, ``compute_harmonic_alphas``)
+    weights by H_n - H_{n - r_i} itself; this baseline trains with the limit, eq. 7, so it is not bit
+    for bit the released loss.
     """
     s = _scores(scores).detach()
     r = torch.searchsorted(torch.sort(s).values, s, right=True).to(s.dtype)  # ties share the largest rank
