@@ -204,8 +204,11 @@ def fit_packed(
     or checkpoints of one epoch). A run whose epoch loss is not finite is reported (``diverged_at``)
     and no longer checkpointed while the others go on (nothing is shared between runs, so its NaNs
     reach no other run); a run whose callback stops it (early stopping) keeps the weights it had
-    then. ``compile``: ``torch.compile`` the model (CUDA only; the CPU runs the same code eagerly).
-    The members' models end holding their trained weights. Text (dict) inputs train alone."""
+    then (in a pack its checkpoint keeps them while following the pack's epochs, so the pack resumes
+    whole). After each epoch: every run's history entry and stateful callbacks, then every run's
+    checkpoint, then the plain callbacks (one that raises interrupts a pack that resumes from those
+    checkpoints). ``compile``: ``torch.compile`` the model (CUDA only; the CPU runs the same code
+    eagerly). The members' models end holding their trained weights. Text (dict) inputs train alone."""
     members = list(members)
     if not members or not all(isinstance(m, Member) for m in members):
         raise ValueError("members: need at least one Member")
