@@ -274,31 +274,41 @@ def fit_packed(
     step0 = members[0].step
     model = net if alone else None  # what callbacks get: the model of a run alone
 
-    def step(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int) -> torch.Tensor:
-        """One optimizer step of every run; their detached losses (G,)."""
-        xs = [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
-        if alone:  # the model itself: a run's own step_fn, or loss, backward, step
-            (m,), (x,), ((_, y),) = members, xs, batches
-            loss = m.step_fn(net, x, y, optimizer, epoch, gens[0]) if m.step_fn is not None else None
-            if loss is None:
-                with autocast(dev, amp):
-                    loss = m.loss_fn(forward(x), y, epoch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-            return loss.detach().float().reshape(1)
-        y = torch.stack([yb for _, yb in batches])
+    def inputs(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator]) -> list[Inputs]:
+        """Each run's batch through its own augmentation."""
+        return [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
+
+    def step_alone(
+        batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int
+    ) -> torch.Tensor:
+        """One optimizer step of a run alone, on its model itself: its own ``step_fn``, or loss,
+        backward, step; its detached loss (1,)."""
+        m, x, y = members[0], inputs(batches, gens)[0], batches[0][1]
+        loss = m.step_fn(net, x, y, optimizer, epoch, gens[0]) if m.step_fn is not None else None
+        if loss is None:
+            with autocast(dev, amp):
+                loss = m.loss_fn(forward(x), y, epoch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return loss.detach().float().reshape(1)
+
+    def step_pack(
+        batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int
+    ) -> torch.Tensor:
+        """One optimizer step of every run of the pack, one forward and backward for all: the
+        members' shared loss calls, or from its start epoch their method's own step; their detached
+        losses (G,)."""
+        xs, y = inputs(batches, gens), torch.stack([yb for _, yb in batches])
         optimizer.zero_grad(set_to_none=True)
         with autocast(dev, amp):
             if step0 is not None and epoch >= step0.start:
-                inputs = [
+                own = [
                     m.step.inputs(x, g) if m.step.inputs is not None else (x, None)
                     for m, x, g in zip(members, xs, gens)
                 ]
-                out = forward(pack_inputs([x for x, _ in inputs]))
-                grads, loss = step0.gradients(
-                    out, [a for _, a in inputs], list(y), [m.step.loss for m in members], plist
-                )
+                out = forward(pack_inputs([x for x, _ in own]))
+                grads, loss = step0.gradients(out, [a for _, a in own], list(y), [m.step.loss for m in members], plist)
                 for p, g in zip(plist, grads):
                     p.grad = g
             else:
@@ -308,6 +318,11 @@ def fit_packed(
                 loss.sum().backward()
         optimizer.step()
         return loss.detach().float()
+
+    step = step_alone if alone else step_pack
+    # a run's weights and optimizer state in the one checkpoint format: the model's own, or its slice
+    run_state = (lambda i: net.state_dict()) if alone else net.run_state
+    run_optimizer = (lambda state, i: state) if alone else net.run_optimizer_state
 
     # an epoch's time from the history ("stacked": the older name of "packed")
     spans = [float(h.get("seconds", 0.0)) * int(h.get("packed", h.get("stacked", n))) for h in histories[0]]
@@ -354,8 +369,8 @@ def fit_packed(
                         m.run.save_checkpoint(  # a pack's stopped run: its weights at the stop, this epoch
                             {
                                 "epoch": epoch + 1,
-                                "model": net.state_dict() if alone else final.get(i) or net.run_state(i),
-                                "optimizer": opt_state if alone else net.run_optimizer_state(opt_state, i),
+                                "model": final.get(i) or run_state(i),
+                                "optimizer": run_optimizer(opt_state, i),
                                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                                 "history": histories[i],
                                 "rng": rng_state(),
