@@ -2,8 +2,9 @@
 
 Run once per machine before a window's first training (``python -m calibook paper`` does it and leaves
 a marker file): four tiny MoE runs (Vanilla, Robust, FGR, FGR + Robust; two packs, one of each step
-kind) are trained for two epochs as packs (lib.engine.packed) and each alone, on the device, with bf16
-autocast where the device has it; every packed run must predict what its run alone predicts. A
+kind) are trained for two epochs as packs and each alone, on the device, through the grid's own call
+(:func:`lib.moe.train.fit_runs`: bf16 autocast and channels_last where the device has them); every
+packed run must predict what its run alone predicts. A
 machine whose torch or autocast breaks the packed engine fails here in seconds, not after a window.
 
 A call that trains every run alone checks only the runs alone (``stacked=False``): each must predict
@@ -21,9 +22,8 @@ from lib.config import cache_dir
 from lib.data.synthetic import synthetic_images
 from lib.engine.device import resolve_device
 from lib.engine.loop import predict
-from lib.engine.loop import fit_packed
 from lib.moe.config import tiny_config
-from lib.moe.train import fit_alone, prepare_run
+from lib.moe.train import fit_alone, fit_runs, prepare_run
 from lib.validation import check_probs
 
 TOLERANCE = 0.05  # largest |p_packed - p_alone| of a test probability (bf16 rounds grouped convolutions differently)
@@ -67,17 +67,7 @@ def run_selftest(device: str = "auto", force: bool = False, stacked: bool = True
         if not stacked:
             continue
         prs = [prepare_run(c, data, packed=True) for c in cfgs]
-        fit_packed(
-            [pr.member(None) for pr in prs],
-            prs[0].prep.train,
-            cfgs[0].epochs,
-            optimizer_factory=prs[0].optimizer,
-            scheduler_factory=prs[0].scheduler,
-            batch_size=cfgs[0].batch_size,
-            device=dev,
-            amp=cfgs[0].amp,
-            progress=False,
-        )
+        fit_runs(prs, [None] * len(prs), "self-test pack")  # the grid's path for a pack
         for c, pr, a in zip(cfgs, prs, alone):
             p = predict(pr.runner, pr.prep.test[0], dev, 64, pr.eval_prep, c.amp, collect=lambda o: o.probs)
             diff = float((p - a).abs().max())

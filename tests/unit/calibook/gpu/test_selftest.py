@@ -38,7 +38,7 @@ def test_a_member_beyond_the_tolerance_is_named(cache, monkeypatch) -> None:
 
 def test_a_call_without_stacks_checks_the_runs_alone_and_remembers_that_apart(cache, monkeypatch) -> None:
     cpu = torch.device("cpu")
-    monkeypatch.setattr(st, "fit_packed", None)  # no pack may train: calling it would raise TypeError
+    monkeypatch.setattr(st, "fit_runs", None)  # no pack may train: calling it would raise TypeError
     line = st.run_selftest("cpu", stacked=False)
     assert line.startswith("self-test: 4 runs alone on cpu predict probabilities")
     assert st.marker(cpu, stacked=False).exists() and not st.marker(cpu).exists()
