@@ -41,6 +41,7 @@ __all__ = [
     "loss_timings",
     "method_bars",
     "method_costs",
+    "PACK_KINDS",
     "pack_table",
     "probe_table",
     "published",
@@ -250,32 +251,43 @@ def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
     return table
 
 
+#: How a ``bench/bench_epoch.py`` record trained its runs together: ``packed`` rows are the engine's
+#: packs (:func:`lib.engine.loop.fit_packed`); ``stacked`` rows come from the engine before packed
+#: runs, which stacked runs with ``torch.func.vmap`` (benchmarks of 2026-11-26).
+PACK_KINDS: dict[str, str] = {"packed": "packed (fit_packed)", "stacked": "vmap stack (before packed runs)"}
+
+
 def pack_table(records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
-    """Per device, dataset and method of the ``bench/bench_epoch.py --pack`` records that timed a pack
-    (``stacked``) beside the same method alone (``results``): the runs packed, a run's epoch seconds
-    alone and its share of the pack's epoch, how many times the runs per GPU-second that is, and the
-    fraction of bf16 peak of each (``None`` when no record timed a pack)."""
+    """Per device, dataset, method and kind (:data:`PACK_KINDS`) of the ``bench/bench_epoch.py``
+    records that timed runs together beside the same method alone (``results``): how many, compiled
+    or not, a run's epoch seconds alone and its share of the pack's epoch, how many times the runs
+    per GPU-second that is, and the fraction of bf16 peak of each (``None`` when no record timed runs
+    together)."""
     rows = []
     for r in records.values():
         alone = {(a["name"], a["method"]): a for a in r.get("results") or []}
-        for p in r.get("stacked") or []:
-            a = alone.get((p["name"], p["method"]))
-            if a is None:
-                continue
-            rows.append(
-                {
-                    "device": r["device"],
-                    "dataset": p["name"],
-                    "method": METHOD_LABELS.get(p["method"], p["method"]),
-                    "runs packed": p["stack"],
-                    "epoch seconds alone": a["epoch_seconds"],
-                    "per run, packed": p["run_epoch_seconds"],
-                    "runs per GPU-second (x alone)": a["epoch_seconds"] / p["run_epoch_seconds"],
-                    "fraction of bf16 peak alone": a.get("fraction_of_peak"),
-                    "packed": p.get("fraction_of_peak"),
-                }
-            )
-    return pd.DataFrame(rows).set_index(["device", "dataset", "method"]) if rows else None
+        for kind, how in PACK_KINDS.items():
+            for p in r.get(kind) or []:
+                a = alone.get((p["name"], p["method"]))
+                if a is None or "error" in p:
+                    continue
+                rows.append(
+                    {
+                        "device": r["device"],
+                        "dataset": p["name"],
+                        "method": METHOD_LABELS.get(p["method"], p["method"]),
+                        "trained together as": how + (", compiled" if p.get("compiled") else ""),
+                        "runs": p.get("pack", p.get("stack")),
+                        "epoch seconds alone": a["epoch_seconds"],
+                        "per run, together": p["run_epoch_seconds"],
+                        "runs per GPU-second (x alone)": a["epoch_seconds"] / p["run_epoch_seconds"],
+                        "fraction of bf16 peak alone": a.get("fraction_of_peak"),
+                        "together": p.get("fraction_of_peak"),
+                    }
+                )
+    if not rows:
+        return None
+    return pd.DataFrame(rows).set_index(["device", "dataset", "method", "trained together as", "runs"])
 
 
 #: The packed-step probe's variants: how its step runs.

@@ -188,12 +188,13 @@ for g, (net, x) in enumerate(zip(nets, xs)):
     print(f"run {g}: largest |packed - alone| = {(out[g] - net(x)).abs().max():.1e}")
 
 # %% [markdown]
-# What packing buys, measured on an H200: the engine's own epochs (`bench/bench_epoch.py --pack`,
-# data pipeline and method step included), and a probe of the bare training step
-# (`packed_step_probe-H200.json`, a reference measurement of the same network on random data: no
-# data pipeline, losses or checkpoints) alone, packed, under a whole-step CUDA graph and under
-# `torch.compile`. The queue packs as many runs as fit and compiles its packs where a lent GPU's
-# benchmark measured compiled packs cheaper; the probe shows how far the bare step goes.
+# What training runs together buys, measured on an H200. First the engine's own epochs
+# (`bench/bench_epoch.py --pack`, data pipeline and method step included): the committed H200
+# record predates packed runs, so its rows are the engine's earlier `torch.func.vmap` stack
+# (labelled so); the packed engine's rows join them when a lent GPU has measured them. Then a
+# probe of the bare training step (`packed_step_probe-H200.json`, a reference measurement of the
+# same network on random data: no data pipeline, losses or checkpoints) alone, packed, under a
+# whole-step CUDA graph and under `torch.compile`: how far a packed step goes.
 
 # %%
 display(performance.pack_table(epoch_records))

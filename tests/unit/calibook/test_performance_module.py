@@ -270,17 +270,22 @@ def test_the_performance_pages_timings_can_hold_and_fail_and_are_counted_apart()
 
 def test_pack_table_sets_a_runs_share_of_a_pack_beside_the_run_alone():
     """A hand-made record: alone an epoch takes 4 s; 8 runs packed take 20 s, 2.5 s a run, so the
-    runs per GPU-second are 4 / 2.5 = 1.6 times those alone; a packed method with no run alone beside
-    it and a record with no pack give no row."""
+    runs per GPU-second are 4 / 2.5 = 1.6 times those alone; the older vmap stack's rows are labelled
+    as such, a packed method with no run alone beside it, a failed pack and a record with no pack
+    give no row."""
     alone = {"name": "cifar10h", "method": "vanilla", "epoch_seconds": 4.0, "fraction_of_peak": 0.03}
-    packed = {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 2.5, "fraction_of_peak": 0.05}
-    orphan = {**packed, "method": "fgr"}
-    records = {"epoch_gpu": {"device": "GPU", "results": [alone], "stacked": [packed, orphan]}}
-    t = bm.pack_table({**records, "epoch_cpu": {"device": "CPU", "results": [alone]}})
-    assert len(t) == 1
-    row = t.loc[("GPU", "cifar10h", "Vanilla MoE")]
-    assert row["runs packed"] == 8 and row["runs per GPU-second (x alone)"] == pytest.approx(1.6)
-    assert (row["fraction of bf16 peak alone"], row["packed"]) == (0.03, 0.05)
+    packed = {"name": "cifar10h", "method": "vanilla", "pack": 8, "compiled": True, "run_epoch_seconds": 2.5}
+    packed["fraction_of_peak"] = 0.05
+    stacked = {"name": "cifar10h", "method": "vanilla", "stack": 8, "run_epoch_seconds": 3.2}
+    orphan, failed = {**packed, "method": "fgr"}, {**packed, "pack": 32, "error": "out of memory"}
+    gpu = {"device": "GPU", "results": [alone], "packed": [packed, orphan, failed], "stacked": [stacked]}
+    t = bm.pack_table({"epoch_gpu": gpu, "epoch_cpu": {"device": "CPU", "results": [alone]}})
+    assert len(t) == 2
+    row = t.loc[("GPU", "cifar10h", "Vanilla MoE", "packed (fit_packed), compiled", 8)]
+    assert row["runs per GPU-second (x alone)"] == pytest.approx(1.6)
+    assert (row["fraction of bf16 peak alone"], row["together"]) == (0.03, 0.05)
+    old = t.loc[("GPU", "cifar10h", "Vanilla MoE", "vmap stack (before packed runs)", 8)]
+    assert old["runs per GPU-second (x alone)"] == pytest.approx(4.0 / 3.2)
     assert bm.pack_table({"epoch_cpu": {"device": "CPU", "results": [alone]}}) is None
     committed = bm.pack_table({n: bm.bench_results(n) for n in bm.result_names("epoch_*")})
     assert committed is not None and (committed["runs per GPU-second (x alone)"] > 1).all()
