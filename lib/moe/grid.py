@@ -20,7 +20,7 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
-from lib.engine.loop import FitResult
+from lib.engine.loop import Diverged, FitResult
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
 from lib.moe.train import GROUP, finish_run, fit_alone, fit_runs, prepare_run, run_config, train_run
@@ -215,7 +215,9 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """The records of ``configs`` on one dataset, in order: unfinished runs trained by
     :func:`train_stacked` (``stack=1`` or text data: one by one), ``mocae`` made from its ``vanilla``
-    run. ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned."""
+    run. ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned.
+    A run that diverged (said by the grid, not published) has no record: it is left out, with its MoCaE
+    (asking for its record trains its diverging epoch again from the last good checkpoint)."""
     configs = list(configs)
     for c in configs:
         if not isinstance(c, TrainConfig):
@@ -230,10 +232,9 @@ def run_grid(
             t = c.replace(method="vanilla") if c.method == "mocae" else c
             runs.setdefault(open_run(GROUP, run_config(t, data)).key, t)
         train_stacked(list(runs.values()), data, stack=stack)
-        return [train_run(c, data) for c in configs]
-    out = []
-    with training(False):
+    out, missing = [], (Diverged,) if train else (RunMissing,)  # diverged (said), or not committed nor cached
+    with contextlib.nullcontext() if train else training(False):
         for c in configs:
-            with contextlib.suppress(RunMissing):  # not committed nor cached: left out
+            with contextlib.suppress(*missing):  # left out
                 out.append(train_run(c, data))
     return out

@@ -22,7 +22,7 @@ from torch import nn
 from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD, augment_batch, default_padding, to_float
 from lib.nets import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
-from lib.engine.loop import FitResult, Member, fit_packed, predict
+from lib.engine.loop import Diverged, FitResult, Member, fit_packed, predict
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine.cache import Run, cached_run, load_artifact, provenance, training
 from lib.moe import fgr
@@ -295,9 +295,13 @@ def compute_run(
     cfg: TrainConfig, data: Bundle, run: Run, callbacks: Sequence[Callable[..., Any]] = ()
 ) -> dict[str, Any]:
     """Train (resuming from ``run``'s checkpoint) and evaluate one run alone (:func:`fit_alone`);
-    returns its record (not yet saved: :func:`train_run` caches it)."""
+    returns its record (not yet saved: :func:`train_run` caches it). A run that diverges raises
+    :class:`lib.engine.loop.Diverged`, as in the grid: nothing is cached, its last good checkpoint stays."""
     pr = prepare_run(cfg, data)
-    return finish_run(pr, data, run, fit_alone(pr, run, callbacks, f"{data.name} {cfg.method} s{cfg.seed}"))
+    fitted = fit_alone(pr, run, callbacks, f"{data.name} {cfg.method} s{cfg.seed}")
+    if fitted.diverged_at is not None:
+        raise Diverged(fitted.diverged_at)
+    return finish_run(pr, data, run, fitted)
 
 
 def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
@@ -319,7 +323,8 @@ def mocae_view(base: Mapping[str, Any]) -> dict[str, Any]:
 def train_run(cfg: TrainConfig, data: Bundle, callbacks: Sequence[Callable[..., Any]] = ()) -> dict[str, Any]:
     """Train and evaluate one paper-1 run (:func:`finish_run`'s record), cached by ``(cfg, data, code
     version)`` and resumable; test predictions: :func:`load_predictions`. "mocae" is the "vanilla" run
-    of the same config calibrated post hoc (:func:`mocae_view`), derived even with training off."""
+    of the same config calibrated post hoc (:func:`mocae_view`), derived even with training off. A run
+    whose training diverges raises :class:`lib.engine.loop.Diverged` (it has no record)."""
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     check_bundle(data)
