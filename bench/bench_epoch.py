@@ -41,6 +41,7 @@ reads it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import subprocess
@@ -57,7 +58,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lib.data.augment import augment_batch  # noqa: E402
+from lib.data.augment import Augment, augment_batch  # noqa: E402
 from lib.engine.device import device_name, resolve_device  # noqa: E402
 from lib.engine.loop import fit as fit_classifier  # noqa: E402
 from lib.moe.methods import (  # noqa: E402
@@ -253,17 +254,26 @@ def bench_pack(
     prs = [prepare_run(c, data, packed=True) for c in cfgs]
     members = [pr.member(None) for pr in prs]
     clock: dict[str, float] = {}
-    first, calls = members[0].transform, [0]
+    calls = [0]
 
-    def timed(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:  # member 0's augmentation: one call per step
+    def tick() -> None:  # the pack's augmentation, one call per step: the clock starts after the warm-up
         calls[0] += 1
         if calls[0] == warmup_steps + 1:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             clock["timed"] = time.perf_counter()
-        return first(xb, gen) if first is not None else xb
 
-    members[0].transform = timed
+    class Timed(Augment):  # every run's augmentation, in the pack's one call (Augment.many)
+        def many(self, xs: Sequence[torch.Tensor], gens: Sequence[torch.Generator]) -> list[torch.Tensor]:
+            tick()
+            return super().many(xs, gens)
+
+    first = members[0].transform
+    if isinstance(first, Augment):
+        for m in members:
+            m.transform = Timed(**dataclasses.asdict(first))
+    else:  # no augmentation (features): member 0's identity, one call per step
+        members[0].transform = lambda xb, gen: (tick(), xb)[1]
     x, y = prs[0].prep.train
     t0 = time.perf_counter()
     elapsed = _seconds(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -27,6 +28,7 @@ __all__ = [
     "CIFAR10_STD",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "Augment",
     "BatchIterator",
     "augment_batch",
     "default_padding",
@@ -128,6 +130,45 @@ def augment_batch(
         raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
     x = random_flip(random_crop(x, pad, generator), generator)
     return to_float(x, mean, std, channels_last=channels_last)
+
+
+@dataclass(frozen=True)
+class Augment:
+    """A run's training transform, :func:`augment_batch` with these settings (``crop_flip=False``:
+    normalization only), as one object: ``t(x, generator)`` for one run's batch, and
+    :meth:`many` for the batches of the G runs of a pack at once."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    padding: int | None = None  # None: default_padding of the image size
+    channels_last: bool = False
+    crop_flip: bool = True
+
+    def __post_init__(self) -> None:
+        if self.padding is not None and (not isinstance(self.padding, int) or self.padding < 0):
+            raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        if not self.crop_flip:
+            return to_float(x, self.mean, self.std, channels_last=self.channels_last)
+        return augment_batch(x, self.mean, self.std, self.padding, generator, self.channels_last)
+
+    def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator]) -> list[torch.Tensor]:
+        """``[t(x, g) for x, g in zip(xs, generators)]`` exactly, as one crop, flip and normalization
+        over all the runs' images (the same kernels whatever G): each run's random numbers come from
+        its own generator in the same order as alone (crop offsets, then flips)."""
+        x = torch.cat(list(xs))
+        if self.crop_flip:
+            _check_images(x)
+            pad = default_padding(x.shape[-1]) if self.padding is None else self.padding
+            if pad:
+                offsets = torch.cat(
+                    [torch.randint(0, 2 * pad + 1, (2, len(b)), generator=g) for b, g in zip(xs, generators)], 1
+                )
+                x = crop_at(x, pad, offsets[0], offsets[1])
+            flip = torch.cat([torch.rand(len(b), generator=g) < 0.5 for b, g in zip(xs, generators)])
+            x = torch.where(to_device_async(flip, x.device)[:, None, None, None], x.flip(-1), x)
+        return list(to_float(x, self.mean, self.std, self.channels_last).split([len(b) for b in xs]))
 
 
 Inputs = torch.Tensor | Mapping[str, torch.Tensor]

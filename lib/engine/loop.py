@@ -143,6 +143,8 @@ class Member:
     order and augmentation), ``transform(x_batch, generator)`` (augmentation), ``run`` (checkpoints)
     and ``callbacks(epoch, entry, model)`` (see :func:`fit`; in a pack, any member with a
     ``loss_key`` or ``step`` even alone, the model argument is ``None``: the weights are packed).
+    Runs of a pack whose transforms are equal and have a ``many(xs, generators)`` (one call for all
+    runs' batches, as :class:`lib.data.augment.Augment`) are augmented in that one call.
 
     Runs with one ``loss_key`` (not ``None``) share one loss function and get one call for all of
     them, with a leading run dimension on ``out`` and ``y`` (returning one loss per run): the formula
@@ -274,8 +276,13 @@ def fit_packed(
     step0 = members[0].step
     model = net if alone else None  # what callbacks get: the model of a run alone
 
+    shared = members[0].transform  # one augmentation for all runs of a pack: one call (its ``many``)
+    shared = shared if not alone and hasattr(shared, "many") and all(m.transform == shared for m in members) else None
+
     def inputs(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator]) -> list[Inputs]:
-        """Each run's batch through its own augmentation."""
+        """Each run's batch through its own augmentation (with its own generator)."""
+        if shared is not None:
+            return shared.many([xb for xb, _ in batches], gens)
         return [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
 
     def step_alone(

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD, augment_batch, default_padding, to_float
+from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD, Augment, default_padding, to_float
 from lib.nets import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import Diverged, FitResult, Member, fit_packed, predict
@@ -186,11 +186,7 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     if pixels:
         pad = cfg.padding if cfg.padding is not None else default_padding(int(prep.train[0].shape[-1]))
         mean, std = prep.mean, prep.std
-
-        def transform(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-            if not cfg.augment:
-                return to_float(xb, mean, std, channels_last=use_cl)
-            return augment_batch(xb, mean, std, padding=pad, generator=gen, channels_last=use_cl)
+        transform = Augment(tuple(mean), tuple(std), pad, use_cl, crop_flip=cfg.augment)
 
         def eval_prep(xb: torch.Tensor) -> torch.Tensor:
             return to_float(xb, mean, std, channels_last=use_cl)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, IMAGENET_MEAN, IMAGENET_STD, augment_batch, to_float
+from lib.data.augment import CIFAR10_MEAN, CIFAR10_STD, IMAGENET_MEAN, IMAGENET_STD, Augment, to_float
 from lib.data.images import load_cifar10h
 from lib.data.synthetic import synthetic_images
 from lib.engine import progress
@@ -122,7 +122,7 @@ def fit_images(
         batch_size=int(cfg["batch_size"]),
         seed=seed,
         device=dev,
-        transform=lambda xb, gen: augment_batch(xb, CIFAR10_MEAN, CIFAR10_STD, generator=gen),
+        transform=Augment(CIFAR10_MEAN, CIFAR10_STD),
         callbacks=callbacks,
         progress=False,
     )

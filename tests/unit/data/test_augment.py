@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from lib.data.augment import BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
+from lib.data.augment import (
+    Augment,
+    BatchIterator,
+    augment_batch,
+    crop_at,
+    default_padding,
+    random_crop,
+    random_flip,
+    to_float,
+)
 
 
 def _batch(b=5, c=3, h=6, w=7, seed=0):
@@ -87,3 +96,41 @@ def test_batch_iterator_is_a_seeded_permutation_per_epoch():
         assert torch.equal(xb[:, 0], yb)  # inputs and labels stay paired
     with pytest.raises(ValueError, match="batch_size"):
         BatchIterator(x, y, batch_size=0)
+
+
+@pytest.mark.parametrize(
+    "aug",
+    [
+        Augment((0.5, 0.4, 0.3), (0.2, 0.25, 0.3)),  # padding 1 at 8 px
+        Augment((0.5, 0.4, 0.3), (0.2, 0.25, 0.3), padding=3, channels_last=True),
+        Augment((0.5, 0.4, 0.3), (0.2, 0.25, 0.3), padding=0),  # flip only: no crop offsets drawn
+        Augment((0.5, 0.4, 0.3), (0.2, 0.25, 0.3), crop_flip=False),  # normalization only
+    ],
+)
+def test_augment_many_is_each_run_alone_exactly(aug):
+    """A pack's one call gives each run exactly the images of its own call alone (its crop offsets
+    and flips from its own generator, in the same order), and leaves each generator where its call
+    alone leaves it (the next draw of a run's generator is the same)."""
+    xs = [
+        torch.randint(0, 256, (5, 3, 8, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(g))
+        for g in range(3)
+    ]
+    alone_gens = [torch.Generator().manual_seed(10 + g) for g in range(3)]
+    pack_gens = [torch.Generator().manual_seed(10 + g) for g in range(3)]
+    alone = [aug(x, g) for x, g in zip(xs, alone_gens)]
+    packed = aug.many(xs, pack_gens)
+    assert len(packed) == 3
+    for a, p in zip(alone, packed):
+        assert torch.equal(a, p)
+        assert p.is_contiguous(memory_format=torch.channels_last) == aug.channels_last
+    for a, p in zip(alone_gens, pack_gens):
+        assert torch.equal(torch.rand(4, generator=a), torch.rand(4, generator=p))
+
+
+def test_augment_is_augment_batch_and_names_a_bad_padding():
+    """``Augment(...)(x, g)`` is :func:`augment_batch` with its settings; a negative padding is one line."""
+    x = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
+    got = Augment((0.5,) * 3, (0.25,) * 3)(x, torch.Generator().manual_seed(1))
+    assert torch.equal(got, augment_batch(x, (0.5,) * 3, (0.25,) * 3, generator=torch.Generator().manual_seed(1)))
+    with pytest.raises(ValueError, match="^padding: must be a non-negative integer, got -1$"):
+        Augment((0.5,) * 3, (0.25,) * 3, padding=-1)

@@ -188,6 +188,22 @@ def test_packed_runs_reach_the_weights_and_losses_of_runs_alone(data, group):
         np.testing.assert_allclose([h["loss"] for h in fit.history], [h["loss"] for h in hist], rtol=1e-5)
 
 
+def test_a_packs_augmentation_is_one_call_per_step(data, monkeypatch):
+    """The runs of a pack share one Augment (lib.data.augment): each step augments every run's batch
+    in one call (Augment.many), whatever G; the runs still reach their weights alone (above)."""
+    from lib.data.augment import Augment
+
+    calls, real = [], Augment.many
+    monkeypatch.setattr(Augment, "many", lambda self, xs, gens: calls.append(len(xs)) or real(self, xs, gens))
+    group = [R("vanilla", 0), R("robust", 1), R("fgr", 2)]
+    prs, _ = _packed(group[:2], data)
+    steps = group[0].epochs * -(-len(prs[0].prep.train[1]) // group[0].batch_size)
+    assert isinstance(prs[0].transform, Augment) and calls == [2] * steps
+    calls.clear()
+    _packed(group[2:] + [R("fgr", 3)], data)  # FGR's own step in the pack: the same one call
+    assert calls == [2] * steps
+
+
 def test_a_diverging_run_leaves_the_others_as_alone(data):
     """A run whose loss turns NaN is reported (``diverged_at``), not checkpointed past its last good
     epoch, and the other runs of its pack end with exactly the weights of their runs alone."""
