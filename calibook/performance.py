@@ -229,8 +229,9 @@ def method_bars(costs: pd.DataFrame) -> pd.DataFrame:
 
 def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
     """One row per (dataset, method: its name in the paper) of a ``bench/bench_epoch.py`` record,
-    indexed by them: seconds per step, images/s, epoch minutes and (GPU) the fraction of peak bf16
-    throughput (the column left out where no step measured it: a CPU)."""
+    indexed by them: the steps it timed (an epoch is extrapolated from them), seconds per step,
+    images/s, epoch minutes and (GPU) the fraction of peak bf16 throughput (the column left out where
+    no step measured it: a CPU)."""
     results = record.get("results")
     if not isinstance(results, list) or not results:
         raise ValueError("record: expected bench_epoch output with a non-empty 'results' list")
@@ -238,6 +239,7 @@ def epoch_table(record: Mapping[str, Any]) -> pd.DataFrame:
         "name": "dataset",
         "method": "method",
         "image_size": "image size",
+        "steps_timed": "steps timed",
         "seconds_per_step": "seconds per step",
         "images_per_second": "images/s",
         "epoch_seconds": "epoch seconds",
@@ -409,7 +411,8 @@ def claims(scaling: Mapping[str, Any], costs: pd.DataFrame, methods_record: Mapp
     return report.claims_table([
         timing("the AU loss bypasses the sorting bottleneck: faster than the sorting AURC loss at the largest "
                f"batch (by more than {TIMING_MARGIN:.0%}; slower by as much fails)",
-               "O(nM) vs O(n log n) (Sec. 4.2)",
+               "'bypasses the sorting bottleneck', O(nM) vs O(n log n) (Sec. 4.2): a cost, not a measured speed "
+               "(with M = 15 and log2 n <= 16 it need not be faster); the timing is the book's test",
                f"AU / AURC time {ratio.min():.2f}-{ratio.max():.2f}x over n = "
                f"{int(ratio.index.min())}..{largest}; {ratio[largest]:.2f}x at n = {largest}",
                report.t_verdict(1 - float(ratio[largest]), None, TIMING_MARGIN)),
@@ -423,8 +426,9 @@ def claims(scaling: Mapping[str, Any], costs: pd.DataFrame, methods_record: Mapp
                f"{fgr_ref:.2f}x ({methods_record['device_name']}); ours {ratios.loc['fgr', 'x vanilla']:.2f}x"
                + ("; not judged on a CPU (the DCT's share differs from a GPU's)" if methods_record["device"] == "cpu" else ""),
                report.verdict(None if methods_record["device"] == "cpu" else bool(2.0 <= fgr_ref <= 3.0))),
-        timing("Robust Filtered costs about one Vanilla step when the backbone runs once",
+        timing(f"Robust Filtered costs about one Vanilla step when the backbone runs once (at most 1.15x, "
+               f"give or take {TIMING_MARGIN:.0%})",
                "the paper's reference code runs the backbone twice per step (SPEC.md; the paper is silent)",
                f"{robust['x vanilla']:.2f}x vanilla (reference approach {robust['reference x vanilla']:.2f}x)",
-               report.verdict(bool(robust["x vanilla"] <= 1.15))),
+               report.t_verdict(1.15 - float(robust["x vanilla"]), None, TIMING_MARGIN)),
     ])  # fmt: skip

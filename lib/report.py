@@ -210,7 +210,8 @@ def floor_rule(floor: float = ACCURACY_FLOOR) -> str:
     return (
         f"One rule for every page that can be undertrained (`lib.report.gate_claims`, "
         f"`ACCURACY_FLOOR` = {floor:g}): claims about a trained model are judged only if its accuracy "
-        f"reaches chance + {floor:g} x (the paper's accuracy - chance), where chance is the accuracy of "
+        f"reaches chance + {floor:g} x (the paper's accuracy, or the page's stated reference, - chance), "
+        "where chance is the accuracy of "
         "always predicting the most frequent test class (1/C on a balanced task, the majority rate on "
         'an imbalanced one); below that they are "inconclusive at this scale".'
     )
@@ -239,7 +240,12 @@ def accuracy_floor(paper_accuracy: float, chance: float, floor: float = ACCURACY
 
 
 def gate_claims(
-    rows: Sequence[Mapping[str, Any]], accuracy: float, paper_accuracy: float, chance: float, exempt: Sequence[str] = ()
+    rows: Sequence[Mapping[str, Any]],
+    accuracy: float,
+    paper_accuracy: float,
+    chance: float,
+    exempt: Sequence[str] = (),
+    reference: str = "paper",
 ) -> tuple[pd.DataFrame, str, bool]:
     """Apply the book's one rule for models that did not learn to a page's claim rows.
 
@@ -248,7 +254,8 @@ def gate_claims(
     model, e.g. an analytic threshold) gets the verdict "inconclusive at this scale", and its
     ``ours`` keeps the number with the verdict it would have had. Returns the claims table of the
     new rows (:func:`claims_table`), the rule (:func:`floor_rule`) followed by one sentence saying
-    which case applied, for the page to print, and whether the floor was met.
+    which case applied, for the page to print, and whether the floor was met. ``reference`` names
+    ``paper_accuracy`` in that sentence: "paper", or what it is where the paper's is not used.
     """
     bar = accuracy_floor(paper_accuracy, chance)
     accuracy = check_number(accuracy, "accuracy", 0.0, 1.0)  # a fraction
@@ -262,7 +269,7 @@ def gate_claims(
             row["verdict"] = VERDICTS[2]
     detail = (
         f"accuracy {accuracy:.3f} against the floor {bar:.3f} = chance {chance:.3f} + "
-        f"{ACCURACY_FLOOR:g} x (paper {paper_accuracy:.3f} - chance)"
+        f"{ACCURACY_FLOOR:g} x ({reference} {paper_accuracy:.3f} - chance)"
     )
     case = (
         f"The model is judged: {detail}."

@@ -148,9 +148,10 @@ mono.round(3)
 
 # %% [markdown]
 # ## The paper's numbers beside ours
-# The paper's MMLU row is LLaMA-8B-Instruct (its own prompt and logits), calibrated with Platt
-# scaling; ours is Llama-3.1-8B-Instruct with the released zero-shot logits, after Platt scaling on
-# the answer's log-odds over the four options (and, in a second row, after temperature scaling).
+# The paper's MMLU row is LLaMA-8B-Instruct (its own prompt and logits), calibrated by a method
+# Table 1 does not name (section 2.1 uses Platt scaling for language tasks); ours is
+# Llama-3.1-8B-Instruct with the released zero-shot logits, after Platt scaling on the answer's
+# log-odds over the four options (and, in a second row, after temperature scaling).
 # Its vision row is ImageNet with EVA02-L; ours is CIFAR-10 with a ResNet-50, so only the pattern
 # (large drop, same on both halves) is comparable.
 

@@ -303,10 +303,11 @@ cifar10h.hard_share_table(getattr(data, "info", {}), cfg["data"] == "real")
 
 # %% [markdown]
 # Routing entropy (nats, mean over test images) shows how soft the routing is (not in the paper's
-# tables; Figure E.3's discussion).
+# tables; Figure E.3's discussion); the Single Expert has no router, so no row.
 
 # %%
-frame.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
+routed = frame.dropna(subset="routing_entropy")
+routed.groupby(["label", "subset"])["routing_entropy"].mean().unstack().round(3)
 
 # %% [markdown]
 # ## Which claims held at this scale

@@ -28,7 +28,8 @@
 #    {cite}`oksuz2024mocae`, while slightly improving hard-subset accuracy (not judged here);
 #    Robust Filtered has the best overall accuracy (0.915, quoted beside ours; not judged here).
 # 2. The gains survive temperature scaling {cite}`guo2017calibration` (ECE+TS on the hard subset).
-# 3. The robust methods lower ECE in every identity group, at comparable accuracy (Figure 2).
+# 3. The robust methods lower ECE in every identity group, at comparable accuracy (Figure 2; the
+#    accuracy part is not judged here).
 #
 # The numbers of the paper's Table 3 (and of the sentences quoting it) were lost when the paper was
 # converted to text; one survives in another public text of the paper (Robust Filtered's accuracy on

@@ -168,7 +168,8 @@ results.summary_table(summary)
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "the 3 other experts' accuracy",
+    ("dependence", "ece_random_expert",
+     "p: the 3 other experts' accuracy on their region (random elsewhere)",
      "random expert's ECE"),
 ])
 

@@ -214,13 +214,15 @@ results.summary_table(summary)
 # %% [markdown]
 # ## Figure 1, top row
 # Mean over seeds with a band of one standard error: expert ECE and system accuracy against the
-# number of experts, and the random expert's ECE against the other experts' accuracy.
+# number of experts, and the random expert's ECE against the other experts' accuracy on their
+# region.
 
 # %%
 l2d_plots.l2d_panels(summary, [
     ("experts", "ece", "number of experts", "expert ECE (mean over experts)"),
     ("experts", "system_accuracy", "number of experts", "system accuracy"),
-    ("dependence", "ece_random_expert", "the 3 other experts' accuracy",
+    ("dependence", "ece_random_expert",
+     "p: the 3 other experts' accuracy on their region (random elsewhere)",
      "random expert's ECE"),
 ])
 

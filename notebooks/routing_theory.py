@@ -32,7 +32,8 @@
 #    $w = \mathrm{softmax}(\lambda \ell)$ and the Robust MoE loss obeys the identity (eq. 7)
 #    $\sum_i w_i \ell_i = R_\lambda(\ell) + \mathrm{KL}(w \,\|\, \mathrm{unif})/\lambda$, where
 #    $R_\lambda(\ell) = \frac{1}{\lambda} \log \frac{1}{n} \sum_i e^{\lambda \ell_i}$ is the entropic risk
-#    ({py:func}`~lib.moe.robust.entropic_risk`, the Robust MoE objective of the training pages).
+#    ({py:func}`~lib.moe.robust.entropic_risk`, the first term of eq. 7; the training pages minimize
+#    the left-hand side, {py:func}`~lib.moe.robust.robust_moe_loss`).
 #    Table 5 maps $\lambda$ to an effective support: at $\lambda = 2$ and batches of $n = 128$ the
 #    paper reports a perplexity of **93.2 of 128 (72.8%)** and a density-ratio bound of **1.4**.
 #    Our batches are simulated losses, not CIFAR-10H training losses, so the simulation's values are

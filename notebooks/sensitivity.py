@@ -172,10 +172,11 @@ style = dict(x="warmup_epochs", x_title=x_title, width=290)
 #
 # Effective support of the tilted weights at each $\lambda$, computed from each trained Robust MoE's
 # per-example losses on the test images in batches of 128 (the paper used training batches; ours
-# are test batches because the engine saves test predictions), beside the paper's values.
+# are test batches because the engine saves test predictions; on a subsampled test set only its
+# natural-proportion sample, not the hard images added to it), beside the paper's values.
 
 # %%
-support = sensitivity.support_frame(records, lam_frame["key"])
+support = sensitivity.support_frame(records, lam_frame["key"], data.all_mask)
 support_mean = sensitivity.support_table(support)
 table5 = {str(r.lam): float(r.fraction) for r in support_mean.itertuples()}
 paper5 = sensitivity.PAPER_TABLE5

@@ -14,7 +14,8 @@ from lib import report
 from lib.validation import check_record
 
 POINT_KEYS: tuple[str, ...] = ("experiment", "value", "surrogate", "seed")  # a run's grid point (its config)
-RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "ece_random_expert")
+RESULT_COLUMNS = ("ece", "system_accuracy", "classifier_accuracy", "defer_rate", "frac_estimate_above_1")
+RESULT_COLUMNS += ("ece_random_expert",)  # the last: computed from the record (:func:`result_row`)
 
 ECE_MARGIN: float = 0.02
 """The smallest ECE effect the claims are about (two points; the paper's effects are 0.1-0.4, Fig. 1):
@@ -39,8 +40,10 @@ ACCURACY_EXPERIMENTS: tuple[str, ...] = ("experts", "specialized")
 
 def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """The grid ``point`` and the ``RESULT_COLUMNS`` of its run ``record`` (a plain dict of
-    :func:`lib.l2d.experiment.train_and_score`'s metrics; ``ece_random_expert`` is expert 0's ECE,
-    Fig. 1c/f); ``ValueError`` naming the run if the record is malformed or another point's."""
+    :func:`lib.l2d.experiment.train_and_score`'s metrics; ``ece_random_expert`` is expert 0's ECE in
+    the dependence sweep, whose expert 0 is the random one (Fig. 1c/f), and NaN in the others, whose
+    expert 0 is an oracle on its region); ``ValueError`` naming the run if the record is malformed or
+    another point's."""
     check_record(record, "a paper-2 run record", POINT_KEYS, RESULT_COLUMNS[:-1])
     want = {k: point[k] for k in POINT_KEYS}
     got = {k: record["config"][k] for k in POINT_KEYS}
@@ -48,6 +51,8 @@ def result_row(point: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str,
         raise ValueError(f"record: run {record.get('key', '?')} is the point {got}, not {want}")
     metrics = {**record, "ece_random_expert": (record.get("ece_per_expert") or [None])[0]}
     check_record(metrics, "a paper-2 run record", (), RESULT_COLUMNS[-1:])
+    if want["experiment"] != "dependence":  # no random expert in this sweep
+        metrics["ece_random_expert"] = np.nan
     return {**want, **{col: float(metrics[col]) for col in RESULT_COLUMNS}}
 
 
@@ -71,6 +76,7 @@ METRIC_LABELS: dict[str, str] = {
     "system_accuracy": "system accuracy",
     "classifier_accuracy": "classifier accuracy",
     "defer_rate": "deferral rate",
+    "frac_estimate_above_1": "estimates above 1 (share; ECE clips them to 1)",
     "ece_random_expert": "random expert's ECE",
 }
 """The names the pages' tables give the ``RESULT_COLUMNS`` (the paper's, Figs. 1-2)."""
@@ -78,11 +84,15 @@ METRIC_LABELS: dict[str, str] = {
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     """:func:`summarize`'s means as a page shows them: one row per sweep point and surrogate, each
-    metric as "mean ± standard error" over seeds (the mean alone with one seed), and the seeds."""
+    metric as "mean ± standard error" over seeds (the mean alone with one seed; blank where the
+    sweep has no such value: the random expert outside the dependence sweep), and the seeds."""
     out = summary[["experiment", "value", "surrogate"]].copy()
     one = summary["seeds"] < 2
     for m, label in METRIC_LABELS.items():
-        out[label] = [f"{a:.4f}" if o else f"{a:.4f} ± {b:.4f}" for a, b, o in zip(summary[m], summary[f"{m}_se"], one)]
+        out[label] = [
+            "" if np.isnan(a) else f"{a:.4f}" if o else f"{a:.4f} ± {b:.4f}"
+            for a, b, o in zip(summary[m], summary[f"{m}_se"], one)
+        ]
     return out.assign(seeds=summary["seeds"])
 
 
@@ -218,4 +228,5 @@ def gated_claims(runs: pd.DataFrame, reference: float, labels: Any) -> tuple[pd.
     if not isinstance(runs, pd.DataFrame) or "classifier_accuracy" not in runs.columns or runs.empty:
         raise ValueError("runs: expected the non-empty DataFrame of a page's runs, with classifier_accuracy")
     accuracy = float(runs["classifier_accuracy"].mean())
-    return report.gate_claims(l2d_claims(runs), accuracy, reference, report.chance_accuracy(labels))[:2]
+    chance = report.chance_accuracy(labels)
+    return report.gate_claims(l2d_claims(runs), accuracy, reference, chance, reference="reference")[:2]

@@ -47,7 +47,10 @@ def test_gate_claims_at_or_above_floor_keeps_verdicts():
     for acc in (0.776, 0.8, np.float32(0.95)):
         table, note, met = report.gate_claims(ROWS, accuracy=acc, paper_accuracy=0.945, chance=0.1)
         assert table["verdict"].tolist() == [r["verdict"] for r in ROWS]
-        assert "The model is judged" in note and met
+        assert "The model is judged" in note and met and "(paper 0.945 - chance)" in note
+    # a page gating on a reference of its own (not the paper's) says so
+    _, note, _ = report.gate_claims(ROWS, 0.8, 0.9, 0.1, reference="reference (our choice)")
+    assert "(reference (our choice) 0.900 - chance)" in note and "paper 0.900" not in note
 
 
 def test_gate_claims_bad_input_names_argument():

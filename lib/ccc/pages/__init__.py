@@ -9,7 +9,7 @@ from typing import Any
 
 from lib import report
 from lib.page import Page
-from lib.validation import check_int
+from lib.validation import check_int, check_number
 
 
 class CCCPage(Page):
@@ -30,15 +30,19 @@ class CCCPage(Page):
         )
 
 
-def ece_se(n: int) -> float:
-    """The standard error of a binned ECE on ``n`` examples, at most about ``0.5 / sqrt(n)``.
+def ece_se(n: int, accuracy: float = 0.5) -> float:
+    """The standard error of a binned ECE on ``n`` examples, at most ``sqrt(a (1 - a) / n)`` for a
+    model of accuracy ``a`` (``0.5 / sqrt(n)`` whatever the accuracy, the default).
 
     ECE = sum_b (n_b / n) abs(acc_b - conf_b); with the bins fixed, each bin's accuracy is a mean of
-    n_b outcomes (variance <= 1 / (4 n_b)) and bins are independent, so the weighted sum has
-    variance <= sum_b (n_b / n)^2 / (4 n_b) = 1 / (4 n). The same bar serves a difference of two
-    ECEs on the same rows (their errors are positively correlated, so it is conservative there).
+    n_b outcomes (variance acc_b (1 - acc_b) / n_b <= 1 / (4 n_b)) and bins are independent, so the
+    weighted sum has variance sum_b (n_b / n)^2 acc_b (1 - acc_b) / n_b = (1 / n) sum_b (n_b / n)
+    acc_b (1 - acc_b) <= a (1 - a) / n, since a (1 - a) is concave and a = sum_b (n_b / n) acc_b.
+    The same bar serves a difference of two ECEs on the same rows (their errors are positively
+    correlated, so it is conservative there); for two models, pass the accuracy nearer 0.5.
     """
-    return 0.5 / math.sqrt(check_int(n, "n"))
+    a = check_number(accuracy, "accuracy", 0.0, 1.0)
+    return math.sqrt(a * (1 - a) / check_int(n, "n"))
 
 
 def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_se: float, margin: float = 0.0) -> str:

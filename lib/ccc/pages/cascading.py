@@ -355,8 +355,11 @@ def paper_table(main: pd.DataFrame, abl: pd.DataFrame) -> pd.DataFrame:
     names = {"temperature": "temperature scaling", "platt": "Platt scaling", "histogram": "histogram binning"}
     return pd.DataFrame(
         [
-            *[(f"{names[c]}, 15 bins", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
-            *[(f"TS, {b} bins", p, by_bins.get(str(b))) for b, p in PAPER_APGR_BY_BINS.items()],
+            *[(f"{names[c]}, 15 bins (Table 4)", p, by_cal.get(c)) for c, p in PAPER_APGR_BY_CALIBRATOR.items()],
+            *[
+                (f"{names[BINS_CALIBRATOR]}, {b} bins (Table 5)", p, by_bins.get(str(b)))
+                for b, p in PAPER_APGR_BY_BINS.items()
+            ],
             ("random routing (RC)", RANDOM_APGR, float(m["instruct", "RC"])),
             ("MF router (RouteLLM, best variant)", PAPER_APGR_MF_ROUTER, np.nan),
         ],

@@ -68,13 +68,13 @@ def confident_learning(
 
 def compare_at_detection(ours: pd.DataFrame, cl_curves: list[pd.DataFrame]) -> pd.DataFrame:
     """At each of our points' detection rate, the precision of CL's best ranked curve (largest area
-    under precision-detection), interpolated linearly along detection; ``cl_reaches`` is False
-    where our detection lies beyond CL's largest."""
+    under precision-detection), interpolated linearly along detection; ``cl_reaches`` is False (and
+    ``cl_precision`` NaN) where our detection lies beyond CL's largest."""
     if not cl_curves:
         raise ValueError("cl_curves: need at least one curve")
     best = max(cl_curves, key=lambda c: float(np.trapezoid(c["precision"], c["detection"])))
-    cl_at = np.interp(ours["detection"], best["detection"], best["precision"])
     inside = ours["detection"] <= best["detection"].max()
+    cl_at = np.where(inside, np.interp(ours["detection"], best["detection"], best["precision"]), np.nan)
     return ours.assign(cl_precision=cl_at, cl_reaches=inside)[
         ["k", "detection", "precision", "cl_precision", "cl_reaches"]
     ]
@@ -147,6 +147,8 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
         added_line = f"{int(n[-1] - n[0])} flags added by {ks}: precision {added:.3f}"
     top = report.t_verdict(prec[t] - TOP_BIN_PRECISION_MIN, precision_se(prec[t], int(n[t])), df=math.inf)
     reached = compare[compare["cl_reaches"]].merge(curve[["k", "n_flagged"]], on="k")
+    tied = (reached["precision"] >= 1) & (reached["cl_precision"] >= 1)  # at the ceiling neither is more precise
+    reached, n_tied = reached[~tied], int(tied.sum())
 
     def versus_cl(r: pd.Series) -> str:
         n_cl = max(int(round(r["detection"] * n_noisy / max(r["cl_precision"], 1e-12))), 0)
@@ -169,7 +171,8 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
             paper=f"'across the entire detection range' higher than CL (Fig. 6a); unique flags "
             f"{PAPER_CLEANING_PRECISION} vs CL {PAPER_CL_PRECISION} (Table 3, ImageNet)",
             ours=f"of {len(cl_verdicts)} points: {counts[report.VERDICTS[0]]} more precise, "
-            f"{counts[report.VERDICTS[1]]} less, {counts[report.VERDICTS[2]]} within the noise",
+            f"{counts[report.VERDICTS[1]]} less, {counts[report.VERDICTS[2]]} within the noise"
+            + (f"; {n_tied} where both are exactly 1 left out (neither can be more precise)" if n_tied else ""),
             verdict=report.every(cl_verdicts) if cl_verdicts else report.VERDICTS[2],
         ),
         report.claim_row(

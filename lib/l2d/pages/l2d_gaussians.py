@@ -36,10 +36,16 @@ holds them (rajevv/Multi_L2D, ``mog_results.ipynb``; the paper prints the plot o
 
 def scale_line(cfg: Mapping[str, Any]) -> str:
     """The page's scale line: what the plan at the settings ``cfg`` runs, on what."""
+    stops = int(cfg["patience"]) < int(cfg["epochs"])  # else early stopping cannot end a run
+    sgd = (
+        f"SGD up to {cfg['epochs']} epochs with early stopping (patience {cfg['patience']})"
+        if stops
+        else f"SGD for {cfg['epochs']} epochs (early stopping's patience, {cfg['patience']}, is never reached)"
+    )
     return (
         f"4-layer MLP (3x100) on our 4-cluster 2-D mixture, {cfg['n_train']}/{cfg['n_val']}/{cfg['n_test']} "
-        f"train/val/test points per seed, SGD up to {cfg['epochs']} epochs with early stopping "
-        f"(patience {cfg['patience']}), {cfg['seeds']} seed{'s' * (cfg['seeds'] != 1)}, experts 1..{max(cfg['num_experts'])}"
+        f"train/val/test points per seed, {sgd}, {cfg['seeds']} seed{'s' * (cfg['seeds'] != 1)}, "
+        f"experts 1..{max(cfg['num_experts'])}"
     )
 
 

@@ -134,15 +134,15 @@ def outlier_note(acc: Mapping[str, float]) -> str:
 
 
 def temperature_table(metrics: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-    """Per run: the temperature fitted by ECE and by NLL, and the ECE after each (rows runs, by their
-    labels)."""
+    """Per run: the temperature fitted by ECE and by NLL, and the ECE after each, x100 as the paper's
+    tables (rows runs, by their labels)."""
     return pd.DataFrame(
         {
             LABELS.get(name, name): {
                 "T (ECE fit)": m["temperature"],
                 "T (NLL fit)": m["temperature_nll"],
-                "ECE+TS (ECE fit)": m["ece_ts"],
-                "ECE+TS (NLL fit)": m["ece_ts_nll"],
+                "ECE+TS (ECE fit), x100": 100 * m["ece_ts"],
+                "ECE+TS (NLL fit), x100": 100 * m["ece_ts_nll"],
             }
             for name, m in metrics.items()
         }
@@ -201,19 +201,23 @@ def gamma_published(summary: pd.DataFrame, criterion: str) -> dict[str, Any]:
     }
 
 
-def released_claims(metrics: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
-    """Each run's ECE within :data:`RELEASED_ECE_TOL` of Table 2's (margin a quarter of it), and dual
-    focal's ECE the lowest of the runs by half a point (the paper's own means judged alike)."""
+def released_claims(metrics: Mapping[str, Mapping[str, float]], source: str = "released") -> list[dict[str, Any]]:
+    """Each run's ECE within :data:`RELEASED_ECE_TOL` of Table 2's, give or take a quarter of it
+    (held under 0.75 of it, did not hold over 1.25), and dual focal's ECE the lowest of the runs by
+    half a point (the paper's own means judged alike); ``source`` ("released" or "synthetic") says
+    what the logits were."""
     rows: list[dict[str, Any]] = []
     tol = RELEASED_ECE_TOL
+    seed = "the one released seed" if source == "released" else f"{source} logits, not the released runs"
     for name, m in metrics.items():
         if name in PAPER["ece"]:
             diff = abs(m["ece"] - PAPER["ece"][name] / 100)
             rows.append(
                 report.claim_row(
-                    f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point)",
+                    f"{LABELS.get(name, name)}: ECE as in Table 2 (within {100 * tol:.0f} point, give or take "
+                    f"a quarter: held under {75 * tol:.2f}, did not hold over {125 * tol:.2f})",
                     f"{PAPER['ece'][name]:.2f}",
-                    f"{100 * m['ece']:.2f} (the one released seed)",
+                    f"{100 * m['ece']:.2f} ({seed})",
                     report.t_verdict(tol - diff, None, tol / 4),
                 )
             )
@@ -378,11 +382,13 @@ def claims(
     gamma_summary: pd.DataFrame,
     failed: Mapping[str, float],
     tol: float,
+    source: str = "released",
 ) -> list[dict[str, Any]]:
     """The released runs against Table 2, :func:`~lib.rr.pages.losses_cifar10.reweighted_claims` on
-    the one released seed, Table 4's Meta-Cal claims, the failed runs and the gamma check."""
+    the one released seed, Table 4's Meta-Cal claims, the failed runs and the gamma check (``source``:
+    what the logits were, "released" or "synthetic", said in :func:`released_claims`' rows)."""
     return [
-        *released_claims(metrics),
+        *released_claims(metrics, source),
         *reweighted_claims({k: [m] for k, m in metrics.items()}, tol=tol),
         *metacal_claims(metrics, meta),
         *failed_run_claims(failed),

@@ -79,8 +79,11 @@ def test_published_and_paper_table_read_the_means():
     assert pub["apgr_shift_min"] == 0.58  # the in-distribution row is not a shifted one
     assert list(pub["apgr_by_bins"]) == ["5", "15"]
     table = ccc.paper_table(main, abl)
-    assert table.loc["TS, 15 bins", "paper"] == ccc.PAPER_APGR_BY_BINS[15] and table.loc["TS, 15 bins", "ours"] == 0.75
-    assert np.isnan(table.loc["TS, 50 bins", "ours"])  # a setting not run stays empty
+    assert table.loc["Platt scaling, 15 bins (Table 5)", "paper"] == ccc.PAPER_APGR_BY_BINS[15]
+    assert (
+        table.loc["Platt scaling, 15 bins (Table 5)", "ours"] == 0.75
+    )  # the bins ablation is Platt-scaled, and so named
+    assert np.isnan(table.loc["Platt scaling, 50 bins (Table 5)", "ours"])  # a setting not run stays empty
     assert table.loc["random routing (RC)", "ours"] == 0.5
 
 

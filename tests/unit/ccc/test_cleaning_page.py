@@ -29,6 +29,7 @@ def test_compare_at_detection_interpolates_the_best_curve():
     assert list(out["cl_precision"]) == [0.5, 0.5] and list(out["cl_reaches"]) == [True, True]
     out2 = K.compare_at_detection(ours, [best])
     assert out2["cl_precision"].iloc[0] == pytest.approx(0.9) and list(out2["cl_reaches"]) == [True, False]
+    assert np.isnan(out2["cl_precision"].iloc[1])  # beyond CL's curve: no precision of CL's, not its last one
     with pytest.raises(ValueError, match="cl_curves"):
         K.compare_at_detection(ours, [])
 
@@ -87,6 +88,20 @@ def test_cleaning_claims_can_hold_fail_and_be_inconclusive(scale):
     assert _verdicts(n, 1.0, 0.5, 1.0, 0.7) == [HELD] * 3
     assert _verdicts(n, 0.5, 0.9, 0.5, 0.9) == [FAILED] * 3
     assert _verdicts(8, 0.95, 0.92, 0.93, 0.92) == [UNSURE] * 3  # 2 to 8 flags decide nothing
+
+
+def test_points_where_both_rules_are_exactly_precise_are_left_out_of_the_cl_claim():
+    """Where both precisions are 1 neither rule can be more precise: those points are counted apart,
+    and the claim is judged on the others (here the k = 3 point, 1.0 against CL's .7 on 90 flags)."""
+    curve = pd.DataFrame({"k": [1, 2, 3], "n_flagged": [20, 40, 90], "precision": [1.0, 1.0, 1.0],
+                          "detection": [0.05, 0.1, 0.3]})  # fmt: skip
+    compare = curve.assign(cl_precision=[1.0, 1.0, 0.7], cl_reaches=True)[
+        ["k", "detection", "precision", "cl_precision", "cl_reaches"]
+    ]
+    row = K.claims(curve, compare).iloc[1]
+    assert row["verdict"] == HELD and "of 1 points" in row["ours"] and "2 where both are exactly 1" in row["ours"]
+    only_ties = compare.assign(cl_precision=1.0)
+    assert K.claims(curve, only_ties).iloc[1]["verdict"] == UNSURE
 
 
 def test_precision_falls_compares_the_first_flags_with_those_added_after_them():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,19 @@ def test_ece_se_is_half_over_root_n_and_bounds_the_spread_of_a_calibrated_models
     for bad in (0, -3, 1.5, True):
         with pytest.raises(ValueError, match="n"):
             ece_se(bad)
+
+
+def test_ece_se_at_an_accuracy_is_the_binomial_bound_and_still_bounds_the_spread():
+    """At accuracy a the bar is sqrt(a (1 - a) / n): 0.95 on 5,000 gives 0.0031 (0.0071 at 0.5); a
+    calibrated model of mean confidence 0.95 spreads its ECE less than that over 200 draws."""
+    assert ece_se(5000, 0.95) == pytest.approx(math.sqrt(0.95 * 0.05 / 5000))
+    assert ece_se(5000, 0.5) == ece_se(5000)
+    rng = np.random.default_rng(1)
+    conf = rng.uniform(0.9, 1.0, 5000)  # calibrated, accuracy ~0.95
+    draws = [binary_ece(conf, rng.random(5000) < conf, 15, binning="mass") for _ in range(200)]
+    assert np.std(draws) < ece_se(5000, float(conf.mean()))
+    with pytest.raises(ValueError, match="accuracy"):
+        ece_se(5000, 1.5)
 
 
 def test_every_is_symmetric():

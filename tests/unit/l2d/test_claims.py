@@ -76,6 +76,11 @@ def test_scale_lines_say_what_the_plan_runs():
         cfg = settings("l2d_gaussians", scale)
         n = len({it.seed for it in gauss.PAGE.plan(scale)})
         assert f"{n} seed{'s' if n != 1 else ''}, experts" in gauss.scale_line(cfg)
+        # early stopping is said only where its patience can end a run before the last epoch
+        stops = cfg["patience"] < cfg["epochs"]
+        assert ("with early stopping" in gauss.scale_line(cfg)) == stops
+        assert ("is never reached" in gauss.scale_line(cfg)) == (not stops)
+    assert "is never reached" in gauss.scale_line(settings("l2d_gaussians", "smoke"))  # patience 20, 15 epochs
 
 
 def test_bayes_accuracy_beats_the_nearest_mean_rule():

@@ -32,6 +32,7 @@ def test_summary_table_writes_mean_plus_minus_se_and_the_mean_alone_at_one_seed(
     rows = [
         {"experiment": "experts", "value": 2, "surrogate": "ova", "seed": k, "ece": 0.10 + 0.01 * k}
         | {"system_accuracy": 0.9, "classifier_accuracy": 0.8, "defer_rate": 0.25, "ece_random_expert": 0.3}
+        | {"frac_estimate_above_1": 0.02 * k}  # the softmax estimate above 1 on 0%, 2%, 4% of the points
         for k in range(3)
     ]
     table = lr.summary_table(lr.summarize(pd.DataFrame(rows)))
@@ -39,6 +40,7 @@ def test_summary_table_writes_mean_plus_minus_se_and_the_mean_alone_at_one_seed(
         "0.2500 ± 0.0000"
     ]
     assert list(table.columns[3:]) == [*lr.METRIC_LABELS.values(), "seeds"] and table["seeds"].tolist() == [3]
+    assert table["estimates above 1 (share; ECE clips them to 1)"].tolist() == ["0.0200 ± 0.0115"]
     alone = lr.summary_table(lr.summarize(pd.DataFrame(rows[:1])))
     assert alone["expert ECE"].tolist() == ["0.1000"] and alone["seeds"].tolist() == [1]
 

@@ -212,3 +212,18 @@ def test_the_run_plan_names_a_missing_setting() -> None:
     cfg = {k: v for k, v in settings("sensitivity", "smoke").items() if k not in ("lams", "lam")}
     with pytest.raises(ValueError, match=r"^cfg: missing 'lams', 'lam'"):
         ms.run_plan(cfg)
+
+
+def test_support_frame_reads_only_the_natural_sample_of_a_subsampled_test_set(monkeypatch) -> None:
+    """128 equal losses (support fraction 1) in the natural sample, then 128 added hard images, one
+    of them far worse than the rest: on all 256 its batch's tilted weights pile on it, so the mean
+    support shrinks; with ``all_mask`` it is the natural sample's, 1."""
+    probs = np.full((256, 4), 0.25)
+    probs[200] = [0.997, 0.001, 0.001, 0.001]  # label 1: a loss far above the others'
+    pred = {"probs": probs, "labels": np.concatenate([np.zeros(128), np.ones(128)]).astype(int)}
+    monkeypatch.setattr(ms, "load_predictions", lambda rec: pred)
+    rec = {"key": "k", "config": {"train": {"lam": 2.0, "seed": 0}}}
+    everything = ms.support_frame([rec], ["k"])
+    natural = ms.support_frame([rec], ["k"], np.arange(256) < 128)
+    assert len(everything) == len(natural) == 1
+    assert everything["fraction"].iloc[0] < 0.9 and natural["fraction"].iloc[0] == pytest.approx(1.0)

@@ -74,6 +74,7 @@ def test_published_metrics_and_tables():
     assert len(pub) == len(PUBLISHED_METRICS) and pub["released_xe_ece"] == 1.0
     t = R.temperature_table({"xe": m})
     assert t.loc["XE", "T (NLL fit)"] == m["temperature_nll"]
+    assert t.loc["XE", "ECE+TS (NLL fit), x100"] == 100 * m["ece_ts_nll"]  # x100, as the tables beside it
     z = np.array([[1.0, 0.0], [0.0, 1.0]])
     acc = R.accuracy_table({"xe": float((z.argmax(1) == np.array([0, 0])).mean())}, {"inverse_focal": 0.1})
     assert list(acc["test accuracy"]) == [0.5, 0.1] and acc["loss"].iloc[1].endswith("(failed run)")
