@@ -58,7 +58,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lib.data.augment import Augment, augment_batch  # noqa: E402
+from lib.data.augment import Augment  # noqa: E402
 from lib.engine.device import device_name, resolve_device  # noqa: E402
 from lib.engine.loop import fit as fit_classifier  # noqa: E402
 from lib.moe.methods import (  # noqa: E402
@@ -152,8 +152,7 @@ def bench(
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     bs = cfg.batch_size
 
-    def transform(xb, gen):
-        return augment_batch(xb, mean, std, generator=gen, channels_last=use_cl)
+    transform = Augment(mean, std, channels_last=use_cl)
 
     # The method's post-warmup step (robust objective; FGR's rectified step).
     loss_fn, step_fn = method_step(cfg.replace(warmup_epochs=0), device, image_inputs(mean, std))

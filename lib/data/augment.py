@@ -30,7 +30,6 @@ __all__ = [
     "IMAGENET_STD",
     "Augment",
     "BatchIterator",
-    "augment_batch",
     "default_padding",
     "epoch_generator",
     "random_crop",
@@ -112,31 +111,12 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
     return out
 
 
-def augment_batch(
-    x: torch.Tensor,
-    mean: Sequence[float],
-    std: Sequence[float],
-    padding: int | None = None,
-    generator: torch.Generator | None = None,
-    channels_last: bool = False,
-) -> torch.Tensor:
-    """The paper's training transform on a uint8 batch: crop with zero padding, flip, normalize.
-
-    ``padding=None`` uses :func:`default_padding` of the image size (4 at 32 px, 28 at 224 px).
-    """
-    _check_images(x)
-    pad = default_padding(x.shape[-1]) if padding is None else padding
-    if not isinstance(pad, int) or pad < 0:
-        raise ValueError(f"padding: must be a non-negative integer, got {padding!r}")
-    x = random_flip(random_crop(x, pad, generator), generator)
-    return to_float(x, mean, std, channels_last=channels_last)
-
-
 @dataclass(frozen=True)
 class Augment:
-    """A run's training transform, :func:`augment_batch` with these settings (``crop_flip=False``:
-    normalization only), as one object: ``t(x, generator)`` for one run's batch, and
-    :meth:`many` for the batches of the G runs of a pack at once."""
+    """A run's training transform, the paper's recipe on a uint8 ``(B, C, H, W)`` batch: crop with
+    zero padding (``padding=None``: :func:`default_padding` of the image size, 4 at 32 px, 28 at
+    224 px), flip, normalize (``crop_flip=False``: normalization only). ``t(x, generator)`` for one
+    run's batch, :meth:`many` for the batches of the G runs of a pack at once."""
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
@@ -149,9 +129,11 @@ class Augment:
             raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
 
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        if not self.crop_flip:
-            return to_float(x, self.mean, self.std, channels_last=self.channels_last)
-        return augment_batch(x, self.mean, self.std, self.padding, generator, self.channels_last)
+        if self.crop_flip:
+            _check_images(x)
+            pad = default_padding(x.shape[-1]) if self.padding is None else self.padding
+            x = random_flip(random_crop(x, pad, generator), generator)
+        return to_float(x, self.mean, self.std, channels_last=self.channels_last)
 
     def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator]) -> list[torch.Tensor]:
         """``[t(x, g) for x, g in zip(xs, generators)]`` exactly, as one crop, flip and normalization

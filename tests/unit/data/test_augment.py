@@ -6,16 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.data.augment import (
-    Augment,
-    BatchIterator,
-    augment_batch,
-    crop_at,
-    default_padding,
-    random_crop,
-    random_flip,
-    to_float,
-)
+from lib.data.augment import Augment, BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
 
 
 def _batch(b=5, c=3, h=6, w=7, seed=0):
@@ -127,10 +118,15 @@ def test_augment_many_is_each_run_alone_exactly(aug):
         assert torch.equal(torch.rand(4, generator=a), torch.rand(4, generator=p))
 
 
-def test_augment_is_augment_batch_and_names_a_bad_padding():
-    """``Augment(...)(x, g)`` is :func:`augment_batch` with its settings; a negative padding is one line."""
+def test_augment_is_the_papers_recipe_and_names_a_bad_padding():
+    """``Augment(...)(x, g)`` is the recipe step by step: crop at the default padding (16 px: 2), then
+    flip, from one generator, then normalize; ``crop_flip=False`` only normalizes; a negative padding
+    is one line."""
     x = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
     got = Augment((0.5,) * 3, (0.25,) * 3)(x, torch.Generator().manual_seed(1))
-    assert torch.equal(got, augment_batch(x, (0.5,) * 3, (0.25,) * 3, generator=torch.Generator().manual_seed(1)))
+    g = torch.Generator().manual_seed(1)
+    assert torch.equal(got, to_float(random_flip(random_crop(x, 2, g), g), (0.5,) * 3, (0.25,) * 3))
+    plain = Augment((0.5,) * 3, (0.25,) * 3, crop_flip=False)(x, None)
+    assert torch.equal(plain, to_float(x, (0.5,) * 3, (0.25,) * 3))
     with pytest.raises(ValueError, match="^padding: must be a non-negative integer, got -1$"):
         Augment((0.5,) * 3, (0.25,) * 3, padding=-1)

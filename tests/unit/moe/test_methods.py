@@ -124,7 +124,7 @@ def test_training_steps_never_wait_for_the_device(method):
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     meta = torch.device("meta")
     loss_fn, step_fn = methods.method_step(cfg, meta, image_inputs(mean, std))
-    from lib.data.augment import augment_batch
+    from lib.data.augment import Augment
 
     reads = _HostReads()
     with reads:
@@ -139,7 +139,7 @@ def test_training_steps_never_wait_for_the_device(method):
             batch_size=8,
             device=meta,
             progress=False,
-            transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
+            transform=Augment(mean, std),
         )
     assert len(fit.history) == cfg.epochs  # warmup epochs (ERM) and robust/FGR epochs both ran
     epoch_reads = [r for r in reads.reads if r.startswith("engine/loop.py")]
@@ -157,7 +157,7 @@ def test_compiled_backbone_trains_like_the_eager_one():
     y = torch.randint(0, 3, (24,))
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     loss_fn, _ = methods.method_step(cfg, torch.device("cpu"), image_inputs(mean, std))
-    from lib.data.augment import augment_batch
+    from lib.data.augment import Augment
 
     weights = []
     for compiled in (False, True):
@@ -172,7 +172,7 @@ def test_compiled_backbone_trains_like_the_eager_one():
             batch_size=8,
             device="cpu",
             progress=False,
-            transform=lambda xb, g: augment_batch(xb, mean, std, generator=g),
+            transform=Augment(mean, std),
         )
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert not torch.equal(
