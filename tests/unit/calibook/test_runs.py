@@ -122,34 +122,58 @@ def test_committed_result_wins_over_cache(tmp_path) -> None:
         assert run.load_result()["where"] == "cache"
 
 
-def _slow_compute(cache: str, out: str) -> None:
+def _held_compute(cache: str, out: str, release: str) -> None:
+    """A process asking for one run: it logs "computed" when it computes it (and then holds it until
+    ``release`` exists) and "waiting" when it finds another process computing it."""
     import os
+    from pathlib import Path
 
     os.environ["CALIBOOK_CACHE"] = cache
     from calibook import runs as r
+    from lib.engine import progress
+
+    def log(line: str) -> None:
+        with open(out, "a") as fh:
+            fh.write(line + "\n")
+
+    progress.note = lambda msg, *a, **k: log("waiting") if "another process" in msg else None
 
     def compute(run):
-        with open(out, "a") as fh:
-            fh.write("computed\n")
-        time.sleep(1.5)
+        log("computed")
+        while not Path(release).exists():
+            time.sleep(0.05)
         return {"pid": os.getpid()}
 
     r.cached_run("demo", {"seed": 11}, compute)
 
 
+def _wait_for(path, text: str, seconds: float = 60) -> None:
+    end = time.monotonic() + seconds
+    while not (path.exists() and text in path.read_text()):
+        assert time.monotonic() < end, f"no {text!r} in {path} after {seconds} s"
+        time.sleep(0.05)
+
+
 def test_two_processes_on_one_run_compute_it_once(tmp_path) -> None:
-    """The second process waits on the run's lock and loads the first one's result."""
+    """The second process, started while the first computes the run, waits on the run's lock and
+    loads the first one's result: each step is awaited, not timed (the first holds the run until the
+    second has said it waits)."""
     import os
 
-    out = tmp_path / "log.txt"
+    out, release = tmp_path / "log.txt", tmp_path / "release"
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_slow_compute, args=(os.environ["CALIBOOK_CACHE"], str(out))) for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
+    args = (os.environ["CALIBOOK_CACHE"], str(out), str(release))
+    first = ctx.Process(target=_held_compute, args=args)
+    first.start()
+    _wait_for(out, "computed")
+    second = ctx.Process(target=_held_compute, args=args)
+    second.start()
+    _wait_for(out, "waiting")
+    release.touch()
+    for p in (first, second):
         p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0]
-    assert out.read_text().count("computed") == 1
+    assert [p.exitcode for p in (first, second)] == [0, 0]
+    assert out.read_text().split() == ["computed", "waiting"]
 
 
 def test_a_run_another_process_holds_says_so_then_waits_for_its_result(monkeypatch) -> None:

@@ -141,3 +141,23 @@ def test_jpeg_filter_ignores_autocast(natural_images) -> None:
         inside = jpeg_filter(x, 18)
     assert inside.dtype == torch.float32
     assert torch.equal(inside, jpeg_filter(x, 18))
+
+
+def test_one_block_is_the_jpeg_round_trip_written_out() -> None:
+    """An 8 x 8 RGB block at quality 40, against the definition in numpy with scipy's DCT: RGB ->
+    YCbCr (JFIF matrix, offsets 0/128/128) shifted by -128, 2-D orthonormal DCT, coefficients rounded
+    to multiples of the standard tables x (101 - q) / 50 (at least 1), inverse DCT, back to RGB,
+    clipped to [0, 255]."""
+    from scipy.fft import idctn
+
+    rgb = np.random.default_rng(3).uniform(0, 255, (3, 8, 8))
+    m = np.array([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
+    ycc = np.einsum("ij,jhw->ihw", m, rgb) + np.array([0.0, 128.0, 128.0])[:, None, None] - 128.0
+    tables = np.maximum(np.array([JPEG_LUMA, JPEG_CHROMA, JPEG_CHROMA], dtype=float) * (101 - 40) / 50, 1.0)
+    coef = np.stack([dctn(c, norm="ortho") for c in ycc])
+    back = np.stack([idctn(c, norm="ortho") for c in np.round(coef / tables) * tables])
+    want = np.einsum("ij,jhw->ihw", np.linalg.inv(m), back + 128.0 - np.array([0.0, 128.0, 128.0])[:, None, None])
+    got = jpeg_filter(torch.tensor(rgb[None]), 40)[0].numpy()
+    # the library's tables are float32 (19.52 is not exact): 1e-4, far below one quantization step (>= 1)
+    np.testing.assert_allclose(got, np.clip(want, 0, 255), atol=1e-4)
+    assert np.abs(got - rgb).max() > 1  # quality 40 changes the block: the check is not the identity

@@ -125,10 +125,12 @@ def test_ova_estimates_independent_of_other_experts():
     base = torch.tensor([0.1, 0.2, 0.1])
     more = torch.tensor([0.1, 0.2, 0.4])
     assert eq2(more)[0] > eq2(base)[0] * 1.5
-    # In logits eq. 2 reduces to exp(g_{⊥j} - logsumexp_k g_k); the library computes exactly that
-    expect = torch.exp(z[:, K:] - torch.logsumexp(z[:, :K], 1, keepdim=True))
-    torch.testing.assert_close(l2d.expert_correctness_softmax(z, K), expect)
     torch.testing.assert_close(l2d.expert_correctness_softmax(z, K), eq2(p))
+    # by hand: three class logits 0 and deferral logits ln 2, ln 3 give exp(g_j) / sum_k exp(g_k) = 2/3, 1
+    hand = torch.tensor([[0.0, 0.0, 0.0, math.log(2), math.log(3)]], dtype=torch.float64)
+    torch.testing.assert_close(
+        l2d.expert_correctness_softmax(hand, 3), torch.tensor([[2 / 3, 1.0]], dtype=torch.float64)
+    )
 
 
 def test_softmax_estimate_depends_on_other_experts_during_training():

@@ -164,6 +164,30 @@ def test_evaluate_all_mask_hard_mask_and_temperature():
     assert full["all"]["n"] == n
 
 
+def test_evaluate_reads_each_subset_on_its_own_rows():
+    """The hard block is the metrics of the hard rows alone (ECE, ECE+TS at the fitted T, NLL), a
+    group's ECE is its rows' alone, and the routing entropy of the hard subset is the mean of
+    -sum_k r_k log r_k over its rows: hand-made routings, 0 for a one-hot row, log 2 for (1/2, 1/2)."""
+    from lib.calibration.metrics import ece
+
+    g = torch.Generator().manual_seed(7)
+    n, c = 200, 3
+    vp, vy = torch.softmax(2 * torch.randn(n, c, generator=g), dim=1), torch.randint(0, c, (n,), generator=g)
+    tp, ty = torch.softmax(2 * torch.randn(n, c, generator=g), dim=1), torch.randint(0, c, (n,), generator=g)
+    hard, grp = torch.arange(n) % 5 == 0, torch.arange(n) % 2 == 1
+    routing = torch.tensor([[1.0, 0.0], [0.5, 0.5]]).repeat(n // 2, 1)  # even rows one-hot, odd rows even
+    m, probs = evaluate(vp, vy, tp, ty, hard, test_routing=routing, groups={"odd": grp})
+    h, y = hard.numpy(), ty.numpy()
+    assert m["hard"]["ece"] == pytest.approx(ece(probs[h], y[h], n_bins=15))
+    scaled = torch.softmax(torch.log(torch.as_tensor(probs)) / m["temperature"], dim=1).numpy()
+    assert m["hard"]["ece_ts"] == pytest.approx(ece(scaled[h], y[h], n_bins=15), abs=1e-9)
+    assert m["hard"]["nll"] == pytest.approx(float(-np.log(probs[h][np.arange(h.sum()), y[h]]).mean()))
+    assert m["groups"]["odd"]["ece"] == pytest.approx(ece(probs[grp.numpy()], y[grp.numpy()], n_bins=15))
+    # hard rows are 0, 5, 10, ...: every other one odd, so half have entropy log 2
+    assert m["routing_entropy"]["hard"] == pytest.approx(math.log(2) / 2)
+    assert m["routing_entropy"]["all"] == pytest.approx(math.log(2) / 2)
+
+
 def test_validation_errors_name_the_argument():
     z = torch.zeros(4, 2, 3)
     with pytest.raises(ValueError, match="fit"):
