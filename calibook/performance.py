@@ -428,7 +428,7 @@ def claims(scaling: Mapping[str, Any], costs: pd.DataFrame, methods_record: Mapp
                report.verdict(None if methods_record["device"] == "cpu" else bool(2.0 <= fgr_ref <= 3.0))),
         timing(f"Robust Filtered costs about one Vanilla step when the backbone runs once (at most 1.15x, "
                f"give or take {TIMING_MARGIN:.0%})",
-               "the paper's reference code runs the backbone twice per step (SPEC.md; the paper is silent)",
+               "the paper's reference code runs the backbone twice per step (the reproduction spec; the paper is silent)",
                f"{robust['x vanilla']:.2f}x vanilla (reference approach {robust['reference x vanilla']:.2f}x)",
                report.t_verdict(1.15 - float(robust["x vanilla"]), None, TIMING_MARGIN)),
     ])  # fmt: skip

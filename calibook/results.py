@@ -7,7 +7,7 @@ the queue and the import all ask it which runs a page plans at a scale and which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from calibook.artifacts import results_dir
@@ -21,7 +21,7 @@ from calibook.pages import queued_names
 #: ``rank`` (:func:`calibook.pages.queued`).
 PAGES: tuple[str, ...] = queued_names()
 
-__all__ = ["PAGES", "Item", "plan", "published", "read_record"]
+__all__ = ["PAGES", "Item", "plan", "published", "read_record", "select"]
 
 
 def published(page: str) -> dict[str, dict[str, Any]]:
@@ -57,3 +57,20 @@ def plan(pages: Sequence[str] = PAGES, scale: str = "paper", unplanned: dict[str
             it.record = rec if rec is not None and matches(it, rec) else None
         items += sorted(page_items, key=lambda it: it.seed)  # stable: seed 0 of everything first
     return items
+
+
+def select(items: Sequence[Item], runs: Iterable[str] | None = None, target: str | None = None) -> list[Item]:
+    """The planned ``items`` of the run ids ``runs`` (``None``: all) and of ``target`` (``None``: all;
+    one of the pages' targets, e.g. PACS's held-out domain). An id that is not planned, or a target no
+    planned page has, is refused in one line naming it."""
+    pages = list(dict.fromkeys(it.page for it in items))
+    if target is not None:
+        targets = sorted({t for p in pages for t in get_page(p).targets if t is not None})
+        if target not in targets:
+            raise ValueError(
+                f"target: {target!r} is not a target of {', '.join(pages) or 'the plan'}; valid: {targets}"
+            )
+    want = None if runs is None else set(runs)
+    if want is not None and (unknown := sorted(want - {it.id for it in items})):
+        raise ValueError(f"runs: {unknown[0]!r} is not a run of the plan of {', '.join(pages) or 'no page'}")
+    return [it for it in items if (want is None or it.id in want) and target in (None, it.target)]

@@ -60,7 +60,7 @@ from calibook.gpu.jobs import ACTIVE, PROG, job_log, job_runs, job_states, launc
 from calibook.gpu.queue import run_queue
 from lib.moe.grid import CPU_STACK, stack_groups
 from calibook.pages import get as get_page
-from calibook.results import PAGES, plan
+from calibook.results import PAGES, plan, select
 from lib.validation import check_choice, check_int
 
 #: Where the jobs run: a SLURM cluster (``sbatch``), or this machine through submitit's local executor.
@@ -419,20 +419,22 @@ def _check_values(
 
 
 def _todo(
-    pages: Sequence[str], scale: str, runs: Iterable[str] | None, strict: bool, log: Callable[[str], None]
+    pages: Sequence[str],
+    scale: str,
+    runs: Iterable[str] | None,
+    strict: bool,
+    log: Callable[[str], None],
+    target: str | None = None,
 ) -> list[Item]:
-    """The runs a launch submits: planned (``runs``: only these ids), not in ``results/``, in no job
-    queued or running."""
+    """The runs a launch submits: planned (``runs``: only these ids; ``target``: only its runs,
+    :func:`calibook.results.select`), not in ``results/``, in no job queued or running."""
     unplanned: dict[str, str] = {}
     items = plan(pages, scale, unplanned)
     for name, why in unplanned.items():
         if strict:
             raise ValueError(f"pages: {name} cannot be planned here: {why}")
         log(f"skipped {name}: {why}")
-    want = None if runs is None else set(runs)
-    if want is not None and (unknown := sorted(want - {it.id for it in items})):
-        raise ValueError(f"runs: {unknown[0]!r} is not a run of the plan of {', '.join(pages)} at scale {scale}")
-    todo = [it for it in items if not it.done and (want is None or it.id in want)]
+    todo = [it for it in select(items, runs, target) if not it.done]
     states = job_states()
     held_by = (*ACTIVE, "unknown")  # a SLURM job this machine cannot see may still run
     busy = {r: j["job"] for e in launches() for j in e["jobs"] if states[j["job"]][0] in held_by for r in job_runs(j)}
@@ -472,13 +474,15 @@ def launch(
     account: str | None = None,
     max_jobs: int | None = None,
     runs: Iterable[str] | None = None,
+    target: str | None = None,
     wait: bool = False,
     dry_run: bool = False,
     strict: bool = False,
     poll: float = 2.0,
     log: Callable[[str], None] = print,
 ) -> list[str]:
-    """Submit the unfinished runs of ``pages`` at ``scale`` (``runs``: only these plan ids) that no
+    """Submit the unfinished runs of ``pages`` at ``scale`` (``runs``: only these plan ids; ``target``:
+    only that target's runs, e.g. one PACS domain) that no
     queued or running job holds, as the jobs of :func:`make_shares` (``gpus_per_job`` shares each,
     packs of at most ``stack``), each running ``minutes`` at most, through ``launcher`` (``slurm``:
     one submitit job array, ``max_jobs`` at once; ``local``: this machine, ``max_jobs`` (default 1)
@@ -489,7 +493,7 @@ def launch(
     _check_values(scale, launcher, stack, gpus_per_job, minutes, partition, account, max_jobs)
     if not dry_run:
         _check_launcher(launcher)
-    todo = _todo(pages, scale, runs, strict, log)
+    todo = _todo(pages, scale, runs, strict, log, target)
     b = projection.bench()
     jobs = make_shares(todo, scale, stack, max(1, gpus_per_job), b)
     if not jobs:
@@ -651,6 +655,7 @@ def main(args: argparse.Namespace, pages: Sequence[str], explicit: bool) -> int:
         account=args.account,
         max_jobs=args.max_jobs,
         runs=args.runs.split(",") if args.runs else None,
+        target=args.target,
         wait=args.wait,
         dry_run=args.dry_run,
         strict=explicit,

@@ -51,7 +51,7 @@ from calibook.gpu import cluster, packs, projection, queue, transfer
 from calibook.gpu.recipe import reserve_seconds
 from calibook.gpu.selftest import run_selftest
 from calibook.pages import get as get_page
-from calibook.results import PAGES, plan
+from calibook.results import PAGES, plan, select
 from lib.validation import error_line
 
 PROG = "python -m calibook paper"
@@ -202,6 +202,11 @@ class _Log:
             self.file.close()
 
 
+def _runs(args: argparse.Namespace) -> list[str] | None:
+    """The plan ids of ``--runs`` (``None``: every run)."""
+    return args.runs.split(",") if args.runs else None
+
+
 def _window(
     args: argparse.Namespace, pages: list[str], explicit: bool, say: _Log, published: list[Path], start: float
 ) -> None:
@@ -214,9 +219,7 @@ def _window(
         if missing([p]):
             say(f"skipped {p}: this machine lacks {', '.join(missing([p]))}")
             pages.remove(p)
-    targets = {t for p in pages for t in get_page(p).targets if t is not None}
-    if args.target is not None and args.target not in targets:
-        raise ValueError(f"target: {args.target!r} is not a target of {', '.join(pages)}; valid: {sorted(targets)}")
+    select(plan(pages, args.scale, {}), _runs(args), args.target)  # a bad target or run id: one line, now
     for line in packs.unpack_all():
         say(line)
     unplanned: dict[str, str] = {}
@@ -432,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cluster.main(args, pages, explicit)
         if args.dry_run:
             unplanned: dict[str, Any] = {}
-            print(projection.describe(plan(pages, args.scale, unplanned), unplanned=unplanned))
+            chosen = select(plan(pages, args.scale, unplanned), _runs(args), args.target)
+            print(projection.describe(chosen, unplanned=unplanned))
             return 0
         with _Log(args.log) as say:
             try:

@@ -180,9 +180,9 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
 # --- PACS ---
 
 _PACS_HOW = (
-    "PACS (9,991 images, pacs/<domain>/<class>/<file>) is in ../shared/data/pacs (from "
-    "MachineLearning2020/Homework3-PACS); elsewhere put that folder under $CALIBOOK_DATA, or go online "
-    "so that the loader can fetch the Hugging Face dataset 'flwrlabs/pacs' into the cache."
+    "PACS (9,991 images, pacs/<domain>/<class>/<file>; from MachineLearning2020/Homework3-PACS) goes in "
+    "../shared/data/pacs or in a folder pacs/ under $CALIBOOK_DATA; or go online so that the loader can "
+    "fetch the Hugging Face dataset 'flwrlabs/pacs' into the cache."
 )
 
 

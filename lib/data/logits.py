@@ -33,7 +33,8 @@ def load_resnet50_logits(
     check_choice(loss, LOSSES, "loss")
     if loss in DEGENERATE and not allow_degenerate:
         raise ValueError(f"loss: {loss!r} is a failed run (accuracy 0.14%); pass allow_degenerate=True to load it")
-    folder = locate("cifar10-resnet50-logits", FOLDER, root, how_to_get=HOW_TO_GET, needs=("resnet50_*_test.npz",))
+    need = f"resnet50_{loss}_test.npz"  # a folder without this run's file is passed over
+    folder = locate("cifar10-resnet50-logits", FOLDER, root, how_to_get=HOW_TO_GET, needs=(need,))
     path = folder / f"resnet50_{loss}_test.npz"
     if not path.exists():
         raise ValueError(f"loss: {path} is missing. How to get it: {HOW_TO_GET}")

@@ -79,9 +79,8 @@ def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...
     not cover exactly the questions' keys."""
     for m in models:
         check_choice(m, MODELS, "models")
-    folder = locate(
-        "mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=("questions.csv", "logits_*.csv")
-    )
+    needs = ("questions.csv", *(f"logits_{m}.csv" for m in models))  # a half copy is passed over
+    folder = locate("mmlu-llama31", FOLDER, explicit=root, how_to_get=HOW_TO_GET, needs=needs)
     qpath = folder / "questions.csv"  # locate found it
     with reading(qpath, HOW_TO_GET):  # an empty, truncated or malformed csv is named in the error
         questions = pd.read_csv(qpath, keep_default_na=False, dtype={"answer": str})

@@ -189,3 +189,33 @@ def test_a_corrupt_png_names_the_file(tmp_path, roots, monkeypatch) -> None:
     bad.write_bytes(bad.read_bytes()[:30])
     with pytest.raises(loc.DamagedDataError, match=r"photo/dog/0\.png: the file is damaged"):
         pacs_domain("photo", size=8, data_dir=tmp_path)
+
+
+def test_a_half_copied_mmlu_or_logits_folder_does_not_hide_a_full_copy(roots) -> None:
+    """$CALIBOOK_DATA holds the questions and one model's logits (MMLU) and one loss's logits
+    (ResNet-50); the complete copies further down the search order are the ones loaded."""
+    import shutil
+    from pathlib import Path
+
+    import numpy as np
+
+    from lib.data import logits, mmlu
+
+    env_root, shared, _ = roots
+    real = Path(__file__).resolve().parents[4] / "shared" / "data"
+    if not (real / mmlu.FOLDER / "questions.csv").exists():
+        pytest.skip("the shared MMLU and ResNet-50 logits are not on this machine")
+    half = env_root / mmlu.FOLDER
+    half.mkdir(parents=True)
+    for name in ("questions.csv", "logits_llama-3.1-8b-instruct.csv"):
+        shutil.copy(real / mmlu.FOLDER / name, half / name)
+    shared.mkdir(parents=True)
+    (shared / mmlu.FOLDER).symlink_to(real / mmlu.FOLDER)
+    data = mmlu.load_mmlu()  # all four models: the half copy is passed over
+    assert set(data.models) == set(mmlu.MODELS)
+    assert len(mmlu.load_mmlu(models=("llama-3.1-8b-instruct",))) == len(data)  # the half copy serves that
+    (env_root / logits.FOLDER).mkdir()
+    shutil.copy(real / logits.FOLDER / "resnet50_ce_test.npz", env_root / logits.FOLDER)
+    (shared / logits.FOLDER).symlink_to(real / logits.FOLDER)
+    z, y = logits.load_resnet50_logits("focal")
+    assert z.shape == (len(y), 10) and np.isfinite(z).all()

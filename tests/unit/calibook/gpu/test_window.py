@@ -22,7 +22,8 @@ import torch
 import lib.config
 import calibook.gpu.queue as q
 from calibook.runs import Run
-from calibook.gpu import projection, transfer, window
+from calibook.gpu import cluster, projection, transfer, window
+from calibook.results import plan, select
 
 
 @pytest.fixture()
@@ -440,3 +441,27 @@ def test_a_one_at_a_time_page_without_its_data_is_skipped_or_fails_when_requeste
     ]
     with pytest.raises(q.PageSkipped, match="l2d_cifar10 cannot run here"):
         q.run_queue(["l2d_cifar10"], scale="smoke", log=said.append, strict=True)
+
+
+def test_target_and_runs_choose_the_same_runs_on_every_path(results, capsys):
+    """``--target`` and ``--runs`` choose the runs of a lent-GPU call, of its dry run and of a cluster
+    launch alike (calibook.results.select): a PACS launch for the sketch target submits only sketch
+    runs, and a misspelled target or an unplanned run id is one line and exit 2 on every path."""
+    items = plan(["pacs"], "smoke")
+    sketch = select(items, target="sketch")
+    assert sketch and {it.target for it in sketch} == {"sketch"} and len(sketch) < len(items)
+    said: list[str] = []
+    cluster.launch(["pacs"], "smoke", "local", target="sketch", dry_run=True, log=said.append)
+    assert f"for {len(sketch)} run(s) of pacs" in said[0]
+    for argv in (
+        ["pacs", "--scale", "smoke", "--target", "skecth", "--dry-run"],
+        ["pacs", "--scale", "smoke", "--target", "skecth", "--launch", "local", "--dry-run"],
+        ["cifar10h", "--scale", "smoke", "--runs", "bogus", "--dry-run"],
+        ["cifar10h", "--scale", "smoke", "--runs", "bogus", "--minutes", "1"],
+    ):
+        assert window.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("target: 'skecth'" in err or "runs: 'bogus'" in err), (argv, err)
+    assert window.main(["pacs", "--scale", "smoke", "--target", "sketch", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "pacs/sketch/" in out and "pacs/photo/" not in out
