@@ -128,11 +128,13 @@ class Augment:
         if self.padding is not None and (not isinstance(self.padding, int) or self.padding < 0):
             raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
 
+    def _pad(self, x: torch.Tensor) -> int:
+        _check_images(x)
+        return default_padding(x.shape[-1]) if self.padding is None else self.padding
+
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if self.crop_flip:
-            _check_images(x)
-            pad = default_padding(x.shape[-1]) if self.padding is None else self.padding
-            x = random_flip(random_crop(x, pad, generator), generator)
+            x = random_flip(random_crop(x, self._pad(x), generator), generator)
         return to_float(x, self.mean, self.std, channels_last=self.channels_last)
 
     def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator]) -> list[torch.Tensor]:
@@ -141,9 +143,7 @@ class Augment:
         its own generator in the same order as alone (crop offsets, then flips)."""
         x = torch.cat(list(xs))
         if self.crop_flip:
-            _check_images(x)
-            pad = default_padding(x.shape[-1]) if self.padding is None else self.padding
-            if pad:
+            if pad := self._pad(x):
                 offsets = torch.cat(
                     [torch.randint(0, 2 * pad + 1, (2, len(b)), generator=g) for b, g in zip(xs, generators)], 1
                 )

@@ -230,8 +230,9 @@ def cross_paper_claims(
     :func:`lib.report.t_verdict`, from the long
     ``table``, the ``mix`` numbers, the ``losses`` table, the two MMLU models and the noise bars: of
     an ECE on the test sizes ``n_test`` ("mmlu", "cifar", "shift"; :func:`lib.ccc.pages.ece_se`, at
-    the ``accuracy`` given for a set, else its worst case) and the APGR's ``cascade_se``. Every SE is a closed form on one test half (no seeds), so each verdict
-    uses infinite degrees of freedom (the normal's 1.96). ``paper_own`` is not testable for any."""
+    the ``accuracy`` given for a set, else its worst case) and the APGR's ``cascade_se``. Every SE is
+    a closed form on one test half (no seeds), so each verdict uses infinite degrees of freedom (the
+    normal's 1.96). ``paper_own`` is not testable for any."""
     value = partial(table_value, table)
     se = {k: ece_se(v, (accuracy or {}).get(k, 0.5)) for k, v in n_test.items()}
     over_data = list(table.query("failure == 'over-confidence'")["data"].unique())
