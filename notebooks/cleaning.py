@@ -125,8 +125,19 @@ probs = {m: cleaning.cross_fitted_probs(data["resnets"][m], labels, folds, seed=
 # each model's probabilities and on their average: its flagged set (one point) and its
 # self-confidence ranking truncated at every length (a curve). cleanlab's filter is not quite
 # Method 2 as section 2.3 states it: for one, it never flags a label the model's argmax agrees
-# with, which Method 2 can (label 0, p = (.4, .35, .25), class thresholds (.8, .3, .9): the one
-# candidate class is 1, so Method 2 flags it; {py:func}`lib.ccc.cleaning.confident_learning_flags`).
+# with, which Method 2 can ({py:func}`lib.ccc.cleaning.confident_learning_flags` wraps cleanlab).
+
+# %% [markdown]
+# The case by hand: label 0, p = (.4, .35, .25), class thresholds (.8, .3, .9). Method 2's
+# candidates are the classes whose probability reaches their threshold: only class 1, not the label,
+# so it flags the example; the argmax is the label, so cleanlab never does.
+
+# %%
+p_case, thresholds = np.array([0.4, 0.35, 0.25]), np.array([0.8, 0.3, 0.9])
+print("candidates:", np.flatnonzero(p_case >= thresholds), "argmax:", p_case.argmax())
+
+# %% [markdown]
+# Now the curves on CIFAR-10 with injected noise.
 
 # %%
 rule = [f(probs[m], axis=1) for m in (a, b) for f in (np.max, np.argmax)]  # conf, pred

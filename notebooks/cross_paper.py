@@ -58,6 +58,7 @@ from IPython.display import Markdown, display
 
 from lib import config, plots
 from lib.calibration.metrics import ece
+from lib.calibration.posthoc import HistogramBinning
 from lib.ccc.pages import logits_data, released_runs_note
 from lib.cross_paper.pages import cross_paper
 from lib.rr.pages.losses_released_logits import RELEASED_LABELS
@@ -88,6 +89,14 @@ cal, test = np.arange(300), np.arange(300, 600)
 one = cross_paper.mixture_ece(3 * z, y, np.ones((600, 1)), cal, test)
 one["true probabilities softmax(z)"] = ece(cross_paper.softmax(z[test, 0]), y[test])
 pd.Series(one).round(4).to_frame("test half")
+
+# %% [markdown]
+# Histogram binning by hand ({py:class}`lib.calibration.posthoc.HistogramBinning`): confidences
+# .6, .7, .8, .9 with outcomes 0, 1, 1, 1 in two equal-count bins have accuracies 1/2 and 1, so a
+# new confidence of .65 becomes 0.5 and one of .95 becomes 1.
+
+# %%
+HistogramBinning(2).fit([0.6, 0.7, 0.8, 0.9], [0, 1, 1, 1]).predict([0.65, 0.95])
 
 
 # %% [markdown]

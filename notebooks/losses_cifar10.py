@@ -209,8 +209,8 @@ curves = {
 }
 left = plots.curves_chart(pts, curves, title="sample weight vs p_t (normalized)",
                           y_title="weight", y_domain=(0, 5), width=250)
-losses = {name: w * -np.log(pts) for name, w in curves.items()}
-right = plots.curves_chart(pts, losses, title="weight x (-ln p_t)", y_title="loss",
+weighted = {name: w * -np.log(pts) for name, w in curves.items()}
+right = plots.curves_chart(pts, weighted, title="weight x (-ln p_t)", y_title="loss",
                            y_domain=(0, 5), width=250)
 plots.legend_below(left | right, columns=3)
 
