@@ -219,18 +219,15 @@ def _window(
         if missing([p]):
             say(f"skipped {p}: this machine lacks {', '.join(missing([p]))}")
             pages.remove(p)
-    select(plan(pages, args.scale, {}), _runs(args), args.target)  # a bad target or run id: one line, now
     for line in packs.unpack_all():
         say(line)
     unplanned: dict[str, str] = {}
-    only = set(args.runs.split(",")) if args.runs else None
+    runs = _runs(args)
+    only = None if runs is None else set(runs)
 
     def todo(names: Sequence[str], unplanned: dict[str, str] | None = None) -> list[queue.Item]:
-        return [
-            it
-            for it in plan(names, args.scale, unplanned)
-            if not it.done and (only is None or it.id in only) and args.target in (None, it.target)
-        ]
+        """The unfinished runs chosen (a bad target or run id: one line, at the first call)."""
+        return [it for it in select(plan(names, args.scale, unplanned), runs, args.target) if not it.done]
 
     items = todo(pages, unplanned)
     for p, why in unplanned.items():

@@ -20,10 +20,10 @@ from filelock import Timeout
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
-from lib.engine.loop import Diverged, FitResult
+from lib.engine.loop import Diverged
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
-from lib.moe.train import GROUP, finish_run, fit_alone, fit_runs, prepare_run, run_config, train_run
+from lib.moe.train import GROUP, compute_run, finish_run, fit_runs, prepare_run, run_config, train_run
 from lib.validation import check_bool, check_int, check_positive
 
 # Fields that may differ inside one stack (each member has its own); all others must agree.
@@ -156,10 +156,12 @@ def train_stacked(
             if log is not None:
                 names = ", ".join(f"{c.method}/s{c.seed}" for c in ready)
                 log(f"{data.name}: training {len(ready)} run(s) as one pack: {names}")
-            if len(ready) == 1:  # alone: the same loop, its G = 1 case (we hold its lock already)
-                pr, c = prepare_run(ready[0], data), ready[0]
-                fitted = fit_alone(pr, runs[0], desc=f"{data.name} {c.method} s{c.seed}")
-                records = [None if _diverged(c, data, fitted, log) else finish_run(pr, data, runs[0], fitted)]
+            if len(ready) == 1:  # alone: train_run's computation (we hold its lock already)
+                try:
+                    records = [compute_run(ready[0], data, runs[0])]
+                except Diverged as err:
+                    _diverged(ready[0], data, err.epoch, log)
+                    records = [None]
             else:
                 records = _train_pack(ready, runs, data, log, compile)
             for run, c, record in zip(runs, ready, records):
@@ -198,14 +200,15 @@ def _train_pack(
     prs = [prepare_run(c, data, packed=True) for c in ready]
     fits = fit_runs(prs, runs, f"{data.name} pack of {len(ready)}", compile=compile)
     for pr, c, run, fitted in zip(prs, ready, runs, fits):
-        yield None if _diverged(c, data, fitted, log) else finish_run(pr, data, run, fitted)
+        yield None if _diverged(c, data, fitted.diverged_at, log) else finish_run(pr, data, run, fitted)
 
 
-def _diverged(c: TrainConfig, data: Bundle, fitted: FitResult, log: Callable[[str], None] | None) -> bool:
-    """Whether ``c``'s run diverged; if so it is said (``log``, else a warning) and not published."""
-    if fitted.diverged_at is None:
+def _diverged(c: TrainConfig, data: Bundle, epoch: int | None, log: Callable[[str], None] | None) -> bool:
+    """Whether ``c``'s run diverged (in ``epoch``, 1-based; ``None``: it did not); if so it is said
+    (``log``, else a warning) and not published."""
+    if epoch is None:
         return False
-    msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {fitted.diverged_at}; not published"
+    msg = f"{data.name}: {c.method}/s{c.seed} diverged in epoch {epoch}; not published"
     log(msg) if log is not None else warnings.warn(msg, stacklevel=2)
     return True
 

@@ -353,7 +353,7 @@ def test_a_run_alone_that_diverges_is_said_and_not_published(data, tmp_path, mon
         pr.loss_fn = lambda out, y, epoch: good(out, y, epoch) + (float("nan") if epoch >= 1 else 0.0)
         return pr
 
-    monkeypatch.setattr(grid, "prepare_run", nan_from_epoch_2)
+    monkeypatch.setattr(mt, "prepare_run", nan_from_epoch_2)  # alone, the grid runs train_run's compute_run
     said: list[str] = []
     c = R("vanilla", 0)
     with pytest.warns(UserWarning, match="diverged in epoch 2"):  # the loop's own warning
@@ -366,7 +366,6 @@ def test_a_run_alone_that_diverges_is_said_and_not_published(data, tmp_path, mon
 def test_a_diverged_run_is_left_out_of_the_grid_and_never_cached(data, tmp_path, monkeypatch):
     """The grid's records leave out a run that diverged and the MoCaE made from it (the others are
     there), and asking for it alone raises Diverged: no record of NaN metrics is cached."""
-    import lib.moe.grid as grid
     import lib.moe.train as mt
     from lib.engine.loop import Diverged
 
@@ -380,8 +379,7 @@ def test_a_diverged_run_is_left_out_of_the_grid_and_never_cached(data, tmp_path,
             pr.loss_fn = lambda out, y, epoch: good(out, y, epoch) + (float("nan") if epoch >= 1 else 0.0)
         return pr
 
-    monkeypatch.setattr(grid, "prepare_run", vanilla_nan_from_epoch_2)
-    monkeypatch.setattr(mt, "prepare_run", vanilla_nan_from_epoch_2)
+    monkeypatch.setattr(mt, "prepare_run", vanilla_nan_from_epoch_2)  # stack=1: every run alone (compute_run)
     cfgs = [R("vanilla", 0), R("mocae", 0), R("single", 0)]
     with pytest.warns(UserWarning, match="diverged in epoch 2"):
         records = run_grid(cfgs, data, stack=1)

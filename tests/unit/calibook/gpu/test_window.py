@@ -360,14 +360,15 @@ def test_the_window_command_exports_what_it_published_when_an_error_ends_it(resu
     first run alone: the command exits 1 with one line and its archive holds the published record;
     its log holds every line."""
     import lib.moe.grid as grid
+    import lib.moe.train as mt
 
     def boom(*a, **k):
         raise RuntimeError("CUDA error: an illegal memory access")
 
-    real = grid.fit_alone
+    real = mt.fit_alone
     monkeypatch.setattr(grid, "fit_runs", boom)  # every pack
-    monkeypatch.setattr(
-        grid, "fit_alone", lambda pr, *a, **k: real(pr, *a, **k) if pr.cfg.method == "single" else boom()
+    monkeypatch.setattr(  # every run alone (the grid's compute_run) but the Single Expert
+        mt, "fit_alone", lambda pr, *a, **k: real(pr, *a, **k) if pr.cfg.method == "single" else boom()
     )
     out = tmp_path / "r.tgz"
     log = tmp_path / "OUT" / "window.log"
