@@ -81,8 +81,7 @@ def mocae_calibrate(
             raise ValueError(f"{name}: expected a mapping with 'expert_logits' and 'routing'")
     temps = TemperatureScaler(protocol=fit, bounds=(T_MIN, T_MAX)).fit(val["expert_logits"].double(), val_y).temperature
     t = torch.as_tensor(temps, dtype=torch.float64)
-    val_p = mocae_probs(val["expert_logits"].double(), val["routing"].double(), t)
-    test_p = mocae_probs(test["expert_logits"].double(), test["routing"].double(), t)
+    val_p, test_p = (mocae_probs(d["expert_logits"].double(), d["routing"].double(), t) for d in (val, test))
     return val_p, test_p, [float(v) for v in temps]
 
 

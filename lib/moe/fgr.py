@@ -14,7 +14,7 @@ The reference runs two forwards and two backwards; here a step is **one forward*
 followed by its m filtered copies (:func:`fgr_batch`; outputs equal the two forwards' except through
 BatchNorm, whose statistics cover the B + m rows once), **one batched backward** for both gradients
 (:func:`two_gradients`) and the projection, branch-free on the device. The same code runs a single
-model (:func:`fgr_step`) and a pack of G runs (:func:`packed_fgr_gradients`, via :func:`pack_step`),
+model (:func:`fgr_step`) and a pack of G runs (:func:`packed_fgr_gradients`, the pack's :class:`lib.engine.packed.OwnStep`),
 one projection per run over its own parameters."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.data.augment import to_device_async
-from lib.engine.packed import OwnStep, take_rows
+from lib.engine.packed import take_rows
 from lib.data.jpeg import filtered_rows
 from lib.validation import check_finite, check_int, check_nonempty, check_positive, check_probs_labels, to_tensor
 
@@ -47,7 +47,7 @@ def fgr_batch(x: torch.Tensor, mean: Any, std: Any, **draw: Any) -> tuple[torch.
 
 def image_inputs(mean: Any, std: Any) -> Inputs:
     """FGR's input rule for images normalized by ``mean``/``std``: ``inputs(x, generator)`` is
-    :func:`fgr_batch` (what :func:`fgr_step` and :func:`pack_step` take; :func:`feature_batch` is the
+    :func:`fgr_batch` (what :func:`fgr_step` and a pack's step take; :func:`feature_batch` is the
     rule for frozen features)."""
     if mean is None or std is None:
         raise ValueError("mean: and std are required to filter normalized images (pass the dataset's)")
@@ -224,12 +224,3 @@ def packed_fgr_gradients(
     loss = torch.stack(mains)
     update, _ = rectified_gradients(two_gradients(loss.sum(), torch.stack(cals).sum(), params), params, runs=n)
     return update, loss
-
-
-def pack_step(
-    main_fn: Callable[[Any, torch.Tensor], torch.Tensor], start: int, inputs: Inputs | None = None
-) -> OwnStep:
-    """FGR's :class:`lib.engine.packed.OwnStep`: from epoch ``start`` a run forwards its batch
-    filtered by ``inputs`` (as in :func:`fgr_step`; ``None``: unfiltered) and the pack's update is
-    :func:`packed_fgr_gradients` with ``main_fn`` as this run's main loss."""
-    return OwnStep(kind="fgr", start=start, loss=main_fn, gradients=packed_fgr_gradients, inputs=inputs)

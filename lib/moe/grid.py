@@ -15,11 +15,13 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch
 from filelock import Timeout
 
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine import progress as live
 from lib.engine.cache import Run, RunMissing, open_run, training
+from lib.engine.device import autocast, resolve_device
 from lib.engine.loop import Diverged
 from lib.moe.methods import FGR_METHODS
 from lib.moe.config import TrainConfig
@@ -69,8 +71,6 @@ def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
     """Device memory one member of ``cfg``'s stack needs, measured on the device: weights, gradients and
     AdamW's two moments (4 copies of the parameters) plus the peak activation memory of one
     training step (forward and backward of a batch; FGR's B + m rows)."""
-    import torch
-
     pr = prepare_run(cfg.replace(progress=False), data)
     dev = pr.device
     if dev.type != "cuda":
@@ -83,8 +83,6 @@ def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
     torch.cuda.synchronize(dev)
     torch.cuda.reset_peak_memory_stats(dev)
     base = torch.cuda.memory_allocated(dev)
-    from lib.engine.device import autocast
-
     with autocast(dev, cfg.amp):
         out = pr.runner(xb)
     out.probs.float().sum().backward()
@@ -98,10 +96,6 @@ def member_bytes(cfg: TrainConfig, data: Bundle) -> float:
 def auto_stack(cfg: TrainConfig, data: Bundle) -> int:
     """Stack size for ``cfg``'s runs: on CUDA from free device memory (``torch.cuda.mem_get_info``)
     and the measured :func:`member_bytes`; elsewhere :data:`CPU_STACK`."""
-    import torch
-
-    from lib.engine.device import resolve_device
-
     dev = resolve_device(cfg.device)
     if dev.type != "cuda":
         return CPU_STACK

@@ -75,9 +75,6 @@ class Runner(nn.Module):
             return self.model.head(h.float())
 
 
-_robust = tilted_mean  # a module-level name: tests observe when it is used
-
-
 def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active: bool) -> torch.Tensor:
     """The training loss of ``method`` on one batch (``robust_active`` False during warmup = ERM); with
     a leading run dimension on ``out`` and ``y`` (a pack of runs, lib.engine.packed) one loss per run,
@@ -88,7 +85,7 @@ def objective(method: str, out: Any, y: torch.Tensor, lam: float, robust_active:
     if method == "robust_filtered":
         mask = relevant_set(l, label_nll(out.expert_probs, y), out.routing, out.expert_probs, out.probs)
         return filtered_mean(l, mask, lam)
-    return _robust(l, lam)  # robust; fgr_robust's main loss
+    return tilted_mean(l, lam)  # robust; fgr_robust's main loss
 
 
 def method_step(
@@ -109,7 +106,6 @@ def method_step(
     from lib.moe.fgr import fgr_step
 
     main = partial(objective, method, lam=lam, robust_active=True)
-    fgr = partial(fgr_step, inputs=fgr_inputs)
 
     def step_fn(
         m: nn.Module, inputs: Inputs, y: torch.Tensor, opt: torch.optim.Optimizer, epoch: int, gen: torch.Generator
@@ -117,6 +113,6 @@ def method_step(
         if epoch < warmup:
             return None  # ERM warmup: the default single-forward step
         with autocast(device, cfg.amp):
-            return fgr(m, main, inputs, y, opt, generator=gen)["loss_main"]
+            return fgr_step(m, main, inputs, y, opt, gen, fgr_inputs)["loss_main"]
 
     return loss_fn, step_fn

@@ -57,10 +57,8 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
         if mass <= 0:
             continue
         rate = (q[m] * pop.eta[m]).sum() / mass
-        rows.append(
-            {"level": float(level), "mass": float(mass), "outcome_rate": float(rate), "residual": float(rate - level)}
-        )
-    return pd.DataFrame(rows)
+        rows.append((float(level), float(mass), float(rate), float(rate - level)))
+    return pd.DataFrame(rows, columns=["level", "mass", "outcome_rate", "residual"])
 
 
 def region_reweighting(pop: RoutedPopulation, omega: object) -> np.ndarray:
@@ -116,17 +114,9 @@ def predicted_gap(pop: RoutedPopulation, rho: object, routing: str = "soft") -> 
         pm = pop.pi[m].sum()
         num = (pop.pi[m] * w[m] * (pop.eta[m] - level)).sum() / pm
         den = (pop.pi[m] * w[m]).sum() / pm
-        if den <= 0:
-            continue
-        rows.append(
-            {
-                "level": float(level),
-                "p_mass": float(pm),
-                "q_mass": float(den * pm / total),
-                "predicted": float(num / den),
-            }
-        )
-    return pd.DataFrame(rows)
+        if den > 0:
+            rows.append((float(level), float(pm), float(den * pm / total), float(num / den)))
+    return pd.DataFrame(rows, columns=["level", "p_mass", "q_mass", "predicted"])
 
 
 def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -> float:
@@ -172,15 +162,8 @@ def measured_gap(pop: RoutedPopulation, cells: object, y: object, routing: str =
         m = p == level
         k = int(m.sum())
         rate = float(y[m].mean())
-        rows.append(
-            {
-                "level": float(level),
-                "n": k,
-                "measured": rate - float(level),
-                "se": float(np.sqrt(max(rate * (1 - rate), 1e-12) / k)),
-            }
-        )
-    return pd.DataFrame(rows)
+        rows.append((float(level), k, rate - float(level), float(np.sqrt(max(rate * (1 - rate), 1e-12) / k))))
+    return pd.DataFrame(rows, columns=["level", "n", "measured", "se"])
 
 
 # --- Appendix C: multiaccuracy bound --------------------------------------------------------------

@@ -23,6 +23,7 @@ from lib.data.augment import IMAGENET_MEAN, IMAGENET_STD, Augment, default_paddi
 from lib.nets import backbones
 from lib.engine.device import device_name, resolve_device, seed_everything
 from lib.engine.loop import Diverged, FitResult, Member, fit_packed, predict
+from lib.engine.packed import OwnStep
 from lib.data.bundle import Bundle, check_bundle
 from lib.engine.cache import Run, cached_run, load_artifact, provenance, training
 from lib.moe import fgr
@@ -141,14 +142,9 @@ class PreparedRun:
             return Member(
                 self.runner, self.loss_fn, cfg.seed, self.transform, run, callbacks=marks, step_fn=self.step_fn
             )
-        if cfg.method in FGR_METHODS:
-            from lib.moe.fgr import pack_step
-
-            step = pack_step(
-                lambda out, y: objective(cfg.method, out, y, cfg.lam, robust_active=True),
-                cfg.warmup,
-                self.prep.fgr_inputs,
-            )
+        if cfg.method in FGR_METHODS:  # from warmup on, FGR's filtered forward and packed update
+            main = partial(objective, cfg.method, lam=cfg.lam, robust_active=True)
+            step = OwnStep("fgr", cfg.warmup, main, fgr.packed_fgr_gradients, self.prep.fgr_inputs)
         loss_key = (cfg.method, cfg.lam, cfg.warmup)
         return Member(self.runner, self.loss_fn, cfg.seed, self.transform, run, step, marks, loss_key)
 
@@ -185,12 +181,8 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     transform = eval_prep = None
     if pixels:
         pad = cfg.padding if cfg.padding is not None else default_padding(int(prep.train[0].shape[-1]))
-        mean, std = prep.mean, prep.std
-        transform = Augment(tuple(mean), tuple(std), pad, use_cl, crop_flip=cfg.augment)
-
-        def eval_prep(xb: torch.Tensor) -> torch.Tensor:
-            return to_float(xb, mean, std, channels_last=use_cl)
-
+        transform = Augment(tuple(prep.mean), tuple(prep.std), pad, use_cl, crop_flip=cfg.augment)
+        eval_prep = partial(to_float, mean=prep.mean, std=prep.std, channels_last=use_cl)
     loss_fn, step_fn = method_step(cfg, device, prep.fgr_inputs)
     return PreparedRun(cfg, device, prep, runner, transform, eval_prep, loss_fn, step_fn, use_cl)
 

@@ -137,13 +137,13 @@ def test_warmup_defaults_to_forty_percent():
 
 def test_robust_loss_inactive_during_warmup(data, cache, monkeypatch):
     calls = {"n": 0}
-    real = methods._robust
+    real = methods.tilted_mean
 
     def spy(l, lam):
         calls["n"] += 1
         return real(l, lam)
 
-    monkeypatch.setattr(methods, "_robust", spy)
+    monkeypatch.setattr(methods, "tilted_mean", spy)
     seen = []
     rec = train_run(tiny("robust", epochs=4), data, callbacks=[lambda e, entry, m: seen.append((e, calls["n"]))])
     # 40% of 4 epochs = 2 warmup epochs: no robust loss in epochs 1-2, then one call per step
