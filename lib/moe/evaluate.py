@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from lib.calibration.metrics import accuracy, brier, ece, nll
 from lib.calibration.posthoc import FIT_PROTOCOLS, TemperatureScaler, apply_temperature, probs_to_logits
+from lib.moe.heads import routing_entropy
 from lib.moe.mocae import T_MAX, T_MIN, mocae_probs  # T_MIN/T_MAX: MoCaE's clamp (the paper's public code)
 from lib.validation import check_choice
 
@@ -42,8 +44,6 @@ def _metric_block(
     probs: np.ndarray, probs_ts: np.ndarray, y: np.ndarray, probs_ts_converged: np.ndarray
 ) -> dict[str, float]:
     """Accuracy, ECE, ECE+TS (also by the converged T), NLL, NLL+TS and Brier of one test population (D.5)."""
-    from lib.calibration.metrics import accuracy, brier, ece, nll
-
     if len(y) == 0:
         return {}
     return {
@@ -100,9 +100,6 @@ def evaluate(
     ``hard`` (the same on ``hard_mask``), ECE+TS by the paper's partial fit and ``ece_ts_converged`` by
     the NLL minimiser; the mean routing entropy (nats) and per-group ECE for text. Returns (metrics,
     test probs as float64)."""
-    from lib.calibration.metrics import ece
-    from lib.moe.heads import routing_entropy
-
     val_np, test_np = _renorm(val_probs), _renorm(test_probs)
     y, hard = test_y.numpy(), hard_mask.numpy().astype(bool)
     if hard.shape != y.shape:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from lib.moe.config import TrainConfig
 from lib.moe.methods import METHODS
 from lib.moe.record import SUBSETS, run_fields
 from lib.nets.text import TINY_BERT
@@ -57,8 +58,6 @@ def train_configs(settings: Mapping[str, Any], methods: Sequence[str] | None = N
     the settings') x seed of the settings, ``changes`` overriding fields, with progress on (a grid
     shows one live line of runs done, epochs and time left, :mod:`lib.engine.progress`, in the book
     build's log too)."""
-    from lib.moe.config import TrainConfig
-
     if not isinstance(settings, Mapping):
         raise ValueError(f"settings: expected a mapping (lib.config.settings), got {type(settings).__name__}")
     methods = list(methods if methods is not None else settings.get("methods", METHODS))

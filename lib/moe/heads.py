@@ -59,9 +59,7 @@ class MoEHead(nn.Module):
         for name, value in dict(in_features=in_features, num_experts=num_experts, router_hidden=router_hidden).items():
             check_int(value, name)
         check_int(num_classes, "num_classes", minimum=2)
-        self.in_features = in_features
-        self.num_classes = num_classes
-        self.num_experts = num_experts
+        self.in_features, self.num_classes, self.num_experts = in_features, num_classes, num_experts
         self.router = nn.Sequential(
             nn.Linear(in_features, router_hidden), nn.ReLU(), nn.Linear(router_hidden, num_experts)
         )

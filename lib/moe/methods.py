@@ -23,6 +23,7 @@ from torch import nn
 
 from lib.nets import backbones
 from lib.engine.device import autocast
+from lib.moe.fgr import fgr_step
 from lib.moe.heads import MoEHead, MoEModel, SingleExpertHead, label_nll
 from lib.moe.robust import filtered_mean, relevant_set, tilted_mean
 
@@ -39,19 +40,16 @@ StepFn = Callable[..., "torch.Tensor | None"]
 MethodConfig = Any  # a lib.moe.config.TrainConfig (that module imports this one)
 
 
-def build_backbone(cfg: MethodConfig) -> nn.Module:
-    """The feature extractor named by ``cfg.backbone`` (:func:`lib.nets.backbones.build`)."""
-    return backbones.build(cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback)
+def build_model(cfg: MethodConfig, num_classes: int) -> nn.Module:
+    """lib.MoEModel: backbone (``out_features``-d, :func:`lib.nets.backbones.build` of ``cfg.backbone``)
+    + MoEHead (K experts) or SingleExpertHead (method "single").
 
-
-def build_model(cfg: MethodConfig, num_classes: int, backbone: nn.Module | None = None) -> nn.Module:
-    """lib.MoEModel: backbone (``out_features``-d) + MoEHead (K experts) or SingleExpertHead (method "single").
-
-    The weights depend only on ``cfg.seed`` and the architecture (the backbone, if not given, is
-    built right after ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network."""
-    if backbone is None:
-        torch.manual_seed(cfg.seed)
-        backbone = build_backbone(cfg)
+    The weights depend only on ``cfg.seed`` and the architecture (built right after
+    ``torch.manual_seed(cfg.seed)``), so "mocae" and "vanilla" share a network."""
+    torch.manual_seed(cfg.seed)
+    backbone = backbones.build(
+        cfg.backbone, width=cfg.width, pretrained=cfg.pretrained, text_fallback=cfg.text_fallback
+    )
     d = int(backbone.out_features)
     if cfg.method == "single":
         return MoEModel(backbone, SingleExpertHead(d, num_classes))
@@ -103,8 +101,6 @@ def method_step(
 
     if method not in FGR_METHODS:
         return loss_fn, None
-    from lib.moe.fgr import fgr_step
-
     main = partial(objective, method, lam=lam, robust_active=True)
 
     def step_fn(

@@ -4,11 +4,14 @@ Like :mod:`lib.plots`, every function returns an altair chart and never displays
 
 from __future__ import annotations
 
+import base64
+import io
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from lib.plots import check_columns
 from lib.validation import ArrayLike, check_int
@@ -64,11 +67,6 @@ def confidence_histograms(df: pd.DataFrame, facet: str = "subset", n_bins: int =
 def image_strip(images: ArrayLike, captions: Sequence[str], size: int = 96, columns: int = 4) -> alt.ConcatChart:
     """Small images (uint8 (N, 3, H, W) or (N, H, W, 3)) with a caption under each, as altair image
     marks holding PNG data URIs (rendered offline by vl-convert)."""
-    import base64
-    import io
-
-    from PIL import Image
-
     arr = np.asarray(images)
     if arr.ndim != 4:
         raise ValueError(f"images: expected a 4-D uint8 array, got shape {arr.shape}")

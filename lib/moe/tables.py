@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 
 from lib import report
+from lib.engine.cache import is_committed
+from lib.engine.plan import coverage, coverage_text
 from lib.moe.experiment import METHOD_LABELS, METHODS, METRICS, SUBSETS
 from lib.moe.record import run_fields, subset_metrics
 from lib.validation import check_choice
@@ -150,8 +152,6 @@ def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.Data
     """Where every number came from, compactly: one sentence naming the backbone(s) once, and one row
     per method (seeds, epochs, device, date, code version, training minutes summed over its seeds,
     and whether the records were committed GPU results in ``results/`` or computed here)."""
-    from lib.engine.cache import is_committed
-
     rows = [
         {
             "method": METHOD_LABELS.get(f["method"], f["method"]),
@@ -200,7 +200,6 @@ def paper_scale_table(
     of one target) the layout of :func:`beside_paper` on all images; otherwise :func:`paper_table`
     (mean ± SE over the published seeds) with a ``paper`` column of what ``statements`` (the page's
     :data:`lib.moe.paper.PAPER_STATEMENTS`) kept of the paper's values (:func:`paper_values`)."""
-    from lib.engine.plan import coverage, coverage_text
     from lib.moe.train import mocae_view
 
     recs = [got[it.id] for it in items if it.id in got]

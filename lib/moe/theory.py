@@ -46,8 +46,7 @@ def calibration_residuals(pop: RoutedPopulation, routing: str = "soft", rho: obj
     """Aggregate calibration on Q (dQ/dP = ``rho``, default P): one row per prediction level q with
     ``mass`` = Q(p = q), ``outcome_rate`` = E_Q[Y | p = q] and ``residual`` = E_Q[Y - p | p = q],
     computed exactly from the population (no sampling)."""
-    w = _rho(pop, rho)
-    q = pop.pi * w
+    q = pop.pi * _rho(pop, rho)
     q = q / q.sum()
     p = np.round(pop.prediction(routing), LEVEL_DECIMALS)
     rows = []
@@ -138,8 +137,7 @@ def predicted_gap_closed_form(overlap_mass: float, delta: float, ratio: float) -
 def sample(pop: RoutedPopulation, n: int, rho: object | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Draw ``n`` examples from Q (dQ/dP = ``rho``): cell indices and outcomes Y ~ Bernoulli(eta)."""
     check_int(n, "n")
-    w = _rho(pop, rho)
-    q = pop.pi * w
+    q = pop.pi * _rho(pop, rho)
     rng = np.random.default_rng(seed)
     cells = rng.choice(len(q), size=n, p=q / q.sum())
     y = (rng.random(n) < pop.eta[cells]).astype(np.int64)

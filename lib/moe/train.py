@@ -36,7 +36,6 @@ from lib.moe.methods import (
     LossFn,
     StepFn,
     Runner,
-    build_backbone,
     build_model,
     method_step,
     objective,
@@ -168,11 +167,9 @@ def prepare_run(cfg: TrainConfig, data: Bundle, packed: bool = False) -> Prepare
     device = resolve_device(cfg.device)
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
-    backbone = build_backbone(cfg)
-    prep = _prepare(cfg, data, backbone)
+    model = build_model(cfg, data.num_classes)
+    prep = _prepare(cfg, data, model.backbone)
     pixels = prep.mean is not None
-    model = build_model(cfg, data.num_classes, backbone=backbone)
     use_cl = cfg.channels_last and device.type == "cuda" and pixels
     if use_cl:
         model = model.to(memory_format=torch.channels_last)
