@@ -65,12 +65,9 @@ def region_draws(hard: RoutedPopulation, n_draws: int, seed: int) -> pd.DataFram
     if n_draws < 1:
         raise ValueError(f"n_draws: must be >= 1, got {n_draws}")
     rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n_draws):
-        omega = rng.dirichlet(np.full(RANDOM_EXPERTS, REGION_CONCENTRATION))
-        res = moe_theory.calibration_residuals(hard, "hard", moe_theory.region_reweighting(hard, omega))
-        rows.append({"draw": i, "hard: max |residual|": res.residual.abs().max()})
-    return pd.DataFrame(rows)
+    omegas = [rng.dirichlet(np.full(RANDOM_EXPERTS, REGION_CONCENTRATION)) for _ in range(n_draws)]
+    res = [moe_theory.calibration_residuals(hard, "hard", moe_theory.region_reweighting(hard, w)) for w in omegas]
+    return pd.DataFrame({"draw": range(n_draws), "hard: max |residual|": [r.residual.abs().max() for r in res]})
 
 
 def soft_gap_sweep(
