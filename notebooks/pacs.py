@@ -112,7 +112,7 @@ cfg = settings("pacs", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 BACKBONE = pacs.pacs_backbone(cfg)
-data = pacs.pacs_data(cfg, TARGET)  # the same choice of backbone, as features or images
+data = pacs.PAGE.data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
 display(Markdown(page.publish_scale(
     scale,
@@ -124,7 +124,7 @@ display(Markdown(page.publish_scale(
 )))
 display(Markdown(f"**Paper's network:** {pacs.PAPER_BACKBONE}. "
                  f"**Ours differs:** {BACKBONE.differs}."))
-plan = pacs.run_plan(cfg, TARGET)
+plan = pacs.run_plan(cfg)
 records = grid.run_grid(plan, data, stack=cfg.get("stack") or None, train=TRAIN)
 paper_scale.show_coverage(records, "pacs", not TRAIN, scale, target=TARGET)
 frame = tables.results_frame(records)

@@ -55,24 +55,16 @@ def posthoc_ece(logits: np.ndarray, labels: np.ndarray, cal_idx: np.ndarray, tes
 
 
 def shift_ece(
-    logits: np.ndarray,
-    labels: np.ndarray,
-    source: np.ndarray,
-    target: np.ndarray,
-    target_cal: np.ndarray,
-    target_test: np.ndarray,
+    logits: np.ndarray, labels: np.ndarray, source: np.ndarray, target_cal: np.ndarray, target_test: np.ndarray
 ) -> dict[str, float]:
     """ECE on the target's test rows: raw, TS fitted on the ``source`` rows (shifted; paper 3,
     section 3.4) and TS fitted on the target's calibration rows."""
-    y = labels[target_test]
-    t_shift = TemperatureScaler().fit(logits[source], labels[source]).temperature
-    t_in = TemperatureScaler().fit(logits[target_cal], labels[target_cal]).temperature
-    z = logits[target_test]
-    return {
-        "none": ece(softmax(z), y),
-        "temperature (other subjects)": ece(softmax(z, t_shift), y),
-        "temperature (same subjects)": ece(softmax(z, t_in), y),
+    fit_on = {"other": source, "same": target_cal}
+    temps = {
+        f"temperature ({k} subjects)": TemperatureScaler().fit(logits[r], labels[r]).temperature
+        for k, r in fit_on.items()
     }
+    return {k: ece(softmax(logits[target_test], t), labels[target_test]) for k, t in ({"none": 1.0} | temps).items()}
 
 
 def confidence_routing(expert_logits: np.ndarray, sharpness: float = 10.0) -> np.ndarray:
@@ -156,10 +148,8 @@ def training_loss_ece(
 
 def long_table(failure: str, data: str, values: dict[str, float], metric: str = "ECE") -> pd.DataFrame:
     """One failure mode's numbers as rows ``failure, data, method, metric, value``."""
-    rows = [
-        {"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)} for m, v in values.items()
-    ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"failure": failure, "data": data, "method": m, "metric": metric, "value": float(v)}
+                         for m, v in values.items()])  # fmt: skip
 
 
 HIGHER_IS_BETTER = ("APGR", "accuracy")
@@ -210,10 +200,8 @@ def training_loss_rows(losses: pd.DataFrame) -> list[pd.DataFrame]:
 def overconfidence_published(table: pd.DataFrame) -> dict[str, float]:
     """The page's published over-confidence ECEs (the first data set's raw ECE and its ECE after temperature scaling)."""
     over = table.query("failure == 'over-confidence'")
-    return {
-        "ece_overconfidence_raw": float(over[over.method == "none"]["value"].iloc[0]),
-        "ece_overconfidence_ts": float(over[over.method == "temperature"]["value"].iloc[0]),
-    }
+    return {f"ece_overconfidence_{k}": float(over[over.method == m]["value"].iloc[0])
+            for k, m in (("raw", "none"), ("ts", "temperature"))}  # fmt: skip
 
 
 def cross_paper_claims(
@@ -238,20 +226,13 @@ def cross_paper_claims(
     over_data = list(table.query("failure == 'over-confidence'")["data"].unique())
     over = {d: (value("over-confidence", d, "none"), value("over-confidence", d, "temperature")) for d in over_data}
     over_se = dict(zip(over_data, (se["mmlu"], se["cifar"])))
-    shift = {
-        m: (
-            value("shift", m, "temperature (other subjects)"),
-            value("shift", m, "temperature (same subjects)"),
-            value("shift", m, "none"),
-        )
-        for m in (small, large)
-    }
+    shift_methods = ("temperature (other subjects)", "temperature (same subjects)", "none")
+    shift = {m: tuple(value("shift", m, k) for k in shift_methods) for m in (small, large)}
     per_expert = value("routing", MIXTURE, "per-expert temperature")
     mixture_ts = value("routing", MIXTURE, "temperature on the mixture")
     defer, casc = f"P({large} is right)", f"cascade {small} -> {large}"
     acc_vanilla, acc_expert = mix["accuracy (vanilla)"], mix["accuracy (per-expert temperature)"]
-    spread_before = float(losses["ECE"].max() - losses["ECE"].min())
-    spread_after = float(losses["ECE after TS"].max() - losses["ECE after TS"].min())
+    spread_before, spread_after = (float(losses[c].max() - losses[c].min()) for c in ("ECE", "ECE after TS"))
     v = partial(report.t_verdict, df=math.inf)  # closed-form SEs on thousands of examples
     # each row puts the papers' methods side by side on logits none of them used: the book's own
     # expectations, counted apart from the papers' claims (lib.report.KINDS)
@@ -354,7 +335,7 @@ class CrossPaperPage(Page):
         src, tgt = np.flatnonzero(category == "stem"), np.flatnonzero(category == "humanities")
         t_cal, t_test = (tgt[half] for half in split_halves(len(tgt), seed=seed))
         for model in (small, large):
-            rows.append(long_table("shift", model, shift_ece(mmlu.logits[model], mmlu.labels, src, tgt, t_cal, t_test)))
+            rows.append(long_table("shift", model, shift_ece(mmlu.logits[model], mmlu.labels, src, t_cal, t_test)))
         experts = np.stack([resnets[k] for k in cfg["losses"]], axis=1)
         mix = mixture_ece(experts, y, confidence_routing(experts), c_cal, c_test)
         rows.append(long_table("routing", MIXTURE, {k: v for k, v in mix.items() if not k.startswith("accuracy")}))

@@ -41,8 +41,6 @@ NON_ROBUST_LABELS: tuple[str, ...] = ("Single Expert", "Vanilla MoE", "MoCaE", "
 #: The drop is a method's mean confidence on the most agreed bin minus that on the least agreed one;
 #: per seed, the robust methods' mean drop minus the non-robust methods' is the claim's effect.
 CONFIDENCE_DROP_MARGIN: float = 0.02
-#: The paper's sentence on Robust Filtered's overall ECE, quoted in the claims table.
-PAPER_BEST_OVERALL_ECE: str = paper_text.PAPER["cifar10h"]["best_overall_ece"]
 
 
 def network_summary(cfg: Mapping[str, Any]) -> str:
@@ -85,28 +83,18 @@ def by_agreement(
     bin_of = np.digitize(human.max(axis=1), AGREEMENT_EDGES[1:-1])
     rows = []
     for m, p in predictions.items():
-        reps = len(p["conf"]) // len(human)
-        if reps < 1 or reps * len(human) != len(p["conf"]):
-            raise ValueError(
-                f"predictions: {m!r} has {len(p['conf'])} predictions, not a multiple of {len(human)} images"
-            )
+        conf, correct = np.asarray(p["conf"]), np.asarray(p["correct"])
+        reps = len(conf) // len(human)
+        if reps < 1 or reps * len(human) != len(conf):
+            raise ValueError(f"predictions: {m!r} has {len(conf)} predictions, not a multiple of {len(human)} images")
         b = np.tile(bin_of, reps)
         seeds = np.asarray(p["seed"]) if per_seed else np.zeros(len(b))
         for s in dict.fromkeys(seeds.tolist()):
             for i, name in enumerate(AGREEMENT_NAMES):
                 sel = (b == i) & (seeds == s)
                 if sel.any():
-                    rows.append(
-                        {
-                            "method": m,
-                            **({"seed": int(s)} if per_seed else {}),
-                            "agreement": name,
-                            "bin": i,
-                            "n": int((bin_of == i).sum()),
-                            "confidence": float(np.asarray(p["conf"])[sel].mean()),
-                            "accuracy": float(np.asarray(p["correct"])[sel].mean()),
-                        }
-                    )
+                    row = {"method": m, "seed": int(s), "agreement": name, "bin": i, "n": int((bin_of == i).sum())}
+                    rows.append(row | {"confidence": float(conf[sel].mean()), "accuracy": float(correct[sel].mean())})
     cols = ["method", *(["seed"] if per_seed else []), "agreement", "bin", "n", "confidence", "accuracy"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -153,19 +141,9 @@ def hard_share_table(info: Mapping[str, float], real: bool) -> pd.DataFrame:
     """The paper's hard share of the test set beside ours (full test set and 'all' sample)."""
     what, share, sentence = paper_text.PAPER_COUNTS["cifar10h_hard"]
     full = info["hard_fraction_full_test"] if real else None
-    sample = f"{info.get('hard_fraction_all_sample', full):.4f}" if real else "synthetic data"
-    full = f"{full:.4f}" if real else "synthetic data"
-    return pd.DataFrame(
-        [
-            {
-                "quantity": what,
-                "paper": f"{share:.4f}",
-                "paper's sentence": sentence,
-                "ours (full test set)": full,
-                "ours ('all' sample)": sample,
-            }
-        ]
-    )
+    ours = [f"{full:.4f}", f"{info.get('hard_fraction_all_sample', full):.4f}"] if real else ["synthetic data"] * 2
+    row = {"quantity": what, "paper": f"{share:.4f}", "paper's sentence": sentence}
+    return pd.DataFrame([row | dict(zip(["ours (full test set)", "ours ('all' sample)"], ours))])
 
 
 def agreement_claim(per_seed: pd.DataFrame, margin: float = CONFIDENCE_DROP_MARGIN) -> list[dict[str, str]]:
@@ -204,7 +182,7 @@ def best_overall_ece_claim(frame: pd.DataFrame, margin: float = MARGIN) -> list[
     return [
         report.claim_row(
             "Robust Filtered has the best overall ECE",
-            PAPER_BEST_OVERALL_ECE,
+            paper_text.PAPER["cifar10h"]["best_overall_ece"],
             f"ECE of the best other, {exp.METHOD_LABELS[other]}, minus Robust Filtered's: {diff_text(diffs)}",
             verdict_of(diffs, margin),
         )

@@ -89,8 +89,7 @@ def group_table(
     acc_rows = []
     for m, p in predictions.items():
         for g in groups:
-            reps = len(p["correct"]) // len(masks[g])
-            mask = np.tile(masks[g], reps)
+            mask = np.tile(masks[g], len(p["correct"]) // len(masks[g]))
             if mask.any():
                 acc_rows.append({"method": m, "group": g, "accuracy": float(np.asarray(p["correct"])[mask].mean())})
     return group_ece.merge(
@@ -118,13 +117,13 @@ def group_claim(per_seed: pd.DataFrame, margin: float = GROUP_ECE_MARGIN) -> lis
             verdicts[str(g)] = verdict_of((ece[best_plain] - ece[best_robust]).dropna().to_numpy(), margin)
     if not verdicts:
         return []
-    count = {v: sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3]}
+    lower, higher, unsure = (sum(x == v for x in verdicts.values()) for v in report.VERDICTS[:3])
     return [
         report.claim_row(
             "robust methods lower ECE in every identity group (Fig. 2)",
             "consistent reduction across the eight groups",
-            f"of {len(verdicts)} groups: lower in {count[report.VERDICTS[0]]}, higher in "
-            f"{count[report.VERDICTS[1]]}, inconclusive in {count[report.VERDICTS[2]]} (margin {margin:g})",
+            f"of {len(verdicts)} groups: lower in {lower}, higher in {higher}, inconclusive in {unsure} "
+            f"(margin {margin:g})",
             report.every(verdicts.values()),
         )
     ]

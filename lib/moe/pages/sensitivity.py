@@ -78,29 +78,15 @@ def sweep_published(
 def sweep_table(lam_hard: pd.DataFrame, lam_all: pd.DataFrame, ref_sum: pd.DataFrame) -> pd.DataFrame:
     """The lambda sweep's numbers with Vanilla MoE (ERM) as the reference row."""
     cols = {"ece": "hard ECE", "ece_se": "se", "ece_ts": "hard ECE+TS"}
-    return pd.concat(
-        [
-            lam_hard[["lam", "ece", "ece_se", "ece_ts"]]
-            .rename(columns=cols)
-            .merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam"),
-            pd.DataFrame(
-                {
-                    "lam": ["ERM (Vanilla MoE)"],
-                    "hard ECE": ref_sum[ref_sum.subset == "hard"]["ece"].values,
-                    "hard ECE+TS": ref_sum[ref_sum.subset == "hard"]["ece_ts"].values,
-                    "accuracy": ref_sum[ref_sum.subset == "all"]["accuracy"].values,
-                }
-            ),
-        ],
-        ignore_index=True,
-    )
+    sweep = lam_hard[["lam", *cols]].rename(columns=cols).merge(lam_all[["lam", "accuracy", "accuracy_se"]], on="lam")
+    hard, overall = (ref_sum[ref_sum.subset == s] for s in ("hard", "all"))
+    erm = {"lam": ["ERM (Vanilla MoE)"], "hard ECE": hard["ece"].values, "hard ECE+TS": hard["ece_ts"].values}
+    return pd.concat([sweep, pd.DataFrame(erm | {"accuracy": overall["accuracy"].values})], ignore_index=True)
 
 
 def tilted_support(probs: np.ndarray, labels: np.ndarray, lam: float) -> dict[str, float] | None:
     """Effective support (:func:`lib.moe.robust.effective_support`) of ``softmax(lam * loss)`` over
     batches of :data:`SUPPORT_BATCH` examples' cross-entropy losses; None when fewer than one batch."""
-    if probs.ndim != 2 or len(probs) != len(labels):
-        raise ValueError(f"probs, labels: shapes {probs.shape} and {labels.shape} do not match")
     p = probs.astype(np.float64)
     p = p / p.sum(axis=1, keepdims=True)
     losses = -np.log(np.clip(p[np.arange(len(p)), labels.astype(int)], LOSS_CLIP, None))
@@ -135,8 +121,6 @@ def support_table(support: pd.DataFrame) -> pd.DataFrame:
 
 def warmup_target(epochs: int) -> int:
     """The paper's best warmup (:data:`PAPER_WARMUP_FRACTION` of training) in whole epochs."""
-    if epochs < 0:
-        raise ValueError(f"epochs: must be >= 0, got {epochs}")
     return round(PAPER_WARMUP_FRACTION * epochs)
 
 
@@ -215,36 +199,6 @@ def sensitivity_claims(
     ]
 
 
-def paper_scale_sweep_table(items: Sequence[Any], got: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame | None:
-    """The sweeps (Figs. E.7, E.8) from the published records ``got`` (plan id -> record) of the
-    planned ``items``: one row per (method, lambda, warmup) with hard ECE and overall accuracy as
-    mean ± SE and the seeds published of those planned; ``None`` when nothing is published."""
-    recs = [got[it.id] for it in items if it.id in got]
-    if not recs:
-        return None
-    by = ("method", "lam", "warmup_epochs")
-    summ = summarize(results_frame(recs), by=by)
-    hard = summ[summ["subset"] == "hard"].set_index(list(by))
-    overall = summ[summ["subset"] == "all"].set_index(list(by))
-    # the effective warmup, as records hold it (Vanilla MoE's config leaves warmup_epochs None)
-    planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup) for it in items])
-    return pd.DataFrame(
-        [
-            {
-                "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
-                "lambda": f"{idx[1]:g}" if idx[0] in WARMUP_METHODS else "—",  # ERM has no lambda or warmup
-                "warmup": f"{idx[2]:g}" if idx[0] in WARMUP_METHODS else "—",
-                "hard ECE": fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
-                "accuracy": fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
-                if idx in overall.index
-                else "—",
-                "coverage": f"{int(hard.loc[idx, 'seeds'])} of {int((planned == idx).sum())} seeds",
-            }
-            for idx in hard.index
-        ]
-    )
-
-
 def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     """The page's runs at the settings ``cfg``, each once (the sweeps share their default point), in plan
     order: Vanilla MoE (ERM), Robust MoE per ``cfg['lams']`` at warmup ``cfg['warmup']``, and Robust MoE
@@ -267,14 +221,10 @@ def claims(
     test points over both sweeps, against ``REFERENCE_ACCURACY`` (our choice: the paper's were lost)
     above chance, the majority rate of ``test_labels``. Returns the claims table and the floor rule
     (:func:`lib.report.floor_rule`) followed by the gate's sentence."""
-    hard = [f[f["subset"] == "hard"] for f in (lam_frame, warm_frame)]
-    overall = pd.concat(
-        [
-            f[f["subset"] == "all"].groupby(k)["accuracy"].mean()
-            for f, k in ((lam_frame, "lam"), (warm_frame, "warmup_epochs"))
-        ]
-    )
-    rows = sensitivity_claims(hard[0], hard[1], support, epochs)
+    sweeps = {"lam": lam_frame, "warmup_epochs": warm_frame}
+    overall = pd.concat([f[f["subset"] == "all"].groupby(k)["accuracy"].mean() for k, f in sweeps.items()])
+    lam_hard, warm_hard = (f[f["subset"] == "hard"] for f in sweeps.values())
+    rows = sensitivity_claims(lam_hard, warm_hard, support, epochs)
     return gate(rows, float(overall.max()), REFERENCE_ACCURACY, test_labels, reference=REFERENCE_NAME)[:2]
 
 
@@ -290,7 +240,32 @@ class SensitivityPage(Cifar10hPage):
         return moe_items(self.name, run_plan(cfg))
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
-        return paper_scale_sweep_table(items, got)
+        """The sweeps (Figs. E.7, E.8) from the published records ``got`` (plan id -> record) of the
+        planned ``items``: one row per (method, lambda, warmup) with hard ECE and overall accuracy as
+        mean ± SE and the seeds published of those planned; ``None`` when nothing is published."""
+        recs = [got[it.id] for it in items if it.id in got]
+        if not recs:
+            return None
+        by = ("method", "lam", "warmup_epochs")
+        summ = summarize(results_frame(recs), by=by)
+        hard, overall = (summ[summ["subset"] == subset].set_index(list(by)) for subset in ("hard", "all"))
+        # the effective warmup, as records hold it (Vanilla MoE's config leaves warmup_epochs None)
+        planned = pd.Series([(it.config.method, it.config.lam, it.config.warmup) for it in items])
+        return pd.DataFrame(
+            [
+                {
+                    "method": exp.METHOD_LABELS.get(idx[0], idx[0]),
+                    "lambda": f"{idx[1]:g}" if idx[0] in WARMUP_METHODS else "—",  # ERM has no lambda or warmup
+                    "warmup": f"{idx[2]:g}" if idx[0] in WARMUP_METHODS else "—",
+                    "hard ECE": fmt(hard.loc[idx, "ece"], hard.loc[idx, "ece_se"]),
+                    "accuracy": fmt(overall.loc[idx, "accuracy"], overall.loc[idx, "accuracy_se"])
+                    if idx in overall.index
+                    else "—",
+                    "coverage": f"{int(hard.loc[idx, 'seeds'])} of {int((planned == idx).sum())} seeds",
+                }
+                for idx in hard.index
+            ]
+        )
 
 
 PAGE = SensitivityPage()
