@@ -4,6 +4,7 @@ read from one :class:`CascadeGrid` of every model's outputs."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,14 +154,11 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
     for s in range(grid.n_splits):
         for pair in PAIRS:
             cc, uc = grid.curve(s, pair, "temperature", grid.n_bins), grid.curve(s, pair, "none", grid.n_bins)
-            rows.append({"split": s, "what": noise_key("CC", pair), "test_se": cascade.apgr_test_se(cc)})
-            rows.append({"split": s, "what": noise_key("CC - UC", pair), "test_se": cascade.apgr_test_se(cc, uc)})
+            rows += [(s, noise_key("CC", pair), cascade.apgr_test_se(cc))]
+            rows += [(s, noise_key("CC - UC", pair), cascade.apgr_test_se(cc, uc))]
         for kind, curves in _ablation_curves(grid, s, calibrators, bins).items():
-            settings = list(curves)
-            for i, a in enumerate(settings):
-                for b in settings[i + 1 :]:
-                    se = cascade.apgr_test_se(curves[a], curves[b])
-                    rows.append({"split": s, "what": noise_key(kind, a, b), "test_se": se})
+            for a, b in itertools.combinations(curves, 2):
+                rows.append((s, noise_key(kind, a, b), cascade.apgr_test_se(curves[a], curves[b])))
     return pd.DataFrame(rows, columns=["split", "what", "test_se"])
 
 
@@ -264,10 +262,8 @@ def cascading_claims(
         raise ValueError("shift_se: needs the test-set SE of every target of shift_cc")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}
     uc = {p: _per_split(main, pair=p, method="UC") for p in PAIRS}
-    sd = float(cc["instruct"].std(ddof=1)) if cc["instruct"].size >= 2 else None
-    cc_mean = float(cc["instruct"].mean())
-    se_mean = sd / np.sqrt(cc["instruct"].size) if sd is not None else None
-    k = cc["instruct"].size
+    k, cc_mean = cc["instruct"].size, float(cc["instruct"].mean())
+    sd, se_mean = (float(cc["instruct"].std(ddof=1)), report.standard_error(cc["instruct"])) if k >= 2 else (None, None)
     cal_v, cal_txt = _range_verdict(abl, "calibrator", noise)
     bin_v, bin_txt = _range_verdict(abl, "bins", noise)
     by_cal, by_bins = ablation_means(abl)
@@ -336,12 +332,10 @@ def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dic
     """The numbers the page publishes from :func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`
     (means over splits, 4 decimals)."""
     m, by_cal, by_bins = _means(main, abl)
+    means = {"cc": ("instruct", "CC (TS)"), "uc": ("instruct", "UC"), "rc": ("instruct", "RC")}
+    means |= {"cc_base": ("base", "CC (TS)"), "uc_base": ("base", "UC")}
     return {
-        "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
-        "apgr_uc": round(float(m["instruct", "UC"]), 4),
-        "apgr_rc": round(float(m["instruct", "RC"]), 4),
-        "apgr_cc_base": round(float(m["base", "CC (TS)"]), 4),
-        "apgr_uc_base": round(float(m["base", "UC"]), 4),
+        **{f"apgr_{k}": round(float(m[i]), 4) for k, i in means.items()},
         "apgr_by_calibrator": {k: round(float(v), 4) for k, v in by_cal.items()},
         "apgr_by_bins": {k: round(float(v), 4) for k, v in by_bins.items()},
         "apgr_shift_min": round(float(shifted_cc(shift).min()), 4),
