@@ -73,13 +73,8 @@ class CascadeGrid:
     def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
         """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:
         a random subset of the test half goes to the large model, mixing the two models' real correctness."""
-        small, large = PAIRS[pair]
-        rc = cascade.random_routing_curve(
-            self.outputs[split, small, "none"].correct_test,
-            self.outputs[split, large, "none"].correct_test,
-            self.n_bins + 1,
-            seed=self.seed + split,
-        )
+        small, large = (self.outputs[split, m, "none"].correct_test for m in PAIRS[pair])
+        rc = cascade.random_routing_curve(small, large, self.n_bins + 1, seed=self.seed + split)
         return self.curve(split, pair, "temperature", self.n_bins), self.curve(split, pair, "none", self.n_bins), rc
 
 
@@ -197,15 +192,10 @@ def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int) -> pd.DataF
             ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test])),
         ):
             for method, c in (("CC (TS)", "temperature"), ("UC", "none")):
-                small, large = (
-                    confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"]
-                )
-                curve = cascade.cascade_curve(small, large, n_bins)
-                se = cascade.apgr_test_se(curve)
-                rows.append(
-                    {"target": target, "setting": setting, "method": method, "apgr": curve.apgr(), "test_se": se}
-                )
-    return pd.DataFrame(rows)
+                pair = (confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"])
+                curve = cascade.cascade_curve(*pair, n_bins)
+                rows.append((target, setting, method, curve.apgr(), cascade.apgr_test_se(curve)))
+    return pd.DataFrame(rows, columns=["target", "setting", "method", "apgr", "test_se"])
 
 
 def shifted_cc(shift: pd.DataFrame, column: str = "apgr") -> pd.Series:

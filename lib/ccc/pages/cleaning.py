@@ -133,8 +133,7 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
     gives no flag counts)."""
     if len(curve) == 0:
         raise ValueError("curve: needs at least one point")
-    prec, det = curve["precision"].to_numpy(), curve["detection"].to_numpy()
-    n = curve["n_flagged"].to_numpy()
+    prec, det, n = (curve[c].to_numpy() for c in ("precision", "detection", "n_flagged"))
     hits = prec * n
     n_noisy = float(hits[-1] / det[-1]) if det[-1] > 0 else 0.0
     t = min(TOP_K, len(curve)) - 1  # the row of k = TOP_K
