@@ -86,10 +86,9 @@ def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int
     outputs = {}
     for s in range(n_splits):
         cal, test = cascade.split_halves(len(data), seed=seed + s)
-        for models in PAIRS.values():
-            for m in models:
-                for c in dict.fromkeys(("none", *calibrators, BINS_CALIBRATOR)):
-                    outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, n_bins)
+        for m in itertools.chain(*PAIRS.values()):
+            for c in dict.fromkeys(("none", *calibrators, BINS_CALIBRATOR)):
+                outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, n_bins)
     return CascadeGrid(outputs, n_bins, seed, n_splits)
 
 
