@@ -70,9 +70,7 @@ def advantage_table(
             for key, v in (("conf_small", cs), ("conf_large", cl), ("acc_small", ks), ("acc_large", kl))
         }
     df = pd.DataFrame({"bin": np.arange(n_bins), "count": count.astype(np.int64), **mean})
-    df["advantage"] = df["conf_large"] - df["conf_small"]
-    df["acc_advantage"] = df["acc_large"] - df["acc_small"]
-    return df
+    return df.assign(advantage=df["conf_large"] - df["conf_small"], acc_advantage=df["acc_large"] - df["acc_small"])
 
 
 def _binned_table(
@@ -183,8 +181,7 @@ def random_routing_curve(
     """RC on a real model pair: in one random order of the test examples (``seed``), the first
     round(k n / (n_points - 1)) stay on the small model, the rest go to the large one; in expectation
     the straight line between the two models, whose APGR is 0.5 (paper 3, App. A.1)."""
-    ks = to_flags(correct_small, "correct_small")
-    kl = to_flags(correct_large, "correct_large")
+    ks, kl = to_flags(correct_small, "correct_small"), to_flags(correct_large, "correct_large")
     check_same_length(ks, kl, "correct_small", "correct_large")
     n_points = check_int(n_points, "n_points", minimum=2)
     seed = check_int(seed, "seed", minimum=0)
@@ -192,8 +189,7 @@ def random_routing_curve(
     n = ks.shape[0]
     order = np.random.default_rng(seed).permutation(n)
     m = np.rint(np.arange(n_points) * n / (n_points - 1)).astype(np.int64)
-    small_hits = np.concatenate([[0], np.cumsum(ks[order])])  # small's hits among the first m
-    large_hits = np.concatenate([[0], np.cumsum(kl[order])])
+    small_hits, large_hits = (np.concatenate([[0], np.cumsum(k[order])]) for k in (ks, kl))  # hits among the first m
     accuracy = (small_hits[m] + kl.sum() - large_hits[m]) / n
     return CascadeCurve(m / n, accuracy.astype(np.float64), order, pd.DataFrame(), float(ks.mean()), float(kl.mean()))
 
@@ -232,12 +228,11 @@ def apgr_test_se(curve: CascadeCurve, other: CascadeCurve | None = None) -> floa
     and far smaller for two curves that route alike. The noise of a finite test set, which
     resampling one data set into halves does not show (paper 3's pages floor their split-to-split SE
     by it)."""
-    if curve.to_large is None or curve.gain is None:
-        raise ValueError("curve: needs the per-example terms of cascade_curve (to_large, gain)")
+    for c, nm in ((curve, "curve"), (other, "other")):
+        if c is not None and (c.to_large is None or c.gain is None):
+            raise ValueError(f"{nm}: needs the per-example terms of cascade_curve (to_large, gain)")
     u, g, value = curve.to_large, curve.gain, curve.apgr()
     if other is not None:
-        if other.to_large is None or other.gain is None:
-            raise ValueError("other: needs the per-example terms of cascade_curve (to_large, gain)")
         if other.gain.shape != g.shape or not np.array_equal(other.gain, g):
             raise ValueError("other: must be a curve of the same two models' correctness on the same test half")
         u, value = u - other.to_large, value - other.apgr()

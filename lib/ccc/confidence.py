@@ -47,19 +47,19 @@ def fit_confidence(
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
 
-    def raw(x: ArrayLike) -> np.ndarray:
+    T = TemperatureScaler().fit(z, y).temperature if name == "temperature" else 1.0
+
+    def top(x: ArrayLike) -> np.ndarray:
+        """max softmax(x / T) of new logits x (T = 1 but for temperature scaling)."""
         zz = to_numpy(x, "logits")
         check_ndim(zz, 2, "logits")
         check_finite(zz, "logits")
         if zz.shape[1] != z.shape[1]:
             raise ValueError(f"logits: expected {z.shape[1]} classes, got {zz.shape[1]}")
-        return zz
+        return scipy_softmax(zz / T, axis=1).max(axis=1)
 
-    if name == "none":
-        return lambda x: scipy_softmax(raw(x), axis=1).max(axis=1)
-    if name == "temperature":
-        T = TemperatureScaler().fit(z, y).temperature
-        return lambda x: scipy_softmax(raw(x) / T, axis=1).max(axis=1)
+    if name in ("none", "temperature"):
+        return top
     if name == "platt":
 
         def logodds(c: np.ndarray) -> np.ndarray:
@@ -67,9 +67,9 @@ def fit_confidence(
             return np.log(c) - np.log1p(-c)
 
         a, b = fit_platt(logodds(conf), correct)
-        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(scipy_softmax(raw(x), axis=1).max(axis=1)) + b)))
+        return lambda x: 1.0 / (1.0 + np.exp(-(a * logodds(top(x)) + b)))
     hb = HistogramBinning(n_bins).fit(conf, correct)
-    return lambda x: np.asarray(hb.predict(scipy_softmax(raw(x), axis=1).max(axis=1)), dtype=np.float64)
+    return lambda x: np.asarray(hb.predict(top(x)), dtype=np.float64)
 
 
 @dataclass

@@ -25,11 +25,8 @@ SURROGATES: tuple[str, ...] = ("softmax", "ova")
 EXPERIMENTS: tuple[str, ...] = ("experts", "dependence", "specialized")
 ECE_BINS = 20  # the number of bins for expert-correctness ECE in the paper's reference code
 
-_LOSSES: dict[str, Callable[..., torch.Tensor]] = {"softmax": l2d.softmax_l2d_loss, "ova": l2d.ova_l2d_loss}
-_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
-    "softmax": l2d.expert_correctness_softmax,
-    "ova": l2d.expert_correctness_ova,
-}
+_LOSSES = {"softmax": l2d.softmax_l2d_loss, "ova": l2d.ova_l2d_loss}
+_ESTIMATORS = {"softmax": l2d.expert_correctness_softmax, "ova": l2d.expert_correctness_ova}
 
 
 # --- Data with expert annotations -----------------------------------------------------------------

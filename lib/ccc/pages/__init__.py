@@ -45,7 +45,7 @@ def ece_se(n: int, accuracy: float = 0.5) -> float:
     return math.sqrt(a * (1 - a) / check_int(n, "n"))
 
 
-def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_se: float, margin: float = 0.0) -> str:
+def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_se: float) -> str:
     """:func:`lib.report.t_verdict` of ``effect`` (signed so that positive supports the claim) against
     the larger of two noise bars: ``split_se``, the standard error over ``n_splits`` random splits of
     one data set, at n - 1 degrees of freedom (none with one split); and ``test_se``, the closed-form
@@ -53,13 +53,11 @@ def floored_verdict(effect: float, split_se: float | None, n_splits: int, test_s
     splits share most of their examples, so their spread alone understates the noise of the data set:
     more splits shrink the first bar, never the second."""
     check_int(n_splits, "n_splits")
-    if not (isinstance(test_se, int | float) and math.isfinite(test_se) and test_se >= 0):
-        raise ValueError(f"test_se: must be a finite number >= 0, got {test_se!r}")
-    bars = [(float(test_se), math.inf)]
+    bars = [(check_number(test_se, "test_se", 0.0), math.inf)]
     if split_se is not None and math.isfinite(split_se) and n_splits >= 2:
         bars.append((float(split_se), n_splits - 1))
     se, df = max(bars, key=lambda b: report.critical_value(b[1]) * b[0])
-    return report.t_verdict(float(effect), se, margin, df=df)
+    return report.t_verdict(float(effect), se, df=df)
 
 
 def splits_verdict(diffs: Any, test_se: float) -> str:

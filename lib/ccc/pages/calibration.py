@@ -91,15 +91,9 @@ def monotonicity(tables: pd.DataFrame) -> pd.DataFrame:
     for name in tables["model"].unique():
         sel = (tables["model"] == name) & (tables["split"] == "held-out half") & (tables["stage"] == "before")
         t = tables[sel].dropna(subset=["acc"])
-        out.append(
-            {
-                "model": name,
-                "spearman": float(spearmanr(t["conf"], t["acc"]).statistic),
-                "non_decreasing_steps": float(np.mean(np.diff(t["acc"].to_numpy()) >= -MONOTONE_STEP_TOL)),
-                "bins": len(t),
-            }
-        )
-    return pd.DataFrame(out).set_index("model")
+        steps = np.diff(t["acc"].to_numpy()) >= -MONOTONE_STEP_TOL
+        out.append((name, float(spearmanr(t["conf"], t["acc"]).statistic), float(np.mean(steps)), len(t)))
+    return pd.DataFrame(out, columns=["model", "spearman", "non_decreasing_steps", "bins"]).set_index("model")
 
 
 def published_key(model: str) -> str:

@@ -4,6 +4,7 @@ read from one :class:`CascadeGrid` of every model's outputs."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,13 +73,8 @@ class CascadeGrid:
     def curves(self, split: int, pair: str) -> tuple[cascade.CascadeCurve, ...]:
         """CC (temperature), UC and RC of one pair on one split's test half with the grid's bins; RC:
         a random subset of the test half goes to the large model, mixing the two models' real correctness."""
-        small, large = PAIRS[pair]
-        rc = cascade.random_routing_curve(
-            self.outputs[split, small, "none"].correct_test,
-            self.outputs[split, large, "none"].correct_test,
-            self.n_bins + 1,
-            seed=self.seed + split,
-        )
+        small, large = (self.outputs[split, m, "none"].correct_test for m in PAIRS[pair])
+        rc = cascade.random_routing_curve(small, large, self.n_bins + 1, seed=self.seed + split)
         return self.curve(split, pair, "temperature", self.n_bins), self.curve(split, pair, "none", self.n_bins), rc
 
 
@@ -90,10 +86,9 @@ def build_grid(data: Any, calibrators: Sequence[str], n_splits: int, n_bins: int
     outputs = {}
     for s in range(n_splits):
         cal, test = cascade.split_halves(len(data), seed=seed + s)
-        for models in PAIRS.values():
-            for m in models:
-                for c in dict.fromkeys(("none", *calibrators, BINS_CALIBRATOR)):
-                    outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, n_bins)
+        for m in itertools.chain(*PAIRS.values()):
+            for c in dict.fromkeys(("none", *calibrators, BINS_CALIBRATOR)):
+                outputs[s, m, c] = confidence.model_outputs(data.logits[m], data.labels, cal, test, c, n_bins)
     return CascadeGrid(outputs, n_bins, seed, n_splits)
 
 
@@ -153,14 +148,11 @@ def noise_table(grid: CascadeGrid, calibrators: Sequence[str], bins: Sequence[in
     for s in range(grid.n_splits):
         for pair in PAIRS:
             cc, uc = grid.curve(s, pair, "temperature", grid.n_bins), grid.curve(s, pair, "none", grid.n_bins)
-            rows.append({"split": s, "what": noise_key("CC", pair), "test_se": cascade.apgr_test_se(cc)})
-            rows.append({"split": s, "what": noise_key("CC - UC", pair), "test_se": cascade.apgr_test_se(cc, uc)})
+            rows += [(s, noise_key("CC", pair), cascade.apgr_test_se(cc))]
+            rows += [(s, noise_key("CC - UC", pair), cascade.apgr_test_se(cc, uc))]
         for kind, curves in _ablation_curves(grid, s, calibrators, bins).items():
-            settings = list(curves)
-            for i, a in enumerate(settings):
-                for b in settings[i + 1 :]:
-                    se = cascade.apgr_test_se(curves[a], curves[b])
-                    rows.append({"split": s, "what": noise_key(kind, a, b), "test_se": se})
+            for a, b in itertools.combinations(curves, 2):
+                rows.append((s, noise_key(kind, a, b), cascade.apgr_test_se(curves[a], curves[b])))
     return pd.DataFrame(rows, columns=["split", "what", "test_se"])
 
 
@@ -199,15 +191,10 @@ def shift_apgr(data: Any, calibrate_on: str, n_bins: int, seed: int) -> pd.DataF
             ("in-distribution (halves of target)", (tgt[half_cal], tgt[half_test])),
         ):
             for method, c in (("CC (TS)", "temperature"), ("UC", "none")):
-                small, large = (
-                    confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"]
-                )
-                curve = cascade.cascade_curve(small, large, n_bins)
-                se = cascade.apgr_test_se(curve)
-                rows.append(
-                    {"target": target, "setting": setting, "method": method, "apgr": curve.apgr(), "test_se": se}
-                )
-    return pd.DataFrame(rows)
+                pair = (confidence.model_outputs(data.logits[m], data.labels, ci, ti, c) for m in PAIRS["instruct"])
+                curve = cascade.cascade_curve(*pair, n_bins)
+                rows.append((target, setting, method, curve.apgr(), cascade.apgr_test_se(curve)))
+    return pd.DataFrame(rows, columns=["target", "setting", "method", "apgr", "test_se"])
 
 
 def shifted_cc(shift: pd.DataFrame, column: str = "apgr") -> pd.Series:
@@ -264,10 +251,8 @@ def cascading_claims(
         raise ValueError("shift_se: needs the test-set SE of every target of shift_cc")
     cc = {p: _per_split(main, pair=p, method="CC (TS)") for p in PAIRS}
     uc = {p: _per_split(main, pair=p, method="UC") for p in PAIRS}
-    sd = float(cc["instruct"].std(ddof=1)) if cc["instruct"].size >= 2 else None
-    cc_mean = float(cc["instruct"].mean())
-    se_mean = sd / np.sqrt(cc["instruct"].size) if sd is not None else None
-    k = cc["instruct"].size
+    k, cc_mean = cc["instruct"].size, float(cc["instruct"].mean())
+    sd, se_mean = (float(cc["instruct"].std(ddof=1)), report.standard_error(cc["instruct"])) if k >= 2 else (None, None)
     cal_v, cal_txt = _range_verdict(abl, "calibrator", noise)
     bin_v, bin_txt = _range_verdict(abl, "bins", noise)
     by_cal, by_bins = ablation_means(abl)
@@ -336,12 +321,10 @@ def published(main: pd.DataFrame, abl: pd.DataFrame, shift: pd.DataFrame) -> dic
     """The numbers the page publishes from :func:`main_apgr`, :func:`ablations` and :func:`shift_apgr`
     (means over splits, 4 decimals)."""
     m, by_cal, by_bins = _means(main, abl)
+    means = {"cc": ("instruct", "CC (TS)"), "uc": ("instruct", "UC"), "rc": ("instruct", "RC")}
+    means |= {"cc_base": ("base", "CC (TS)"), "uc_base": ("base", "UC")}
     return {
-        "apgr_cc": round(float(m["instruct", "CC (TS)"]), 4),
-        "apgr_uc": round(float(m["instruct", "UC"]), 4),
-        "apgr_rc": round(float(m["instruct", "RC"]), 4),
-        "apgr_cc_base": round(float(m["base", "CC (TS)"]), 4),
-        "apgr_uc_base": round(float(m["base", "UC"]), 4),
+        **{f"apgr_{k}": round(float(m[i]), 4) for k, i in means.items()},
         "apgr_by_calibrator": {k: round(float(v), 4) for k, v in by_cal.items()},
         "apgr_by_bins": {k: round(float(v), 4) for k, v in by_bins.items()},
         "apgr_shift_min": round(float(shifted_cc(shift).min()), 4),

@@ -16,6 +16,7 @@ from lib import report
 from lib.ccc import cleaning
 from lib.ccc.pages import CCCPage, logits_data
 from lib.data import mmlu
+from lib.validation import check_choice
 
 MMLU_PAIRS: dict[str, tuple[str, str]] = {
     "instruct": ("llama-3.1-70b-instruct", "llama-3.1-8b-instruct"),
@@ -82,8 +83,7 @@ def compare_at_detection(ours: pd.DataFrame, cl_curves: list[pd.DataFrame]) -> p
 
 def mmlu_flags(probs: Mapping[str, np.ndarray], labels: np.ndarray, pair: str, k: int, n_bins: int) -> np.ndarray:
     """The calibrated rule for one MMLU model pair (:data:`MMLU_PAIRS`) at the top-``k`` bins."""
-    if pair not in MMLU_PAIRS:
-        raise ValueError(f"pair: {pair!r} is not one of {list(MMLU_PAIRS)}")
+    check_choice(pair, MMLU_PAIRS, "pair")
     m1, m2 = MMLU_PAIRS[pair]
     return cleaning.calibrated_flags(
         probs[m1].max(1), probs[m1].argmax(1), probs[m2].max(1), probs[m2].argmax(1), labels, k, n_bins
@@ -133,8 +133,7 @@ def claims(curve: pd.DataFrame, compare: pd.DataFrame) -> pd.DataFrame:
     gives no flag counts)."""
     if len(curve) == 0:
         raise ValueError("curve: needs at least one point")
-    prec, det = curve["precision"].to_numpy(), curve["detection"].to_numpy()
-    n = curve["n_flagged"].to_numpy()
+    prec, det, n = (curve[c].to_numpy() for c in ("precision", "detection", "n_flagged"))
     hits = prec * n
     n_noisy = float(hits[-1] / det[-1]) if det[-1] > 0 else 0.0
     t = min(TOP_K, len(curve)) - 1  # the row of k = TOP_K
@@ -194,37 +193,32 @@ def published(
     """The rule at k = 1 and k = B and its whole curve (``ours``, :func:`lib.ccc.cleaning.calibrated_rule_curve`),
     CL on the averaged probabilities (the last of :func:`confident_learning`'s ``cl_points``) and the
     MMLU flag counts at k = 3 (the instruct pair's ``flag_instruct``, ``both_pairs`` flagged by both pairs)."""
-    return {
-        "cleaning_precision_k1": round(float(ours["precision"].iloc[0]), 4),
-        "cleaning_detection_k1": round(float(ours["detection"].iloc[0]), 4),
-        "cleaning_precision_basic": round(float(ours["precision"].iloc[-1]), 4),
-        "cleaning_detection_basic": round(float(ours["detection"].iloc[-1]), 4),
-        "cleaning_precisions": [round(float(v), 4) for v in ours["precision"]],
-        "cleaning_detections": [round(float(v), 4) for v in ours["detection"]],
-        "cl_precision": round(float(cl_points["precision"].iloc[-1]), 4),
-        "cl_detection": round(float(cl_points["detection"].iloc[-1]), 4),
-        "mmlu_flagged_instruct_k3": int(np.sum(flag_instruct)),
-        "mmlu_flagged_both_pairs_k3": int(both_pairs),
-    }
+    out: dict[str, Any] = {"mmlu_flagged_instruct_k3": int(np.sum(flag_instruct))}
+    out["mmlu_flagged_both_pairs_k3"] = int(both_pairs)
+    for q in ("precision", "detection"):
+        rule = [round(float(v), 4) for v in ours[q]]
+        out |= {f"cleaning_{q}_k1": rule[0], f"cleaning_{q}_basic": rule[-1], f"cleaning_{q}s": rule}
+        out[f"cl_{q}"] = round(float(cl_points[q].iloc[-1]), 4)
+    return out
 
 
 def paper_table(ours: pd.DataFrame, cl_points: pd.DataFrame) -> pd.DataFrame:
     """The paper's Table 3 precisions beside ours (the rule's curve ``ours`` at k = 3, the best of
     :func:`confident_learning`'s ``cl_points``)."""
-    return pd.DataFrame(
-        [
-            {
-                "quantity": "precision of the rule (paper: unique flags, ImageNet; ours: k = 3, CIFAR-10)",
-                "paper": PAPER_CLEANING_PRECISION,
-                "ours": float(ours.loc[ours["k"] == 3, "precision"].iloc[0]),
-            },
-            {
-                "quantity": "precision of Confident Learning (best of our three)",
-                "paper": PAPER_CL_PRECISION,
-                "ours": float(cl_points["precision"].max()),
-            },
-        ]
-    ).set_index("quantity")
+    rule = float(ours.loc[ours["k"] == 3, "precision"].iloc[0])
+    rows = [
+        (
+            "precision of the rule (paper: unique flags, ImageNet; ours: k = 3, CIFAR-10)",
+            PAPER_CLEANING_PRECISION,
+            rule,
+        ),
+        (
+            "precision of Confident Learning (best of our three)",
+            PAPER_CL_PRECISION,
+            float(cl_points["precision"].max()),
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["quantity", "paper", "ours"]).set_index("quantity")
 
 
 class CleaningPage(CCCPage):

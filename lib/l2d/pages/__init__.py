@@ -28,15 +28,10 @@ class L2DPage(Page):
 
     def runs(self, cfg: Mapping[str, Any], target: str | None = None) -> list[Item]:
         """One run per grid point (:func:`lib.l2d.experiment.grid`)."""
-        tail = "{experiment}/{value}/{surrogate}/s{seed}"
+        tail = "{experiment}/{value}/{surrogate}/s{seed}".format
         return [
             self.item(
-                tail.format(**p),
-                p["seed"],
-                cfg["epochs"],
-                p["surrogate"],
-                config=self.config(p, cfg),
-                extra={"point": p},
+                tail(**p), p["seed"], cfg["epochs"], p["surrogate"], config=self.config(p, cfg), extra={"point": p}
             )
             for p in grid(cfg, self.experiments)
         ]

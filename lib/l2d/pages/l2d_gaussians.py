@@ -5,6 +5,7 @@ plain functions below on the runs' table."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,11 +56,10 @@ def bayes_accuracy(n: int = BAYES_SAMPLES, seed: int = BAYES_SEED) -> tuple[pd.D
     xb, yb, _ = gaussian_mixture(n, seed=seed)
     dens = np.stack([multivariate_normal(GAUSSIAN_MEANS[c], GAUSSIAN_COVS[c]).pdf(xb) for c in range(4)], 1)
     pairs = []
-    for a in range(4):
-        for b in range(a + 1, 4):
-            m = (yb == a) | (yb == b)
-            pred = np.where(dens[m, a] >= dens[m, b], a, b)
-            pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
+    for a, b in itertools.combinations(range(4), 2):
+        m = (yb == a) | (yb == b)
+        pred = np.where(dens[m, a] >= dens[m, b], a, b)
+        pairs.append({"clusters": f"{a + 1} vs {b + 1}", "Bayes accuracy": float((pred == yb[m]).mean())})
     return pd.DataFrame(pairs), float((dens.argmax(1) == yb).mean()), yb
 
 
