@@ -408,19 +408,15 @@ def fit(
     scheduler_factory: Callable[[torch.optim.Optimizer], Any] | None = None,
     run: Run | None = None,
     *,
-    batch_size: int = 128,
     seed: int = 0,
-    device: str | torch.device = "auto",
     transform: Callable[[Inputs, torch.Generator], Inputs] | None = None,
     step_fn: StepFn | None = None,
-    amp: bool = True,
     callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]] = (),
-    progress: bool = True,
-    desc: str = "train",
-    drop_last: bool = False,
+    **options: Any,
 ) -> FitResult:
     """Train ``model`` for ``epochs`` epochs, checkpointing every epoch and resuming if ``run`` has one:
-    :func:`fit_packed` of one run (its G = 1 case, the model trained as it is).
+    :func:`fit_packed` of one run (its G = 1 case, the model trained as it is), whose keyword
+    ``options`` it takes (``batch_size`` 128, ``device`` "auto", ``amp``, ``progress``, ``drop_last``...).
 
     * ``data = (x, y)``: inputs (uint8 images, float features, or a dict of tensors such as tokenized
       text) and targets (first dimension N). They are moved to the device once.
@@ -447,19 +443,7 @@ def fit(
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     member = Member(model, loss_fn, seed, transform, run, callbacks=tuple(callbacks), step_fn=step_fn)
-    result = fit_packed(
-        [member],
-        data,
-        epochs,
-        optimizer_factory,
-        scheduler_factory,
-        batch_size=batch_size,
-        device=device,
-        amp=amp,
-        progress=progress,
-        desc=desc,
-        drop_last=drop_last,
-    )[0]
+    result = fit_packed([member], data, epochs, optimizer_factory, scheduler_factory, **options)[0]
     if result.diverged_at is not None:
         raise Diverged(result.diverged_at)
     return result

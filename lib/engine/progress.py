@@ -36,7 +36,6 @@ from typing import Any
 
 __all__ = [
     "Line",
-    "epoch_done",
     "format_eta",
     "note",
     "run_done",
@@ -211,12 +210,6 @@ def session(
     finally:
         _ACTIVE.pop()
         line.close(quiet_if_idle)
-
-
-def epoch_done(n_epochs: int = 1) -> None:
-    """Report finished epochs to the open session (no-op without one)."""
-    if _ACTIVE:
-        _ACTIVE[0].update(n_epochs)
 
 
 def run_done() -> None:
