@@ -34,17 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = [
-    "Line",
-    "format_eta",
-    "note",
-    "run_done",
-    "session",
-    "INTERVAL",
-    "LOG_INTERVAL",
-    "MODE",
-    "PREFIX",
-]
+__all__ = ["Line", "format_eta", "note", "run_done", "session", "INTERVAL", "LOG_INTERVAL", "MODE", "PREFIX"]
 
 INTERVAL = 2.0  # seconds between redraws in place
 LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
