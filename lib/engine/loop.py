@@ -285,28 +285,22 @@ def fit_packed(
             return shared.many([xb for xb, _ in batches], gens)
         return [m.transform(xb, g) if m.transform is not None else xb for m, (xb, _), g in zip(members, batches, gens)]
 
-    def step_alone(
-        batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int
-    ) -> torch.Tensor:
-        """One optimizer step of a run alone, on its model itself: its own ``step_fn``, or loss,
-        backward, step; its detached loss (1,)."""
-        m, x, y = members[0], inputs(batches, gens)[0], batches[0][1]
-        loss = m.step_fn(net, x, y, optimizer, epoch, gens[0]) if m.step_fn is not None else None
-        if loss is None:
-            with autocast(dev, amp):
-                loss = m.loss_fn(forward(x), y, epoch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        return loss.detach().float().reshape(1)
-
-    def step_pack(
-        batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int
-    ) -> torch.Tensor:
-        """One optimizer step of every run of the pack, one forward and backward for all: the
-        members' shared loss calls, or from its start epoch their method's own step; their detached
-        losses (G,)."""
-        xs, y = inputs(batches, gens), torch.stack([yb for _, yb in batches])
+    def step(batches: Sequence[tuple[Inputs, torch.Tensor]], gens: list[torch.Generator], epoch: int) -> torch.Tensor:
+        """One optimizer step of every run, their detached losses (G,). A run alone steps its model
+        itself: its own ``step_fn``, or loss, backward, step. A pack makes one forward and backward for
+        all: the members' shared loss calls, or from its start epoch their method's own step."""
+        xs = inputs(batches, gens)
+        if alone:
+            m, y = members[0], batches[0][1]
+            loss = m.step_fn(net, xs[0], y, optimizer, epoch, gens[0]) if m.step_fn is not None else None
+            if loss is None:
+                with autocast(dev, amp):
+                    loss = m.loss_fn(forward(xs[0]), y, epoch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            return loss.detach().float().reshape(1)
+        y = torch.stack([yb for _, yb in batches])
         optimizer.zero_grad(set_to_none=True)
         with autocast(dev, amp):
             if step0 is not None and epoch >= step0.start:
@@ -326,7 +320,6 @@ def fit_packed(
         optimizer.step()
         return loss.detach().float()
 
-    step = step_alone if alone else step_pack
     # a run's weights and optimizer state in the one checkpoint format: the model's own, or its slice
     run_state = (lambda i: net.state_dict()) if alone else net.run_state
     run_optimizer = (lambda state, i: state) if alone else net.run_optimizer_state
@@ -415,19 +408,15 @@ def fit(
     scheduler_factory: Callable[[torch.optim.Optimizer], Any] | None = None,
     run: Run | None = None,
     *,
-    batch_size: int = 128,
     seed: int = 0,
-    device: str | torch.device = "auto",
     transform: Callable[[Inputs, torch.Generator], Inputs] | None = None,
     step_fn: StepFn | None = None,
-    amp: bool = True,
     callbacks: Sequence[Callable[[int, dict[str, Any], nn.Module], Any]] = (),
-    progress: bool = True,
-    desc: str = "train",
-    drop_last: bool = False,
+    **options: Any,
 ) -> FitResult:
     """Train ``model`` for ``epochs`` epochs, checkpointing every epoch and resuming if ``run`` has one:
-    :func:`fit_packed` of one run (its G = 1 case, the model trained as it is).
+    :func:`fit_packed` of one run (its G = 1 case, the model trained as it is), whose keyword
+    ``options`` it takes (``batch_size`` 128, ``device`` "auto", ``amp``, ``progress``, ``drop_last``...).
 
     * ``data = (x, y)``: inputs (uint8 images, float features, or a dict of tensors such as tokenized
       text) and targets (first dimension N). They are moved to the device once.
@@ -454,19 +443,7 @@ def fit(
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
     member = Member(model, loss_fn, seed, transform, run, callbacks=tuple(callbacks), step_fn=step_fn)
-    result = fit_packed(
-        [member],
-        data,
-        epochs,
-        optimizer_factory,
-        scheduler_factory,
-        batch_size=batch_size,
-        device=device,
-        amp=amp,
-        progress=progress,
-        desc=desc,
-        drop_last=drop_last,
-    )[0]
+    result = fit_packed([member], data, epochs, optimizer_factory, scheduler_factory, **options)[0]
     if result.diverged_at is not None:
         raise Diverged(result.diverged_at)
     return result

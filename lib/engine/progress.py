@@ -34,18 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = [
-    "Line",
-    "epoch_done",
-    "format_eta",
-    "note",
-    "run_done",
-    "session",
-    "INTERVAL",
-    "LOG_INTERVAL",
-    "MODE",
-    "PREFIX",
-]
+__all__ = ["Line", "format_eta", "note", "run_done", "session", "INTERVAL", "LOG_INTERVAL", "MODE", "PREFIX"]
 
 INTERVAL = 2.0  # seconds between redraws in place
 LOG_INTERVAL = 60.0  # seconds between lines written to a file or a pipe
@@ -211,12 +200,6 @@ def session(
     finally:
         _ACTIVE.pop()
         line.close(quiet_if_idle)
-
-
-def epoch_done(n_epochs: int = 1) -> None:
-    """Report finished epochs to the open session (no-op without one)."""
-    if _ACTIVE:
-        _ACTIVE[0].update(n_epochs)
 
 
 def run_done() -> None:

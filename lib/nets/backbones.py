@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -71,25 +70,21 @@ class CifarResNet18(nn.Module):
         self.width = width
         self.conv1 = nn.Conv2d(3, width, kernel_size=3, stride=1, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
-        self._inplanes = width
-        self.layer1 = self._stage(BasicBlock, width, stride=1)
-        self.layer2 = self._stage(BasicBlock, 2 * width, stride=2)
-        self.layer3 = self._stage(BasicBlock, 4 * width, stride=2)
+        stages, cin = [], width
+        for planes, stride in ((width, 1), (2 * width, 2), (4 * width, 2)):
+            down = None
+            if stride != 1 or cin != planes:
+                down = nn.Sequential(nn.Conv2d(cin, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
+            stages.append(
+                nn.Sequential(BasicBlock(cin, planes, stride=stride, downsample=down), BasicBlock(planes, planes))
+            )
+            cin = planes
+        self.layer1, self.layer2, self.layer3 = stages
         self.out_features = 4 * width
         self.name = f"resnet18-cifar (3 stages, width {width}, {self.out_features}-d)"
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-
-    def _stage(self, block: Any, planes: int, stride: int) -> nn.Sequential:
-        down = None
-        if stride != 1 or self._inplanes != planes:
-            down = nn.Sequential(
-                nn.Conv2d(self._inplanes, planes, kernel_size=1, stride=stride, bias=False), nn.BatchNorm2d(planes)
-            )
-        layers = [block(self._inplanes, planes, stride=stride, downsample=down), block(planes, planes)]
-        self._inplanes = planes
-        return nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
@@ -179,11 +174,8 @@ def weights_available(spec: str) -> bool:
     """Whether the ImageNet weights of backbone ``spec`` can be loaded here
     (``imagenet_resnet18``: :func:`imagenet_weights_available`; ``imagenet_efficientnet_lite0``: the
     package's file, :func:`lib.nets.pretrained.lite0_available`); False for any other name."""
-    if spec == "imagenet_resnet18":
-        return imagenet_weights_available()
-    if spec == "imagenet_efficientnet_lite0":
-        return lite0_available()
-    return False
+    check = {"imagenet_resnet18": imagenet_weights_available, "imagenet_efficientnet_lite0": lite0_available}
+    return spec in check and check[spec]()
 
 
 def resolve_imagenet(spec: str, pretrained: bool) -> tuple[str, bool]:

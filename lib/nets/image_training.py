@@ -45,13 +45,9 @@ def image_data(cfg: Mapping[str, Any]) -> dict[str, Any]:
         b = synthetic_images(**sizes, size=cfg["image_size"], num_classes=10, seed=0, hard_frac=0.3, noise=0.25)
         test_idx = np.arange(len(b.test_y))
     else:
-        n_train = cfg["n_train"] or None
-        n_val = cfg["n_val"] or None
-        b = load_cifar10h(n_train=n_train, n_val=n_val, seed=0)
+        b = load_cifar10h(n_train=cfg["n_train"] or None, n_val=cfg["n_val"] or None, seed=0)
         n = len(b.test_y)
-        test_idx = (
-            np.arange(n) if not cfg["n_test"] else np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]])
-        )
+        test_idx = np.sort(np.random.default_rng(0).permutation(n)[: cfg["n_test"]]) if cfg["n_test"] else np.arange(n)
     order = torch.as_tensor(np.random.default_rng(1).permutation(len(b.train_y)))
     return {
         "train_x": b.train_x[order],

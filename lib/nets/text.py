@@ -75,23 +75,16 @@ def no_hf_progress_bars() -> Iterator[None]:
 def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
     """Text backbone of the CivilComments experiment: ``name`` via transformers, or (``fallback``, with a
     warning) the bundled all-MiniLM-L6-v2 when it cannot be loaded; ``.name`` records which."""
-    from transformers import AutoModel, AutoTokenizer
-
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a model name or path, got {name!r}")
     check_bool(fallback, "fallback")
     if name == TINY_BERT:  # resolved here, so a run's config (its cache key) names no machine path
         name = tiny_random_bert()
     try:
-        local_only = not os.path.isdir(name) and not hub_reachable()
-        with no_hf_progress_bars():
-            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
-            model = AutoModel.from_pretrained(name, local_files_only=local_only)
+        tok, model = _load(name, local_only=not os.path.isdir(name) and not hub_reachable())
         pooling = "cls" if model.config.model_type in ("distilbert", "bert", "roberta") else "mean"
         shown = os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name  # no machine paths
-        return TextEncoder(
-            model, tok, name=f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling=pooling
-        )
+        return TextEncoder(model, tok, f"{shown} ({pooling} pooling, {model.config.hidden_size}-d)", pooling)
     except Exception as err:  # not cached / no network / bad name
         if not fallback:
             raise RuntimeError(
@@ -100,12 +93,18 @@ def text_encoder(name: str = DISTILBERT, fallback: bool = True) -> TextEncoder:
             ) from err
         why = f"text model {name!r} is unavailable offline ({type(err).__name__})"
         warnings.warn(f"{why}; using the MiniLM bundled with {MINILM_PACKAGE} instead", RuntimeWarning, stacklevel=2)
-    path = minilm_path()
-    with no_hf_progress_bars():
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True)
+    tok, model = _load(minilm_path(), local_only=True)
     shown = f"all-MiniLM-L6-v2 (from {MINILM_PACKAGE}, mean pooling, {model.config.hidden_size}-d)"
     return TextEncoder(model, tok, name=shown, pooling="mean")
+
+
+def _load(name: str, local_only: bool) -> tuple[Any, nn.Module]:
+    """The tokenizer and model of ``name`` through transformers (without its progress bars)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    with no_hf_progress_bars():
+        tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+        return tok, AutoModel.from_pretrained(name, local_files_only=local_only)
 
 
 def tiny_random_bert() -> str:

@@ -22,16 +22,16 @@ def test_nested_sessions_report_to_one_line_that_ends_with_one_final_line(capsys
     with progress.session("grid", epochs=6, runs=3) as line:
         with progress.session("run", epochs=2) as inner:
             assert inner is line
-            progress.epoch_done()
-            progress.epoch_done()
+            inner.update()
+            inner.update()
         progress.run_done()
         line.update(4, runs=2)
     lines = capsys.readouterr().err.splitlines()
     # captured stderr (not a terminal): the first update, none more within the minute, the final line
     assert len(lines) == 2 and lines[0].startswith("grid: epoch 1/6, 0/3 runs, ")
     assert lines[1].startswith("grid: epoch 6/6, 3/3 runs, ")
-    with progress.session("quiet", epochs=1, enabled=False):
-        progress.epoch_done()
+    with progress.session("quiet", epochs=1, enabled=False) as quiet:
+        quiet.update()
     assert capsys.readouterr().err == ""
 
 
@@ -39,9 +39,9 @@ def test_in_a_kernel_the_line_is_one_display_updated_in_place(monkeypatch):
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     shown: list[tuple[str, str]] = []
     _fake_kernel(monkeypatch, shown)
-    with progress.session("page", epochs=3):
+    with progress.session("page", epochs=3) as line:
         for _ in range(3):
-            progress.epoch_done()
+            line.update()
     assert [k for k, _ in shown].count("display") == 1  # one output; the rest are in-place updates
     assert shown[-1][1].startswith("page: epoch 3/3, ")
     with pytest.raises(ZeroDivisionError):  # an error inside a session still ends it
@@ -107,10 +107,10 @@ def test_in_a_kernel_the_line_also_reaches_the_terminal_that_started_it_not_the_
     monkeypatch.setattr(sys, "stderr", stream)
     clock = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
-    with progress.session("page", epochs=3):
+    with progress.session("page", epochs=3) as line:
         for _ in range(3):
             clock[0] += 5.0  # past the 2 s interval: every update is drawn
-            progress.epoch_done()
+            line.update()
     os.close(slave)
     term = _read_all(master).replace("\r\n", "\n")  # the terminal shows a newline as \r\n
     os.close(master)
@@ -152,8 +152,8 @@ def test_in_a_kernel_without_a_terminal_only_the_display_is_drawn(monkeypatch):
             raise io.UnsupportedOperation("fileno")  # ipykernel not watching the descriptors (pytest)
 
     monkeypatch.setattr(sys, "stderr", NoFd(-1))
-    with progress.session("page", epochs=1):
-        progress.epoch_done()
+    with progress.session("page", epochs=1) as line:
+        line.update()
     assert sys.stderr.text == [] and shown[-1][1].startswith("page: epoch 1/1, ")
 
 
