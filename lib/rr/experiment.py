@@ -152,12 +152,7 @@ def run_loss(
             try:
                 head = imt.train_head(f["head_x"], y_head, loss, cfg, data["num_classes"], seed)
             except Diverged as err:  # a result of the loss's settings (the AU sweep's steepest nu): said, not hidden
-                return {
-                    "loss": name,
-                    "metrics": dict.fromkeys(METRICS, float("nan")),
-                    "diverged_epoch": err.epoch,
-                    **extra,
-                }
+                return {"loss": name, "metrics": dict.fromkeys(METRICS, np.nan), "diverged_epoch": err.epoch, **extra}
             with torch.no_grad():
                 zv, zt = head(f["val_x"]), head(f["test_x"])
                 extra["train_accuracy"] = float((head(f["head_x"]).argmax(1) == y_head).float().mean())

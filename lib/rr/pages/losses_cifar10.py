@@ -313,8 +313,8 @@ def sweep_table(runs: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any]) -
         for v in cfg["nus"]:
             rec = au[(float(kappa), float(v))]
             row = {"coverage": kappa, "nu": v, "val ECE x100": np.nan, "val accuracy": np.nan}
-            train, diverged = rec.get("train_accuracy"), rec.get("diverged_epoch")
-            row["train accuracy"] = train if train is not None and diverged is None else np.nan
+            diverged = rec.get("diverged_epoch")  # a diverged run has no train_accuracy
+            row["train accuracy"] = rec.get("train_accuracy", np.nan)
             row["diverged epoch"] = np.nan if diverged is None else float(diverged)
             if diverged is None:
                 lg = experiment.run_logits(rec)
