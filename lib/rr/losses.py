@@ -143,8 +143,7 @@ def au_loss(
     nu = 0.1, kappa per Table 3. G is the batch's (Algorithm 1); the released code's, accumulated over
     the epoch, with ``histogram`` (or ``get_loss("au_released", epoch_batches=...)``)."""
     s, logpt = _csf_logpt(logits, labels, csf)
-    beta = au_weights(s, coverage, n_bins, nu, histogram=histogram)
-    return reduce_loss(-beta * logpt, reduction)
+    return reduce_loss(-au_weights(s, coverage, n_bins, nu, histogram=histogram) * logpt, reduction)
 
 
 # --- KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde ----------
