@@ -29,36 +29,26 @@ METRICS: tuple[str, ...] = (
 )
 CONFIG_KEYS: tuple[str, ...] = ("loss", "seed", "coverage", "nu")  # what a record's config names
 
-# name -> (lib.rr.losses loss name, keyword arguments). Paper settings: FL-53 (gamma 5 below
-# p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix Table 2,
-# CIFAR-10 ResNet-50; a scale's ``gamma_dual_focal``/``gamma_inverse_focal`` override them, e.g. the
-# WRN-28-10 row at paper scale); dual focal as the released code computes it (competitor = largest
+# name -> (its label in the paper's tables, lib.rr.losses loss name, keyword arguments). Paper settings:
+# FL-53 (gamma 5 below p_t = 0.2, else 3); inverse focal gamma = 2 and dual focal gamma = 5 (Appendix
+# Table 2, CIFAR-10 ResNet-50; a scale's ``gamma_dual_focal``/``gamma_inverse_focal`` override them, e.g.
+# the WRN-28-10 row at paper scale); dual focal as the released code computes it (competitor = largest
 # probability strictly below p_t), since the paper's numbers come from that implementation; KDE-XE
 # lambda = 0.3 (CIFAR-10); AU loss with the MSP CSF by default.
-LOSS_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
-    "xe": ("xe", {}),
-    "fl53": ("fl53", {}),
-    "inverse_focal": ("inverse_focal", {"gamma": 2.0}),
-    "dual_focal": ("dual_focal", {"gamma": 5.0, "variant": "released"}),
-    "kde_xe": ("kde_xe", {"weight": 0.3}),
-    "aurc": ("aurc", {}),
-    "au": ("au", {"csf": "msp"}),
-    "au_margin": ("au", {"csf": "softmax_margin"}),
-    "au_entropy": ("au", {"csf": "normalized_entropy"}),
+LOSS_SPECS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "xe": ("XE", "xe", {}),
+    "fl53": ("FL-53", "fl53", {}),
+    "inverse_focal": ("Inv. FL", "inverse_focal", {"gamma": 2.0}),
+    "dual_focal": ("Dual", "dual_focal", {"gamma": 5.0, "variant": "released"}),
+    "kde_xe": ("KDE-XE", "kde_xe", {"weight": 0.3}),
+    "aurc": ("AURC", "aurc", {}),
+    "au": ("AU (MSP)", "au", {"csf": "msp"}),
+    "au_margin": ("AU (margin)", "au", {"csf": "softmax_margin"}),
+    "au_entropy": ("AU (neg. entropy)", "au", {"csf": "normalized_entropy"}),
 }
+LABELS: dict[str, str] = {name: label for name, (label, _, _) in LOSS_SPECS.items()}
 TABLE_LOSSES: tuple[str, ...] = ("xe", "fl53", "inverse_focal", "dual_focal", "kde_xe", "aurc", "au")
 CSF_LOSSES: tuple[str, ...] = ("au", "au_margin", "au_entropy")
-LABELS: dict[str, str] = {
-    "xe": "XE",
-    "fl53": "FL-53",
-    "inverse_focal": "Inv. FL",
-    "dual_focal": "Dual",
-    "kde_xe": "KDE-XE",
-    "aurc": "AURC",
-    "au": "AU (MSP)",
-    "au_margin": "AU (margin)",
-    "au_entropy": "AU (neg. entropy)",
-}
 
 
 def make_loss(
@@ -68,7 +58,7 @@ def make_loss(
     variants take ``coverage`` (kappa), ``nu`` and ``n_bins`` (M); ``gamma`` overrides the focal
     variants' gamma (App. Table 2 per architecture)."""
     check_choice(name, tuple(LOSS_SPECS), "name")
-    base, kw = LOSS_SPECS[name]
+    _, base, kw = LOSS_SPECS[name]
     kw = dict(kw)
     if gamma is not None and "gamma" in kw:
         kw["gamma"] = float(gamma)
@@ -88,10 +78,9 @@ def evaluate_logits(
     from lib.calibration.metrics import accuracy, classwise_ece, ece, nll
     from lib.calibration.posthoc import TemperatureScaler, apply_temperature
 
-    val = (to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64))
-    T = TemperatureScaler(ts_criterion, n_bins=n_bins).fit(*val).temperature
-    zt = np.asarray(to_numpy(test_logits, "test_logits"), dtype=np.float64)
-    yt = np.asarray(to_numpy(test_y, "test_y", dtype=np.int64))
+    zv, yv = to_numpy(val_logits, "val_logits"), to_numpy(val_y, "val_y", dtype=np.int64)
+    T = TemperatureScaler(ts_criterion, n_bins=n_bins).fit(zv, yv).temperature
+    zt, yt = to_numpy(test_logits, "test_logits"), to_numpy(test_y, "test_y", dtype=np.int64)
     out: dict[str, float] = {"temperature": float(T)}
     for suffix, temp in (("", 1.0), ("_ts", T)):
         p = np.asarray(apply_temperature(zt, temp), dtype=np.float64)
@@ -163,12 +152,7 @@ def run_loss(
             try:
                 head = imt.train_head(f["head_x"], y_head, loss, cfg, data["num_classes"], seed)
             except Diverged as err:  # a result of the loss's settings (the AU sweep's steepest nu): said, not hidden
-                return {
-                    "loss": name,
-                    "metrics": dict.fromkeys(METRICS, float("nan")),
-                    "diverged_epoch": err.epoch,
-                    **extra,
-                }
+                return {"loss": name, "metrics": dict.fromkeys(METRICS, np.nan), "diverged_epoch": err.epoch, **extra}
             with torch.no_grad():
                 zv, zt = head(f["val_x"]), head(f["test_x"])
                 extra["train_accuracy"] = float((head(f["head_x"]).argmax(1) == y_head).float().mean())

@@ -61,7 +61,7 @@ def fit_logit_map(
     def mapped() -> torch.Tensor:
         return zt * torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)) + b.clamp(-BIAS_BOUND, BIAS_BOUND)
 
-    lbfgs_minimize(lambda: loss(mapped(), yt), params, lr=1.0, max_iter=100, tolerance_grad=1e-9)
+    lbfgs_minimize(lambda: loss(mapped(), yt), params, max_iter=100, tolerance_grad=1e-9)
     with torch.no_grad():
         scale = torch.exp(log_a.clamp(-LOG_SCALE_BOUND, LOG_SCALE_BOUND)).expand(c).numpy().copy()
         bias = b.clamp(-BIAS_BOUND, BIAS_BOUND).numpy().copy()
@@ -122,8 +122,7 @@ def gamma_cross_validation(
 ) -> pd.DataFrame:
     """K-fold cross-validation of gamma: :func:`gamma_curve` for every fold (:func:`fold_indices`),
     loss and map, with a ``fold`` column."""
-    z = np.asarray(to_numpy(logits, "logits"), dtype=np.float64)
-    y = np.asarray(to_numpy(labels, "labels", dtype=np.int64))
+    z, y = to_numpy(logits, "logits"), to_numpy(labels, "labels", dtype=np.int64)
     check_logits_labels(z, y)
     for names, valid, what in ((losses, tuple(GAMMA_LOSSES), "losses"), (maps, MAPS, "maps")):
         if isinstance(names, str) or not names:
@@ -135,9 +134,8 @@ def gamma_cross_validation(
     gammas = [check_positive(g, "gammas", allow_zero=True) for g in gammas]
     if len(set(gammas)) != len(gammas):
         raise ValueError(f"gammas: values must be distinct, got {gammas}")
-    folds = fold_indices(len(y), n_folds, seed)
     frames = []
-    for k, val in enumerate(folds):
+    for k, val in enumerate(fold_indices(len(y), n_folds, seed)):
         fit = np.setdiff1d(np.arange(len(y)), val, assume_unique=True)
         for kind in maps:
             for name in losses:

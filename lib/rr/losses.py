@@ -31,28 +31,27 @@ from lib.validation import (
 
 
 # --- Helpers --------------------------------------------------------------------------------------
-def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[torch.Tensor, torch.Tensor]:
+def _logits_labels(
+    logits: ArrayLike, labels: ArrayLike
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Checked (logits, labels, log p (N, C), log p_t (N,)), log p by log_softmax (finite for |z| up to 1e4)."""
     z = to_float_tensor(logits, "logits", 2, "N examples x C classes")
     check_nonempty(z, "logits")  # the mean loss of an empty batch is NaN
     y = to_tensor(labels, "labels")
     check_labels(y, z.shape[1], "labels")
     check_same_length(z, y, "logits", "labels")
-    return z, y.long().to(z.device)
+    y = y.long().to(z.device)
+    logp = F.log_softmax(z, dim=1)
+    return z, y, logp, logp.gather(1, y[:, None]).squeeze(1)
 
 
-def _csf_logpt(z: torch.Tensor, y: torch.Tensor, csf: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scores of CSF ``csf``, log p_t) of checked logits: the AURC and AU losses' inputs."""
+def _csf_logpt(logits: ArrayLike, labels: ArrayLike, csf: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores of CSF ``csf``, log p_t) of the logits: the AURC and AU losses' inputs."""
+    z, _, logp, logpt = _logits_labels(logits, labels)
     check_choice(csf, tuple(CSFS), "csf")
     if csf in ("softmax_margin", "normalized_entropy") and z.shape[1] < 2:
         raise ValueError(f"logits: {csf} needs at least 2 classes")
-    logp, logpt = _true_class_logp(z, y)
     return csf_values(csf, logp.exp()), logpt
-
-
-def _true_class_logp(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p (N, C), log p_t (N,)) from logits with log_softmax (finite for |z| up to 1e4)."""
-    logp = F.log_softmax(z, dim=1)
-    return logp, logp.gather(1, y[:, None]).squeeze(1)
 
 
 def _pow(base: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -72,8 +71,7 @@ def focal_loss(
     otherwise (Mukhoti et al. 2020; the choice of gamma per example is not differentiated).
     1 - p_t is computed as -expm1(log p_t) so it is accurate when p_t is close to 1.
     """
-    z, y = _logits_labels(logits, labels)
-    _, logpt = _true_class_logp(z, y)
+    _, _, _, logpt = _logits_labels(logits, labels)
     one_minus = -torch.expm1(logpt)
     if isinstance(gamma, str):
         check_choice(gamma, ("fl53",), "gamma")
@@ -88,8 +86,7 @@ def inverse_focal_loss(
 ) -> torch.Tensor:
     """Inverse focal loss -(1 + p_t)^gamma log p_t (Wang et al. 2021; paper 4 eq. 3); for gamma
     above about 3.5 its gradient turns positive at large p_t (Appendix C.2)."""
-    z, y = _logits_labels(logits, labels)
-    _, logpt = _true_class_logp(z, y)
+    _, _, _, logpt = _logits_labels(logits, labels)
     w = _pow(1 + logpt.exp(), check_positive(gamma, "gamma", allow_zero=True))
     return reduce_loss(-w * logpt, reduction)
 
@@ -107,20 +104,15 @@ def dual_focal_loss(
       (1 - p_t)^gamma where p_t < p_j;
     * ``"released"``: what the released code (Linwei94/ICML2023-DualFocalLoss)
       computes: the largest probability strictly below p_t, or 0."""
-    z, y = _logits_labels(logits, labels)
-    logp, logpt = _true_class_logp(z, y)
+    z, y, logp, logpt = _logits_labels(logits, labels)
     if z.shape[1] < 2:
         raise ValueError("logits: dual focal loss needs at least 2 classes")
     check_choice(variant, DUAL_FOCAL_VARIANTS, "variant")
-    p = logp.exp()
-    pt = logpt.exp()
-    is_t = F.one_hot(y, z.shape[1]).bool()
-    if variant == "released":
-        # largest p_c with p_c < p_t (the true class and ties excluded); 0 where none is below
-        below = p.detach() < pt.detach()[:, None]
-        pj = torch.where(below, p, torch.zeros_like(p)).max(dim=1).values
+    p, pt = logp.exp(), logpt.exp()
+    if variant == "released":  # the largest p_c with p_c < p_t (the true class and ties excluded); 0 where none is
+        pj = torch.where(p.detach() < pt.detach()[:, None], p, torch.zeros_like(p)).max(dim=1).values
     else:
-        pj = p.masked_fill(is_t, float("-inf")).max(dim=1).values
+        pj = p.masked_fill(F.one_hot(y, z.shape[1]).bool(), float("-inf")).max(dim=1).values
     g = check_positive(gamma, "gamma", allow_zero=True)
     w = _pow(1 - pt + pj, g)
     if variant == "eqs34_35":
@@ -132,7 +124,7 @@ def dual_focal_loss(
 def aurc_loss(logits: ArrayLike, labels: ArrayLike, csf: str = "msp", reduction: str = "mean") -> torch.Tensor:
     """AURC as a reweighted risk: mean_i w_i CE_i, w_i = -ln(1 - G(s_i)) (eq. 7), G the batch CSF's
     empirical CDF from exact ranks, weights detached (:func:`lib.rr.weights.aurc_weights`)."""
-    s, logpt = _csf_logpt(*_logits_labels(logits, labels), csf)
+    s, logpt = _csf_logpt(logits, labels, csf)
     return reduce_loss(-aurc_weights(s.detach()) * logpt, reduction)
 
 
@@ -150,9 +142,8 @@ def au_loss(
     batch CSF; the gradient flows through the cross-entropy and G(s_i) (eq. 36). Defaults: M = 15 bins,
     nu = 0.1, kappa per Table 3. G is the batch's (Algorithm 1); the released code's, accumulated over
     the epoch, with ``histogram`` (or ``get_loss("au_released", epoch_batches=...)``)."""
-    s, logpt = _csf_logpt(*_logits_labels(logits, labels), csf)
-    beta = au_weights(s, coverage, n_bins, nu, histogram=histogram)
-    return reduce_loss(-beta * logpt, reduction)
+    s, logpt = _csf_logpt(logits, labels, csf)
+    return reduce_loss(-au_weights(s, coverage, n_bins, nu, histogram=histogram) * logpt, reduction)
 
 
 # --- KDE-XE (Popordanoska et al. 2022); the estimator is lib.calibration.ece_kde.ece_kde ----------
@@ -162,18 +153,16 @@ def kde_xe_loss(
     """KDE-XE: mean cross-entropy + ``weight`` * ECE^KDE of the batch (Popordanoska et al. 2022;
     lambda 0.3 on CIFAR-10, paper 4 App. E.1), the bandwidth re-selected per batch by default.
     ``released`` detaches the term as paper 4's released code does (training is then cross-entropy)."""
-    z, y = _logits_labels(logits, labels)
+    z, y, _, logpt = _logits_labels(logits, labels)
     check_positive(weight, "weight", allow_zero=True)
     check_bool(released, "released")
-    _, logpt = _true_class_logp(z, y)
-    probs = F.softmax(z, dim=1)
-    term = ece_kde(probs, y, bandwidth)
+    term = ece_kde(F.softmax(z, dim=1), y, bandwidth)
     return -logpt.mean() + weight * (term.detach() if released else term)
 
 
 # --- Name -> loss, for training loops -------------------------------------------------------------
 def _xe(logits: ArrayLike, labels: ArrayLike) -> torch.Tensor:
-    z, y = _logits_labels(logits, labels)
+    z, y, _, _ = _logits_labels(logits, labels)
     return F.cross_entropy(z, y)
 
 
@@ -199,7 +188,6 @@ def get_loss(name: str, **kw: Any) -> Callable[[ArrayLike, ArrayLike], torch.Ten
     check_choice(name, tuple(LOSSES), "name")
     fn = LOSSES[name]
     if name == "au_released":  # a fresh epoch histogram per loss: 64 bins, reset every epoch_batches calls
-        kw = dict(kw)
         if "histogram" in kw:
             raise ValueError("kw (loss 'au_released'): the histogram is made here; pass epoch_batches")
         kw["histogram"] = EpochHistogram(64, kw.pop("epoch_batches", None))

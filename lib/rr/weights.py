@@ -92,33 +92,26 @@ def smoothed_cdf(scores: ArrayLike, edges: ArrayLike, nu: float, at: ArrayLike |
     e = to_tensor(edges, "edges").to(device=s.device, dtype=s.dtype).detach()
     check_ndim(e, 1, "edges", "M + 1 increasing bin edges")
     check_finite(e, "edges")
-    if e.shape[0] < 2:
-        raise ValueError("edges: need at least 2 edges (one bin)")
-    if not bool((e[1:] > e[:-1]).all()):
-        raise ValueError("edges: must be strictly increasing")
+    if e.shape[0] < 2 or not bool((e[1:] > e[:-1]).all()):
+        raise ValueError("edges: need at least 2 strictly increasing edges (one bin)")
     nu = check_positive(nu, "nu")
-    x = None
-    if at is not None:
-        x = to_tensor(at, "at").to(device=s.device, dtype=s.dtype)
-        check_finite(x, "at")
-    return _smoothed_cdf(s, e, nu, x)
+    x = s if at is None else to_tensor(at, "at").to(device=s.device, dtype=s.dtype)
+    check_finite(x, "at")
+    return _counts_cdf(x, e, _bin_counts(s, e), nu, s.shape[0])
 
 
-def _smoothed_cdf(s: torch.Tensor, e: torch.Tensor, nu: float, at: torch.Tensor | None = None) -> torch.Tensor:
-    """Eq. 21 on validated inputs: histogram by bucketize (O(n log M)), then an (n, M) sigmoid sum."""
-    m = e.shape[0] - 1
-    sd = s.detach()
+def _bin_counts(s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """Eq. 21's h_m on validated inputs, by bucketize (O(n log M)): e_m <= s < e_{m+1}, s = e_M in the last."""
+    m, sd = e.shape[0] - 1, s.detach()
     inside = ((sd >= e[0]) & (sd <= e[-1])).to(s.dtype)
-    idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)  # e_m <= s < e_{m+1}; s = e_M -> last
-    counts = torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
-    return _counts_cdf(s if at is None else at, e, counts, nu, s.shape[0])
+    idx = (torch.bucketize(sd, e, right=True) - 1).clamp(0, m - 1)
+    return torch.zeros(m, dtype=s.dtype, device=s.device).index_add_(0, idx, inside)
 
 
 def _default_edges(s: torch.Tensor, n_bins: int) -> torch.Tensor:
     """[0, 1] split into n_bins equal bins when all scores lie in [0, 1] (MSP, margin, normalized
     entropy), else the batch range [min s, max s] (e.g. raw negative entropy)."""
-    sd = s.detach()
-    lo, hi = float(sd.min()), float(sd.max())
+    lo, hi = float(s.detach().min()), float(s.detach().max())
     if lo >= 0.0 and hi <= 1.0:
         lo, hi = 0.0, 1.0
     elif hi <= lo:
@@ -159,13 +152,11 @@ class EpochHistogram:
         return int(self.counts.sum())
 
 
-def _counts_cdf(
-    x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float, n: int | None = None
-) -> torch.Tensor:
-    """Eq. 21 with given bin ``counts`` over edges ``e`` (``n`` by default their total), at the points ``x``."""
+def _counts_cdf(x: torch.Tensor, e: torch.Tensor, counts: torch.Tensor, nu: float, n: int) -> torch.Tensor:
+    """Eq. 21 with given bin ``counts`` over edges ``e`` and ``n`` scores at the points ``x``: an (n, M) sigmoid sum."""
     centres = ((e[:-1] + e[1:]) / 2).to(device=x.device, dtype=x.dtype)
     c = counts.to(device=x.device, dtype=x.dtype)
-    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / (c.sum() if n is None else n)).reshape(x.shape)
+    return ((torch.sigmoid((x.reshape(-1, 1) - centres) / nu) @ c) / n).reshape(x.shape)
 
 
 def au_threshold(scores: ArrayLike, coverage: float) -> torch.Tensor:
@@ -203,12 +194,12 @@ def au_weights(
     nu = check_positive(nu, "nu")
     tau = au_threshold(s, coverage)  # checks coverage
     if histogram is None:
-        n, e = s.shape[0], _default_edges(s, n_bins)
-        g_s, g_tau = _smoothed_cdf(s, e, nu), _smoothed_cdf(s.detach(), e, nu, tau.reshape(1))[0]
+        e = _default_edges(s, n_bins)
+        n, counts = s.shape[0], _bin_counts(s, e)
     else:
         histogram.update(s)
-        n = histogram.n
-        g_s, g_tau = (_counts_cdf(x, histogram.edges, histogram.counts, nu) for x in (s, tau))
+        n, e, counts = histogram.n, histogram.edges, histogram.counts
+    g_s, g_tau = (_counts_cdf(x, e, counts, nu, n) for x in (s, tau))
     lo, hi = 1.0 / (n + 1), n / (n + 1.0)
     g_s, g_tau = g_s.clamp(lo, hi), g_tau.clamp(lo, hi)
     beta = torch.where(s.detach() < tau, -torch.log1p(-g_s), -torch.log1p(-g_tau))

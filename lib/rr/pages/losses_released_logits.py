@@ -263,11 +263,10 @@ def metacal_metrics(
                 except UnreachableLevel:  # a coverage accuracy these logits never reach: reported as NaN
                     got = {m: [float("nan")] for m in got}
                     break
-                p = cal.predict(z[evaluation])
-                got["ece_a"].append(ece(p, targets[evaluation], n_bins, "mass"))
-                got["accuracy"].append(accuracy(p, targets[evaluation]))
-                got["accepted"].append(float(cal.accepted(z[evaluation]).mean()))
-                got["level"].append(cal.level)
+                p, y = cal.predict(z[evaluation]), targets[evaluation]
+                kept = float(cal.accepted(z[evaluation]).mean())
+                for m, value in zip(got, (ece(p, y, n_bins, "mass"), accuracy(p, y), kept, cal.level)):
+                    got[m].append(value)
             for m, values in got.items():
                 row[f"{m}_{key}"] = float(np.mean(values))
                 row[f"{m}_{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
