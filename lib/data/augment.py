@@ -106,9 +106,7 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
     m = to_device_async(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     s = to_device_async(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     out = (x.to(torch.float32) - m) / s
-    if channels_last:
-        out = out.contiguous(memory_format=torch.channels_last)
-    return out
+    return out.contiguous(memory_format=torch.channels_last) if channels_last else out
 
 
 @dataclass(frozen=True)
@@ -188,18 +186,15 @@ class BatchIterator:
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
 
     def __len__(self) -> int:
-        if self.drop_last:
-            return self.n // self.batch_size
-        return -(-self.n // self.batch_size)
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose permutation the next iteration uses."""
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[tuple[Inputs, torch.Tensor]]:
-        order = None
-        if self.shuffle:
-            order = torch.randperm(self.n, generator=epoch_generator(self.seed, self.epoch, stream=1)).to(self.device)
+        gen = epoch_generator(self.seed, self.epoch, stream=1)
+        order = torch.randperm(self.n, generator=gen).to(self.device) if self.shuffle else None
         for i in range(len(self)):
             lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
             idx = slice(lo, hi) if order is None else order[lo:hi]

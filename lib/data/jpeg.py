@@ -97,8 +97,7 @@ def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
     check_ndim(images, 4, "images", "B x 3 x H x W")
     if images.shape[1] != 3:
         raise ValueError(f"images: expected 3 RGB channels, got {images.shape[1]}")
-    if not images.is_floating_point():
-        images = images.float()
+    images = images if images.is_floating_point() else images.float()
     check_finite(images, "images")
     if images.numel() and (images.min() < 0 or images.max() > 255):
         raise ValueError(
