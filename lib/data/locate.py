@@ -60,18 +60,17 @@ def candidate_roots() -> list[tuple[str, Path]]:
 
 
 def _missing(path: Path, needs: Sequence[str]) -> str:
-    """What ``path`` lacks for the loader ("" when it is usable): the path itself, an empty file
-    or folder, or a ``needs`` pattern (glob, relative to ``path``) without a non-empty match."""
+    """What ``path`` lacks for the loader ("" when it is usable): the path itself, a ``needs``
+    pattern (glob, relative to ``path``; a file holds none) without a non-empty match, or (without
+    ``needs``) a non-empty file or folder."""
     if not path.exists():
         return "absent"
-    if path.is_file():
-        return "" if path.stat().st_size > 0 else "empty file"
-    if not needs:
-        return "" if any(path.iterdir()) else "empty folder"
     for pattern in needs:
         if next((p for p in path.glob(pattern) if p.is_dir() or p.stat().st_size > 0), None) is None:
             return f"holds no {pattern}"
-    return ""
+    if path.is_file():
+        return "" if path.stat().st_size > 0 else "empty file"
+    return "" if needs or any(path.iterdir()) else "empty folder"
 
 
 def locate(
