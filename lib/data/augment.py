@@ -30,6 +30,7 @@ __all__ = [
     "IMAGENET_STD",
     "Augment",
     "BatchIterator",
+    "check_images",
     "default_padding",
     "epoch_generator",
     "random_crop",
@@ -60,7 +61,8 @@ def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-def _check_images(x: torch.Tensor, name: str = "x") -> None:
+def check_images(x: torch.Tensor, name: str = "x") -> None:
+    """``ValueError`` naming ``name`` unless ``x`` is a torch tensor of shape (B, C, H, W)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch tensor, got {type(x).__name__}")
     if x.ndim != 4:
@@ -97,7 +99,7 @@ def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: fl
 
 def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], channels_last: bool = False) -> torch.Tensor:
     """uint8 (B, C, H, W) -> float (x/255 - mean)/std, optionally in channels_last memory format."""
-    _check_images(x)
+    check_images(x)
     if len(mean) != x.shape[1] or len(std) != x.shape[1]:
         raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
     if min(std) <= 0:
@@ -127,7 +129,7 @@ class Augment:
             raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
 
     def _pad(self, x: torch.Tensor) -> int:
-        _check_images(x)
+        check_images(x)
         return default_padding(x.shape[-1]) if self.padding is None else self.padding
 
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
