@@ -33,8 +33,6 @@ __all__ = [
     "check_images",
     "default_padding",
     "epoch_generator",
-    "random_crop",
-    "random_flip",
     "to_device_async",
     "to_float",
 ]
@@ -69,15 +67,6 @@ def check_images(x: torch.Tensor, name: str = "x") -> None:
         raise ValueError(f"{name}: expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
 
 
-def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image (uniform on
-    {0, ..., 2 padding}): torchvision's ``RandomCrop(size, padding)`` image by image, any dtype and device."""
-    if padding == 0:
-        return x
-    offsets = torch.randint(0, 2 * padding + 1, (2, x.shape[0]), generator=generator)
-    return crop_at(x, padding, offsets[0], offsets[1])
-
-
 def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
     """Zero-pad by ``padding`` and take, for image i, the window starting at (dy[i], dx[i])."""
     b, c, h, w = x.shape
@@ -88,13 +77,6 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
     bi = torch.arange(b, device=dev)[:, None, None, None]
     ci = torch.arange(c, device=dev)[None, :, None, None]
     return padded[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]
-
-
-def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
-    """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
-    flip = torch.rand(x.shape[0], generator=generator) < p
-    flip = to_device_async(flip, x.device)[:, None, None, None]
-    return torch.where(flip, x.flip(-1), x)
 
 
 def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], channels_last: bool = False) -> torch.Tensor:
@@ -115,8 +97,10 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
 class Augment:
     """A run's training transform, the paper's recipe on a uint8 ``(B, C, H, W)`` batch: crop with
     zero padding (``padding=None``: :func:`default_padding` of the image size, 4 at 32 px, 28 at
-    224 px), flip, normalize (``crop_flip=False``: normalization only). ``t(x, generator)`` for one
-    run's batch, :meth:`many` for the batches of the G runs of a pack at once."""
+    224 px; torchvision's ``RandomCrop(size, padding)`` image by image, offsets uniform on
+    {0, ..., 2 padding}), flip left-right with probability 1/2, normalize (``crop_flip=False``:
+    normalization only). ``t(x, generator)`` for one run's batch, :meth:`many` for the batches of the
+    G runs of a pack at once."""
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
@@ -128,22 +112,18 @@ class Augment:
         if self.padding is not None and (not isinstance(self.padding, int) or self.padding < 0):
             raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
 
-    def _pad(self, x: torch.Tensor) -> int:
-        check_images(x)
-        return default_padding(x.shape[-1]) if self.padding is None else self.padding
-
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        if self.crop_flip:
-            x = random_flip(random_crop(x, self._pad(x), generator), generator)
-        return to_float(x, self.mean, self.std, channels_last=self.channels_last)
+        return self.many([x], [generator])[0]
 
-    def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator]) -> list[torch.Tensor]:
-        """``[t(x, g) for x, g in zip(xs, generators)]`` exactly, as one crop, flip and normalization
-        over all the runs' images (the same kernels whatever G): each run's random numbers come from
-        its own generator in the same order as alone (crop offsets, then flips)."""
+    def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator | None]) -> list[torch.Tensor]:
+        """``[t(x, g) for x, g in zip(xs, generators)]`` as one crop, flip and normalization over all the
+        runs' images (the same kernels whatever G): each run's random numbers come from its own
+        generator in the same order as alone (crop offsets, then flips), so its images are exactly
+        those of its call alone."""
         x = torch.cat(list(xs))
         if self.crop_flip:
-            if pad := self._pad(x):
+            check_images(x)
+            if pad := default_padding(x.shape[-1]) if self.padding is None else self.padding:
                 offsets = torch.cat(
                     [torch.randint(0, 2 * pad + 1, (2, len(b)), generator=g) for b, g in zip(xs, generators)], 1
                 )
