@@ -30,10 +30,9 @@ __all__ = [
     "IMAGENET_STD",
     "Augment",
     "BatchIterator",
+    "check_images",
     "default_padding",
     "epoch_generator",
-    "random_crop",
-    "random_flip",
     "to_device_async",
     "to_float",
 ]
@@ -60,20 +59,12 @@ def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-def _check_images(x: torch.Tensor, name: str = "x") -> None:
+def check_images(x: torch.Tensor, name: str = "x") -> None:
+    """``ValueError`` naming ``name`` unless ``x`` is a torch tensor of shape (B, C, H, W)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch tensor, got {type(x).__name__}")
     if x.ndim != 4:
         raise ValueError(f"{name}: expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
-
-
-def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Zero-pad each side by ``padding`` and crop back to (H, W) at a random offset per image (uniform on
-    {0, ..., 2 padding}): torchvision's ``RandomCrop(size, padding)`` image by image, any dtype and device."""
-    if padding == 0:
-        return x
-    offsets = torch.randint(0, 2 * padding + 1, (2, x.shape[0]), generator=generator)
-    return crop_at(x, padding, offsets[0], offsets[1])
 
 
 def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
@@ -88,16 +79,9 @@ def crop_at(x: torch.Tensor, padding: int, dy: torch.Tensor, dx: torch.Tensor) -
     return padded[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]
 
 
-def random_flip(x: torch.Tensor, generator: torch.Generator | None = None, p: float = 0.5) -> torch.Tensor:
-    """Mirror each image left-right with probability ``p`` (exact: a flipped image is x[..., ::-1])."""
-    flip = torch.rand(x.shape[0], generator=generator) < p
-    flip = to_device_async(flip, x.device)[:, None, None, None]
-    return torch.where(flip, x.flip(-1), x)
-
-
 def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], channels_last: bool = False) -> torch.Tensor:
     """uint8 (B, C, H, W) -> float (x/255 - mean)/std, optionally in channels_last memory format."""
-    _check_images(x)
+    check_images(x)
     if len(mean) != x.shape[1] or len(std) != x.shape[1]:
         raise ValueError(f"mean/std: need {x.shape[1]} values each, got {len(mean)} and {len(std)}")
     if min(std) <= 0:
@@ -106,17 +90,17 @@ def to_float(x: torch.Tensor, mean: Sequence[float], std: Sequence[float], chann
     m = to_device_async(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     s = to_device_async(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, x.device)
     out = (x.to(torch.float32) - m) / s
-    if channels_last:
-        out = out.contiguous(memory_format=torch.channels_last)
-    return out
+    return out.contiguous(memory_format=torch.channels_last) if channels_last else out
 
 
 @dataclass(frozen=True)
 class Augment:
     """A run's training transform, the paper's recipe on a uint8 ``(B, C, H, W)`` batch: crop with
     zero padding (``padding=None``: :func:`default_padding` of the image size, 4 at 32 px, 28 at
-    224 px), flip, normalize (``crop_flip=False``: normalization only). ``t(x, generator)`` for one
-    run's batch, :meth:`many` for the batches of the G runs of a pack at once."""
+    224 px; torchvision's ``RandomCrop(size, padding)`` image by image, offsets uniform on
+    {0, ..., 2 padding}), flip left-right with probability 1/2, normalize (``crop_flip=False``:
+    normalization only). ``t(x, generator)`` for one run's batch, :meth:`many` for the batches of the
+    G runs of a pack at once."""
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
@@ -128,22 +112,18 @@ class Augment:
         if self.padding is not None and (not isinstance(self.padding, int) or self.padding < 0):
             raise ValueError(f"padding: must be a non-negative integer, got {self.padding!r}")
 
-    def _pad(self, x: torch.Tensor) -> int:
-        _check_images(x)
-        return default_padding(x.shape[-1]) if self.padding is None else self.padding
-
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        if self.crop_flip:
-            x = random_flip(random_crop(x, self._pad(x), generator), generator)
-        return to_float(x, self.mean, self.std, channels_last=self.channels_last)
+        return self.many([x], [generator])[0]
 
-    def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator]) -> list[torch.Tensor]:
-        """``[t(x, g) for x, g in zip(xs, generators)]`` exactly, as one crop, flip and normalization
-        over all the runs' images (the same kernels whatever G): each run's random numbers come from
-        its own generator in the same order as alone (crop offsets, then flips)."""
+    def many(self, xs: Sequence[torch.Tensor], generators: Sequence[torch.Generator | None]) -> list[torch.Tensor]:
+        """``[t(x, g) for x, g in zip(xs, generators)]`` as one crop, flip and normalization over all the
+        runs' images (the same kernels whatever G): each run's random numbers come from its own
+        generator in the same order as alone (crop offsets, then flips), so its images are exactly
+        those of its call alone."""
         x = torch.cat(list(xs))
         if self.crop_flip:
-            if pad := self._pad(x):
+            check_images(x)
+            if pad := default_padding(x.shape[-1]) if self.padding is None else self.padding:
                 offsets = torch.cat(
                     [torch.randint(0, 2 * pad + 1, (2, len(b)), generator=g) for b, g in zip(xs, generators)], 1
                 )
@@ -188,18 +168,15 @@ class BatchIterator:
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
 
     def __len__(self) -> int:
-        if self.drop_last:
-            return self.n // self.batch_size
-        return -(-self.n // self.batch_size)
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose permutation the next iteration uses."""
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[tuple[Inputs, torch.Tensor]]:
-        order = None
-        if self.shuffle:
-            order = torch.randperm(self.n, generator=epoch_generator(self.seed, self.epoch, stream=1)).to(self.device)
+        gen = epoch_generator(self.seed, self.epoch, stream=1)
+        order = torch.randperm(self.n, generator=gen).to(self.device) if self.shuffle else None
         for i in range(len(self)):
             lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
             idx = slice(lo, hi) if order is None else order[lo:hi]

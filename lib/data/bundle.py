@@ -57,14 +57,9 @@ class Splits:
     def sizes(self) -> dict[str, int]:
         """Number of train, validation, test and hard test examples (and "all": the test examples of
         the natural-proportion sample, when a subclass's ``all_mask`` marks one)."""
-        out = {
-            "train": int(self.train_y.shape[0]),
-            "val": int(self.val_y.shape[0]),
-            "test": int(self.test_y.shape[0]),
-            "hard": int(self.hard_mask.sum()),
-        }
-        all_mask = getattr(self, "all_mask", None)
-        if all_mask is not None:
+        out = {split: int(getattr(self, f"{split}_y").shape[0]) for split in ("train", "val", "test")}
+        out["hard"] = int(self.hard_mask.sum())
+        if (all_mask := getattr(self, "all_mask", None)) is not None:
             out["all"] = int(all_mask.sum())
         return out
 
@@ -72,8 +67,7 @@ class Splits:
         """12 hex digits of the SHA-256 of ``header``, the labels, the hard mask, ``all_mask`` (where one
         is set) and ``samples`` (bytes of the data, e.g. :func:`strided`): a bundle's fingerprint."""
         h = hashlib.sha256(header.encode())
-        all_mask = getattr(self, "all_mask", None)
-        masks = () if all_mask is None else (all_mask,)
+        masks = () if (all_mask := getattr(self, "all_mask", None)) is None else (all_mask,)
         for t in (self.train_y, self.val_y, self.test_y, self.hard_mask, *masks):
             h.update(t.cpu().numpy().tobytes())
         for sample in samples:

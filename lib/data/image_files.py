@@ -72,20 +72,6 @@ def _cached_arrays(key: str, build: Callable[[], tuple[np.ndarray, np.ndarray]])
     return np.load(px, mmap_mode="r"), np.load(py)
 
 
-def _drop_stale_decodings(prefixes: tuple[str, ...], tag: str, src: Path) -> None:
-    """Remove decoded arrays of an earlier version of ``src`` (files starting with one of
-    ``prefixes`` other than ``tag``'s), with one warning: the file was replaced, so its images are
-    decoded again."""
-    stale = [
-        p for p in decoded_cache_dir().glob("*.npy") if p.name.startswith(prefixes) and not p.name.startswith(f"{tag}_")
-    ]
-    if stale:
-        why = "changed since its images were decoded (size or modification time)"
-        warnings.warn(f"{src}: {why}; decoding them again", UserWarning, stacklevel=3)
-        for p in stale:
-            p.unlink(missing_ok=True)
-
-
 def _decode_many(items: Sequence[Any], decode: Callable[[Any], np.ndarray], desc: str) -> np.ndarray:
     """Decode ``items`` with a small thread pool (PIL releases the GIL while decoding)."""
     workers = max(1, min(8, os.cpu_count() or 1))
@@ -125,18 +111,12 @@ def _cifar_split_from_zip(zpath: Path, split: str) -> tuple[np.ndarray, np.ndarr
     with reading(zpath, _CIFAR_HOW):  # a truncated or corrupt zip is named in the error
         zf = zipfile.ZipFile(zpath)
     with zf:
-        names = [n for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg")]
-        entries = []
-        for n in names:
-            _, cls, fname = n.split("/")
-            entries.append((CIFAR10_CLASSES.index(cls), int(fname.split(".")[0]), n))
+        names = (n.split("/") for n in zf.namelist() if n.startswith(f"{split}/") and n.endswith(".jpg"))
+        entries = sorted((CIFAR10_CLASSES.index(c), int(f.split(".")[0]), f"{split}/{c}/{f}") for _, c, f in names)
         if split == "test":
             entries.sort(key=lambda e: e[1])  # official test order
-            idx = [e[1] for e in entries]
-            if idx != list(range(len(entries))):
+            if [e[1] for e in entries] != list(range(len(entries))):
                 raise ValueError(f"{zpath}: test file names are not the indices 0..{len(entries) - 1}")
-        else:
-            entries.sort()
         blobs = [zf.read(e[2]) for e in entries]
     labels = np.array([e[0] for e in entries], dtype=np.int64)
     x = _decode_many(blobs, lambda b: _pil_to_chw(Image.open(io.BytesIO(b))), f"decoding CIFAR-10 {split}")
@@ -164,7 +144,13 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
         where = hashlib.sha256(str(src.resolve()).encode()).hexdigest()[:6]
         stamp = hashlib.sha256(f"{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:6]
         tag, reader = f"cifar10jpeg{where}{stamp}", (lambda s: _cifar_split_from_zip(src, s))
-        _drop_stale_decodings((f"cifar10jpeg{where}", "cifar10jpeg_"), tag, src)
+        earlier = (f"cifar10jpeg{where}", "cifar10jpeg_")  # decodings of an earlier version of this zip
+        stale = [p for p in decoded_cache_dir().glob("*.npy") if p.name.startswith(earlier)]
+        if stale := [p for p in stale if not p.name.startswith(f"{tag}_")]:
+            why = "changed since its images were decoded (size or modification time)"
+            warnings.warn(f"{src}: {why}; decoding them again", UserWarning, stacklevel=2)
+            for p in stale:
+                p.unlink(missing_ok=True)
         source = f"CIFAR-10 JPEG zip ({describe(src)}; lossy JPEG, see the book's data page)"
     arrays = {s: _cached_arrays(f"{tag}_{s}_32", lambda s=s: reader(s)) for s in ("train", "test")}
     with contextlib.suppress(FileNotFoundError):  # the official test labels, where present, must agree
@@ -194,9 +180,7 @@ def _download_pacs_hub(cache: Path) -> Path:
     root = cache / "pacs"
     label_names = ds.features["label"].names if hasattr(ds.features["label"], "names") else PACS_CLASSES
     for i, row in enumerate(tqdm(ds, desc="exporting PACS", leave=False)):
-        domain = str(row["domain"]).replace(" ", "_")
-        cls = label_names[int(row["label"])]
-        out = root / domain / cls / f"{i:05d}.png"
+        out = root / str(row["domain"]).replace(" ", "_") / label_names[int(row["label"])] / f"{i:05d}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         row["image"].save(out)
     return root
@@ -218,11 +202,8 @@ def resolve_pacs_domain(target: str) -> str:
 def _pacs_domain_files(root: Path, domain: str) -> tuple[list[Path], np.ndarray]:
     files: list[Path] = []
     labels: list[int] = []
-    for c, cls in enumerate(PACS_CLASSES):
-        folder = root / domain / cls
-        if not folder.is_dir():
-            raise FileNotFoundError(f"PACS folder {folder} is missing")
-        found = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png"})
+    for c, cls in enumerate(PACS_CLASSES):  # a missing class folder: FileNotFoundError naming it
+        found = sorted(p for p in (root / domain / cls).iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png"})
         files += found
         labels += [c] * len(found)
     return files, np.array(labels, dtype=np.int64)

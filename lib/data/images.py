@@ -185,8 +185,7 @@ def load_pacs(target: str, size: int = 224, seed: int = 0, n_per_domain: int | N
             x, y = x[keep], y[keep]
         return x, y, root
 
-    names = [d for d in PACS_DOMAINS if d != target]
-    sources = [domain(d) for d in names]
+    sources = [domain(d) for d in PACS_DOMAINS if d != target]
     src_x, src_y = torch.cat([x for x, _, _ in sources]), torch.cat([y for _, y, _ in sources])
     val_idx, train_idx = map(torch.from_numpy, source_split(np.random.default_rng(seed).permutation(len(src_y))))
     te_x, te_y, root = domain(target)

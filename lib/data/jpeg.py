@@ -24,8 +24,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lib.data.augment import to_device_async
-from lib.validation import check_finite, check_int, check_ndim, check_number, to_tensor
+from lib.data.augment import check_images, to_device_async
+from lib.validation import check_finite, check_int, check_number, to_tensor
 
 BLOCK = 8
 DEFAULT_QUALITIES: tuple[int, ...] = (15, 18, 25)
@@ -92,13 +92,10 @@ def _constants(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, 
 def jpeg_filter(images: torch.Tensor, quality: Any) -> torch.Tensor:
     """JPEG-like DCT filtering of float RGB images (B, 3, H, W) in [0, 255] at ``quality`` (one number in
     [1, 100] or one per image); sizes not divisible by 8 are edge-padded and cropped back."""
-    if not isinstance(images, torch.Tensor):
-        raise ValueError(f"images: expected a torch tensor, got {type(images).__name__}")
-    check_ndim(images, 4, "images", "B x 3 x H x W")
+    check_images(images, "images")
     if images.shape[1] != 3:
         raise ValueError(f"images: expected 3 RGB channels, got {images.shape[1]}")
-    if not images.is_floating_point():
-        images = images.float()
+    images = images if images.is_floating_point() else images.float()
     check_finite(images, "images")
     if images.numel() and (images.min() < 0 or images.max() > 255):
         raise ValueError(
@@ -160,9 +157,7 @@ def filtered_rows(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """JPEG-filtered copies of max(1, int(frac B)) random images of a normalized batch (B, 3, H, W), each at
     a quality drawn from ``qualities``, and their row indices (on the CPU); never waits for the device."""
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"x: expected a torch tensor, got {type(x).__name__}")
-    check_ndim(x, 4, "x", "B x 3 x H x W normalized images")
+    check_images(x)
     check_number(frac, "frac", 0.0, 1.0, low_open=True)
     if not len(qualities):
         raise ValueError("qualities: is empty")

@@ -60,18 +60,17 @@ def candidate_roots() -> list[tuple[str, Path]]:
 
 
 def _missing(path: Path, needs: Sequence[str]) -> str:
-    """What ``path`` lacks for the loader ("" when it is usable): the path itself, an empty file
-    or folder, or a ``needs`` pattern (glob, relative to ``path``) without a non-empty match."""
+    """What ``path`` lacks for the loader ("" when it is usable): the path itself, a ``needs``
+    pattern (glob, relative to ``path``; a file holds none) without a non-empty match, or (without
+    ``needs``) a non-empty file or folder."""
     if not path.exists():
         return "absent"
-    if path.is_file():
-        return "" if path.stat().st_size > 0 else "empty file"
-    if not needs:
-        return "" if any(path.iterdir()) else "empty folder"
     for pattern in needs:
         if next((p for p in path.glob(pattern) if p.is_dir() or p.stat().st_size > 0), None) is None:
             return f"holds no {pattern}"
-    return ""
+    if path.is_file():
+        return "" if path.stat().st_size > 0 else "empty file"
+    return "" if needs or any(path.iterdir()) else "empty folder"
 
 
 def locate(
@@ -86,26 +85,23 @@ def locate(
     ``explicit`` (the file itself or a data root; then the only place), the data roots, then
     ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
-        problems = [(p, _missing(p, needs)) for p in (Path(explicit) / relpath, Path(explicit))]
-        usable = next((p for p, problem in problems if not problem), None)
-        if usable is not None:
-            return usable
-        what = f"holds no usable copy of dataset {dataset!r} ({problems[0][0]}: {problems[0][1]})"
-        if not Path(explicit).exists():
+        root = Path(explicit)
+        for path in (root / relpath, root):
+            if not _missing(path, needs):
+                return path
+        what = f"holds no usable copy of dataset {dataset!r} ({root / relpath}: {_missing(root / relpath, needs)})"
+        if not root.exists():
             what = f"does not exist (dataset {dataset!r})"
         raise DataNotFoundError(
             f"data root {explicit}: {what}; give a folder "
             f"holding {relpath}, or none to search ${DATA_ENV}, ../shared/data and the cache. "
             f"How to get it: {how_to_get or DATA_PAGE}"
         )
-    tried: list[str] = []
+    tried = [] if os.environ.get(DATA_ENV) else [f"${DATA_ENV}: not set"]
     for label, root in candidate_roots():
-        problem = _missing(root / relpath, needs)
-        if not problem:
+        if not (problem := _missing(root / relpath, needs)):
             return root / relpath
         tried.append(f"{label}: {root / relpath} ({problem})")
-    if not os.environ.get(DATA_ENV):
-        tried.insert(0, f"${DATA_ENV}: not set")
     reason = ""
     if download is not None:
         flags = (os.environ.get(v, "").lower() for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
@@ -116,16 +112,10 @@ def locate(
                 return download(local_data_cache())
             except Exception as err:  # noqa: BLE001 - any failure becomes part of the message
                 reason = f"download failed: {type(err).__name__}: {err}"
-    lines = [f"dataset {dataset!r} not found ({relpath}).", "Looked in:"]
-    lines += [f"  - {t}" for t in tried]
-    if reason:
-        lines.append(reason)
-    lines.append(
-        "How to get it: "
-        + (how_to_get or f"put it under one of the folders above, or set {DATA_ENV} to a folder holding {relpath}.")
-    )
-    lines.append(f"Every dataset, where to put it and where it comes from: {DATA_PAGE}.")
-    raise DataNotFoundError("\n".join(lines))
+    how = how_to_get or f"put it under one of the folders above, or set {DATA_ENV} to a folder holding {relpath}."
+    lines = [f"dataset {dataset!r} not found ({relpath}).", "Looked in:", *(f"  - {t}" for t in tried), reason]
+    lines += [f"How to get it: {how}", f"Every dataset, where to put it and where it comes from: {DATA_PAGE}."]
+    raise DataNotFoundError("\n".join(line for line in lines if line))  # no line for an empty reason
 
 
 def describe(path: str | os.PathLike[str]) -> str:

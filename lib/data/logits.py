@@ -34,10 +34,7 @@ def load_resnet50_logits(
     if loss in DEGENERATE and not allow_degenerate:
         raise ValueError(f"loss: {loss!r} is a failed run (accuracy 0.14%); pass allow_degenerate=True to load it")
     need = f"resnet50_{loss}_test.npz"  # a folder without this run's file is passed over
-    folder = locate("cifar10-resnet50-logits", FOLDER, root, how_to_get=HOW_TO_GET, needs=(need,))
-    path = folder / f"resnet50_{loss}_test.npz"
-    if not path.exists():
-        raise ValueError(f"loss: {path} is missing. How to get it: {HOW_TO_GET}")
+    path = locate("cifar10-resnet50-logits", FOLDER, root, how_to_get=HOW_TO_GET, needs=(need,)) / need
     with reading(path, HOW_TO_GET), np.load(path) as d:  # a truncated npz is named in the error
         logits = d["logits"].astype(np.float64)
         targets = d["targets"].astype(np.int64)
@@ -50,15 +47,12 @@ def load_resnet50_pair(
     losses: tuple[str, ...] = ("ce", "focal"), root: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Logits of several losses with their shared targets; raises if the orders differ."""
-    out: dict[str, np.ndarray] = {}
-    targets: np.ndarray | None = None
-    for loss in losses:
-        z, y = load_resnet50_logits(loss, root)
-        if targets is not None and not np.array_equal(targets, y):
+    loaded = {loss: load_resnet50_logits(loss, root) for loss in losses}
+    targets = loaded[losses[0]][1]
+    for loss, (_, y) in loaded.items():
+        if not np.array_equal(targets, y):
             raise ValueError(f"losses: {loss!r} has a different example order (targets differ)")
-        out[loss], targets = z, y
-    assert targets is not None
-    return out, targets
+    return {loss: z for loss, (z, _) in loaded.items()}, targets
 
 
 # Synthetic stand-in: CE calibrated-ish and focal underconfident, like the real pair (kappa < 1).

@@ -88,16 +88,13 @@ def load_mmlu(root: str | os.PathLike[str] | None = None, models: tuple[str, ...
         keys = pd.MultiIndex.from_frame(questions[["subject", "row"]])
     if keys.has_duplicates:
         raise ValueError(f"{qpath}: duplicate (subject, row) keys")
-    bad = ~questions["answer"].isin(LETTERS)
-    if bad.any():
+    if (bad := ~questions["answer"].isin(LETTERS)).any():
         raise ValueError(f"{qpath}: {int(bad.sum())} answers are not one of A-D (a truncated or edited file?)")
     labels = questions["answer"].map(LETTERS.index).to_numpy(np.int64)
     logits: dict[str, np.ndarray] = {}
     cols = [f"logit_{c}" for c in LETTERS]
     for m in models:
-        path = folder / f"logits_{m}.csv"
-        if not path.exists():
-            raise ValueError(f"models: {path} is missing. How to get it: {HOW_TO_GET}")
+        path = folder / f"logits_{m}.csv"  # locate found it
         with reading(path, HOW_TO_GET):  # a truncated file or a non-numeric logit is named in the error
             df = pd.read_csv(path)
             df["row"] = df["row"].astype(np.int64)

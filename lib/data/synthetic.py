@@ -86,16 +86,12 @@ def synthetic_images(
     rng = np.random.default_rng(seed)
     protos = _prototypes(num_classes, size)
     parts = [_render(protos, n, hard_frac, noise, rng) for n in (n_train, n_val, n_test)]
-    (trx, try_, _), (vx, vy, _), (tx, ty, tp) = parts
-    hard = tp.max(axis=1) < HARD_THRESHOLD
-    t = torch.from_numpy
+    t, human = torch.from_numpy, parts[2][2]  # the test images' human probabilities
     return ImageBundle.from_pairs(
         "synthetic-images",
-        (t(trx), t(try_)),
-        (t(vx), t(vy)),
-        (t(tx), t(ty)),
-        hard_mask=t(hard),
-        human_probs=t(tp).float(),
+        *[(t(x), t(y)) for x, y, _ in parts],  # train, validation, test
+        hard_mask=t(human.max(axis=1) < HARD_THRESHOLD),
+        human_probs=t(human).float(),
         classes=tuple(f"class{c}" for c in range(num_classes)),
         source=f"SYNTHETIC images made by lib.data.synthetic (seed {seed}); not real data",
     )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.data.augment import Augment, BatchIterator, crop_at, default_padding, random_crop, random_flip, to_float
+from lib.data.augment import Augment, BatchIterator, crop_at, default_padding, to_float
 
 
 def _batch(b=5, c=3, h=6, w=7, seed=0):
@@ -20,19 +20,14 @@ def test_default_padding_matches_paper():
 def test_crop_keeps_shape_and_is_a_shifted_zero_padded_window():
     x = _batch()
     p = 2
-    out = random_crop(x, p, torch.Generator().manual_seed(1))
+    dy, dx = torch.randint(0, 2 * p + 1, (2, 5), generator=torch.Generator().manual_seed(1))
+    out = crop_at(x, p, dy, dx)
     assert out.shape == x.shape and out.dtype == x.dtype
-    # brute force: each output image equals the padded image's window at some offset in [0, 2p]^2
+    # by hand: each output image is the padded image's window at its offset
     padded = np.zeros((5, 3, 6 + 2 * p, 7 + 2 * p), np.uint8)
     padded[:, :, p:-p, p:-p] = x.numpy()
-    for i in range(5):
-        hits = [
-            (dy, dx)
-            for dy in range(2 * p + 1)
-            for dx in range(2 * p + 1)
-            if np.array_equal(out[i].numpy(), padded[i, :, dy : dy + 6, dx : dx + 7])
-        ]
-        assert hits, f"image {i} is not a window of its padded copy"
+    for i, (r, c) in enumerate(zip(dy.tolist(), dx.tolist())):
+        assert np.array_equal(out[i].numpy(), padded[i, :, r : r + 6, c : c + 7]), f"image {i}"
     # the centre offset is the identity; offset (0, 0) shifts down-right and fills zeros
     centre = crop_at(x, p, torch.full((5,), p), torch.full((5,), p))
     assert torch.equal(centre, x)
@@ -41,10 +36,11 @@ def test_crop_keeps_shape_and_is_a_shifted_zero_padded_window():
 
 
 def test_flip_is_exact():
+    """Without a crop (padding 0) each image comes out normalized as it is or exactly mirrored."""
     x = _batch(b=64)
-    assert torch.equal(random_flip(x, p=1.0), x.flip(-1))
-    assert torch.equal(random_flip(x, p=0.0), x)
-    out = random_flip(x, torch.Generator().manual_seed(0))
+    stats = ((0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
+    out = Augment(*stats, padding=0)(x, torch.Generator().manual_seed(0))
+    x = to_float(x, *stats)
     flipped = [torch.equal(o, xi.flip(-1)) for o, xi in zip(out, x)]
     kept = [torch.equal(o, xi) for o, xi in zip(out, x)]
     assert all(f or k for f, k in zip(flipped, kept))
@@ -125,7 +121,11 @@ def test_augment_is_the_papers_recipe_and_names_a_bad_padding():
     x = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
     got = Augment((0.5,) * 3, (0.25,) * 3)(x, torch.Generator().manual_seed(1))
     g = torch.Generator().manual_seed(1)
-    assert torch.equal(got, to_float(random_flip(random_crop(x, 2, g), g), (0.5,) * 3, (0.25,) * 3))
+    dy, dx = torch.randint(0, 2 * 2 + 1, (2, 4), generator=g)  # crop offsets in {0, ..., 2 padding}
+    flip = torch.rand(4, generator=g) < 0.5
+    cropped = crop_at(x, 2, dy, dx)
+    want = torch.where(flip[:, None, None, None], cropped.flip(-1), cropped)
+    assert torch.equal(got, to_float(want, (0.5,) * 3, (0.25,) * 3))
     plain = Augment((0.5,) * 3, (0.25,) * 3, crop_flip=False)(x, None)
     assert torch.equal(plain, to_float(x, (0.5,) * 3, (0.25,) * 3))
     with pytest.raises(ValueError, match="^padding: must be a non-negative integer, got -1$"):
