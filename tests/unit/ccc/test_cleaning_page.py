@@ -134,3 +134,22 @@ def test_page_runs_on_synthetic_logits_and_publishes_claims():
     mp = {m: cleaning.cross_fitted_probs(md.logits[m], md.labels, cfg["n_folds"]) for m in md.models}
     instruct = K.mmlu_flags(mp, md.labels, "instruct", 3, cfg["n_bins"])
     assert int((instruct & K.mmlu_flags(mp, md.labels, "base", 3, cfg["n_bins"])).sum()) <= int(instruct.sum())
+
+
+def test_overlap_claim_counts_cl_real_errors_the_rule_recovers():
+    """The hand case of the page: CL finds errors 0-3 of eight whose first six are wrong, the rule
+    1-5: 3 of 4 recovered (plus-four SE sqrt(5/8 * 3/8 / 8) = 0.171, so 0.25 above one half is
+    inside the noise), 2 found that CL misses; many examples decide it either way."""
+    i = np.arange(8)
+    row = K.overlap_claim((i >= 1) & (i <= 5), i < 4, i < 6)
+    assert row["ours"].startswith("3 of CL's 4 real errors (0.750, SE 0.171)")
+    assert "finds 2 real errors CL misses, CL 1 the rule misses" in row["ours"]
+    assert row["verdict"] == UNSURE
+    noisy = np.ones(400, bool)
+    cl = np.arange(400) < 200
+    assert K.overlap_claim(np.arange(400) < 180, cl, noisy)["verdict"] == "held"  # 0.9 of 200
+    assert K.overlap_claim(np.arange(400) < 40, cl, noisy)["verdict"] == "did not hold"  # 0.2 of 200
+    # CL's false flags do not count: only its real errors are the denominator
+    assert K.overlap_claim(np.zeros(4, bool), np.ones(4, bool), np.zeros(4, bool))["verdict"] == UNSURE
+    with pytest.raises(ValueError, match="cl_flags"):
+        K.overlap_claim(i < 2, i[:7] < 2, i < 2)
