@@ -70,6 +70,7 @@ import torch
 from IPython.display import Markdown, display
 
 from lib import config, plots, report
+from lib.calibration import metacal
 from lib.calibration.posthoc import TemperatureScaler
 from lib.ccc import cascade
 from lib.rr import experiment, gamma, losses
@@ -208,6 +209,20 @@ comparison.round(3)
 # confident: the entropy quantile it takes as the threshold is then lower than on held-out data, and
 # more test examples are rejected. The released files the book reads offline are the test logits
 # only, so that protocol is not run here, and our accuracy cost need not match Table 4's.
+
+# %% [markdown]
+# The rule by hand, with a fitted calibrator's two numbers set directly ($\tau = 1$, $T = 2$):
+# $z = (4, 0, 0)$ has entropy 0.18 $< \tau$, so it is accepted and scaled,
+# $e^{2} / (e^{2} + 2) = 0.787$; $z = (0, 0, 0)$ has entropy $\ln 3 = 1.10 \ge \tau$, so it is
+# rejected and gets $1/3$ each ({py:class}`lib.calibration.metacal.MetaCal`).
+
+# %%
+by_hand = metacal.MetaCal(
+    threshold=1.0, temperature=2.0, constraint="miscoverage", level=0.05)
+by_hand.predict([[4.0, 0.0, 0.0], [0.0, 0.0, 0.0]]).round(3)
+
+# %% [markdown]
+# Now Meta-Cal on the released logits.
 
 # %%
 draws = cfg["metacal_draws"]
