@@ -117,11 +117,12 @@ def train_stacked(
     on_done: Callable[[TrainConfig, dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
     compile: bool = False,
+    on_diverged: Callable[[Run], None] | None = None,
 ) -> list[TrainConfig]:
     """Train the unfinished ``configs`` (no ``mocae``) and return those it trained: runs of one
     :func:`stack_groups` key and checkpointed epoch train together, ``stack`` at a time (``None``:
     :func:`auto_stack`; text runs one at a time); runs another process holds the lock of are skipped;
-    ``on_done(cfg, record)`` follows each save. Inside :func:`lib.engine.deadline.deadline` training
+    ``on_done(cfg, record)`` follows each save, ``on_diverged(run)`` each run that diverged. Inside :func:`lib.engine.deadline.deadline` training
     stops at the epoch boundary that would cross it (:class:`lib.engine.deadline.DeadlineReached`
     propagates; runs resume from checkpoints). ``compile``: packs under ``torch.compile``."""
     stack = 1 if getattr(data, "kind", "images") == "text" else stack
@@ -160,6 +161,8 @@ def train_stacked(
                 records = _train_pack(ready, runs, data, log, compile)
             for run, c, record in zip(runs, ready, records):
                 if record is None:  # diverged: reported, its last good checkpoint kept, nothing published
+                    if on_diverged is not None:
+                        on_diverged(run)
                     continue
                 rec = run.save_result(record)
                 run.clear_checkpoint()
@@ -213,8 +216,8 @@ def run_grid(
     """The records of ``configs`` on one dataset, in order: unfinished runs trained by
     :func:`train_stacked` (``stack=1`` or text data: one by one), ``mocae`` made from its ``vanilla``
     run. ``train=False`` trains nothing: only the runs committed in ``results/`` or cached are returned.
-    A run that diverged (said by the grid, not published) has no record: it is left out, with its MoCaE
-    (asking for its record trains its diverging epoch again from the last good checkpoint)."""
+    A run that diverged here (said by the grid, not published) has no record: it is left out, with its
+    MoCaE, and not trained again for it."""
     configs = list(configs)
     for c in configs:
         if not isinstance(c, TrainConfig):
@@ -223,15 +226,18 @@ def run_grid(
         check_int(stack, "stack")
     check_bool(train, "train")
     check_bundle(data)
+    trained_as = [c.replace(method="vanilla") if c.method == "mocae" else c for c in configs]  # MoCaE: its Vanilla's
+    keys = [open_run(GROUP, run_config(t, data)).key for t in trained_as]
+    diverged: set[str] = set()  # the keys of the runs that diverged here
     if train:
-        runs = {}  # run key -> the config trained (MoCaE's: its Vanilla run's)
-        for c in configs:
-            t = c.replace(method="vanilla") if c.method == "mocae" else c
-            runs.setdefault(open_run(GROUP, run_config(t, data)).key, t)
-        train_stacked(list(runs.values()), data, stack=stack)
-    out, missing = [], (Diverged,) if train else (RunMissing,)  # diverged (said), or not committed nor cached
+        runs: dict[str, TrainConfig] = {}
+        for key, t in zip(keys, trained_as):
+            runs.setdefault(key, t)
+        train_stacked(list(runs.values()), data, stack=stack, on_diverged=lambda run: diverged.add(run.key))
+    out, missing = [], (Diverged,) if train else (RunMissing,)  # diverged elsewhere (said), or not committed nor cached
     with contextlib.nullcontext() if train else training(False):
-        for c in configs:
+        for c, key in zip(configs, keys):
             with contextlib.suppress(*missing):  # left out
-                out.append(train_run(c, data))
+                if key not in diverged:  # not trained again for its record
+                    out.append(train_run(c, data))
     return out

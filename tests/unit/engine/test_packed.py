@@ -365,15 +365,18 @@ def test_a_run_alone_that_diverges_is_said_and_not_published(data, tmp_path, mon
 
 def test_a_diverged_run_is_left_out_of_the_grid_and_never_cached(data, tmp_path, monkeypatch):
     """The grid's records leave out a run that diverged and the MoCaE made from it (the others are
-    there), and asking for it alone raises Diverged: no record of NaN metrics is cached."""
+    there) without training it a second time for them, and asking for it alone raises Diverged: no
+    record of NaN metrics is cached."""
     import lib.moe.train as mt
     from lib.engine.loop import Diverged
 
     monkeypatch.setenv("CALIBOOK_CACHE", str(tmp_path))
     real = mt.prepare_run
+    prepared: list[str] = []
 
     def vanilla_nan_from_epoch_2(cfg, d, packed=False):
         pr = real(cfg, d, packed)
+        prepared.append(cfg.method)
         if cfg.method == "vanilla":
             good = pr.loss_fn
             pr.loss_fn = lambda out, y, epoch: good(out, y, epoch) + (float("nan") if epoch >= 1 else 0.0)
@@ -385,6 +388,7 @@ def test_a_diverged_run_is_left_out_of_the_grid_and_never_cached(data, tmp_path,
         records = run_grid(cfgs, data, stack=1)
     assert [r["method"] for r in records] == ["single"]
     assert np.isfinite(records[0]["metrics"]["all"]["ece"])
+    assert sorted(prepared) == ["single", "vanilla"]  # Vanilla trained once, for both Vanilla and MoCaE
     with pytest.warns(UserWarning, match="diverged in epoch 2"), pytest.raises(Diverged, match="epoch 2"):
         train_run(cfgs[0], data)
     run = Run(GROUP, run_config(cfgs[0], data))
