@@ -654,7 +654,7 @@ def main(args: argparse.Namespace, pages: Sequence[str], explicit: bool) -> int:
         partition=args.partition,
         account=args.account,
         max_jobs=args.max_jobs,
-        runs=args.runs.split(",") if args.runs else None,
+        runs=args.runs,
         target=args.target,
         wait=args.wait,
         dry_run=args.dry_run,

@@ -162,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--runs",
         metavar="IDS",
+        type=lambda ids: ids.split(","),
         help="only these plan ids, comma-separated (a worker's share; with --launch: what to submit)",
     )
     ap.add_argument("--deadline-in", type=parse_minutes, help=argparse.SUPPRESS)  # a worker's deadline, seconds
@@ -202,11 +203,6 @@ class _Log:
             self.file.close()
 
 
-def _runs(args: argparse.Namespace) -> list[str] | None:
-    """The plan ids of ``--runs`` (``None``: every run)."""
-    return args.runs.split(",") if args.runs else None
-
-
 def _window(
     args: argparse.Namespace, pages: list[str], explicit: bool, say: _Log, published: list[Path], start: float
 ) -> None:
@@ -222,7 +218,7 @@ def _window(
     for line in packs.unpack_all():
         say(line)
     unplanned: dict[str, str] = {}
-    runs = _runs(args)
+    runs = args.runs
     only = None if runs is None else set(runs)
 
     def todo(names: Sequence[str], unplanned: dict[str, str] | None = None) -> list[queue.Item]:
@@ -432,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cluster.main(args, pages, explicit)
         if args.dry_run:
             unplanned: dict[str, Any] = {}
-            chosen = select(plan(pages, args.scale, unplanned), _runs(args), args.target)
+            chosen = select(plan(pages, args.scale, unplanned), args.runs, args.target)
             print(projection.describe(chosen, unplanned=unplanned))
             return 0
         with _Log(args.log) as say:
