@@ -112,7 +112,7 @@ cfg = settings("pacs", scale, epochs=epochs or None)
 TRAIN = paper_scale.should_train(train, scale)  # paper scale: read results/
 REAL = cfg["data"] == "real"
 BACKBONE = pacs.pacs_backbone(cfg)
-data = pacs.PAGE.data(cfg, TARGET)  # the same choice of backbone, as features or images
+data = pacs.pacs_data(cfg, TARGET)  # the same choice of backbone, as features or images
 sizes = data.sizes()
 display(Markdown(page.publish_scale(
     scale,

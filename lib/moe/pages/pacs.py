@@ -137,6 +137,32 @@ def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, p
     return ours[["method", "ece", "ece_se", "accuracy", "accuracy_se"]], paper
 
 
+def pacs_data(cfg: Mapping[str, Any], target: str) -> Any:
+    """The bundle a PACS scale trains on for held-out ``target``: synthetic domains, frozen features
+    (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
+    PAGE.check_target(target)
+    n = int(cfg.get("n_per_domain") or 0) or None
+    if cfg.get("data") != "real":
+        from lib.data.synthetic import synthetic_pacs_domains
+
+        return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
+    backbone = pacs_backbone(cfg)
+    if backbone.frozen:
+        from lib.features.pacs_features import pacs_features
+
+        return pacs_features(
+            target,
+            size=int(cfg["image_size"]),
+            n_per_domain=n,
+            copies=int(cfg.get("filtered_copies", 1)),
+            extractor=backbone.extractor,
+            seed=0,
+        )
+    from lib.data.images import load_pacs
+
+    return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)
+
+
 def run_plan(cfg: Mapping[str, Any]) -> list[Any]:
     """The page's runs (for any held-out target) at the settings ``cfg``: one
     :class:`lib.moe.config.TrainConfig` per method and seed (:func:`lib.moe.experiment.train_configs`
@@ -172,29 +198,8 @@ class PacsPage(MoEPage):
         return moe_items(self.name, run_plan(cfg), target)
 
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
-        """The bundle a PACS scale trains on: synthetic domains, frozen features
-        (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
-        self.check_target(target)
-        n = int(cfg.get("n_per_domain") or 0) or None
-        if cfg.get("data") != "real":
-            from lib.data.synthetic import synthetic_pacs_domains
-
-            return synthetic_pacs_domains(target, n_per_domain=cfg["n_per_domain"], size=cfg["image_size"], seed=0)
-        backbone = pacs_backbone(cfg)
-        if backbone.frozen:
-            from lib.features.pacs_features import pacs_features
-
-            return pacs_features(
-                target,
-                size=int(cfg["image_size"]),
-                n_per_domain=n,
-                copies=int(cfg.get("filtered_copies", 1)),
-                extractor=backbone.extractor,
-                seed=0,
-            )
-        from lib.data.images import load_pacs
-
-        return load_pacs(target, size=cfg["image_size"], n_per_domain=n, seed=0)
+        """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`, which checks it)."""
+        return pacs_data(cfg, target)
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         """Table 2 for the items' target: ours beside the paper's, on the whole held-out domain."""
