@@ -206,7 +206,7 @@ basic = cleaning.basic_flags(rule[1], rule[3], labels)
 cl_avg = cleaning.confident_learning_flags(
     cl_in["CL (average of both)"], labels, out_of_sample=True)
 overlap = cleaning_page.overlap_claim(basic, cl_avg, is_noisy)
-overlap["ours"]
+print(overlap["ours"])
 
 # %% [markdown]
 # ## Which claims held at this scale
