@@ -145,8 +145,12 @@ def cifar10_arrays(data_dir: str | os.PathLike[str] | None) -> tuple[dict[str, t
         stamp = hashlib.sha256(f"{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:6]
         tag, reader = f"cifar10jpeg{where}{stamp}", (lambda s: _cifar_split_from_zip(src, s))
         earlier = (f"cifar10jpeg{where}", "cifar10jpeg_")  # decodings of an earlier version of this zip
-        stale = [p for p in decoded_cache_dir().glob("*.npy") if p.name.startswith(earlier)]
-        if stale := [p for p in stale if not p.name.startswith(f"{tag}_")]:
+        stale = [
+            p
+            for p in decoded_cache_dir().glob("*.npy")
+            if p.name.startswith(earlier) and not p.name.startswith(f"{tag}_")
+        ]
+        if stale:
             why = "changed since its images were decoded (size or modification time)"
             warnings.warn(f"{src}: {why}; decoding them again", UserWarning, stacklevel=2)
             for p in stale:

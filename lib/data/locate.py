@@ -86,10 +86,11 @@ def locate(
     ``download(cache folder)``. A place counts when it holds ``needs`` (globs below ``relpath``)."""
     if explicit not in (None, ""):  # the caller's choice, used or refused ("": a notebook's "search as usual")
         root = Path(explicit)
-        for path in (root / relpath, root):
-            if not _missing(path, needs):
-                return path
-        what = f"holds no usable copy of dataset {dataset!r} ({root / relpath}: {_missing(root / relpath, needs)})"
+        if not (problem := _missing(root / relpath, needs)):
+            return root / relpath
+        if not _missing(root, needs):
+            return root
+        what = f"holds no usable copy of dataset {dataset!r} ({root / relpath}: {problem})"
         if not root.exists():
             what = f"does not exist (dataset {dataset!r})"
         raise DataNotFoundError(

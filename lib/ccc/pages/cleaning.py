@@ -138,14 +138,14 @@ def overlap_claim(rule_flags: np.ndarray, cl_flags: np.ndarray, is_noisy: np.nda
     check_same_length(cl, noisy, "cl_flags", "is_noisy")
     found = cl & noisy
     n, both = int(found.sum()), int((found & rule).sum())
-    share = both / n if n else float("nan")
+    share, se = (both / n, precision_se(both / n, n)) if n else (float("nan"), float("nan"))
     extra = int((rule & noisy & ~cl).sum())
-    verdict = report.t_verdict(share - 0.5, precision_se(share, n), df=math.inf) if n else report.VERDICTS[2]
+    verdict = report.t_verdict(share - 0.5, se, df=math.inf) if n else report.VERDICTS[2]
     return report.claim_row(
         claim="the two-model rule recovers most of the real label errors Confident Learning finds (more than half)",
         paper="'Our method recovers most mislabeled samples found by CL and additionally discovers a much "
         "larger set of label errors' (sec. 3.5, Table 3, ImageNet)",
-        ours=f"{both} of CL's {n} real errors ({share:.3f}, SE {precision_se(share, n) if n else float('nan'):.3f}); "
+        ours=f"{both} of CL's {n} real errors ({share:.3f}, SE {se:.3f}); "
         f"the rule finds {extra} real errors CL misses, CL {n - both} the rule misses",
         verdict=verdict,
     )
