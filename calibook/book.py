@@ -24,7 +24,8 @@ from typing import Any
 from lib.config import SCALES, repo_root
 from lib.validation import check_choice
 from lib.engine import progress as live
-from calibook.notebooks import check_notebook, check_parameters, notebook_names
+from calibook.notebooks import check_notebook, check_parameters, notebook_names, toc_entries
+from calibook.pages import copies, copy_for, get, page_of
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
@@ -52,7 +53,8 @@ def execute_notebook(
     place: str = "",
 ) -> Path:
     """Run ``notebooks/<name>.ipynb`` through papermill with ``scale`` and extra ``parameters`` (checked
-    first) into ``output`` (default :func:`executed_path`), replaced only on success: a failed run is
+    first) into ``output`` (default :func:`executed_path` of the page, or of its copy for those
+    parameters, :func:`calibook.pages.copy_for`), replaced only on success: a failed run is
     kept as ``<name>.failed.ipynb`` and raises. Third-party progress bars stay out of the page; with
     ``progress`` the terminal shows the cells and the page's progress line, labelled with ``place``."""
     import papermill as pm
@@ -60,13 +62,13 @@ def execute_notebook(
     check_choice(scale, SCALES, "scale")
     source = check_notebook(name)
     params = {"scale": scale, **check_parameters(name, scale, parameters or {})}
-    out = output or executed_path(name, scale)
+    out = output or executed_path(copy_for(name, params), scale)
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(out)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.{_owner()}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp, failed = Path(tmp_name), out.with_name(f"{out.stem}.failed.ipynb")
-    label = f"{place} {name}".strip()
+    label = f"{place} {out.stem}".strip()
     start = time.monotonic()
     print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
@@ -173,11 +175,9 @@ def _stage_notebook(notebook: Path) -> None:
     their source)."""
     import nbformat
 
-    from calibook.pages import get
-
     refs = lib_references(notebook)
     with contextlib.suppress(ValueError):  # not a page of the book (a copy under another name)
-        page = type(get(notebook.stem))
+        page = type(get(page_of(notebook.stem)))
         refs = [f"{page.__module__}.{page.__qualname__}", *refs]
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
@@ -301,6 +301,7 @@ def stage(scale: str) -> Path:
         staged = site / "notebooks" / f"{name}.ipynb"
         shutil.copy2(executed if executed.exists() else root / "notebooks" / f"{name}.ipynb", staged)
         _stage_notebook(staged)
+    shown = _stage_copies(site, scale, names)
     api = site / "book" / "api.md"
     api.write_text(
         api.read_text()
@@ -311,15 +312,38 @@ def stage(scale: str) -> Path:
     )
     from calibook.ledger import LEDGER_TABLE, ledger_markdown
 
-    (site / LEDGER_TABLE).write_text(ledger_markdown(scale, names, build_dir(scale).parent))
+    (site / LEDGER_TABLE).write_text(ledger_markdown(scale, shown, build_dir(scale).parent))
     (site / SCALES_TABLE).write_text(
         f"This build ran every notebook at the **`{scale}`** scale "
-        f"(`python -m calibook book --scale {scale}`).\n\n" + _scales_table(scale, names) + "\n"
+        f"(`python -m calibook book --scale {scale}`).\n\n" + _scales_table(scale, shown) + "\n"
     )
     from calibook.gpu.cluster import plan_table
 
     (site / CLUSTER_TABLE).write_text(plan_table("paper") + "\n")  # the paper scale's jobs, GPU-hours
     return site
+
+
+def _stage_copies(site: Path, scale: str, names: list[str]) -> list[str]:
+    """Stage the executed copies of :func:`calibook.pages.copies` beyond each notebook's own (PACS's
+    other held-out domains) that this build made, each a section under its notebook's entry of the
+    staged ``_toc.yml`` titled by its parameters ("PACS, target sketch"); returns every staged page
+    in book order."""
+    import yaml
+
+    toc_path = site / "_toc.yml"
+    toc, shown = yaml.safe_load(toc_path.read_text()), []
+    entries = toc_entries(toc)
+    for name in names:
+        shown.append(name)
+        for copy, params in copies(name)[1:]:
+            if executed_path(copy, scale).exists():
+                shutil.copy2(executed_path(copy, scale), site / "notebooks" / f"{copy}.ipynb")
+                _stage_notebook(site / "notebooks" / f"{copy}.ipynb")
+                title = ", ".join([get(name).title.split(":")[0], *(f"{k} {v}" for k, v in params.items())])
+                entries[name].setdefault("sections", []).append({"file": f"notebooks/{copy}", "title": title})
+                shown.append(copy)
+    toc_path.write_text(yaml.safe_dump(toc, sort_keys=False))
+    return shown
 
 
 def build_book(scale: str, strict: bool = True) -> Path:
@@ -357,19 +381,20 @@ def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
     names = only or notebook_names()
     for name in names:
         check_notebook(name)
-    jobs = [(name, scale) for name in names]
+    jobs = [(name, copy, params, scale) for name in names for copy, params in copies(name)]
     if scale != "paper":
         with_runs = paper_builds(scale)
-        jobs += [(name, "paper") for name in names if name in with_runs]
+        jobs += [(name, copy, params, "paper") for name, copy, params, _ in jobs if name in with_runs]
         for name in set(names) - set(with_runs):
-            executed_path(name, "paper").unlink(missing_ok=True)
+            for copy, _ in copies(name):
+                executed_path(copy, "paper").unlink(missing_ok=True)
     out, rows = [], []
     try:
-        for i, (name, at) in enumerate(jobs, 1):
+        for i, (name, copy, params, at) in enumerate(jobs, 1):
             start = time.monotonic()
-            label = name if at == scale else f"{name} ({at})"
+            label = copy if at == scale else f"{copy} ({at})"
             try:
-                out.append(execute_notebook(name, at, place=f"{i}/{len(jobs)}"))
+                out.append(execute_notebook(name, at, params, executed_path(copy, at), place=f"{i}/{len(jobs)}"))
             except BaseException:
                 rows.append((label, time.monotonic() - start, "failed"))
                 raise

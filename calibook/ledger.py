@@ -340,7 +340,7 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
     (and ``build_root/paper``)."""
     from calibook.page import read_published
 
-    from calibook.pages import get
+    from calibook.pages import get, page_of
 
     def read(at: str, name: str) -> Mapping[str, Any] | None:
         path = build_root / at / "notebooks" / f"{name}.ipynb"
@@ -351,9 +351,9 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
         partial(read, scale),
         partial(read, "paper"),
         _coverage,
-        lambda n: get(n).differs,
+        lambda n: get(page_of(n)).differs,
         partial(_seeds, scale=scale),
-        lambda n: get(n).paper,
+        lambda n: get(page_of(n)).paper,
     )
     out = [f"Verdicts of this build (scale **`{scale}`**), read from what each page published when it ran.", ""]
     groups = [g for g in GROUPS if any(r["group"] == g for r in rows)]
@@ -395,11 +395,12 @@ def ledger_markdown(scale: str, names: Sequence[str], build_root: Path) -> str:
 
 
 def _seeds(name: str, scale: str) -> int | None:
-    """The seeds of page ``name`` at ``scale`` (a list or a count in ``lib/scales.toml``), None where
-    it has none."""
+    """The seeds of page ``name`` (or its copy, :func:`calibook.pages.copies`) at ``scale`` (a list or
+    a count in ``lib/scales.toml``), None where it has none."""
+    from calibook.pages import page_of
 
     try:
-        got = config.settings(name, scale).get("seeds")
+        got = config.settings(page_of(name), scale).get("seeds")
     except (ValueError, KeyError):
         return None
     if isinstance(got, bool) or got is None:
@@ -410,17 +411,19 @@ def _seeds(name: str, scale: str) -> int | None:
 def _coverage(name: str) -> str:
     """ "k of n runs" of the page's paper-scale plan published in ``results/``, :data:`ON_CPU` for a
     page whose paper scale needs no GPU, "" for the others. A page with targets (PACS's held-out
-    domains) is built at its notebook's default target: the runs of that target, named."""
-    from calibook.notebooks import parameter_default
-    from calibook.pages import get
+    domains) counts the runs of the target its copy shows (:func:`calibook.pages.copies`), named."""
+    from calibook.pages import copies, get, page_of
 
-    page = get(name)
+    page = get(page_of(name))
     if page.paper_on_cpu:
         return ON_CPU
     if page.rank is None:  # no paper scale of its own (the performance page times this machine)
         return ""
+    from calibook.notebooks import parameter_default
     from calibook.paper_scale import coverage
 
-    target = None if page.targets == (None,) else parameter_default(name, "target")
-    frame = coverage(name, target)
+    target = None
+    if page.targets != (None,):
+        target = dict(copies(page.name))[name].get("target") or parameter_default(page.name, "target")
+    frame = coverage(page.name, target)
     return f"{int(frame['published'].sum())} of {int(frame['planned'].sum())} runs" + (f" ({target})" if target else "")

@@ -22,19 +22,20 @@ __all__ = [
     "check_parameters",
     "notebook_names",
     "notebook_parameters",
+    "toc_entries",
 ]
 
 
-def notebook_names() -> list[str]:
-    """Notebook names in table-of-contents order (entries of ``_toc.yml`` under ``notebooks/``)."""
-    toc = yaml.safe_load((repo_root() / "_toc.yml").read_text())
-    names: list[str] = []
+def toc_entries(toc: Any) -> dict[str, dict[str, Any]]:
+    """The entries of a parsed ``_toc.yml`` that name a notebook (``file: notebooks/<name>``), by
+    name, in table-of-contents order."""
+    found: dict[str, dict[str, Any]] = {}
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             file = node.get("file")
             if isinstance(file, str) and file.startswith("notebooks/"):
-                names.append(file.split("/", 1)[1])
+                found[file.split("/", 1)[1]] = node
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -42,7 +43,12 @@ def notebook_names() -> list[str]:
                 walk(item)
 
     walk(toc)
-    return names
+    return found
+
+
+def notebook_names() -> list[str]:
+    """Notebook names in table-of-contents order (entries of ``_toc.yml`` under ``notebooks/``)."""
+    return list(toc_entries(yaml.safe_load((repo_root() / "_toc.yml").read_text())))
 
 
 def check_notebook(name: str) -> Path:

@@ -9,11 +9,13 @@ are loops over pages, never a list of page names of their own.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 from lib.page import Page
 
-__all__ = ["PAGE_MODULES", "all_pages", "get", "queued", "queued_names"]
+__all__ = ["PAGE_MODULES", "all_pages", "copies", "copy_for", "get", "page_of", "queued", "queued_names"]
 
 #: The page modules, paper by paper, then the book's own, in the book's order (the notebook is the
 #: module's last name).
@@ -58,3 +60,27 @@ def queued() -> tuple[Page, ...]:
 def queued_names() -> tuple[str, ...]:
     """The names of :func:`queued`."""
     return tuple(p.name for p in queued())
+
+
+def copies(name: str) -> list[tuple[str, dict[str, str]]]:
+    """The executed copies a book build makes of notebook ``name``, as (copy name, parameters): the
+    notebook at its defaults, then, for a page with targets (PACS's held-out domains), one copy per
+    other target, ``<name>-<target>`` (``pacs-sketch``), so the book shows every target."""
+    from calibook.notebooks import parameter_default
+
+    targets = get(name).targets
+    if targets == (None,):
+        return [(name, {})]
+    default = parameter_default(name, "target")
+    return [(name, {})] + [(f"{name}-{t}", {"target": t}) for t in targets if t != default]
+
+
+def page_of(copy: str) -> str:
+    """The notebook an executed copy of :func:`copies` was made from (``pacs-sketch`` -> ``pacs``)."""
+    return copy.split("-", 1)[0]
+
+
+def copy_for(name: str, parameters: Mapping[str, Any]) -> str:
+    """The copy of :func:`copies` a run of notebook ``name`` with ``parameters`` makes (``pacs-sketch``
+    for ``target="sketch"``, whatever else it sets), else ``name``: where its executed copy goes."""
+    return next((copy for copy, p in copies(name)[1:] if p.items() <= parameters.items()), name)

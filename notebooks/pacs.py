@@ -34,7 +34,8 @@
 # and (iv), the paragraph after them (the gains after temperature scaling), each also on the
 # paper's own Table 2 (`paper_own`).
 #
-# Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`.
+# Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`. The
+# built book runs all four: this page holds out Photo, its sections the other three.
 #
 # ## The methods, on a tiny batch
 #

@@ -7,6 +7,7 @@ import calibook  # noqa: F401 - installs the run store (calibook.runs) that lib'
 
 import ast
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -33,13 +34,23 @@ os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
 BOOK = "<the strict smoke book build>"
 
 
+@functools.cache
+def _book_copies(name: str) -> dict[str, dict[str, Any]]:
+    """The executed copies the book build stages of notebook ``name`` (:func:`calibook.pages.copies`)."""
+    from calibook.pages import copies
+
+    return dict(copies(name))
+
+
 def _tag(name: str, params: dict[str, Any]) -> str:
     """One key per distinct run: ``pacs`` for the default page (``-p target photo`` included, photo
-    being its default), ``pacs-target=sketch`` for another, :data:`BOOK` for the book build."""
+    being its default), the book's name for its other copies (``pacs-sketch``), ``pacs-target=art``
+    for another, :data:`BOOK` for the book build."""
     if name == BOOK:
         return BOOK
     params = {k: v for k, v in params.items() if not _is_default(name, k, v)}
-    return name + "".join(f"-{k}={v}" for k, v in sorted(params.items()))
+    copy = [c for c, p in _book_copies(name).items() if p == params]
+    return copy[0] if copy else name + "".join(f"-{k}={v}" for k, v in sorted(params.items()))
 
 
 def _is_default(name: str, key: str, value: Any) -> bool:
@@ -53,8 +64,8 @@ def _is_default(name: str, key: str, value: Any) -> bool:
 
 
 def _is_page(tag: str, job: _Job) -> bool:
-    """Whether this run is a page at its default parameters (what the book build stages)."""
-    return tag == job.name != BOOK
+    """Whether this run is a page the book build stages (a notebook at its defaults, or a copy)."""
+    return tag != BOOK and tag in _book_copies(job.name)
 
 
 @dataclass
@@ -186,7 +197,7 @@ def planned_runs(items: list[pytest.Item]) -> list[tuple[str, dict[str, Any]]]:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "smoke_book" in fixtures:
-            plan += [(name, {}) for name in notebook_names()] + [(BOOK, {})]
+            plan += [(name, p) for name in notebook_names() for p in _book_copies(name).values()] + [(BOOK, {})]
         if "monkeypatch" in fixtures or not fixtures & {"smoke_notebook", "smoke_published"}:
             continue
         for mark in item.iter_markers("smoke_runs"):
@@ -252,7 +263,8 @@ def smoke_book() -> Path:
     from calibook.notebooks import notebook_names
 
     for name in notebook_names():
-        _runs().get(name, {})
+        for params in _book_copies(name).values():
+            _runs().get(name, params)
     return _runs().get(BOOK, {})
 
 

@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from calibook.notebooks import notebook_names
+from calibook.pages import copies
 from lib.config import repo_root
 
 pytestmark = pytest.mark.book
+
+#: Every page the book stages: each notebook at its defaults, then its copies (PACS's other targets).
+STAGED = [copy for name in notebook_names() for copy, _ in copies(name)]
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +29,27 @@ def test_every_toc_page_is_built(html: Path) -> None:
     pages = ["book/intro", "book/start_here", "book/ledger", "book/scales", "book/data", "book/api"]
     pages += ["book/bibliography"]
     pages += [f"book/{p}/overview" for p in ("moe", "l2d", "ccc", "rr")]
-    pages += [f"notebooks/{n}" for n in notebook_names()]
+    pages += [f"notebooks/{n}" for n in STAGED]
     missing = [p for p in pages if not (html / f"{p}.html").exists()]
     assert not missing, f"pages missing from the build: {missing}"
 
 
+def test_every_pacs_target_is_a_page_under_pacs(html: Path) -> None:
+    """The build runs PACS once per held-out domain: the default (photo) is the PACS page, the other
+    three are its sections, titled by their target, each running and publishing its own target."""
+    from calibook.book import executed_path
+    from calibook.page import read_published
+
+    nav = (html / "notebooks" / "pacs.html").read_text()
+    for target in ("art_painting", "cartoon", "sketch"):
+        assert f"PACS, target {target}" in nav, f"the PACS page's navigation has no {target} section"
+        assert read_published(executed_path(f"pacs-{target}", "smoke"))["target"] == target
+    assert read_published(executed_path("pacs", "smoke"))["target"] == "photo"
+
+
 def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:
     text = (html / "book" / "intro.html").read_text()
-    for name in notebook_names():
+    for name in STAGED:
         assert name in text, f"the landing page does not list {name}"
     assert "smoke:" in text
     assert "not executed in this build" not in text
@@ -49,7 +66,7 @@ def test_the_ledger_lists_every_page_that_judges_claims(html: Path) -> None:
     text = (html / "book" / "ledger.html").read_text()
     assert "not executed in this build" not in text
     assert "held</strong> at this scale" in text and "<details>" in text  # counts first, details one click away
-    for name in notebook_names():
+    for name in STAGED:
         claims = read_published(executed_path(name, "smoke")).get("claims")
         if isinstance(claims, list) and claims:
             assert f"{name}.html" in text, f"the ledger has no row of {name}"
@@ -64,7 +81,7 @@ def test_setup_cells_are_hidden_and_code_links_to_its_source(html: Path) -> None
 
     from calibook.book import executed_path
 
-    for name in notebook_names():
+    for name in STAGED:
         page = (html / "notebooks" / f"{name}.html").read_text()
         assert "# Parameters" not in page, f"{name} shows papermill's injected parameters"
         nb = json.loads(executed_path(name, "smoke").read_text())
@@ -114,7 +131,7 @@ def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None
 
     local = str(repo_root().parent)  # e.g. "PACS from /home/me/.../shared/data/pacs"
     noisy = []
-    for name in notebook_names():
+    for name in STAGED:
         nb = json.loads(executed_path(name, "smoke").read_text())
         for i, cell in enumerate(nb["cells"]):
             for out in cell.get("outputs", []):
@@ -132,7 +149,7 @@ def test_executed_pages_print_no_warnings_or_truncated_cells(html: Path) -> None
 
 
 def test_charts_are_rendered_as_svg(html: Path) -> None:
-    pages = [html / "notebooks" / f"{n}.html" for n in notebook_names()]
+    pages = [html / "notebooks" / f"{n}.html" for n in STAGED]
     with_svg = [p.stem for p in pages if "<svg" in p.read_text() or ".svg" in p.read_text()]
     assert with_svg, "no notebook page contains a rendered chart"
 

@@ -15,6 +15,7 @@ import papermill
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
+import calibook.pages
 from calibook import book, cli, notebooks
 from lib.config import repo_root
 from lib.engine import progress
@@ -186,7 +187,7 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
     clock = [0.0]
     seen = []
 
-    def fake_execute(name, scale, place=""):
+    def fake_execute(name, scale, params, output, place=""):
         seen.append((name, scale, place))
         clock[0] += {"a": 42.0, "b": 3725.0, "c": 5.0}[name]
         if name == "c":
@@ -194,6 +195,7 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
         return Path(f"{name}.ipynb")
 
     monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "copies", lambda name: [(name, {})])
     monkeypatch.setattr(book, "execute_notebook", fake_execute)
     monkeypatch.setattr(book.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(book, "paper_builds", lambda scale: [])
@@ -219,23 +221,54 @@ def test_the_book_runs_its_pages_in_order_and_ends_with_a_table_of_their_times(m
 def test_below_paper_scale_pages_with_published_runs_also_run_at_paper_scale(monkeypatch, tmp_path, capsys) -> None:
     """The ledger's paper-scale column reads paper-scale copies of the pages: a cpu build makes them
     for the pages with runs in results/ (after its own pages) and removes a stale copy of a page
-    without runs; a paper-scale build runs each page once."""
+    without runs; a paper-scale build runs each page once. A page's copies with other parameters
+    (PACS's other targets, :func:`calibook.pages.copies`) run after it, into their own files."""
     seen = []
-    stale, kept = tmp_path / "paper" / "a.ipynb", tmp_path / "paper" / "b.ipynb"
-    for f in (stale, kept):
+    stale, stale_copy, kept = (tmp_path / "paper" / f"{n}.ipynb" for n in ("a", "a-x", "b"))
+    for f in (stale, stale_copy, kept):
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("{}")
+
+    def execute(name, scale, params, output, place=""):
+        seen.append((name, scale, params, output.stem, place))
+
     monkeypatch.setattr(book, "check_notebook", lambda name: Path(name))
+    monkeypatch.setattr(book, "copies", lambda name: [(name, {}), (f"{name}-x", {"target": "x"})])
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
-    monkeypatch.setattr(book, "execute_notebook", lambda name, scale, place="": seen.append((name, scale, place)))
+    monkeypatch.setattr(book, "execute_notebook", execute)
     monkeypatch.setattr(book, "paper_builds", lambda scale: ["b", "z"])  # z: queued, not asked for
     book.execute_all("cpu", ["a", "b"])
-    assert seen == [("a", "cpu", "1/3"), ("b", "cpu", "2/3"), ("b", "paper", "3/3")]
-    assert not stale.exists() and kept.exists()
-    assert "  b (paper)" in capsys.readouterr().out
+    assert seen == [
+        ("a", "cpu", {}, "a", "1/6"),
+        ("a", "cpu", {"target": "x"}, "a-x", "2/6"),
+        ("b", "cpu", {}, "b", "3/6"),
+        ("b", "cpu", {"target": "x"}, "b-x", "4/6"),
+        ("b", "paper", {}, "b", "5/6"),
+        ("b", "paper", {"target": "x"}, "b-x", "6/6"),
+    ]
+    assert not stale.exists() and not stale_copy.exists() and kept.exists()
+    out = capsys.readouterr().out
+    assert "  b (paper)" in out and "  b-x (paper)" in out
     seen.clear()
     book.execute_all("paper", ["a", "b"])
-    assert seen == [("a", "paper", "1/2"), ("b", "paper", "2/2")]
+    assert [(name, at, place) for name, at, _, _, place in seen] == [
+        ("a", "paper", "1/4"),
+        ("a", "paper", "2/4"),
+        ("b", "paper", "3/4"),
+        ("b", "paper", "4/4"),
+    ]
+
+
+def test_a_page_with_targets_is_copied_once_per_other_target() -> None:
+    """PACS's default target (photo) is its page; the book copies it for art, cartoon and sketch."""
+    assert calibook.pages.copies("pacs") == [
+        ("pacs", {}),
+        ("pacs-art_painting", {"target": "art_painting"}),
+        ("pacs-cartoon", {"target": "cartoon"}),
+        ("pacs-sketch", {"target": "sketch"}),
+    ]
+    assert calibook.pages.copies("cifar10h") == [("cifar10h", {})]
+    assert calibook.pages.page_of("pacs-sketch") == "pacs" and calibook.pages.page_of("pacs") == "pacs"
 
 
 def test_paper_builds_are_the_queued_pages_with_published_runs(monkeypatch) -> None:
@@ -358,3 +391,12 @@ def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_
         "not executed in this build |  |",
     ]
     assert book._scales_table("paper", ["gauss"]).splitlines()[2].endswith("| paper: MLP, 10 seeds |  |")
+
+
+def test_a_run_with_a_copys_parameters_writes_that_copy(fake_papermill, monkeypatch, tmp_path) -> None:
+    """``python -m calibook run pacs -p target sketch`` replaces the book's sketch page, not its photo
+    page; other parameters write the page itself."""
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    assert book.execute_notebook("pacs", "smoke", {"target": "sketch"}, progress=False).name == "pacs-sketch.ipynb"
+    assert book.execute_notebook("pacs", "smoke", {"target": "photo"}, progress=False).name == "pacs.ipynb"
+    assert book.execute_notebook("pacs", "smoke", {"epochs": "2"}, progress=False).name == "pacs.ipynb"
