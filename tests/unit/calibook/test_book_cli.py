@@ -13,6 +13,7 @@ from unittest import mock
 import nbformat
 import papermill
 import pytest
+import yaml
 from papermill.exceptions import PapermillExecutionError
 
 import calibook.pages
@@ -400,3 +401,25 @@ def test_a_run_with_a_copys_parameters_writes_that_copy(fake_papermill, monkeypa
     assert book.execute_notebook("pacs", "smoke", {"target": "sketch"}, progress=False).name == "pacs-sketch.ipynb"
     assert book.execute_notebook("pacs", "smoke", {"target": "photo"}, progress=False).name == "pacs.ipynb"
     assert book.execute_notebook("pacs", "smoke", {"epochs": "2"}, progress=False).name == "pacs.ipynb"
+
+
+def test_only_the_copies_a_build_made_are_staged_under_their_page(monkeypatch, tmp_path) -> None:
+    """A copy the build ran (b-x) becomes a section of its page in the staged table of contents, titled
+    by its page and parameters, and joins the pages the ledger reads; one it did not run (b-y) does not."""
+    site = tmp_path / "site"
+    (site / "notebooks").mkdir(parents=True)
+    (site / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n- file: notebooks/a\n- file: notebooks/b\n"
+    )
+    (tmp_path / "b-x.ipynb").write_text("{}")
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
+    monkeypatch.setattr(book, "copies", lambda n: [(n, {})] + [(f"{n}-{t}", {"target": t}) for t in "xy"] * (n == "b"))
+    monkeypatch.setattr(book, "get", lambda n: mock.Mock(title="Bee: a table"))
+    monkeypatch.setattr(book, "_stage_notebook", lambda path: None)
+    assert book._stage_copies(site, "cpu", ["a", "b"]) == ["a", "b", "b-x"]
+    chapters = yaml.safe_load((site / "_toc.yml").read_text())["chapters"]
+    assert chapters == [
+        {"file": "notebooks/a"},
+        {"file": "notebooks/b", "sections": [{"file": "notebooks/b-x", "title": "Bee, target x"}]},
+    ]
+    assert (site / "notebooks" / "b-x.ipynb").exists() and not (site / "notebooks" / "b-y.ipynb").exists()
