@@ -170,7 +170,8 @@ def lib_references(notebook: Path) -> list[str]:
 
 def _stage_notebook(notebook: Path) -> None:
     """Prepare a staged notebook for the reader: papermill's injected ``# Parameters`` cell is removed
-    from the rendered page (tag ``remove-cell``; the real parameters cell stays), and a closing cell
+    from the rendered page (tag ``remove-cell``; the real parameters cell stays) but on a copy of
+    :func:`calibook.pages.copies`, whose parameters (``target = "sketch"``) it shows, and a closing cell
     links its page class and every ``lib`` function it uses to the API page (and from there to
     their source)."""
     import nbformat
@@ -182,7 +183,7 @@ def _stage_notebook(notebook: Path) -> None:
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
+        if "injected-parameters" in tags and "remove-cell" not in tags and notebook.stem == page_of(notebook.stem):
             cell.setdefault("metadata", {})["tags"] = [*tags, "remove-cell"]
     if refs:
         links = "\n".join(f"- {{py:obj}}`{name}`" for name in refs)
