@@ -62,13 +62,14 @@ def execute_notebook(
     check_choice(scale, SCALES, "scale")
     source = check_notebook(name)
     params = {"scale": scale, **check_parameters(name, scale, parameters or {})}
-    out = output or executed_path(copy_for(name, params), scale)
+    copy = copy_for(name, params)  # the page's name, or its copy's (pacs-sketch)
+    out = output or executed_path(copy, scale)
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(out)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.{_owner()}.", suffix=".running.ipynb", dir=out.parent)
     os.close(fd)
     tmp, failed = Path(tmp_name), out.with_name(f"{out.stem}.failed.ipynb")
-    label = f"{place} {out.stem}".strip()
+    label = f"{place} {copy}".strip()
     start = time.monotonic()
     print(f"[calibook] {label} ({scale}): running", flush=True)
     try:
