@@ -103,7 +103,8 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
     Names must be in the parameters cell (``scale`` has its own option); strings are converted to the
     cell's type. Numbers must be finite and >= 0, > 0 where the cell's default is, <= 1 for
     :data:`FRACTIONS`, at least :data:`MINIMA` unless 0; :data:`CHOICES` hold, and ``target`` is a
-    PACS domain. ``ValueError`` names the parameter.
+    PACS domain, returned by its name (``"art"`` as ``"art_painting"``, so the run writes that
+    target's copy, :func:`calibook.pages.copy_for`). ``ValueError`` names the parameter.
     """
     from lib.config import notebooks_with_settings, settings
 
@@ -120,6 +121,10 @@ def check_parameters(name: str, scale: str, parameters: dict[str, Any]) -> dict[
                 f"{key}: not a parameter of notebook {name!r} (its parameters: {valid}){close_matches(key, declared)}"
             )
         value = _convert(key, value, declared[key]["inferred_type_name"])
+        if key == "target":  # PACS's held-out domain, by its name (the alias "art": "art_painting")
+            from lib.data.image_files import resolve_pacs_domain
+
+            value = resolve_pacs_domain(value)
         _check_value(key, value, declared[key], scaled.get(key))
         out[key] = value
     return out
@@ -141,10 +146,6 @@ def _check_value(key: str, value: Any, declared: dict[str, str], scaled: Any) ->
 
     if key in CHOICES:
         check_choice(value, CHOICES[key], key)
-    if key == "target":  # PACS's held-out domain (the alias "art" accepted)
-        from lib.data.image_files import resolve_pacs_domain
-
-        resolve_pacs_domain(value)
     if not isinstance(value, int | float) or isinstance(value, bool):
         return
     if not math.isfinite(value):

@@ -67,7 +67,7 @@ def test_parameters_are_checked_and_converted() -> None:
         "target": "sketch",
     }
     assert notebooks.check_parameters("civilcomments", "smoke", {"data_dir": "3"}) == {"data_dir": "3"}  # str stays
-    assert notebooks.check_parameters("pacs", "smoke", {"target": "art"}) == {"target": "art"}  # an alias
+    assert notebooks.check_parameters("pacs", "smoke", {"target": "art"}) == {"target": "art_painting"}  # an alias
     with pytest.raises(ValueError, match="target: unknown PACS domain 'mars'"):
         notebooks.check_parameters("pacs", "smoke", {"target": "mars"})
     assert notebooks.check_parameters("cleaning", "smoke", {"noise_rate": "1"}) == {"noise_rate": 1.0}
@@ -399,6 +399,7 @@ def test_a_run_with_a_copys_parameters_writes_that_copy(fake_papermill, monkeypa
     page; other parameters write the page itself."""
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
     assert book.execute_notebook("pacs", "smoke", {"target": "sketch"}, progress=False).name == "pacs-sketch.ipynb"
+    assert book.execute_notebook("pacs", "smoke", {"target": "Art"}, progress=False).name == "pacs-art_painting.ipynb"
     assert book.execute_notebook("pacs", "smoke", {"target": "photo"}, progress=False).name == "pacs.ipynb"
     assert book.execute_notebook("pacs", "smoke", {"epochs": "2"}, progress=False).name == "pacs.ipynb"
 
