@@ -35,7 +35,8 @@
 # paper's own Table 2 (`paper_own`).
 #
 # Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`. The
-# built book runs all four: this page holds out Photo, its sections the other three.
+# built book runs all four: the PACS page holds out photo (the default), its three sections art,
+# cartoon and sketch; the run's first line below says which domain this page holds out.
 #
 # ## The methods, on a tiny batch
 #
