@@ -23,8 +23,11 @@ PROG = "python -m calibook"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``list``: the notebooks in book order, each with its parameters."""
+    """``list``: the notebooks in book order, each with its parameters, and the book's copies of it
+    (PACS's other targets) with what they set."""
     from calibook import notebooks
+
+    from calibook.pages import copies
 
     for name in notebooks.notebook_names():
         params = notebooks.notebook_parameters(name)
@@ -32,15 +35,23 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{key}: {p['inferred_type_name']} = {p['default']}" for key, p in params.items() if key != "scale"
         )
         print(f"{name:24s} {shown}" if args.parameters else name)
+        for copy, given in copies(name)[1:]:  # the book's other pages of this notebook (PACS's targets)
+            print(f"{copy:24s} = {name}" + "".join(f" -p {k} {v}" for k, v in given.items()))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``run``: execute the notebook, its name and every ``-p`` checked against its parameters cell first
-    (:func:`calibook.book.execute_notebook`)."""
-    from calibook import book
+    """``run``: execute the notebook, or a copy of it by its name in the book (``pacs-sketch``: ``pacs``
+    with ``-p target sketch``, :func:`calibook.pages.copies`), its name and every ``-p`` checked
+    against its parameters cell first (:func:`calibook.book.execute_notebook`)."""
+    from calibook import book, notebooks
+    from calibook.pages import copies, page_of
 
-    book.execute_notebook(args.notebook, args.scale, dict(args.parameter))
+    name, given = args.notebook, dict(args.parameter)
+    made = dict(copies(page_of(name))) if page_of(name) in notebooks.notebook_names() else {}
+    if name != page_of(name) and name in made:
+        name, given = page_of(name), {**made[name], **given}
+    book.execute_notebook(name, args.scale, given)
     return 0
 
 
@@ -65,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_list)
 
     run = sub.add_parser("run", help="execute one notebook into build/<scale>/notebooks")
-    run.add_argument("notebook", help="a name from `python -m calibook list`")
+    run.add_argument("notebook", help="a name from `python -m calibook list` (a copy's, e.g. pacs-sketch, too)")
     run.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
     run.add_argument(
         "-p",

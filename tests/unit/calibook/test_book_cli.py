@@ -424,3 +424,17 @@ def test_only_the_copies_a_build_made_are_staged_under_their_page(monkeypatch, t
         {"file": "notebooks/b", "sections": [{"file": "notebooks/b-x", "title": "Bee, target x"}]},
     ]
     assert (site / "notebooks" / "b-x.ipynb").exists() and not (site / "notebooks" / "b-y.ipynb").exists()
+
+
+def test_a_copy_runs_and_is_listed_by_its_name_in_the_book(fake_papermill, monkeypatch, tmp_path, capsys) -> None:
+    """The ledger names PACS's other pages ``pacs-sketch``; ``run pacs-sketch`` is ``run pacs -p target
+    sketch`` (other ``-p`` added), a name that is no copy is refused naming it, and ``list`` shows them."""
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    assert cli.main(["run", "pacs-sketch", "--scale", "smoke", "-p", "epochs", "2"]) == 0
+    assert fake_papermill[0]["parameters"] == {"scale": "smoke", "target": "sketch", "epochs": 2}
+    assert (tmp_path / "smoke" / "pacs-sketch.ipynb").exists()
+    assert cli.main(["run", "pacs-mars", "--scale", "smoke"]) == 2
+    assert "notebook: unknown value 'pacs-mars'" in capsys.readouterr().err
+    assert cli.main(["list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[listed.index("pacs") + 3] == "pacs-sketch              = pacs -p target sketch"
