@@ -48,9 +48,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from calibook.pages import copies, page_of
 
     name, given = args.notebook, dict(args.parameter)
-    made = dict(copies(page_of(name))) if page_of(name) in notebooks.notebook_names() else {}
-    if name != page_of(name) and name in made:
-        name, given = page_of(name), {**made[name], **given}
+    if (base := page_of(name)) != name and base in notebooks.notebook_names():  # a copy's name, perhaps
+        made = dict(copies(base))
+        if name in made:
+            name, given = base, {**made[name], **given}
     book.execute_notebook(name, args.scale, given)
     return 0
 
