@@ -25,7 +25,7 @@ from lib.config import SCALES, repo_root
 from lib.validation import check_choice
 from lib.engine import progress as live
 from calibook.notebooks import check_notebook, check_parameters, notebook_names, toc_entries
-from calibook.pages import copies, copy_for, get, page_of
+from calibook.pages import copies, copy_for, copy_named, get, page_of
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
@@ -375,20 +375,22 @@ def paper_builds(scale: str = "cpu") -> list[str]:
 
 
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
-    """Execute every notebook (or those in ``only``) at ``scale``, in book order, each shown with its
+    """Execute every notebook (or those in ``only``: notebooks, or copies by name, ``pacs-sketch``) at ``scale``, each shown with its
     place in the list (:func:`execute_notebook`), then, below paper scale, those of them that
     :func:`paper_builds` names at paper scale (a paper-scale copy of any other page is removed, so the
     ledger never reads a stale one); at the end, or when a page fails or the
     build is interrupted, a table of the pages with their time (:func:`timing_table`)."""
-    names = only or notebook_names()
-    for name in names:
-        check_notebook(name)
-    jobs = [(name, copy, params, scale) for name in names for copy, params in copies(name)]
+    jobs = []
+    for name in only or notebook_names():
+        made = copy_named(name)  # a copy by its name runs alone (pacs-sketch)
+        if made is None:
+            check_notebook(name)
+        jobs += [(*made, scale)] if made else [(name, copy, p, scale) for copy, p in copies(name)]
     if scale != "paper":
         with_runs = paper_builds(scale)
         jobs += [(name, copy, params, "paper") for name, copy, params, _ in jobs if name in with_runs]
-        for name in set(names) - set(with_runs):
-            for copy, _ in copies(name):
+        for name, copy, _, _ in jobs:
+            if name not in with_runs:
                 executed_path(copy, "paper").unlink(missing_ok=True)
     out, rows = [], []
     try:

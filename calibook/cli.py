@@ -44,14 +44,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``run``: execute the notebook, or a copy of it by its name in the book (``pacs-sketch``: ``pacs``
     with ``-p target sketch``, :func:`calibook.pages.copies`), its name and every ``-p`` checked
     against its parameters cell first (:func:`calibook.book.execute_notebook`)."""
-    from calibook import book, notebooks
-    from calibook.pages import copies, page_of
+    from calibook import book
+    from calibook.pages import copy_named
 
     name, given = args.notebook, dict(args.parameter)
-    if (base := page_of(name)) != name and base in notebooks.notebook_names():  # a copy's name, perhaps
-        made = dict(copies(base))
-        if name in made:
-            name, given = base, {**made[name], **given}
+    if made := copy_named(name):
+        name, given = made[0], {**made[2], **given}
     book.execute_notebook(name, args.scale, given)
     return 0
 
@@ -92,7 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     bk = sub.add_parser("book", help="execute the notebooks and build the HTML book")
     bk.add_argument("--scale", default=DEFAULT_SCALE, choices=SCALES)
-    bk.add_argument("--only", nargs="*", help="execute only these notebooks (others are staged as they are)")
+    bk.add_argument(
+        "--only",
+        nargs="*",
+        help="execute only these notebooks, or copies by name (pacs-sketch); others are staged as they are",
+    )
     bk.add_argument("--no-execute", action="store_true", help="build from existing executed copies")
     bk.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     bk.set_defaults(func=cmd_book)

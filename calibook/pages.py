@@ -15,7 +15,7 @@ from typing import Any
 
 from lib.page import Page
 
-__all__ = ["PAGE_MODULES", "all_pages", "copies", "copy_for", "get", "page_of", "queued", "queued_names"]
+__all__ = ["PAGE_MODULES", "all_pages", "copies", "copy_for", "copy_named", "get", "page_of", "queued", "queued_names"]
 
 #: The page modules, paper by paper, then the book's own, in the book's order (the notebook is the
 #: module's last name).
@@ -84,3 +84,15 @@ def copy_for(name: str, parameters: Mapping[str, Any]) -> str:
     """The copy of :func:`copies` a run of notebook ``name`` with ``parameters`` makes (``pacs-sketch``
     for ``target="sketch"``, whatever else it sets), else ``name``: where its executed copy goes."""
     return next((copy for copy, p in copies(name)[1:] if p.items() <= parameters.items()), name)
+
+
+def copy_named(name: str) -> tuple[str, str, dict[str, str]] | None:
+    """The copy of :func:`copies` called ``name`` (``pacs-sketch``) as (notebook, copy, parameters), or
+    ``None`` when ``name`` is no copy of a notebook (a notebook's own name included)."""
+    from calibook.notebooks import notebook_names
+
+    base = page_of(name)
+    if base == name or base not in notebook_names():
+        return None
+    params = dict(copies(base)).get(name)
+    return None if params is None else (base, name, params)

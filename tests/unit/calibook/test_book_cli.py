@@ -438,3 +438,27 @@ def test_a_copy_runs_and_is_listed_by_its_name_in_the_book(fake_papermill, monke
     assert cli.main(["list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert listed[listed.index("pacs") + 3] == "pacs-sketch              = pacs -p target sketch"
+
+
+def test_book_only_runs_a_copy_by_its_name_alone(monkeypatch, tmp_path) -> None:
+    """``book --only pacs-sketch`` runs that copy (at paper scale too when PACS has published runs),
+    not PACS's other targets, and leaves their paper-scale copies alone; a name that is neither a
+    notebook nor a copy is refused naming it."""
+    seen = []
+    monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / scale / f"{name}.ipynb")
+    monkeypatch.setattr(
+        book, "execute_notebook", lambda name, at, params, out, place="": seen.append((name, at, params, out.stem))
+    )
+    for name in ("pacs", "cifar10h"):
+        (tmp_path / "paper").mkdir(exist_ok=True)
+        (tmp_path / "paper" / f"{name}.ipynb").write_text("{}")
+    monkeypatch.setattr(book, "paper_builds", lambda scale: ["pacs"])
+    book.execute_all("smoke", ["pacs-sketch", "cifar10h"])
+    assert seen == [
+        ("pacs", "smoke", {"target": "sketch"}, "pacs-sketch"),
+        ("cifar10h", "smoke", {}, "cifar10h"),
+        ("pacs", "paper", {"target": "sketch"}, "pacs-sketch"),
+    ]
+    assert (tmp_path / "paper" / "pacs.ipynb").exists() and not (tmp_path / "paper" / "cifar10h.ipynb").exists()
+    with pytest.raises(ValueError, match="notebook: unknown value 'pacs-mars'"):
+        book.execute_all("smoke", ["pacs-mars"])
