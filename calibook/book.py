@@ -31,6 +31,7 @@ BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book",)
 SCALES_TABLE = Path("book") / "_scales_table.md"  # included by book/intro.md and book/scales.md
 CLUSTER_TABLE = Path("book") / "_cluster_table.md"  # included by book/cluster.md
+SETTINGS_TABLE = Path("book") / "_settings_table.md"  # included by book/scales.md
 
 
 def build_dir(scale: str) -> Path:
@@ -285,6 +286,31 @@ def _scales_table(scale: str, names: list[str]) -> str:
     return "\n".join(rows)
 
 
+def _setting(value: Any) -> str:
+    """A setting of ``lib/scales.toml`` as its table cell: TOML's spelling of booleans, lists unbracketed."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return ", ".join(map(_setting, value)) if isinstance(value, list) else str(value)
+
+
+def settings_table(names: list[str]) -> str:
+    """Every setting of ``lib/scales.toml`` (:func:`lib.config.settings`) of the pages ``names``: per page,
+    the settings that differ between scales as a table (one column per scale), then those alike at all."""
+    from lib.config import SCALES, notebooks_with_settings, settings
+
+    out = []
+    for name in (n for n in names if n in notebooks_with_settings()):
+        at = {s: settings(name, s) for s in SCALES}
+        keys = [k for k in dict.fromkeys(k for s in SCALES for k in at[s]) if k != "scale"]
+        cells = {k: [_setting(at[s][k]) if k in at[s] else "—" for s in SCALES] for k in keys}
+        out += [f"### [{name}](../notebooks/{name}.ipynb)", "", "| setting | " + " | ".join(SCALES) + " |"]
+        out += ["|---" * (len(SCALES) + 1) + "|"]
+        out += [f"| `{k}` | " + " | ".join(c) + " |" for k, c in cells.items() if len(set(c)) > 1]
+        alike = [f"`{k}` = {c[0]}" for k, c in cells.items() if len(set(c)) == 1]
+        out += ["", f"At every scale: {'; '.join(alike)}." if alike else "", ""]
+    return "\n".join(out)
+
+
 def stage(scale: str) -> Path:
     """Copy the book sources and the executed notebooks into ``build/<scale>/site``."""
     site = build_dir(scale) / "site"
@@ -319,6 +345,7 @@ def stage(scale: str) -> Path:
         f"This build ran every notebook at the **`{scale}`** scale "
         f"(`python -m calibook book --scale {scale}`).\n\n" + _scales_table(scale, shown) + "\n"
     )
+    (site / SETTINGS_TABLE).write_text(settings_table(names) + "\n")
     from calibook.gpu.cluster import plan_table
 
     (site / CLUSTER_TABLE).write_text(plan_table("paper") + "\n")  # the paper scale's jobs, GPU-hours

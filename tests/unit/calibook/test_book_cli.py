@@ -394,6 +394,34 @@ def test_the_scales_table_says_what_made_each_pages_numbers_and_its_paper_scale_
     assert book._scales_table("paper", ["gauss"]).splitlines()[2].endswith("| paper: MLP, 10 seeds |  |")
 
 
+def test_the_settings_table_shows_what_differs_between_scales_then_what_is_alike(monkeypatch) -> None:
+    """``book/scales.md``'s settings per page: the settings that differ by scale as rows (a setting a
+    scale lacks shown as "—"), the rest in one sentence; a page without settings gets nothing."""
+    import lib.config
+
+    toml = {
+        "toy": {
+            "common": {"lam": 2.0, "methods": ["a", "b"], "epochs": 50},
+            "smoke": {"epochs": 1, "augment": True, "seeds": [0]},
+            "cpu": {"augment": False, "seeds": [0]},
+            "paper": {"augment": True, "seeds": [0, 1, 2], "stack": 0},
+        }
+    }
+    monkeypatch.setattr(lib.config, "_table", lambda: toml)
+    assert book.settings_table(["toy", "other"]).splitlines() == [
+        "### [toy](../notebooks/toy.ipynb)",
+        "",
+        "| setting | smoke | cpu | paper |",
+        "|---|---|---|---|",
+        "| `epochs` | 1 | 50 | 50 |",
+        "| `augment` | true | false | true |",
+        "| `seeds` | 0 | 0 | 0, 1, 2 |",
+        "| `stack` | — | — | 0 |",
+        "",
+        "At every scale: `lam` = 2.0; `methods` = a, b.",
+    ]
+
+
 def test_a_run_with_a_copys_parameters_writes_that_copy(fake_papermill, monkeypatch, tmp_path) -> None:
     """``python -m calibook run pacs -p target sketch`` replaces the book's sketch page, not its photo
     page; other parameters write the page itself."""
