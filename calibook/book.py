@@ -355,9 +355,11 @@ def stage(scale: str) -> Path:
 def _stage_copies(site: Path, scale: str, names: list[str]) -> list[str]:
     """Stage the executed copies of :func:`calibook.pages.copies` beyond each notebook's own (PACS's
     other held-out domains) that this build made, each a section under its notebook's entry of the
-    staged ``_toc.yml`` titled by its parameters ("PACS, target sketch"); returns every staged page
-    in book order."""
+    staged ``_toc.yml`` titled by its parameters ("PACS, target sketch"), then the page's
+    :meth:`~lib.page.Page.across_targets` of them all; returns every staged notebook in book order."""
     import yaml
+
+    from calibook.page import read_published
 
     toc_path = site / "_toc.yml"
     toc, shown = yaml.safe_load(toc_path.read_text()), []
@@ -371,6 +373,10 @@ def _stage_copies(site: Path, scale: str, names: list[str]) -> list[str]:
                 title = ", ".join([get(name).title.split(":")[0], *(f"{k} {v}" for k, v in params.items())])
                 entries[name].setdefault("sections", []).append({"file": f"notebooks/{copy}", "title": title})
                 shown.append(copy)
+        mine = [site / "notebooks" / f"{c}.ipynb" for c in shown if page_of(c) == name]
+        if len(mine) > 1 and (text := get(name).across_targets([read_published(nb) for nb in mine])):
+            (site / "notebooks" / f"{name}-all.md").write_text(text)
+            entries[name]["sections"].append({"file": f"notebooks/{name}-all"})
     toc_path.write_text(yaml.safe_dump(toc, sort_keys=False))
     return shown
 

@@ -78,6 +78,11 @@ class Page:
         -> record); ``None`` when nothing is in (or the page has no paper-scale runs)."""
         return None
 
+    def across_targets(self, published: Sequence[Mapping[str, Any]]) -> str | None:
+        """A page with :attr:`targets`: one Markdown page of what its copies, one per target, published
+        (``published``: each copy's values, :func:`calibook.page.read_published`); ``None``: no such page."""
+        return None
+
     def check_target(self, target: str | None) -> None:
         """``ValueError`` unless ``target`` is one of the page's :attr:`targets`."""
         if target not in self.targets:

@@ -36,7 +36,8 @@
 #
 # Run one target per execution: `papermill notebooks/pacs.ipynb out.ipynb -p target sketch`. The
 # built book runs all four: the PACS page holds out photo (the default), its three sections art,
-# cartoon and sketch; the run's first line below says which domain this page holds out.
+# cartoon and sketch, and its last section sets the four side by side as Table 2; the run's first
+# line below says which domain this page holds out.
 #
 # ## The methods, on a tiny batch
 #

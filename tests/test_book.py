@@ -45,6 +45,9 @@ def test_every_pacs_target_is_a_page_under_pacs(html: Path) -> None:
         assert f"PACS, target {target}" in nav, f"the PACS page's navigation has no {target} section"
         assert read_published(executed_path(f"pacs-{target}", "smoke"))["target"] == target
     assert read_published(executed_path("pacs", "smoke"))["target"] == "photo"
+    whole = (html / "notebooks" / "pacs-all.html").read_text()  # Table 2 with all four targets
+    assert "PACS, every target: Table 2" in nav and "at <code class" in whole
+    assert all(f">{t}<" in whole for t in ("photo", "art_painting", "cartoon", "sketch")) and "—" not in whole
 
 
 def test_landing_page_lists_the_scale_of_every_page(html: Path) -> None:

@@ -137,6 +137,23 @@ def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, p
     return ours[["method", "ece", "ece_se", "accuracy", "accuracy_se"]], paper
 
 
+def table2(published: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, pd.DataFrame]:
+    """Table 2 whole, from each target's page: ``published[target]`` is its ``table`` (method -> mean
+    metrics, :func:`lib.moe.claims.results_values`). Per metric (accuracy, ECE, ECE+TS), a row per method
+    and a column per target, each cell ours with the paper's in brackets, "—" for ours where not run."""
+    out = {}
+    for i, metric in enumerate(exp.METRICS):
+        rows = {}
+        for m in PAPER_TABLE2[PACS_TARGETS[0]]:
+            ours = {t: published.get(t, {}).get(m, {}).get(metric) for t in PACS_TARGETS}
+            cells = {
+                t: f"{'—' if v is None else f'{v:.3f}'} ({PAPER_TABLE2[t][m][2 * i]:.3f})" for t, v in ours.items()
+            }
+            rows[exp.METHOD_LABELS[m]] = cells
+        out[metric] = pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+    return out
+
+
 def pacs_data(cfg: Mapping[str, Any], target: str) -> Any:
     """The bundle a PACS scale trains on for held-out ``target``: synthetic domains, frozen features
     (:func:`lib.features.pacs_features.pacs_features`) or the images (:func:`lib.data.images.load_pacs`)."""
@@ -200,6 +217,24 @@ class PacsPage(MoEPage):
     def data(self, cfg: Mapping[str, Any], target: str | None = None) -> Any:
         """The bundle a PACS scale trains on for ``target`` (:func:`pacs_data`, which checks it)."""
         return pacs_data(cfg, target)
+
+    def across_targets(self, published: Sequence[Mapping[str, Any]]) -> str | None:
+        """Table 2 with every target the build ran (:func:`table2`), as the last section of the page."""
+        tables = {p["target"]: p["table"] for p in published if "target" in p and "table" in p}
+        if not tables:
+            return None
+        scale = next(p["scale_summary"].split(":")[0] for p in published if "scale_summary" in p)
+        text = [
+            "# PACS, every target: Table 2",
+            "",
+            f"Table 2 with every held-out domain this build ran, at `{scale}` scale: ours (mean over our seeds, "
+            "from each target's page) with the paper's (mean of five seeds) in brackets. Each target's page "
+            "has its column with standard errors, its claims and its reliability diagrams.",
+        ]
+        for metric, frame in table2(tables).items():
+            text += ["", f"## {dict(zip(exp.METRICS, ('Accuracy', 'ECE', 'ECE after temperature scaling')))[metric]}"]
+            text += ["", frame.to_markdown()]
+        return "\n".join(text) + "\n"
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
         """Table 2 for the items' target: ours beside the paper's, on the whole held-out domain."""

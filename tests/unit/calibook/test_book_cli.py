@@ -432,26 +432,36 @@ def test_a_run_with_a_copys_parameters_writes_that_copy(fake_papermill, monkeypa
     assert book.execute_notebook("pacs", "smoke", {"epochs": "2"}, progress=False).name == "pacs.ipynb"
 
 
-def test_only_the_copies_a_build_made_are_staged_under_their_page(monkeypatch, tmp_path) -> None:
+def test_only_the_copies_a_build_made_are_staged_under_their_page(monkeypatch, tmp_path, executed_notebook) -> None:
     """A copy the build ran (b-x) becomes a section of its page in the staged table of contents, titled
-    by its page and parameters, and joins the pages the ledger reads; one it did not run (b-y) does not."""
+    by its page and parameters, and joins the pages the ledger reads; one it did not run (b-y) does not.
+    Then the page's view of all its copies (PACS's Table 2 whole) is a last section, made from what
+    each copy published; a page with one copy (a) gets none."""
     site = tmp_path / "site"
     (site / "notebooks").mkdir(parents=True)
     (site / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n- file: notebooks/a\n- file: notebooks/b\n"
     )
-    (tmp_path / "b-x.ipynb").write_text("{}")
+    executed_notebook(site / "notebooks" / "a.ipynb", {"target": "-"})
+    executed_notebook(site / "notebooks" / "b.ipynb", {"target": "w"})
+    executed_notebook(tmp_path / "b-x.ipynb", {"target": "x"})
     monkeypatch.setattr(book, "executed_path", lambda name, scale: tmp_path / f"{name}.ipynb")
     monkeypatch.setattr(book, "copies", lambda n: [(n, {})] + [(f"{n}-{t}", {"target": t}) for t in "xy"] * (n == "b"))
-    monkeypatch.setattr(book, "get", lambda n: mock.Mock(title="Bee: a table"))
+    whole = lambda published: "# Bee, all\n" + " ".join(p["target"] for p in published)  # noqa: E731
+    monkeypatch.setattr(book, "get", lambda n: mock.Mock(title="Bee: a table", across_targets=whole))
     monkeypatch.setattr(book, "_stage_notebook", lambda path: None)
     assert book._stage_copies(site, "cpu", ["a", "b"]) == ["a", "b", "b-x"]
     chapters = yaml.safe_load((site / "_toc.yml").read_text())["chapters"]
     assert chapters == [
         {"file": "notebooks/a"},
-        {"file": "notebooks/b", "sections": [{"file": "notebooks/b-x", "title": "Bee, target x"}]},
+        {
+            "file": "notebooks/b",
+            "sections": [{"file": "notebooks/b-x", "title": "Bee, target x"}, {"file": "notebooks/b-all"}],
+        },
     ]
     assert (site / "notebooks" / "b-x.ipynb").exists() and not (site / "notebooks" / "b-y.ipynb").exists()
+    assert (site / "notebooks" / "b-all.md").read_text() == "# Bee, all\nw x"
+    assert not (site / "notebooks" / "a-all.md").exists()
 
 
 def test_a_copy_runs_and_is_listed_by_its_name_in_the_book(fake_papermill, monkeypatch, tmp_path, capsys) -> None:

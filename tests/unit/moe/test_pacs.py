@@ -144,3 +144,24 @@ def test_the_papers_own_table_2_under_the_same_rule(robust_wins_frame) -> None:
     assert "held" not in own["cartoon"][:4]
     assert own["sketch"][0] == "held"  # Robust MoE .033 ± .017 against FGR .176 ± .020
     assert {v[4] for v in own.values()} == {"held"}  # MoCaE's printed accuracy equals Vanilla's
+
+
+def test_table2_whole_sets_each_targets_numbers_beside_the_papers() -> None:
+    """Table 2 across targets: a cell is ours (3 digits) with the paper's in brackets (SPEC: Single
+    Expert .943 / .031 / .024 on photo, Robust MoE .666 / .033 / .072 on sketch); a target not run
+    shows "—" for ours; the page's section says at which scale its copies ran."""
+    from lib.moe.pages.pacs import table2
+
+    photo = {"single": {"accuracy": 0.9, "ece": 0.05, "ece_ts": 0.04}}
+    sketch = {"robust": {"accuracy": 0.5, "ece": 0.1, "ece_ts": 0.2}}
+    t = table2({"photo": photo, "sketch": sketch})
+    assert list(t) == ["accuracy", "ece", "ece_ts"]
+    assert list(t["ece"].columns) == ["photo", "art_painting", "cartoon", "sketch"]
+    assert list(t["ece"].index) == [exp.METHOD_LABELS[m] for m in exp.METHODS]
+    assert [t[m].loc["Single Expert", "photo"] for m in t] == ["0.900 (0.943)", "0.050 (0.031)", "0.040 (0.024)"]
+    assert [t[m].loc["Robust MoE", "sketch"] for m in t] == ["0.500 (0.666)", "0.100 (0.033)", "0.200 (0.072)"]
+    assert t["accuracy"].loc["Robust MoE", "photo"] == "— (0.931)"
+    page = PAGE.across_targets([{"target": "photo", "table": photo, "scale_summary": "cpu: photo"}, {"x": 1}])
+    assert page.startswith("# PACS, every target: Table 2") and "at `cpu` scale" in page
+    assert "| Single Expert   | 0.900 (0.943) | — (0.780)" in page
+    assert PAGE.across_targets([{"scale_summary": "cpu: photo"}]) is None
