@@ -231,9 +231,9 @@ class PacsPage(MoEPage):
             "from each target's page) with the paper's (mean of five seeds) in brackets. Each target's page "
             "has its column with standard errors, its claims and its reliability diagrams.",
         ]
-        for metric, frame in table2(tables).items():
-            text += ["", f"## {dict(zip(exp.METRICS, ('Accuracy', 'ECE', 'ECE after temperature scaling')))[metric]}"]
-            text += ["", frame.to_markdown()]
+        heads = ("Accuracy", "ECE", "ECE+TS (the public code's partial temperature fit, as on each target's page)")
+        for head, frame in zip(heads, table2(tables).values(), strict=True):
+            text += ["", f"## {head}", "", frame.to_markdown()]
         return "\n".join(text) + "\n"
 
     def table(self, items: Sequence[Item], got: Mapping[str, dict[str, Any]]) -> Any:
