@@ -408,8 +408,9 @@ def paper_builds(scale: str = "cpu") -> list[str]:
 
 
 def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
-    """Execute every notebook (or those in ``only``: notebooks, or copies by name, ``pacs-sketch``) at ``scale``, each shown with its
-    place in the list (:func:`execute_notebook`), then, below paper scale, those of them that
+    """Execute every notebook in book order (or those in ``only``: notebooks, or copies by their name,
+    ``pacs-sketch``) at ``scale``, each shown with its place in the list (:func:`execute_notebook`),
+    then, below paper scale, those of them that
     :func:`paper_builds` names at paper scale (a paper-scale copy of any other page is removed, so the
     ledger never reads a stale one); at the end, or when a page fails or the
     build is interrupted, a table of the pages with their time (:func:`timing_table`)."""
