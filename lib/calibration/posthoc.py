@@ -107,7 +107,8 @@ class TemperatureScaler:
       line search and ``lr`` = 1, to the float64 precision of the NLL.
     * ``protocol="paper"`` (paper 1, App. D.5: "LBFGS (50 iterations, learning rate 0.01)", the rate
       from its public code): the same LBFGS *without* line search and ``lr`` = 0.01, which stops well
-      short of the minimiser (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol).
+      short of a minimiser above 1 and can jump past one below 1, down to the lower bound
+      (:mod:`lib.moe.evaluate` explains why this partial fit is the protocol).
     * ``criterion="ece"`` (paper 4, Tables 1 and 4: "the temperature T is selected by minimizing
       ECE"): T minimises the top-label ECE with ``n_bins`` equal-width bins. The ECE is piecewise
       constant in T, so log T is searched on 241 points over [0.05, 20], then 101 points within one

@@ -7,8 +7,11 @@
 * **Temperature fit** (``TemperatureScaler(protocol="paper")``): "LBFGS (50 iterations, learning rate
   0.01)" on the validation cross-entropy (D.5; the rate's digits, lost in the paper's text, are
   restored from the public code). T starts at 1 and torch's LBFGS runs without a line search, so
-  every step is 0.01 x the quasi-Newton (in one dimension, secant-Newton) step: 50 iterations move T
-  only about 40% of the way to the NLL minimiser. This partial fit *is* the paper's protocol;
+  every step is 0.01 x the quasi-Newton (in one dimension, secant-Newton) step: on an overconfident
+  model 50 iterations move T only about 40% of the way to the NLL minimiser. On an underconfident one
+  (minimiser below 1) the fit is erratic: once LBFGS's curvature estimate collapses, one step can jump
+  past the minimiser, down to T's lower bound (one-hot predictions, ECE+TS = 1 - accuracy;
+  :func:`lib.moe.tables.temperature_fits` counts it). This partial fit *is* the paper's protocol;
   ``fit="converged"`` uses the minimiser instead, for comparison.
 * **ECE+TS**: one scalar T fitted on log(mixture probs) of the validation split, applied to the test
   mixture as softmax(log p / T) (D.5).

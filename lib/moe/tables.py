@@ -28,6 +28,9 @@ COLUMN_LABELS: dict[tuple[str, str], str] = {
 }
 
 
+T_AT_BOUND: float = 1e-5
+"""A fitted temperature below this sits at :class:`~lib.calibration.posthoc.TemperatureScaler`'s lower bound (1e-6)."""
+
 _RUN_FIELDS = ("lam", "warmup_epochs", "epochs", "backbone", "pretrained", "device", "date", "key", "train_seconds")
 
 
@@ -146,6 +149,33 @@ def mocae_fit_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def temperature_fits(records: Sequence[Mapping[str, Any]]) -> str:
+    """What the paper's partial temperature fit (ECE+TS) did on these runs beside the converged fit, in
+    one sentence: how many models were underconfident on the validation split (converged T < 1), and
+    the runs whose partial fit is no partial move, ending outside the interval between 1 and the
+    converged T (past it, or at T's lower bound: one-hot predictions, ECE+TS = 1 - accuracy)."""
+    fits = [(run_fields(r), r["metrics"]) for r in records if "temperature_converged" in r["metrics"]]
+    under = sum(m["temperature_converged"] < 1 for _, m in fits)
+    head = f"Temperature fits: {under} of {len(fits)} runs' models were underconfident on the validation split (converged T < 1)"
+    out = [
+        (f, m)
+        for f, m in fits
+        if not min(1, m["temperature_converged"]) <= m["temperature"] <= max(1, m["temperature_converged"])
+    ]
+    if not out:
+        return f"{head}; the paper's partial fit ended between 1 and the converged T in every run."
+    runs = ", ".join(
+        f"{METHOD_LABELS.get(f['method'], f['method'])} s{f['seed']} (T {m['temperature']:.2g} vs "
+        f"{m['temperature_converged']:.2f}{', at the bound' if m['temperature'] < T_AT_BOUND else ''})"
+        for f, m in out
+    )
+    return (
+        f"{head}. The paper's partial LBFGS fit is no partial move in {len(out)} runs: it ended past the "
+        f"converged T, {sum(m['temperature'] < T_AT_BOUND for _, m in out)} of them at T's lower bound, where "
+        f"every prediction is one-hot and ECE+TS is 1 - accuracy: {runs}."
+    )
 
 
 def provenance_table(records: Sequence[Mapping[str, Any]]) -> tuple[str, pd.DataFrame]:

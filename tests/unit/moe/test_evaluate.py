@@ -50,6 +50,19 @@ def test_paper_temperature_is_a_partial_fit_towards_the_minimiser():
     assert paper_temperature(z, y, lr=1.0, max_iter=100) == pytest.approx(t_star, rel=1e-4)
 
 
+def test_paper_temperature_can_jump_past_an_underconfident_minimiser():
+    """Below T* = 1 the partial fit is no partial move: at T* = 0.6 it stops between 1 and T*, at
+    T* = 0.5 it jumps past T* (seed 0) or down to the lower bound 1e-6 (seed 1), where every
+    prediction is one-hot."""
+    z, y = _calibrated_logits(4000, 10, 0.6)
+    assert fit_temperature(z, y) < paper_temperature(z, y) < 1.0
+    z, y = _calibrated_logits(4000, 10, 0.5)
+    t_star = fit_temperature(z, y)
+    assert t_star == pytest.approx(0.5, rel=0.05) and 0.01 < paper_temperature(z, y) < 0.5 * t_star
+    z, y = _calibrated_logits(4000, 10, 0.5, seed=1)
+    assert fit_temperature(z, y) > 0.4 and paper_temperature(z, y) == pytest.approx(1e-6)
+
+
 def test_paper_temperature_leaves_calibrated_logits_alone():
     z, y = _calibrated_logits(4000, 10, 1.0)
     assert paper_temperature(z, y) == pytest.approx(1.0, abs=0.01)

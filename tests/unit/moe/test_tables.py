@@ -97,3 +97,26 @@ def test_provenance_names_the_backbone_once_and_sums_minutes_per_method() -> Non
     assert table["method"].tolist() == ["Vanilla MoE", "Robust MoE"]
     assert table["seeds"].tolist() == ["0, 1", "0"] and table["training minutes"].tolist() == [3.0, 0.5]
     assert table["source"].tolist() == ["computed here"] * 2 and table["date"].iloc[0] == "2026-11-25"
+
+
+def test_temperature_fits_name_the_runs_whose_partial_fit_overshot() -> None:
+    """Per run: the converged T below 1 marks an underconfident model; the partial fit's T below it
+    overshot, below 1e-5 it sits at the lower bound; runs without a converged fit are left out."""
+
+    def rec(method: str, seed: int, t: float, t_conv: float | None) -> dict:
+        metrics = {"temperature": t} | ({} if t_conv is None else {"temperature_converged": t_conv})
+        return {"method": method, "config": {"train": {"seed": seed}}, "metrics": metrics}
+
+    runs = [rec("vanilla", 0, 1.2, 1.5), rec("vanilla", 1, 0.9, 0.8), rec("robust", 0, 0.2, 0.4)]
+    runs += [rec("robust", 1, 1e-6, 0.35), rec("single", 0, 0.7, None)]
+    assert moe_tables.temperature_fits(runs) == (
+        "Temperature fits: 3 of 4 runs' models were underconfident on the validation split (converged T < 1). "
+        "The paper's partial LBFGS fit is no partial move in 2 runs: it ended past the converged T, 1 of them "
+        "at T's lower bound, where every prediction is one-hot and ECE+TS is 1 - accuracy: Robust MoE s0 (T 0.2 "
+        "vs 0.40), Robust MoE s1 (T 1e-06 vs 0.35, at the bound)."
+    )
+    assert moe_tables.temperature_fits(runs[:2]).endswith(
+        "1 of 2 runs' models were underconfident on the validation split (converged T < 1); the paper's "
+        "partial fit ended between 1 and the converged T in every run."
+    )
+    assert "Vanilla MoE s0 (T 1.6 vs 1.50)" in moe_tables.temperature_fits([rec("vanilla", 0, 1.6, 1.5)])
