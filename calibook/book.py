@@ -419,7 +419,8 @@ def execute_all(scale: str, only: list[str] | None = None) -> list[Path]:
         made = copy_named(name)  # a copy by its name runs alone (pacs-sketch)
         if made is None:
             check_notebook(name)
-        jobs += [(*made, scale)] if made else [(name, copy, p, scale) for copy, p in copies(name)]
+        asked = [(*made, scale)] if made else [(name, copy, p, scale) for copy, p in copies(name)]
+        jobs += [job for job in asked if job[1] not in {j[1] for j in jobs}]  # pacs and pacs-sketch: once
     if scale != "paper":
         with_runs = paper_builds(scale)
         jobs += [(name, copy, params, "paper") for name, copy, params, _ in jobs if name in with_runs]

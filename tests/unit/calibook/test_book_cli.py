@@ -491,12 +491,20 @@ def test_book_only_runs_a_copy_by_its_name_alone(monkeypatch, tmp_path) -> None:
         (tmp_path / "paper").mkdir(exist_ok=True)
         (tmp_path / "paper" / f"{name}.ipynb").write_text("{}")
     monkeypatch.setattr(book, "paper_builds", lambda scale: ["pacs"])
-    book.execute_all("smoke", ["pacs-sketch", "cifar10h"])
+    book.execute_all("smoke", ["pacs-sketch", "cifar10h", "pacs-sketch"])  # a copy asked twice runs once
     assert seen == [
         ("pacs", "smoke", {"target": "sketch"}, "pacs-sketch"),
         ("cifar10h", "smoke", {}, "cifar10h"),
         ("pacs", "paper", {"target": "sketch"}, "pacs-sketch"),
     ]
     assert (tmp_path / "paper" / "pacs.ipynb").exists() and not (tmp_path / "paper" / "cifar10h.ipynb").exists()
+    seen.clear()
+    book.execute_all("smoke", ["pacs", "pacs-sketch"])  # the page's copies include pacs-sketch
+    assert [out for _, at, _, out in seen if at == "smoke"] == [
+        "pacs",
+        "pacs-art_painting",
+        "pacs-cartoon",
+        "pacs-sketch",
+    ]
     with pytest.raises(ValueError, match="notebook: unknown value 'pacs-mars'"):
         book.execute_all("smoke", ["pacs-mars"])
