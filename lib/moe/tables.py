@@ -157,6 +157,8 @@ def temperature_fits(records: Sequence[Mapping[str, Any]]) -> str:
     the runs whose partial fit is no partial move, ending outside the interval between 1 and the
     converged T (past it, or at T's lower bound: one-hot predictions, ECE+TS = 1 - accuracy)."""
     fits = [(run_fields(r), r["metrics"]) for r in records if "temperature_converged" in r["metrics"]]
+    if not fits:
+        return "Temperature fits: no run here has both fits."
     under = sum(m["temperature_converged"] < 1 for _, m in fits)
     head = f"Temperature fits: {under} of {len(fits)} runs' models were underconfident on the validation split (converged T < 1)"
     out = [

@@ -223,7 +223,7 @@ class PacsPage(MoEPage):
         tables = {p["target"]: p["table"] for p in published if "target" in p and "table" in p}
         if not tables:
             return None
-        scale = next(p["scale_summary"].split(":")[0] for p in published if "scale_summary" in p)
+        scale = next((p["scale_summary"].split(":")[0] for p in published if "scale_summary" in p), "?")
         text = [
             "# PACS, every target: Table 2",
             "",

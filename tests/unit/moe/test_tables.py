@@ -120,3 +120,4 @@ def test_temperature_fits_name_the_runs_whose_partial_fit_overshot() -> None:
         "partial fit ended between 1 and the converged T in every run."
     )
     assert "Vanilla MoE s0 (T 1.6 vs 1.50)" in moe_tables.temperature_fits([rec("vanilla", 0, 1.6, 1.5)])
+    assert moe_tables.temperature_fits(runs[-1:]) == "Temperature fits: no run here has both fits."
