@@ -17,7 +17,7 @@ from lib.moe import experiment as exp
 from lib.moe import paper as paper_text
 from lib.moe.claims import PaperRow, gate, moe_claims
 from lib.moe.pages import PACS_TARGETS, MoEPage, moe_items
-from lib.moe.tables import paper_scale_table
+from lib.moe.tables import fmt, paper_scale_table
 
 #: The paper's PACS network (App. D.2, Table 4; the weights named by the official code).
 PAPER_BACKBONE: str = paper_text.PAPER["pacs"]["backbone"]
@@ -140,16 +140,17 @@ def tradeoff_points(summary: pd.DataFrame, target: str) -> tuple[pd.DataFrame, p
 def table2(published: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, pd.DataFrame]:
     """Table 2 whole, from each target's page: ``published[target]`` is its ``table`` (method -> mean
     metrics, :func:`lib.moe.claims.results_values`). Per metric (accuracy, ECE, ECE+TS), a row per method
-    and a column per target, each cell ours with the paper's in brackets, "—" for ours where not run."""
+    and a column per target, each cell ours with the paper's in brackets (:func:`lib.moe.tables.fmt`:
+    "—" for ours where not run)."""
     out = {}
     for i, metric in enumerate(exp.METRICS):
-        rows = {}
-        for m in PAPER_TABLE2[PACS_TARGETS[0]]:
-            ours = {t: published.get(t, {}).get(m, {}).get(metric) for t in PACS_TARGETS}
-            cells = {
-                t: f"{'—' if v is None else f'{v:.3f}'} ({PAPER_TABLE2[t][m][2 * i]:.3f})" for t, v in ours.items()
+        rows = {
+            exp.METHOD_LABELS[m]: {
+                t: f"{fmt(published.get(t, {}).get(m, {}).get(metric))} ({fmt(PAPER_TABLE2[t][m][2 * i])})"
+                for t in PACS_TARGETS
             }
-            rows[exp.METHOD_LABELS[m]] = cells
+            for m in exp.METHODS
+        }
         out[metric] = pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
     return out
 

@@ -147,7 +147,7 @@ def test_the_papers_own_table_2_under_the_same_rule(robust_wins_frame) -> None:
 
 
 def test_table2_whole_sets_each_targets_numbers_beside_the_papers() -> None:
-    """Table 2 across targets: a cell is ours (3 digits) with the paper's in brackets (SPEC: Single
+    """Table 2 across targets: a cell is ours (3 digits, the paper's style) with the paper's in brackets (SPEC: Single
     Expert .943 / .031 / .024 on photo, Robust MoE .666 / .033 / .072 on sketch); a target not run
     shows "—" for ours; the page's section says at which scale its copies ran."""
     from lib.moe.pages.pacs import table2
@@ -158,10 +158,10 @@ def test_table2_whole_sets_each_targets_numbers_beside_the_papers() -> None:
     assert list(t) == ["accuracy", "ece", "ece_ts"]
     assert list(t["ece"].columns) == ["photo", "art_painting", "cartoon", "sketch"]
     assert list(t["ece"].index) == [exp.METHOD_LABELS[m] for m in exp.METHODS]
-    assert [t[m].loc["Single Expert", "photo"] for m in t] == ["0.900 (0.943)", "0.050 (0.031)", "0.040 (0.024)"]
-    assert [t[m].loc["Robust MoE", "sketch"] for m in t] == ["0.500 (0.666)", "0.100 (0.033)", "0.200 (0.072)"]
-    assert t["accuracy"].loc["Robust MoE", "photo"] == "— (0.931)"
+    assert [t[m].loc["Single Expert", "photo"] for m in t] == [".900 (.943)", ".050 (.031)", ".040 (.024)"]
+    assert [t[m].loc["Robust MoE", "sketch"] for m in t] == [".500 (.666)", ".100 (.033)", ".200 (.072)"]
+    assert t["accuracy"].loc["Robust MoE", "photo"] == "— (.931)"
     page = PAGE.across_targets([{"target": "photo", "table": photo, "scale_summary": "cpu: photo"}, {"x": 1}])
     assert page.startswith("# PACS, every target: Table 2") and "at `cpu` scale" in page
-    assert "| Single Expert   | 0.900 (0.943) | — (0.780)" in page
+    assert "| Single Expert   | .900 (.943) | — (.780)" in page
     assert PAGE.across_targets([{"scale_summary": "cpu: photo"}]) is None
